@@ -1,0 +1,1 @@
+"""Command-line interface: the only package that imports click and rich."""

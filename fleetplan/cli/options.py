@@ -1,0 +1,108 @@
+"""Shared click options and parameter types, defined once.
+
+Each validates at parse time and fails with a one-line message naming the value,
+the rule and the fix (click prints it and exits 2).
+"""
+
+from __future__ import annotations
+
+import math
+
+import click
+
+
+class PositiveFloat(click.ParamType):
+    """A finite number > 0."""
+
+    name = "number>0"
+
+    def convert(self, value, param, ctx):  # noqa: D102
+        if isinstance(value, float):
+            v = value
+        else:
+            try:
+                v = float(value)
+            except (TypeError, ValueError):
+                self.fail(f"{value!r} is not a number; give a positive number", param, ctx)
+        if not math.isfinite(v) or v <= 0:
+            self.fail(f"{value!r} must be a finite number > 0", param, ctx)
+        return v
+
+
+class Fraction(click.ParamType):
+    """A number in (0, 1]."""
+
+    name = "fraction"
+
+    def __init__(self, open_high: bool = False) -> None:
+        self.open_high = open_high
+
+    def convert(self, value, param, ctx):  # noqa: D102
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number; give a fraction in (0, 1]", param, ctx)
+        hi_ok = v < 1 if self.open_high else v <= 1
+        if not (math.isfinite(v) and v > 0 and hi_ok):
+            bound = "(0, 1)" if self.open_high else "(0, 1]"
+            self.fail(f"{value!r} must be in {bound}", param, ctx)
+        return v
+
+
+class IntList(click.ParamType):
+    """Comma-separated positive integers, e.g. ``4096,8192``."""
+
+    name = "int,int,..."
+
+    def convert(self, value, param, ctx):  # noqa: D102
+        if isinstance(value, tuple):
+            return value
+        out = []
+        for part in str(value).split(","):
+            part = part.strip()
+            if not part:
+                continue
+            try:
+                v = int(float(part))
+            except ValueError:
+                self.fail(f"{part!r} is not an integer; give comma-separated token counts", param, ctx)
+            if v <= 0 or float(part) != v:
+                self.fail(f"{part!r} must be a positive integer", param, ctx)
+            out.append(v)
+        if not out:
+            self.fail("empty list; give at least one value", param, ctx)
+        return tuple(out)
+
+
+class NameList(click.ParamType):
+    """Comma-separated names (checked against a registry by the library)."""
+
+    name = "name,name,..."
+
+    def convert(self, value, param, ctx):  # noqa: D102
+        if isinstance(value, tuple):
+            return value
+        out = tuple(p.strip() for p in str(value).split(",") if p.strip())
+        if not out:
+            self.fail("empty list; give at least one name", param, ctx)
+        return out
+
+
+POSITIVE = PositiveFloat()
+FRACTION = Fraction()
+INT_LIST = IntList()
+NAME_LIST = NameList()
+
+seed_option = click.option(
+    "--seed", type=click.IntRange(min=0), default=0, show_default=True,
+    help="One seed for every random stream of the run (arrivals, lengths, routing).",
+)
+workload_option = click.option(
+    "--workload", "workload", required=True,
+    help="Workload: a bundled name (lmsys, azure_conv, ...), a CDF JSON file or a trace (CSV/JSONL).",
+)
+input_fraction_option = click.option(
+    "--input-fraction", type=Fraction(open_high=True), default=None,
+    help="Share of a request's total tokens that is prompt, for CDFs that give totals only "
+    "(default: the workload's own, else 0.8 as documented in the README).",
+)

@@ -1,0 +1,1 @@
+"""sim/_kernels"""
