@@ -7,6 +7,7 @@ the rule and the fix (click prints it and exits 2).
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import click
 
@@ -105,4 +106,35 @@ input_fraction_option = click.option(
     "--input-fraction", type=Fraction(open_high=True), default=None,
     help="Share of a request's total tokens that is prompt, for CDFs that give totals only "
     "(default: the workload's own, else 0.8 as documented in the README).",
+)
+
+
+class PriceOverride(click.ParamType):
+    """``NAME=USD_PER_HOUR``, e.g. ``h100=2.49`` (the GPU name is checked by the catalog)."""
+
+    name = "GPU=USD"
+
+    def convert(self, value, param, ctx):  # noqa: D102
+        if isinstance(value, tuple):
+            return value
+        gpu, sep, price = str(value).partition("=")
+        if not sep or not gpu.strip():
+            self.fail(f"{value!r} is not GPU=USD_PER_HOUR; write e.g. h100=2.49", param, ctx)
+        try:
+            usd = float(price)
+        except ValueError:
+            self.fail(f"price {price!r} in {value!r} is not a number; write e.g. h100=2.49", param, ctx)
+        if not math.isfinite(usd) or usd <= 0:
+            self.fail(f"price {price!r} in {value!r} must be a finite USD per GPU-hour > 0", param, ctx)
+        return gpu.strip(), usd
+
+
+gpu_profiles_option = click.option(
+    "--gpu-profiles", "gpu_profiles", default=None,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="User TOML that overrides fields of bundled GPUs or adds GPUs ([gpu.<NAME>] tables).",
+)
+price_option = click.option(
+    "--price", "prices", multiple=True, type=PriceOverride(),
+    help="Override a GPU's price per GPU-hour, e.g. --price h100=2.49 (repeatable).",
 )

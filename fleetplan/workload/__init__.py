@@ -1,1 +1,39 @@
-"""workload"""
+"""Workloads: request-length CDFs, traces, arrival processes and the bundled catalog."""
+
+from fleetplan.workload.arrivals import gamma_arrivals_s, poisson_arrivals_s, replay_arrivals_s
+from fleetplan.workload.catalog import (
+    list_workloads,
+    load_workload,
+    workload_from_document,
+    workload_from_trace,
+)
+from fleetplan.workload.cdf import LengthCDF
+from fleetplan.workload.cdf_io import CdfDocument, parse_cdf_document, read_cdf_json, write_cdf_json
+from fleetplan.workload.fit import SPLIT_THRESHOLDS_TOKENS, empirical_cdf_points, empirical_copula, fit
+from fleetplan.workload.traces import Trace, TraceFormat, read_trace
+from fleetplan.workload.workload import DEFAULT_INPUT_FRACTION, DEFAULT_QUADRATURE_POINTS, Workload
+
+__all__ = [
+    "CdfDocument",
+    "DEFAULT_INPUT_FRACTION",
+    "DEFAULT_QUADRATURE_POINTS",
+    "LengthCDF",
+    "SPLIT_THRESHOLDS_TOKENS",
+    "Trace",
+    "TraceFormat",
+    "Workload",
+    "empirical_cdf_points",
+    "empirical_copula",
+    "fit",
+    "gamma_arrivals_s",
+    "list_workloads",
+    "load_workload",
+    "parse_cdf_document",
+    "poisson_arrivals_s",
+    "read_cdf_json",
+    "read_trace",
+    "replay_arrivals_s",
+    "workload_from_document",
+    "workload_from_trace",
+    "write_cdf_json",
+]

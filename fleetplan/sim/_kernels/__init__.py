@@ -1,1 +1,35 @@
-"""sim/_kernels"""
+"""Numba kernels of the discrete-event simulator (numpy + numba only).
+
+Two kernels, each with a pure-Python twin in ``tests/reference/``:
+
+* ``run_request_level`` — every instance an FCFS queue with ``inst_slots`` servers;
+* ``run_iteration_level`` — continuous batching with chunked prefill, KV blocks and
+  recompute preemption (vLLM v1 style).
+
+Integer codes shared with the Python side live in ``codes``; all jit options in ``jit``.
+"""
+
+from fleetplan.sim._kernels.codes import (
+    EV_ARRIVAL,
+    EV_STEP_END,
+    N_ROUTERS,
+    N_STEP_COEFS,
+    POOL_LEAST_LOADED,
+    ROUTE_LEAST_OUTSTANDING,
+    ROUTE_POWER_OF_TWO,
+    ROUTE_RANDOM,
+    ROUTE_ROUND_ROBIN,
+    STATUS_DONE,
+    STATUS_REJECTED,
+    STATUS_UNFINISHED,
+    STEP_MODEL_LINEAR,
+)
+from fleetplan.sim._kernels.iteration_level import run_iteration_level
+from fleetplan.sim._kernels.request_level import run_request_level
+
+__all__ = [
+    "EV_ARRIVAL", "EV_STEP_END", "N_ROUTERS", "N_STEP_COEFS", "POOL_LEAST_LOADED",
+    "ROUTE_LEAST_OUTSTANDING", "ROUTE_POWER_OF_TWO", "ROUTE_RANDOM", "ROUTE_ROUND_ROBIN",
+    "STATUS_DONE", "STATUS_REJECTED", "STATUS_UNFINISHED", "STEP_MODEL_LINEAR",
+    "run_iteration_level", "run_request_level",
+]

@@ -1,0 +1,211 @@
+"""Speed and memory of the simulator kernels (plain script; prints figures, asserts nothing).
+
+    python benchmarks/bench_des.py            # full run (10^6 / 10^7 requests)
+    python benchmarks/bench_des.py --quick    # 10x fewer requests
+
+(1) iteration level, LMSYS-like lengths, lambda = 100 req/s, two A100 pools split at 4096
+    tokens (W = 8 ms, H = 0.65 ms/seq, prefill c[2] = H * 128 / 512 s/token, 65,536 KV blocks
+    of 16 tokens, max_num_batched_tokens 512; short pool max context 4096 / 256 seqs, long
+    pool 65,536 / 16 seqs).  The brief's fleet (3 short + 5 long) is checked for stability;
+    if it is unstable under this step model a stable fleet of the same shape is sized and
+    used for the timings (both are printed).
+(2) the same with the fleet scaled to ~1,024 GPUs and lambda scaled proportionally.
+(3) request level, 10^7 requests (M/M/c-like pool of 8 instances x 64 slots at rho 0.8).
+(4) memory per simulated request: input + output array bytes, kernel-internal arrays
+    (counted from the kernels' allocations), tracemalloc peak / N and peak-RSS growth / N.
+JIT time (compile or cache load, first call) is reported apart from run time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import resource
+import time
+import tracemalloc
+
+import numpy as np
+
+from fleetplan.sim._kernels import N_STEP_COEFS, STATUS_DONE, run_iteration_level, run_request_level
+
+W_S, H_S, CHUNK_TOKENS, N_REF = 0.008, 0.00065, 512, 128
+KV_BLOCKS, BLOCK_TOKENS, SPLIT_TOKENS, LONG_CONTEXT = 65_536, 16, 4096, 65_536
+MEAN_TOTAL_TOKENS, PROMPT_FRACTION, LOGNORMAL_SIGMA = 600.0, 0.8, 1.281  # sigma: F(4096) ~ 0.984
+
+
+def sample_lengths(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray, str]:
+    try:
+        from fleetplan.workload import load_workload
+
+        prompt, output = load_workload("lmsys").sample(rng, n)
+        return prompt.astype(np.int64), output.astype(np.int64), "fleetplan.workload lmsys"
+    except Exception as exc:  # noqa: BLE001 - the stand-in is stated in the output
+        mu = math.log(MEAN_TOTAL_TOKENS) - LOGNORMAL_SIGMA**2 / 2
+        total = np.minimum(np.maximum(np.round(rng.lognormal(mu, LOGNORMAL_SIGMA, n)), 2), LONG_CONTEXT)
+        prompt = np.maximum(np.round(PROMPT_FRACTION * total), 1).astype(np.int64)
+        output = np.maximum(total.astype(np.int64) - prompt, 1)
+        return prompt, output, f"lognormal stand-in (mean total {MEAN_TOTAL_TOKENS:.0f}, 80% prompt; {exc!r})"
+
+
+def two_pool_fleet(n_short: int, n_long: int) -> dict:
+    coef = np.zeros((2, N_STEP_COEFS))
+    coef[:, 0], coef[:, 1], coef[:, 2] = W_S, H_S, H_S * N_REF / CHUNK_TOKENS
+    return dict(
+        pool_inst_start=np.array([0, n_short, n_short + n_long], dtype=np.int32),
+        pool_router=np.zeros(2, dtype=np.int32), pool_max_context=np.array([SPLIT_TOKENS, LONG_CONTEXT]),
+        pool_max_num_seqs=np.array([256, 16], dtype=np.int32),
+        pool_max_batched_tokens=np.array([CHUNK_TOKENS, CHUNK_TOKENS], dtype=np.int32),
+        pool_kv_blocks=np.array([KV_BLOCKS, KV_BLOCKS]), pool_block_tokens=np.array([BLOCK_TOKENS] * 2, dtype=np.int32),
+        pool_step_code=np.zeros(2, dtype=np.int32), pool_step_coef=coef, horizon_s=np.inf,
+    )
+
+
+def workload(rng: np.random.Generator, rate_per_s: float, n: int) -> tuple[dict, str]:
+    prompt, output, source = sample_lengths(rng, n)
+    req = dict(arrival_s=np.cumsum(rng.exponential(1.0 / rate_per_s, n)), prompt_tokens=prompt,
+               output_tokens=output, req_pool=(prompt + output > SPLIT_TOKENS).astype(np.int32),
+               route_u=rng.random((n, 2)))
+    return req, source
+
+
+def iteration_outputs(n: int, n_inst: int) -> dict:
+    return dict(out_inst=np.empty(n, np.int32), out_first_sched_s=np.empty(n), out_first_token_s=np.empty(n),
+                out_done_s=np.empty(n), out_preemptions=np.empty(n, np.int32), out_status=np.empty(n, np.int8),
+                inst_busy_s=np.empty(n_inst), inst_seq_s=np.empty(n_inst), inst_steps=np.empty(n_inst, np.int64),
+                inst_tokens=np.empty(n_inst, np.int64))
+
+
+def sized_fleet(req: dict, rate_per_s: float, target_util: float = 0.7) -> tuple[int, int]:
+    """Instances per pool so that the step model's work per second is ~target_util of capacity.
+    Work of one request ~ c2 * prompt + H * output (W is shared by the batch and ignored)."""
+    work_s = H_S * N_REF / CHUNK_TOKENS * req["prompt_tokens"] + H_S * req["output_tokens"]
+    sizes = []
+    for pool in (0, 1):
+        sel = req["req_pool"] == pool
+        sizes.append(max(1, math.ceil(rate_per_s * sel.mean() * work_s[sel].mean() / target_util)))
+    return sizes[0], sizes[1]
+
+
+def run_iteration(req: dict, fleet: dict) -> tuple[float, int, dict]:
+    out = iteration_outputs(len(req["arrival_s"]), int(fleet["pool_inst_start"][-1]))
+    t0 = time.perf_counter()
+    n_steps = run_iteration_level(**req, **fleet, **out)
+    return time.perf_counter() - t0, n_steps, out
+
+
+def stability(req: dict, out: dict) -> str:
+    """Mean queueing delay (first schedule - arrival) by quarter of the run, and P99 TTFT."""
+    done = out["out_status"] == STATUS_DONE
+    wait = out["out_first_sched_s"] - req["arrival_s"]
+    q = np.array_split(np.arange(len(wait)), 4)
+    quarters = [float(np.mean(wait[i][done[i]])) if done[i].any() else math.nan for i in q]
+    ttft = (out["out_first_token_s"] - req["arrival_s"])[done]
+    stable = done.all() and quarters[3] <= 2 * quarters[1] + 0.05
+    return (f"{'STABLE' if stable else 'UNSTABLE'}: mean wait by quarter (ms) "
+            + ", ".join(f"{1e3 * w:.1f}" for w in quarters)
+            + f"; P99 TTFT {1e3 * np.quantile(ttft, 0.99):.1f} ms; done {done.mean():.4f}; "
+            f"preemptions {int(out['out_preemptions'].sum())}")
+
+
+def bench_iteration(n: int, rate_per_s: float, label: str, fleet_sizes=None) -> float:
+    rng = np.random.default_rng(20260601)
+    req, source = workload(rng, rate_per_s, n)
+    if fleet_sizes is None:
+        fleet_sizes = sized_fleet(req, rate_per_s)
+    fleet = two_pool_fleet(*fleet_sizes)
+    elapsed, n_steps, out = run_iteration(req, fleet)
+    busy, seq = out["inst_busy_s"], out["inst_seq_s"]
+    print(f"[{label}] {fleet_sizes[0]} short + {fleet_sizes[1]} long instances, lambda {rate_per_s:g}/s, "
+          f"N {n:,}, lengths: {source}")
+    print(f"    run {elapsed:.3f} s: {n / elapsed:,.0f} requests/s, {n_steps / elapsed:,.0f} steps/s, "
+          f"{1e9 * elapsed / n:.0f} ns/request; mean batch {seq.sum() / busy.sum():.1f}")
+    print(f"    {stability(req, out)}")
+    return elapsed / n
+
+
+def bench_request_level(n: int) -> float:
+    rng = np.random.default_rng(7)
+    n_inst, slots, rho = 8, 64, 0.8
+    arrival = np.cumsum(rng.exponential(1.0 / (rho * n_inst * slots), n))
+    service = rng.exponential(1.0, n)
+    args = (arrival, service, 0.1 * service, np.full(n, 100, np.int64), np.zeros(n, np.int32), rng.random((n, 2)),
+            np.array([0, n_inst], np.int32), np.zeros(1, np.int32), np.array([4096]),
+            np.full(n_inst, slots, np.int32), np.inf)
+    outs = (np.empty(n, np.int32), np.empty(n), np.empty(n), np.empty(n), np.empty(n, np.int8), np.empty(n_inst))
+    t0 = time.perf_counter()
+    n_events = run_request_level(*args, *outs)
+    elapsed = time.perf_counter() - t0
+    wait = outs[1] - arrival
+    print(f"[request level] {n_inst} instances x {slots} slots, rho {rho}, N {n:,}: run {elapsed:.3f} s, "
+          f"{n / elapsed:,.0f} requests/s, {n_events / elapsed:,.0f} events/s; mean wait {wait.mean():.5f} s")
+    return elapsed
+
+
+def jit_times() -> None:
+    for name, fn, runner in (("run_iteration_level", run_iteration_level, lambda: bench_quiet_iteration()),
+                             ("run_request_level", run_request_level, lambda: bench_quiet_request())):
+        t0 = time.perf_counter()
+        runner()
+        print(f"JIT {name}: first call {time.perf_counter() - t0:.2f} s "
+              f"(cache hits {sum(fn.stats.cache_hits.values())}, misses {sum(fn.stats.cache_misses.values())})")
+
+
+def bench_quiet_iteration() -> None:
+    req, _ = workload(np.random.default_rng(0), 10.0, 10)
+    run_iteration(req, two_pool_fleet(1, 1))
+
+
+def bench_quiet_request() -> None:
+    n = 4
+    run_request_level(np.arange(n, dtype=float), np.ones(n), np.ones(n), np.ones(n, np.int64), np.zeros(n, np.int32),
+                      np.zeros((n, 2)), np.array([0, 1], np.int32), np.zeros(1, np.int32), np.array([10]),
+                      np.ones(1, np.int32), np.inf, np.empty(n, np.int32), np.empty(n), np.empty(n), np.empty(n),
+                      np.empty(n, np.int8), np.empty(1))
+
+
+ITER_INTERNAL_BYTES = 8 + 4 + 4 + 4  # computed i8, generated i4, held_blocks i4, next_waiting i4
+REQ_INTERNAL_BYTES = 8 + 4  # global departure heap (f8 time, i4 instance)
+
+
+def bench_memory(n: int) -> None:
+    rng = np.random.default_rng(3)
+    tracemalloc.start()
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    req, _ = workload(rng, 100.0, n)
+    fleet = two_pool_fleet(*sized_fleet(req, 100.0))
+    out = iteration_outputs(n, int(fleet["pool_inst_start"][-1]))
+    run_iteration_level(**req, **fleet, **out)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    rss = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) * 1024
+    arrays = sum(a.nbytes for a in req.values()) + sum(a.nbytes for a in out.values())
+    print(f"[memory, iteration level, N {n:,}] arrays {arrays / n:.0f} B/request + kernel-internal "
+          f"{ITER_INTERNAL_BYTES} B/request = {arrays / n + ITER_INTERNAL_BYTES:.0f} B/request; "
+          f"tracemalloc peak {peak / n:.0f} B/request (includes sampling temporaries); "
+          f"peak-RSS growth {rss / n:.0f} B/request")
+    arrays_req = n * (8 + 8 + 8 + 8 + 4 + 16) + n * (4 + 8 + 8 + 8 + 1)
+    print(f"[memory, request level] arrays {arrays_req / n:.0f} B/request + kernel-internal "
+          f"{REQ_INTERNAL_BYTES} B/request = {arrays_req / n + REQ_INTERNAL_BYTES:.0f} B/request")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="10x fewer requests")
+    args = parser.parse_args()
+    scale = 10 if args.quick else 1
+    n_iter, n_req = 1_000_000 // scale, 10_000_000 // scale
+    jit_times()
+    bench_iteration(n_iter // 10, 100.0, "brief fleet (8 GPUs), N/10", fleet_sizes=(3, 5))
+    req, _ = workload(np.random.default_rng(20260601), 100.0, n_iter)
+    small = sized_fleet(req, 100.0)
+    per_req_small = bench_iteration(n_iter, 100.0, f"stable fleet ({sum(small)} GPUs)")
+    factor = 1024 / sum(small)
+    large = (round(small[0] * factor), round(small[1] * factor))
+    per_req_large = bench_iteration(n_iter, 100.0 * sum(large) / sum(small), f"{sum(large)} GPUs", large)
+    print(f"cost per request at {sum(large)} GPUs / at {sum(small)} GPUs: {per_req_large / per_req_small:.2f}x")
+    bench_request_level(n_req)
+    bench_memory(n_iter)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,301 @@
+"""``fleetplan optimize``: the cheapest fleet meeting the TTFT SLO (sweep, then verify)."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from fleetplan.cli.errors import one_line_errors
+from fleetplan.cli.options import (
+    FRACTION,
+    INT_LIST,
+    NAME_LIST,
+    POSITIVE,
+    gpu_profiles_option,
+    input_fraction_option,
+    price_option,
+    seed_option,
+    workload_option,
+)
+from fleetplan.errors import ConfigError
+from fleetplan.hardware import availability_preset, load_catalog
+from fleetplan.plan.optimize import (
+    AVAILABILITY_FROM_CATALOG,
+    DEFAULT_MAX_GPUS,
+    DEFAULT_RATE_PER_S,
+    DEFAULT_RHO_MAX,
+    OptimizeRequest,
+    infeasible_error,
+    resolve_gpus,
+)
+from fleetplan.plan.optimize import (
+    optimize as run_optimize,
+)
+from fleetplan.plan.space import DEFAULT_COMPRESS_GAMMA, DEFAULT_THRESHOLDS_TOKENS, sizing_router, topology
+from fleetplan.report.optimize_report import write_candidates_csv, write_result_json
+from fleetplan.workload import load_workload
+
+_EXAMPLES = """\b
+Examples:
+  fleetplan optimize --workload lmsys.json --slo-ttft 500
+  fleetplan optimize --workload azure_conv --lam 200 --gpus a10g,h100 --topology homo,two-pool
+  fleetplan optimize --workload lmsys --slo-ttft 500 --b-short 2048,4096,8192 --csv fleet.csv --json run.json
+  fleetplan optimize --workload trace.csv --slo-ttft 300 --avail-preset h100-5pct --top 20
+"""
+
+
+#: Columns used when stdout is not a terminal (pipes, files, CI logs).
+_REPORT_WIDTH = 160
+
+
+def _availability(node_avail: float | None, preset: str | None) -> float | str:
+    if node_avail is not None and preset is not None:
+        raise ConfigError("give either --node-avail or --avail-preset, not both")
+    if node_avail is not None:
+        return node_avail
+    if preset is None:
+        return 1.0
+    if preset.strip().lower() == AVAILABILITY_FROM_CATALOG:
+        return AVAILABILITY_FROM_CATALOG
+    return availability_preset(preset).availability
+
+
+def _fmt_ms(x_s: float) -> str:
+    return "unstable" if x_s == float("inf") else f"{x_s * 1e3:,.0f}"
+
+
+@click.command("optimize", epilog=_EXAMPLES)
+@workload_option
+@click.option(
+    "--lam",
+    type=POSITIVE,
+    default=None,
+    help=f"Arrival rate, requests/s (default: the workload's own rate if it records one, else "
+    f"{DEFAULT_RATE_PER_S:g}).",
+)
+@click.option(
+    "--slo-ttft", "slo_ttft_ms", type=POSITIVE, required=True, help="TTFT target in ms at --percentile."
+)
+@click.option(
+    "--percentile",
+    type=click.FloatRange(0, 100, min_open=True, max_open=True),
+    default=99.0,
+    show_default=True,
+    help="Latency percentile the SLO applies to.",
+)
+@click.option(
+    "--gpus",
+    type=NAME_LIST,
+    default=None,
+    help="GPU types to consider, e.g. a10g,a100,h100 (default: the calibrated A10G, A100-80GB, H100-SXM).",
+)
+@click.option(
+    "--topology",
+    "topologies",
+    type=NAME_LIST,
+    default=("homo", "two-pool", "multi-pool"),
+    show_default=True,
+    help="Topologies: homo, two-pool, multi-pool (3-4 length pools).",
+)
+@click.option(
+    "--b-short",
+    "b_short",
+    type=INT_LIST,
+    default=DEFAULT_THRESHOLDS_TOKENS,
+    help="Split thresholds (total tokens) to sweep; default 512,...,65536.",
+)
+@click.option(
+    "--router",
+    "routers",
+    type=NAME_LIST,
+    default=("length", "compress"),
+    show_default=True,
+    help="Sizing routers: length, compress (compress-and-route).",
+)
+@click.option(
+    "--compress-gamma",
+    type=POSITIVE,
+    default=DEFAULT_COMPRESS_GAMMA,
+    show_default=True,
+    help="Compress-and-route band: requests up to gamma x B_short are squeezed to B_short.",
+)
+@click.option(
+    "--node-avail", type=FRACTION, default=None, help="Node availability A in (0, 1]; pools get ceil(n/A)."
+)
+@click.option(
+    "--avail-preset",
+    default=None,
+    help="Availability preset: a100-soft, a100-hard, h100-5pct, ideal, or 'catalog' (each GPU's own).",
+)
+@click.option("--rho-max", type=FRACTION, default=DEFAULT_RHO_MAX, show_default=True, help="Utilisation cap.")
+@click.option(
+    "--max-gpus",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_GPUS,
+    show_default=True,
+    help="Largest fleet considered.",
+)
+@click.option(
+    "--tail-model",
+    type=click.Choice(["exp", "paper"]),
+    default="exp",
+    show_default=True,
+    help="Wait-tail form: exp = ln(C/(1-p))(1+Cs2)/(2(c mu - lam)) (exact for M/M/c); paper = eq. (2).",
+)
+@click.option(
+    "--ttft-model",
+    type=click.Choice(["quantile", "mean-prefill"]),
+    default="quantile",
+    show_default=True,
+    help="quantile = percentile of wait + prefill; mean-prefill = wait percentile + mean prefill (fleet-sim).",
+)
+@click.option(
+    "--prefill-seqs",
+    type=POSITIVE,
+    default=None,
+    help="Batch concurrency while a prompt is prefilled (default n_max, the paper's eq. 5; fleet-sim uses 1).",
+)
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Candidates shown.")
+@click.option(
+    "--csv", "csv_path", type=click.Path(dir_okay=False), default=None, help="Write all candidates as CSV."
+)
+@click.option(
+    "--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the run as JSON."
+)
+@input_fraction_option
+@gpu_profiles_option
+@price_option
+@seed_option
+@one_line_errors
+def optimize(
+    workload,
+    lam,
+    slo_ttft_ms,
+    percentile,
+    gpus,
+    topologies,
+    b_short,
+    routers,
+    compress_gamma,
+    node_avail,
+    avail_preset,
+    rho_max,
+    max_gpus,
+    tail_model,
+    ttft_model,
+    prefill_seqs,
+    top,
+    csv_path,
+    json_path,
+    input_fraction,
+    gpu_profiles,
+    prices,
+    seed,
+) -> None:
+    """Find the cheapest fleet whose P99 TTFT meets --slo-ttft at --lam requests/s.
+
+    Phase 1 sizes every candidate (topology x split threshold x GPU type per pool x
+    sizing router) with M/G/c queueing (Erlang-C, two-moment tail) and ranks them by
+    annual cost.  TTFT is time to first token; P99 the 99th percentile; rho the
+    utilisation of a pool's KV slots.
+    """
+    catalog = load_catalog(gpu_profiles, dict(prices) if prices else None)
+    wl = load_workload(workload, input_fraction)
+    if lam is not None:
+        rate, rate_source = lam, "--lam"
+    elif wl.arrival_rate_per_s is not None:
+        rate, rate_source = wl.arrival_rate_per_s, "the workload's own arrival rate"
+    else:
+        rate, rate_source = DEFAULT_RATE_PER_S, "default (the workload records no rate)"
+    request = OptimizeRequest(
+        workload=wl,
+        gpus=resolve_gpus(catalog, gpus),
+        slo_ttft_s=slo_ttft_ms / 1e3,
+        rate_per_s=rate,
+        percentile=percentile,
+        topologies=tuple(topology(t) for t in topologies),
+        thresholds_tokens=tuple(b_short),
+        routers=tuple(sizing_router(r) for r in routers),
+        compress_gamma=compress_gamma,
+        availability=_availability(node_avail, avail_preset),
+        rho_max=rho_max,
+        max_gpus=max_gpus,
+        tail_model=tail_model,
+        ttft_model=ttft_model,
+        n_prefill_seqs=prefill_seqs,
+        rate_source=rate_source,
+    )
+    result = run_optimize(request)
+    if csv_path:
+        write_candidates_csv(result, csv_path)
+    if json_path:
+        write_result_json(result, json_path, seed)
+    console = Console(file=sys.stdout)
+    if not console.is_terminal:
+        console.width = max(console.width, _REPORT_WIDTH)
+    console.print(
+        f"Workload {wl.name}: λ = {rate:g} req/s ({rate_source}); SLO P{percentile:g} TTFT <= "
+        f"{slo_ttft_ms:g} ms; {len(result.candidates)} candidates sized analytically in "
+        f"{result.analytic_time_s * 1e3:.0f} ms."
+    )
+    _print_table(console, result, top)
+    if result.recommendation is None:
+        raise infeasible_error(request, result.candidates)
+    best = result.recommendation
+    pools = ", ".join(
+        f"{p.count + p.spares}x {p.gpu} for {p.lo_tokens + 1}-{p.hi_tokens} tokens" for p in best.pools
+    )
+    console.print(
+        f"Recommendation: {best.topology.value} ({best.router.value} router): {pools}; "
+        f"{best.total_gpus_needed} GPUs, ${best.cost_usd_per_year:,.0f}/yr, "
+        f"P{percentile:g} TTFT {_fmt_ms(best.ttft_p_s)} ms (analytic)."
+    )
+
+
+def _print_table(console: Console, result, top: int) -> None:
+    """One row per pool; candidate-level columns on each candidate's first row."""
+    pct = result.request.percentile
+    table = Table(
+        title=f"Top {min(top, len(result.candidates))} of {len(result.candidates)} candidates "
+        "(cheapest first; rho = KV-slot utilisation)"
+    )
+    for col in (
+        "#",
+        "topology",
+        "tokens",
+        "GPU",
+        "count",
+        "spares",
+        "share",
+        "rho",
+        f"P{pct:g} TTFT ms",
+        "GPUs",
+        "$/yr",
+        "$/M tok",
+        "feasible",
+    ):
+        table.add_column(col, justify="left" if col in ("topology", "GPU", "feasible") else "right")
+    for c in result.candidates[:top]:
+        topo = c.topology.value + ("" if c.router.value == "length" else f" [{c.router.value}]")
+        for i, p in enumerate(c.pools):
+            first = i == 0
+            table.add_row(
+                str(c.rank) if first else "",
+                topo if first else "",
+                f"{p.lo_tokens + 1}-{p.hi_tokens}",
+                p.gpu,
+                str(p.count),
+                str(p.spares),
+                f"{p.traffic_share:.1%}",
+                "-" if p.count == 0 else f"{p.rho:.2f}",
+                _fmt_ms(p.ttft_p_s),
+                str(c.total_gpus_needed) if first else "",
+                f"{c.cost_usd_per_year:,.0f}" if first else "",
+                f"{c.cost_usd_per_mtok:.3f}" if first else "",
+                ("yes" if c.feasible else f"no: {c.reason}") if first else "",
+                end_section=i == len(c.pools) - 1,
+            )
+    console.print(table)

@@ -1,0 +1,152 @@
+"""``fleetplan simulate``: run the discrete-event simulator on a fleet TOML."""
+
+from __future__ import annotations
+
+import math
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from fleetplan.cli.options import POSITIVE, input_fraction_option, seed_option, workload_option
+from fleetplan.sim.engine import DEFAULT_N_REQUESTS, DEFAULT_WARMUP_FRACTION
+from fleetplan.sim.engine import simulate as run_simulation
+from fleetplan.sim.fleet_toml import load_fleet_toml
+from fleetplan.sim.result import TPOT_DEFINITION, GroupSummary, SimResult
+from fleetplan.sim.spec import ArrivalProcess, Level
+from fleetplan.units import ms_to_s, s_to_ms
+from fleetplan.workload import load_workload
+
+DEFAULT_RATE_PER_S = 100.0  # used when the workload carries no arrival rate of its own
+SHOWN_PERCENTILES = (("P50", "p50_s"), ("P90", "p90_s"), ("P99", "p99_s"))
+
+
+def _ms(value_s: float) -> str:
+    if math.isnan(value_s):
+        return "-"
+    if math.isinf(value_s):
+        return "inf"
+    return f"{s_to_ms(value_s):,.1f}"
+
+
+def _frac(value: float | None) -> str:
+    return "-" if value is None or math.isnan(value) else f"{100 * value:.1f}%"
+
+
+def _num(value: float | None, fmt: str = ",.2f") -> str:
+    return "-" if value is None or math.isnan(value) else format(value, fmt)
+
+
+def _groups(result: SimResult) -> list[GroupSummary]:
+    """Each pool, then the whole fleet (``all``)."""
+    return [*result.summary.pools, result.summary.overall]
+
+
+def _latency_table(result: SimResult) -> Table:
+    table = Table(title="latency (ms)")
+    table.add_column("pool")
+    for metric in ("TTFT", "TPOT", "E2E"):
+        for label, _ in SHOWN_PERCENTILES:
+            table.add_column(f"{metric} {label}", justify="right")
+    for g in _groups(result):
+        cells = [g.name]
+        for stats in (g.ttft, g.tpot, g.e2e):
+            cells += [_ms(getattr(stats, attr)) for _, attr in SHOWN_PERCENTILES]
+        table.add_row(*cells)
+    return table
+
+
+def _capacity_table(result: SimResult) -> Table:
+    table = Table(title="requests and capacity")
+    for col in ("pool", "gpu", "instances", "requests", "done", "unfinished", "rejected",
+                "SLO attain.", "goodput req/s", "throughput req/s", "utilisation", "mean batch"):
+        table.add_column(col, justify="left" if col in ("pool", "gpu") else "right")
+    for g in _groups(result):
+        table.add_row(
+            g.name, g.gpu, str(g.n_instances), f"{g.n_requests:,}", f"{g.n_done:,}",
+            f"{g.n_unfinished:,}", f"{g.n_rejected:,}", _frac(g.slo_attainment),
+            _num(g.goodput_per_s), _num(g.throughput_per_s), _frac(g.utilisation), _num(g.mean_batch, ".1f"),
+        )
+    return table
+
+
+EXAMPLES = """\b
+Examples:
+  fleetplan simulate --fleet examples/two_pool_a100.toml --workload lmsys --lam 100
+  fleetplan simulate --fleet examples/homogeneous_h100.toml --workload lmsys --lam 50 \\
+      --slo-ttft 500 --slo-tpot 100 --requests-csv requests.csv --json summary.json
+  fleetplan simulate --fleet examples/two_pool_a100.toml --workload lmsys --level request --seed 7
+"""
+
+
+@click.command("simulate", epilog=EXAMPLES)
+@click.option("--fleet", "fleet_path", required=True, type=click.Path(dir_okay=False),
+              help="Fleet TOML: pools, GPUs, instances, context limits (see examples/README.md).")
+@workload_option
+@input_fraction_option
+@click.option("--lam", "rate_per_s", type=POSITIVE, default=None,
+              help=f"Arrival rate, requests/s (default: the workload's own, else {DEFAULT_RATE_PER_S:g}).")
+@click.option("--requests", "n_requests", type=click.IntRange(min=1), default=DEFAULT_N_REQUESTS,
+              show_default=True, help="Requests to simulate.")
+@click.option("--level", type=click.Choice(Level.names()), default=Level.ITERATION.value, show_default=True,
+              help="iteration: vLLM continuous batching per step; request: the paper's eq. 4-5 slot model.")
+@click.option("--arrival", type=click.Choice(ArrivalProcess.names()), default=ArrivalProcess.POISSON.value,
+              show_default=True, help="Arrival process (replay needs a trace workload).")
+@click.option("--cv", type=POSITIVE, default=1.0, show_default=True,
+              help="Inter-arrival coefficient of variation for --arrival gamma.")
+@click.option("--horizon", "horizon_s", type=POSITIVE, default=None,
+              help="Stop after this many seconds (default: run until every request finishes).")
+@click.option("--warmup-fraction", type=click.FloatRange(0, 1, max_open=True),
+              default=DEFAULT_WARMUP_FRACTION, show_default=True,
+              help="Share of the earliest arrivals left out of the statistics.")
+@seed_option
+@click.option("--slo-ttft", "slo_ttft_ms", type=POSITIVE, default=None, help="TTFT SLO in ms (for goodput).")
+@click.option("--slo-tpot", "slo_tpot_ms", type=POSITIVE, default=None, help="TPOT SLO in ms (for goodput).")
+@click.option("--requests-csv", type=click.Path(dir_okay=False), default=None,
+              help="Write one row per request (latencies in ms) to this CSV.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+              help="Write the summary as JSON (inf/NaN written as null).")
+def simulate_cmd(fleet_path, workload, input_fraction, rate_per_s, n_requests, level, arrival, cv, horizon_s,
+                 warmup_fraction, seed, slo_ttft_ms, slo_tpot_ms, requests_csv, json_path) -> None:
+    """Simulate a fleet serving a workload; print P50/P90/P99 TTFT, TPOT, E2E per pool.
+
+    TPOT is (E2E - TTFT) / (output tokens - 1), as vLLM's benchmark defines it.
+    Unfinished and rejected requests count as infinite latency.
+    """
+    spec = load_fleet_toml(fleet_path)
+    wl = load_workload(workload, input_fraction=input_fraction)
+    if rate_per_s is not None:
+        rate, why = rate_per_s, "from --lam"
+    elif wl.arrival_rate_per_s is not None:
+        rate, why = float(wl.arrival_rate_per_s), f"workload {wl.name}'s own rate"
+    else:
+        rate, why = DEFAULT_RATE_PER_S, "default; the workload has no arrival rate"
+    result = run_simulation(
+        spec, wl, rate, n_requests=n_requests, level=level, seed=seed, arrival=arrival, cv=cv,
+        horizon_s=horizon_s, warmup_fraction=warmup_fraction,
+        slo_ttft_s=None if slo_ttft_ms is None else ms_to_s(slo_ttft_ms),
+        slo_tpot_s=None if slo_tpot_ms is None else ms_to_s(slo_tpot_ms),
+    )
+    con = Console(soft_wrap=True, highlight=False)
+    s = result.summary
+    con.print(f"fleet {fleet_path}: {len(spec.pools)} pool(s), {spec.n_instances} instances, "
+              f"pool router {spec.pool_router.value}, {_num(spec.cost_usd_per_h)} USD/h")
+    con.print(f"workload {wl.name}, rate {rate:.4g} req/s ({why}), {s.n_requests:,} requests, "
+              f"{arrival} arrivals, level {level}, seed {seed}")
+    con.print(_latency_table(result))
+    con.print(_capacity_table(result))
+    slos = [f"{name} <= {value:g} ms" for name, value in (("TTFT", slo_ttft_ms), ("TPOT", slo_tpot_ms))
+            if value is not None]
+    con.print(f"{TPOT_DEFINITION}. Unfinished/rejected requests count as inf. First "
+              f"{100 * s.warmup_fraction:g}% of arrivals ({s.n_warmup:,}) excluded as warm-up.")
+    con.print("goodput (vLLM --goodput): requests/s meeting " + (" and ".join(slos) if slos else
+              "all SLOs; give --slo-ttft/--slo-tpot to compute it") + ".")
+    if requests_csv:
+        result.to_csv(requests_csv)
+        con.print(f"wrote {requests_csv} ({len(result.requests):,} rows)")
+    if json_path:
+        result.write_json(json_path)
+        con.print(f"wrote {json_path}")
+
+
+simulate = simulate_cmd

@@ -1,0 +1,187 @@
+"""``optimize``: the two-phase fleet planner (core paper §3.1).
+
+Phase 1 (``plan.sweep``) ranks every candidate analytically.  Phase 2
+(``plan.verify``) re-checks the top candidates with the discrete-event simulator
+and searches upward in GPU count for those that fail; the recommendation is the
+cheapest simulation-verified fleet (the simulator is authoritative).  With
+verification off the recommendation is the cheapest analytic candidate.
+
+Node availability (core paper §3.5): ``availability`` is a number A in (0, 1]
+applied to every GPU type, or the string ``"catalog"`` for each GPU's own A from
+its published failure rate and repair time (GPUs without one: A = 1, stated in
+the result).  Default: A = 1 (no spares).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from fleetplan.errors import ConfigError, InfeasibleError
+from fleetplan.hardware import GpuCatalog, GpuProfile
+from fleetplan.plan.pools import LengthPoints, PlanSettings
+from fleetplan.plan.space import (
+    DEFAULT_COMPRESS_GAMMA,
+    DEFAULT_MAX_POOLS,
+    DEFAULT_THRESHOLDS_TOKENS,
+    SizingRouter,
+    Topology,
+    layouts,
+)
+from fleetplan.plan.sweep import Candidate, ProgressFn, pareto_frontier, sweep
+from fleetplan.workload import Workload
+
+#: Quadrature points used to integrate over the length distribution (§3.1 step 2):
+#: per pool range for totals-only CDFs, and globally for prompt/output CDFs.
+DEFAULT_POOL_POINTS = 1024
+DEFAULT_QUADRATURE_POINTS = 16384
+#: Default GPU types swept: the three with the core paper's calibrated constants.
+DEFAULT_GPUS = ("A10G", "A100-80GB", "H100-SXM")
+DEFAULT_RATE_PER_S = 100.0
+DEFAULT_RHO_MAX = 0.85
+DEFAULT_MAX_GPUS = 10_000
+AVAILABILITY_FROM_CATALOG = "catalog"
+
+
+@dataclass(frozen=True)
+class OptimizeRequest:
+    """Everything ``optimize`` needs; validated on construction (times in seconds)."""
+
+    workload: Workload
+    gpus: tuple[GpuProfile, ...]
+    slo_ttft_s: float
+    rate_per_s: float
+    percentile: float = 99.0
+    topologies: tuple[Topology, ...] = (Topology.HOMO, Topology.TWO_POOL, Topology.MULTI_POOL)
+    thresholds_tokens: tuple[int, ...] = DEFAULT_THRESHOLDS_TOKENS
+    routers: tuple[SizingRouter, ...] = (SizingRouter.LENGTH, SizingRouter.COMPRESS)
+    compress_gamma: float = DEFAULT_COMPRESS_GAMMA
+    max_pools: int = DEFAULT_MAX_POOLS
+    availability: float | str = 1.0
+    rho_max: float = DEFAULT_RHO_MAX
+    max_gpus: int = DEFAULT_MAX_GPUS
+    tail_model: str = "exp"
+    ttft_model: str = "quantile"
+    n_prefill_seqs: float | None = None
+    quadrature_points: int = DEFAULT_QUADRATURE_POINTS
+    pool_points: int = DEFAULT_POOL_POINTS
+    rate_source: str = "given"
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.rate_per_s) and self.rate_per_s > 0):
+            raise ConfigError(f"--lam {self.rate_per_s!r} is invalid: the arrival rate must be a finite number > 0 req/s")
+        if not (math.isfinite(self.slo_ttft_s) and self.slo_ttft_s > 0):
+            raise ConfigError(f"--slo-ttft {self.slo_ttft_s * 1e3!r} ms is invalid: the TTFT SLO must be > 0 ms")
+        if not 0 < self.percentile < 100:
+            raise ConfigError(f"--percentile {self.percentile!r} is invalid: give a percentile in (0, 100), e.g. 99")
+        if not self.gpus:
+            raise ConfigError("no GPU types to sweep: give --gpus with at least one catalog name")
+        if not self.topologies:
+            raise ConfigError("no topology to sweep: give --topology homo,two-pool,multi-pool or a subset")
+        if not 0 < self.rho_max <= 1:
+            raise ConfigError(f"--rho-max {self.rho_max!r} is invalid: the utilisation cap must lie in (0, 1]")
+        if int(self.max_gpus) != self.max_gpus or self.max_gpus < 1:
+            raise ConfigError(f"--max-gpus {self.max_gpus!r} is invalid: give a whole number >= 1")
+        if self.compress_gamma <= 1:
+            raise ConfigError(f"--compress-gamma {self.compress_gamma!r} is invalid: the band factor must be > 1")
+        if isinstance(self.availability, str):
+            if self.availability != AVAILABILITY_FROM_CATALOG:
+                raise ConfigError(f"availability {self.availability!r} is invalid: give a number in (0, 1] or 'catalog'")
+        elif not 0 < self.availability <= 1:
+            raise ConfigError(f"--node-avail {self.availability!r} is invalid: node availability must lie in (0, 1]")
+        for g in self.gpus:
+            g.require_serving()
+            g.require_price_usd_per_h()
+
+    def availability_of(self, gpu: GpuProfile) -> float:
+        """A for ``gpu`` (see module docstring)."""
+        if isinstance(self.availability, str):
+            return gpu.availability if gpu.availability is not None else 1.0
+        return float(self.availability)
+
+    def settings(self) -> PlanSettings:
+        return PlanSettings(
+            rate_per_s=self.rate_per_s,
+            slo_ttft_s=self.slo_ttft_s,
+            percentile=self.percentile,
+            rho_max=self.rho_max,
+            max_gpus=int(self.max_gpus),
+            tail_model=self.tail_model,
+            ttft_model=self.ttft_model,
+            compress_gamma=self.compress_gamma,
+            n_prefill_seqs=self.n_prefill_seqs,
+        )
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    """Ranked candidates, the Pareto frontier and the recommendation."""
+
+    request: OptimizeRequest
+    candidates: tuple[Candidate, ...]
+    pareto: tuple[Candidate, ...]
+    recommendation: Candidate | None
+    verification: tuple = field(default_factory=tuple)
+    analytic_time_s: float = 0.0
+
+    @property
+    def feasible(self) -> bool:
+        return self.recommendation is not None
+
+
+def resolve_gpus(catalog: GpuCatalog, names: Sequence[str] | None) -> tuple[GpuProfile, ...]:
+    """Catalog profiles for ``names`` (default: the calibrated trio), duplicates removed."""
+    out: dict[str, GpuProfile] = {}
+    for name in names or DEFAULT_GPUS:
+        g = catalog.get(name)
+        out.setdefault(g.name, g)
+    return tuple(out.values())
+
+
+def analytical_phase(request: OptimizeRequest, progress: ProgressFn | None = None) -> list[Candidate]:
+    """Phase 1: every candidate sized and ranked."""
+    points = LengthPoints(request.workload, request.pool_points, request.quadrature_points)
+    lays = list(layouts(request.topologies, request.thresholds_tokens, points.max_tokens, request.max_pools))
+    return sweep(points, lays, request.gpus, request.routers, request.settings(),
+                 request.availability_of, progress)
+
+
+def infeasible_error(request: OptimizeRequest, candidates: Sequence[Candidate]) -> InfeasibleError:
+    """One-line explanation of why no candidate fits, naming the binding constraint."""
+    reasons: dict[str, int] = {}
+    for c in candidates:
+        text = c.reason or ""
+        kind = ("prefill" if "prefill alone" in text else "max-gpus" if "max-gpus" in text
+                else "unstable" if "unstable" in text else "other")
+        reasons[kind] = reasons.get(kind, 0) + 1
+    binding = max(reasons, key=reasons.get) if reasons else "other"
+    example = next((c.reason for c in candidates if c.reason), "no candidate")
+    fixes = {
+        "prefill": "raise --slo-ttft, add a lower --b-short so long prompts get their own pool, or use faster GPUs",
+        "max-gpus": "raise --max-gpus or lower --lam",
+        "unstable": "raise --max-gpus or lower --lam",
+        "other": "relax the SLO or widen the candidate space",
+    }
+    return InfeasibleError(
+        f"no fleet meets P{request.percentile:g} TTFT <= {request.slo_ttft_s * 1e3:g} ms at "
+        f"{request.rate_per_s:g} req/s within --max-gpus {request.max_gpus}: infeasible up to "
+        f"{request.max_gpus} GPUs; binding constraint: {example}; fix: {fixes[binding]}"
+    )
+
+
+def optimize(request: OptimizeRequest, progress: ProgressFn | None = None) -> OptimizeResult:
+    """Run the analytical sweep (and, when configured, verification) and recommend a fleet."""
+    import time
+
+    t0 = time.perf_counter()
+    ranked = analytical_phase(request, progress)
+    elapsed = time.perf_counter() - t0
+    feasible = [c for c in ranked if c.feasible]
+    return OptimizeResult(
+        request=request,
+        candidates=tuple(ranked),
+        pareto=tuple(pareto_frontier(ranked)),
+        recommendation=feasible[0] if feasible else None,
+        analytic_time_s=elapsed,
+    )

@@ -1,0 +1,149 @@
+"""Phase 1: the analytical sweep over candidate fleets (core paper §3.1).
+
+Every layout of ``plan.space`` is combined with GPU types per pool; each pool is
+sized by ``plan.pools.size_one_pool`` (results cached per (range, GPU, router),
+so a sweep of thousands of candidates sizes only a few hundred pools).  A
+candidate's cost is the sum over pools of (count + spares) x price x 8760 h; it
+is feasible when every pool is and the fleet stays within ``max_gpus``.
+Candidates are ranked by annual cost, ties broken by the latency percentile
+(the worst pool's, since each pool must meet the SLO on its own), then by fewer
+GPUs.  The Pareto frontier keeps the feasible candidates that no other beats on
+both cost and P99 TTFT.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from fleetplan.hardware import GpuProfile
+from fleetplan.plan.pools import LengthPoints, PlanSettings, PoolPlan, size_one_pool
+from fleetplan.plan.space import Layout, PoolRange, SizingRouter, Topology
+from fleetplan.units import H_PER_YEAR, S_PER_H
+
+ProgressFn = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One candidate fleet with its analytic figures (times in seconds)."""
+
+    topology: Topology
+    router: SizingRouter
+    pools: tuple[PoolPlan, ...]
+    total_gpus_needed: int
+    cost_usd_per_year: float
+    cost_usd_per_mtok: float
+    ttft_p_s: float
+    feasible: bool
+    reason: str | None
+    rank: int = 0
+
+    @property
+    def thresholds_tokens(self) -> tuple[int, ...]:
+        return tuple(p.hi_tokens for p in self.pools[:-1])
+
+    @property
+    def gpu_label(self) -> str:
+        names = [p.gpu for p in self.pools]
+        return names[0] if len(set(names)) == 1 else "+".join(names)
+
+    def key(self) -> tuple:
+        """Identity of the fleet shape (topology, thresholds, GPUs, router)."""
+        return (self.topology.value, self.router.value, self.thresholds_tokens, tuple(p.gpu for p in self.pools))
+
+
+def _combine(
+    layout: Layout, router: SizingRouter, pools: Sequence[PoolPlan], settings: PlanSettings, mean_tokens: float
+) -> Candidate:
+    total = sum(p.total_gpus for p in pools)
+    cost = sum(p.total_gpus * p.price_usd_per_h for p in pools) * H_PER_YEAR
+    tokens_per_year = settings.rate_per_s * mean_tokens * H_PER_YEAR * S_PER_H
+    ttft = max((p.ttft_p_s for p in pools if p.traffic_share > 0), default=0.0)
+    reason = None
+    for i, p in enumerate(pools):
+        if not p.feasible:
+            reason = f"pool {i + 1} ({p.lo_tokens}-{p.hi_tokens} tokens, {p.gpu}): {p.reason}"
+            break
+    if reason is None and total > settings.max_gpus:
+        reason = f"needs {total} GPUs, more than --max-gpus {settings.max_gpus}"
+    return Candidate(
+        topology=layout.topology,
+        router=router,
+        pools=tuple(pools),
+        total_gpus_needed=total,
+        cost_usd_per_year=cost,
+        cost_usd_per_mtok=cost / tokens_per_year * 1e6 if tokens_per_year > 0 else float("inf"),
+        ttft_p_s=ttft,
+        feasible=reason is None,
+        reason=reason,
+    )
+
+
+def _rank_key(c: Candidate) -> tuple:
+    return (not c.feasible, c.cost_usd_per_year if c.feasible else 0.0, c.ttft_p_s, c.total_gpus_needed,
+            c.key())
+
+
+def sweep(
+    points: LengthPoints,
+    layouts: Sequence[Layout],
+    gpus: Sequence[GpuProfile],
+    routers: Sequence[SizingRouter],
+    settings: PlanSettings,
+    availability: Callable[[GpuProfile], float],
+    progress: ProgressFn | None = None,
+) -> list[Candidate]:
+    """Size and rank every candidate (feasible first, cheapest first)."""
+    cache: dict[tuple[PoolRange, str, SizingRouter], PoolPlan] = {}
+    mean_tokens = points.mean_total_tokens
+
+    def pool(rng_: PoolRange, gpu: GpuProfile, router: SizingRouter) -> PoolPlan:
+        key = (rng_, gpu.name, router)
+        if key not in cache:
+            cache[key] = size_one_pool(points, rng_, gpu, router, settings, availability(gpu))
+        return cache[key]
+
+    def cheapest(plans: list[PoolPlan]) -> PoolPlan:
+        return min(plans, key=lambda p: (not p.feasible, p.total_gpus * p.price_usd_per_h, p.ttft_p_s))
+
+    candidates: dict[tuple, Candidate] = {}
+    n_layouts = len(layouts)
+    for i, layout in enumerate(layouts):
+        if progress is not None:
+            progress("sweep", i, n_layouts)
+        for router in routers:
+            if router is SizingRouter.COMPRESS and layout.topology is Topology.HOMO:
+                continue  # nothing to compress into with one pool
+            k = len(layout.ranges)
+            if k <= 2:
+                assignments = itertools.product(gpus, repeat=k)
+            else:
+                assignments = [(g,) * k for g in gpus]
+            for combo in assignments:
+                plans = [pool(r, g, router) for r, g in zip(layout.ranges, combo, strict=True)]
+                cand = _combine(layout, router, plans, settings, mean_tokens)
+                candidates.setdefault(cand.key(), cand)
+            if k > 2 and len(gpus) > 1:
+                plans = [cheapest([pool(r, g, router) for g in gpus]) for r in layout.ranges]
+                cand = _combine(layout, router, plans, settings, mean_tokens)
+                candidates.setdefault(cand.key(), cand)
+    if progress is not None:
+        progress("sweep", n_layouts, n_layouts)
+    ranked = sorted(candidates.values(), key=_rank_key)
+    return [replace(c, rank=i + 1) for i, c in enumerate(ranked)]
+
+
+def pareto_frontier(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """Feasible candidates not beaten on both cost and TTFT percentile (cheapest first)."""
+    feasible = sorted((c for c in candidates if c.feasible), key=lambda c: (c.cost_usd_per_year, c.ttft_p_s))
+    out: list[Candidate] = []
+    best_ttft = np.inf
+    for c in feasible:
+        if c.ttft_p_s < best_ttft:
+            out.append(c)
+            best_ttft = c.ttft_p_s
+    return out

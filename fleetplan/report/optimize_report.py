@@ -1,0 +1,161 @@
+"""Rows, CSV and JSON for an ``optimize`` run (formats only; computes nothing).
+
+CSV: one row per candidate; unit-suffixed headers; per-pool columns
+``pool{i}_gpu, pool{i}_count, pool{i}_spares, pool{i}_min_tokens, pool{i}_max_tokens,
+pool{i}_lam_per_s, pool{i}_traffic_share, pool{i}_rho, pool{i}_p99_ttft_ms`` for
+i = 1..(largest pool count).  JSON: ``{"inputs", "candidates", "pareto",
+"recommendation", "version", "seed"}``; values that are not finite (an unstable
+pool's latency) are written as ``null``, so the file is strict JSON.
+Both are written atomically.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+from typing import Any
+
+import fleetplan
+from fleetplan.plan.optimize import OptimizeResult
+from fleetplan.plan.pools import PoolPlan
+from fleetplan.plan.sweep import Candidate
+from fleetplan.report.atomic import atomic_write_text
+from fleetplan.units import MS_PER_S
+
+
+def _finite(x: float | None) -> float | None:
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _ms(x_s: float) -> float | None:
+    v = _finite(x_s)
+    return None if v is None else round(v * MS_PER_S, 3)
+
+
+def latency_key(percentile: float) -> str:
+    """``p99_ttft_ms`` for the 99th percentile, ``p95_ttft_ms`` for the 95th, ..."""
+    return f"p{percentile:g}_ttft_ms".replace(".", "_")
+
+
+def pool_dict(p: PoolPlan, percentile: float) -> dict[str, Any]:
+    return {
+        "gpu": p.gpu,
+        "count": p.count,
+        "spares": p.spares,
+        "min_tokens": p.lo_tokens,
+        "max_tokens": p.hi_tokens,
+        "n_max": p.n_max,
+        "lam_per_s": round(p.lam_per_s, 6),
+        "traffic_share": round(p.traffic_share, 6),
+        "rho": _finite(round(p.rho, 6)),
+        latency_key(percentile): _ms(p.ttft_p_s),
+        "mean_service_gpu_s": _finite(p.mean_service_s),
+        "cs2": _finite(p.cs2),
+        "price_usd_per_h": p.price_usd_per_h,
+        "feasible": p.feasible,
+        "reason": p.reason,
+    }
+
+
+def candidate_dict(c: Candidate, percentile: float) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "rank": c.rank,
+        "topology": c.topology.value,
+        "router": c.router.value,
+        "thresholds_tokens": list(c.thresholds_tokens),
+        "gpus": c.gpu_label,
+        "total_gpus_needed": c.total_gpus_needed,
+        "cost_usd_per_year": round(c.cost_usd_per_year, 2),
+        "cost_usd_per_mtok": _finite(round(c.cost_usd_per_mtok, 6)),
+        latency_key(percentile): _ms(c.ttft_p_s),
+        "feasible": c.feasible,
+        "reason": c.reason,
+        "pools": [pool_dict(p, percentile) for p in c.pools],
+    }
+    return out
+
+
+def inputs_dict(result: OptimizeResult, seed: int) -> dict[str, Any]:
+    r = result.request
+    return {
+        "workload": r.workload.name,
+        "workload_source": r.workload.source,
+        "lam_per_s": r.rate_per_s,
+        "lam_source": r.rate_source,
+        "slo_ttft_ms": r.slo_ttft_s * MS_PER_S,
+        "percentile": r.percentile,
+        "gpus": [g.name for g in r.gpus],
+        "topologies": [t.value for t in r.topologies],
+        "b_short_tokens": list(r.thresholds_tokens),
+        "routers": [x.value for x in r.routers],
+        "compress_gamma": r.compress_gamma,
+        "node_availability": r.availability,
+        "rho_max": r.rho_max,
+        "max_gpus": r.max_gpus,
+        "tail_model": r.tail_model,
+        "ttft_model": r.ttft_model,
+        "prefill_seqs": r.n_prefill_seqs,
+        "input_fraction": None if r.workload.has_split else r.workload.input_fraction,
+        "seed": seed,
+    }
+
+
+def result_dict(result: OptimizeResult, seed: int, top: int | None = None) -> dict[str, Any]:
+    """The whole run as a JSON-ready dict (strict JSON: no NaN/Infinity)."""
+    pct = result.request.percentile
+    cands = result.candidates if top is None else result.candidates[:top]
+    return {
+        "version": fleetplan.__version__,
+        "seed": seed,
+        "inputs": inputs_dict(result, seed),
+        "analytic_time_s": round(result.analytic_time_s, 6),
+        "n_candidates": len(result.candidates),
+        "candidates": [candidate_dict(c, pct) for c in cands],
+        "pareto": [candidate_dict(c, pct) for c in result.pareto],
+        "recommendation": None if result.recommendation is None else candidate_dict(result.recommendation, pct),
+    }
+
+
+def candidate_rows(result: OptimizeResult) -> tuple[list[str], list[dict[str, Any]]]:
+    """Header and one flat row per candidate."""
+    pct = result.request.percentile
+    key = latency_key(pct)
+    n_pools = max((len(c.pools) for c in result.candidates), default=1)
+    header = ["rank", "topology", "router", "thresholds_tokens", "gpus", "total_gpus_needed",
+              "cost_usd_per_year", "cost_usd_per_mtok", key, "feasible", "reason"]
+    pool_fields = ["gpu", "count", "spares", "min_tokens", "max_tokens", "lam_per_s", "traffic_share", "rho", key]
+    for i in range(1, n_pools + 1):
+        header += [f"pool{i}_{f}" for f in pool_fields]
+    rows = []
+    for c in result.candidates:
+        d = candidate_dict(c, pct)
+        row = {k: d[k] for k in header[:11]}
+        row["thresholds_tokens"] = ";".join(str(b) for b in c.thresholds_tokens)
+        for i, p in enumerate(d["pools"], start=1):
+            for f in pool_fields:
+                row[f"pool{i}_{f}"] = p[f]
+        rows.append(row)
+    return header, rows
+
+
+def write_candidates_csv(result: OptimizeResult, path: str | os.PathLike) -> None:
+    """One row per candidate (atomic write)."""
+    header, rows = candidate_rows(result)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=header, restval="", lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    atomic_write_text(path, buf.getvalue())
+
+
+def write_result_json(result: OptimizeResult, path: str | os.PathLike, seed: int) -> None:
+    """The run as strict JSON (atomic write)."""
+    text = json.dumps(result_dict(result, seed), indent=2, allow_nan=False)
+    atomic_write_text(path, text + "\n")

@@ -1,0 +1,29 @@
+"""Integer codes shared by the simulator kernels and their Python wrappers.
+
+Plain ints (no enums) so numba treats them as compile-time constants and
+``fleetplan.sim.compile`` can import them without importing numba.
+"""
+
+# Request status written to ``out_status``.
+STATUS_DONE = 0
+STATUS_UNFINISHED = 1  # still queued/running (or not yet arrived) when the horizon was reached
+STATUS_REJECTED = 2  # can never be served by its pool (context or KV budget too small)
+
+# Within-pool routers (``pool_router``).
+ROUTE_LEAST_OUTSTANDING = 0
+ROUTE_ROUND_ROBIN = 1
+ROUTE_RANDOM = 2
+ROUTE_POWER_OF_TWO = 3
+N_ROUTERS = 4
+
+# Between-pool routing: ``req_pool[i] >= 0`` is chosen by compile; this value lets the
+# kernel pick, at arrival, the least-loaded pool that fits the request.
+POOL_LEAST_LOADED = -1
+
+# Event kinds; the event order is (time_s, kind, seq): step ends before arrivals.
+EV_STEP_END = 0
+EV_ARRIVAL = 1
+
+# Step models (mirror of fleetplan.perf.linear; kernels may not import it).
+STEP_MODEL_LINEAR = 0
+N_STEP_COEFS = 8

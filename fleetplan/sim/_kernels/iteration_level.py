@@ -1,0 +1,167 @@
+"""Iteration-level simulator kernel: continuous batching with chunked prefill (vLLM v1 style).
+
+Model.  Each instance is one engine with its own FIFO waiting queue, a running list in
+admission order, ``pool_kv_blocks`` KV blocks of ``pool_block_tokens`` tokens and limits
+``max_num_seqs`` / ``max_num_batched_tokens``.  A request needs ``prompt + generated``
+tokens computed before it emits its next token; ``computed`` counts tokens whose KV is held.
+
+* Arrival: REJECTED (not routed, ``out_inst = -1``) if ``prompt + output > max_context`` or
+  ``ceil((prompt + output) / block) > kv_blocks``; else routed (``routing.py``) and
+  appended to the instance's waiting queue; an idle instance starts a step at once.
+* Step scheduling (budget = max_num_batched_tokens): running requests in admission order
+  get ``min(prompt + generated - computed, budget)`` tokens (1 when decoding; none when the
+  budget is spent).  KV blocks needed = ``ceil((computed + scheduled) / block)``; while
+  free blocks are short, the most recently admitted running request is preempted
+  (recompute: its blocks freed, ``computed = 0``, pushed to the FRONT of the waiting
+  queue); if that is the request being scheduled it is skipped.  Then, only if nobody was
+  preempted in this step (as vLLM v1), waiting requests are admitted FCFS while
+  ``n_running < max_num_seqs``, budget remains and their first chunk's blocks fit.
+* Step time: ``step_model.step_time_s`` of (scheduled seqs, prefill tokens, decode context,
+  attention work).  At step end the tokens are committed; a request whose computed tokens
+  reach ``prompt + generated`` emits a token (first emission sets ``out_first_token_s``)
+  and completes when ``generated == output``.  The next step starts immediately if there
+  is work.
+* Events are ordered by ``(time, kind, seq)``: all step ends (tournament tree over the
+  instances' next step end, ties to the lower instance) before arrivals (sorted input,
+  ties by index) at equal times.  The run stops when no event remains or the next event is
+  later than ``horizon_s``; unreached times stay ``inf`` and unfinished requests (including
+  arrivals after the horizon, ``out_inst = -1``) are UNFINISHED.
+* Runs of identical pure-decode steps are advanced as one event (``iteration_steps``,
+  "cruise"); every float still equals the step-by-step result.
+* Instance statistics (committed steps only): busy seconds, integral of batch size,
+  steps, scheduled tokens.  Returns the number of committed steps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fleetplan.sim._kernels.codes import POOL_LEAST_LOADED, STATUS_REJECTED
+from fleetplan.sim._kernels.heaps import tree_build, tree_leaves, tree_update
+from fleetplan.sim._kernels.iteration_steps import (
+    N_SLOT_FIELDS,
+    add_step_stats,
+    commit_step,
+    cut_cruise,
+    schedule_step,
+    steps_by_horizon,
+)
+from fleetplan.sim._kernels.jit import njit
+from fleetplan.sim._kernels.routing import (
+    add_outstanding,
+    build_outstanding_trees,
+    least_loaded_pool,
+    pick_instance,
+)
+
+
+@njit
+def run_iteration_level(
+    arrival_s, prompt_tokens, output_tokens, req_pool, route_u,
+    pool_inst_start, pool_router, pool_max_context, pool_max_num_seqs, pool_max_batched_tokens,
+    pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
+    out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_status,
+    inst_busy_s, inst_seq_s, inst_steps, inst_tokens,
+):
+    n_req = arrival_s.shape[0]
+    n_pools = pool_router.shape[0]
+    n_inst = pool_inst_start[n_pools]
+
+    for i in range(n_req):
+        out_inst[i] = -1
+        out_first_sched_s[i] = np.inf
+        out_first_token_s[i] = np.inf
+        out_done_s[i] = np.inf
+        out_preemptions[i] = 0
+        out_status[i] = 1  # STATUS_UNFINISHED until proven otherwise
+    # Per-request state; running requests keep theirs in slot-local arrays (iteration_steps).
+    generated = np.zeros(n_req, dtype=np.int32)
+    next_waiting = np.full(n_req, -1, dtype=np.int32)
+    # Per-instance state; the running slots of k are run_lo[k] .. run_lo[k] + max_num_seqs - 1.
+    inst_pool = np.empty(n_inst, dtype=np.int32)
+    run_lo = np.zeros(n_inst + 1, dtype=np.int64)
+    free_blocks = np.empty(n_inst, dtype=np.int64)
+    for p in range(n_pools):
+        for k in range(pool_inst_start[p], pool_inst_start[p + 1]):
+            inst_pool[k] = p
+            run_lo[k + 1] = run_lo[k] + pool_max_num_seqs[p]
+            free_blocks[k] = pool_kv_blocks[p]
+    run_req = np.empty(run_lo[n_inst], dtype=np.int32)
+    run_state = np.zeros((run_lo[n_inst], N_SLOT_FIELDS), dtype=np.int64)
+    run_len = np.zeros(n_inst, dtype=np.int64)
+    wait_ends = np.full((n_inst, 2), -1, dtype=np.int32)  # head, tail
+    inst_outstanding = np.zeros(n_inst, dtype=np.int64)
+    tree_out, tree_out_lo, tree_out_leaves = build_outstanding_trees(pool_inst_start)
+    pool_tokens = np.zeros(n_pools, dtype=np.int64)
+    rr_next = np.zeros(n_pools, dtype=np.int32)
+    # steps in flight (see iteration_steps): step_f = (start, first step), step_i =
+    # (n_seqs, tokens per step, number of identical steps m, decode context of the first)
+    step_f = np.zeros((n_inst, 2), dtype=np.float64)
+    step_i = np.zeros((n_inst, 4), dtype=np.int64)
+    for k in range(n_inst):
+        inst_busy_s[k] = 0.0
+        inst_seq_s[k] = 0.0
+        inst_steps[k] = 0
+        inst_tokens[k] = 0
+    n_leaves = tree_leaves(n_inst)
+    step_end_s = np.full(n_leaves, np.inf)
+    tree = np.empty(2 * n_leaves, dtype=np.int32)
+    tree_build(step_end_s, tree, n_leaves)
+
+    reqs = (prompt_tokens, output_tokens, generated, next_waiting)
+    slots = (run_lo, run_len, run_req, run_state)
+    inst = (wait_ends, free_blocks, step_f, step_i, step_end_s)
+    pools = (pool_inst_start, pool_max_num_seqs, pool_max_batched_tokens, pool_block_tokens,
+             pool_step_code, pool_step_coef)
+    outs = (out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_status)
+    stats = (inst_busy_s, inst_seq_s, inst_steps, inst_tokens)
+    load = (inst_outstanding, tree_out, tree_out_lo, tree_out_leaves, pool_tokens)
+
+    n_steps = 0
+    i = 0
+    while True:
+        k = tree[1]
+        t_step = step_end_s[k]
+        t_arr = arrival_s[i] if i < n_req else np.inf
+        if t_step <= t_arr:
+            if t_step > horizon_s or t_step == np.inf:
+                break
+            n_steps += commit_step(k, inst_pool[k], t_step, reqs, slots, inst, pools, outs, stats, load)
+            tree_update(step_end_s, tree, n_leaves, k)
+            continue
+        if t_arr > horizon_s:
+            break
+        total = prompt_tokens[i] + output_tokens[i]
+        p = req_pool[i]
+        if p == POOL_LEAST_LOADED:
+            p = least_loaded_pool(total, pool_tokens, pool_inst_start, pool_max_context)
+        block = pool_block_tokens[p]
+        if total > pool_max_context[p] or (total + block - 1) // block > pool_kv_blocks[p]:
+            out_status[i] = STATUS_REJECTED
+            i += 1
+            continue
+        k = pick_instance(pool_router[p], p, pool_inst_start, inst_outstanding, tree_out, tree_out_lo,
+                          tree_out_leaves, rr_next, route_u[i, 0], route_u[i, 1])
+        out_inst[i] = k
+        add_outstanding(k, p, 1, inst_outstanding, pool_inst_start, tree_out, tree_out_lo, tree_out_leaves)
+        pool_tokens[p] += total
+        tail = wait_ends[k, 1]
+        if tail < 0:
+            wait_ends[k, 0] = i
+        else:
+            next_waiting[tail] = i
+        wait_ends[k, 1] = i
+        if step_end_s[k] == np.inf:
+            schedule_step(k, p, t_arr, reqs, slots, inst, pools, outs)
+            tree_update(step_end_s, tree, n_leaves, k)
+        elif step_i[k, 2] > 1:
+            cut_cruise(k, p, t_arr, inst, pools)
+            tree_update(step_end_s, tree, n_leaves, k)
+        i += 1
+    # Runs of steps in flight past the horizon: account the steps that ended by then.
+    for k in range(n_inst):
+        if step_end_s[k] < np.inf and step_i[k, 2] > 1:
+            n_done = steps_by_horizon(k, inst_pool[k], horizon_s, inst, pools)
+            add_step_stats(k, inst_pool[k], n_done, inst, pools, stats)
+            n_steps += n_done
+    return n_steps

@@ -1,0 +1,31 @@
+"""The one place that sets numba options for the simulator kernels.
+
+``cache=True`` so a fresh process loads compiled kernels from disk; ``nogil=True`` so
+executors may run kernels in threads; ``error_model="numpy"`` so integer and float
+division carry no Python exception checks (the kernels never divide by zero by
+construction).  Helpers on the hot path use
+``njit_inline``.  No fastmath: the event loop uses ``inf`` as "no next event", and
+fastmath's ``ninf`` flag would let the compiler assume it never occurs.
+
+Set ``NUMBA_DISABLE_JIT=1`` to run every kernel as plain Python (used once per release
+to check that kernel code is valid Python and for coverage).
+"""
+
+from __future__ import annotations
+
+import numba
+
+JIT_OPTIONS = {"cache": True, "nogil": True, "error_model": "numpy"}
+
+
+def njit(fn):
+    """Compile ``fn`` with the project's kernel options."""
+    return numba.njit(**JIT_OPTIONS)(fn)
+
+
+def njit_inline(fn):
+    """Kernel helper inlined into its callers at numba-IR level.
+
+    Helpers take dozens of array arguments; an out-of-line call costs a reference-count
+    increment and decrement per array, which dominated the event loop before inlining."""
+    return numba.njit(inline="always", **JIT_OPTIONS)(fn)

@@ -1,0 +1,314 @@
+"""Run the discrete-event simulator: validate, compile, call a kernel, wrap results.
+
+``simulate`` is the public wrapper around the numba kernels in
+``fleetplan.sim._kernels`` (stumpy-style kernel/wrapper split): it validates its
+arguments, compiles the spec and request stream into flat arrays
+(``fleetplan.sim.compile``), allocates the outputs, runs one kernel and builds a
+``SimResult``.  Two fidelities (``Level``):
+
+* ``request``: the core paper's DES (inference-fleet-sim §3.1): each instance has
+  ``max_num_seqs`` slots with FCFS queueing; service per eqs. (4)-(5).
+* ``iteration``: vLLM-v1 continuous batching, one event per engine step.
+
+``replicate`` repeats ``simulate`` over independent seeds
+(``fleetplan.rng.task_seed(seed, "replication", r)``) and reports the mean P99
+TTFT/TPOT with a Student-t confidence interval; ``upper_p99_ttft_s`` (the upper
+end of the interval) is what verification compares with the SLO.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from fleetplan.errors import ConfigError
+from fleetplan.metrics import student_t_interval
+from fleetplan.rng import task_seed
+from fleetplan.sim._kernels import codes
+from fleetplan.sim._kernels.iteration_level import run_iteration_level
+from fleetplan.sim._kernels.request_level import run_request_level
+from fleetplan.sim.compile import CompiledRun, compile_run, request_level_times
+from fleetplan.sim.result import STATUS_NAMES, SimResult, SimSummary, summarise
+from fleetplan.sim.spec import ArrivalProcess, FleetSpec, Level
+
+__all__ = ["ReplicatedResult", "replicate", "run_compiled", "simulate"]
+
+DEFAULT_N_REQUESTS = 20_000
+DEFAULT_WARMUP_FRACTION = 0.1
+DEFAULT_N_REPLICATIONS = 5
+DEFAULT_CONFIDENCE = 0.95
+NO_POOL = "(none)"  # a rejected request that no pool could take (least_loaded routing)
+
+
+def _check_positive(name: str, value: float | None, fix: str, allow_none: bool = True) -> None:
+    if value is None and allow_none:
+        return
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    if not ok:
+        raise ConfigError(f"{name} = {value!r} must be a finite number > 0; {fix}")
+
+
+def _validate(rate_per_s, n_requests, warmup_fraction, cv, horizon_s, slo_ttft_s, slo_tpot_s, seed) -> None:
+    _check_positive("rate_per_s", rate_per_s, "give the arrival rate in requests/s", allow_none=False)
+    if isinstance(n_requests, bool) or not isinstance(n_requests, int | np.integer) or n_requests < 1:
+        raise ConfigError(f"n_requests = {n_requests!r} must be an integer >= 1; give how many to simulate")
+    wf = warmup_fraction
+    if isinstance(wf, bool) or not isinstance(wf, int | float) or not (0 <= wf < 1):
+        raise ConfigError(f"warmup_fraction = {wf!r} must be in [0, 1); 0.1 trims the first 10% of arrivals")
+    _check_positive("cv", cv, "1.0 is Poisson", allow_none=False)
+    _check_positive("horizon_s", horizon_s, "give seconds, or None to run until all requests finish")
+    _check_positive("slo_ttft_s", slo_ttft_s, "give the TTFT SLO in seconds")
+    _check_positive("slo_tpot_s", slo_tpot_s, "give the TPOT SLO in seconds")
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ConfigError(f"seed = {seed!r} must be an integer >= 0")
+
+
+def _run_kernel(run: CompiledRun, level: Level) -> dict[str, np.ndarray]:
+    """Allocate outputs, call the level's kernel, return the raw output arrays."""
+    f, r = run.fleet, run.requests
+    n, n_inst = r.n_requests, f.n_instances
+    out = {
+        "inst": np.full(n, -1, dtype=np.int32),
+        "first_sched_s": np.full(n, np.inf),
+        "first_token_s": np.full(n, np.inf),
+        "done_s": np.full(n, np.inf),
+        "preemptions": np.zeros(n, dtype=np.int32),
+        "status": np.full(n, codes.STATUS_UNFINISHED, dtype=np.int8),
+    }
+    if level is Level.REQUEST:
+        hold_s, first_token_offset_s = request_level_times(f, r.req_pool, r.prompt_tokens, r.output_tokens)
+        out["busy_slot_s"] = np.zeros(n_inst)
+        run_request_level(
+            r.arrival_s, hold_s, first_token_offset_s, r.total_tokens, r.req_pool, r.route_u,
+            f.pool_inst_start, f.pool_router, f.pool_max_context, f.inst_slots, float(run.horizon_s),
+            out["inst"], out["first_sched_s"], out["first_token_s"], out["done_s"], out["status"],
+            out["busy_slot_s"],
+        )
+    else:
+        for key in ("busy_s", "seq_s"):
+            out[key] = np.zeros(n_inst, dtype=np.float64)
+        for key in ("steps", "tokens"):
+            out[key] = np.zeros(n_inst, dtype=np.int64)
+        run_iteration_level(
+            r.arrival_s, r.prompt_tokens, r.output_tokens, r.req_pool, r.route_u,
+            f.pool_inst_start, f.pool_router, f.pool_max_context, f.pool_max_num_seqs,
+            f.pool_max_batched_tokens, f.pool_kv_blocks, f.pool_block_tokens, f.pool_step_code,
+            f.pool_step_coef, float(run.horizon_s),
+            out["inst"], out["first_sched_s"], out["first_token_s"], out["done_s"], out["preemptions"],
+            out["status"], out["busy_s"], out["seq_s"], out["steps"], out["tokens"],
+        )
+    return out
+
+
+def _request_frame(run: CompiledRun, out: dict[str, np.ndarray], n_warmup: int) -> pd.DataFrame:
+    f, r = run.fleet, run.requests
+    n = r.n_requests
+    status = out["status"].astype(np.int64)
+    done = status == codes.STATUS_DONE
+    inst = out["inst"].astype(np.int64)
+    pool_idx = np.where(inst >= 0, f.inst_pool[np.maximum(inst, 0)], r.req_pool)
+    names = np.array(list(f.pool_names) + [NO_POOL], dtype=object)
+    pool_label = names[np.where(pool_idx >= 0, pool_idx, len(f.pool_names))]
+    arrival = r.arrival_s
+    done_s = np.where(done, out["done_s"], np.inf)
+    ttft = np.where(done, out["first_token_s"] - arrival, np.inf)
+    e2e = done_s - arrival
+    multi = r.output_tokens > 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(done, (e2e - ttft) / np.maximum(r.output_tokens - 1, 1), np.inf)
+    tpot = np.where(multi, tpot, np.nan)
+    return pd.DataFrame({
+        "request_id": np.arange(n, dtype=np.int64),
+        "pool": pool_label,
+        "instance": inst,
+        "arrival_s": arrival,
+        "prompt_tokens": r.prompt_tokens,
+        "original_prompt_tokens": r.original_prompt_tokens,
+        "output_tokens": r.output_tokens,
+        "first_sched_s": out["first_sched_s"],
+        "first_token_s": out["first_token_s"],
+        "done_s": done_s,
+        "ttft_s": ttft,
+        "tpot_s": tpot,
+        "e2e_s": e2e,
+        "queue_wait_s": out["first_sched_s"] - arrival,
+        "preemptions": out["preemptions"],
+        "status": np.array(STATUS_NAMES, dtype=object)[status],
+        "warmup": np.arange(n) < n_warmup,
+    })
+
+
+def _instance_stats(
+    run: CompiledRun, out: dict[str, np.ndarray], level: Level
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-instance utilisation (busy fraction) and mean batch over ``[0, end]``,
+    ``end`` = last completion, or the horizon when something is unfinished."""
+    finite_done = out["done_s"][np.isfinite(out["done_s"])]
+    end_s = float(finite_done.max()) if finite_done.size else 0.0
+    if np.any(out["status"] == codes.STATUS_UNFINISHED) and math.isfinite(run.horizon_s):
+        end_s = max(end_s, float(run.horizon_s))
+    if end_s <= 0:
+        zeros = np.zeros(run.fleet.n_instances)
+        return zeros, zeros.copy()
+    if level is Level.REQUEST:
+        # slots busy on average / slots; mean batch = time-average occupied slots
+        busy_slot_s = out["busy_slot_s"]
+        return busy_slot_s / (run.fleet.inst_slots * end_s), busy_slot_s / end_s
+    busy_s = out["busy_s"]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_batch = np.where(busy_s > 0, out["seq_s"] / np.where(busy_s > 0, busy_s, 1.0), 0.0)
+    return busy_s / end_s, mean_batch
+
+
+def run_compiled(
+    spec: FleetSpec,
+    run: CompiledRun,
+    level: Level | str,
+    rate_per_s: float,
+    warmup_fraction: float = DEFAULT_WARMUP_FRACTION,
+    slo_ttft_s: float | None = None,
+    slo_tpot_s: float | None = None,
+) -> SimResult:
+    """Simulate an already compiled run (``spec`` supplies pool labels only)."""
+    level = Level.parse(level)
+    out = _run_kernel(run, level)
+    n = run.requests.n_requests
+    n_warmup = min(int(math.floor(warmup_fraction * n)), n - 1)
+    frame = _request_frame(run, out, n_warmup)
+    util, batch = _instance_stats(run, out, level)
+    summary = summarise(
+        frame,
+        pool_names=run.fleet.pool_names,
+        pool_gpus=tuple(p.gpu for p in spec.pools),
+        inst_pool=run.fleet.inst_pool,
+        inst_utilisation=util,
+        inst_mean_batch=batch,
+        level=level.value,
+        rate_per_s=rate_per_s,
+        warmup_fraction=warmup_fraction,
+        slo_ttft_s=slo_ttft_s,
+        slo_tpot_s=slo_tpot_s,
+        horizon_s=run.horizon_s,
+    )
+    return SimResult(requests=frame, summary=summary)
+
+
+def simulate(
+    spec: FleetSpec,
+    workload,
+    rate_per_s: float,
+    n_requests: int = DEFAULT_N_REQUESTS,
+    level: Level | str = Level.ITERATION,
+    seed: int = 0,
+    arrival: ArrivalProcess | str = ArrivalProcess.POISSON,
+    cv: float = 1.0,
+    horizon_s: float | None = None,
+    warmup_fraction: float = DEFAULT_WARMUP_FRACTION,
+    slo_ttft_s: float | None = None,
+    slo_tpot_s: float | None = None,
+) -> SimResult:
+    """Simulate ``n_requests`` requests of ``workload`` arriving at ``rate_per_s`` on ``spec``.
+
+    Parameters
+    ----------
+    workload : fleetplan.workload.Workload
+        Anything with ``sample(rng, n) -> (prompt_tokens, output_tokens)``; a
+        ``trace`` is needed for ``arrival="replay"``.
+    rate_per_s : float
+        Arrival rate (requests/s); with ``replay`` the trace is rescaled to it.
+    level : Level
+        ``iteration`` (default, vLLM continuous batching) or ``request`` (eqs. 4-5).
+    seed : int
+        One seed; streams ``arrivals``, ``lengths`` and ``routing`` derive from it.
+    arrival, cv : ArrivalProcess, float
+        Arrival process and, for ``gamma``, the inter-arrival coefficient of variation.
+    horizon_s : float, optional
+        Stop time (s); requests not finished by then are ``unfinished``.  ``None``
+        runs until every accepted request finishes.
+    warmup_fraction : float
+        Share of the earliest arrivals excluded from statistics (default 0.1).
+    slo_ttft_s, slo_tpot_s : float, optional
+        SLOs (s) for attainment and goodput.
+    """
+    _validate(rate_per_s, n_requests, warmup_fraction, cv, horizon_s, slo_ttft_s, slo_tpot_s, seed)
+    level = Level.parse(level)
+    run = compile_run(spec, workload, float(rate_per_s), int(n_requests), int(seed), arrival, cv, horizon_s)
+    return run_compiled(spec, run, level, float(rate_per_s), warmup_fraction, slo_ttft_s, slo_tpot_s)
+
+
+@dataclass(frozen=True)
+class ReplicatedResult:
+    """Independent replications: P99 TTFT/TPOT (s) per replication, their mean
+    and a two-sided Student-t interval at ``confidence``."""
+
+    seeds: tuple[int, ...]
+    confidence: float
+    p99_ttft_s: tuple[float, ...]
+    p99_tpot_s: tuple[float, ...]
+    mean_p99_ttft_s: float
+    p99_ttft_interval_s: tuple[float, float]
+    mean_p99_tpot_s: float
+    p99_tpot_interval_s: tuple[float, float]
+    summaries: tuple[SimSummary, ...]
+
+    @property
+    def n_replications(self) -> int:
+        return len(self.seeds)
+
+    @property
+    def upper_p99_ttft_s(self) -> float:
+        """Upper end of the P99 TTFT interval: the value verification checks against the SLO."""
+        return self.p99_ttft_interval_s[1]
+
+    @property
+    def upper_p99_tpot_s(self) -> float:
+        return self.p99_tpot_interval_s[1]
+
+
+def replicate(
+    spec: FleetSpec,
+    workload,
+    rate_per_s: float,
+    n_requests: int = DEFAULT_N_REQUESTS,
+    level: Level | str = Level.ITERATION,
+    seed: int = 0,
+    n_replications: int = DEFAULT_N_REPLICATIONS,
+    confidence: float = DEFAULT_CONFIDENCE,
+    progress: Callable[[int, int], None] | None = None,
+    **simulate_kwargs,
+) -> ReplicatedResult:
+    """``n_replications`` runs of ``simulate`` with seeds ``task_seed(seed, "replication", r)``.
+
+    ``simulate_kwargs`` are passed through (arrival, cv, horizon_s, warmup_fraction,
+    SLOs).  ``progress(done, total)`` is called after each replication.
+    """
+    if isinstance(n_replications, bool) or not isinstance(n_replications, int) or n_replications < 1:
+        raise ConfigError(f"n_replications = {n_replications!r} must be an integer >= 1 (5 is typical)")
+    if not (isinstance(confidence, float) and 0 < confidence < 1):
+        raise ConfigError(f"confidence = {confidence!r} must be in (0, 1), e.g. 0.95")
+    seeds = tuple(task_seed(seed, "replication", r) for r in range(n_replications))
+    summaries = []
+    for r, rep_seed in enumerate(seeds):
+        result = simulate(spec, workload, rate_per_s, n_requests, level, rep_seed, **simulate_kwargs)
+        summaries.append(result.summary)
+        if progress is not None:
+            progress(r + 1, n_replications)
+    ttft = np.array([s.overall.ttft.p99_s for s in summaries])
+    tpot = np.array([s.overall.tpot.p99_s for s in summaries])
+    ttft_mean, ttft_lo, ttft_hi = student_t_interval(ttft, confidence)
+    tpot_mean, tpot_lo, tpot_hi = student_t_interval(tpot, confidence)
+    return ReplicatedResult(
+        seeds=seeds,
+        confidence=confidence,
+        p99_ttft_s=tuple(float(x) for x in ttft),
+        p99_tpot_s=tuple(float(x) for x in tpot),
+        mean_p99_ttft_s=ttft_mean,
+        p99_ttft_interval_s=(ttft_lo, ttft_hi),
+        mean_p99_tpot_s=tpot_mean,
+        p99_tpot_interval_s=(tpot_lo, tpot_hi),
+        summaries=tuple(summaries),
+    )

@@ -1,0 +1,168 @@
+"""Read a fleet description from TOML into a ``FleetSpec``.
+
+Format (every key is checked; unknown keys, unknown GPUs and bad numbers raise
+``DataFormatError`` naming the file and the key)::
+
+    pool_router = "length"        # optional: length (default), compress_and_route,
+                                  #   random, round_robin, least_loaded, model_tag
+    compress_gamma = 1.5          # optional, compress_and_route band (B, gamma*B]
+
+    [tag_shares]                  # optional, model_tag only: share of requests per tag
+    llama-70b = 1.0
+
+    [[pool]]
+    name = "short"                # unique
+    gpu = "a100"                  # catalog name or alias; needs calibrated serving constants
+    instances = 3                 # serving instances (engines) in the pool
+    max_context_tokens = 4096     # longest prompt + output the pool accepts
+    router = "least_outstanding"  # optional: least_outstanding (default), round_robin,
+                                  #   random, power_of_two
+    max_num_seqs = 256            # optional vLLM-spelled overrides; defaults from the
+    max_num_batched_tokens = 512  #   GPU profile (n_max at max_context, chunk size)
+    kv_blocks = 65536             # optional
+    block_size = 16               # optional (vLLM --block-size)
+    price_usd_per_h = 2.21        # optional, default the GPU profile's price
+    model_tag = "llama-70b"       # optional, model_tag routing only
+
+Defaults are derived by ``fleetplan.sim.builders.build_pool``.  The same format is
+documented for users in ``examples/README.md``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tomllib
+from typing import Any
+
+from fleetplan.errors import DataFormatError, FleetplanError
+from fleetplan.sim.builders import build_pool
+from fleetplan.sim.spec import DEFAULT_COMPRESS_GAMMA, DEFAULT_MODEL_TAG, FleetSpec, PoolRouter
+
+__all__ = ["load_fleet_toml", "parse_fleet"]
+
+_TOP_KEYS = {"pool_router", "compress_gamma", "tag_shares", "pool"}
+_REQUIRED_POOL_KEYS = ("name", "gpu", "instances", "max_context_tokens")
+_OPTIONAL_POOL_INTS = {
+    "max_num_seqs": "max_num_seqs",
+    "max_num_batched_tokens": "max_num_batched_tokens",
+    "kv_blocks": "kv_blocks",
+    "block_size": "block_size_tokens",
+}
+_POOL_KEYS = set(_REQUIRED_POOL_KEYS) | set(_OPTIONAL_POOL_INTS) | {
+    "router", "price_usd_per_h", "model_tag",
+}
+
+
+def _int(path: str, where: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise DataFormatError(path, where, f"{value!r} must be an integer >= 1", "give a whole number")
+    return value
+
+
+def _number(path: str, where: str, value: Any, lo: float, rule: str) -> float:
+    finite = not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
+    if not finite or value < lo:
+        raise DataFormatError(path, where, f"{value!r} must be a finite number {rule}")
+    return float(value)
+
+
+def _string(path: str, where: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise DataFormatError(path, where, f"{value!r} must be a non-empty string")
+    return value
+
+
+def _unknown_keys(path: str, where: str, table: dict, allowed: set[str]) -> None:
+    extra = sorted(set(table) - allowed)
+    if extra:
+        raise DataFormatError(
+            path, where, f"unknown key {extra[0]!r}", f"valid keys are {', '.join(sorted(allowed))}"
+        )
+
+
+def _pool(path: str, index: int, table: Any, catalog: Any):
+    where = f"pool[{index}]"
+    if not isinstance(table, dict):
+        raise DataFormatError(path, where, "each [[pool]] must be a table")
+    if isinstance(table.get("name"), str) and table["name"].strip():
+        where = f"pool {table['name']!r}"
+    _unknown_keys(path, where, table, _POOL_KEYS)
+    for key in _REQUIRED_POOL_KEYS:
+        if key not in table:
+            fix = f"every pool needs {', '.join(_REQUIRED_POOL_KEYS)}"
+            raise DataFormatError(path, where, f"missing key {key!r}", fix)
+    name = _string(path, f"{where}.name", table["name"])
+    where = f"pool {name!r}"
+    gpu_name = _string(path, f"{where}.gpu", table["gpu"])
+    try:
+        profile = catalog.get(gpu_name)
+    except FleetplanError as exc:
+        raise DataFormatError(path, f"{where}.gpu", str(exc)) from exc
+    kwargs: dict[str, Any] = {}
+    for key, kwarg in _OPTIONAL_POOL_INTS.items():
+        if key in table:
+            kwargs[kwarg] = _int(path, f"{where}.{key}", table[key])
+    if "router" in table:
+        kwargs["router"] = _string(path, f"{where}.router", table["router"])
+    if "price_usd_per_h" in table:
+        price = table["price_usd_per_h"]
+        kwargs["price_usd_per_h"] = _number(path, f"{where}.price_usd_per_h", price, 0, ">= 0")
+    kwargs["model_tag"] = _string(path, f"{where}.model_tag", table.get("model_tag", DEFAULT_MODEL_TAG))
+    try:
+        return build_pool(
+            profile,
+            name,
+            _int(path, f"{where}.instances", table["instances"]),
+            _int(path, f"{where}.max_context_tokens", table["max_context_tokens"]),
+            **kwargs,
+        )
+    except DataFormatError:
+        raise
+    except FleetplanError as exc:
+        message = str(exc).removeprefix(f"{where}: ")  # the location is already named
+        raise DataFormatError(path, where, message) from exc
+
+
+def parse_fleet(doc: dict, path: str = "<fleet>", catalog: Any = None) -> FleetSpec:
+    """Build a ``FleetSpec`` from a parsed TOML document (``path`` labels errors).
+
+    ``catalog`` defaults to ``fleetplan.hardware.load_catalog()``.
+    """
+    if catalog is None:
+        from fleetplan.hardware import load_catalog
+
+        catalog = load_catalog()
+    _unknown_keys(path, None, doc, _TOP_KEYS)
+    pools_raw = doc.get("pool")
+    if not isinstance(pools_raw, list) or not pools_raw:
+        raise DataFormatError(path, "pool", "no [[pool]] tables", "add at least one [[pool]] with name, gpu, "
+                              "instances and max_context_tokens")
+    pools = tuple(_pool(path, i, t, catalog) for i, t in enumerate(pools_raw))
+    try:
+        router_name = _string(path, "pool_router", doc.get("pool_router", PoolRouter.LENGTH.value))
+        router = PoolRouter.parse(router_name)
+    except FleetplanError as exc:
+        raise DataFormatError(path, "pool_router", str(exc)) from exc
+    gamma = _number(path, "compress_gamma", doc.get("compress_gamma", DEFAULT_COMPRESS_GAMMA), 1, ">= 1")
+    shares_raw = doc.get("tag_shares", {})
+    if not isinstance(shares_raw, dict):
+        raise DataFormatError(path, "tag_shares", "must be a table of tag = share")
+    shares = tuple(
+        (tag, _number(path, f"tag_shares.{tag}", share, 0, ">= 0")) for tag, share in shares_raw.items()
+    )
+    try:
+        return FleetSpec(pools=pools, pool_router=router, compress_gamma=gamma, tag_shares=shares)
+    except FleetplanError as exc:
+        raise DataFormatError(path, None, str(exc)) from exc
+
+
+def load_fleet_toml(path: str | os.PathLike, catalog: Any = None) -> FleetSpec:
+    """Read and validate the fleet TOML at ``path`` (see the module docstring)."""
+    path_str = str(path)
+    try:
+        with open(path_str, "rb") as handle:
+            doc = tomllib.load(handle)
+    except tomllib.TOMLDecodeError as exc:
+        raise DataFormatError(path_str, None, f"not valid TOML ({exc})", "fix the syntax") from exc
+    return parse_fleet(doc, path_str, catalog)

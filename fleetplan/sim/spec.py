@@ -1,0 +1,306 @@
+"""Fleet specification for the simulator: frozen, validated, no I/O.
+
+A ``FleetSpec`` is a tuple of ``PoolSpec`` plus the rule that sends each request
+to a pool (``PoolRouter``).  A pool is ``n_instances`` identical serving
+instances (one vLLM/SGLang engine each) of one GPU type, limited to prompts +
+outputs of at most ``max_context_tokens``, with a step-time model
+(``fleetplan.perf.linear.LinearStepModel``, eq. 3 of the core paper) and vLLM
+scheduler limits (``SchedulerLimits``).  Specs never see a GPU profile or a file:
+``fleetplan.sim.builders`` derives them from calibrated constants and
+``fleetplan.sim.fleet_toml`` reads them from TOML.
+
+Routing policies follow inference-fleet-sim §3.4 (LengthRouter, CompressAndRoute,
+RandomRouter, ModelRouter) plus round-robin and least-loaded baselines.
+Compress-and-Route (Chen et al., 2026; core paper §2.1) squeezes requests whose
+total is in ``(B, gamma * B]`` down to ``B``; ``DEFAULT_COMPRESS_GAMMA = 1.5``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+
+from fleetplan.errors import ConfigError, UnknownNameError
+from fleetplan.perf.linear import LinearStepModel
+
+__all__ = [
+    "ArrivalProcess",
+    "DEFAULT_BLOCK_SIZE_TOKENS",
+    "DEFAULT_COMPRESS_GAMMA",
+    "DEFAULT_MODEL_TAG",
+    "FleetSpec",
+    "InstanceRouter",
+    "Level",
+    "PoolRouter",
+    "PoolSpec",
+    "SchedulerLimits",
+]
+
+DEFAULT_BLOCK_SIZE_TOKENS = 16  # vLLM's default PagedAttention block size
+DEFAULT_COMPRESS_GAMMA = 1.5  # borderline band (B, 1.5 B] as in the core paper's examples
+DEFAULT_MODEL_TAG = "default"
+
+
+class _Registry(StrEnum):
+    """A closed family of names; ``parse`` is the one loud lookup."""
+
+    @classmethod
+    def kind(cls) -> str:
+        raise NotImplementedError
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(member.value for member in cls)
+
+    @classmethod
+    def parse(cls, name: str | _Registry) -> _Registry:
+        """The member called ``name``; ``UnknownNameError`` listing valid names otherwise."""
+        if isinstance(name, cls):
+            return name
+        key = str(name).strip().lower().replace("-", "_")
+        for member in cls:
+            if member.value == key:
+                return member
+        raise UnknownNameError(cls.kind(), str(name), cls.names())
+
+
+class InstanceRouter(_Registry):
+    """How a pool picks one of its instances for an arriving request."""
+
+    LEAST_OUTSTANDING = "least_outstanding"
+    ROUND_ROBIN = "round_robin"
+    RANDOM = "random"
+    POWER_OF_TWO = "power_of_two"
+
+    @classmethod
+    def kind(cls) -> str:
+        return "instance router"
+
+
+class PoolRouter(_Registry):
+    """How the gateway picks a pool for a request (core paper §3.4).
+
+    * ``length``: smallest pool whose ``max_context_tokens`` >= prompt + output.
+    * ``compress_and_route``: totals in ``(B, gamma*B]`` squeezed to ``B`` (the
+      smallest pool's context) by shortening the prompt, then ``length``.
+    * ``random`` / ``round_robin``: uniform over pools / in arrival order.
+    * ``least_loaded``: at arrival, the fitting pool with least outstanding tokens
+      per instance (decided inside the simulator).
+    * ``model_tag``: requests carry a model tag drawn from ``FleetSpec.tag_shares``
+      (all requests share one tag when none are given); among the pools serving a
+      tag, the ``length`` rule picks one.
+    """
+
+    LENGTH = "length"
+    COMPRESS_AND_ROUTE = "compress_and_route"
+    RANDOM = "random"
+    ROUND_ROBIN = "round_robin"
+    LEAST_LOADED = "least_loaded"
+    MODEL_TAG = "model_tag"
+
+    @classmethod
+    def kind(cls) -> str:
+        return "pool router"
+
+
+class ArrivalProcess(_Registry):
+    """How arrival times are drawn: ``poisson`` (exponential gaps), ``gamma``
+    (gamma gaps with coefficient of variation ``cv``; cv = 1 is Poisson) or
+    ``replay`` (the workload trace's own timestamps, optionally rescaled to a rate)."""
+
+    POISSON = "poisson"
+    GAMMA = "gamma"
+    REPLAY = "replay"
+
+    @classmethod
+    def kind(cls) -> str:
+        return "arrival process"
+
+
+class Level(_Registry):
+    """Simulator fidelity: ``request`` (two events per request, eq. 4-5 service
+    times, the core paper's DES) or ``iteration`` (vLLM-v1 continuous batching,
+    one event per engine step)."""
+
+    REQUEST = "request"
+    ITERATION = "iteration"
+
+    @classmethod
+    def kind(cls) -> str:
+        return "simulation level"
+
+
+def _positive_int(owner: str, name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{owner}: {name} = {value!r} must be an integer >= 1; give a whole number")
+
+
+def _is_finite_number(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
+
+
+@dataclass(frozen=True)
+class SchedulerLimits:
+    """vLLM scheduler limits of one instance.
+
+    Parameters
+    ----------
+    max_num_seqs : int
+        Most sequences running at once (vLLM ``--max-num-seqs``).
+    max_num_batched_tokens : int
+        Token budget of one engine step (``--max-num-batched-tokens``); prefill is
+        chunked to fit it.
+    kv_blocks : int
+        PagedAttention blocks in the instance's KV cache.
+    block_size_tokens : int
+        Tokens per block (vLLM ``--block-size``, default 16).
+    """
+
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    kv_blocks: int
+    block_size_tokens: int = DEFAULT_BLOCK_SIZE_TOKENS
+
+    def __post_init__(self) -> None:
+        for name in ("max_num_seqs", "max_num_batched_tokens", "kv_blocks", "block_size_tokens"):
+            _positive_int("scheduler limits", name, getattr(self, name))
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        """Tokens the KV cache holds (``kv_blocks * block_size_tokens``)."""
+        return self.kv_blocks * self.block_size_tokens
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    """One pool: ``n_instances`` identical instances of GPU ``gpu``.
+
+    ``price_usd_per_h`` is per instance (None when no price is known: costs are
+    then NaN, never a made-up number); ``model_tag`` names the model the pool
+    serves (read only by ``PoolRouter.MODEL_TAG``).
+    """
+
+    name: str
+    gpu: str
+    n_instances: int
+    max_context_tokens: int
+    step_model: LinearStepModel
+    limits: SchedulerLimits
+    router: InstanceRouter = InstanceRouter.LEAST_OUTSTANDING
+    price_usd_per_h: float | None = None
+    model_tag: str = DEFAULT_MODEL_TAG
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ConfigError(f"pool name {self.name!r} must be a non-empty string; name each pool")
+        owner = f"pool {self.name!r}"
+        if not isinstance(self.gpu, str) or not self.gpu.strip():
+            raise ConfigError(f"{owner}: gpu {self.gpu!r} must be a GPU name such as 'a100'")
+        _positive_int(owner, "n_instances", self.n_instances)
+        _positive_int(owner, "max_context_tokens", self.max_context_tokens)
+        if not isinstance(self.step_model, LinearStepModel):
+            got = type(self.step_model).__name__
+            raise ConfigError(f"{owner}: step_model must be a LinearStepModel, got {got}")
+        if not isinstance(self.limits, SchedulerLimits):
+            raise ConfigError(f"{owner}: limits must be SchedulerLimits, got {type(self.limits).__name__}")
+        object.__setattr__(self, "router", InstanceRouter.parse(self.router))
+        if self.limits.kv_capacity_tokens < self.max_context_tokens:
+            raise ConfigError(
+                f"{owner}: max_context_tokens = {self.max_context_tokens} exceeds the KV cache "
+                f"({self.limits.kv_blocks} blocks x {self.limits.block_size_tokens} tokens); "
+                "lower max_context_tokens or raise kv_blocks"
+            )
+        price = self.price_usd_per_h
+        if price is not None and not (_is_finite_number(price) and price >= 0):
+            raise ConfigError(
+                f"{owner}: price_usd_per_h = {price!r} must be a finite number >= 0, or None if unknown"
+            )
+        if not isinstance(self.model_tag, str) or not self.model_tag.strip():
+            raise ConfigError(f"{owner}: model_tag {self.model_tag!r} must be a non-empty string")
+
+    @property
+    def cost_usd_per_h(self) -> float:
+        """Hourly cost of the whole pool (NaN when the price is unknown)."""
+        if self.price_usd_per_h is None:
+            return float("nan")
+        return self.n_instances * float(self.price_usd_per_h)
+
+
+@dataclass(frozen=True)
+class FleetSpec:
+    """Pools plus the between-pool router.
+
+    Parameters
+    ----------
+    pools : tuple of PoolSpec
+        Unique names; order is kept for reporting.
+    pool_router : PoolRouter
+        Between-pool policy (default ``length``).
+    compress_gamma : float
+        Compress-and-Route band factor gamma >= 1: totals in ``(B, gamma*B]`` are
+        squeezed to ``B`` (default 1.5; read only by ``compress_and_route``).
+    tag_shares : tuple of (tag, share)
+        Fraction of requests carrying each model tag, summing to 1 (read only by
+        ``model_tag``); empty means every request carries the one tag all pools share.
+    """
+
+    pools: tuple[PoolSpec, ...]
+    pool_router: PoolRouter = PoolRouter.LENGTH
+    compress_gamma: float = DEFAULT_COMPRESS_GAMMA
+    tag_shares: tuple[tuple[str, float], ...] = ()
+
+    def __post_init__(self) -> None:
+        pools = tuple(self.pools)
+        object.__setattr__(self, "pools", pools)
+        if not pools:
+            raise ConfigError("fleet has no pools; give at least one pool")
+        for pool in pools:
+            if not isinstance(pool, PoolSpec):
+                raise ConfigError(f"fleet pools must be PoolSpec, got {type(pool).__name__}")
+        names = [p.name for p in pools]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ConfigError(f"pool names {dupes} are repeated; give every pool a unique name")
+        object.__setattr__(self, "pool_router", PoolRouter.parse(self.pool_router))
+        gamma = self.compress_gamma
+        if not (_is_finite_number(gamma) and gamma >= 1):
+            raise ConfigError(f"compress_gamma = {gamma!r} must be a finite number >= 1 (1.5 is typical)")
+        shares = tuple((str(tag), float(share)) for tag, share in self.tag_shares)
+        object.__setattr__(self, "tag_shares", shares)
+        self._check_tags()
+
+    def _check_tags(self) -> None:
+        if self.pool_router is not PoolRouter.MODEL_TAG:
+            return
+        pool_tags = {p.model_tag for p in self.pools}
+        if not self.tag_shares:
+            if len(pool_tags) != 1:
+                raise ConfigError(
+                    f"pool_router model_tag: pools serve tags {sorted(pool_tags)} but no tag_shares "
+                    "are given; give tag_shares (fraction of requests per tag)"
+                )
+            return
+        for tag, share in self.tag_shares:
+            if not math.isfinite(share) or share < 0:
+                raise ConfigError(f"tag share {tag!r} = {share} must be a finite number >= 0")
+            if tag not in pool_tags:
+                raise ConfigError(
+                    f"tag {tag!r} in tag_shares is served by no pool; pools serve {sorted(pool_tags)}"
+                )
+        total = sum(share for _, share in self.tag_shares)
+        if abs(total - 1.0) > 1e-9:
+            raise ConfigError(f"tag_shares sum to {total:g}; they must sum to 1")
+
+    @property
+    def n_instances(self) -> int:
+        """Instances over all pools."""
+        return sum(p.n_instances for p in self.pools)
+
+    @property
+    def cost_usd_per_h(self) -> float:
+        """Hourly cost of the fleet (NaN when any pool's price is unknown)."""
+        return sum(p.cost_usd_per_h for p in self.pools)
+
+    def pool_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.pools)
