@@ -163,7 +163,7 @@ def bench_quiet_request() -> None:
                       np.empty(n, np.int8), np.empty(1))
 
 
-ITER_INTERNAL_BYTES = 8 + 4 + 4 + 4  # computed i8, generated i4, held_blocks i4, next_waiting i4
+ITER_INTERNAL_BYTES = 4 + 4  # generated i4, next_waiting i4 (slot and instance arrays are O(fleet))
 REQ_INTERNAL_BYTES = 8 + 4  # global departure heap (f8 time, i4 instance)
 
 

@@ -19,7 +19,27 @@ EXIT_USAGE = 2
 
 
 class FleetplanGroup(click.Group):
-    """Click group whose commands turn ``FleetplanError`` into a one-line exit 2."""
+    """Click group whose commands turn ``FleetplanError`` into a one-line exit 2.
+
+    Click's own usage errors (a bad option value, a missing option) are printed the
+    same way, as one ``error:`` line instead of click's three-line usage block.
+    """
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # noqa: D102
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.UsageError as exc:
+            click.echo(f"error: {' '.join(exc.format_message().split())}", err=True)
+            sys.exit(EXIT_USAGE)
+        except click.exceptions.ClickException as exc:
+            click.echo(f"error: {' '.join(exc.format_message().split())}", err=True)
+            sys.exit(exc.exit_code)
+        except click.exceptions.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

@@ -158,6 +158,13 @@ def _fmt_ms(x_s: float) -> str:
     default=None,
     help="Batch concurrency while a prompt is prefilled (default n_max, the paper's eq. 5; fleet-sim uses 1).",
 )
+@click.option(
+    "--min-spare-gpus",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Require GPUs >= ceil(offered load) + N per pool (the reference fleet simulator uses 1).",
+)
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Candidates shown.")
 @click.option(
     "--csv", "csv_path", type=click.Path(dir_okay=False), default=None, help="Write all candidates as CSV."
@@ -187,6 +194,7 @@ def optimize(
     tail_model,
     ttft_model,
     prefill_seqs,
+    min_spare_gpus,
     top,
     csv_path,
     json_path,
@@ -226,6 +234,7 @@ def optimize(
         tail_model=tail_model,
         ttft_model=ttft_model,
         n_prefill_seqs=prefill_seqs,
+        min_spare_gpus=min_spare_gpus,
         rate_source=rate_source,
     )
     result = run_optimize(request)

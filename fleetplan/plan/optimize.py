@@ -64,6 +64,7 @@ class OptimizeRequest:
     tail_model: str = "exp"
     ttft_model: str = "quantile"
     n_prefill_seqs: float | None = None
+    min_spare_gpus: int = 0
     quadrature_points: int = DEFAULT_QUADRATURE_POINTS
     pool_points: int = DEFAULT_POOL_POINTS
     rate_source: str = "given"
@@ -111,6 +112,7 @@ class OptimizeRequest:
             ttft_model=self.ttft_model,
             compress_gamma=self.compress_gamma,
             n_prefill_seqs=self.n_prefill_seqs,
+            min_spare_gpus=int(self.min_spare_gpus),
         )
 
 

@@ -47,6 +47,7 @@ class PlanSettings:
     ttft_model: str
     compress_gamma: float
     n_prefill_seqs: float | None
+    min_spare_gpus: int = 0  # extra GPUs above the offered load (fleet-sim's search starts at +1)
 
 
 @dataclass(frozen=True)
@@ -161,11 +162,19 @@ def pool_points(points: LengthPoints, rng_: PoolRange, router: SizingRouter, gam
     """
     squeeze = router is SizingRouter.COMPRESS
     hi_eff = np.inf if rng_.last else (gamma * rng_.hi_tokens if squeeze else rng_.hi_tokens)
-    cand = points.between(rng_.lo_tokens, hi_eff)
+    if squeeze and rng_.lo_tokens > 0:
+        # (lo, gamma*lo] belongs to the previous pool unless the output alone is too long to squeeze.
+        lo_eff = min(gamma * rng_.lo_tokens, hi_eff)
+        band = points.between(rng_.lo_tokens, lo_eff)
+        band = band.masked(band.output_tokens >= rng_.lo_tokens)
+        rest = points.between(lo_eff, hi_eff)
+        cand = RequestPoints(*(np.concatenate([x, y]) for x, y in zip(
+            (band.prompt_tokens, band.output_tokens, band.weight),
+            (rest.prompt_tokens, rest.output_tokens, rest.weight), strict=True)))
+    else:
+        cand = points.between(rng_.lo_tokens, hi_eff)
     total, output = cand.total_tokens, cand.output_tokens
     mask = np.ones(total.shape, dtype=bool) if rng_.last else _fits(total, output, rng_.hi_tokens, squeeze, gamma)
-    if rng_.lo_tokens > 0 and squeeze:
-        mask &= ~_fits(total, output, rng_.lo_tokens, squeeze, gamma)
     sub = cand.masked(mask)
     if not rng_.last:
         excess = np.maximum(sub.total_tokens - rng_.hi_tokens, 0.0)
@@ -209,7 +218,7 @@ def size_one_pool(
     moments = pool_service_moments(sub.prompt_tokens, sub.output_tokens, sub.weight, model)
     sized = size_pool(
         lam, moments, settings.slo_ttft_s, settings.percentile / 100.0,
-        rho_max=settings.rho_max, max_gpus=settings.max_gpus,
+        rho_max=settings.rho_max, max_gpus=settings.max_gpus, min_spare_gpus=settings.min_spare_gpus,
         tail_model=settings.tail_model, ttft_model=settings.ttft_model,
     )
     ttft_reported = sized.ttft_p_s

@@ -14,7 +14,13 @@ from fleetplan.queueing.service import (
 )
 from fleetplan.queueing.sizing import InfeasibleReason, PoolLatency, PoolSizing, pool_latency, size_pool
 from fleetplan.queueing.tail import TailModel, mean_wait_s, tail_model, wait_quantile_s, wait_survival_params
-from fleetplan.queueing.ttft import TtftModel, ttft_model, ttft_quantile_s
+from fleetplan.queueing.ttft import (
+    TtftModel,
+    ZeroWaitTtft,
+    ttft_model,
+    ttft_quantile_s,
+    zero_wait_ttft_quantile_s,
+)
 
 __all__ = [
     "erlang_b",
@@ -27,6 +33,8 @@ __all__ = [
     "TtftModel",
     "ttft_model",
     "ttft_quantile_s",
+    "ZeroWaitTtft",
+    "zero_wait_ttft_quantile_s",
     "SeqCostScaling",
     "seq_cost_scaling",
     "ServiceModel",

@@ -18,8 +18,9 @@ further sums (divide numerator and denominator of eq. 1 by Σ_{k<=c} a^k/k!)::
     C(c, a) = B / (1 - ρ (1 - B)),        ρ = a / c < 1;   C = 1 for ρ >= 1.
 
 Stability.  No term a^k/k! is ever formed.  ln pmf(c; a) = c ln a - a - ln c!
-loses about log10(c ln c) digits to cancellation for large c, so for c >= 16 it
-is evaluated in Stirling form::
+loses about log10(c ln c) digits to cancellation when a is near c, so for c >= 16
+and a/c > ½ it is evaluated in Stirling form (below ½, ln pmf <= -0.19c and
+nothing cancels)::
 
     ln pmf(c; a) = c (log1p(x) - x) - ½ ln(2πc) - s(c),   x = ρ - 1,
 
@@ -92,6 +93,7 @@ def _inverse_erlang_b_series(c: np.ndarray, a: np.ndarray) -> np.ndarray:
 
 def _erlang_b_raw(c: np.ndarray, a: np.ndarray) -> np.ndarray:
     """Erlang B on validated float arrays (c >= 1 integral, a >= 0 finite)."""
+    c, a = np.broadcast_arrays(np.asarray(c, dtype=np.float64), np.asarray(a, dtype=np.float64))
     cdf = gammaincc(c + 1.0, a)
     usable = cdf > _TINY_CDF  # fails only for a > c, where pmf / cdf is 0/0 in floating point
     b = np.divide(np.exp(_log_poisson_pmf_at_c(c, a)), cdf, out=np.zeros(np.shape(cdf)), where=usable)

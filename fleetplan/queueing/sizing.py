@@ -264,7 +264,7 @@ def size_pool(
     meets = ev[4] <= slo_s
     if not meets.any():
         lo = int(counts[-1])  # fails
-        grid = np.unique(np.minimum(lo + _SCAN_BLOCK * 2 ** np.arange(1, 64), max_gpus))
+        grid = np.unique(np.minimum(lo + _SCAN_BLOCK * 2.0 ** np.arange(1, 64), max_gpus).astype(np.int64))
         grid = grid[grid > lo]
         grid_meets = evaluate(grid)[4] <= slo_s if grid.size else np.zeros(0, dtype=bool)
         if not grid_meets.any():

@@ -26,10 +26,12 @@ whose p-quantile is ``W_p = ln(A / (1-p)) / k`` when A > 1-p and 0 otherwise.
     W_p = C / (cμ (1-ρ)) · (1 + Cs²)/2 · ln(1/(1-p))          (core paper eq. 2)
 
   It is E[W] · ln(1/(1-p)).  At Cs² = 1 its ratio to the exact quantile is
-  C·ln(1/(1-p)) / ln(C/(1-p)), below 1 whenever 1-p < C < 1 (e.g. 0.70 at
-  C = 0.5, p = 0.99), so it under-sizes; measured 22-80 % low for P99 against
-  simulation at Cs² in {0, 1, 4, 16} (``PERF_NOTES.md``).  Kept selectable for
-  reproducing the paper.
+  C·ln(1/(1-p)) / ln(C/(1-p)), below 1 whenever 1-p < C < 1 (0.59 at
+  C = 0.5, p = 0.99; 0.25 at c = 64, ρ = 0.85), so it under-sizes; against
+  simulation it was 22-80 % low for P99 at Cs² in {0, 1, 4, 16} (project
+  PERF_NOTES).  Selectable for reproducing the paper; ``EXP`` is the default
+  because it is exact for M/M/c and was within ±15 % of simulation for
+  Cs² <= 1 (it errs for heavy-tailed service, where the simulator decides).
 
 Mean wait (both models, the two-moment M/G/c correction of the M/M/c mean)::
 
@@ -84,21 +86,30 @@ def check_probability_level(p: float) -> float:
     return float(p)
 
 
+def _first_bad(values: np.ndarray, ok: np.ndarray) -> float:
+    return float(values[~ok].flat[0])
+
+
 def _prepare(
     c: np.ndarray | int, lam: np.ndarray | float, mu: np.ndarray | float, cs2: np.ndarray | float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     lam_arr = np.asarray(lam, dtype=np.float64)
     mu_arr = np.asarray(mu, dtype=np.float64)
     cs2_arr = np.asarray(cs2, dtype=np.float64)
-    if not np.all(np.isfinite(lam_arr)) or np.any(lam_arr < 0):
-        raise ConfigError(f"arrival rate λ={lam!r} is invalid: it must be finite and >= 0 per second")
-    if not np.all(np.isfinite(mu_arr)) or np.any(mu_arr <= 0):
+    ok = np.isfinite(lam_arr) & (lam_arr >= 0)
+    if not ok.all():
         raise ConfigError(
-            f"service rate μ={mu!r} is invalid: it must be finite and > 0 per second; "
+            f"arrival rate λ={_first_bad(lam_arr, ok)} is invalid: it must be finite and >= 0 per second"
+        )
+    ok = np.isfinite(mu_arr) & (mu_arr > 0)
+    if not ok.all():
+        raise ConfigError(
+            f"service rate μ={_first_bad(mu_arr, ok)} is invalid: it must be finite and > 0 per second; "
             "check the mean service time"
         )
-    if not np.all(np.isfinite(cs2_arr)) or np.any(cs2_arr < 0):
-        raise ConfigError(f"service-time Cs²={cs2!r} is invalid: it must be finite and >= 0")
+    ok = np.isfinite(cs2_arr) & (cs2_arr >= 0)
+    if not ok.all():
+        raise ConfigError(f"service-time Cs²={_first_bad(cs2_arr, ok)} is invalid: it must be finite and >= 0")
     c_arr, _ = _validated(c, 0.0)
     return tuple(np.broadcast_arrays(c_arr, lam_arr, mu_arr, cs2_arr))  # type: ignore[return-value]
 

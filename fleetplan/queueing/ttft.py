@@ -47,6 +47,7 @@ __all__ = ["TtftModel", "ttft_model", "ZeroWaitTtft", "ttft_quantile_s", "zero_w
 
 # k·T above this is treated as "no wait" (the wait is below 1e-300 s anyway).
 _MAX_EXPONENT = 1e300
+_WEIGHT_SUM_ATOL = 1e-9
 
 
 class TtftModel(enum.Enum):
@@ -95,9 +96,9 @@ class ZeroWaitTtft:
             raise ConfigError(
                 f"zero-wait TTFT arrays of shapes {t.shape}, {w.shape} must be 1-D, equal and non-empty"
             )
-        if not np.all(np.isfinite(t) & (t >= 0)) or np.any(np.diff(t) < 0):
+        if not (np.isfinite(t).all() and t[0] >= 0 and not (t[1:] < t[:-1]).any()):
             raise ConfigError("zero-wait TTFT values must be finite, >= 0 seconds and ascending")
-        if np.any(w < 0) or not np.isclose(w.sum(), 1.0, rtol=0.0, atol=1e-9):
+        if w.min() < 0 or abs(w.sum() - 1.0) > _WEIGHT_SUM_ATOL:
             raise ConfigError(f"zero-wait TTFT weights must be >= 0 and sum to 1, got sum {w.sum()!r}")
         with np.errstate(divide="ignore"):
             log_w = np.log(w)

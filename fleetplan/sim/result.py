@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from fleetplan.errors import UnknownNameError
 from fleetplan.metrics import REPORTED_PERCENTILES, percentiles
 from fleetplan.units import MS_PER_S
 
@@ -119,11 +120,10 @@ class SimSummary:
     warmup_note: str = "first warmup_fraction of arrivals excluded from all request statistics"
 
     def pool(self, name: str) -> GroupSummary:
+        """The summary of pool ``name``; ``UnknownNameError`` listing the pools otherwise."""
         for g in self.pools:
             if g.name == name:
                 return g
-        from fleetplan.errors import UnknownNameError
-
         raise UnknownNameError("pool", name, [g.name for g in self.pools])
 
 

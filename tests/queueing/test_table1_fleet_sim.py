@@ -66,7 +66,8 @@ def request_points(cdf: tuple[np.ndarray, np.ndarray], lo: float, hi: float):
 
 def size(cdf, lo: float, hi: float, context: int, **kw):
     prompt, output, weight, fraction = request_points(cdf, lo, hi)
-    model = ServiceModel(A100, n_slots(context), CHUNK_TOKENS, n_prefill_seqs=kw.pop("n_prefill_seqs", None))
+    model = ServiceModel(A100, n_slots(context), CHUNK_TOKENS, n_prefill_seqs=kw.pop("n_prefill_seqs", None),
+                         seq_cost=kw.pop("seq_cost", "request-length"))
     service = pool_service_moments(prompt, output, weight, model)
     return size_pool(LAMBDA_PER_S * fraction, service, SLO_S, 0.99, **kw)
 
@@ -107,3 +108,12 @@ def test_percentile_ttft_with_paper_prefill_shows_long_pools_cannot_meet_500ms(l
         long = size(lmsys, b_short, LONG_CONTEXT_TOKENS, LONG_CONTEXT_TOKENS)
         assert long.reason is InfeasibleReason.PREFILL_EXCEEDS_SLO
     assert size(lmsys, 0, 4096, 4096).feasible
+
+
+def test_literal_eq3_cost_per_sequence_does_not_reproduce_table1(lmsys) -> None:
+    # h = H for every sequence (no scaling by the request's length) charges a 300-token chat turn
+    # the KV reads of an 8k-token one: the homogeneous fleet comes out far above 14 GPUs.
+    homo = size(lmsys, 0, LONG_CONTEXT_TOKENS, LONG_CONTEXT_TOKENS, seq_cost="fixed", **FLEET_SIM_MODE)
+    assert homo.n_gpus > HOMOGENEOUS + TOLERANCE_GPUS
+    short = size(lmsys, 0, 4096, 4096, seq_cost="fixed", **FLEET_SIM_MODE)
+    assert short.n_gpus > TABLE1[4096][0] + TOLERANCE_GPUS

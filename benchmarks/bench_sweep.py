@@ -1,0 +1,110 @@
+"""Speed of the analytical phase: Erlang-C throughput, pool sizing, and (when present) optimize.
+
+Plain script, prints figures; nothing is asserted.  Run::
+
+    python benchmarks/bench_sweep.py [--pairs 1000000] [--repeat 3]
+
+Targets: >= 1e6 Erlang-C evaluations/s on one core; the whole analytical phase of
+``optimize`` < 0.3 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+from collections.abc import Callable
+
+import numpy as np
+import scipy
+
+from fleetplan.perf.linear import LinearStepModel
+from fleetplan.queueing import ServiceModel, erlang_c, pool_service_moments, size_pool
+from fleetplan.queueing.erlang import _erlang_c_raw
+
+MAX_SERVERS = 100_000
+MAX_RHO = 0.9999
+SIZING_CALLS = 500
+POOL_POINTS = (64, 1024)
+
+
+def best_time_s(fn: Callable[[], object], repeat: int) -> float:
+    """Fastest of ``repeat`` wall-clock runs of ``fn``, seconds."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def bench_erlang_c(n_pairs: int, repeat: int, seed: int = 0) -> None:
+    """Erlang-C evaluations per second on random (c, ρ): c log-uniform in [1, 1e5], ρ uniform."""
+    rng = np.random.default_rng(seed)
+    c = np.floor(np.exp(rng.uniform(0.0, np.log(MAX_SERVERS), n_pairs))).astype(np.int64)
+    a = rng.uniform(0.0, MAX_RHO, n_pairs) * c
+    c_f = c.astype(np.float64)
+    public_s = best_time_s(lambda: erlang_c(c, a), repeat)
+    raw_s = best_time_s(lambda: _erlang_c_raw(c_f, a), repeat)
+    print(f"erlang_c  {n_pairs:,} random (c <= {MAX_SERVERS:,}, rho <= {MAX_RHO}) pairs")
+    print(f"  public (validated)  {public_s * 1e3:8.1f} ms   {n_pairs / public_s / 1e6:6.2f} M evaluations/s")
+    print(f"  kernel (no checks)  {raw_s * 1e3:8.1f} ms   {n_pairs / raw_s / 1e6:6.2f} M evaluations/s")
+
+
+def _pool(n_points: int, n_slots: int, seed: int = 1):
+    rng = np.random.default_rng(seed)
+    total = np.sort(rng.lognormal(6.2, 1.1, n_points).clip(2, 60_000))
+    prompt = np.floor(0.8 * total)
+    model = ServiceModel(LinearStepModel(0.008, 0.00065), n_slots, 512, n_prefill_seqs=1)
+    return pool_service_moments(prompt, total - prompt, np.full(n_points, 1.0 / n_points), model)
+
+
+def bench_size_pool(repeat: int) -> None:
+    """size_pool calls per second for pools of 64 and 1024 request points, both TTFT models."""
+    lams = np.linspace(5.0, 150.0, SIZING_CALLS)
+    print(f"size_pool  {SIZING_CALLS} calls, λ from {lams[0]:g} to {lams[-1]:g}/s, P99 TTFT <= 0.5 s")
+    for n_points in POOL_POINTS:
+        for n_slots in (16, 256):
+            service = _pool(n_points, n_slots)
+            for model in ("quantile", "mean-prefill"):
+                elapsed = best_time_s(lambda s=service, m=model: [size_pool(x, s, 0.5, ttft_model=m)
+                                                                  for x in lams], repeat)
+                print(f"  {n_points:5d} points  {n_slots:4d} slots  {model:12s}"
+                      f"  {elapsed / SIZING_CALLS * 1e6:7.1f} us/call")
+
+
+def bench_optimize(repeat: int) -> None:
+    """Analytical phase of ``fleetplan.plan.optimize`` on LMSYS at 100 req/s, P99 TTFT <= 500 ms.
+
+    LEAD: adjust the request to the representative case once the planner settles (target < 0.3 s).
+    """
+    try:
+        from fleetplan.hardware import load_catalog
+        from fleetplan.plan.optimize import OptimizeRequest, analytical_phase, resolve_gpus
+        from fleetplan.workload import load_workload
+
+        request = OptimizeRequest(workload=load_workload("lmsys"), gpus=resolve_gpus(load_catalog(), None),
+                                  slo_ttft_s=0.5, rate_per_s=100.0)
+        n_candidates = len(analytical_phase(request))  # warm caches (imports, workload quadrature)
+    except Exception as exc:  # the planner is developed in parallel; report instead of failing
+        print(f"optimize  skipped: {type(exc).__name__}: {exc}")
+        return
+    elapsed = best_time_s(lambda: analytical_phase(request), repeat)
+    print(f"optimize  analytical phase, lmsys λ=100/s, {len(request.gpus)} GPU types, "
+          f"{n_candidates} candidates: {elapsed * 1e3:.0f} ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=1_000_000, help="(c, rho) pairs for Erlang-C")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per figure; the fastest is printed")
+    args = parser.parse_args()
+    print(f"python {platform.python_version()}  numpy {np.__version__}  scipy {scipy.__version__}"
+          f"  ({platform.machine()}, one core)")
+    bench_erlang_c(args.pairs, args.repeat)
+    bench_size_pool(args.repeat)
+    bench_optimize(args.repeat)
+
+
+if __name__ == "__main__":
+    main()
