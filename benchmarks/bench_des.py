@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import argparse
 import math
-import resource
+import subprocess
+import sys
 import time
 import tracemalloc
 
@@ -123,21 +124,23 @@ def bench_iteration(n: int, rate_per_s: float, label: str, fleet_sizes=None) -> 
     return elapsed / n
 
 
-def bench_request_level(n: int) -> float:
+def bench_request_level(n: int, n_inst: int, slots: int, router: int, label: str) -> float:
+    """FCFS instances of ``slots`` servers, exponential service (mean 1 s), rho = 0.8."""
     rng = np.random.default_rng(7)
-    n_inst, slots, rho = 8, 64, 0.8
+    rho = 0.8
     arrival = np.cumsum(rng.exponential(1.0 / (rho * n_inst * slots), n))
     service = rng.exponential(1.0, n)
     args = (arrival, service, 0.1 * service, np.full(n, 100, np.int64), np.zeros(n, np.int32), rng.random((n, 2)),
-            np.array([0, n_inst], np.int32), np.zeros(1, np.int32), np.array([4096]),
+            np.array([0, n_inst], np.int32), np.array([router], np.int32), np.array([4096]),
             np.full(n_inst, slots, np.int32), np.inf)
     outs = (np.empty(n, np.int32), np.empty(n), np.empty(n), np.empty(n), np.empty(n, np.int8), np.empty(n_inst))
     t0 = time.perf_counter()
     n_events = run_request_level(*args, *outs)
     elapsed = time.perf_counter() - t0
-    wait = outs[1] - arrival
-    print(f"[request level] {n_inst} instances x {slots} slots, rho {rho}, N {n:,}: run {elapsed:.3f} s, "
-          f"{n / elapsed:,.0f} requests/s, {n_events / elapsed:,.0f} events/s; mean wait {wait.mean():.5f} s")
+    wait = (outs[1] - arrival)[n // 10:]
+    print(f"[request level, {label}] {n_inst} x {slots} slots, rho {rho}, N {n:,}: run {elapsed:.3f} s, "
+          f"{n / elapsed:,.0f} requests/s, {n_events / elapsed:,.0f} events/s; "
+          f"mean wait {wait.mean():.3e} s, P(W>0) {np.mean(wait > 0):.4f}")
     return elapsed
 
 
@@ -164,34 +167,73 @@ def bench_quiet_request() -> None:
 
 
 ITER_INTERNAL_BYTES = 4 + 4  # generated i4, next_waiting i4 (slot and instance arrays are O(fleet))
-REQ_INTERNAL_BYTES = 8 + 4  # global departure heap (f8 time, i4 instance)
+REQ_INTERNAL_BYTES = 8 + 4  # departure heap (f8 time, i4 instance), when routing reads it
+
+
+def _status_bytes(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise KeyError(field)
+
+
+def _reset_peak_rss() -> int:
+    """Touch nothing new, reset the peak-RSS mark (Linux clear_refs 5) and return the RSS."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    return _status_bytes("VmRSS")
+
+
+def memory_child(kind: str, n: int) -> None:
+    """Run in a fresh process: array bytes, tracemalloc peak and RSS growth in the kernel."""
+    rng = np.random.default_rng(3)
+    if kind == "iteration":
+        bench_quiet_iteration()
+        tracemalloc.start()
+        req, _ = workload(rng, 100.0, n)
+        fleet = two_pool_fleet(*sized_fleet(req, 100.0))
+        out = iteration_outputs(n, int(fleet["pool_inst_start"][-1]))
+        arrays = sum(a.nbytes for a in req.values()) + sum(a.nbytes for a in out.values())
+        for a in out.values():
+            a.fill(0)  # commit the output pages before measuring
+        rss0 = _reset_peak_rss()
+        run_iteration_level(**req, **fleet, **out)
+        internal_analytic = ITER_INTERNAL_BYTES
+    else:
+        bench_quiet_request()
+        tracemalloc.start()
+        args = (np.cumsum(rng.exponential(1 / 400, n)), rng.exponential(1.0, n), np.zeros(n), np.full(n, 9, np.int64),
+                np.zeros(n, np.int32), rng.random((n, 2)), np.array([0, 8], np.int32), np.zeros(1, np.int32),
+                np.array([10]), np.full(8, 64, np.int32), np.inf)
+        outs = (np.empty(n, np.int32), np.empty(n), np.empty(n), np.empty(n), np.empty(n, np.int8), np.empty(8))
+        arrays = sum(a.nbytes for a in args if isinstance(a, np.ndarray)) + sum(a.nbytes for a in outs)
+        for a in outs:
+            a.fill(0)
+        rss0 = _reset_peak_rss()
+        run_request_level(*args, *outs)
+        internal_analytic = REQ_INTERNAL_BYTES
+    traced_peak = tracemalloc.get_traced_memory()[1]
+    internal = max(0, _status_bytes("VmHWM") - rss0)
+    print(f"[memory, {kind} level, N {n:,}] input+output arrays {arrays / n:.0f} B/request; kernel-internal "
+          f"{internal / n:.0f} B/request by peak-RSS growth during the call ({internal_analytic} B/request "
+          f"counted from the code); total {(arrays + max(internal, internal_analytic * n)) / n:.0f} B/request; "
+          f"tracemalloc peak {traced_peak / n:.0f} B/request (numpy allocations incl. sampling temporaries)")
 
 
 def bench_memory(n: int) -> None:
-    rng = np.random.default_rng(3)
-    tracemalloc.start()
-    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    req, _ = workload(rng, 100.0, n)
-    fleet = two_pool_fleet(*sized_fleet(req, 100.0))
-    out = iteration_outputs(n, int(fleet["pool_inst_start"][-1]))
-    run_iteration_level(**req, **fleet, **out)
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    rss = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0) * 1024
-    arrays = sum(a.nbytes for a in req.values()) + sum(a.nbytes for a in out.values())
-    print(f"[memory, iteration level, N {n:,}] arrays {arrays / n:.0f} B/request + kernel-internal "
-          f"{ITER_INTERNAL_BYTES} B/request = {arrays / n + ITER_INTERNAL_BYTES:.0f} B/request; "
-          f"tracemalloc peak {peak / n:.0f} B/request (includes sampling temporaries); "
-          f"peak-RSS growth {rss / n:.0f} B/request")
-    arrays_req = n * (8 + 8 + 8 + 8 + 4 + 16) + n * (4 + 8 + 8 + 8 + 1)
-    print(f"[memory, request level] arrays {arrays_req / n:.0f} B/request + kernel-internal "
-          f"{REQ_INTERNAL_BYTES} B/request = {arrays_req / n + REQ_INTERNAL_BYTES:.0f} B/request")
+    for kind in ("iteration", "request"):
+        subprocess.run([sys.executable, __file__, "--memory", kind, str(n)], check=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10x fewer requests")
+    parser.add_argument("--memory", nargs=2, metavar=("KIND", "N"), help="internal: one memory measurement")
     args = parser.parse_args()
+    if args.memory:
+        memory_child(args.memory[0], int(args.memory[1]))
+        return
     scale = 10 if args.quick else 1
     n_iter, n_req = 1_000_000 // scale, 10_000_000 // scale
     jit_times()
@@ -203,7 +245,9 @@ def main() -> None:
     large = (round(small[0] * factor), round(small[1] * factor))
     per_req_large = bench_iteration(n_iter, 100.0 * sum(large) / sum(small), f"{sum(large)} GPUs", large)
     print(f"cost per request at {sum(large)} GPUs / at {sum(small)} GPUs: {per_req_large / per_req_small:.2f}x")
-    bench_request_level(n_req)
+    bench_request_level(n_req, 1, 64, 0, "M/M/64")
+    bench_request_level(n_req, 8, 64, 2, "random routing")
+    bench_request_level(n_req, 8, 64, 0, "least-outstanding routing")
     bench_memory(n_iter)
 
 

@@ -27,7 +27,7 @@ def percentiles(values: np.ndarray, ps: tuple[float, ...] = REPORTED_PERCENTILES
     if arr.size == 0:
         return {p: float("nan") for p in ps}
     qs = np.quantile(arr, np.asarray(ps) / 100.0, method="inverted_cdf")
-    return {p: float(q) for p, q in zip(ps, qs)}
+    return {p: float(q) for p, q in zip(ps, qs, strict=True)}
 
 
 def student_t_interval(samples: np.ndarray, confidence: float = 0.95) -> tuple[float, float, float]:

@@ -71,7 +71,9 @@ class OptimizeRequest:
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.rate_per_s) and self.rate_per_s > 0):
-            raise ConfigError(f"--lam {self.rate_per_s!r} is invalid: the arrival rate must be a finite number > 0 req/s")
+            raise ConfigError(
+                f"--lam {self.rate_per_s!r} is invalid: the arrival rate must be a finite number > 0 req/s"
+            )
         if not (math.isfinite(self.slo_ttft_s) and self.slo_ttft_s > 0):
             raise ConfigError(f"--slo-ttft {self.slo_ttft_s * 1e3!r} ms is invalid: the TTFT SLO must be > 0 ms")
         if not 0 < self.percentile < 100:
@@ -88,7 +90,9 @@ class OptimizeRequest:
             raise ConfigError(f"--compress-gamma {self.compress_gamma!r} is invalid: the band factor must be > 1")
         if isinstance(self.availability, str):
             if self.availability != AVAILABILITY_FROM_CATALOG:
-                raise ConfigError(f"availability {self.availability!r} is invalid: give a number in (0, 1] or 'catalog'")
+                raise ConfigError(
+                    f"availability {self.availability!r} is invalid: give a number in (0, 1] or 'catalog'"
+                )
         elif not 0 < self.availability <= 1:
             raise ConfigError(f"--node-avail {self.availability!r} is invalid: node availability must lie in (0, 1]")
         for g in self.gpus:
@@ -145,8 +149,7 @@ def analytical_phase(request: OptimizeRequest, progress: ProgressFn | None = Non
     """Phase 1: every candidate sized and ranked."""
     points = LengthPoints(request.workload, request.pool_points, request.quadrature_points)
     lays = list(layouts(request.topologies, request.thresholds_tokens, points.max_tokens, request.max_pools))
-    return sweep(points, lays, request.gpus, request.routers, request.settings(),
-                 request.availability_of, progress)
+    return sweep(points, lays, request.gpus, request.routers, request.settings(), request.availability_of, progress)
 
 
 def infeasible_error(request: OptimizeRequest, candidates: Sequence[Candidate]) -> InfeasibleError:
@@ -154,8 +157,15 @@ def infeasible_error(request: OptimizeRequest, candidates: Sequence[Candidate]) 
     reasons: dict[str, int] = {}
     for c in candidates:
         text = c.reason or ""
-        kind = ("prefill" if "prefill alone" in text else "max-gpus" if "max-gpus" in text
-                else "unstable" if "unstable" in text else "other")
+        kind = (
+            "prefill"
+            if "prefill alone" in text
+            else "max-gpus"
+            if "max-gpus" in text
+            else "unstable"
+            if "unstable" in text
+            else "other"
+        )
         reasons[kind] = reasons.get(kind, 0) + 1
     binding = max(reasons, key=reasons.get) if reasons else "other"
     example = next((c.reason for c in candidates if c.reason), "no candidate")

@@ -66,14 +66,21 @@ class RequestPoints:
         return RequestPoints(self.prompt_tokens[mask], self.output_tokens[mask], self.weight[mask])
 
 
+#: Gauss-Legendre nodes per CDF bin (a bin is uniform in tokens, so the nodes integrate the
+#: service-time moments, quadratic in L, exactly up to token rounding).
+MAX_GAUSS_NODES_PER_BIN = 8
+
+
 class LengthPoints:
     """Quadrature of a workload's length distribution, refined per pool range.
 
-    For totals-only workloads each pool range (lo, hi] gets its own stratified
-    quadrature of the conditional distribution: totals are ceil(Q(u)), so
-    lo < T <= hi exactly when F(lo) < u <= F(hi), and ``n_points`` values of u
-    spread over that interval carry weight (F(hi) - F(lo)) / n each.  A pool with
-    0.02 % of the traffic is thus integrated as finely as one with 98 %.  For
+    For totals-only workloads each pool range (lo, hi] gets its own quadrature of
+    the conditional distribution: totals are ceil(Q(u)), so lo < T <= hi exactly
+    when F(lo) < u <= F(hi); that u-interval is cut at the CDF's breakpoints (L is
+    uniform within a bin) and each piece gets Gauss-Legendre nodes (up to
+    ``MAX_GAUSS_NODES_PER_BIN``, at most about ``n_points`` in all).  Moments of
+    S, which grows like L², are then integrated exactly per bin, the heavy tail
+    included; uniform strata in u would under-weight the longest requests.  For
     workloads with separate prompt/output CDFs (joined by a copula) the points
     are one global quadrature of ``n_global`` points, masked per pool.
     """
@@ -82,8 +89,7 @@ class LengthPoints:
         self.workload = workload
         self.n_points = int(n_points)
         self.global_points = RequestPoints(*workload.quadrature(n_global))
-        self.max_tokens = int(max(np.ceil(self.global_points.total_tokens.max()),
-                                  np.ceil(workload.total.max_tokens)))
+        self.max_tokens = int(max(np.ceil(self.global_points.total_tokens.max()), np.ceil(workload.total.max_tokens)))
         self.mean_total_tokens = float(self.global_points.weight @ self.global_points.total_tokens)
         order = np.argsort(self.global_points.total_tokens, kind="stable")
         self._sorted_global = self.global_points.masked(order)
@@ -112,10 +118,15 @@ class LengthPoints:
         if not u_hi > u_lo:
             empty = np.zeros(0)
             return RequestPoints(empty, empty, empty)
-        k = np.arange(self.n_points, dtype=np.float64)
-        u = u_lo + (k + 0.5) / self.n_points * (u_hi - u_lo)
+        knots = np.unique(
+            np.concatenate(([u_lo, u_hi], cdf.fractions[(cdf.fractions > u_lo) & (cdf.fractions < u_hi)]))
+        )
+        left, width = knots[:-1], np.diff(knots)
+        k = int(np.clip(self.n_points // left.size, 1, MAX_GAUSS_NODES_PER_BIN))
+        nodes, gw = np.polynomial.legendre.leggauss(k)
+        u = (left[:, None] + width[:, None] * (nodes[None, :] + 1.0) / 2.0).ravel()
+        w = (width[:, None] * gw[None, :] / 2.0).ravel()
         prompt, output = self.workload.lengths_at(u, np.zeros_like(u))
-        w = np.full(self.n_points, (u_hi - u_lo) / self.n_points)
         return RequestPoints(prompt.astype(np.float64), output.astype(np.float64), w)
 
 
@@ -168,9 +179,16 @@ def pool_points(points: LengthPoints, rng_: PoolRange, router: SizingRouter, gam
         band = points.between(rng_.lo_tokens, lo_eff)
         band = band.masked(band.output_tokens >= rng_.lo_tokens)
         rest = points.between(lo_eff, hi_eff)
-        cand = RequestPoints(*(np.concatenate([x, y]) for x, y in zip(
-            (band.prompt_tokens, band.output_tokens, band.weight),
-            (rest.prompt_tokens, rest.output_tokens, rest.weight), strict=True)))
+        cand = RequestPoints(
+            *(
+                np.concatenate([x, y])
+                for x, y in zip(
+                    (band.prompt_tokens, band.output_tokens, band.weight),
+                    (rest.prompt_tokens, rest.output_tokens, rest.weight),
+                    strict=True,
+                )
+            )
+        )
     else:
         cand = points.between(rng_.lo_tokens, hi_eff)
     total, output = cand.total_tokens, cand.output_tokens
@@ -198,16 +216,41 @@ def size_one_pool(
     n_max = int(serving.n_max(rng_.hi_tokens))
     lam = settings.rate_per_s * share
 
-    def plan(count: int, spares: int, rho: float, ttft: float, wait: float, es: float, cs2: float,
-             reason: str | None) -> PoolPlan:
-        return PoolPlan(gpu.name, rng_.lo_tokens, rng_.hi_tokens, n_max, share, lam, count, spares, rho,
-                        ttft, wait, es, cs2, price, reason is None, reason)
+    def plan(
+        count: int, spares: int, rho: float, ttft: float, wait: float, es: float, cs2: float, reason: str | None
+    ) -> PoolPlan:
+        return PoolPlan(
+            gpu.name,
+            rng_.lo_tokens,
+            rng_.hi_tokens,
+            n_max,
+            share,
+            lam,
+            count,
+            spares,
+            rho,
+            ttft,
+            wait,
+            es,
+            cs2,
+            price,
+            reason is None,
+            reason,
+        )
 
     if share <= 0.0:
         return plan(0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, None)
     if n_max < 1:
-        return plan(0, 0, float("inf"), float("inf"), float("inf"), 0.0, 0.0,
-                    f"context {rng_.hi_tokens} tokens does not fit one request in {gpu.name}'s KV cache")
+        return plan(
+            0,
+            0,
+            float("inf"),
+            float("inf"),
+            float("inf"),
+            0.0,
+            0.0,
+            f"context {rng_.hi_tokens} tokens does not fit one request in {gpu.name}'s KV cache",
+        )
     model = ServiceModel(
         step=LinearStepModel(serving.iter_base_s, serving.iter_per_seq_s),
         n_slots=n_max,
@@ -217,24 +260,34 @@ def size_one_pool(
     )
     moments = pool_service_moments(sub.prompt_tokens, sub.output_tokens, sub.weight, model)
     sized = size_pool(
-        lam, moments, settings.slo_ttft_s, settings.percentile / 100.0,
-        rho_max=settings.rho_max, max_gpus=settings.max_gpus, min_spare_gpus=settings.min_spare_gpus,
-        tail_model=settings.tail_model, ttft_model=settings.ttft_model,
+        lam,
+        moments,
+        settings.slo_ttft_s,
+        settings.percentile / 100.0,
+        rho_max=settings.rho_max,
+        max_gpus=settings.max_gpus,
+        min_spare_gpus=settings.min_spare_gpus,
+        tail_model=settings.tail_model,
+        ttft_model=settings.ttft_model,
     )
     ttft_reported = sized.ttft_p_s
     if sized.reason is InfeasibleReason.PREFILL_EXCEEDS_SLO:
-        ttft_reported = zero_wait_ttft_quantile_s(moments.zero_wait, settings.percentile / 100.0,
-                                                  ttft_model(settings.ttft_model))
+        ttft_reported = zero_wait_ttft_quantile_s(
+            moments.zero_wait, settings.percentile / 100.0, ttft_model(settings.ttft_model)
+        )
     reason = None if sized.feasible else _reason_text(sized.reason, ttft_reported, settings)
     spares = with_spares(sized.n_gpus, availability) - sized.n_gpus if sized.feasible else 0
-    return plan(sized.n_gpus, spares, sized.rho, sized.ttft_p_s, sized.wait_p_s, moments.mean_gpu_s,
-                moments.cs2, reason)
+    return plan(
+        sized.n_gpus, spares, sized.rho, sized.ttft_p_s, sized.wait_p_s, moments.mean_gpu_s, moments.cs2, reason
+    )
 
 
 def _reason_text(reason: InfeasibleReason | None, ttft_s: float, settings: PlanSettings) -> str:
     if reason is InfeasibleReason.PREFILL_EXCEEDS_SLO:
-        return (f"prefill alone exceeds the SLO (P{settings.percentile:g} TTFT with no queue "
-                f"{ttft_s * 1e3:.0f} ms > {settings.slo_ttft_s * 1e3:.0f} ms)")
+        return (
+            f"prefill alone exceeds the SLO (P{settings.percentile:g} TTFT with no queue "
+            f"{ttft_s * 1e3:.0f} ms > {settings.slo_ttft_s * 1e3:.0f} ms)"
+        )
     if reason is InfeasibleReason.EXCEEDS_MAX_GPUS:
         return f"needs more than --max-gpus {settings.max_gpus} GPUs"
     return "unstable (utilisation >= 1)"

@@ -123,7 +123,6 @@ def layouts(
             for cuts in itertools.combinations(grid, n_cuts):
                 bounds = (0, *cuts, max_tokens)
                 ranges = tuple(
-                    PoolRange(bounds[i], bounds[i + 1], last=i == len(bounds) - 2)
-                    for i in range(len(bounds) - 1)
+                    PoolRange(bounds[i], bounds[i + 1], last=i == len(bounds) - 2) for i in range(len(bounds) - 1)
                 )
                 yield Layout(topo, ranges)

@@ -84,8 +84,7 @@ def _combine(
 
 
 def _rank_key(c: Candidate) -> tuple:
-    return (not c.feasible, c.cost_usd_per_year if c.feasible else 0.0, c.ttft_p_s, c.total_gpus_needed,
-            c.key())
+    return (not c.feasible, c.cost_usd_per_year if c.feasible else 0.0, c.ttft_p_s, c.total_gpus_needed, c.key())
 
 
 def sweep(

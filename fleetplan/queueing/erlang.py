@@ -64,18 +64,29 @@ def _stirling_error(c: np.ndarray) -> np.ndarray:
     return inv * (1 / 12 - inv2 * (1 / 360 - inv2 * (1 / 1260 - inv2 * (1 / 1680 - inv2 / 1188))))
 
 
+def _log_pmf_direct(c: np.ndarray, a: np.ndarray) -> np.ndarray:
+    return c * np.log(a) - a - gammaln(c + 1.0)
+
+
+def _log_pmf_stirling(c: np.ndarray, a: np.ndarray) -> np.ndarray:
+    x = np.maximum(a / c - 1.0, _STIRLING_MIN_X)
+    return c * (np.log1p(x) - x) - 0.5 * np.log(c) - _HALF_LN_2PI - _stirling_error(c)
+
+
 def _log_poisson_pmf_at_c(c: np.ndarray, a: np.ndarray) -> np.ndarray:
     """ln P(N = c) for N ~ Poisson(a), with c >= 1 and a >= 0 (-inf at a = 0)."""
     positive = a > 0
-    a_safe = np.where(positive, a, 1.0)
-    direct = c * np.log(a_safe) - a_safe - gammaln(c + 1.0)
-    big = np.maximum(c, float(_STIRLING_MIN_SERVERS))
-    x = a_safe / big - 1.0
-    near = (c >= _STIRLING_MIN_SERVERS) & (x > _STIRLING_MIN_X)  # a near c: the cancelling case
-    x = np.maximum(x, _STIRLING_MIN_X)
-    stirling = big * (np.log1p(x) - x) - 0.5 * np.log(big) - _HALF_LN_2PI - _stirling_error(big)
-    out = np.where(near, stirling, direct)
-    return np.where(positive, out, -np.inf)
+    all_positive = bool(positive.all())
+    a_safe = a if all_positive else np.where(positive, a, 1.0)
+    near = (c >= _STIRLING_MIN_SERVERS) & (a_safe > (1.0 + _STIRLING_MIN_X) * c)  # the cancelling case
+    if near.all():
+        out = _log_pmf_stirling(c, a_safe)
+    elif not near.any():
+        out = _log_pmf_direct(c, a_safe)
+    else:
+        big = np.maximum(c, float(_STIRLING_MIN_SERVERS))
+        out = np.where(near, _log_pmf_stirling(big, a_safe), _log_pmf_direct(c, a_safe))
+    return out if all_positive else np.where(positive, out, -np.inf)
 
 
 def _inverse_erlang_b_series(c: np.ndarray, a: np.ndarray) -> np.ndarray:

@@ -127,8 +127,19 @@ def candidate_rows(result: OptimizeResult) -> tuple[list[str], list[dict[str, An
     pct = result.request.percentile
     key = latency_key(pct)
     n_pools = max((len(c.pools) for c in result.candidates), default=1)
-    header = ["rank", "topology", "router", "thresholds_tokens", "gpus", "total_gpus_needed",
-              "cost_usd_per_year", "cost_usd_per_mtok", key, "feasible", "reason"]
+    header = [
+        "rank",
+        "topology",
+        "router",
+        "thresholds_tokens",
+        "gpus",
+        "total_gpus_needed",
+        "cost_usd_per_year",
+        "cost_usd_per_mtok",
+        key,
+        "feasible",
+        "reason",
+    ]
     pool_fields = ["gpu", "count", "spares", "min_tokens", "max_tokens", "lam_per_s", "traffic_share", "rho", key]
     for i in range(1, n_pools + 1):
         header += [f"pool{i}_{f}" for f in pool_fields]

@@ -39,14 +39,37 @@ def test_trace_fitted_workload_defaults_lam_to_its_own_rate():
 
 def test_csv_and_json_exports(tmp_path):
     out_csv, out_json = tmp_path / "fleet.csv", tmp_path / "run.json"
-    res = run("optimize", "--workload", "lmsys", "--slo-ttft", "500", "--topology", "homo,two-pool",
-              "--csv", str(out_csv), "--json", str(out_json), "--seed", "7")
+    res = run(
+        "optimize",
+        "--workload",
+        "lmsys",
+        "--slo-ttft",
+        "500",
+        "--topology",
+        "homo,two-pool",
+        "--csv",
+        str(out_csv),
+        "--json",
+        str(out_json),
+        "--seed",
+        "7",
+    )
     assert res.exit_code == 0, res.stderr
     rows = list(csv.DictReader(out_csv.open()))
     doc = json.loads(out_json.read_text(), parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
     assert len(rows) == doc["n_candidates"] == len(doc["candidates"])
-    for col in ("rank", "topology", "total_gpus_needed", "cost_usd_per_year", "p99_ttft_ms", "feasible", "reason",
-                "pool1_gpu", "pool1_count", "pool2_max_tokens"):
+    for col in (
+        "rank",
+        "topology",
+        "total_gpus_needed",
+        "cost_usd_per_year",
+        "p99_ttft_ms",
+        "feasible",
+        "reason",
+        "pool1_gpu",
+        "pool1_count",
+        "pool2_max_tokens",
+    ):
         assert col in rows[0]
     assert doc["seed"] == 7 and doc["inputs"]["lam_per_s"] == 100.0 and doc["version"]
     best = doc["recommendation"]
@@ -103,15 +126,26 @@ def test_bad_cdf_files(tmp_path, content, needle):
 )
 def test_bad_options(args, needles):
     base = {"--workload": "lmsys", "--slo-ttft": "500"}
-    for k, v in zip(args[::2], args[1::2]):
+    for k, v in zip(args[::2], args[1::2], strict=True):
         base[k] = v
     flat = [x for kv in base.items() for x in kv]
     one_line_error(run("optimize", *flat), *needles)
 
 
 def test_lambda_too_large_names_the_binding_constraint():
-    res = run("optimize", "--workload", "lmsys", "--slo-ttft", "500", "--lam", "1e6", "--max-gpus", "64",
-              "--topology", "homo,two-pool")
+    res = run(
+        "optimize",
+        "--workload",
+        "lmsys",
+        "--slo-ttft",
+        "500",
+        "--lam",
+        "1e6",
+        "--max-gpus",
+        "64",
+        "--topology",
+        "homo,two-pool",
+    )
     one_line_error(res, "infeasible up to 64 GPUs", "binding constraint")
 
 

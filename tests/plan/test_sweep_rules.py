@@ -36,7 +36,7 @@ def test_layout_counts():
     assert len(lays) == 1 + 4 + 6 + 4
     for lay in lays:
         assert lay.ranges[0].lo_tokens == 0 and lay.ranges[-1].hi_tokens == 8192
-        for a, b in zip(lay.ranges, lay.ranges[1:]):
+        for a, b in zip(lay.ranges, lay.ranges[1:], strict=False):
             assert a.hi_tokens == b.lo_tokens
 
 
@@ -58,7 +58,7 @@ def test_pool_shares_partition_the_traffic(lmsys, router, cuts):
     ranges = [PoolRange(bounds[i], bounds[i + 1], i == len(bounds) - 2) for i in range(len(bounds) - 1)]
     shares = [pool_points(pts, r, router, 1.5).weight.sum() for r in ranges]
     assert sum(shares) == pytest.approx(1.0, abs=1e-9)
-    for r, s in zip(ranges, shares):
+    for r, s in zip(ranges, shares, strict=True):
         sub = pool_points(pts, r, router, 1.5)
         assert np.all(sub.total_tokens <= r.hi_tokens)  # compressed requests fit their pool
         if router is SizingRouter.LENGTH:
@@ -96,8 +96,10 @@ def test_costs_ranking_and_pareto(lmsys, catalog):
     front = pareto_frontier(result.candidates)
     for a in front:
         assert not any(
-            b.cost_usd_per_year <= a.cost_usd_per_year and b.ttft_p_s < a.ttft_p_s
-            or b.cost_usd_per_year < a.cost_usd_per_year and b.ttft_p_s <= a.ttft_p_s
+            b.cost_usd_per_year <= a.cost_usd_per_year
+            and b.ttft_p_s < a.ttft_p_s
+            or b.cost_usd_per_year < a.cost_usd_per_year
+            and b.ttft_p_s <= a.ttft_p_s
             for b in feasible
         )
 

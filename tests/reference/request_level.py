@@ -11,6 +11,8 @@ from __future__ import annotations
 import heapq
 import math
 
+import numpy as np
+
 from fleetplan.sim._kernels.codes import (
     POOL_LEAST_LOADED,
     ROUTE_LEAST_OUTSTANDING,
@@ -79,6 +81,12 @@ def run_request_level(
     rr_next = [0] * n_pools
     departures: list[tuple[float, int]] = []
     n_events = 0
+    # departures are tracked (and counted as events) only if routing can read them
+    track = any(
+        pool_inst_start[p + 1] - pool_inst_start[p] > 1 and pool_router[p] in (ROUTE_LEAST_OUTSTANDING,
+                                                                              ROUTE_POWER_OF_TWO)
+        for p in range(n_pools)
+    ) or bool(np.any(np.asarray(req_pool) == POOL_LEAST_LOADED))
     inst_busy_slot_s[:] = 0.0
     for i in range(len(arrival_s)):
         t = arrival_s[i]
@@ -101,9 +109,10 @@ def run_request_level(
         start = max(t, slots[k][0])
         done = start + service_s[i]
         heapq.heapreplace(slots[k], done)
-        heapq.heappush(departures, (done, k))
-        outstanding[k] += 1
-        pool_outstanding[p] += 1
+        if track:
+            heapq.heappush(departures, (done, k))
+            outstanding[k] += 1
+            pool_outstanding[p] += 1
         out_inst[i] = k
         if start > horizon_s:
             out_start_s[i] = out_first_token_s[i] = out_done_s[i] = math.inf

@@ -13,6 +13,7 @@ from fleetplan.perf.linear import LinearStepModel
 from fleetplan.rng import task_seed
 from fleetplan.sim.engine import replicate, simulate
 from fleetplan.sim.spec import FleetSpec, PoolSpec, SchedulerLimits
+from fleetplan.workload import load_workload
 
 W_S, H_S, PREFILL_S_PER_TOKEN = 0.01, 0.001, 1e-4
 
@@ -159,3 +160,24 @@ def test_replications_ci_contains_mean_and_upper_bound():
     replicate(two_pools(), UniformLengths(300, 30), 5.0, n_requests=50, level="request", n_replications=2,
               progress=lambda done, total: calls.append((done, total)))
     assert calls == [(1, 2), (2, 2)]
+
+
+def test_replay_uses_trace_times_and_lengths(tmp_path):
+    path = tmp_path / "trace.csv"
+    path.write_text("arrival_s,prompt_tokens,output_tokens\n0.0,100,5\n0.5,200,6\n1.5,300,7\n2.0,400,8\n")
+    wl = load_workload(str(path))
+    own = simulate(two_pools(), wl, wl.arrival_rate_per_s, n_requests=10, arrival="replay", warmup_fraction=0.0)
+    df = own.requests
+    assert len(df) == 4  # the trace is shorter than n_requests: all of it, no more
+    assert np.allclose(df["arrival_s"], [0.0, 0.5, 1.5, 2.0])
+    assert df["prompt_tokens"].tolist() == [100, 200, 300, 400] and df["output_tokens"].tolist() == [5, 6, 7, 8]
+    doubled = simulate(two_pools(), wl, 2 * wl.arrival_rate_per_s, n_requests=3, arrival="replay")
+    assert np.allclose(doubled.requests["arrival_s"], [0.0, 0.25, 0.75])  # time-scaled to twice the rate
+
+
+def test_gamma_arrivals_keep_the_mean_rate():
+    res = simulate(two_pools(), FixedLengths(10, 2), 50.0, n_requests=20000, level="request", arrival="gamma",
+                   cv=3.0, seed=1)
+    gaps = np.diff(res.requests["arrival_s"].to_numpy())
+    assert abs(1 / gaps.mean() - 50.0) < 50.0 * 0.07  # CV 3: standard error ~2 %
+    assert 2.5 < gaps.std() / gaps.mean() < 3.5

@@ -65,9 +65,8 @@ def heap_replace_top(keys, lo, size, value):
         child = 2 * pos + 1
         if child >= size:
             break
-        right = child + 1
-        if right < size and keys[lo + right] < keys[lo + child]:
-            child = right
+        if child + 1 < size:
+            child += keys[lo + child + 1] < keys[lo + child]  # branch-free choice of the smaller child
         if keys[lo + child] < value:
             keys[lo + pos] = keys[lo + child]
             pos = child
@@ -107,9 +106,8 @@ def heap_pop(keys, vals, size):
         child = 2 * pos + 1
         if child >= size:
             break
-        right = child + 1
-        if right < size and keys[right] < keys[child]:
-            child = right
+        if child + 1 < size:
+            child += keys[child + 1] < keys[child]  # branch-free choice of the smaller child
         if keys[child] < key:
             keys[pos] = keys[child]
             vals[pos] = vals[child]

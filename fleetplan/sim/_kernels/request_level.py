@@ -21,6 +21,9 @@ is still occupied for later arrivals); otherwise DONE (``done`` may exceed the h
 ``inst_busy_slot_s[k]`` = slot-seconds busy inside ``[0, horizon_s]``:
 sum of ``min(done, horizon) - start`` over requests started by the horizon.
 Returns the number of events: arrivals plus departures popped from the global heap.
+The departure heap and outstanding counts are kept only when something reads them
+(least-outstanding or power-of-two routing in a pool of several instances, or
+``req_pool == POOL_LEAST_LOADED``); otherwise the event count is the number of arrivals.
 Arrivals must be sorted (non-decreasing).
 """
 
@@ -30,6 +33,8 @@ import numpy as np
 
 from fleetplan.sim._kernels.codes import (
     POOL_LEAST_LOADED,
+    ROUTE_LEAST_OUTSTANDING,
+    ROUTE_POWER_OF_TWO,
     STATUS_DONE,
     STATUS_REJECTED,
     STATUS_UNFINISHED,
@@ -66,10 +71,22 @@ def run_request_level(
     tree, tree_lo, tree_leaves = build_outstanding_trees(pool_inst_start)
     pool_outstanding = np.zeros(n_pools, dtype=np.int64)
     rr_next = np.zeros(n_pools, dtype=np.int32)
-    done_heap_s = np.empty(n_req, dtype=np.float64)
-    done_heap_inst = np.empty(n_req, dtype=np.int32)
     heap_size = 0
     n_events = 0
+    # Outstanding counts are only read by least-outstanding / power-of-two routing in pools
+    # of more than one instance and by kernel-chosen pools; otherwise skip their upkeep.
+    track = False
+    for p in range(n_pools):
+        if pool_inst_start[p + 1] - pool_inst_start[p] > 1 and (
+                pool_router[p] == ROUTE_LEAST_OUTSTANDING or pool_router[p] == ROUTE_POWER_OF_TWO):
+            track = True
+    for i in range(n_req):
+        if req_pool[i] == POOL_LEAST_LOADED:
+            track = True
+            break
+    heap_capacity = n_req if track else 0
+    done_heap_s = np.empty(heap_capacity, dtype=np.float64)
+    done_heap_inst = np.empty(heap_capacity, dtype=np.int32)
     for k in range(n_inst):
         inst_busy_slot_s[k] = 0.0
 
@@ -101,9 +118,10 @@ def run_request_level(
         start = t if t >= free_s else free_s
         done = start + service_s[i]
         heap_replace_top(slot_free_s, lo, inst_slots[k], done)
-        heap_size = heap_push(done_heap_s, done_heap_inst, heap_size, done, k)
-        add_outstanding(k, p, 1, inst_outstanding, pool_inst_start, tree, tree_lo, tree_leaves)
-        pool_outstanding[p] += 1
+        if track:
+            heap_size = heap_push(done_heap_s, done_heap_inst, heap_size, done, k)
+            add_outstanding(k, p, 1, inst_outstanding, pool_inst_start, tree, tree_lo, tree_leaves)
+            pool_outstanding[p] += 1
         out_inst[i] = k
         if start > horizon_s:
             out_start_s[i] = np.inf

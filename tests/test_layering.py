@@ -1,0 +1,79 @@
+"""Architecture checks: every module imports on its own, and imports flow one way.
+
+Layers (lower never imports higher): base (errors, units, rng, paths, metrics) ->
+workload, hardware, models -> perf -> queueing -> sim -> plan -> report -> exec -> cli.
+Only ``fleetplan.cli`` may import click or rich.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "fleetplan"
+LAYER = {
+    "errors": 0,
+    "units": 0,
+    "rng": 0,
+    "paths": 0,
+    "metrics": 0,
+    "__init__": 0,
+    "workload": 1,
+    "hardware": 1,
+    "models": 1,
+    "perf": 2,
+    "queueing": 3,
+    "sim": 4,
+    "plan": 5,
+    "report": 6,
+    "exec": 7,
+    "cli": 8,
+}
+MODULES = sorted(
+    ".".join(p.relative_to(PKG.parent).with_suffix("").parts) for p in PKG.rglob("*.py") if "__pycache__" not in p.parts
+)
+
+
+def _layer(module: str) -> int:
+    parts = module.split(".")
+    return LAYER[parts[1]] if len(parts) > 1 else 0
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+    return out
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_imports_flow_one_way(module):
+    path = PKG.parent.joinpath(*module.split(".")).with_suffix(".py")
+    me = _layer(module)
+    for imported in _imports(path):
+        root = imported.split(".")[0]
+        if root in ("click", "rich"):
+            assert module.startswith("fleetplan.cli"), f"{module} imports {imported}: only fleetplan.cli may"
+        if root == "fleetplan" and "." in imported:
+            if module == "fleetplan.__init__":
+                continue
+            assert _layer(imported) <= me, f"{module} (layer {me}) imports higher layer {imported}"
+    if "._kernels" in module:
+        allowed = {"numpy", "numba", "math", "__future__"}
+        for imported in _imports(path):
+            root = imported.split(".")[0]
+            assert root in allowed or imported.startswith("fleetplan.sim._kernels"), (module, imported)
+
+
+def test_every_module_imports_in_a_fresh_interpreter():
+    code = "import importlib, sys\nfor m in sys.argv[1:]:\n    importlib.import_module(m)\n"
+    mods = [m.removesuffix(".__init__") for m in MODULES]
+    subprocess.run([sys.executable, "-c", code, *mods], check=True, timeout=120)
