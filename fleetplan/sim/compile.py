@@ -82,10 +82,6 @@ class CompiledFleet:
     inst_pool: np.ndarray  # i4[I] pool index of each instance
 
     @property
-    def n_pools(self) -> int:
-        return len(self.pool_names)
-
-    @property
     def n_instances(self) -> int:
         return int(self.pool_inst_start[-1])
 

@@ -266,6 +266,7 @@ class ReplicatedResult:
 
     @property
     def upper_p99_tpot_s(self) -> float:
+        """Upper end of the P99 TPOT interval."""
         return self.p99_tpot_interval_s[1]
 
 

@@ -70,6 +70,12 @@ def run_iteration_level(
 ) -> int:
     n_req = len(arrival_s)
     n_pools = len(pool_router)
+    if any(code != 0 for code in pool_step_code):
+        raise ValueError("unknown step-model code")
+    if n_req and (min(prompt_tokens) < 1 or min(output_tokens) < 1):
+        raise ValueError("prompt_tokens and output_tokens must be >= 1")
+    if any(arrival_s[i] < arrival_s[i - 1] for i in range(1, n_req)):
+        raise ValueError("arrival_s must be sorted")
     engines = [Engine(p, int(pool_kv_blocks[p]))
                for p in range(n_pools) for _ in range(pool_inst_start[p], pool_inst_start[p + 1])]
     n_inst = len(engines)

@@ -88,6 +88,8 @@ def run_request_level(
         for p in range(n_pools)
     ) or bool(np.any(np.asarray(req_pool) == POOL_LEAST_LOADED))
     inst_busy_slot_s[:] = 0.0
+    if any(arrival_s[i] < arrival_s[i - 1] for i in range(1, len(arrival_s))):
+        raise ValueError("arrival_s must be sorted")
     for i in range(len(arrival_s)):
         t = arrival_s[i]
         n_events += 1

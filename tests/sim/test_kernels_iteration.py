@@ -160,3 +160,23 @@ def test_preemption_hand_computed() -> None:
     assert out["inst_steps"][0] == 10
     # tokens: r0 4 + 5 decodes; r1 4 + 1 decode before preemption, 6 recomputed + 3 decodes
     assert out["inst_tokens"][0] == 9 + 5 + 9
+
+
+@pytest.mark.parametrize("fn", [run_iteration_level, twin_iteration_level])
+@pytest.mark.parametrize("broken", ["output_zero", "prompt_zero", "unsorted", "step_code"])
+def test_invalid_inputs_raise(fn, broken: str) -> None:
+    """Preconditions are checked, not assumed: output 0 would otherwise decode forever."""
+    case = make_case(3)
+    case["arrival_s"] = np.sort(case["arrival_s"])
+    if broken == "output_zero":
+        case["output_tokens"] = case["output_tokens"].copy()
+        case["output_tokens"][0] = 0
+    elif broken == "prompt_zero":
+        case["prompt_tokens"] = case["prompt_tokens"].copy()
+        case["prompt_tokens"][-1] = 0
+    elif broken == "unsorted":
+        case["arrival_s"] = case["arrival_s"][::-1].copy()
+    else:
+        case["pool_step_code"] = np.full_like(case["pool_step_code"], 7)
+    with pytest.raises(ValueError):
+        run_case(fn, case)

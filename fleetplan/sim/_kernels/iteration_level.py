@@ -28,6 +28,8 @@ tokens computed before it emits its next token; ``computed`` counts tokens whose
   arrivals after the horizon, ``out_inst = -1``) are UNFINISHED.
 * Runs of identical pure-decode steps are advanced as one event (``iteration_steps``,
   "cruise"); every float still equals the step-by-step result.
+* Preconditions (ValueError otherwise): arrivals sorted, prompt and output >= 1, known
+  step-model codes; the wrapper guarantees ``route_u`` in [0, 1) and valid pool indices.
 * Instance statistics (committed steps only): busy seconds, integral of batch size,
   steps, scheduled tokens.  Returns the number of committed steps.
 """
@@ -36,7 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fleetplan.sim._kernels.codes import POOL_LEAST_LOADED, STATUS_REJECTED
+from fleetplan.sim._kernels.codes import POOL_LEAST_LOADED, STATUS_REJECTED, STEP_MODEL_LINEAR
 from fleetplan.sim._kernels.heaps import tree_build, tree_leaves, tree_update
 from fleetplan.sim._kernels.iteration_steps import (
     N_SLOT_FIELDS,
@@ -67,7 +69,14 @@ def run_iteration_level(
     n_pools = pool_router.shape[0]
     n_inst = pool_inst_start[n_pools]
 
+    for p in range(n_pools):
+        if pool_step_code[p] != STEP_MODEL_LINEAR:
+            raise ValueError("unknown step-model code")
     for i in range(n_req):
+        if prompt_tokens[i] < 1 or output_tokens[i] < 1:
+            raise ValueError("prompt_tokens and output_tokens must be >= 1")
+        if i > 0 and arrival_s[i] < arrival_s[i - 1]:
+            raise ValueError("arrival_s must be sorted")
         out_inst[i] = -1
         out_first_sched_s[i] = np.inf
         out_first_token_s[i] = np.inf

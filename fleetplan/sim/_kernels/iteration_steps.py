@@ -17,7 +17,7 @@ Cruise.  When a scheduled batch is pure decode (every running request gets its o
 token, nobody admitted or preempted), the next ``m - 1`` steps are identical in
 composition until the first completion (``m = min(output - generated)``), as long as the
 KV blocks they may need are free (``n * ceil((m - 1) / block) <= free``) and no arrival
-joins the instance's queue.  Such a run of ``m`` steps is one event: step ``j`` lasts
+joins the instance's queue (and at most ``CRUISE_MAX_STEPS``).  Such a run of ``m`` steps is one event: step ``j`` lasts
 ``step_time(n, 0, ctx + n (j - 1), 0)`` and the end times are re-summed step by step, so
 every float equals the one-step-at-a-time result.  An arrival routed to a cruising
 instance cuts the run after the step in progress (``cut_cruise``).  Nothing else can
@@ -43,6 +43,10 @@ from fleetplan.sim._kernels.codes import STATUS_DONE
 from fleetplan.sim._kernels.jit import njit, njit_inline
 from fleetplan.sim._kernels.routing import add_outstanding
 from fleetplan.sim._kernels.step_model import step_time_s
+
+# A cruise is cut into runs of at most this many steps: a cut (arrival) re-sums the step
+# ends from the run's start, so this bounds that work; ending a run early is exact.
+CRUISE_MAX_STEPS = 512
 
 # columns of run_state
 SCHED, COMP, TARGET, GEN, OUT, HELD = 0, 1, 2, 3, 4, 5
@@ -150,6 +154,8 @@ def schedule_step(k, p, t_s, reqs, slots, inst, pools, outs):
     if not preempted and prefill_tokens == 0 and n_seqs == run_len[k] and min_remaining > 1:
         m_blocks = (free_blocks[k] // n_seqs) * block
         m = min_remaining if min_remaining < m_blocks else m_blocks
+        if m > CRUISE_MAX_STEPS:
+            m = CRUISE_MAX_STEPS
         if m < 1:
             m = 1
     step_f[k, 0] = t_s

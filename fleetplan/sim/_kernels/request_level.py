@@ -24,7 +24,7 @@ Returns the number of events: arrivals plus departures popped from the global he
 The departure heap and outstanding counts are kept only when something reads them
 (least-outstanding or power-of-two routing in a pool of several instances, or
 ``req_pool == POOL_LEAST_LOADED``); otherwise the event count is the number of arrivals.
-Arrivals must be sorted (non-decreasing).
+Arrivals must be sorted (non-decreasing; ValueError otherwise).
 """
 
 from __future__ import annotations
@@ -92,6 +92,8 @@ def run_request_level(
 
     for i in range(n_req):
         t = arrival_s[i]
+        if i > 0 and t < arrival_s[i - 1]:
+            raise ValueError("arrival_s must be sorted")
         n_events += 1
         while heap_size > 0 and done_heap_s[0] <= t:
             k = done_heap_inst[0]

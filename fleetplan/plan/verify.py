@@ -1,0 +1,139 @@
+"""Phase 2: simulation verification of analytic candidates (the simulator is authoritative).
+
+For each of the top-k analytic candidates the fleet (each pool's GPU count without
+spares, which cover failed nodes, not load) is simulated at iteration level with
+independent replications.  It passes when the upper end of the Student-t confidence
+interval of its P99 TTFT (and P99 TPOT when a TPOT SLO is given) is within the SLO.
+A failing fleet is grown one GPU at a time, each time in the pool whose simulated
+P99 is worst relative to the SLO, until it passes or reaches ``max_gpus``; the
+cheapest passing fleet is the recommendation.  A relative gap above
+``disagreement_threshold`` between the analytic and simulated P99 TTFT is flagged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from fleetplan.hardware import GpuProfile, with_spares
+from fleetplan.plan.space import SizingRouter
+from fleetplan.plan.sweep import Candidate
+from fleetplan.sim import FleetSpec, Level, PoolRouter, build_pool, replicate
+from fleetplan.units import H_PER_YEAR
+from fleetplan.workload import Workload
+
+DEFAULT_VERIFY_TOP = 5
+DEFAULT_SIM_REQUESTS = 20_000
+DEFAULT_REPLICATIONS = 3
+DEFAULT_DISAGREEMENT = 0.20
+#: Most GPUs added to one candidate by the upward search before it is declared failed.
+DEFAULT_MAX_SEARCH_STEPS = 12
+
+
+@dataclass(frozen=True)
+class VerifySettings:
+    """How candidates are simulated (times in seconds)."""
+
+    slo_ttft_s: float
+    slo_tpot_s: float | None
+    rate_per_s: float
+    max_gpus: int
+    top_k: int = DEFAULT_VERIFY_TOP
+    n_requests: int = DEFAULT_SIM_REQUESTS
+    n_replications: int = DEFAULT_REPLICATIONS
+    disagreement_threshold: float = DEFAULT_DISAGREEMENT
+    max_search_steps: int = DEFAULT_MAX_SEARCH_STEPS
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Verification:
+    """Outcome for one analytic candidate (times in seconds)."""
+
+    rank: int
+    analytic_counts: tuple[int, ...]
+    verified_counts: tuple[int, ...]
+    passed: bool
+    p99_ttft_s_sim: float  # upper confidence bound of the simulated P99 TTFT
+    p99_tpot_s_sim: float
+    p99_ttft_s_analytic: float
+    disagreement: float  # (sim - analytic) / analytic at the analytic counts
+    flagged: bool
+    total_gpus: int
+    cost_usd_per_year: float
+    reason: str | None
+
+
+def fleet_spec(candidate: Candidate, gpus: dict[str, GpuProfile], counts: Sequence[int]) -> FleetSpec:
+    """The simulator's fleet for ``candidate`` with ``counts`` instances per pool."""
+    pools = tuple(
+        build_pool(gpus[p.gpu], f"pool{i + 1}", int(n), int(p.hi_tokens))
+        for i, (p, n) in enumerate(zip(candidate.pools, counts, strict=True))
+        if n > 0
+    )
+    router = PoolRouter.COMPRESS_AND_ROUTE if candidate.router is SizingRouter.COMPRESS else PoolRouter.LENGTH
+    return FleetSpec(pools=pools, pool_router=router)
+
+
+def _simulate(candidate, gpus, counts, workload, s: VerifySettings, seed_offset: int):
+    spec = fleet_spec(candidate, gpus, counts)
+    rep = replicate(spec, workload, s.rate_per_s, s.n_requests, Level.ITERATION, s.seed + seed_offset,
+                    n_replications=s.n_replications, slo_ttft_s=s.slo_ttft_s, slo_tpot_s=s.slo_tpot_s)
+    names = [p.name for p in spec.pools]
+    pool_ratio = {}
+    for i, n in enumerate(counts):
+        name = f"pool{i + 1}"
+        if n == 0 or name not in names:
+            continue
+        worst = max(summ.pool(name).ttft.p99_s for summ in rep.summaries) / s.slo_ttft_s
+        if s.slo_tpot_s is not None:
+            worst = max(worst, max(summ.pool(name).tpot.p99_s for summ in rep.summaries) / s.slo_tpot_s)
+        pool_ratio[i] = worst
+    return rep, pool_ratio
+
+
+def _passes(rep, s: VerifySettings) -> bool:
+    ok = rep.upper_p99_ttft_s <= s.slo_ttft_s
+    if s.slo_tpot_s is not None:
+        ok = ok and rep.upper_p99_tpot_s <= s.slo_tpot_s
+    return bool(ok)
+
+
+def verify_candidate(candidate: Candidate, gpus: dict[str, GpuProfile], workload: Workload,
+                     s: VerifySettings, availability: Callable[[GpuProfile], float]) -> Verification:
+    """Simulate ``candidate``; grow the worst pool until it passes (see module docstring)."""
+    counts = [p.count for p in candidate.pools]
+    analytic = tuple(counts)
+    rep, ratio = _simulate(candidate, gpus, counts, workload, s, 0)
+    sim0 = rep.upper_p99_ttft_s
+    a = candidate.ttft_p_s
+    disagreement = (rep.mean_p99_ttft_s - a) / a if a > 0 else float("inf")
+    steps = 0
+    reason = None
+    while not _passes(rep, s):
+        if steps >= s.max_search_steps or sum(counts) >= s.max_gpus or not ratio:
+            reason = (f"simulated P99 TTFT upper bound {rep.upper_p99_ttft_s * 1e3:.0f} ms still above the SLO "
+                      f"after adding {steps} GPUs")
+            break
+        worst = max(ratio, key=ratio.get)
+        counts[worst] += 1
+        steps += 1
+        rep, ratio = _simulate(candidate, gpus, counts, workload, s, steps)
+    passed = reason is None
+    spares = [with_spares(n, availability(gpus[p.gpu])) - n for p, n in zip(candidate.pools, counts, strict=True)]
+    total = sum(counts) + sum(spares)
+    cost = sum((n + sp) * p.price_usd_per_h for p, n, sp in zip(candidate.pools, counts, spares, strict=True))
+    return Verification(
+        rank=candidate.rank,
+        analytic_counts=analytic,
+        verified_counts=tuple(counts),
+        passed=passed,
+        p99_ttft_s_sim=rep.upper_p99_ttft_s if passed else sim0,
+        p99_tpot_s_sim=rep.upper_p99_tpot_s,
+        p99_ttft_s_analytic=a,
+        disagreement=disagreement,
+        flagged=abs(disagreement) > s.disagreement_threshold,
+        total_gpus=total,
+        cost_usd_per_year=cost * H_PER_YEAR,
+        reason=reason,
+    )
