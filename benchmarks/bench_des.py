@@ -6,11 +6,13 @@
 (1) iteration level, LMSYS-like lengths, lambda = 100 req/s, two A100 pools split at 4096
     tokens (W = 8 ms, H = 0.65 ms/seq, prefill c[2] = H * 128 / 512 s/token, 65,536 KV blocks
     of 16 tokens, max_num_batched_tokens 512; short pool max context 4096 / 256 seqs, long
-    pool 65,536 / 16 seqs).  The brief's fleet (3 short + 5 long) is checked for stability;
-    if it is unstable under this step model a stable fleet of the same shape is sized and
-    used for the timings (both are printed).
-(2) the same with the fleet scaled to ~1,024 GPUs and lambda scaled proportionally.
-(3) request level, 10^7 requests (M/M/c-like pool of 8 instances x 64 slots at rho 0.8).
+    pool 65,536 / 16 seqs).  The brief's fleet (3 short + 5 long) is run first and its
+    stability printed: under this step model with LMSYS lengths (mean prompt ~530, output
+    ~130 tokens) it is far overloaded, so the timed runs use a fleet of the same shape
+    sized to ~70% of the step model's work (``sized_fleet``).
+(2) the same with both pools scaled to ~1,024 GPUs and lambda scaled proportionally.
+(3) request level, 10^7 requests at rho 0.8: one M/M/64 instance, and 8 instances x 64 slots
+    with random and with least-outstanding routing (the latter keeps the departure heap).
 (4) memory per simulated request: input + output array bytes, kernel-internal arrays
     (counted from the kernels' allocations), tracemalloc peak / N and peak-RSS growth / N.
 JIT time (compile or cache load, first call) is reported apart from run time.
@@ -233,8 +235,8 @@ def memory_child(kind: str, n: int) -> None:
           f"tracemalloc peak {traced_peak / n:.0f} B/request (numpy allocations incl. sampling temporaries)")
 
 
-def bench_memory(n: int) -> None:
-    for kind in ("iteration", "request"):
+def bench_memory(n_iter: int, n_req: int) -> None:
+    for kind, n in (("iteration", n_iter), ("request", n_req)):
         subprocess.run([sys.executable, __file__, "--memory", kind, str(n)], check=True)
 
 
@@ -260,7 +262,7 @@ def main() -> None:
     bench_request_level(n_req, 1, 64, 0, "M/M/64")
     bench_request_level(n_req, 8, 64, 2, "random routing")
     bench_request_level(n_req, 8, 64, 0, "least-outstanding routing")
-    bench_memory(n_iter)
+    bench_memory(n_iter, n_req)
 
 
 if __name__ == "__main__":

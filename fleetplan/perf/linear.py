@@ -3,11 +3,17 @@
     t_iter(n) = W + H * n                                  (eq. 3)
 
 W is the per-iteration base cost (weights streamed once per step), H the cost per
-sequence in the batch (KV reads).  For the iteration-level simulator a prefill
-chunk also costs ``prefill_s_per_token`` per prompt token in the step.  Its
-default, ``H * n_max(ref) / chunk``, makes one full chunk cost about one full
-batch of decode work, which is what the paper's eq. (5) assumes when it charges
-each prefill chunk one ``t_iter(n_max)``.
+sequence in the batch (KV reads) calibrated at a reference context L_ref (8192
+tokens for the paper's constants).  When ``ref_context_tokens`` is set, a
+sequence's cost scales with its own context, h = H * context / L_ref, as the
+reference fleet simulator does and as ``fleetplan.queueing.service`` integrates
+(``SeqCostScaling.REQUEST_LENGTH``): a step of a batch costs
+W + (H / L_ref) * sum of the batch's context tokens.  A prefill token in a step
+costs ``prefill_s_per_token``; its default with ``from_serving`` is H / L_ref
+(one token of KV work), so a request's prefill takes ceil(L_in / chunk) steps of
+about the batch's cost, the analytical model's eqs. (4)-(5).  The paper's
+constants carry no separate prefill calibration; [Step-time] predictors replace
+this with roofline operator costs.
 
 Step-model codes and coefficient layout form the one seam between performance
 models and the simulator kernel (see ``fleetplan.sim._kernels``): the kernel gets
@@ -36,8 +42,13 @@ class LinearStepModel:
     iter_base_s: float
     iter_per_seq_s: float
     prefill_s_per_token: float = 0.0
+    ref_context_tokens: float | None = None  # None: H per sequence; else H * context / ref
 
     def __post_init__(self) -> None:
+        if self.ref_context_tokens is not None and not (
+            np.isfinite(self.ref_context_tokens) and self.ref_context_tokens > 0
+        ):
+            raise ValueError(f"ref_context_tokens must be > 0 or None, got {self.ref_context_tokens}")
         for name in ("iter_base_s", "iter_per_seq_s", "prefill_s_per_token"):
             value = getattr(self, name)
             if not np.isfinite(value) or value < 0:
@@ -45,12 +56,12 @@ class LinearStepModel:
 
     @classmethod
     def from_serving(cls, serving, prefill_s_per_token: float | None = None) -> LinearStepModel:
-        """Build from ``hardware.ServingConstants`` (W, H, n_max at the reference
-        context, chunk).  ``prefill_s_per_token`` defaults to H * n_max(ref) / chunk."""
+        """Build from ``hardware.ServingConstants`` (W, H at the reference context L_ref):
+        per-sequence cost scaled by context; ``prefill_s_per_token`` defaults to H / L_ref."""
+        ref = float(serving.ref_context_tokens)
         if prefill_s_per_token is None:
-            n_ref = serving.n_max(serving.ref_context_tokens)
-            prefill_s_per_token = serving.iter_per_seq_s * n_ref / serving.chunk_tokens
-        return cls(serving.iter_base_s, serving.iter_per_seq_s, prefill_s_per_token)
+            prefill_s_per_token = serving.iter_per_seq_s / ref
+        return cls(serving.iter_base_s, serving.iter_per_seq_s, prefill_s_per_token, ref)
 
     def t_iter_s(self, n_seqs: float | np.ndarray) -> float | np.ndarray:
         """Eq. (3): duration of a decode iteration with ``n_seqs`` sequences."""
@@ -60,6 +71,9 @@ class LinearStepModel:
         """``(STEP_MODEL_LINEAR, coef)`` for the simulator kernel."""
         coef = np.zeros(N_STEP_COEFS, dtype=np.float64)
         coef[0] = self.iter_base_s
-        coef[1] = self.iter_per_seq_s
         coef[2] = self.prefill_s_per_token
+        if self.ref_context_tokens is None:
+            coef[1] = self.iter_per_seq_s
+        else:
+            coef[3] = self.iter_per_seq_s / self.ref_context_tokens
         return STEP_MODEL_LINEAR, coef

@@ -120,5 +120,6 @@ def test_linear_step_model_builds_from_serving_constants() -> None:
     model = LinearStepModel.from_serving(a100)
     assert model.iter_base_s == pytest.approx(0.008)
     # default prefill cost per token = H * n_max(ref) / chunk = 0.65 ms * 128 / 512
-    assert model.prefill_s_per_token == pytest.approx(0.00065 * 128 / 512)
+    assert model.prefill_s_per_token == pytest.approx(0.00065 / 8192)
+    assert model.ref_context_tokens == 8192
     assert model.t_iter_s(128) == pytest.approx(0.008 + 0.00065 * 128)

@@ -180,3 +180,23 @@ def test_invalid_inputs_raise(fn, broken: str) -> None:
         case["pool_step_code"] = np.full_like(case["pool_step_code"], 7)
     with pytest.raises(ValueError):
         run_case(fn, case)
+
+
+def test_long_decodes_match_across_cruise_runs() -> None:
+    """Outputs longer than CRUISE_MAX_STEPS with arrivals cutting runs: still exact."""
+    coef = np.zeros((1, N_STEP_COEFS))
+    coef[0, :4] = [0.008, 0.00065, 0.0002, 1e-7]
+    n = 6
+    case = dict(
+        arrival_s=np.array([0.0, 0.5, 3.0, 3.0, 7.5, 20.0]), prompt_tokens=np.array([700, 5, 60, 1, 900, 33]),
+        output_tokens=np.array([1500, 1200, 40, 1100, 600, 700]), req_pool=np.zeros(n, np.int32),
+        route_u=np.zeros((n, 2)), pool_inst_start=np.array([0, 1], np.int32), pool_router=np.zeros(1, np.int32),
+        pool_max_context=np.array([4096]), pool_max_num_seqs=np.array([8], np.int32),
+        pool_max_batched_tokens=np.array([512], np.int32), pool_kv_blocks=np.array([1000]),
+        pool_block_tokens=np.array([16], np.int32), pool_step_code=np.zeros(1, np.int32), pool_step_coef=coef,
+        horizon_s=np.inf,
+    )
+    out = assert_same(case)
+    assert (out["out_status"] == STATUS_DONE).all()
+    case["horizon_s"] = 25.0  # a horizon inside a run of decode steps
+    assert_same(case)

@@ -106,3 +106,10 @@ def test_round_robin_and_least_outstanding_routing() -> None:
     np.testing.assert_array_equal(assert_same(case)["out_inst"], [0, 1, 2, 0, 1, 2])
     case["pool_router"] = np.array([0], dtype=np.int32)
     np.testing.assert_array_equal(assert_same(case)["out_inst"], [0, 1, 2, 0, 1, 2])
+
+
+@pytest.mark.parametrize("fn", [run_request_level, twin_request_level])
+def test_unsorted_arrivals_raise(fn) -> None:
+    case = _one_instance([0.0, 2.0, 1.0], [1.0, 1.0, 1.0], slots=1)
+    with pytest.raises(ValueError):
+        run_case(fn, case)

@@ -12,8 +12,6 @@ All functions are numba kernels taking arrays only.
 
 from __future__ import annotations
 
-import numpy as np
-
 from fleetplan.sim._kernels.jit import njit, njit_inline
 
 
@@ -46,15 +44,6 @@ def tree_update(keys, tree, n_leaves, k):
         b = tree[2 * node + 1]
         tree[node] = b if keys[b] < keys[a] else a
         node >>= 1
-
-
-def new_tree(n_keys: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """Python helper (tests): padded keys, tree and leaf count for ``n_keys`` keys."""
-    n_leaves = tree_leaves(n_keys)
-    keys = np.full(n_leaves, np.inf)
-    tree = np.zeros(2 * n_leaves, dtype=np.int32)
-    tree_build(keys, tree, n_leaves)
-    return keys, tree, n_leaves
 
 
 @njit_inline

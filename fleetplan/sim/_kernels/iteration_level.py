@@ -8,6 +8,8 @@ tokens computed before it emits its next token; ``computed`` counts tokens whose
 * Arrival: REJECTED (not routed, ``out_inst = -1``) if ``prompt + output > max_context`` or
   ``ceil((prompt + output) / block) > kv_blocks``; else routed (``routing.py``) and
   appended to the instance's waiting queue; an idle instance starts a step at once.
+  ``req_pool = POOL_LEAST_LOADED``: the pool with the fewest outstanding tokens per
+  instance, a request counting ``prompt + output`` from routing until it completes.
 * Step scheduling (budget = max_num_batched_tokens): running requests in admission order
   get ``min(prompt + generated - computed, budget)`` tokens (1 when decoding; none when the
   budget is spent).  KV blocks needed = ``ceil((computed + scheduled) / block)``; while
