@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import sysconfig
 import venv
 from pathlib import Path
 
@@ -24,10 +25,16 @@ def test_wheel_installs_and_runs_outside_the_repo(tmp_path):
     )
     wheel = next(dist.glob("fleetplan-*.whl"))
     env_dir = tmp_path / "venv"
-    # Reuse this interpreter's site-packages for the heavy dependencies (no network needed);
-    # the wheel itself is installed without dependencies into the fresh environment.
-    venv.EnvBuilder(with_pip=True, system_site_packages=True).create(env_dir)
+    # A fresh environment that sees this interpreter's dependencies (numpy, numba, ...) through
+    # a .pth line, so no network is needed; the wheel itself is installed into it without
+    # dependencies.  .pth files inside that directory (the editable install of the repository)
+    # are not processed, so only the wheel's copy of fleetplan is importable.
+    venv.EnvBuilder(with_pip=True).create(env_dir)
     py = env_dir / "bin" / "python"
+    site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    deps = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    Path(site, "_fleetplan_test_deps.pth").write_text("\n".join(sorted(deps)) + "\n")
     subprocess.run(
         [str(py), "-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall", str(wheel)],
         check=True,

@@ -34,7 +34,7 @@ from fleetplan.workload import Workload
 
 #: Quadrature points used to integrate over the length distribution (§3.1 step 2):
 #: per pool range for totals-only CDFs, and globally for prompt/output CDFs.
-DEFAULT_POOL_POINTS = 1024
+DEFAULT_POOL_POINTS = 512
 DEFAULT_QUADRATURE_POINTS = 16384
 #: Default GPU types swept: the three with the core paper's calibrated constants.
 DEFAULT_GPUS = ("A10G", "A100-80GB", "H100-SXM")
