@@ -63,9 +63,19 @@ class LinearStepModel:
             prefill_s_per_token = serving.iter_per_seq_s / ref
         return cls(serving.iter_base_s, serving.iter_per_seq_s, prefill_s_per_token, ref)
 
-    def t_iter_s(self, n_seqs: float | np.ndarray) -> float | np.ndarray:
-        """Eq. (3): duration of a decode iteration with ``n_seqs`` sequences."""
-        return self.iter_base_s + self.iter_per_seq_s * np.asarray(n_seqs, dtype=np.float64)
+    def t_iter_s(
+        self, n_seqs: float | np.ndarray, context_tokens: float | np.ndarray | None = None
+    ) -> float | np.ndarray:
+        """Eq. (3): a decode iteration of ``n_seqs`` sequences of ``context_tokens`` each.
+
+        With ``ref_context_tokens`` set, the per-sequence cost is H * context / L_ref
+        (``context_tokens=None`` means L_ref, i.e. H); otherwise it is H.
+        """
+        n = np.asarray(n_seqs, dtype=np.float64)
+        per_seq = self.iter_per_seq_s
+        if self.ref_context_tokens is not None and context_tokens is not None:
+            per_seq = per_seq * np.asarray(context_tokens, dtype=np.float64) / self.ref_context_tokens
+        return self.iter_base_s + per_seq * n
 
     def kernel_coefficients(self) -> tuple[int, np.ndarray]:
         """``(STEP_MODEL_LINEAR, coef)`` for the simulator kernel."""

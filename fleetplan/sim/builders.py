@@ -6,7 +6,10 @@ This is where hardware meets the simulator spec (the engine never sees a
 * ``kv_blocks`` and ``block_size_tokens`` from ``ServingConstants``;
 * ``max_num_seqs = n_max(max_context_tokens) = floor(kv_blocks / ceil(ctx / block))``,
   the paper's slot count at the pool's context limit (128 for A100 at 8K);
-* ``max_num_batched_tokens = chunk_tokens`` (the calibrated prefill chunk);
+* ``max_num_batched_tokens = max_num_seqs + chunk_tokens``: vLLM's token budget counts
+  every decode token too, so a budget of one chunk would starve a full batch of
+  decodes; this budget lets every running sequence decode and one calibrated prefill
+  chunk run in the same step, the iteration the paper's eqs. (4)-(5) assume;
 * step model ``LinearStepModel.from_serving`` (eq. 3, ``t = W + H n``).
 
 Every default can be overridden with the vLLM-spelled keyword.
@@ -85,7 +88,7 @@ def build_pool(
                 f"{gpu_profile.name} ({blocks} KV blocks of {block} tokens); lower max_context_tokens"
             )
     if max_num_batched_tokens is None:
-        max_num_batched_tokens = int(serving.chunk_tokens)
+        max_num_batched_tokens = int(max_num_seqs) + int(serving.chunk_tokens)
     limits = SchedulerLimits(
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens,

@@ -17,8 +17,12 @@ Between-pool routing (core paper §3.4) is decided here, vectorised, except
 * model_tag: a tag is drawn per request from ``tag_shares`` (routing stream);
   among the pools serving the tag the length rule applies.
 
-Request-level service (core paper eqs. 4-5), with ``n = max_num_seqs``,
-``chunk = max_num_batched_tokens`` and ``k = ceil(L_in / chunk)``:
+Request-level service (core paper eqs. 4-5), with ``n = max_num_seqs``, the
+prefill chunk ``chunk = max_num_batched_tokens - n`` (the budget a full batch of
+decodes leaves; the whole budget when it is not above ``n``), ``k = ceil(L_in / chunk)``
+and ``t_iter(n)`` evaluated for the request's own context L = L_in + L_out when the
+step model scales per-sequence cost by context (W + H·(L/L_ref)·n, as the analytical
+model's ``SeqCostScaling.REQUEST_LENGTH``):
 
     E[S]            = (k + L_out) / n * t_iter(n)      (eq. 4, per-GPU service)
     slot hold time  = (k + L_out) * t_iter(n) = n * E[S]
@@ -77,7 +81,9 @@ class CompiledFleet:
     pool_block_tokens: np.ndarray  # i4[P]
     pool_step_code: np.ndarray  # i4[P]
     pool_step_coef: np.ndarray  # f8[P, N_STEP_COEFS]
-    pool_t_iter_full_s: np.ndarray  # f8[P] t_iter(max_num_seqs), eq. 3
+    pool_t_full_base_s: np.ndarray  # f8[P] t_iter(max_num_seqs) without the context term, eq. 3
+    pool_t_full_per_ctx_s: np.ndarray  # f8[P] context term of t_iter(max_num_seqs), per token of L
+    pool_prefill_chunk: np.ndarray  # i8[P] request-level prefill chunk (tokens)
     inst_slots: np.ndarray  # i4[I] = the pool's max_num_seqs
     inst_pool: np.ndarray  # i4[I] pool index of each instance
 
@@ -126,7 +132,11 @@ def compile_fleet(spec: FleetSpec) -> CompiledFleet:
     for i, pool in enumerate(pools):
         step_code[i], coef[i] = pool.step_model.kernel_coefficients()
     max_seqs = np.array([p.limits.max_num_seqs for p in pools], dtype=np.int32)
-    t_full = np.array([float(p.step_model.t_iter_s(p.limits.max_num_seqs)) for p in pools])
+    # t_iter(n, L) = t_base + t_ctx * L (t_ctx = 0 when per-sequence cost is not context-scaled)
+    t_base = np.array([float(p.step_model.t_iter_s(p.limits.max_num_seqs, 0.0)) for p in pools])
+    t_ctx = np.array([float(p.step_model.t_iter_s(p.limits.max_num_seqs, 1.0)) for p in pools]) - t_base
+    budget = np.array([p.limits.max_num_batched_tokens for p in pools], dtype=np.int64)
+    chunk = np.where(budget > max_seqs, budget - max_seqs, budget)
     inst_pool = np.repeat(np.arange(len(pools), dtype=np.int32), n_inst)
     return CompiledFleet(
         pool_names=spec.pool_names(),
@@ -139,7 +149,9 @@ def compile_fleet(spec: FleetSpec) -> CompiledFleet:
         pool_block_tokens=np.array([p.limits.block_size_tokens for p in pools], dtype=np.int32),
         pool_step_code=step_code,
         pool_step_coef=coef,
-        pool_t_iter_full_s=t_full,
+        pool_t_full_base_s=t_base,
+        pool_t_full_per_ctx_s=t_ctx,
+        pool_prefill_chunk=chunk.astype(np.int64),
         inst_slots=max_seqs[inst_pool].astype(np.int32),
         inst_pool=inst_pool,
     )
@@ -214,7 +226,8 @@ def request_level_times(
     pool = np.asarray(req_pool, dtype=np.int64)
     if np.any(pool < 0):
         params = np.stack(
-            [fleet.pool_t_iter_full_s, fleet.pool_max_batched_tokens.astype(float)], axis=1
+            [fleet.pool_t_full_base_s, fleet.pool_t_full_per_ctx_s, fleet.pool_prefill_chunk.astype(float)],
+            axis=1,
         )
         if not np.all(params == params[0]):
             raise ConfigError(
@@ -222,8 +235,9 @@ def request_level_times(
                 "chunk size (service is fixed before routing); use level iteration or pool_router length"
             )
         pool = np.where(pool < 0, 0, pool)
-    chunk = fleet.pool_max_batched_tokens[pool].astype(np.int64)
-    t_full_s = fleet.pool_t_iter_full_s[pool]
+    chunk = fleet.pool_prefill_chunk[pool]
+    total = np.asarray(prompt_tokens, dtype=np.float64) + np.asarray(output_tokens, dtype=np.float64)
+    t_full_s = fleet.pool_t_full_base_s[pool] + fleet.pool_t_full_per_ctx_s[pool] * total
     prefill_iters = -(-np.asarray(prompt_tokens, dtype=np.int64) // chunk)
     hold_s = (prefill_iters + np.asarray(output_tokens, dtype=np.int64)) * t_full_s
     first_token_offset_s = (prefill_iters + 1) * t_full_s

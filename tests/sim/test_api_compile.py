@@ -72,9 +72,10 @@ def test_model_tag_routes_by_tag_then_length():
 
 
 def test_request_level_times_follow_eqs_4_and_5():
-    spec = FleetSpec((pool("a", 4096, seqs=8, chunk=512, w=0.01),))
+    # token budget 520 = 8 decodes + a 512-token prefill chunk
+    spec = FleetSpec((pool("a", 4096, seqs=8, chunk=520, w=0.01),))
     fleet = compile_fleet(spec)
-    t_full = 0.01 + 0.001 * 8  # t_iter(n_max) = W + H n_max, eq. 3
+    t_full = 0.01 + 0.001 * 8  # t_iter(n_max) = W + H n_max, eq. 3 (this step model is not context-scaled)
     prompt, output = np.array([1, 512, 513]), np.array([1, 10, 20])
     hold, first = request_level_times(fleet, np.zeros(3, np.int32), prompt, output)
     # k = ceil(L_in/chunk) = 1, 1, 2; hold = (k + L_out) t = n_max * eq.(4); first = (k + 1) t, eq. (5)
@@ -109,3 +110,19 @@ def test_compile_requests_validates_stream():
     r = compile_requests(spec, np.array([0.0, 0.5]), np.array([3, 4]), np.array([1, 2]), rng())
     assert r.route_u.shape == (2, 2) and np.all((r.route_u >= 0) & (r.route_u < 1))
     assert r.total_tokens.tolist() == [4, 6]
+
+
+def test_request_level_times_scale_per_sequence_cost_with_context():
+    from fleetplan.hardware import load_catalog
+    from fleetplan.sim import build_pool
+
+    a100 = load_catalog().get("a100")
+    spec = FleetSpec((build_pool(a100, "short", 1, 4096),))
+    fleet = compile_fleet(spec)
+    prompt, output = np.array([800, 100]), np.array([200, 50])
+    hold, first = request_level_times(fleet, np.zeros(2, np.int32), prompt, output)
+    n, chunk = 256, 512  # n_max(4096) on A100; budget 256 + 512 leaves a 512-token chunk
+    t = 0.008 + 0.00065 * (prompt + output) / 8192 * n  # W + H (L / L_ref) n, the analytic model's t_iter
+    k = -(-prompt // chunk)
+    assert hold == pytest.approx((k + output) * t)
+    assert first == pytest.approx((k + 1) * t)

@@ -107,7 +107,8 @@ def test_build_pool_derives_limits_from_calibrated_constants():
     s = a100.serving
     # n_max(8192) = floor(65536 / ceil(8192/16)) = 128 (core paper §2.1)
     assert p.limits.max_num_seqs == s.n_max(8192) == 65536 // 512
-    assert p.limits.max_num_batched_tokens == s.chunk_tokens
+    # budget: every running sequence decodes and one prefill chunk fits in the same step
+    assert p.limits.max_num_batched_tokens == s.n_max(8192) + s.chunk_tokens
     assert p.limits.kv_blocks == s.kv_blocks and p.limits.block_size_tokens == s.block_size_tokens
     assert p.step_model.iter_base_s == s.iter_base_s and p.step_model.iter_per_seq_s == s.iter_per_seq_s
     assert p.price_usd_per_h == a100.price_usd_per_h and p.gpu == a100.name

@@ -50,7 +50,7 @@ def test_two_pool_example_is_the_papers_table_1_layout():
     assert short.gpu == long.gpu == a100.name and spec.pool_router is PoolRouter.LENGTH
     # defaults from the calibrated profile: n_max(4096) = 65536 // 256, n_max(65536) = 16 (paper §2.1)
     assert short.limits.max_num_seqs == 256 and long.limits.max_num_seqs == 16
-    assert short.limits.max_num_batched_tokens == a100.serving.chunk_tokens
+    assert short.limits.max_num_batched_tokens == 256 + a100.serving.chunk_tokens
 
 
 @pytest.mark.parametrize("name", ["homogeneous_h100.toml", "mixed_a10g_h100.toml"])

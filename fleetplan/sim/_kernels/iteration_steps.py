@@ -221,7 +221,7 @@ def steps_by_horizon(k, p, horizon_s, inst, pools):
     return j
 
 
-@njit
+@njit_inline
 def commit_step(k, p, t_s, reqs, slots, inst, pools, outs, stats, load):
     """Commit the ``m`` steps of instance ``k`` ending at ``t_s``, schedule the next one.
 
