@@ -6,9 +6,9 @@ import sys
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 from fleetplan.cli.errors import one_line_errors
+from fleetplan.cli.optimize_view import TPOT_NOTE, print_candidates, recommendation_line
 from fleetplan.cli.options import (
     FRACTION,
     INT_LIST,
@@ -20,6 +20,7 @@ from fleetplan.cli.options import (
     seed_option,
     workload_option,
 )
+from fleetplan.cli.progress import progress_reporter
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import availability_preset, load_catalog
 from fleetplan.plan.optimize import (
@@ -29,12 +30,14 @@ from fleetplan.plan.optimize import (
     DEFAULT_RHO_MAX,
     OptimizeRequest,
     infeasible_error,
+    no_verified_fleet_error,
     resolve_gpus,
 )
 from fleetplan.plan.optimize import (
     optimize as run_optimize,
 )
 from fleetplan.plan.space import DEFAULT_COMPRESS_GAMMA, DEFAULT_THRESHOLDS_TOKENS, sizing_router, topology
+from fleetplan.plan.verify import DEFAULT_REPLICATIONS, DEFAULT_SIM_REQUESTS, DEFAULT_VERIFY_TOP, VerifySettings
 from fleetplan.report.optimize_report import write_candidates_csv, write_result_json
 from fleetplan.workload import load_workload
 
@@ -63,22 +66,15 @@ def _availability(node_avail: float | None, preset: str | None) -> float | str:
     return availability_preset(preset).availability
 
 
-def _fmt_ms(x_s: float) -> str:
-    return "unstable" if x_s == float("inf") else f"{x_s * 1e3:,.0f}"
-
-
 @click.command("optimize", epilog=_EXAMPLES)
 @workload_option
 @click.option(
     "--lam",
     type=POSITIVE,
     default=None,
-    help=f"Arrival rate, requests/s (default: the workload's own rate if it records one, else "
-    f"{DEFAULT_RATE_PER_S:g}).",
+    help=f"Arrival rate, requests/s (default: the workload's own rate if it records one, else {DEFAULT_RATE_PER_S:g}).",
 )
-@click.option(
-    "--slo-ttft", "slo_ttft_ms", type=POSITIVE, required=True, help="TTFT target in ms at --percentile."
-)
+@click.option("--slo-ttft", "slo_ttft_ms", type=POSITIVE, required=True, help="TTFT target in ms at --percentile.")
 @click.option(
     "--percentile",
     type=click.FloatRange(0, 100, min_open=True, max_open=True),
@@ -122,9 +118,7 @@ def _fmt_ms(x_s: float) -> str:
     show_default=True,
     help="Compress-and-route band: requests up to gamma x B_short are squeezed to B_short.",
 )
-@click.option(
-    "--node-avail", type=FRACTION, default=None, help="Node availability A in (0, 1]; pools get ceil(n/A)."
-)
+@click.option("--node-avail", type=FRACTION, default=None, help="Node availability A in (0, 1]; pools get ceil(n/A).")
 @click.option(
     "--avail-preset",
     default=None,
@@ -165,13 +159,34 @@ def _fmt_ms(x_s: float) -> str:
     show_default=True,
     help="Require GPUs >= ceil(offered load) + N per pool (the reference fleet simulator uses 1).",
 )
+@click.option(
+    "--verify-top",
+    type=click.IntRange(min=1),
+    default=DEFAULT_VERIFY_TOP,
+    show_default=True,
+    help="Simulate this many of the cheapest analytic candidates (iteration level).",
+)
+@click.option(
+    "--sim-requests",
+    type=click.IntRange(min=100),
+    default=DEFAULT_SIM_REQUESTS,
+    show_default=True,
+    help="Requests per simulation replication.",
+)
+@click.option(
+    "--replications",
+    type=click.IntRange(min=2),
+    default=DEFAULT_REPLICATIONS,
+    show_default=True,
+    help="Independent replications per simulated fleet (for the P99 confidence interval).",
+)
+@click.option("--no-verify", is_flag=True, help="Skip the simulation phase (analytic ranking only).")
+@click.option(
+    "--slo-tpot", "slo_tpot_ms", type=POSITIVE, default=None, help="P99 TPOT target in ms, checked by the simulator."
+)
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Candidates shown.")
-@click.option(
-    "--csv", "csv_path", type=click.Path(dir_okay=False), default=None, help="Write all candidates as CSV."
-)
-@click.option(
-    "--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the run as JSON."
-)
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None, help="Write all candidates as CSV.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the run as JSON.")
 @input_fraction_option
 @gpu_profiles_option
 @price_option
@@ -195,6 +210,11 @@ def optimize(
     ttft_model,
     prefill_seqs,
     min_spare_gpus,
+    verify_top,
+    sim_requests,
+    replications,
+    no_verify,
+    slo_tpot_ms,
     top,
     csv_path,
     json_path,
@@ -237,7 +257,20 @@ def optimize(
         min_spare_gpus=min_spare_gpus,
         rate_source=rate_source,
     )
-    result = run_optimize(request)
+    verify = None
+    if not no_verify:
+        verify = VerifySettings(
+            slo_ttft_s=slo_ttft_ms / 1e3,
+            slo_tpot_s=None if slo_tpot_ms is None else slo_tpot_ms / 1e3,
+            rate_per_s=rate,
+            max_gpus=max_gpus,
+            top_k=verify_top,
+            n_requests=sim_requests,
+            n_replications=replications,
+            seed=seed,
+        )
+    with progress_reporter() as progress:
+        result = run_optimize(request, verify, progress)
     if csv_path:
         write_candidates_csv(result, csv_path)
     if json_path:
@@ -245,66 +278,18 @@ def optimize(
     console = Console(file=sys.stdout)
     if not console.is_terminal:
         console.width = max(console.width, _REPORT_WIDTH)
+    tpot = "" if slo_tpot_ms is None else f", P99 TPOT <= {slo_tpot_ms:g} ms"
     console.print(
         f"Workload {wl.name}: λ = {rate:g} req/s ({rate_source}); SLO P{percentile:g} TTFT <= "
-        f"{slo_ttft_ms:g} ms; {len(result.candidates)} candidates sized analytically in "
-        f"{result.analytic_time_s * 1e3:.0f} ms."
+        f"{slo_ttft_ms:g} ms{tpot}; {len(result.candidates)} candidates sized analytically in "
+        f"{result.analytic_time_s * 1e3:.0f} ms"
+        + ("." if verify is None else f"; top {len(result.verification)} simulated in {result.verify_time_s:.1f} s.")
     )
-    _print_table(console, result, top)
+    print_candidates(console, result, top)
+    if verify is not None:
+        console.print(TPOT_NOTE)
     if result.recommendation is None:
+        if verify is not None and any(c.feasible for c in result.candidates):
+            raise no_verified_fleet_error(request, result)
         raise infeasible_error(request, result.candidates)
-    best = result.recommendation
-    pools = ", ".join(
-        f"{p.count + p.spares}x {p.gpu} for {p.lo_tokens + 1}-{p.hi_tokens} tokens" for p in best.pools
-    )
-    console.print(
-        f"Recommendation: {best.topology.value} ({best.router.value} router): {pools}; "
-        f"{best.total_gpus_needed} GPUs, ${best.cost_usd_per_year:,.0f}/yr, "
-        f"P{percentile:g} TTFT {_fmt_ms(best.ttft_p_s)} ms (analytic)."
-    )
-
-
-def _print_table(console: Console, result, top: int) -> None:
-    """One row per pool; candidate-level columns on each candidate's first row."""
-    pct = result.request.percentile
-    table = Table(
-        title=f"Top {min(top, len(result.candidates))} of {len(result.candidates)} candidates "
-        "(cheapest first; rho = KV-slot utilisation)"
-    )
-    for col in (
-        "#",
-        "topology",
-        "tokens",
-        "GPU",
-        "count",
-        "spares",
-        "share",
-        "rho",
-        f"P{pct:g} TTFT ms",
-        "GPUs",
-        "$/yr",
-        "$/M tok",
-        "feasible",
-    ):
-        table.add_column(col, justify="left" if col in ("topology", "GPU", "feasible") else "right")
-    for c in result.candidates[:top]:
-        topo = c.topology.value + ("" if c.router.value == "length" else f" [{c.router.value}]")
-        for i, p in enumerate(c.pools):
-            first = i == 0
-            table.add_row(
-                str(c.rank) if first else "",
-                topo if first else "",
-                f"{p.lo_tokens + 1}-{p.hi_tokens}",
-                p.gpu,
-                str(p.count),
-                str(p.spares),
-                f"{p.traffic_share:.1%}",
-                "-" if p.count == 0 else f"{p.rho:.2f}",
-                _fmt_ms(p.ttft_p_s),
-                str(c.total_gpus_needed) if first else "",
-                f"{c.cost_usd_per_year:,.0f}" if first else "",
-                f"{c.cost_usd_per_mtok:.3f}" if first else "",
-                ("yes" if c.feasible else f"no: {c.reason}") if first else "",
-                end_section=i == len(c.pools) - 1,
-            )
-    console.print(table)
+    console.print(recommendation_line(result))

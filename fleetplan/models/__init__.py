@@ -1,1 +1,21 @@
-"""models"""
+"""Model architecture from HuggingFace ``config.json``: params, KV bytes per token, MoE shape.
+
+Bundled configs live in ``models/*.json`` (``list_models``, ``load_model``).
+"""
+
+from fleetplan.models.catalog import list_models, load_model, model_path
+from fleetplan.models.config import AttentionKind, Dtype, ModelConfig, attention_kind, dtype
+from fleetplan.models.hf_config import model_config_from_dict, read_hf_config
+
+__all__ = [
+    "AttentionKind",
+    "Dtype",
+    "ModelConfig",
+    "attention_kind",
+    "dtype",
+    "list_models",
+    "load_model",
+    "model_config_from_dict",
+    "model_path",
+    "read_hf_config",
+]

@@ -15,8 +15,9 @@ the result).  Default: A = 1 (no spares).
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fleetplan.errors import ConfigError, InfeasibleError
 from fleetplan.hardware import GpuCatalog, GpuProfile
@@ -30,6 +31,8 @@ from fleetplan.plan.space import (
     layouts,
 )
 from fleetplan.plan.sweep import Candidate, ProgressFn, pareto_frontier, sweep
+from fleetplan.plan.verify import Verification, VerifySettings, verify_candidate
+from fleetplan.units import H_PER_YEAR
 from fleetplan.workload import Workload
 
 #: Quadrature points used to integrate over the length distribution (§3.1 step 2):
@@ -128,8 +131,9 @@ class OptimizeResult:
     candidates: tuple[Candidate, ...]
     pareto: tuple[Candidate, ...]
     recommendation: Candidate | None
-    verification: tuple = field(default_factory=tuple)
-    analytic_time_s: float = 0.0
+    verification: tuple[Verification, ...] = field(default_factory=tuple)
+    analytic_time_s: float = 0.0  # phase 1 wall time
+    verify_time_s: float = 0.0  # phase 2 wall time (0 without verification)
 
     @property
     def feasible(self) -> bool:
@@ -182,18 +186,61 @@ def infeasible_error(request: OptimizeRequest, candidates: Sequence[Candidate]) 
     )
 
 
-def optimize(request: OptimizeRequest, progress: ProgressFn | None = None) -> OptimizeResult:
-    """Run the analytical sweep (and, when configured, verification) and recommend a fleet."""
-    import time
+def verified_fleet(candidate: Candidate) -> Candidate:
+    """``candidate`` resized to the GPU counts its verification found (spares recomputed)."""
+    v = candidate.verification
+    if v is None:
+        raise ValueError("candidate was not verified")
+    pools = []
+    for p, n, spares in zip(candidate.pools, v.verified_counts, v.verified_spares, strict=True):
+        pools.append(replace(p, count=int(n), spares=int(spares)))
+    sized = replace(candidate, pools=tuple(pools))
+    total = sum(p.total_gpus for p in pools)
+    cost = sum(p.total_gpus * p.price_usd_per_h for p in pools) * H_PER_YEAR
+    return replace(sized, total_gpus_needed=total, cost_usd_per_year=cost,
+                   cost_usd_per_mtok=candidate.cost_usd_per_mtok * cost / candidate.cost_usd_per_year
+                   if candidate.cost_usd_per_year > 0 else candidate.cost_usd_per_mtok)
 
+
+def no_verified_fleet_error(request: OptimizeRequest, result: OptimizeResult) -> InfeasibleError:
+    """One line when analytic candidates exist but none passed the simulator."""
+    reasons = [v.reason for v in result.verification if v.reason]
+    return InfeasibleError(
+        f"none of the {len(result.verification)} cheapest analytic fleets passed simulation at "
+        f"{request.rate_per_s:g} req/s (P99 TTFT <= {request.slo_ttft_s * 1e3:g} ms): "
+        f"{reasons[0] if reasons else 'see the table'}; fix: raise --verify-top, raise --max-gpus, relax the SLO "
+        "or lower --lam"
+    )
+
+
+def optimize(
+    request: OptimizeRequest, verify: VerifySettings | None = None, progress: ProgressFn | None = None
+) -> OptimizeResult:
+    """Phase 1 (analytic sweep) and, with ``verify``, phase 2 (simulation of the top candidates).
+
+    With verification the recommendation is the cheapest fleet that passed the simulator
+    (after its upward search), or None when none did; without it, the cheapest analytic one.
+    """
     t0 = time.perf_counter()
     ranked = analytical_phase(request, progress)
     elapsed = time.perf_counter() - t0
     feasible = [c for c in ranked if c.feasible]
-    return OptimizeResult(
-        request=request,
-        candidates=tuple(ranked),
-        pareto=tuple(pareto_frontier(ranked)),
-        recommendation=feasible[0] if feasible else None,
-        analytic_time_s=elapsed,
-    )
+    if verify is None:
+        return OptimizeResult(request, tuple(ranked), tuple(pareto_frontier(ranked)),
+                              feasible[0] if feasible else None, (), elapsed)
+    gpus = {g.name: g for g in request.gpus}
+    top = feasible[: verify.top_k]
+    checked: dict[int, Candidate] = {}
+    for i, cand in enumerate(top):
+        if progress is not None:
+            progress("verify", i, len(top))
+        v = verify_candidate(cand, gpus, request.workload, verify, request.availability_of)
+        checked[cand.rank] = replace(cand, verification=v)
+    if progress is not None:
+        progress("verify", len(top), len(top))
+    ranked = [checked.get(c.rank, c) for c in ranked]
+    passed = [verified_fleet(c) for c in checked.values() if c.verification.passed]
+    best = min(passed, key=lambda c: (c.cost_usd_per_year, c.verification.p99_ttft_s_sim)) if passed else None
+    return OptimizeResult(request, tuple(ranked), tuple(pareto_frontier(ranked)), best,
+                          tuple(c.verification for c in checked.values()), elapsed,
+                          verify_time_s=time.perf_counter() - t0 - elapsed)

@@ -69,6 +69,8 @@ class RequestPoints:
 #: Gauss-Legendre nodes per CDF bin (a bin is uniform in tokens, so the nodes integrate the
 #: service-time moments, quadratic in L, exactly up to token rounding).
 MAX_GAUSS_NODES_PER_BIN = 8
+#: Equal-count bins of total length over which split workloads' prompt share is averaged.
+PROMPT_SHARE_BINS = 64
 
 
 class LengthPoints:
@@ -81,8 +83,11 @@ class LengthPoints:
     ``MAX_GAUSS_NODES_PER_BIN``, at most about ``n_points`` in all).  Moments of
     S, which grows like L², are then integrated exactly per bin, the heavy tail
     included; uniform strata in u would under-weight the longest requests.  For
-    workloads with separate prompt/output CDFs (joined by a copula) the points
-    are one global quadrature of ``n_global`` points, masked per pool.
+    workloads with separate prompt/output CDFs (joined by a copula) the totals come
+    from the same quadrature of their total CDF, split into prompt and output by
+    the mean prompt share of requests of that size (from a global quadrature of
+    ``n_global`` points of the joint distribution), so every length range with
+    traffic gets points and an exact share.
     """
 
     def __init__(self, workload: Workload, n_points: int, n_global: int) -> None:
@@ -94,25 +99,19 @@ class LengthPoints:
         order = np.argsort(self.global_points.total_tokens, kind="stable")
         self._sorted_global = self.global_points.masked(order)
 
-    def _thinned(self, lo_tokens: float, hi_tokens: float) -> RequestPoints:
-        """Global points in the range, merged to at most ``n_points`` by total length:
-        sorted by total, cut into equal-count groups, each represented by its middle
-        point carrying the group's weight (shares stay exact)."""
+    def _prompt_share(self, total_tokens: np.ndarray) -> np.ndarray:
+        """Mean prompt share of requests of about ``total_tokens`` (split workloads): the
+        global quadrature sorted by total, averaged in ``PROMPT_SHARE_BINS`` equal-count
+        bins and interpolated between bin medians."""
         g = self._sorted_global
-        lo_i, hi_i = np.searchsorted(g.total_tokens, [lo_tokens, hi_tokens], side="right")
-        sub = g.masked(slice(lo_i, hi_i))
-        n = sub.weight.size
-        if n <= self.n_points:
-            return sub
-        edges = np.linspace(0, n, self.n_points + 1).astype(np.int64)
-        mid = (edges[:-1] + edges[1:]) // 2
-        w = np.add.reduceat(sub.weight, edges[:-1])
-        return RequestPoints(sub.prompt_tokens[mid], sub.output_tokens[mid], w)
+        edges = np.linspace(0, g.weight.size, PROMPT_SHARE_BINS + 1).astype(np.int64)
+        w = np.add.reduceat(g.weight, edges[:-1])
+        share = np.add.reduceat(g.weight * g.prompt_tokens / g.total_tokens, edges[:-1]) / w
+        centre = g.total_tokens[(edges[:-1] + edges[1:]) // 2]
+        return np.interp(total_tokens, centre, share)
 
     def between(self, lo_tokens: float, hi_tokens: float) -> RequestPoints:
         """Points with lo < prompt + output <= hi (weights are probabilities)."""
-        if self.workload.has_split:
-            return self._thinned(lo_tokens, hi_tokens)
         cdf = self.workload.total
         u_lo, u_hi = float(cdf.cdf(lo_tokens)), float(cdf.cdf(min(hi_tokens, self.max_tokens)))
         if not u_hi > u_lo:
@@ -126,6 +125,11 @@ class LengthPoints:
         nodes, gw = np.polynomial.legendre.leggauss(k)
         u = (left[:, None] + width[:, None] * (nodes[None, :] + 1.0) / 2.0).ravel()
         w = (width[:, None] * gw[None, :] / 2.0).ravel()
+        if self.workload.has_split:
+            total = np.maximum(1.0, np.ceil(cdf.quantile(u)))
+            prompt = np.maximum(1.0, np.round(self._prompt_share(total) * total))
+            output = np.maximum(1.0, total - prompt)
+            return RequestPoints(prompt, output, w)
         prompt, output = self.workload.lengths_at(u, np.zeros_like(u))
         return RequestPoints(prompt.astype(np.float64), output.astype(np.float64), w)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,6 +26,9 @@ from fleetplan.plan.space import Layout, PoolRange, SizingRouter, Topology
 from fleetplan.units import H_PER_YEAR, S_PER_H
 
 ProgressFn = Callable[[str, int, int], None]
+
+if TYPE_CHECKING:
+    from fleetplan.plan.verify import Verification
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,7 @@ class Candidate:
     feasible: bool
     reason: str | None
     rank: int = 0
+    verification: Verification | None = None  # set for candidates simulated in phase 2
 
     @property
     def thresholds_tokens(self) -> tuple[int, ...]:

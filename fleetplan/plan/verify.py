@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from fleetplan.hardware import GpuProfile, with_spares
 from fleetplan.plan.space import SizingRouter
 from fleetplan.plan.sweep import Candidate
+from fleetplan.rng import task_seed
 from fleetplan.sim import FleetSpec, Level, PoolRouter, build_pool, replicate
 from fleetplan.units import H_PER_YEAR
 from fleetplan.workload import Workload
@@ -53,6 +54,7 @@ class Verification:
     rank: int
     analytic_counts: tuple[int, ...]
     verified_counts: tuple[int, ...]
+    verified_spares: tuple[int, ...]
     passed: bool
     p99_ttft_s_sim: float  # upper confidence bound of the simulated P99 TTFT
     p99_tpot_s_sim: float
@@ -75,9 +77,12 @@ def fleet_spec(candidate: Candidate, gpus: dict[str, GpuProfile], counts: Sequen
     return FleetSpec(pools=pools, pool_router=router)
 
 
-def _simulate(candidate, gpus, counts, workload, s: VerifySettings, seed_offset: int):
+def _simulate(candidate, gpus, counts, workload, s: VerifySettings):
     spec = fleet_spec(candidate, gpus, counts)
-    rep = replicate(spec, workload, s.rate_per_s, s.n_requests, Level.ITERATION, s.seed + seed_offset,
+    # The seed depends only on the run seed and the fleet's identity, so any executor that
+    # verifies this fleet gets the same numbers.
+    seed = task_seed(s.seed, "verify", repr(candidate.key()), repr(tuple(int(n) for n in counts)))
+    rep = replicate(spec, workload, s.rate_per_s, s.n_requests, Level.ITERATION, seed,
                     n_replications=s.n_replications, slo_ttft_s=s.slo_ttft_s, slo_tpot_s=s.slo_tpot_s)
     names = [p.name for p in spec.pools]
     pool_ratio = {}
@@ -104,7 +109,7 @@ def verify_candidate(candidate: Candidate, gpus: dict[str, GpuProfile], workload
     """Simulate ``candidate``; grow the worst pool until it passes (see module docstring)."""
     counts = [p.count for p in candidate.pools]
     analytic = tuple(counts)
-    rep, ratio = _simulate(candidate, gpus, counts, workload, s, 0)
+    rep, ratio = _simulate(candidate, gpus, counts, workload, s)
     sim0 = rep.upper_p99_ttft_s
     a = candidate.ttft_p_s
     disagreement = (rep.mean_p99_ttft_s - a) / a if a > 0 else float("inf")
@@ -118,7 +123,7 @@ def verify_candidate(candidate: Candidate, gpus: dict[str, GpuProfile], workload
         worst = max(ratio, key=ratio.get)
         counts[worst] += 1
         steps += 1
-        rep, ratio = _simulate(candidate, gpus, counts, workload, s, steps)
+        rep, ratio = _simulate(candidate, gpus, counts, workload, s)
     passed = reason is None
     spares = [with_spares(n, availability(gpus[p.gpu])) - n for p, n in zip(candidate.pools, counts, strict=True)]
     total = sum(counts) + sum(spares)
@@ -127,6 +132,7 @@ def verify_candidate(candidate: Candidate, gpus: dict[str, GpuProfile], workload
         rank=candidate.rank,
         analytic_counts=analytic,
         verified_counts=tuple(counts),
+        verified_spares=tuple(int(x) for x in spares),
         passed=passed,
         p99_ttft_s_sim=rep.upper_p99_ttft_s if passed else sim0,
         p99_tpot_s_sim=rep.upper_p99_tpot_s,

@@ -63,6 +63,24 @@ def pool_dict(p: PoolPlan, percentile: float) -> dict[str, Any]:
     }
 
 
+def verification_dict(v) -> dict[str, Any]:
+    """Phase-2 detail: analytic vs verified counts, simulated P99s (upper CI bound), disagreement."""
+    return {
+        "analytic_counts": list(v.analytic_counts),
+        "verified_counts": list(v.verified_counts),
+        "verified_spares": list(v.verified_spares),
+        "passed": v.passed,
+        "p99_ttft_ms_sim": _ms(v.p99_ttft_s_sim),
+        "p99_tpot_ms_sim": _ms(v.p99_tpot_s_sim),
+        "p99_ttft_ms_analytic": _ms(v.p99_ttft_s_analytic),
+        "disagreement": _finite(round(v.disagreement, 6)),
+        "disagreement_flagged": v.flagged,
+        "total_gpus": v.total_gpus,
+        "cost_usd_per_year": round(v.cost_usd_per_year, 2),
+        "reason": v.reason,
+    }
+
+
 def candidate_dict(c: Candidate, percentile: float) -> dict[str, Any]:
     out: dict[str, Any] = {
         "rank": c.rank,
@@ -76,6 +94,10 @@ def candidate_dict(c: Candidate, percentile: float) -> dict[str, Any]:
         latency_key(percentile): _ms(c.ttft_p_s),
         "feasible": c.feasible,
         "reason": c.reason,
+        "p99_ttft_ms_sim": None if c.verification is None else _ms(c.verification.p99_ttft_s_sim),
+        "p99_tpot_ms_sim": None if c.verification is None else _ms(c.verification.p99_tpot_s_sim),
+        "verified": None if c.verification is None else c.verification.passed,
+        "verification": None if c.verification is None else verification_dict(c.verification),
         "pools": [pool_dict(p, percentile) for p in c.pools],
     }
     return out
@@ -115,6 +137,14 @@ def result_dict(result: OptimizeResult, seed: int, top: int | None = None) -> di
         "seed": seed,
         "inputs": inputs_dict(result, seed),
         "analytic_time_s": round(result.analytic_time_s, 6),
+        "verify_time_s": round(result.verify_time_s, 6),
+        "verification": None
+        if not result.verification
+        else {
+            "n_verified": len(result.verification),
+            "n_passed": sum(v.passed for v in result.verification),
+            "statistic": "upper end of the 95% Student-t interval of P99 over independent replications",
+        },
         "n_candidates": len(result.candidates),
         "candidates": [candidate_dict(c, pct) for c in cands],
         "pareto": [candidate_dict(c, pct) for c in result.pareto],
@@ -139,14 +169,18 @@ def candidate_rows(result: OptimizeResult) -> tuple[list[str], list[dict[str, An
         key,
         "feasible",
         "reason",
+        "p99_ttft_ms_sim",
+        "p99_tpot_ms_sim",
+        "verified",
     ]
+    n_top = len(header)
     pool_fields = ["gpu", "count", "spares", "min_tokens", "max_tokens", "lam_per_s", "traffic_share", "rho", key]
     for i in range(1, n_pools + 1):
         header += [f"pool{i}_{f}" for f in pool_fields]
     rows = []
     for c in result.candidates:
         d = candidate_dict(c, pct)
-        row = {k: d[k] for k in header[:11]}
+        row = {k: d[k] for k in header[:n_top]}
         row["thresholds_tokens"] = ";".join(str(b) for b in c.thresholds_tokens)
         for i, p in enumerate(d["pools"], start=1):
             for f in pool_fields:

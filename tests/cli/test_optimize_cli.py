@@ -73,13 +73,21 @@ def test_csv_and_json_exports(tmp_path):
         assert col in rows[0]
     assert doc["seed"] == 7 and doc["inputs"]["lam_per_s"] == 100.0 and doc["version"]
     best = doc["recommendation"]
-    assert best == doc["candidates"][0] and best["feasible"] is True
-    for key in ("rank", "topology", "total_gpus_needed", "cost_usd_per_year", "p99_ttft_ms", "feasible", "reason"):
+    assert best["feasible"] is True and best["verified"] is True
+    simulated = [c for c in doc["candidates"] if c["verified"] is not None]
+    assert len(simulated) == 5 and doc["verification"]["n_verified"] == 5
+    passed_costs = [c["verification"]["cost_usd_per_year"] for c in simulated if c["verified"]]
+    assert best["cost_usd_per_year"] == pytest.approx(min(passed_costs))
+    assert best["p99_ttft_ms_sim"] <= 500
+    assert all(c["verified"] is None and c["p99_ttft_ms_sim"] is None for c in doc["candidates"][5:])
+    for key in ("rank", "topology", "total_gpus_needed", "cost_usd_per_year", "p99_ttft_ms", "feasible", "reason",
+                "p99_ttft_ms_sim", "p99_tpot_ms_sim", "verified"):
         assert key in best
     for pool in best["pools"]:
         assert set(pool) >= {"gpu", "count", "spares", "min_tokens", "max_tokens", "lam_per_s", "rho"}
     assert best["total_gpus_needed"] == sum(p["count"] + p["spares"] for p in best["pools"])
-    assert int(rows[0]["total_gpus_needed"]) == best["total_gpus_needed"]
+    assert int(rows[0]["total_gpus_needed"]) == doc["candidates"][0]["total_gpus_needed"]
+    assert rows[0]["verified"] in ("True", "False") and rows[-1]["verified"] == ""
     assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temp files
 
 
@@ -152,3 +160,23 @@ def test_lambda_too_large_names_the_binding_constraint():
 def test_prefill_bound_slo_says_gpus_cannot_help():
     res = run("optimize", "--workload", "agent_heavy", "--slo-ttft", "100", "--topology", "homo", "--gpus", "a100")
     one_line_error(res, "prefill alone exceeds the SLO")
+
+
+def test_no_verify_is_analytic_only_and_runs_are_reproducible(tmp_path):
+    docs = []
+    for name, extra in (("a.json", []), ("b.json", []), ("c.json", ["--no-verify"])):
+        res = run("optimize", "--workload", "azure_conv", "--slo-ttft", "500", "--lam", "50", "--topology",
+                  "homo,two-pool", "--sim-requests", "4000", "--seed", "3", "--json", str(tmp_path / name), *extra)
+        assert res.exit_code == 0, res.stderr
+        docs.append(json.loads((tmp_path / name).read_text()))
+    a, b, c = docs
+    strip = lambda d: {k: v for k, v in d.items() if not k.endswith("time_s")}  # noqa: E731
+    assert strip(a) == strip(b)  # same inputs and seed: identical numbers
+    assert c["recommendation"]["verified"] is None and c["verification"] is None
+    assert c["recommendation"]["rank"] == 1
+
+
+def test_tpot_slo_is_checked_by_the_simulator():
+    res = run("optimize", "--workload", "azure_conv", "--slo-ttft", "500", "--lam", "50", "--topology", "homo",
+              "--sim-requests", "3000", "--slo-tpot", "0.5")
+    one_line_error(res, "passed simulation")
