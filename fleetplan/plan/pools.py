@@ -17,6 +17,7 @@ For a pool range (lo, hi] on one GPU type:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,6 +74,12 @@ MAX_GAUSS_NODES_PER_BIN = 8
 PROMPT_SHARE_BINS = 64
 
 
+@functools.lru_cache(maxsize=None)
+def _gauss_legendre(k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Gauss-Legendre nodes and weights on [-1, 1] (computed once per order)."""
+    return np.polynomial.legendre.leggauss(k)
+
+
 class LengthPoints:
     """Quadrature of a workload's length distribution, refined per pool range.
 
@@ -96,6 +103,7 @@ class LengthPoints:
         self.global_points = RequestPoints(*workload.quadrature(n_global))
         self.max_tokens = int(max(np.ceil(self.global_points.total_tokens.max()), np.ceil(workload.total.max_tokens)))
         self.mean_total_tokens = float(self.global_points.weight @ self.global_points.total_tokens)
+        self._cache: dict[tuple[float, float], RequestPoints] = {}
         order = np.argsort(self.global_points.total_tokens, kind="stable")
         self._sorted_global = self.global_points.masked(order)
 
@@ -111,7 +119,13 @@ class LengthPoints:
         return np.interp(total_tokens, centre, share)
 
     def between(self, lo_tokens: float, hi_tokens: float) -> RequestPoints:
-        """Points with lo < prompt + output <= hi (weights are probabilities)."""
+        """Points with lo < prompt + output <= hi (weights are probabilities; cached per range)."""
+        key = (float(lo_tokens), float(hi_tokens))
+        if key not in self._cache:
+            self._cache[key] = self._between(*key)
+        return self._cache[key]
+
+    def _between(self, lo_tokens: float, hi_tokens: float) -> RequestPoints:
         cdf = self.workload.total
         u_lo, u_hi = float(cdf.cdf(lo_tokens)), float(cdf.cdf(min(hi_tokens, self.max_tokens)))
         if not u_hi > u_lo:
@@ -122,7 +136,7 @@ class LengthPoints:
         )
         left, width = knots[:-1], np.diff(knots)
         k = int(np.clip(self.n_points // left.size, 1, MAX_GAUSS_NODES_PER_BIN))
-        nodes, gw = np.polynomial.legendre.leggauss(k)
+        nodes, gw = _gauss_legendre(k)
         u = (left[:, None] + width[:, None] * (nodes[None, :] + 1.0) / 2.0).ravel()
         w = (width[:, None] * gw[None, :] / 2.0).ravel()
         if self.workload.has_split:

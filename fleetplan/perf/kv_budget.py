@@ -1,0 +1,269 @@
+"""KV-cache budget of one GPU: what is left for PagedAttention blocks after everything else.
+
+vLLM's start-up accounting (``gpu_worker.determine_available_memory``; Frontier §3.4
+"Memory capacity" does the same with a profiled run) per GPU:
+
+    usable_bytes       = hbm_bytes * gpu_memory_utilization
+    kv_available_bytes = usable_bytes - weight_bytes - activation_peak_bytes
+                         - cudagraph_pool_bytes - comm_workspace_bytes
+    kv_blocks_per_gpu  = floor(kv_available_bytes / (kv_bytes_per_token * block_size_tokens))
+
+Frontier (§2.2) measured that "total minus weights" overestimates the KV budget by 8.1 %
+(Llama-3.1-8B) to 27.2 % (Qwen3-30B MoE), hence the explicit overhead terms.  They are
+analytical estimates here, not a profile; pass measured values when you have them.
+
+* ``weight_bytes``: this GPU's shard (``fleetplan.perf.parallelism``): attention, dense
+  FFN layers and shared experts split over ``attn_tp`` (GQA KV heads replicated when
+  ``attn_tp`` > KV heads; MLA's down-projections ``q_a``/``kv_a`` replicated), each routed
+  expert split over ``ffn_tp`` with ``n_experts / ffn_ep`` experts per GPU, router and
+  norms replicated, embedding and LM head vocab-split over ``attn_tp`` on the first and
+  last pipeline stage.  Quantisation scales are ignored.
+* ``activation_peak_bytes`` (the profiling run's torch peak), with ``T`` =
+  ``max_num_batched_tokens``, ``S`` = ``max_num_seqs`` and 2-byte activations:
+
+      T * 2 * (2*h + w_peak) + S * (V / attn_tp) * 4
+
+  ``2*h`` is the residual stream and its normed copy; ``w_peak`` the widest per-GPU
+  intermediate: ``(H/attn_tp + 2*K_gpu) * d`` (QKV), ``3*I/attn_tp`` (dense FFN
+  gate-up plus activation output) or ``top_k * (3*I_moe/ffn_tp + h)`` (fused-MoE
+  caches, one row per routed token copy); the last term is fp32 logits for ``S``
+  sampled rows.
+* ``cudagraph_pool_bytes``: memory of captured decode graphs; 0 with ``--enforce-eager``.
+* ``comm_workspace_bytes``: NCCL / custom all-reduce buffers; 0 on a single GPU.
+
+KV bytes per token per GPU = (layers on the stage) x (one layer's KV bytes) x
+``kv_heads_per_gpu / n_kv_heads`` (GQA), or the full latent (MLA, replicated).  Under
+pipeline parallelism every stage is budgeted and the stage with the fewest blocks is
+reported (Frontier's "worst-case slice across PP stages").  A replica holds
+``kv_blocks_per_gpu * attn_dp`` blocks: each data-parallel rank has its own cache.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from fleetplan.errors import ConfigError
+from fleetplan.hardware import GpuProfile
+from fleetplan.models import AttentionKind, Dtype, ModelConfig
+from fleetplan.perf.kv_budget_fit import fit_error
+from fleetplan.perf.parallelism import Parallelism, pp_stage_layers
+from fleetplan.units import BYTES_PER_GIB
+
+__all__ = [
+    "DEFAULT_COMM_WORKSPACE_BYTES",
+    "DEFAULT_CUDAGRAPH_POOL_BYTES",
+    "DEFAULT_MAX_NUM_BATCHED_TOKENS",
+    "DEFAULT_MAX_NUM_SEQS",
+    "KvBudget",
+    "kv_budget",
+    "weight_bytes_per_gpu",
+]
+
+#: Chunked-prefill token budget of the profiling run (vLLM ``--max-num-batched-tokens``).
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+#: Sequences per step (vLLM ``--max-num-seqs``; 256 is vLLM's long-standing default).
+DEFAULT_MAX_NUM_SEQS = 256
+#: Decode CUDA-graph pool: vLLM logs 0.3-1.5 GiB ("Graph capturing finished ... took X GiB")
+#: for 8B-70B models at its default capture sizes; 1 GiB is a mid value, not a measurement.
+DEFAULT_CUDAGRAPH_POOL_BYTES = int(1.0 * BYTES_PER_GIB)
+#: NCCL channel buffers plus vLLM's custom all-reduce buffers on a multi-GPU replica:
+#: order-of-magnitude estimate (NCCL_BUFFSIZE 4 MiB x channels x peers), not a measurement.
+DEFAULT_COMM_WORKSPACE_BYTES = int(0.5 * BYTES_PER_GIB)
+ACTIVATION_BYTES = 2  # bf16 activations whatever the weight dtype
+LOGIT_BYTES = 4  # fp32 logits
+
+
+@dataclass(frozen=True)
+class KvBudget:
+    """Per-GPU memory split and KV capacity of one replica (bytes; see module docstring).
+
+    The per-GPU numbers are those of the binding pipeline stage (fewest KV blocks).
+    """
+
+    model_name: str
+    gpu_name: str
+    parallelism: Parallelism
+    weight_dtype: Dtype
+    kv_dtype: Dtype
+    gpu_memory_utilization: float
+    stage_layers: int
+    hbm_bytes: int
+    usable_bytes: int
+    weight_bytes: int
+    activation_peak_bytes: int
+    cudagraph_pool_bytes: int
+    comm_workspace_bytes: int
+    kv_available_bytes: int
+    kv_bytes_per_token: int
+    block_size_tokens: int
+    kv_blocks_per_gpu: int
+    kv_blocks_per_replica: int
+
+    def __post_init__(self) -> None:
+        if self.kv_blocks_per_gpu < 1 or self.kv_available_bytes < 0:
+            raise ConfigError(f"KvBudget for {self.model_name} has no KV blocks; build it with kv_budget()")
+        if self.kv_blocks_per_replica != self.kv_blocks_per_gpu * self.parallelism.attn_dp:
+            raise ConfigError("kv_blocks_per_replica must equal kv_blocks_per_gpu * attention dp ranks")
+
+    @property
+    def max_tokens_per_rank(self) -> int:
+        """Tokens one data-parallel rank can hold (the longest possible context)."""
+        return self.kv_blocks_per_gpu * self.block_size_tokens
+
+    @property
+    def max_tokens(self) -> int:
+        """Tokens the whole replica can hold across its data-parallel ranks."""
+        return self.kv_blocks_per_replica * self.block_size_tokens
+
+
+def _check_knobs(utilization: float, ints: dict[str, int]) -> None:
+    if isinstance(utilization, bool) or not isinstance(utilization, (int, float)) or not 0 < utilization <= 1:
+        raise ConfigError(f"--gpu-memory-utilization {utilization!r} must be in (0, 1]; vLLM's default is 0.9")
+    for name, value in ints.items():
+        low = 1 if name in ("block_size_tokens", "max_num_batched_tokens", "max_num_seqs") else 0
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ConfigError(f"{name}={value!r} must be an integer >= {low}")
+
+
+def _attention_split(model: ModelConfig, par: Parallelism) -> float:
+    """One layer's attention parameters on one GPU."""
+    h, n_h, d, tp = model.hidden_size, model.n_heads, model.head_dim, par.attn_tp
+    if model.attention is AttentionKind.GQA:
+        return 2 * h * n_h * d / tp + 2 * h * par.kv_heads_per_gpu(model) * d
+    r_q, r_kv, d_r, d_v = model.q_lora_rank, model.kv_lora_rank, model.qk_rope_head_dim, model.v_head_dim
+    replicated = h * (r_kv + d_r) + r_kv + (h * r_q + r_q if r_q else 0)
+    sharded = (r_q if r_q else h) * n_h * d + r_kv * n_h * (d - d_r + d_v) + n_h * d_v * h
+    return replicated + sharded / tp
+
+
+def weight_bytes_per_gpu(model: ModelConfig, par: Parallelism, weight_dtype: Dtype) -> tuple[int, ...]:
+    """Weight bytes on one GPU of each pipeline stage (module docstring for the sharding)."""
+    h, attn_tp = model.hidden_size, par.attn_tp
+    attn = _attention_split(model, par) + 2 * h
+    dense = model.dense_ffn_params() / attn_tp
+    moe = 0.0
+    if model.is_moe:
+        routed = model.n_experts / par.ffn_ep * model.expert_params() / par.ffn_tp
+        moe = routed + model.n_shared_experts * model.expert_params() / attn_tp + model.router_params()
+    vocab = model.vocab_size * h / attn_tp
+    out, start = [], 0
+    stages = pp_stage_layers(model.n_layers, par.pp)
+    for s, n in enumerate(stages):
+        n_dense = max(0, min(start + n, model.n_dense_layers) - start)
+        params = n * attn + n_dense * dense + (n - n_dense) * moe
+        if s == 0:
+            params += vocab
+        if s == len(stages) - 1:
+            params += h + (vocab if not (model.tie_word_embeddings and len(stages) == 1) else 0)
+        out.append(math.ceil(params * weight_dtype.bytes_per_param))
+        start += n
+    return tuple(out)
+
+
+def _activation_peak_bytes(model: ModelConfig, par: Parallelism, tokens: int, seqs: int) -> int:
+    h, d = model.hidden_size, model.head_dim
+    widths = [(model.n_heads / par.attn_tp + 2 * par.kv_heads_per_gpu(model)) * d]
+    if model.n_dense_layers:
+        widths.append(3 * model.intermediate_size / par.attn_tp)
+    if model.is_moe:
+        widths.append(model.n_experts_per_token * (3 * model.moe_intermediate_size / par.ffn_tp + h))
+    logits = seqs * model.vocab_size / par.attn_tp * LOGIT_BYTES
+    return math.ceil(tokens * ACTIVATION_BYTES * (2 * h + max(widths)) + logits)
+
+
+def kv_budget(
+    model: ModelConfig,
+    gpu: GpuProfile,
+    par: Parallelism,
+    *,
+    weight_dtype: Dtype,
+    kv_dtype: Dtype,
+    gpu_memory_utilization: float = 0.9,
+    block_size_tokens: int = 16,
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
+    cudagraph_pool_bytes: int = DEFAULT_CUDAGRAPH_POOL_BYTES,
+    comm_workspace_bytes: int | None = None,
+) -> KvBudget:
+    """KV-cache budget of ``model`` on ``gpu`` sharded as ``par`` (module docstring).
+
+    ``comm_workspace_bytes=None`` means ``DEFAULT_COMM_WORKSPACE_BYTES`` on a multi-GPU
+    replica and 0 on one GPU.
+
+    Raises
+    ------
+    ConfigError
+        ``par`` breaks a model rule, a knob is out of range, or the weights or the
+        overheads leave no KV block; the message gives the numbers and the smallest
+        ``--tensor-parallel-size`` (or ``--pipeline-parallel-size``) that fits.
+    """
+    _check_knobs(gpu_memory_utilization, dict(
+        block_size_tokens=block_size_tokens, max_num_batched_tokens=max_num_batched_tokens,
+        max_num_seqs=max_num_seqs, cudagraph_pool_bytes=cudagraph_pool_bytes,
+        comm_workspace_bytes=0 if comm_workspace_bytes is None else comm_workspace_bytes,
+    ))
+    knobs = dict(weight_dtype=weight_dtype, kv_dtype=kv_dtype, gpu_memory_utilization=gpu_memory_utilization,
+                 block_size_tokens=block_size_tokens, max_num_batched_tokens=max_num_batched_tokens,
+                 max_num_seqs=max_num_seqs, cudagraph_pool_bytes=cudagraph_pool_bytes,
+                 comm_workspace_bytes=comm_workspace_bytes)
+    budget = _try_budget(model, gpu, par, **knobs)
+    if isinstance(budget, KvBudget):
+        return budget
+    fits = _smallest_fitting(model, gpu, par, knobs)
+    raise fit_error(model, gpu, par, budget, fits, weight_dtype, gpu_memory_utilization)
+
+
+def _try_budget(model: ModelConfig, gpu: GpuProfile, par: Parallelism, **knobs) -> KvBudget | dict:
+    """The budget, or a dict of the binding stage's numbers when no KV block fits."""
+    par.check_model(model)
+    comm = knobs["comm_workspace_bytes"]
+    if comm is None:
+        comm = DEFAULT_COMM_WORKSPACE_BYTES if par.gpus_per_replica > 1 else 0
+    hbm = int(gpu.hbm_gib * BYTES_PER_GIB)
+    usable = int(hbm * knobs["gpu_memory_utilization"])
+    act = _activation_peak_bytes(model, par, knobs["max_num_batched_tokens"], knobs["max_num_seqs"])
+    graphs, block = knobs["cudagraph_pool_bytes"], knobs["block_size_tokens"]
+    per_layer = model.kv_bytes_per_token_per_layer(knobs["kv_dtype"])
+    if model.attention is AttentionKind.GQA:
+        per_layer *= par.kv_heads_per_gpu(model) / model.n_kv_heads
+    rows = []
+    for layers, weights in zip(pp_stage_layers(model.n_layers, par.pp),
+                               weight_bytes_per_gpu(model, par, knobs["weight_dtype"])):
+        available = usable - weights - act - graphs - comm
+        per_token = math.ceil(layers * per_layer)
+        blocks = available // (per_token * block) if available > 0 else 0
+        rows.append(dict(stage_layers=layers, weight_bytes=weights, kv_available_bytes=available,
+                         kv_bytes_per_token=per_token, kv_blocks_per_gpu=blocks))
+    worst = min(rows, key=lambda r: (r["kv_blocks_per_gpu"], -r["weight_bytes"]))
+    common = dict(hbm_bytes=hbm, usable_bytes=usable, activation_peak_bytes=act, cudagraph_pool_bytes=graphs,
+                  comm_workspace_bytes=comm, block_size_tokens=block)
+    if worst["kv_blocks_per_gpu"] < 1:
+        return {**worst, **common}
+    return KvBudget(
+        model_name=model.name, gpu_name=gpu.name, parallelism=par, weight_dtype=knobs["weight_dtype"],
+        kv_dtype=knobs["kv_dtype"], gpu_memory_utilization=knobs["gpu_memory_utilization"],
+        kv_blocks_per_replica=worst["kv_blocks_per_gpu"] * par.attn_dp, **worst, **common,
+    )
+
+
+def _smallest_fitting(model: ModelConfig, gpu: GpuProfile, par: Parallelism, knobs: dict) -> Parallelism | None:
+    """The first larger TP (then PP) that yields a KV block, keeping the other sizes."""
+    from fleetplan.perf.parallelism import valid_tensor_parallel_sizes
+
+    candidates: list[Parallelism] = []
+    if par.tp_attn is None:
+        vllm_ep = par.ep > 1 and par.ep == par.tp * par.dp
+        for tp in valid_tensor_parallel_sizes(model):
+            if tp > par.tp:
+                ep = tp * par.dp if vllm_ep else par.ep
+                if (tp * par.dp) % ep == 0:
+                    candidates.append(replace(par, tp=tp, ep=ep))
+    candidates += [replace(par, pp=pp) for pp in range(par.pp + 1, model.n_layers + 1)]
+    for candidate in candidates:
+        try:
+            if isinstance(_try_budget(model, gpu, candidate, **knobs), KvBudget):
+                return candidate
+        except ConfigError:
+            continue
+    return None
