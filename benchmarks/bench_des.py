@@ -3,14 +3,13 @@
     python benchmarks/bench_des.py            # full run (10^6 / 10^7 requests)
     python benchmarks/bench_des.py --quick    # 10x fewer requests
 
-(1) iteration level, LMSYS-like lengths, lambda = 100 req/s, two A100 pools split at 4096
-    tokens (W = 8 ms, H = 0.65 ms/seq, prefill c[2] = H * 128 / 512 s/token, 65,536 KV blocks
-    of 16 tokens, max_num_batched_tokens 512; short pool max context 4096 / 256 seqs, long
-    pool 65,536 / 16 seqs).  The brief's fleet (3 short + 5 long) is run first and its
-    stability printed: under this step model with LMSYS lengths (mean prompt ~530, output
-    ~130 tokens) it is far overloaded, so the timed runs use a fleet of the same shape
-    sized to ~70% of the step model's work (``sized_fleet``).
-(2) the same with both pools scaled to ~1,024 GPUs and lambda scaled proportionally.
+(1) iteration level, the bundled LMSYS lengths, lambda = 100 req/s, the core paper's Table 1
+    fleet: 3 A100s for <= 4,096 tokens + 5 A100s for <= 65,536, built exactly as the product
+    builds it (``fleetplan.sim.builders.build_pool`` from the A100-80GB profile and
+    ``fleetplan.sim.compile.compile_fleet``: W = 8 ms, H = 0.65 ms per sequence at 8K context
+    scaled by each sequence's context, 65,536 KV blocks of 16 tokens, max_num_seqs 256 / 16,
+    token budget max_num_seqs + 512).  Its stability is printed with the timing.
+(2) the same fleet scaled x128 to 1,024 GPUs with lambda scaled proportionally.
 (3) request level, 10^7 requests at rho 0.8: one M/M/64 instance, and 8 instances x 64 slots
     with random and with least-outstanding routing (the latter keeps the departure heap).
 (4) memory per simulated request: input + output array bytes, kernel-internal arrays
@@ -29,10 +28,9 @@ import tracemalloc
 
 import numpy as np
 
-from fleetplan.sim._kernels import N_STEP_COEFS, STATUS_DONE, run_iteration_level, run_request_level
+from fleetplan.sim._kernels import STATUS_DONE, run_iteration_level, run_request_level
 
-W_S, H_S, CHUNK_TOKENS, N_REF = 0.008, 0.00065, 512, 128
-KV_BLOCKS, BLOCK_TOKENS, SPLIT_TOKENS, LONG_CONTEXT = 65_536, 16, 4096, 65_536
+SPLIT_TOKENS, LONG_CONTEXT = 4096, 65_536
 MEAN_TOTAL_TOKENS, PROMPT_FRACTION, LOGNORMAL_SIGMA = 600.0, 0.8, 1.281  # sigma: F(4096) ~ 0.984
 
 
@@ -51,16 +49,18 @@ def sample_lengths(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.nda
 
 
 def two_pool_fleet(n_short: int, n_long: int) -> dict:
-    coef = np.zeros((2, N_STEP_COEFS))
-    coef[:, 0], coef[:, 1], coef[:, 2] = W_S, H_S, H_S * N_REF / CHUNK_TOKENS
-    return dict(
-        pool_inst_start=np.array([0, n_short, n_short + n_long], dtype=np.int32),
-        pool_router=np.zeros(2, dtype=np.int32), pool_max_context=np.array([SPLIT_TOKENS, LONG_CONTEXT]),
-        pool_max_num_seqs=np.array([256, 16], dtype=np.int32),
-        pool_max_batched_tokens=np.array([CHUNK_TOKENS, CHUNK_TOKENS], dtype=np.int32),
-        pool_kv_blocks=np.array([KV_BLOCKS, KV_BLOCKS]), pool_block_tokens=np.array([BLOCK_TOKENS] * 2, dtype=np.int32),
-        pool_step_code=np.zeros(2, dtype=np.int32), pool_step_coef=coef, horizon_s=np.inf,
-    )
+    """Kernel arguments of the product's own two-pool A100 fleet (see the module docstring)."""
+    from fleetplan.hardware import load_catalog
+    from fleetplan.sim.builders import build_pool
+    from fleetplan.sim.compile import compile_fleet
+    from fleetplan.sim.spec import FleetSpec
+
+    a100 = load_catalog().get("A100-80GB")
+    fleet = compile_fleet(FleetSpec((build_pool(a100, "short", n_short, SPLIT_TOKENS),
+                                     build_pool(a100, "long", n_long, LONG_CONTEXT))))
+    names = ("pool_inst_start", "pool_router", "pool_max_context", "pool_max_num_seqs", "pool_max_batched_tokens",
+             "pool_kv_blocks", "pool_block_tokens", "pool_step_code", "pool_step_coef")
+    return {name: getattr(fleet, name) for name in names} | {"horizon_s": np.inf}
 
 
 def workload(rng: np.random.Generator, rate_per_s: float, n: int) -> tuple[dict, str]:
@@ -76,17 +76,6 @@ def iteration_outputs(n: int, n_inst: int) -> dict:
                 out_done_s=np.empty(n), out_preemptions=np.empty(n, np.int32), out_status=np.empty(n, np.int8),
                 inst_busy_s=np.empty(n_inst), inst_seq_s=np.empty(n_inst), inst_steps=np.empty(n_inst, np.int64),
                 inst_tokens=np.empty(n_inst, np.int64))
-
-
-def sized_fleet(req: dict, rate_per_s: float, target_util: float = 0.7) -> tuple[int, int]:
-    """Instances per pool so that the step model's work per second is ~target_util of capacity.
-    Work of one request ~ c2 * prompt + H * output (W is shared by the batch and ignored)."""
-    work_s = H_S * N_REF / CHUNK_TOKENS * req["prompt_tokens"] + H_S * req["output_tokens"]
-    sizes = []
-    for pool in (0, 1):
-        sel = req["req_pool"] == pool
-        sizes.append(max(1, math.ceil(rate_per_s * sel.mean() * work_s[sel].mean() / target_util)))
-    return sizes[0], sizes[1]
 
 
 REPEATS = 3  # timings: best of REPEATS (the CI-class machine is shared; the median is printed too)
@@ -116,11 +105,9 @@ def stability(req: dict, out: dict) -> str:
             f"preemptions {int(out['out_preemptions'].sum())}")
 
 
-def bench_iteration(n: int, rate_per_s: float, label: str, fleet_sizes=None) -> float:
+def bench_iteration(n: int, rate_per_s: float, label: str, fleet_sizes: tuple[int, int]) -> float:
     rng = np.random.default_rng(20260601)
     req, source = workload(rng, rate_per_s, n)
-    if fleet_sizes is None:
-        fleet_sizes = sized_fleet(req, rate_per_s)
     fleet = two_pool_fleet(*fleet_sizes)
     times, n_steps, out = run_iteration(req, fleet, REPEATS)
     elapsed = min(times)
@@ -206,7 +193,7 @@ def memory_child(kind: str, n: int) -> None:
         bench_quiet_iteration()
         tracemalloc.start()
         req, _ = workload(rng, 100.0, n)
-        fleet = two_pool_fleet(*sized_fleet(req, 100.0))
+        fleet = two_pool_fleet(3, 5)
         out = iteration_outputs(n, int(fleet["pool_inst_start"][-1]))
         arrays = sum(a.nbytes for a in req.values()) + sum(a.nbytes for a in out.values())
         for a in out.values():
@@ -251,13 +238,9 @@ def main() -> None:
     scale = 10 if args.quick else 1
     n_iter, n_req = 1_000_000 // scale, 10_000_000 // scale
     jit_times()
-    bench_iteration(n_iter // 10, 100.0, "brief fleet (8 GPUs), N/10", fleet_sizes=(3, 5))
-    req, _ = workload(np.random.default_rng(20260601), 100.0, n_iter)
-    small = sized_fleet(req, 100.0)
-    per_req_small = bench_iteration(n_iter, 100.0, f"stable fleet ({sum(small)} GPUs)")
-    factor = 1024 / sum(small)
-    large = (round(small[0] * factor), round(small[1] * factor))
-    per_req_large = bench_iteration(n_iter, 100.0 * sum(large) / sum(small), f"{sum(large)} GPUs", large)
+    small, large = (3, 5), (3 * 128, 5 * 128)
+    per_req_small = bench_iteration(n_iter, 100.0, "Table 1 fleet, 8 GPUs", small)
+    per_req_large = bench_iteration(n_iter, 100.0 * 128, "x128, 1,024 GPUs", large)
     print(f"cost per request at {sum(large)} GPUs / at {sum(small)} GPUs: {per_req_large / per_req_small:.2f}x")
     bench_request_level(n_req, 1, 64, 0, "M/M/64")
     bench_request_level(n_req, 8, 64, 2, "random routing")

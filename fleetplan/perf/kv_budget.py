@@ -46,8 +46,7 @@ from dataclasses import dataclass, replace
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuProfile
 from fleetplan.models import AttentionKind, Dtype, ModelConfig
-from fleetplan.perf.kv_budget_fit import fit_error
-from fleetplan.perf.parallelism import Parallelism, pp_stage_layers
+from fleetplan.perf.parallelism import Parallelism, pp_stage_layers, valid_tensor_parallel_sizes
 from fleetplan.units import BYTES_PER_GIB
 
 __all__ = [
@@ -211,7 +210,7 @@ def kv_budget(
     if isinstance(budget, KvBudget):
         return budget
     fits = _smallest_fitting(model, gpu, par, knobs)
-    raise fit_error(model, gpu, par, budget, fits, weight_dtype, gpu_memory_utilization)
+    raise _fit_error(model, gpu, par, budget, fits, weight_dtype, gpu_memory_utilization)
 
 
 def _try_budget(model: ModelConfig, gpu: GpuProfile, par: Parallelism, **knobs) -> KvBudget | dict:
@@ -229,7 +228,7 @@ def _try_budget(model: ModelConfig, gpu: GpuProfile, par: Parallelism, **knobs) 
         per_layer *= par.kv_heads_per_gpu(model) / model.n_kv_heads
     rows = []
     for layers, weights in zip(pp_stage_layers(model.n_layers, par.pp),
-                               weight_bytes_per_gpu(model, par, knobs["weight_dtype"])):
+                               weight_bytes_per_gpu(model, par, knobs["weight_dtype"]), strict=True):
         available = usable - weights - act - graphs - comm
         per_token = math.ceil(layers * per_layer)
         blocks = available // (per_token * block) if available > 0 else 0
@@ -249,8 +248,6 @@ def _try_budget(model: ModelConfig, gpu: GpuProfile, par: Parallelism, **knobs) 
 
 def _smallest_fitting(model: ModelConfig, gpu: GpuProfile, par: Parallelism, knobs: dict) -> Parallelism | None:
     """The first larger TP (then PP) that yields a KV block, keeping the other sizes."""
-    from fleetplan.perf.parallelism import valid_tensor_parallel_sizes
-
     candidates: list[Parallelism] = []
     if par.tp_attn is None:
         vllm_ep = par.ep > 1 and par.ep == par.tp * par.dp
@@ -267,3 +264,31 @@ def _smallest_fitting(model: ModelConfig, gpu: GpuProfile, par: Parallelism, kno
         except ConfigError:
             continue
     return None
+
+
+def _gib(n_bytes: float) -> str:
+    return f"{n_bytes / BYTES_PER_GIB:.1f} GiB"
+
+
+def _fit_error(model: ModelConfig, gpu: GpuProfile, par: Parallelism, numbers: dict, fits: Parallelism | None,
+               weight_dtype: Dtype, utilization: float) -> ConfigError:
+    """One line: what does not fit, the numbers, and the smallest sharding that does."""
+    have = f"{_gib(numbers['usable_bytes'])} usable of {gpu.hbm_gib:g} GiB ({gpu.name} x {utilization:g})"
+    if fits is None:
+        fix = "quantize the weights (fp8, int4) or use a GPU with more memory"
+    elif fits.tp != par.tp:
+        fix = f"use --tensor-parallel-size >= {fits.tp}"
+    else:
+        fix = f"use --pipeline-parallel-size >= {fits.pp}"
+    at = f"at {par.flags()}"
+    if numbers["weight_bytes"] > numbers["usable_bytes"]:
+        return ConfigError(f"{model.name} in {weight_dtype.value} needs {_gib(numbers['weight_bytes'])} of weights "
+                           f"per GPU {at}, has {have}: {fix}")
+    block = numbers["kv_bytes_per_token"] * numbers["block_size_tokens"]
+    return ConfigError(
+        f"{model.name} in {weight_dtype.value} {at} leaves no KV-cache block per GPU: {have} - "
+        f"{_gib(numbers['weight_bytes'])} weights - {_gib(numbers['activation_peak_bytes'])} activations - "
+        f"{_gib(numbers['cudagraph_pool_bytes'])} CUDA graphs - {_gib(numbers['comm_workspace_bytes'])} comm "
+        f"buffers = {_gib(numbers['kv_available_bytes'])}, one {numbers['block_size_tokens']}-token block needs "
+        f"{block / 2**20:.1f} MiB: {fix}"
+    )

@@ -31,7 +31,7 @@ __all__ = ["simulate_mmc_waits_s", "validate_queueing"]
 
 DEFAULT_C_VALUES = (1, 8, 64)
 DEFAULT_RHOS = (0.5, 0.8, 0.95)
-DEFAULT_N_CUSTOMERS = 200_000
+DEFAULT_N_CUSTOMERS = 2_000_000
 DEFAULT_WARMUP_FRACTION = 0.1
 WAIT_PERCENTILE = 99.0
 SERVICE_RATE_PER_S = 1.0  # μ; results scale with 1/μ
@@ -80,7 +80,7 @@ def validate_queueing(
     if any(not (0 < r < 1) for r in rhos):
         raise ConfigError(f"utilisations {rhos} must be in (0, 1); the queue is unstable at rho >= 1")
     if isinstance(n_customers, bool) or not isinstance(n_customers, int) or n_customers < 100:
-        raise ConfigError(f"n_customers = {n_customers!r} must be an integer >= 100 (200000 is typical)")
+        raise ConfigError(f"n_customers = {n_customers!r} must be an integer >= 100 (2000000 is the default)")
     if not 0 <= warmup_fraction < 1:
         raise ConfigError(f"warmup_fraction = {warmup_fraction!r} must be in [0, 1)")
     mu = SERVICE_RATE_PER_S

@@ -1,0 +1,217 @@
+"""``fleetplan models``: inspect model configs, their weight and KV sizes, and a GPU's KV budget.
+
+Also defines ``parallelism_options``, the vLLM-spelled sharding flags other commands reuse.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from fleetplan.cli.errors import FleetplanGroup
+from fleetplan.cli.options import FRACTION, gpu_profiles_option
+from fleetplan.hardware import load_catalog
+from fleetplan.models import Dtype, ModelConfig, dtype, list_models, load_model
+from fleetplan.perf.kv_budget import (
+    DEFAULT_MAX_NUM_BATCHED_TOKENS,
+    DEFAULT_MAX_NUM_SEQS,
+    KvBudget,
+    kv_budget,
+    weight_bytes_per_gpu,
+)
+from fleetplan.perf.parallelism import Parallelism
+from fleetplan.units import BYTES_PER_GIB
+
+__all__ = ["models", "parallelism_options"]
+
+#: vLLM ``--kv-cache-dtype`` spellings -> storage dtype ("auto" = the model dtype, bf16 here).
+KV_CACHE_DTYPES = {"auto": Dtype.BF16, "bf16": Dtype.BF16, "fp8": Dtype.FP8, "fp8_e4m3": Dtype.FP8,
+                   "fp8_e5m2": Dtype.FP8}
+
+
+def parallelism_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Add vLLM's sharding flags; the command receives one ``parallelism: Parallelism`` argument.
+
+    ``--enable-expert-parallel`` sets the expert-parallel size to TP x DP, as vLLM does.
+    """
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, tensor_parallel_size: int, pipeline_parallel_size: int, data_parallel_size: int,
+                enable_expert_parallel: bool, **kwargs: Any) -> Any:
+        par = Parallelism.vllm(tensor_parallel_size, pipeline_parallel_size, data_parallel_size,
+                               enable_expert_parallel)
+        return func(*args, parallelism=par, **kwargs)
+
+    for decorator in reversed((
+        click.option("--tensor-parallel-size", "-tp", type=click.IntRange(min=1), default=1, show_default=True,
+                     help="GPUs sharing each layer (attention heads split), as in vLLM."),
+        click.option("--pipeline-parallel-size", "-pp", type=click.IntRange(min=1), default=1,
+                     show_default=True, help="Pipeline stages, each holding a contiguous slice of layers."),
+        click.option("--data-parallel-size", "-dp", type=click.IntRange(min=1), default=1, show_default=True,
+                     help="Attention data-parallel ranks per replica, each with its own batch and KV cache."),
+        click.option("--enable-expert-parallel", is_flag=True, default=False,
+                     help="Spread routed experts over TP x DP GPUs instead of splitting each expert."),
+    )):
+        wrapper = decorator(wrapper)
+    return wrapper
+
+
+def _gib(n_bytes: float) -> str:
+    return f"{n_bytes / BYTES_PER_GIB:,.1f}"
+
+
+def _billions(n: int) -> str:
+    return f"{n / 1e9:,.1f}B"
+
+
+def _experts(m: ModelConfig) -> str:
+    if not m.is_moe:
+        return "-"
+    shared = f" + {m.n_shared_experts} shared" if m.n_shared_experts else ""
+    return f"{m.n_experts_per_token} of {m.n_experts}{shared}"
+
+
+_GROUP_EXAMPLES = """\b
+Examples:
+  fleetplan models list
+  fleetplan models show llama-3.1-70b
+  fleetplan models show llama-3.1-70b --gpu a100-80gb --tensor-parallel-size 4
+"""
+_LIST_EXAMPLES = """\b
+Examples:
+  fleetplan models list
+"""
+_SHOW_EXAMPLES = """\b
+Examples:
+  fleetplan models show qwen3-30b-a3b
+  fleetplan models show llama-3.1-70b --gpu h100 --tensor-parallel-size 2 --kv-cache-dtype fp8
+  fleetplan models show deepseek-v3 --gpu h200 -tp 8 --weight-dtype fp8 --enable-expert-parallel
+  fleetplan models show ./my-model/config.json --gpu l40s
+"""
+
+
+@click.group(cls=FleetplanGroup, epilog=_GROUP_EXAMPLES)
+def models() -> None:
+    """Inspect model configs: shape, parameters, weight and KV-cache sizes, KV budget on a GPU."""
+
+
+@models.command("list", epilog=_LIST_EXAMPLES)
+def list_cmd() -> None:
+    """One row per bundled model (config.json under models/)."""
+    table = Table(title="Bundled models (bf16 weights; KV bytes per token over all layers, unsharded)")
+    headers = ("name", "attn", "layers", "hidden", "heads/kv", "experts", "params", "active", "GiB",
+               "KV B/tok")
+    for header in headers:
+        table.add_column(header, justify="left" if header in ("name", "attn") else "right", no_wrap=True)
+    for key in list_models():
+        m = load_model(key)
+        experts = f"{m.n_experts_per_token}/{m.n_experts}" + (f"+{m.n_shared_experts}" if m.n_shared_experts
+                                                                 else "") if m.is_moe else "-"
+        table.add_row(
+            key, m.attention.value, str(m.n_layers), str(m.hidden_size), f"{m.n_heads}/{m.n_kv_heads}", experts,
+            _billions(m.n_params()), _billions(m.n_active_params()), _gib(m.weight_bytes(Dtype.BF16)),
+            f"{m.kv_bytes_per_token():,}",
+        )
+    Console().print(table)
+
+
+def _shape_table(m: ModelConfig) -> Table:
+    table = Table(title=f"{m.name} ({m.attention.value.upper()}{', MoE' if m.is_moe else ''})")
+    table.add_column("field")
+    table.add_column("value", justify="right")
+    rows = [("layers", m.n_layers), ("hidden size", m.hidden_size), ("attention heads", m.n_heads),
+            ("KV heads", m.n_kv_heads), ("head dim", m.head_dim), ("vocab", m.vocab_size)]
+    if m.attention.value == "mla":
+        rows += [("kv_lora_rank", m.kv_lora_rank), ("qk_rope_head_dim", m.qk_rope_head_dim),
+                 ("q_lora_rank", m.q_lora_rank), ("v_head_dim", m.v_head_dim)]
+    if m.is_moe:
+        rows += [("experts", _experts(m)), ("expert width", m.moe_intermediate_size),
+                 ("dense layers", f"{m.n_dense_layers} x width {m.intermediate_size}")]
+    else:
+        rows.append(("FFN width", m.intermediate_size))
+    rows += [("tied embeddings", "yes" if m.tie_word_embeddings else "no"),
+             ("params total", f"{m.n_params():,}"), ("params active / token", f"{m.n_active_params():,}"),
+             ("matmul GFLOP / token", f"{m.flops_per_token_dense() / 1e9:,.1f}")]
+    for name, value in rows:
+        table.add_row(name, str(value))
+    return table
+
+
+def _sizes_table(m: ModelConfig, par: Parallelism) -> Table:
+    sharded = par.gpus_per_replica > 1
+    table = Table(title="Weights and KV cache per dtype")
+    for header in ("dtype", "weights GiB", *((f"per GPU at {par.flags()}",) if sharded else ()), "KV B/token"):
+        table.add_column(header, justify="left" if header == "dtype" else "right")
+    for d in Dtype:
+        per_gpu = (_gib(max(weight_bytes_per_gpu(m, par, d))),) if sharded else ()
+        table.add_row(d.value, _gib(m.weight_bytes(d)), *per_gpu, f"{m.kv_bytes_per_token(d):,}")
+    return table
+
+
+def _budget_table(b: KvBudget) -> Table:
+    table = Table(title=f"KV-cache budget: {b.model_name} on {b.gpu_name} at {b.parallelism.flags()} "
+                  f"(weights {b.weight_dtype.value}, KV {b.kv_dtype.value})")
+    table.add_column("per GPU")
+    table.add_column("value", justify="right")
+    rows = [
+        ("HBM", f"{_gib(b.hbm_bytes)} GiB"),
+        (f"usable (x {b.gpu_memory_utilization:g})", f"{_gib(b.usable_bytes)} GiB"),
+        (f"weights ({b.stage_layers} layers)", f"-{_gib(b.weight_bytes)} GiB"),
+        ("activation peak", f"-{_gib(b.activation_peak_bytes)} GiB"),
+        ("CUDA graph pool", f"-{_gib(b.cudagraph_pool_bytes)} GiB"),
+        ("comm workspace", f"-{_gib(b.comm_workspace_bytes)} GiB"),
+        ("KV cache available", f"{_gib(b.kv_available_bytes)} GiB"),
+        ("KV bytes / token", f"{b.kv_bytes_per_token:,}"),
+        (f"KV blocks ({b.block_size_tokens} tokens)", f"{b.kv_blocks_per_gpu:,}"),
+        ("max tokens per DP rank", f"{b.max_tokens_per_rank:,}"),
+        (f"KV blocks per replica ({b.parallelism.gpus_per_replica} GPUs)", f"{b.kv_blocks_per_replica:,}"),
+        ("max tokens per replica", f"{b.max_tokens:,}"),
+    ]
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+@models.command("show", epilog=_SHOW_EXAMPLES)
+@click.argument("name")
+@click.option("--gpu", default=None, help="GPU name or alias (see `fleetplan gpus list`): print the KV budget.")
+@parallelism_options
+@click.option("--weight-dtype", type=click.Choice([d.value for d in Dtype]), default="bf16", show_default=True,
+              help="Weight storage type for the budget (fp8/int4 = quantized checkpoint).")
+@click.option("--kv-cache-dtype", type=click.Choice(list(KV_CACHE_DTYPES)), default="auto", show_default=True,
+              help="KV-cache storage type, vLLM spelling (auto = bf16).")
+@click.option("--gpu-memory-utilization", type=FRACTION, default=0.9, show_default=True,
+              help="Fraction of HBM the engine may use, as in vLLM.")
+@click.option("--block-size", type=click.IntRange(min=1), default=16, show_default=True,
+              help="Tokens per KV-cache block.")
+@click.option("--max-num-batched-tokens", type=click.IntRange(min=1), default=DEFAULT_MAX_NUM_BATCHED_TOKENS,
+              show_default=True, help="Tokens per step in the profiling run (sizes the activation peak).")
+@click.option("--max-num-seqs", type=click.IntRange(min=1), default=DEFAULT_MAX_NUM_SEQS, show_default=True,
+              help="Sequences per step (sizes the logits buffer).")
+@gpu_profiles_option
+def show_cmd(name: str, gpu: str | None, parallelism: Parallelism, weight_dtype: str, kv_cache_dtype: str,
+             gpu_memory_utilization: float, block_size: int, max_num_batched_tokens: int, max_num_seqs: int,
+             gpu_profiles: Path | None) -> None:
+    """Shape, parameter counts, weight and KV sizes of one model (bundled NAME or a config.json path);
+    with --gpu, the per-GPU memory split and KV-cache capacity at the given sharding."""
+    model = load_model(name)
+    parallelism.check_model(model)
+    budget = None
+    if gpu is not None:
+        profile = load_catalog(gpu_profiles).get(gpu)
+        budget = kv_budget(
+            model, profile, parallelism, weight_dtype=dtype(weight_dtype), kv_dtype=KV_CACHE_DTYPES[kv_cache_dtype],
+            gpu_memory_utilization=gpu_memory_utilization, block_size_tokens=block_size,
+            max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
+        )
+    console = Console()
+    console.print(_shape_table(model))
+    console.print(_sizes_table(model, parallelism))
+    if budget is not None:
+        console.print(_budget_table(budget))

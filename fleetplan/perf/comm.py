@@ -1,0 +1,73 @@
+"""Collective communication with the alpha-beta model (Hockney 1994; Thakur et al. 2005).
+
+A message of ``B`` bytes over a link of bandwidth ``bw`` costs ``alpha + B / bw``; the
+collectives a serving step uses, for a group of ``g`` GPUs:
+
+    ring all-reduce   t = alpha + 2 (g - 1) / g * B / bw       (tensor parallel, per layer)
+    all-to-all        t = alpha + (g - 1) / g * B / bw         (expert parallel dispatch, combine)
+    send / recv       t = alpha + B / bw                        (pipeline stage boundary)
+
+with ``B`` the per-GPU payload (``tokens x hidden x 2`` bytes of BF16 activations).
+
+Link: a group that fits in one node (``GPUS_PER_NODE`` = 8, the DGX/HGX reference
+servers) uses the scale-up link, ``nvlink_gb_per_s / 2`` per direction (the catalog gives
+the bidirectional aggregate), or PCIe Gen4 x16 (``PCIE_GB_PER_S``) for cards without
+NVLink; larger groups cross the scale-out NIC at ``network_gbps / 8`` GB/s.  Achieved
+bandwidth is ``link_efficiency`` of that.
+
+alpha: ``NVLINK_ALPHA_S`` = 10 us per collective step -- an estimate: a ring all-reduce
+needs 2 (g - 1) synchronised steps and NVIDIA reports that these synchronisations, not
+bandwidth, dominate small inference all-reduces on 8 GPUs ("3x Faster AllReduce with
+NVSwitch and TensorRT-LLM MultiShot", NVIDIA technical blog, 2024); nccl-tests on DGX
+A100/H100 report small-message all-reduce times of order 10-30 us.  ``NETWORK_ALPHA_S`` =
+20 us for InfiniBand/RoCE (one extra NIC hop each way; same basis).  Both are parameters
+of ``PredictorOptions`` and are replaced by calibration.
+"""
+
+from __future__ import annotations
+
+from fleetplan.hardware import GpuProfile
+
+__all__ = ["GPUS_PER_NODE", "PCIE_GB_PER_S", "NVLINK_ALPHA_S", "NETWORK_ALPHA_S", "link_bytes_per_s",
+           "all_reduce_s", "all_to_all_s", "send_recv_s", "crosses_node"]
+
+GPUS_PER_NODE = 8  # DGX/HGX A100, H100, H200, B200 and MI300X platforms hold 8 GPUs
+PCIE_GB_PER_S = 32.0  # PCIe 4.0 x16, per direction (PCI-SIG: 16 GT/s x 16 lanes, 128b/130b)
+NVLINK_ALPHA_S = 10e-6  # estimate, see module docstring
+NETWORK_ALPHA_S = 20e-6  # estimate, see module docstring
+BITS_PER_BYTE = 8.0
+
+
+def crosses_node(group_gpus: int) -> bool:
+    """True when a group of ``group_gpus`` cannot fit in one node."""
+    return group_gpus > GPUS_PER_NODE
+
+
+def link_bytes_per_s(gpu: GpuProfile, group_gpus: int, link_efficiency: float) -> float:
+    """Achieved per-direction bandwidth (bytes/s) for a group of ``group_gpus``."""
+    if crosses_node(group_gpus):
+        gb_per_s = gpu.network_gbps / BITS_PER_BYTE
+    elif gpu.nvlink_gb_per_s is not None:
+        gb_per_s = gpu.nvlink_gb_per_s / 2.0
+    else:
+        gb_per_s = PCIE_GB_PER_S
+    return gb_per_s * 1e9 * link_efficiency
+
+
+def all_reduce_s(payload_bytes: float, group_gpus: int, bytes_per_s: float, alpha_s: float) -> float:
+    """Ring all-reduce of ``payload_bytes`` per GPU; 0 for a group of one."""
+    if group_gpus <= 1:
+        return 0.0
+    return alpha_s + 2.0 * (group_gpus - 1) / group_gpus * payload_bytes / bytes_per_s
+
+
+def all_to_all_s(payload_bytes: float, group_gpus: int, bytes_per_s: float, alpha_s: float) -> float:
+    """All-to-all where each GPU sends ``(g-1)/g`` of ``payload_bytes``; 0 for a group of one."""
+    if group_gpus <= 1:
+        return 0.0
+    return alpha_s + (group_gpus - 1) / group_gpus * payload_bytes / bytes_per_s
+
+
+def send_recv_s(payload_bytes: float, bytes_per_s: float, alpha_s: float) -> float:
+    """Point-to-point transfer of ``payload_bytes``."""
+    return alpha_s + payload_bytes / bytes_per_s
