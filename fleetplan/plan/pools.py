@@ -74,7 +74,7 @@ MAX_GAUSS_NODES_PER_BIN = 8
 PROMPT_SHARE_BINS = 64
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _gauss_legendre(k: int) -> tuple[np.ndarray, np.ndarray]:
     """Gauss-Legendre nodes and weights on [-1, 1] (computed once per order)."""
     return np.polynomial.legendre.leggauss(k)

@@ -13,8 +13,19 @@ from fleetplan.cli.main import cli
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 WIDE = {"COLUMNS": "250"}
-REQUIRED_CSV_COLUMNS = {"request_id", "pool", "instance", "arrival_s", "prompt_tokens", "output_tokens",
-                        "ttft_ms", "tpot_ms", "e2e_ms", "preemptions", "status"}
+REQUIRED_CSV_COLUMNS = {
+    "request_id",
+    "pool",
+    "instance",
+    "arrival_s",
+    "prompt_tokens",
+    "output_tokens",
+    "ttft_ms",
+    "tpot_ms",
+    "e2e_ms",
+    "preemptions",
+    "status",
+}
 
 
 def run(*args: str):
@@ -43,14 +54,41 @@ max_context_tokens = 65536
 
 def test_simulate_prints_pools_rate_and_tpot_definition(tmp_path):
     out_csv, out_json = tmp_path / "req.csv", tmp_path / "sum.json"
-    res = run("--fleet", str(small_fleet(tmp_path)), "--workload", "lmsys", "--requests", "300",
-              "--level", "request", "--seed", "3", "--slo-ttft", "500", "--slo-tpot", "200",
-              "--requests-csv", str(out_csv), "--json", str(out_json))
+    res = run(
+        "--fleet",
+        str(small_fleet(tmp_path)),
+        "--workload",
+        "lmsys",
+        "--requests",
+        "300",
+        "--level",
+        "request",
+        "--seed",
+        "3",
+        "--slo-ttft",
+        "500",
+        "--slo-tpot",
+        "200",
+        "--requests-csv",
+        str(out_csv),
+        "--json",
+        str(out_json),
+    )
     assert res.exit_code == 0, res.output
     text = res.stdout
     assert "rate 100 req/s (default; the workload has no arrival rate)" in text
-    for label in ("short", "long", "all", "TTFT P99", "TPOT P50", "E2E P90", "goodput", "utilisation",
-                  "unfinished", "rejected"):
+    for label in (
+        "short",
+        "long",
+        "all",
+        "TTFT P99",
+        "TPOT P50",
+        "E2E P90",
+        "goodput",
+        "utilisation",
+        "unfinished",
+        "rejected",
+    ):
         assert label in text
     assert "TPOT = (E2E - TTFT) / (output tokens - 1)" in text
     assert "TTFT <= 500 ms and TPOT <= 200 ms" in text
@@ -64,8 +102,18 @@ def test_simulate_prints_pools_rate_and_tpot_definition(tmp_path):
 
 
 def test_lam_is_reported_when_given():
-    res = run("--fleet", str(EXAMPLES / "two_pool_a100.toml"), "--workload", "lmsys", "--lam", "7.5",
-              "--requests", "100", "--level", "request")
+    res = run(
+        "--fleet",
+        str(EXAMPLES / "two_pool_a100.toml"),
+        "--workload",
+        "lmsys",
+        "--lam",
+        "7.5",
+        "--requests",
+        "100",
+        "--level",
+        "request",
+    )
     assert res.exit_code == 0, res.output
     assert "rate 7.5 req/s (from --lam)" in res.stdout
     assert "8 instances" in res.stdout and "17.68 USD/h" in res.stdout  # 8 x 2.21 USD/h A100
@@ -96,9 +144,7 @@ def test_unknown_gpu_and_missing_file_exit_2(tmp_path):
     assert res.exit_code == 2 and res.stderr.startswith("error:") and "nope.toml" in res.stderr
 
 
-@pytest.mark.parametrize(
-    "args", [["--lam", "-3"], ["--lam", "inf"], ["--requests", "0"], ["--level", "token"]]
-)
+@pytest.mark.parametrize("args", [["--lam", "-3"], ["--lam", "inf"], ["--requests", "0"], ["--level", "token"]])
 def test_bad_options_exit_2(tmp_path, args):
     res = run("--fleet", str(small_fleet(tmp_path)), "--workload", "lmsys", *args)
     assert res.exit_code == 2 and "Traceback" not in res.output
@@ -107,7 +153,39 @@ def test_bad_options_exit_2(tmp_path, args):
 def test_help_ends_with_examples():
     res = run("--help")
     assert res.exit_code == 0
-    tail = res.output[res.output.index("Examples:"):]
+    tail = res.output[res.output.index("Examples:") :]
     assert "fleetplan simulate --fleet examples/two_pool_a100.toml" in tail
     assert tail.strip().endswith("--level request --seed 7")  # examples come last
     assert "--slo-ttft" in res.output and "--requests-csv" in res.output
+
+
+def test_replications_print_a_confidence_interval_of_p99():
+    from click.testing import CliRunner
+
+    from fleetplan.cli.main import cli
+
+    res = CliRunner().invoke(
+        cli,
+        [
+            "simulate",
+            "--fleet",
+            "examples/two_pool_a100.toml",
+            "--workload",
+            "lmsys",
+            "--lam",
+            "50",
+            "--requests",
+            "3000",
+            "--replications",
+            "3",
+        ],
+    )
+    assert res.exit_code == 0, res.stderr
+    line = next(ln for ln in res.output.splitlines() if ln.startswith("3 replications"))
+    import re
+
+    mean, lo, hi = (
+        float(x.replace(",", ""))
+        for x in re.findall(r"P99 TTFT ([\d,.]+) ms \(95% CI ([\d,.]+) to ([\d,.]+)\)", line)[0]
+    )
+    assert lo <= mean <= hi

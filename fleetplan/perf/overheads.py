@@ -1,0 +1,126 @@
+"""Per-step overheads and the predictor's tunable parameters (``PredictorOptions``).
+
+Per-kernel launch overhead.  Eager PyTorch launches every kernel from Python; a step of
+``n_layers`` layers launches about ``KERNELS_PER_LAYER * n_layers + KERNELS_PER_STEP``
+kernels, each costing ``launch_overhead_s`` of host time that the GPU waits for when
+kernels are short.  CUDA-graph replay (vLLM's default, ``enforce_eager=False``) issues the
+captured kernels with no per-kernel host cost: the kernel-only variant.  Frontier
+(frontier-full-paper.txt §2.2, Fig. 1) measured CUDA graphs cutting vLLM decode TPOT by
+32-46 % on 8xA800, which is the size of effect this term produces for 70B-class models.
+Capture-bin padding of decode batches (Frontier Table 2) is not modelled.
+
+CPU scheduling/sampling overhead per iteration (``cpu_overhead_s``).  Every step pays
+the engine's scheduler, input preparation, sampling and output processing on the host.
+Default 1 ms: Frontier (§5, citing Agrawal et al. 2026) attributes ~10 % of end-to-end
+latency to the CPU side, i.e. ~1 ms of a typical 8-15 ms decode step; vLLM's v0.6.0
+performance post (2024-09-05) profiled Llama-3-8B on one H100 with the API server taking
+33 % and scheduling 29 % of the time before asynchronous output processing.  Setting it
+to zero is a known cause of large TTFT and short-request latency errors: short prompts'
+steps are dominated by it.
+
+Efficiency defaults (achieved / peak) are estimates with these bases, all replaced by
+fitted scales when a profile is calibrated (``calibrate``):
+
+* ``gemm_efficiency`` 0.75 -- large BF16/FP8 cuBLAS GEMMs reach 70-85 % of dense peak
+  (e.g. a 8192^3 BF16 GEMM is expected at > 82 % of peak on L40S, ai-hpc "L40S x12
+  benchmarks"); 0.75 leaves room for the smaller per-shard shapes of inference.
+* ``attention_efficiency`` 0.6 -- FlashAttention-2 reaches 50-73 % of A100 peak (Dao 2023,
+  arXiv:2307.08691); FlashAttention-3 75 % on H100 (Shah et al. 2024, arXiv:2407.08608).
+* ``weight_bandwidth_efficiency`` 0.85 -- Azure measured 7.35 TB/s of 8 TB/s HBM (92 %) on
+  GB200 with a streaming kernel (Azure HPC blog, ND GB200 v6, 2025); GEMV-like weight
+  streaming reaches a little less.
+* ``kv_bandwidth_efficiency`` 0.7 -- paged attention reads 16-token blocks scattered over
+  HBM; estimate.
+* ``link_efficiency`` 0.8 -- NCCL bus bandwidth is typically ~80 % of the link's.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+
+from fleetplan.errors import ConfigError, UnknownNameError
+from fleetplan.perf.comm import NETWORK_ALPHA_S, NVLINK_ALPHA_S
+from fleetplan.perf.roofline import TILE_M_TOKENS
+
+__all__ = ["ExecutionMode", "execution_mode", "PredictorOptions", "KERNELS_PER_LAYER", "KERNELS_PER_STEP",
+           "DEFAULT_CPU_OVERHEAD_S", "DEFAULT_LAUNCH_OVERHEAD_S", "launch_overhead_s"]
+
+KERNELS_PER_LAYER = 14  # vLLM Llama layer: 2 norms, qkv, rope, KV write, attention, o, 2 all-reduce, gate_up,
+#                        act-and-mul, down, 2 residual adds (nsys trace count; MoE layers add the router/experts)
+KERNELS_PER_STEP = 6  # embedding, final norm, lm_head, logits processing, sampling, output copy
+DEFAULT_CPU_OVERHEAD_S = 1.0e-3  # see module docstring
+DEFAULT_LAUNCH_OVERHEAD_S = 5.0e-6  # host cost per eager kernel launch (NVIDIA "Getting Started with CUDA
+#                                     Graphs" blog, 2019: a few us per launch that graphs remove)
+
+
+class ExecutionMode(enum.Enum):
+    """How kernels are issued: ``eager`` (per-kernel launch) or ``cuda_graph`` (kernel-only)."""
+
+    EAGER = "eager"
+    CUDA_GRAPH = "cuda_graph"
+
+
+def execution_mode(name: str | ExecutionMode) -> ExecutionMode:
+    """The ``ExecutionMode`` called ``name``; unknown -> ``UnknownNameError``."""
+    if isinstance(name, ExecutionMode):
+        return name
+    key = str(name).strip().lower().replace("-", "_")
+    for member in ExecutionMode:
+        if member.value == key:
+            return member
+    raise UnknownNameError("execution mode", str(name), [m.value for m in ExecutionMode])
+
+
+def _fraction(name: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (0 < value <= 1):
+        raise ConfigError(f"{name}={value!r} must be in (0, 1] (achieved / peak); fix the predictor options")
+
+
+def _non_negative(name: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+        raise ConfigError(f"{name}={value!r} must be a finite number >= 0 (seconds); fix the predictor options")
+
+
+@dataclass(frozen=True)
+class PredictorOptions:
+    """Tunable parameters of ``StepTimePredictor`` (defaults and sources: module docstring).
+
+    ``moe_zipf_s`` is the routing skew: expert ``e`` (in placement order) is chosen with
+    probability proportional to ``1 / (e + 1) ** s``; 0 is uniform routing.
+    """
+
+    execution: ExecutionMode = ExecutionMode.CUDA_GRAPH
+    cpu_overhead_s: float = DEFAULT_CPU_OVERHEAD_S
+    launch_overhead_s: float = DEFAULT_LAUNCH_OVERHEAD_S
+    gemm_efficiency: float = 0.75
+    attention_efficiency: float = 0.6
+    weight_bandwidth_efficiency: float = 0.85
+    kv_bandwidth_efficiency: float = 0.7
+    link_efficiency: float = 0.8
+    nvlink_alpha_s: float = NVLINK_ALPHA_S
+    network_alpha_s: float = NETWORK_ALPHA_S
+    wave_quantisation: bool = True
+    tile_m_tokens: int = TILE_M_TOKENS
+    moe_zipf_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "execution", execution_mode(self.execution))
+        for name in ("gemm_efficiency", "attention_efficiency", "weight_bandwidth_efficiency",
+                     "kv_bandwidth_efficiency", "link_efficiency"):
+            _fraction(name, getattr(self, name))
+        for name in ("cpu_overhead_s", "launch_overhead_s", "nvlink_alpha_s", "network_alpha_s", "moe_zipf_s"):
+            _non_negative(name, getattr(self, name))
+        if not isinstance(self.wave_quantisation, bool):
+            raise ConfigError(f"wave_quantisation={self.wave_quantisation!r} must be True or False")
+        tile = self.tile_m_tokens
+        if isinstance(tile, bool) or not isinstance(tile, int) or tile < 1:
+            raise ConfigError(f"tile_m_tokens={tile!r} must be an integer >= 1 (128 for cuBLAS BF16 tiles)")
+
+
+def launch_overhead_s(options: PredictorOptions, n_layers: int) -> float:
+    """Host launch cost of one step: 0 under CUDA-graph replay."""
+    if options.execution is ExecutionMode.CUDA_GRAPH:
+        return 0.0
+    return options.launch_overhead_s * (KERNELS_PER_LAYER * n_layers + KERNELS_PER_STEP)

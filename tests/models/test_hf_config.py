@@ -1,0 +1,147 @@
+"""HuggingFace config.json reader: families, key aliases, nesting, one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fleetplan.errors import DataFormatError
+from fleetplan.models import AttentionKind, load_model, model_config_from_dict, read_hf_config
+
+# Published config.json values (HF model repos), trimmed to the keys the reader uses.
+MIXTRAL_8X7B = {  # mistralai/Mixtral-8x7B-v0.1: 46.7B total, 12.9B active (Mistral's announcement)
+    "architectures": ["MixtralForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
+    "num_attention_heads": 32, "num_experts_per_tok": 2, "num_hidden_layers": 32, "num_key_value_heads": 8,
+    "num_local_experts": 8, "tie_word_embeddings": False, "vocab_size": 32000,
+}
+GPT_OSS_120B = {  # openai/gpt-oss-120b: 116.8B total, 5.13B active excluding the embedding (model card)
+    "architectures": ["GptOssForCausalLM"], "experts_per_token": 4, "head_dim": 64, "hidden_size": 2880,
+    "intermediate_size": 2880, "num_attention_heads": 64, "num_experts_per_tok": 4, "num_hidden_layers": 36,
+    "num_key_value_heads": 8, "num_local_experts": 128, "tie_word_embeddings": False, "vocab_size": 201088,
+    "sliding_window": 128,
+}
+QWEN15_MOE = {  # Qwen/Qwen1.5-MoE-A2.7B: 14.3B total, 2.7B active (model card)
+    "architectures": ["Qwen2MoeForCausalLM"], "decoder_sparse_step": 1, "hidden_size": 2048,
+    "intermediate_size": 5632, "moe_intermediate_size": 1408, "mlp_only_layers": [], "num_attention_heads": 16,
+    "num_experts": 60, "num_experts_per_tok": 4, "num_hidden_layers": 24, "num_key_value_heads": 16,
+    "shared_expert_intermediate_size": 5632, "tie_word_embeddings": False, "vocab_size": 151936,
+}
+DEEPSEEK_V2_LITE = {  # deepseek-ai/DeepSeek-V2-Lite: 15.7B total (model card); q_lora_rank null
+    "first_k_dense_replace": 1, "hidden_size": 2048, "intermediate_size": 10944, "kv_lora_rank": 512,
+    "moe_intermediate_size": 1408, "moe_layer_freq": 1, "n_routed_experts": 64, "n_shared_experts": 2,
+    "num_attention_heads": 16, "num_experts_per_tok": 6, "num_hidden_layers": 27, "num_key_value_heads": 16,
+    "q_lora_rank": None, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "tie_word_embeddings": False,
+    "v_head_dim": 128, "vocab_size": 102400,
+}
+
+
+def _read(data: dict, name: str = "m"):
+    return model_config_from_dict(data, source="config.json", name=name)
+
+
+def test_mixtral_uses_intermediate_size_as_expert_width():
+    m = _read(MIXTRAL_8X7B)
+    assert (m.n_experts, m.n_experts_per_token, m.moe_intermediate_size, m.n_dense_layers) == (8, 2, 14336, 0)
+    assert m.n_params() == pytest.approx(46.7e9, rel=0.02)
+    assert m.n_active_params() == pytest.approx(12.9e9, rel=0.02)
+
+
+def test_gpt_oss_aliases_and_published_counts():
+    m = _read(GPT_OSS_120B)
+    assert (m.n_experts, m.n_experts_per_token, m.head_dim) == (128, 4, 64)
+    assert m.n_params() == pytest.approx(116.8e9, rel=0.02)
+    # the card's 5.13B active excludes the input embedding, i.e. our matmul parameters
+    assert m.flops_per_token_dense() / 2 == pytest.approx(5.13e9, rel=0.02)
+
+
+def test_qwen2_moe_shared_expert_width_becomes_whole_experts():
+    m = _read(QWEN15_MOE)
+    assert m.n_shared_experts == 5632 // 1408 == 4
+    assert m.n_params() == pytest.approx(14.3e9, rel=0.02)
+    assert m.n_active_params() == pytest.approx(2.7e9, rel=0.02)
+
+
+def test_deepseek_v2_lite_mla_without_query_lora():
+    m = _read(DEEPSEEK_V2_LITE)
+    assert m.attention is AttentionKind.MLA and m.q_lora_rank == 0 and m.n_dense_layers == 1
+    assert m.n_params() == pytest.approx(15.7e9, rel=0.02)
+    assert m.kv_bytes_per_token() == 27 * (512 + 64) * 2
+
+
+def test_qwen_moe_mlp_only_layers_and_sparse_step_count_dense_layers():
+    data = dict(QWEN15_MOE, mlp_only_layers=[0, 5], decoder_sparse_step=2)
+    # MoE layers: (i + 1) % 2 == 0 and i not in {0, 5} -> 1, 3, 7, 9, ..., 23 = 12 - 1 (i=5) = 11
+    assert _read(data).n_dense_layers == 24 - 11
+
+
+def test_topk_given_per_layer_as_one_value():
+    data = {k: v for k, v in MIXTRAL_8X7B.items() if k != "num_experts_per_tok"}
+    assert _read(dict(data, moe_topk=[2] * 32)).n_experts_per_token == 2
+
+
+def test_head_dim_absent_is_hidden_over_heads():
+    m = load_model("llama-3.1-8b")  # the bundled 8B config has no head_dim key
+    assert m.head_dim == 4096 // 32
+
+
+def test_nested_text_config_reads_the_language_model(tmp_path: Path):
+    llama = json.loads(Path(_bundled("llama-3.1-8b")).read_text())
+    wrapper = {"architectures": ["LlavaForConditionalGeneration"], "text_config": llama,
+               "vision_config": {"hidden_size": 1024, "num_hidden_layers": 24}}
+    path = tmp_path / "llava" / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(wrapper))
+    m = read_hf_config(path.parent)
+    assert m.n_params() == load_model("llama-3.1-8b").n_params()
+    assert m.name == "llava"
+
+
+def _bundled(name: str) -> str:
+    from fleetplan.models import model_path
+    return str(model_path(name))
+
+
+@pytest.mark.parametrize(("drop", "field"), [
+    ("num_attention_heads", "field num_attention_heads"),
+    ("num_hidden_layers", "field num_hidden_layers"),
+    ("vocab_size", "field vocab_size"),
+    ("num_experts_per_tok", "field num_experts_per_tok"),
+])
+def test_missing_required_field_names_file_and_field(tmp_path: Path, drop: str, field: str):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({k: v for k, v in MIXTRAL_8X7B.items() if k != drop}))
+    with pytest.raises(DataFormatError) as info:
+        read_hf_config(path)
+    message = str(info.value)
+    assert str(path) in message and field in message and "missing" in message and "\n" not in message
+
+
+def test_nested_missing_field_names_the_nested_key(tmp_path: Path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"text_config": {"hidden_size": 64}}))
+    with pytest.raises(DataFormatError, match=r"field text_config\.num_hidden_layers"):
+        read_hf_config(path)
+
+
+@pytest.mark.parametrize(("data", "fragment"), [
+    (dict(MIXTRAL_8X7B, hidden_size="4096"), "field hidden_size.*is '4096'"),
+    (dict(MIXTRAL_8X7B, tie_word_embeddings="no"), "true or false"),
+    (dict(QWEN15_MOE, shared_expert_intermediate_size=1000), "not a multiple of the expert width"),
+    (dict(MIXTRAL_8X7B, num_experts_per_tok=9), "n_experts_per_token=9"),
+])
+def test_malformed_values_raise_data_format_errors(tmp_path: Path, data: dict, fragment: str):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(DataFormatError, match=fragment):
+        read_hf_config(path)
+
+
+def test_not_json_and_missing_file(tmp_path: Path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(DataFormatError, match="not a JSON file"):
+        read_hf_config(bad)
+    with pytest.raises(DataFormatError, match="file not found"):
+        read_hf_config(tmp_path / "absent.json")
