@@ -184,8 +184,9 @@ def test_replications_print_a_confidence_interval_of_p99():
     line = next(ln for ln in res.output.splitlines() if ln.startswith("3 replications"))
     import re
 
+    pattern = r"P99 TTFT ([\d,.]+) ms \(95% CI ([\d,.]+) to ([\d,.]+)\)"
     mean, lo, hi = (
         float(x.replace(",", ""))
-        for x in re.findall(r"P99 TTFT ([\d,.]+) ms \(95% CI ([\d,.]+) to ([\d,.]+)\)", line)[0]
+        for x in re.findall(pattern, line)[0]
     )
     assert lo <= mean <= hi
