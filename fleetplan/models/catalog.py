@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from fleetplan.errors import UnknownNameError
+from fleetplan.errors import DataFormatError, UnknownNameError
 from fleetplan.models.config import ModelConfig
 from fleetplan.models.hf_config import read_hf_config
 from fleetplan.paths import data_dir
@@ -55,12 +55,17 @@ def load_model(name_or_path: str | Path) -> ModelConfig:
     UnknownNameError
         Neither an existing path nor a bundled name (lists the bundled names).
     DataFormatError
-        The file is not a readable config (names file and field).
+        A path (contains a slash) that does not exist, or a file that is not a readable
+        config (names file and field).
     """
     path = Path(name_or_path)
     if path.is_file() or (path.is_dir() and (path / "config.json").is_file()):
         return _read(str(path.resolve()))
-    return _read(str(model_path(str(name_or_path))))
+    text = str(name_or_path)
+    if ("/" in text or "\\" in text) and text.strip().lower().removesuffix(SUFFIX) not in list_models():
+        raise DataFormatError(text, None, "no such file (or directory with a config.json)",
+                              f"give a HuggingFace config.json path or a bundled name: {', '.join(list_models())}")
+    return _read(str(model_path(text)))
 
 
 @functools.lru_cache(maxsize=64)

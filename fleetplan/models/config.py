@@ -7,7 +7,8 @@ are derived from the shape, never stored, with these per-layer formulas
 ``V`` = vocabulary):
 
 * GQA attention:  ``h*H*d`` (q) + ``2*h*K*d`` (k, v) + ``H*d*h`` (o).  Projection
-  biases (Qwen2, gpt-oss) are ignored: < 0.1 % of any bundled model.
+  biases (Qwen2, gpt-oss) and per-head q/k norms (Qwen3) are ignored: < 0.1 % of
+  parameters where present (Qwen3-30B-A3B: 12,288 of 30.5 B).
 * MLA attention (DeepSeek-V2/V3, arXiv:2412.19437 §2.1.1), with ``r_q`` =
   ``q_lora_rank``, ``r_kv`` = ``kv_lora_rank``, ``d_r`` = ``qk_rope_head_dim``,
   ``d`` = ``qk_nope_head_dim + d_r`` and ``d_v`` = ``v_head_dim``:

@@ -45,7 +45,7 @@ from dataclasses import dataclass, replace
 
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuProfile
-from fleetplan.models import AttentionKind, Dtype, ModelConfig
+from fleetplan.models import AttentionKind, Dtype, ModelConfig, dtype
 from fleetplan.perf.parallelism import Parallelism, pp_stage_layers, valid_tensor_parallel_sizes
 from fleetplan.units import BYTES_PER_GIB
 
@@ -176,8 +176,8 @@ def kv_budget(
     gpu: GpuProfile,
     par: Parallelism,
     *,
-    weight_dtype: Dtype,
-    kv_dtype: Dtype,
+    weight_dtype: Dtype | str,
+    kv_dtype: Dtype | str,
     gpu_memory_utilization: float = 0.9,
     block_size_tokens: int = 16,
     max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
@@ -188,7 +188,7 @@ def kv_budget(
     """KV-cache budget of ``model`` on ``gpu`` sharded as ``par`` (module docstring).
 
     ``comm_workspace_bytes=None`` means ``DEFAULT_COMM_WORKSPACE_BYTES`` on a multi-GPU
-    replica and 0 on one GPU.
+    replica and 0 on one GPU.  Dtypes may be given by name (``"fp8"``).
 
     Raises
     ------
@@ -197,6 +197,7 @@ def kv_budget(
         overheads leave no KV block; the message gives the numbers and the smallest
         ``--tensor-parallel-size`` (or ``--pipeline-parallel-size``) that fits.
     """
+    weight_dtype, kv_dtype = dtype(weight_dtype), dtype(kv_dtype)
     _check_knobs(gpu_memory_utilization, dict(
         block_size_tokens=block_size_tokens, max_num_batched_tokens=max_num_batched_tokens,
         max_num_seqs=max_num_seqs, cudagraph_pool_bytes=cudagraph_pool_bytes,

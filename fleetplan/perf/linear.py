@@ -23,16 +23,31 @@ models and the simulator kernel (see ``fleetplan.sim._kernels``): the kernel get
              + coef[3] * decode_context_tokens + coef[4] * prefill_attention_work
 
 for ``STEP_MODEL_LINEAR``.  Richer predictors add codes, never arguments.
+
+``STEP_MODEL_ROOFLINE`` (``fleetplan.perf.predictor``) evaluates, with ``T = prefill_tokens
++ n_decode`` (tokens through the GEMMs), ``pad = ceil(T / c[5]) * c[5]`` (``T`` itself below
+one tile of ``c[5]`` tokens) and the wave factor
+``wf = ceil(m_tiles c[6]) / (m_tiles c[6])`` (1 when ``c[6] = 0``):
+
+    gemm  = max(c[1] pad wf + c[8] n_seqs,  c[2] + c[7] T + c[9] n_seqs)     (roofline)
+    moe   = max(c[12] T + c[13] sqrt(T),  c[14] (1 - exp(c[15] T)))         (0 if c[12]=c[14]=0)
+    step_s = c[0] + gemm + c[3] * attn2 / 2 + c[4] * decode_context_tokens
+             + c[10] T + c[11] n_seqs + moe
+
+``roofline_step_s`` is that expression in the kernel's exact order.  ``N_STEP_COEFS`` was
+raised from 8 to 16 for it (mirrored in ``fleetplan.sim._kernels.codes``).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
 STEP_MODEL_LINEAR = 0
-N_STEP_COEFS = 8
+STEP_MODEL_ROOFLINE = 1
+N_STEP_COEFS = 16
 
 
 @dataclass(frozen=True)
@@ -87,3 +102,26 @@ class LinearStepModel:
         else:
             coef[3] = self.iter_per_seq_s / self.ref_context_tokens
         return STEP_MODEL_LINEAR, coef
+
+
+def roofline_step_s(coef: np.ndarray, n_seqs: int, n_decode: int, prefill_tokens: int,
+                    decode_context_tokens: int, attn2: int) -> float:
+    """``STEP_MODEL_ROOFLINE`` step time (s), in the simulator kernel's exact order (module docstring)."""
+    n_tokens = prefill_tokens + n_decode
+    tile = int(coef[5])
+    m_tiles = (n_tokens + tile - 1) // tile
+    pad = m_tiles * tile if n_tokens >= tile else n_tokens
+    wf = 1.0
+    if coef[6] > 0.0 and n_tokens > 0:
+        work = m_tiles * coef[6]
+        wf = math.ceil(work) / work
+    gc = coef[1] * pad * wf + coef[8] * n_seqs
+    gm = coef[2] + coef[7] * n_tokens + coef[9] * n_seqs
+    gemm = gc if gc > gm else gm
+    moe = 0.0
+    if coef[12] > 0.0 or coef[14] > 0.0:
+        mc = coef[12] * n_tokens + coef[13] * math.sqrt(n_tokens)
+        mm = coef[14] * (1.0 - math.exp(coef[15] * n_tokens))
+        moe = mc if mc > mm else mm
+    return (coef[0] + gemm + coef[3] * (attn2 * 0.5) + coef[4] * decode_context_tokens
+            + coef[10] * n_tokens + coef[11] * n_seqs + moe)

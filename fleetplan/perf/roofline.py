@@ -11,7 +11,9 @@ Efficiency curve over the token dimension (NVIDIA Deep Learning Performance Guid
 "Matrix Multiplication Background", sections "Tile Quantization" and "Wave Quantization"):
 the output is cut into tiles of ``TILE_M_TOKENS x TILE_N`` (128 x 128, the cuBLAS/CUTLASS
 BF16 tile on Ampere and Hopper that guide uses in its examples); a partial tile along the
-token dimension costs a whole one, so ``M_pad = ceil(M / TILE_M) * TILE_M``; the tiles run
+token dimension costs a whole one, so ``M_pad = ceil(M / TILE_M) * TILE_M`` once ``M`` reaches
+one tile (below it libraries pick skinny 16-64-row tiles or split-K, so ``M_pad = M``:
+such GEMMs are bandwidth-bound anyway); the tiles run
 in waves of one tile per SM, and a partly filled last wave costs a whole wave:
 
     wave_factor = ceil(m_tiles * r) / (m_tiles * r),   r = n_tiles_per_token_tile / n_sms
@@ -108,8 +110,11 @@ def device_rates(gpu: GpuProfile, weight_dtype: Dtype, *, gemm_efficiency: float
 
 
 def padded_tokens(n_tokens: int, tile_m_tokens: int = TILE_M_TOKENS) -> int:
-    """Tokens rounded up to whole tiles: ``ceil(n / tile) * tile`` (0 stays 0)."""
-    return -(-int(n_tokens) // tile_m_tokens) * tile_m_tokens
+    """Tokens rounded up to whole tiles, ``ceil(n / tile) * tile``, from one tile up; ``n`` below one tile."""
+    n = int(n_tokens)
+    if n < tile_m_tokens:
+        return n
+    return -(-n // tile_m_tokens) * tile_m_tokens
 
 
 def wave_factor(n_tokens: int, wave_ratio: float, tile_m_tokens: int = TILE_M_TOKENS) -> float:

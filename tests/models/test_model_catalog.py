@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetplan.errors import UnknownNameError
+from fleetplan.errors import DataFormatError, UnknownNameError
 from fleetplan.models import list_models, load_model, model_path
 
 BUNDLED = ("deepseek-v3", "llama-3.1-405b", "llama-3.1-70b", "llama-3.1-8b", "qwen3-235b-a22b", "qwen3-30b-a3b",
@@ -49,3 +49,8 @@ def test_path_to_a_config_json_or_its_directory(tmp_path: Path):
     by_dir, by_file = load_model(target), load_model(str(target / "config.json"))
     assert by_dir == by_file
     assert by_dir.n_params() == load_model("qwen3-32b").n_params()
+
+
+def test_missing_path_is_a_data_format_error_not_an_unknown_name(tmp_path: Path):
+    with pytest.raises(DataFormatError, match="no such file .* or a bundled name: deepseek-v3"):
+        load_model(str(tmp_path / "nope" / "config.json"))

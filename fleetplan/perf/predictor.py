@@ -1,0 +1,228 @@
+"""Operator-level step-time predictor and its O(1) simulator coefficients.
+
+One engine step (continuous batching, chunked prefill) of batch ``b`` costs
+
+    step_s = cpu_overhead + launch + GEMMs + prefill attention + decode attention
+             + routed experts (MoE) + TP all-reduce + EP all-to-all + PP send/recv
+
+* GEMMs: one roofline over all dense GEMMs of the step (``operators``, ``roofline``), with
+  tile and wave quantisation over the token dimension; ``lm_head`` runs on ``n_seqs`` rows.
+* attention from the batch's per-request lengths (``attention``); MoE from sampled
+  routing, the slowest EP rank deciding (``moe``); collectives alpha-beta (``comm``);
+  overheads (``overheads``).
+* Pipeline parallelism: the step's latency crosses all ``pp`` stages (counts cover every
+  layer) plus ``pp - 1`` activation transfers -- the latency of one iteration, not the
+  throughput of ``pp`` interleaved micro-batches.  Attention data parallelism: the batch
+  is one DP rank's; the experts see ``dp`` times its tokens.
+
+``kernel_coefficients`` packs the same terms for ``STEP_MODEL_ROOFLINE``
+(``fleetplan.perf.linear``): every dense term is linear in the kernel's aggregates, so the
+kernel equals ``predict`` for any batch composition (up to float rounding); the routed
+experts use the expected slowest-rank load (``moe.expected_moe_terms``).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import numpy as np
+
+from fleetplan.errors import ConfigError
+from fleetplan.hardware import GpuProfile
+from fleetplan.models import Dtype, ModelConfig
+from fleetplan.perf import comm
+from fleetplan.perf.attention import AttentionCost, attention_cost
+from fleetplan.perf.batch import BatchComposition
+from fleetplan.perf.linear import N_STEP_COEFS, STEP_MODEL_ROOFLINE, roofline_step_s
+from fleetplan.perf.moe import MoeShape, expected_moe_terms, moe_shape, sample_moe_s
+from fleetplan.perf.operators import GemmBlock, gemm_block, gemm_block_s, step_gemms
+from fleetplan.perf.overheads import PredictorOptions, launch_overhead_s
+from fleetplan.perf.parallelism import Parallelism
+from fleetplan.perf.roofline import ACTIVATION_BYTES, DeviceRates, device_rates
+
+__all__ = ["StepBreakdown", "StepTimePredictor", "CommTerms"]
+
+SINGLE_EXPERT_LOG_MISS = -50.0  # d for E = 1: every token hits the one expert (exp(-50) ~ 0)
+
+
+@dataclass(frozen=True)
+class StepBreakdown:
+    """Seconds per operator group of one step; ``total_s`` is their sum."""
+
+    seconds: MappingProxyType = field(hash=False)
+    gemm_bound: str  # "compute" or "memory"
+
+    @property
+    def total_s(self) -> float:
+        return float(sum(self.seconds.values()))
+
+
+@dataclass(frozen=True)
+class CommTerms:
+    """Per-step collective time ``fixed_s + s_per_token * T`` split by kind (fixed, per token)."""
+
+    tp_all_reduce: tuple[float, float]
+    ep_all_to_all: tuple[float, float]
+    pp_send_recv: tuple[float, float]
+
+
+def _linear(fn, *args) -> tuple[float, float]:
+    """(fixed, slope) of a cost ``fn(payload)`` that is affine in the payload (alpha + beta B)."""
+    at0 = fn(0.0, *args)
+    return at0, fn(1.0, *args) - at0
+
+
+@dataclass(frozen=True)
+class StepTimePredictor:
+    """Step time of ``model`` on ``gpu`` sharded by ``parallelism`` (module docstring)."""
+
+    model: ModelConfig
+    gpu: GpuProfile
+    parallelism: Parallelism
+    weight_dtype: Dtype = Dtype.BF16
+    kv_dtype: Dtype = Dtype.BF16
+    options: PredictorOptions = PredictorOptions()
+
+    def __post_init__(self) -> None:
+        checks = ((self.model, ModelConfig), (self.gpu, GpuProfile), (self.parallelism, Parallelism),
+                  (self.weight_dtype, Dtype), (self.kv_dtype, Dtype), (self.options, PredictorOptions))
+        for value, kind in checks:
+            if not isinstance(value, kind):
+                raise ConfigError(f"StepTimePredictor needs a {kind.__name__}, got {type(value).__name__}")
+        self.parallelism.check_model(self.model)
+
+    # ---- derived pieces (computed once) -----------------------------------------------------
+    @functools.cached_property
+    def rates(self) -> DeviceRates:
+        o = self.options
+        return device_rates(self.gpu, self.weight_dtype, gemm_efficiency=o.gemm_efficiency,
+                            attention_efficiency=o.attention_efficiency,
+                            weight_bandwidth_efficiency=o.weight_bandwidth_efficiency,
+                            kv_bandwidth_efficiency=o.kv_bandwidth_efficiency, wave_quantisation=o.wave_quantisation)
+
+    @functools.cached_property
+    def gemms(self) -> GemmBlock:
+        return gemm_block(step_gemms(self.model, self.parallelism, self.weight_dtype), self.rates)
+
+    @functools.cached_property
+    def attention(self) -> AttentionCost:
+        return attention_cost(self.model, self.parallelism, self.kv_dtype, self.rates)
+
+    @functools.cached_property
+    def moe(self) -> MoeShape | None:
+        return moe_shape(self.model, self.parallelism, self.weight_dtype) if self.model.is_moe else None
+
+    @functools.cached_property
+    def comm_terms(self) -> CommTerms:
+        """Collective cost per step as (fixed s, s per scheduled token)."""
+        m, par, o, gpu = self.model, self.parallelism, self.options, self.gpu
+        row_bytes = m.hidden_size * ACTIVATION_BYTES
+
+        def alpha(group: int) -> float:
+            return o.network_alpha_s if comm.crosses_node(group) else o.nvlink_alpha_s
+
+        tp = par.attn_tp
+        bw_tp = comm.link_bytes_per_s(gpu, tp, o.link_efficiency)
+        n_ar = m.n_layers + m.n_dense_layers  # after o_proj every layer, after down_proj in dense layers
+        fixed, slope = _linear(comm.all_reduce_s, tp, bw_tp, alpha(tp))
+        tp_terms = (n_ar * fixed, n_ar * slope * row_bytes)
+        a2a = (0.0, 0.0)
+        if m.is_moe:
+            stage_gpus = par.tp * par.dp
+            rows = par.attn_dp * row_bytes
+            if par.ffn_ep > 1:
+                bw = comm.link_bytes_per_s(gpu, stage_gpus, o.link_efficiency)
+                f, s = _linear(comm.all_to_all_s, par.ffn_ep, bw, alpha(stage_gpus))
+                per_layer = (2.0 * f, 2.0 * s * rows * m.n_experts_per_token / par.ffn_ep)
+            else:
+                bw = comm.link_bytes_per_s(gpu, par.ffn_tp, o.link_efficiency)
+                per_layer = _linear(comm.all_reduce_s, par.ffn_tp, bw, alpha(par.ffn_tp))
+                per_layer = (per_layer[0], per_layer[1] * rows)
+            a2a = (m.n_moe_layers * per_layer[0], m.n_moe_layers * per_layer[1])
+        pp = (0.0, 0.0)
+        if par.pp > 1:
+            world = par.gpus_per_replica
+            bw = comm.link_bytes_per_s(gpu, world, o.link_efficiency)
+            f, s = _linear(comm.send_recv_s, bw, alpha(world))
+            pp = ((par.pp - 1) * f, (par.pp - 1) * s * row_bytes)
+        return CommTerms(tp_terms, a2a, pp)
+
+    @functools.cached_property
+    def fixed_overhead_s(self) -> tuple[float, float]:
+        """(cpu scheduling/sampling, kernel launch) seconds per step."""
+        return self.options.cpu_overhead_s, launch_overhead_s(self.options, self.model.n_layers)
+
+    # ---- full predictor -----------------------------------------------------------------------
+    def predict(self, batch: BatchComposition, rng: np.random.Generator | None = None) -> StepBreakdown:
+        """Per-operator seconds of one step of ``batch``.
+
+        For an MoE model, ``rng`` draws the token-to-expert routing (``moe.sample_moe_s``);
+        without it the expected slowest-rank load is used (the simulator kernel's form).
+        """
+        if not isinstance(batch, BatchComposition):
+            raise ConfigError(f"predict needs a BatchComposition, got {type(batch).__name__}")
+        n_tok, n_seqs = batch.n_tokens, batch.n_seqs
+        compute, memory = gemm_block_s(self.gemms, n_tok, n_seqs, self.options.tile_m_tokens)
+        cpu, launch = self.fixed_overhead_s
+        c = self.comm_terms
+        seconds = {
+            "gemm": max(compute, memory),
+            "attention_prefill": self.attention.prefill_s_per_work * batch.attention_work,
+            "attention_decode": self.attention.decode_s_per_context_token * batch.decode_context_sum,
+            "moe_experts": self._moe_s(n_tok, rng),
+            "tp_all_reduce": c.tp_all_reduce[0] + c.tp_all_reduce[1] * n_tok,
+            "ep_all_to_all": c.ep_all_to_all[0] + c.ep_all_to_all[1] * n_tok,
+            "pp_send_recv": c.pp_send_recv[0] + c.pp_send_recv[1] * n_tok,
+            "kernel_launch": launch,
+            "cpu_overhead": cpu,
+        }
+        return StepBreakdown(MappingProxyType(seconds), "compute" if compute > memory else "memory")
+
+    def _moe_s(self, n_tokens: int, rng: np.random.Generator | None) -> float:
+        if self.moe is None:
+            return 0.0
+        if rng is not None:
+            return sample_moe_s(self.moe, self.rates, n_tokens, self.options.moe_zipf_s, rng)
+        a, b, c, d = self._moe_coefficients
+        return max(a * n_tokens + b * math.sqrt(n_tokens), c * (1.0 - math.exp(d * n_tokens)))
+
+    @functools.cached_property
+    def _moe_coefficients(self) -> tuple[float, float, float, float]:
+        if self.moe is None:
+            return 0.0, 0.0, 0.0, 0.0
+        a, b, c, d = expected_moe_terms(self.moe, self.rates, self.options.moe_zipf_s)
+        return a, b, c, (d if math.isfinite(d) else SINGLE_EXPERT_LOG_MISS)
+
+    # ---- the simulator seam ---------------------------------------------------------------------
+    def kernel_coefficients(self) -> tuple[int, np.ndarray]:
+        """``(STEP_MODEL_ROOFLINE, coef[N_STEP_COEFS])`` (layout in ``fleetplan.perf.linear``)."""
+        g, a, c = self.gemms, self.attention, self.comm_terms
+        cpu, launch = self.fixed_overhead_s
+        coef = np.zeros(N_STEP_COEFS, dtype=np.float64)
+        coef[0] = cpu + launch + c.tp_all_reduce[0] + c.ep_all_to_all[0] + c.pp_send_recv[0]
+        coef[1], coef[2] = g.compute_s_per_padded_token, g.memory_s
+        coef[3], coef[4] = a.prefill_s_per_work, a.decode_s_per_context_token
+        coef[5], coef[6] = float(self.options.tile_m_tokens), g.wave_ratio
+        coef[7], coef[8], coef[9] = g.memory_s_per_token, g.compute_s_per_seq, g.memory_s_per_seq
+        coef[10] = c.tp_all_reduce[1] + c.ep_all_to_all[1] + c.pp_send_recv[1]
+        coef[12:16] = self._moe_coefficients
+        return STEP_MODEL_ROOFLINE, coef
+
+    def step_s(self, n_seqs: int, n_decode: int, prefill_tokens: int, decode_context_tokens: int,
+               attn2: int) -> float:
+        """Step time (s) from the kernel's aggregates (``roofline_step_s`` of the coefficients)."""
+        return roofline_step_s(self.kernel_coefficients()[1], n_seqs, n_decode, prefill_tokens,
+                               decode_context_tokens, attn2)
+
+    def t_iter_s(self, n_seqs: float | np.ndarray,
+                 context_tokens: float | np.ndarray | None = None) -> float | np.ndarray:
+        """A pure-decode step of ``n_seqs`` sequences of ``context_tokens`` each (``LinearStepModel``'s
+        signature, read by ``fleetplan.sim.compile``); ``None`` means zero context."""
+        ctx = 0.0 if context_tokens is None else context_tokens
+        coef = self.kernel_coefficients()[1]
+        f = np.vectorize(lambda n, c: roofline_step_s(coef, int(n), int(n), 0, 0, 0) + coef[4] * n * c)
+        out = f(np.asarray(n_seqs, dtype=np.float64), np.asarray(ctx, dtype=np.float64))
+        return float(out) if np.ndim(out) == 0 else out
