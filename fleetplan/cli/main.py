@@ -15,6 +15,8 @@ _COMMANDS = (
     ("fleetplan.cli.gpus_cmd", "gpus"),
     ("fleetplan.cli.simulate_cmd", "simulate"),
     ("fleetplan.cli.validate_cmd", "validate"),
+    ("fleetplan.cli.models_cmd", "models"),
+    ("fleetplan.cli.perf_cmd", "perf"),
 )
 
 

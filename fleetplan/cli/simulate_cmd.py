@@ -9,9 +9,10 @@ from rich.console import Console
 from rich.table import Table
 
 from fleetplan.cli.options import POSITIVE, input_fraction_option, seed_option, workload_option
-from fleetplan.sim.engine import DEFAULT_N_REQUESTS, DEFAULT_WARMUP_FRACTION, replicate
+from fleetplan.sim.engine import DEFAULT_N_REQUESTS, DEFAULT_WARMUP_FRACTION
 from fleetplan.sim.engine import simulate as run_simulation
 from fleetplan.sim.fleet_toml import load_fleet_toml
+from fleetplan.sim.replications import replicate
 from fleetplan.sim.result import TPOT_DEFINITION, GroupSummary, SimResult
 from fleetplan.sim.spec import ArrivalProcess, Level
 from fleetplan.units import ms_to_s, s_to_ms

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field, replace
 
 from fleetplan.errors import ConfigError, InfeasibleError
 from fleetplan.hardware import GpuCatalog, GpuProfile
-from fleetplan.plan.pools import LengthPoints, PlanSettings
+from fleetplan.plan.points import LengthPoints
+from fleetplan.plan.pools import PlanSettings
 from fleetplan.plan.space import (
     DEFAULT_COMPRESS_GAMMA,
     DEFAULT_MAX_POOLS,

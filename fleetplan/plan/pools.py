@@ -17,13 +17,11 @@ For a pool range (lo, hi] on one GPU type:
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
-
-import numpy as np
 
 from fleetplan.hardware import GpuProfile, with_spares
 from fleetplan.perf.linear import LinearStepModel
+from fleetplan.plan.points import LengthPoints, pool_points
 from fleetplan.plan.space import PoolRange, SizingRouter
 from fleetplan.queueing import (
     InfeasibleReason,
@@ -32,7 +30,6 @@ from fleetplan.queueing import (
     size_pool,
 )
 from fleetplan.queueing.ttft import ttft_model, zero_wait_ttft_quantile_s
-from fleetplan.workload import Workload
 
 
 @dataclass(frozen=True)
@@ -49,103 +46,6 @@ class PlanSettings:
     compress_gamma: float
     n_prefill_seqs: float | None
     min_spare_gpus: int = 0  # extra GPUs above the offered load (fleet-sim's search starts at +1)
-
-
-@dataclass(frozen=True)
-class RequestPoints:
-    """Weighted request points: prompt/output tokens and probability weights."""
-
-    prompt_tokens: np.ndarray
-    output_tokens: np.ndarray
-    weight: np.ndarray
-
-    @property
-    def total_tokens(self) -> np.ndarray:
-        return self.prompt_tokens + self.output_tokens
-
-    def masked(self, mask: np.ndarray) -> RequestPoints:
-        return RequestPoints(self.prompt_tokens[mask], self.output_tokens[mask], self.weight[mask])
-
-
-#: Gauss-Legendre nodes per CDF bin (a bin is uniform in tokens, so the nodes integrate the
-#: service-time moments, quadratic in L, exactly up to token rounding).
-MAX_GAUSS_NODES_PER_BIN = 8
-#: Equal-count bins of total length over which split workloads' prompt share is averaged.
-PROMPT_SHARE_BINS = 64
-
-
-@functools.cache
-def _gauss_legendre(k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Gauss-Legendre nodes and weights on [-1, 1] (computed once per order)."""
-    return np.polynomial.legendre.leggauss(k)
-
-
-class LengthPoints:
-    """Quadrature of a workload's length distribution, refined per pool range.
-
-    For totals-only workloads each pool range (lo, hi] gets its own quadrature of
-    the conditional distribution: totals are ceil(Q(u)), so lo < T <= hi exactly
-    when F(lo) < u <= F(hi); that u-interval is cut at the CDF's breakpoints (L is
-    uniform within a bin) and each piece gets Gauss-Legendre nodes (up to
-    ``MAX_GAUSS_NODES_PER_BIN``, at most about ``n_points`` in all).  Moments of
-    S, which grows like L², are then integrated exactly per bin, the heavy tail
-    included; uniform strata in u would under-weight the longest requests.  For
-    workloads with separate prompt/output CDFs (joined by a copula) the totals come
-    from the same quadrature of their total CDF, split into prompt and output by
-    the mean prompt share of requests of that size (from a global quadrature of
-    ``n_global`` points of the joint distribution), so every length range with
-    traffic gets points and an exact share.
-    """
-
-    def __init__(self, workload: Workload, n_points: int, n_global: int) -> None:
-        self.workload = workload
-        self.n_points = int(n_points)
-        self.global_points = RequestPoints(*workload.quadrature(n_global))
-        self.max_tokens = int(max(np.ceil(self.global_points.total_tokens.max()), np.ceil(workload.total.max_tokens)))
-        self.mean_total_tokens = float(self.global_points.weight @ self.global_points.total_tokens)
-        self._cache: dict[tuple[float, float], RequestPoints] = {}
-        order = np.argsort(self.global_points.total_tokens, kind="stable")
-        self._sorted_global = self.global_points.masked(order)
-
-    def _prompt_share(self, total_tokens: np.ndarray) -> np.ndarray:
-        """Mean prompt share of requests of about ``total_tokens`` (split workloads): the
-        global quadrature sorted by total, averaged in ``PROMPT_SHARE_BINS`` equal-count
-        bins and interpolated between bin medians."""
-        g = self._sorted_global
-        edges = np.linspace(0, g.weight.size, PROMPT_SHARE_BINS + 1).astype(np.int64)
-        w = np.add.reduceat(g.weight, edges[:-1])
-        share = np.add.reduceat(g.weight * g.prompt_tokens / g.total_tokens, edges[:-1]) / w
-        centre = g.total_tokens[(edges[:-1] + edges[1:]) // 2]
-        return np.interp(total_tokens, centre, share)
-
-    def between(self, lo_tokens: float, hi_tokens: float) -> RequestPoints:
-        """Points with lo < prompt + output <= hi (weights are probabilities; cached per range)."""
-        key = (float(lo_tokens), float(hi_tokens))
-        if key not in self._cache:
-            self._cache[key] = self._between(*key)
-        return self._cache[key]
-
-    def _between(self, lo_tokens: float, hi_tokens: float) -> RequestPoints:
-        cdf = self.workload.total
-        u_lo, u_hi = float(cdf.cdf(lo_tokens)), float(cdf.cdf(min(hi_tokens, self.max_tokens)))
-        if not u_hi > u_lo:
-            empty = np.zeros(0)
-            return RequestPoints(empty, empty, empty)
-        knots = np.unique(
-            np.concatenate(([u_lo, u_hi], cdf.fractions[(cdf.fractions > u_lo) & (cdf.fractions < u_hi)]))
-        )
-        left, width = knots[:-1], np.diff(knots)
-        k = int(np.clip(self.n_points // left.size, 1, MAX_GAUSS_NODES_PER_BIN))
-        nodes, gw = _gauss_legendre(k)
-        u = (left[:, None] + width[:, None] * (nodes[None, :] + 1.0) / 2.0).ravel()
-        w = (width[:, None] * gw[None, :] / 2.0).ravel()
-        if self.workload.has_split:
-            total = np.maximum(1.0, np.ceil(cdf.quantile(u)))
-            prompt = np.maximum(1.0, np.round(self._prompt_share(total) * total))
-            output = np.maximum(1.0, total - prompt)
-            return RequestPoints(prompt, output, w)
-        prompt, output = self.workload.lengths_at(u, np.zeros_like(u))
-        return RequestPoints(prompt.astype(np.float64), output.astype(np.float64), w)
 
 
 @dataclass(frozen=True)
@@ -172,50 +72,6 @@ class PoolPlan:
     @property
     def total_gpus(self) -> int:
         return self.count + self.spares
-
-
-def _fits(total: np.ndarray, output: np.ndarray, bound: float, squeeze: bool, gamma: float) -> np.ndarray:
-    """Requests a pool ending at ``bound`` accepts: L <= bound, or (compress-and-route)
-    L <= gamma*bound when the output alone fits (only the prompt can be compressed)."""
-    ok = total <= bound
-    if squeeze:
-        ok |= (total <= gamma * bound) & (output < bound)
-    return ok
-
-
-def pool_points(points: LengthPoints, rng_: PoolRange, router: SizingRouter, gamma: float) -> RequestPoints:
-    """The request points a pool serves (compressed where the router squeezes them).
-
-    A request goes to the first pool that accepts it, so pool (lo, hi] serves the
-    requests its own bound accepts and the previous pool's bound (lo) rejects.
-    """
-    squeeze = router is SizingRouter.COMPRESS
-    hi_eff = np.inf if rng_.last else (gamma * rng_.hi_tokens if squeeze else rng_.hi_tokens)
-    if squeeze and rng_.lo_tokens > 0:
-        # (lo, gamma*lo] belongs to the previous pool unless the output alone is too long to squeeze.
-        lo_eff = min(gamma * rng_.lo_tokens, hi_eff)
-        band = points.between(rng_.lo_tokens, lo_eff)
-        band = band.masked(band.output_tokens >= rng_.lo_tokens)
-        rest = points.between(lo_eff, hi_eff)
-        cand = RequestPoints(
-            *(
-                np.concatenate([x, y])
-                for x, y in zip(
-                    (band.prompt_tokens, band.output_tokens, band.weight),
-                    (rest.prompt_tokens, rest.output_tokens, rest.weight),
-                    strict=True,
-                )
-            )
-        )
-    else:
-        cand = points.between(rng_.lo_tokens, hi_eff)
-    total, output = cand.total_tokens, cand.output_tokens
-    mask = np.ones(total.shape, dtype=bool) if rng_.last else _fits(total, output, rng_.hi_tokens, squeeze, gamma)
-    sub = cand.masked(mask)
-    if not rng_.last:
-        excess = np.maximum(sub.total_tokens - rng_.hi_tokens, 0.0)
-        sub = RequestPoints(sub.prompt_tokens - excess, sub.output_tokens, sub.weight)
-    return sub
 
 
 def size_one_pool(

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fleetplan.hardware import GpuProfile
-from fleetplan.plan.pools import LengthPoints, PlanSettings, PoolPlan, size_one_pool
+from fleetplan.plan.points import LengthPoints
+from fleetplan.plan.pools import PlanSettings, PoolPlan, size_one_pool
 from fleetplan.plan.space import Layout, PoolRange, SizingRouter, Topology
 from fleetplan.units import H_PER_YEAR, S_PER_H
 

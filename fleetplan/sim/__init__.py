@@ -2,7 +2,7 @@
 
 Pipeline: ``spec`` (frozen, validated fleet description; ``builders.build_pool`` and
 ``fleet_toml.load_fleet_toml`` make one) -> ``compile`` (flat arrays) -> ``_kernels``
-(numba) -> ``engine.simulate`` / ``engine.replicate`` -> ``result.SimResult``.
+(numba) -> ``engine.simulate`` / ``replications.replicate`` -> ``result.SimResult``.
 ``validate.validate_queueing`` checks the request-level kernel against exact M/M/c.
 
 Public names are imported lazily, so ``import fleetplan.sim.spec`` does not load numba.
@@ -25,8 +25,8 @@ _EXPORTS = {
     "load_fleet_toml": "fleet_toml",
     "CompiledRun": "compile",
     "compile_run": "compile",
-    "ReplicatedResult": "engine",
-    "replicate": "engine",
+    "ReplicatedResult": "replications",
+    "replicate": "replications",
     "simulate": "engine",
     "GroupSummary": "result",
     "LatencyStats": "result",

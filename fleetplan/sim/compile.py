@@ -10,9 +10,10 @@ Between-pool routing (core paper §3.4) is decided here, vectorised, except
 * length: pools sorted by ``max_context_tokens``; a request goes to the smallest
   pool with ``max_context >= prompt + output``.  A request that fits no pool goes
   to the largest one, where the kernel rejects it (it is counted, never dropped).
-* compress_and_route: with ``B`` the smallest context, a request whose total is in
-  ``(B, gamma * B]`` and whose output is below ``B`` has its prompt cut to
-  ``B - output`` (Chen et al., 2026) and then follows the length rule.
+* compress_and_route: a request whose total is in ``(B, gamma * B]`` for a pool of
+  context ``B`` (not the largest) and whose output is below ``B`` has its prompt cut
+  to ``B - output`` and goes to that pool (Chen et al., 2026; with more than two
+  pools the rule applies at every boundary, the first that accepts wins).
 * random / round_robin: uniform over pools / pool ``i mod P`` in arrival order.
 * model_tag: a tag is drawn per request from ``tag_shares`` (routing stream);
   among the pools serving the tag the length rule applies.
@@ -44,7 +45,8 @@ from fleetplan import workload as fp_workload
 from fleetplan.errors import ConfigError
 from fleetplan.perf.linear import N_STEP_COEFS
 from fleetplan.sim._kernels import codes
-from fleetplan.sim.spec import ArrivalProcess, FleetSpec, InstanceRouter, PoolRouter
+from fleetplan.sim.pool_routing import route_pools
+from fleetplan.sim.spec import ArrivalProcess, FleetSpec, InstanceRouter
 
 __all__ = [
     "CompiledFleet",
@@ -155,64 +157,6 @@ def compile_fleet(spec: FleetSpec) -> CompiledFleet:
         inst_slots=max_seqs[inst_pool].astype(np.int32),
         inst_pool=inst_pool,
     )
-
-
-def _length_route(total_tokens: np.ndarray, contexts: np.ndarray, candidates: np.ndarray) -> np.ndarray:
-    """Smallest candidate pool whose context fits each total; the largest if none fits."""
-    order = candidates[np.argsort(contexts[candidates], kind="stable")]
-    sorted_ctx = contexts[order]
-    slot = np.searchsorted(sorted_ctx, total_tokens, side="left")
-    return order[np.minimum(slot, order.size - 1)]
-
-
-def route_pools(
-    spec: FleetSpec,
-    prompt_tokens: np.ndarray,
-    output_tokens: np.ndarray,
-    routing_rng: np.random.Generator,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Between-pool routing of requests in arrival order.
-
-    Returns ``(req_pool i4[N], served_prompt_tokens i8[N])``; prompts change only
-    under ``compress_and_route``.
-    """
-    prompt = np.asarray(prompt_tokens, dtype=np.int64).copy()
-    output = np.asarray(output_tokens, dtype=np.int64)
-    n = prompt.size
-    contexts = np.array([p.max_context_tokens for p in spec.pools], dtype=np.int64)
-    all_pools = np.arange(contexts.size)
-    router = spec.pool_router
-    if router is PoolRouter.LEAST_LOADED:
-        return np.full(n, codes.POOL_LEAST_LOADED, dtype=np.int32), prompt
-    if router is PoolRouter.RANDOM:
-        pick = np.minimum((routing_rng.random(n) * contexts.size).astype(np.int64), contexts.size - 1)
-        return pick.astype(np.int32), prompt
-    if router is PoolRouter.ROUND_ROBIN:
-        return (np.arange(n) % contexts.size).astype(np.int32), prompt
-    if router is PoolRouter.COMPRESS_AND_ROUTE:
-        short_tokens = int(contexts.min())
-        total = prompt + output
-        band = (total > short_tokens) & (total <= spec.compress_gamma * short_tokens)
-        band &= output < short_tokens  # only the prompt is compressible
-        prompt[band] = short_tokens - output[band]
-    total = prompt + output
-    if router in (PoolRouter.LENGTH, PoolRouter.COMPRESS_AND_ROUTE):
-        return _length_route(total, contexts, all_pools).astype(np.int32), prompt
-    if router is PoolRouter.MODEL_TAG:
-        tags = np.array([p.model_tag for p in spec.pools])
-        if spec.tag_shares:
-            names = [t for t, _ in spec.tag_shares]
-            cum = np.cumsum([s for _, s in spec.tag_shares])
-            idx = np.minimum(np.searchsorted(cum, routing_rng.random(n), side="right"), len(names) - 1)
-            req_tag = np.array(names)[idx]
-        else:
-            req_tag = np.full(n, tags[0])
-        req_pool = np.empty(n, dtype=np.int32)
-        for tag in np.unique(req_tag):
-            mask = req_tag == tag
-            req_pool[mask] = _length_route(total[mask], contexts, all_pools[tags == tag])
-        return req_pool, prompt
-    raise AssertionError(f"pool router {router} has no compile rule")  # every member handled above
 
 
 def request_level_times(

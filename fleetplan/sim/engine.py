@@ -19,28 +19,22 @@ end of the interval) is what verification compares with the SLO.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from fleetplan.errors import ConfigError
-from fleetplan.metrics import student_t_interval
-from fleetplan.rng import task_seed
 from fleetplan.sim._kernels import codes
 from fleetplan.sim._kernels.iteration_level import run_iteration_level
 from fleetplan.sim._kernels.request_level import run_request_level
 from fleetplan.sim.compile import CompiledRun, compile_run, request_level_times
-from fleetplan.sim.result import STATUS_NAMES, SimResult, SimSummary, summarise
+from fleetplan.sim.result import STATUS_NAMES, SimResult, summarise
 from fleetplan.sim.spec import ArrivalProcess, FleetSpec, Level
 
-__all__ = ["ReplicatedResult", "replicate", "run_compiled", "simulate"]
+__all__ = ["run_compiled", "simulate"]
 
 DEFAULT_N_REQUESTS = 20_000
 DEFAULT_WARMUP_FRACTION = 0.1
-DEFAULT_N_REPLICATIONS = 5
-DEFAULT_CONFIDENCE = 0.95
 NO_POOL = "(none)"  # a rejected request that no pool could take (least_loaded routing)
 
 
@@ -238,78 +232,3 @@ def simulate(
     level = Level.parse(level)
     run = compile_run(spec, workload, float(rate_per_s), int(n_requests), int(seed), arrival, cv, horizon_s)
     return run_compiled(spec, run, level, float(rate_per_s), warmup_fraction, slo_ttft_s, slo_tpot_s)
-
-
-@dataclass(frozen=True)
-class ReplicatedResult:
-    """Independent replications: P99 TTFT/TPOT (s) per replication, their mean
-    and a two-sided Student-t interval at ``confidence``."""
-
-    seeds: tuple[int, ...]
-    confidence: float
-    p99_ttft_s: tuple[float, ...]
-    p99_tpot_s: tuple[float, ...]
-    mean_p99_ttft_s: float
-    p99_ttft_interval_s: tuple[float, float]
-    mean_p99_tpot_s: float
-    p99_tpot_interval_s: tuple[float, float]
-    summaries: tuple[SimSummary, ...]
-
-    @property
-    def n_replications(self) -> int:
-        return len(self.seeds)
-
-    @property
-    def upper_p99_ttft_s(self) -> float:
-        """Upper end of the P99 TTFT interval: the value verification checks against the SLO."""
-        return self.p99_ttft_interval_s[1]
-
-    @property
-    def upper_p99_tpot_s(self) -> float:
-        """Upper end of the P99 TPOT interval."""
-        return self.p99_tpot_interval_s[1]
-
-
-def replicate(
-    spec: FleetSpec,
-    workload,
-    rate_per_s: float,
-    n_requests: int = DEFAULT_N_REQUESTS,
-    level: Level | str = Level.ITERATION,
-    seed: int = 0,
-    n_replications: int = DEFAULT_N_REPLICATIONS,
-    confidence: float = DEFAULT_CONFIDENCE,
-    progress: Callable[[int, int], None] | None = None,
-    **simulate_kwargs,
-) -> ReplicatedResult:
-    """``n_replications`` runs of ``simulate`` with seeds ``task_seed(seed, "replication", r)``.
-
-    ``simulate_kwargs`` are passed through (arrival, cv, horizon_s, warmup_fraction,
-    SLOs).  ``progress(done, total)`` is called after each replication.
-    """
-    if isinstance(n_replications, bool) or not isinstance(n_replications, int) or n_replications < 1:
-        raise ConfigError(f"n_replications = {n_replications!r} must be an integer >= 1 (5 is typical)")
-    if not (isinstance(confidence, float) and 0 < confidence < 1):
-        raise ConfigError(f"confidence = {confidence!r} must be in (0, 1), e.g. 0.95")
-    seeds = tuple(task_seed(seed, "replication", r) for r in range(n_replications))
-    summaries = []
-    for r, rep_seed in enumerate(seeds):
-        result = simulate(spec, workload, rate_per_s, n_requests, level, rep_seed, **simulate_kwargs)
-        summaries.append(result.summary)
-        if progress is not None:
-            progress(r + 1, n_replications)
-    ttft = np.array([s.overall.ttft.p99_s for s in summaries])
-    tpot = np.array([s.overall.tpot.p99_s for s in summaries])
-    ttft_mean, ttft_lo, ttft_hi = student_t_interval(ttft, confidence)
-    tpot_mean, tpot_lo, tpot_hi = student_t_interval(tpot, confidence)
-    return ReplicatedResult(
-        seeds=seeds,
-        confidence=confidence,
-        p99_ttft_s=tuple(float(x) for x in ttft),
-        p99_tpot_s=tuple(float(x) for x in tpot),
-        mean_p99_ttft_s=ttft_mean,
-        p99_ttft_interval_s=(ttft_lo, ttft_hi),
-        mean_p99_tpot_s=tpot_mean,
-        p99_tpot_interval_s=(tpot_lo, tpot_hi),
-        summaries=tuple(summaries),
-    )

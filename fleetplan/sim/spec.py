@@ -82,8 +82,10 @@ class PoolRouter(_Registry):
     """How the gateway picks a pool for a request (core paper §3.4).
 
     * ``length``: smallest pool whose ``max_context_tokens`` >= prompt + output.
-    * ``compress_and_route``: totals in ``(B, gamma*B]`` squeezed to ``B`` (the
-      smallest pool's context) by shortening the prompt, then ``length``.
+    * ``compress_and_route``: a request goes to the first pool, in order of context ``B``,
+      that holds it, or (not for the largest pool) whose band ``(B, gamma*B]`` holds its
+      total while its output alone is below ``B``; those are squeezed to ``B`` by
+      shortening the prompt (``fleetplan.sim.pool_routing``).
     * ``random`` / ``round_robin``: uniform over pools / in arrival order.
     * ``least_loaded``: at arrival, the fitting pool with least outstanding tokens
       per instance (decided inside the simulator).

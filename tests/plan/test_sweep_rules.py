@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from fleetplan.errors import ConfigError, UnknownNameError
 from fleetplan.hardware import load_catalog
 from fleetplan.plan.optimize import OptimizeRequest, optimize, resolve_gpus
-from fleetplan.plan.pools import LengthPoints, pool_points
+from fleetplan.plan.points import LengthPoints, pool_points
 from fleetplan.plan.space import PoolRange, SizingRouter, Topology, layouts, topology
 from fleetplan.plan.sweep import pareto_frontier
 from fleetplan.units import H_PER_YEAR

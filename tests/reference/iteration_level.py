@@ -21,6 +21,8 @@ from fleetplan.sim._kernels.codes import (
     STATUS_DONE,
     STATUS_REJECTED,
     STATUS_UNFINISHED,
+    STEP_MODEL_LINEAR,
+    STEP_MODEL_ROOFLINE,
 )
 from tests.reference.request_level import least_loaded_pool, pick_instance
 
@@ -55,8 +57,29 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def step_time_s(code, coef, n_seqs, prefill_tokens, decode_context, attn2) -> float:
-    assert code == 0, "only STEP_MODEL_LINEAR"
+def roofline_s(coef, n_seqs, n_decode, prefill_tokens, decode_context, attn2) -> float:
+    """STEP_MODEL_ROOFLINE, written out in the kernel's order (see the kernel's step_model)."""
+    n_tokens = prefill_tokens + n_decode
+    tile = int(coef[5])
+    m_tiles = ceil_div(n_tokens, tile)
+    pad = m_tiles * tile if n_tokens >= tile else n_tokens
+    wave = 1.0
+    if coef[6] > 0.0 and n_tokens > 0:
+        work = m_tiles * coef[6]
+        wave = math.ceil(work) / work
+    gemm = max(coef[1] * pad * wave + coef[8] * n_seqs, coef[2] + coef[7] * n_tokens + coef[9] * n_seqs)
+    moe = 0.0
+    if coef[12] > 0.0 or coef[14] > 0.0:
+        moe = max(coef[12] * n_tokens + coef[13] * math.sqrt(n_tokens),
+                  coef[14] * (1.0 - math.exp(coef[15] * n_tokens)))
+    return (coef[0] + gemm + coef[3] * (attn2 * 0.5) + coef[4] * decode_context
+            + coef[10] * n_tokens + coef[11] * n_seqs + moe)
+
+
+def step_time_s(code, coef, n_seqs, n_decode, prefill_tokens, decode_context, attn2) -> float:
+    if code == STEP_MODEL_ROOFLINE:
+        return roofline_s(coef, n_seqs, n_decode, prefill_tokens, decode_context, attn2)
+    assert code == STEP_MODEL_LINEAR, "unknown step-model code"
     return (coef[0] + coef[1] * n_seqs + coef[2] * prefill_tokens
             + coef[3] * decode_context + coef[4] * (attn2 * 0.5))
 
@@ -70,7 +93,7 @@ def run_iteration_level(
 ) -> int:
     n_req = len(arrival_s)
     n_pools = len(pool_router)
-    if any(code != 0 for code in pool_step_code):
+    if any(code not in (STEP_MODEL_LINEAR, STEP_MODEL_ROOFLINE) for code in pool_step_code):
         raise ValueError("unknown step-model code")
     if n_req and (min(prompt_tokens) < 1 or min(output_tokens) < 1):
         raise ValueError("prompt_tokens and output_tokens must be >= 1")
@@ -114,7 +137,7 @@ def run_iteration_level(
         p = eng.pool
         block = int(pool_block_tokens[p])
         budget = int(pool_max_batched_tokens[p])
-        n_seqs = prefill = decode_ctx = attn2 = 0
+        n_seqs = n_decode = prefill = decode_ctx = attn2 = 0
         preempted = False
         j = 0
         while j < len(eng.running):
@@ -142,6 +165,7 @@ def run_iteration_level(
             budget -= num
             n_seqs += 1
             if r.is_decoding():
+                n_decode += 1
                 decode_ctx += r.computed
                 decode_tokens[r.idx] += 1
             else:
@@ -171,7 +195,8 @@ def run_iteration_level(
         if n_seqs == 0:
             eng.step_end_s = math.inf
             return
-        eng.step_dt_s = step_time_s(pool_step_code[p], pool_step_coef[p], n_seqs, prefill, decode_ctx, attn2)
+        eng.step_dt_s = step_time_s(pool_step_code[p], pool_step_coef[p], n_seqs, n_decode, prefill, decode_ctx,
+                                     attn2)
         eng.step_seqs = n_seqs
         eng.step_tokens = int(pool_max_batched_tokens[p]) - budget
         eng.step_end_s = t + eng.step_dt_s

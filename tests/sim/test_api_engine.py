@@ -11,7 +11,8 @@ import pytest
 from fleetplan.errors import ConfigError
 from fleetplan.perf.linear import LinearStepModel
 from fleetplan.rng import task_seed
-from fleetplan.sim.engine import replicate, simulate
+from fleetplan.sim.engine import simulate
+from fleetplan.sim.replications import replicate
 from fleetplan.sim.spec import FleetSpec, PoolSpec, SchedulerLimits
 from fleetplan.workload import load_workload
 

@@ -26,4 +26,6 @@ EV_ARRIVAL = 1
 
 # Step models (mirror of fleetplan.perf.linear; kernels may not import it).
 STEP_MODEL_LINEAR = 0
-N_STEP_COEFS = 8
+STEP_MODEL_ROOFLINE = 1  # fleetplan.perf.predictor.StepTimePredictor and calibrated profiles
+N_STEP_MODELS = 2
+N_STEP_COEFS = 16  # raised from 8 for STEP_MODEL_ROOFLINE (layout in fleetplan.perf.linear)

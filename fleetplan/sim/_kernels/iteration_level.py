@@ -18,8 +18,8 @@ tokens computed before it emits its next token; ``computed`` counts tokens whose
   queue); if that is the request being scheduled it is skipped.  Then, only if nobody was
   preempted in this step (as vLLM v1), waiting requests are admitted FCFS while
   ``n_running < max_num_seqs``, budget remains and their first chunk's blocks fit.
-* Step time: ``step_model.step_time_s`` of (scheduled seqs, prefill tokens, decode context,
-  attention work).  At step end the tokens are committed; a request whose computed tokens
+* Step time: ``step_model.step_time_s`` of (scheduled seqs, decoding seqs, prefill tokens,
+  decode context, attention work).  At step end the tokens are committed; a request whose computed tokens
   reach ``prompt + generated`` emits a token (first emission sets ``out_first_token_s``)
   and completes when ``generated == output``.  The next step starts immediately if there
   is work.
@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fleetplan.sim._kernels.codes import POOL_LEAST_LOADED, STATUS_REJECTED, STEP_MODEL_LINEAR
+from fleetplan.sim._kernels.codes import N_STEP_MODELS, POOL_LEAST_LOADED, STATUS_REJECTED
 from fleetplan.sim._kernels.heaps import tree_build, tree_leaves, tree_update
 from fleetplan.sim._kernels.iteration_steps import (
     N_SLOT_FIELDS,
@@ -72,7 +72,7 @@ def run_iteration_level(
     n_inst = pool_inst_start[n_pools]
 
     for p in range(n_pools):
-        if pool_step_code[p] != STEP_MODEL_LINEAR:
+        if pool_step_code[p] < 0 or pool_step_code[p] >= N_STEP_MODELS:
             raise ValueError("unknown step-model code")
     for i in range(n_req):
         if prompt_tokens[i] < 1 or output_tokens[i] < 1:

@@ -18,7 +18,7 @@ token, nobody admitted or preempted), the next ``m - 1`` steps are identical in
 composition until the first completion (``m = min(output - generated)``), as long as the
 KV blocks they may need are free (``n * ceil((m - 1) / block) <= free``) and no arrival
 joins the instance's queue (and at most ``CRUISE_MAX_STEPS``).  Such a run of ``m`` steps is one event: step ``j`` lasts
-``step_time(n, 0, ctx + n (j - 1), 0)`` and the end times are re-summed step by step, so
+``step_time(n, n, 0, ctx + n (j - 1), 0)`` and the end times are re-summed step by step, so
 every float equals the one-step-at-a-time result.  An arrival routed to a cruising
 instance cuts the run after the step in progress (``cut_cruise``).  Nothing else can
 observe a cruising instance: routing reads outstanding counts and pool tokens, which
@@ -65,6 +65,7 @@ def schedule_step(k, p, t_s, reqs, slots, inst, pools, outs):
     budget = np.int64(pool_max_batched_tokens[p])
     lo = run_lo[k]
     n_seqs = 0
+    n_decode = 0
     prefill_tokens = 0
     decode_context = 0
     attn2 = 0
@@ -106,6 +107,7 @@ def schedule_step(k, p, t_s, reqs, slots, inst, pools, outs):
         budget -= num
         n_seqs += 1
         if num == 1 and c == target - 1 and st[s, GEN] > 0:
+            n_decode += 1
             decode_context += c
             rem = st[s, OUT] - st[s, GEN]
             if rem < min_remaining:
@@ -149,7 +151,7 @@ def schedule_step(k, p, t_s, reqs, slots, inst, pools, outs):
         return
     code = pool_step_code[p]
     coef = pool_step_coef[p]
-    dt = step_time_s(code, coef, n_seqs, prefill_tokens, decode_context, attn2)
+    dt = step_time_s(code, coef, n_seqs, n_decode, prefill_tokens, decode_context, attn2)
     m = 1
     if not preempted and prefill_tokens == 0 and n_seqs == run_len[k] and min_remaining > 1:
         m_blocks = (free_blocks[k] // n_seqs) * block
@@ -166,7 +168,7 @@ def schedule_step(k, p, t_s, reqs, slots, inst, pools, outs):
     step_i[k, 3] = decode_context
     t_end = t_s + dt
     for j in range(1, m):
-        t_end += step_time_s(code, coef, n_seqs, 0, decode_context + n_seqs * j, 0)
+        t_end += step_time_s(code, coef, n_seqs, n_seqs, 0, decode_context + n_seqs * j, 0)
     step_end_s[k] = t_end
 
 
@@ -183,7 +185,7 @@ def cut_cruise(k, p, t_s, inst, pools):
     t_end = step_f[k, 0] + step_f[k, 1]
     j = 1
     while t_end <= t_s and j < m:
-        t_end += step_time_s(pool_step_code[p], pool_step_coef[p], n_seqs, 0, ctx + n_seqs * j, 0)
+        t_end += step_time_s(pool_step_code[p], pool_step_coef[p], n_seqs, n_seqs, 0, ctx + n_seqs * j, 0)
         j += 1
     step_i[k, 2] = j
     step_end_s[k] = t_end
@@ -199,7 +201,7 @@ def add_step_stats(k, p, n_done, inst, pools, stats):
     ctx = step_i[k, 3]
     for j in range(n_done):
         dt = step_f[k, 1] if j == 0 else step_time_s(
-            pool_step_code[p], pool_step_coef[p], n_seqs, 0, ctx + n_seqs * j, 0)
+            pool_step_code[p], pool_step_coef[p], n_seqs, n_seqs, 0, ctx + n_seqs * j, 0)
         inst_busy_s[k] += dt
         inst_seq_s[k] += n_seqs * dt
     inst_steps[k] += n_done
@@ -217,7 +219,7 @@ def steps_by_horizon(k, p, horizon_s, inst, pools):
     j = 0
     while j < step_i[k, 2] and t_end <= horizon_s:
         j += 1
-        t_end += step_time_s(pool_step_code[p], pool_step_coef[p], n_seqs, 0, ctx + n_seqs * j, 0)
+        t_end += step_time_s(pool_step_code[p], pool_step_coef[p], n_seqs, n_seqs, 0, ctx + n_seqs * j, 0)
     return j
 
 

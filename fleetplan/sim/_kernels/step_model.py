@@ -1,27 +1,64 @@
 """Step-time models evaluated by the iteration-level kernel (the perf/sim seam).
 
-``STEP_MODEL_LINEAR`` (``fleetplan.perf.linear``) with coefficients ``c[0..7]``:
+Aggregates of the scheduled batch: ``n_seqs`` (requests scheduled), ``n_decode`` (those
+decoding one token), ``prefill_tokens``, ``decode_context_tokens`` (sum of the decoding
+requests' contexts) and ``attn2 = sum over prefill chunks of chunk * (2 * offset + chunk)``
+(twice the prefill attention work, kept as an exact integer so the sum is
+order-independent).  ``T = prefill_tokens + n_decode`` tokens pass the GEMMs.
+
+``STEP_MODEL_LINEAR`` (``fleetplan.perf.linear``) with coefficients ``c[0..4]``:
 
     step_s = c[0] + c[1] * n_seqs + c[2] * prefill_tokens
              + c[3] * decode_context_tokens + c[4] * prefill_attention_work
 
-where ``prefill_attention_work = sum over prefill chunks of chunk * (offset + chunk / 2)``.
-The kernel keeps the attention work doubled as an exact integer,
-``attn2 = sum chunk * (2 * offset + chunk)``, so the sum is order-independent, and the
-expression above is evaluated in exactly this order (the Python twin does the same, which
+``STEP_MODEL_ROOFLINE`` (``fleetplan.perf.predictor``; layout in ``fleetplan.perf.linear``):
+
+    pad   = ceil(T / c[5]) * c[5]  (T below one tile),  m = ceil(T / c[5])
+    wf    = ceil(m c[6]) / (m c[6])  (1 when c[6] = 0)
+    gemm  = max(c[1] pad wf + c[8] n_seqs, c[2] + c[7] T + c[9] n_seqs)
+    moe   = max(c[12] T + c[13] sqrt(T), c[14] (1 - exp(c[15] T)))  (0 when c[12] = c[14] = 0)
+    step_s = c[0] + gemm + c[3] attn2 / 2 + c[4] decode_context_tokens + c[10] T + c[11] n_seqs + moe
+
+Both expressions are evaluated in exactly this order (the Python twin does the same, which
 is what makes float results match bit for bit).
 """
 
 from __future__ import annotations
 
-from fleetplan.sim._kernels.codes import STEP_MODEL_LINEAR
+import math
+
+from fleetplan.sim._kernels.codes import STEP_MODEL_LINEAR, STEP_MODEL_ROOFLINE
 from fleetplan.sim._kernels.jit import njit_inline
 
 
 @njit_inline
-def step_time_s(code, coef, n_seqs, prefill_tokens, decode_context_tokens, attn2):
-    """Duration (s) of one engine step with the given batch aggregates."""
+def _roofline_s(coef, n_seqs, n_decode, prefill_tokens, decode_context_tokens, attn2):
+    n_tokens = prefill_tokens + n_decode
+    tile = int(coef[5])
+    m_tiles = (n_tokens + tile - 1) // tile
+    pad = m_tiles * tile if n_tokens >= tile else n_tokens
+    wf = 1.0
+    if coef[6] > 0.0 and n_tokens > 0:
+        work = m_tiles * coef[6]
+        wf = math.ceil(work) / work
+    gc = coef[1] * pad * wf + coef[8] * n_seqs
+    gm = coef[2] + coef[7] * n_tokens + coef[9] * n_seqs
+    gemm = gc if gc > gm else gm
+    moe = 0.0
+    if coef[12] > 0.0 or coef[14] > 0.0:
+        mc = coef[12] * n_tokens + coef[13] * math.sqrt(n_tokens)
+        mm = coef[14] * (1.0 - math.exp(coef[15] * n_tokens))
+        moe = mc if mc > mm else mm
+    return (coef[0] + gemm + coef[3] * (attn2 * 0.5) + coef[4] * decode_context_tokens
+            + coef[10] * n_tokens + coef[11] * n_seqs + moe)
+
+
+@njit_inline
+def step_time_s(code, coef, n_seqs, n_decode, prefill_tokens, decode_context_tokens, attn2):
+    """Duration (s) of one engine step with the given batch aggregates (-1 for an unknown code)."""
     if code == STEP_MODEL_LINEAR:
         return (coef[0] + coef[1] * n_seqs + coef[2] * prefill_tokens
                 + coef[3] * decode_context_tokens + coef[4] * (attn2 * 0.5))
+    if code == STEP_MODEL_ROOFLINE:
+        return _roofline_s(coef, n_seqs, n_decode, prefill_tokens, decode_context_tokens, attn2)
     return -1.0

@@ -1,0 +1,187 @@
+"""Pareto frontiers: cost vs P99 TTFT per topology, and throughput vs generation speed.
+
+1. *Cost-latency* (from an ``OptimizeResult``): per topology, the feasible candidates no
+   other candidate of that topology beats on both annual cost and analytic P99 TTFT
+   (``sweep.pareto_frontier`` applied per topology).
+2. *Throughput-interactivity* (Frontier, Feng et al. 2026, §6.1 and Fig. 13): for a
+   serving architecture, sweep the batching limit (vLLM ``max_num_seqs``) and the offered
+   rate with the simulator; each run gives
+
+       throughput  = output tokens completed per second per GPU,
+       speed       = tokens/s per user = 1 / P95 TPOT,
+
+   and runs whose P99 TTFT exceeds the TTFT limit are dropped.  The frontier keeps the
+   points no other point beats on both axes.  Only co-located serving (every instance
+   prefills and decodes) exists in the simulator today; ``Architecture.PDD`` (prefill-
+   decode disaggregation) and ``Architecture.AFD`` (attention-FFN disaggregation) are the
+   seam: asking for them raises ``ConfigError`` until the simulator models them.
+3. ``latency_profile``: one iteration-level run of a fleet, keeping per-pool TTFT and
+   TPOT quantiles, from which reports draw per-pool latency CDFs.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from fleetplan.errors import ConfigError
+from fleetplan.hardware import GpuProfile
+from fleetplan.metrics import percentiles
+from fleetplan.plan.optimize import OptimizeResult
+from fleetplan.plan.sweep import Candidate, ProgressFn, pareto_frontier
+from fleetplan.plan.verify import fleet_spec
+from fleetplan.rng import task_seed
+from fleetplan.sim import FleetSpec, Level, PoolRouter, build_pool, simulate
+from fleetplan.workload import Workload
+
+DEFAULT_MAX_NUM_SEQS = (8, 16, 32, 64, 128, 256)
+DEFAULT_FRONTIER_REQUESTS = 4000
+#: Quantile levels (percent) kept per pool for latency CDF plots.
+CDF_LEVELS_PCT = (1.0, 5.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.9)
+
+
+class Architecture(enum.Enum):
+    COLOCATED = "colocated"
+    PDD = "pdd"
+    AFD = "afd"
+
+
+@dataclass(frozen=True)
+class CostLatencyPoint:
+    topology: str
+    label: str
+    total_gpus: int
+    cost_usd_per_year: float
+    p99_ttft_s: float
+
+
+@dataclass(frozen=True)
+class ThroughputPoint:
+    """One simulated operating point (``on_frontier`` set by the frontier pass)."""
+
+    architecture: str
+    gpu: str
+    n_instances: int
+    max_num_seqs: int
+    rate_per_s: float
+    throughput_tokens_per_s_per_gpu: float
+    tokens_per_s_per_user: float
+    p99_ttft_s: float
+    p95_tpot_s: float
+    meets_ttft: bool
+    on_frontier: bool = False
+
+
+def candidate_label(c: Candidate) -> str:
+    pools = "+".join(f"{p.count + p.spares}x{p.gpu}" for p in c.pools if p.count + p.spares)
+    split = "/".join(str(b) for b in c.thresholds_tokens)
+    return f"{c.topology.value}{'@' + split if split else ''} {pools}"
+
+
+def cost_latency_frontier(result: OptimizeResult) -> tuple[CostLatencyPoint, ...]:
+    """Per-topology cost/P99-TTFT frontiers, cheapest first within each topology."""
+    out = []
+    for topo in dict.fromkeys(c.topology for c in result.candidates):
+        for c in pareto_frontier([c for c in result.candidates if c.topology is topo]):
+            out.append(CostLatencyPoint(topo.value, candidate_label(c), c.total_gpus_needed,
+                                        c.cost_usd_per_year, c.ttft_p_s))
+    return tuple(out)
+
+
+def _mark_frontier(points: list[ThroughputPoint]) -> list[ThroughputPoint]:
+    from dataclasses import replace
+
+    ok = [p for p in points if p.meets_ttft]
+    best = []
+    for p in ok:
+        dominated = any(
+            q.throughput_tokens_per_s_per_gpu >= p.throughput_tokens_per_s_per_gpu
+            and q.tokens_per_s_per_user >= p.tokens_per_s_per_user
+            and (q.throughput_tokens_per_s_per_gpu > p.throughput_tokens_per_s_per_gpu
+                 or q.tokens_per_s_per_user > p.tokens_per_s_per_user)
+            for q in ok
+        )
+        if not dominated:
+            best.append(p)
+    keys = {id(p) for p in best}
+    return [replace(p, on_frontier=id(p) in keys) for p in points]
+
+
+def throughput_frontier(
+    workload: Workload,
+    gpu: GpuProfile,
+    n_instances: int,
+    rates_per_s: Sequence[float],
+    ttft_limit_s: float,
+    max_num_seqs: Sequence[int] = DEFAULT_MAX_NUM_SEQS,
+    architecture: Architecture | str = Architecture.COLOCATED,
+    max_context_tokens: int | None = None,
+    n_requests: int = DEFAULT_FRONTIER_REQUESTS,
+    seed: int = 0,
+    progress: ProgressFn | None = None,
+) -> tuple[ThroughputPoint, ...]:
+    """Throughput per GPU vs tokens/s per user under a TTFT limit (see module docstring)."""
+    arch = Architecture(architecture) if isinstance(architecture, str) else architecture
+    if arch is not Architecture.COLOCATED:
+        raise ConfigError(
+            f"architecture {arch.value!r} is not simulated yet: only 'colocated' exists; "
+            "prefill-decode (pdd) and attention-FFN (afd) disaggregation need simulator support first"
+        )
+    ctx = int(np.ceil(workload.total.quantile(1.0))) if max_context_tokens is None else int(max_context_tokens)
+    n_max = int(gpu.require_serving().n_max(ctx))
+    caps = sorted({int(min(b, n_max)) for b in max_num_seqs if b >= 1})
+    runs = [(b, float(r)) for b in caps for r in rates_per_s]
+    points = []
+    for i, (cap, rate) in enumerate(runs):
+        if progress is not None:
+            progress("frontier", i, len(runs))
+        spec = FleetSpec(pools=(build_pool(gpu, "colocated", int(n_instances), ctx, max_num_seqs=cap),),
+                         pool_router=PoolRouter.LENGTH)
+        res = simulate(spec, workload, rate, int(n_requests), Level.ITERATION, task_seed(seed, "frontier", cap, rate))
+        df = res.requests[~res.requests["warmup"]]
+        done = df[df["status"] == "done"]
+        span_s = res.summary.measured_duration_s
+        tokens_per_s = float(done["output_tokens"].sum()) / span_s if span_s > 0 else 0.0
+        s = res.summary.overall
+        p95_tpot = float(s.tpot.p95_s)
+        speed = 1.0 / p95_tpot if np.isfinite(p95_tpot) and p95_tpot > 0 else 0.0
+        points.append(ThroughputPoint(arch.value, gpu.name, int(n_instances), cap, rate,
+                                      tokens_per_s / n_instances, speed, float(s.ttft.p99_s), p95_tpot,
+                                      bool(s.ttft.p99_s <= ttft_limit_s)))
+    if progress is not None:
+        progress("frontier", len(runs), len(runs))
+    return tuple(_mark_frontier(points))
+
+
+@dataclass(frozen=True)
+class PoolLatencyProfile:
+    """Quantiles (s) at ``CDF_LEVELS_PCT`` of one pool's simulated TTFT and TPOT."""
+
+    pool: str
+    gpu: str
+    levels_pct: tuple[float, ...]
+    ttft_s: tuple[float, ...]
+    tpot_s: tuple[float, ...]
+
+
+def latency_profile(candidate: Candidate, gpus: dict[str, GpuProfile], workload: Workload, rate_per_s: float,
+                    n_requests: int, seed: int = 0) -> tuple[PoolLatencyProfile, ...]:
+    """One iteration-level run of ``candidate``: per-pool TTFT/TPOT quantiles (warm-up trimmed)."""
+    counts = [p.count for p in candidate.pools]
+    spec = fleet_spec(candidate, gpus, counts)
+    res = simulate(spec, workload, rate_per_s, int(n_requests), Level.ITERATION,
+                   task_seed(seed, "latency-profile", repr(candidate.key())))
+    df = res.requests[~res.requests["warmup"]]
+    out = []
+    for pool in spec.pools:
+        rows = df[df["pool"] == pool.name]
+        ttft = percentiles(rows["ttft_s"].to_numpy(), CDF_LEVELS_PCT)
+        tpot_arr = rows["tpot_s"].to_numpy()
+        tpot = percentiles(tpot_arr[~np.isnan(tpot_arr)], CDF_LEVELS_PCT)
+        out.append(PoolLatencyProfile(pool.name, pool.gpu, CDF_LEVELS_PCT,
+                                      tuple(float(ttft[q]) for q in CDF_LEVELS_PCT),
+                                      tuple(float(tpot[q]) for q in CDF_LEVELS_PCT)))
+    return tuple(out)

@@ -1,0 +1,150 @@
+"""Procurement report: one row per pool of the recommendation plus a total row (formats only).
+
+Columns (units in the names): pool, gpu, count (GPUs serving load), spares (availability),
+total_gpus, min_tokens/max_tokens (the pool's length range), traffic_share, lam_per_s,
+utilisation (ρ at the pool's count = λ_pool · E[S per GPU] / count), mean_batch (ρ · n_max),
+power_w_per_gpu and power_kw (all GPUs of the pool, spares idle at the same draw, i.e. an
+upper bound) with power_basis saying whether the GPU's logistic power curve or a TDP-based
+estimate was used (``plan.gridflex.pool_power_w``), price_usd_per_h, cost_usd_per_year,
+p99_ttft_ms_analytic (the pool's analytic percentile TTFT at its sized count) and
+p99_ttft_ms_sim (the pool's simulated P99 from the run's latency profile, when simulated).
+The total row sums counts, kW and cost and gives the fleet's worst P99s.
+
+Also: whatif points and procurement-schedule rows (``whatif_rows``, ``schedule_rows``).
+Written atomically; empty cells for missing values.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from typing import Any
+
+from fleetplan.plan.frontier import candidate_label
+from fleetplan.plan.gridflex import W_PER_KW, pool_power_w
+from fleetplan.plan.growth import ProcurementSchedule
+from fleetplan.plan.optimize import OptimizeResult
+from fleetplan.plan.whatif import WhatIfResult
+from fleetplan.report.atomic import atomic_write_text
+from fleetplan.report.optimize_report import _finite, _ms
+from fleetplan.units import H_PER_YEAR
+
+PROCUREMENT_COLUMNS = (
+    "pool", "gpu", "count", "spares", "total_gpus", "min_tokens", "max_tokens", "traffic_share", "lam_per_s",
+    "utilisation", "mean_batch", "power_w_per_gpu", "power_kw", "power_basis", "price_usd_per_h",
+    "cost_usd_per_year", "p99_ttft_ms_analytic", "p99_ttft_ms_sim",
+)
+TOTAL_LABEL = "total"
+ROUND_DIGITS = 4
+
+
+def _r(x: float | None, digits: int = ROUND_DIGITS) -> float | None:
+    v = _finite(x)
+    return None if v is None else round(v, digits)
+
+
+def procurement_rows(result: OptimizeResult, pool_p99_sim_s: dict[str, float] | None = None) -> list[dict[str, Any]]:
+    """Rows for the recommendation (empty when there is none); see module docstring."""
+    best = result.recommendation
+    if best is None:
+        return []
+    gpus = {g.name: g for g in result.request.gpus}
+    rows: list[dict[str, Any]] = []
+    sim = pool_p99_sim_s or {}
+    for i, p in enumerate(best.pools, start=1):
+        if p.count + p.spares == 0:
+            continue
+        rho = p.lam_per_s * p.mean_service_s / p.count if p.count else 0.0
+        watts, basis = pool_power_w(gpus[p.gpu], rho, p.n_max)
+        total = p.count + p.spares
+        rows.append({
+            "pool": f"pool{i}",
+            "gpu": p.gpu,
+            "count": p.count,
+            "spares": p.spares,
+            "total_gpus": total,
+            "min_tokens": p.lo_tokens,
+            "max_tokens": p.hi_tokens,
+            "traffic_share": _r(p.traffic_share, 6),
+            "lam_per_s": _r(p.lam_per_s, 6),
+            "utilisation": _r(rho),
+            "mean_batch": _r(rho * p.n_max, 2),
+            "power_w_per_gpu": _r(watts, 1),
+            "power_kw": _r(total * watts / W_PER_KW, 3),
+            "power_basis": basis,
+            "price_usd_per_h": p.price_usd_per_h,
+            "cost_usd_per_year": round(total * p.price_usd_per_h * H_PER_YEAR, 2),
+            "p99_ttft_ms_analytic": _ms(p.ttft_p_s),
+            "p99_ttft_ms_sim": _ms(sim[f"pool{i}"]) if f"pool{i}" in sim else None,
+        })
+    sims = [r["p99_ttft_ms_sim"] for r in rows if r["p99_ttft_ms_sim"] is not None]
+    rows.append({
+        "pool": TOTAL_LABEL,
+        "gpu": best.gpu_label,
+        "count": sum(r["count"] for r in rows),
+        "spares": sum(r["spares"] for r in rows),
+        "total_gpus": sum(r["total_gpus"] for r in rows),
+        "min_tokens": min(r["min_tokens"] for r in rows),
+        "max_tokens": max(r["max_tokens"] for r in rows),
+        "traffic_share": _r(sum(r["traffic_share"] for r in rows), 6),
+        "lam_per_s": result.request.rate_per_s,
+        "utilisation": None,
+        "mean_batch": None,
+        "power_w_per_gpu": None,
+        "power_kw": _r(sum(r["power_kw"] for r in rows), 3),
+        "power_basis": "sum of pools",
+        "price_usd_per_h": None,
+        "cost_usd_per_year": round(sum(r["cost_usd_per_year"] for r in rows), 2),
+        "p99_ttft_ms_analytic": max((r["p99_ttft_ms_analytic"] for r in rows
+                                     if r["p99_ttft_ms_analytic"] is not None), default=None),
+        "p99_ttft_ms_sim": max(sims) if sims else None,
+    })
+    return rows
+
+
+def rows_to_csv(header: tuple[str, ...] | list[str], rows: list[dict[str, Any]]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(header), restval="", lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if row.get(k) is None else row[k]) for k in header})
+    return buf.getvalue()
+
+
+def write_procurement_csv(rows: list[dict[str, Any]], path: str | os.PathLike) -> None:
+    """The procurement rows as CSV (atomic write)."""
+    atomic_write_text(path, rows_to_csv(PROCUREMENT_COLUMNS, rows))
+
+
+WHATIF_COLUMNS = ("lam_per_s", "fleet", "total_gpus", "cost_usd_per_year", "holds_until_lam_per_s",
+                  "threshold_is_lower_bound", "fails_at_own_rate", "reason")
+SCHEDULE_COLUMNS = ("month", "lam_per_s", "fleet", "total_gpus", "gpus_to_add", "cost_usd_per_year",
+                    "holds_until_lam_per_s", "previous_fleet_runs_out_on", "order_by")
+
+
+def whatif_rows(result: WhatIfResult) -> list[dict[str, Any]]:
+    return [{
+        "lam_per_s": p.rate_per_s,
+        "fleet": None if p.fleet is None else candidate_label(p.fleet),
+        "total_gpus": p.total_gpus,
+        "cost_usd_per_year": None if p.fleet is None else round(p.fleet.cost_usd_per_year, 2),
+        "holds_until_lam_per_s": _r(p.holds_until_rate_per_s, 2),
+        "threshold_is_lower_bound": p.threshold_capped,
+        "fails_at_own_rate": p.fails_at_own_rate,
+        "reason": p.reason,
+    } for p in result.points]
+
+
+def schedule_rows(schedule: ProcurementSchedule) -> list[dict[str, Any]]:
+    return [{
+        "month": s.month,
+        "lam_per_s": _r(s.rate_per_s, 2),
+        "fleet": s.fleet_label,
+        "total_gpus": s.total_gpus,
+        "gpus_to_add": s.gpus_to_add,
+        "cost_usd_per_year": round(s.cost_usd_per_year, 2),
+        "holds_until_lam_per_s": _r(s.holds_until_rate_per_s, 2),
+        "previous_fleet_runs_out_on": None if s.previous_runs_out_on is None else s.previous_runs_out_on.isoformat(),
+        "order_by": s.order_by.isoformat(),
+    } for s in schedule.steps]

@@ -1,0 +1,153 @@
+"""Full-run JSON documents: everything a report needs, so ``fleetplan report`` re-renders
+without recomputing (formats only).
+
+Three kinds, each a strict-JSON object (no NaN/Infinity: non-finite values are ``null``)
+with ``kind``, ``version`` and ``seed``:
+
+* ``optimize-run``: ``optimize_report.result_dict`` (inputs, every candidate with its
+  verification, Pareto set, recommendation) plus ``verification_results`` (one entry per
+  simulated candidate), ``procurement`` (``report.procurement`` rows), ``cost_latency_frontier``
+  (per-topology Pareto points) and ``latency_profiles`` (per-pool simulated TTFT/TPOT
+  quantiles in ms at ``levels_pct``; empty when nothing was simulated);
+* ``whatif``: inputs, the per-rate points and, with growth, the procurement schedule;
+* ``grid-flex``: inputs and one row per curtailment level.
+
+``load_run`` reads any of them back and checks ``kind``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import fleetplan
+from fleetplan.errors import DataFormatError
+from fleetplan.plan.frontier import PoolLatencyProfile, cost_latency_frontier
+from fleetplan.plan.gridflex import GridFlexResult
+from fleetplan.plan.growth import ProcurementSchedule
+from fleetplan.plan.optimize import OptimizeResult
+from fleetplan.plan.whatif import WhatIfResult
+from fleetplan.report.atomic import atomic_write_text
+from fleetplan.report.optimize_report import _ms, result_dict, verification_dict
+from fleetplan.report.procurement import procurement_rows, schedule_rows, whatif_rows
+from fleetplan.units import MS_PER_S
+
+KINDS = ("optimize-run", "whatif", "grid-flex")
+
+
+def _strict(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _strict(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strict(v) for v in value]
+    return value
+
+
+def profile_dict(p: PoolLatencyProfile) -> dict[str, Any]:
+    return {"pool": p.pool, "gpu": p.gpu, "levels_pct": list(p.levels_pct),
+            "ttft_ms": [_ms(x) for x in p.ttft_s], "tpot_ms": [_ms(x) for x in p.tpot_s]}
+
+
+def optimize_run_dict(result: OptimizeResult, seed: int,
+                      profiles: tuple[PoolLatencyProfile, ...] = ()) -> dict[str, Any]:
+    """The ``optimize-run`` document (see module docstring)."""
+    sim_p99 = {p.pool: p.ttft_s[p.levels_pct.index(99.0)] for p in profiles if 99.0 in p.levels_pct}
+    out = {"kind": "optimize-run", **result_dict(result, seed)}
+    out["verification_results"] = [{"rank": v.rank, **verification_dict(v)} for v in result.verification]
+    out["procurement"] = procurement_rows(result, sim_p99)
+    out["cost_latency_frontier"] = [
+        {"topology": p.topology, "label": p.label, "total_gpus": p.total_gpus,
+         "cost_usd_per_year": round(p.cost_usd_per_year, 2), "p99_ttft_ms": _ms(p.p99_ttft_s)}
+        for p in cost_latency_frontier(result)
+    ]
+    out["latency_profiles"] = [profile_dict(p) for p in profiles]
+    return _strict(out)
+
+
+def whatif_dict(result: WhatIfResult, seed: int, schedule: ProcurementSchedule | None = None) -> dict[str, Any]:
+    r = result.request
+    out = {
+        "kind": "whatif",
+        "version": fleetplan.__version__,
+        "seed": seed,
+        "inputs": {
+            "workload": r.workload.name,
+            "slo_ttft_ms": r.slo_ttft_s * MS_PER_S,
+            "gpus": [g.name for g in r.gpus],
+            "topologies": [t.value for t in r.topologies],
+            "threshold_method": result.threshold_method,
+            "ttft_model": r.ttft_model,
+            "prefill_seqs": r.n_prefill_seqs,
+            "min_spare_gpus": r.min_spare_gpus,
+            "sim_requests": None if result.verify is None else result.verify.n_requests,
+            "replications": None if result.verify is None else result.verify.n_replications,
+        },
+        "points": whatif_rows(result),
+        "schedule": None,
+    }
+    if schedule is not None:
+        out["schedule"] = {
+            "start_date": schedule.start_date.isoformat(),
+            "start_lam_per_s": schedule.start_rate_per_s,
+            "growth_per_month": schedule.growth_per_month,
+            "months": schedule.months,
+            "lead_time_weeks": schedule.lead_time_weeks,
+            "uncovered_from_month": schedule.uncovered_from_month,
+            "steps": schedule_rows(schedule),
+        }
+    return _strict(out)
+
+
+def gridflex_rows(result: GridFlexResult) -> list[dict[str, Any]]:
+    return [{
+        "flex_pct": lv.flex_pct,
+        "n_max": lv.n_max,
+        "target_w": round(lv.target_w, 1),
+        "power_w_per_gpu": round(lv.power_w_per_gpu, 1),
+        "fleet_kw": round(lv.fleet_kw, 2),
+        "rho": round(lv.rho, 4),
+        "p99_ttft_ms_analytic": _ms(lv.p99_ttft_s_analytic),
+        "p99_ttft_ms_sim_window": None if lv.p99_ttft_s_window is None else _ms(lv.p99_ttft_s_window),
+        "p99_ttft_ms_sim_steady": None if lv.p99_ttft_s_steady is None else _ms(lv.p99_ttft_s_steady),
+        "slo_ok_window": lv.slo_ok_window,
+        "slo_ok_steady": lv.slo_ok_steady,
+    } for lv in result.levels]
+
+
+def gridflex_dict(result: GridFlexResult, workload: str, seed: int) -> dict[str, Any]:
+    return _strict({
+        "kind": "grid-flex",
+        "version": fleetplan.__version__,
+        "seed": seed,
+        "inputs": {"workload": workload, "gpu": result.gpu, "n_gpus": result.n_gpus, "lam_per_s": result.rate_per_s,
+                   "slo_ttft_ms": result.slo_ttft_s * MS_PER_S, "max_context_tokens": result.max_context_tokens,
+                   "n_max_uncapped": result.n_max_uncapped, "window_s": result.window_s},
+        "levels": gridflex_rows(result),
+    })
+
+
+def write_json(doc: dict[str, Any], path: str | os.PathLike) -> None:
+    """Strict JSON, atomically."""
+    atomic_write_text(path, json.dumps(doc, indent=2, allow_nan=False) + "\n")
+
+
+def load_run(path: str | os.PathLike, kind: str | None = None) -> dict[str, Any]:
+    """A document written by this module; ``DataFormatError`` naming the file otherwise."""
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DataFormatError(str(p), f"line {exc.lineno}", f"not valid JSON ({exc.msg})",
+                              "give a file written by fleetplan optimize --json") from exc
+    if not isinstance(doc, dict) or doc.get("kind") not in KINDS:
+        raise DataFormatError(str(p), None, f"kind {doc.get('kind') if isinstance(doc, dict) else None!r} "
+                              f"is not one of {', '.join(KINDS)}", "give a file written by fleetplan --json")
+    if kind is not None and doc["kind"] != kind:
+        raise DataFormatError(str(p), None, f"is a {doc['kind']!r} document, expected {kind!r}",
+                              f"pass a {kind} JSON here")
+    return doc
