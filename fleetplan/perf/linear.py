@@ -30,12 +30,13 @@ one tile of ``c[5]`` tokens) and the wave factor
 ``wf = ceil(m_tiles c[6]) / (m_tiles c[6])`` (1 when ``c[6] = 0``):
 
     gemm  = max(c[1] pad wf + c[8] n_seqs,  c[2] + c[7] T + c[9] n_seqs)     (roofline)
-    moe   = max(c[12] T + c[13] sqrt(T),  c[14] (1 - exp(c[15] T)))         (0 if c[12]=c[14]=0)
+    q     = 1 - exp(c[15] T)
+    moe   = max(c[12] T + c[13] sqrt(T),  c[14] q + c[16] sqrt(q (1 - q)) + c[17] T)   (0 if c[12]=c[14]=0)
     step_s = c[0] + gemm + c[3] * attn2 / 2 + c[4] * decode_context_tokens
              + c[10] T + c[11] n_seqs + moe
 
 ``roofline_step_s`` is that expression in the kernel's exact order.  ``N_STEP_COEFS`` was
-raised from 8 to 16 for it (mirrored in ``fleetplan.sim._kernels.codes``).
+raised from 8 to 18 for it (mirrored in ``fleetplan.sim._kernels.codes``).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ import numpy as np
 
 STEP_MODEL_LINEAR = 0
 STEP_MODEL_ROOFLINE = 1
-N_STEP_COEFS = 16
+N_STEP_COEFS = 18
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,8 @@ def roofline_step_s(coef: np.ndarray, n_seqs: int, n_decode: int, prefill_tokens
     moe = 0.0
     if coef[12] > 0.0 or coef[14] > 0.0:
         mc = coef[12] * n_tokens + coef[13] * math.sqrt(n_tokens)
-        mm = coef[14] * (1.0 - math.exp(coef[15] * n_tokens))
+        q = 1.0 - math.exp(coef[15] * n_tokens)
+        mm = coef[14] * q + coef[16] * math.sqrt(q * (1.0 - q)) + coef[17] * n_tokens
         moe = mc if mc > mm else mm
     return (coef[0] + gemm + coef[3] * (attn2 * 0.5) + coef[4] * decode_context_tokens
             + coef[10] * n_tokens + coef[11] * n_seqs + moe)

@@ -17,12 +17,17 @@ read per hit expert):
 summed over the ``n_moe_layers`` (each layer draws its own routing).  With attention data
 parallelism the experts see the tokens of all ``dp`` attention ranks (``T * dp``).
 
-Expectation used by the simulator kernel (``predictor.kernel_coefficients``): the hottest
-rank's load is approximated by ``T k P + z_ep sqrt(T k P (1 - P))`` with ``P`` its share
-and ``z_ep`` the expected maximum of ``ep`` standard normals (Gaussian approximation of
-the multinomial), and its hit experts by the uniform-routing expectation
-``(E / ep) (1 - (1 - 1/E) ** (T k))``.  Under skew the byte term is therefore an
-approximation (documented in docs/step_time_validation.md with its measured error).
+Expectation used by the simulator kernel (``predictor.kernel_coefficients``), Gaussian
+approximations of the maximum over ``ep`` ranks with ``z_ep`` the expected maximum of
+``ep`` standard normals: the slowest rank's rows ``T k P + z_ep sqrt(T k P (1 - P))``
+(``P`` the hottest rank's share), its hit experts ``n q + z_ep sqrt(n q (1 - q))`` with
+``n = E / ep`` and ``q = 1 - (1 - 1/E) ** (T k)`` (uniform-routing hit probability) and
+its activation bytes at the mean ``T k / ep`` rows:
+
+    moe_s(T) = max(a T + b sqrt(T),  c q + e sqrt(q (1 - q)) + f T),   q = 1 - exp(d T)
+
+Under skew the byte term keeps the uniform hit probability (an approximation; the test
+bound is 10 % of the sampled mean at Zipf exponent 1).
 """
 
 from __future__ import annotations
@@ -105,13 +110,8 @@ def sample_moe_s(shape: MoeShape, rates: DeviceRates, n_tokens: int, zipf_s: flo
     return float(np.maximum(compute, memory).max(axis=1).sum())
 
 
-def expected_moe_terms(shape: MoeShape, rates: DeviceRates, zipf_s: float) -> tuple[float, float, float, float]:
-    """Kernel coefficients ``(s_per_token, s_per_sqrt_token, full_read_s, log_miss_per_token)``.
-
-    ``moe_s(T) = max(a T + b sqrt(T), c (1 - exp(d T)))`` approximates the expectation of
-    ``sample_moe_s`` (module docstring); activation bytes are folded into ``a`` when the
-    byte term binds only through its weight part (they are < 1 % of it).
-    """
+def expected_moe_terms(shape: MoeShape, rates: DeviceRates, zipf_s: float) -> tuple[float, ...]:
+    """Kernel coefficients ``(a, b, c, d, e, f)`` of the expected slowest-rank form (module docstring)."""
     p = expert_probabilities(shape.n_experts, zipf_s)
     share = float(rank_shares(p, shape.ep).max())
     k_eff = shape.top_k * shape.tokens_per_step_token
@@ -119,6 +119,9 @@ def expected_moe_terms(shape: MoeShape, rates: DeviceRates, zipf_s: float) -> tu
     a = shape.n_layers * per_row * k_eff * share
     b = shape.n_layers * per_row * expected_max_normal(shape.ep) * math.sqrt(k_eff * share * (1.0 - share))
     experts_per_rank = shape.n_experts // shape.ep
-    c = shape.n_layers * experts_per_rank * shape.expert_weight_bytes / rates.weight_bytes_per_s
+    per_expert = shape.n_layers * shape.expert_weight_bytes / rates.weight_bytes_per_s
+    c = experts_per_rank * per_expert
     d = k_eff * math.log1p(-1.0 / shape.n_experts) if shape.n_experts > 1 else -math.inf
-    return a, b, c, d
+    e = expected_max_normal(shape.ep) * math.sqrt(experts_per_rank) * per_expert
+    f = shape.n_layers * k_eff / shape.ep * shape.activation_bytes_per_row / rates.weight_bytes_per_s
+    return a, b, c, d, e, f

@@ -186,15 +186,17 @@ class StepTimePredictor:
             return 0.0
         if rng is not None:
             return sample_moe_s(self.moe, self.rates, n_tokens, self.options.moe_zipf_s, rng)
-        a, b, c, d = self._moe_coefficients
-        return max(a * n_tokens + b * math.sqrt(n_tokens), c * (1.0 - math.exp(d * n_tokens)))
+        a, b, c, d, e, f = self._moe_coefficients
+        miss = math.exp(d * n_tokens)
+        return max(a * n_tokens + b * math.sqrt(n_tokens),
+                   c * (1.0 - miss) + e * math.sqrt((1.0 - miss) * miss) + f * n_tokens)
 
     @functools.cached_property
-    def _moe_coefficients(self) -> tuple[float, float, float, float]:
+    def _moe_coefficients(self) -> tuple[float, ...]:
         if self.moe is None:
-            return 0.0, 0.0, 0.0, 0.0
-        a, b, c, d = expected_moe_terms(self.moe, self.rates, self.options.moe_zipf_s)
-        return a, b, c, (d if math.isfinite(d) else SINGLE_EXPERT_LOG_MISS)
+            return (0.0,) * 6
+        a, b, c, d, e, f = expected_moe_terms(self.moe, self.rates, self.options.moe_zipf_s)
+        return a, b, c, (d if math.isfinite(d) else SINGLE_EXPERT_LOG_MISS), e, f
 
     # ---- the simulator seam ---------------------------------------------------------------------
     def kernel_coefficients(self) -> tuple[int, np.ndarray]:
@@ -208,7 +210,7 @@ class StepTimePredictor:
         coef[5], coef[6] = float(self.options.tile_m_tokens), g.wave_ratio
         coef[7], coef[8], coef[9] = g.memory_s_per_token, g.compute_s_per_seq, g.memory_s_per_seq
         coef[10] = c.tp_all_reduce[1] + c.ep_all_to_all[1] + c.pp_send_recv[1]
-        coef[12:16] = self._moe_coefficients
+        coef[12:18] = self._moe_coefficients
         return STEP_MODEL_ROOFLINE, coef
 
     def step_s(self, n_seqs: int, n_decode: int, prefill_tokens: int, decode_context_tokens: int,

@@ -97,14 +97,19 @@ def test_eager_pays_launch_overhead_graph_does_not(catalog, llama8b) -> None:
     assert graph.predict(batch).seconds["kernel_launch"] == 0.0
 
 
-def test_wave_quantisation_charges_a_partial_wave(catalog, llama8b) -> None:
-    """Just past a full token tile the step's GEMMs cost a whole extra wave (compute-bound region)."""
-    p = _predictor(catalog, llama8b, "A100-80GB", 1)
+def test_tile_and_wave_quantisation_by_hand(catalog, llama8b) -> None:
+    """Compute-bound GEMMs: 1025 tokens cost 9 whole 128-token tiles, and the layer's
+    9 x 336 N-tiles over 108 A100 SMs run in ceil(28.0) waves; 1153 tokens need 10 tiles,
+    ceil(31.1) = 32 waves, 2.9 % more than the fractional work."""
+    on = _predictor(catalog, llama8b, "A100-80GB", 1)
     off = _predictor(catalog, llama8b, "A100-80GB", 1, options=PredictorOptions(wave_quantisation=False))
-    batch = parse_batch("prefill=1025@0")
-    assert p.predict(batch).seconds["gemm"] > off.predict(batch).seconds["gemm"]
-    padded = off.predict(parse_batch("prefill=1152@0")).seconds["gemm"]  # 9 tiles of 128
-    assert off.predict(batch).seconds["gemm"] == pytest.approx(padded, rel=0.02)
+    assert on.gemms.wave_ratio == pytest.approx((48 + 32 + 224 + 32) / 108)
+    gemm = {(p is on, n): p.predict(BatchComposition.uniform(n_prefill=1, chunk_tokens=n)).seconds["gemm"]
+            for p in (on, off) for n in (1025, 1152, 1153)}
+    assert gemm[False, 1025] == pytest.approx(gemm[False, 1152], rel=0.01)  # tile padding
+    assert gemm[True, 1025] == pytest.approx(gemm[False, 1025], rel=1e-12)  # 28 tiles x r is whole
+    work = 10 * 336 / 108
+    assert gemm[True, 1153] / gemm[False, 1153] == pytest.approx(math.ceil(work) / work, rel=0.01)
 
 
 def _aggregates(b: BatchComposition) -> tuple[int, int, int, int, int]:

@@ -70,8 +70,9 @@ def roofline_s(coef, n_seqs, n_decode, prefill_tokens, decode_context, attn2) ->
     gemm = max(coef[1] * pad * wave + coef[8] * n_seqs, coef[2] + coef[7] * n_tokens + coef[9] * n_seqs)
     moe = 0.0
     if coef[12] > 0.0 or coef[14] > 0.0:
+        q = 1.0 - math.exp(coef[15] * n_tokens)
         moe = max(coef[12] * n_tokens + coef[13] * math.sqrt(n_tokens),
-                  coef[14] * (1.0 - math.exp(coef[15] * n_tokens)))
+                  coef[14] * q + coef[16] * math.sqrt(q * (1.0 - q)) + coef[17] * n_tokens)
     return (coef[0] + gemm + coef[3] * (attn2 * 0.5) + coef[4] * decode_context
             + coef[10] * n_tokens + coef[11] * n_seqs + moe)
 

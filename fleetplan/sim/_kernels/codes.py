@@ -28,4 +28,4 @@ EV_ARRIVAL = 1
 STEP_MODEL_LINEAR = 0
 STEP_MODEL_ROOFLINE = 1  # fleetplan.perf.predictor.StepTimePredictor and calibrated profiles
 N_STEP_MODELS = 2
-N_STEP_COEFS = 16  # raised from 8 for STEP_MODEL_ROOFLINE (layout in fleetplan.perf.linear)
+N_STEP_COEFS = 18  # raised from 8 for STEP_MODEL_ROOFLINE (layout in fleetplan.perf.linear)

@@ -16,7 +16,8 @@ order-independent).  ``T = prefill_tokens + n_decode`` tokens pass the GEMMs.
     pad   = ceil(T / c[5]) * c[5]  (T below one tile),  m = ceil(T / c[5])
     wf    = ceil(m c[6]) / (m c[6])  (1 when c[6] = 0)
     gemm  = max(c[1] pad wf + c[8] n_seqs, c[2] + c[7] T + c[9] n_seqs)
-    moe   = max(c[12] T + c[13] sqrt(T), c[14] (1 - exp(c[15] T)))  (0 when c[12] = c[14] = 0)
+    q     = 1 - exp(c[15] T)
+    moe   = max(c[12] T + c[13] sqrt(T), c[14] q + c[16] sqrt(q (1 - q)) + c[17] T)  (0 when c[12] = c[14] = 0)
     step_s = c[0] + gemm + c[3] attn2 / 2 + c[4] decode_context_tokens + c[10] T + c[11] n_seqs + moe
 
 Both expressions are evaluated in exactly this order (the Python twin does the same, which
@@ -47,7 +48,8 @@ def _roofline_s(coef, n_seqs, n_decode, prefill_tokens, decode_context_tokens, a
     moe = 0.0
     if coef[12] > 0.0 or coef[14] > 0.0:
         mc = coef[12] * n_tokens + coef[13] * math.sqrt(n_tokens)
-        mm = coef[14] * (1.0 - math.exp(coef[15] * n_tokens))
+        q = 1.0 - math.exp(coef[15] * n_tokens)
+        mm = coef[14] * q + coef[16] * math.sqrt(q * (1.0 - q)) + coef[17] * n_tokens
         moe = mc if mc > mm else mm
     return (coef[0] + gemm + coef[3] * (attn2 * 0.5) + coef[4] * decode_context_tokens
             + coef[10] * n_tokens + coef[11] * n_seqs + moe)
