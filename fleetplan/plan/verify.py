@@ -15,7 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuProfile, with_spares
+from fleetplan.metrics import student_t_interval
 from fleetplan.plan.space import SizingRouter
 from fleetplan.plan.sweep import Candidate
 from fleetplan.rng import task_seed
@@ -45,6 +47,14 @@ class VerifySettings:
     disagreement_threshold: float = DEFAULT_DISAGREEMENT
     max_search_steps: int = DEFAULT_MAX_SEARCH_STEPS
     seed: int = 0
+    percentile: float = 99.0  # the SLO percentile; one the simulator summarises
+
+    def __post_init__(self) -> None:
+        if self.percentile not in _STAT_OF_PERCENTILE:
+            raise ConfigError(
+                f"--percentile {self.percentile:g} cannot be verified by simulation: the simulator reports "
+                f"P{', P'.join(f'{p:g}' for p in _STAT_OF_PERCENTILE)}; use one of them or --no-verify"
+            )
 
 
 @dataclass(frozen=True)
@@ -56,8 +66,8 @@ class Verification:
     verified_counts: tuple[int, ...]
     verified_spares: tuple[int, ...]
     passed: bool
-    p99_ttft_s_sim: float  # upper confidence bound of the simulated P99 TTFT
-    p99_tpot_s_sim: float
+    p99_ttft_s_sim: float  # upper confidence bound of the simulated TTFT at the SLO percentile (P99 default)
+    p99_tpot_s_sim: float  # the same for TPOT
     p99_ttft_s_analytic: float
     disagreement: float  # (sim - analytic) / analytic at the analytic counts
     flagged: bool
@@ -77,31 +87,49 @@ def fleet_spec(candidate: Candidate, gpus: dict[str, GpuProfile], counts: Sequen
     return FleetSpec(pools=pools, pool_router=router)
 
 
-def _simulate(candidate, gpus, counts, workload, s: VerifySettings):
+#: Percentiles the simulator summarises (``fleetplan.sim.result.LatencyStats``).
+_STAT_OF_PERCENTILE = {50.0: "p50_s", 90.0: "p90_s", 95.0: "p95_s", 99.0: "p99_s", 99.9: "p99_9_s"}
+
+
+@dataclass(frozen=True)
+class _Check:
+    """One simulated fleet: mean and upper confidence bound of the percentile TTFT and TPOT
+    over replications (seconds), and each pool's worst replication relative to the SLOs."""
+
+    mean_ttft_s: float
+    upper_ttft_s: float
+    upper_tpot_s: float
+    pool_ratio: dict[int, float]
+
+    def passes(self, s: VerifySettings) -> bool:
+        ok = self.upper_ttft_s <= s.slo_ttft_s
+        if s.slo_tpot_s is not None:
+            ok = ok and self.upper_tpot_s <= s.slo_tpot_s
+        return bool(ok)
+
+
+def _simulate(candidate: Candidate, gpus: dict[str, GpuProfile], counts: Sequence[int], workload: Workload,
+              s: VerifySettings) -> _Check:
     spec = fleet_spec(candidate, gpus, counts)
     # The seed depends only on the run seed and the fleet's identity, so any executor that
     # verifies this fleet gets the same numbers.
     seed = task_seed(s.seed, "verify", repr(candidate.key()), repr(tuple(int(n) for n in counts)))
     rep = replicate(spec, workload, s.rate_per_s, s.n_requests, Level.ITERATION, seed,
                     n_replications=s.n_replications, slo_ttft_s=s.slo_ttft_s, slo_tpot_s=s.slo_tpot_s)
-    names = [p.name for p in spec.pools]
-    pool_ratio = {}
+    stat = _STAT_OF_PERCENTILE[s.percentile]
+    ttft_mean, _, ttft_hi = student_t_interval([getattr(x.overall.ttft, stat) for x in rep.summaries])
+    _, _, tpot_hi = student_t_interval([getattr(x.overall.tpot, stat) for x in rep.summaries])
+    names = {p.name for p in spec.pools}
+    ratio = {}
     for i, n in enumerate(counts):
         name = f"pool{i + 1}"
         if n == 0 or name not in names:
             continue
-        worst = max(summ.pool(name).ttft.p99_s for summ in rep.summaries) / s.slo_ttft_s
+        worst = max(getattr(x.pool(name).ttft, stat) for x in rep.summaries) / s.slo_ttft_s
         if s.slo_tpot_s is not None:
-            worst = max(worst, max(summ.pool(name).tpot.p99_s for summ in rep.summaries) / s.slo_tpot_s)
-        pool_ratio[i] = worst
-    return rep, pool_ratio
-
-
-def _passes(rep, s: VerifySettings) -> bool:
-    ok = rep.upper_p99_ttft_s <= s.slo_ttft_s
-    if s.slo_tpot_s is not None:
-        ok = ok and rep.upper_p99_tpot_s <= s.slo_tpot_s
-    return bool(ok)
+            worst = max(worst, max(getattr(x.pool(name).tpot, stat) for x in rep.summaries) / s.slo_tpot_s)
+        ratio[i] = worst
+    return _Check(ttft_mean, ttft_hi, tpot_hi, ratio)
 
 
 def verify_candidate(candidate: Candidate, gpus: dict[str, GpuProfile], workload: Workload,
@@ -109,21 +137,22 @@ def verify_candidate(candidate: Candidate, gpus: dict[str, GpuProfile], workload
     """Simulate ``candidate``; grow the worst pool until it passes (see module docstring)."""
     counts = [p.count for p in candidate.pools]
     analytic = tuple(counts)
-    rep, ratio = _simulate(candidate, gpus, counts, workload, s)
-    sim0 = rep.upper_p99_ttft_s
+    check = _simulate(candidate, gpus, counts, workload, s)
+    first = check
     a = candidate.ttft_p_s
-    disagreement = (rep.mean_p99_ttft_s - a) / a if a > 0 else float("inf")
+    disagreement = (check.mean_ttft_s - a) / a if a > 0 else float("inf")
     steps = 0
     reason = None
-    while not _passes(rep, s):
-        if steps >= s.max_search_steps or sum(counts) >= s.max_gpus or not ratio:
-            reason = (f"simulated P99 TTFT upper bound {rep.upper_p99_ttft_s * 1e3:.0f} ms still above the SLO "
-                      f"after adding {steps} GPUs")
+    while not check.passes(s):
+        if steps >= s.max_search_steps or sum(counts) >= s.max_gpus or not check.pool_ratio:
+            reason = (f"simulated P{s.percentile:g} TTFT upper bound {check.upper_ttft_s * 1e3:.0f} ms "
+                      + ("" if s.slo_tpot_s is None else f"/ TPOT {check.upper_tpot_s * 1e3:.1f} ms ")
+                      + f"still above the SLO after adding {steps} GPUs")
             break
-        worst = max(ratio, key=ratio.get)
+        worst = max(check.pool_ratio, key=check.pool_ratio.get)
         counts[worst] += 1
         steps += 1
-        rep, ratio = _simulate(candidate, gpus, counts, workload, s)
+        check = _simulate(candidate, gpus, counts, workload, s)
     passed = reason is None
     spares = [with_spares(n, availability(gpus[p.gpu])) - n for p, n in zip(candidate.pools, counts, strict=True)]
     total = sum(counts) + sum(spares)
@@ -134,8 +163,8 @@ def verify_candidate(candidate: Candidate, gpus: dict[str, GpuProfile], workload
         verified_counts=tuple(counts),
         verified_spares=tuple(int(x) for x in spares),
         passed=passed,
-        p99_ttft_s_sim=rep.upper_p99_ttft_s if passed else sim0,
-        p99_tpot_s_sim=rep.upper_p99_tpot_s,
+        p99_ttft_s_sim=check.upper_ttft_s if passed else first.upper_ttft_s,
+        p99_tpot_s_sim=check.upper_tpot_s if passed else first.upper_tpot_s,
         p99_ttft_s_analytic=a,
         disagreement=disagreement,
         flagged=abs(disagreement) > s.disagreement_threshold,
