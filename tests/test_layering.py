@@ -21,6 +21,7 @@ LAYER = {
     "rng": 0,
     "paths": 0,
     "metrics": 0,
+    "parallel": 0,
     "__init__": 0,
     "workload": 1,
     "hardware": 1,

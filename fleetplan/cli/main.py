@@ -17,6 +17,9 @@ _COMMANDS = (
     ("fleetplan.cli.validate_cmd", "validate"),
     ("fleetplan.cli.models_cmd", "models"),
     ("fleetplan.cli.perf_cmd", "perf"),
+    ("fleetplan.cli.whatif_cmd", "whatif_command"),
+    ("fleetplan.cli.gridflex_cmd", "grid_flex_command"),
+    ("fleetplan.cli.report_cmd", "report"),
 )
 
 

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
-from rich.console import Console
 
 from fleetplan.cli.errors import one_line_errors
 from fleetplan.cli.optimize_view import TPOT_NOTE, print_candidates, recommendation_line
@@ -20,7 +17,8 @@ from fleetplan.cli.options import (
     seed_option,
     workload_option,
 )
-from fleetplan.cli.progress import progress_reporter
+from fleetplan.cli.progress import progress_reporter, quiet_option
+from fleetplan.cli.report_cmd import report_console, write_optimize_reports
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import availability_preset, load_catalog
 from fleetplan.plan.optimize import (
@@ -38,7 +36,6 @@ from fleetplan.plan.optimize import (
 )
 from fleetplan.plan.space import DEFAULT_COMPRESS_GAMMA, DEFAULT_THRESHOLDS_TOKENS, sizing_router, topology
 from fleetplan.plan.verify import DEFAULT_REPLICATIONS, DEFAULT_SIM_REQUESTS, DEFAULT_VERIFY_TOP, VerifySettings
-from fleetplan.report.optimize_report import write_candidates_csv, write_result_json
 from fleetplan.workload import load_workload
 
 _EXAMPLES = """\b
@@ -46,12 +43,10 @@ Examples:
   fleetplan optimize --workload lmsys.json --slo-ttft 500
   fleetplan optimize --workload azure_conv --lam 200 --gpus a10g,h100 --topology homo,two-pool
   fleetplan optimize --workload lmsys --slo-ttft 500 --b-short 2048,4096,8192 --csv fleet.csv --json run.json
+  fleetplan optimize --workload lmsys --slo-ttft 500 --html report.html --plots plots/ --quiet
   fleetplan optimize --workload trace.csv --slo-ttft 300 --avail-preset h100-5pct --top 20
 """
 
-
-#: Columns used when stdout is not a terminal (pipes, files, CI logs).
-_REPORT_WIDTH = 160
 
 
 def _availability(node_avail: float | None, preset: str | None) -> float | str:
@@ -66,163 +61,203 @@ def _availability(node_avail: float | None, preset: str | None) -> float | str:
     return availability_preset(preset).availability
 
 
+_PLAN_OPTIONS = [
+    workload_option,
+    click.option("--slo-ttft", "slo_ttft_ms", type=POSITIVE, required=True, help="TTFT target in ms at --percentile."),
+    click.option(
+        "--percentile",
+        type=click.FloatRange(0, 100, min_open=True, max_open=True),
+        default=99.0,
+        show_default=True,
+        help="Latency percentile the SLO applies to.",
+    ),
+    click.option(
+        "--gpus",
+        type=NAME_LIST,
+        default=None,
+        help="GPU types to consider, e.g. a10g,a100,h100 (default: the calibrated A10G, A100-80GB, H100-SXM).",
+    ),
+    click.option(
+        "--topology",
+        "topologies",
+        type=NAME_LIST,
+        default=("homo", "two-pool", "multi-pool"),
+        show_default=True,
+        help="Topologies: homo, two-pool, multi-pool (3-4 length pools).",
+    ),
+    click.option(
+        "--b-short",
+        "b_short",
+        type=INT_LIST,
+        default=DEFAULT_THRESHOLDS_TOKENS,
+        help="Split thresholds (total tokens) to sweep; default 512,...,65536.",
+    ),
+    click.option(
+        "--router",
+        "routers",
+        type=NAME_LIST,
+        default=("length", "compress"),
+        show_default=True,
+        help="Sizing routers: length, compress (compress-and-route).",
+    ),
+    click.option(
+        "--compress-gamma",
+        type=POSITIVE,
+        default=DEFAULT_COMPRESS_GAMMA,
+        show_default=True,
+        help="Compress-and-route band: requests up to gamma x B_short are squeezed to B_short.",
+    ),
+    click.option(
+        "--node-avail", type=FRACTION, default=None, help="Node availability A in (0, 1]; pools get ceil(n/A)."
+    ),
+    click.option(
+        "--avail-preset",
+        default=None,
+        help="Availability preset: a100-soft, a100-hard, h100-5pct, ideal, or 'catalog' (each GPU's own).",
+    ),
+    click.option("--rho-max", type=FRACTION, default=DEFAULT_RHO_MAX, show_default=True, help="Utilisation cap."),
+    click.option(
+        "--max-gpus",
+        type=click.IntRange(min=1),
+        default=DEFAULT_MAX_GPUS,
+        show_default=True,
+        help="Largest fleet considered.",
+    ),
+    click.option(
+        "--tail-model",
+        type=click.Choice(["exp", "paper"]),
+        default="exp",
+        show_default=True,
+        help="Wait-tail form: exp = ln(C/(1-p))(1+Cs2)/(2(c mu - lam)) (exact for M/M/c); paper = eq. (2).",
+    ),
+    click.option(
+        "--ttft-model",
+        type=click.Choice(["quantile", "mean-prefill"]),
+        default="quantile",
+        show_default=True,
+        help="quantile = percentile of wait + prefill; mean-prefill = wait percentile + mean prefill (fleet-sim).",
+    ),
+    click.option(
+        "--prefill-seqs",
+        type=POSITIVE,
+        default=None,
+        help="Batch concurrency while a prompt is prefilled (default n_max, the paper's eq. 5; fleet-sim uses 1).",
+    ),
+    click.option(
+        "--min-spare-gpus",
+        type=click.IntRange(min=0),
+        default=0,
+        show_default=True,
+        help="Require GPUs >= ceil(offered load) + N per pool (the reference fleet simulator uses 1).",
+    ),
+    click.option(
+        "--verify-top",
+        type=click.IntRange(min=1),
+        default=DEFAULT_VERIFY_TOP,
+        show_default=True,
+        help="Simulate this many of the cheapest analytic candidates (iteration level).",
+    ),
+    click.option(
+        "--sim-requests",
+        type=click.IntRange(min=100),
+        default=DEFAULT_SIM_REQUESTS,
+        show_default=True,
+        help="Requests per simulation replication.",
+    ),
+    click.option(
+        "--replications",
+        type=click.IntRange(min=2),
+        default=DEFAULT_REPLICATIONS,
+        show_default=True,
+        help="Independent replications per simulated fleet (for the P99 confidence interval).",
+    ),
+    click.option("--no-verify", is_flag=True, help="Skip the simulation phase (analytic ranking only)."),
+    click.option(
+        "--slo-tpot", "slo_tpot_ms", type=POSITIVE, default=None,
+        help="P99 TPOT target in ms, checked by the simulator.",
+    ),
+    input_fraction_option,
+    gpu_profiles_option,
+    price_option,
+    seed_option,
+]
+
+
+def plan_options(func):
+    """The sweep and verification options shared by ``optimize`` and ``whatif``."""
+    for option in reversed(_PLAN_OPTIONS):
+        func = option(func)
+    return func
+
+
+def plan_inputs(opts: dict, rate_per_s: float | None):
+    """(workload, OptimizeRequest, VerifySettings | None, rate source) from parsed plan options."""
+    catalog = load_catalog(opts["gpu_profiles"], dict(opts["prices"]) if opts["prices"] else None)
+    wl = load_workload(opts["workload"], opts["input_fraction"])
+    if rate_per_s is not None:
+        rate, rate_source = rate_per_s, "--lam"
+    elif wl.arrival_rate_per_s is not None:
+        rate, rate_source = wl.arrival_rate_per_s, "the workload's own arrival rate"
+    else:
+        rate, rate_source = DEFAULT_RATE_PER_S, "default (the workload records no rate)"
+    slo_s = opts["slo_ttft_ms"] / 1e3
+    request = OptimizeRequest(
+        workload=wl,
+        gpus=resolve_gpus(catalog, opts["gpus"]),
+        slo_ttft_s=slo_s,
+        rate_per_s=rate,
+        percentile=opts["percentile"],
+        topologies=tuple(topology(t) for t in opts["topologies"]),
+        thresholds_tokens=tuple(opts["b_short"]),
+        routers=tuple(sizing_router(r) for r in opts["routers"]),
+        compress_gamma=opts["compress_gamma"],
+        availability=_availability(opts["node_avail"], opts["avail_preset"]),
+        rho_max=opts["rho_max"],
+        max_gpus=opts["max_gpus"],
+        tail_model=opts["tail_model"],
+        ttft_model=opts["ttft_model"],
+        n_prefill_seqs=opts["prefill_seqs"],
+        min_spare_gpus=opts["min_spare_gpus"],
+        rate_source=rate_source,
+    )
+    verify = None
+    if not opts["no_verify"]:
+        verify = VerifySettings(
+            slo_ttft_s=slo_s,
+            slo_tpot_s=None if opts["slo_tpot_ms"] is None else opts["slo_tpot_ms"] / 1e3,
+            rate_per_s=rate,
+            max_gpus=opts["max_gpus"],
+            top_k=opts["verify_top"],
+            n_requests=opts["sim_requests"],
+            n_replications=opts["replications"],
+            seed=opts["seed"],
+            percentile=opts["percentile"],
+        )
+    return wl, request, verify, rate_source
+
+
 @click.command("optimize", epilog=_EXAMPLES)
-@workload_option
 @click.option(
     "--lam",
     type=POSITIVE,
     default=None,
     help=f"Arrival rate, requests/s (default: the workload's own rate if it records one, else {DEFAULT_RATE_PER_S:g}).",
 )
-@click.option("--slo-ttft", "slo_ttft_ms", type=POSITIVE, required=True, help="TTFT target in ms at --percentile.")
-@click.option(
-    "--percentile",
-    type=click.FloatRange(0, 100, min_open=True, max_open=True),
-    default=99.0,
-    show_default=True,
-    help="Latency percentile the SLO applies to.",
-)
-@click.option(
-    "--gpus",
-    type=NAME_LIST,
-    default=None,
-    help="GPU types to consider, e.g. a10g,a100,h100 (default: the calibrated A10G, A100-80GB, H100-SXM).",
-)
-@click.option(
-    "--topology",
-    "topologies",
-    type=NAME_LIST,
-    default=("homo", "two-pool", "multi-pool"),
-    show_default=True,
-    help="Topologies: homo, two-pool, multi-pool (3-4 length pools).",
-)
-@click.option(
-    "--b-short",
-    "b_short",
-    type=INT_LIST,
-    default=DEFAULT_THRESHOLDS_TOKENS,
-    help="Split thresholds (total tokens) to sweep; default 512,...,65536.",
-)
-@click.option(
-    "--router",
-    "routers",
-    type=NAME_LIST,
-    default=("length", "compress"),
-    show_default=True,
-    help="Sizing routers: length, compress (compress-and-route).",
-)
-@click.option(
-    "--compress-gamma",
-    type=POSITIVE,
-    default=DEFAULT_COMPRESS_GAMMA,
-    show_default=True,
-    help="Compress-and-route band: requests up to gamma x B_short are squeezed to B_short.",
-)
-@click.option("--node-avail", type=FRACTION, default=None, help="Node availability A in (0, 1]; pools get ceil(n/A).")
-@click.option(
-    "--avail-preset",
-    default=None,
-    help="Availability preset: a100-soft, a100-hard, h100-5pct, ideal, or 'catalog' (each GPU's own).",
-)
-@click.option("--rho-max", type=FRACTION, default=DEFAULT_RHO_MAX, show_default=True, help="Utilisation cap.")
-@click.option(
-    "--max-gpus",
-    type=click.IntRange(min=1),
-    default=DEFAULT_MAX_GPUS,
-    show_default=True,
-    help="Largest fleet considered.",
-)
-@click.option(
-    "--tail-model",
-    type=click.Choice(["exp", "paper"]),
-    default="exp",
-    show_default=True,
-    help="Wait-tail form: exp = ln(C/(1-p))(1+Cs2)/(2(c mu - lam)) (exact for M/M/c); paper = eq. (2).",
-)
-@click.option(
-    "--ttft-model",
-    type=click.Choice(["quantile", "mean-prefill"]),
-    default="quantile",
-    show_default=True,
-    help="quantile = percentile of wait + prefill; mean-prefill = wait percentile + mean prefill (fleet-sim).",
-)
-@click.option(
-    "--prefill-seqs",
-    type=POSITIVE,
-    default=None,
-    help="Batch concurrency while a prompt is prefilled (default n_max, the paper's eq. 5; fleet-sim uses 1).",
-)
-@click.option(
-    "--min-spare-gpus",
-    type=click.IntRange(min=0),
-    default=0,
-    show_default=True,
-    help="Require GPUs >= ceil(offered load) + N per pool (the reference fleet simulator uses 1).",
-)
-@click.option(
-    "--verify-top",
-    type=click.IntRange(min=1),
-    default=DEFAULT_VERIFY_TOP,
-    show_default=True,
-    help="Simulate this many of the cheapest analytic candidates (iteration level).",
-)
-@click.option(
-    "--sim-requests",
-    type=click.IntRange(min=100),
-    default=DEFAULT_SIM_REQUESTS,
-    show_default=True,
-    help="Requests per simulation replication.",
-)
-@click.option(
-    "--replications",
-    type=click.IntRange(min=2),
-    default=DEFAULT_REPLICATIONS,
-    show_default=True,
-    help="Independent replications per simulated fleet (for the P99 confidence interval).",
-)
-@click.option("--no-verify", is_flag=True, help="Skip the simulation phase (analytic ranking only).")
-@click.option(
-    "--slo-tpot", "slo_tpot_ms", type=POSITIVE, default=None, help="P99 TPOT target in ms, checked by the simulator."
-)
+@plan_options
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Candidates shown.")
-@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None, help="Write all candidates as CSV.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the run as JSON.")
-@input_fraction_option
-@gpu_profiles_option
-@price_option
-@seed_option
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
+              help="Write the procurement report (one row per pool of the recommendation + total) as CSV.")
+@click.option("--candidates-csv", "candidates_csv", type=click.Path(dir_okay=False), default=None,
+              help="Write every candidate as CSV (one row per candidate).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+              help="Write the full run as JSON (re-render with `fleetplan report RUN.json --html OUT.html`).")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
+              help="Write one self-contained HTML report (tables and embedded plots).")
+@click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None,
+              help="Write the plots as PNG and SVG into this directory (needs fleetplan[plot]).")
+@quiet_option
 @one_line_errors
-def optimize(
-    workload,
-    lam,
-    slo_ttft_ms,
-    percentile,
-    gpus,
-    topologies,
-    b_short,
-    routers,
-    compress_gamma,
-    node_avail,
-    avail_preset,
-    rho_max,
-    max_gpus,
-    tail_model,
-    ttft_model,
-    prefill_seqs,
-    min_spare_gpus,
-    verify_top,
-    sim_requests,
-    replications,
-    no_verify,
-    slo_tpot_ms,
-    top,
-    csv_path,
-    json_path,
-    input_fraction,
-    gpu_profiles,
-    prices,
-    seed,
-) -> None:
+def optimize(lam, top, csv_path, candidates_csv, json_path, html_path, plots_dir, quiet, **opts) -> None:
     """Find the cheapest fleet whose P99 TTFT meets --slo-ttft at --lam requests/s.
 
     Phase 1 sizes every candidate (topology x split threshold x GPU type per pool x
@@ -230,54 +265,15 @@ def optimize(
     annual cost.  TTFT is time to first token; P99 the 99th percentile; rho the
     utilisation of a pool's KV slots.
     """
-    catalog = load_catalog(gpu_profiles, dict(prices) if prices else None)
-    wl = load_workload(workload, input_fraction)
-    if lam is not None:
-        rate, rate_source = lam, "--lam"
-    elif wl.arrival_rate_per_s is not None:
-        rate, rate_source = wl.arrival_rate_per_s, "the workload's own arrival rate"
-    else:
-        rate, rate_source = DEFAULT_RATE_PER_S, "default (the workload records no rate)"
-    request = OptimizeRequest(
-        workload=wl,
-        gpus=resolve_gpus(catalog, gpus),
-        slo_ttft_s=slo_ttft_ms / 1e3,
-        rate_per_s=rate,
-        percentile=percentile,
-        topologies=tuple(topology(t) for t in topologies),
-        thresholds_tokens=tuple(b_short),
-        routers=tuple(sizing_router(r) for r in routers),
-        compress_gamma=compress_gamma,
-        availability=_availability(node_avail, avail_preset),
-        rho_max=rho_max,
-        max_gpus=max_gpus,
-        tail_model=tail_model,
-        ttft_model=ttft_model,
-        n_prefill_seqs=prefill_seqs,
-        min_spare_gpus=min_spare_gpus,
-        rate_source=rate_source,
-    )
-    verify = None
-    if not no_verify:
-        verify = VerifySettings(
-            slo_ttft_s=slo_ttft_ms / 1e3,
-            slo_tpot_s=None if slo_tpot_ms is None else slo_tpot_ms / 1e3,
-            rate_per_s=rate,
-            max_gpus=max_gpus,
-            top_k=verify_top,
-            n_requests=sim_requests,
-            n_replications=replications,
-            seed=seed,
-        )
-    with progress_reporter() as progress:
+    wl, request, verify, rate_source = plan_inputs(opts, lam)
+    rate, percentile, slo_ttft_ms, slo_tpot_ms = request.rate_per_s, request.percentile, opts["slo_ttft_ms"], \
+        opts["slo_tpot_ms"]
+    paths = {"csv": csv_path, "candidates_csv": candidates_csv, "json": json_path, "html": html_path,
+             "plots": plots_dir}
+    with progress_reporter(quiet) as progress:
         result = run_optimize(request, verify, progress)
-    if csv_path:
-        write_candidates_csv(result, csv_path)
-    if json_path:
-        write_result_json(result, json_path, seed)
-    console = Console(file=sys.stdout)
-    if not console.is_terminal:
-        console.width = max(console.width, _REPORT_WIDTH)
+        notes = write_optimize_reports(result, verify, opts["seed"], paths, progress)
+    console = report_console()
     tpot = "" if slo_tpot_ms is None else f", P99 TPOT <= {slo_tpot_ms:g} ms"
     console.print(
         f"Workload {wl.name}: λ = {rate:g} req/s ({rate_source}); SLO P{percentile:g} TTFT <= "
@@ -288,6 +284,8 @@ def optimize(
     print_candidates(console, result, top)
     if verify is not None:
         console.print(TPOT_NOTE)
+    for note in notes:
+        console.print(note)
     if result.recommendation is None:
         if verify is not None and any(c.feasible for c in result.candidates):
             raise no_verified_fleet_error(request, result)

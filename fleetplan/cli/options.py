@@ -6,10 +6,14 @@ the rule and the fix (click prints it and exits 2).
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
+
+from fleetplan.exec import Executor, make_executor
 
 
 class PositiveFloat(click.ParamType):
@@ -138,3 +142,40 @@ price_option = click.option(
     "--price", "prices", multiple=True, type=PriceOverride(),
     help="Override a GPU's price per GPU-hour, e.g. --price h100=2.49 (repeatable).",
 )
+
+
+def executor_options(func):
+    """``--executor local|ray``, ``--workers N``, ``--ray-address auto|HOST:PORT`` for commands that
+    run independent simulations; the command receives ``executor``, ``workers``, ``ray_address``
+    and builds the executor with ``executor_from_options``."""
+    func = click.option(
+        "--ray-address", "ray_address", default=None, metavar="auto|HOST:PORT",
+        help="Ray cluster for --executor ray: 'auto' (default) joins the cluster this machine belongs to "
+        "(`ray start --head`), HOST:PORT a remote head node.",
+    )(func)
+    func = click.option(
+        "--workers", "workers", type=click.IntRange(min=1), default=None,
+        help="Worker processes for --executor local (default: the number of cores; 1 runs in this process).",
+    )(func)
+    return click.option(
+        "--executor", "executor", default="local", show_default=True, metavar="local|ray",
+        help="Where independent simulations run: local (a process pool on this machine) or ray "
+        "(a Ray cluster; needs pip install 'fleetplan[ray]'). Results are identical either way.",
+    )(func)
+
+
+@contextlib.contextmanager
+def executor_from_options(executor: str, workers: int | None, ray_address: str | None) -> Iterator[Executor]:
+    """The executor chosen by ``executor_options``, closed (workers stopped) when the block ends::
+
+        with executor_from_options(executor, workers, ray_address) as run_tasks:
+            result = optimize(request, verify, progress, map_fn=run_tasks)
+
+    An unknown name, Ray not installed, or an option of the other executor is a ``FleetplanError``
+    (one line, exit 2 via ``fleetplan.cli.errors``).
+    """
+    built = make_executor(executor, workers=workers, ray_address=ray_address)
+    try:
+        yield built
+    finally:
+        built.close()

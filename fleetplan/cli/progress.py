@@ -1,6 +1,7 @@
 """Progress bars: the library reports ``progress(stage, done, total)``; the CLI draws rich bars.
 
-Bars are shown only when stderr is a terminal, so pipes, files and CI logs stay clean.
+Bars are shown only when stderr is a terminal, so pipes, files and CI logs stay clean;
+``--quiet`` (``quiet_option``) turns them off on a terminal too.
 """
 
 from __future__ import annotations
@@ -8,15 +9,26 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-_LABELS = {"sweep": "analytical sweep", "verify": "simulating candidates"}
+_LABELS = {
+    "sweep": "analytical sweep",
+    "verify": "simulating candidates",
+    "profile": "simulating the recommendation",
+    "whatif": "what-if rates",
+    "threshold": "step thresholds",
+    "grid-flex": "grid-flex levels",
+    "frontier": "frontier runs",
+}
+
+quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress bars (for scripts).")
 
 
 @contextlib.contextmanager
 def progress_reporter(quiet: bool = False) -> Iterator:
-    """Yields a ``progress(stage, done, total)`` callback (a no-op when not on a terminal)."""
+    """Yields a ``progress(stage, done, total)`` callback (None when quiet or not on a terminal)."""
     console = Console(stderr=True)
     if quiet or not console.is_terminal:
         yield None

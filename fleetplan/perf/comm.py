@@ -15,13 +15,14 @@ the bidirectional aggregate), or PCIe Gen4 x16 (``PCIE_GB_PER_S``) for cards wit
 NVLink; larger groups cross the scale-out NIC at ``network_gbps / 8`` GB/s.  Achieved
 bandwidth is ``link_efficiency`` of that.
 
-alpha: ``NVLINK_ALPHA_S`` = 10 us per collective step -- an estimate: a ring all-reduce
-needs 2 (g - 1) synchronised steps and NVIDIA reports that these synchronisations, not
-bandwidth, dominate small inference all-reduces on 8 GPUs ("3x Faster AllReduce with
-NVSwitch and TensorRT-LLM MultiShot", NVIDIA technical blog, 2024); nccl-tests on DGX
-A100/H100 report small-message all-reduce times of order 10-30 us.  ``NETWORK_ALPHA_S`` =
-20 us for InfiniBand/RoCE (one extra NIC hop each way; same basis).  Both are parameters
-of ``PredictorOptions`` and are replaced by calibration.
+alpha: ``NVLINK_ALPHA_S`` = 10 us per collective: vLLM's custom all-reduce on H100 takes
+8.5-11.8 us for 512 B - 32 KB messages at TP 2/4/8 (sgl-project/sglang PR #2904, "optimize
+custom allreduce kernel", unit-test table for vLLM, 2025-01-15), i.e. the small-message
+latency a decode step's all-reduces pay; NVIDIA notes that ring synchronisation, not
+bandwidth, dominates them ("3x Faster AllReduce with NVSwitch and TensorRT-LLM MultiShot",
+NVIDIA technical blog, 2024).  ``NETWORK_ALPHA_S`` = 20 us for InfiniBand/RoCE is an
+estimate (the NVLink figure plus a NIC traversal each way).  Both are parameters of
+``PredictorOptions``; calibration absorbs them into the fitted fixed and comm terms.
 """
 
 from __future__ import annotations
@@ -29,11 +30,11 @@ from __future__ import annotations
 from fleetplan.hardware import GpuProfile
 
 __all__ = ["GPUS_PER_NODE", "PCIE_GB_PER_S", "NVLINK_ALPHA_S", "NETWORK_ALPHA_S", "link_bytes_per_s",
-           "all_reduce_s", "all_to_all_s", "send_recv_s", "crosses_node"]
+           "alpha_s", "all_reduce_s", "all_to_all_s", "send_recv_s", "crosses_node"]
 
 GPUS_PER_NODE = 8  # DGX/HGX A100, H100, H200, B200 and MI300X platforms hold 8 GPUs
 PCIE_GB_PER_S = 32.0  # PCIe 4.0 x16, per direction (PCI-SIG: 16 GT/s x 16 lanes, 128b/130b)
-NVLINK_ALPHA_S = 10e-6  # estimate, see module docstring
+NVLINK_ALPHA_S = 10e-6  # sglang PR #2904 (module docstring)
 NETWORK_ALPHA_S = 20e-6  # estimate, see module docstring
 BITS_PER_BYTE = 8.0
 
@@ -41,6 +42,11 @@ BITS_PER_BYTE = 8.0
 def crosses_node(group_gpus: int) -> bool:
     """True when a group of ``group_gpus`` cannot fit in one node."""
     return group_gpus > GPUS_PER_NODE
+
+
+def alpha_s(group_gpus: int, nvlink_alpha_s: float, network_alpha_s: float) -> float:
+    """Per-collective latency of a group: the scale-out figure once it spans nodes."""
+    return network_alpha_s if crosses_node(group_gpus) else nvlink_alpha_s
 
 
 def link_bytes_per_s(gpu: GpuProfile, group_gpus: int, link_efficiency: float) -> float:

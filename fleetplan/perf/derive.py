@@ -59,7 +59,7 @@ def derive_serving_constants(
     context_tokens: int = DEFAULT_REF_CONTEXT_TOKENS,
     weight_dtype: Dtype = Dtype.BF16,
     kv_dtype: Dtype = Dtype.BF16,
-    options: PredictorOptions = PredictorOptions(),
+    options: PredictorOptions | None = None,
     gpu_memory_utilization: float = 0.9,
     block_size_tokens: int = DEFAULT_BLOCK_SIZE_TOKENS,
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
@@ -75,8 +75,8 @@ def derive_serving_constants(
         Reference context L_ref of H (8192, the paper's).
     weight_dtype, kv_dtype : Dtype
         Storage types of weights and KV cache.
-    options : PredictorOptions
-        Efficiencies and overheads of the step-time predictor.
+    options : PredictorOptions or None
+        Efficiencies and overheads of the step-time predictor (None: the defaults).
     gpu_memory_utilization, block_size_tokens : float, int
         vLLM's memory fraction and KV block size (for ``kv_budget``).
     max_num_seqs : int
@@ -89,7 +89,7 @@ def derive_serving_constants(
     InfeasibleError
         The KV cache cannot hold one sequence of ``context_tokens``.
     """
-    predictor = StepTimePredictor(model, gpu, par, weight_dtype, kv_dtype, options)
+    predictor = StepTimePredictor(model, gpu, par, weight_dtype, kv_dtype, options or PredictorOptions())
     budget = kv_budget(model, gpu, par, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
                        gpu_memory_utilization=gpu_memory_utilization, block_size_tokens=block_size_tokens)
     blocks_per_seq = -(-context_tokens // block_size_tokens)

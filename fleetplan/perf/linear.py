@@ -32,8 +32,11 @@ one tile of ``c[5]`` tokens) and the wave factor
     gemm  = max(c[1] pad wf + c[8] n_seqs,  c[2] + c[7] T + c[9] n_seqs)     (roofline)
     q     = 1 - exp(c[15] T)
     moe   = max(c[12] T + c[13] sqrt(T),  c[14] q + c[16] sqrt(q (1 - q)) + c[17] T)   (0 if c[12]=c[14]=0)
-    step_s = c[0] + gemm + c[3] * attn2 / 2 + c[4] * decode_context_tokens
-             + c[10] T + c[11] n_seqs + moe
+    step_s = (c[0] + gemm + c[3] * attn2 / 2 + c[10] T + c[11] n_seqs + moe)
+             + c[4] * decode_context_tokens
+
+(the context term last: within a run of identical decode steps everything before it is
+loop-invariant, which the compiler hoists out of the kernel's cruise loop)
 
 ``roofline_step_s`` is that expression in the kernel's exact order.  ``N_STEP_COEFS`` was
 raised from 8 to 18 for it (mirrored in ``fleetplan.sim._kernels.codes``).
@@ -125,5 +128,5 @@ def roofline_step_s(coef: np.ndarray, n_seqs: int, n_decode: int, prefill_tokens
         q = 1.0 - math.exp(coef[15] * n_tokens)
         mm = coef[14] * q + coef[16] * math.sqrt(q * (1.0 - q)) + coef[17] * n_tokens
         moe = mc if mc > mm else mm
-    return (coef[0] + gemm + coef[3] * (attn2 * 0.5) + coef[4] * decode_context_tokens
-            + coef[10] * n_tokens + coef[11] * n_seqs + moe)
+    return (coef[0] + gemm + coef[3] * (attn2 * 0.5) + coef[10] * n_tokens + coef[11] * n_seqs + moe
+            + coef[4] * decode_context_tokens)

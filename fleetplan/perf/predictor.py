@@ -122,7 +122,7 @@ class StepTimePredictor:
         row_bytes = m.hidden_size * ACTIVATION_BYTES
 
         def alpha(group: int) -> float:
-            return o.network_alpha_s if comm.crosses_node(group) else o.nvlink_alpha_s
+            return comm.alpha_s(group, o.nvlink_alpha_s, o.network_alpha_s)
 
         tp = par.attn_tp
         bw_tp = comm.link_bytes_per_s(gpu, tp, o.link_efficiency)

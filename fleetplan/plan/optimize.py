@@ -10,10 +10,18 @@ Node availability (core paper §3.5): ``availability`` is a number A in (0, 1]
 applied to every GPU type, or the string ``"catalog"`` for each GPU's own A from
 its published failure rate and repair time (GPUs without one: A = 1, stated in
 the result).  Default: A = 1 (no spares).
+
+The verifications of the top candidates are independent tasks run through ``map_fn``
+(``fleetplan.parallel.MapFn``; default in-process, ``fleetplan.exec`` supplies process-pool and
+Ray executors).  Each verification's seeds derive from the run seed and the fleet's identity
+(``plan.verify``), so results are the same for every executor and worker count.  A verification
+that fails every attempt is kept as a failed ``Verification`` of its candidate (``passed`` False,
+``reason`` "verification task failed: <error>") and the others still count.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Sequence
@@ -21,6 +29,7 @@ from dataclasses import dataclass, field, replace
 
 from fleetplan.errors import ConfigError, InfeasibleError
 from fleetplan.hardware import GpuCatalog, GpuProfile
+from fleetplan.parallel import MapFn, TaskOutcome, in_input_order, serial_map
 from fleetplan.plan.points import LengthPoints
 from fleetplan.plan.pools import PlanSettings
 from fleetplan.plan.space import (
@@ -214,13 +223,37 @@ def no_verified_fleet_error(request: OptimizeRequest, result: OptimizeResult) ->
     )
 
 
+def failed_verification(candidate: Candidate, error: str) -> Verification:
+    """The record kept for a candidate whose verification task failed on every attempt."""
+    nan = float("nan")
+    return Verification(
+        rank=candidate.rank,
+        analytic_counts=tuple(p.count for p in candidate.pools),
+        verified_counts=tuple(p.count for p in candidate.pools),
+        verified_spares=tuple(p.spares for p in candidate.pools),
+        passed=False,
+        p99_ttft_s_sim=nan,
+        p99_tpot_s_sim=nan,
+        p99_ttft_s_analytic=candidate.ttft_p_s,
+        disagreement=nan,
+        flagged=False,
+        total_gpus=candidate.total_gpus_needed,
+        cost_usd_per_year=candidate.cost_usd_per_year,
+        reason=f"verification task failed: {error}",
+    )
+
+
 def optimize(
-    request: OptimizeRequest, verify: VerifySettings | None = None, progress: ProgressFn | None = None
+    request: OptimizeRequest,
+    verify: VerifySettings | None = None,
+    progress: ProgressFn | None = None,
+    map_fn: MapFn | None = None,
 ) -> OptimizeResult:
     """Phase 1 (analytic sweep) and, with ``verify``, phase 2 (simulation of the top candidates).
 
     With verification the recommendation is the cheapest fleet that passed the simulator
     (after its upward search), or None when none did; without it, the cheapest analytic one.
+    ``map_fn`` runs the verifications (default: one after another in this process).
     """
     t0 = time.perf_counter()
     ranked = analytical_phase(request, progress)
@@ -231,14 +264,19 @@ def optimize(
                               feasible[0] if feasible else None, (), elapsed)
     gpus = {g.name: g for g in request.gpus}
     top = feasible[: verify.top_k]
-    checked: dict[int, Candidate] = {}
-    for i, cand in enumerate(top):
-        if progress is not None:
-            progress("verify", i, len(top))
-        v = verify_candidate(cand, gpus, request.workload, verify, request.availability_of)
-        checked[cand.rank] = replace(cand, verification=v)
+    task = functools.partial(verify_candidate, gpus=gpus, workload=request.workload, s=verify,
+                             availability=request.availability_of)
     if progress is not None:
-        progress("verify", len(top), len(top))
+        progress("verify", 0, len(top))
+    outcomes: list[TaskOutcome] = []
+    for outcome in (map_fn or serial_map)(task, top):
+        outcomes.append(outcome)
+        if progress is not None:
+            progress("verify", len(outcomes), len(top))
+    checked: dict[int, Candidate] = {}
+    for cand, outcome in zip(top, in_input_order(outcomes, len(top)), strict=True):
+        v = outcome.value if outcome.ok else failed_verification(cand, outcome.error)
+        checked[cand.rank] = replace(cand, verification=v)
     ranked = [checked.get(c.rank, c) for c in ranked]
     passed = [verified_fleet(c) for c in checked.values() if c.verification.passed]
     best = min(passed, key=lambda c: (c.cost_usd_per_year, c.verification.p99_ttft_s_sim)) if passed else None

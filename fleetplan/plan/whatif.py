@@ -27,7 +27,8 @@ from dataclasses import dataclass, replace
 
 from fleetplan.errors import ConfigError
 from fleetplan.plan.optimize import OptimizeRequest, optimize, verified_fleet
-from fleetplan.plan.pools import LengthPoints, size_one_pool
+from fleetplan.plan.points import LengthPoints
+from fleetplan.plan.pools import size_one_pool
 from fleetplan.plan.space import PoolRange
 from fleetplan.plan.sweep import Candidate, ProgressFn
 from fleetplan.plan.verify import VerifySettings, fleet_spec
@@ -169,7 +170,7 @@ def whatif(
             progress("whatif", i, len(rates))
         req = replace(request, rate_per_s=rate)
         ver = None if verify is None else replace(verify, rate_per_s=rate)
-        res = optimize(req, ver)
+        res = optimize(req, ver, progress)
         best = res.recommendation
         if best is None:
             out.append(WhatIfPoint(rate, None, None, False, False, "no fleet meets the SLO at this rate"))

@@ -142,6 +142,28 @@ def _gridflex(doc: dict[str, Any] | None):
     return fig
 
 
+def throughput_frontier_figure(rows: list[dict[str, Any]], fmt: str = "png") -> bytes | None:
+    """Throughput per GPU vs tokens/s per user (``report.procurement.throughput_rows``);
+    None without matplotlib or rows."""
+    if not plots_available() or not rows:
+        return None
+    fig, ax = _figure()
+    ok = [r for r in rows if r["meets_ttft"]]
+    bad = [r for r in rows if not r["meets_ttft"]]
+    front = sorted((r for r in ok if r["on_frontier"]), key=lambda r: r["tokens_per_s_per_user"])
+    ax.scatter([r["tokens_per_s_per_user"] for r in ok], [r["throughput_tokens_per_s_per_gpu"] for r in ok],
+               s=10, color="0.6", label="meets TTFT limit")
+    ax.scatter([r["tokens_per_s_per_user"] for r in bad], [r["throughput_tokens_per_s_per_gpu"] for r in bad],
+               s=10, marker="x", color="tab:red", label="misses TTFT limit")
+    ax.plot([r["tokens_per_s_per_user"] for r in front], [r["throughput_tokens_per_s_per_gpu"] for r in front],
+            "o-", label="Pareto frontier")
+    ax.set_xlabel("tokens/s per user (1 / P95 TPOT)")
+    ax.set_ylabel("output tokens/s per GPU")
+    ax.set_title(f"Throughput vs interactivity ({rows[0]['architecture']})")
+    ax.legend(fontsize=7)
+    return _bytes(fig, fmt)
+
+
 _RUN_FIGURES: dict[str, Callable] = {"pareto": _pareto, "gpu_breakdown": _breakdown, "latency_cdf": _latency_cdf}
 
 

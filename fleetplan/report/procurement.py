@@ -148,3 +148,25 @@ def schedule_rows(schedule: ProcurementSchedule) -> list[dict[str, Any]]:
         "previous_fleet_runs_out_on": None if s.previous_runs_out_on is None else s.previous_runs_out_on.isoformat(),
         "order_by": s.order_by.isoformat(),
     } for s in schedule.steps]
+
+
+THROUGHPUT_COLUMNS = ("architecture", "gpu", "n_instances", "max_num_seqs", "lam_per_s",
+                      "throughput_tokens_per_s_per_gpu", "tokens_per_s_per_user", "p99_ttft_ms", "p95_tpot_ms",
+                      "meets_ttft", "on_frontier")
+COST_LATENCY_COLUMNS = ("topology", "label", "total_gpus", "cost_usd_per_year", "p99_ttft_ms")
+
+
+def throughput_rows(points) -> list[dict[str, Any]]:
+    """``plan.frontier.ThroughputPoint`` rows (ms at the edge)."""
+    return [{
+        "architecture": p.architecture, "gpu": p.gpu, "n_instances": p.n_instances, "max_num_seqs": p.max_num_seqs,
+        "lam_per_s": p.rate_per_s, "throughput_tokens_per_s_per_gpu": _r(p.throughput_tokens_per_s_per_gpu, 2),
+        "tokens_per_s_per_user": _r(p.tokens_per_s_per_user, 3), "p99_ttft_ms": _ms(p.p99_ttft_s),
+        "p95_tpot_ms": _ms(p.p95_tpot_s), "meets_ttft": p.meets_ttft, "on_frontier": p.on_frontier,
+    } for p in points]
+
+
+def cost_latency_rows(points) -> list[dict[str, Any]]:
+    """``plan.frontier.CostLatencyPoint`` rows."""
+    return [{"topology": p.topology, "label": p.label, "total_gpus": p.total_gpus,
+             "cost_usd_per_year": round(p.cost_usd_per_year, 2), "p99_ttft_ms": _ms(p.p99_ttft_s)} for p in points]

@@ -32,7 +32,7 @@ from fleetplan.plan.optimize import OptimizeResult
 from fleetplan.plan.whatif import WhatIfResult
 from fleetplan.report.atomic import atomic_write_text
 from fleetplan.report.optimize_report import _ms, result_dict, verification_dict
-from fleetplan.report.procurement import procurement_rows, schedule_rows, whatif_rows
+from fleetplan.report.procurement import cost_latency_rows, procurement_rows, schedule_rows, whatif_rows
 from fleetplan.units import MS_PER_S
 
 KINDS = ("optimize-run", "whatif", "grid-flex")
@@ -60,11 +60,7 @@ def optimize_run_dict(result: OptimizeResult, seed: int,
     out = {"kind": "optimize-run", **result_dict(result, seed)}
     out["verification_results"] = [{"rank": v.rank, **verification_dict(v)} for v in result.verification]
     out["procurement"] = procurement_rows(result, sim_p99)
-    out["cost_latency_frontier"] = [
-        {"topology": p.topology, "label": p.label, "total_gpus": p.total_gpus,
-         "cost_usd_per_year": round(p.cost_usd_per_year, 2), "p99_ttft_ms": _ms(p.p99_ttft_s)}
-        for p in cost_latency_frontier(result)
-    ]
+    out["cost_latency_frontier"] = cost_latency_rows(cost_latency_frontier(result))
     out["latency_profiles"] = [profile_dict(p) for p in profiles]
     return _strict(out)
 

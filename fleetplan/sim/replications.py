@@ -5,10 +5,16 @@ the set of runs depends only on the run seed.  The mean of the per-replication P
 (and TPOT) and its two-sided Student-t interval at ``confidence`` are reported; the
 interval's upper end is what phase-2 verification compares with the SLO
 (``fleetplan.plan.verify``).
+
+Replications are independent tasks: ``map_fn`` (``fleetplan.parallel.MapFn``, e.g. an executor
+from ``fleetplan.exec``) runs them in parallel; each carries its own seed, so the result is the
+same for every executor and worker count.  A replication that fails every attempt raises
+``TaskFailedError`` (an interval with a hole in it would be wrong, not approximate).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -16,6 +22,7 @@ import numpy as np
 
 from fleetplan.errors import ConfigError
 from fleetplan.metrics import student_t_interval
+from fleetplan.parallel import MapFn, TaskFailedError, in_input_order, serial_map
 from fleetplan.rng import task_seed
 from fleetplan.sim.engine import DEFAULT_N_REQUESTS, simulate
 from fleetplan.sim.result import SimSummary
@@ -55,6 +62,11 @@ class ReplicatedResult:
         return self.p99_tpot_interval_s[1]
 
 
+def _replication_summary(spec, workload, rate_per_s, n_requests, level, seed, **simulate_kwargs) -> SimSummary:
+    """One replication (a picklable task for ``map_fn``)."""
+    return simulate(spec, workload, rate_per_s, n_requests, level, seed, **simulate_kwargs).summary
+
+
 def replicate(
     spec: FleetSpec,
     workload,
@@ -65,24 +77,33 @@ def replicate(
     n_replications: int = DEFAULT_N_REPLICATIONS,
     confidence: float = DEFAULT_CONFIDENCE,
     progress: Callable[[int, int], None] | None = None,
+    map_fn: MapFn | None = None,
     **simulate_kwargs,
 ) -> ReplicatedResult:
     """``n_replications`` runs of ``simulate`` with seeds ``task_seed(seed, "replication", r)``.
 
     ``simulate_kwargs`` are passed through (arrival, cv, horizon_s, warmup_fraction,
-    SLOs).  ``progress(done, total)`` is called after each replication.
+    SLOs).  ``progress(done, total)`` is called after each replication.  ``map_fn`` runs the
+    replications (default: one after another in this process).
     """
     if isinstance(n_replications, bool) or not isinstance(n_replications, int) or n_replications < 1:
         raise ConfigError(f"n_replications = {n_replications!r} must be an integer >= 1 (5 is typical)")
     if not (isinstance(confidence, float) and 0 < confidence < 1):
         raise ConfigError(f"confidence = {confidence!r} must be in (0, 1), e.g. 0.95")
     seeds = tuple(task_seed(seed, "replication", r) for r in range(n_replications))
-    summaries = []
-    for r, rep_seed in enumerate(seeds):
-        result = simulate(spec, workload, rate_per_s, n_requests, level, rep_seed, **simulate_kwargs)
-        summaries.append(result.summary)
+    one_run = functools.partial(_replication_summary, spec, workload, rate_per_s, n_requests, level,
+                                **simulate_kwargs)
+    outcomes = []
+    for outcome in (map_fn or serial_map)(one_run, seeds):
+        outcomes.append(outcome)
         if progress is not None:
-            progress(r + 1, n_replications)
+            progress(len(outcomes), n_replications)
+    summaries = []
+    for r, outcome in enumerate(in_input_order(outcomes, n_replications)):
+        if not outcome.ok:
+            raise TaskFailedError(f"replication {r} (seed {seeds[r]}) failed: {outcome.error}; the other "
+                                  "replications finished; fix the cause and rerun")
+        summaries.append(outcome.value)
     ttft = np.array([s.overall.ttft.p99_s for s in summaries])
     tpot = np.array([s.overall.tpot.p99_s for s in summaries])
     ttft_mean, ttft_lo, ttft_hi = student_t_interval(ttft, confidence)

@@ -47,7 +47,7 @@ def test_csv_and_json_exports(tmp_path):
         "500",
         "--topology",
         "homo,two-pool",
-        "--csv",
+        "--candidates-csv",
         str(out_csv),
         "--json",
         str(out_json),

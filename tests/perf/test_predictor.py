@@ -135,11 +135,12 @@ def test_kernel_form_equals_predict_on_dense_terms(request, catalog, model_name,
     assert p.step_s(*_aggregates(batch)) == pytest.approx(full, rel=1e-12)
 
 
-@pytest.mark.parametrize("zipf_s, tolerance", [(0.0, 0.05), (1.0, 0.10)])
-@pytest.mark.parametrize("text", ["decode=1x512", "decode=64x1024", "prefill=2048@0", "prefill=512@0;decode=200x500"])
+@pytest.mark.parametrize("zipf_s, tolerance", [(0.0, 0.02), (1.0, 0.08)])
+@pytest.mark.parametrize("text", ["decode=1x512", "decode=8x1024", "decode=64x1024", "prefill=2048@0",
+                                  "prefill=512@0;decode=200x500"])
 def test_moe_expected_load_matches_sampled_routing(catalog, qwen_moe, zipf_s, tolerance, text) -> None:
-    """The kernel's expected slowest-rank load is within 5 % (uniform) / 10 % (Zipf 1) of the
-    mean of sampled routings, over whole steps (Qwen3-30B-A3B, EP=4 on H100)."""
+    """The kernel's expected slowest-rank load is within 2 % (uniform) / 8 % (Zipf 1) of the
+    mean of 40 sampled routings, over whole steps (Qwen3-30B-A3B, EP=4 on H100)."""
     par = Parallelism(tp=4, ep=4)
     p = StepTimePredictor(qwen_moe, catalog.get("H100-SXM"), par, options=PredictorOptions(moe_zipf_s=zipf_s))
     batch = parse_batch(text)

@@ -73,8 +73,8 @@ def roofline_s(coef, n_seqs, n_decode, prefill_tokens, decode_context, attn2) ->
         q = 1.0 - math.exp(coef[15] * n_tokens)
         moe = max(coef[12] * n_tokens + coef[13] * math.sqrt(n_tokens),
                   coef[14] * q + coef[16] * math.sqrt(q * (1.0 - q)) + coef[17] * n_tokens)
-    return (coef[0] + gemm + coef[3] * (attn2 * 0.5) + coef[4] * decode_context
-            + coef[10] * n_tokens + coef[11] * n_seqs + moe)
+    return (coef[0] + gemm + coef[3] * (attn2 * 0.5) + coef[10] * n_tokens + coef[11] * n_seqs + moe
+            + coef[4] * decode_context)
 
 
 def step_time_s(code, coef, n_seqs, n_decode, prefill_tokens, decode_context, attn2) -> float:

@@ -18,7 +18,8 @@ token, nobody admitted or preempted), the next ``m - 1`` steps are identical in
 composition until the first completion (``m = min(output - generated)``), as long as the
 KV blocks they may need are free (``n * ceil((m - 1) / block) <= free``) and no arrival
 joins the instance's queue (and at most ``CRUISE_MAX_STEPS``).  Such a run of ``m`` steps is one event: step ``j`` lasts
-``step_time(n, n, 0, ctx + n (j - 1), 0)`` and the end times are re-summed step by step, so
+``step_time(n, n, 0, ctx + n (j - 1), 0)`` (evaluated as ``base + per_ctx * context`` with
+``step_model.decode_step_parts``, bit for bit the same) and the end times are re-summed step by step, so
 every float equals the one-step-at-a-time result.  An arrival routed to a cruising
 instance cuts the run after the step in progress (``cut_cruise``).  Nothing else can
 observe a cruising instance: routing reads outstanding counts and pool tokens, which
@@ -42,7 +43,7 @@ import numpy as np
 from fleetplan.sim._kernels.codes import STATUS_DONE
 from fleetplan.sim._kernels.jit import njit, njit_inline
 from fleetplan.sim._kernels.routing import add_outstanding
-from fleetplan.sim._kernels.step_model import step_time_s
+from fleetplan.sim._kernels.step_model import decode_step_parts, step_time_s
 
 # A cruise is cut into runs of at most this many steps: a cut (arrival) re-sums the step
 # ends from the run's start, so this bounds that work; ending a run early is exact.
@@ -167,8 +168,9 @@ def schedule_step(k, p, t_s, reqs, slots, inst, pools, outs):
     step_i[k, 2] = m
     step_i[k, 3] = decode_context
     t_end = t_s + dt
+    base_s, per_ctx_s = decode_step_parts(code, coef, n_seqs)
     for j in range(1, m):
-        t_end += step_time_s(code, coef, n_seqs, n_seqs, 0, decode_context + n_seqs * j, 0)
+        t_end += base_s + per_ctx_s * (decode_context + n_seqs * j)
     step_end_s[k] = t_end
 
 
@@ -183,9 +185,10 @@ def cut_cruise(k, p, t_s, inst, pools):
     n_seqs = step_i[k, 0]
     ctx = step_i[k, 3]
     t_end = step_f[k, 0] + step_f[k, 1]
+    base_s, per_ctx_s = decode_step_parts(pool_step_code[p], pool_step_coef[p], n_seqs)
     j = 1
     while t_end <= t_s and j < m:
-        t_end += step_time_s(pool_step_code[p], pool_step_coef[p], n_seqs, n_seqs, 0, ctx + n_seqs * j, 0)
+        t_end += base_s + per_ctx_s * (ctx + n_seqs * j)
         j += 1
     step_i[k, 2] = j
     step_end_s[k] = t_end
@@ -199,9 +202,9 @@ def add_step_stats(k, p, n_done, inst, pools, stats):
     inst_busy_s, inst_seq_s, inst_steps, inst_tokens = stats
     n_seqs = step_i[k, 0]
     ctx = step_i[k, 3]
+    base_s, per_ctx_s = decode_step_parts(pool_step_code[p], pool_step_coef[p], n_seqs)
     for j in range(n_done):
-        dt = step_f[k, 1] if j == 0 else step_time_s(
-            pool_step_code[p], pool_step_coef[p], n_seqs, n_seqs, 0, ctx + n_seqs * j, 0)
+        dt = step_f[k, 1] if j == 0 else base_s + per_ctx_s * (ctx + n_seqs * j)
         inst_busy_s[k] += dt
         inst_seq_s[k] += n_seqs * dt
     inst_steps[k] += n_done
@@ -216,10 +219,11 @@ def steps_by_horizon(k, p, horizon_s, inst, pools):
     n_seqs = step_i[k, 0]
     ctx = step_i[k, 3]
     t_end = step_f[k, 0] + step_f[k, 1]
+    base_s, per_ctx_s = decode_step_parts(pool_step_code[p], pool_step_coef[p], n_seqs)
     j = 0
     while j < step_i[k, 2] and t_end <= horizon_s:
         j += 1
-        t_end += step_time_s(pool_step_code[p], pool_step_coef[p], n_seqs, n_seqs, 0, ctx + n_seqs * j, 0)
+        t_end += base_s + per_ctx_s * (ctx + n_seqs * j)
     return j
 
 

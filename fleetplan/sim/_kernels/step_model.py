@@ -18,7 +18,7 @@ order-independent).  ``T = prefill_tokens + n_decode`` tokens pass the GEMMs.
     gemm  = max(c[1] pad wf + c[8] n_seqs, c[2] + c[7] T + c[9] n_seqs)
     q     = 1 - exp(c[15] T)
     moe   = max(c[12] T + c[13] sqrt(T), c[14] q + c[16] sqrt(q (1 - q)) + c[17] T)  (0 when c[12] = c[14] = 0)
-    step_s = c[0] + gemm + c[3] attn2 / 2 + c[4] decode_context_tokens + c[10] T + c[11] n_seqs + moe
+    step_s = (c[0] + gemm + c[3] attn2 / 2 + c[10] T + c[11] n_seqs + moe) + c[4] decode_context_tokens
 
 Both expressions are evaluated in exactly this order (the Python twin does the same, which
 is what makes float results match bit for bit).
@@ -33,7 +33,8 @@ from fleetplan.sim._kernels.jit import njit_inline
 
 
 @njit_inline
-def _roofline_s(coef, n_seqs, n_decode, prefill_tokens, decode_context_tokens, attn2):
+def _roofline_base_s(coef, n_seqs, n_decode, prefill_tokens, attn2):
+    """Everything of STEP_MODEL_ROOFLINE but the decode-context term (added last)."""
     n_tokens = prefill_tokens + n_decode
     tile = int(coef[5])
     m_tiles = (n_tokens + tile - 1) // tile
@@ -51,8 +52,7 @@ def _roofline_s(coef, n_seqs, n_decode, prefill_tokens, decode_context_tokens, a
         q = 1.0 - math.exp(coef[15] * n_tokens)
         mm = coef[14] * q + coef[16] * math.sqrt(q * (1.0 - q)) + coef[17] * n_tokens
         moe = mc if mc > mm else mm
-    return (coef[0] + gemm + coef[3] * (attn2 * 0.5) + coef[4] * decode_context_tokens
-            + coef[10] * n_tokens + coef[11] * n_seqs + moe)
+    return coef[0] + gemm + coef[3] * (attn2 * 0.5) + coef[10] * n_tokens + coef[11] * n_seqs + moe
 
 
 @njit_inline
@@ -62,5 +62,18 @@ def step_time_s(code, coef, n_seqs, n_decode, prefill_tokens, decode_context_tok
         return (coef[0] + coef[1] * n_seqs + coef[2] * prefill_tokens
                 + coef[3] * decode_context_tokens + coef[4] * (attn2 * 0.5))
     if code == STEP_MODEL_ROOFLINE:
-        return _roofline_s(coef, n_seqs, n_decode, prefill_tokens, decode_context_tokens, attn2)
+        return _roofline_base_s(coef, n_seqs, n_decode, prefill_tokens, attn2) + coef[4] * decode_context_tokens
     return -1.0
+
+
+@njit_inline
+def decode_step_parts(code, coef, n_seqs):
+    """``(base_s, s_per_context_token)`` of a pure-decode step of ``n_seqs`` requests, such that
+    ``base_s + s_per_context_token * ctx`` is bit for bit ``step_time_s(code, coef, n, n, 0, ctx, 0)``
+    (the context term is the last addition, and adding the zero prefill terms is exact).
+    Runs of identical decode steps ("cruise") evaluate the base once."""
+    if code == STEP_MODEL_LINEAR:
+        return coef[0] + coef[1] * n_seqs + coef[2] * 0, coef[3]
+    if code == STEP_MODEL_ROOFLINE:
+        return _roofline_base_s(coef, n_seqs, n_seqs, 0, 0), coef[4]
+    return -1.0, 0.0

@@ -1,0 +1,95 @@
+"""``fleetplan grid-flex``: power curtailment levels of a fixed fleet vs P99 TTFT (core paper §4.8)."""
+
+from __future__ import annotations
+
+import click
+from rich.table import Table
+
+from fleetplan.cli.errors import one_line_errors
+from fleetplan.cli.options import POSITIVE, gpu_profiles_option, input_fraction_option, seed_option, workload_option
+from fleetplan.cli.progress import progress_reporter, quiet_option
+from fleetplan.cli.report_cmd import render_documents, report_console
+from fleetplan.errors import ConfigError
+from fleetplan.hardware import load_catalog
+from fleetplan.plan.gridflex import DEFAULT_LEVELS_PCT, DEFAULT_STEADY_REQUESTS, DEFAULT_WINDOW_S, grid_flex
+from fleetplan.report.run_json import gridflex_dict, write_json
+from fleetplan.workload import load_workload
+
+_EXAMPLES = """\b
+Examples:
+  fleetplan grid-flex --workload azure_conv --lam 200 --gpus h100 --n-gpus 40
+  fleetplan grid-flex --workload azure_conv --lam 200 --gpus h100 --n-gpus 40 --levels 0,10,20,30,40,50 --window-s 75
+  fleetplan grid-flex --workload lmsys --lam 100 --gpus h100 --n-gpus 12 --no-sim --json flex.json
+"""
+
+
+def _levels(text: str) -> tuple[float, ...]:
+    try:
+        out = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError as exc:
+        raise ConfigError(f"--levels {text!r} is invalid: give comma-separated percentages, e.g. 0,10,20,30") from exc
+    if not out:
+        raise ConfigError("--levels is empty: give comma-separated percentages, e.g. 0,10,20,30")
+    return out
+
+
+def _ms(x_s: float | None) -> str:
+    if x_s is None:
+        return "-"
+    return "unstable" if x_s == float("inf") else f"{x_s * 1e3:,.1f}"
+
+
+@click.command("grid-flex", epilog=_EXAMPLES)
+@workload_option
+@click.option("--lam", type=POSITIVE, required=True, help="Arrival rate, requests/s.")
+@click.option("--gpus", "gpu_name", required=True, help="GPU type of the fleet (must have a power curve), e.g. h100.")
+@click.option("--n-gpus", type=click.IntRange(min=1), required=True, help="GPUs in the fleet.")
+@click.option("--slo-ttft", "slo_ttft_ms", type=POSITIVE, default=500.0, show_default=True, help="P99 TTFT, ms.")
+@click.option("--levels", default=",".join(f"{x:g}" for x in DEFAULT_LEVELS_PCT), show_default=True,
+              help="Curtailment levels, percent of the GPU's nominal power.")
+@click.option("--window-s", type=POSITIVE, default=DEFAULT_WINDOW_S, show_default=True,
+              help="Demand-response event length: window_s x λ requests simulated from an empty, capped fleet.")
+@click.option("--sim-requests", type=click.IntRange(min=100), default=DEFAULT_STEADY_REQUESTS, show_default=True,
+              help="Requests per steady-state replication.")
+@click.option("--max-context", type=click.IntRange(min=1), default=None,
+              help="Pool context in tokens (default: where the workload's CDF reaches 1).")
+@click.option("--ttft-model", type=click.Choice(["quantile", "mean-prefill"]), default="quantile",
+              show_default=True, help="Analytic TTFT form (mean-prefill = the reference tool's).")
+@click.option("--no-sim", is_flag=True, help="Analytic only (no window or steady-state simulation).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the table as JSON.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None, help="Write an HTML report.")
+@input_fraction_option
+@gpu_profiles_option
+@seed_option
+@quiet_option
+@one_line_errors
+def grid_flex_command(workload, lam, gpu_name, n_gpus, slo_ttft_ms, levels, window_s, sim_requests, max_context,
+                      ttft_model, no_sim, json_path, html_path, input_fraction, gpu_profiles, seed, quiet) -> None:
+    """Batch-cap (vLLM --max-num-seqs) curtailment levels: n_max, W/GPU, fleet kW, P99 TTFT."""
+    wl = load_workload(workload, input_fraction)
+    gpu = load_catalog(gpu_profiles).get(gpu_name)
+    with progress_reporter(quiet) as progress:
+        res = grid_flex(wl, gpu, lam, n_gpus, slo_ttft_ms / 1e3, _levels(levels), max_context_tokens=max_context,
+                        window_s=None if no_sim else window_s, steady_requests=None if no_sim else sim_requests,
+                        ttft_model=ttft_model, seed=seed, progress=progress)
+    doc = gridflex_dict(res, wl.name, seed)
+    if json_path:
+        write_json(doc, json_path)
+    notes = render_documents(None, None, doc, html_path, None)
+    console = report_console()
+    table = Table(title=f"Grid flex: {n_gpus}x {res.gpu}, λ = {lam:g} req/s, P99 TTFT SLO {slo_ttft_ms:g} ms, "
+                        f"context {res.max_context_tokens} tokens (uncapped n_max {res.n_max_uncapped})")
+    for col in ("flex %", "n_max", "W/GPU", "fleet kW", "rho", "P99 analytic ms", f"P99 sim {window_s:g} s ms",
+                "P99 sim steady ms", "SLO ok"):
+        table.add_column(col, justify="right")
+    for lv in res.levels:
+        ok = ("yes" if lv.slo_ok_steady else "no") + ("" if lv.slo_ok_window is None else
+                                                      f" / window {'yes' if lv.slo_ok_window else 'no'}")
+        table.add_row(f"{lv.flex_pct:g}", str(lv.n_max), f"{lv.power_w_per_gpu:.0f}", f"{lv.fleet_kw:.1f}",
+                      f"{lv.rho:.2f}", _ms(lv.p99_ttft_s_analytic), _ms(lv.p99_ttft_s_window),
+                      _ms(lv.p99_ttft_s_steady), ok)
+    console.print(table)
+    console.print("Curtailment is relative to the GPU's nominal power; n_max = largest batch whose logistic-curve "
+                  "power fits; W/GPU = P(n_max). Steady = replicated upper 95% bound (unstable when rho >= 1).")
+    for note in notes:
+        console.print(note)

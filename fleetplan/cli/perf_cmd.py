@@ -1,0 +1,141 @@
+"""``fleetplan perf``: explain a step's time per operator; calibrate a profile from measurements."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from fleetplan.cli.errors import FleetplanGroup
+from fleetplan.cli.options import FRACTION, gpu_profiles_option
+from fleetplan.hardware import load_catalog
+from fleetplan.models import Dtype, load_model
+from fleetplan.perf.batch import BATCH_SYNTAX, parse_batch
+from fleetplan.perf.calibrate import DEFAULT_HOLDOUT_FRACTION, DEFAULT_SEED, calibrate
+from fleetplan.perf.kv_budget import kv_budget
+from fleetplan.perf.overheads import DEFAULT_CPU_OVERHEAD_S, ExecutionMode, PredictorOptions
+from fleetplan.perf.parallelism import Parallelism
+from fleetplan.perf.predictor import StepTimePredictor
+from fleetplan.perf.profile_io import read_calibration_csv, save_perf_profile
+from fleetplan.units import ms_to_s, s_to_ms
+
+DTYPES = [d.value for d in Dtype]
+KV_REPORT_CONTEXT_TOKENS = 8192  # context at which explain reports n_max (the core paper's reference)
+
+
+def _predictor_options(func):
+    """--model, --gpu, parallelism, dtypes and overheads shared by explain and calibrate."""
+    options = [
+        click.option("--model", "model_name", required=True, help="Bundled model (llama-3.1-70b) or a config.json."),
+        click.option("--gpu", "gpu_name", required=True, help="GPU name or alias from the catalog (h100, a100)."),
+        click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True, help="Tensor parallel size."),
+        click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True, help="Pipeline parallel size."),
+        click.option("--dp", type=click.IntRange(min=1), default=1, show_default=True,
+                     help="Attention data parallel size."),
+        click.option("--ep", type=click.IntRange(min=1), default=1, show_default=True,
+                     help="Expert parallel size (MoE; must divide tp*dp)."),
+        click.option("--weight-dtype", type=click.Choice(DTYPES), default="bf16", show_default=True),
+        click.option("--kv-dtype", type=click.Choice(DTYPES), default="bf16", show_default=True),
+        click.option("--execution", type=click.Choice([m.value for m in ExecutionMode]), default="cuda_graph",
+                     show_default=True, help="Kernel issue: eager pays per-kernel launch overhead."),
+        click.option("--cpu-overhead-ms", type=click.FloatRange(min=0), default=s_to_ms(DEFAULT_CPU_OVERHEAD_S),
+                     show_default=True, help="Host scheduling/sampling time per step (0 hides real TTFT cost)."),
+        gpu_profiles_option,
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _build(model_name, gpu_name, tp, pp, dp, ep, weight_dtype, kv_dtype, execution, cpu_overhead_ms, gpu_profiles):
+    gpu = load_catalog(gpu_profiles).get(gpu_name)
+    opts = PredictorOptions(execution=execution, cpu_overhead_s=ms_to_s(cpu_overhead_ms))
+    return StepTimePredictor(load_model(model_name), gpu, Parallelism(tp=tp, pp=pp, dp=dp, ep=ep),
+                             Dtype(weight_dtype), Dtype(kv_dtype), opts)
+
+
+_GROUP_EXAMPLES = """\b
+Examples:
+  fleetplan perf explain --model llama-3.1-70b --gpu h100 --tp 4 --batch "prefill=2048@0;decode=128x1024"
+  fleetplan perf calibrate examples/calibration_example.csv --model llama-3.1-8b --gpu h100 --out h100.json
+"""
+_EXPLAIN_EXAMPLES = f"""\b
+Batch syntax: {BATCH_SYNTAX}
+  TOKENS@OFFSET  a prefill chunk of TOKENS new tokens after OFFSET cached ones
+  COUNTxCONTEXT  COUNT decoding requests holding CONTEXT tokens each
+\b
+Examples:
+  fleetplan perf explain --model llama-3.1-70b --gpu h100 --tp 4 --batch "prefill=2048@0,512@4096;decode=128x1024"
+  fleetplan perf explain --model qwen3-30b-a3b --gpu h100 --tp 4 --ep 4 --batch "decode=256x2048"
+  fleetplan perf explain --model llama-3.1-8b --gpu a100 --execution eager --batch "decode=1x512"
+"""
+_CALIBRATE_EXAMPLES = """\b
+CSV columns (fleetplan.perf.profile_io): n_seqs, n_decode, prefill_tokens,
+decode_context_tokens, prefill_attention_work, step_ms; '#' lines are comments.
+\b
+Examples:
+  fleetplan perf calibrate examples/calibration_example.csv --model llama-3.1-8b --gpu h100 --out h100.json
+  fleetplan perf calibrate steps.csv --model llama-3.1-70b --gpu a100 --tp 8 --holdout 0.3 --out a100.json
+"""
+
+
+@click.group(cls=FleetplanGroup, epilog=_GROUP_EXAMPLES)
+def perf() -> None:
+    """Step-time predictor: per-operator breakdown and calibration from measured steps."""
+
+
+@perf.command("explain", epilog=_EXPLAIN_EXAMPLES)
+@_predictor_options
+@click.option("--batch", "batch_text", required=True, help=f"The step's batch: {BATCH_SYNTAX}.")
+def explain(batch_text: str, **kw) -> None:
+    """Per-operator time of one engine step, and the replica's KV-cache budget."""
+    p = _build(**kw)
+    batch = parse_batch(batch_text)
+    breakdown = p.predict(batch)
+    total = breakdown.total_s
+    table = Table(title=f"{p.model.name} on {p.parallelism.gpus_per_replica}x {p.gpu.name} ({p.parallelism.flags()}, "
+                        f"{p.weight_dtype.value} weights, {p.kv_dtype.value} KV, {p.options.execution.value})")
+    for header in ("operator", "ms", "share"):
+        table.add_column(header, justify="left" if header == "operator" else "right")
+    for name, seconds in breakdown.seconds.items():
+        if seconds > 0:
+            table.add_row(name, f"{s_to_ms(seconds):.3f}", f"{seconds / total:.1%}")
+    table.add_row("total", f"{s_to_ms(total):.3f}", "100.0%", style="bold")
+    console = Console()
+    console.print(table)
+    console.print(f"batch: {batch.n_seqs} requests ({batch.n_decode} decoding), {batch.n_tokens} tokens through the "
+                  f"GEMMs ({breakdown.gemm_bound}-bound), decode context {batch.decode_context_sum} tokens")
+    budget = kv_budget(p.model, p.gpu, p.parallelism, weight_dtype=p.weight_dtype, kv_dtype=p.kv_dtype)
+    per_seq = -(-KV_REPORT_CONTEXT_TOKENS // budget.block_size_tokens)
+    console.print(f"KV budget: {budget.kv_blocks_per_replica} blocks of {budget.block_size_tokens} tokens per "
+                  f"replica ({budget.kv_blocks_per_replica * budget.block_size_tokens} tokens); "
+                  f"n_max at {KV_REPORT_CONTEXT_TOKENS} tokens = {budget.kv_blocks_per_replica // per_seq}")
+
+
+@perf.command("calibrate", epilog=_CALIBRATE_EXAMPLES)
+@click.argument("csv_path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@_predictor_options
+@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Profile JSON to write (load with --perf-profile).")
+@click.option("--holdout", type=FRACTION, default=DEFAULT_HOLDOUT_FRACTION, show_default=True,
+              help="Share of rows kept out of the fit to report MAPE on.")
+@click.option("--seed", type=click.IntRange(min=0), default=DEFAULT_SEED, show_default=True,
+              help="Seed of the held-out split.")
+def calibrate_cmd(csv_path: Path, out_path: Path, holdout: float, seed: int, **kw) -> None:
+    """Fit the predictor's scales to measured steps (NNLS) and write a profile."""
+    data = read_calibration_csv(csv_path)
+    report = calibrate(_build(**kw), data, holdout_fraction=holdout, seed=seed)
+    save_perf_profile(report.profile, out_path)
+    table = Table(title=f"held-out MAPE ({report.n_holdout} of {data.n_rows} steps; fit on {report.n_fit})")
+    table.add_column("predictor")
+    table.add_column("MAPE", justify="right")
+    table.add_row("uncalibrated roofline", f"{report.base_mape:.1%}")
+    table.add_row("calibrated (NNLS, saved)", f"{report.fit_mape:.1%}")
+    forest = "scikit-learn not installed" if report.forest_mape is None else f"{report.forest_mape:.1%}"
+    table.add_row("random forest (comparison)", forest)
+    console = Console()
+    console.print(table)
+    scales = ", ".join(f"{k}={v:.3g}" for k, v in report.profile.scales.items())
+    console.print(f"scales: {scales}\nwrote {out_path}")

@@ -1,0 +1,110 @@
+"""``fleetplan report``: re-render a saved run as HTML / plots without recomputing.
+
+Also home of ``write_optimize_reports``, the exports ``optimize`` writes (procurement CSV,
+candidate CSV, full-run JSON, HTML, plots).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from fleetplan.cli.errors import one_line_errors
+from fleetplan.errors import ConfigError
+from fleetplan.plan.frontier import latency_profile
+from fleetplan.plan.optimize import OptimizeResult
+from fleetplan.report.html import write_html, write_plots
+from fleetplan.report.optimize_report import write_candidates_csv
+from fleetplan.report.plots import PLOT_HINT, plots_available
+from fleetplan.report.procurement import write_procurement_csv
+from fleetplan.report.run_json import load_run, optimize_run_dict, write_json
+
+_EXAMPLES = """\b
+Examples:
+  fleetplan optimize --workload lmsys --slo-ttft 500 --json run.json
+  fleetplan report run.json --html report.html
+  fleetplan report run.json --whatif growth.json --html report.html --plots plots/
+  fleetplan report flex.json --html flex.html
+"""
+
+
+#: Columns used when stdout is not a terminal (pipes, files, CI logs).
+_REPORT_WIDTH = 160
+
+
+def report_console() -> Console:
+    """Console on stdout; wide enough for the tables when stdout is not a terminal."""
+    console = Console(file=sys.stdout)
+    if not console.is_terminal:
+        console.width = max(console.width, _REPORT_WIDTH)
+    return console
+
+
+def write_optimize_reports(result: OptimizeResult, verify, seed: int, paths: dict, progress) -> list[str]:
+    """Write every requested export of an ``optimize`` run; returns notes for the console.
+
+    When the run was simulated, the recommendation is simulated once more (``verify``'s
+    request count, the run's seed) to keep per-pool latency quantiles for CDF plots and the
+    procurement report's simulated P99 column.
+    """
+    notes: list[str] = []
+    if paths.get("candidates_csv"):
+        write_candidates_csv(result, paths["candidates_csv"])
+    if not any(paths.get(k) for k in ("csv", "json", "html", "plots")):
+        return notes
+    profiles = ()
+    if verify is not None and result.recommendation is not None:
+        if progress is not None:
+            progress("profile", 0, 1)
+        gpus = {g.name: g for g in result.request.gpus}
+        profiles = latency_profile(result.recommendation, gpus, result.request.workload, result.request.rate_per_s,
+                                   verify.n_requests, seed)
+        if progress is not None:
+            progress("profile", 1, 1)
+    doc = optimize_run_dict(result, seed, profiles)
+    if paths.get("csv"):
+        write_procurement_csv(doc["procurement"], paths["csv"])
+    if paths.get("json"):
+        write_json(doc, paths["json"])
+    notes += render_documents(doc, None, None, paths.get("html"), paths.get("plots"))
+    return notes
+
+
+def render_documents(run, whatif, gridflex, html_path, plots_dir) -> list[str]:
+    """HTML and/or plot files from documents; returns console notes (the install hint)."""
+    notes = []
+    if html_path:
+        write_html(html_path, run, whatif, gridflex)
+    if plots_dir:
+        Path(plots_dir).mkdir(parents=True, exist_ok=True)
+        write_plots(plots_dir, run, whatif, gridflex)
+    if (html_path or plots_dir) and not plots_available():
+        notes.append(PLOT_HINT)
+    return notes
+
+
+@click.command("report", epilog=_EXAMPLES)
+@click.argument("run_json", type=click.Path(exists=True, dir_okay=False))
+@click.option("--whatif", "whatif_json", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="A `fleetplan whatif --json` file to add (cost vs λ steps, schedule).")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None, help="Write the HTML page here.")
+@click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None,
+              help="Write PNG and SVG plots into this directory.")
+@one_line_errors
+def report(run_json, whatif_json, html_path, plots_dir) -> None:
+    """Render RUN_JSON (from optimize, whatif or grid-flex --json) without recomputing."""
+    if not html_path and not plots_dir:
+        raise ConfigError("nothing to write: give --html OUT.html and/or --plots DIR")
+    doc = load_run(run_json)
+    docs = {"optimize-run": None, "whatif": None, "grid-flex": None}
+    docs[doc["kind"]] = doc
+    if whatif_json:
+        docs["whatif"] = load_run(whatif_json, kind="whatif")
+    for note in render_documents(docs["optimize-run"], docs["whatif"], docs["grid-flex"], html_path, plots_dir):
+        click.echo(note)
+    for target in (html_path, plots_dir):
+        if target:
+            click.echo(f"wrote {target}")

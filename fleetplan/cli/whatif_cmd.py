@@ -1,0 +1,127 @@
+"""``fleetplan whatif``: the cheapest verified fleet per arrival rate, step thresholds and,
+with ``--growth``, a dated procurement schedule."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+import click
+from rich.table import Table
+
+from fleetplan.cli.errors import one_line_errors
+from fleetplan.cli.optimize_cmd import plan_inputs, plan_options
+from fleetplan.cli.progress import progress_reporter, quiet_option
+from fleetplan.cli.report_cmd import render_documents, report_console
+from fleetplan.errors import ConfigError
+from fleetplan.plan.growth import procurement_schedule
+from fleetplan.plan.whatif import rate_grid, whatif
+from fleetplan.report.atomic import atomic_write_text
+from fleetplan.report.procurement import (
+    SCHEDULE_COLUMNS,
+    WHATIF_COLUMNS,
+    rows_to_csv,
+    schedule_rows,
+    whatif_rows,
+)
+from fleetplan.report.run_json import whatif_dict, write_json
+
+_EXAMPLES = """\b
+Examples:
+  fleetplan whatif --workload azure_conv --lam-range 25:400:25 --slo-ttft 500 --gpus h100 --topology two-pool
+  fleetplan whatif --workload lmsys --lam-range 50:300:50 --slo-ttft 500 --no-verify \\
+      --growth 15%/month --months 24 --start-lam 50 --lead-time-weeks 8 --start-date 2026-01-01
+  fleetplan whatif --workload lmsys --lam-range 50:200:50 --slo-ttft 500 --json growth.json --csv growth.csv
+"""
+_GROWTH = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*%?\s*(?:/\s*(?:month|mo))?\s*$", re.IGNORECASE)
+
+
+def parse_lam_range(text: str) -> tuple[float, ...]:
+    parts = text.split(":")
+    try:
+        start, stop, step = (float(p) for p in parts)
+    except ValueError as exc:
+        raise ConfigError(f"--lam-range {text!r} is invalid: write START:STOP:STEP in req/s, e.g. 25:400:25") from exc
+    return rate_grid(start, stop, step)
+
+
+def parse_growth(text: str) -> float:
+    """``15%/month``, ``15%`` or ``15`` -> 0.15 per month."""
+    m = _GROWTH.match(text)
+    if not m or float(m.group(1)) <= 0:
+        raise ConfigError(f"--growth {text!r} is invalid: write a monthly percentage > 0, e.g. 15%/month")
+    return float(m.group(1)) / 100.0
+
+
+def parse_date(text: str | None) -> dt.date:
+    if text is None:
+        return dt.date.today()
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError as exc:
+        raise ConfigError(f"--start-date {text!r} is invalid: write YYYY-MM-DD, e.g. 2026-01-01") from exc
+
+
+@click.command("whatif", epilog=_EXAMPLES)
+@click.option("--lam-range", "lam_range", required=True, help="Rates to plan for, START:STOP:STEP req/s.")
+@plan_options
+@click.option("--growth", default=None, help="Traffic growth per month, e.g. 15%/month (enables the schedule).")
+@click.option("--months", type=click.IntRange(min=1), default=24, show_default=True, help="Schedule horizon.")
+@click.option("--start-lam", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Rate at the start date (default: the first --lam-range rate).")
+@click.option("--lead-time-weeks", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="Order-to-serving lead time; order-by = date the current fleet runs out - lead time.")
+@click.option("--start-date", default=None, help="Schedule start, YYYY-MM-DD (default: today).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the run as JSON.")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
+              help="Write the schedule (with --growth) or the per-rate points as CSV.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None, help="Write an HTML report.")
+@quiet_option
+@one_line_errors
+def whatif_command(lam_range, growth, months, start_lam, lead_time_weeks, start_date, json_path, csv_path,
+                   html_path, quiet, **opts) -> None:
+    """Cheapest fleet per λ and the rate up to which each one holds ("buy before then")."""
+    rates = parse_lam_range(lam_range)
+    growth_per_month = None if growth is None else parse_growth(growth)
+    start = parse_date(start_date)
+    wl, request, verify, _ = plan_inputs(opts, rates[0])
+    with progress_reporter(quiet) as progress:
+        result = whatif(request, rates, verify, progress=progress)
+    schedule = None
+    if growth_per_month is not None:
+        schedule = procurement_schedule(result.points, start_lam or rates[0], growth_per_month, months, start,
+                                        lead_time_weeks)
+    doc = whatif_dict(result, opts["seed"], schedule)
+    if json_path:
+        write_json(doc, json_path)
+    if csv_path:
+        text = rows_to_csv(SCHEDULE_COLUMNS, schedule_rows(schedule)) if schedule else \
+            rows_to_csv(WHATIF_COLUMNS, whatif_rows(result))
+        atomic_write_text(csv_path, text)
+    notes = render_documents(None, doc, None, html_path, None)
+    console = report_console()
+    table = Table(title=f"What-if on {wl.name}: P{request.percentile:g} TTFT <= {opts['slo_ttft_ms']:g} ms; "
+                        f"thresholds {result.threshold_method}")
+    for col in ("λ req/s", "fleet", "GPUs", "$/yr", "holds until λ"):
+        table.add_column(col, justify="left" if col == "fleet" else "right")
+    for row in doc["points"]:
+        thr = "-" if row["holds_until_lam_per_s"] is None else f"{row['holds_until_lam_per_s']:,.1f}"
+        if row["threshold_is_lower_bound"]:
+            thr = ">= " + thr
+        table.add_row(f"{row['lam_per_s']:g}", row["fleet"] or (row["reason"] or "-"), str(row["total_gpus"]),
+                      "-" if row["cost_usd_per_year"] is None else f"{row['cost_usd_per_year']:,.0f}", thr)
+    console.print(table)
+    if schedule is not None:
+        st = Table(title=f"Procurement schedule: {growth_per_month:.1%}/month from {schedule.start_rate_per_s:g} "
+                         f"req/s, start {start.isoformat()}, lead time {lead_time_weeks:g} weeks")
+        for col in ("month", "λ req/s", "fleet", "GPUs", "add", "current fleet runs out", "order by"):
+            st.add_column(col, justify="left" if col == "fleet" else "right")
+        for s in doc["schedule"]["steps"]:
+            st.add_row(str(s["month"]), f"{s['lam_per_s']:,.1f}", s["fleet"], str(s["total_gpus"]),
+                       f"{s['gpus_to_add']:+d}", s["previous_fleet_runs_out_on"] or "-", s["order_by"])
+        console.print(st)
+        if schedule.uncovered_from_month is not None:
+            console.print(f"From month {schedule.uncovered_from_month} λ exceeds every planned fleet's threshold: "
+                          "extend --lam-range.")
+    for note in notes:
+        console.print(note)
