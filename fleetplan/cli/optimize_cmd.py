@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from fleetplan.cli.errors import one_line_errors
+from fleetplan.cli.model_options import MODEL_OPTIONS, serving_setup
 from fleetplan.cli.optimize_view import TPOT_NOTE, print_candidates, recommendation_line
 from fleetplan.cli.options import (
     FRACTION,
@@ -29,7 +30,6 @@ from fleetplan.plan.optimize import (
     OptimizeRequest,
     infeasible_error,
     no_verified_fleet_error,
-    resolve_gpus,
 )
 from fleetplan.plan.optimize import (
     optimize as run_optimize,
@@ -178,6 +178,7 @@ _PLAN_OPTIONS = [
     ),
     input_fraction_option,
     gpu_profiles_option,
+    *MODEL_OPTIONS,
     price_option,
     seed_option,
 ]
@@ -201,9 +202,11 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
     else:
         rate, rate_source = DEFAULT_RATE_PER_S, "default (the workload records no rate)"
     slo_s = opts["slo_ttft_ms"] / 1e3
+    gpus, per_instance, step_models = serving_setup(catalog, opts)
     request = OptimizeRequest(
         workload=wl,
-        gpus=resolve_gpus(catalog, opts["gpus"]),
+        gpus=gpus,
+        gpus_per_instance=per_instance,
         slo_ttft_s=slo_s,
         rate_per_s=rate,
         percentile=opts["percentile"],
@@ -232,6 +235,7 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
             n_replications=opts["replications"],
             seed=opts["seed"],
             percentile=opts["percentile"],
+            step_models=step_models,
         )
     return wl, request, verify, rate_source
 

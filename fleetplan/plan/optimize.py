@@ -78,6 +78,8 @@ class OptimizeRequest:
     ttft_model: str = "quantile"
     n_prefill_seqs: float | None = None
     min_spare_gpus: int = 0
+    # With --model: GPUs per serving instance of each GPU type (name -> TP/PP group size)
+    gpus_per_instance: tuple[tuple[str, int], ...] = ()
     quadrature_points: int = DEFAULT_QUADRATURE_POINTS
     pool_points: int = DEFAULT_POOL_POINTS
     rate_source: str = "given"
@@ -130,6 +132,7 @@ class OptimizeRequest:
             compress_gamma=self.compress_gamma,
             n_prefill_seqs=self.n_prefill_seqs,
             min_spare_gpus=int(self.min_spare_gpus),
+            gpus_per_instance=tuple(self.gpus_per_instance),
         )
 
 

@@ -46,6 +46,8 @@ class PlanSettings:
     compress_gamma: float
     n_prefill_seqs: float | None
     min_spare_gpus: int = 0  # extra GPUs above the offered load (fleet-sim's search starts at +1)
+    # GPUs per serving instance of a GPU type (a tensor-parallel group with --model); absent = 1
+    gpus_per_instance: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -68,10 +70,15 @@ class PoolPlan:
     price_usd_per_h: float
     feasible: bool
     reason: str | None
+    gpus_per_instance: int = 1  # GPUs of one serving instance (its TP/PP group); count is in instances
+
+    @property
+    def total_instances(self) -> int:
+        return self.count + self.spares
 
     @property
     def total_gpus(self) -> int:
-        return self.count + self.spares
+        return (self.count + self.spares) * self.gpus_per_instance
 
 
 def size_one_pool(
@@ -110,6 +117,7 @@ def size_one_pool(
             price,
             reason is None,
             reason,
+            dict(settings.gpus_per_instance).get(gpu.name, 1),
         )
 
     if share <= 0.0:

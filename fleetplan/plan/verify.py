@@ -12,12 +12,13 @@ cheapest passing fleet is the recommendation.  A relative gap above
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuProfile, with_spares
 from fleetplan.metrics import student_t_interval
+from fleetplan.perf.seam import StepModel
 from fleetplan.plan.space import SizingRouter
 from fleetplan.plan.sweep import Candidate
 from fleetplan.rng import task_seed
@@ -48,6 +49,9 @@ class VerifySettings:
     max_search_steps: int = DEFAULT_MAX_SEARCH_STEPS
     seed: int = 0
     percentile: float = 99.0  # the SLO percentile; one the simulator summarises
+    # Step model per GPU type for the simulator (with --model: the operator-level predictor);
+    # GPU types not listed run the linear model of their serving constants.
+    step_models: tuple[tuple[str, StepModel], ...] = ()
 
     def __post_init__(self) -> None:
         if self.percentile not in _STAT_OF_PERCENTILE:
@@ -76,13 +80,17 @@ class Verification:
     reason: str | None
 
 
-def fleet_spec(candidate: Candidate, gpus: dict[str, GpuProfile], counts: Sequence[int]) -> FleetSpec:
-    """The simulator's fleet for ``candidate`` with ``counts`` instances per pool."""
+def fleet_spec(candidate: Candidate, gpus: dict[str, GpuProfile], counts: Sequence[int],
+               step_models: Mapping[str, StepModel] | None = None) -> FleetSpec:
+    """The simulator's fleet for ``candidate`` with ``counts`` instances per pool (each pool's
+    step model replaced by ``step_models[gpu]`` where given)."""
+    models = step_models or {}
     pools = tuple(
         build_pool(gpus[p.gpu], f"pool{i + 1}", int(n), int(p.hi_tokens))
         for i, (p, n) in enumerate(zip(candidate.pools, counts, strict=True))
         if n > 0
     )
+    pools = tuple(replace(pool, step_model=models[pool.gpu]) if pool.gpu in models else pool for pool in pools)
     router = PoolRouter.COMPRESS_AND_ROUTE if candidate.router is SizingRouter.COMPRESS else PoolRouter.LENGTH
     return FleetSpec(pools=pools, pool_router=router)
 
@@ -110,7 +118,7 @@ class _Check:
 
 def _simulate(candidate: Candidate, gpus: dict[str, GpuProfile], counts: Sequence[int], workload: Workload,
               s: VerifySettings) -> _Check:
-    spec = fleet_spec(candidate, gpus, counts)
+    spec = fleet_spec(candidate, gpus, counts, dict(s.step_models))
     # The seed depends only on the run seed and the fleet's identity, so any executor that
     # verifies this fleet gets the same numbers.
     seed = task_seed(s.seed, "verify", repr(candidate.key()), repr(tuple(int(n) for n in counts)))
@@ -155,8 +163,10 @@ def verify_candidate(candidate: Candidate, gpus: dict[str, GpuProfile], workload
         check = _simulate(candidate, gpus, counts, workload, s)
     passed = reason is None
     spares = [with_spares(n, availability(gpus[p.gpu])) - n for p, n in zip(candidate.pools, counts, strict=True)]
-    total = sum(counts) + sum(spares)
-    cost = sum((n + sp) * p.price_usd_per_h for p, n, sp in zip(candidate.pools, counts, spares, strict=True))
+    per = [p.gpus_per_instance for p in candidate.pools]
+    total = sum((n + sp) * g for n, sp, g in zip(counts, spares, per, strict=True))
+    cost = sum((n + sp) * g * p.price_usd_per_h
+               for p, n, sp, g in zip(candidate.pools, counts, spares, per, strict=True))
     return Verification(
         rank=candidate.rank,
         analytic_counts=analytic,

@@ -111,7 +111,7 @@ def simulated_holds(request: OptimizeRequest, fleet: Candidate, verify: VerifySe
     """λ -> the fixed fleet's replicated P99 (upper CI bound) meets the SLO at λ."""
     gpus = {g.name: g for g in request.gpus}
     counts = [p.count for p in fleet.pools]
-    spec = fleet_spec(fleet, gpus, counts)
+    spec = fleet_spec(fleet, gpus, counts, dict(verify.step_models))
     seed = task_seed(verify.seed, "whatif", repr(fleet.key()), repr(tuple(counts)))
 
     def holds(rate_per_s: float) -> bool:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from fleetplan.errors import ConfigError, UnknownNameError
-from fleetplan.perf.linear import LinearStepModel
+from fleetplan.perf.seam import StepModel
 
 __all__ = [
     "ArrivalProcess",
@@ -187,7 +187,7 @@ class PoolSpec:
     gpu: str
     n_instances: int
     max_context_tokens: int
-    step_model: LinearStepModel
+    step_model: StepModel
     limits: SchedulerLimits
     router: InstanceRouter = InstanceRouter.LEAST_OUTSTANDING
     price_usd_per_h: float | None = None
@@ -201,9 +201,12 @@ class PoolSpec:
             raise ConfigError(f"{owner}: gpu {self.gpu!r} must be a GPU name such as 'a100'")
         _positive_int(owner, "n_instances", self.n_instances)
         _positive_int(owner, "max_context_tokens", self.max_context_tokens)
-        if not isinstance(self.step_model, LinearStepModel):
+        if not isinstance(self.step_model, StepModel):
             got = type(self.step_model).__name__
-            raise ConfigError(f"{owner}: step_model must be a LinearStepModel, got {got}")
+            raise ConfigError(
+                f"{owner}: step_model must provide kernel_coefficients() and t_iter_s() "
+                f"(LinearStepModel, StepTimePredictor, CalibratedStepModel), got {got}"
+            )
         if not isinstance(self.limits, SchedulerLimits):
             raise ConfigError(f"{owner}: limits must be SchedulerLimits, got {type(self.limits).__name__}")
         object.__setattr__(self, "router", InstanceRouter.parse(self.router))

@@ -1,0 +1,58 @@
+"""``--model`` and its sharding/dtype options for the planning commands.
+
+Without ``--model`` the sweep uses the core paper's calibrated Llama-3-70B constants
+(A10G, A100-80GB, H100-SXM).  With it, every chosen GPU (default: every catalog GPU with a
+price) is placed at each tensor-parallel size that fits the model (or the one given), each
+placement is swept as its own GPU type, and the simulator runs the operator-level predictor.
+"""
+
+from __future__ import annotations
+
+import click
+
+from fleetplan.errors import ConfigError
+from fleetplan.hardware import GpuCatalog, GpuProfile
+from fleetplan.models import dtype, load_model
+from fleetplan.perf.parallelism import Parallelism
+from fleetplan.plan.optimize import resolve_gpus
+from fleetplan.plan.placement import DEFAULT_MAX_TP, place_model
+
+MODEL_OPTIONS = [
+    click.option("--model", default=None,
+                 help="Served model: a bundled name (llama-3.1-70b, qwen3-30b-a3b, ...) or a HuggingFace "
+                 "config.json; derives step-time constants for every GPU instead of the paper's Llama-3-70B ones."),
+    click.option("--tensor-parallel-size", "-tp", "tensor_parallel_size", type=click.IntRange(min=1), default=None,
+                 help="With --model: GPUs per instance (vLLM spelling); default: sweep every size that fits, "
+                 f"up to {DEFAULT_MAX_TP}."),
+    click.option("--weight-dtype", type=click.Choice(["bf16", "fp8", "int4"]), default="bf16", show_default=True,
+                 help="With --model: weight storage type."),
+    click.option("--kv-cache-dtype", type=click.Choice(["bf16", "fp8"]), default="bf16", show_default=True,
+                 help="With --model: KV-cache storage type."),
+]
+
+
+def serving_setup(
+    catalog: GpuCatalog, opts: dict
+) -> tuple[tuple[GpuProfile, ...], tuple[tuple[str, int], ...], tuple[tuple[str, object], ...]]:
+    """(GPU types to sweep, GPUs per instance of each, simulator step model of each)."""
+    if opts.get("model") is None:
+        if opts.get("tensor_parallel_size") is not None:
+            raise ConfigError("--tensor-parallel-size needs --model (the paper's constants are per GPU)")
+        return resolve_gpus(catalog, opts["gpus"]), (), ()
+    model = load_model(opts["model"])
+    names = opts["gpus"] or tuple(g.name for g in catalog if g.price_usd_per_h is not None)
+    par = None if opts["tensor_parallel_size"] is None else Parallelism.vllm(
+        tensor_parallel_size=opts["tensor_parallel_size"], enable_expert_parallel=model.is_moe)
+    placed = []
+    for gpu in {g.name: g for g in (catalog.get(n) for n in names)}.values():
+        try:
+            placed.extend(place_model(model, gpu, parallelism=par, weight_dtype=dtype(opts["weight_dtype"]),
+                                      kv_dtype=dtype(opts["kv_cache_dtype"])))
+        except ConfigError:
+            if opts["gpus"]:  # a GPU the user asked for must fit; the default list skips misfits
+                raise
+    if not placed:
+        raise ConfigError(f"{model.name} fits on none of {', '.join(names)}; add larger GPUs or use FP8/INT4 weights")
+    gpus = tuple(p.gpu for p in placed)
+    return gpus, tuple((p.gpu.name, p.gpus_per_instance) for p in placed), tuple((p.gpu.name, p.predictor)
+                                                                                 for p in placed)

@@ -1,0 +1,89 @@
+"""Serving a chosen model on each catalog GPU (``--model``): parallelism, constants, step model.
+
+For a model (HuggingFace ``config.json``) and a GPU, every tensor-parallel size the
+model's heads allow (up to ``max_tp``) whose weights, activations and KV cache fit
+(``fleetplan.perf.kv_budget``) is a placement, unless the user fixed the parallelism; the
+planner sweeps them as if they were GPU types ("H100-SXM tp2", "H100-SXM tp4", ...), because
+a larger TP group costs more GPUs but holds far more KV cache, and which is cheaper per
+request depends on the workload.  One serving instance is ``par.gpus_per_replica`` GPUs, and:
+
+* the analytical phase uses ``ServingConstants`` derived from the roofline predictor
+  (``fleetplan.perf.derive``: W, H at 8K context, KV blocks of the replica, chunk), in place
+  of the core paper's three hand-calibrated Llama-3-70B profiles;
+* the simulator runs the operator-level ``StepTimePredictor`` itself for that GPU.
+
+Costs count every GPU of an instance (``PoolPlan.gpus_per_instance``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from fleetplan.errors import ConfigError, FleetplanError
+from fleetplan.hardware import GpuProfile
+from fleetplan.models import Dtype, ModelConfig
+from fleetplan.perf.derive import derive_serving_constants
+from fleetplan.perf.parallelism import Parallelism, valid_tensor_parallel_sizes
+from fleetplan.perf.predictor import StepTimePredictor
+
+#: Largest tensor-parallel size tried automatically (one 8-GPU node).
+DEFAULT_MAX_TP = 8
+
+
+@dataclass(frozen=True)
+class ModelPlacement:
+    """``model`` served on ``gpu`` (whose ``serving`` constants are the derived ones)."""
+
+    model: ModelConfig
+    gpu: GpuProfile
+    parallelism: Parallelism
+    predictor: StepTimePredictor
+
+    @property
+    def gpus_per_instance(self) -> int:
+        return self.parallelism.gpus_per_replica
+
+
+def variant_name(gpu: GpuProfile, par: Parallelism) -> str:
+    """Name of a GPU type serving one replica at ``par``: ``"H100-SXM tp4"`` (``pp``, ``dp`` too)."""
+    extra = "".join(f" {k}{v}" for k, v in (("pp", par.pp), ("dp", par.dp)) if v > 1)
+    return f"{gpu.name} tp{par.tp}{extra}"
+
+
+def _place(model: ModelConfig, gpu: GpuProfile, par: Parallelism, weight_dtype: Dtype, kv_dtype: Dtype,
+           gpu_memory_utilization: float) -> ModelPlacement:
+    serving = derive_serving_constants(model, gpu, par, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
+                                       gpu_memory_utilization=gpu_memory_utilization)
+    sources = {**gpu.sources, "serving": f"derived by fleetplan.perf.derive for {model.name} at {par.flags()}"}
+    placed = replace(gpu, name=variant_name(gpu, par), aliases=(), serving=serving, sources=sources)
+    return ModelPlacement(model, placed, par, StepTimePredictor(model, gpu, par, weight_dtype, kv_dtype))
+
+
+def place_model(
+    model: ModelConfig,
+    gpu: GpuProfile,
+    *,
+    parallelism: Parallelism | None = None,
+    weight_dtype: Dtype = Dtype.BF16,
+    kv_dtype: Dtype = Dtype.BF16,
+    gpu_memory_utilization: float = 0.9,
+    max_tp: int = DEFAULT_MAX_TP,
+) -> tuple[ModelPlacement, ...]:
+    """Every placement of ``model`` on ``gpu`` (see the module docstring), smallest TP first; a
+    model that fits nowhere up to ``max_tp`` GPUs is a ``ConfigError`` with the reason."""
+    if parallelism is not None:
+        return (_place(model, gpu, parallelism, weight_dtype, kv_dtype, gpu_memory_utilization),)
+    found: list[ModelPlacement] = []
+    last: FleetplanError | None = None
+    for tp in (t for t in valid_tensor_parallel_sizes(model) if t <= max_tp):
+        par = Parallelism.vllm(tensor_parallel_size=tp, enable_expert_parallel=model.is_moe and tp > 1)
+        try:
+            found.append(_place(model, gpu, par, weight_dtype, kv_dtype, gpu_memory_utilization))
+        except FleetplanError as exc:  # does not fit at this size
+            last = exc
+    if not found:
+        raise ConfigError(
+            f"{model.name} in {weight_dtype.value} does not fit on {gpu.name} with --tensor-parallel-size up to "
+            f"{max_tp} ({last}); use a larger GPU, FP8/INT4 weights or give --pipeline-parallel-size"
+        )
+    return tuple(found)
