@@ -8,14 +8,19 @@ placement is swept as its own GPU type, and the simulator runs the operator-leve
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import click
 
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuCatalog, GpuProfile
 from fleetplan.models import dtype, load_model
 from fleetplan.perf.parallelism import Parallelism
+from fleetplan.perf.profile_io import load_perf_profile
 from fleetplan.plan.optimize import resolve_gpus
 from fleetplan.plan.placement import DEFAULT_MAX_TP, place_model
+from fleetplan.sim.builders import build_pool
+from fleetplan.sim.spec import FleetSpec
 
 MODEL_OPTIONS = [
     click.option("--model", default=None,
@@ -56,3 +61,51 @@ def serving_setup(
     gpus = tuple(p.gpu for p in placed)
     return gpus, tuple((p.gpu.name, p.gpus_per_instance) for p in placed), tuple((p.gpu.name, p.predictor)
                                                                                  for p in placed)
+
+
+SIM_MODEL_OPTIONS = [
+    *MODEL_OPTIONS,
+    click.option("--perf-profile", "perf_profile", type=click.Path(dir_okay=False), default=None,
+                 help="Calibrated step-time profile (from `fleetplan perf calibrate`) for the pools on its GPU; "
+                 "needs --model naming the same model."),
+]
+
+
+def apply_model(spec: FleetSpec, catalog: GpuCatalog, opts: dict) -> tuple[FleetSpec, str]:
+    """``spec`` serving ``--model``: each pool's instance becomes a tensor-parallel group of its GPU
+    (the smallest whose KV cache holds the pool's longest request, unless
+    ``--tensor-parallel-size``), with derived limits and the
+    operator-level predictor (or the ``--perf-profile`` fit for pools on the profile's GPU)."""
+    if opts.get("model") is None:
+        if opts.get("perf_profile") or opts.get("tensor_parallel_size") is not None:
+            raise ConfigError("--perf-profile and --tensor-parallel-size need --model")
+        return spec, "step time: the fleet file's calibrated linear model"
+    model = load_model(opts["model"])
+    profile = None if opts.get("perf_profile") is None else load_perf_profile(opts["perf_profile"])
+    if profile is not None and profile.model != model.name:
+        raise ConfigError(f"--perf-profile was calibrated for {profile.model}, not {model.name}; "
+                          "give the matching --model or recalibrate")
+    par = None if opts["tensor_parallel_size"] is None else Parallelism.vllm(
+        tensor_parallel_size=opts["tensor_parallel_size"], enable_expert_parallel=model.is_moe)
+    pools, notes = [], []
+    for pool in spec.pools:
+        gpu = catalog.get(pool.gpu)
+        places = place_model(model, gpu, parallelism=par, weight_dtype=dtype(opts["weight_dtype"]),
+                             kv_dtype=dtype(opts["kv_cache_dtype"]))
+        fitting = [p for p in places if p.gpu.serving.n_max(pool.max_context_tokens) >= 1]
+        if not fitting:
+            raise ConfigError(
+                f"pool {pool.name!r}: no {gpu.name} placement of {model.name} holds a {pool.max_context_tokens}-token "
+                f"request in its KV cache (largest tried: {places[-1].gpu.name}); lower max_context_tokens or raise "
+                "--tensor-parallel-size"
+            )
+        place = fitting[0]
+        built = build_pool(place.gpu, pool.name, pool.n_instances, pool.max_context_tokens, router=pool.router,
+                           model_tag=pool.model_tag,
+                           price_usd_per_h=None if gpu.price_usd_per_h is None
+                           else gpu.price_usd_per_h * place.gpus_per_instance)
+        step = profile if profile is not None and profile.gpu == gpu.name else place.predictor
+        pools.append(replace(built, gpu=place.gpu.name, step_model=step))
+        kind = "calibrated profile" if step is profile else "roofline predictor"
+        notes.append(f"{pool.name}: {place.gpu.name} ({place.parallelism.flags()}, {kind})")
+    return replace(spec, pools=tuple(pools)), f"model {model.name}: " + "; ".join(notes)

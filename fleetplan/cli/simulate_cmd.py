@@ -8,7 +8,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from fleetplan.cli.model_options import SIM_MODEL_OPTIONS, apply_model
 from fleetplan.cli.options import POSITIVE, input_fraction_option, seed_option, workload_option
+from fleetplan.hardware import load_catalog
 from fleetplan.sim.engine import DEFAULT_N_REQUESTS, DEFAULT_WARMUP_FRACTION
 from fleetplan.sim.engine import simulate as run_simulation
 from fleetplan.sim.fleet_toml import load_fleet_toml
@@ -80,6 +82,12 @@ Examples:
 """
 
 
+def _model_options(func):
+    for option in reversed(SIM_MODEL_OPTIONS):
+        func = option(func)
+    return func
+
+
 @click.command("simulate", epilog=EXAMPLES)
 @click.option("--fleet", "fleet_path", required=True, type=click.Path(dir_okay=False),
               help="Fleet TOML: pools, GPUs, instances, context limits (see examples/README.md).")
@@ -107,17 +115,19 @@ Examples:
               help="Write one row per request (latencies in ms) to this CSV.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
               help="Write the summary as JSON (inf/NaN written as null).")
+@_model_options
 @click.option("--replications", type=click.IntRange(min=1), default=1, show_default=True,
               help="Independent replications (seeds derived from --seed); >1 adds a 95% confidence interval "
               "of P99 TTFT and TPOT. Tables and exports show the first replication.")
 def simulate_cmd(fleet_path, workload, input_fraction, rate_per_s, n_requests, level, arrival, cv, horizon_s,
-                 warmup_fraction, seed, slo_ttft_ms, slo_tpot_ms, requests_csv, json_path, replications) -> None:
+                 warmup_fraction, seed, slo_ttft_ms, slo_tpot_ms, requests_csv, json_path, replications,
+                 **model_opts) -> None:
     """Simulate a fleet serving a workload; print P50/P90/P99 TTFT, TPOT, E2E per pool.
 
     TPOT is (E2E - TTFT) / (output tokens - 1), as vLLM's benchmark defines it.
     Unfinished and rejected requests count as infinite latency.
     """
-    spec = load_fleet_toml(fleet_path)
+    spec, step_note = apply_model(load_fleet_toml(fleet_path), load_catalog(), model_opts)
     wl = load_workload(workload, input_fraction=input_fraction)
     if rate_per_s is not None:
         rate, why = rate_per_s, "from --lam"
@@ -137,6 +147,7 @@ def simulate_cmd(fleet_path, workload, input_fraction, rate_per_s, n_requests, l
               f"pool router {spec.pool_router.value}, {_num(spec.cost_usd_per_h)} USD/h")
     con.print(f"workload {wl.name}, rate {rate:.4g} req/s ({why}), {s.n_requests:,} requests, "
               f"{arrival} arrivals, level {level}, seed {seed}")
+    con.print(step_note)
     con.print(_latency_table(result))
     con.print(_capacity_table(result))
     slos = [f"{name} <= {value:g} ms" for name, value in (("TTFT", slo_ttft_ms), ("TPOT", slo_tpot_ms))

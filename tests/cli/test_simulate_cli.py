@@ -190,3 +190,21 @@ def test_replications_print_a_confidence_interval_of_p99():
         for x in re.findall(pattern, line)[0]
     )
     assert lo <= mean <= hi
+
+
+def test_simulate_with_a_model_uses_tensor_parallel_groups_and_the_predictor():
+    from click.testing import CliRunner
+
+    from fleetplan.cli.main import cli
+
+    args = ["simulate", "--fleet", "examples/two_pool_a100.toml", "--workload", "lmsys", "--lam", "2",
+            "--requests", "500", "--model", "llama-3.1-70b"]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 0, res.stderr
+    # the short pool's 4,096-token requests fit a TP-2 group; the 65,536-token pool needs TP-4 for its KV cache
+    assert "short: A100-80GB tp2" in res.output and "long: A100-80GB tp4" in res.output
+    assert "roofline predictor" in res.output
+    bad = CliRunner().invoke(cli, [*args, "--tensor-parallel-size", "3"])
+    assert bad.exit_code == 2 and bad.stderr.startswith("error:")
+    lone = CliRunner().invoke(cli, args[:-2] + ["--tensor-parallel-size", "2"])
+    assert lone.exit_code == 2 and "--model" in lone.stderr
