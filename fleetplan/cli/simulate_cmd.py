@@ -10,6 +10,7 @@ from rich.table import Table
 
 from fleetplan.cli.model_options import SIM_MODEL_OPTIONS, apply_model
 from fleetplan.cli.options import POSITIVE, input_fraction_option, seed_option, workload_option
+from fleetplan.cli.reliability_cmd import failure_options, failures_from_options
 from fleetplan.hardware import load_catalog
 from fleetplan.sim.engine import DEFAULT_N_REQUESTS, DEFAULT_WARMUP_FRACTION
 from fleetplan.sim.engine import simulate as run_simulation
@@ -73,12 +74,26 @@ def _capacity_table(result: SimResult) -> Table:
     return table
 
 
+def _print_failures(con: Console, result: SimResult, no_failures: SimResult) -> None:
+    """Outages, evictions and P99s with and without failures (same seed)."""
+    f, on, off = result.summary.failures, result.summary.overall, no_failures.summary.overall
+    pools = ", ".join(f"{p.name} MTBF {b / 3600:,.4g} h, MTTR {r / 3600:,.4g} h, A = {a:.4f}"
+                      for p, b, r, a in zip(result.summary.pools, f.mtbf_s, f.mttr_s, f.availability, strict=True))
+    con.print(f"failures ({f.repair} repairs; {pools}): {f.n_outages:,} outage(s), instances up "
+              f"{100 * f.up_fraction:.2f}% of the time (fewest up at once: {f.min_instances_up}), "
+              f"{f.n_evictions:,} running request(s) lost their KV cache and were recomputed elsewhere.")
+    con.print(f"same seed without failures: P99 TTFT {_ms(off.ttft.p99_s)} ms -> {_ms(on.ttft.p99_s)} ms with "
+              f"failures; P99 TPOT {_ms(off.tpot.p99_s)} ms -> {_ms(on.tpot.p99_s)} ms.")
+
+
 EXAMPLES = """\b
 Examples:
   fleetplan simulate --fleet examples/two_pool_a100.toml --workload lmsys --lam 100
   fleetplan simulate --fleet examples/homogeneous_h100.toml --workload lmsys --lam 50 \\
       --slo-ttft 500 --slo-tpot 100 --requests-csv requests.csv --json summary.json
   fleetplan simulate --fleet examples/two_pool_a100.toml --workload lmsys --level request --seed 7
+  fleetplan simulate --fleet examples/two_pool_a100.toml --workload lmsys --lam 100 --failures \
+      --mtbf-h 0.5 --mttr-h 0.1
 """
 
 
@@ -115,13 +130,17 @@ def _model_options(func):
               help="Write one row per request (latencies in ms) to this CSV.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
               help="Write the summary as JSON (inf/NaN written as null).")
+@click.option("--failures", "inject_failures", is_flag=True, default=False,
+              help="Inject instance failures and repairs (iteration level): MTBF/MTTR from the GPU catalog unless "
+              "--mtbf-h/--mttr-h are given (either implies --failures). Also prints P99s without failures.")
+@failure_options
 @_model_options
 @click.option("--replications", type=click.IntRange(min=1), default=1, show_default=True,
               help="Independent replications (seeds derived from --seed); >1 adds a 95% confidence interval "
               "of P99 TTFT and TPOT. Tables and exports show the first replication.")
 def simulate_cmd(fleet_path, workload, input_fraction, rate_per_s, n_requests, level, arrival, cv, horizon_s,
                  warmup_fraction, seed, slo_ttft_ms, slo_tpot_ms, requests_csv, json_path, replications,
-                 **model_opts) -> None:
+                 inject_failures, mtbf_h, mttr_h, repair, **model_opts) -> None:
     """Simulate a fleet serving a workload; print P50/P90/P99 TTFT, TPOT, E2E per pool.
 
     TPOT is (E2E - TTFT) / (output tokens - 1), as vLLM's benchmark defines it.
@@ -135,12 +154,15 @@ def simulate_cmd(fleet_path, workload, input_fraction, rate_per_s, n_requests, l
         rate, why = float(wl.arrival_rate_per_s), f"workload {wl.name}'s own rate"
     else:
         rate, why = DEFAULT_RATE_PER_S, "default; the workload has no arrival rate"
-    result = run_simulation(
-        spec, wl, rate, n_requests=n_requests, level=level, seed=seed, arrival=arrival, cv=cv,
-        horizon_s=horizon_s, warmup_fraction=warmup_fraction,
-        slo_ttft_s=None if slo_ttft_ms is None else ms_to_s(slo_ttft_ms),
+    failures = None
+    if inject_failures or mtbf_h is not None or mttr_h is not None:
+        failures = failures_from_options(spec, mtbf_h, mttr_h, repair)
+    run_kwargs = dict(
+        n_requests=n_requests, level=level, seed=seed, arrival=arrival, cv=cv, horizon_s=horizon_s,
+        warmup_fraction=warmup_fraction, slo_ttft_s=None if slo_ttft_ms is None else ms_to_s(slo_ttft_ms),
         slo_tpot_s=None if slo_tpot_ms is None else ms_to_s(slo_tpot_ms),
     )
+    result = run_simulation(spec, wl, rate, failures=failures, **run_kwargs)
     con = Console(soft_wrap=True, highlight=False)
     s = result.summary
     con.print(f"fleet {fleet_path}: {len(spec.pools)} pool(s), {spec.n_instances} instances, "
@@ -156,13 +178,10 @@ def simulate_cmd(fleet_path, workload, input_fraction, rate_per_s, n_requests, l
               f"{100 * s.warmup_fraction:g}% of arrivals ({s.n_warmup:,}) excluded as warm-up.")
     con.print("goodput (vLLM --goodput): requests/s meeting " + (" and ".join(slos) if slos else
               "all SLOs; give --slo-ttft/--slo-tpot to compute it") + ".")
+    if failures is not None:
+        _print_failures(con, result, run_simulation(spec, wl, rate, **run_kwargs))
     if replications > 1:
-        rep = replicate(
-            spec, wl, rate, n_requests=n_requests, level=level, seed=seed, n_replications=replications,
-            arrival=arrival, cv=cv, horizon_s=horizon_s, warmup_fraction=warmup_fraction,
-            slo_ttft_s=None if slo_ttft_ms is None else ms_to_s(slo_ttft_ms),
-            slo_tpot_s=None if slo_tpot_ms is None else ms_to_s(slo_tpot_ms),
-        )
+        rep = replicate(spec, wl, rate, n_replications=replications, failures=failures, **run_kwargs)
         lo, hi = rep.p99_ttft_interval_s
         tlo, thi = rep.p99_tpot_interval_s
         con.print(f"{replications} replications: P99 TTFT {rep.mean_p99_ttft_s * 1e3:,.1f} ms "

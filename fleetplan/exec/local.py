@@ -14,7 +14,9 @@ Failures (see ``fleetplan.parallel``):
   attempt, and are re-run one at a time in a fresh pool, where a death is attributable (charged;
   retried once; then reported failed) and the innocent ones simply succeed;
 * a task running longer than ``task_timeout_s`` is charged an attempt, its pool's workers are
-  killed (a running future cannot be cancelled) and the other in-flight tasks re-run uncharged;
+  killed (a running future cannot be cancelled) and the other in-flight tasks re-run uncharged.
+  The clock starts when the task starts in its worker (each worker writes the start time to a
+  shared array, one slot per task in flight), so worker start-up and imports never count;
 * Ctrl-C (``KeyboardInterrupt``) or any error in the caller: queued futures are cancelled, the
   workers are killed and the pool shut down, and the exception propagates.  Workers ignore SIGINT
   so only the parent handles it.
@@ -50,8 +52,18 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _worker_init() -> None:
+_started_at_s = None  # in a worker: the pool's shared start-time board (time.monotonic, system-wide)
+
+
+def _worker_init(board) -> None:
+    global _started_at_s
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and kills us
+    _started_at_s = board
+
+
+def _run_in_worker(slot: int, fn: Callable[[Any], Any], task: Any) -> tuple[bool, Any]:
+    _started_at_s[slot] = time.monotonic()
+    return call_task(fn, task)
 
 
 class LocalExecutor(Executor):
@@ -77,6 +89,7 @@ class LocalExecutor(Executor):
         self.workers = n
         self.start_method = start_method
         self._pool: ProcessPoolExecutor | None = None
+        self._board = None  # shared f8[workers]: start time of the task in each slot, 0 = not started
 
     @property
     def n_workers(self) -> int:
@@ -92,7 +105,9 @@ class LocalExecutor(Executor):
     def _ensure_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
             ctx = multiprocessing.get_context(self.start_method)
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_worker_init)
+            self._board = ctx.Array("d", self.workers, lock=False)
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_worker_init,
+                                             initargs=(self._board,))
         return self._pool
 
     def _discard_pool(self, kill: bool) -> None:
@@ -128,11 +143,14 @@ class LocalExecutor(Executor):
         ledger = AttemptLedger(len(tasks), progress)
         queue: deque[int] = deque(range(len(tasks)))
         suspects: deque[int] = deque()  # run alone, so a worker death is attributable
-        running: dict[Future, tuple[int, float]] = {}
+        running: dict[Future, tuple[int, int]] = {}  # future -> (task index, board slot)
 
         def submit(index: int) -> None:
             ledger.start(index)
-            running[self._ensure_pool().submit(call_task, fn, tasks[index])] = (index, time.monotonic())
+            pool = self._ensure_pool()
+            slot = min(set(range(self.workers)) - {s for _, s in running.values()})
+            self._board[slot] = 0.0
+            running[pool.submit(_run_in_worker, slot, fn, tasks[index])] = (index, slot)
 
         while queue or suspects or running:
             if suspects:
@@ -186,7 +204,8 @@ class LocalExecutor(Executor):
 
     def _after_timeouts(self, running, ledger, queue) -> Iterator[TaskOutcome]:
         now = time.monotonic()
-        late = [index for index, started in running.values() if now - started > self.task_timeout_s]
+        started = {index: self._board[slot] for index, slot in running.values()}
+        late = [index for index, at in started.items() if at > 0 and now - at > self.task_timeout_s]
         if not late:
             return
         others = [index for index, _ in running.values() if index not in late]

@@ -13,7 +13,8 @@ starts when it can run) with Ray's own retries off (``max_retries=0``), so the r
 is ours and the same as the local executor's: a task that raises or whose worker dies is retried
 once, then yielded as failed.  Ray reports deaths per task, so no suspect round is needed.  A task
 running longer than ``task_timeout_s`` is force-cancelled (its worker is killed) and charged an
-attempt.  Ctrl-C force-cancels every outstanding task and re-raises.
+attempt; unlike the local executor, the clock starts at submission, so it includes Ray's
+scheduling and any worker start-up (seconds; irrelevant next to the default of an hour).  Ctrl-C force-cancels every outstanding task and re-raises.
 """
 
 from __future__ import annotations

@@ -121,6 +121,10 @@ class CompiledRun:
     fleet: CompiledFleet
     requests: CompiledRequests
     horizon_s: float
+    # instance failures (fleetplan.sim.failures), None when off: per instance alternating
+    # down/up times, instance k's in fail_event_s[fail_lo[k]:fail_lo[k + 1]]
+    fail_event_s: np.ndarray | None = None  # f8[E]
+    fail_lo: np.ndarray | None = None  # i8[I+1]
 
 
 def compile_fleet(spec: FleetSpec) -> CompiledFleet:

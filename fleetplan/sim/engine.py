@@ -10,6 +10,11 @@ arguments, compiles the spec and request stream into flat arrays
   ``max_num_seqs`` slots with FCFS queueing; service per eqs. (4)-(5).
 * ``iteration``: vLLM-v1 continuous batching, one event per engine step.
 
+``failures=FailureSpec(...)`` (iteration level only) injects instance failures
+(``fleetplan.sim.failures``): each instance's down/up times are drawn from the stream
+``"failures"`` before the run and passed to ``run_iteration_level_failures``; without it the
+failure-free kernel runs (failures off and MTTR = 0 give bit-identical results).
+
 ``replicate`` repeats ``simulate`` over independent seeds
 (``fleetplan.rng.task_seed(seed, "replication", r)``) and reports the mean P99
 TTFT/TPOT with a Student-t confidence interval; ``upper_p99_ttft_s`` (the upper
@@ -18,6 +23,7 @@ end of the interval) is what verification compares with the SLO.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -25,13 +31,14 @@ import pandas as pd
 
 from fleetplan.errors import ConfigError
 from fleetplan.sim._kernels import codes
-from fleetplan.sim._kernels.iteration_level import run_iteration_level
+from fleetplan.sim._kernels.iteration_level import run_iteration_level, run_iteration_level_failures
 from fleetplan.sim._kernels.request_level import run_request_level
 from fleetplan.sim.compile import CompiledRun, compile_run, request_level_times
+from fleetplan.sim.failures import FailureSpec, draw_failure_schedule, summarise_failures
 from fleetplan.sim.result import STATUS_NAMES, SimResult, summarise
 from fleetplan.sim.spec import ArrivalProcess, FleetSpec, Level
 
-__all__ = ["run_compiled", "simulate"]
+__all__ = ["run_compiled", "simulate", "with_failures"]
 
 DEFAULT_N_REQUESTS = 20_000
 DEFAULT_WARMUP_FRACTION = 0.1
@@ -71,6 +78,7 @@ def _run_kernel(run: CompiledRun, level: Level) -> dict[str, np.ndarray]:
         "first_token_s": np.full(n, np.inf),
         "done_s": np.full(n, np.inf),
         "preemptions": np.zeros(n, dtype=np.int32),
+        "failures": np.zeros(n, dtype=np.int32),
         "status": np.full(n, codes.STATUS_UNFINISHED, dtype=np.int8),
     }
     if level is Level.REQUEST:
@@ -87,14 +95,16 @@ def _run_kernel(run: CompiledRun, level: Level) -> dict[str, np.ndarray]:
             out[key] = np.zeros(n_inst, dtype=np.float64)
         for key in ("steps", "tokens"):
             out[key] = np.zeros(n_inst, dtype=np.int64)
-        run_iteration_level(
-            r.arrival_s, r.prompt_tokens, r.output_tokens, r.req_pool, r.route_u,
-            f.pool_inst_start, f.pool_router, f.pool_max_context, f.pool_max_num_seqs,
-            f.pool_max_batched_tokens, f.pool_kv_blocks, f.pool_block_tokens, f.pool_step_code,
-            f.pool_step_coef, float(run.horizon_s),
-            out["inst"], out["first_sched_s"], out["first_token_s"], out["done_s"], out["preemptions"],
-            out["status"], out["busy_s"], out["seq_s"], out["steps"], out["tokens"],
-        )
+        args = (r.arrival_s, r.prompt_tokens, r.output_tokens, r.req_pool, r.route_u,
+                f.pool_inst_start, f.pool_router, f.pool_max_context, f.pool_max_num_seqs,
+                f.pool_max_batched_tokens, f.pool_kv_blocks, f.pool_block_tokens, f.pool_step_code,
+                f.pool_step_coef, float(run.horizon_s))
+        firsts = (out["inst"], out["first_sched_s"], out["first_token_s"], out["done_s"], out["preemptions"])
+        lasts = (out["status"], out["busy_s"], out["seq_s"], out["steps"], out["tokens"])
+        if run.fail_event_s is None:
+            run_iteration_level(*args, *firsts, *lasts)
+        else:
+            run_iteration_level_failures(*args, run.fail_event_s, run.fail_lo, *firsts, out["failures"], *lasts)
     return out
 
 
@@ -131,6 +141,8 @@ def _request_frame(run: CompiledRun, out: dict[str, np.ndarray], n_warmup: int) 
         "e2e_s": e2e,
         "queue_wait_s": out["first_sched_s"] - arrival,
         "preemptions": out["preemptions"],
+        # split.py merges per-pool outputs without failures (they need the whole fleet's state)
+        "failures": out["failures"] if "failures" in out else np.zeros(n, dtype=np.int32),
         "status": np.array(STATUS_NAMES, dtype=object)[status],
         "warmup": np.arange(n) < n_warmup,
     })
@@ -166,8 +178,10 @@ def run_compiled(
     warmup_fraction: float = DEFAULT_WARMUP_FRACTION,
     slo_ttft_s: float | None = None,
     slo_tpot_s: float | None = None,
+    failures: FailureSpec | None = None,
 ) -> SimResult:
-    """Simulate an already compiled run (``spec`` supplies pool labels only)."""
+    """Simulate an already compiled run (``spec`` supplies pool labels only; ``failures`` the
+    MTBF/MTTR reported when ``run`` carries a failure schedule)."""
     level = Level.parse(level)
     out = _run_kernel(run, level)
     n = run.requests.n_requests
@@ -188,6 +202,13 @@ def run_compiled(
         slo_tpot_s=slo_tpot_s,
         horizon_s=run.horizon_s,
     )
+    if failures is not None and run.fail_event_s is not None:
+        end_s = float(np.max(out["done_s"], initial=0.0, where=np.isfinite(out["done_s"])))
+        if np.any(out["status"] == codes.STATUS_UNFINISHED) and math.isfinite(run.horizon_s):
+            end_s = max(end_s, float(run.horizon_s))
+        fails = summarise_failures(failures, run.fail_event_s, run.fail_lo, end_s, out["failures"],
+                                   len(run.fleet.pool_names))
+        summary = dataclasses.replace(summary, failures=fails)
     return SimResult(requests=frame, summary=summary)
 
 
@@ -204,6 +225,7 @@ def simulate(
     warmup_fraction: float = DEFAULT_WARMUP_FRACTION,
     slo_ttft_s: float | None = None,
     slo_tpot_s: float | None = None,
+    failures: FailureSpec | None = None,
 ) -> SimResult:
     """Simulate ``n_requests`` requests of ``workload`` arriving at ``rate_per_s`` on ``spec``.
 
@@ -227,8 +249,29 @@ def simulate(
         Share of the earliest arrivals excluded from statistics (default 0.1).
     slo_ttft_s, slo_tpot_s : float, optional
         SLOs (s) for attainment and goodput.
+    failures : FailureSpec, optional
+        Instance failures and repairs (iteration level only; stream ``failures`` of ``seed``).
     """
     _validate(rate_per_s, n_requests, warmup_fraction, cv, horizon_s, slo_ttft_s, slo_tpot_s, seed)
     level = Level.parse(level)
     run = compile_run(spec, workload, float(rate_per_s), int(n_requests), int(seed), arrival, cv, horizon_s)
-    return run_compiled(spec, run, level, float(rate_per_s), warmup_fraction, slo_ttft_s, slo_tpot_s)
+    if failures is not None:
+        run = with_failures(run, failures, int(seed), level)
+    return run_compiled(spec, run, level, float(rate_per_s), warmup_fraction, slo_ttft_s, slo_tpot_s, failures)
+
+
+def with_failures(run: CompiledRun, failures: FailureSpec, seed: int, level: Level) -> CompiledRun:
+    """``run`` plus its failure schedule drawn from the stream ``failures`` of ``seed``."""
+    if not isinstance(failures, FailureSpec):
+        raise ConfigError(f"failures must be a FailureSpec or None, got {type(failures).__name__}")
+    if level is not Level.ITERATION:
+        raise ConfigError("failures need level iteration (the request-level model has no engine state to lose); "
+                          "use level iteration")
+    if failures.window_s is not None:
+        window_s = float(failures.window_s)
+    elif math.isfinite(run.horizon_s):
+        window_s = float(run.horizon_s)
+    else:
+        window_s = float(run.requests.arrival_s[-1]) if run.requests.n_requests else 0.0
+    event_s, lo = draw_failure_schedule(failures, run.fleet.inst_pool, window_s, seed)
+    return dataclasses.replace(run, fail_event_s=event_s, fail_lo=lo)

@@ -17,6 +17,8 @@ Definitions (seconds inside; milliseconds only in ``to_csv``):
   meeting all given SLOs (TTFT <= SLO, TPOT <= SLO with TPOT taken as 0 for
   one-token outputs) divided by the measured duration, first measured arrival
   to last completion (or the horizon, if something is still unfinished).
+* ``failures`` (per request): times the request lost its KV cache because its instance failed
+  (``fleetplan.sim.failures``); 0 when failures are off.
 * ``to_json_dict`` maps inf and NaN to ``null`` (JSON has neither).
 """
 
@@ -34,6 +36,7 @@ import pandas as pd
 
 from fleetplan.errors import UnknownNameError
 from fleetplan.metrics import REPORTED_PERCENTILES, percentiles
+from fleetplan.sim.failures import FailureSummary
 from fleetplan.units import MS_PER_S
 
 __all__ = [
@@ -52,7 +55,8 @@ TPOT_DEFINITION = "TPOT = (E2E - TTFT) / (output tokens - 1), as vLLM's benchmar
 STATUS_NAMES = ("done", "unfinished", "rejected")  # indexed by the kernels' status codes
 CSV_COLUMNS = (
     "request_id", "pool", "instance", "arrival_s", "prompt_tokens", "original_prompt_tokens",
-    "output_tokens", "queue_wait_ms", "ttft_ms", "tpot_ms", "e2e_ms", "preemptions", "status", "warmup",
+    "output_tokens", "queue_wait_ms", "ttft_ms", "tpot_ms", "e2e_ms", "preemptions", "failures", "status",
+    "warmup",
 )
 OVERALL_NAME = "all"
 
@@ -118,6 +122,7 @@ class SimSummary:
     pools: tuple[GroupSummary, ...]
     tpot_definition: str = TPOT_DEFINITION
     warmup_note: str = "first warmup_fraction of arrivals excluded from all request statistics"
+    failures: FailureSummary | None = None
 
     def pool(self, name: str) -> GroupSummary:
         """The summary of pool ``name``; ``UnknownNameError`` listing the pools otherwise."""
@@ -177,6 +182,7 @@ class SimResult:
             "tpot_ms": df["tpot_s"] * MS_PER_S,
             "e2e_ms": df["e2e_s"] * MS_PER_S,
             "preemptions": df["preemptions"],
+            "failures": df["failures"] if "failures" in df else 0,  # tables built before failures existed
             "status": df["status"],
             "warmup": df["warmup"],
         })

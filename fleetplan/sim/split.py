@@ -13,7 +13,8 @@ the fleet as one task for ``map_fn``, and merges the kernels' raw outputs back i
 arrays (instance indices shifted by the pool's first instance) before building the per-request
 table and summary exactly as ``simulate`` does.  The result therefore equals ``simulate``'s,
 number for number; ``PoolSplitResult.split_note`` says so.  ``least_loaded`` picks pools from live
-load inside the kernel and is refused with a ``ConfigError``.
+load inside the kernel and is refused with a ``ConfigError``.  Instance failures
+(``simulate(..., failures=...)``) are not offered here: use ``simulate``.
 """
 
 from __future__ import annotations
@@ -43,7 +44,9 @@ __all__ = ["SPLIT_NOTE", "STATELESS_POOL_ROUTERS", "PoolSplitResult", "simulate_
 STATELESS_POOL_ROUTERS = tuple(r for r in PoolRouter if r is not PoolRouter.LEAST_LOADED)
 SPLIT_NOTE = ("pools simulated as independent tasks (stateless pool router) and merged; "
               "every number equals a single simulate() run with the same seed")
-_REQUEST_OUTPUTS = ("first_sched_s", "first_token_s", "done_s", "preemptions", "status")
+_REQUEST_OUTPUTS = ("first_sched_s", "first_token_s", "done_s", "preemptions", "failures", "status")
+_REQUEST_FILL = {"first_sched_s": np.inf, "first_token_s": np.inf, "done_s": np.inf,
+                 "status": codes.STATUS_UNFINISHED}
 _INSTANCE_OUTPUTS = ("busy_s", "seq_s", "steps", "tokens", "busy_slot_s")
 
 
@@ -96,28 +99,27 @@ def _run_pool_task(task: tuple[CompiledRun, Level]) -> dict[str, np.ndarray]:
 
 
 def _merge(run: CompiledRun, pools: list[int], outputs: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    """Per-pool kernel outputs scattered back into arrays of the whole run."""
+    """Per-pool kernel outputs scattered back into arrays of the whole run (the same keys, dtypes
+    and fill values as the engine's own allocation)."""
     n, n_inst = run.requests.n_requests, run.fleet.n_instances
-    out = {
-        "inst": np.full(n, -1, dtype=np.int32),
-        "first_sched_s": np.full(n, np.inf),
-        "first_token_s": np.full(n, np.inf),
-        "done_s": np.full(n, np.inf),
-        "preemptions": np.zeros(n, dtype=np.int32),
-        "status": np.full(n, codes.STATUS_UNFINISHED, dtype=np.int8),
-    }
+    first = outputs[0]
+    out = {"inst": np.full(n, -1, dtype=np.int32)}
+    for key in _REQUEST_OUTPUTS:
+        if key in first:
+            out[key] = np.full(n, _REQUEST_FILL.get(key, 0), dtype=first[key].dtype)
     for key in _INSTANCE_OUTPUTS:
-        if key in outputs[0]:
-            out[key] = np.zeros(n_inst, dtype=outputs[0][key].dtype)
+        if key in first:
+            out[key] = np.zeros(n_inst, dtype=first[key].dtype)
     start = run.fleet.pool_inst_start
     for p, sub in zip(pools, outputs, strict=True):
         rows = np.flatnonzero(run.requests.req_pool == p)
         lo, hi = int(start[p]), int(start[p + 1])
         out["inst"][rows] = np.where(sub["inst"] >= 0, sub["inst"] + lo, -1)
         for key in _REQUEST_OUTPUTS:
-            out[key][rows] = sub[key]
+            if key in out:
+                out[key][rows] = sub[key]
         for key in _INSTANCE_OUTPUTS:
-            if key in sub:
+            if key in out:
                 out[key][lo:hi] = sub[key]
     return out
 

@@ -1,6 +1,9 @@
-"""Slow, readable twin of ``fleetplan.sim._kernels.iteration_level.run_iteration_level``.
+"""Slow, readable twin of ``fleetplan.sim._kernels.iteration_level.run_iteration_level`` and
+``run_iteration_level_failures``.
 
-Same signature and semantics (read the kernel module docstring for the model); one
+Same signatures and semantics (read the kernel module docstrings, ``iteration_level.py`` for the
+engine and ``failures.py`` for instance failures; this twin steps one engine step at a time and
+has no decode runs to cut); one
 ``Engine`` object per instance with a ``deque`` waiting queue and a ``list`` running in
 admission order.  The twin also asserts the engine invariants after every scheduling
 decision (free KV blocks never negative, blocks held == ceil(computed / block), generated
@@ -14,7 +17,8 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass, field
+
+import numpy as np
 
 from fleetplan.sim._kernels.codes import (
     POOL_LEAST_LOADED,
@@ -24,65 +28,8 @@ from fleetplan.sim._kernels.codes import (
     STEP_MODEL_LINEAR,
     STEP_MODEL_ROOFLINE,
 )
-from tests.reference.request_level import least_loaded_pool, pick_instance
-
-
-@dataclass(eq=False)
-class Request:
-    idx: int
-    prompt: int
-    output: int
-    computed: int = 0  # tokens whose KV is held
-    generated: int = 0  # output tokens emitted
-    blocks: int = 0
-    scheduled: int = 0  # tokens scheduled in the step in flight
-
-    def is_decoding(self) -> bool:
-        return self.generated > 0 and self.computed == self.prompt + self.generated - 1
-
-
-@dataclass
-class Engine:
-    pool: int
-    free_blocks: int
-    waiting: deque = field(default_factory=deque)
-    running: list = field(default_factory=list)
-    step_end_s: float = math.inf  # inf when idle
-    step_dt_s: float = 0.0
-    step_seqs: int = 0
-    step_tokens: int = 0
-
-
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def roofline_s(coef, n_seqs, n_decode, prefill_tokens, decode_context, attn2) -> float:
-    """STEP_MODEL_ROOFLINE, written out in the kernel's order (see the kernel's step_model)."""
-    n_tokens = prefill_tokens + n_decode
-    tile = int(coef[5])
-    m_tiles = ceil_div(n_tokens, tile)
-    pad = m_tiles * tile if n_tokens >= tile else n_tokens
-    wave = 1.0
-    if coef[6] > 0.0 and n_tokens > 0:
-        work = m_tiles * coef[6]
-        wave = math.ceil(work) / work
-    gemm = max(coef[1] * pad * wave + coef[8] * n_seqs, coef[2] + coef[7] * n_tokens + coef[9] * n_seqs)
-    moe = 0.0
-    if coef[12] > 0.0 or coef[14] > 0.0:
-        q = 1.0 - math.exp(coef[15] * n_tokens)
-        moe = max(coef[12] * n_tokens + coef[13] * math.sqrt(n_tokens),
-                  coef[14] * q + coef[16] * math.sqrt(q * (1.0 - q)) + coef[17] * n_tokens)
-    return (coef[0] + gemm + coef[3] * (attn2 * 0.5) + coef[10] * n_tokens + coef[11] * n_seqs + moe
-            + coef[4] * decode_context)
-
-
-def step_time_s(code, coef, n_seqs, n_decode, prefill_tokens, decode_context, attn2) -> float:
-    if code == STEP_MODEL_ROOFLINE:
-        return roofline_s(coef, n_seqs, n_decode, prefill_tokens, decode_context, attn2)
-    assert code == STEP_MODEL_LINEAR, "unknown step-model code"
-    return (coef[0] + coef[1] * n_seqs + coef[2] * prefill_tokens
-            + coef[3] * decode_context + coef[4] * (attn2 * 0.5))
+from tests.reference.iteration_parts import Engine, Request, ceil_div, parse_fail_events, pick_healthy, step_time_s
+from tests.reference.request_level import least_loaded_pool
 
 
 def run_iteration_level(
@@ -90,6 +37,26 @@ def run_iteration_level(
     pool_inst_start, pool_router, pool_max_context, pool_max_num_seqs, pool_max_batched_tokens,
     pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
     out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_status,
+    inst_busy_s, inst_seq_s, inst_steps, inst_tokens, *, checks: dict | None = None,
+) -> int:
+    n_inst = int(pool_inst_start[-1])
+    return run_iteration_level_failures(
+        arrival_s, prompt_tokens, output_tokens, req_pool, route_u,
+        pool_inst_start, pool_router, pool_max_context, pool_max_num_seqs, pool_max_batched_tokens,
+        pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
+        np.empty(0), np.zeros(n_inst + 1, dtype=np.int64),
+        out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions,
+        np.zeros(len(arrival_s), dtype=np.int32), out_status,
+        inst_busy_s, inst_seq_s, inst_steps, inst_tokens, checks=checks,
+    )
+
+
+def run_iteration_level_failures(
+    arrival_s, prompt_tokens, output_tokens, req_pool, route_u,
+    pool_inst_start, pool_router, pool_max_context, pool_max_num_seqs, pool_max_batched_tokens,
+    pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
+    inst_fail_event_s, inst_fail_lo,
+    out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_failures, out_status,
     inst_busy_s, inst_seq_s, inst_steps, inst_tokens, *, checks: dict | None = None,
 ) -> int:
     n_req = len(arrival_s)
@@ -103,6 +70,9 @@ def run_iteration_level(
     engines = [Engine(p, int(pool_kv_blocks[p]))
                for p in range(n_pools) for _ in range(pool_inst_start[p], pool_inst_start[p + 1])]
     n_inst = len(engines)
+    fail_events = parse_fail_events(inst_fail_event_s, inst_fail_lo, n_inst)
+    fail_pos = [0] * n_inst  # next event of each instance; even positions are failures
+    hold = [deque() for _ in range(n_pools)]  # requests of pools with no healthy instance
     reqs = [Request(i, int(prompt_tokens[i]), int(output_tokens[i])) for i in range(n_req)]
     outstanding = [0] * n_inst
     pool_tokens = [0] * n_pools
@@ -115,6 +85,7 @@ def run_iteration_level(
     out_first_token_s[:] = math.inf
     out_done_s[:] = math.inf
     out_preemptions[:] = 0
+    out_failures[:] = 0
     out_status[:] = STATUS_UNFINISHED
     inst_busy_s[:] = 0.0
     inst_seq_s[:] = 0.0
@@ -231,18 +202,67 @@ def run_iteration_level(
         else:
             eng.step_end_s = math.inf
 
+    def dispatch(r: Request, p: int, t: float) -> None:
+        if not any(engines[k].up for k in range(pool_inst_start[p], pool_inst_start[p + 1])):
+            hold[p].append(r)
+            return
+        k = pick_healthy(pool_router[p], p, pool_inst_start, engines, outstanding, rr_next,
+                         route_u[r.idx, 0], route_u[r.idx, 1])
+        out_inst[r.idx] = k
+        outstanding[k] += 1
+        engines[k].waiting.append(r)
+        if engines[k].step_end_s == math.inf:
+            schedule(k, t)
+
+    def fail(k: int, t: float) -> None:
+        eng = engines[k]
+        for r in eng.running:  # lose the KV cache, keep the generated tokens (recompute)
+            r.computed = r.blocks = r.scheduled = 0
+            out_failures[r.idx] += 1
+        moved = sorted(eng.running + list(eng.waiting), key=lambda r: r.idx)
+        eng.running, eng.waiting = [], deque()
+        eng.free_blocks = int(pool_kv_blocks[eng.pool])
+        eng.step_end_s = math.inf  # the step in flight is lost
+        eng.up = False
+        outstanding[k] = 0
+        for r in moved:
+            dispatch(r, eng.pool, t)
+
+    def repair(k: int, t: float) -> None:
+        eng = engines[k]
+        eng.up = True
+        held, hold[eng.pool] = hold[eng.pool], deque()
+        for r in held:
+            dispatch(r, eng.pool, t)
+
+    def next_fail_s(m: int) -> float:
+        return fail_events[m][fail_pos[m]] if fail_pos[m] < len(fail_events[m]) else math.inf
+
     n_steps = 0
     i = 0
     while True:
-        # Next event in the order (time, kind, seq): step ends (lowest instance first) before arrivals.
+        # Next event in the order (time, kind, seq): step ends (lowest instance first), then
+        # instance down/up events (lowest instance first), then arrivals.
         k = min(range(n_inst), key=lambda m: (engines[m].step_end_s, m))
         t_step = engines[k].step_end_s
+        kf = min(range(n_inst), key=lambda m: (next_fail_s(m), m))
+        t_fail = next_fail_s(kf)
         t_arr = arrival_s[i] if i < n_req else math.inf
-        if t_step <= t_arr:
+        if t_step <= t_fail and t_step <= t_arr:
             if t_step > horizon_s or t_step == math.inf:
                 break
             commit(k, t_step)
             n_steps += 1
+            continue
+        if t_fail <= t_arr:
+            if t_fail > horizon_s:
+                break
+            is_down = fail_pos[kf] % 2 == 0
+            fail_pos[kf] += 1
+            if is_down:
+                fail(kf, t_fail)
+            else:
+                repair(kf, t_fail)
             continue
         if t_arr > horizon_s:
             break
@@ -255,14 +275,8 @@ def run_iteration_level(
             out_status[i] = STATUS_REJECTED
             i += 1
             continue
-        k = pick_instance(pool_router[p], p, pool_inst_start, outstanding, rr_next,
-                          route_u[i, 0], route_u[i, 1])
-        out_inst[i] = k
-        outstanding[k] += 1
         pool_tokens[p] += total
-        engines[k].waiting.append(r)
-        if engines[k].step_end_s == math.inf:
-            schedule(k, t_arr)
+        dispatch(r, p, t_arr)
         i += 1
     if checks is not None:
         checks["peak_blocks"] = peak_blocks

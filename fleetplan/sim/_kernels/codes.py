@@ -29,3 +29,10 @@ STEP_MODEL_LINEAR = 0
 STEP_MODEL_ROOFLINE = 1  # fleetplan.perf.predictor.StepTimePredictor and calibrated profiles
 N_STEP_MODELS = 2
 N_STEP_COEFS = 18  # raised from 8 for STEP_MODEL_ROOFLINE (layout in fleetplan.perf.linear)
+
+# Instance failures (iteration level): per instance, the pre-drawn event times alternate
+# down, up, down, up, ... (an even position within the instance's slice is a failure).
+# Events are ordered step ends, then instance down/up events, then arrivals at equal times.
+FAIL_EVENT_DOWN = 0  # position parity of a failure in an instance's event slice
+FAIL_EVENT_UP = 1  # position parity of a repair
+ROUTE_KEY_DOWN = 1 << 61  # a down instance's key in the least-outstanding min tree: never chosen

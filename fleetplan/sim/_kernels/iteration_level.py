@@ -40,23 +40,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from fleetplan.sim._kernels.codes import N_STEP_MODELS, POOL_LEAST_LOADED, STATUS_REJECTED
+from fleetplan.sim._kernels.codes import FAIL_EVENT_DOWN, N_STEP_MODELS, POOL_LEAST_LOADED, STATUS_REJECTED
+from fleetplan.sim._kernels.failures import check_fail_events, dispatch, instance_down, instance_up
 from fleetplan.sim._kernels.heaps import tree_build, tree_leaves, tree_update
 from fleetplan.sim._kernels.iteration_steps import (
     N_SLOT_FIELDS,
     add_step_stats,
     commit_step,
-    cut_cruise,
-    schedule_step,
     steps_by_horizon,
 )
 from fleetplan.sim._kernels.jit import njit
-from fleetplan.sim._kernels.routing import (
-    add_outstanding,
-    build_outstanding_trees,
-    least_loaded_pool,
-    pick_instance,
-)
+from fleetplan.sim._kernels.routing import build_outstanding_trees, least_loaded_pool
 
 
 @njit
@@ -67,6 +61,28 @@ def run_iteration_level(
     out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_status,
     inst_busy_s, inst_seq_s, inst_steps, inst_tokens,
 ):
+    """The engine without failures: ``run_iteration_level_failures`` with no down events."""
+    n_inst = pool_inst_start[pool_router.shape[0]]
+    return run_iteration_level_failures(
+        arrival_s, prompt_tokens, output_tokens, req_pool, route_u,
+        pool_inst_start, pool_router, pool_max_context, pool_max_num_seqs, pool_max_batched_tokens,
+        pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
+        np.empty(0, dtype=np.float64), np.zeros(n_inst + 1, dtype=np.int64),
+        out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions,
+        np.empty(arrival_s.shape[0], dtype=np.int32), out_status,
+        inst_busy_s, inst_seq_s, inst_steps, inst_tokens,
+    )
+
+
+@njit
+def run_iteration_level_failures(
+    arrival_s, prompt_tokens, output_tokens, req_pool, route_u,
+    pool_inst_start, pool_router, pool_max_context, pool_max_num_seqs, pool_max_batched_tokens,
+    pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
+    inst_fail_event_s, inst_fail_lo,
+    out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_failures, out_status,
+    inst_busy_s, inst_seq_s, inst_steps, inst_tokens,
+):
     n_req = arrival_s.shape[0]
     n_pools = pool_router.shape[0]
     n_inst = pool_inst_start[n_pools]
@@ -74,6 +90,7 @@ def run_iteration_level(
     for p in range(n_pools):
         if pool_step_code[p] < 0 or pool_step_code[p] >= N_STEP_MODELS:
             raise ValueError("unknown step-model code")
+    check_fail_events(inst_fail_event_s, inst_fail_lo, n_inst)
     for i in range(n_req):
         if prompt_tokens[i] < 1 or output_tokens[i] < 1:
             raise ValueError("prompt_tokens and output_tokens must be >= 1")
@@ -84,6 +101,7 @@ def run_iteration_level(
         out_first_token_s[i] = np.inf
         out_done_s[i] = np.inf
         out_preemptions[i] = 0
+        out_failures[i] = 0
         out_status[i] = 1  # STATUS_UNFINISHED until proven otherwise
     # Per-request state; running requests keep theirs in slot-local arrays (iteration_steps).
     generated = np.zeros(n_req, dtype=np.int32)
@@ -118,6 +136,20 @@ def run_iteration_level(
     step_end_s = np.full(n_leaves, np.inf)
     tree = np.empty(2 * n_leaves, dtype=np.int32)
     tree_build(step_end_s, tree, n_leaves)
+    # failures: per-instance health, the pools' hold queues and a tournament tree over each
+    # instance's next down/up event
+    inst_up = np.ones(n_inst, dtype=np.bool_)
+    pool_n_up = np.empty(n_pools, dtype=np.int64)
+    for p in range(n_pools):
+        pool_n_up[p] = pool_inst_start[p + 1] - pool_inst_start[p]
+    hold_ends = np.full((n_pools, 2), -1, dtype=np.int32)
+    fail_next = inst_fail_lo[:n_inst].copy()
+    fail_next_s = np.full(n_leaves, np.inf)
+    for k in range(n_inst):
+        if fail_next[k] < inst_fail_lo[k + 1]:
+            fail_next_s[k] = inst_fail_event_s[fail_next[k]]
+    fail_tree = np.empty(2 * n_leaves, dtype=np.int32)
+    tree_build(fail_next_s, fail_tree, n_leaves)
 
     reqs = (prompt_tokens, output_tokens, generated, next_waiting)
     slots = (run_lo, run_len, run_req, run_state)
@@ -127,18 +159,36 @@ def run_iteration_level(
     outs = (out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_status)
     stats = (inst_busy_s, inst_seq_s, inst_steps, inst_tokens)
     load = (inst_outstanding, tree_out, tree_out_lo, tree_out_leaves, pool_tokens)
+    route = (pool_router, route_u, rr_next, out_inst)
+    health = (inst_up, pool_n_up, hold_ends, pool_kv_blocks)
 
     n_steps = 0
     i = 0
     while True:
         k = tree[1]
         t_step = step_end_s[k]
+        kf = fail_tree[1]
+        t_fail = fail_next_s[kf]
         t_arr = arrival_s[i] if i < n_req else np.inf
-        if t_step <= t_arr:
+        if t_step <= t_fail and t_step <= t_arr:
             if t_step > horizon_s or t_step == np.inf:
                 break
             n_steps += commit_step(k, inst_pool[k], t_step, reqs, slots, inst, pools, outs, stats, load)
             tree_update(step_end_s, tree, n_leaves, k)
+            continue
+        if t_fail <= t_arr:
+            if t_fail > horizon_s:
+                break
+            is_down = (fail_next[kf] - inst_fail_lo[kf]) % 2 == FAIL_EVENT_DOWN
+            fail_next[kf] += 1
+            fail_next_s[kf] = inst_fail_event_s[fail_next[kf]] if fail_next[kf] < inst_fail_lo[kf + 1] else np.inf
+            tree_update(fail_next_s, fail_tree, n_leaves, kf)
+            if is_down:
+                n_steps += instance_down(kf, inst_pool[kf], t_fail, out_failures, route, health, reqs, slots,
+                                         inst, pools, outs, stats, load, tree, n_leaves)
+            else:
+                instance_up(kf, inst_pool[kf], t_fail, route, health, reqs, slots, inst, pools, outs, load, tree,
+                            n_leaves)
             continue
         if t_arr > horizon_s:
             break
@@ -151,23 +201,8 @@ def run_iteration_level(
             out_status[i] = STATUS_REJECTED
             i += 1
             continue
-        k = pick_instance(pool_router[p], p, pool_inst_start, inst_outstanding, tree_out, tree_out_lo,
-                          tree_out_leaves, rr_next, route_u[i, 0], route_u[i, 1])
-        out_inst[i] = k
-        add_outstanding(k, p, 1, inst_outstanding, pool_inst_start, tree_out, tree_out_lo, tree_out_leaves)
         pool_tokens[p] += total
-        tail = wait_ends[k, 1]
-        if tail < 0:
-            wait_ends[k, 0] = i
-        else:
-            next_waiting[tail] = i
-        wait_ends[k, 1] = i
-        if step_end_s[k] == np.inf:
-            schedule_step(k, p, t_arr, reqs, slots, inst, pools, outs)
-            tree_update(step_end_s, tree, n_leaves, k)
-        elif step_i[k, 2] > 1:
-            cut_cruise(k, p, t_arr, inst, pools)
-            tree_update(step_end_s, tree, n_leaves, k)
+        dispatch(i, p, t_arr, route, health, reqs, slots, inst, pools, outs, load, tree, n_leaves)
         i += 1
     # Runs of steps in flight past the horizon: account the steps that ended by then.
     for k in range(n_inst):

@@ -1,0 +1,113 @@
+"""``fleetplan simulate-pdd``: simulate a prefill-decode disaggregated fleet."""
+
+from __future__ import annotations
+
+import math
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from fleetplan.cli.options import POSITIVE, input_fraction_option, seed_option, workload_option
+from fleetplan.hardware import load_catalog
+from fleetplan.models.catalog import load_model
+from fleetplan.sim.builders import build_pool
+from fleetplan.sim.pdd import AssignPolicy, Binding, DecodeModel, KvTransferSpec, PddSpec, simulate_pdd
+from fleetplan.sim.pdd.engine import DEFAULT_N_REQUESTS, DEFAULT_WARMUP_FRACTION
+from fleetplan.sim.pdd.result import TPOT_DEFINITION, TTFT_DEFINITION, write_requests_csv, write_summary_json
+from fleetplan.units import ms_to_s, s_to_ms
+from fleetplan.workload import load_workload
+
+DEFAULT_RATE_PER_S = 10.0
+DEFAULT_MODEL = "llama-3.1-70b"  # the architecture of the catalog's calibrated Llama-3-70B constants
+BYTES_PER_GB = 1e9
+
+EXAMPLES = """\b
+Examples:
+  fleetplan simulate-pdd --workload lmsys --lam 20 --prefill-instances 4 --decode-instances 8
+  fleetplan simulate-pdd --workload lmsys --lam 20 --policy sibyl --layerwise --latency-ms 0.5 \\
+      --bandwidth-gb-per-s 50 --json summary.json --requests-csv requests.csv
+  fleetplan simulate-pdd --workload lmsys --lam 20 --policy oracle --binding late
+"""
+
+
+def _ms(value_s: float) -> str:
+    return "-" if math.isnan(value_s) else ("inf" if math.isinf(value_s) else f"{s_to_ms(value_s):,.1f}")
+
+
+@click.command("simulate-pdd", epilog=EXAMPLES)
+@workload_option
+@input_fraction_option
+@click.option("--lam", "rate_per_s", type=POSITIVE, default=DEFAULT_RATE_PER_S, show_default=True,
+              help="Arrival rate, requests/s.")
+@click.option("--requests", "n_requests", type=click.IntRange(min=1), default=DEFAULT_N_REQUESTS, show_default=True)
+@click.option("--prefill-gpu", default="h100", show_default=True, help="Catalog GPU of the prefill pool.")
+@click.option("--prefill-instances", type=click.IntRange(min=1), default=4, show_default=True)
+@click.option("--decode-gpu", default="h100", show_default=True, help="Catalog GPU of the decode pool.")
+@click.option("--decode-instances", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--max-context", "max_context_tokens", type=click.IntRange(min=1), default=8192, show_default=True,
+              help="Longest prompt + output (tokens) both pools accept.")
+@click.option("--policy", type=click.Choice(AssignPolicy.names()), default="round_robin", show_default=True,
+              help="Decode-instance assignment.")
+@click.option("--binding", type=click.Choice(Binding.names()), default="early", show_default=True,
+              help="Bind the decode instance at prefill start (early) or end (late).")
+@click.option("--decode-model", type=click.Choice(DecodeModel.names()), default="steps", show_default=True)
+@click.option("--model", "model_name", default=DEFAULT_MODEL, show_default=True,
+              help="Model whose KV bytes per token size the transfer.")
+@click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Tensor-parallel ranks sending KV in parallel (bytes per link = KV bytes / tp).")
+@click.option("--latency-ms", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="KV transfer latency per request.")
+@click.option("--bandwidth-gb-per-s", type=POSITIVE, default=50.0, show_default=True,
+              help="KV transfer bandwidth per link (GB/s).")
+@click.option("--layerwise/--no-layerwise", default=False, show_default=True,
+              help="Stream the KV layer by layer, overlapping all but the last layer with prefill.")
+@click.option("--horizon", "horizon_s", type=POSITIVE, default=None, help="Stop after this many seconds.")
+@click.option("--warmup-fraction", type=click.FloatRange(0, 1, max_open=True), default=DEFAULT_WARMUP_FRACTION,
+              show_default=True)
+@seed_option
+@click.option("--requests-csv", type=click.Path(dir_okay=False), default=None, help="Per-request CSV (ms).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Summary JSON.")
+def simulate_pdd_cmd(workload, input_fraction, rate_per_s, n_requests, prefill_gpu, prefill_instances, decode_gpu,
+                     decode_instances, max_context_tokens, policy, binding, decode_model, model_name, tp,
+                     latency_ms, bandwidth_gb_per_s, layerwise, horizon_s, warmup_fraction, seed, requests_csv,
+                     json_path) -> None:
+    """Simulate prefill pool -> KV transfer -> decode pool; print the TTFT breakdown and TPOT.
+
+    TTFT = queue + prefill + transfer + first decode step; TPOT from the decode side.
+    """
+    catalog = load_catalog()
+    pf = build_pool(catalog.get(prefill_gpu), "prefill", prefill_instances, max_context_tokens)
+    dec = build_pool(catalog.get(decode_gpu), "decode", decode_instances, max_context_tokens)
+    transfer = KvTransferSpec.from_model(load_model(model_name), ms_to_s(latency_ms),
+                                         bandwidth_gb_per_s * BYTES_PER_GB, layerwise, tp)
+    spec = PddSpec(pf, dec, transfer, policy, binding, decode_model)
+    wl = load_workload(workload, input_fraction=input_fraction)
+    result = simulate_pdd(spec, wl, rate_per_s, n_requests, seed, horizon_s, warmup_fraction)
+    s = result.summary
+    con = Console(soft_wrap=True, highlight=False)
+    con.print(f"PDD fleet: {prefill_instances} x {pf.gpu} prefill -> {decode_instances} x {dec.gpu} decode; "
+              f"policy {s.policy}, binding {s.binding}, decode model {s.decode_model}; "
+              f"KV {transfer.kv_bytes_per_token:,.0f} B/token ({model_name}, tp {tp})")
+    con.print(f"workload {wl.name}, rate {rate_per_s:g} req/s, {s.n_requests:,} requests, seed {seed}")
+    table = Table(title="latency (ms)")
+    for col in ("metric", "mean", "P50", "P90", "P99"):
+        table.add_column(col, justify="left" if col == "metric" else "right")
+    for name in ("queue", "prefill", "transfer", "first_decode", "ttft", "tpot", "e2e"):
+        st = getattr(s, name)
+        table.add_row(name, _ms(st.mean_s), _ms(st.p50_s), _ms(st.p90_s), _ms(st.p99_s))
+    con.print(table)
+    con.print(f"done {s.n_done:,}, unfinished {s.n_unfinished:,}, rejected {s.n_rejected:,}; optimal-assignment "
+              f"ratio {100 * s.optimal_assignment_ratio:.1f}% (tokens), "
+              f"{100 * s.optimal_assignment_ratio_requests:.1f}% (requests); utilisation prefill "
+              f"{100 * s.prefill_utilisation:.1f}%, decode {100 * s.decode_utilisation:.1f}%")
+    con.print(f"{TTFT_DEFINITION}. {TPOT_DEFINITION}. First {100 * warmup_fraction:g}% of arrivals excluded.")
+    if requests_csv:
+        write_requests_csv(result, requests_csv)
+        con.print(f"wrote {requests_csv}")
+    if json_path:
+        write_summary_json(result, json_path)
+        con.print(f"wrote {json_path}")
+
+
+simulate_pdd_command = simulate_pdd_cmd

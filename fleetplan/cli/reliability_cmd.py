@@ -1,0 +1,138 @@
+"""``fleetplan reliability``: spares per pool for hardware failures, by formula and by simulation.
+
+Also defines the failure options shared with ``fleetplan simulate`` (``FAILURE_OPTIONS``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from fleetplan.cli.options import FRACTION, POSITIVE, input_fraction_option, seed_option, workload_option
+from fleetplan.hardware import load_catalog
+from fleetplan.plan.reliability import DEFAULT_TARGET, ReliabilityReport, reliability_table
+from fleetplan.sim.failures import FailureSpec, RepairTimes, failure_spec_from_catalog
+from fleetplan.sim.fleet_toml import load_fleet_toml
+from fleetplan.sim.spec import FleetSpec
+from fleetplan.units import ms_to_s, s_to_ms
+from fleetplan.workload import load_workload
+
+DEFAULT_RATE_PER_S = 100.0
+DEFAULT_HORIZON_DAYS = 30.0
+SECONDS_PER_HOUR = 3600.0
+
+FAILURE_OPTIONS = (
+    click.option("--mtbf-h", "mtbf_h", type=POSITIVE, default=None,
+                 help="Mean time between failures of one instance, hours (default: the GPU catalog's "
+                 "failure rate per node-day, applied per instance)."),
+    click.option("--mttr-h", "mttr_h", type=click.FloatRange(min=0), default=None,
+                 help="Mean time to repair, hours (default: the GPU catalog's mttr_days)."),
+    click.option("--repair", type=click.Choice(RepairTimes.names()), default=RepairTimes.EXPONENTIAL.value,
+                 show_default=True, help="Repair-time distribution (fixed: every repair lasts the MTTR)."),
+)
+
+
+def failure_options(func):
+    for option in reversed(FAILURE_OPTIONS):
+        func = option(func)
+    return func
+
+
+def failures_from_options(spec: FleetSpec, mtbf_h: float | None, mttr_h: float | None, repair: str) -> FailureSpec:
+    """Per-pool MTBF/MTTR: the flags where given, else each pool's GPU catalog entry."""
+    return failure_spec_from_catalog(
+        spec, load_catalog(),
+        mtbf_s=None if mtbf_h is None else mtbf_h * SECONDS_PER_HOUR,
+        mttr_s=None if mttr_h is None else mttr_h * SECONDS_PER_HOUR,
+        repair=repair,
+    )
+
+
+def _hours(value_s: float) -> str:
+    return "never" if math.isinf(value_s) else f"{value_s / SECONDS_PER_HOUR:,.4g} h"
+
+
+def _ms(value_s: float) -> str:
+    return "inf" if math.isinf(value_s) else f"{s_to_ms(value_s):,.1f}"
+
+
+def _table(report: ReliabilityReport, horizon_days: float) -> Table:
+    table = Table(title="spares per pool")
+    for col in ("spares/pool", "instances", "P(>= n up), random time", f"P(never short, {horizon_days:g} d)",
+                "short h / horizon", "sim P99 TTFT ms (bound)", "sim P99 TPOT ms (bound)", "meets SLO"):
+        table.add_column(col, justify="right")
+    for r in report.rows:
+        table.add_row(str(r.spares), str(r.n_instances), f"{r.prob_up:.6f}", f"{r.prob_hold_horizon:.6f}",
+                      f"{r.shortfall_h:,.2f}", f"{_ms(r.p99_ttft_s)} ({_ms(r.p99_ttft_bound_s)})",
+                      f"{_ms(r.p99_tpot_s)} ({_ms(r.p99_tpot_bound_s)})", "yes" if r.meets_slo else "no")
+    return table
+
+
+EXAMPLES = """\b
+Examples:
+  fleetplan reliability --fleet examples/two_pool_a100.toml --workload lmsys --lam 100 --slo-ttft 500
+  fleetplan reliability --fleet examples/two_pool_a100.toml --workload lmsys --lam 100 --slo-ttft 500 \\
+      --mtbf-h 2 --mttr-h 0.5 --target 0.999 --replications 5
+  fleetplan reliability --fleet examples/homogeneous_h100.toml --workload lmsys --lam 50 --slo-ttft 500 \\
+      --mtbf-h 720 --mttr-h 4 --repair fixed --horizon-days 90
+"""
+
+
+@click.command("reliability", epilog=EXAMPLES)
+@click.option("--fleet", "fleet_path", required=True, type=click.Path(dir_okay=False),
+              help="Fleet TOML; each pool's instances are the instances it needs in service.")
+@workload_option
+@input_fraction_option
+@click.option("--lam", "rate_per_s", type=POSITIVE, default=None,
+              help=f"Arrival rate, requests/s (default: the workload's own, else {DEFAULT_RATE_PER_S:g}).")
+@click.option("--slo-ttft", "slo_ttft_ms", type=POSITIVE, required=True, help="P99 TTFT SLO, ms.")
+@click.option("--slo-tpot", "slo_tpot_ms", type=POSITIVE, default=None, help="P99 TPOT SLO, ms (optional).")
+@failure_options
+@click.option("--target", type=FRACTION, default=DEFAULT_TARGET, show_default=True,
+              help="Probability that every pool has at least its needed instances up.")
+@click.option("--horizon-days", type=POSITIVE, default=DEFAULT_HORIZON_DAYS, show_default=True,
+              help="Horizon of the 'never short' probability and the expected hours short.")
+@click.option("--max-spares", type=click.IntRange(min=0), default=None,
+              help="Largest spares count per pool in the table (default: the binomial answer + 1).")
+@click.option("--requests", "n_requests", type=click.IntRange(min=1), default=20_000, show_default=True,
+              help="Requests per simulation.")
+@click.option("--replications", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Independent replications per spares count (each a random time of the fleet's life).")
+@seed_option
+def reliability(fleet_path, workload, input_fraction, rate_per_s, slo_ttft_ms, slo_tpot_ms, mtbf_h, mttr_h, repair,
+                target, horizon_days, max_spares, n_requests, replications, seed) -> None:
+    """Spares per pool so that P(at least n of n+s instances up) >= TARGET (binomial, eq. 6
+    availability), and the simulated P99 TTFT/TPOT with failure injection for each spares count.
+
+    Instances fail and are repaired independently (exponential up times, mean MTBF; repairs of
+    mean MTTR); each simulation starts at a random time of the fleet's life.
+    """
+    spec = load_fleet_toml(fleet_path)
+    failures = failures_from_options(spec, mtbf_h, mttr_h, repair)
+    wl = load_workload(workload, input_fraction=input_fraction)
+    rate = rate_per_s or (float(wl.arrival_rate_per_s) if wl.arrival_rate_per_s else DEFAULT_RATE_PER_S)
+    report = reliability_table(
+        spec, wl, rate, ms_to_s(slo_ttft_ms), failures, horizon_days * 24 * SECONDS_PER_HOUR, target=target,
+        max_spares=max_spares, slo_tpot_s=None if slo_tpot_ms is None else ms_to_s(slo_tpot_ms),
+        n_requests=n_requests, n_replications=replications, seed=seed,
+    )
+    mtbf, mttr = failures.pool_times_s(len(spec.pools))
+    con = Console(soft_wrap=True, highlight=False)
+    con.print(f"fleet {fleet_path}: workload {wl.name}, rate {rate:.4g} req/s, {replications} replication(s) of "
+              f"{n_requests:,} requests, seed {seed}")
+    for pool, b, r, a in zip(spec.pools, mtbf, mttr, report.availability, strict=True):
+        con.print(f"pool {pool.name}: needs {pool.n_instances} x {pool.gpu}; MTBF {_hours(b)}, MTTR {_hours(r)} "
+                  f"({repair}), availability A = {a:.6f}")
+    con.print(_table(report, horizon_days))
+    con.print(f"binomial: {report.spares_binomial} spare(s) per pool give P(>= n up) >= {target:g} at a random "
+              "time.")
+    sim = (f"{report.spares_simulated} spare(s) per pool" if report.spares_simulated is not None
+           else "no spares count in the table")
+    con.print(f"simulated: {sim} meet(s) P99 TTFT <= {slo_ttft_ms:g} ms"
+              + (f" and P99 TPOT <= {slo_tpot_ms:g} ms" if slo_tpot_ms else "")
+              + " (upper 95% bound over replications).")
+    con.print(f"without failures (no spares, same seeds): P99 TTFT {_ms(report.p99_ttft_no_failures_s)} ms, "
+              f"P99 TPOT {_ms(report.p99_tpot_no_failures_s)} ms.")

@@ -1,0 +1,233 @@
+"""Decode-instance assignment for the PDD kernel: loads, SIBYL's projection, survival estimator.
+
+Load of a decode instance ``d`` at time ``t`` (the metric of ILS, the oracle and the
+optimal-assignment ratio) = token occupancy of the requests handed off to ``d`` and not
+finished (running or waiting there): sum of prompt + generated tokens (SIBYL eq. 2).  In
+step mode ``DI_LOAD_TOKENS`` keeps it exactly (integers); in processor-sharing mode it keeps
+the prompts and each running task adds ``V(t) - v_join`` (tokens served so far).
+
+SIBYL (§4.1-4.3, Algorithm 1), with handoff moment ``tau = t + est_handoff`` of the request
+being bound (estimated prefill alone, when bound early, plus transfer):
+
+* Type 1 (active: handed off to ``d``): ``l_tau = l_now + v_k (tau - t)`` with ``v_k`` the
+  task's observed rate ``l_now / (t - handoff)`` (the system rate before its first token);
+  ``L_I = (l_in + l_tau) * S(l_tau) / S(l_now)`` (eq. 6; 0 when ``S(l_now) = 0``).
+* Type 2 (pending, bound to ``d`` but not handed off, ``tau_k <= tau``; ``tau_k`` = its bind
+  time + its own estimate): ``gap = (tau - tau_k) v_sys``, ``L_II = (l_in + gap) S(gap)`` (eq. 7).
+* Type 3 (pending, ``tau_k > tau``): ``L_III = max(0, l_in + gap)`` = ReLU(l_in - v_sys (tau_k -
+  tau)) (eq. 8; Algorithm 1 line 17 prints ``l_in - gap``, a sign slip against eq. 8 and
+  appendix D's continuity at ``tau_k = tau``; we follow eq. 8).
+* ``v_sys`` = tokens of completed decodes / their decode seconds (handoff to done); a prior
+  before the first completion.
+* Survival estimator (eq. 4): buckets ``b = 0..B-1`` of ``Delta`` tokens, ``S(x) = S[floor(x /
+  Delta)]`` (last bucket beyond), ``S[0] = 1``, all start at 1; on each completion with output
+  ``L``, EVERY bucket ``b >= 1`` becomes ``alpha S[b] + (1 - alpha) [L >= b Delta]``.  (Eq. 4
+  restricts the update to ``l <= L``, where the indicator is always 1 and S could never fall;
+  updating every bucket is the EMA of the indicator, which converges to P(L >= l).)
+
+Ties go to the lowest instance index.  Transfers wait in a binary heap ordered by
+``(end time, request)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fleetplan.sim._kernels.jit import njit_inline
+from fleetplan.sim._kernels.pdd_codes import (
+    ASSIGN_ILS_REQUESTS,
+    ASSIGN_ROUND_ROBIN,
+    ASSIGN_SIBYL,
+    CF_BUCKET_TOKENS,
+    CF_EMA_ALPHA,
+    CF_PRIOR_RATE_TOKENS_PER_S,
+    CF_PS_A,
+    CF_PS_B,
+    CF_PS_C,
+    CI_DECODE_MODEL,
+    CI_N_DECODE,
+    DECODE_PS,
+    DF_T_LAST,
+    DF_V,
+    DI_LEN,
+    DI_LOAD_TOKENS,
+    DI_N_IN_DECODE,
+    DI_PHEAD,
+    DI_WHEAD,
+    GF_SECONDS,
+    GF_TOKENS,
+    GI_RR_D,
+    OT_BIND,
+    OT_HANDOFF,
+    RI_GEN,
+    RI_NXT,
+    RI_PNEXT,
+)
+
+
+@njit_inline
+def survival(S, x, bucket_tokens):
+    """``S_hat(x)`` for ``x >= 0`` tokens."""
+    b = int(x // bucket_tokens)
+    if b >= S.shape[0]:
+        b = S.shape[0] - 1
+    return S[b]
+
+
+@njit_inline
+def survival_update(S, out_tokens, bucket_tokens, alpha):
+    """EMA update of every bucket after a completion of ``out_tokens`` tokens."""
+    for b in range(1, S.shape[0]):
+        ind = 1.0 if out_tokens >= b * bucket_tokens else 0.0
+        S[b] = alpha * S[b] + (1.0 - alpha) * ind
+
+
+@njit_inline
+def ps_rate(n, cfg_f):
+    """Per-task decode speed (tokens/s) with ``n`` running: TPS(n) / n (SIBYL eq. 15)."""
+    return (cfg_f[CF_PS_A] * n * n + cfg_f[CF_PS_B] * n + cfg_f[CF_PS_C]) / n
+
+
+@njit_inline
+def ps_v_now(d, t, cfg_f, D_i, D_f):
+    """Processor-sharing virtual time (tokens served per task) of instance ``d`` at ``t``."""
+    n = D_i[d, DI_LEN]
+    if n == 0:
+        return D_f[d, DF_V]
+    return D_f[d, DF_V] + ps_rate(n, cfg_f) * (t - D_f[d, DF_T_LAST])
+
+
+@njit_inline
+def system_rate(cfg_f, G_f):
+    """``v_sys`` (tokens/s): completed decode tokens / decode seconds, or the prior."""
+    if G_f[GF_SECONDS] > 0.0:
+        return G_f[GF_TOKENS] / G_f[GF_SECONDS]
+    return cfg_f[CF_PRIOR_RATE_TOKENS_PER_S]
+
+
+@njit_inline
+def decode_load(d, t, cfg_i, cfg_f, D_i, D_f, D_run, R_f):
+    """Token occupancy of decode instance ``d`` at ``t`` (module docstring)."""
+    load = float(D_i[d, DI_LOAD_TOKENS])
+    if cfg_i[CI_DECODE_MODEL] == DECODE_PS:
+        v_now = ps_v_now(d, t, cfg_f, D_i, D_f)
+        for s in range(D_i[d, DI_LEN]):
+            load += v_now - R_f[D_run[d, s]]
+    return load
+
+
+@njit_inline
+def _type1(r, l_now, t, tau, v_sys, prompt, out_t, S, bucket):
+    """SIBYL eq. (6) for an active task with ``l_now`` generated tokens."""
+    v_k = v_sys
+    if l_now > 0.0 and t > out_t[r, OT_HANDOFF]:
+        v_k = l_now / (t - out_t[r, OT_HANDOFF])
+    l_tau = l_now + v_k * (tau - t)
+    s_now = survival(S, l_now, bucket)
+    p = survival(S, l_tau, bucket) / s_now if s_now > 0.0 else 0.0
+    return (prompt[r] + l_tau) * p
+
+
+@njit_inline
+def sibyl_load(d, t, tau, cfg_i, cfg_f, prompt, est_handoff_s, R_i, R_f, D_i, D_f, D_run, out_t, S, G_f):
+    """Projected load of decode instance ``d`` at ``tau`` (SIBYL eq. 1)."""
+    bucket = cfg_f[CF_BUCKET_TOKENS]
+    v_sys = system_rate(cfg_f, G_f)
+    ps = cfg_i[CI_DECODE_MODEL] == DECODE_PS
+    v_now = ps_v_now(d, t, cfg_f, D_i, D_f) if ps else 0.0
+    total = 0.0
+    for s in range(D_i[d, DI_LEN]):
+        r = D_run[d, s]
+        l_now = v_now - R_f[r] if ps else float(R_i[r, RI_GEN])
+        total += _type1(r, l_now, t, tau, v_sys, prompt, out_t, S, bucket)
+    r = D_i[d, DI_WHEAD]
+    while r >= 0:
+        l_now = 0.0 if ps else float(R_i[r, RI_GEN])
+        total += _type1(r, l_now, t, tau, v_sys, prompt, out_t, S, bucket)
+        r = R_i[r, RI_NXT]
+    r = D_i[d, DI_PHEAD]
+    while r >= 0:
+        tau_k = out_t[r, OT_BIND] + est_handoff_s[r]
+        gap = (tau - tau_k) * v_sys
+        if gap > 0.0:
+            total += (prompt[r] + gap) * survival(S, gap, bucket)
+        else:
+            m = prompt[r] + gap
+            total += m if m > 0.0 else 0.0
+        r = R_i[r, RI_PNEXT]
+    return total
+
+
+@njit_inline
+def choose_decode(policy, r, t, est_handoff_s, cfg_i, cfg_f, prompt, R_i, R_f, D_i, D_f, D_run, out_t, S,
+                  G_f, G_i):
+    """The decode instance the policy binds request ``r`` to at time ``t``."""
+    n_dec = cfg_i[CI_N_DECODE]
+    if policy == ASSIGN_ROUND_ROBIN:
+        d = G_i[GI_RR_D]
+        G_i[GI_RR_D] = (d + 1) % n_dec
+        return d
+    tau = t + est_handoff_s[r]
+    best = 0
+    best_load = np.inf
+    for d in range(n_dec):
+        if policy == ASSIGN_ILS_REQUESTS:
+            load = float(D_i[d, DI_N_IN_DECODE])
+        elif policy == ASSIGN_SIBYL:
+            load = sibyl_load(d, t, tau, cfg_i, cfg_f, prompt, est_handoff_s, R_i, R_f, D_i, D_f, D_run,
+                              out_t, S, G_f)
+        else:  # ILS on tokens, oracle
+            load = decode_load(d, t, cfg_i, cfg_f, D_i, D_f, D_run, R_f)
+        if load < best_load:
+            best_load = load
+            best = d
+    return best
+
+
+@njit_inline
+def completion_stats(out_tokens, decode_s, cfg_f, S, G_f):
+    """Feed a finished decode to ``v_sys`` and the survival estimator."""
+    G_f[GF_TOKENS] += out_tokens
+    G_f[GF_SECONDS] += decode_s
+    survival_update(S, out_tokens, cfg_f[CF_BUCKET_TOKENS], cfg_f[CF_EMA_ALPHA])
+
+
+@njit_inline
+def heap_push_tr(keys, ids, size, key, r):
+    """Push ``(key, r)`` onto the transfer heap ordered by ``(key, r)``; returns the new size."""
+    pos = size
+    while pos > 0:
+        parent = (pos - 1) >> 1
+        if keys[parent] < key or (keys[parent] == key and ids[parent] < r):
+            break
+        keys[pos] = keys[parent]
+        ids[pos] = ids[parent]
+        pos = parent
+    keys[pos] = key
+    ids[pos] = r
+    return size + 1
+
+
+@njit_inline
+def heap_pop_tr(keys, ids, size):
+    """Remove the minimum ``(key, r)``; returns the new size (read ``keys[0], ids[0]`` first)."""
+    size -= 1
+    key = keys[size]
+    r = ids[size]
+    pos = 0
+    while True:
+        child = 2 * pos + 1
+        if child >= size:
+            break
+        c2 = child + 1
+        if c2 < size and (keys[c2] < keys[child] or (keys[c2] == keys[child] and ids[c2] < ids[child])):
+            child = c2
+        if keys[child] < key or (keys[child] == key and ids[child] < r):
+            keys[pos] = keys[child]
+            ids[pos] = ids[child]
+            pos = child
+        else:
+            break
+    keys[pos] = key
+    ids[pos] = r
+    return size

@@ -1,0 +1,72 @@
+"""Integer codes and array layouts of the prefill-decode disaggregation kernel (``pdd``).
+
+Plain ints so numba treats them as compile-time constants and ``fleetplan.sim.pdd`` can
+import them without numba.  Mirrored by ``fleetplan.sim.pdd.spec`` enums (the registry)
+and by the Python twin ``tests/reference/pdd.py``.
+"""
+
+# Decode-instance assignment policies (``CI_POLICY``).
+ASSIGN_ROUND_ROBIN = 0
+ASSIGN_ILS_TOKENS = 1  # fewest decode tokens (prompt + generated) at the binding moment
+ASSIGN_ILS_REQUESTS = 2  # fewest requests in decode at the binding moment
+ASSIGN_SIBYL = 3  # projected load at the handoff moment (SIBYL §4, Algorithm 1)
+ASSIGN_ORACLE = 4  # late binding to the least-loaded instance (tokens) at prefill end
+N_ASSIGN = 5
+
+# When the decode instance is bound (``CI_BINDING``).
+BIND_EARLY = 0  # when the prefill instance first schedules the request (prefill start)
+BIND_LATE = 1  # when the request's last prefill chunk ends
+
+# Decode model (``CI_DECODE_MODEL``).
+DECODE_STEPS = 0  # vLLM-style steps: continuous batching, KV blocks, recompute preemption
+DECODE_PS = 1  # SIBYL appendix I: processor sharing, TPS(N) = a N^2 + b N + c
+
+# Prefill-pool router (``CI_PF_ROUTER``).
+PF_ROUTE_ROUND_ROBIN = 0
+PF_ROUTE_LEAST_OUTSTANDING = 1  # fewest requests queued, running or holding KV
+
+# cfg_i layout (int64).
+(CI_N_PREFILL, CI_N_DECODE, CI_PF_MAX_SEQS, CI_PF_BUDGET, CI_PF_KV_BLOCKS, CI_PF_BLOCK, CI_PF_STEP_CODE,
+ CI_PF_ROUTER, CI_PF_MAX_CONTEXT, CI_DEC_MAX_SEQS, CI_DEC_BUDGET, CI_DEC_KV_BLOCKS, CI_DEC_BLOCK,
+ CI_DEC_STEP_CODE, CI_DEC_MAX_CONTEXT, CI_DECODE_MODEL, CI_POLICY, CI_BINDING, CI_N_BUCKETS) = range(19)
+N_CFG_I = 19
+
+# cfg_f layout (float64).
+(CF_LATENCY_S, CF_HORIZON_S, CF_PS_A, CF_PS_B, CF_PS_C, CF_BUCKET_TOKENS, CF_EMA_ALPHA,
+ CF_PRIOR_RATE_TOKENS_PER_S) = range(8)
+N_CFG_F = 8
+
+# out_t columns (float64 seconds; inf when not reached).
+OT_PF_SCHED, OT_PF_END, OT_BIND, OT_GRANT, OT_HANDOFF, OT_FIRST_TOKEN, OT_DONE = range(7)
+N_OUT_T = 7
+
+# out_i columns (int64).
+# OI_OPTIMAL: 1 if the bound instance had the least token load at handoff, 0 if not, -1 if
+# never handed off; OI_OPTIMAL_REQUESTS: the same with the number of requests in decode as load.
+OI_PF_INST, OI_DEC_INST, OI_PREEMPTIONS, OI_STATUS, OI_OPTIMAL, OI_OPTIMAL_REQUESTS = range(6)
+N_OUT_I = 6
+
+# Per-request int state (R_i columns).
+RI_COMP, RI_TARGET, RI_GEN, RI_HELD_D, RI_HELD_P, RI_NXT, RI_PPREV, RI_PNEXT, RI_SCHED = range(9)
+N_RI = 9
+
+# Per-prefill-instance int state (P_i columns).
+PI_LEN, PI_WHEAD, PI_WTAIL, PI_FREE, PI_NOUT = range(5)
+N_PI = 5
+
+# Per-decode-instance int state (D_i columns).
+(DI_LEN, DI_WHEAD, DI_WTAIL, DI_FREE, DI_RHEAD, DI_RTAIL, DI_PHEAD, DI_PTAIL, DI_LOAD_TOKENS,
+ DI_N_IN_DECODE, DI_INFLIGHT) = range(11)
+N_DI = 11
+
+# Per-decode-instance float state (D_f columns): PS virtual time, its last update, step start.
+DF_V, DF_T_LAST, DF_STEP_START = range(3)
+N_DF = 3
+
+# Global state: G_i = (rr prefill, rr decode, transfer-heap size);
+# G_f = (tokens of completed decodes, their decode seconds) for the system-average rate.
+GI_RR_P, GI_RR_D, GI_HEAP = range(3)
+GF_TOKENS, GF_SECONDS = range(2)
+
+# Request status (same values as ``codes.STATUS_*``: done, unfinished, rejected).
+ST_DONE, ST_UNFINISHED, ST_REJECTED = 0, 1, 2

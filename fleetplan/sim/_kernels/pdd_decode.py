@@ -1,0 +1,252 @@
+"""Decode instances of the PDD kernel: vLLM-style steps or SIBYL's processor sharing.
+
+A request handed off to decode instance ``d`` (KV of its prompt in ``RI_HELD_D`` blocks,
+slot reserved at the grant, ``pdd_flow``) joins ``d``'s running batch with ``computed =
+prompt - 1`` and ``target = prompt``; the waiting queue holds only preempted requests.  Its
+first decode step recomputes the last prompt token and emits the first output token (as
+vLLM's KV connectors do), so TTFT includes that first decode step.
+
+Steps (``DECODE_STEPS``), as the co-located kernel without cruise: running requests in
+admission order get ``min(target - computed, budget)`` tokens; while free blocks are short
+for ``ceil((computed + num) / block)``, the most recently admitted is preempted (recompute:
+blocks freed, ``computed = 0``, ``target = prompt + generated``, pushed to the FRONT of the
+queue); if nobody was preempted, waiting requests are admitted FCFS while ``running <
+DEC_MAX_SEQS``, budget is left and their blocks fit.  A scheduled token is a decode token
+when ``num = 1`` and ``computed = target - 1`` (context ``computed``), else prefill
+(recompute).  At step end a request reaching its target emits a token and finishes when
+``generated = output``.  Admission from the queue also needs ``running + in-flight
+transfers < DEC_MAX_SEQS`` (slots reserved by grants).
+
+Processor sharing (``DECODE_PS``, SIBYL appendix I, Algorithm 3): ``n`` running tasks each
+advance at ``v(n) = TPS(n) / n`` tokens/s with ``TPS(n) = a n^2 + b n + c`` (eq. 15); the
+virtual time ``V`` (tokens served per task) grows at ``v(n)``; a task joining at ``V_join``
+emits its first token at ``V = V_join + 1`` and finishes at ``V_join + output``.  At an
+event ``V`` is set to the event's target exactly.  At most ``DEC_MAX_SEQS`` run (FIFO queue
+beyond); KV blocks are not modelled (unbounded decode memory).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fleetplan.sim._kernels.jit import njit_inline
+from fleetplan.sim._kernels.pdd_assign import completion_stats, ps_rate
+from fleetplan.sim._kernels.pdd_codes import (
+    CI_DEC_BLOCK,
+    CI_DEC_BUDGET,
+    CI_DEC_MAX_SEQS,
+    CI_DEC_STEP_CODE,
+    DF_STEP_START,
+    DF_T_LAST,
+    DF_V,
+    DI_FREE,
+    DI_INFLIGHT,
+    DI_LEN,
+    DI_LOAD_TOKENS,
+    DI_N_IN_DECODE,
+    DI_WHEAD,
+    DI_WTAIL,
+    OI_PREEMPTIONS,
+    OI_STATUS,
+    OT_DONE,
+    OT_FIRST_TOKEN,
+    OT_HANDOFF,
+    RI_COMP,
+    RI_GEN,
+    RI_HELD_D,
+    RI_NXT,
+    RI_SCHED,
+    RI_TARGET,
+    ST_DONE,
+)
+from fleetplan.sim._kernels.step_model import step_time_s
+
+
+@njit_inline
+def _pop_wait(d, D_i, R_i):
+    r = D_i[d, DI_WHEAD]
+    D_i[d, DI_WHEAD] = R_i[r, RI_NXT]
+    if R_i[r, RI_NXT] < 0:
+        D_i[d, DI_WTAIL] = -1
+    R_i[r, RI_NXT] = -1
+    return r
+
+
+@njit_inline
+def dec_schedule(d, t, cfg_i, dec_coef, prompt, R_i, D_i, D_f, D_run, dec_end_s, out_i):
+    """Form the next decode step of instance ``d`` at ``t`` (sets ``dec_end_s[d]``)."""
+    budget = cfg_i[CI_DEC_BUDGET]
+    block = cfg_i[CI_DEC_BLOCK]
+    n_seqs = n_dec = tokens = ctx = attn2 = 0
+    preempted = False
+    s = 0
+    while s < D_i[d, DI_LEN]:
+        r = D_run[d, s]
+        if budget == 0:
+            R_i[r, RI_SCHED] = 0
+            s += 1
+            continue
+        c = R_i[r, RI_COMP]
+        target = R_i[r, RI_TARGET]
+        num = target - c if target - c < budget else budget
+        new_blocks = (c + num + block - 1) // block - R_i[r, RI_HELD_D]
+        if new_blocks < 0:
+            new_blocks = 0
+        while new_blocks > D_i[d, DI_FREE]:  # preempt the most recently admitted (recompute)
+            last = D_i[d, DI_LEN] - 1
+            v = D_run[d, last]
+            D_i[d, DI_LEN] = last
+            D_i[d, DI_FREE] += R_i[v, RI_HELD_D]
+            R_i[v, RI_HELD_D] = 0
+            R_i[v, RI_COMP] = 0
+            R_i[v, RI_TARGET] = prompt[v] + R_i[v, RI_GEN]
+            R_i[v, RI_SCHED] = 0
+            out_i[v, OI_PREEMPTIONS] += 1
+            R_i[v, RI_NXT] = D_i[d, DI_WHEAD]
+            D_i[d, DI_WHEAD] = v
+            if D_i[d, DI_WTAIL] < 0:
+                D_i[d, DI_WTAIL] = v
+            preempted = True
+            if last == s:
+                break
+        if s >= D_i[d, DI_LEN]:
+            break
+        D_i[d, DI_FREE] -= new_blocks
+        R_i[r, RI_HELD_D] += new_blocks
+        R_i[r, RI_SCHED] = num
+        budget -= num
+        n_seqs += 1
+        if num == 1 and c == target - 1:
+            n_dec += 1
+            ctx += c
+        else:
+            tokens += num
+            attn2 += num * (2 * c + num)
+        s += 1
+    while (not preempted and D_i[d, DI_WHEAD] >= 0 and budget > 0
+           and D_i[d, DI_LEN] + D_i[d, DI_INFLIGHT] < cfg_i[CI_DEC_MAX_SEQS]):
+        r = D_i[d, DI_WHEAD]
+        c = R_i[r, RI_COMP]
+        target = R_i[r, RI_TARGET]
+        num = target - c if target - c < budget else budget
+        new_blocks = (c + num + block - 1) // block - R_i[r, RI_HELD_D]
+        if new_blocks < 0:
+            new_blocks = 0
+        if new_blocks > D_i[d, DI_FREE]:
+            break
+        _pop_wait(d, D_i, R_i)
+        D_i[d, DI_FREE] -= new_blocks
+        R_i[r, RI_HELD_D] += new_blocks
+        D_run[d, D_i[d, DI_LEN]] = r
+        D_i[d, DI_LEN] += 1
+        R_i[r, RI_SCHED] = num
+        budget -= num
+        n_seqs += 1
+        if num == 1 and c == target - 1:
+            n_dec += 1
+            ctx += c
+        else:
+            tokens += num
+            attn2 += num * (2 * c + num)
+    if n_seqs == 0:
+        dec_end_s[d] = np.inf
+        return
+    dec_end_s[d] = t + step_time_s(cfg_i[CI_DEC_STEP_CODE], dec_coef, n_seqs, n_dec, tokens, ctx, attn2)
+    D_f[d, DF_STEP_START] = t
+
+
+@njit_inline
+def _finish(r, d, t, output, prompt, cfg_f, D_i, out_t, out_i, S, G_f, gen_tokens):
+    out_t[r, OT_DONE] = t
+    out_i[r, OI_STATUS] = ST_DONE
+    D_i[d, DI_LOAD_TOKENS] -= prompt[r] + gen_tokens
+    D_i[d, DI_N_IN_DECODE] -= 1
+    completion_stats(output[r], t - out_t[r, OT_HANDOFF], cfg_f, S, G_f)
+
+
+@njit_inline
+def dec_commit(d, t, cfg_f, prompt, output, R_i, D_i, D_f, D_run, out_t, out_i, S, G_f, dec_busy_s):
+    """Commit the step of decode instance ``d`` ending at ``t`` (emissions, completions)."""
+    dec_busy_s[d] += t - D_f[d, DF_STEP_START]
+    kept = 0
+    for s in range(D_i[d, DI_LEN]):
+        r = D_run[d, s]
+        num = R_i[r, RI_SCHED]
+        if num > 0:
+            c = R_i[r, RI_COMP] + num
+            R_i[r, RI_COMP] = c
+            R_i[r, RI_SCHED] = 0
+            if c == R_i[r, RI_TARGET]:
+                if R_i[r, RI_GEN] == 0:
+                    out_t[r, OT_FIRST_TOKEN] = t
+                R_i[r, RI_GEN] += 1
+                R_i[r, RI_TARGET] += 1
+                D_i[d, DI_LOAD_TOKENS] += 1
+                if R_i[r, RI_GEN] == output[r]:
+                    D_i[d, DI_FREE] += R_i[r, RI_HELD_D]
+                    R_i[r, RI_HELD_D] = 0
+                    _finish(r, d, t, output, prompt, cfg_f, D_i, out_t, out_i, S, G_f, output[r])
+                    continue
+        D_run[d, kept] = r
+        kept += 1
+    D_i[d, DI_LEN] = kept
+
+
+@njit_inline
+def ps_advance(d, t, cfg_f, D_i, D_f, dec_busy_s):
+    """Bring instance ``d``'s virtual time to ``t``."""
+    n = D_i[d, DI_LEN]
+    if n > 0:
+        D_f[d, DF_V] += ps_rate(n, cfg_f) * (t - D_f[d, DF_T_LAST])
+        dec_busy_s[d] += t - D_f[d, DF_T_LAST]
+    D_f[d, DF_T_LAST] = t
+
+
+@njit_inline
+def _ps_target(d, output, R_f, D_i, D_run, out_t):
+    """Smallest virtual time at which a running task of ``d`` emits its first token or finishes."""
+    best = np.inf
+    for s in range(D_i[d, DI_LEN]):
+        r = D_run[d, s]
+        x = R_f[r] + 1.0 if out_t[r, OT_FIRST_TOKEN] == np.inf else R_f[r] + output[r]
+        if x < best:
+            best = x
+    return best
+
+
+@njit_inline
+def ps_admit_and_plan(d, cfg_i, cfg_f, output, R_i, R_f, D_i, D_f, D_run, dec_end_s, out_t):
+    """Admit waiting tasks FCFS (``V_join = V``) and set ``d``'s next event time."""
+    while D_i[d, DI_WHEAD] >= 0 and D_i[d, DI_LEN] < cfg_i[CI_DEC_MAX_SEQS]:
+        r = _pop_wait(d, D_i, R_i)
+        R_f[r] = D_f[d, DF_V]
+        D_run[d, D_i[d, DI_LEN]] = r
+        D_i[d, DI_LEN] += 1
+    n = D_i[d, DI_LEN]
+    if n == 0:
+        dec_end_s[d] = np.inf
+        return
+    gap = _ps_target(d, output, R_f, D_i, D_run, out_t) - D_f[d, DF_V]
+    dec_end_s[d] = D_f[d, DF_T_LAST] + (gap if gap > 0.0 else 0.0) / ps_rate(n, cfg_f)
+
+
+@njit_inline
+def ps_event(d, t, cfg_i, cfg_f, prompt, output, R_i, R_f, D_i, D_f, D_run, dec_end_s, out_t, out_i, S, G_f,
+             dec_busy_s):
+    """The first-token or completion event of processor-sharing instance ``d`` at ``t``."""
+    dec_busy_s[d] += t - D_f[d, DF_T_LAST]
+    v = _ps_target(d, output, R_f, D_i, D_run, out_t)
+    D_f[d, DF_V] = v
+    D_f[d, DF_T_LAST] = t
+    kept = 0
+    for s in range(D_i[d, DI_LEN]):
+        r = D_run[d, s]
+        if out_t[r, OT_FIRST_TOKEN] == np.inf and R_f[r] + 1.0 <= v:
+            out_t[r, OT_FIRST_TOKEN] = t
+        if R_f[r] + output[r] <= v:
+            _finish(r, d, t, output, prompt, cfg_f, D_i, out_t, out_i, S, G_f, 0)
+            continue
+        D_run[d, kept] = r
+        kept += 1
+    D_i[d, DI_LEN] = kept
+    ps_admit_and_plan(d, cfg_i, cfg_f, output, R_i, R_f, D_i, D_f, D_run, dec_end_s, out_t)

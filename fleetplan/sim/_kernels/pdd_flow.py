@@ -1,0 +1,152 @@
+"""Binding, pull-based reservations, KV transfers and handoffs of the PDD kernel.
+
+Model in ``fleetplan.sim._kernels.pdd``.  Reservation (step mode): decode instance ``d``
+grants the head of its FIFO reservation queue when ``ceil(prompt / block)`` blocks are free,
+no preempted request waits on ``d`` (they come first), and a running slot is free counting
+the transfers in flight (``DI_INFLIGHT``): a handed-off request joins the running batch
+directly, as vLLM allocates a remote-KV request's blocks when it schedules it, so KV is held
+only by running or in-flight requests.  Processor sharing grants at once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fleetplan.sim._kernels.jit import njit_inline
+from fleetplan.sim._kernels.pdd_assign import decode_load, heap_push_tr
+from fleetplan.sim._kernels.pdd_codes import (
+    CF_LATENCY_S,
+    CI_DEC_BLOCK,
+    CI_DEC_MAX_SEQS,
+    CI_DECODE_MODEL,
+    CI_N_DECODE,
+    DECODE_PS,
+    DECODE_STEPS,
+    DI_FREE,
+    DI_INFLIGHT,
+    DI_LEN,
+    DI_LOAD_TOKENS,
+    DI_N_IN_DECODE,
+    DI_PHEAD,
+    DI_PTAIL,
+    DI_RHEAD,
+    DI_RTAIL,
+    DI_WHEAD,
+    DI_WTAIL,
+    GI_HEAP,
+    OI_DEC_INST,
+    OI_OPTIMAL,
+    OI_OPTIMAL_REQUESTS,
+    OT_BIND,
+    OT_GRANT,
+    OT_HANDOFF,
+    OT_PF_END,
+    RI_COMP,
+    RI_GEN,
+    RI_HELD_D,
+    RI_NXT,
+    RI_PNEXT,
+    RI_PPREV,
+    RI_SCHED,
+    RI_TARGET,
+)
+from fleetplan.sim._kernels.pdd_decode import dec_schedule, ps_admit_and_plan, ps_advance
+
+
+@njit_inline
+def try_transfer(r, cfg_f, xfer_overlap_s, xfer_tail_s, out_t, heap_t, heap_r, G_i):
+    """Start ``r``'s transfer when it is both granted and prefilled (push its end)."""
+    if out_t[r, OT_GRANT] < np.inf and out_t[r, OT_PF_END] < np.inf:
+        start = out_t[r, OT_GRANT] + xfer_overlap_s[r]
+        if out_t[r, OT_PF_END] > start:
+            start = out_t[r, OT_PF_END]
+        end = start + cfg_f[CF_LATENCY_S] + xfer_tail_s[r]
+        G_i[GI_HEAP] = heap_push_tr(heap_t, heap_r, G_i[GI_HEAP], end, r)
+
+
+@njit_inline
+def grant(d, t, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, out_t, heap_t, heap_r, G_i):
+    """Grant ``d``'s reservation queue FCFS while the prompt's blocks are free."""
+    block = cfg_i[CI_DEC_BLOCK]
+    while D_i[d, DI_RHEAD] >= 0:
+        r = D_i[d, DI_RHEAD]
+        need = 0
+        if cfg_i[CI_DECODE_MODEL] == DECODE_STEPS:
+            need = (prompt[r] + block - 1) // block
+            if (need > D_i[d, DI_FREE] or D_i[d, DI_WHEAD] >= 0
+                    or D_i[d, DI_LEN] + D_i[d, DI_INFLIGHT] >= cfg_i[CI_DEC_MAX_SEQS]):
+                break
+        D_i[d, DI_RHEAD] = R_i[r, RI_NXT]
+        if R_i[r, RI_NXT] < 0:
+            D_i[d, DI_RTAIL] = -1
+        R_i[r, RI_NXT] = -1
+        D_i[d, DI_FREE] -= need
+        R_i[r, RI_HELD_D] = need
+        D_i[d, DI_INFLIGHT] += 1
+        out_t[r, OT_GRANT] = t
+        try_transfer(r, cfg_f, xfer_overlap_s, xfer_tail_s, out_t, heap_t, heap_r, G_i)
+
+
+@njit_inline
+def bind(r, d, t, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, out_t, out_i, heap_t, heap_r, G_i):
+    """Bind ``r`` to decode instance ``d`` at ``t``: pending list, reservation queue, grants."""
+    out_i[r, OI_DEC_INST] = d
+    out_t[r, OT_BIND] = t
+    if D_i[d, DI_PTAIL] < 0:
+        D_i[d, DI_PHEAD] = r
+    else:
+        R_i[D_i[d, DI_PTAIL], RI_PNEXT] = r
+    R_i[r, RI_PPREV] = D_i[d, DI_PTAIL]
+    D_i[d, DI_PTAIL] = r
+    if D_i[d, DI_RTAIL] < 0:
+        D_i[d, DI_RHEAD] = r
+    else:
+        R_i[D_i[d, DI_RTAIL], RI_NXT] = r
+    D_i[d, DI_RTAIL] = r
+    grant(d, t, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, out_t, heap_t, heap_r, G_i)
+
+
+@njit_inline
+def handoff(r, d, t, cfg_i, cfg_f, prompt, output, dec_coef, xfer_overlap_s, xfer_tail_s, R_i, R_f, D_i, D_f, D_run,
+            dec_end_s, out_t, out_i, heap_t, heap_r, G_i, dec_busy_s):
+    """``r``'s KV has arrived on ``d`` at ``t``: leave the pending list, score the assignment, join."""
+    pv = R_i[r, RI_PPREV]
+    nx = R_i[r, RI_PNEXT]
+    if pv >= 0:
+        R_i[pv, RI_PNEXT] = nx
+    else:
+        D_i[d, DI_PHEAD] = nx
+    if nx >= 0:
+        R_i[nx, RI_PPREV] = pv
+    else:
+        D_i[d, DI_PTAIL] = pv
+    low = np.inf
+    for e in range(cfg_i[CI_N_DECODE]):
+        low = min(low, decode_load(e, t, cfg_i, cfg_f, D_i, D_f, D_run, R_f))
+    out_i[r, OI_OPTIMAL] = 1 if decode_load(d, t, cfg_i, cfg_f, D_i, D_f, D_run, R_f) <= low else 0
+    fewest = D_i[0, DI_N_IN_DECODE]
+    for e in range(1, cfg_i[CI_N_DECODE]):
+        fewest = min(fewest, D_i[e, DI_N_IN_DECODE])
+    out_i[r, OI_OPTIMAL_REQUESTS] = 1 if D_i[d, DI_N_IN_DECODE] <= fewest else 0
+    out_t[r, OT_HANDOFF] = t
+    R_i[r, RI_COMP] = prompt[r] - 1
+    R_i[r, RI_TARGET] = prompt[r]
+    R_i[r, RI_GEN] = 0
+    D_i[d, DI_LOAD_TOKENS] += prompt[r]
+    D_i[d, DI_N_IN_DECODE] += 1
+    D_i[d, DI_INFLIGHT] -= 1
+    if cfg_i[CI_DECODE_MODEL] == DECODE_PS:
+        ps_advance(d, t, cfg_f, D_i, D_f, dec_busy_s)
+        if D_i[d, DI_WTAIL] < 0:
+            D_i[d, DI_WHEAD] = r
+        else:
+            R_i[D_i[d, DI_WTAIL], RI_NXT] = r
+        D_i[d, DI_WTAIL] = r
+        ps_admit_and_plan(d, cfg_i, cfg_f, output, R_i, R_f, D_i, D_f, D_run, dec_end_s, out_t)
+    else:  # straight into the running batch: its slot and blocks were reserved at the grant
+        R_i[r, RI_SCHED] = 0
+        D_run[d, D_i[d, DI_LEN]] = r
+        D_i[d, DI_LEN] += 1
+    if cfg_i[CI_DECODE_MODEL] == DECODE_STEPS and dec_end_s[d] == np.inf:
+        dec_schedule(d, t, cfg_i, dec_coef, prompt, R_i, D_i, D_f, D_run, dec_end_s, out_i)
+        grant(d, t, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, out_t, heap_t, heap_r, G_i)

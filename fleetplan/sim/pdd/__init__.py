@@ -1,0 +1,24 @@
+"""Prefill-decode disaggregated (PDD) fleets: spec, compile, engine, result.
+
+A prefill pool runs chunked prefill only; each request's KV then moves to a decode instance
+(``latency + prompt * KV bytes per token / bandwidth``, optionally layer-wise so all but the
+last layer's share overlaps prefill) once that instance can hold it (pull-based
+backpressure: until then the prefill instance keeps the KV and it counts against its
+admissions); decode instances run vLLM-style decode steps or SIBYL's processor-sharing
+model.  The decode instance is bound at prefill start (early) or end (late) by round-robin,
+ILS (least tokens or requests now), SIBYL (projected load at the handoff moment, §4) or a
+late-binding oracle.  ``TTFT = queue + prefill + transfer + first decode step``; TPOT from
+the decode side.  Sources: SIBYL (XPYD scheduling) §3-4, Algorithm 1, appendix I;
+FrontierSim's PDD event graph and backpressure; the vidur-ns3 co-simulation and
+inference-fleet-sim §4.7 for the first-order KV-transfer model.  Kernel:
+``fleetplan.sim._kernels.pdd`` (twin in ``tests/reference/pdd_sim.py``).
+"""
+
+from fleetplan.sim.pdd.engine import simulate_pdd, simulate_pdd_arrays
+from fleetplan.sim.pdd.result import TTFT_DEFINITION, PddResult, PddSummary
+from fleetplan.sim.pdd.spec import AssignPolicy, Binding, DecodeModel, KvTransferSpec, PddSpec, SibylParams
+
+__all__ = [
+    "AssignPolicy", "Binding", "DecodeModel", "KvTransferSpec", "PddResult", "PddSpec", "PddSummary",
+    "SibylParams", "TTFT_DEFINITION", "simulate_pdd", "simulate_pdd_arrays",
+]

@@ -1,0 +1,123 @@
+"""Compile a ``PddSpec`` and a request stream into the PDD kernel's arrays.
+
+* ``cfg_i`` / ``cfg_f``: pool limits, step-model codes, policy codes and scalars (layouts in
+  ``fleetplan.sim._kernels.pdd_codes``); ``pf_coef`` / ``dec_coef``: step-model coefficients.
+* Per request: ``est_handoff_s`` = (estimated prefill alone on an idle instance when bound
+  early, SIBYL's ESTPREFILL) + latency + transfer tail; ``xfer_overlap_s`` and
+  ``xfer_tail_s`` (``bytes / bw`` split ``(L-1)/L`` and ``1/L`` with layer-wise streaming).
+* SIBYL's prior rate (before any completion), when not given: the per-task speed of a
+  decode instance with a full batch, ``TPS(n)/n`` (processor sharing) or one token per
+  decode step of ``max_num_seqs`` requests at half the pool's context (steps).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from fleetplan.sim._kernels import pdd_codes as pc
+from fleetplan.sim._kernels.pdd_prefill import prefill_alone_s
+from fleetplan.sim.pdd.spec import AssignPolicy, Binding, DecodeModel, PddSpec
+from fleetplan.sim.spec import InstanceRouter
+
+__all__ = ["CompiledPdd", "compile_pdd"]
+
+_POLICY = {
+    AssignPolicy.ROUND_ROBIN: pc.ASSIGN_ROUND_ROBIN, AssignPolicy.ILS: pc.ASSIGN_ILS_TOKENS,
+    AssignPolicy.ILS_REQUESTS: pc.ASSIGN_ILS_REQUESTS, AssignPolicy.SIBYL: pc.ASSIGN_SIBYL,
+    AssignPolicy.ORACLE: pc.ASSIGN_ORACLE,
+}
+_BINDING = {Binding.EARLY: pc.BIND_EARLY, Binding.LATE: pc.BIND_LATE}
+_DECODE = {DecodeModel.STEPS: pc.DECODE_STEPS, DecodeModel.PROCESSOR_SHARING: pc.DECODE_PS}
+_PF_ROUTER = {InstanceRouter.ROUND_ROBIN: pc.PF_ROUTE_ROUND_ROBIN,
+              InstanceRouter.LEAST_OUTSTANDING: pc.PF_ROUTE_LEAST_OUTSTANDING}
+
+
+@dataclass(frozen=True, eq=False)
+class CompiledPdd:
+    """Everything one ``run_pdd`` call needs (requests sorted by arrival)."""
+
+    arrival_s: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    est_prefill_s: np.ndarray
+    est_handoff_s: np.ndarray
+    xfer_overlap_s: np.ndarray
+    xfer_tail_s: np.ndarray
+    cfg_i: np.ndarray
+    cfg_f: np.ndarray
+    pf_coef: np.ndarray
+    dec_coef: np.ndarray
+
+    @property
+    def n_requests(self) -> int:
+        return int(self.arrival_s.size)
+
+
+def _prior_rate(spec: PddSpec) -> float:
+    if spec.sibyl.prior_rate_tokens_per_s is not None:
+        return float(spec.sibyl.prior_rate_tokens_per_s)
+    n = spec.decode.limits.max_num_seqs
+    if spec.decode_model is DecodeModel.PROCESSOR_SHARING:
+        return spec.ps_curve.tokens_per_s(n) / n
+    step_s = float(spec.decode.step_model.t_iter_s(n, spec.decode.max_context_tokens / 2))
+    return 1.0 / step_s if step_s > 0 else 1.0
+
+
+def compile_pdd(spec: PddSpec, arrival_s, prompt_tokens, output_tokens, horizon_s: float | None = None) -> CompiledPdd:
+    """Arrays for ``fleetplan.sim._kernels.pdd.run_pdd`` (module docstring)."""
+    arrival = np.ascontiguousarray(arrival_s, dtype=np.float64)
+    prompt = np.ascontiguousarray(prompt_tokens, dtype=np.int64)
+    output = np.ascontiguousarray(output_tokens, dtype=np.int64)
+    pf, dec, tr = spec.prefill, spec.decode, spec.transfer
+    pf_code, pf_coef = pf.step_model.kernel_coefficients()
+    dec_code, dec_coef = dec.step_model.kernel_coefficients()
+    est_prefill = np.zeros(prompt.size)
+    prefill_alone_s(prompt, int(pf.limits.max_num_batched_tokens), int(pf_code),
+                    np.ascontiguousarray(pf_coef, dtype=np.float64), est_prefill)
+    full_s = prompt * float(tr.kv_bytes_per_token) / float(tr.bandwidth_bytes_per_s)
+    n_layers = tr.n_layers if tr.layerwise else 1
+    tail = full_s / n_layers
+    overlap = full_s * (n_layers - 1) / n_layers
+    est_handoff = float(tr.latency_s) + tail
+    if spec.binding is Binding.EARLY:
+        est_handoff = est_prefill + est_handoff
+    bucket = int(spec.sibyl.bucket_tokens)
+    n_buckets = int(math.ceil(int(output.max(initial=1)) / bucket)) + 2
+    cfg_i = np.zeros(pc.N_CFG_I, dtype=np.int64)
+    cfg_i[pc.CI_N_PREFILL] = pf.n_instances
+    cfg_i[pc.CI_N_DECODE] = dec.n_instances
+    cfg_i[pc.CI_PF_MAX_SEQS] = pf.limits.max_num_seqs
+    cfg_i[pc.CI_PF_BUDGET] = pf.limits.max_num_batched_tokens
+    cfg_i[pc.CI_PF_KV_BLOCKS] = pf.limits.kv_blocks
+    cfg_i[pc.CI_PF_BLOCK] = pf.limits.block_size_tokens
+    cfg_i[pc.CI_PF_STEP_CODE] = pf_code
+    cfg_i[pc.CI_PF_ROUTER] = _PF_ROUTER[pf.router]
+    cfg_i[pc.CI_PF_MAX_CONTEXT] = pf.max_context_tokens
+    cfg_i[pc.CI_DEC_MAX_SEQS] = dec.limits.max_num_seqs
+    cfg_i[pc.CI_DEC_BUDGET] = dec.limits.max_num_batched_tokens
+    cfg_i[pc.CI_DEC_KV_BLOCKS] = dec.limits.kv_blocks
+    cfg_i[pc.CI_DEC_BLOCK] = dec.limits.block_size_tokens
+    cfg_i[pc.CI_DEC_STEP_CODE] = dec_code
+    cfg_i[pc.CI_DEC_MAX_CONTEXT] = dec.max_context_tokens
+    cfg_i[pc.CI_DECODE_MODEL] = _DECODE[spec.decode_model]
+    cfg_i[pc.CI_POLICY] = _POLICY[spec.policy]
+    cfg_i[pc.CI_BINDING] = _BINDING[spec.binding]
+    cfg_i[pc.CI_N_BUCKETS] = n_buckets
+    cfg_f = np.zeros(pc.N_CFG_F, dtype=np.float64)
+    cfg_f[pc.CF_LATENCY_S] = tr.latency_s
+    cfg_f[pc.CF_HORIZON_S] = math.inf if horizon_s is None else float(horizon_s)
+    cfg_f[pc.CF_PS_A], cfg_f[pc.CF_PS_B], cfg_f[pc.CF_PS_C] = spec.ps_curve.a, spec.ps_curve.b, spec.ps_curve.c
+    cfg_f[pc.CF_BUCKET_TOKENS] = bucket
+    cfg_f[pc.CF_EMA_ALPHA] = spec.sibyl.ema_alpha
+    cfg_f[pc.CF_PRIOR_RATE_TOKENS_PER_S] = _prior_rate(spec)
+    return CompiledPdd(
+        arrival_s=arrival, prompt_tokens=prompt, output_tokens=output, est_prefill_s=est_prefill,
+        est_handoff_s=np.ascontiguousarray(est_handoff, dtype=np.float64),
+        xfer_overlap_s=np.ascontiguousarray(overlap, dtype=np.float64),
+        xfer_tail_s=np.ascontiguousarray(tail, dtype=np.float64), cfg_i=cfg_i, cfg_f=cfg_f,
+        pf_coef=np.ascontiguousarray(pf_coef, dtype=np.float64),
+        dec_coef=np.ascontiguousarray(dec_coef, dtype=np.float64),
+    )

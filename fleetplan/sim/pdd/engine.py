@@ -1,0 +1,105 @@
+"""Run the PDD simulator: validate, compile, call ``run_pdd``, wrap results.
+
+``simulate_pdd`` draws the request stream from a workload (named streams ``arrivals`` and
+``lengths`` of ``seed``, as ``fleetplan.sim.simulate``); ``simulate_pdd_arrays`` runs given
+arrays (tests, traces).  Model and definitions: ``fleetplan.sim._kernels.pdd`` and
+``fleetplan.sim.pdd.result``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from fleetplan.errors import ConfigError
+from fleetplan.sim._kernels import pdd_codes as pc
+from fleetplan.sim._kernels.pdd import run_pdd
+from fleetplan.sim.compile import draw_requests
+from fleetplan.sim.pdd.compile import CompiledPdd, compile_pdd
+from fleetplan.sim.pdd.result import PddResult, request_frame, summarise_pdd
+from fleetplan.sim.pdd.spec import PddSpec
+
+__all__ = ["run_compiled_pdd", "simulate_pdd", "simulate_pdd_arrays"]
+
+DEFAULT_N_REQUESTS = 20_000
+DEFAULT_WARMUP_FRACTION = 0.1
+
+
+def _check_run_args(rate_per_s, n_requests, seed, horizon_s, warmup_fraction) -> None:
+    for name, value in (("rate_per_s", rate_per_s), ("horizon_s", horizon_s)):
+        if name == "horizon_s" and value is None:
+            continue
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+        if not ok:
+            raise ConfigError(f"{name} = {value!r} must be a finite number > 0")
+    for name, value, low in (("n_requests", n_requests, 1), ("seed", seed, 0)):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < low:
+            raise ConfigError(f"{name} = {value!r} must be an integer >= {low}")
+    wf = warmup_fraction
+    if isinstance(wf, bool) or not isinstance(wf, int | float) or not (0 <= wf < 1):
+        raise ConfigError(f"warmup_fraction = {wf!r} must be in [0, 1); 0.1 trims the first 10% of arrivals")
+
+
+def run_compiled_pdd(run: CompiledPdd) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """Allocate outputs and call the kernel: ``(out_t, out_i, pf_busy_s, dec_busy_s, n_events)``."""
+    n = run.n_requests
+    out_t = np.empty((n, pc.N_OUT_T), dtype=np.float64)
+    out_i = np.empty((n, pc.N_OUT_I), dtype=np.int64)
+    pf_busy = np.zeros(int(run.cfg_i[pc.CI_N_PREFILL]))
+    dec_busy = np.zeros(int(run.cfg_i[pc.CI_N_DECODE]))
+    n_events = run_pdd(run.arrival_s, run.prompt_tokens, run.output_tokens, run.est_handoff_s,
+                       run.xfer_overlap_s, run.xfer_tail_s, run.cfg_i, run.cfg_f, run.pf_coef, run.dec_coef,
+                       out_t, out_i, pf_busy, dec_busy)
+    return out_t, out_i, pf_busy, dec_busy, int(n_events)
+
+
+def simulate_pdd_arrays(spec: PddSpec, arrival_s, prompt_tokens, output_tokens, rate_per_s: float = math.nan,
+                        horizon_s: float | None = None,
+                        warmup_fraction: float = DEFAULT_WARMUP_FRACTION) -> PddResult:
+    """Simulate the given request arrays (sorted arrivals, prompt and output >= 1) on ``spec``."""
+    if not isinstance(spec, PddSpec):
+        raise ConfigError(f"spec must be a PddSpec, got {type(spec).__name__}")
+    _check_run_args(1.0 if math.isnan(rate_per_s) else rate_per_s, 1, 0, horizon_s, warmup_fraction)
+    arrival = np.asarray(arrival_s, dtype=np.float64)
+    prompt = np.asarray(prompt_tokens, dtype=np.int64)
+    output = np.asarray(output_tokens, dtype=np.int64)
+    n = arrival.size
+    if n < 1 or prompt.shape != (n,) or output.shape != (n,):
+        raise ConfigError(f"{n} arrivals, {prompt.size} prompts, {output.size} outputs; give >= 1 of each, equal")
+    if not np.all(np.isfinite(arrival)) or np.any(np.diff(arrival) < 0) or arrival[0] < 0:
+        raise ConfigError("arrival times must be finite, >= 0 and non-decreasing; sort the trace")
+    if np.any(prompt < 1) or np.any(output < 1):
+        raise ConfigError("every request needs prompt_tokens >= 1 and output_tokens >= 1; fix the workload")
+    run = compile_pdd(spec, arrival, prompt, output, horizon_s)
+    out_t, out_i, pf_busy, dec_busy, n_events = run_compiled_pdd(run)
+    n_warmup = min(int(math.floor(warmup_fraction * n)), n - 1)
+    frame = request_frame(arrival, prompt, output, out_t, out_i, n_warmup)
+    summary = summarise_pdd(frame, policy=spec.policy.value, binding=spec.binding.value,
+                            decode_model=spec.decode_model.value, rate_per_s=rate_per_s, pf_busy_s=pf_busy,
+                            dec_busy_s=dec_busy, n_events=n_events)
+    return PddResult(requests=frame, summary=summary)
+
+
+def simulate_pdd(spec: PddSpec, workload, rate_per_s: float, n_requests: int = DEFAULT_N_REQUESTS, seed: int = 0,
+                 horizon_s: float | None = None, warmup_fraction: float = DEFAULT_WARMUP_FRACTION) -> PddResult:
+    """Simulate ``n_requests`` Poisson arrivals at ``rate_per_s`` of ``workload`` on ``spec``.
+
+    Parameters
+    ----------
+    spec : PddSpec
+        Prefill pool, decode pool, transfer, policy, binding, decode model.
+    workload : fleetplan.workload.Workload
+        Anything with ``sample(rng, n) -> (prompt_tokens, output_tokens)``.
+    rate_per_s : float
+        Arrival rate (requests/s).
+    seed : int
+        Streams ``arrivals`` and ``lengths`` derive from it.
+    horizon_s : float, optional
+        Stop time (s); requests not finished by then are ``unfinished``.
+    warmup_fraction : float
+        Share of the earliest arrivals excluded from statistics.
+    """
+    _check_run_args(rate_per_s, n_requests, seed, horizon_s, warmup_fraction)
+    arrival_s, prompt, output = draw_requests(workload, float(rate_per_s), int(n_requests), int(seed))
+    return simulate_pdd_arrays(spec, arrival_s, prompt, output, float(rate_per_s), horizon_s, warmup_fraction)

@@ -1,0 +1,35 @@
+"""Small PDD specs and request streams for the tests."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fleetplan.perf.linear import LinearStepModel
+from fleetplan.sim.pdd import KvTransferSpec, PddSpec
+from fleetplan.sim.spec import InstanceRouter, PoolSpec, SchedulerLimits
+
+
+def pool(name: str, n: int, *, seqs: int = 8, budget: int = 512, blocks: int = 256, block: int = 16,
+         ctx: int = 4096, router: str = "round_robin", base_s: float = 0.01, per_seq_s: float = 0.0005,
+         prefill_s_per_token: float = 2e-5, ref_ctx: float | None = 2048.0) -> PoolSpec:
+    step = LinearStepModel(base_s, per_seq_s, prefill_s_per_token, ref_ctx)
+    return PoolSpec(name, "h100", n, ctx, step, SchedulerLimits(seqs, budget, blocks, block),
+                    router=InstanceRouter.parse(router))
+
+
+def random_case(rng: np.random.Generator, n_requests: int = 60):
+    """A random small spec (every option drawn) and request stream."""
+    ps = bool(rng.integers(2))
+    policy = ["round_robin", "ils", "ils_requests", "sibyl", "oracle"][rng.integers(5)]
+    binding = "late" if policy == "oracle" or rng.integers(2) else "early"
+    pf = pool("prefill", int(rng.integers(1, 4)), seqs=int(rng.integers(1, 5)), budget=int(rng.integers(32, 300)),
+              blocks=int(rng.integers(40, 120)), ctx=600, router=["round_robin", "least_outstanding"][rng.integers(2)])
+    dec = pool("decode", int(rng.integers(1, 5)), seqs=int(rng.integers(1, 9)), budget=int(rng.integers(16, 200)),
+               blocks=int(rng.integers(70, 200)), ctx=int(rng.integers(600, 1000)))
+    transfer = KvTransferSpec(float(rng.uniform(0, 0.01)), float(rng.uniform(1e8, 1e9)),
+                              float(rng.uniform(1e3, 1e5)), bool(rng.integers(2)), int(rng.integers(1, 40)))
+    spec = PddSpec(pf, dec, transfer, policy, binding, "processor_sharing" if ps else "steps")
+    arrival = np.cumsum(rng.exponential(0.01, n_requests))
+    prompt = rng.integers(1, 500, n_requests)
+    output = rng.integers(1, 400, n_requests)
+    return spec, arrival, prompt, output

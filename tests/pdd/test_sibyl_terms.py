@@ -1,0 +1,89 @@
+"""SIBYL's terms (§4, eqs. 3-8) on a hand-built state, and its survival estimator (eq. 4)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from fleetplan.sim._kernels import pdd_codes as pc
+from tests.reference.pdd import Decode, Estimator, Req
+from tests.reference.pdd_decode import DecodeEngine
+
+BUCKET = 100.0
+
+
+def _engine(ps: bool = False) -> DecodeEngine:
+    ci = [0] * pc.N_CFG_I
+    ci[pc.CI_DECODE_MODEL] = pc.DECODE_PS if ps else pc.DECODE_STEPS
+    ci[pc.CI_POLICY] = pc.ASSIGN_SIBYL
+    est = Estimator(5, BUCKET, 0.5, prior=10.0)
+    est.s = [1.0, 0.8, 0.5, 0.25, 0.0]  # S(0..99)=1, S(100..199)=0.8, ...
+    return DecodeEngine(ci, [0.0] * pc.N_CFG_F, [0.0] * 18,
+                        est, [Decode(10**6)])
+
+
+def _req(idx, prompt, **kw) -> Req:
+    r = Req(idx, 0.0, prompt, 1000, kw.pop("est_handoff", 0.0), 0.0, 0.0)
+    for k, v in kw.items():
+        setattr(r, k, v)
+    return r
+
+
+def test_type1_active_task_uses_its_own_rate_and_conditional_survival():
+    eng = _engine()
+    r = _req(0, prompt=50, gen=120)
+    r.t[pc.OT_HANDOFF] = 0.0
+    eng.inst[0].running.append(r)
+    t, tau = 4.0, 6.0
+    v_k = 120 / 4.0  # observed: 30 tokens/s
+    l_tau = 120 + v_k * (tau - t)  # 180
+    want = (50 + l_tau) * (0.8 / 0.8)  # S(180) / S(120): same bucket
+    assert eng.sibyl(0, t, tau) == pytest.approx(want)
+    tau = 8.0  # l_tau = 240: S(240) / S(120) = 0.5 / 0.8
+    assert eng.sibyl(0, t, tau) == pytest.approx((50 + 240) * 0.5 / 0.8)
+
+
+def test_type2_pending_before_handoff_uses_the_system_rate_and_plain_survival():
+    eng = _engine()
+    r = _req(1, prompt=70, est_handoff=1.0)
+    r.t[pc.OT_BIND] = 2.0  # tau_k = 3
+    eng.inst[0].pending.append(r)
+    gap = (8.0 - 3.0) * 10.0  # v_sys = prior = 10 tokens/s -> 50 tokens
+    assert eng.sibyl(0, 2.5, 8.0) == pytest.approx((70 + gap) * 1.0)  # S(50) = 1
+    gap = (28.0 - 3.0) * 10.0  # 250 tokens: S = 0.5
+    assert eng.sibyl(0, 2.5, 28.0) == pytest.approx((70 + gap) * 0.5)
+
+
+def test_type3_pending_after_handoff_is_relu_interference_decay():
+    eng = _engine()
+    r = _req(2, prompt=70, est_handoff=5.0)
+    r.t[pc.OT_BIND] = 1.0  # tau_k = 6
+    eng.inst[0].pending.append(r)
+    assert eng.sibyl(0, 1.0, 4.0) == pytest.approx(70 - 10.0 * (6.0 - 4.0))  # eq. (8): 50
+    assert eng.sibyl(0, 1.0, -10.0) == 0.0  # far future start: clamped at zero
+    assert eng.sibyl(0, 1.0, 6.0) == pytest.approx(70.0)  # continuous at tau_k = tau (appendix D)
+
+
+def test_system_rate_is_completed_tokens_over_decode_seconds():
+    est = Estimator(3, BUCKET, 0.5, prior=7.0)
+    assert est.rate() == 7.0
+    est.completed(100, 4.0)
+    est.completed(300, 6.0)
+    assert est.rate() == pytest.approx(400 / 10.0)
+
+
+def test_survival_estimator_converges_to_the_empirical_survival_function():
+    """EMA of the indicator [L >= l]: stationary mean P(L >= l), sd sqrt(p(1-p)(1-a)/(1+a))."""
+    rng = np.random.default_rng(7)
+    alpha = 0.999
+    est = Estimator(82, BUCKET, alpha, prior=1.0)
+    lengths = np.minimum(rng.lognormal(math.log(1500), 1.0, 30_000).astype(int), 8192)
+    for length in lengths:
+        est.completed(int(length), 1.0)
+    sd_max = math.sqrt(0.25 * (1 - alpha) / (1 + alpha))
+    for b in (5, 10, 20, 40, 81):
+        p = float(np.mean(lengths >= b * BUCKET))
+        assert abs(est.s[b] - p) < 5 * sd_max + 0.01
+    assert all(x >= y for x, y in zip(est.s, est.s[1:], strict=False))  # non-increasing in l
