@@ -19,6 +19,7 @@ _COMMANDS = (
     ("fleetplan.cli.models_cmd", "models"),
     ("fleetplan.cli.perf_cmd", "perf"),
     ("fleetplan.cli.pdd_cmd", "simulate_pdd_cmd"),
+    ("fleetplan.cli.network_cmd", "network"),
     ("fleetplan.cli.whatif_cmd", "whatif_command"),
     ("fleetplan.cli.gridflex_cmd", "grid_flex_command"),
     ("fleetplan.cli.report_cmd", "report"),

@@ -34,7 +34,7 @@ def ray_executor():
     pythonpath = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False,
              runtime_env={"env_vars": {"PYTHONPATH": pythonpath}})
-    executor = make_executor("ray", task_timeout_s=20.0)
+    executor = make_executor("ray", task_timeout_s=600.0)
     yield executor
     executor.close()  # leaves the test's session alone
     assert ray.is_initialized()

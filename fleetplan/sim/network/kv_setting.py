@@ -25,8 +25,8 @@ What the paper does not state, and what we assume (``KvTransferSetting`` default
 * no propagation latency and no transport overheads (the paper's 1.07x floor is NS-3's headers
   and RDMA ramp-up, which a fluid model does not have): our slowdown floor is exactly 1.
 
-With these (5 x 2,000 flows), ECMP gives mean FCT 263 ms, p99 596 ms, slowdown mean 1.44 and
-p99 3.3, peak 8-9 concurrent flows; the reservation controller gives 207 ms and 353 ms (-21 %
+With these (5 x 2,000 flows), ECMP gives mean FCT 262 ms, p99 595 ms, slowdown mean 1.44 and
+p99 3.3, peak 8-9 concurrent flows; the reservation controller gives 206 ms and 352 ms (-21 %
 mean, -41 % p99), against the paper's 241.5 / 773 ms and 186.7 / 509.1 ms (-23 %, -34 %).
 
 ``compare_policies`` replicates the experiment: replication ``r`` draws its arrivals from the

@@ -13,7 +13,7 @@ Offline use (a whole trace, as vidur-ns3-pd-cosim.txt phase 2 runs NS-3 once)::
     net = FlowNetwork(LeafSpineFabric(n_leaves=4, hosts_per_leaf=4, n_spines=2))
     result = net.simulate_flows(flows, PathPolicy.ECMP, rng=stream(seed, "ecmp"))
 
-Online use by an event-driven engine: ``FlowNetwork.session`` (``fleetplan.sim.network.session``).
+Online use by an event-driven engine: ``FlowSession`` (``fleetplan.sim.network.session``).
 """
 
 from __future__ import annotations
