@@ -98,6 +98,8 @@ def bench_ray(spec, wl, n_requests: int, repeats: int, serial_s: float, serial_f
     print(f"ray: local cluster with 2 CPUs started in {time.perf_counter() - t0:.2f} s")
     try:
         executor = make_executor("ray")
+        nice = sorted({o.value for o in executor.map(os.nice, [0, 0])})
+        print(f"ray worker niceness {nice} (Ray's default 15: on a busy machine its workers yield to other work)")
         single, batch = empty_round_trip_s(executor)
         print(f"ray empty-task round trip (overhead per task): {single * 1e3:.2f} ms one at a time, "
               f"{batch * 1e3:.3f} ms per task in a batch of {N_EMPTY_BATCH}")

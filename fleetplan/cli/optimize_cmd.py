@@ -12,6 +12,8 @@ from fleetplan.cli.options import (
     INT_LIST,
     NAME_LIST,
     POSITIVE,
+    executor_from_options,
+    executor_options,
     gpu_profiles_option,
     input_fraction_option,
     price_option,
@@ -260,8 +262,10 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None,
               help="Write the plots as PNG and SVG into this directory (needs fleetplan[plot]).")
 @quiet_option
+@executor_options
 @one_line_errors
-def optimize(lam, top, csv_path, candidates_csv, json_path, html_path, plots_dir, quiet, **opts) -> None:
+def optimize(lam, top, csv_path, candidates_csv, json_path, html_path, plots_dir, quiet, executor, workers,
+             ray_address, **opts) -> None:
     """Find the cheapest fleet whose P99 TTFT meets --slo-ttft at --lam requests/s.
 
     Phase 1 sizes every candidate (topology x split threshold x GPU type per pool x
@@ -274,8 +278,8 @@ def optimize(lam, top, csv_path, candidates_csv, json_path, html_path, plots_dir
         opts["slo_tpot_ms"]
     paths = {"csv": csv_path, "candidates_csv": candidates_csv, "json": json_path, "html": html_path,
              "plots": plots_dir}
-    with progress_reporter(quiet) as progress:
-        result = run_optimize(request, verify, progress)
+    with progress_reporter(quiet) as progress, executor_from_options(executor, workers, ray_address) as run_tasks:
+        result = run_optimize(request, verify, progress, map_fn=run_tasks)
         notes = write_optimize_reports(result, verify, opts["seed"], paths, progress)
     console = report_console()
     tpot = "" if slo_tpot_ms is None else f", P99 TPOT <= {slo_tpot_ms:g} ms"

@@ -91,9 +91,9 @@ Examples:
   fleetplan simulate --fleet examples/two_pool_a100.toml --workload lmsys --lam 100
   fleetplan simulate --fleet examples/homogeneous_h100.toml --workload lmsys --lam 50 \\
       --slo-ttft 500 --slo-tpot 100 --requests-csv requests.csv --json summary.json
-  fleetplan simulate --fleet examples/two_pool_a100.toml --workload lmsys --level request --seed 7
-  fleetplan simulate --fleet examples/two_pool_a100.toml --workload lmsys --lam 100 --failures \
+  fleetplan simulate --fleet examples/two_pool_a100.toml --workload lmsys --lam 100 --failures \\
       --mtbf-h 0.5 --mttr-h 0.1
+  fleetplan simulate --fleet examples/two_pool_a100.toml --workload lmsys --level request --seed 7
 """
 
 

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from fleetplan.cli.errors import one_line_errors
 from fleetplan.cli.optimize_cmd import plan_inputs, plan_options
+from fleetplan.cli.options import executor_from_options, executor_options
 from fleetplan.cli.progress import progress_reporter, quiet_option
 from fleetplan.cli.report_cmd import render_documents, report_console
 from fleetplan.errors import ConfigError
@@ -77,16 +78,17 @@ def parse_date(text: str | None) -> dt.date:
               help="Write the schedule (with --growth) or the per-rate points as CSV.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None, help="Write an HTML report.")
 @quiet_option
+@executor_options
 @one_line_errors
 def whatif_command(lam_range, growth, months, start_lam, lead_time_weeks, start_date, json_path, csv_path,
-                   html_path, quiet, **opts) -> None:
+                   html_path, quiet, executor, workers, ray_address, **opts) -> None:
     """Cheapest fleet per λ and the rate up to which each one holds ("buy before then")."""
     rates = parse_lam_range(lam_range)
     growth_per_month = None if growth is None else parse_growth(growth)
     start = parse_date(start_date)
     wl, request, verify, _ = plan_inputs(opts, rates[0])
-    with progress_reporter(quiet) as progress:
-        result = whatif(request, rates, verify, progress=progress)
+    with progress_reporter(quiet) as progress, executor_from_options(executor, workers, ray_address) as run_tasks:
+        result = whatif(request, rates, verify, progress=progress, map_fn=run_tasks)
     schedule = None
     if growth_per_month is not None:
         schedule = procurement_schedule(result.points, start_lam or rates[0], growth_per_month, months, start,

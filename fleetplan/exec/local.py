@@ -41,6 +41,8 @@ from fleetplan.parallel import ProgressFn, TaskOutcome, call_task, serial_map
 __all__ = ["LocalExecutor", "default_workers"]
 
 START_METHODS = ("spawn", "forkserver")
+#: Modules the fork server imports before forking workers (forkserver start method only).
+FORKSERVER_PRELOAD = ("fleetplan.plan.verify", "fleetplan.sim._kernels")
 _KILL_JOIN_S = 5.0  # wait for killed workers to be reaped
 
 
@@ -76,7 +78,7 @@ class LocalExecutor(Executor):
         workers: int | None = None,
         task_timeout_s: float | None = DEFAULT_TASK_TIMEOUT_S,
         poll_s: float = DEFAULT_POLL_S,
-        start_method: str = "spawn",
+        start_method: str = "forkserver",
     ) -> None:
         super().__init__(task_timeout_s, poll_s)
         n = default_workers() if workers is None else workers
@@ -105,6 +107,10 @@ class LocalExecutor(Executor):
     def _ensure_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
             ctx = multiprocessing.get_context(self.start_method)
+            if self.start_method == "forkserver":
+                # The fork server imports the simulator once (numba kernels loaded from the on-disk
+                # cache); every worker forked from it starts with them, instead of a fresh interpreter.
+                ctx.set_forkserver_preload(list(FORKSERVER_PRELOAD))
             self._board = ctx.Array("d", self.workers, lock=False)
             self._pool = ProcessPoolExecutor(self.workers, mp_context=ctx, initializer=_worker_init,
                                              initargs=(self._board,))

@@ -8,13 +8,15 @@ down on ``close()``.  Workers must be able to import ``fleetplan`` (same environ
 ``runtime_env``).
 
 ``fn`` is put in the object store once per ``map``; each task is one remote call of
-``fleetplan.parallel.call_task`` (at most one per cluster CPU in flight, so a task's timeout clock
-starts when it can run) with Ray's own retries off (``max_retries=0``), so the retry rule
-is ours and the same as the local executor's: a task that raises or whose worker dies is retried
-once, then yielded as failed.  Ray reports deaths per task, so no suspect round is needed.  A task
-running longer than ``task_timeout_s`` is force-cancelled (its worker is killed) and charged an
-attempt; unlike the local executor, the clock starts at submission, so it includes Ray's
-scheduling and any worker start-up (seconds; irrelevant next to the default of an hour).  Ctrl-C force-cancels every outstanding task and re-raises.
+``fleetplan.parallel.call_task`` (at most one per cluster CPU in flight) with Ray's own retries
+off (``max_retries=0``), so the retry rule is ours and the same as the local executor's: a task
+that raises or whose worker dies is retried once, then yielded as failed.  Ray reports deaths per
+task, so no suspect round is needed.  A task running longer than ``task_timeout_s`` is
+force-cancelled (its worker is killed) and charged an attempt; unlike the local executor, the
+clock starts at submission, so it includes Ray's scheduling and any worker start-up (seconds;
+irrelevant next to the default of an hour).  Ctrl-C force-cancels every outstanding task and
+re-raises.  Ray runs its workers at niceness 15, so on a machine busy with other work they get
+less CPU than a local pool's workers.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from fleetplan.errors import ConfigError
+from fleetplan.parallel import MapFn
 from fleetplan.plan.optimize import OptimizeRequest, optimize, verified_fleet
 from fleetplan.plan.points import LengthPoints
 from fleetplan.plan.pools import size_one_pool
@@ -158,6 +159,7 @@ def whatif(
     verify: VerifySettings | None = None,
     thresholds: ThresholdSettings = ThresholdSettings(),
     progress: ProgressFn | None = None,
+    map_fn: MapFn | None = None,
 ) -> WhatIfResult:
     """The cheapest (verified) fleet and its step threshold for every rate (see module docstring)."""
     rates = sorted(float(r) for r in rates_per_s)
@@ -170,7 +172,7 @@ def whatif(
             progress("whatif", i, len(rates))
         req = replace(request, rate_per_s=rate)
         ver = None if verify is None else replace(verify, rate_per_s=rate)
-        res = optimize(req, ver, progress)
+        res = optimize(req, ver, progress, map_fn=map_fn)
         best = res.recommendation
         if best is None:
             out.append(WhatIfPoint(rate, None, None, False, False, "no fleet meets the SLO at this rate"))

@@ -28,6 +28,7 @@ _EXPORTS = {
     "ReplicatedResult": "replications",
     "replicate": "replications",
     "simulate": "engine",
+    "FailureSpec": "failures",
     "GroupSummary": "result",
     "LatencyStats": "result",
     "SimResult": "result",

@@ -34,6 +34,11 @@ tokens computed before it emits its next token; ``computed`` counts tokens whose
   step-model codes; the wrapper guarantees ``route_u`` in [0, 1) and valid pool indices.
 * Instance statistics (committed steps only): busy seconds, integral of batch size,
   steps, scheduled tokens.  Returns the number of committed steps.
+* Instance failures (``run_iteration_level_failures``; model in ``failures.py``): pre-drawn
+  per-instance down/up times ``inst_fail_event_s`` with offsets ``inst_fail_lo``; at equal
+  times step ends come first, then down/up events, then arrivals.  ``out_failures`` counts the
+  times each request lost its KV cache to a failure.  ``run_iteration_level`` is this kernel
+  with no events (bit-identical outputs).
 """
 
 from __future__ import annotations
