@@ -9,7 +9,14 @@ from rich.console import Console
 from rich.table import Table
 
 from fleetplan.cli.model_options import SIM_MODEL_OPTIONS, apply_model
-from fleetplan.cli.options import POSITIVE, input_fraction_option, seed_option, workload_option
+from fleetplan.cli.options import (
+    POSITIVE,
+    executor_from_options,
+    executor_options,
+    input_fraction_option,
+    seed_option,
+    workload_option,
+)
 from fleetplan.cli.reliability_cmd import failure_options, failures_from_options
 from fleetplan.hardware import load_catalog
 from fleetplan.sim.engine import DEFAULT_N_REQUESTS, DEFAULT_WARMUP_FRACTION
@@ -18,6 +25,7 @@ from fleetplan.sim.fleet_toml import load_fleet_toml
 from fleetplan.sim.replications import replicate
 from fleetplan.sim.result import TPOT_DEFINITION, GroupSummary, SimResult
 from fleetplan.sim.spec import ArrivalProcess, Level
+from fleetplan.sim.split import STATELESS_POOL_ROUTERS, simulate_pools_parallel
 from fleetplan.units import ms_to_s, s_to_ms
 from fleetplan.workload import load_workload
 
@@ -138,9 +146,10 @@ def _model_options(func):
 @click.option("--replications", type=click.IntRange(min=1), default=1, show_default=True,
               help="Independent replications (seeds derived from --seed); >1 adds a 95% confidence interval "
               "of P99 TTFT and TPOT. Tables and exports show the first replication.")
+@executor_options
 def simulate_cmd(fleet_path, workload, input_fraction, rate_per_s, n_requests, level, arrival, cv, horizon_s,
                  warmup_fraction, seed, slo_ttft_ms, slo_tpot_ms, requests_csv, json_path, replications,
-                 inject_failures, mtbf_h, mttr_h, repair, **model_opts) -> None:
+                 inject_failures, mtbf_h, mttr_h, repair, executor, workers, ray_address, **model_opts) -> None:
     """Simulate a fleet serving a workload; print P50/P90/P99 TTFT, TPOT, E2E per pool.
 
     TPOT is (E2E - TTFT) / (output tokens - 1), as vLLM's benchmark defines it.
@@ -162,7 +171,19 @@ def simulate_cmd(fleet_path, workload, input_fraction, rate_per_s, n_requests, l
         warmup_fraction=warmup_fraction, slo_ttft_s=None if slo_ttft_ms is None else ms_to_s(slo_ttft_ms),
         slo_tpot_s=None if slo_tpot_ms is None else ms_to_s(slo_tpot_ms),
     )
-    result = run_simulation(spec, wl, rate, failures=failures, **run_kwargs)
+    # Parallel execution is opt-in here (--workers N > 1 or --executor ray): one simulation of a
+    # small fleet is faster in this process than a pool's start-up.
+    parallel = executor == "ray" or (workers or 1) > 1
+    split = parallel and failures is None and len(spec.pools) > 1 and spec.pool_router in STATELESS_POOL_ROUTERS
+    with executor_from_options(executor, workers if parallel else 1, ray_address) as run_tasks:
+        if split:
+            result = simulate_pools_parallel(spec, wl, rate, map_fn=run_tasks, **run_kwargs)
+        else:
+            result = run_simulation(spec, wl, rate, failures=failures, **run_kwargs)
+        rep = None
+        if replications > 1:
+            rep = replicate(spec, wl, rate, n_replications=replications, failures=failures,
+                            map_fn=run_tasks if parallel else None, **run_kwargs)
     con = Console(soft_wrap=True, highlight=False)
     s = result.summary
     con.print(f"fleet {fleet_path}: {len(spec.pools)} pool(s), {spec.n_instances} instances, "
@@ -170,6 +191,8 @@ def simulate_cmd(fleet_path, workload, input_fraction, rate_per_s, n_requests, l
     con.print(f"workload {wl.name}, rate {rate:.4g} req/s ({why}), {s.n_requests:,} requests, "
               f"{arrival} arrivals, level {level}, seed {seed}")
     con.print(step_note)
+    if split:
+        con.print(result.split_note)
     con.print(_latency_table(result))
     con.print(_capacity_table(result))
     slos = [f"{name} <= {value:g} ms" for name, value in (("TTFT", slo_ttft_ms), ("TPOT", slo_tpot_ms))
@@ -180,8 +203,7 @@ def simulate_cmd(fleet_path, workload, input_fraction, rate_per_s, n_requests, l
               "all SLOs; give --slo-ttft/--slo-tpot to compute it") + ".")
     if failures is not None:
         _print_failures(con, result, run_simulation(spec, wl, rate, **run_kwargs))
-    if replications > 1:
-        rep = replicate(spec, wl, rate, n_replications=replications, failures=failures, **run_kwargs)
+    if rep is not None:
         lo, hi = rep.p99_ttft_interval_s
         tlo, thi = rep.p99_tpot_interval_s
         con.print(f"{replications} replications: P99 TTFT {rep.mean_p99_ttft_s * 1e3:,.1f} ms "
