@@ -27,13 +27,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from fleetplan.atomic import atomic_write_text
 from fleetplan.errors import UnknownNameError
 from fleetplan.metrics import REPORTED_PERCENTILES, percentiles
 from fleetplan.sim.failures import FailureSummary
@@ -145,17 +144,8 @@ def _json_safe(value):
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` via a temp file in the same directory + ``os.replace``."""
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Write ``text`` to ``path`` atomically (``fleetplan.atomic``; the directory must exist)."""
+    atomic_write_text(path, text)
 
 
 @dataclass(frozen=True, eq=False)
