@@ -59,6 +59,19 @@ class AttemptLedger:
         return self._finish(TaskOutcome(index, error=f"{text} (after {self.charged[index]} attempts)",
                                         attempts=self.runs[index]))
 
+    def settle(self, index: int, ok: bool, payload: Any, queue) -> TaskOutcome | None:
+        """Record one finished run (``call_task``'s ``(ok, payload)``): the outcome to yield, or
+        None when the task was put back at the front of ``queue`` for its retry.  A user error
+        (bad input inside the task) is re-raised at once, never retried."""
+        if ok:
+            return self.success(index, payload)
+        if payload.user_error is not None:
+            raise payload.user_error
+        outcome = self.failure(index, payload.text)
+        if outcome is None:
+            queue.appendleft(index)
+        return outcome
+
     def _finish(self, outcome: TaskOutcome) -> TaskOutcome:
         self.n_done += 1
         if self._progress is not None:

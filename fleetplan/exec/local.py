@@ -176,15 +176,8 @@ class LocalExecutor(Executor):
                     continue
                 except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable task or result
                     ok, payload = call_task(_reraise, exc)
-                if ok:
-                    yield ledger.success(index, payload)
-                    continue
-                if payload.user_error is not None:
-                    raise payload.user_error
-                outcome = ledger.failure(index, payload.text)
-                if outcome is None:
-                    queue.appendleft(index)
-                else:
+                outcome = ledger.settle(index, ok, payload, queue)
+                if outcome is not None:
                     yield outcome
             if broken:
                 yield from self._after_break(broken, running, ledger, queue, suspects)

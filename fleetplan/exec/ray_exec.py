@@ -105,15 +105,8 @@ class RayExecutor(Executor):
                     except ray.exceptions.RayError as exc:  # worker died, task cancelled, object lost
                         text = " ".join(str(exc).split())[:300]
                         ok, payload = False, TaskRaised(f"Ray task failed: {type(exc).__name__}: {text}")
-                    if ok:
-                        yield ledger.success(index, payload)
-                        continue
-                    if payload.user_error is not None:
-                        raise payload.user_error
-                    outcome = ledger.failure(index, payload.text)
-                    if outcome is None:
-                        queue.appendleft(index)
-                    else:
+                    outcome = ledger.settle(index, ok, payload, queue)
+                    if outcome is not None:
                         yield outcome
                 yield from self._after_timeouts(running, ledger, queue)
         except BaseException:
