@@ -36,3 +36,16 @@ N_STEP_COEFS = 18  # raised from 8 for STEP_MODEL_ROOFLINE (layout in fleetplan.
 FAIL_EVENT_DOWN = 0  # position parity of a failure in an instance's event slice
 FAIL_EVENT_UP = 1  # position parity of a repair
 ROUTE_KEY_DOWN = 1 << 61  # a down instance's key in the least-outstanding min tree: never chosen
+
+# Runtime features (#5; docs/runtime_features_contract.md).
+ROUTE_PREFIX_AFFINITY = 4  # within-pool router of the feature kernel only
+SCHED_VLLM_V1 = 0
+SCHED_SGLANG = 1
+SCHED_SPF = 2
+SCHED_MLFQ = 3
+SCHED_H2Q_BR = 4
+N_SCHED = 5
+GRAPH_NONE = 0
+GRAPH_FULL_DECODE_ONLY = 1
+GRAPH_PIECEWISE = 2
+N_GRAPH_MODES = 3
