@@ -2,6 +2,7 @@
 
     python benchmarks/bench_pdd.py            # 10^5 requests per configuration
     python benchmarks/bench_pdd.py --quick    # 10^4
+    python benchmarks/bench_pdd.py --fabric-only
 
 A 16-host fabric: 8 H100 prefill instances -> 8 H100 decode instances (calibrated Llama-3-70B
 constants, ``build_pool``), KV transfer 0.5 ms + bytes / 50 GB/s with Llama-3.1-70B's KV bytes per
@@ -10,6 +11,12 @@ token, layer-wise, the bundled LMSYS lengths, Poisson arrivals at about 60 % dec
 requests per wall-clock second of the kernel call (JIT/cache-load time reported apart).
 Also 64 decode instances (SIBYL's scale) to show how SIBYL's O(instances + requests in flight)
 projection per decision costs.
+
+Fabric section (issue #6 §7 target: >= 10^5 requests/s with the flow-level network): the same
+8 + 8 instances on a 16-host leaf-spine fabric (4 leaves x 4 hosts, 2 spines, 100 Gb/s links;
+prefill hosts 0-7, decode hosts 8-15), each KV transfer a flow with max-min fair sharing, ECMP
+and path reservation; plus the decode steps one at a time (``cruise=False``) for comparison.
+The first call of the kernel (JIT compile, or loading the on-disk cache) is timed apart.
 """
 
 from __future__ import annotations
@@ -23,9 +30,11 @@ from fleetplan import rng as fp_rng
 from fleetplan.hardware import load_catalog
 from fleetplan.models.catalog import load_model
 from fleetplan.sim.builders import build_pool
-from fleetplan.sim.pdd import KvTransferSpec, PddSpec
+from fleetplan.sim.network import LeafSpineFabric
+from fleetplan.sim.pdd import FabricSpec, KvTransferSpec, PddSpec
 from fleetplan.sim.pdd.compile import compile_pdd
-from fleetplan.sim.pdd.engine import run_compiled_pdd
+from fleetplan.sim.pdd.engine import run_compiled_pdd_net
+from fleetplan.sim.pdd.flows import flow_frame
 from fleetplan.workload import load_workload
 
 POLICIES = (("round_robin", "early"), ("ils", "early"), ("sibyl", "early"), ("oracle", "late"))
@@ -35,42 +44,63 @@ PROBE_RATE_PER_DECODE = 0.5  # requests/s per decode instance of the light-load 
 TARGET_UTILISATION = 0.6
 
 
-def _spec(n_prefill: int, n_decode: int, policy: str, binding: str, model: str) -> PddSpec:
+FABRIC = LeafSpineFabric(n_leaves=4, hosts_per_leaf=4, n_spines=2, host_link_gbps=100.0, spine_link_gbps=100.0)
+
+
+def _spec(n_prefill: int, n_decode: int, policy: str, binding: str, model: str,
+          path_policy: str | None = None) -> PddSpec:
     gpu = load_catalog().get("h100")
     pf = build_pool(gpu, "prefill", n_prefill, 8192)
     seqs = {"max_num_seqs": PS_MAX_SEQS} if model == "processor_sharing" else {}
     dec = build_pool(gpu, "decode", n_decode, 8192, **seqs)
     transfer = KvTransferSpec.from_model(load_model("llama-3.1-70b"), 5e-4, 50e9, layerwise=True)
-    return PddSpec(pf, dec, transfer, policy, binding, model)
+    network = None if path_policy is None else FabricSpec(FABRIC, path_policy)
+    return PddSpec(pf, dec, transfer, policy, binding, model, network=network)
 
 
-def _time(spec: PddSpec, rate: float, n: int) -> tuple[float, float, float]:
-    """(requests/s of the kernel call, decode utilisation, events per request)."""
+def _time(spec: PddSpec, rate: float, n: int, cruise: bool = True) -> tuple[float, float, float, float]:
+    """(requests/s of the kernel call, decode utilisation, events per request, mean KV-flow slowdown)."""
     arrival = np.cumsum(fp_rng.stream(1, "arrivals").exponential(1 / rate, n))
     prompt, output = load_workload("lmsys").sample(fp_rng.stream(1, "lengths"), n)
-    run = compile_pdd(spec, arrival, prompt, output)
+    run = compile_pdd(spec, arrival, prompt, output, seed=1, cruise=cruise)
     t0 = time.perf_counter()
-    out_t, out_i, pf_busy, dec_busy, n_events = run_compiled_pdd(run)
+    out_t, out_i, pf_busy, dec_busy, n_events, fl_t, fl_i, _ = run_compiled_pdd_net(run)
     wall = time.perf_counter() - t0
     end = np.nanmax(np.where(np.isfinite(out_t[:, 6]), out_t[:, 6], np.nan))
-    return n / wall, float(dec_busy.mean() / end), n_events / n
+    slowdown = float("nan")
+    if spec.network is not None and len(fl_t):
+        flows = flow_frame(spec.network, run.net_in, out_i, fl_t, fl_i)
+        slowdown = float(flows["slowdown"][np.isfinite(flows["done_s"])].mean())
+    return n / wall, float(dec_busy.mean() / end), n_events / n, slowdown
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    n = 10_000 if parser.parse_args().quick else 100_000
+    parser.add_argument("--fabric-only", action="store_true", help="only the 16-host fabric section")
+    args = parser.parse_args()
+    n = 10_000 if args.quick else 100_000
     t0 = time.perf_counter()
-    _time(_spec(1, 1, "sibyl", "early", "steps"), 1.0, 50)
-    _time(_spec(1, 1, "round_robin", "early", "processor_sharing"), 1.0, 50)
-    print(f"JIT / cache load: {time.perf_counter() - t0:.2f} s")
+    _time(_spec(8, 8, "sibyl", "early", "steps", "ecmp"), 1.0, 50)
+    print(f"first kernel call (JIT compile or cache load), not in the rates below: {time.perf_counter() - t0:.2f} s")
+    probe_rate = PROBE_RATE_PER_DECODE * 8
+    _, util, _, _ = _time(_spec(8, 8, "round_robin", "early", "steps"), probe_rate, min(n, 20_000))
+    rate = TARGET_UTILISATION * probe_rate / util
+    for policy, binding in POLICIES:
+        for path_policy, cruise in (("ecmp", True), ("reservation", True), ("ecmp", False)):
+            rps, util, events, slowdown = _time(_spec(8, 8, policy, binding, "steps", path_policy), rate, n, cruise)
+            print(f" 8 P ->  8 D  steps fabric 16 hosts {path_policy:11s} cruise {'on ' if cruise else 'off'} "
+                  f"{policy:11s} {binding:5s} rate {rate:5.1f}/s: {rps:>11,.0f} requests/s  ({events:.1f} "
+                  f"events/request, decode util {util:.2f}, mean flow slowdown {slowdown:.3f})")
+    if args.fabric_only:
+        return
     for n_pf, n_dec in ((8, 8), (16, 64)):
         for model in MODELS:
             probe_rate = PROBE_RATE_PER_DECODE * n_dec  # light load: utilisation ~ proportional to the rate
-            _, util, _ = _time(_spec(n_pf, n_dec, "round_robin", "early", model), probe_rate, min(n, 20_000))
+            _, util, _, _ = _time(_spec(n_pf, n_dec, "round_robin", "early", model), probe_rate, min(n, 20_000))
             rate = TARGET_UTILISATION * probe_rate / util
             for policy, binding in POLICIES:
-                rps, util, events = _time(_spec(n_pf, n_dec, policy, binding, model), rate, n)
+                rps, util, events, _ = _time(_spec(n_pf, n_dec, policy, binding, model), rate, n)
                 print(f"{n_pf:>2} P -> {n_dec:>2} D  {model:17s} {policy:11s} {binding:5s} rate {rate:7.1f}/s: "
                       f"{rps:>11,.0f} requests/s  ({events:.1f} events/request, decode util {util:.2f})")
 

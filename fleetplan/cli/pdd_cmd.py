@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import re
+from pathlib import Path
 
 import click
 from rich.console import Console
@@ -12,7 +15,17 @@ from fleetplan.cli.options import POSITIVE, input_fraction_option, seed_option, 
 from fleetplan.hardware import load_catalog
 from fleetplan.models.catalog import load_model
 from fleetplan.sim.builders import build_pool
-from fleetplan.sim.pdd import AssignPolicy, Binding, DecodeModel, KvTransferSpec, PddSpec, simulate_pdd
+from fleetplan.sim.network import LeafSpineFabric, PathPolicy
+from fleetplan.sim.pdd import (
+    AssignPolicy,
+    Binding,
+    DecodeModel,
+    FabricSpec,
+    KvTransferSpec,
+    PddSpec,
+    load_fabric_toml,
+    simulate_pdd,
+)
 from fleetplan.sim.pdd.engine import DEFAULT_N_REQUESTS, DEFAULT_WARMUP_FRACTION
 from fleetplan.sim.pdd.result import TPOT_DEFINITION, TTFT_DEFINITION, write_requests_csv, write_summary_json
 from fleetplan.units import ms_to_s, s_to_ms
@@ -28,7 +41,29 @@ Examples:
   fleetplan simulate-pdd --workload lmsys --lam 20 --policy sibyl --layerwise --latency-ms 0.5 \\
       --bandwidth-gb-per-s 50 --json summary.json --requests-csv requests.csv
   fleetplan simulate-pdd --workload lmsys --lam 20 --policy oracle --binding late
+  fleetplan simulate-pdd --workload lmsys --lam 20 --prefill-instances 8 --decode-instances 8 \\
+      --fabric 4x4x2 --link-gbps 100 --path-policy reservation
+  fleetplan simulate-pdd --workload lmsys --lam 20 --fabric fabric.toml
 """
+
+FABRIC_SHAPE = re.compile(r"^(\d+)x(\d+)x(\d+)$")
+
+
+def _fabric(value: str | None, link_gbps: float, spine_gbps: float, policy: str | None) -> FabricSpec | None:
+    """``--fabric LEAVESxHOSTSxSPINES`` (hosts per leaf) or a TOML file with a [fabric] table."""
+    if value is None:
+        if policy is not None:
+            raise click.BadParameter("--path-policy needs --fabric", param_hint="--path-policy")
+        return None
+    shape = FABRIC_SHAPE.match(value.strip())
+    if shape:
+        n_leaves, per_leaf, n_spines = (int(x) for x in shape.groups())
+        return FabricSpec(LeafSpineFabric(n_leaves, per_leaf, n_spines, link_gbps, spine_gbps), policy or "ecmp")
+    if not Path(value).is_file():
+        raise click.BadParameter(f"{value!r} is neither LEAVESxHOSTSxSPINES (e.g. 4x4x2) nor a TOML file",
+                                 param_hint="--fabric")
+    spec = load_fabric_toml(value)
+    return spec if policy is None else dataclasses.replace(spec, path_policy=policy)
 
 
 def _ms(value_s: float) -> str:
@@ -62,6 +97,14 @@ def _ms(value_s: float) -> str:
               help="KV transfer bandwidth per link (GB/s).")
 @click.option("--layerwise/--no-layerwise", default=False, show_default=True,
               help="Stream the KV layer by layer, overlapping all but the last layer with prefill.")
+@click.option("--fabric", "fabric", default=None, metavar="LxHxS|TOML",
+              help="Send KV transfers as flows over a leaf-spine fabric: leaves x hosts per leaf x spines "
+                   "(prefill instances on hosts 0.., decode instances next) or a TOML file with a [fabric] table; "
+                   "replaces --bandwidth-gb-per-s.")
+@click.option("--link-gbps", type=POSITIVE, default=100.0, show_default=True, help="Fabric host link rate, Gb/s.")
+@click.option("--spine-gbps", type=POSITIVE, default=100.0, show_default=True, help="Fabric spine link rate, Gb/s.")
+@click.option("--path-policy", type=click.Choice([p.value for p in PathPolicy]), default=None,
+              help="Fabric path choice: ecmp (hash) or reservation (least-loaded spine) [default: ecmp].")
 @click.option("--horizon", "horizon_s", type=POSITIVE, default=None, help="Stop after this many seconds.")
 @click.option("--warmup-fraction", type=click.FloatRange(0, 1, max_open=True), default=DEFAULT_WARMUP_FRACTION,
               show_default=True)
@@ -70,8 +113,8 @@ def _ms(value_s: float) -> str:
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Summary JSON.")
 def simulate_pdd_cmd(workload, input_fraction, rate_per_s, n_requests, prefill_gpu, prefill_instances, decode_gpu,
                      decode_instances, max_context_tokens, policy, binding, decode_model, model_name, tp,
-                     latency_ms, bandwidth_gb_per_s, layerwise, horizon_s, warmup_fraction, seed, requests_csv,
-                     json_path) -> None:
+                     latency_ms, bandwidth_gb_per_s, layerwise, fabric, link_gbps, spine_gbps, path_policy,
+                     horizon_s, warmup_fraction, seed, requests_csv, json_path) -> None:
     """Simulate prefill pool -> KV transfer -> decode pool; print the TTFT breakdown and TPOT.
 
     TTFT = queue + prefill + transfer + first decode step; TPOT from the decode side.
@@ -81,7 +124,8 @@ def simulate_pdd_cmd(workload, input_fraction, rate_per_s, n_requests, prefill_g
     dec = build_pool(catalog.get(decode_gpu), "decode", decode_instances, max_context_tokens)
     transfer = KvTransferSpec.from_model(load_model(model_name), ms_to_s(latency_ms),
                                          bandwidth_gb_per_s * BYTES_PER_GB, layerwise, tp)
-    spec = PddSpec(pf, dec, transfer, policy, binding, decode_model)
+    network = _fabric(fabric, link_gbps, spine_gbps, path_policy)
+    spec = PddSpec(pf, dec, transfer, policy, binding, decode_model, network=network)
     wl = load_workload(workload, input_fraction=input_fraction)
     result = simulate_pdd(spec, wl, rate_per_s, n_requests, seed, horizon_s, warmup_fraction)
     s = result.summary
@@ -101,6 +145,14 @@ def simulate_pdd_cmd(workload, input_fraction, rate_per_s, n_requests, prefill_g
               f"ratio {100 * s.optimal_assignment_ratio:.1f}% (tokens), "
               f"{100 * s.optimal_assignment_ratio_requests:.1f}% (requests); utilisation prefill "
               f"{100 * s.prefill_utilisation:.1f}%, decode {100 * s.decode_utilisation:.1f}%")
+    net = s.network
+    if net is not None:
+        fab = network.fabric
+        con.print(f"fabric {fab.n_leaves} leaves x {fab.hosts_per_leaf} hosts, {fab.n_spines} spines "
+                  f"({fab.host_link_gbps:g}/{fab.spine_link_gbps:g} Gb/s), {net.path_policy}: {net.n_flows_done:,} "
+                  f"KV flows, FCT mean {_ms(net.mean_fct_s)} ms, p99 {_ms(net.p99_fct_s)} ms; slowdown mean "
+                  f"{net.mean_slowdown:.2f}, p99 {net.p99_slowdown:.2f}, max {net.max_slowdown:.2f}; peak "
+                  f"{net.peak_active_flows} flows")
     con.print(f"{TTFT_DEFINITION}. {TPOT_DEFINITION}. First {100 * warmup_fraction:g}% of arrivals excluded.")
     if requests_csv:
         write_requests_csv(result, requests_csv)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from fleetplan.perf.linear import LinearStepModel
-from fleetplan.sim.pdd import KvTransferSpec, PddSpec
+from fleetplan.sim.network import LeafSpineFabric
+from fleetplan.sim.pdd import FabricSpec, KvTransferSpec, PddSpec
 from fleetplan.sim.spec import InstanceRouter, PoolSpec, SchedulerLimits
 
 
@@ -17,8 +18,21 @@ def pool(name: str, n: int, *, seqs: int = 8, budget: int = 512, blocks: int = 2
                     router=InstanceRouter.parse(router))
 
 
-def random_case(rng: np.random.Generator, n_requests: int = 60):
-    """A random small spec (every option drawn) and request stream."""
+def random_fabric(rng: np.random.Generator, n_prefill: int, n_decode: int) -> FabricSpec:
+    """A small random leaf-spine fabric (slow links, so transfers contend) and host layout."""
+    n_leaves = int(rng.integers(1, 4))
+    per_leaf = -(-(n_prefill + n_decode) // n_leaves) + int(rng.integers(0, 2))
+    fabric = LeafSpineFabric(n_leaves, per_leaf, int(rng.integers(1, 4)), float(rng.uniform(0.5, 8.0)),
+                             float(rng.uniform(0.5, 8.0)))
+    hosts = rng.permutation(fabric.n_hosts)
+    pf, dec = tuple(int(h) for h in hosts[:n_prefill]), tuple(int(h) for h in hosts[n_prefill:n_prefill + n_decode])
+    if rng.integers(2):  # two instances may share a host
+        pf = pf[:1] * n_prefill
+    return FabricSpec(fabric, ["ecmp", "reservation"][rng.integers(2)], pf, dec)
+
+
+def random_case(rng: np.random.Generator, n_requests: int = 60, network: bool = False):
+    """A random small spec (every option drawn) and request stream; ``network`` adds a fabric."""
     ps = bool(rng.integers(2))
     policy = ["round_robin", "ils", "ils_requests", "sibyl", "oracle"][rng.integers(5)]
     binding = "late" if policy == "oracle" or rng.integers(2) else "early"
@@ -32,4 +46,10 @@ def random_case(rng: np.random.Generator, n_requests: int = 60):
     arrival = np.cumsum(rng.exponential(0.01, n_requests))
     prompt = rng.integers(1, 500, n_requests)
     output = rng.integers(1, 400, n_requests)
+    if network:
+        fabric = random_fabric(rng, pf.n_instances, dec.n_instances)
+        if rng.integers(2):
+            transfer = KvTransferSpec(0.0, transfer.bandwidth_bytes_per_s, transfer.kv_bytes_per_token,
+                                      transfer.layerwise, transfer.n_layers)
+        spec = PddSpec(pf, dec, transfer, policy, binding, spec.decode_model, network=fabric)
     return spec, arrival, prompt, output

@@ -48,3 +48,21 @@ def test_simulate_pdd_unknown_policy_is_exit_2():
 def test_help_ends_with_examples():
     res = CliRunner().invoke(_cli, ["simulate-pdd", "--help"])
     assert res.exit_code == 0 and "Examples:" in res.output
+
+
+def test_simulate_pdd_on_a_fabric_reports_flows(tmp_path):
+    summary = tmp_path / "s.json"
+    res = CliRunner().invoke(_cli, ["simulate-pdd", "--workload", "lmsys", "--lam", "5", "--requests", "300",
+                                    "--prefill-instances", "2", "--decode-instances", "2", "--fabric", "2x2x2",
+                                    "--link-gbps", "25", "--path-policy", "reservation", "--json", str(summary)])
+    assert res.exit_code == 0, res.output
+    assert "KV flows" in res.output and "reservation" in res.output and "slowdown" in res.output
+    data = json.loads(summary.read_text())
+    assert data["network"]["path_policy"] == "reservation" and data["network"]["n_flows_done"] > 0
+
+
+def test_simulate_pdd_bad_fabric_is_exit_2():
+    res = CliRunner().invoke(_cli, ["simulate-pdd", "--workload", "lmsys", "--fabric", "1x2x1"])
+    assert res.exit_code == 2 and "host" in res.output
+    res = CliRunner().invoke(_cli, ["simulate-pdd", "--workload", "lmsys", "--fabric", "nonsense"])
+    assert res.exit_code == 2 and "LEAVESxHOSTSxSPINES" in res.output

@@ -1,28 +1,84 @@
-"""SIBYL's qualitative results at scale (64 decode instances, reasoning workload), replicated.
+"""SIBYL's Table 1 regime (64 decode instances, the paper's own decode model), replicated.
 
-Workload (SIBYL §5.4 / appendix I's ShareGPT-reasoning setting): short prompts (lognormal,
-median 180 tokens), heavy-tailed outputs (lognormal, median 4,500, capped at 8,192: about a
-quarter of the requests hit the cap), Poisson arrivals.  Prefill instances run one prompt
-at a time with a long prefill (~5 s for 250 tokens) so that many requests are bound while
-their predecessors are still prefilling: the "invisible load" regime of SIBYL §2.3.
+Regime: the paper's simulator (SIBYL §5.4, appendix I, Algorithms 2-3), with the values the
+paper states and, where it states none, the choice given in brackets:
 
-What is asserted (paired over replications, one-sided 95 % Student-t lower bound on the
-mean paired difference, of log P99 TPOT for latencies):
+* 64 decode instances, processor sharing with the H20 curve ``TPS(N) = -0.423 N^2 + 44.766 N
+  - 7.753`` (eq. 15; ``PsThroughputCurve`` default).  Algorithm 3 runs every task it holds, so
+  ``max_num_seqs`` is the largest ``N`` with ``TPS(N) > 0`` (105): no cap below the curve.
+* Prefill is a pure delay: decode instance bound at arrival (Algorithm 2), prefill instances
+  run one prompt at a time (the paper's prefill ``--max-num-seqs 1``) and are never short
+  (64 of them at ~2 busy), so prefill time = SIBYL's ESTPREFILL exactly.  [Prefill time:
+  fleetplan's roofline predictor for Qwen3-32B on one H20, 0.152 s at 183 tokens, 0.594 s at
+  1,000: ``0.02 s + 0.6 ms/token``.]  No KV-transfer time (the simulator has none).
+* Workload "ShareGPT" with reasoning (§2.2, appendix F.2): prompts mean 183 tokens, outputs
+  mean 5,657, sd ~3,317, capped at 8,192.  [Prompts lognormal(median 133, sigma 0.8): mean
+  183; outputs lognormal(median 11,750, sigma 2.5) capped at 8,192: mean 5,659, sd 3,217,
+  56 % at the cap; the shape of the paper's CDF is not given beyond these moments.]
+* Poisson arrivals [the simulator is trace-driven; vLLM bench's default burstiness is 1] at
+  ``RHO = 0.9`` of the decode pool's peak throughput (64 x 1,176.7 tokens/s / 5,657 tokens =
+  13.3 requests/s) ["near saturation"; 12.0 requests/s].
+* Policies as Algorithm 2: RR cycles over decode instances in arrival order; ILS = least
+  outstanding requests on the instance (§2.3; appendix J: unlike REQ LEVEL it does not count
+  requests still in prefill) = ``ils_requests``; SIBYL with bucket 256 tokens, EMA alpha 0.99
+  [not given in the paper; the conclusions below are the same for buckets 64-1,024 and alpha
+  0.9-0.999: SIBYL's P99 TPOT 3,608 ms and ratio 0.79-0.80 in all of them, 2 replications].
+* Optimal-assignment ratio (Table 1: "the pre-assigned instance remains the least-loaded node
+  at the actual handoff moment"), load = token occupancy (§4.2's physical pressure, Algorithm
+  3's ``L_tokens``); ``summary.optimal_assignment_ratio``.
 
-* vLLM-style decode steps (context-proportional step cost), ~90 % load: P99 TPOT of SIBYL
-  below that of ILS (instantaneous least tokens herds concurrent requests onto one
-  instance; SIBYL counts the pending shadow tasks).
-* SIBYL decode model (processor sharing, appendix I), near saturation: the optimal-
-  assignment ratio of SIBYL and of ILS both far above round-robin's (~1/64).
+Measured (5 replications of 20,000 requests, first 20 % trimmed; mean [range]):
 
-Not reproduced (see the report in the PR): P99 TPOT of SIBYL below round-robin's, and
-round-robin's ratio above ILS's (Table 1).  In our runs round-robin balances the number of
-running requests, which drives TPOT in the processor-sharing model (speed = TPS(N)/N) and
-under slot caps, while SIBYL balances token occupancy.
+=========  ===================  =====================  ==========================  ===========
+policy     P99 TPOT (ms)        ratio (tokens)         ratio (requests in decode)  longest run
+=========  ===================  =====================  ==========================  ===========
+RR         40.6 [39.5, 41.8]    0.016 [0.016, 0.016]   0.026                       1
+ILS        35.9 [35.6, 36.3]    0.039 [0.036, 0.040]   0.53                        9-11
+SIBYL      3,608 (every run)    0.81 [0.79, 0.85]      0.12                        160-247
+=========  ===================  =====================  ==========================  ===========
+
+(ratio by requests in decode, ties counted: ``summary.optimal_assignment_ratio_requests``, 8
+replications; longest run: consecutive bindings to one decode instance.)
+
+Paper (Table 1, ShareGPT, 64 instances): ratio RR 79.5 %, ILS 71.6 %, SIBYL 94.2 %; P99 TPOT
+SIBYL 24.5 % below RR and 47.7 % below ILS (§5.4).
+
+Asserted (paired over replications, one-sided 95 % Student-t lower bound on the mean paired
+difference): what holds of Table 1, SIBYL's ratio above RR's and above ILS's; and, as a pinned
+record of the discrepancy, what holds instead of the rest.
+
+Not reproduced, and why:
+
+1. P99 TPOT of SIBYL is not below RR's and ILS's: it is ~90 times higher (3,608 / 40.6 ms).
+   SIBYL balances token occupancy (eq. 2), which lags the number of running tasks ``N`` that
+   alone sets the speed ``TPS(N)/N`` in this decode model.  A request pending or just handed
+   off weighs about its prompt (eqs. 7-8; Type 2/3 = ``l_in`` at ``tau_k = tau``, appendix D),
+   ~183 tokens, while a finishing task removes its whole occupancy, up to 8,375 tokens, at
+   once; the look-ahead ``tau - t`` is one prefill (~0.15 s, ~5 tokens of decode), so SIBYL
+   sees neither coming.  After each long completion it routes the next tens of requests to that
+   instance (longest runs of consecutive bindings to one instance 160-247; in the first
+   replication 55 % of bindings are in runs of 5 or more; RR: 1, ILS: 9-11) and pushes it past
+   the curve's peak (``N`` = 53), where throughput falls, up to the 105-task limit (TPOT =
+   105 / TPS(105) = 3.6 s).  Beyond 105 our model queues, and queued tasks weigh only their
+   prompt, which feeds the collapse further (the paper's curve gives TPS <= 0 there; its
+   simulator does not say what happens).  The herding does not need the queue: at 50 % load
+   SIBYL still binds runs of up to 107 requests to one instance, an instance holds up to 116 tasks
+   (median 15), and its P99 TPOT is 279 ms [72, 650] vs RR's 28 ms (3 replications).  With vLLM-style
+   steps (``steps``: step = 20 ms + 0.4 ms per sequence of 8,192 context tokens, scaled by its
+   context; up to 512 sequences) it is milder but present: P99 TPOT SIBYL 72 ms, RR 37 ms, ILS
+   36 ms (same workload, 25 requests/s, 3 replications).  Bucket size and EMA alpha do not
+   matter (above); ``tests/pdd/test_sibyl_terms.py`` shows the mechanism on eqs. 6-8 alone (one
+   4,200-token task outweighs 22 new 200-token requests).
+2. RR's ratio is not above ILS's, and RR's is ~1/64, not 79.5 %: against a per-instance load
+   that varies continuously (tokens), a load-agnostic policy's instance is the minimum of 64 by
+   chance only.  No load measure we could derive from the text (tokens, or requests in decode
+   with ties counted) gives RR anywhere near 79.5 % at 64 instances near saturation; the paper
+   does not give the measure further.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -31,60 +87,94 @@ import pytest
 from fleetplan import rng as fp_rng
 from fleetplan.perf.linear import LinearStepModel
 from fleetplan.sim.pdd import KvTransferSpec, PddSpec, simulate_pdd_arrays
+from fleetplan.sim.pdd.spec import PsThroughputCurve, SibylParams
 from fleetplan.sim.spec import PoolSpec, SchedulerLimits
 
 N_DECODE = 64
-N_REQUESTS = 12000
+N_PREFILL = 64
+N_REQUESTS = 20_000
+WARMUP_FRACTION = 0.2  # ~330 s: longer than a mean decode (~200 s) from an empty fleet
 REPLICATIONS = 5
-T_95_ONE_SIDED = {3: 2.353, 4: 2.132}  # Student t quantiles by degrees of freedom
+T_95_ONE_SIDED = {4: 2.132}  # Student t quantile by degrees of freedom
+PS_MAX_TASKS = 105  # largest N with TPS(N) > 0 on the paper's H20 curve
+PAPER_MEAN_OUTPUT_TOKENS = 5657  # SIBYL §2.2, ShareGPT with reasoning, Qwen3-32B
+RHO = 0.9
+PREFILL_BASE_S, PREFILL_S_PER_TOKEN = 0.02, 0.0006  # roofline, Qwen3-32B on one H20 (module docstring)
+SIBYL_PARAMS = SibylParams(bucket_tokens=256, ema_alpha=0.99)
+
+
+def _rate_per_s() -> float:
+    curve = PsThroughputCurve()
+    peak_tokens_per_s = max(curve.tokens_per_s(n) for n in range(1, PS_MAX_TASKS + 1))
+    return round(RHO * N_DECODE * peak_tokens_per_s / PAPER_MEAN_OUTPUT_TOKENS, 1)
 
 
 def _requests(seed: int, rate_per_s: float):
     arrival = np.cumsum(fp_rng.stream(seed, "arrivals").exponential(1 / rate_per_s, N_REQUESTS))
     lengths = fp_rng.stream(seed, "lengths")
-    prompt = np.clip(lengths.lognormal(math.log(180), 0.8, N_REQUESTS).astype(int), 8, 4096)
-    output = np.clip(lengths.lognormal(math.log(4500), 0.8, N_REQUESTS).astype(int), 16, 8192)
+    prompt = np.clip(lengths.lognormal(math.log(133), 0.8, N_REQUESTS).astype(int), 1, 4096)
+    output = np.clip(lengths.lognormal(math.log(11750), 2.5, N_REQUESTS).astype(int), 2, 8192)
     return arrival, prompt, output
 
 
-def _prefill_pool() -> PoolSpec:
-    return PoolSpec("prefill", "h20", 512, 4096, LinearStepModel(0.02, 0.0, 0.02, None),
-                    SchedulerLimits(1, 4096, 4096, 16), router="least_outstanding")
+def _spec(policy: str) -> PddSpec:
+    prefill = PoolSpec("prefill", "h20", N_PREFILL, 4096,
+                       LinearStepModel(PREFILL_BASE_S, 0.0, PREFILL_S_PER_TOKEN, None),
+                       SchedulerLimits(1, 4096, 4096, 16), router="least_outstanding")
+    decode = PoolSpec("decode", "h20", N_DECODE, 16384, LinearStepModel(0.02, 0.0, 0.0, None),
+                      SchedulerLimits(PS_MAX_TASKS, 8192, 10**6, 16))  # step model unused by processor sharing
+    return PddSpec(prefill, decode, KvTransferSpec(), policy, "early", "processor_sharing", sibyl=SIBYL_PARAMS)
 
 
-def _run(decode: PoolSpec, model: str, policy: str, rate_per_s: float):
+def _longest_run(decode_instance: np.ndarray) -> int:
+    """Longest run of consecutive bindings to one decode instance."""
+    change = np.flatnonzero(np.diff(decode_instance) != 0)
+    bounds = np.concatenate(([-1], change, [decode_instance.size - 1]))
+    return int(np.diff(bounds).max())
+
+
+@functools.cache
+def _runs(policy: str) -> tuple:
+    rate = _rate_per_s()
     out = []
     for r in range(REPLICATIONS):
         seed = fp_rng.task_seed(11, "sibyl-qualitative", r)
-        spec = PddSpec(_prefill_pool(), decode, KvTransferSpec(), policy, "early", model)
-        out.append(simulate_pdd_arrays(spec, *_requests(seed, rate_per_s), rate_per_s).summary)
-    return out
+        res = simulate_pdd_arrays(_spec(policy), *_requests(seed, rate), rate, warmup_fraction=WARMUP_FRACTION)
+        s = res.summary
+        assert s.n_done == s.n_requests - s.n_warmup, policy
+        binds = res.requests.sort_values("bind_s", kind="stable")["decode_instance"].to_numpy()
+        out.append((s.tpot.p99_s, s.optimal_assignment_ratio, _longest_run(binds)))
+    return tuple(out)
 
 
-def _lower_bound(diffs: list[float]) -> float:
-    d = np.asarray(diffs)
+def _lower_bound(diffs) -> float:
+    d = np.asarray(diffs, dtype=float)
     return float(d.mean() - T_95_ONE_SIDED[d.size - 1] * d.std(ddof=1) / math.sqrt(d.size))
 
 
-@pytest.mark.slow
-def test_sibyl_p99_tpot_below_ils_with_decode_steps():
-    decode = PoolSpec("decode", "h20", N_DECODE, 16384, LinearStepModel(0.02, 0.0004, 0.0, 8192.0),
-                      SchedulerLimits(512, 8192, 30000, 16))
-    ils = _run(decode, "steps", "ils", 30.0)
-    sibyl = _run(decode, "steps", "sibyl", 30.0)
-    log_ratios = [math.log(a.tpot.p99_s / b.tpot.p99_s) for a, b in zip(ils, sibyl, strict=True)]
-    assert _lower_bound(log_ratios) > 0, log_ratios
-    assert all(s.n_done == s.n_requests - s.n_warmup for s in ils + sibyl)
+def _paired(a: str, b: str, column: int, log: bool = False) -> list[float]:
+    f = math.log if log else float
+    return [f(x[column]) - f(y[column]) for x, y in zip(_runs(a), _runs(b), strict=True)]
 
 
 @pytest.mark.slow
-def test_optimal_assignment_ratio_of_load_aware_policies_far_above_round_robin_with_sibyl_decode_model():
-    decode = PoolSpec("decode", "h20", N_DECODE, 16384, LinearStepModel(0.02, 0.0, 0.0, None),
-                      SchedulerLimits(48, 8192, 10**6, 16))  # TPS(N) rises up to N = 53
-    rr = _run(decode, "processor_sharing", "round_robin", 14.0)
-    ils = _run(decode, "processor_sharing", "ils", 14.0)
-    sibyl = _run(decode, "processor_sharing", "sibyl", 14.0)
-    for policy in (ils, sibyl):
-        diffs = [a.optimal_assignment_ratio - b.optimal_assignment_ratio for a, b in zip(policy, rr, strict=True)]
-        assert _lower_bound(diffs) > 0.15, diffs
-    assert all(s.optimal_assignment_ratio < 3.0 / N_DECODE for s in rr)
+def test_optimal_assignment_ratio_of_sibyl_above_round_robin_and_ils():
+    """Table 1's SIBYL > RR and SIBYL > ILS (holds)."""
+    assert _lower_bound(_paired("sibyl", "round_robin", 1)) > 0
+    assert _lower_bound(_paired("sibyl", "ils_requests", 1)) > 0
+
+
+@pytest.mark.slow
+def test_discrepancy_with_table_1_token_balancing_herds_under_processor_sharing():
+    """Pinned record of what holds INSTEAD of the rest of Table 1 (module docstring, 1-2).
+
+    If a change to SIBYL or to the decode model makes this fail, the discrepancy has moved:
+    re-measure and update the module docstring (and assert Table 1 where it now holds)."""
+    rr, ils, sibyl = _runs("round_robin"), _runs("ils_requests"), _runs("sibyl")
+    assert _lower_bound(_paired("sibyl", "round_robin", 0, log=True)) > 0  # paper: SIBYL 24.5 % below RR
+    assert _lower_bound(_paired("sibyl", "ils_requests", 0, log=True)) > 0  # paper: 47.7 % below ILS
+    assert _lower_bound(_paired("ils_requests", "round_robin", 1)) > 0  # paper: RR 79.5 % > ILS 71.6 %
+    assert all(x[1] < 3.0 / N_DECODE for x in rr)
+    # the mechanism: SIBYL binds long runs of consecutive requests to one instance
+    assert all(x[2] == 1 for x in rr)
+    assert min(x[2] for x in sibyl) > 3 * max(x[2] for x in ils)

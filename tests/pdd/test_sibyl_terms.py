@@ -87,3 +87,25 @@ def test_survival_estimator_converges_to_the_empirical_survival_function():
         p = float(np.mean(lengths >= b * BUCKET))
         assert abs(est.s[b] - p) < 5 * sd_max + 0.01
     assert all(x >= y for x, y in zip(est.s, est.s[1:], strict=False))  # non-increasing in l
+
+
+def test_pending_requests_weigh_their_prompts_so_one_long_task_outweighs_many_new_ones():
+    """Why SIBYL herds (test_sibyl_qualitative, point 1): at ``tau_k = tau`` a pending request
+    weighs its prompt (eqs. 7-8, appendix D), a running one its whole context.  Against one
+    task of 200 + 4,000 tokens, 22 new 200-token requests in a row go to the empty instance."""
+    ci = [0] * pc.N_CFG_I
+    ci[pc.CI_DECODE_MODEL] = pc.DECODE_STEPS
+    ci[pc.CI_POLICY] = pc.ASSIGN_SIBYL
+    eng = DecodeEngine(ci, [0.0] * pc.N_CFG_F, [0.0] * 18, Estimator(5, BUCKET, 0.5, prior=10.0),
+                       [Decode(10**6), Decode(10**6)])  # survival 1 everywhere: no completion expected
+    old = _req(0, prompt=200, gen=4000)
+    old.t[pc.OT_HANDOFF] = 0.0
+    eng.inst[0].running.append(old)  # load at tau: 200 + 4000 + 40 tokens/s * 0.2 s = 4208
+    t, chosen = 100.0, []
+    for i in range(1, 25):
+        r = _req(i, prompt=200, est_handoff=0.2)
+        d = eng.choose(r, t)
+        r.t[pc.OT_BIND] = t
+        eng.inst[d].pending.append(r)
+        chosen.append(d)
+    assert chosen == [1] * 22 + [0, 1]

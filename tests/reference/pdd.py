@@ -39,6 +39,7 @@ class Req:
     held_p: int = 0
     held_d: int = 0
     v_join: float = 0.0
+    net: int = pc.NET_IDLE  # network phase (``pdd_codes.NET_*``)
     t: list = field(default_factory=lambda: [INF] * pc.N_OUT_T)
     pf_inst: int = -1
     dec_inst: int = -1

@@ -7,11 +7,13 @@ import heapq
 from fleetplan.sim._kernels import pdd_codes as pc
 from tests.reference.pdd import INF, Decode, Estimator, Prefill, Req
 from tests.reference.pdd_decode import DecodeEngine
+from tests.reference.pdd_net import NetTwin
 from tests.reference.pdd_parts import PrefillSide
 
 
 class PddTwin:
-    def __init__(self, arrival, prompt, output, est_handoff, overlap, tail, cfg_i, cfg_f, pf_coef, dec_coef):
+    def __init__(self, arrival, prompt, output, est_handoff, overlap, tail, cfg_i, cfg_f, pf_coef, dec_coef,
+                 net_in=None):
         self.ci, self.cf = [int(x) for x in cfg_i], [float(x) for x in cfg_f]
         self.reqs = [Req(i, float(arrival[i]), int(prompt[i]), int(output[i]), float(est_handoff[i]),
                          float(overlap[i]), float(tail[i])) for i in range(len(arrival))]
@@ -24,18 +26,35 @@ class PddTwin:
         self.transfers: list[tuple[float, int]] = []
         self.rr_p = 0
         self.early = ci[pc.CI_BINDING] == pc.BIND_EARLY
+        self.net = NetTwin(ci, net_in) if ci[pc.CI_NETWORK] else None
 
     # -- transfer and binding -------------------------------------------------------------
-    def try_transfer(self, r: Req) -> None:
-        if r.t[pc.OT_GRANT] < INF and r.t[pc.OT_PF_END] < INF:
-            start = r.t[pc.OT_GRANT] + r.overlap
-            if r.t[pc.OT_PF_END] > start:
-                start = r.t[pc.OT_PF_END]
-            heapq.heappush(self.transfers, (start + self.cf[pc.CF_LATENCY_S] + r.tail, r.idx))
+    def try_transfer(self, r: Req, t: float) -> None:
+        if self.net is None:
+            if r.t[pc.OT_GRANT] < INF and r.t[pc.OT_PF_END] < INF:
+                start = r.t[pc.OT_GRANT] + r.overlap
+                if r.t[pc.OT_PF_END] > start:
+                    start = r.t[pc.OT_PF_END]
+                heapq.heappush(self.transfers, (start + self.cf[pc.CF_LATENCY_S] + r.tail, r.idx))
+            return
+        if r.net == pc.NET_IDLE:
+            if r.t[pc.OT_GRANT] == INF:
+                return
+            if self.net.layer_bytes[r.idx] > 0.0:
+                r.net = pc.NET_LAYERS
+                self.net.start(r, pc.FLOW_LAYERS, t)
+                return
+            r.net = pc.NET_READY
+        if r.net == pc.NET_READY and r.t[pc.OT_PF_END] < INF:
+            r.net = pc.NET_LAST
+            if self.cf[pc.CF_LATENCY_S] > 0.0:
+                heapq.heappush(self.transfers, (t + self.cf[pc.CF_LATENCY_S], r.idx))
+            else:
+                self.net.start(r, pc.FLOW_LAST, t)
 
     def grant(self, d: int, t: float) -> None:
         for r in self.dec.grant(d, t):
-            self.try_transfer(r)
+            self.try_transfer(r, t)
 
     def bind(self, r: Req, t: float) -> None:
         d = self.dec.choose(r, t)
@@ -52,6 +71,8 @@ class PddTwin:
     # -- events ---------------------------------------------------------------------------
     def next_event(self, i: int):
         cands = []
+        if self.net is not None:
+            cands.append((self.net.next_event_s(), -1, 0))
         kp = min(range(len(self.pf.inst)), key=lambda k: (self.pf.inst[k].step_end, k))
         cands.append((self.pf.inst[kp].step_end, 0, kp))
         kd = min(range(len(self.dec.inst)), key=lambda k: (self.dec.inst[k].step_end, k))
@@ -66,16 +87,26 @@ class PddTwin:
         n_events = 0
         i = 0
         while True:
+            if self.net is not None:
+                self.net.refresh()
             t, kind, who = self.next_event(i)
             if t == INF or t > self.cf[pc.CF_HORIZON_S]:
                 break
             n_events += 1
-            if kind == 0:
+            if kind == -1:
+                f = self.net.pop(t)
+                r = self.reqs[self.net.flows[f][0]]
+                if self.net.flows[f][1] == pc.FLOW_LAYERS:
+                    r.net = pc.NET_READY
+                    self.try_transfer(r, t)
+                else:
+                    self.handoff(r, t)
+            elif kind == 0:
                 finished = self.pf.commit(who, t)
                 to_bind = []
                 for r in finished:
                     if self.early:
-                        self.try_transfer(r)
+                        self.try_transfer(r, t)
                     else:
                         to_bind.append(r)
                 to_bind += self.schedule_prefill(who, t)
@@ -90,7 +121,10 @@ class PddTwin:
                     self.grant(who, t)
             elif kind == 2:
                 heapq.heappop(self.transfers)
-                self.handoff(self.reqs[who], t)
+                if self.net is not None:
+                    self.net.start(self.reqs[who], pc.FLOW_LAST, t)
+                else:
+                    self.handoff(self.reqs[who], t)
             else:
                 i += 1
                 self.arrive(self.reqs[who], t)
@@ -152,10 +186,16 @@ class PddTwin:
                 self.bind(q, t)
 
 
-def run_pdd(arrival, prompt, output, est_handoff, overlap, tail, cfg_i, cfg_f, pf_coef, dec_coef):
-    """``(out_t rows, out_i rows, pf_busy, dec_busy, n_events)`` as the kernel fills them."""
-    twin = PddTwin(arrival, prompt, output, est_handoff, overlap, tail, cfg_i, cfg_f, pf_coef, dec_coef)
+def run_pdd(arrival, prompt, output, est_handoff, overlap, tail, cfg_i, cfg_f, pf_coef, dec_coef, net_in=None,
+            flows=None):
+    """``(out_t rows, out_i rows, pf_busy, dec_busy, n_events)`` as the kernel fills them (one decode
+    step per event: the kernel's cruise changes only its event count).  With a network, ``flows``
+    (a list) receives ``[request, kind, spine, start, done]`` per flow and then the peak count."""
+    twin = PddTwin(arrival, prompt, output, est_handoff, overlap, tail, cfg_i, cfg_f, pf_coef, dec_coef, net_in)
     n_events = twin.run()
+    if flows is not None and twin.net is not None:
+        flows.extend(twin.net.flows)
+        flows.append(twin.net.peak)
     out_t = [list(r.t) for r in twin.reqs]
     out_i = [[r.pf_inst, r.dec_inst, r.preemptions, r.status, r.optimal, r.optimal_requests]
               for r in twin.reqs]

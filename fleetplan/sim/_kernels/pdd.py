@@ -24,84 +24,48 @@ Request path (FrontierSim's PDD event graph; SIBYL §3.1 for early binding):
    batch (steps) or queue (processor sharing) (``pdd_decode``).
 6. TTFT = queue + prefill + transfer (incl. backpressure wait) + first decode step.
 
-Events are ordered by ``(time, kind, seq)``: prefill step ends (ties to the lower
-instance), decode events, transfer ends (ties to the lower request), arrivals (sorted
+With a fabric (``CI_NETWORK``), step 4 is one or two flows sharing the links max-min fairly
+(``pdd_net``) and the handoff is the last flow's end.  Runs of identical pure-decode steps
+advance as one event (``CI_CRUISE``, ``pdd_cruise``); results are the same bit for bit.
+
+Events are ordered by ``(time, kind, seq)``: network flow completions (in flow order),
+prefill step ends (ties to the lower instance), decode events, transfer-heap events (ties to
+the lower request: handoffs, or the last flow's start with a fabric), arrivals (sorted
 input).  The run stops when no event is left or the next is later than ``CF_HORIZON_S``.
 At one prefill step end, its finished prefills are handled first (in running order), then
 the next step is formed and its admissions bound (in admission order).
-Returns the number of events processed.
+Returns the number of events processed.  ``net_in`` / ``net_out`` are ``pdd_net``'s inputs
+(dummies without a fabric) and its per-flow outputs ``(fl_t, fl_i, net_stats)``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from fleetplan.sim._kernels import pdd_codes as c
 from fleetplan.sim._kernels.heaps import tree_build, tree_leaves, tree_update
 from fleetplan.sim._kernels.jit import njit
 from fleetplan.sim._kernels.pdd_assign import choose_decode, heap_pop_tr
-from fleetplan.sim._kernels.pdd_codes import (
-    BIND_EARLY,
-    CF_HORIZON_S,
-    CI_BINDING,
-    CI_DEC_BLOCK,
-    CI_DEC_KV_BLOCKS,
-    CI_DEC_MAX_CONTEXT,
-    CI_DEC_MAX_SEQS,
-    CI_DECODE_MODEL,
-    CI_N_BUCKETS,
-    CI_N_DECODE,
-    CI_N_PREFILL,
-    CI_PF_BLOCK,
-    CI_PF_KV_BLOCKS,
-    CI_PF_MAX_CONTEXT,
-    CI_PF_MAX_SEQS,
-    CI_PF_ROUTER,
-    CI_POLICY,
-    DECODE_PS,
-    DI_FREE,
-    DI_PHEAD,
-    DI_PTAIL,
-    DI_RHEAD,
-    DI_RTAIL,
-    DI_WHEAD,
-    DI_WTAIL,
-    GI_HEAP,
-    GI_RR_P,
-    N_DF,
-    N_DI,
-    N_PI,
-    N_RI,
-    OI_DEC_INST,
-    OI_PF_INST,
-    OI_STATUS,
-    PF_ROUTE_ROUND_ROBIN,
-    PI_FREE,
-    PI_NOUT,
-    PI_WHEAD,
-    PI_WTAIL,
-    RI_HELD_P,
-    RI_NXT,
-    RI_PNEXT,
-    RI_PPREV,
-    ST_REJECTED,
-    ST_UNFINISHED,
-)
+from fleetplan.sim._kernels.pdd_cruise import cruise_plan, cruise_sync, cruise_walk
 from fleetplan.sim._kernels.pdd_decode import dec_commit, dec_schedule, ps_event
 from fleetplan.sim._kernels.pdd_flow import bind, grant, handoff, try_transfer
+from fleetplan.sim._kernels.pdd_net import net_alloc, net_next_event_s, net_pop, net_refresh, net_start
 from fleetplan.sim._kernels.pdd_prefill import pf_commit, pf_schedule
 
 
 @njit
 def run_pdd(
     arrival_s, prompt, output, est_handoff_s, xfer_overlap_s, xfer_tail_s, cfg_i, cfg_f, pf_coef, dec_coef,
-    out_t, out_i, pf_busy_s, dec_busy_s,
+    out_t, out_i, pf_busy_s, dec_busy_s, net_in, net_out,
 ):
     n = arrival_s.shape[0]
-    n_pf = cfg_i[CI_N_PREFILL]
-    n_dec = cfg_i[CI_N_DECODE]
-    policy = cfg_i[CI_POLICY]
-    early = cfg_i[CI_BINDING] == BIND_EARLY
-    ps = cfg_i[CI_DECODE_MODEL] == DECODE_PS
+    n_pf = cfg_i[c.CI_N_PREFILL]
+    n_dec = cfg_i[c.CI_N_DECODE]
+    policy = cfg_i[c.CI_POLICY]
+    early = cfg_i[c.CI_BINDING] == c.BIND_EARLY
+    ps = cfg_i[c.CI_DECODE_MODEL] == c.DECODE_PS
+    networked = cfg_i[c.CI_NETWORK] != 0
+    sync_all = policy != c.ASSIGN_ROUND_ROBIN and policy != c.ASSIGN_ILS_REQUESTS
     for i in range(n):
         if prompt[i] < 1 or output[i] < 1:
             raise ValueError("prompt and output must be >= 1")
@@ -109,33 +73,38 @@ def run_pdd(
             raise ValueError("arrival_s must be sorted")
     out_t[:, :] = np.inf
     out_i[:, :] = -1
-    out_i[:, 2] = 0
-    out_i[:, OI_STATUS] = ST_UNFINISHED
+    out_i[:, c.OI_PREEMPTIONS] = 0
+    out_i[:, c.OI_STATUS] = c.ST_UNFINISHED
     pf_busy_s[:] = 0.0
     dec_busy_s[:] = 0.0
-    R_i = np.zeros((n, N_RI), dtype=np.int64)
-    R_i[:, RI_NXT] = -1
-    R_i[:, RI_PPREV] = -1
-    R_i[:, RI_PNEXT] = -1
+    fl_t, fl_i, net_stats = net_out
+    fl_t[:, :] = np.inf
+    fl_i[:, :] = -1
+    net = net_alloc(n if networked else 0, net_in[4].shape[0], net_in[2].shape[1])
+    R_i = np.zeros((n, c.N_RI), dtype=np.int64)
+    R_i[:, c.RI_NXT] = -1
+    R_i[:, c.RI_PPREV] = -1
+    R_i[:, c.RI_PNEXT] = -1
     R_f = np.zeros(n)
-    P_i = np.zeros((n_pf, N_PI), dtype=np.int64)
-    P_i[:, PI_WHEAD] = -1
-    P_i[:, PI_WTAIL] = -1
-    P_i[:, PI_FREE] = cfg_i[CI_PF_KV_BLOCKS]
+    P_i = np.zeros((n_pf, c.N_PI), dtype=np.int64)
+    P_i[:, c.PI_WHEAD] = -1
+    P_i[:, c.PI_WTAIL] = -1
+    P_i[:, c.PI_FREE] = cfg_i[c.CI_PF_KV_BLOCKS]
     P_f = np.zeros(n_pf)
-    P_run = np.zeros((n_pf, cfg_i[CI_PF_MAX_SEQS]), dtype=np.int64)
-    D_i = np.zeros((n_dec, N_DI), dtype=np.int64)
-    for col in (DI_WHEAD, DI_WTAIL, DI_RHEAD, DI_RTAIL, DI_PHEAD, DI_PTAIL):
+    P_run = np.zeros((n_pf, cfg_i[c.CI_PF_MAX_SEQS]), dtype=np.int64)
+    D_i = np.zeros((n_dec, c.N_DI), dtype=np.int64)
+    for col in (c.DI_WHEAD, c.DI_WTAIL, c.DI_RHEAD, c.DI_RTAIL, c.DI_PHEAD, c.DI_PTAIL):
         D_i[:, col] = -1
-    D_i[:, DI_FREE] = cfg_i[CI_DEC_KV_BLOCKS]
-    D_f = np.zeros((n_dec, N_DF))
-    D_run = np.zeros((n_dec, cfg_i[CI_DEC_MAX_SEQS]), dtype=np.int64)
-    S = np.ones(cfg_i[CI_N_BUCKETS])
+    D_i[:, c.DI_FREE] = cfg_i[c.CI_DEC_KV_BLOCKS]
+    D_i[:, c.DI_CR_M] = 1
+    D_f = np.zeros((n_dec, c.N_DF))
+    D_run = np.zeros((n_dec, cfg_i[c.CI_DEC_MAX_SEQS]), dtype=np.int64)
+    S = np.ones(cfg_i[c.CI_N_BUCKETS])
     G_i = np.zeros(3, dtype=np.int64)
     G_f = np.zeros(2)
     heap_t = np.empty(max(n, 1))
     heap_r = np.empty(max(n, 1), dtype=np.int64)
-    scratch = np.empty(2 * cfg_i[CI_PF_MAX_SEQS] + 1, dtype=np.int64)
+    scratch = np.empty(2 * cfg_i[c.CI_PF_MAX_SEQS] + 1, dtype=np.int64)
     lp = tree_leaves(n_pf)
     pf_end_s = np.full(lp, np.inf)
     tree_p = np.empty(2 * lp, dtype=np.int64)
@@ -144,98 +113,136 @@ def run_pdd(
     dec_end_s = np.full(ld, np.inf)
     tree_d = np.empty(2 * ld, dtype=np.int64)
     tree_build(dec_end_s, tree_d, ld)
-    pf_blk = cfg_i[CI_PF_BLOCK]
-    dec_blk = cfg_i[CI_DEC_BLOCK]
+    pf_blk = cfg_i[c.CI_PF_BLOCK]
+    dec_blk = cfg_i[c.CI_DEC_BLOCK]
 
     n_events = 0
     i = 0
     while True:
+        tn = np.inf
+        if networked:
+            net_refresh(net_in, net)
+            tn = net_next_event_s(net)
         kp = tree_p[1]
         kd = tree_d[1]
         tp = pf_end_s[kp]
         td = dec_end_s[kd]
-        tx = heap_t[0] if G_i[GI_HEAP] > 0 else np.inf
+        tx = heap_t[0] if G_i[c.GI_HEAP] > 0 else np.inf
         ta = arrival_s[i] if i < n else np.inf
-        t = min(min(tp, td), min(tx, ta))
-        if t == np.inf or t > cfg_f[CF_HORIZON_S]:
+        t = min(min(tn, tp), min(min(td, tx), ta))
+        if t == np.inf or t > cfg_f[c.CF_HORIZON_S]:
             break
         n_events += 1
         bind_list = 0  # requests to bind in scratch[:bind_list]
-        if tp == t:  # prefill step end
+        incl = True  # decode steps ending at t are done (not before decode events: network, prefill)
+        r = -1  # request handed off at t
+        pf_event = False
+        if tn == t:  # a flow completes
+            f = net_pop(t, net, fl_t)
+            r = fl_i[f, c.FI_REQ]
+            incl = False
+            if fl_i[f, c.FI_KIND] == c.FLOW_LAYERS:
+                R_i[r, c.RI_NET] = c.NET_READY
+                try_transfer(r, t, cfg_i, cfg_f, xfer_overlap_s, xfer_tail_s, R_i, out_t, out_i, heap_t, heap_r,
+                             G_i, net_in, net, fl_t, fl_i)
+                continue
+        elif tp == t:  # prefill step end
+            incl = False
+            pf_event = True
             n_fin = pf_commit(kp, t, prompt, R_i, P_i, P_f, P_run, out_t, pf_busy_s, scratch)
             for j in range(n_fin):
-                r = scratch[j]
+                q = scratch[j]
                 if early:
-                    try_transfer(r, cfg_f, xfer_overlap_s, xfer_tail_s, out_t, heap_t, heap_r, G_i)
+                    try_transfer(q, t, cfg_i, cfg_f, xfer_overlap_s, xfer_tail_s, R_i, out_t, out_i, heap_t, heap_r,
+                                 G_i, net_in, net, fl_t, fl_i)
                 else:
-                    scratch[bind_list] = r
+                    scratch[bind_list] = q
                     bind_list += 1
             kbind = kp
-        elif td == t:  # decode step end / processor-sharing event
+        elif td == t:  # decode step end (or the last step of a cruise) / processor-sharing event
             if ps:
                 ps_event(kd, t, cfg_i, cfg_f, prompt, output, R_i, R_f, D_i, D_f, D_run, dec_end_s, out_t, out_i,
                          S, G_f, dec_busy_s)
             else:
+                cruise_sync(kd, t, True, cfg_i, R_i, D_i, D_f, D_run, out_t, dec_busy_s)
                 dec_commit(kd, t, cfg_f, prompt, output, R_i, D_i, D_f, D_run, out_t, out_i, S, G_f, dec_busy_s)
                 dec_schedule(kd, t, cfg_i, dec_coef, prompt, R_i, D_i, D_f, D_run, dec_end_s, out_i)
-                grant(kd, t, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, out_t, heap_t, heap_r,
-                       G_i)
+                grant(kd, t, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, out_t, out_i, heap_t,
+                      heap_r, G_i, net_in, net, fl_t, fl_i)
+                cruise_plan(kd, cfg_i, dec_coef, output, R_i, D_i, D_f, D_run, dec_end_s)
             tree_update(dec_end_s, tree_d, ld, kd)
             continue
-        elif tx == t:  # transfer end: handoff
+        elif tx == t:  # transfer-heap event: handoff, or (fabric) the last flow's start
             r = heap_r[0]
-            G_i[GI_HEAP] = heap_pop_tr(heap_t, heap_r, G_i[GI_HEAP])
-            k = out_i[r, OI_PF_INST]
-            P_i[k, PI_FREE] += R_i[r, RI_HELD_P]
-            R_i[r, RI_HELD_P] = 0
-            P_i[k, PI_NOUT] -= 1
-            d = out_i[r, OI_DEC_INST]
-            handoff(r, d, t, cfg_i, cfg_f, prompt, output, dec_coef, xfer_overlap_s, xfer_tail_s, R_i, R_f, D_i,
-                    D_f, D_run, dec_end_s, out_t, out_i, heap_t, heap_r, G_i, dec_busy_s)
+            G_i[c.GI_HEAP] = heap_pop_tr(heap_t, heap_r, G_i[c.GI_HEAP])
+            if networked:
+                net_start(r, c.FLOW_LAST, t, cfg_i, out_i, net_in, net, fl_t, fl_i)
+                continue
+        else:  # arrival
+            q = i
+            i += 1
+            too_long = (prompt[q] > cfg_i[c.CI_PF_MAX_CONTEXT]
+                        or (prompt[q] + pf_blk - 1) // pf_blk > cfg_i[c.CI_PF_KV_BLOCKS]
+                        or prompt[q] + output[q] > cfg_i[c.CI_DEC_MAX_CONTEXT])
+            if not ps and (prompt[q] + output[q] + dec_blk - 1) // dec_blk > cfg_i[c.CI_DEC_KV_BLOCKS]:
+                too_long = True
+            if too_long:
+                out_i[q, c.OI_STATUS] = c.ST_REJECTED
+                continue
+            if cfg_i[c.CI_PF_ROUTER] == c.PF_ROUTE_ROUND_ROBIN:
+                k = G_i[c.GI_RR_P]
+                G_i[c.GI_RR_P] = (k + 1) % n_pf
+            else:
+                k = 0
+                for e in range(1, n_pf):
+                    if P_i[e, c.PI_NOUT] < P_i[k, c.PI_NOUT]:
+                        k = e
+            out_i[q, c.OI_PF_INST] = k
+            P_i[k, c.PI_NOUT] += 1
+            if P_i[k, c.PI_WTAIL] < 0:
+                P_i[k, c.PI_WHEAD] = q
+            else:
+                R_i[P_i[k, c.PI_WTAIL], c.RI_NXT] = q
+            P_i[k, c.PI_WTAIL] = q
+            kbind = k
+            if pf_end_s[k] != np.inf:
+                continue
+        if r >= 0:  # handoff: the KV leaves the prefill instance
+            k = out_i[r, c.OI_PF_INST]
+            P_i[k, c.PI_FREE] += R_i[r, c.RI_HELD_P]
+            R_i[r, c.RI_HELD_P] = 0
+            P_i[k, c.PI_NOUT] -= 1
+            d = out_i[r, c.OI_DEC_INST]
+            handoff(r, d, t, incl, cfg_i, cfg_f, prompt, output, dec_coef, xfer_overlap_s, xfer_tail_s, R_i, R_f,
+                    D_i, D_f, D_run, dec_end_s, out_t, out_i, heap_t, heap_r, G_i, dec_busy_s, net_in, net, fl_t,
+                    fl_i)
             tree_update(dec_end_s, tree_d, ld, d)
             kbind = k
             if pf_end_s[k] != np.inf:
                 continue
-        else:  # arrival
-            r = i
-            i += 1
-            too_long = (prompt[r] > cfg_i[CI_PF_MAX_CONTEXT]
-                        or (prompt[r] + pf_blk - 1) // pf_blk > cfg_i[CI_PF_KV_BLOCKS]
-                        or prompt[r] + output[r] > cfg_i[CI_DEC_MAX_CONTEXT])
-            if not ps and (prompt[r] + output[r] + dec_blk - 1) // dec_blk > cfg_i[CI_DEC_KV_BLOCKS]:
-                too_long = True
-            if too_long:
-                out_i[r, OI_STATUS] = ST_REJECTED
-                continue
-            if cfg_i[CI_PF_ROUTER] == PF_ROUTE_ROUND_ROBIN:
-                k = G_i[GI_RR_P]
-                G_i[GI_RR_P] = (k + 1) % n_pf
-            else:
-                k = 0
-                for e in range(1, n_pf):
-                    if P_i[e, PI_NOUT] < P_i[k, PI_NOUT]:
-                        k = e
-            out_i[r, OI_PF_INST] = k
-            P_i[k, PI_NOUT] += 1
-            if P_i[k, PI_WTAIL] < 0:
-                P_i[k, PI_WHEAD] = r
-            else:
-                R_i[P_i[k, PI_WTAIL], RI_NXT] = r
-            P_i[k, PI_WTAIL] = r
-            kbind = k
-            if pf_end_s[k] != np.inf:
-                continue
         # (re)form the step of prefill instance kbind if it is idle, then bind
-        if pf_end_s[kbind] == np.inf or tp == t:
+        if pf_end_s[kbind] == np.inf or pf_event:
             n_adm = pf_schedule(kbind, t, cfg_i, pf_coef, prompt, R_i, P_i, P_f, P_run, pf_end_s, out_t,
                                 scratch[bind_list:])
             if early:
                 bind_list += n_adm
             tree_update(pf_end_s, tree_p, lp, kbind)
         for j in range(bind_list):
-            r = scratch[j]
-            d = choose_decode(policy, r, t, est_handoff_s, cfg_i, cfg_f, prompt, R_i, R_f, D_i, D_f, D_run, out_t,
+            q = scratch[j]
+            if sync_all and not ps:
+                for e in range(n_dec):
+                    if policy == c.ASSIGN_SIBYL:
+                        cruise_sync(e, t, incl, cfg_i, R_i, D_i, D_f, D_run, out_t, dec_busy_s)
+                    else:
+                        cruise_walk(e, t, incl, D_i, D_f, dec_busy_s)
+            d = choose_decode(policy, q, t, est_handoff_s, cfg_i, cfg_f, prompt, R_i, R_f, D_i, D_f, D_run, out_t,
                               S, G_f, G_i)
-            bind(r, d, t, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, out_t, out_i, heap_t, heap_r,
-                 G_i)
+            bind(q, d, t, incl, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, D_f, D_run, out_t, out_i,
+                 heap_t, heap_r, G_i, dec_end_s, dec_busy_s, net_in, net, fl_t, fl_i)
+            tree_update(dec_end_s, tree_d, ld, d)
+    if not ps and cfg_f[c.CF_HORIZON_S] < np.inf:  # commit the cruise steps ending by the horizon
+        for e in range(n_dec):
+            cruise_sync(e, cfg_f[c.CF_HORIZON_S], True, cfg_i, R_i, D_i, D_f, D_run, out_t, dec_busy_s)
+    net_stats[0] = net[1][c.NI_FLOWS]
+    net_stats[1] = net[1][c.NI_PEAK]
     return n_events

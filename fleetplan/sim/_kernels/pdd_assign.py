@@ -25,6 +25,15 @@ being bound (estimated prefill alone, when bound early, plus transfer):
   restricts the update to ``l <= L``, where the indicator is always 1 and S could never fall;
   updating every bucket is the EMA of the indicator, which converges to P(L >= l).)
 
+Baselines as SIBYL's Algorithm 2: round-robin cycles over the decode instances in binding
+order; the paper's ILS ("least outstanding requests", §2.3; it does not count requests still
+in prefill, appendix J) is ``ASSIGN_ILS_REQUESTS`` (requests handed off and not finished);
+``ASSIGN_ILS_TOKENS`` is its token-occupancy variant.  Known property of eqs. 6-8: a pending
+or new task weighs about its prompt while a finishing task removes its whole occupancy at
+once, so after a long completion SIBYL binds runs of requests to that instance; where speed
+depends on the number of tasks (processor sharing) this raises P99 TPOT far above
+round-robin's (figures in ``tests/pdd/test_sibyl_qualitative.py``).
+
 Ties go to the lowest instance index.  Transfers wait in a binary heap ordered by
 ``(end time, request)``.
 """

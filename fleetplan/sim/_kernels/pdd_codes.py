@@ -25,11 +25,15 @@ DECODE_PS = 1  # SIBYL appendix I: processor sharing, TPS(N) = a N^2 + b N + c
 PF_ROUTE_ROUND_ROBIN = 0
 PF_ROUTE_LEAST_OUTSTANDING = 1  # fewest requests queued, running or holding KV
 
-# cfg_i layout (int64).
+# cfg_i layout (int64).  CI_CRUISE: 1 to advance runs of identical decode steps as one event
+# (``pdd_cruise``; results are identical, only the event count changes).  CI_NETWORK: 1 when
+# KV transfers are flows on a fabric (``pdd_net``), with path policy ``CI_NET_POLICY``
+# (``flows.POLICY_*``) over ``CI_N_HOSTS`` hosts and ``CI_N_SPINES`` spines.
 (CI_N_PREFILL, CI_N_DECODE, CI_PF_MAX_SEQS, CI_PF_BUDGET, CI_PF_KV_BLOCKS, CI_PF_BLOCK, CI_PF_STEP_CODE,
  CI_PF_ROUTER, CI_PF_MAX_CONTEXT, CI_DEC_MAX_SEQS, CI_DEC_BUDGET, CI_DEC_KV_BLOCKS, CI_DEC_BLOCK,
- CI_DEC_STEP_CODE, CI_DEC_MAX_CONTEXT, CI_DECODE_MODEL, CI_POLICY, CI_BINDING, CI_N_BUCKETS) = range(19)
-N_CFG_I = 19
+ CI_DEC_STEP_CODE, CI_DEC_MAX_CONTEXT, CI_DECODE_MODEL, CI_POLICY, CI_BINDING, CI_N_BUCKETS, CI_CRUISE,
+ CI_NETWORK, CI_NET_POLICY, CI_N_HOSTS, CI_N_SPINES) = range(24)
+N_CFG_I = 24
 
 # cfg_f layout (float64).
 (CF_LATENCY_S, CF_HORIZON_S, CF_PS_A, CF_PS_B, CF_PS_C, CF_BUCKET_TOKENS, CF_EMA_ALPHA,
@@ -47,21 +51,25 @@ OI_PF_INST, OI_DEC_INST, OI_PREEMPTIONS, OI_STATUS, OI_OPTIMAL, OI_OPTIMAL_REQUE
 N_OUT_I = 6
 
 # Per-request int state (R_i columns).
-RI_COMP, RI_TARGET, RI_GEN, RI_HELD_D, RI_HELD_P, RI_NXT, RI_PPREV, RI_PNEXT, RI_SCHED = range(9)
-N_RI = 9
+# RI_NET: network phase of the KV transfer (NET_* below).
+RI_COMP, RI_TARGET, RI_GEN, RI_HELD_D, RI_HELD_P, RI_NXT, RI_PPREV, RI_PNEXT, RI_SCHED, RI_NET = range(10)
+N_RI = 10
 
 # Per-prefill-instance int state (P_i columns).
 PI_LEN, PI_WHEAD, PI_WTAIL, PI_FREE, PI_NOUT = range(5)
 N_PI = 5
 
 # Per-decode-instance int state (D_i columns).
+# DI_CR_*: the run of decode steps in flight (``pdd_cruise``): steps in the run, steps committed
+# (time, load), steps applied to the requests, requests in the run (0: not pure decode), context.
 (DI_LEN, DI_WHEAD, DI_WTAIL, DI_FREE, DI_RHEAD, DI_RTAIL, DI_PHEAD, DI_PTAIL, DI_LOAD_TOKENS,
- DI_N_IN_DECODE, DI_INFLIGHT) = range(11)
-N_DI = 11
+ DI_N_IN_DECODE, DI_INFLIGHT, DI_CR_M, DI_CR_K, DI_CR_KREQ, DI_CR_N, DI_CR_CTX) = range(16)
+N_DI = 16
 
-# Per-decode-instance float state (D_f columns): PS virtual time, its last update, step start.
-DF_V, DF_T_LAST, DF_STEP_START = range(3)
-N_DF = 3
+# Per-decode-instance float state (D_f columns): PS virtual time, its last update, step start;
+# the run's end of the step in progress, end of its first step, and pure-decode step parts.
+DF_V, DF_T_LAST, DF_STEP_START, DF_CR_END, DF_CR_E0, DF_CR_BASE, DF_CR_PER_CTX = range(7)
+N_DF = 7
 
 # Global state: G_i = (rr prefill, rr decode, transfer-heap size);
 # G_f = (tokens of completed decodes, their decode seconds) for the system-average rate.
@@ -70,3 +78,22 @@ GF_TOKENS, GF_SECONDS = range(2)
 
 # Request status (same values as ``codes.STATUS_*``: done, unfinished, rejected).
 ST_DONE, ST_UNFINISHED, ST_REJECTED = 0, 1, 2
+
+# Network phase of a request's KV transfer (RI_NET): nothing started; the layers' flow (all
+# but the last layer, layer-wise only) in flight; ready for the last flow once prefilled;
+# the last flow (the whole KV without layer-wise) scheduled or in flight.
+NET_IDLE, NET_LAYERS, NET_READY, NET_LAST = range(4)
+
+# Flow kinds (fl_i[:, FI_KIND]) and per-flow outputs (fl_t float, fl_i int).
+FLOW_LAYERS, FLOW_LAST = range(2)
+FT_START, FT_DONE = range(2)
+N_FT = 2
+FI_REQ, FI_KIND, FI_SPINE = range(3)
+N_FI = 3
+
+# Network scalars: net_f = (clock, next completion), net_i = (active, flows started, dirty,
+# peak active, completions pending, next pending index).
+NF_NOW, NF_NEXT = range(2)
+N_NF = 2
+NI_ACTIVE, NI_FLOWS, NI_DIRTY, NI_PEAK, NI_PENDING, NI_PHEAD = range(6)
+N_NI = 6

@@ -6,7 +6,7 @@ prompt - 1`` and ``target = prompt``; the waiting queue holds only preempted req
 first decode step recomputes the last prompt token and emits the first output token (as
 vLLM's KV connectors do), so TTFT includes that first decode step.
 
-Steps (``DECODE_STEPS``), as the co-located kernel without cruise: running requests in
+Steps (``DECODE_STEPS``), as the co-located kernel (runs of pure-decode steps: ``pdd_cruise``): running requests in
 admission order get ``min(target - computed, budget)`` tokens; while free blocks are short
 for ``ceil((computed + num) / block)``, the most recently admitted is preempted (recompute:
 blocks freed, ``computed = 0``, ``target = prompt + generated``, pushed to the FRONT of the
@@ -39,6 +39,11 @@ from fleetplan.sim._kernels.pdd_codes import (
     DF_STEP_START,
     DF_T_LAST,
     DF_V,
+    DI_CR_CTX,
+    DI_CR_K,
+    DI_CR_KREQ,
+    DI_CR_M,
+    DI_CR_N,
     DI_FREE,
     DI_INFLIGHT,
     DI_LEN,
@@ -148,6 +153,12 @@ def dec_schedule(d, t, cfg_i, dec_coef, prompt, R_i, D_i, D_f, D_run, dec_end_s,
         else:
             tokens += num
             attn2 += num * (2 * c + num)
+    D_i[d, DI_CR_M] = 1
+    D_i[d, DI_CR_K] = 0
+    D_i[d, DI_CR_KREQ] = 0
+    pure = not preempted and tokens == 0 and n_dec == n_seqs and n_seqs == D_i[d, DI_LEN]
+    D_i[d, DI_CR_N] = n_seqs if pure else 0
+    D_i[d, DI_CR_CTX] = ctx
     if n_seqs == 0:
         dec_end_s[d] = np.inf
         return

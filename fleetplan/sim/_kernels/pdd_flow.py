@@ -6,13 +6,18 @@ no preempted request waits on ``d`` (they come first), and a running slot is fre
 the transfers in flight (``DI_INFLIGHT``): a handed-off request joins the running batch
 directly, as vLLM allocates a remote-KV request's blocks when it schedules it, so KV is held
 only by running or in-flight requests.  Processor sharing grants at once.
+
+With a fabric (``CI_NETWORK``) the transfer is one or two flows (``pdd_net``); without, it
+ends at ``max(prefill end, grant + overlap) + latency + tail`` (a transfer-heap event).  A
+grant or handoff on a decode instance in a cruise first brings it up to date and then ends
+the run after the step in progress (``pdd_cruise``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from fleetplan.sim._kernels.jit import njit_inline
+from fleetplan.sim._kernels.jit import njit, njit_inline
 from fleetplan.sim._kernels.pdd_assign import decode_load, heap_push_tr
 from fleetplan.sim._kernels.pdd_codes import (
     CF_LATENCY_S,
@@ -20,6 +25,7 @@ from fleetplan.sim._kernels.pdd_codes import (
     CI_DEC_MAX_SEQS,
     CI_DECODE_MODEL,
     CI_N_DECODE,
+    CI_NETWORK,
     DECODE_PS,
     DECODE_STEPS,
     DI_FREE,
@@ -33,7 +39,13 @@ from fleetplan.sim._kernels.pdd_codes import (
     DI_RTAIL,
     DI_WHEAD,
     DI_WTAIL,
+    FLOW_LAST,
+    FLOW_LAYERS,
     GI_HEAP,
+    NET_IDLE,
+    NET_LAST,
+    NET_LAYERS,
+    NET_READY,
     OI_DEC_INST,
     OI_OPTIMAL,
     OI_OPTIMAL_REQUESTS,
@@ -44,30 +56,55 @@ from fleetplan.sim._kernels.pdd_codes import (
     RI_COMP,
     RI_GEN,
     RI_HELD_D,
+    RI_NET,
     RI_NXT,
     RI_PNEXT,
     RI_PPREV,
     RI_SCHED,
     RI_TARGET,
 )
+from fleetplan.sim._kernels.pdd_cruise import cruise_cut, cruise_plan, cruise_sync, cruise_walk
 from fleetplan.sim._kernels.pdd_decode import dec_schedule, ps_admit_and_plan, ps_advance
+from fleetplan.sim._kernels.pdd_net import net_start
+
+
+@njit
+def try_transfer(r, t, cfg_i, cfg_f, xfer_overlap_s, xfer_tail_s, R_i, out_t, out_i, heap_t, heap_r, G_i, net_in,
+                 net, fl_t, fl_i):
+    """Advance ``r``'s transfer at ``t`` after a grant, a prefill end or its layers' flow end (not
+    inlined: a few calls per request from many sites)."""
+    if cfg_i[CI_NETWORK] == 0:  # both granted and prefilled: push the handoff
+        if out_t[r, OT_GRANT] < np.inf and out_t[r, OT_PF_END] < np.inf:
+            start = out_t[r, OT_GRANT] + xfer_overlap_s[r]
+            if out_t[r, OT_PF_END] > start:
+                start = out_t[r, OT_PF_END]
+            end = start + cfg_f[CF_LATENCY_S] + xfer_tail_s[r]
+            G_i[GI_HEAP] = heap_push_tr(heap_t, heap_r, G_i[GI_HEAP], end, r)
+        return
+    phase = R_i[r, RI_NET]
+    if phase == NET_IDLE:
+        if out_t[r, OT_GRANT] == np.inf:
+            return
+        if net_in[6][r] > 0.0:  # layer-wise: all but the last layer stream from the grant on
+            R_i[r, RI_NET] = NET_LAYERS
+            net_start(r, FLOW_LAYERS, t, cfg_i, out_i, net_in, net, fl_t, fl_i)
+            return
+        phase = NET_READY
+        R_i[r, RI_NET] = NET_READY
+    if phase == NET_READY and out_t[r, OT_PF_END] < np.inf:
+        R_i[r, RI_NET] = NET_LAST
+        if cfg_f[CF_LATENCY_S] > 0.0:
+            G_i[GI_HEAP] = heap_push_tr(heap_t, heap_r, G_i[GI_HEAP], t + cfg_f[CF_LATENCY_S], r)
+        else:
+            net_start(r, FLOW_LAST, t, cfg_i, out_i, net_in, net, fl_t, fl_i)
 
 
 @njit_inline
-def try_transfer(r, cfg_f, xfer_overlap_s, xfer_tail_s, out_t, heap_t, heap_r, G_i):
-    """Start ``r``'s transfer when it is both granted and prefilled (push its end)."""
-    if out_t[r, OT_GRANT] < np.inf and out_t[r, OT_PF_END] < np.inf:
-        start = out_t[r, OT_GRANT] + xfer_overlap_s[r]
-        if out_t[r, OT_PF_END] > start:
-            start = out_t[r, OT_PF_END]
-        end = start + cfg_f[CF_LATENCY_S] + xfer_tail_s[r]
-        G_i[GI_HEAP] = heap_push_tr(heap_t, heap_r, G_i[GI_HEAP], end, r)
-
-
-@njit_inline
-def grant(d, t, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, out_t, heap_t, heap_r, G_i):
-    """Grant ``d``'s reservation queue FCFS while the prompt's blocks are free."""
+def grant(d, t, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, out_t, out_i, heap_t, heap_r, G_i,
+          net_in, net, fl_t, fl_i):
+    """Grant ``d``'s reservation queue FCFS while the prompt's blocks are free; returns how many."""
     block = cfg_i[CI_DEC_BLOCK]
+    n_granted = 0
     while D_i[d, DI_RHEAD] >= 0:
         r = D_i[d, DI_RHEAD]
         need = 0
@@ -84,12 +121,19 @@ def grant(d, t, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, out
         R_i[r, RI_HELD_D] = need
         D_i[d, DI_INFLIGHT] += 1
         out_t[r, OT_GRANT] = t
-        try_transfer(r, cfg_f, xfer_overlap_s, xfer_tail_s, out_t, heap_t, heap_r, G_i)
+        n_granted += 1
+        try_transfer(r, t, cfg_i, cfg_f, xfer_overlap_s, xfer_tail_s, R_i, out_t, out_i, heap_t, heap_r, G_i, net_in,
+                     net, fl_t, fl_i)
+    return n_granted
 
 
 @njit_inline
-def bind(r, d, t, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, out_t, out_i, heap_t, heap_r, G_i):
-    """Bind ``r`` to decode instance ``d`` at ``t``: pending list, reservation queue, grants."""
+def bind(r, d, t, incl, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, D_f, D_run, out_t, out_i, heap_t,
+         heap_r, G_i, dec_end_s, dec_busy_s, net_in, net, fl_t, fl_i):
+    """Bind ``r`` to decode instance ``d`` at ``t``: pending list, reservation queue, grants.
+
+    ``incl``: decode steps ending at ``t`` count as done (``pdd_cruise``); the caller updates
+    the decode tree (a grant ends ``d``'s cruise)."""
     out_i[r, OI_DEC_INST] = d
     out_t[r, OT_BIND] = t
     if D_i[d, DI_PTAIL] < 0:
@@ -103,12 +147,15 @@ def bind(r, d, t, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, o
     else:
         R_i[D_i[d, DI_RTAIL], RI_NXT] = r
     D_i[d, DI_RTAIL] = r
-    grant(d, t, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, out_t, heap_t, heap_r, G_i)
+    cruise_sync(d, t, incl, cfg_i, R_i, D_i, D_f, D_run, out_t, dec_busy_s)
+    if grant(d, t, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, out_t, out_i, heap_t, heap_r, G_i,
+             net_in, net, fl_t, fl_i) > 0:
+        cruise_cut(d, D_i, D_f, dec_end_s)
 
 
 @njit_inline
-def handoff(r, d, t, cfg_i, cfg_f, prompt, output, dec_coef, xfer_overlap_s, xfer_tail_s, R_i, R_f, D_i, D_f, D_run,
-            dec_end_s, out_t, out_i, heap_t, heap_r, G_i, dec_busy_s):
+def handoff(r, d, t, incl, cfg_i, cfg_f, prompt, output, dec_coef, xfer_overlap_s, xfer_tail_s, R_i, R_f, D_i, D_f,
+            D_run, dec_end_s, out_t, out_i, heap_t, heap_r, G_i, dec_busy_s, net_in, net, fl_t, fl_i):
     """``r``'s KV has arrived on ``d`` at ``t``: leave the pending list, score the assignment, join."""
     pv = R_i[r, RI_PPREV]
     nx = R_i[r, RI_PNEXT]
@@ -120,12 +167,15 @@ def handoff(r, d, t, cfg_i, cfg_f, prompt, output, dec_coef, xfer_overlap_s, xfe
         R_i[nx, RI_PPREV] = pv
     else:
         D_i[d, DI_PTAIL] = pv
+    n_dec = cfg_i[CI_N_DECODE]
+    for e in range(n_dec):
+        cruise_walk(e, t, incl, D_i, D_f, dec_busy_s)
     low = np.inf
-    for e in range(cfg_i[CI_N_DECODE]):
+    for e in range(n_dec):
         low = min(low, decode_load(e, t, cfg_i, cfg_f, D_i, D_f, D_run, R_f))
     out_i[r, OI_OPTIMAL] = 1 if decode_load(d, t, cfg_i, cfg_f, D_i, D_f, D_run, R_f) <= low else 0
     fewest = D_i[0, DI_N_IN_DECODE]
-    for e in range(1, cfg_i[CI_N_DECODE]):
+    for e in range(1, n_dec):
         fewest = min(fewest, D_i[e, DI_N_IN_DECODE])
     out_i[r, OI_OPTIMAL_REQUESTS] = 1 if D_i[d, DI_N_IN_DECODE] <= fewest else 0
     out_t[r, OT_HANDOFF] = t
@@ -143,10 +193,15 @@ def handoff(r, d, t, cfg_i, cfg_f, prompt, output, dec_coef, xfer_overlap_s, xfe
             R_i[D_i[d, DI_WTAIL], RI_NXT] = r
         D_i[d, DI_WTAIL] = r
         ps_admit_and_plan(d, cfg_i, cfg_f, output, R_i, R_f, D_i, D_f, D_run, dec_end_s, out_t)
-    else:  # straight into the running batch: its slot and blocks were reserved at the grant
-        R_i[r, RI_SCHED] = 0
-        D_run[d, D_i[d, DI_LEN]] = r
-        D_i[d, DI_LEN] += 1
-    if cfg_i[CI_DECODE_MODEL] == DECODE_STEPS and dec_end_s[d] == np.inf:
+        return
+    # straight into the running batch: its slot and blocks were reserved at the grant
+    cruise_sync(d, t, incl, cfg_i, R_i, D_i, D_f, D_run, out_t, dec_busy_s)
+    cruise_cut(d, D_i, D_f, dec_end_s)
+    R_i[r, RI_SCHED] = 0
+    D_run[d, D_i[d, DI_LEN]] = r
+    D_i[d, DI_LEN] += 1
+    if dec_end_s[d] == np.inf:
         dec_schedule(d, t, cfg_i, dec_coef, prompt, R_i, D_i, D_f, D_run, dec_end_s, out_i)
-        grant(d, t, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, out_t, heap_t, heap_r, G_i)
+        grant(d, t, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, out_t, out_i, heap_t, heap_r, G_i,
+              net_in, net, fl_t, fl_i)
+        cruise_plan(d, cfg_i, dec_coef, output, R_i, D_i, D_f, D_run, dec_end_s)

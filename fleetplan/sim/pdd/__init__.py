@@ -10,15 +10,19 @@ ILS (least tokens or requests now), SIBYL (projected load at the handoff moment,
 late-binding oracle.  ``TTFT = queue + prefill + transfer + first decode step``; TPOT from
 the decode side.  Sources: SIBYL (XPYD scheduling) §3-4, Algorithm 1, appendix I;
 FrontierSim's PDD event graph and backpressure; the vidur-ns3 co-simulation and
-inference-fleet-sim §4.7 for the first-order KV-transfer model.  Kernel:
+inference-fleet-sim §4.7 for the first-order KV-transfer model; with ``PddSpec.network`` the
+transfers are flows on a leaf-spine fabric sharing links max-min fairly (``fabric``, ``flows``).  Kernel:
 ``fleetplan.sim._kernels.pdd`` (twin in ``tests/reference/pdd_sim.py``).
 """
 
 from fleetplan.sim.pdd.engine import simulate_pdd, simulate_pdd_arrays
+from fleetplan.sim.pdd.fabric import FabricSpec, load_fabric_toml
+from fleetplan.sim.pdd.flows import NetworkSummary
 from fleetplan.sim.pdd.result import TTFT_DEFINITION, PddResult, PddSummary
 from fleetplan.sim.pdd.spec import AssignPolicy, Binding, DecodeModel, KvTransferSpec, PddSpec, SibylParams
 
 __all__ = [
-    "AssignPolicy", "Binding", "DecodeModel", "KvTransferSpec", "PddResult", "PddSpec", "PddSummary",
-    "SibylParams", "TTFT_DEFINITION", "simulate_pdd", "simulate_pdd_arrays",
+    "AssignPolicy", "Binding", "DecodeModel", "FabricSpec", "KvTransferSpec", "NetworkSummary", "PddResult",
+    "PddSpec", "PddSummary", "SibylParams", "TTFT_DEFINITION", "load_fabric_toml", "simulate_pdd",
+    "simulate_pdd_arrays",
 ]

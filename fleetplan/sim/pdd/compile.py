@@ -5,6 +5,12 @@
 * Per request: ``est_handoff_s`` = (estimated prefill alone on an idle instance when bound
   early, SIBYL's ESTPREFILL) + latency + transfer tail; ``xfer_overlap_s`` and
   ``xfer_tail_s`` (``bytes / bw`` split ``(L-1)/L`` and ``1/L`` with layer-wise streaming).
+* With ``spec.network``: ``net_in = (host of each prefill instance, host of each decode
+  instance, path links, path hops, link capacities, ECMP spine of each flow (drawn from the
+  stream ``(seed, "ecmp")``), layers' flow bytes, last flow bytes)`` (``pdd_net``): bytes =
+  prompt x KV bytes per token, split ``(L-1)/L`` and ``1/L`` with layer-wise streaming; the
+  estimates above then use the fabric's slowest link as the bandwidth.  Without: one-element
+  dummies.
 * SIBYL's prior rate (before any completion), when not given: the per-task speed of a
   decode instance with a full batch, ``TPS(n)/n`` (processor sharing) or one token per
   decode step of ``max_num_seqs`` requests at half the pool's context (steps).
@@ -17,8 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fleetplan.rng import stream
 from fleetplan.sim._kernels import pdd_codes as pc
 from fleetplan.sim._kernels.pdd_prefill import prefill_alone_s
+from fleetplan.sim.network import FlowNetwork
 from fleetplan.sim.pdd.spec import AssignPolicy, Binding, DecodeModel, PddSpec
 from fleetplan.sim.spec import InstanceRouter
 
@@ -50,6 +58,7 @@ class CompiledPdd:
     cfg_f: np.ndarray
     pf_coef: np.ndarray
     dec_coef: np.ndarray
+    net_in: tuple = ()
 
     @property
     def n_requests(self) -> int:
@@ -66,8 +75,28 @@ def _prior_rate(spec: PddSpec) -> float:
     return 1.0 / step_s if step_s > 0 else 1.0
 
 
-def compile_pdd(spec: PddSpec, arrival_s, prompt_tokens, output_tokens, horizon_s: float | None = None) -> CompiledPdd:
-    """Arrays for ``fleetplan.sim._kernels.pdd.run_pdd`` (module docstring)."""
+def _net_in(spec: PddSpec, prompt: np.ndarray, seed: int) -> tuple:
+    """The kernel's network inputs (module docstring); dummies without a network."""
+    net = spec.network
+    if net is None:
+        one_i, one_f = np.zeros(1, dtype=np.int64), np.zeros(1)
+        return (one_i, one_i, np.full((1, 1), -1, dtype=np.int64), np.zeros((1, 1), dtype=np.int64), one_f, one_i,
+                one_f, one_f)
+    pf_hosts, dec_hosts = net.hosts(spec.prefill.n_instances, spec.decode.n_instances)
+    links, hops, capacity = FlowNetwork(net.fabric).kernel_inputs()
+    full = prompt * float(spec.transfer.kv_bytes_per_token)
+    n_layers = spec.transfer.n_layers if spec.transfer.layerwise else 1
+    ecmp = stream(seed, "ecmp").integers(0, net.fabric.n_spines, size=max(2 * prompt.size, 1)).astype(np.int64)
+    return (np.asarray(pf_hosts, dtype=np.int64), np.asarray(dec_hosts, dtype=np.int64), links, hops, capacity, ecmp,
+            np.ascontiguousarray(full * (n_layers - 1) / n_layers), np.ascontiguousarray(full / n_layers))
+
+
+def compile_pdd(spec: PddSpec, arrival_s, prompt_tokens, output_tokens, horizon_s: float | None = None, *,
+                seed: int = 0, cruise: bool = True) -> CompiledPdd:
+    """Arrays for ``fleetplan.sim._kernels.pdd.run_pdd`` (module docstring).
+
+    ``seed`` names the ECMP stream (network only); ``cruise=False`` advances decode steps one
+    at a time (same results, more events: for tests and benchmarks)."""
     arrival = np.ascontiguousarray(arrival_s, dtype=np.float64)
     prompt = np.ascontiguousarray(prompt_tokens, dtype=np.int64)
     output = np.ascontiguousarray(output_tokens, dtype=np.int64)
@@ -77,7 +106,10 @@ def compile_pdd(spec: PddSpec, arrival_s, prompt_tokens, output_tokens, horizon_
     est_prefill = np.zeros(prompt.size)
     prefill_alone_s(prompt, int(pf.limits.max_num_batched_tokens), int(pf_code),
                     np.ascontiguousarray(pf_coef, dtype=np.float64), est_prefill)
-    full_s = prompt * float(tr.kv_bytes_per_token) / float(tr.bandwidth_bytes_per_s)
+    bandwidth = float(tr.bandwidth_bytes_per_s)
+    if spec.network is not None:
+        bandwidth = float(spec.network.fabric.capacity_bytes_per_s().min())
+    full_s = prompt * float(tr.kv_bytes_per_token) / bandwidth
     n_layers = tr.n_layers if tr.layerwise else 1
     tail = full_s / n_layers
     overlap = full_s * (n_layers - 1) / n_layers
@@ -106,6 +138,12 @@ def compile_pdd(spec: PddSpec, arrival_s, prompt_tokens, output_tokens, horizon_
     cfg_i[pc.CI_POLICY] = _POLICY[spec.policy]
     cfg_i[pc.CI_BINDING] = _BINDING[spec.binding]
     cfg_i[pc.CI_N_BUCKETS] = n_buckets
+    cfg_i[pc.CI_CRUISE] = int(bool(cruise))
+    if spec.network is not None:
+        cfg_i[pc.CI_NETWORK] = 1
+        cfg_i[pc.CI_NET_POLICY] = spec.network.path_policy.code
+        cfg_i[pc.CI_N_HOSTS] = spec.network.fabric.n_hosts
+        cfg_i[pc.CI_N_SPINES] = spec.network.fabric.n_spines
     cfg_f = np.zeros(pc.N_CFG_F, dtype=np.float64)
     cfg_f[pc.CF_LATENCY_S] = tr.latency_s
     cfg_f[pc.CF_HORIZON_S] = math.inf if horizon_s is None else float(horizon_s)
@@ -119,5 +157,5 @@ def compile_pdd(spec: PddSpec, arrival_s, prompt_tokens, output_tokens, horizon_
         xfer_overlap_s=np.ascontiguousarray(overlap, dtype=np.float64),
         xfer_tail_s=np.ascontiguousarray(tail, dtype=np.float64), cfg_i=cfg_i, cfg_f=cfg_f,
         pf_coef=np.ascontiguousarray(pf_coef, dtype=np.float64),
-        dec_coef=np.ascontiguousarray(dec_coef, dtype=np.float64),
+        dec_coef=np.ascontiguousarray(dec_coef, dtype=np.float64), net_in=_net_in(spec, prompt, seed),
     )

@@ -17,10 +17,11 @@ from fleetplan.sim._kernels import pdd_codes as pc
 from fleetplan.sim._kernels.pdd import run_pdd
 from fleetplan.sim.compile import draw_requests
 from fleetplan.sim.pdd.compile import CompiledPdd, compile_pdd
+from fleetplan.sim.pdd.flows import add_flow_columns, flow_frame, summarise_network
 from fleetplan.sim.pdd.result import PddResult, request_frame, summarise_pdd
 from fleetplan.sim.pdd.spec import PddSpec
 
-__all__ = ["run_compiled_pdd", "simulate_pdd", "simulate_pdd_arrays"]
+__all__ = ["run_compiled_pdd", "run_compiled_pdd_net", "simulate_pdd", "simulate_pdd_arrays"]
 
 DEFAULT_N_REQUESTS = 20_000
 DEFAULT_WARMUP_FRACTION = 0.1
@@ -41,26 +42,39 @@ def _check_run_args(rate_per_s, n_requests, seed, horizon_s, warmup_fraction) ->
         raise ConfigError(f"warmup_fraction = {wf!r} must be in [0, 1); 0.1 trims the first 10% of arrivals")
 
 
-def run_compiled_pdd(run: CompiledPdd) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
-    """Allocate outputs and call the kernel: ``(out_t, out_i, pf_busy_s, dec_busy_s, n_events)``."""
+def run_compiled_pdd_net(run: CompiledPdd) -> tuple:
+    """Allocate outputs and call the kernel: ``(out_t, out_i, pf_busy_s, dec_busy_s, n_events, fl_t, fl_i,
+    net_stats)``; the flow arrays are cut to the flows started (none without a network)."""
     n = run.n_requests
     out_t = np.empty((n, pc.N_OUT_T), dtype=np.float64)
     out_i = np.empty((n, pc.N_OUT_I), dtype=np.int64)
     pf_busy = np.zeros(int(run.cfg_i[pc.CI_N_PREFILL]))
     dec_busy = np.zeros(int(run.cfg_i[pc.CI_N_DECODE]))
+    n_flows = 2 * n if run.cfg_i[pc.CI_NETWORK] else 0
+    fl_t = np.empty((n_flows, pc.N_FT))
+    fl_i = np.empty((n_flows, pc.N_FI), dtype=np.int64)
+    net_stats = np.zeros(2, dtype=np.int64)
     n_events = run_pdd(run.arrival_s, run.prompt_tokens, run.output_tokens, run.est_handoff_s,
                        run.xfer_overlap_s, run.xfer_tail_s, run.cfg_i, run.cfg_f, run.pf_coef, run.dec_coef,
-                       out_t, out_i, pf_busy, dec_busy)
-    return out_t, out_i, pf_busy, dec_busy, int(n_events)
+                       out_t, out_i, pf_busy, dec_busy, run.net_in, (fl_t, fl_i, net_stats))
+    started = int(net_stats[0])
+    return out_t, out_i, pf_busy, dec_busy, int(n_events), fl_t[:started], fl_i[:started], net_stats
+
+
+def run_compiled_pdd(run: CompiledPdd) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """Allocate outputs and call the kernel: ``(out_t, out_i, pf_busy_s, dec_busy_s, n_events)``."""
+    return run_compiled_pdd_net(run)[:5]
 
 
 def simulate_pdd_arrays(spec: PddSpec, arrival_s, prompt_tokens, output_tokens, rate_per_s: float = math.nan,
                         horizon_s: float | None = None,
-                        warmup_fraction: float = DEFAULT_WARMUP_FRACTION) -> PddResult:
-    """Simulate the given request arrays (sorted arrivals, prompt and output >= 1) on ``spec``."""
+                        warmup_fraction: float = DEFAULT_WARMUP_FRACTION, seed: int = 0) -> PddResult:
+    """Simulate the given request arrays (sorted arrivals, prompt and output >= 1) on ``spec``.
+
+    ``seed`` draws the ECMP hashes (stream ``ecmp``) when ``spec.network`` uses ECMP."""
     if not isinstance(spec, PddSpec):
         raise ConfigError(f"spec must be a PddSpec, got {type(spec).__name__}")
-    _check_run_args(1.0 if math.isnan(rate_per_s) else rate_per_s, 1, 0, horizon_s, warmup_fraction)
+    _check_run_args(1.0 if math.isnan(rate_per_s) else rate_per_s, 1, seed, horizon_s, warmup_fraction)
     arrival = np.asarray(arrival_s, dtype=np.float64)
     prompt = np.asarray(prompt_tokens, dtype=np.int64)
     output = np.asarray(output_tokens, dtype=np.int64)
@@ -71,14 +85,19 @@ def simulate_pdd_arrays(spec: PddSpec, arrival_s, prompt_tokens, output_tokens, 
         raise ConfigError("arrival times must be finite, >= 0 and non-decreasing; sort the trace")
     if np.any(prompt < 1) or np.any(output < 1):
         raise ConfigError("every request needs prompt_tokens >= 1 and output_tokens >= 1; fix the workload")
-    run = compile_pdd(spec, arrival, prompt, output, horizon_s)
-    out_t, out_i, pf_busy, dec_busy, n_events = run_compiled_pdd(run)
+    run = compile_pdd(spec, arrival, prompt, output, horizon_s, seed=int(seed))
+    out_t, out_i, pf_busy, dec_busy, n_events, fl_t, fl_i, net_stats = run_compiled_pdd_net(run)
     n_warmup = min(int(math.floor(warmup_fraction * n)), n - 1)
     frame = request_frame(arrival, prompt, output, out_t, out_i, n_warmup)
+    flows = network = None
+    if spec.network is not None:
+        flows = flow_frame(spec.network, run.net_in, out_i, fl_t, fl_i)
+        add_flow_columns(frame, flows)
+        network = summarise_network(spec.network, flows, frame, int(net_stats[1]))
     summary = summarise_pdd(frame, policy=spec.policy.value, binding=spec.binding.value,
                             decode_model=spec.decode_model.value, rate_per_s=rate_per_s, pf_busy_s=pf_busy,
-                            dec_busy_s=dec_busy, n_events=n_events)
-    return PddResult(requests=frame, summary=summary)
+                            dec_busy_s=dec_busy, n_events=n_events, network=network)
+    return PddResult(requests=frame, summary=summary, flows=flows)
 
 
 def simulate_pdd(spec: PddSpec, workload, rate_per_s: float, n_requests: int = DEFAULT_N_REQUESTS, seed: int = 0,
@@ -94,7 +113,7 @@ def simulate_pdd(spec: PddSpec, workload, rate_per_s: float, n_requests: int = D
     rate_per_s : float
         Arrival rate (requests/s).
     seed : int
-        Streams ``arrivals`` and ``lengths`` derive from it.
+        Streams ``arrivals``, ``lengths`` and (fabric with ECMP) ``ecmp`` derive from it.
     horizon_s : float, optional
         Stop time (s); requests not finished by then are ``unfinished``.
     warmup_fraction : float
@@ -102,4 +121,5 @@ def simulate_pdd(spec: PddSpec, workload, rate_per_s: float, n_requests: int = D
     """
     _check_run_args(rate_per_s, n_requests, seed, horizon_s, warmup_fraction)
     arrival_s, prompt, output = draw_requests(workload, float(rate_per_s), int(n_requests), int(seed))
-    return simulate_pdd_arrays(spec, arrival_s, prompt, output, float(rate_per_s), horizon_s, warmup_fraction)
+    return simulate_pdd_arrays(spec, arrival_s, prompt, output, float(rate_per_s), horizon_s, warmup_fraction,
+                               seed=int(seed))

@@ -11,6 +11,9 @@ Definitions (seconds):
   decode instance had the minimum load (token occupancy, prompt + generated) over all decode
   instances at the handoff moment; ``optimal_assignment_ratio_requests`` takes the number of
   requests in decode as the load instead (ties count as optimal in both).
+* With a fabric (``PddSpec.network``): ``PddResult.flows`` (one row per KV flow), per-request
+  ``kv_flow_s`` / ``kv_ideal_s`` / ``kv_slowdown`` and ``PddSummary.network``
+  (``fleetplan.sim.pdd.flows``); all ``None`` / absent without.
 * Unfinished or rejected requests have infinite TTFT/TPOT/E2E (never dropped); the first
   ``warmup_fraction`` of arrivals are excluded from statistics.
 """
@@ -24,6 +27,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
+from fleetplan.sim.pdd.flows import NetworkSummary
 from fleetplan.sim.result import STATUS_NAMES, TPOT_DEFINITION, LatencyStats, _json_safe, write_text_atomic
 from fleetplan.units import MS_PER_S
 
@@ -60,14 +64,17 @@ class PddSummary:
     n_events: int
     ttft_definition: str = TTFT_DEFINITION
     tpot_definition: str = TPOT_DEFINITION
+    network: NetworkSummary | None = None
 
 
 @dataclass(frozen=True, eq=False)
 class PddResult:
-    """``requests`` (one row per request, warm-up flagged) and ``summary``."""
+    """``requests`` (one row per request, warm-up flagged), ``summary``, and ``flows`` (one row
+    per KV flow; ``None`` without a fabric)."""
 
     requests: pd.DataFrame
     summary: PddSummary
+    flows: pd.DataFrame | None = None
 
     def to_json_dict(self) -> dict:
         """The summary as plain JSON types (inf/NaN as ``None``)."""
@@ -123,7 +130,8 @@ def request_frame(arrival_s, prompt, output, out_t, out_i, n_warmup: int) -> pd.
 
 
 def summarise_pdd(frame: pd.DataFrame, *, policy: str, binding: str, decode_model: str, rate_per_s: float,
-                  pf_busy_s: np.ndarray, dec_busy_s: np.ndarray, n_events: int) -> PddSummary:
+                  pf_busy_s: np.ndarray, dec_busy_s: np.ndarray, n_events: int,
+                  network: NetworkSummary | None = None) -> PddSummary:
     """Statistics of the measured rows of ``frame``; utilisation = busy / (last completion)."""
     measured = frame[~frame["warmup"].to_numpy()]
     status = measured["status"].to_numpy()
@@ -150,18 +158,20 @@ def summarise_pdd(frame: pd.DataFrame, *, policy: str, binding: str, decode_mode
         optimal_assignment_ratio=share("optimal"),
         optimal_assignment_ratio_requests=share("optimal_requests"),
         prefill_utilisation=util(pf_busy_s), decode_utilisation=util(dec_busy_s),
-        n_events=int(n_events),
+        n_events=int(n_events), network=network,
     )
 
 
-CSV_COLUMNS_MS = ("queue_s", "prefill_s", "transfer_s", "first_decode_s", "ttft_s", "tpot_s", "e2e_s")
+CSV_COLUMNS_MS = ("queue_s", "prefill_s", "transfer_s", "first_decode_s", "ttft_s", "tpot_s", "e2e_s", "kv_flow_s",
+                  "kv_ideal_s")
 
 
 def write_requests_csv(result: PddResult, path: str | os.PathLike) -> None:
     """Per-request CSV, written atomically; latencies in ms (``*_ms``), inf where not reached."""
     df = result.requests.copy()
     for col in CSV_COLUMNS_MS:
-        df[col.removesuffix("_s") + "_ms"] = df.pop(col) * MS_PER_S
+        if col in df:
+            df[col.removesuffix("_s") + "_ms"] = df.pop(col) * MS_PER_S
     write_text_atomic(path, df.to_csv(index=False, lineterminator="\n"))
 
 

@@ -10,6 +10,8 @@ KV transfer (vidur-ns3 co-simulation's first-order model; inference-fleet-sim §
 ``time = latency_s + prompt_tokens * kv_bytes_per_token / bandwidth_bytes_per_s``; with
 ``layerwise`` the first ``n_layers - 1`` layers' share streams while prefill runs and only
 the last layer's share (plus the latency) remains after it (see ``fleetplan.sim._kernels.pdd``).
+With ``network`` (a ``FabricSpec``) the transfers are flows sharing a leaf-spine fabric
+max-min fairly instead (``fleetplan.sim.pdd.fabric``); ``None`` keeps the formula above.
 
 Processor-sharing decode (SIBYL appendix I, eq. 15): ``TPS(n) = a n^2 + b n + c`` tokens/s
 for ``n`` running tasks; default the paper's H20 fit (a = -0.423, b = 44.766, c = -7.753).
@@ -21,10 +23,12 @@ import math
 from dataclasses import dataclass, field
 
 from fleetplan.errors import ConfigError
+from fleetplan.sim.pdd.fabric import FabricSpec
 from fleetplan.sim.spec import InstanceRouter, PoolSpec, _Registry
 
 __all__ = [
-    "AssignPolicy", "Binding", "DecodeModel", "KvTransferSpec", "PddSpec", "PsThroughputCurve", "SibylParams",
+    "AssignPolicy", "Binding", "DecodeModel", "FabricSpec", "KvTransferSpec", "PddSpec", "PsThroughputCurve",
+    "SibylParams",
 ]
 
 SIBYL_H20_CURVE = (-0.423, 44.766, -7.753)  # SIBYL appendix I, Figure 14 fit on an NVIDIA H20
@@ -152,6 +156,7 @@ class PddSpec:
     decode_model: DecodeModel = DecodeModel.STEPS
     ps_curve: PsThroughputCurve = field(default_factory=PsThroughputCurve)
     sibyl: SibylParams = field(default_factory=SibylParams)
+    network: FabricSpec | None = None
 
     def __post_init__(self) -> None:
         for name in ("prefill", "decode"):
@@ -166,6 +171,13 @@ class PddSpec:
             object.__setattr__(self, name, enum.parse(getattr(self, name)))
         if self.policy is AssignPolicy.ORACLE and self.binding is not Binding.LATE:
             raise ConfigError("policy oracle binds at prefill end; set binding = late")
+        if self.network is not None:
+            if not isinstance(self.network, FabricSpec):
+                raise ConfigError(f"pdd network must be a FabricSpec or None, got {type(self.network).__name__}")
+            self.network.hosts(self.prefill.n_instances, self.decode.n_instances)
+            if not self.transfer.kv_bytes_per_token > 0:
+                raise ConfigError("kv transfer: kv_bytes_per_token = 0 sends no flow over the network; "
+                                  "give the model's KV bytes per token (KvTransferSpec.from_model)")
         if self.decode_model is DecodeModel.PROCESSOR_SHARING:
             for n in range(1, self.decode.limits.max_num_seqs + 1):
                 if not self.ps_curve.tokens_per_s(n) > 0:
