@@ -6,7 +6,7 @@ import click
 
 from fleetplan.cli.errors import one_line_errors
 from fleetplan.cli.model_options import MODEL_OPTIONS, serving_setup
-from fleetplan.cli.optimize_view import TPOT_NOTE, print_candidates, recommendation_line
+from fleetplan.cli.optimize_view import TPOT_NOTE, baseline_line, print_candidates, recommendation_line
 from fleetplan.cli.options import (
     FRACTION,
     INT_LIST,
@@ -24,6 +24,16 @@ from fleetplan.cli.progress import progress_reporter, quiet_option
 from fleetplan.cli.report_cmd import report_console, write_optimize_reports
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import availability_preset, load_catalog
+from fleetplan.plan.disagg import (
+    CALIBRATION_MODEL,
+    DEFAULT_AF_RATIOS,
+    DEFAULT_KV_LATENCY_S,
+    DEFAULT_MICRO_BATCHES,
+    GBPS,
+    DisaggSettings,
+)
+from fleetplan.plan.disagg_economics import DEFAULT_MIN_CE_GAIN
+from fleetplan.plan.disagg_screen import ModelShape
 from fleetplan.plan.optimize import (
     AVAILABILITY_FROM_CATALOG,
     DEFAULT_MAX_GPUS,
@@ -47,6 +57,7 @@ Examples:
   fleetplan optimize --workload lmsys --slo-ttft 500 --b-short 2048,4096,8192 --csv fleet.csv --json run.json
   fleetplan optimize --workload lmsys --slo-ttft 500 --html report.html --plots plots/ --quiet
   fleetplan optimize --workload trace.csv --slo-ttft 300 --avail-preset h100-5pct --top 20
+  fleetplan optimize --workload lmsys.json --slo-ttft 500 --slo-tpot 50 --topology homo,pdd,afd --min-ce-gain 1.08
 """
 
 
@@ -66,118 +77,62 @@ def _availability(node_avail: float | None, preset: str | None) -> float | str:
 _PLAN_OPTIONS = [
     workload_option,
     click.option("--slo-ttft", "slo_ttft_ms", type=POSITIVE, required=True, help="TTFT target in ms at --percentile."),
-    click.option(
-        "--percentile",
-        type=click.FloatRange(0, 100, min_open=True, max_open=True),
-        default=99.0,
-        show_default=True,
-        help="Latency percentile the SLO applies to.",
-    ),
-    click.option(
-        "--gpus",
-        type=NAME_LIST,
-        default=None,
-        help="GPU types to consider, e.g. a10g,a100,h100 (default: the calibrated A10G, A100-80GB, H100-SXM).",
-    ),
-    click.option(
-        "--topology",
-        "topologies",
-        type=NAME_LIST,
-        default=("homo", "two-pool", "multi-pool"),
-        show_default=True,
-        help="Topologies: homo, two-pool, multi-pool (3-4 length pools).",
-    ),
-    click.option(
-        "--b-short",
-        "b_short",
-        type=INT_LIST,
-        default=DEFAULT_THRESHOLDS_TOKENS,
-        help="Split thresholds (total tokens) to sweep; default 512,...,65536.",
-    ),
-    click.option(
-        "--router",
-        "routers",
-        type=NAME_LIST,
-        default=("length", "compress"),
-        show_default=True,
-        help="Sizing routers: length, compress (compress-and-route).",
-    ),
-    click.option(
-        "--compress-gamma",
-        type=POSITIVE,
-        default=DEFAULT_COMPRESS_GAMMA,
-        show_default=True,
-        help="Compress-and-route band: requests up to gamma x B_short are squeezed to B_short.",
-    ),
-    click.option(
-        "--node-avail", type=FRACTION, default=None, help="Node availability A in (0, 1]; pools get ceil(n/A)."
-    ),
-    click.option(
-        "--avail-preset",
-        default=None,
-        help="Availability preset: a100-soft, a100-hard, h100-5pct, ideal, or 'catalog' (each GPU's own).",
-    ),
+    click.option("--percentile", type=click.FloatRange(0, 100, min_open=True, max_open=True), default=99.0,
+                 show_default=True, help="Latency percentile the SLO applies to."),
+    click.option("--gpus", type=NAME_LIST, default=None,
+                 help="GPU types to consider, e.g. a10g,a100,h100 (default: the calibrated A10G, A100-80GB, "
+                 "H100-SXM)."),
+    click.option("--topology", "topologies", type=NAME_LIST, default=("homo", "two-pool", "multi-pool"),
+                 show_default=True,
+                 help="Topologies: homo, two-pool, multi-pool (3-4 length pools), pdd (prefill-decode "
+                 "disaggregation), afd (PDD with attention-FFN decode units); pdd and afd need --slo-tpot."),
+    click.option("--b-short", "b_short", type=INT_LIST, default=DEFAULT_THRESHOLDS_TOKENS,
+                 help="Split thresholds (total tokens) to sweep; default 512,...,65536."),
+    click.option("--router", "routers", type=NAME_LIST, default=("length", "compress"), show_default=True,
+                 help="Sizing routers: length, compress (compress-and-route)."),
+    click.option("--compress-gamma", type=POSITIVE, default=DEFAULT_COMPRESS_GAMMA, show_default=True,
+                 help="Compress-and-route band: requests up to gamma x B_short are squeezed to B_short."),
+    click.option("--node-avail", type=FRACTION, default=None,
+                 help="Node availability A in (0, 1]; pools get ceil(n/A)."),
+    click.option("--avail-preset", default=None,
+                 help="Availability preset: a100-soft, a100-hard, h100-5pct, ideal, or 'catalog' (each GPU's own)."),
     click.option("--rho-max", type=FRACTION, default=DEFAULT_RHO_MAX, show_default=True, help="Utilisation cap."),
-    click.option(
-        "--max-gpus",
-        type=click.IntRange(min=1),
-        default=DEFAULT_MAX_GPUS,
-        show_default=True,
-        help="Largest fleet considered.",
-    ),
-    click.option(
-        "--tail-model",
-        type=click.Choice(["exp", "paper"]),
-        default="exp",
-        show_default=True,
-        help="Wait-tail form: exp = ln(C/(1-p))(1+Cs2)/(2(c mu - lam)) (exact for M/M/c); paper = eq. (2).",
-    ),
-    click.option(
-        "--ttft-model",
-        type=click.Choice(["quantile", "mean-prefill"]),
-        default="quantile",
-        show_default=True,
-        help="quantile = percentile of wait + prefill; mean-prefill = wait percentile + mean prefill (fleet-sim).",
-    ),
-    click.option(
-        "--prefill-seqs",
-        type=POSITIVE,
-        default=None,
-        help="Batch concurrency while a prompt is prefilled (default n_max, the paper's eq. 5; fleet-sim uses 1).",
-    ),
-    click.option(
-        "--min-spare-gpus",
-        type=click.IntRange(min=0),
-        default=0,
-        show_default=True,
-        help="Require GPUs >= ceil(offered load) + N per pool (the reference fleet simulator uses 1).",
-    ),
-    click.option(
-        "--verify-top",
-        type=click.IntRange(min=1),
-        default=DEFAULT_VERIFY_TOP,
-        show_default=True,
-        help="Simulate this many of the cheapest analytic candidates (iteration level).",
-    ),
-    click.option(
-        "--sim-requests",
-        type=click.IntRange(min=100),
-        default=DEFAULT_SIM_REQUESTS,
-        show_default=True,
-        help="Requests per simulation replication.",
-    ),
-    click.option(
-        "--replications",
-        type=click.IntRange(min=2),
-        default=DEFAULT_REPLICATIONS,
-        show_default=True,
-        help="Independent replications per simulated fleet (for the P99 confidence interval).",
-    ),
+    click.option("--max-gpus", type=click.IntRange(min=1), default=DEFAULT_MAX_GPUS, show_default=True,
+                 help="Largest fleet considered."),
+    click.option("--tail-model", type=click.Choice(["exp", "paper"]), default="exp", show_default=True,
+                 help="Wait-tail form: exp = ln(C/(1-p))(1+Cs2)/(2(c mu - lam)) (exact for M/M/c); paper = eq. (2)."),
+    click.option("--ttft-model", type=click.Choice(["quantile", "mean-prefill"]), default="quantile",
+                 show_default=True,
+                 help="quantile = percentile of wait + prefill; mean-prefill = wait percentile + mean prefill "
+                 "(fleet-sim)."),
+    click.option("--prefill-seqs", type=POSITIVE, default=None,
+                 help="Batch concurrency while a prompt is prefilled (default n_max, the paper's eq. 5; fleet-sim "
+                 "uses 1)."),
+    click.option("--min-spare-gpus", type=click.IntRange(min=0), default=0, show_default=True,
+                 help="Require GPUs >= ceil(offered load) + N per pool (the reference fleet simulator uses 1)."),
+    click.option("--verify-top", type=click.IntRange(min=1), default=DEFAULT_VERIFY_TOP, show_default=True,
+                 help="Simulate this many of the cheapest analytic candidates (iteration level; pdd/afd: also "
+                 "this many of each)."),
+    click.option("--sim-requests", type=click.IntRange(min=100), default=DEFAULT_SIM_REQUESTS, show_default=True,
+                 help="Requests per simulation replication."),
+    click.option("--replications", type=click.IntRange(min=2), default=DEFAULT_REPLICATIONS, show_default=True,
+                 help="Independent replications per simulated fleet (for the P99 confidence interval)."),
     click.option("--no-verify", is_flag=True, help="Skip the simulation phase (analytic ranking only)."),
     click.option(
         "--slo-tpot", "slo_tpot_ms", type=POSITIVE, default=None,
-        help="P99 TPOT target in ms, checked by the simulator.",
+        help="TPOT target in ms at --percentile, checked by the simulator; sizes the pdd/afd decode pools.",
     ),
+    click.option("--min-ce-gain", type=click.FloatRange(min=0), default=DEFAULT_MIN_CE_GAIN, show_default=True,
+                 help="Reject pdd/afd candidates whose cost efficiency vs the all-premium baseline is below this "
+                 "(Frontier §6.2)."),
+    click.option("--kv-latency-ms", type=click.FloatRange(min=0), default=DEFAULT_KV_LATENCY_S * 1e3,
+                 show_default=True, help="pdd/afd: KV transfer latency per request."),
+    click.option("--kv-bandwidth-gb-per-s", type=POSITIVE, default=None,
+                 help="pdd/afd: KV transfer bandwidth (default: the slower GPU's network_gbps / 8)."),
+    click.option("--af-ratios", type=NAME_LIST, default=tuple(f"{a}:{f}" for a, f in DEFAULT_AF_RATIOS),
+                 show_default=True, help="afd: attention:FFN GPUs per decode unit to sweep."),
+    click.option("--micro-batches", type=click.IntRange(min=1), default=DEFAULT_MICRO_BATCHES, show_default=True,
+                 help="afd: micro-batches per decode step (ping-pong)."),
     input_fraction_option,
     gpu_profiles_option,
     *MODEL_OPTIONS,
@@ -191,6 +146,29 @@ def plan_options(func):
     for option in reversed(_PLAN_OPTIONS):
         func = option(func)
     return func
+
+
+def _af_ratios(values) -> tuple[tuple[int, int], ...]:
+    out = []
+    for v in values:
+        a, _, f = str(v).partition(":")
+        if not (a.strip().isdigit() and f.strip().isdigit()):
+            raise ConfigError(f"--af-ratios value {v!r} is invalid: give attention:FFN GPU counts, e.g. 1:1,2:1")
+        out.append((int(a), int(f)))
+    return tuple(out)
+
+
+def _disagg_settings(opts: dict) -> DisaggSettings | None:
+    """The pdd/afd screen's settings, or None when neither topology is swept."""
+    if not {"pdd", "afd"} & {str(t).strip().lower() for t in opts["topologies"]}:
+        return None
+    from fleetplan.models.catalog import load_model
+
+    bw = opts["kv_bandwidth_gb_per_s"]
+    return DisaggSettings(ModelShape.of(load_model(opts.get("model") or CALIBRATION_MODEL)),
+                          kv_latency_s=opts["kv_latency_ms"] / 1e3, kv_bandwidth_bytes_per_s=None if bw is None
+                          else bw * GBPS, af_ratios=_af_ratios(opts["af_ratios"]),
+                          n_micro_batches=opts["micro_batches"])
 
 
 def plan_inputs(opts: dict, rate_per_s: float | None):
@@ -224,6 +202,9 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
         n_prefill_seqs=opts["prefill_seqs"],
         min_spare_gpus=opts["min_spare_gpus"],
         rate_source=rate_source,
+        slo_tpot_s=None if opts["slo_tpot_ms"] is None else opts["slo_tpot_ms"] / 1e3,
+        min_ce_gain=opts["min_ce_gain"],
+        disagg=_disagg_settings(opts),
     )
     verify = None
     if not opts["no_verify"]:
@@ -290,6 +271,8 @@ def optimize(lam, top, csv_path, candidates_csv, json_path, html_path, plots_dir
         + ("." if verify is None else f"; top {len(result.verification)} simulated in {result.verify_time_s:.1f} s.")
     )
     print_candidates(console, result, top)
+    if result.baselines:
+        console.print(baseline_line(result))
     if verify is not None:
         console.print(TPOT_NOTE)
     for note in notes:

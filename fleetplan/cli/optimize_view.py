@@ -8,9 +8,10 @@ from rich.table import Table
 from fleetplan.plan.optimize import OptimizeResult
 
 TPOT_NOTE = (
-    "sim = iteration-level simulation, upper end of the 95% CI of P99 over replications; "
-    "'!' marks a >20% gap between the analytic and simulated P99 TTFT at the analytic GPU counts. "
-    "TPOT = (E2E - TTFT) / (output tokens - 1)."
+    "sim = iteration-level simulation (pdd/afd: the PDD simulator; afd with its step linearised), upper end of "
+    "the 95% CI of P99 over replications; '!' marks a >20% gap between the analytic and simulated P99 TTFT at "
+    "the analytic GPU counts. TPOT = (E2E - TTFT) / (output tokens - 1). SR = spend ratio, CE = cost "
+    "efficiency vs the all-premium baseline of the candidate's family (Frontier §6.2)."
 )
 
 
@@ -33,6 +34,26 @@ def _verdict(c) -> str:
     return "sim: yes"
 
 
+def _ratio(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def _pool_label(c, i: int, p) -> str:
+    roles = getattr(c, "roles", ())
+    if roles:
+        unit = f" {c.unit[0]}:{c.unit[1]}" if c.topology.value == "afd" and i > 0 else ""
+        return f"{roles[i]}{unit}" + (f" n={c.decode_batch}" if i == 1 else "")
+    return f"{p.lo_tokens + 1}-{p.hi_tokens}"
+
+
+def baseline_line(result: OptimizeResult) -> str:
+    """Which all-premium fleet each family's SR and CE are measured against."""
+    parts = [f"{fam}: {b.gpu_label} x{b.total_gpus_needed} (${b.cost_usd_per_year:,.0f}/yr)"
+             for fam, b in result.baselines]
+    return (f"All-premium baselines (SR = CE = 1): {'; '.join(parts)}; pdd/afd candidates with CE < "
+            f"{result.request.min_ce_gain:g} are rejected.")
+
+
 def print_candidates(console: Console, result: OptimizeResult, top: int) -> None:
     """One row per pool; candidate-level columns on each candidate's first row."""
     pct = result.request.percentile
@@ -50,7 +71,10 @@ def print_candidates(console: Console, result: OptimizeResult, top: int) -> None
         "share",
         "rho",
         f"P{pct:g} TTFT ms",
+        "TPOT ms",
         "sim P99 TTFT ms",
+        "SR",
+        "CE",
         "GPUs",
         "$/yr",
         "$/M tok",
@@ -62,19 +86,24 @@ def print_candidates(console: Console, result: OptimizeResult, top: int) -> None
         topo = c.topology.value + ("" if c.router.value == "length" else f" [{c.router.value}]")
         v = c.verification
         sim = "-" if v is None else fmt_ms(v.p99_ttft_s_sim) + (" !" if v.flagged else "")
+        e = result.economics_of(c)
+        tpot = getattr(c, "tpot_p_s", None)
         for i, p in enumerate(c.pools):
             first = i == 0
             table.add_row(
                 str(c.rank) if first else "",
                 topo if first else "",
-                f"{p.lo_tokens + 1}-{p.hi_tokens}",
+                _pool_label(c, i, p),
                 p.gpu,
                 str(p.count),
                 str(p.spares),
                 f"{p.traffic_share:.1%}",
                 "-" if p.count == 0 else f"{p.rho:.2f}",
                 fmt_ms(p.ttft_p_s),
+                f"{tpot * 1e3:.1f}" if first and tpot is not None else "",
                 sim if first else "",
+                _ratio(e and e.spend_ratio) if first else "",
+                _ratio(e and e.ce_gain) if first else "",
                 str(c.total_gpus_needed) if first else "",
                 f"{c.cost_usd_per_year:,.0f}" if first else "",
                 f"{c.cost_usd_per_mtok:.3f}" if first else "",
@@ -87,11 +116,12 @@ def print_candidates(console: Console, result: OptimizeResult, top: int) -> None
 def recommendation_line(result: OptimizeResult) -> str:
     best = result.recommendation
     pct = result.request.percentile
+    roles = getattr(best, "roles", ())
     pools = ", ".join(
         f"{p.count}x {p.gpu}"
         + (f" (+{p.spares} spare)" if p.spares else "")
-        + f" for {p.lo_tokens + 1}-{p.hi_tokens} tokens"
-        for p in best.pools
+        + (f" {roles[i]}" if roles else f" for {p.lo_tokens + 1}-{p.hi_tokens} tokens")
+        for i, p in enumerate(best.pools)
         if p.count or p.spares
     )
     v = best.verification
@@ -100,7 +130,11 @@ def recommendation_line(result: OptimizeResult) -> str:
         if v is None
         else f"simulated P99 TTFT <= {fmt_ms(v.p99_ttft_s_sim)} ms (95% upper bound), verified"
     )
+    e = result.economics_of(best)
+    econ = "" if e is None else f"; SR {e.spend_ratio:.2f}, CE {e.ce_gain:.2f}"
+    how = "" if not roles else (f" (decode batch {best.decode_batch}, TPOT <= {best.tpot_p_s * 1e3:.1f} ms "
+                                "analytic)")
     return (
-        f"Recommendation: {best.topology.value} ({best.router.value} router): {pools}; "
-        f"{best.total_gpus_needed} GPUs, ${best.cost_usd_per_year:,.0f}/yr; {check}."
+        f"Recommendation: {best.topology.value}{how} ({best.router.value} router): {pools}; "
+        f"{best.total_gpus_needed} GPUs, ${best.cost_usd_per_year:,.0f}/yr{econ}; {check}."
     )

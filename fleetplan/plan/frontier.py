@@ -2,7 +2,8 @@
 
 1. *Cost-latency* (from an ``OptimizeResult``): per topology, the feasible candidates no
    other candidate of that topology beats on both annual cost and analytic P99 TTFT
-   (``sweep.pareto_frontier`` applied per topology).
+   (``sweep.pareto_frontier`` applied per topology); ``pdd`` and ``afd`` candidates
+   (``plan.disagg``) give their own frontiers next to the co-located ones.
 2. *Throughput-interactivity* (Frontier, Feng et al. 2026, §6.1 and Fig. 13): for a
    serving architecture, sweep the batching limit (vLLM ``max_num_seqs``) and the offered
    rate with the simulator; each run gives
@@ -11,12 +12,15 @@
        speed       = tokens/s per user = 1 / P95 TPOT,
 
    and runs whose P99 TTFT exceeds the TTFT limit are dropped.  The frontier keeps the
-   points no other point beats on both axes.  Only co-located serving (every instance
-   prefills and decodes) exists in the simulator today; ``Architecture.PDD`` (prefill-
-   decode disaggregation) and ``Architecture.AFD`` (attention-FFN disaggregation) are the
-   seam: asking for them raises ``ConfigError`` until the simulator models them.
-3. ``latency_profile``: one iteration-level run of a fleet, keeping per-pool TTFT and
-   TPOT quantiles, from which reports draw per-pool latency CDFs.
+   points no other point beats on both axes.  ``COLOCATED``: every instance prefills and
+   decodes.  ``PDD``: the PDD simulator with ``round(share x n)`` prefill instances for each
+   of ``prefill_shares`` and the rest decoding (the cap applies to the decode batch).
+   ``AFD``: the same with the decode GPUs paired into 1:1 attention-FFN units whose step is
+   the screen's AFD step linearised at the workload's mean decode context
+   (``plan.disagg_screen``); an odd GPU left over is idle and not counted.
+3. ``latency_profile``: one run of a fleet, keeping per-pool TTFT and TPOT quantiles, from
+   which reports draw per-pool latency CDFs (a PDD/AFD fleet: the PDD simulator; every role
+   gets the fleet's TTFT and TPOT quantiles, since each request passes every role).
 """
 
 from __future__ import annotations
@@ -39,6 +43,8 @@ from fleetplan.workload import Workload
 
 DEFAULT_MAX_NUM_SEQS = (8, 16, 32, 64, 128, 256)
 DEFAULT_FRONTIER_REQUESTS = 4000
+#: Shares of the instances given to prefill in a PDD / AFD throughput sweep.
+DEFAULT_PREFILL_SHARES = (0.25, 0.5)
 #: Quantile levels (percent) kept per pool for latency CDF plots.
 CDF_LEVELS_PCT = (1.0, 5.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.9)
 
@@ -73,6 +79,7 @@ class ThroughputPoint:
     p95_tpot_s: float
     meets_ttft: bool
     on_frontier: bool = False
+    n_prefill: int = 0  # PDD/AFD: prefill instances (the rest decode)
 
 
 def candidate_label(c: Candidate) -> str:
@@ -122,15 +129,14 @@ def throughput_frontier(
     n_requests: int = DEFAULT_FRONTIER_REQUESTS,
     seed: int = 0,
     progress: ProgressFn | None = None,
+    prefill_shares: Sequence[float] = DEFAULT_PREFILL_SHARES,
 ) -> tuple[ThroughputPoint, ...]:
     """Throughput per GPU vs tokens/s per user under a TTFT limit (see module docstring)."""
     arch = Architecture(architecture) if isinstance(architecture, str) else architecture
-    if arch is not Architecture.COLOCATED:
-        raise ConfigError(
-            f"architecture {arch.value!r} is not simulated yet: only 'colocated' exists; "
-            "prefill-decode (pdd) and attention-FFN (afd) disaggregation need simulator support first"
-        )
     ctx = int(np.ceil(workload.total.quantile(1.0))) if max_context_tokens is None else int(max_context_tokens)
+    if arch is not Architecture.COLOCATED:
+        return _disagg_frontier(arch, workload, gpu, int(n_instances), rates_per_s, ttft_limit_s, max_num_seqs, ctx,
+                                prefill_shares, int(n_requests), seed, progress)
     n_max = int(gpu.require_serving().n_max(ctx))
     caps = sorted({int(min(b, n_max)) for b in max_num_seqs if b >= 1})
     runs = [(b, float(r)) for b in caps for r in rates_per_s]
@@ -156,6 +162,46 @@ def throughput_frontier(
     return tuple(_mark_frontier(points))
 
 
+def _point(arch: Architecture, gpu: str, n_gpus: int, n_prefill: int, cap: int, rate: float, frame,
+           ttft_limit_s: float) -> ThroughputPoint:
+    """A throughput point from a PDD per-request frame (warm-up excluded)."""
+    df = frame[~frame["warmup"]]
+    done = df[df["status"] == "done"]
+    span_s = float(done["done_s"].max() - df["arrival_s"].min()) if len(done) else 0.0
+    tokens_per_s = float(done["output_tokens"].sum()) / span_s if span_s > 0 else 0.0
+    ttft = np.where(df["status"] == "done", df["ttft_s"], np.inf)
+    p99_ttft = float(percentiles(ttft, (99.0,))[99.0])
+    tpot = df["tpot_s"].to_numpy()
+    tpot = tpot[~np.isnan(tpot)]
+    p95_tpot = float(percentiles(tpot, (95.0,))[95.0]) if tpot.size else float("inf")
+    speed = 1.0 / p95_tpot if np.isfinite(p95_tpot) and p95_tpot > 0 else 0.0
+    return ThroughputPoint(arch.value, gpu, n_gpus, cap, rate, tokens_per_s / n_gpus, speed, p99_ttft, p95_tpot,
+                           bool(p99_ttft <= ttft_limit_s), n_prefill=n_prefill)
+
+
+def _disagg_frontier(arch, workload, gpu, n_instances, rates_per_s, ttft_limit_s, max_num_seqs, ctx, shares,
+                     n_requests, seed, progress) -> tuple[ThroughputPoint, ...]:
+    from fleetplan.plan.disagg_verify import frontier_pdd_spec
+    from fleetplan.sim.pdd import simulate_pdd
+
+    per_unit = 2 if arch is Architecture.AFD else 1
+    if n_instances < 1 + per_unit:
+        raise ConfigError(f"{arch.value} needs at least {1 + per_unit} instances (prefill + decode), got "
+                          f"{n_instances}; raise the instance count")
+    splits = sorted({min(max(1, round(sh * n_instances)), n_instances - per_unit) for sh in shares})
+    runs = [(p, int(b), float(r)) for p in splits for b in max_num_seqs if b >= 1 for r in rates_per_s]
+    points = []
+    for i, (n_p, cap, rate) in enumerate(runs):
+        if progress is not None:
+            progress("frontier", i, len(runs))
+        spec, n_used = frontier_pdd_spec(arch.value, workload, gpu, n_p, n_instances - n_p, cap, ctx)
+        res = simulate_pdd(spec, workload, rate, n_requests, task_seed(seed, "frontier", arch.value, n_p, cap, rate))
+        points.append(_point(arch, gpu.name, n_used, n_p, cap, rate, res.requests, ttft_limit_s))
+    if progress is not None:
+        progress("frontier", len(runs), len(runs))
+    return tuple(_mark_frontier(points))
+
+
 @dataclass(frozen=True)
 class PoolLatencyProfile:
     """Quantiles (s) at ``CDF_LEVELS_PCT`` of one pool's simulated TTFT and TPOT."""
@@ -169,8 +215,10 @@ class PoolLatencyProfile:
 
 def latency_profile(candidate: Candidate, gpus: dict[str, GpuProfile], workload: Workload, rate_per_s: float,
                     n_requests: int, seed: int = 0) -> tuple[PoolLatencyProfile, ...]:
-    """One iteration-level run of ``candidate``: per-pool TTFT/TPOT quantiles (warm-up trimmed)."""
+    """One run of ``candidate``: per-pool TTFT/TPOT quantiles (warm-up trimmed; module docstring)."""
     counts = [p.count for p in candidate.pools]
+    if getattr(candidate, "roles", ()):
+        return _disagg_profile(candidate, gpus, workload, rate_per_s, n_requests, seed)
     spec = fleet_spec(candidate, gpus, counts)
     res = simulate(spec, workload, rate_per_s, int(n_requests), Level.ITERATION,
                    task_seed(seed, "latency-profile", repr(candidate.key())))
@@ -185,3 +233,20 @@ def latency_profile(candidate: Candidate, gpus: dict[str, GpuProfile], workload:
                                       tuple(float(ttft[q]) for q in CDF_LEVELS_PCT),
                                       tuple(float(tpot[q]) for q in CDF_LEVELS_PCT)))
     return tuple(out)
+
+
+def _disagg_profile(candidate, gpus, workload, rate_per_s, n_requests, seed) -> tuple[PoolLatencyProfile, ...]:
+    from fleetplan.plan.disagg_verify import pdd_spec
+    from fleetplan.sim.pdd import simulate_pdd
+
+    spec = pdd_spec(candidate, gpus, [p.count for p in candidate.pools])
+    res = simulate_pdd(spec, workload, rate_per_s, int(n_requests), task_seed(seed, "latency-profile",
+                                                                               repr(candidate.key())))
+    df = res.requests[~res.requests["warmup"]]
+    ttft = percentiles(df["ttft_s"].to_numpy(), CDF_LEVELS_PCT)
+    tpot_arr = df["tpot_s"].to_numpy()
+    tpot = percentiles(tpot_arr[~np.isnan(tpot_arr)], CDF_LEVELS_PCT)
+    return tuple(PoolLatencyProfile(f"pool{i + 1}", p.gpu, CDF_LEVELS_PCT,
+                                    tuple(float(ttft[q]) for q in CDF_LEVELS_PCT),
+                                    tuple(float(tpot[q]) for q in CDF_LEVELS_PCT))
+                 for i, p in enumerate(candidate.pools))

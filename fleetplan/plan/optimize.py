@@ -17,6 +17,13 @@ Ray executors).  Each verification's seeds derive from the run seed and the flee
 (``plan.verify``), so results are the same for every executor and worker count.  A verification
 that fails every attempt is kept as a failed ``Verification`` of its candidate (``passed`` False,
 ``reason`` "verification task failed: <error>") and the others still count.
+
+Disaggregated topologies (``pdd``, ``afd``; ``plan.disagg``) need a TPOT target (``slo_tpot_s``).
+Their candidates join the co-located ones in one ranking by annual cost; spend ratio and cost
+efficiency against each family's all-premium baseline come from ``plan.disagg_economics`` and
+disaggregated candidates below ``min_ce_gain`` are rejected there.  Phase 2 simulates the
+``top_k`` cheapest feasible candidates overall plus the ``top_k`` cheapest of each requested
+disaggregated topology (PDD and AFD through ``plan.disagg_verify``).
 """
 
 from __future__ import annotations
@@ -30,18 +37,29 @@ from dataclasses import dataclass, field, replace
 from fleetplan.errors import ConfigError, InfeasibleError
 from fleetplan.hardware import GpuCatalog, GpuProfile
 from fleetplan.parallel import MapFn, TaskOutcome, in_input_order, serial_map
+from fleetplan.plan.disagg import DisaggSettings, check_disagg_inputs, disagg_candidates
+from fleetplan.plan.disagg_economics import (
+    DEFAULT_MIN_CE_GAIN,
+    Economics,
+    economics,
+    premium_gpu,
+    rank_with_baselines,
+)
+from fleetplan.plan.disagg_verify import failed_verification, verify_any
 from fleetplan.plan.points import LengthPoints
 from fleetplan.plan.pools import PlanSettings
 from fleetplan.plan.space import (
     DEFAULT_COMPRESS_GAMMA,
     DEFAULT_MAX_POOLS,
     DEFAULT_THRESHOLDS_TOKENS,
+    DISAGGREGATED,
     SizingRouter,
     Topology,
+    family,
     layouts,
 )
 from fleetplan.plan.sweep import Candidate, ProgressFn, pareto_frontier, sweep
-from fleetplan.plan.verify import Verification, VerifySettings, verify_candidate
+from fleetplan.plan.verify import Verification, VerifySettings
 from fleetplan.units import H_PER_YEAR
 from fleetplan.workload import Workload
 
@@ -83,6 +101,9 @@ class OptimizeRequest:
     quadrature_points: int = DEFAULT_QUADRATURE_POINTS
     pool_points: int = DEFAULT_POOL_POINTS
     rate_source: str = "given"
+    slo_tpot_s: float | None = None  # required by pdd / afd (decode sizing)
+    min_ce_gain: float = DEFAULT_MIN_CE_GAIN
+    disagg: DisaggSettings | None = None  # None: defaults for CALIBRATION_MODEL
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.rate_per_s) and self.rate_per_s > 0):
@@ -113,6 +134,8 @@ class OptimizeRequest:
         for g in self.gpus:
             g.require_serving()
             g.require_price_usd_per_h()
+        object.__setattr__(self, "disagg", check_disagg_inputs(self.topologies, self.slo_tpot_s, self.min_ce_gain,
+                                                               self.disagg))
 
     def availability_of(self, gpu: GpuProfile) -> float:
         """A for ``gpu`` (see module docstring)."""
@@ -147,10 +170,15 @@ class OptimizeResult:
     verification: tuple[Verification, ...] = field(default_factory=tuple)
     analytic_time_s: float = 0.0  # phase 1 wall time
     verify_time_s: float = 0.0  # phase 2 wall time (0 without verification)
+    baselines: tuple[tuple[str, Candidate], ...] = ()  # (family, all-premium baseline)
 
     @property
     def feasible(self) -> bool:
         return self.recommendation is not None
+
+    def economics_of(self, c: Candidate) -> Economics | None:
+        """Spend ratio and CE of ``c`` against its family's all-premium baseline (None without one)."""
+        return economics(c, dict(self.baselines).get(family(c.topology)), self.request.rho_max)
 
 
 def resolve_gpus(catalog: GpuCatalog, names: Sequence[str] | None) -> tuple[GpuProfile, ...]:
@@ -162,11 +190,22 @@ def resolve_gpus(catalog: GpuCatalog, names: Sequence[str] | None) -> tuple[GpuP
     return tuple(out.values())
 
 
-def analytical_phase(request: OptimizeRequest, progress: ProgressFn | None = None) -> list[Candidate]:
-    """Phase 1: every candidate sized and ranked."""
+def analytical_phase_with_baselines(
+    request: OptimizeRequest, progress: ProgressFn | None = None
+) -> tuple[list[Candidate], dict[str, Candidate]]:
+    """Phase 1: every candidate sized, CE-gated and ranked, and the per-family baselines."""
     points = LengthPoints(request.workload, request.pool_points, request.quadrature_points)
     lays = list(layouts(request.topologies, request.thresholds_tokens, points.max_tokens, request.max_pools))
-    return sweep(points, lays, request.gpus, request.routers, request.settings(), request.availability_of, progress)
+    ranked = sweep(points, lays, request.gpus, request.routers, request.settings(), request.availability_of, progress)
+    extra = [] if not any(t in DISAGGREGATED for t in request.topologies) else disagg_candidates(
+        points, request.topologies, request.gpus, request.settings(), request.disagg, request.slo_tpot_s,
+        request.availability_of)
+    return rank_with_baselines(ranked, extra, premium_gpu(request.gpus), request.min_ce_gain, request.rho_max)
+
+
+def analytical_phase(request: OptimizeRequest, progress: ProgressFn | None = None) -> list[Candidate]:
+    """Phase 1: every candidate sized and ranked."""
+    return analytical_phase_with_baselines(request, progress)[0]
 
 
 def infeasible_error(request: OptimizeRequest, candidates: Sequence[Candidate]) -> InfeasibleError:
@@ -226,26 +265,6 @@ def no_verified_fleet_error(request: OptimizeRequest, result: OptimizeResult) ->
     )
 
 
-def failed_verification(candidate: Candidate, error: str) -> Verification:
-    """The record kept for a candidate whose verification task failed on every attempt."""
-    nan = float("nan")
-    return Verification(
-        rank=candidate.rank,
-        analytic_counts=tuple(p.count for p in candidate.pools),
-        verified_counts=tuple(p.count for p in candidate.pools),
-        verified_spares=tuple(p.spares for p in candidate.pools),
-        passed=False,
-        p99_ttft_s_sim=nan,
-        p99_tpot_s_sim=nan,
-        p99_ttft_s_analytic=candidate.ttft_p_s,
-        disagreement=nan,
-        flagged=False,
-        total_gpus=candidate.total_gpus_needed,
-        cost_usd_per_year=candidate.cost_usd_per_year,
-        reason=f"verification task failed: {error}",
-    )
-
-
 def optimize(
     request: OptimizeRequest,
     verify: VerifySettings | None = None,
@@ -259,15 +278,19 @@ def optimize(
     ``map_fn`` runs the verifications (default: one after another in this process).
     """
     t0 = time.perf_counter()
-    ranked = analytical_phase(request, progress)
+    ranked, base = analytical_phase_with_baselines(request, progress)
+    base_items = tuple(base.items())
     elapsed = time.perf_counter() - t0
     feasible = [c for c in ranked if c.feasible]
     if verify is None:
         return OptimizeResult(request, tuple(ranked), tuple(pareto_frontier(ranked)),
-                              feasible[0] if feasible else None, (), elapsed)
+                              feasible[0] if feasible else None, (), elapsed, baselines=base_items)
     gpus = {g.name: g for g in request.gpus}
     top = feasible[: verify.top_k]
-    task = functools.partial(verify_candidate, gpus=gpus, workload=request.workload, s=verify,
+    for topo in (t for t in request.topologies if t in DISAGGREGATED):
+        top += [c for c in feasible if c.topology is topo][: verify.top_k]
+    top = sorted({c.rank: c for c in top}.values(), key=lambda c: c.rank)
+    task = functools.partial(verify_any, gpus=gpus, workload=request.workload, s=verify,
                              availability=request.availability_of)
     if progress is not None:
         progress("verify", 0, len(top))
@@ -285,4 +308,5 @@ def optimize(
     best = min(passed, key=lambda c: (c.cost_usd_per_year, c.verification.p99_ttft_s_sim)) if passed else None
     return OptimizeResult(request, tuple(ranked), tuple(pareto_frontier(ranked)), best,
                           tuple(c.verification for c in checked.values()), elapsed,
-                          verify_time_s=time.perf_counter() - t0 - elapsed)
+                          verify_time_s=time.perf_counter() - t0 - elapsed, baselines=base_items)
+

@@ -6,7 +6,14 @@ A candidate fleet is a list of pools that partition requests by total tokens
 
 * ``homo``: one pool for every request;
 * ``two-pool``: one split threshold B_short (core paper §2.1);
-* ``multi-pool``: 3 or 4 pools from 2 or 3 thresholds (``max_pools``).
+* ``multi-pool``: 3 or 4 pools from 2 or 3 thresholds (``max_pools``);
+* ``pdd``: prefill-decode disaggregation, a prefill pool and a decode pool, each its own GPU
+  type (``plan.disagg``); no length split;
+* ``afd``: PDD whose decode instances are attention-FFN disaggregated units of ``a``
+  attention and ``f`` FFN GPUs (``plan.disagg``).
+
+``layouts`` enumerates the co-located topologies only; ``DISAGGREGATED`` ones are sized by
+``plan.disagg``.
 
 GPU type per pool: every combination for homo and two-pool (mixed types allowed);
 for 3-4 pools each GPU type alone plus the cheapest type per pool (pools are
@@ -42,6 +49,17 @@ class Topology(enum.Enum):
     HOMO = "homo"
     TWO_POOL = "two-pool"
     MULTI_POOL = "multi-pool"
+    PDD = "pdd"
+    AFD = "afd"
+
+
+#: Topologies served by prefill-decode (PDD) or attention-FFN (AFD) disaggregation.
+DISAGGREGATED = frozenset({Topology.PDD, Topology.AFD})
+
+
+def family(topo: Topology) -> str:
+    """``"colocated"`` for the length-pool topologies, else the topology's name (``pdd``, ``afd``)."""
+    return topo.value if topo in DISAGGREGATED else "colocated"
 
 
 class SizingRouter(enum.Enum):
@@ -110,9 +128,12 @@ def layouts(
     max_tokens: int,
     max_pools: int = DEFAULT_MAX_POOLS,
 ) -> Iterator[Layout]:
-    """Every pool layout of the requested topologies (thresholds >= max are dropped)."""
+    """Every pool layout of the requested co-located topologies (thresholds >= max are dropped;
+    disaggregated topologies have no length layout and are skipped)."""
     grid = [b for b in check_thresholds(thresholds_tokens) if b < max_tokens]
     for topo in topologies:
+        if topo in DISAGGREGATED:
+            continue
         if topo is Topology.HOMO:
             sizes = [0]
         elif topo is Topology.TWO_POOL:

@@ -1,9 +1,15 @@
 """Rows, CSV and JSON for an ``optimize`` run (formats only; computes nothing).
 
 CSV: one row per candidate; unit-suffixed headers; per-pool columns
-``pool{i}_gpu, pool{i}_count, pool{i}_spares, pool{i}_min_tokens, pool{i}_max_tokens,
+``pool{i}_role, pool{i}_gpu, pool{i}_count, pool{i}_spares, pool{i}_min_tokens, pool{i}_max_tokens,
 pool{i}_lam_per_s, pool{i}_traffic_share, pool{i}_rho, pool{i}_p99_ttft_ms`` for
-i = 1..(largest pool count).  JSON: ``{"inputs", "candidates", "pareto",
+i = 1..(largest pool count).  Co-located, PDD and AFD candidates share the rows: ``roles`` names
+a disaggregated candidate's pools (prefill, decode / attention, ffn; co-located: empty),
+``spend_ratio`` and ``ce_gain`` are Frontier §6.2's SR and CE against the family's all-premium
+baseline (``plan.disagg_economics``), ``p99_tpot_ms_analytic`` the screen's TPOT (pdd/afd: the
+decode step at the sized batch), ``verified_by`` how the row was checked.  These columns (and
+``pool{i}_role``) are written when the run swept ``pdd`` or ``afd``; co-located-only runs keep the
+original columns.  JSON: ``{"inputs", "candidates", "pareto",
 "recommendation", "version", "seed"}``; values that are not finite (an unstable
 pool's latency) are written as ``null``, so the file is strict JSON.
 Both are written atomically.
@@ -19,6 +25,8 @@ import os
 from typing import Any
 
 import fleetplan
+from fleetplan.plan.disagg_economics import Economics
+from fleetplan.plan.disagg_verify import VERIFIED_BY
 from fleetplan.plan.optimize import OptimizeResult
 from fleetplan.plan.pools import PoolPlan
 from fleetplan.plan.sweep import Candidate
@@ -81,7 +89,20 @@ def verification_dict(v) -> dict[str, Any]:
     }
 
 
-def candidate_dict(c: Candidate, percentile: float) -> dict[str, Any]:
+def tpot_key(percentile: float) -> str:
+    """``p99_tpot_ms_analytic`` for the 99th percentile, ..."""
+    return f"p{percentile:g}_tpot_ms_analytic".replace(".", "_")
+
+
+def _verified_by(c: Candidate) -> str:
+    if c.verification is None:
+        return "analytic"
+    return VERIFIED_BY.get(c.topology, "simulated (iteration level)")
+
+
+def candidate_dict(c: Candidate, percentile: float, econ: Economics | None = None) -> dict[str, Any]:
+    roles = list(getattr(c, "roles", ()))
+    tpot = getattr(c, "tpot_p_s", None)
     out: dict[str, Any] = {
         "rank": c.rank,
         "topology": c.topology.value,
@@ -98,7 +119,18 @@ def candidate_dict(c: Candidate, percentile: float) -> dict[str, Any]:
         "p99_tpot_ms_sim": None if c.verification is None else _ms(c.verification.p99_tpot_s_sim),
         "verified": None if c.verification is None else c.verification.passed,
         "verification": None if c.verification is None else verification_dict(c.verification),
-        "pools": [pool_dict(p, percentile) for p in c.pools],
+        "verified_by": _verified_by(c),
+        "roles": roles,
+        "role_counts": {r: p.count for r, p in zip(roles, c.pools, strict=True)} if roles else None,
+        "role_gpus": {r: p.gpu for r, p in zip(roles, c.pools, strict=True)} if roles else None,
+        "af_unit": f"{c.unit[0]}:{c.unit[1]}" if c.topology.value == "afd" else None,
+        "decode_batch": getattr(c, "decode_batch", None),
+        tpot_key(percentile): None if tpot is None else _ms(tpot),
+        "spend_ratio": None if econ is None else _finite(round(econ.spend_ratio, 6)),
+        "ce_gain": None if econ is None else _finite(round(econ.ce_gain, 6)),
+        "capacity_per_s": None if econ is None else _finite(round(econ.capacity_per_s, 6)),
+        "binding": getattr(c, "binding", None) or None,
+        "pools": [{"role": roles[i] if roles else None, **pool_dict(p, percentile)} for i, p in enumerate(c.pools)],
     }
     return out
 
@@ -125,6 +157,18 @@ def inputs_dict(result: OptimizeResult, seed: int) -> dict[str, Any]:
         "prefill_seqs": r.n_prefill_seqs,
         "input_fraction": None if r.workload.has_split else r.workload.input_fraction,
         "seed": seed,
+        "slo_tpot_ms": None if r.slo_tpot_s is None else r.slo_tpot_s * MS_PER_S,
+        "min_ce_gain": r.min_ce_gain,
+        "disagg": None if r.disagg is None else {
+            "model": r.disagg.model.name,
+            "kv_bytes_per_token": r.disagg.model.kv_bytes_per_token,
+            "kv_latency_ms": r.disagg.kv_latency_s * MS_PER_S,
+            "kv_bandwidth_gb_per_s": None if r.disagg.kv_bandwidth_bytes_per_s is None
+            else r.disagg.kv_bandwidth_bytes_per_s / 1e9,
+            "af_ratios": [f"{a}:{f}" for a, f in r.disagg.af_ratios],
+            "micro_batches": r.disagg.n_micro_batches,
+            "attention_weight_share": round(r.disagg.model.attention_weight_share, 6),
+        },
     }
 
 
@@ -146,9 +190,11 @@ def result_dict(result: OptimizeResult, seed: int, top: int | None = None) -> di
             "statistic": "upper end of the 95% Student-t interval of P99 over independent replications",
         },
         "n_candidates": len(result.candidates),
-        "candidates": [candidate_dict(c, pct) for c in cands],
-        "pareto": [candidate_dict(c, pct) for c in result.pareto],
-        "recommendation": None if result.recommendation is None else candidate_dict(result.recommendation, pct),
+        "baselines": {fam: candidate_dict(b, pct, result.economics_of(b)) for fam, b in result.baselines},
+        "candidates": [candidate_dict(c, pct, result.economics_of(c)) for c in cands],
+        "pareto": [candidate_dict(c, pct, result.economics_of(c)) for c in result.pareto],
+        "recommendation": None if result.recommendation is None
+        else candidate_dict(result.recommendation, pct, result.economics_of(result.recommendation)),
     }
 
 
@@ -173,15 +219,22 @@ def candidate_rows(result: OptimizeResult) -> tuple[list[str], list[dict[str, An
         "p99_tpot_ms_sim",
         "verified",
     ]
+    disagg = any(t.value in ("pdd", "afd") for t in result.request.topologies)
+    if disagg:
+        header += ["verified_by", "roles", "af_unit", "decode_batch", tpot_key(pct), "spend_ratio", "ce_gain",
+                   "capacity_per_s", "binding"]
     n_top = len(header)
-    pool_fields = ["gpu", "count", "spares", "min_tokens", "max_tokens", "lam_per_s", "traffic_share", "rho", key]
+    pool_fields = ["role"] * disagg + ["gpu", "count", "spares", "min_tokens", "max_tokens", "lam_per_s",
+                                       "traffic_share", "rho", key]
     for i in range(1, n_pools + 1):
         header += [f"pool{i}_{f}" for f in pool_fields]
     rows = []
     for c in result.candidates:
-        d = candidate_dict(c, pct)
+        d = candidate_dict(c, pct, result.economics_of(c))
         row = {k: d[k] for k in header[:n_top]}
         row["thresholds_tokens"] = ";".join(str(b) for b in c.thresholds_tokens)
+        if disagg:
+            row["roles"] = ";".join(d["roles"])
         for i, p in enumerate(d["pools"], start=1):
             for f in pool_fields:
                 row[f"pool{i}_{f}"] = p[f]

@@ -74,7 +74,13 @@ def test_throughput_csv_and_plot(throughput):
 
 
 @pytest.mark.parametrize("arch", [Architecture.PDD, "afd"])
-def test_disaggregated_architectures_are_a_clear_seam(arch):
-    with pytest.raises(ConfigError, match="not simulated yet"):
-        throughput_frontier(load_workload("azure_conv"), load_catalog().get("h100"), 2, (10.0,), 0.5,
+def test_disaggregated_architectures_have_simulated_frontiers(arch):
+    pts = throughput_frontier(load_workload("azure_conv"), load_catalog().get("h100"), 5, (5.0, 20.0), 0.5,
+                              max_num_seqs=(16, 64), architecture=arch, n_requests=1500)
+    name = Architecture(arch).value if isinstance(arch, str) else arch.value
+    assert pts and all(p.architecture == name and 1 <= p.n_prefill < p.n_instances for p in pts)
+    assert any(p.on_frontier for p in pts) and all(p.meets_ttft for p in pts if p.on_frontier)
+    assert all(p.throughput_tokens_per_s_per_gpu > 0 for p in pts)
+    with pytest.raises(ConfigError, match="at least"):
+        throughput_frontier(load_workload("azure_conv"), load_catalog().get("h100"), 1, (10.0,), 0.5,
                             architecture=arch)

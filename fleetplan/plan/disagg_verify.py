@@ -1,0 +1,212 @@
+"""Phase 2 for PDD and AFD candidates: the PDD simulator (``fleetplan.sim.pdd``) is authoritative.
+
+Both topologies are *simulated* (never only analytic):
+
+* PDD: the prefill pool is P instances of g_p with a token budget of one chunk (so a prompt
+  alone takes the screen's S_p) and least-outstanding routing; KV transfer is the screen's
+  (latency + prompt x KV bytes per token / bandwidth); the decode pool is D instances of g_d
+  with ``max_num_seqs`` = the screen's batch n; decode instances are assigned by ILS (fewest
+  decode tokens) bound at prefill start (early).  Step models: the GPU's linear constants, or
+  with ``--model`` the operator-level predictor (``VerifySettings.step_models``).
+* AFD: the same simulator, each decode instance one AFD unit whose step is the screen's AFD step
+  linearised through t_afd(1) and t_afd(n) at the mean context c̄ (``DisaggCandidate.decode_fit``:
+  step = base + slope x the batch's context tokens, exact at both points), with the unit's KV
+  blocks (a x the attention GPU's).  ``verified_by`` says "simulated (AFD step linearised)".
+
+Pass rule and growth as ``plan.verify``: replications with independent seeds; the fleet passes
+when the upper end of the Student-t interval of the SLO-percentile TTFT and TPOT are within the
+SLOs.  A failing fleet grows its binding role by one instance (AFD: one decode unit): prefill
+when TTFT is the worse ratio and its queueing exceeds the first-decode wait, decode otherwise.
+
+``verify_any`` is the phase-2 task of ``plan.optimize`` (co-located candidates go to
+``plan.verify``); ``failed_verification`` the record kept when a task fails every attempt;
+``frontier_pdd_spec`` builds ``plan.frontier``'s PDD / AFD throughput fleets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from fleetplan.hardware import GpuProfile, with_spares
+from fleetplan.metrics import student_t_interval
+from fleetplan.perf.linear import LinearStepModel
+from fleetplan.perf.seam import StepModel
+from fleetplan.plan.disagg import (
+    BITS_PER_BYTE,
+    CALIBRATION_MODEL,
+    DEFAULT_AFD_LINK_LATENCY_S,
+    DEFAULT_MICRO_BATCHES,
+    GBPS,
+    DisaggCandidate,
+)
+from fleetplan.plan.disagg_screen import AfdUnit, ModelShape, decode_load, linear_fit
+from fleetplan.plan.space import Topology
+from fleetplan.plan.sweep import Candidate
+from fleetplan.plan.verify import _STAT_OF_PERCENTILE, Verification, VerifySettings, verify_candidate
+from fleetplan.rng import task_seed
+from fleetplan.sim.builders import build_pool
+from fleetplan.sim.pdd import AssignPolicy, Binding, KvTransferSpec, PddSpec, simulate_pdd
+from fleetplan.sim.spec import InstanceRouter
+from fleetplan.units import H_PER_YEAR
+from fleetplan.workload import Workload
+
+FRONTIER_QUADRATURE_POINTS = 4096
+VERIFIED_BY = {Topology.PDD: "simulated (PDD simulator)",
+               Topology.AFD: "simulated (PDD simulator, AFD step linearised)"}
+
+
+def decode_units(c: DisaggCandidate, counts: Sequence[int]) -> int:
+    return int(counts[1]) // c.unit[0]
+
+
+def pdd_spec(c: DisaggCandidate, gpus: Mapping[str, GpuProfile], counts: Sequence[int],
+             step_models: Mapping[str, StepModel] | None = None) -> PddSpec:
+    """The simulator's PDD fleet for ``c`` with ``counts`` instances per role (module docstring)."""
+    models = step_models or {}
+    g_p, g_d = gpus[c.pools[0].gpu], gpus[c.pools[1].gpu]
+    ctx = int(c.pools[0].hi_tokens)
+    pf = build_pool(g_p, "prefill", int(counts[0]), ctx, router=InstanceRouter.LEAST_OUTSTANDING,
+                    max_num_batched_tokens=int(g_p.require_serving().chunk_tokens))
+    if g_p.name in models:
+        pf = replace(pf, step_model=models[g_p.name])
+    n = max(1, int(c.decode_batch))
+    if c.topology is Topology.AFD:
+        base, slope = c.decode_fit
+        dec = build_pool(g_d, "decode", decode_units(c, counts), ctx, max_num_seqs=n,
+                         kv_blocks=c.unit[0] * int(g_d.require_serving().kv_blocks))
+        dec = replace(dec, step_model=LinearStepModel(base, slope * ctx, 0.0, float(ctx)))
+    else:
+        dec = build_pool(g_d, "decode", int(counts[1]), ctx, max_num_seqs=n)
+        if g_d.name in models:
+            dec = replace(dec, step_model=models[g_d.name])
+    kv_bytes_per_token, bandwidth_bytes_per_s, latency_s = c.kv_link
+    transfer = KvTransferSpec(latency_s, bandwidth_bytes_per_s, kv_bytes_per_token)
+    return PddSpec(pf, dec, transfer, policy=AssignPolicy.ILS, binding=Binding.EARLY)
+
+
+@dataclass(frozen=True)
+class _Check:
+    upper_ttft_s: float
+    upper_tpot_s: float
+    mean_ttft_s: float
+    queue_s: float  # worst replication's SLO-percentile prefill queueing
+    first_decode_s: float  # the same for the first-decode wait
+
+    def passes(self, s: VerifySettings) -> bool:
+        ok = self.upper_ttft_s <= s.slo_ttft_s
+        return bool(ok and (s.slo_tpot_s is None or self.upper_tpot_s <= s.slo_tpot_s))
+
+
+def _simulate(c: DisaggCandidate, gpus, counts, workload: Workload, s: VerifySettings) -> _Check:
+    spec = pdd_spec(c, gpus, counts, step_models=dict(s.step_models))
+    stat = _STAT_OF_PERCENTILE[s.percentile]
+    runs = [simulate_pdd(spec, workload, s.rate_per_s, s.n_requests,
+                         task_seed(s.seed, "verify-disagg", repr(c.key()), repr(tuple(int(n) for n in counts)), i)
+                         ).summary for i in range(s.n_replications)]
+    mean, _, hi = student_t_interval([getattr(r.ttft, stat) for r in runs])
+    _, _, tpot_hi = student_t_interval([getattr(r.tpot, stat) for r in runs])
+    return _Check(hi, tpot_hi, mean, max(getattr(r.queue, stat) for r in runs),
+                  max(getattr(r.first_decode, stat) for r in runs))
+
+
+def _grow(c: DisaggCandidate, counts: list[int], check: _Check, s: VerifySettings) -> None:
+    ttft_ratio = check.upper_ttft_s / s.slo_ttft_s
+    tpot_ratio = 0.0 if s.slo_tpot_s is None else check.upper_tpot_s / s.slo_tpot_s
+    if ttft_ratio >= tpot_ratio and check.queue_s >= check.first_decode_s:
+        counts[0] += 1
+        return
+    for i, k in enumerate(c.unit if c.topology is Topology.AFD else (1,), start=1):
+        counts[i] += k
+
+
+def verify_disagg(candidate: DisaggCandidate, gpus: Mapping[str, GpuProfile], workload: Workload, s: VerifySettings,
+                  availability: Callable[[GpuProfile], float]) -> Verification:
+    """Simulate ``candidate``; grow it until it passes or the search budget ends (module docstring)."""
+    counts = [p.count for p in candidate.pools]
+    analytic = tuple(counts)
+    check = first = _simulate(candidate, gpus, counts, workload, s)
+    a = candidate.ttft_p_s
+    disagreement = (check.mean_ttft_s - a) / a if a > 0 else float("inf")
+    steps, reason = 0, None
+    while not check.passes(s):
+        if steps >= s.max_search_steps or sum(counts) >= s.max_gpus:
+            reason = (f"simulated P{s.percentile:g} TTFT upper bound {check.upper_ttft_s * 1e3:.0f} ms / TPOT "
+                      f"{check.upper_tpot_s * 1e3:.1f} ms still above the SLO after {steps} growth steps")
+            break
+        _grow(candidate, counts, check, s)
+        steps += 1
+        check = _simulate(candidate, gpus, counts, workload, s)
+    passed = reason is None
+    spares = [with_spares(n, availability(gpus[p.gpu])) - n for p, n in zip(candidate.pools, counts, strict=True)]
+    per = [p.gpus_per_instance for p in candidate.pools]
+    total = sum((n + sp) * g for n, sp, g in zip(counts, spares, per, strict=True))
+    cost = sum((n + sp) * g * p.price_usd_per_h
+               for p, n, sp, g in zip(candidate.pools, counts, spares, per, strict=True))
+    shown = check if passed else first
+    return Verification(
+        rank=candidate.rank, analytic_counts=analytic, verified_counts=tuple(counts),
+        verified_spares=tuple(int(x) for x in spares), passed=passed, p99_ttft_s_sim=shown.upper_ttft_s,
+        p99_tpot_s_sim=shown.upper_tpot_s, p99_ttft_s_analytic=a, disagreement=disagreement,
+        flagged=abs(disagreement) > s.disagreement_threshold, total_gpus=total,
+        cost_usd_per_year=cost * H_PER_YEAR, reason=reason)
+
+
+
+def failed_verification(candidate: Candidate, error: str) -> Verification:
+    """The record kept for a candidate whose verification task failed on every attempt."""
+    nan = float("nan")
+    return Verification(
+        rank=candidate.rank,
+        analytic_counts=tuple(p.count for p in candidate.pools),
+        verified_counts=tuple(p.count for p in candidate.pools),
+        verified_spares=tuple(p.spares for p in candidate.pools),
+        passed=False,
+        p99_ttft_s_sim=nan,
+        p99_tpot_s_sim=nan,
+        p99_ttft_s_analytic=candidate.ttft_p_s,
+        disagreement=nan,
+        flagged=False,
+        total_gpus=candidate.total_gpus_needed,
+        cost_usd_per_year=candidate.cost_usd_per_year,
+        reason=f"verification task failed: {error}",
+    )
+
+
+def verify_any(candidate: Candidate, gpus, workload, s, availability) -> Verification:
+    """``plan.verify.verify_candidate`` for co-located candidates, ``verify_disagg`` for PDD / AFD."""
+    if isinstance(candidate, DisaggCandidate):
+        return verify_disagg(candidate, gpus, workload, s, availability)
+    return verify_candidate(candidate, gpus, workload, s, availability)
+
+
+def frontier_pdd_spec(architecture: str, workload: Workload, gpu: GpuProfile, n_prefill: int, n_rest: int, cap: int,
+                      max_context_tokens: int) -> tuple[PddSpec, int]:
+    """A throughput-frontier fleet of one GPU type (``plan.frontier``): ``n_prefill`` prefill
+    instances and ``n_rest`` decode GPUs (AFD: paired into 1:1 units, step linearised at the
+    workload's mean decode context), decode batch capped at ``cap``; returns it and the GPUs used."""
+    from fleetplan.models.catalog import load_model
+
+    sv = gpu.require_serving()
+    shape = ModelShape.of(load_model(CALIBRATION_MODEL))
+    ctx = int(max_context_tokens)
+    pf = build_pool(gpu, "prefill", n_prefill, ctx, router=InstanceRouter.LEAST_OUTSTANDING,
+                    max_num_batched_tokens=int(sv.chunk_tokens))
+    bandwidth = gpu.network_gbps * GBPS / BITS_PER_BYTE
+    if architecture == "afd":
+        units = n_rest // 2
+        c_bar = decode_load(*workload.quadrature(FRONTIER_QUADRATURE_POINTS)).mean_context_tokens
+        unit = AfdUnit(sv, sv, 1, 1, DEFAULT_MICRO_BATCHES, bandwidth, DEFAULT_AFD_LINK_LATENCY_S)
+        steps = unit.step_s(np.array([1, cap]), c_bar, shape)
+        base, slope = linear_fit(float(steps[0]), float(steps[1]), cap, c_bar)
+        dec = build_pool(gpu, "decode", units, ctx, max_num_seqs=cap)
+        dec = replace(dec, step_model=LinearStepModel(base, slope * ctx, 0.0, float(ctx)))
+        n_used = n_prefill + 2 * units
+    else:
+        dec = build_pool(gpu, "decode", n_rest, ctx, max_num_seqs=cap)
+        n_used = n_prefill + n_rest
+    spec = PddSpec(pf, dec, KvTransferSpec(0.0, bandwidth, shape.kv_bytes_per_token), policy=AssignPolicy.ILS,
+                   binding=Binding.EARLY)
+    return spec, n_used
