@@ -14,6 +14,7 @@ _COMMANDS = (
     ("fleetplan.cli.workloads_cmd", "workloads"),
     ("fleetplan.cli.gpus_cmd", "gpus"),
     ("fleetplan.cli.simulate_cmd", "simulate"),
+    ("fleetplan.cli.sessions_cmd", "simulate_sessions_cmd"),
     ("fleetplan.cli.reliability_cmd", "reliability"),
     ("fleetplan.cli.validate_cmd", "validate"),
     ("fleetplan.cli.models_cmd", "models"),

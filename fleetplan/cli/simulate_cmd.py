@@ -8,6 +8,14 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from fleetplan.cli.feature_options import (
+    FEATURE_OPTION_NAMES,
+    apply_feature_options,
+    carry_features,
+    feature_table,
+    features_on,
+    runtime_feature_options,
+)
 from fleetplan.cli.model_options import SIM_MODEL_OPTIONS, apply_model
 from fleetplan.cli.options import (
     POSITIVE,
@@ -101,6 +109,10 @@ Examples:
       --slo-ttft 500 --slo-tpot 100 --requests-csv requests.csv --json summary.json
   fleetplan simulate --fleet examples/two_pool_a100.toml --workload lmsys --lam 100 --failures \\
       --mtbf-h 0.5 --mttr-h 0.1
+  fleetplan simulate --fleet examples/two_pool_a100.toml --workload lmsys --lam 50 --model llama-3.1-70b \\
+      --cudagraph-mode full_decode_only --cudagraph-capture-sizes 1,2,4,8,16,32,64 --enable-prefix-caching \\
+      --speculative-config '{"method": "mtp", "num_speculative_tokens": 2, "acceptance_rate": 0.7}' \\
+      --scheduler-policy long=sglang
   fleetplan simulate --fleet examples/two_pool_a100.toml --workload lmsys --level request --seed 7
 """
 
@@ -143,6 +155,7 @@ def _model_options(func):
               "--mtbf-h/--mttr-h are given (either implies --failures). Also prints P99s without failures.")
 @failure_options
 @_model_options
+@runtime_feature_options
 @click.option("--replications", type=click.IntRange(min=1), default=1, show_default=True,
               help="Independent replications (seeds derived from --seed); >1 adds a 95% confidence interval "
               "of P99 TTFT and TPOT. Tables and exports show the first replication.")
@@ -155,7 +168,11 @@ def simulate_cmd(fleet_path, workload, input_fraction, rate_per_s, n_requests, l
     TPOT is (E2E - TTFT) / (output tokens - 1), as vLLM's benchmark defines it.
     Unfinished and rejected requests count as infinite latency.
     """
-    spec, step_note = apply_model(load_fleet_toml(fleet_path), load_catalog(), model_opts)
+    feature_opts = {key: model_opts.pop(key) for key in FEATURE_OPTION_NAMES}
+    fleet = load_fleet_toml(fleet_path)
+    spec, step_note = apply_model(fleet, load_catalog(), model_opts)
+    spec = apply_feature_options(carry_features(fleet, spec), **feature_opts)
+    with_features = features_on(spec)
     wl = load_workload(workload, input_fraction=input_fraction)
     if rate_per_s is not None:
         rate, why = rate_per_s, "from --lam"
@@ -174,7 +191,8 @@ def simulate_cmd(fleet_path, workload, input_fraction, rate_per_s, n_requests, l
     # Parallel execution is opt-in here (--workers N > 1 or --executor ray): one simulation of a
     # small fleet is faster in this process than a pool's start-up.
     parallel = executor == "ray" or (workers or 1) > 1
-    split = parallel and failures is None and len(spec.pools) > 1 and spec.pool_router in STATELESS_POOL_ROUTERS
+    split = (parallel and failures is None and not with_features and len(spec.pools) > 1
+             and spec.pool_router in STATELESS_POOL_ROUTERS)
     with executor_from_options(executor, workers if parallel else 1, ray_address) as run_tasks:
         if split:
             result = simulate_pools_parallel(spec, wl, rate, map_fn=run_tasks, **run_kwargs)
@@ -195,6 +213,8 @@ def simulate_cmd(fleet_path, workload, input_fraction, rate_per_s, n_requests, l
         con.print(result.split_note)
     con.print(_latency_table(result))
     con.print(_capacity_table(result))
+    if with_features:
+        con.print(feature_table(spec, result))
     slos = [f"{name} <= {value:g} ms" for name, value in (("TTFT", slo_ttft_ms), ("TPOT", slo_tpot_ms))
             if value is not None]
     con.print(f"{TPOT_DEFINITION}. Unfinished/rejected requests count as inf. First "

@@ -45,6 +45,8 @@ from fleetplan import workload as fp_workload
 from fleetplan.errors import ConfigError
 from fleetplan.perf.linear import N_STEP_COEFS
 from fleetplan.sim._kernels import codes
+from fleetplan.sim.features_arrays import CompiledFeatures, RequestExtras
+from fleetplan.sim.features_compile import compile_features, eager_step_coefficients, graph_kv_blocks_lost
 from fleetplan.sim.pool_routing import route_pools
 from fleetplan.sim.spec import ArrivalProcess, FleetSpec, InstanceRouter
 
@@ -65,6 +67,7 @@ _INSTANCE_ROUTER_CODE = {
     InstanceRouter.ROUND_ROBIN: codes.ROUTE_ROUND_ROBIN,
     InstanceRouter.RANDOM: codes.ROUTE_RANDOM,
     InstanceRouter.POWER_OF_TWO: codes.ROUTE_POWER_OF_TWO,
+    InstanceRouter.PREFIX_AFFINITY: codes.ROUTE_PREFIX_AFFINITY,
 }
 
 
@@ -125,6 +128,10 @@ class CompiledRun:
     # down/up times, instance k's in fail_event_s[fail_lo[k]:fail_lo[k + 1]]
     fail_event_s: np.ndarray | None = None  # f8[E]
     fail_lo: np.ndarray | None = None  # i8[I+1]
+    # runtime features (#5): per-pool arrays (None = all off) and per-request session/prefix
+    # arrays (None = plain standalone requests); docs/runtime_features_contract.md
+    features: CompiledFeatures | None = None
+    extras: RequestExtras | None = None
 
 
 def compile_fleet(spec: FleetSpec) -> CompiledFleet:
@@ -135,8 +142,15 @@ def compile_fleet(spec: FleetSpec) -> CompiledFleet:
     start[1:] = np.cumsum(n_inst)
     coef = np.zeros((len(pools), N_STEP_COEFS), dtype=np.float64)
     step_code = np.zeros(len(pools), dtype=np.int32)
+    kv_blocks = np.zeros(len(pools), dtype=np.int64)
     for i, pool in enumerate(pools):
-        step_code[i], coef[i] = pool.step_model.kernel_coefficients()
+        step_code[i], coef[i] = eager_step_coefficients(pool)  # = kernel_coefficients() unless graphs are on
+        kv_blocks[i] = pool.limits.kv_blocks - graph_kv_blocks_lost(pool)
+        if kv_blocks[i] * pool.limits.block_size_tokens < pool.max_context_tokens:
+            raise ConfigError(
+                f"pool {pool.name!r}: CUDA-graph capture memory leaves {kv_blocks[i]} KV blocks, fewer than one "
+                f"{pool.max_context_tokens}-token request needs; capture fewer sizes or lower max_context_tokens"
+            )
     max_seqs = np.array([p.limits.max_num_seqs for p in pools], dtype=np.int32)
     # t_iter(n, L) = t_base + t_ctx * L (t_ctx = 0 when per-sequence cost is not context-scaled)
     t_base = np.array([float(p.step_model.t_iter_s(p.limits.max_num_seqs, 0.0)) for p in pools])
@@ -151,7 +165,7 @@ def compile_fleet(spec: FleetSpec) -> CompiledFleet:
         pool_max_context=np.array([p.max_context_tokens for p in pools], dtype=np.int64),
         pool_max_num_seqs=max_seqs,
         pool_max_batched_tokens=np.array([p.limits.max_num_batched_tokens for p in pools], dtype=np.int32),
-        pool_kv_blocks=np.array([p.limits.kv_blocks for p in pools], dtype=np.int64),
+        pool_kv_blocks=kv_blocks,
         pool_block_tokens=np.array([p.limits.block_size_tokens for p in pools], dtype=np.int32),
         pool_step_code=step_code,
         pool_step_coef=coef,
@@ -273,9 +287,12 @@ def compile_run(
 ) -> CompiledRun:
     """Spec + workload + rate + seed -> the arrays of one simulation run.
 
-    ``horizon_s = None`` runs until every accepted request finishes.
+    ``horizon_s = None`` runs until every accepted request finishes.  ``features`` holds the
+    pools' runtime features (``fleetplan.sim.features_compile``; acceptance draws from the stream
+    ``acceptance`` of ``seed``); ``extras`` stays None (sessions set it).
     """
     arrival_s, prompt, output = draw_requests(workload, rate_per_s, n_requests, seed, arrival, cv)
     requests = compile_requests(spec, arrival_s, prompt, output, fp_rng.stream(seed, "routing"))
     horizon = float("inf") if horizon_s is None else float(horizon_s)
-    return CompiledRun(fleet=compile_fleet(spec), requests=requests, horizon_s=horizon)
+    return CompiledRun(fleet=compile_fleet(spec), requests=requests, horizon_s=horizon,
+                       features=compile_features(spec, seed))

@@ -15,6 +15,9 @@ arguments, compiles the spec and request stream into flat arrays
 ``"failures"`` before the run and passed to ``run_iteration_level_failures``; without it the
 failure-free kernel runs (failures off and MTTR = 0 give bit-identical results).
 
+Runtime features (``fleetplan.sim.features``) run the feature kernel (``features_engine``); a
+round's TTFT/E2E are measured from its ``release_s``.
+
 ``replicate`` repeats ``simulate`` over independent seeds
 (``fleetplan.rng.task_seed(seed, "replication", r)``) and reports the mean P99
 TTFT/TPOT with a Student-t confidence interval; ``upper_p99_ttft_s`` (the upper
@@ -35,10 +38,11 @@ from fleetplan.sim._kernels.iteration_level import run_iteration_level, run_iter
 from fleetplan.sim._kernels.request_level import run_request_level
 from fleetplan.sim.compile import CompiledRun, compile_run, request_level_times
 from fleetplan.sim.failures import FailureSpec, draw_failure_schedule, summarise_failures
+from fleetplan.sim.features_engine import pool_feature_figures, run_feature_kernel, uses_feature_kernel
 from fleetplan.sim.result import STATUS_NAMES, SimResult, summarise
 from fleetplan.sim.spec import ArrivalProcess, FleetSpec, Level
 
-__all__ = ["run_compiled", "simulate", "with_failures"]
+__all__ = ["run_compiled", "simulate", "uses_feature_kernel", "with_failures"]
 
 DEFAULT_N_REQUESTS = 20_000
 DEFAULT_WARMUP_FRACTION = 0.1
@@ -70,6 +74,8 @@ def _validate(rate_per_s, n_requests, warmup_fraction, cv, horizon_s, slo_ttft_s
 
 def _run_kernel(run: CompiledRun, level: Level) -> dict[str, np.ndarray]:
     """Allocate outputs, call the level's kernel, return the raw output arrays."""
+    if uses_feature_kernel(run):
+        return run_feature_kernel(run, level)
     f, r = run.fleet, run.requests
     n, n_inst = r.n_requests, f.n_instances
     out = {
@@ -117,10 +123,12 @@ def _request_frame(run: CompiledRun, out: dict[str, np.ndarray], n_warmup: int) 
     pool_idx = np.where(inst >= 0, f.inst_pool[np.maximum(inst, 0)], r.req_pool)
     names = np.array(list(f.pool_names) + [NO_POOL], dtype=object)
     pool_label = names[np.where(pool_idx >= 0, pool_idx, len(f.pool_names))]
+    zeros = np.zeros(n, dtype=np.int64)
     arrival = r.arrival_s
+    release = out["release_s"] if "release_s" in out else arrival  # sessions: a round starts at its release
     done_s = np.where(done, out["done_s"], np.inf)
-    ttft = np.where(done, out["first_token_s"] - arrival, np.inf)
-    e2e = done_s - arrival
+    ttft = np.where(done, out["first_token_s"] - release, np.inf)
+    e2e = np.where(done, done_s - release, np.inf)
     multi = r.output_tokens > 1
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(done, (e2e - ttft) / np.maximum(r.output_tokens - 1, 1), np.inf)
@@ -139,12 +147,16 @@ def _request_frame(run: CompiledRun, out: dict[str, np.ndarray], n_warmup: int) 
         "ttft_s": ttft,
         "tpot_s": tpot,
         "e2e_s": e2e,
-        "queue_wait_s": out["first_sched_s"] - arrival,
+        "queue_wait_s": np.where(np.isfinite(release), out["first_sched_s"] - release, np.inf),
         "preemptions": out["preemptions"],
         # split.py merges per-pool outputs without failures (they need the whole fleet's state)
         "failures": out["failures"] if "failures" in out else np.zeros(n, dtype=np.int32),
         "status": np.array(STATUS_NAMES, dtype=object)[status],
         "warmup": np.arange(n) < n_warmup,
+        "release_s": release,
+        "cached_tokens": out.get("cached_tokens", zeros),
+        "drafted": out.get("drafted", zeros),
+        "accepted": out.get("accepted", zeros),
     })
 
 
@@ -201,6 +213,7 @@ def run_compiled(
         slo_ttft_s=slo_ttft_s,
         slo_tpot_s=slo_tpot_s,
         horizon_s=run.horizon_s,
+        feature_figures=pool_feature_figures(run, out),
     )
     if failures is not None and run.fail_event_s is not None:
         end_s = float(np.max(out["done_s"], initial=0.0, where=np.isfinite(out["done_s"])))

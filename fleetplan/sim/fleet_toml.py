@@ -16,13 +16,16 @@ Format (every key is checked; unknown keys, unknown GPUs and bad numbers raise
     instances = 3                 # serving instances (engines) in the pool
     max_context_tokens = 4096     # longest prompt + output the pool accepts
     router = "least_outstanding"  # optional: least_outstanding (default), round_robin,
-                                  #   random, power_of_two
+                                  #   random, power_of_two, prefix_affinity
     max_num_seqs = 256            # optional vLLM-spelled overrides; defaults from the
     max_num_batched_tokens = 512  #   GPU profile (n_max at max_context, chunk size)
     kv_blocks = 65536             # optional
     block_size = 16               # optional (vLLM --block-size)
     price_usd_per_h = 2.21        # optional, default the GPU profile's price
     model_tag = "llama-70b"       # optional, model_tag routing only
+    [pool.features]               # optional runtime features of this pool (CUDA graphs,
+    cudagraph_mode = "piecewise"  #   speculative decoding, prefix caching, scheduler policy;
+                                  #   keys in fleetplan.sim.features_toml)
 
 Defaults are derived by ``fleetplan.sim.builders.build_pool``.  The same format is
 documented for users in ``examples/README.md``.
@@ -30,6 +33,7 @@ documented for users in ``examples/README.md``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import tomllib
@@ -37,6 +41,7 @@ from typing import Any
 
 from fleetplan.errors import DataFormatError, FleetplanError
 from fleetplan.sim.builders import build_pool
+from fleetplan.sim.features_toml import parse_features_table
 from fleetplan.sim.spec import DEFAULT_COMPRESS_GAMMA, DEFAULT_MODEL_TAG, FleetSpec, PoolRouter
 
 __all__ = ["load_fleet_toml", "parse_fleet"]
@@ -50,7 +55,7 @@ _OPTIONAL_POOL_INTS = {
     "block_size": "block_size_tokens",
 }
 _POOL_KEYS = set(_REQUIRED_POOL_KEYS) | set(_OPTIONAL_POOL_INTS) | {
-    "router", "price_usd_per_h", "model_tag",
+    "router", "price_usd_per_h", "model_tag", "features",
 }
 
 
@@ -109,14 +114,16 @@ def _pool(path: str, index: int, table: Any, catalog: Any):
         price = table["price_usd_per_h"]
         kwargs["price_usd_per_h"] = _number(path, f"{where}.price_usd_per_h", price, 0, ">= 0")
     kwargs["model_tag"] = _string(path, f"{where}.model_tag", table.get("model_tag", DEFAULT_MODEL_TAG))
+    features = parse_features_table(path, where, table["features"]) if "features" in table else None
     try:
-        return build_pool(
+        pool = build_pool(
             profile,
             name,
             _int(path, f"{where}.instances", table["instances"]),
             _int(path, f"{where}.max_context_tokens", table["max_context_tokens"]),
             **kwargs,
         )
+        return pool if features is None else dataclasses.replace(pool, features=features)
     except DataFormatError:
         raise
     except FleetplanError as exc:

@@ -19,6 +19,7 @@ Definitions (seconds inside; milliseconds only in ``to_csv``):
   to last completion (or the horizon, if something is still unfinished).
 * ``failures`` (per request): times the request lost its KV cache because its instance failed
   (``fleetplan.sim.failures``); 0 when failures are off.
+* Runtime features: latencies from ``release_s`` (= arrival but for session rounds); figures: ``features_result``.
 * ``to_json_dict`` maps inf and NaN to ``null`` (JSON has neither).
 """
 
@@ -27,7 +28,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -103,6 +104,12 @@ class GroupSummary:
     mean_batch: float
     instance_utilisation: tuple[float, ...] = field(default=())
     instance_mean_batch: tuple[float, ...] = field(default=())
+    padding_inflation: float | None = None  # runtime features: fleetplan.sim.features_result
+    graph_step_share: float | None = None
+    spec_acceptance_rate: float | None = None
+    spec_mean_accepted_tokens: float | None = None
+    spec_acceptance_by_position: tuple[float, ...] | None = None
+    prefix_hit_ratio: float | None = None
 
 
 @dataclass(frozen=True)
@@ -248,9 +255,10 @@ def summarise(
     slo_ttft_s: float | None = None,
     slo_tpot_s: float | None = None,
     horizon_s: float = float("inf"),
+    feature_figures: tuple[dict, ...] | None = None,
 ) -> SimSummary:
     """Summary of a request table built by the engine (columns as in ``SimResult``;
-    ``warmup`` flags the excluded rows)."""
+    ``warmup`` flags the excluded rows); ``feature_figures``: one dict per pool, then the fleet's."""
     n_total = len(requests)
     measured = requests[~requests["warmup"].to_numpy()]
     if len(measured):
@@ -276,6 +284,9 @@ def summarise(
         OVERALL_NAME, "+".join(gpus), measured, np.asarray(inst_utilisation),
         np.asarray(inst_mean_batch), duration_s, slo_ttft_s, slo_tpot_s,
     )
+    if feature_figures is not None:
+        pools = [replace(g, **figures) for g, figures in zip(pools, feature_figures[:-1], strict=True)]
+        overall = replace(overall, **feature_figures[-1])
     return SimSummary(
         level=level,
         rate_per_s=float(rate_per_s),

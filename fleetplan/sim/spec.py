@@ -23,6 +23,7 @@ from enum import StrEnum
 
 from fleetplan.errors import ConfigError, UnknownNameError
 from fleetplan.perf.seam import StepModel
+from fleetplan.sim.features import RuntimeFeatures
 
 __all__ = [
     "ArrivalProcess",
@@ -72,6 +73,7 @@ class InstanceRouter(_Registry):
     ROUND_ROBIN = "round_robin"
     RANDOM = "random"
     POWER_OF_TWO = "power_of_two"
+    PREFIX_AFFINITY = "prefix_affinity"  # runtime features (#5): feature kernel only
 
     @classmethod
     def kind(cls) -> str:
@@ -180,7 +182,9 @@ class PoolSpec:
 
     ``price_usd_per_h`` is per instance (None when no price is known: costs are
     then NaN, never a made-up number); ``model_tag`` names the model the pool
-    serves (read only by ``PoolRouter.MODEL_TAG``).
+    serves (read only by ``PoolRouter.MODEL_TAG``); ``features`` are the pool's runtime
+    features (``fleetplan.sim.features``: CUDA graphs, speculative decoding, prefix caching,
+    scheduler policy; all off by default).
     """
 
     name: str
@@ -192,6 +196,7 @@ class PoolSpec:
     router: InstanceRouter = InstanceRouter.LEAST_OUTSTANDING
     price_usd_per_h: float | None = None
     model_tag: str = DEFAULT_MODEL_TAG
+    features: RuntimeFeatures = RuntimeFeatures()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -223,6 +228,8 @@ class PoolSpec:
             )
         if not isinstance(self.model_tag, str) or not self.model_tag.strip():
             raise ConfigError(f"{owner}: model_tag {self.model_tag!r} must be a non-empty string")
+        if not isinstance(self.features, RuntimeFeatures):
+            raise ConfigError(f"{owner}: features must be RuntimeFeatures, got {type(self.features).__name__}")
 
     @property
     def cost_usd_per_h(self) -> float:

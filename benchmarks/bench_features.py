@@ -1,0 +1,137 @@
+"""Speed of the runtime-feature kernel (#5) against the featureless kernel (plain script; prints figures).
+
+    python benchmarks/bench_features.py            # 10^6 requests
+    python benchmarks/bench_features.py --quick    # 10^5 requests
+
+Fleet and workload of ``benchmarks/bench_des.py`` (the Table-1 builder: 3 short + 5 long
+A100 instances, LMSYS lengths, lambda = 100 req/s).  Three runs on the same requests:
+
+* ``run_iteration_level`` (the featureless fast path);
+* ``run_iteration_features`` with every feature off (must match it bit for bit; checked);
+* ``run_iteration_features`` with everything on: full_decode_only CUDA graphs with vLLM's
+  capture ladder (1, 2, 4, 8..248 by 8, 256..512 by 16; launch 3 ms, replay 0.5 ms), MTP
+  k = 2 with acceptance 0.8 per position (draft pass = 10% of a target step), prefix caching
+  with a shared 256-token system-prompt key (64 entries per instance), the policy given by
+  ``--policy`` (mlfq: q0 = 20 ms, 4 levels; h2q: L 8192, C 16384, B 8).
+JIT time (compile or cache load, first call on a tiny input) is reported apart from run time.
+Target: all-on >= 0.5x the featureless kernel's requests/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from benchmarks.bench_des import iteration_outputs, two_pool_fleet, workload
+from fleetplan.sim._kernels import STATUS_DONE, run_iteration_level
+from fleetplan.sim._kernels.codes import GRAPH_FULL_DECODE_ONLY, SCHED_H2Q_BR, SCHED_MLFQ
+from fleetplan.sim._kernels.features_level import run_iteration_features
+from fleetplan.sim.features_arrays import SPEC_K_MAX, no_extras
+from fleetplan.sim.features_run import allocate_outputs
+
+VLLM_LADDER = np.array([1, 2, 4] + list(range(8, 256, 8)) + list(range(256, 513, 16)), dtype=np.int64)
+SYSTEM_PROMPT_TOKENS = 256
+REPEATS = 3
+
+
+def features(fleet: dict, on: bool, policy: str) -> dict:
+    p = len(fleet["pool_router"])
+    f = dict(policy=np.zeros(p, np.int32), policy_param=np.zeros((p, 4)), graph_mode=np.zeros(p, np.int32),
+             graph_sizes=np.zeros((p, VLLM_LADDER.size), np.int64), graph_n=np.zeros(p, np.int32),
+             graph_time_s=np.zeros((p, 3)), spec_k=np.zeros(p, np.int32), spec_accept=np.zeros((p, SPEC_K_MAX)),
+             draft_code=fleet["pool_step_code"].copy(), draft_coef=0.1 * fleet["pool_step_coef"],
+             prefix_on=np.zeros(p, np.int32), prefix_entries=np.zeros(p, np.int64),
+             affinity_slack=np.zeros(p, np.int64), spec_seed=12345)
+    if on:
+        if policy == "mlfq":
+            f["policy"][:] = SCHED_MLFQ
+            f["policy_param"][:, :2] = (0.02, 4)
+        else:
+            f["policy"][:] = SCHED_H2Q_BR
+            f["policy_param"][:, :3] = (8192, 16384, 8)
+        f["graph_mode"][:] = GRAPH_FULL_DECODE_ONLY
+        f["graph_sizes"][:] = VLLM_LADDER
+        f["graph_n"][:] = VLLM_LADDER.size
+        f["graph_time_s"][:] = (0.003, 0.0005, 0.0)
+        f["spec_k"][:] = 2
+        f["spec_accept"][:, :2] = 0.8
+        f["prefix_on"][:] = 1
+        f["prefix_entries"][:] = 64
+    return f
+
+
+def extras_for(prompt: np.ndarray, shared_prefix: bool):
+    x = no_extras(prompt)
+    if shared_prefix:
+        x.prefix_key[:, 0] = 0
+        x.prefix_tokens[:, 0] = np.minimum(prompt, SYSTEM_PROMPT_TOKENS)
+        x.prefix_tokens[:, 1] = x.prefix_tokens[:, 0]
+    return x
+
+
+def call_features(req: dict, fleet: dict, feats: dict, extras) -> tuple[int, dict]:
+    n, n_inst, p = len(req["arrival_s"]), int(fleet["pool_inst_start"][-1]), len(fleet["pool_router"])
+    out = allocate_outputs(n, n_inst, p)
+    keys = ("pool_inst_start", "pool_router", "pool_max_context", "pool_max_num_seqs", "pool_max_batched_tokens",
+            "pool_kv_blocks", "pool_block_tokens", "pool_step_code", "pool_step_coef", "horizon_s")
+    e = extras
+    n_steps = run_iteration_features(
+        req["arrival_s"], req["prompt_tokens"], req["output_tokens"], req["req_pool"], req["route_u"],
+        *[fleet[k] for k in keys], *feats.values(), e.prev_req, e.delay_s, e.session, e.n_sessions, e.new_tokens,
+        e.prefix_key, e.prefix_tokens, *out.values())
+    return n_steps, out
+
+
+def timed(fn, repeats: int = REPEATS) -> tuple[float, object]:
+    best, result = np.inf, None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - t0)
+    return best, result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="10^5 requests instead of 10^6")
+    parser.add_argument("--policy", choices=("mlfq", "h2q"), default="mlfq")
+    args = parser.parse_args()
+    n = 100_000 if args.quick else 1_000_000
+    fleet = two_pool_fleet(3, 5)
+    tiny, _ = workload(np.random.default_rng(0), 10.0, 20)
+    for label, fn in (("run_iteration_level", lambda: run_iteration_level(
+            **tiny, **fleet, **iteration_outputs(20, 8))),
+            ("run_iteration_features", lambda: call_features(
+                tiny, fleet, features(fleet, True, args.policy), extras_for(tiny["prompt_tokens"], True)))):
+        t0 = time.perf_counter()
+        fn()
+        print(f"JIT {label}: first call {time.perf_counter() - t0:.2f} s (compile or cache load)")
+    req, source = workload(np.random.default_rng(20260601), 100.0, n)
+    print(f"fleet 3 short + 5 long A100 (Table 1 builder), lambda 100/s, N {n:,}, lengths: {source}")
+    out_ref = iteration_outputs(n, 8)
+    t_ref, steps_ref = timed(lambda: run_iteration_level(**req, **fleet, **out_ref))
+    t_off, (steps_off, out_off) = timed(lambda: call_features(req, fleet, features(fleet, False, args.policy),
+                                                              no_extras(req["prompt_tokens"])))
+    same = steps_off == steps_ref and all(np.array_equal(out_ref["out_" + k], out_off[k])
+                                          for k in ("done_s", "first_token_s", "preemptions", "status"))
+    feats_on = features(fleet, True, args.policy)
+    t_on, (steps_on, out_on) = timed(lambda: call_features(req, fleet, feats_on,
+                                                           extras_for(req["prompt_tokens"], True)))
+    for label, t, steps, out_status in (("run_iteration_level", t_ref, steps_ref, out_ref["out_status"]),
+                                        ("features, all off", t_off, steps_off, out_off["status"]),
+                                        (f"features, all on ({args.policy})", t_on, steps_on, out_on["status"])):
+        print(f"  {label:32s} best of {REPEATS} {t:7.3f} s  {n / t:12,.0f} req/s  {steps / t:12,.0f} steps/s  "
+              f"{steps / n:5.1f} steps/req  done {np.mean(out_status == STATUS_DONE):.4f}  ({t_ref / t:.2f}x)")
+    print(f"  all-off outputs identical to run_iteration_level: {same}")
+    g, kind = out_on["pool_graph_tokens"], out_on["pool_step_kind"]
+    print(f"  all on: padding inflation {g[:, 1].sum() / max(g[:, 0].sum(), 1):.3f}, graphed steps "
+          f"{kind[:, 1].sum() / max(kind.sum(), 1):.3f}, acceptance "
+          f"{out_on['accepted'].sum() / max(out_on['drafted'].sum(), 1):.3f}, prefix hit "
+          f"{out_on['pool_prefix_tokens'][:, 1].sum() / max(out_on['pool_prefix_tokens'][:, 0].sum(), 1):.3f}, "
+          f"preemptions {int(out_on['preemptions'].sum())}")
+
+
+if __name__ == "__main__":
+    main()

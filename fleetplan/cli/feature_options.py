@@ -1,0 +1,178 @@
+"""Runtime-feature options (vLLM spelling) shared by ``simulate`` and ``sessions``.
+
+Each option takes ``VALUE`` (every pool) or ``POOL=VALUE`` (one pool; repeatable); a pool's own
+value wins over the all-pools one, and both override the fleet TOML's ``[pool.features]``.
+``--enable-prefix-caching`` alone turns caching on everywhere; ``--enable-prefix-caching short``
+on one pool.  Values are checked by the library (``fleetplan.sim.features``): a bad one is a
+one-line error, exit 2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import click
+from rich.table import Table
+
+from fleetplan.errors import ConfigError, UnknownNameError
+from fleetplan.sim.features import CudaGraphConfig, GraphMode, PolicyConfig, PrefixCacheConfig, SchedulerPolicy
+from fleetplan.sim.features_compile import features_on
+from fleetplan.sim.features_speculative import SpeculativeConfig
+from fleetplan.sim.result import SimResult
+from fleetplan.sim.spec import FleetSpec
+from fleetplan.units import ms_to_s
+
+__all__ = ["FEATURE_OPTION_NAMES", "apply_feature_options", "carry_features", "feature_table", "features_on",
+           "runtime_feature_options"]
+
+ALL_POOLS = "*"
+_SWITCH_WORDS = {ALL_POOLS: True, "": True, "true": True, "on": True, "1": True,
+                 "false": False, "off": False, "0": False}
+FEATURE_OPTION_NAMES = ("cudagraph_mode", "cudagraph_capture_sizes", "speculative_config", "enable_prefix_caching",
+                        "prefix_cache_entries", "scheduler_policy", "launch_overhead_ms")
+
+_OPTIONS = [
+    click.option("--cudagraph-mode", multiple=True, metavar="[POOL=]MODE",
+                 help=f"CUDA graphs: {'|'.join(GraphMode.names())} (vLLM --cudagraph-mode); graphed batches are padded "
+                 "to the next capture size and run without launch overhead."),
+    click.option("--cudagraph-capture-sizes", multiple=True, metavar="[POOL=]N,N,...",
+                 help="Capture sizes in tokens (default vLLM's ladder 1,2,4,8,...,512; Frontier's 1,2,4,8,16,32,64)."),
+    click.option("--speculative-config", multiple=True, metavar="[POOL=]JSON",
+                 help='vLLM JSON, e.g. \'{"method": "mtp", "num_speculative_tokens": 2, "acceptance_rate": 0.7}\' '
+                 "(methods mtp, draft_model, ngram; acceptance_rate, acceptance_rates or acceptance_table)."),
+    click.option("--enable-prefix-caching", multiple=True, is_flag=False, flag_value=ALL_POOLS, metavar="[POOL]",
+                 help="Automatic prefix caching (per-instance LRU within the KV budget); alone: every pool."),
+    click.option("--prefix-cache-entries", multiple=True, metavar="[POOL=]N",
+                 help="Prefix-cache entries per instance (default: the pool's KV blocks)."),
+    click.option("--scheduler-policy", multiple=True, metavar="[POOL=]NAME",
+                 help=f"Batch order: {'|'.join(SchedulerPolicy.names())} (parameters in the fleet TOML)."),
+    click.option("--launch-overhead-ms", multiple=True, metavar="[POOL=]MS",
+                 help="Eager kernel-launch time of one step that CUDA graphs remove (default: from --model)."),
+]
+
+
+def runtime_feature_options(func):
+    """Add the runtime-feature options; the command receives ``FEATURE_OPTION_NAMES`` as tuples of strings."""
+    for option in reversed(_OPTIONS):
+        func = option(func)
+    return func
+
+
+def _per_pool(spec: FleetSpec, values: tuple[str, ...]) -> dict[str, str]:
+    """``{pool: raw value}`` from ``VALUE`` / ``POOL=VALUE`` items (a pool's own value wins)."""
+    names = spec.pool_names()
+    shared: str | None = None
+    own: dict[str, str] = {}
+    for item in values:
+        item = str(item)
+        eq, brace = item.find("="), item.find("{")
+        if eq > 0 and (brace < 0 or eq < brace):
+            pool, value = item[:eq].strip(), item[eq + 1:].strip()
+            if pool not in names:
+                raise UnknownNameError("pool", pool, names)
+            own[pool] = value
+        else:
+            shared = item.strip()
+    if not values:
+        return {}
+    return {name: own.get(name, shared) for name in names if name in own or shared is not None}
+
+
+def _number(flag: str, pool: str, raw: str, kind: type) -> float | int:
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise ConfigError(f"--{flag} {raw!r} for pool {pool!r} is not {'an integer' if kind is int else 'a number'}; "
+                          f"give e.g. --{flag} {pool}=4") from None
+    if not math.isfinite(value) or value < 0:
+        raise ConfigError(f"--{flag} {raw!r} for pool {pool!r} must be a finite number >= 0")
+    return value
+
+
+def _sizes(pool: str, raw: str) -> tuple[int, ...]:
+    parts = [p.strip() for p in raw.split(",") if p.strip()]
+    if not parts or not all(p.isdigit() for p in parts):
+        raise ConfigError(f"--cudagraph-capture-sizes {raw!r} for pool {pool!r} must be comma-separated positive "
+                          "integers, e.g. 1,2,4,8,16,32,64")
+    return tuple(int(p) for p in parts)
+
+
+def _prefix_on(pool: str, raw: str) -> bool:
+    if raw in _SWITCH_WORDS:
+        return _SWITCH_WORDS[raw]
+    raise ConfigError(f"--enable-prefix-caching {raw!r} for pool {pool!r} must be true or false (or a pool name)")
+
+
+def apply_feature_options(spec: FleetSpec, **kw) -> FleetSpec:
+    """``spec`` with the runtime-feature options applied per pool (module docstring)."""
+    unknown = sorted(set(kw) - set(FEATURE_OPTION_NAMES))
+    if unknown:
+        raise ConfigError(f"unknown runtime-feature option {unknown[0]!r}; valid are {', '.join(FEATURE_OPTION_NAMES)}")
+    prefix_items = tuple(v if v in _SWITCH_WORDS or "=" in v else f"{v}=true"
+                         for v in kw.get("enable_prefix_caching") or ())
+    raw = {key: _per_pool(spec, tuple(kw.get(key) or ())) for key in FEATURE_OPTION_NAMES}
+    raw["enable_prefix_caching"] = _per_pool(spec, prefix_items)
+    pools = []
+    for pool in spec.pools:
+        f, name = pool.features, pool.name
+        graph = f.cudagraph
+        if name in raw["cudagraph_mode"]:
+            mode = GraphMode.parse(raw["cudagraph_mode"][name])
+            graph = CudaGraphConfig(mode, None if mode is GraphMode.NONE else graph.capture_sizes_tokens)
+        if name in raw["cudagraph_capture_sizes"]:
+            graph = CudaGraphConfig(graph.mode, _sizes(name, raw["cudagraph_capture_sizes"][name]))
+        spec_cfg = f.speculative
+        if name in raw["speculative_config"]:
+            spec_cfg = SpeculativeConfig.from_json(raw["speculative_config"][name])
+        prefix = f.prefix_cache
+        if name in raw["enable_prefix_caching"]:
+            on = _prefix_on(name, raw["enable_prefix_caching"][name])
+            prefix = dataclasses.replace(prefix, enabled=on, entries_per_instance=prefix.entries_per_instance if on
+                                         else None)
+        if name in raw["prefix_cache_entries"]:
+            entries = _number("prefix-cache-entries", name, raw["prefix_cache_entries"][name], int)
+            prefix = PrefixCacheConfig(prefix.enabled, entries, prefix.affinity_slack_requests)
+        policy = f.policy
+        if name in raw["scheduler_policy"]:
+            chosen = SchedulerPolicy.parse(raw["scheduler_policy"][name])
+            policy = policy if policy.policy is chosen else PolicyConfig(chosen)
+        launch_s = f.launch_overhead_s
+        if name in raw["launch_overhead_ms"]:
+            launch_s = ms_to_s(_number("launch-overhead-ms", name, raw["launch_overhead_ms"][name], float))
+        feats = dataclasses.replace(f, cudagraph=graph, speculative=spec_cfg, prefix_cache=prefix, policy=policy,
+                                    launch_overhead_s=launch_s)
+        pools.append(dataclasses.replace(pool, features=feats))
+    return dataclasses.replace(spec, pools=tuple(pools))
+
+
+def carry_features(source: FleetSpec, target: FleetSpec) -> FleetSpec:
+    """``target`` (e.g. rebuilt by ``--model``) with each pool's features taken from ``source``."""
+    by_name = {p.name: p.features for p in source.pools}
+    return dataclasses.replace(target, pools=tuple(dataclasses.replace(p, features=by_name.get(p.name, p.features))
+                                                   for p in target.pools))
+
+
+def _fmt(value: float | None, percent: bool = False) -> str:
+    if value is None:
+        return "-"
+    if math.isnan(value):
+        return "n/a"
+    return f"{100 * value:.1f}%" if percent else f"{value:.3g}"
+
+
+def feature_table(spec: FleetSpec, result: SimResult) -> Table:
+    """Per-pool runtime-feature figures (padding inflation, acceptance, prefix hit ratio)."""
+    table = Table(title="runtime features (whole run, warm-up included)")
+    for col in ("pool", "policy", "graphs", "padding inflation", "graphed steps", "spec accept", "accepted/step",
+                "accept by position", "prefix hit"):
+        table.add_column(col, justify="left" if col in ("pool", "policy", "graphs", "accept by position") else "right")
+    policies = {p.name: p.features.policy.policy.value for p in spec.pools}
+    modes = {p.name: p.features.cudagraph.mode.value for p in spec.pools}
+    for g in [*result.summary.pools, result.summary.overall]:
+        by_pos = g.spec_acceptance_by_position
+        table.add_row(g.name, policies.get(g.name, ""), modes.get(g.name, ""), _fmt(g.padding_inflation, True),
+                      _fmt(g.graph_step_share, True), _fmt(g.spec_acceptance_rate, True),
+                      _fmt(g.spec_mean_accepted_tokens), "-" if by_pos is None else " ".join(_fmt(x) for x in by_pos),
+                      _fmt(g.prefix_hit_ratio, True))
+    return table

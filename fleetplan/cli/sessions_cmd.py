@@ -1,0 +1,196 @@
+"""``fleetplan simulate-sessions``: multi-round agent sessions or RL-rollout bursts on a fleet."""
+
+from __future__ import annotations
+
+import math
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from fleetplan.cli.feature_options import apply_feature_options, feature_table, features_on, runtime_feature_options
+from fleetplan.cli.options import POSITIVE, seed_option
+from fleetplan.errors import ConfigError
+from fleetplan.hardware import load_catalog
+from fleetplan.sim.builders import build_pool
+from fleetplan.sim.engine import DEFAULT_WARMUP_FRACTION
+from fleetplan.sim.fleet_toml import load_fleet_toml
+from fleetplan.sim.session_metrics import TAIL_QUANTILE
+from fleetplan.sim.sessions import SessionResult, session_table, simulate_sessions
+from fleetplan.sim.spec import FleetSpec
+from fleetplan.units import ms_to_s, s_to_ms
+from fleetplan.workload.rollouts import LENGTH_KINDS, OutputLengths, RlRollout
+from fleetplan.workload.session_io import load_session_workload
+from fleetplan.workload.session_table import DELAY_KINDS, ToolDelay
+
+DEFAULT_N_SESSIONS = 2_000
+NONNEGATIVE = click.FloatRange(min=0.0)
+
+EXAMPLES = """\b
+Examples:
+  fleetplan simulate-sessions --fleet examples/two_pool_a100.toml --sessions frontier_agentic \\
+      --mix heavy_tail=0.3,short=0.7 --rate 0.5 --n-sessions 500 --tool-delay-s 1.0
+  fleetplan simulate-sessions --gpu h100 --instances 8 --sessions my_agents.json --rate 2 --json out.json \
+      --enable-prefix-caching --scheduler-policy h2q_br
+  fleetplan simulate-sessions --gpu h100 --instances 8 --rl-rollout 4000 --rl-prompt-tokens 1024 \\
+      --rl-output lognormal --rl-output-scale 2000 --rl-output-shape 1.2 --rl-output-cap 32768
+"""
+
+
+def _ms(value_s: float) -> str:
+    if math.isnan(value_s):
+        return "-"
+    return "inf" if math.isinf(value_s) else f"{s_to_ms(value_s):,.1f}"
+
+
+def _fleet(fleet_path: str | None, gpu: str | None, instances: int | None, max_context: int | None,
+           largest_context: int) -> FleetSpec:
+    if (fleet_path is None) == (gpu is None):
+        raise ConfigError("give the fleet as --fleet FILE.toml or as --gpu NAME --instances N, not both or neither")
+    if fleet_path is not None:
+        if instances is not None or max_context is not None:
+            raise ConfigError("--instances and --max-context go with --gpu; the --fleet file sets its own pools")
+        return load_fleet_toml(fleet_path)
+    if instances is None:
+        raise ConfigError("--gpu needs --instances N (instances of one GPU each in a single pool)")
+    context = max_context if max_context is not None else 1 << max(0, math.ceil(math.log2(largest_context)))
+    return FleetSpec(pools=(build_pool(load_catalog().get(gpu), "pool", instances, context),))
+
+
+def _delay(delay_s: float | None, kind: str, sigma: float | None) -> ToolDelay | None:
+    if delay_s is None:
+        if sigma is not None or kind != "fixed":
+            raise ConfigError("--tool-delay-kind and --tool-delay-sigma need --tool-delay-s (the mean delay)")
+        return None
+    return ToolDelay(kind, delay_s, 0.0 if sigma is None else sigma)
+
+
+def _metrics_table(result: SessionResult) -> Table:
+    m = result.metrics
+    table = Table(title=f"sessions ({m.n_finished:,} of {m.n_measured:,} measured finished; ms)")
+    for col in ("metric", "mean", "P50", "P95", "P99"):
+        table.add_column(col, justify="left" if col == "metric" else "right")
+    rows = [("aTTFT (arrival -> answer's first token)", m.attft), ("aTPOT (answer round)", m.atpot)]
+    rows += [(f"round {r.round_number} TTFT (release -> first token)", r.ttft) for r in m.round_ttft]
+    for label, s in rows:
+        table.add_row(label, _ms(s.mean_s), _ms(s.p50_s), _ms(s.p95_s), _ms(s.p99_s))
+    return table
+
+
+def _burst_table(result: SessionResult) -> Table:
+    table = Table(title="RL bursts")
+    for col in ("burst", "trajectories", "finished", "release s", "makespan s", f"t{round(100 * TAIL_QUANTILE)} s",
+                "tail share"):
+        table.add_column(col, justify="right")
+    for b in result.metrics.bursts:
+        share = "-" if math.isnan(b.tail_share) else f"{100 * b.tail_share:.1f}%"
+        table.add_row(str(b.burst), f"{b.n_trajectories:,}", f"{b.n_finished:,}", f"{b.release_s:,.1f}",
+                      f"{b.makespan_s:,.2f}", f"{b.t90_s:,.2f}", share)
+    return table
+
+
+@click.command("simulate-sessions", epilog=EXAMPLES)
+@click.option("--fleet", "fleet_path", type=click.Path(dir_okay=False), default=None, help="Fleet TOML.")
+@click.option("--gpu", default=None, help="Instead of --fleet: one pool of this catalog GPU (with --instances).")
+@click.option("--instances", type=click.IntRange(min=1), default=None, help="Instances in the --gpu pool.")
+@click.option("--max-context", type=click.IntRange(min=1), default=None,
+              help="Context limit (tokens) of the --gpu pool (default: the largest session context, rounded up "
+              "to a power of two).")
+@click.option("--sessions", "sessions", default="frontier_agentic", show_default=True,
+              help="Session workload: a bundled name or a JSON file (format: docs/sessions.md).")
+@click.option("--mix", default=None, help="Template mix, e.g. heavy_tail=0.3,short=0.7 (left-out templates get 0).")
+@click.option("--tool-delay-s", type=NONNEGATIVE, default=None,
+              help="Mean tool-call delay between rounds, s (required when the workload gives none).")
+@click.option("--tool-delay-kind", type=click.Choice(DELAY_KINDS), default="fixed", show_default=True)
+@click.option("--tool-delay-sigma", type=POSITIVE, default=None, help="Log-space sd of a lognormal delay.")
+@click.option("--rate", "rate_per_s", type=POSITIVE, default=None, help="Session arrival rate, sessions/s.")
+@click.option("--n-sessions", type=click.IntRange(min=1), default=DEFAULT_N_SESSIONS, show_default=True)
+@click.option("--rl-rollout", "rl_n", type=click.IntRange(min=1), default=None,
+              help="Instead of --sessions: N trajectories released together per burst.")
+@click.option("--rl-bursts", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--rl-interval-s", type=NONNEGATIVE, default=0.0, show_default=True, help="Seconds between bursts.")
+@click.option("--rl-prompt-tokens", type=click.IntRange(min=1), default=None, help="Prompt of every trajectory.")
+@click.option("--rl-output", "rl_output_kind", type=click.Choice(LENGTH_KINDS), default="lognormal",
+              show_default=True, help="Trajectory output length law.")
+@click.option("--rl-output-scale", type=POSITIVE, default=None, help="Median (lognormal) or minimum (pareto), tokens.")
+@click.option("--rl-output-shape", type=POSITIVE, default=None, help="Log-space sd (lognormal) or tail index alpha.")
+@click.option("--rl-output-cap", type=click.IntRange(min=1), default=None, help="Longest trajectory output, tokens.")
+@click.option("--rl-rounds", type=click.IntRange(min=1), default=1, show_default=True, help="Rounds per trajectory.")
+@click.option("--rl-observation-tokens", type=click.IntRange(min=0), default=0, show_default=True,
+              help="New prompt tokens (the environment's reply) of each round after the first.")
+@click.option("--horizon", "horizon_s", type=POSITIVE, default=None, help="Stop after this many seconds.")
+@click.option("--warmup-fraction", type=click.FloatRange(0, 1, max_open=True), default=None,
+              help=f"Share of the earliest sessions left out (default {DEFAULT_WARMUP_FRACTION:g}; 0 for rollouts).")
+@seed_option
+@click.option("--slo-ttft", "slo_ttft_ms", type=POSITIVE, default=None, help="Per-round TTFT SLO, ms.")
+@click.option("--slo-tpot", "slo_tpot_ms", type=POSITIVE, default=None, help="Per-round TPOT SLO, ms.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
+              help="Write session metrics and the per-round summary as JSON (inf/NaN as null).")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
+              help="Write one row per round (session, release, first token, done; seconds).")
+@runtime_feature_options
+def simulate_sessions_cmd(fleet_path, gpu, instances, max_context, sessions, mix, tool_delay_s, tool_delay_kind,
+                          tool_delay_sigma, rate_per_s, n_sessions, rl_n, rl_bursts, rl_interval_s, rl_prompt_tokens,
+                          rl_output_kind, rl_output_scale, rl_output_shape, rl_output_cap, rl_rounds,
+                          rl_observation_tokens, horizon_s,
+                          warmup_fraction, seed, slo_ttft_ms, slo_tpot_ms, json_path, csv_path, **feature_opts) -> None:
+    """Simulate multi-round sessions (agents, reasoning) or RL-rollout bursts; print session metrics.
+
+    aTTFT runs from session arrival to the first token of the final (answer-visible) round;
+    hidden planning throughput counts new prompt + output tokens of the non-final rounds per second.
+    Unfinished sessions count as infinite latency.
+    """
+    delay = _delay(tool_delay_s, tool_delay_kind, tool_delay_sigma)
+    if rl_n is not None:
+        given = {"--rl-prompt-tokens": rl_prompt_tokens, "--rl-output-scale": rl_output_scale,
+                 "--rl-output-shape": rl_output_shape, "--rl-output-cap": rl_output_cap}
+        missing = [flag for flag, value in given.items() if value is None]
+        if missing:
+            raise ConfigError(f"--rl-rollout needs {missing[0]} (no default is assumed for trajectory lengths); "
+                              "give it")
+        source = RlRollout(
+            n_trajectories=rl_n, n_bursts=rl_bursts, burst_interval_s=rl_interval_s, prompt_tokens=rl_prompt_tokens,
+            output=OutputLengths(rl_output_kind, rl_output_scale, rl_output_shape, rl_output_cap),
+            rounds_per_trajectory=rl_rounds, observation_tokens=rl_observation_tokens, tool_delay=delay,
+        )
+        what = f"RL rollout: {rl_bursts} burst(s) of {rl_n:,} trajectories"
+    else:
+        if rate_per_s is None:
+            raise ConfigError("--rate (sessions/s) is required for a session workload; give e.g. --rate 0.5")
+        source = load_session_workload(sessions, mix=mix, tool_delay=delay)
+        mix_text = ", ".join(f"{n}={s:.3g}" for n, s in zip(source.template_names, source.shares, strict=True))
+        what = f"sessions {source.name} ({mix_text}), {n_sessions:,} at {rate_per_s:g}/s"
+    table = session_table(source, rate_per_s, n_sessions, seed)
+    prompt, _ = table.context_tokens()
+    spec = _fleet(fleet_path, gpu, instances, max_context, int((prompt + table.output_tokens).max()))
+    spec = apply_feature_options(spec, **feature_opts)
+    wf = warmup_fraction if warmup_fraction is not None else (0.0 if rl_n is not None else DEFAULT_WARMUP_FRACTION)
+    result = simulate_sessions(
+        spec, table, seed=seed, warmup_fraction=wf, horizon_s=horizon_s,
+        slo_ttft_s=None if slo_ttft_ms is None else ms_to_s(slo_ttft_ms),
+        slo_tpot_s=None if slo_tpot_ms is None else ms_to_s(slo_tpot_ms),
+    )
+    con = Console(soft_wrap=True, highlight=False)
+    con.print(f"fleet: {len(spec.pools)} pool(s), {spec.n_instances} instances, pool router {spec.pool_router.value}")
+    con.print(f"{what}; {table.n_rows:,} rounds, seed {seed}, first {100 * wf:g}% of sessions excluded as warm-up")
+    con.print(_metrics_table(result))
+    m = result.metrics
+    if not table.is_final.all():
+        con.print(f"hidden planning throughput: {m.hidden_tokens_per_s:,.1f} tokens/s (new prompt + output of "
+                  f"non-final rounds over {m.hidden_span_s:,.1f} s; output only "
+                  f"{m.hidden_output_tokens_per_s:,.1f} tokens/s)")
+    if features_on(spec):
+        con.print(feature_table(spec, result.sim))
+    if m.bursts:
+        con.print(_burst_table(result))
+        con.print(f"tail share = (makespan - t{round(100 * TAIL_QUANTILE)}) / makespan: the fraction of a burst's "
+                  f"makespan after {100 * TAIL_QUANTILE:g}% of its trajectories finished.")
+    if json_path:
+        result.write_json(json_path)
+        con.print(f"wrote {json_path}")
+    if csv_path:
+        result.write_csv(csv_path)
+        con.print(f"wrote {csv_path} ({table.n_rows:,} rows)")
+
+
+simulate_sessions_command = simulate_sessions_cmd

@@ -1,0 +1,268 @@
+"""Iteration-level kernel with the runtime features of issue #5 (docs/runtime_features_contract.md).
+
+``run_iteration_features`` generalises ``run_iteration_level`` (no failures): scheduler policies
+(``features_policy``), a shared batch builder with token budget, KV admission, prefix caching
+and recompute preemption (``features_steps``, ``features_admit``), CUDA-graph padding and
+speculative decoding (``features_time``, ``features_commit``), multi-round sessions and the
+prefix-affinity router (this module).  With every feature off and ``prev_req == -1`` it gives
+bit-identical outputs to ``run_iteration_level`` (tested).
+
+Events at equal times: step ends (lowest instance first), then releases of session rounds (by
+time, then index), then arrivals (rows with ``prev_req < 0``, by index).  A round with
+``prev_req[r] = q >= 0`` is released at ``done_s[q] + delay_s[r]`` to the instance that served
+q (never if q does not complete); ``out_release_s[r]`` is when r entered the system.
+Preconditions (ValueError otherwise): prompt and output >= 1, ``arrival_s`` non-decreasing over
+rows with ``prev_req < 0``, ``prev_req[r] < r``, known step-model codes, ``spec_k <=
+SPEC_K_MAX``, ``0 <= spec_seed < 2**63``.  Returns the number of committed steps.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fleetplan.sim._kernels.codes import (
+    N_STEP_MODELS,
+    POOL_LEAST_LOADED,
+    ROUTE_LEAST_OUTSTANDING,
+    ROUTE_PREFIX_AFFINITY,
+    STATUS_REJECTED,
+)
+from fleetplan.sim._kernels.features_commit import commit_features
+from fleetplan.sim._kernels.features_heap import rel_pop
+from fleetplan.sim._kernels.features_layout import (
+    E0,
+    E1,
+    G_FRONT,
+    G_SEED,
+    HCHILD,
+    HSIB,
+    K_FREE,
+    K_M,
+    K_ROOT0,
+    K_ROOT1,
+    N_GLOB,
+    N_KF,
+    N_KI,
+    N_RQ,
+    OUT,
+)
+from fleetplan.sim._kernels.features_policy import enqueue_wait
+from fleetplan.sim._kernels.features_steps import schedule_features
+from fleetplan.sim._kernels.features_time import add_step_stats, cut_run, steps_by_horizon
+from fleetplan.sim._kernels.heaps import tree_build, tree_leaves, tree_update
+from fleetplan.sim._kernels.jit import njit, njit_inline
+from fleetplan.sim._kernels.prefix_cache import pc_new
+from fleetplan.sim._kernels.routing import add_outstanding, build_outstanding_trees, least_loaded_pool, pick_instance
+
+SPEC_K_MAX = 16  # = fleetplan.sim.features_arrays.SPEC_K_MAX (kernels do not import the sim package)
+
+
+@njit
+def route_prefix_affinity(p, r, pools, load, route, prefix_key, slack):
+    """``ROUTE_PREFIX_AFFINITY``: the key's home instance unless it is ``slack`` above the least loaded."""
+    pool_inst_start = pools[0]
+    inst_outstanding, tree, tree_lo, tree_leaves_, _ = load
+    route_u = route[1]
+    first = pool_inst_start[p]
+    n = pool_inst_start[p + 1] - first
+    least = pick_instance(ROUTE_LEAST_OUTSTANDING, p, pool_inst_start, inst_outstanding, tree, tree_lo,
+                          tree_leaves_, route[2], route_u[r, 0], route_u[r, 1])
+    key = prefix_key[r, 0] if prefix_key[r, 0] >= 0 else prefix_key[r, 1]
+    if key < 0:
+        return least
+    target = first + key % n
+    if inst_outstanding[target] > inst_outstanding[least] + slack:
+        return least
+    return target
+
+
+@njit_inline
+def enter(k, p, r, t_s, req, ses, ins, pools, fts, outs, stats, load, pc, stack):
+    """Request r joins instance k's waiting set at ``t_s`` (routed, counted outstanding)."""
+    add_outstanding(k, p, 1, load[0], pools[0], load[1], load[2], load[3])
+    enqueue_wait(k, p, r, False, req, ses, ins[2], pools, fts, pc)
+    if ins[4][k] == np.inf:
+        schedule_features(k, p, t_s, req, ses, ins, pools, fts, outs, stats, pc, stack)
+    else:
+        cut_run(k, p, t_s, ins, pools, fts)
+
+
+@njit
+def run_iteration_features(
+    arrival_s, prompt_tokens, output_tokens, req_pool, route_u,
+    pool_inst_start, pool_router, pool_max_context, pool_max_num_seqs, pool_max_batched_tokens,
+    pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
+    policy, policy_param, graph_mode, graph_sizes, graph_n, graph_time_s, spec_k, spec_accept,
+    draft_code, draft_coef, prefix_on, prefix_entries, affinity_slack, spec_seed,
+    prev_req, delay_s, session, n_sessions, new_tokens, prefix_key, prefix_tokens,
+    out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_status,
+    inst_busy_s, inst_seq_s, inst_steps, inst_tokens,
+    out_release_s, out_cached_tokens, out_drafted, out_accepted,
+    pool_graph_tokens, pool_step_kind, pool_accept_pos, pool_draft_pos, pool_prefix_tokens,
+):
+    n_req = arrival_s.shape[0]
+    n_pools = pool_router.shape[0]
+    n_inst = pool_inst_start[n_pools]
+    for p in range(n_pools):
+        if pool_step_code[p] < 0 or pool_step_code[p] >= N_STEP_MODELS:
+            raise ValueError("unknown step-model code")
+        if spec_k[p] < 0 or spec_k[p] > SPEC_K_MAX or (spec_k[p] > 0 and (draft_code[p] < 0
+                                                                          or draft_code[p] >= N_STEP_MODELS)):
+            raise ValueError("spec_k must be in [0, SPEC_K_MAX] with a known draft step-model code")
+    if spec_seed < 0:
+        raise ValueError("spec_seed must be >= 0")
+    last_arrival_s = -np.inf
+    succ_head = np.full(n_req, -1, dtype=np.int64)
+    succ_next = np.full(n_req, -1, dtype=np.int64)
+    sess_id = np.empty(n_req, dtype=np.int64)
+    for i in range(n_req):
+        if prompt_tokens[i] < 1 or output_tokens[i] < 1:
+            raise ValueError("prompt_tokens and output_tokens must be >= 1")
+        if prev_req[i] >= i:
+            raise ValueError("prev_req[r] must be < r")
+        if prev_req[i] < 0:
+            if arrival_s[i] < last_arrival_s:
+                raise ValueError("arrival_s must be sorted over rows with prev_req < 0")
+            last_arrival_s = arrival_s[i]
+        sess_id[i] = session[i] if session[i] >= 0 else n_sessions + i
+        out_inst[i] = -1
+        out_first_sched_s[i] = np.inf
+        out_first_token_s[i] = np.inf
+        out_done_s[i] = np.inf
+        out_release_s[i] = np.inf
+        out_preemptions[i] = 0
+        out_status[i] = 1  # STATUS_UNFINISHED until proven otherwise
+        out_cached_tokens[i] = 0
+        out_drafted[i] = 0
+        out_accepted[i] = 0
+    for i in range(n_req - 1, -1, -1):  # successors in index order
+        q = prev_req[i]
+        if q >= 0:
+            succ_next[i] = succ_head[q]
+            succ_head[q] = i
+    rq = np.zeros((n_req, N_RQ), dtype=np.int64)
+    for i in range(n_req):
+        rq[i, OUT] = output_tokens[i]
+        rq[i, E0] = -1
+        rq[i, E1] = -1
+        rq[i, HCHILD] = -1
+        rq[i, HSIB] = -1
+    attained_s = np.zeros(n_req, dtype=np.float64)
+    n_sess_all = n_sessions + n_req
+    sess_z = np.zeros(n_sess_all, dtype=np.int64)
+    sess_h = np.zeros(n_sess_all, dtype=np.int64)
+    sess_c = np.zeros(n_sess_all, dtype=np.int64)
+    glob = np.zeros(N_GLOB, dtype=np.int64)
+    glob[G_FRONT] = 0
+    glob[G_SEED] = spec_seed
+    inst_pool = np.empty(n_inst, dtype=np.int64)
+    run_lo = np.zeros(n_inst + 1, dtype=np.int64)
+    ki = np.zeros((n_inst, N_KI), dtype=np.int64)
+    kf = np.zeros((n_inst, N_KF), dtype=np.float64)
+    entries = np.zeros(n_inst, dtype=np.int64)
+    for p in range(n_pools):
+        for k in range(pool_inst_start[p], pool_inst_start[p + 1]):
+            inst_pool[k] = p
+            run_lo[k + 1] = run_lo[k] + pool_max_num_seqs[p]
+            ki[k, K_FREE] = pool_kv_blocks[p]
+            ki[k, K_ROOT0] = -1
+            ki[k, K_ROOT1] = -1
+            entries[k] = prefix_entries[p] if prefix_on[p] != 0 else 0
+    run_req = np.empty(run_lo[n_inst], dtype=np.int64)
+    pc = pc_new(n_inst, entries)
+    inst_outstanding = np.zeros(n_inst, dtype=np.int64)
+    tree_out, tree_out_lo, tree_out_leaves = build_outstanding_trees(pool_inst_start)
+    pool_tokens = np.zeros(n_pools, dtype=np.int64)
+    rr_next = np.zeros(n_pools, dtype=np.int32)
+    for k in range(n_inst):
+        inst_busy_s[k] = 0.0
+        inst_seq_s[k] = 0.0
+        inst_steps[k] = 0
+        inst_tokens[k] = 0
+    pool_graph_tokens[:] = 0
+    pool_step_kind[:] = 0
+    pool_accept_pos[:] = 0
+    pool_draft_pos[:] = 0
+    pool_prefix_tokens[:] = 0
+    n_leaves = tree_leaves(n_inst)
+    step_end_s = np.full(n_leaves, np.inf)
+    tree = np.empty(2 * n_leaves, dtype=np.int32)
+    tree_build(step_end_s, tree, n_leaves)
+    rel_t = np.empty(n_req, dtype=np.float64)
+    rel_i = np.empty(n_req, dtype=np.int64)
+    rel_n = np.zeros(1, dtype=np.int64)
+    stack = np.empty(n_req + 1, dtype=np.int64)
+
+    req = (prompt_tokens, output_tokens, rq, attained_s, new_tokens, prefix_key, prefix_tokens, sess_id)
+    ses = (sess_z, sess_h, sess_c, glob)
+    ins = (run_lo, run_req, ki, kf, step_end_s)
+    pools = (pool_inst_start, pool_max_num_seqs, pool_max_batched_tokens, pool_block_tokens, pool_step_code,
+             pool_step_coef)
+    fts = (policy, policy_param, graph_mode, graph_sizes, graph_n, graph_time_s, spec_k, spec_accept,
+           draft_code, draft_coef, prefix_on)
+    outs = (out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_status, out_cached_tokens,
+            out_drafted, out_accepted)
+    stats = (inst_busy_s, inst_seq_s, inst_steps, inst_tokens, pool_graph_tokens, pool_step_kind,
+             pool_accept_pos, pool_draft_pos, pool_prefix_tokens)
+    load = (inst_outstanding, tree_out, tree_out_lo, tree_out_leaves, pool_tokens)
+    rel = (succ_head, succ_next, delay_s, rel_t, rel_i, rel_n)
+    route = (pool_router, route_u, rr_next)
+
+    n_steps = 0
+    i = 0
+    while i < n_req and prev_req[i] >= 0:
+        i += 1
+    while True:
+        k = np.int64(tree[1])
+        t_step = step_end_s[k]
+        t_rel = rel_t[0] if rel_n[0] > 0 else np.inf
+        t_arr = arrival_s[i] if i < n_req else np.inf
+        if t_step <= t_rel and t_step <= t_arr:
+            if t_step > horizon_s or t_step == np.inf:
+                break
+            n_steps += commit_features(k, inst_pool[k], t_step, req, ses, ins, pools, fts, outs, stats, load, rel,
+                                       pc, stack)
+            tree_update(step_end_s, tree, n_leaves, k)
+            continue
+        if t_rel <= t_arr:
+            if t_rel > horizon_s:
+                break
+            r = rel_i[0]
+            rel_n[0] = rel_pop(rel_t, rel_i, rel_n[0])
+            kk = out_inst[prev_req[r]]
+            p = inst_pool[kk]
+        else:
+            if t_arr > horizon_s:
+                break
+            r = i
+            i += 1
+            while i < n_req and prev_req[i] >= 0:
+                i += 1
+            p = np.int64(req_pool[r])
+            if p == POOL_LEAST_LOADED:
+                p = np.int64(least_loaded_pool(prompt_tokens[r] + output_tokens[r], pool_tokens, pool_inst_start,
+                                               pool_max_context))
+            kk = np.int64(-1)
+        t_now = t_rel if t_rel <= t_arr else t_arr
+        out_release_s[r] = t_now
+        total = prompt_tokens[r] + output_tokens[r]
+        block = pool_block_tokens[p]
+        if total > pool_max_context[p] or (total + block - 1) // block > pool_kv_blocks[p]:
+            out_status[r] = STATUS_REJECTED
+            continue
+        pool_tokens[p] += total
+        if kk < 0:
+            if pool_router[p] == ROUTE_PREFIX_AFFINITY:
+                kk = np.int64(route_prefix_affinity(p, r, pools, load, route, prefix_key, affinity_slack[p]))
+            else:
+                kk = np.int64(pick_instance(pool_router[p], p, pool_inst_start, inst_outstanding, tree_out,
+                                            tree_out_lo, tree_out_leaves, rr_next, route_u[r, 0], route_u[r, 1]))
+        out_inst[r] = kk
+        enter(kk, p, r, t_now, req, ses, ins, pools, fts, outs, stats, load, pc, stack)
+        tree_update(step_end_s, tree, n_leaves, kk)
+    for k in range(n_inst):  # runs of steps in flight past the horizon
+        if step_end_s[k] < np.inf and ki[k, K_M] > 1:
+            n_done = steps_by_horizon(k, inst_pool[k], horizon_s, ins, pools, fts)
+            add_step_stats(k, inst_pool[k], n_done, ins, pools, fts, stats)
+            n_steps += n_done
+    return n_steps

@@ -1,0 +1,226 @@
+"""Scheduler policies of the feature kernel: waiting keys, pass ranks, preemption victims.
+
+Keys (``rq[r, WK0], rq[r, WK1]``; the second field makes them unique) set when request r
+enters the waiting set of instance k (release or preemption; ``seq`` = global enqueue counter,
+``a = rq[r, ASEQ]`` = ``seq`` at release):
+
+* ``SCHED_VLLM_V1`` / ``SCHED_SGLANG``: ``(seq, 0)`` at release, ``(front, 0)`` at preemption
+  with ``front = -1, -2, ...`` (the front of the queue, last preempted first);
+* ``SCHED_SPF``: ``(prompt + generated - cached, seq)``, ``cached`` from ``pc_probe`` at enqueue;
+* ``SCHED_MLFQ``: ``(level, a)``; the level is set at release (skip-join) and kept on preemption;
+* ``SCHED_H2Q_BR``: classified at every entry (eq. 3 with ``l`` = the round's new tokens; a QL
+  class sets the session's sticky flag); QS heap ``(l, a)``, QL heap ``(a, 0)``; a preempted
+  request loses its session's carryover credit (its prefill restarts).
+
+Pass ranks (MLFQ, H2Q-BR: running and waiting compete in one order) are 4-tuples
+``rq[r, RK0:RK3+1]``: MLFQ ``(level, a, 0, 0)``; H2Q-BR ``(0, l, d, a)`` in QS, ``(1, d, a, 0)``
+in QL, ``(-2, d, a, 0)`` for the released carryover and ``(-1, d, a, 0)`` for the liveness
+slice (``d`` = 0 decoding, 1 prefill; waiting requests have d = 1).  Running requests are kept
+sorted by rank (insertion sort, O(n) when nearly sorted); the preemption victim is the last.
+"""
+
+from __future__ import annotations
+
+import math
+
+from fleetplan.sim._kernels.codes import SCHED_H2Q_BR, SCHED_MLFQ, SCHED_SPF
+from fleetplan.sim._kernels.features_heap import ph_push
+from fleetplan.sim._kernels.features_layout import (
+    ASEQ,
+    COMP,
+    G_ENQ,
+    G_FRONT,
+    GEN,
+    HCHILD,
+    HSIB,
+    K_ETA,
+    K_ROOT0,
+    K_ROOT1,
+    K_RUN,
+    LEVEL,
+    QCLS,
+    QL,
+    QS,
+    RK0,
+    RK1,
+    RK2,
+    RK3,
+    TARGET,
+    WK0,
+    WK1,
+)
+from fleetplan.sim._kernels.jit import njit, njit_inline
+from fleetplan.sim._kernels.prefix_cache import pc_probe
+from fleetplan.sim._kernels.step_model import step_time_s
+
+
+@njit
+def mlfq_entry_level(code, coef, prompt, q0_s, n_levels):
+    """Skip-join: smallest level whose quantum covers the estimated prefill time."""
+    est_s = step_time_s(code, coef, 1, 0, prompt, 0, prompt * prompt)
+    level = 0
+    while level < n_levels - 1 and est_s > q0_s * 2.0 ** level:
+        level += 1
+    return level
+
+
+@njit
+def enqueue_wait(k, p, r, is_preempt, req, ses, ki, pools, fts, pc):
+    """Key request r for instance k's waiting set and push it (see the module doc)."""
+    prompt_tokens, _, rq, attained_s, new_tokens, prefix_key, prefix_tokens, sess_id = req
+    sess_z, sess_h, sess_c, glob = ses
+    policy, policy_param, prefix_on = fts[0], fts[1], fts[10]
+    pol = policy[p]
+    seq = glob[G_ENQ]
+    glob[G_ENQ] = seq + 1
+    if not is_preempt:
+        rq[r, ASEQ] = seq
+    root = K_ROOT0
+    if pol == SCHED_SPF:
+        rem = prompt_tokens[r] + rq[r, GEN]
+        if prefix_on[p] != 0:
+            block = pools[3][p]
+            m, _ = pc_probe(pc, k, prefix_key[r, 0], prefix_tokens[r, 0] // block, prefix_key[r, 1],
+                            prefix_tokens[r, 1] // block, (rem - 1) // block)
+            rem -= m * block
+        rq[r, WK0] = rem
+        rq[r, WK1] = seq
+    elif pol == SCHED_MLFQ:
+        if not is_preempt:
+            rq[r, LEVEL] = mlfq_entry_level(pools[4][p], pools[5][p], prompt_tokens[r], policy_param[p, 0],
+                                            int(policy_param[p, 1]))
+            attained_s[r] = 0.0
+        rq[r, WK0] = rq[r, LEVEL]
+        rq[r, WK1] = rq[r, ASEQ]
+    elif pol == SCHED_H2Q_BR:
+        sid = sess_id[r]
+        if is_preempt:
+            sess_c[sid] = 0
+        ell = new_tokens[r]
+        if sess_z[sid] != 0 or sess_h[sid] > policy_param[p, 1] or ell > policy_param[p, 0]:
+            sess_z[sid] = 1
+            rq[r, QCLS] = QL
+            rq[r, WK0] = rq[r, ASEQ]
+            rq[r, WK1] = 0
+            root = K_ROOT1
+        else:
+            rq[r, QCLS] = QS
+            rq[r, WK0] = ell
+            rq[r, WK1] = rq[r, ASEQ]
+    elif is_preempt:  # vLLM v1 / SGLang: the front, last preempted first
+        glob[G_FRONT] -= 1
+        rq[r, WK0] = glob[G_FRONT]
+        rq[r, WK1] = 0
+    else:
+        rq[r, WK0] = seq
+        rq[r, WK1] = 0
+    ki[k, root] = ph_push(rq, ki[k, root], r)
+
+
+@njit_inline
+def rank_less(rq, a, b):
+    """Pass rank of ``a`` below that of ``b``."""
+    if rq[a, RK0] != rq[b, RK0]:
+        return rq[a, RK0] < rq[b, RK0]
+    if rq[a, RK1] != rq[b, RK1]:
+        return rq[a, RK1] < rq[b, RK1]
+    if rq[a, RK2] != rq[b, RK2]:
+        return rq[a, RK2] < rq[b, RK2]
+    return rq[a, RK3] < rq[b, RK3]
+
+
+@njit_inline
+def set_rank(rq, r, r0, r1, r2, r3):
+    rq[r, RK0] = r0
+    rq[r, RK1] = r1
+    rq[r, RK2] = r2
+    rq[r, RK3] = r3
+
+
+@njit_inline
+def h2q_rank(rq, r, ell, d, special):
+    """H2Q-BR rank of r (``special`` = -2 release, -1 liveness, 0 none)."""
+    if special != 0:
+        set_rank(rq, r, special, d, rq[r, ASEQ], 0)
+    elif rq[r, QCLS] == QS:
+        set_rank(rq, r, 0, ell, d, rq[r, ASEQ])
+    else:
+        set_rank(rq, r, 1, d, rq[r, ASEQ], 0)
+
+
+@njit
+def _min_aseq_in_heap(rq, root, stack):
+    """Smallest ASEQ over a pairing heap (traversal; only when a carryover competes)."""
+    best = math.inf
+    if root < 0:
+        return best
+    n = 1
+    stack[0] = root
+    while n > 0:
+        n -= 1
+        x = stack[n]
+        while x >= 0:
+            if rq[x, ASEQ] < best:
+                best = rq[x, ASEQ]
+            if rq[x, HCHILD] >= 0:
+                stack[n] = rq[x, HCHILD]
+                n += 1
+            x = rq[x, HSIB]
+    return best
+
+
+@njit
+def prepare_pass(k, p, req, ses, ins, fts, stack):
+    """Ranks of instance k's running requests for a combined-order pass, sorted (MLFQ, H2Q-BR).
+
+    Returns ``(released request or -1, True if the QL waiting top is the liveness slice)``."""
+    rq, new_tokens, sess_id = req[2], req[4], req[7]
+    sess_c = ses[2]
+    run_lo, run_req, ki = ins[0], ins[1], ins[2]
+    policy, policy_param = fts[0], fts[1]
+    lo = run_lo[k]
+    n = ki[k, K_RUN]
+    rel = -1
+    live = -1
+    live_wait = False
+    if policy[p] == SCHED_MLFQ:
+        for s in range(lo, lo + n):
+            r = run_req[s]
+            set_rank(rq, r, rq[r, LEVEL], rq[r, ASEQ], 0, 0)
+    else:
+        oldest_ql = -1
+        min_qs = math.inf
+        for s in range(lo, lo + n):
+            r = run_req[s]
+            if rq[r, QCLS] == QL:
+                if oldest_ql < 0 or rq[r, ASEQ] < rq[oldest_ql, ASEQ]:
+                    oldest_ql = r
+            elif rq[r, ASEQ] < min_qs:
+                min_qs = rq[r, ASEQ]
+            if sess_c[sess_id[r]] != 0 and (rel < 0 or rq[r, ASEQ] < rq[rel, ASEQ]):
+                rel = r
+        if rel >= 0:
+            m = _min_aseq_in_heap(rq, ki[k, K_ROOT0], stack)
+            if m < min_qs:
+                min_qs = m
+            if rq[rel, ASEQ] > min_qs:
+                rel = -1
+        if ki[k, K_ETA] >= policy_param[p, 2]:
+            top = ki[k, K_ROOT1]
+            if top >= 0 and (oldest_ql < 0 or rq[top, ASEQ] < rq[oldest_ql, ASEQ]):
+                live_wait = True
+            else:
+                live = oldest_ql
+        for s in range(lo, lo + n):
+            r = run_req[s]
+            d = 0 if (rq[r, GEN] > 0 and rq[r, COMP] == rq[r, TARGET] - 1) else 1
+            special = -2 if r == rel else (-1 if r == live else 0)
+            h2q_rank(rq, r, new_tokens[r], d, special)
+    for s in range(lo + 1, lo + n):  # insertion sort by rank (stable, O(n) when nearly sorted)
+        r = run_req[s]
+        j = s
+        while j > lo and rank_less(rq, r, run_req[j - 1]):
+            run_req[j] = run_req[j - 1]
+            j -= 1
+        run_req[j] = r
+    return rel, live_wait

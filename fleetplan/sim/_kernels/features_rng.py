@@ -1,0 +1,42 @@
+"""Counter-based uniforms of the feature kernel (speculative-decoding acceptance draws).
+
+``uniform01(seed, r, counter)`` is a pure function of its three integers: two rounds of
+SplitMix64's finaliser (Steele, Lea & Flood 2014, "Fast splittable pseudorandom number
+generators"), first over ``seed + (r + 1) * GOLDEN``, then over that plus
+``(counter + 1) * GOLDEN``, all modulo 2**64; the top 53 bits scaled by 2**-53 give a float in
+[0, 1).  Request ``r`` draws with its own counter, so a request's draws do not depend on what
+other requests drew (or on the batch order).  The Python twin ``tests.reference.features_parts.
+uniform01`` computes the same integers with explicit ``& (2**64 - 1)`` masks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fleetplan.sim._kernels.jit import njit_inline
+
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+MIX2 = np.uint64(0x94D049BB133111EB)
+SHIFT_30 = np.uint64(30)
+SHIFT_27 = np.uint64(27)
+SHIFT_31 = np.uint64(31)
+SHIFT_11 = np.uint64(11)
+ONE = np.uint64(1)
+TWO_POW_M53 = 1.0 / 9007199254740992.0  # 2**-53
+
+
+@njit_inline
+def mix64(z):
+    """SplitMix64 finaliser of the uint64 ``z``."""
+    z = (z ^ (z >> SHIFT_30)) * MIX1
+    z = (z ^ (z >> SHIFT_27)) * MIX2
+    return z ^ (z >> SHIFT_31)
+
+
+@njit_inline
+def uniform01(seed, r, counter):
+    """Uniform in [0, 1) for draw ``counter`` of request ``r`` under ``seed`` (all ints >= 0)."""
+    z = mix64(np.uint64(seed) + (np.uint64(r) + ONE) * GOLDEN)
+    z = mix64(z + (np.uint64(counter) + ONE) * GOLDEN)
+    return np.float64(z >> SHIFT_11) * TWO_POW_M53

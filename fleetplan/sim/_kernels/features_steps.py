@@ -1,0 +1,244 @@
+"""Batch builder of the feature kernel: one pass per step for every scheduler policy.
+
+Candidates in the policy's order (``features_policy``): running requests (admission order, or
+rank order for MLFQ / H2Q-BR) and the waiting heap's top.  vLLM v1, SGLang and SPF take all
+running candidates first; MLFQ and H2Q-BR interleave them with the waiting top by rank.
+
+* running request r: decoding (``GEN > 0`` and ``COMP == TARGET - 1``) gets ``1 + k_r`` tokens,
+  ``k_r = max(0, min(spec_k, budget - 1, output - generated - 1))`` drafts (0 with speculative
+  decoding off); prefilling gets ``min(TARGET - COMP, budget)``; nothing once the budget is
+  spent.  A KV shortage evicts cached blocks, then preempts the lowest-ranked running request
+  not yet scheduled in this pass (the last one; SPF: the largest key), possibly r itself;
+* waiting top w: admitted while ``n_running < max_num_seqs``, budget > 0 and nobody was
+  preempted in this pass, if its first chunk fits (``features_admit``); otherwise admission
+  stops for the pass (vLLM v1 ``break``);
+* SGLang: a pass is a prefill pass (running decodes get 0 tokens, admission on) when the
+  waiting head fits at the start (``sglang_can_admit``), else a decode pass (admission off).
+  A prefill pass that schedules nothing is followed by a decode pass (no stall);
+* H2Q-BR: after the pass the short streak resets if a QL request was scheduled (else +1
+  when anything was), and the released carryover, if scheduled, spends its credit.
+
+Runs of identical pure-decode steps are one event (cruise, as ``iteration_steps``) for vLLM v1,
+SGLang and SPF pools without speculative decoding.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fleetplan.sim._kernels.codes import SCHED_H2Q_BR, SCHED_MLFQ, SCHED_SGLANG, SCHED_SPF
+from fleetplan.sim._kernels.features_admit import admit, admit_fits, preempt_at, sglang_can_admit, spf_victim
+from fleetplan.sim._kernels.features_layout import (
+    ASEQ,
+    COMP,
+    DEC,
+    F_DT,
+    F_START,
+    GEN,
+    HELD,
+    K_CTX,
+    K_ETA,
+    K_FREE,
+    K_GSIZE,
+    K_GT,
+    K_M,
+    K_ROOT0,
+    K_ROOT1,
+    K_RUN,
+    K_SEQS,
+    K_TOK,
+    KSPEC,
+    MATCH,
+    OUT,
+    QCLS,
+    QL,
+    SCHED,
+    TARGET,
+    WK0,
+    WK1,
+)
+from fleetplan.sim._kernels.features_policy import prepare_pass, rank_less, set_rank
+from fleetplan.sim._kernels.features_time import batch_time_s, graph_size, run_parts, run_step_s
+from fleetplan.sim._kernels.iteration_steps import CRUISE_MAX_STEPS
+from fleetplan.sim._kernels.jit import njit
+from fleetplan.sim._kernels.prefix_cache import pc_evict
+
+
+@njit
+def schedule_features(k, p, t_s, req, ses, ins, pools, fts, outs, stats, pc, stack):
+    """Form the batch of instance k at ``t_s``; sets ``step_end_s[k]`` (inf if empty)."""
+    rq, new_tokens, sess_id = req[2], req[4], req[7]
+    run_lo, run_req, ki, kf, step_end_s = ins
+    pol = fts[0][p]
+    kspec = fts[6][p]
+    pc_on = fts[10][p] != 0
+    block = pools[3][p]
+    max_seqs = pools[1][p]
+    full_budget = np.int64(pools[2][p])
+    combined = pol == SCHED_MLFQ or pol == SCHED_H2Q_BR
+    rel = -1
+    live_wait = False
+    if combined:
+        rel, live_wait = prepare_pass(k, p, req, ses, ins, fts, stack)
+    lo = run_lo[k]
+    prefill_step = False
+    admit_ok = True
+    if pol == SCHED_SGLANG:
+        prefill_step = sglang_can_admit(k, p, req, ki, pools, fts, pc)
+        admit_ok = prefill_step
+    n_adm = 0
+    preempted = False
+    while True:
+        budget = full_budget
+        n_seqs = n_decode = prefill = spec_tokens = ctx = attn2 = k_max = n_d = ctx_d = 0
+        min_rem = np.int64(1 << 62)
+        any_ql = False
+        s = lo
+        while True:
+            n_run = ki[k, K_RUN]
+            has_run = s < lo + n_run
+            w = -1
+            wcol = K_ROOT0
+            if admit_ok and not preempted and n_run + n_adm < max_seqs and budget > 0:
+                if pol == SCHED_H2Q_BR:
+                    top_s = ki[k, K_ROOT0]
+                    top_l = ki[k, K_ROOT1]
+                    if top_l >= 0 and (live_wait or top_s < 0):
+                        w = top_l
+                        wcol = K_ROOT1
+                        set_rank(rq, w, -1 if live_wait else 1, 1, rq[w, ASEQ], 0)
+                    elif top_s >= 0:
+                        w = top_s
+                        set_rank(rq, w, 0, new_tokens[w], 1, rq[w, ASEQ])
+                else:
+                    w = ki[k, K_ROOT0]
+                    if w >= 0 and pol == SCHED_MLFQ:
+                        set_rank(rq, w, rq[w, WK0], rq[w, WK1], 0, 0)
+            if w < 0 and not has_run:
+                break
+            if w >= 0 and (not has_run or (combined and rank_less(rq, w, run_req[s]))):
+                fits, m, num, own = admit_fits(k, p, w, budget, req, ki, pools, fts, pc)
+                if not fits:
+                    admit_ok = False
+                    continue
+                admit(k, p, w, wcol, m, num, own, t_s, req, ins, pools, fts, outs, stats, pc)
+                run_req[lo + n_run + n_adm] = w
+                n_adm += 1
+                if wcol == K_ROOT1:
+                    live_wait = False
+                c0 = m * block
+                budget -= num
+                n_seqs += 1
+                prefill += num
+                attn2 += num * (2 * c0 + num)
+                if rq[w, QCLS] == QL:
+                    any_ql = True
+                continue
+            r = run_req[s]
+            c = rq[r, COMP]
+            target = rq[r, TARGET]
+            decoding = rq[r, GEN] > 0 and c == target - 1
+            if budget == 0 or (prefill_step and decoding):
+                rq[r, SCHED] = 0
+                rq[r, KSPEC] = 0
+                s += 1
+                continue
+            kr = 0
+            if decoding:
+                if kspec > 0:
+                    kr = min(kspec, budget - 1, rq[r, OUT] - rq[r, GEN] - 1)
+                    if kr < 0:
+                        kr = 0
+                num = 1 + kr
+            else:
+                num = target - c
+                if num > budget:
+                    num = budget
+            total = rq[r, MATCH] + rq[r, HELD]
+            need = 0
+            if c + num > total * block:
+                need = (c + num + block - 1) // block - total
+            gone = False
+            while need > ki[k, K_FREE]:
+                if pc_on:
+                    ki[k, K_FREE] += pc_evict(pc, k, need - ki[k, K_FREE])
+                    if need <= ki[k, K_FREE]:
+                        break
+                end = lo + ki[k, K_RUN]
+                v = spf_victim(rq, run_req, s, end) if pol == SCHED_SPF else end - 1
+                preempt_at(k, p, v, end + n_adm, req, ses, ins, pools, fts, outs, pc)
+                preempted = True
+                if v == s:
+                    gone = True
+                    break
+            if gone:
+                continue
+            ki[k, K_FREE] -= need
+            rq[r, HELD] += need
+            rq[r, SCHED] = num
+            rq[r, KSPEC] = kr
+            rq[r, DEC] = 1 if decoding else 0
+            budget -= num
+            n_seqs += 1
+            if rq[r, QCLS] == QL:
+                any_ql = True
+            if decoding:
+                n_decode += 1
+                ctx += c
+                rem = rq[r, OUT] - rq[r, GEN]
+                if rem < min_rem:
+                    min_rem = rem
+                if kr > 0:
+                    spec_tokens += kr
+                    attn2 += kr * (2 * c + kr)
+                    n_d += 1
+                    ctx_d += c
+                    if kr > k_max:
+                        k_max = kr
+            else:
+                prefill += num
+                attn2 += num * (2 * c + num)
+            s += 1
+        if prefill_step and n_seqs == 0 and ki[k, K_RUN] > 0:
+            prefill_step = False  # nothing to prefill after all: a decode pass
+            admit_ok = False
+            continue
+        break
+    ki[k, K_RUN] += n_adm
+    if pol == SCHED_H2Q_BR:
+        if any_ql:
+            ki[k, K_ETA] = 0
+        elif n_seqs > 0:
+            ki[k, K_ETA] += 1
+        if rel >= 0 and rq[rel, SCHED] > 0:
+            ses[2][sess_id[rel]] = 0
+    if n_seqs == 0:
+        step_end_s[k] = np.inf
+        ki[k, K_M] = 0
+        return
+    size, t_tokens = graph_size(p, n_seqs, n_decode, prefill, spec_tokens, fts)
+    dt = batch_time_s(p, n_seqs, n_decode, prefill, spec_tokens, ctx, attn2, k_max, n_d, ctx_d, size, t_tokens,
+                      pools, fts)
+    m = 1
+    if (not combined and kspec == 0 and not preempted and prefill == 0 and n_seqs == ki[k, K_RUN]
+            and min_rem > 1):
+        m_blocks = (ki[k, K_FREE] // n_seqs) * block
+        m = min_rem if min_rem < m_blocks else m_blocks
+        if m > CRUISE_MAX_STEPS:
+            m = CRUISE_MAX_STEPS
+        if m < 1:
+            m = 1
+    kf[k, F_START] = t_s
+    kf[k, F_DT] = dt
+    ki[k, K_SEQS] = n_seqs
+    ki[k, K_TOK] = full_budget - budget
+    ki[k, K_M] = m
+    ki[k, K_CTX] = ctx
+    ki[k, K_GSIZE] = size
+    ki[k, K_GT] = t_tokens
+    t_end = t_s + dt
+    if m > 1:
+        base_s, per_ctx_s = run_parts(k, p, ki, pools)
+        for j in range(1, m):
+            t_end += run_step_s(k, p, j, base_s, per_ctx_s, ki, fts)
+    step_end_s[k] = t_end

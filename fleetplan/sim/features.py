@@ -1,0 +1,238 @@
+"""Runtime features of one pool (#5): CUDA graphs, speculative decoding, prefix caching, scheduler policy.
+
+Frozen, validated specs; ``fleetplan.sim.features_compile.compile_features`` turns a fleet's
+features into ``CompiledFeatures`` (semantics: docs/runtime_features_contract.md).  The
+default ``RuntimeFeatures()`` has everything off and leaves a run bit-identical to the
+featureless simulator.
+
+* ``CudaGraphConfig(mode, capture_sizes_tokens)``: vLLM ``--cudagraph-mode`` (``none``,
+  ``full_decode_only``, ``piecewise``) and ``--cudagraph-capture-sizes``.  ``None`` sizes mean
+  vLLM's default ladder (``vllm/config/compilation.py``): ``max = min(2 * max_num_seqs, 512)``,
+  ``[1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16)``; ``FRONTIER_CAPTURE_SIZES`` is the
+  Frontier paper's decode bins {1, 2, 4, 8, 16, 32, 64} (frontier-full-paper.txt §2, with Table 2's
+  padding inflation).
+* ``SpeculativeConfig`` (``fleetplan.sim.features_speculative``): vLLM ``--speculative-config``.
+* ``PrefixCacheConfig(enabled, entries_per_instance)``: vLLM ``--enable-prefix-caching``;
+  ``entries_per_instance = None`` means the pool's KV blocks (an entry holds at least one block).
+  ``affinity_slack_requests`` is read by the ``prefix_affinity`` router: the sgl-router
+  cache-aware policy's default ``balance_abs_threshold = 32`` (sgl-router README).
+* ``PolicyConfig(policy, ...)``: ``SchedulerPolicy`` ``vllm_v1`` (running first, then waiting
+  FCFS), ``sglang`` (prefill first), ``spf`` (shortest remaining prompt first), ``mlfq``
+  (FastServe skip-join MLFQ, Wu et al. 2023: level quantum ``q0 * 2**l``; ``q0 = 50 ms`` and
+  8 levels are estimates, not from the paper) and ``h2q_br`` (Frontier appendix B.3,
+  frontier-full-paper.txt lines 497-545: long-round threshold L = 8192 tokens, service cap
+  C = 16384 tokens, short streak B = 8).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from fleetplan.errors import ConfigError, UnknownNameError
+from fleetplan.sim.features_speculative import SpeculativeConfig
+
+__all__ = [
+    "CudaGraphConfig",
+    "FRONTIER_CAPTURE_SIZES",
+    "GraphMode",
+    "PolicyConfig",
+    "PrefixCacheConfig",
+    "RuntimeFeatures",
+    "SchedulerPolicy",
+    "SpeculativeConfig",
+    "vllm_default_capture_sizes",
+]
+
+FRONTIER_CAPTURE_SIZES = (1, 2, 4, 8, 16, 32, 64)  # Frontier (frontier-full-paper.txt §2) decode capture bins
+VLLM_MAX_CAPTURE_SIZE = 512  # vLLM: max_cudagraph_capture_size = min(2 * max_num_seqs, 512)
+DEFAULT_MLFQ_QUANTUM0_S = 0.05  # estimate: the order of one short prefill step
+DEFAULT_MLFQ_LEVELS = 8  # estimate: 50 ms * 2**7 = 6.4 s covers long prefills
+H2Q_LONG_ROUND_TOKENS = 8192  # Frontier B.3, L
+H2Q_SERVICE_CAP_TOKENS = 16384  # Frontier B.3, C
+H2Q_SHORT_STREAK = 8  # Frontier B.3, B
+DEFAULT_AFFINITY_SLACK_REQUESTS = 32  # sgl-router cache-aware balance_abs_threshold default
+
+
+class _Names(StrEnum):
+    @classmethod
+    def kind(cls) -> str:
+        raise NotImplementedError
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(m.value for m in cls)
+
+    @classmethod
+    def parse(cls, name):
+        """The member called ``name`` (``-`` and ``_`` alike); ``UnknownNameError`` otherwise."""
+        if isinstance(name, cls):
+            return name
+        key = str(name).strip().lower().replace("-", "_")
+        for member in cls:
+            if member.value == key:
+                return member
+        raise UnknownNameError(cls.kind(), str(name), cls.names())
+
+
+class GraphMode(_Names):
+    """vLLM ``--cudagraph-mode`` values the simulator models."""
+
+    NONE = "none"
+    FULL_DECODE_ONLY = "full_decode_only"
+    PIECEWISE = "piecewise"
+
+    @classmethod
+    def kind(cls) -> str:
+        return "cudagraph mode"
+
+
+class SchedulerPolicy(_Names):
+    """Per-pool batch-ordering policy (docs/runtime_features_contract.md)."""
+
+    VLLM_V1 = "vllm_v1"
+    SGLANG = "sglang"
+    SPF = "spf"
+    MLFQ = "mlfq"
+    H2Q_BR = "h2q_br"
+
+    @classmethod
+    def kind(cls) -> str:
+        return "scheduler policy"
+
+
+def _int_at_least(owner: str, name: str, value: object, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(f"{owner}: {name} = {value!r} must be an integer >= {low}; give a whole number")
+
+
+def vllm_default_capture_sizes(max_num_seqs: int) -> tuple[int, ...]:
+    """vLLM's default capture ladder for a pool running at most ``max_num_seqs`` sequences."""
+    top = min(2 * int(max_num_seqs), VLLM_MAX_CAPTURE_SIZE)
+    ladder = [1, 2, 4, *range(8, 256, 8), *range(256, top + 1, 16)]
+    return tuple(s for s in ladder if s <= top)
+
+
+@dataclass(frozen=True)
+class CudaGraphConfig:
+    """CUDA-graph mode and capture sizes (tokens per captured batch; ``None`` = vLLM's ladder)."""
+
+    mode: GraphMode = GraphMode.NONE
+    capture_sizes_tokens: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mode", GraphMode.parse(self.mode))
+        sizes = self.capture_sizes_tokens
+        if sizes is None:
+            return
+        if self.mode is GraphMode.NONE:
+            raise ConfigError(f"cudagraph capture sizes {list(sizes)} are given but the mode is none; "
+                              "set --cudagraph-mode full_decode_only or piecewise, or drop the sizes")
+        sizes = tuple(sizes)
+        if not sizes:
+            raise ConfigError("cudagraph capture sizes are empty; give sizes such as 1,2,4,8,16,32,64 or omit them")
+        for s in sizes:
+            _int_at_least("cudagraph", "capture size", s, 1)
+        if len(set(sizes)) != len(sizes):
+            raise ConfigError(f"cudagraph capture sizes {list(sizes)} repeat a size; give each size once")
+        object.__setattr__(self, "capture_sizes_tokens", tuple(sorted(sizes)))
+
+    @property
+    def on(self) -> bool:
+        return self.mode is not GraphMode.NONE
+
+    def sizes_for(self, max_num_seqs: int) -> tuple[int, ...]:
+        """Capture sizes of a pool with ``max_num_seqs`` (the given ones, else vLLM's ladder)."""
+        if not self.on:
+            return ()
+        return self.capture_sizes_tokens or vllm_default_capture_sizes(max_num_seqs)
+
+
+@dataclass(frozen=True)
+class PrefixCacheConfig:
+    """Automatic prefix caching per instance (LRU over unpinned cached blocks)."""
+
+    enabled: bool = False
+    entries_per_instance: int | None = None
+    affinity_slack_requests: int = DEFAULT_AFFINITY_SLACK_REQUESTS
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.enabled, bool):
+            raise ConfigError(f"prefix caching enabled = {self.enabled!r} must be true or false")
+        if self.entries_per_instance is not None:
+            if not self.enabled:
+                raise ConfigError(f"prefix_cache_entries = {self.entries_per_instance} is given but prefix caching "
+                                  "is off; add --enable-prefix-caching or drop the entries")
+            _int_at_least("prefix cache", "entries_per_instance", self.entries_per_instance, 1)
+        _int_at_least("prefix cache", "affinity_slack_requests", self.affinity_slack_requests, 0)
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """A ``SchedulerPolicy`` and its parameters (read only by the policy they belong to)."""
+
+    policy: SchedulerPolicy = SchedulerPolicy.VLLM_V1
+    mlfq_quantum0_s: float = DEFAULT_MLFQ_QUANTUM0_S
+    mlfq_levels: int = DEFAULT_MLFQ_LEVELS
+    h2q_long_round_tokens: int = H2Q_LONG_ROUND_TOKENS
+    h2q_service_cap_tokens: int = H2Q_SERVICE_CAP_TOKENS
+    h2q_short_streak: int = H2Q_SHORT_STREAK
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "policy", SchedulerPolicy.parse(self.policy))
+        q0 = self.mlfq_quantum0_s
+        if isinstance(q0, bool) or not isinstance(q0, int | float) or not math.isfinite(q0) or q0 <= 0:
+            raise ConfigError(f"mlfq quantum0 = {q0!r} s must be a finite number > 0; give e.g. quantum0_ms = 50")
+        object.__setattr__(self, "mlfq_quantum0_s", float(q0))
+        _int_at_least("scheduler policy mlfq", "levels", self.mlfq_levels, 1)
+        for name in ("h2q_long_round_tokens", "h2q_service_cap_tokens", "h2q_short_streak"):
+            _int_at_least("scheduler policy h2q_br", name.removeprefix("h2q_"), getattr(self, name), 1)
+
+    def params(self) -> tuple[float, float, float, float]:
+        """The kernel's ``policy_param`` row: MLFQ (q0_s, levels, 0, 0); H2Q-BR (L, C, B, 0); else zeros."""
+        if self.policy is SchedulerPolicy.MLFQ:
+            return self.mlfq_quantum0_s, float(self.mlfq_levels), 0.0, 0.0
+        if self.policy is SchedulerPolicy.H2Q_BR:
+            return (float(self.h2q_long_round_tokens), float(self.h2q_service_cap_tokens),
+                    float(self.h2q_short_streak), 0.0)
+        return 0.0, 0.0, 0.0, 0.0
+
+
+@dataclass(frozen=True)
+class RuntimeFeatures:
+    """Every runtime feature of one pool; the default is all off.
+
+    ``launch_overhead_s`` is the eager kernel-launch time of one step (seconds) that CUDA
+    graphs remove; ``None`` derives it from the pool's model (``fleetplan.perf.overheads``).
+    """
+
+    cudagraph: CudaGraphConfig = field(default_factory=CudaGraphConfig)
+    speculative: SpeculativeConfig | None = None
+    prefix_cache: PrefixCacheConfig = field(default_factory=PrefixCacheConfig)
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    launch_overhead_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.policy, str):
+            object.__setattr__(self, "policy", PolicyConfig(self.policy))
+        checks = (("cudagraph", CudaGraphConfig), ("prefix_cache", PrefixCacheConfig), ("policy", PolicyConfig))
+        for name, kind in checks:
+            if not isinstance(getattr(self, name), kind):
+                raise ConfigError(f"runtime features: {name} must be a {kind.__name__}, "
+                                  f"got {type(getattr(self, name)).__name__}")
+        if self.speculative is not None and not isinstance(self.speculative, SpeculativeConfig):
+            raise ConfigError(f"runtime features: speculative must be a SpeculativeConfig or None, "
+                              f"got {type(self.speculative).__name__}; use SpeculativeConfig.from_json")
+        lo = self.launch_overhead_s
+        if lo is not None:
+            if isinstance(lo, bool) or not isinstance(lo, int | float) or not math.isfinite(lo) or lo < 0:
+                raise ConfigError(f"launch overhead = {lo!r} s must be a finite number >= 0; "
+                                  "give the eager launch time of one step, e.g. --launch-overhead-ms 2")
+            object.__setattr__(self, "launch_overhead_s", float(lo))
+
+    @property
+    def any_on(self) -> bool:
+        """True when some feature differs from the featureless simulator."""
+        return (self.cudagraph.on or self.speculative is not None or self.prefix_cache.enabled
+                or self.policy.policy is not SchedulerPolicy.VLLM_V1)

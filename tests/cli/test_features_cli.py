@@ -1,0 +1,117 @@
+"""Runtime-feature options of ``fleetplan simulate``: one-line errors, and the figures they report."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fleetplan.cli.feature_options import apply_feature_options
+from fleetplan.cli.main import cli
+from fleetplan.errors import ConfigError, UnknownNameError
+from fleetplan.sim.features import GraphMode, SchedulerPolicy
+from fleetplan.sim.fleet_toml import load_fleet_toml
+
+HAVE_KERNEL = importlib.util.find_spec("fleetplan.sim.features_run") is not None
+needs_kernel = pytest.mark.skipif(not HAVE_KERNEL,
+                                  reason="fleetplan.sim.features_run (feature kernel) not importable yet")
+WIDE = {"COLUMNS": "250"}
+MTP = '{"method": "mtp", "num_speculative_tokens": 2, "acceptance_rate": 0.7, "draft_cost_fraction": 0.05}'
+
+
+def fleet(tmp_path: Path) -> Path:
+    path = tmp_path / "fleet.toml"
+    path.write_text("""
+[[pool]]
+name = "short"
+gpu = "a100"
+instances = 2
+max_context_tokens = 4096
+
+[[pool]]
+name = "long"
+gpu = "a100"
+instances = 2
+max_context_tokens = 65536
+""")
+    return path
+
+
+def run(tmp_path: Path, *args: str):
+    base = ["simulate", "--fleet", str(fleet(tmp_path)), "--workload", "lmsys", "--requests", "400", "--lam", "10"]
+    return CliRunner().invoke(cli, [*base, *args], env=WIDE)
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    (["--cudagraph-mode", "full"], "unknown cudagraph mode 'full'"),
+    (["--cudagraph-mode", "shrt=piecewise"], "unknown pool 'shrt'"),
+    (["--cudagraph-mode", "piecewise"], "give --model or --launch-overhead-ms"),
+    (["--cudagraph-mode", "piecewise", "--cudagraph-capture-sizes", "1,x"], "comma-separated positive integers"),
+    (["--cudagraph-capture-sizes", "1,2,4"], "the mode is none"),
+    (["--speculative-config", "{bad"], "not valid JSON"),
+    (["--speculative-config", '{"method": "mtp", "num_speculative_tokens": 2}'], "exactly one of"),
+    (["--scheduler-policy", "fifo"], "unknown scheduler policy 'fifo'"),
+    (["--prefix-cache-entries", "10"], "prefix caching is off"),
+    (["--enable-prefix-caching", "maybe=yes"], "unknown pool 'maybe'"),
+    (["--launch-overhead-ms", "fast"], "is not a number"),
+    (["--scheduler-policy", "sglang", "--level", "request"], "need level iteration"),
+])
+def test_bad_feature_values_exit_2_with_one_line(tmp_path, args, fragment):
+    res = run(tmp_path, *args)
+    assert res.exit_code == 2, res.output
+    lines = [line for line in res.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and fragment in lines[0], res.output
+
+
+def test_apply_feature_options_per_pool_values_win(tmp_path):
+    spec = load_fleet_toml(fleet(tmp_path))
+    out = apply_feature_options(spec, cudagraph_mode=("piecewise", "long=full_decode_only"),
+                                cudagraph_capture_sizes=("short=1,2,4",), speculative_config=(f"long={MTP}",),
+                                enable_prefix_caching=("short",), prefix_cache_entries=("short=64",),
+                                scheduler_policy=("h2q_br",), launch_overhead_ms=("2.5",))
+    short, long = (p.features for p in out.pools)
+    assert short.cudagraph.mode is GraphMode.PIECEWISE and short.cudagraph.capture_sizes_tokens == (1, 2, 4)
+    assert long.cudagraph.mode is GraphMode.FULL_DECODE_ONLY and long.cudagraph.capture_sizes_tokens is None
+    assert short.speculative is None and long.speculative.acceptance == (0.7, 0.7)
+    assert short.prefix_cache.enabled and short.prefix_cache.entries_per_instance == 64
+    assert not long.prefix_cache.enabled
+    assert short.policy.policy is long.policy.policy is SchedulerPolicy.H2Q_BR
+    assert short.launch_overhead_s == long.launch_overhead_s == pytest.approx(2.5e-3)
+    assert apply_feature_options(spec) == spec
+    every = apply_feature_options(spec, enable_prefix_caching=("*",))
+    assert all(p.features.prefix_cache.enabled for p in every.pools)
+    with pytest.raises(UnknownNameError):
+        apply_feature_options(spec, scheduler_policy=("tiny=spf",))
+    with pytest.raises(ConfigError, match="unknown runtime-feature option"):
+        apply_feature_options(spec, cudagraph=("none",))
+
+
+@needs_kernel
+def test_simulate_reports_padding_acceptance_and_hit_ratio(tmp_path):
+    out_json = tmp_path / "sum.json"
+    res = run(tmp_path, "--cudagraph-mode", "full_decode_only", "--cudagraph-capture-sizes", "1,2,4,8,16,32,64",
+              "--launch-overhead-ms", "2", "--speculative-config", MTP, "--enable-prefix-caching",
+              "--scheduler-policy", "long=sglang", "--json", str(out_json))
+    assert res.exit_code == 0, res.output
+    assert "runtime features" in res.output and "padding inflation" in res.output
+    summary = json.loads(out_json.read_text())
+    for pool in summary["pools"]:
+        assert pool["padding_inflation"] > 0 and 0 < pool["graph_step_share"] <= 1
+        assert 0.5 < pool["spec_acceptance_rate"] < 0.7  # (0.7 + 0.49) / 2 drafted positions, capped by length
+        assert pool["spec_acceptance_by_position"][0] == pytest.approx(0.7, abs=0.05)
+        assert pool["prefix_hit_ratio"] == 0.0  # plain requests share no prefix
+    assert summary["overall"]["padding_inflation"] > 0
+
+
+@needs_kernel
+def test_features_off_leave_the_output_unchanged(tmp_path):
+    plain, off = tmp_path / "plain.json", tmp_path / "off.json"
+    first = run(tmp_path, "--json", str(plain))
+    second = run(tmp_path, "--cudagraph-mode", "none", "--scheduler-policy", "vllm_v1", "--json", str(off))
+    assert first.exit_code == second.exit_code == 0
+    a, b = json.loads(plain.read_text()), json.loads(off.read_text())
+    assert a == b and a["pools"][0]["padding_inflation"] is None
+    assert "runtime features" not in first.output
