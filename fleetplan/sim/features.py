@@ -13,7 +13,7 @@ featureless simulator.
   padding inflation).
 * ``SpeculativeConfig`` (``fleetplan.sim.features_speculative``): vLLM ``--speculative-config``.
 * ``PrefixCacheConfig(enabled, entries_per_instance)``: vLLM ``--enable-prefix-caching``;
-  ``entries_per_instance = None`` means the pool's KV blocks (an entry holds at least one block).
+  ``entries_per_instance = None`` means one per KV block, at most 8192 (an entry holds at least one block).
   ``affinity_slack_requests`` is read by the ``prefix_affinity`` router: the sgl-router
   cache-aware policy's default ``balance_abs_threshold = 32`` (sgl-router README).
 * ``PolicyConfig(policy, ...)``: ``SchedulerPolicy`` ``vllm_v1`` (running first, then waiting

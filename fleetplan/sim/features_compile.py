@@ -55,6 +55,7 @@ __all__ = ["compile_features", "draft_cost_fraction", "eager_step_coefficients",
            "graph_times_s", "no_features", "pool_model"]
 
 CUDAGRAPH_BYTES_PER_CAPTURE = 26 * 2**20  # vllm PR #22897 capture log, see module docstring
+DEFAULT_MAX_PREFIX_ENTRIES = 8192  # distinct cached prefixes per instance when prefix_cache_entries is not given
 PIECEWISE_LAUNCHES_PER_LAYER = 2  # eager attention + the next graph piece
 _ROOFLINE_SHAPE_COEFS = (5, 6, 15)  # tile tokens, wave ratio, MoE miss exponent: not costs
 _POLICY_CODE = {SchedulerPolicy.VLLM_V1: codes.SCHED_VLLM_V1, SchedulerPolicy.SGLANG: codes.SCHED_SGLANG,
@@ -177,10 +178,16 @@ def compile_features(spec: FleetSpec, seed: int) -> CompiledFeatures:
         graph_sizes[i, :len(sizes[i])] = sizes[i]
         if f.cudagraph.on:
             graph_time[i] = graph_times_s(pool)
+            fixed_s = eager_step_coefficients(pool)[1][0]
+            if graph_time[i, 0] >= fixed_s:
+                raise ConfigError(
+                    f"pool {pool.name!r}: launch overhead {graph_time[i, 0] * 1e3:.3g} ms is not below the step "
+                    f"model's fixed cost per step {fixed_s * 1e3:.3g} ms, so a graphed step would take no time; "
+                    "the constants look like CUDA-graph measurements: give a smaller --launch-overhead-ms or --model")
         if f.speculative is not None:
             spec_accept[i, :f.speculative.num_speculative_tokens] = f.speculative.acceptance
             draft_code[i], draft_coef[i] = _draft(pool, *eager_step_coefficients(pool))
-        entries = f.prefix_cache.entries_per_instance or pool.limits.kv_blocks
+        entries = f.prefix_cache.entries_per_instance or default_prefix_entries(pool)
         if f.prefix_cache.enabled and entries > np.iinfo(np.int32).max:
             raise ConfigError(f"pool {pool.name!r}: prefix cache entries {entries} exceed 2**31 - 1; "
                               "give prefix_cache_entries")
@@ -197,12 +204,19 @@ def compile_features(spec: FleetSpec, seed: int) -> CompiledFeatures:
         draft_code=draft_code,
         draft_coef=draft_coef,
         prefix_on=np.array([int(f.prefix_cache.enabled) for f in feats], dtype=np.int32),
-        prefix_entries=np.array([(f.prefix_cache.entries_per_instance or p.limits.kv_blocks)
+        prefix_entries=np.array([(f.prefix_cache.entries_per_instance or default_prefix_entries(p))
                                  if f.prefix_cache.enabled else 0 for f, p in zip(feats, pools, strict=True)],
                                 dtype=np.int32),
         affinity_slack=np.array([f.prefix_cache.affinity_slack_requests for f in feats], dtype=np.int64),
         spec_seed=fp_rng.task_seed(int(seed), "acceptance"),
     )
+
+
+def default_prefix_entries(pool: PoolSpec) -> int:
+    """Prefix-cache entries per instance when none are given: one per KV block, at most
+    ``DEFAULT_MAX_PREFIX_ENTRIES`` (an entry holds a whole prefix of >= 1 block, so the cap bounds
+    memory, ~70 B per entry, without bounding the cached blocks)."""
+    return min(pool.limits.kv_blocks, DEFAULT_MAX_PREFIX_ENTRIES)
 
 
 def no_features(n_pools: int) -> CompiledFeatures:
