@@ -36,6 +36,7 @@ from fleetplan.sim.engine import (  # the engine's own steps, so the merge canno
     _run_kernel,
     _validate,
 )
+from fleetplan.sim.features_compile import features_on
 from fleetplan.sim.result import SimResult, summarise
 from fleetplan.sim.spec import ArrivalProcess, FleetSpec, Level, PoolRouter
 
@@ -151,6 +152,9 @@ def simulate_pools_parallel(
             f"cannot run as independent tasks; use simulate() or a stateless router "
             f"({', '.join(r.value for r in STATELESS_POOL_ROUTERS)})"
         )
+    if features_on(spec):
+        raise ConfigError("pools with runtime features (CUDA graphs, speculative decoding, prefix caching, a "
+                          "scheduler policy other than vllm_v1) run in the feature kernel as one task; use simulate()")
     _validate(rate_per_s, n_requests, warmup_fraction, cv, horizon_s, slo_ttft_s, slo_tpot_s, seed)
     level = Level.parse(level)
     run = compile_run(spec, workload, float(rate_per_s), int(n_requests), int(seed), arrival, cv, horizon_s)

@@ -103,3 +103,15 @@ def test_model_tag_routing_matches(setup):
     split = simulate_pools_parallel(spec, wl, 40.0, 3_000, seed=12)
     _assert_same(single, split)
     assert split.n_pool_tasks == 2
+
+
+def test_runtime_features_are_refused_in_one_line(setup):
+    import dataclasses
+
+    from fleetplan.sim.features import RuntimeFeatures
+
+    a100, h100, wl = setup
+    spec = _fleet(a100, h100)
+    pools = (dataclasses.replace(spec.pools[0], features=RuntimeFeatures(policy="spf")),) + spec.pools[1:]
+    with pytest.raises(ConfigError, match="feature kernel as one task"):
+        simulate_pools_parallel(dataclasses.replace(spec, pools=pools), wl, 10.0, 100)
