@@ -32,7 +32,8 @@ import numpy as np
 
 from fleetplan import rng as fp_rng
 from fleetplan.errors import ConfigError
-from fleetplan.sim.spec import FleetSpec, _Registry
+from fleetplan.sim.names import NameRegistry
+from fleetplan.sim.spec import FleetSpec
 
 __all__ = [
     "FailureSpec",
@@ -49,7 +50,7 @@ SECONDS_PER_DAY = 86_400.0
 MAX_FAILURE_EVENTS = 2_000_000  # guard against an MTBF far below the run length
 
 
-class RepairTimes(_Registry):
+class RepairTimes(NameRegistry):
     """Distribution of repair (down) times: ``exponential`` (mean MTTR) or ``fixed`` (= MTTR)."""
 
     EXPONENTIAL = "exponential"
@@ -60,7 +61,7 @@ class RepairTimes(_Registry):
         return "repair-time distribution"
 
 
-class FailureStart(_Registry):
+class FailureStart(NameRegistry):
     """Instance states at t = 0: ``stationary`` (a random time of a long life) or ``up`` (all up)."""
 
     STATIONARY = "stationary"

@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from enum import StrEnum
 
-from fleetplan.errors import ConfigError, UnknownNameError
+from fleetplan.errors import ConfigError
 from fleetplan.sim.features_speculative import SpeculativeConfig
+from fleetplan.sim.names import NameRegistry
 
 __all__ = [
     "CudaGraphConfig",
@@ -55,28 +55,7 @@ H2Q_SHORT_STREAK = 8  # Frontier B.3, B
 DEFAULT_AFFINITY_SLACK_REQUESTS = 32  # sgl-router cache-aware balance_abs_threshold default
 
 
-class _Names(StrEnum):
-    @classmethod
-    def kind(cls) -> str:
-        raise NotImplementedError
-
-    @classmethod
-    def names(cls) -> tuple[str, ...]:
-        return tuple(m.value for m in cls)
-
-    @classmethod
-    def parse(cls, name):
-        """The member called ``name`` (``-`` and ``_`` alike); ``UnknownNameError`` otherwise."""
-        if isinstance(name, cls):
-            return name
-        key = str(name).strip().lower().replace("-", "_")
-        for member in cls:
-            if member.value == key:
-                return member
-        raise UnknownNameError(cls.kind(), str(name), cls.names())
-
-
-class GraphMode(_Names):
+class GraphMode(NameRegistry):
     """vLLM ``--cudagraph-mode`` values the simulator models."""
 
     NONE = "none"
@@ -88,7 +67,7 @@ class GraphMode(_Names):
         return "cudagraph mode"
 
 
-class SchedulerPolicy(_Names):
+class SchedulerPolicy(NameRegistry):
     """Per-pool batch-ordering policy (docs/runtime_features_contract.md)."""
 
     VLLM_V1 = "vllm_v1"

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from enum import StrEnum
 
-from fleetplan.errors import ConfigError, UnknownNameError
+from fleetplan.errors import ConfigError
 from fleetplan.perf.seam import StepModel
 from fleetplan.sim.features import RuntimeFeatures
+from fleetplan.sim.names import NameRegistry
 
 __all__ = [
     "ArrivalProcess",
@@ -43,30 +43,7 @@ DEFAULT_COMPRESS_GAMMA = 1.5  # borderline band (B, 1.5 B] as in the core paper'
 DEFAULT_MODEL_TAG = "default"
 
 
-class _Registry(StrEnum):
-    """A closed family of names; ``parse`` is the one loud lookup."""
-
-    @classmethod
-    def kind(cls) -> str:
-        raise NotImplementedError
-
-    @classmethod
-    def names(cls) -> tuple[str, ...]:
-        return tuple(member.value for member in cls)
-
-    @classmethod
-    def parse(cls, name: str | _Registry) -> _Registry:
-        """The member called ``name``; ``UnknownNameError`` listing valid names otherwise."""
-        if isinstance(name, cls):
-            return name
-        key = str(name).strip().lower().replace("-", "_")
-        for member in cls:
-            if member.value == key:
-                return member
-        raise UnknownNameError(cls.kind(), str(name), cls.names())
-
-
-class InstanceRouter(_Registry):
+class InstanceRouter(NameRegistry):
     """How a pool picks one of its instances for an arriving request."""
 
     LEAST_OUTSTANDING = "least_outstanding"
@@ -80,7 +57,7 @@ class InstanceRouter(_Registry):
         return "instance router"
 
 
-class PoolRouter(_Registry):
+class PoolRouter(NameRegistry):
     """How the gateway picks a pool for a request (core paper §3.4).
 
     * ``length``: smallest pool whose ``max_context_tokens`` >= prompt + output.
@@ -108,7 +85,7 @@ class PoolRouter(_Registry):
         return "pool router"
 
 
-class ArrivalProcess(_Registry):
+class ArrivalProcess(NameRegistry):
     """How arrival times are drawn: ``poisson`` (exponential gaps), ``gamma``
     (gamma gaps with coefficient of variation ``cv``; cv = 1 is Poisson) or
     ``replay`` (the workload trace's own timestamps, optionally rescaled to a rate)."""
@@ -122,7 +99,7 @@ class ArrivalProcess(_Registry):
         return "arrival process"
 
 
-class Level(_Registry):
+class Level(NameRegistry):
     """Simulator fidelity: ``request`` (two events per request, eq. 4-5 service
     times, the core paper's DES) or ``iteration`` (vLLM-v1 continuous batching,
     one event per engine step)."""

@@ -23,8 +23,9 @@ import math
 from dataclasses import dataclass, field
 
 from fleetplan.errors import ConfigError
+from fleetplan.sim.names import NameRegistry
 from fleetplan.sim.pdd.fabric import FabricSpec
-from fleetplan.sim.spec import InstanceRouter, PoolSpec, _Registry
+from fleetplan.sim.spec import InstanceRouter, PoolSpec
 
 __all__ = [
     "AssignPolicy", "Binding", "DecodeModel", "FabricSpec", "KvTransferSpec", "PddSpec", "PsThroughputCurve",
@@ -36,7 +37,7 @@ DEFAULT_BUCKET_TOKENS = 256  # SIBYL's bucket step Delta (value not given in the
 DEFAULT_EMA_ALPHA = 0.99  # SIBYL's smoothing factor alpha in (0, 1) (value not given in the paper)
 
 
-class AssignPolicy(_Registry):
+class AssignPolicy(NameRegistry):
     """Decode-instance assignment: ``round_robin``; ``ils`` (fewest decode tokens at the
     binding moment); ``ils_requests`` (fewest requests in decode); ``sibyl`` (projected load
     at the handoff moment, SIBYL §4); ``oracle`` (binds at prefill end to the least-loaded)."""
@@ -52,7 +53,7 @@ class AssignPolicy(_Registry):
         return "assignment policy"
 
 
-class Binding(_Registry):
+class Binding(NameRegistry):
     """When the decode instance is chosen: ``early`` (prefill start, as XPYD proxies) or
     ``late`` (prefill end)."""
 
@@ -64,7 +65,7 @@ class Binding(_Registry):
         return "binding"
 
 
-class DecodeModel(_Registry):
+class DecodeModel(NameRegistry):
     """``steps`` (vLLM-style decode steps with KV blocks and preemption) or
     ``processor_sharing`` (SIBYL appendix I's decode model)."""
 
