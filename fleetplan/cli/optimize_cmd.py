@@ -40,12 +40,11 @@ from fleetplan.plan.optimize import (
     DEFAULT_RATE_PER_S,
     DEFAULT_RHO_MAX,
     OptimizeRequest,
-    infeasible_error,
-    no_verified_fleet_error,
 )
 from fleetplan.plan.optimize import (
     optimize as run_optimize,
 )
+from fleetplan.plan.optimize_errors import infeasible_error, no_verified_fleet_error
 from fleetplan.plan.space import DEFAULT_COMPRESS_GAMMA, DEFAULT_THRESHOLDS_TOKENS, sizing_router, topology
 from fleetplan.plan.verify import DEFAULT_REPLICATIONS, DEFAULT_SIM_REQUESTS, DEFAULT_VERIFY_TOP, VerifySettings
 from fleetplan.workload import load_workload

@@ -34,7 +34,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from fleetplan.errors import ConfigError, InfeasibleError
+from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuCatalog, GpuProfile
 from fleetplan.parallel import MapFn, TaskOutcome, in_input_order, serial_map
 from fleetplan.plan.disagg import DisaggSettings, check_disagg_inputs, disagg_candidates
@@ -208,36 +208,6 @@ def analytical_phase(request: OptimizeRequest, progress: ProgressFn | None = Non
     return analytical_phase_with_baselines(request, progress)[0]
 
 
-def infeasible_error(request: OptimizeRequest, candidates: Sequence[Candidate]) -> InfeasibleError:
-    """One-line explanation of why no candidate fits, naming the binding constraint."""
-    reasons: dict[str, int] = {}
-    for c in candidates:
-        text = c.reason or ""
-        kind = (
-            "prefill"
-            if "prefill alone" in text
-            else "max-gpus"
-            if "max-gpus" in text
-            else "unstable"
-            if "unstable" in text
-            else "other"
-        )
-        reasons[kind] = reasons.get(kind, 0) + 1
-    binding = max(reasons, key=reasons.get) if reasons else "other"
-    example = next((c.reason for c in candidates if c.reason), "no candidate")
-    fixes = {
-        "prefill": "raise --slo-ttft, add a lower --b-short so long prompts get their own pool, or use faster GPUs",
-        "max-gpus": "raise --max-gpus or lower --lam",
-        "unstable": "raise --max-gpus or lower --lam",
-        "other": "relax the SLO or widen the candidate space",
-    }
-    return InfeasibleError(
-        f"no fleet meets P{request.percentile:g} TTFT <= {request.slo_ttft_s * 1e3:g} ms at "
-        f"{request.rate_per_s:g} req/s within --max-gpus {request.max_gpus}: infeasible up to "
-        f"{request.max_gpus} GPUs; binding constraint: {example}; fix: {fixes[binding]}"
-    )
-
-
 def verified_fleet(candidate: Candidate) -> Candidate:
     """``candidate`` resized to the GPU counts its verification found (spares recomputed)."""
     v = candidate.verification
@@ -252,17 +222,6 @@ def verified_fleet(candidate: Candidate) -> Candidate:
     return replace(sized, total_gpus_needed=total, cost_usd_per_year=cost,
                    cost_usd_per_mtok=candidate.cost_usd_per_mtok * cost / candidate.cost_usd_per_year
                    if candidate.cost_usd_per_year > 0 else candidate.cost_usd_per_mtok)
-
-
-def no_verified_fleet_error(request: OptimizeRequest, result: OptimizeResult) -> InfeasibleError:
-    """One line when analytic candidates exist but none passed the simulator."""
-    reasons = [v.reason for v in result.verification if v.reason]
-    return InfeasibleError(
-        f"none of the {len(result.verification)} cheapest analytic fleets passed simulation at "
-        f"{request.rate_per_s:g} req/s (P99 TTFT <= {request.slo_ttft_s * 1e3:g} ms): "
-        f"{reasons[0] if reasons else 'see the table'}; fix: raise --verify-top, raise --max-gpus, relax the SLO "
-        "or lower --lam"
-    )
 
 
 def optimize(
