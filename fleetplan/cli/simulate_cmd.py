@@ -32,6 +32,7 @@ from fleetplan.sim.engine import simulate as run_simulation
 from fleetplan.sim.fleet_toml import load_fleet_toml
 from fleetplan.sim.replications import replicate
 from fleetplan.sim.result import TPOT_DEFINITION, GroupSummary, SimResult
+from fleetplan.sim.shared_prefix import parse_shared_prefix
 from fleetplan.sim.spec import ArrivalProcess, Level
 from fleetplan.sim.split import STATELESS_POOL_ROUTERS, simulate_pools_parallel
 from fleetplan.units import ms_to_s, s_to_ms
@@ -156,12 +157,16 @@ def _model_options(func):
 @failure_options
 @_model_options
 @runtime_feature_options
+@click.option("--shared-prefix", "shared_prefix", default=None, metavar="TOKENS[xCOUNT]",
+              help="Every prompt starts with one of COUNT shared system prompts of TOKENS tokens (part of the "
+              "prompt length; prefix-cache identities for --enable-prefix-caching and the prefix_affinity "
+              "router), e.g. 1024x4.")
 @click.option("--replications", type=click.IntRange(min=1), default=1, show_default=True,
               help="Independent replications (seeds derived from --seed); >1 adds a 95% confidence interval "
               "of P99 TTFT and TPOT. Tables and exports show the first replication.")
 @executor_options
 def simulate_cmd(fleet_path, workload, input_fraction, rate_per_s, n_requests, level, arrival, cv, horizon_s,
-                 warmup_fraction, seed, slo_ttft_ms, slo_tpot_ms, requests_csv, json_path, replications,
+                 warmup_fraction, seed, slo_ttft_ms, slo_tpot_ms, requests_csv, json_path, shared_prefix, replications,
                  inject_failures, mtbf_h, mttr_h, repair, executor, workers, ray_address, **model_opts) -> None:
     """Simulate a fleet serving a workload; print P50/P90/P99 TTFT, TPOT, E2E per pool.
 
@@ -188,10 +193,12 @@ def simulate_cmd(fleet_path, workload, input_fraction, rate_per_s, n_requests, l
         warmup_fraction=warmup_fraction, slo_ttft_s=None if slo_ttft_ms is None else ms_to_s(slo_ttft_ms),
         slo_tpot_s=None if slo_tpot_ms is None else ms_to_s(slo_tpot_ms),
     )
+    if shared_prefix is not None:
+        run_kwargs["shared_prefix"] = parse_shared_prefix(shared_prefix)
     # Parallel execution is opt-in here (--workers N > 1 or --executor ray): one simulation of a
     # small fleet is faster in this process than a pool's start-up.
     parallel = executor == "ray" or (workers or 1) > 1
-    split = (parallel and failures is None and not with_features and len(spec.pools) > 1
+    split = (parallel and failures is None and not with_features and shared_prefix is None and len(spec.pools) > 1
              and spec.pool_router in STATELESS_POOL_ROUTERS)
     with executor_from_options(executor, workers if parallel else 1, ray_address) as run_tasks:
         if split:

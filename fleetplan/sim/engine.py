@@ -32,6 +32,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from fleetplan import rng as fp_rng
 from fleetplan.errors import ConfigError
 from fleetplan.sim._kernels import codes
 from fleetplan.sim._kernels.iteration_level import run_iteration_level, run_iteration_level_failures
@@ -40,6 +41,7 @@ from fleetplan.sim.compile import CompiledRun, compile_run, request_level_times
 from fleetplan.sim.failures import FailureSpec, draw_failure_schedule, summarise_failures
 from fleetplan.sim.features_engine import pool_feature_figures, run_feature_kernel, uses_feature_kernel
 from fleetplan.sim.result import STATUS_NAMES, SimResult, summarise
+from fleetplan.sim.shared_prefix import SharedPrefix
 from fleetplan.sim.spec import ArrivalProcess, FleetSpec, Level
 
 __all__ = ["run_compiled", "simulate", "uses_feature_kernel", "with_failures"]
@@ -239,6 +241,7 @@ def simulate(
     slo_ttft_s: float | None = None,
     slo_tpot_s: float | None = None,
     failures: FailureSpec | None = None,
+    shared_prefix: SharedPrefix | None = None,
 ) -> SimResult:
     """Simulate ``n_requests`` requests of ``workload`` arriving at ``rate_per_s`` on ``spec``.
 
@@ -264,12 +267,20 @@ def simulate(
         SLOs (s) for attainment and goodput.
     failures : FailureSpec, optional
         Instance failures and repairs (iteration level only; stream ``failures`` of ``seed``).
+    shared_prefix : SharedPrefix, optional
+        System prompts shared by the requests (prefix-cache identities, stream ``prefix`` of
+        ``seed``; ``fleetplan.sim.shared_prefix``); runs the feature kernel.
     """
     _validate(rate_per_s, n_requests, warmup_fraction, cv, horizon_s, slo_ttft_s, slo_tpot_s, seed)
     level = Level.parse(level)
     run = compile_run(spec, workload, float(rate_per_s), int(n_requests), int(seed), arrival, cv, horizon_s)
     if failures is not None:
         run = with_failures(run, failures, int(seed), level)
+    if shared_prefix is not None:
+        if not isinstance(shared_prefix, SharedPrefix):
+            raise ConfigError(f"shared_prefix must be a SharedPrefix or None, got {type(shared_prefix).__name__}")
+        run = dataclasses.replace(
+            run, extras=shared_prefix.extras(run.requests.prompt_tokens, fp_rng.stream(int(seed), "prefix")))
     return run_compiled(spec, run, level, float(rate_per_s), warmup_fraction, slo_ttft_s, slo_tpot_s, failures)
 
 
