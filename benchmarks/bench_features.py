@@ -2,6 +2,7 @@
 
     python benchmarks/bench_features.py            # 10^6 requests
     python benchmarks/bench_features.py --quick    # 10^5 requests
+    python benchmarks/bench_features.py --quick --per-feature   # also each feature alone
 
 Fleet and workload of ``benchmarks/bench_des.py`` (the Table-1 builder: 3 short + 5 long
 A100 instances, LMSYS lengths, lambda = 100 req/s).  Three runs on the same requests:
@@ -13,6 +14,7 @@ A100 instances, LMSYS lengths, lambda = 100 req/s).  Three runs on the same requ
   k = 2 with acceptance 0.8 per position (draft pass = 10% of a target step), prefix caching
   with a shared 256-token system-prompt key (64 entries per instance), the policy given by
   ``--policy`` (mlfq: q0 = 20 ms, 4 levels; h2q: L 8192, C 16384, B 8).
+``--per-feature`` adds one run per feature alone (policy, graphs, spec, prefix: the others off).
 JIT time (compile or cache load, first call on a tiny input) is reported apart from run time.
 Target: all-on >= 0.5x the featureless kernel's requests/s.
 """
@@ -62,6 +64,19 @@ def features(fleet: dict, on: bool, policy: str) -> dict:
     return f
 
 
+FEATURE_KEYS = {"policy": ("policy", "policy_param"),
+                "graphs": ("graph_mode", "graph_sizes", "graph_n", "graph_time_s"),
+                "spec": ("spec_k", "spec_accept"), "prefix": ("prefix_on", "prefix_entries")}
+
+
+def only(feats_on: dict, feats_off: dict, feature: str) -> dict:
+    """``feats_off`` with ``feature``'s switches taken from ``feats_on``."""
+    f = dict(feats_off)
+    for key in FEATURE_KEYS[feature]:
+        f[key] = feats_on[key]
+    return f
+
+
 def extras_for(prompt: np.ndarray, shared_prefix: bool):
     x = no_extras(prompt)
     if shared_prefix:
@@ -97,6 +112,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10^5 requests instead of 10^6")
     parser.add_argument("--policy", choices=("mlfq", "h2q"), default="mlfq")
+    parser.add_argument("--per-feature", action="store_true", help="also time each feature alone")
     args = parser.parse_args()
     n = 100_000 if args.quick else 1_000_000
     fleet = two_pool_fleet(3, 5)
@@ -125,6 +141,14 @@ def main() -> None:
         print(f"  {label:32s} best of {REPEATS} {t:7.3f} s  {n / t:12,.0f} req/s  {steps / t:12,.0f} steps/s  "
               f"{steps / n:5.1f} steps/req  done {np.mean(out_status == STATUS_DONE):.4f}  ({t_ref / t:.2f}x)")
     print(f"  all-off outputs identical to run_iteration_level: {same}")
+    if args.per_feature:
+        feats_off = features(fleet, False, args.policy)
+        for name in FEATURE_KEYS:
+            f = only(feats_on, feats_off, name)
+            x = extras_for(req["prompt_tokens"], name == "prefix")
+            t, (steps, _) = timed(lambda f=f, x=x: call_features(req, fleet, f, x))
+            print(f"  {'features, ' + name + ' only':32s} best of {REPEATS} {t:7.3f} s  {n / t:12,.0f} req/s  "
+                  f"{steps / t:12,.0f} steps/s  {steps / n:5.1f} steps/req  ({t_ref / t:.2f}x)")
     g, kind = out_on["pool_graph_tokens"], out_on["pool_step_kind"]
     print(f"  all on: padding inflation {g[:, 1].sum() / max(g[:, 0].sum(), 1):.3f}, graphed steps "
           f"{kind[:, 1].sum() / max(kind.sum(), 1):.3f}, acceptance "

@@ -36,7 +36,7 @@ from fleetplan.sim._kernels.features_layout import (
     WK1,
 )
 from fleetplan.sim._kernels.features_policy import enqueue_wait
-from fleetplan.sim._kernels.jit import njit, njit_inline
+from fleetplan.sim._kernels.jit import njit_borrowed, njit_inline
 from fleetplan.sim._kernels.prefix_cache import pc_evict, pc_evictable, pc_match, pc_probe, pc_unpin
 
 
@@ -61,7 +61,7 @@ def admit_fits(k, p, w, budget, req, ki, pools, fts, pc):
 
 
 @njit_inline
-def admit(k, p, w, root_col, m, num, own, t_s, req, ins, pools, fts, outs, stats, pc):
+def admit(k, p, w, root_col, m, num, own, t_s, req, ins, pools, fts, so, pc):
     """Pop w from its heap and start it with ``num`` tokens at offset ``m`` blocks (fits)."""
     prompt_tokens, rq, prefix_key, prefix_tokens = req[0], req[2], req[5], req[6]
     ki = ins[2]
@@ -74,10 +74,10 @@ def admit(k, p, w, root_col, m, num, own, t_s, req, ins, pools, fts, outs, stats
                              prefix_tokens[w, 1] // block, (prompt_tokens[w] + rq[w, GEN] - 1) // block)
         if own > ki[k, K_FREE]:
             ki[k, K_FREE] += pc_evict(pc, k, own - ki[k, K_FREE])
-        pool_prefix_tokens = stats[8]
+        pool_prefix_tokens = so[3]
         pool_prefix_tokens[p, 0] += prompt_tokens[w]
         pool_prefix_tokens[p, 1] += m * block
-        outs[5][w] = m * block
+        so[2][w] = m * block
     ki[k, K_FREE] -= own
     rq[w, COMP] = m * block
     rq[w, TARGET] = prompt_tokens[w] + rq[w, GEN]
@@ -88,12 +88,12 @@ def admit(k, p, w, root_col, m, num, own, t_s, req, ins, pools, fts, outs, stats
     rq[w, SCHED] = num
     rq[w, KSPEC] = 0
     rq[w, DEC] = 0
-    if outs[0][w] == np.inf:
-        outs[0][w] = t_s
+    if so[0][w] == np.inf:
+        so[0][w] = t_s
 
 
-@njit
-def preempt_at(k, p, v, n_end, req, ses, ins, pools, fts, outs, pc):
+@njit_borrowed
+def preempt_at(k, p, v, n_end, req, ses, ins, pools, fts, so, pc):
     """Preempt (recompute) the running request at slot ``v``; slots up to ``n_end`` shift down."""
     rq = req[2]
     run_req, ki = ins[1], ins[2]
@@ -112,7 +112,7 @@ def preempt_at(k, p, v, n_end, req, ses, ins, pools, fts, outs, pc):
     rq[r, COMP] = 0
     rq[r, SCHED] = 0
     rq[r, KSPEC] = 0
-    outs[3][r] += 1
+    so[1][r] += 1
     enqueue_wait(k, p, r, True, req, ses, ki, pools, fts, pc)
     return r
 
@@ -129,7 +129,7 @@ def spf_victim(rq, run_req, s, end):
     return v
 
 
-@njit
+@njit_inline
 def sglang_can_admit(k, p, req, ki, pools, fts, pc):
     """SGLang prefill-first test at the start of a pass: the waiting head fits (full budget)."""
     w = ki[k, K_ROOT0]

@@ -39,6 +39,7 @@ from fleetplan.sim._kernels.features_layout import (
     K_ROOT0,
     K_ROOT1,
     K_RUN,
+    K_UNSORTED,
     KSPEC,
     LEVEL,
     MATCH,
@@ -51,22 +52,22 @@ from fleetplan.sim._kernels.features_layout import (
 from fleetplan.sim._kernels.features_rng import uniform01
 from fleetplan.sim._kernels.features_steps import schedule_features
 from fleetplan.sim._kernels.features_time import add_step_stats
-from fleetplan.sim._kernels.jit import njit, njit_inline
+from fleetplan.sim._kernels.jit import njit_borrowed, njit_inline
 from fleetplan.sim._kernels.prefix_cache import pc_insert, pc_unpin
 from fleetplan.sim._kernels.routing import add_outstanding
 
 
-@njit
-def complete(k, p, r, t_s, req, ins, pools, fts, outs, load, rel, pc):
-    """Request r emitted its last token at ``t_s`` on instance k."""
-    prompt_tokens, output_tokens, rq, prefix_key, prefix_tokens = req[0], req[1], req[2], req[5], req[6]
-    ki = ins[2]
+@njit_borrowed
+def complete(k, p, r, t_s, req, ki, pool_inst_start, block, pc_on, out_done_s, out_status, load, rel, pc):
+    """Request r emitted its last token at ``t_s`` on instance k (pool p: ``block`` tokens per KV
+    block, prefix caching ``pc_on``).  Only the arrays it uses are passed: every array argument of
+    an out-of-line call costs a refcount pair."""
+    prompt_tokens, output_tokens, rq, prefix_key, prefix_tokens = req
     inst_outstanding, tree, tree_lo, tree_leaves, pool_tokens = load
     succ_head, succ_next, delay_s, rel_t, rel_i, rel_n = rel
-    outs[2][r] = t_s
-    outs[4][r] = STATUS_DONE
-    if fts[10][p] != 0:
-        block = pools[3][p]
+    out_done_s[r] = t_s
+    out_status[r] = STATUS_DONE
+    if pc_on:
         kept, freed = pc_insert(pc, k, prefix_key[r, 0], prefix_tokens[r, 0] // block, prefix_key[r, 1],
                                 rq[r, MATCH], rq[r, COMP] // block)
         ki[k, K_FREE] += (rq[r, HELD] - kept) + freed
@@ -78,7 +79,7 @@ def complete(k, p, r, t_s, req, ins, pools, fts, outs, load, rel, pc):
         ki[k, K_FREE] += rq[r, HELD]
     rq[r, HELD] = 0
     rq[r, MATCH] = 0
-    add_outstanding(k, p, -1, inst_outstanding, pools[0], tree, tree_lo, tree_leaves)
+    add_outstanding(k, p, -1, inst_outstanding, pool_inst_start, tree, tree_lo, tree_leaves)
     pool_tokens[p] -= prompt_tokens[r] + output_tokens[r]
     j = succ_head[r]
     while j >= 0:
@@ -87,10 +88,8 @@ def complete(k, p, r, t_s, req, ins, pools, fts, outs, load, rel, pc):
 
 
 @njit_inline
-def accept_drafts(p, r, kr, rq, seed, fts, outs, stats):
+def accept_drafts(p, r, kr, rq, seed, spec_accept, out_drafted, out_accepted, pool_accept_pos, pool_draft_pos):
     """Accepted drafts of r's ``kr`` (see the module doc), with the per-position counts."""
-    spec_accept = fts[7]
-    pool_accept_pos, pool_draft_pos = stats[6], stats[7]
     a = 0
     for j in range(kr):
         pool_draft_pos[p, j] += 1
@@ -102,8 +101,8 @@ def accept_drafts(p, r, kr, rq, seed, fts, outs, stats):
             pool_accept_pos[p, j] += 1
         else:
             break
-    outs[6][r] += kr
-    outs[7][r] += a
+    out_drafted[r] += kr
+    out_accepted[r] += a
     return a
 
 
@@ -114,8 +113,15 @@ def commit_features(k, p, t_s, req, ses, ins, pools, fts, outs, stats, load, rel
     run_lo, run_req, ki, kf, step_end_s = ins
     pol = fts[0][p]
     m = ki[k, K_M]
-    add_step_stats(k, p, m, ins, pools, fts, stats)
+    add_step_stats(k, p, m, ki, kf, pools[4][p], pools[5][p], fts[2][p], fts[5][p], stats[:6])
     block = pools[3][p]
+    # arrays and pool values the loop reads, bound once: every array a helper call in the loop
+    # binds costs a refcount pair per request and step
+    spec_accept, out_first_token_s, out_drafted, out_accepted = fts[7], outs[1], outs[6], outs[7]
+    pool_accept_pos, pool_draft_pos = stats[6], stats[7]
+    sess_z, sess_h, sess_c = ses[0], ses[1], ses[2]
+    q0_s = fts[1][p, 0]
+    last_level = int(fts[1][p, 1]) - 1
     seed = ses[3][G_SEED]
     lo = run_lo[k]
     kept = lo
@@ -136,7 +142,8 @@ def commit_features(k, p, t_s, req, ses, ins, pools, fts, outs, stats, load, rel
                     ki[k, K_FREE] -= need - total
                     rq[r, HELD] = need - rq[r, MATCH]
             elif rq[r, KSPEC] > 0:
-                a = accept_drafts(p, r, rq[r, KSPEC], rq, seed, fts, outs, stats)
+                a = accept_drafts(p, r, rq[r, KSPEC], rq, seed, spec_accept, out_drafted, out_accepted,
+                                  pool_accept_pos, pool_draft_pos)
                 c += 1 + a
                 gen += a
                 target += a
@@ -149,28 +156,29 @@ def commit_features(k, p, t_s, req, ses, ins, pools, fts, outs, stats, load, rel
                 c += num
             if pol == SCHED_MLFQ:
                 attained_s[r] += kf[k, F_DT]
-                q0_s = fts[1][p, 0]
-                if attained_s[r] > q0_s * 2.0 ** rq[r, LEVEL] and rq[r, LEVEL] < int(fts[1][p, 1]) - 1:
+                if attained_s[r] > q0_s * 2.0 ** rq[r, LEVEL] and rq[r, LEVEL] < last_level:
                     rq[r, LEVEL] += 1
                     attained_s[r] = 0.0
+                    ki[k, K_UNSORTED] = 1
             elif pol == SCHED_H2Q_BR and rq[r, DEC] == 0:
-                ses[1][sess_id[r]] += num
+                sess_h[sess_id[r]] += num
                 if c < target:  # the chunk spilled: long history, one carryover credit
-                    ses[0][sess_id[r]] = 1
-                    ses[2][sess_id[r]] = 1
+                    sess_z[sess_id[r]] = 1
+                    sess_c[sess_id[r]] = 1
                     rq[r, QCLS] = QL
             rq[r, SCHED] = 0
             rq[r, KSPEC] = 0
             rq[r, COMP] = c
             if c == target:  # all tokens in: emit the next one
                 if gen == 0:
-                    outs[1][r] = t_s
+                    out_first_token_s[r] = t_s
                 gen += 1
                 target += 1
                 if gen == rq[r, OUT]:
                     rq[r, GEN] = gen
                     rq[r, TARGET] = target
-                    complete(k, p, r, t_s, req, ins, pools, fts, outs, load, rel, pc)
+                    complete(k, p, r, t_s, (req[0], req[1], rq, req[5], req[6]), ki, pools[0], block,
+                             fts[10][p] != 0, outs[2], outs[4], load, rel, pc)
                     continue
             rq[r, GEN] = gen
             rq[r, TARGET] = target
@@ -178,7 +186,8 @@ def commit_features(k, p, t_s, req, ses, ins, pools, fts, outs, stats, load, rel
         kept += 1
     ki[k, K_RUN] = kept - lo
     if kept > lo or ki[k, K_ROOT0] >= 0 or ki[k, K_ROOT1] >= 0:
-        schedule_features(k, p, t_s, req, ses, ins, pools, fts, outs, stats, pc, stack)
+        schedule_features(k, p, t_s, req, ses, ins, pools, fts, (outs[0], outs[3], outs[5], stats[8]), pc,
+                          stack)
     else:
         step_end_s[k] = np.inf
         ki[k, K_M] = 0

@@ -35,10 +35,12 @@ N_RQ = 24  # three cache lines
 
 # ki columns (per instance): running count, heap roots, free KV blocks, H2Q-BR short streak;
 # the steps in flight: seqs, tokens per step, number of identical steps m, decode context of
-# the first, graph capture size (0 = eager) and useful graph tokens
+# the first, graph capture size (0 = eager) and useful graph tokens; MLFQ: 1 when the running
+# list may be out of rank order (an admission or a demotion since the last sort)
 K_RUN, K_ROOT0, K_ROOT1, K_FREE, K_ETA = 0, 1, 2, 3, 4
 K_SEQS, K_TOK, K_M, K_CTX, K_GSIZE, K_GT = 5, 6, 7, 8, 9, 10
-N_KI = 11
+K_UNSORTED = 11
+N_KI = 12
 
 # kf columns: start of the steps in flight, duration of the first
 F_START, F_DT = 0, 1

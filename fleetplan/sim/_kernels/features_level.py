@@ -50,14 +50,14 @@ from fleetplan.sim._kernels.features_policy import enqueue_wait
 from fleetplan.sim._kernels.features_steps import schedule_features
 from fleetplan.sim._kernels.features_time import add_step_stats, cut_run, steps_by_horizon
 from fleetplan.sim._kernels.heaps import tree_build, tree_leaves, tree_update
-from fleetplan.sim._kernels.jit import njit, njit_inline
+from fleetplan.sim._kernels.jit import njit, njit_borrowed, njit_inline
 from fleetplan.sim._kernels.prefix_cache import pc_new
 from fleetplan.sim._kernels.routing import add_outstanding, build_outstanding_trees, least_loaded_pool, pick_instance
 
 SPEC_K_MAX = 16  # = fleetplan.sim.features_arrays.SPEC_K_MAX (kernels do not import the sim package)
 
 
-@njit
+@njit_borrowed
 def route_prefix_affinity(p, r, pools, load, route, prefix_key, slack):
     """``ROUTE_PREFIX_AFFINITY``: the key's home instance unless it is ``slack`` above the least loaded."""
     pool_inst_start = pools[0]
@@ -82,7 +82,7 @@ def enter(k, p, r, t_s, req, ses, ins, pools, fts, outs, stats, load, pc, stack)
     add_outstanding(k, p, 1, load[0], pools[0], load[1], load[2], load[3])
     enqueue_wait(k, p, r, False, req, ses, ins[2], pools, fts, pc)
     if ins[4][k] == np.inf:
-        schedule_features(k, p, t_s, req, ses, ins, pools, fts, outs, stats, pc, stack)
+        schedule_features(k, p, t_s, req, ses, ins, pools, fts, (outs[0], outs[3], outs[5], stats[8]), pc, stack)
     else:
         cut_run(k, p, t_s, ins, pools, fts)
 
@@ -208,6 +208,28 @@ def run_iteration_features(
     rel = (succ_head, succ_next, delay_s, rel_t, rel_i, rel_n)
     route = (pool_router, route_u, rr_next)
 
+    return event_loop(n_inst, n_leaves, tree, horizon_s, arrival_s, prev_req, req_pool, inst_pool, out_inst,
+                      out_release_s, pool_max_context, pool_kv_blocks, affinity_slack, req, ses, ins, pools, fts, outs,
+                      stats, load, rel, route, pc, stack)
+
+
+@njit_borrowed
+def event_loop(n_inst, n_leaves, tree, horizon_s, arrival_s, prev_req, req_pool, inst_pool, out_inst, out_release_s,
+               pool_max_context, pool_kv_blocks, affinity_slack, req, ses, ins, pools, fts, outs, stats, load, rel,
+               route, pc, stack):
+    """The event loop of ``run_iteration_features`` over its preallocated state; returns the steps.
+
+    Compiled without reference counting (``njit_borrowed``): it allocates nothing and the caller
+    holds every array, so the per-event calls and inlined helpers pay no refcount pairs."""
+    prompt_tokens, output_tokens, prefix_key = req[0], req[1], req[5]
+    ki, kf, step_end_s = ins[2], ins[3], ins[4]
+    pool_inst_start, pool_block_tokens, pool_step_code, pool_step_coef = pools[0], pools[3], pools[4], pools[5]
+    graph_mode, graph_time_s = fts[2], fts[5]
+    out_status = outs[4]
+    inst_outstanding, tree_out, tree_out_lo, tree_out_leaves, pool_tokens = load
+    rel_t, rel_i, rel_n = rel[3], rel[4], rel[5]
+    pool_router, route_u, rr_next = route
+    n_req = arrival_s.shape[0]
     n_steps = 0
     i = 0
     while i < n_req and prev_req[i] >= 0:
@@ -263,6 +285,8 @@ def run_iteration_features(
     for k in range(n_inst):  # runs of steps in flight past the horizon
         if step_end_s[k] < np.inf and ki[k, K_M] > 1:
             n_done = steps_by_horizon(k, inst_pool[k], horizon_s, ins, pools, fts)
-            add_step_stats(k, inst_pool[k], n_done, ins, pools, fts, stats)
+            p = inst_pool[k]
+            add_step_stats(k, p, n_done, ki, kf, pool_step_code[p], pool_step_coef[p], graph_mode[p], graph_time_s[p],
+                           stats[:6])
             n_steps += n_done
     return n_steps

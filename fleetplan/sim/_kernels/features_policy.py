@@ -37,6 +37,7 @@ from fleetplan.sim._kernels.features_layout import (
     K_ROOT0,
     K_ROOT1,
     K_RUN,
+    K_UNSORTED,
     LEVEL,
     QCLS,
     QL,
@@ -49,12 +50,12 @@ from fleetplan.sim._kernels.features_layout import (
     WK0,
     WK1,
 )
-from fleetplan.sim._kernels.jit import njit, njit_inline
+from fleetplan.sim._kernels.jit import njit_borrowed, njit_inline
 from fleetplan.sim._kernels.prefix_cache import pc_probe
 from fleetplan.sim._kernels.step_model import step_time_s
 
 
-@njit
+@njit_borrowed
 def mlfq_entry_level(code, coef, prompt, q0_s, n_levels):
     """Skip-join: smallest level whose quantum covers the estimated prefill time."""
     est_s = step_time_s(code, coef, 1, 0, prompt, 0, prompt * prompt)
@@ -64,7 +65,7 @@ def mlfq_entry_level(code, coef, prompt, q0_s, n_levels):
     return level
 
 
-@njit
+@njit_borrowed
 def enqueue_wait(k, p, r, is_preempt, req, ses, ki, pools, fts, pc):
     """Key request r for instance k's waiting set and push it (see the module doc)."""
     prompt_tokens, _, rq, attained_s, new_tokens, prefix_key, prefix_tokens, sess_id = req
@@ -148,7 +149,7 @@ def h2q_rank(rq, r, ell, d, special):
         set_rank(rq, r, 1, d, rq[r, ASEQ], 0)
 
 
-@njit
+@njit_borrowed
 def _min_aseq_in_heap(rq, root, stack):
     """Smallest ASEQ over a pairing heap (traversal; only when a carryover competes)."""
     best = math.inf
@@ -169,21 +170,23 @@ def _min_aseq_in_heap(rq, root, stack):
     return best
 
 
-@njit
-def prepare_pass(k, p, req, ses, ins, fts, stack):
-    """Ranks of instance k's running requests for a combined-order pass, sorted (MLFQ, H2Q-BR).
+@njit_borrowed
+def prepare_pass(k, pol, streak_b, rq, new_tokens, sess_id, sess_c, lo, run_req, ki, stack):
+    """Ranks of instance k's running requests (slots from ``lo``) for a combined-order pass, sorted
+    (MLFQ, H2Q-BR with liveness after ``streak_b`` short passes).  Only the arrays it reads are
+    passed: every array argument of an out-of-line call costs a refcount pair.
 
     Returns ``(released request or -1, True if the QL waiting top is the liveness slice)``."""
-    rq, new_tokens, sess_id = req[2], req[4], req[7]
-    sess_c = ses[2]
-    run_lo, run_req, ki = ins[0], ins[1], ins[2]
-    policy, policy_param = fts[0], fts[1]
-    lo = run_lo[k]
     n = ki[k, K_RUN]
     rel = -1
     live = -1
     live_wait = False
-    if policy[p] == SCHED_MLFQ:
+    if pol == SCHED_MLFQ:
+        # ranks (level, a) change only at a demotion and are set at admission; the list stays
+        # sorted otherwise (removals keep the order; keys are unique, so re-sorting is a no-op)
+        if ki[k, K_UNSORTED] == 0:
+            return rel, live_wait
+        ki[k, K_UNSORTED] = 0
         for s in range(lo, lo + n):
             r = run_req[s]
             set_rank(rq, r, rq[r, LEVEL], rq[r, ASEQ], 0, 0)
@@ -205,7 +208,7 @@ def prepare_pass(k, p, req, ses, ins, fts, stack):
                 min_qs = m
             if rq[rel, ASEQ] > min_qs:
                 rel = -1
-        if ki[k, K_ETA] >= policy_param[p, 2]:
+        if ki[k, K_ETA] >= streak_b:
             top = ki[k, K_ROOT1]
             if top >= 0 and (oldest_ql < 0 or rq[top, ASEQ] < rq[oldest_ql, ASEQ]):
                 live_wait = True

@@ -47,6 +47,7 @@ from fleetplan.sim._kernels.features_layout import (
     K_RUN,
     K_SEQS,
     K_TOK,
+    K_UNSORTED,
     KSPEC,
     MATCH,
     OUT,
@@ -60,13 +61,16 @@ from fleetplan.sim._kernels.features_layout import (
 from fleetplan.sim._kernels.features_policy import prepare_pass, rank_less, set_rank
 from fleetplan.sim._kernels.features_time import batch_time_s, graph_size, run_parts, run_step_s
 from fleetplan.sim._kernels.iteration_steps import CRUISE_MAX_STEPS
-from fleetplan.sim._kernels.jit import njit
+from fleetplan.sim._kernels.jit import njit_borrowed
 from fleetplan.sim._kernels.prefix_cache import pc_evict
 
 
-@njit
-def schedule_features(k, p, t_s, req, ses, ins, pools, fts, outs, stats, pc, stack):
-    """Form the batch of instance k at ``t_s``; sets ``step_end_s[k]`` (inf if empty)."""
+@njit_borrowed
+def schedule_features(k, p, t_s, req, ses, ins, pools, fts, so, pc, stack):
+    """Form the batch of instance k at ``t_s``; sets ``step_end_s[k]`` (inf if empty).
+
+    ``so = (out_first_sched_s, out_preemptions, out_cached_tokens, pool_prefix_tokens)``: only the
+    outputs a pass writes (every array argument of an out-of-line call costs a refcount pair)."""
     rq, new_tokens, sess_id = req[2], req[4], req[7]
     run_lo, run_req, ki, kf, step_end_s = ins
     pol = fts[0][p]
@@ -79,7 +83,8 @@ def schedule_features(k, p, t_s, req, ses, ins, pools, fts, outs, stats, pc, sta
     rel = -1
     live_wait = False
     if combined:
-        rel, live_wait = prepare_pass(k, p, req, ses, ins, fts, stack)
+        rel, live_wait = prepare_pass(k, pol, fts[1][p, 2], rq, new_tokens, sess_id, ses[2], run_lo[k], run_req, ki,
+                                      stack)
     lo = run_lo[k]
     prefill_step = False
     admit_ok = True
@@ -121,7 +126,7 @@ def schedule_features(k, p, t_s, req, ses, ins, pools, fts, outs, stats, pc, sta
                 if not fits:
                     admit_ok = False
                     continue
-                admit(k, p, w, wcol, m, num, own, t_s, req, ins, pools, fts, outs, stats, pc)
+                admit(k, p, w, wcol, m, num, own, t_s, req, ins, pools, fts, so, pc)
                 run_req[lo + n_run + n_adm] = w
                 n_adm += 1
                 if wcol == K_ROOT1:
@@ -166,7 +171,7 @@ def schedule_features(k, p, t_s, req, ses, ins, pools, fts, outs, stats, pc, sta
                         break
                 end = lo + ki[k, K_RUN]
                 v = spf_victim(rq, run_req, s, end) if pol == SCHED_SPF else end - 1
-                preempt_at(k, p, v, end + n_adm, req, ses, ins, pools, fts, outs, pc)
+                preempt_at(k, p, v, end + n_adm, req, ses, ins, pools, fts, so, pc)
                 preempted = True
                 if v == s:
                     gone = True
@@ -205,6 +210,8 @@ def schedule_features(k, p, t_s, req, ses, ins, pools, fts, outs, stats, pc, sta
             continue
         break
     ki[k, K_RUN] += n_adm
+    if n_adm > 0:
+        ki[k, K_UNSORTED] = 1
     if pol == SCHED_H2Q_BR:
         if any_ql:
             ki[k, K_ETA] = 0
@@ -216,9 +223,10 @@ def schedule_features(k, p, t_s, req, ses, ins, pools, fts, outs, stats, pc, sta
         step_end_s[k] = np.inf
         ki[k, K_M] = 0
         return
-    size, t_tokens = graph_size(p, n_seqs, n_decode, prefill, spec_tokens, fts)
-    dt = batch_time_s(p, n_seqs, n_decode, prefill, spec_tokens, ctx, attn2, k_max, n_d, ctx_d, size, t_tokens,
-                      pools, fts)
+    gmode = fts[2][p]
+    size, t_tokens = graph_size(p, n_seqs, n_decode, prefill, spec_tokens, gmode, fts[3], fts[4])
+    dt = batch_time_s(n_seqs, n_decode, prefill, spec_tokens, ctx, attn2, k_max, n_d, ctx_d, size, t_tokens,
+                      pools[4][p], pools[5][p], gmode, fts[5][p], fts[8][p], fts[9][p])
     m = 1
     if (not combined and kspec == 0 and not preempted and prefill == 0 and n_seqs == ki[k, K_RUN]
             and min_rem > 1):
@@ -238,7 +246,8 @@ def schedule_features(k, p, t_s, req, ses, ins, pools, fts, outs, stats, pc, sta
     ki[k, K_GT] = t_tokens
     t_end = t_s + dt
     if m > 1:
-        base_s, per_ctx_s = run_parts(k, p, ki, pools)
+        base_s, per_ctx_s = run_parts(k, ki, pools[4][p], pools[5][p])
+        gtime = fts[5][p]
         for j in range(1, m):
-            t_end += run_step_s(k, p, j, base_s, per_ctx_s, ki, fts)
+            t_end += run_step_s(k, j, base_s, per_ctx_s, ki, gmode, gtime)
     step_end_s[k] = t_end

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from fleetplan.sim._kernels.codes import GRAPH_FULL_DECODE_ONLY, GRAPH_PIECEWISE
 from fleetplan.sim._kernels.features_layout import F_DT, F_START, K_CTX, K_GSIZE, K_GT, K_M, K_SEQS, K_TOK
-from fleetplan.sim._kernels.jit import njit, njit_inline
+from fleetplan.sim._kernels.jit import njit_borrowed, njit_inline
 from fleetplan.sim._kernels.step_model import decode_step_parts, step_time_s
 
 
@@ -34,10 +34,8 @@ def graph_adjust_s(x, gmode, gtime):
 
 
 @njit_inline
-def graph_size(p, n_seqs, n_decode, prefill_tokens, spec_tokens, fts):
-    """``(S, T)`` of the step's graph, ``S = 0`` when it runs eager."""
-    graph_mode, graph_sizes, graph_n = fts[2], fts[3], fts[4]
-    gmode = graph_mode[p]
+def graph_size(p, n_seqs, n_decode, prefill_tokens, spec_tokens, gmode, graph_sizes, graph_n):
+    """``(S, T)`` of the step's graph (``gmode`` = ``graph_mode[p]``), ``S = 0`` when it runs eager."""
     t_tokens = 0
     if gmode == GRAPH_FULL_DECODE_ONLY:
         if n_seqs == n_decode and prefill_tokens == 0:
@@ -54,47 +52,53 @@ def graph_size(p, n_seqs, n_decode, prefill_tokens, spec_tokens, fts):
 
 
 @njit_inline
-def batch_time_s(p, n_seqs, n_decode, prefill_tokens, spec_tokens, decode_ctx, attn2, k_max, n_d, ctx_d,
-                 size, t_tokens, pools, fts):
-    """Duration of one step (see the module doc); ``size, t_tokens`` from ``graph_size``."""
-    code, coef = pools[4][p], pools[5][p]
+def batch_time_s(n_seqs, n_decode, prefill_tokens, spec_tokens, decode_ctx, attn2, k_max, n_d, ctx_d,
+                 size, t_tokens, code, coef, gmode, gtime, dcode, dcoef):
+    """Duration of one step (see the module doc); ``size, t_tokens`` from ``graph_size``; the pool's
+    step model ``code, coef``, graph mode and times ``gmode, gtime``, draft model ``dcode, dcoef``."""
     if size > 0:
         pad = size - t_tokens
         x = step_time_s(code, coef, n_seqs + pad, n_decode + pad, prefill_tokens + spec_tokens, decode_ctx,
                         attn2)
-        x = graph_adjust_s(x, fts[2][p], fts[5][p])
+        x = graph_adjust_s(x, gmode, gtime)
     else:
         x = step_time_s(code, coef, n_seqs, n_decode, prefill_tokens + spec_tokens, decode_ctx, attn2)
     if k_max > 0:
-        x = x + k_max * step_time_s(fts[8][p], fts[9][p], n_d, n_d, 0, ctx_d, 0)
+        x = x + k_max * step_time_s(dcode, dcoef, n_d, n_d, 0, ctx_d, 0)
     return x
 
 
 @njit_inline
-def run_parts(k, p, ki, pools):
-    """``(base_s, per_ctx_s)`` of the cruise steps in flight on instance k."""
+def run_parts(k, ki, code, coef):
+    """``(base_s, per_ctx_s)`` of the cruise steps in flight on instance k (step model ``code, coef``)."""
     n_eff = ki[k, K_GSIZE] if ki[k, K_GSIZE] > 0 else ki[k, K_SEQS]
-    return decode_step_parts(pools[4][p], pools[5][p], n_eff)
+    return decode_step_parts(code, coef, n_eff)
 
 
 @njit_inline
-def run_step_s(k, p, j, base_s, per_ctx_s, ki, fts):
-    """Duration of step j >= 1 of the cruise in flight on instance k."""
+def run_step_s(k, j, base_s, per_ctx_s, ki, gmode, gtime):
+    """Duration of step j >= 1 of the cruise in flight on instance k (graph mode and times ``gmode, gtime``)."""
     x = base_s + per_ctx_s * (ki[k, K_CTX] + ki[k, K_SEQS] * j)
     if ki[k, K_GSIZE] > 0:
-        x = graph_adjust_s(x, fts[2][p], fts[5][p])
+        x = graph_adjust_s(x, gmode, gtime)
     return x
 
 
 @njit_inline
-def add_step_stats(k, p, n_done, ins, pools, fts, stats):
-    """Account the first ``n_done`` steps of the run in flight on instance k."""
-    ki, kf = ins[2], ins[3]
+def add_step_stats(k, p, n_done, ki, kf, code, coef, gmode, gtime, stats):
+    """Account the first ``n_done`` steps of the run in flight on instance k (pool p's step model
+    ``code, coef``, graph mode and times ``gmode, gtime``; ``stats`` as in ``features_level``)."""
     inst_busy_s, inst_seq_s, inst_steps, inst_tokens, pool_graph_tokens, pool_step_kind = stats[:6]
     n_seqs = ki[k, K_SEQS]
-    base_s, per_ctx_s = run_parts(k, p, ki, pools)
+    n_eff = ki[k, K_GSIZE] if ki[k, K_GSIZE] > 0 else n_seqs
+    base_s, per_ctx_s = decode_step_parts(code, coef, n_eff)
     for j in range(n_done):
-        dt = kf[k, F_DT] if j == 0 else run_step_s(k, p, j, base_s, per_ctx_s, ki, fts)
+        if j == 0:
+            dt = kf[k, F_DT]
+        else:
+            dt = base_s + per_ctx_s * (ki[k, K_CTX] + n_seqs * j)
+            if ki[k, K_GSIZE] > 0:
+                dt = graph_adjust_s(dt, gmode, gtime)
         inst_busy_s[k] += dt
         inst_seq_s[k] += n_seqs * dt
     inst_steps[k] += n_done
@@ -107,31 +111,33 @@ def add_step_stats(k, p, n_done, ins, pools, fts, stats):
         pool_step_kind[p, 0] += n_done
 
 
-@njit
+@njit_borrowed
 def cut_run(k, p, t_s, ins, pools, fts):
     """A request joins instance k at ``t_s``: end its cruise after the step in progress."""
     ki, kf, step_end_s = ins[2], ins[3], ins[4]
     m = ki[k, K_M]
     if m <= 1:
         return
-    base_s, per_ctx_s = run_parts(k, p, ki, pools)
+    base_s, per_ctx_s = run_parts(k, ki, pools[4][p], pools[5][p])
+    gmode, gtime = fts[2][p], fts[5][p]
     t_end = kf[k, F_START] + kf[k, F_DT]
     j = 1
     while t_end <= t_s and j < m:
-        t_end += run_step_s(k, p, j, base_s, per_ctx_s, ki, fts)
+        t_end += run_step_s(k, j, base_s, per_ctx_s, ki, gmode, gtime)
         j += 1
     ki[k, K_M] = j
     step_end_s[k] = t_end
 
 
-@njit
+@njit_borrowed
 def steps_by_horizon(k, p, horizon_s, ins, pools, fts):
     """How many steps of the run in flight on instance k end by ``horizon_s``."""
     ki, kf = ins[2], ins[3]
-    base_s, per_ctx_s = run_parts(k, p, ki, pools)
+    base_s, per_ctx_s = run_parts(k, ki, pools[4][p], pools[5][p])
+    gmode, gtime = fts[2][p], fts[5][p]
     t_end = kf[k, F_START] + kf[k, F_DT]
     j = 0
     while j < ki[k, K_M] and t_end <= horizon_s:
         j += 1
-        t_end += run_step_s(k, p, j, base_s, per_ctx_s, ki, fts)
+        t_end += run_step_s(k, j, base_s, per_ctx_s, ki, gmode, gtime)
     return j

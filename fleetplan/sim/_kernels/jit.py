@@ -16,6 +16,7 @@ from __future__ import annotations
 import numba
 
 JIT_OPTIONS = {"cache": True, "nogil": True, "error_model": "numpy"}
+BORROWED_OPTIONS = {**JIT_OPTIONS, "_nrt": False}  # see njit_borrowed
 
 
 def njit(fn):
@@ -29,3 +30,18 @@ def njit_inline(fn):
     Helpers take dozens of array arguments; an out-of-line call costs a reference-count
     increment and decrement per array, which dominated the event loop before inlining."""
     return numba.njit(inline="always", **JIT_OPTIONS)(fn)
+
+
+def njit_borrowed(fn):
+    """Kernel function that allocates nothing, compiled without numba's reference counting (NRT).
+
+    Its array arguments are borrowed from a caller that keeps them alive for the whole call, so
+    neither its calls nor the tuple arguments of the helpers inlined into it pay an atomic
+    increment / decrement per array (in the feature kernel's event loop these pairs were about
+    half of the run time: the reference-count pruning pass gives up on functions that large).
+    Allocating (``np.empty``, array-returning expressions) inside it fails to compile.
+
+    ``_nrt`` is an underscore-prefixed (semi-private) numba flag, used by numba's own
+    tests (checked here on numba 0.68); if a numba release drops it, set ``BORROWED_OPTIONS = JIT_OPTIONS``:
+    the same results, only slower."""
+    return numba.njit(**BORROWED_OPTIONS)(fn)

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fleetplan.sim._kernels.jit import njit, njit_inline
+from fleetplan.sim._kernels.jit import njit, njit_borrowed, njit_inline
 
 I_ENT_LO, I_ENT_N, I_TAB_LO, I_TAB_MASK, I_HEAD, I_TAIL, I_FREE, I_CACHED, I_EVICTABLE, N_INST_FIELDS = range(10)
 E_KEY, E_LEN, E_REF, E_PREV, E_NEXT, N_ENT_FIELDS = range(6)
@@ -210,7 +210,7 @@ def pc_probe(pc, k, key0, nb0, key1, nb1, cap_blocks):
     return matched, pinned
 
 
-@njit
+@njit_borrowed
 def pc_evict(pc, k, need):
     """Free and return ``min(need, evictable)`` cached blocks of instance k: LRU entry first, tail first."""
     inst, ent, _ = pc
@@ -272,7 +272,7 @@ def _extend(pc, k, key, target, own_lo, keep):
     return e, target - cur, freed
 
 
-@njit
+@njit_borrowed
 def pc_insert(pc, k, key0, nb0, key1, matched_blocks, own_end_blocks):
     """A request completing on instance k offers its own full blocks ``[matched_blocks, own_end_blocks)``.
 
