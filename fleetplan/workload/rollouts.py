@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy.special import ndtr, ndtri  # standard normal cdf and its inverse (what scipy.stats.norm uses)
 
 from fleetplan.errors import ConfigError, UnknownNameError
 from fleetplan.workload.session_table import SessionTable, ToolDelay
@@ -78,8 +78,8 @@ class OutputLengths:
         c, m, s = float(self.cap_tokens), float(self.scale_tokens), float(self.shape)
         if self.kind == "lognormal":
             z = (math.log(c) - math.log(m)) / s
-            below = m * math.exp(0.5 * s * s) * stats.norm.cdf(z - s)
-            return below + c * stats.norm.sf(z)
+            below = m * math.exp(0.5 * s * s) * ndtr(z - s)
+            return below + c * ndtr(-z)
         if c <= m:
             return c
         # E[min(c, X)] = x_m + int_{x_m}^{c} (x_m / x)^alpha dx
@@ -90,7 +90,7 @@ class OutputLengths:
     def quantile_tokens(self, q: float) -> float:
         """The ``q`` quantile of ``min(cap, X)`` (continuous law)."""
         if self.kind == "lognormal":
-            x = self.scale_tokens * math.exp(self.shape * stats.norm.ppf(q))
+            x = self.scale_tokens * math.exp(self.shape * ndtri(q))
         else:
             x = self.scale_tokens * (1.0 - q) ** (-1.0 / self.shape)
         return min(float(self.cap_tokens), x)
