@@ -31,7 +31,6 @@ runs the iteration-level feature kernel through ``run_compiled`` and adds ``Sess
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import math
 import os
@@ -53,10 +52,7 @@ from fleetplan.workload.rollouts import RlRollout
 from fleetplan.workload.session_table import SessionTable
 from fleetplan.workload.sessions import SessionWorkload
 
-__all__ = ["FEATURE_KERNEL_MODULE", "SessionResult", "compile_session_run", "session_table", "simulate_sessions"]
-
-FEATURE_KERNEL_MODULE = "fleetplan.sim.features_run"
-
+__all__ = ["SessionResult", "compile_session_run", "session_table", "simulate_sessions"]
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class SessionResult:
@@ -146,12 +142,6 @@ def session_table(
                       "SessionTable")
 
 
-def _require_feature_kernel() -> None:
-    if importlib.util.find_spec(FEATURE_KERNEL_MODULE) is None:
-        raise ConfigError(f"multi-round sessions need the feature kernel ({FEATURE_KERNEL_MODULE}), which this build "
-                          "lacks; update fleetplan")
-
-
 def _check_session_order(table: SessionTable, sim: SimResult) -> None:
     """A later round scheduled before its previous round finished means the engine ran the featureless
     kernel, which ignores ``RequestExtras``: a bug, never a user error."""
@@ -194,7 +184,6 @@ def simulate_sessions(
     if horizon_s is not None and not (isinstance(horizon_s, int | float) and horizon_s > 0):
         raise ConfigError(f"horizon_s = {horizon_s!r} must be a number > 0 seconds, or None to run to the end")
     table = session_table(source, rate_per_s, n_sessions, int(seed))
-    _require_feature_kernel()
     run = compile_session_run(spec, table, int(seed), horizon_s)
     span_s = float(table.session_arrival_s[-1])
     request_rate = table.n_rows / span_s if span_s > 0 else float("nan")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -14,30 +13,14 @@ from fleetplan.cli.main import cli
 from fleetplan.errors import ConfigError, UnknownNameError
 from fleetplan.sim.features import GraphMode, SchedulerPolicy
 from fleetplan.sim.fleet_toml import load_fleet_toml
+from tests.cli.test_simulate_cli import small_fleet
 
-HAVE_KERNEL = importlib.util.find_spec("fleetplan.sim.features_run") is not None
-needs_kernel = pytest.mark.skipif(not HAVE_KERNEL,
-                                  reason="fleetplan.sim.features_run (feature kernel) not importable yet")
 WIDE = {"COLUMNS": "250"}
 MTP = '{"method": "mtp", "num_speculative_tokens": 2, "acceptance_rate": 0.7, "draft_cost_fraction": 0.05}'
 
 
 def fleet(tmp_path: Path) -> Path:
-    path = tmp_path / "fleet.toml"
-    path.write_text("""
-[[pool]]
-name = "short"
-gpu = "a100"
-instances = 2
-max_context_tokens = 4096
-
-[[pool]]
-name = "long"
-gpu = "a100"
-instances = 2
-max_context_tokens = 65536
-""")
-    return path
+    return small_fleet(tmp_path)
 
 
 def run(tmp_path: Path, *args: str):
@@ -89,7 +72,6 @@ def test_apply_feature_options_per_pool_values_win(tmp_path):
         apply_feature_options(spec, cudagraph=("none",))
 
 
-@needs_kernel
 def test_simulate_reports_padding_acceptance_and_hit_ratio(tmp_path):
     out_json = tmp_path / "sum.json"
     res = run(tmp_path, "--cudagraph-mode", "full_decode_only", "--cudagraph-capture-sizes", "1,2,4,8,16,32,64",
@@ -106,7 +88,6 @@ def test_simulate_reports_padding_acceptance_and_hit_ratio(tmp_path):
     assert summary["overall"]["padding_inflation"] > 0
 
 
-@needs_kernel
 def test_features_off_leave_the_output_unchanged(tmp_path):
     plain, off = tmp_path / "plain.json", tmp_path / "off.json"
     first = run(tmp_path, "--json", str(plain))

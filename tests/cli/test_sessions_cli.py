@@ -3,24 +3,18 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-import fleetplan.sim.engine
 from fleetplan.cli.main import cli
 from fleetplan.sim.session_metrics import ROUND_CSV_COLUMNS
-from fleetplan.sim.sessions import FEATURE_KERNEL_MODULE
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 FLEET = str(EXAMPLES / "two_pool_a100.toml")
 WIDE = {"COLUMNS": "250"}
-# the feature kernel exists and the engine dispatches runs carrying session extras to it
-HAS_FEATURE_KERNEL = (importlib.util.find_spec(FEATURE_KERNEL_MODULE) is not None
-                      and hasattr(fleetplan.sim.engine, "uses_feature_kernel"))
 RL = ("--rl-prompt-tokens", "256", "--rl-output-scale", "200", "--rl-output-shape", "1.0", "--rl-output-cap", "4000")
 
 
@@ -74,7 +68,6 @@ def test_help_lists_examples():
     assert res.exit_code == 0 and "Examples:" in res.output and "--rl-rollout" in res.output
 
 
-@pytest.mark.skipif(not HAS_FEATURE_KERNEL, reason=f"{FEATURE_KERNEL_MODULE} or its engine dispatch is not built yet")
 def test_sessions_run_prints_metrics_and_writes_files(tmp_path):
     out_json, out_csv = tmp_path / "s.json", tmp_path / "s.csv"
     res = run("--gpu", "a100", "--instances", "4", "--rate", "0.2", "--n-sessions", "30", "--tool-delay-s", "0.5",
@@ -87,7 +80,6 @@ def test_sessions_run_prints_metrics_and_writes_files(tmp_path):
     assert len(rows) == 150 and tuple(rows[0]) == ROUND_CSV_COLUMNS
 
 
-@pytest.mark.skipif(not HAS_FEATURE_KERNEL, reason=f"{FEATURE_KERNEL_MODULE} or its engine dispatch is not built yet")
 def test_rollout_run_prints_bursts():
     res = run("--gpu", "a100", "--instances", "2", "--rl-rollout", "40", "--rl-bursts", "2", "--rl-interval-s", "600",
               *RL)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 
 import numpy as np
 import pytest
@@ -32,7 +31,6 @@ from fleetplan.sim.fleet_toml import parse_fleet
 from fleetplan.sim.spec import FleetSpec, PoolSpec, SchedulerLimits
 from fleetplan.workload import load_workload
 
-HAVE_KERNEL = importlib.util.find_spec("fleetplan.sim.features_run") is not None
 MTP = SpeculativeConfig.from_json('{"method": "mtp", "num_speculative_tokens": 2, "acceptance_rates": [0.9, 0.5],'
                                   ' "draft_cost_fraction": 0.1}')
 
@@ -188,7 +186,6 @@ def test_engine_refuses_request_level_and_failures_with_features():
         simulate(spec, wl, 5.0, n_requests=20, failures=FailureSpec(mtbf_s=1e4, mttr_s=10.0))
 
 
-@pytest.mark.skipif(not HAVE_KERNEL, reason="fleetplan.sim.features_run (feature kernel) not importable yet")
 def test_all_off_features_kernel_matches_featureless_run():
     from fleetplan.sim.engine import run_compiled
     from fleetplan.sim.features_arrays import no_extras

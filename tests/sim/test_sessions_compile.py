@@ -3,28 +3,22 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
 
-import fleetplan.sim.engine
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import load_catalog
 from fleetplan.sim.builders import build_pool
 from fleetplan.sim.session_metrics import release_times, round_frame, session_metrics
-from fleetplan.sim.sessions import FEATURE_KERNEL_MODULE, compile_session_run, simulate_sessions
+from fleetplan.sim.sessions import compile_session_run, simulate_sessions
 from fleetplan.sim.spec import FleetSpec, PoolRouter
 from fleetplan.workload.rollouts import OutputLengths, RlRollout
 from fleetplan.workload.session_io import load_session_workload
 from fleetplan.workload.session_table import SessionTable, ToolDelay
 from fleetplan.workload.sessions import SessionTemplate, SessionWorkload
-
-HAS_KERNEL = importlib.util.find_spec(FEATURE_KERNEL_MODULE) is not None
-# the feature kernel exists and the engine dispatches runs carrying session extras to it
-HAS_FEATURE_KERNEL = HAS_KERNEL and hasattr(fleetplan.sim.engine, "uses_feature_kernel")
 
 
 def two_pools(router: PoolRouter = PoolRouter.LENGTH) -> FleetSpec:
@@ -159,7 +153,6 @@ def test_burst_makespan_and_tail_share():
     assert m.bursts[1].makespan_s == math.inf and math.isnan(m.bursts[1].tail_share) and m.bursts[1].n_finished == 9
 
 
-@pytest.mark.skipif(not HAS_FEATURE_KERNEL, reason=f"{FEATURE_KERNEL_MODULE} or its engine dispatch is not built yet")
 def test_simulated_sessions_respect_release_and_affinity():
     table = frontier_table(60, seed=4)
     res = simulate_sessions(two_pools(), table, seed=2, warmup_fraction=0.0)
@@ -176,7 +169,6 @@ def test_simulated_sessions_respect_release_and_affinity():
     assert again.metrics.to_json_dict() == m.to_json_dict()
 
 
-@pytest.mark.skipif(not HAS_KERNEL, reason=f"{FEATURE_KERNEL_MODULE} (the feature kernel) is not built yet")
 def test_kernel_releases_rounds_as_the_metrics_assume():
     from fleetplan.sim.features_compile import no_features
     from fleetplan.sim.features_run import run_features
@@ -190,7 +182,6 @@ def test_kernel_releases_rounds_as_the_metrics_assume():
     assert all(np.unique(out["inst"][table.session == s]).size == 1 for s in range(table.n_sessions))
 
 
-@pytest.mark.skipif(not HAS_FEATURE_KERNEL, reason=f"{FEATURE_KERNEL_MODULE} or its engine dispatch is not built yet")
 def test_later_rounds_hit_the_previous_context_with_prefix_caching():
     from fleetplan.sim.features import PrefixCacheConfig, RuntimeFeatures
 
