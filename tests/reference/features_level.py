@@ -110,7 +110,7 @@ def run_iteration_features(
             if not is_preempt:
                 r.level = mlfq_entry_level(pool_step_code[p], pool_step_coef[p], r.prompt, policy_param[p, 0],
                                            int(policy_param[p, 1]))
-                r.attained_s = 0.0
+                r.attained_ns = 0
             r.key = (r.level, r.aseq)
         elif pol == SCHED_H2Q_BR:
             sid = sess_id[r.idx]
@@ -333,10 +333,12 @@ def run_iteration_features(
                     a = 0
                     for j in range(r.kspec):
                         o["pool_draft_pos"][p, j] += 1
+                    u = uniform01(seed, r.idx, r.draws)  # one draw per step
+                    r.draws += 1
+                    reach = 1.0  # P(positions 0..j all accepted)
                     for j in range(r.kspec):
-                        u = uniform01(seed, r.idx, r.draws)
-                        r.draws += 1
-                        if u >= spec_accept[p, j]:
+                        reach *= spec_accept[p, j]
+                        if u >= reach:
                             break
                         a += 1
                         o["pool_accept_pos"][p, j] += 1
@@ -352,10 +354,11 @@ def run_iteration_features(
                 else:
                     r.comp += r.sched
                 if pol == SCHED_MLFQ:
-                    r.attained_s += eng.step_dt_s
-                    if r.attained_s > policy_param[p, 0] * 2.0 ** r.level and r.level < int(policy_param[p, 1]) - 1:
+                    r.attained_ns += int(eng.step_dt_s * 1e9 + 0.5)  # integer ns
+                    if r.attained_ns > int(policy_param[p, 0] * 1e9 + 0.5) << r.level and \
+                            r.level < int(policy_param[p, 1]) - 1:
                         r.level += 1
-                        r.attained_s = 0.0
+                        r.attained_ns = 0
                 elif pol == SCHED_H2Q_BR and not r.dec:
                     sess_h[sess_id[r.idx]] += r.sched
                     if r.comp < r.target:

@@ -56,7 +56,7 @@ class Req:
     level: int = 0
     qcls: int = QS
     draws: int = 0
-    attained_s: float = 0.0
+    attained_ns: int = 0
     rank: tuple = ()
 
     def decoding(self) -> bool:

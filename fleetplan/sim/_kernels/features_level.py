@@ -27,9 +27,10 @@ from fleetplan.sim._kernels.codes import (
     ROUTE_PREFIX_AFFINITY,
     STATUS_REJECTED,
 )
-from fleetplan.sim._kernels.features_commit import commit_features
+from fleetplan.sim._kernels.features_commit import commit_features, drafts_by_horizon
 from fleetplan.sim._kernels.features_heap import rel_pop
 from fleetplan.sim._kernels.features_layout import (
+    DKEY,
     E0,
     E1,
     G_FRONT,
@@ -40,6 +41,7 @@ from fleetplan.sim._kernels.features_layout import (
     K_M,
     K_ROOT0,
     K_ROOT1,
+    K_RSPEC,
     N_GLOB,
     N_KF,
     N_KI,
@@ -47,6 +49,7 @@ from fleetplan.sim._kernels.features_layout import (
     OUT,
 )
 from fleetplan.sim._kernels.features_policy import enqueue_wait
+from fleetplan.sim._kernels.features_rng import request_key
 from fleetplan.sim._kernels.features_steps import schedule_features
 from fleetplan.sim._kernels.features_time import add_step_stats, cut_run, steps_by_horizon
 from fleetplan.sim._kernels.heaps import tree_build, tree_leaves, tree_update
@@ -141,13 +144,18 @@ def run_iteration_features(
             succ_next[i] = succ_head[q]
             succ_head[q] = i
     rq = np.zeros((n_req, N_RQ), dtype=np.int64)
+    any_spec = False
+    for p in range(n_pools):
+        any_spec = any_spec or spec_k[p] > 0
     for i in range(n_req):
         rq[i, OUT] = output_tokens[i]
+        if any_spec:
+            rq[i, DKEY] = request_key(spec_seed, i)
         rq[i, E0] = -1
         rq[i, E1] = -1
         rq[i, HCHILD] = -1
         rq[i, HSIB] = -1
-    attained_s = np.zeros(n_req, dtype=np.float64)
+    attained_ns = np.zeros(n_req, dtype=np.int64)
     n_sess_all = n_sessions + n_req
     sess_z = np.zeros(n_sess_all, dtype=np.int64)
     sess_h = np.zeros(n_sess_all, dtype=np.int64)
@@ -193,7 +201,7 @@ def run_iteration_features(
     rel_n = np.zeros(1, dtype=np.int64)
     stack = np.empty(n_req + 1, dtype=np.int64)
 
-    req = (prompt_tokens, output_tokens, rq, attained_s, new_tokens, prefix_key, prefix_tokens, sess_id)
+    req = (prompt_tokens, output_tokens, rq, attained_ns, new_tokens, prefix_key, prefix_tokens, sess_id)
     ses = (sess_z, sess_h, sess_c, glob)
     ins = (run_lo, run_req, ki, kf, step_end_s)
     pools = (pool_inst_start, pool_max_num_seqs, pool_max_batched_tokens, pool_block_tokens, pool_step_code,
@@ -288,5 +296,7 @@ def event_loop(n_inst, n_leaves, tree, horizon_s, arrival_s, prev_req, req_pool,
             p = inst_pool[k]
             add_step_stats(k, p, n_done, ki, kf, pool_step_code[p], pool_step_coef[p], graph_mode[p], graph_time_s[p],
                            stats[:6])
+            if ki[k, K_RSPEC] > 0:
+                drafts_by_horizon(k, p, n_done, req, ses, ins, fts, outs, stats)
             n_steps += n_done
     return n_steps

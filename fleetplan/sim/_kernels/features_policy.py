@@ -68,7 +68,7 @@ def mlfq_entry_level(code, coef, prompt, q0_s, n_levels):
 @njit_borrowed
 def enqueue_wait(k, p, r, is_preempt, req, ses, ki, pools, fts, pc):
     """Key request r for instance k's waiting set and push it (see the module doc)."""
-    prompt_tokens, _, rq, attained_s, new_tokens, prefix_key, prefix_tokens, sess_id = req
+    prompt_tokens, _, rq, attained_ns, new_tokens, prefix_key, prefix_tokens, sess_id = req
     sess_z, sess_h, sess_c, glob = ses
     policy, policy_param, prefix_on = fts[0], fts[1], fts[10]
     pol = policy[p]
@@ -90,7 +90,7 @@ def enqueue_wait(k, p, r, is_preempt, req, ses, ki, pools, fts, pc):
         if not is_preempt:
             rq[r, LEVEL] = mlfq_entry_level(pools[4][p], pools[5][p], prompt_tokens[r], policy_param[p, 0],
                                             int(policy_param[p, 1]))
-            attained_s[r] = 0.0
+            attained_ns[r] = 0
         rq[r, WK0] = rq[r, LEVEL]
         rq[r, WK1] = rq[r, ASEQ]
     elif pol == SCHED_H2Q_BR:
@@ -182,14 +182,12 @@ def prepare_pass(k, pol, streak_b, rq, new_tokens, sess_id, sess_c, lo, run_req,
     live = -1
     live_wait = False
     if pol == SCHED_MLFQ:
-        # ranks (level, a) change only at a demotion and are set at admission; the list stays
-        # sorted otherwise (removals keep the order; keys are unique, so re-sorting is a no-op)
+        # ranks (level, a) are set at admission (as the waiting top) and at each demotion
+        # (RK0 = level); the list stays sorted otherwise (removals keep the order; keys are
+        # unique, so re-sorting is a no-op)
         if ki[k, K_UNSORTED] == 0:
             return rel, live_wait
         ki[k, K_UNSORTED] = 0
-        for s in range(lo, lo + n):
-            r = run_req[s]
-            set_rank(rq, r, rq[r, LEVEL], rq[r, ASEQ], 0, 0)
     else:
         oldest_ql = -1
         min_qs = math.inf

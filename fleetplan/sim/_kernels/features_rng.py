@@ -6,7 +6,8 @@ generators"), first over ``seed + (r + 1) * GOLDEN``, then over that plus
 ``(counter + 1) * GOLDEN``, all modulo 2**64; the top 53 bits scaled by 2**-53 give a float in
 [0, 1).  Request ``r`` draws with its own counter, so a request's draws do not depend on what
 other requests drew (or on the batch order).  The Python twin ``tests.reference.features_parts.
-uniform01`` computes the same integers with explicit ``& (2**64 - 1)`` masks.
+uniform01`` computes the same integers with explicit ``& (2**64 - 1)`` masks.  The kernel keeps
+each request's first round, ``request_key(seed, r)``, and draws with ``keyed_uniform01``.
 """
 
 from __future__ import annotations
@@ -35,8 +36,19 @@ def mix64(z):
 
 
 @njit_inline
+def request_key(seed, r):
+    """First round of request r's draws under ``seed``, as int64 bits."""
+    return np.int64(mix64(np.uint64(seed) + (np.uint64(r) + ONE) * GOLDEN))
+
+
+@njit_inline
+def keyed_uniform01(key, counter):
+    """``uniform01(seed, r, counter)`` given ``key = request_key(seed, r)``."""
+    z = mix64(np.uint64(key) + (np.uint64(counter) + ONE) * GOLDEN)
+    return np.float64(z >> SHIFT_11) * TWO_POW_M53
+
+
+@njit_inline
 def uniform01(seed, r, counter):
     """Uniform in [0, 1) for draw ``counter`` of request ``r`` under ``seed`` (all ints >= 0)."""
-    z = mix64(np.uint64(seed) + (np.uint64(r) + ONE) * GOLDEN)
-    z = mix64(z + (np.uint64(counter) + ONE) * GOLDEN)
-    return np.float64(z >> SHIFT_11) * TWO_POW_M53
+    return keyed_uniform01(request_key(seed, r), counter)

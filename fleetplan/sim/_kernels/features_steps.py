@@ -18,8 +18,7 @@ running candidates first; MLFQ and H2Q-BR interleave them with the waiting top b
 * H2Q-BR: after the pass the short streak resets if a QL request was scheduled (else +1
   when anything was), and the released carryover, if scheduled, spends its credit.
 
-Runs of identical pure-decode steps are one event (cruise, as ``iteration_steps``) for vLLM v1,
-SGLang and SPF pools without speculative decoding.
+Runs of identical pure-decode steps are one event (cruise; when and how long: ``features_runs``).
 """
 
 from __future__ import annotations
@@ -44,6 +43,7 @@ from fleetplan.sim._kernels.features_layout import (
     K_M,
     K_ROOT0,
     K_ROOT1,
+    K_RSPEC,
     K_RUN,
     K_SEQS,
     K_TOK,
@@ -59,8 +59,8 @@ from fleetplan.sim._kernels.features_layout import (
     WK1,
 )
 from fleetplan.sim._kernels.features_policy import prepare_pass, rank_less, set_rank
+from fleetplan.sim._kernels.features_runs import mlfq_may_admit, run_length, spec_run_durations
 from fleetplan.sim._kernels.features_time import batch_time_s, graph_size, run_parts, run_step_s
-from fleetplan.sim._kernels.iteration_steps import CRUISE_MAX_STEPS
 from fleetplan.sim._kernels.jit import njit_borrowed
 from fleetplan.sim._kernels.prefix_cache import pc_evict
 
@@ -93,10 +93,12 @@ def schedule_features(k, p, t_s, req, ses, ins, pools, fts, so, pc, stack):
         admit_ok = prefill_step
     n_adm = 0
     preempted = False
+    w_ranked = -1  # MLFQ: the waiting top whose rank is set
     while True:
         budget = full_budget
         n_seqs = n_decode = prefill = spec_tokens = ctx = attn2 = k_max = n_d = ctx_d = 0
         min_rem = np.int64(1 << 62)
+        reserved = 0  # blocks the running requests took in this pass
         any_ql = False
         s = lo
         while True:
@@ -117,8 +119,9 @@ def schedule_features(k, p, t_s, req, ses, ins, pools, fts, so, pc, stack):
                         set_rank(rq, w, 0, new_tokens[w], 1, rq[w, ASEQ])
                 else:
                     w = ki[k, K_ROOT0]
-                    if w >= 0 and pol == SCHED_MLFQ:
+                    if w >= 0 and pol == SCHED_MLFQ and w != w_ranked:
                         set_rank(rq, w, rq[w, WK0], rq[w, WK1], 0, 0)
+                        w_ranked = w
             if w < 0 and not has_run:
                 break
             if w >= 0 and (not has_run or (combined and rank_less(rq, w, run_req[s]))):
@@ -179,6 +182,7 @@ def schedule_features(k, p, t_s, req, ses, ins, pools, fts, so, pc, stack):
             if gone:
                 continue
             ki[k, K_FREE] -= need
+            reserved += need
             rq[r, HELD] += need
             rq[r, SCHED] = num
             rq[r, KSPEC] = kr
@@ -228,14 +232,12 @@ def schedule_features(k, p, t_s, req, ses, ins, pools, fts, so, pc, stack):
     dt = batch_time_s(n_seqs, n_decode, prefill, spec_tokens, ctx, attn2, k_max, n_d, ctx_d, size, t_tokens,
                       pools[4][p], pools[5][p], gmode, fts[5][p], fts[8][p], fts[9][p])
     m = 1
-    if (not combined and kspec == 0 and not preempted and prefill == 0 and n_seqs == ki[k, K_RUN]
-            and min_rem > 1):
-        m_blocks = (ki[k, K_FREE] // n_seqs) * block
-        m = min_rem if min_rem < m_blocks else m_blocks
-        if m > CRUISE_MAX_STEPS:
-            m = CRUISE_MAX_STEPS
-        if m < 1:
-            m = 1
+    if not preempted and prefill == 0 and n_seqs == ki[k, K_RUN]:
+        can_admit = ki[k, K_ROOT0] >= 0 and ki[k, K_RUN] < max_seqs
+        if can_admit and pol == SCHED_MLFQ:
+            can_admit = mlfq_may_admit(k, p, ki[k, K_ROOT0], full_budget - n_seqs - spec_tokens, reserved, req, ki,
+                                       pools, fts, pc)
+        m = run_length(pol, kspec, n_seqs, spec_tokens, min_rem, ki[k, K_FREE], block, can_admit)
     kf[k, F_START] = t_s
     kf[k, F_DT] = dt
     ki[k, K_SEQS] = n_seqs
@@ -244,10 +246,14 @@ def schedule_features(k, p, t_s, req, ses, ins, pools, fts, so, pc, stack):
     ki[k, K_CTX] = ctx
     ki[k, K_GSIZE] = size
     ki[k, K_GT] = t_tokens
+    ki[k, K_RSPEC] = kspec if m > 1 else 0
     t_end = t_s + dt
     if m > 1:
-        base_s, per_ctx_s = run_parts(k, ki, pools[4][p], pools[5][p])
         gtime = fts[5][p]
+        if kspec > 0:
+            spec_run_durations(k, p, m, kspec, n_seqs, ctx, size, t_tokens, rq, run_req, lo, kf,
+                               fts[7], pools[4][p], pools[5][p], gmode, gtime, fts[8][p], fts[9][p])
+        base_s, per_ctx_s = run_parts(k, ki, pools[4][p], pools[5][p])
         for j in range(1, m):
-            t_end += run_step_s(k, j, base_s, per_ctx_s, ki, gmode, gtime)
+            t_end += run_step_s(k, j, base_s, per_ctx_s, ki, kf, gmode, gtime)
     step_end_s[k] = t_end

@@ -14,13 +14,26 @@ One step of instance k in pool p with batch aggregates (``n_seqs``, ``n_decode``
 
 A run of ``m`` identical pure-decode steps (cruise, no drafts) has step j (>= 1) last
 ``graph_adjust(base + per_ctx * (ctx + n_seqs * j))`` with ``(base, per_ctx) =
-decode_step_parts(code, coef, S or n_seqs)``: bit for bit the step-by-step value.
+decode_step_parts(code, coef, S or n_seqs)``: bit for bit the step-by-step value.  A
+speculative run (every request drafting ``k``; ``K_RSPEC = k``) keeps its step durations in
+``kf[k, F_D0 + j]``: its context grows by the accepted drafts (``features_steps.spec_run``).
 """
 
 from __future__ import annotations
 
 from fleetplan.sim._kernels.codes import GRAPH_FULL_DECODE_ONLY, GRAPH_PIECEWISE
-from fleetplan.sim._kernels.features_layout import F_DT, F_START, K_CTX, K_GSIZE, K_GT, K_M, K_SEQS, K_TOK
+from fleetplan.sim._kernels.features_layout import (
+    F_D0,
+    F_DT,
+    F_START,
+    K_CTX,
+    K_GSIZE,
+    K_GT,
+    K_M,
+    K_RSPEC,
+    K_SEQS,
+    K_TOK,
+)
 from fleetplan.sim._kernels.jit import njit_borrowed, njit_inline
 from fleetplan.sim._kernels.step_model import decode_step_parts, step_time_s
 
@@ -76,8 +89,10 @@ def run_parts(k, ki, code, coef):
 
 
 @njit_inline
-def run_step_s(k, j, base_s, per_ctx_s, ki, gmode, gtime):
+def run_step_s(k, j, base_s, per_ctx_s, ki, kf, gmode, gtime):
     """Duration of step j >= 1 of the cruise in flight on instance k (graph mode and times ``gmode, gtime``)."""
+    if ki[k, K_RSPEC] > 0:
+        return kf[k, F_D0 + j]
     x = base_s + per_ctx_s * (ki[k, K_CTX] + ki[k, K_SEQS] * j)
     if ki[k, K_GSIZE] > 0:
         x = graph_adjust_s(x, gmode, gtime)
@@ -93,12 +108,7 @@ def add_step_stats(k, p, n_done, ki, kf, code, coef, gmode, gtime, stats):
     n_eff = ki[k, K_GSIZE] if ki[k, K_GSIZE] > 0 else n_seqs
     base_s, per_ctx_s = decode_step_parts(code, coef, n_eff)
     for j in range(n_done):
-        if j == 0:
-            dt = kf[k, F_DT]
-        else:
-            dt = base_s + per_ctx_s * (ki[k, K_CTX] + n_seqs * j)
-            if ki[k, K_GSIZE] > 0:
-                dt = graph_adjust_s(dt, gmode, gtime)
+        dt = kf[k, F_DT] if j == 0 else run_step_s(k, j, base_s, per_ctx_s, ki, kf, gmode, gtime)
         inst_busy_s[k] += dt
         inst_seq_s[k] += n_seqs * dt
     inst_steps[k] += n_done
@@ -123,7 +133,7 @@ def cut_run(k, p, t_s, ins, pools, fts):
     t_end = kf[k, F_START] + kf[k, F_DT]
     j = 1
     while t_end <= t_s and j < m:
-        t_end += run_step_s(k, j, base_s, per_ctx_s, ki, gmode, gtime)
+        t_end += run_step_s(k, j, base_s, per_ctx_s, ki, kf, gmode, gtime)
         j += 1
     ki[k, K_M] = j
     step_end_s[k] = t_end
@@ -139,5 +149,5 @@ def steps_by_horizon(k, p, horizon_s, ins, pools, fts):
     j = 0
     while j < ki[k, K_M] and t_end <= horizon_s:
         j += 1
-        t_end += run_step_s(k, j, base_s, per_ctx_s, ki, gmode, gtime)
+        t_end += run_step_s(k, j, base_s, per_ctx_s, ki, kf, gmode, gtime)
     return j

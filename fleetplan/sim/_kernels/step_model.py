@@ -33,9 +33,7 @@ from fleetplan.sim._kernels.jit import njit_inline
 
 
 @njit_inline
-def _roofline_base_s(coef, n_seqs, n_decode, prefill_tokens, attn2):
-    """Everything of STEP_MODEL_ROOFLINE but the decode-context term (added last)."""
-    n_tokens = prefill_tokens + n_decode
+def _roofline_gemm_s(coef, n_seqs, n_tokens):
     tile = int(coef[5])
     m_tiles = (n_tokens + tile - 1) // tile
     pad = m_tiles * tile if n_tokens >= tile else n_tokens
@@ -45,13 +43,26 @@ def _roofline_base_s(coef, n_seqs, n_decode, prefill_tokens, attn2):
         wf = math.ceil(work) / work
     gc = coef[1] * pad * wf + coef[8] * n_seqs
     gm = coef[2] + coef[7] * n_tokens + coef[9] * n_seqs
-    gemm = gc if gc > gm else gm
+    return gc if gc > gm else gm
+
+
+@njit_inline
+def _roofline_moe_s(coef, n_tokens):
     moe = 0.0
     if coef[12] > 0.0 or coef[14] > 0.0:
         mc = coef[12] * n_tokens + coef[13] * math.sqrt(n_tokens)
         q = 1.0 - math.exp(coef[15] * n_tokens)
         mm = coef[14] * q + coef[16] * math.sqrt(q * (1.0 - q)) + coef[17] * n_tokens
         moe = mc if mc > mm else mm
+    return moe
+
+
+@njit_inline
+def _roofline_base_s(coef, n_seqs, n_decode, prefill_tokens, attn2):
+    """Everything of STEP_MODEL_ROOFLINE but the decode-context term (added last)."""
+    n_tokens = prefill_tokens + n_decode
+    gemm = _roofline_gemm_s(coef, n_seqs, n_tokens)
+    moe = _roofline_moe_s(coef, n_tokens)
     return coef[0] + gemm + coef[3] * (attn2 * 0.5) + coef[10] * n_tokens + coef[11] * n_seqs + moe
 
 
@@ -77,3 +88,26 @@ def decode_step_parts(code, coef, n_seqs):
     if code == STEP_MODEL_ROOFLINE:
         return _roofline_base_s(coef, n_seqs, n_seqs, 0, 0), coef[4]
     return -1.0, 0.0
+
+
+@njit_inline
+def verify_step_parts(code, coef, n_seqs, n_decode, prefill_tokens):
+    """The terms of ``step_time_s(code, coef, n_seqs, n_decode, prefill_tokens, ctx, attn2)`` that do
+    not depend on ``ctx`` and ``attn2`` (the steps of a speculative run differ only in those), for
+    ``verify_step_s``; the partial sums are the ones ``step_time_s`` forms, in its order."""
+    if code == STEP_MODEL_ROOFLINE:
+        n_tokens = prefill_tokens + n_decode
+        head = coef[0] + _roofline_gemm_s(coef, n_seqs, n_tokens)
+        return head, coef[10] * n_tokens, coef[11] * n_seqs, _roofline_moe_s(coef, n_tokens)
+    return coef[0] + coef[1] * n_seqs + coef[2] * prefill_tokens, 0.0, 0.0, 0.0
+
+
+@njit_inline
+def verify_step_s(code, coef, parts, ctx, attn2):
+    """Bit for bit ``step_time_s(code, coef, n_seqs, n_decode, prefill_tokens, ctx, attn2)`` from
+    ``parts = verify_step_parts(code, coef, n_seqs, n_decode, prefill_tokens)``."""
+    if code == STEP_MODEL_ROOFLINE:
+        return parts[0] + coef[3] * (attn2 * 0.5) + parts[1] + parts[2] + parts[3] + coef[4] * ctx
+    if code == STEP_MODEL_LINEAR:
+        return parts[0] + coef[3] * ctx + coef[4] * (attn2 * 0.5)
+    return -1.0

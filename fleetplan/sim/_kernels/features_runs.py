@@ -1,0 +1,149 @@
+"""Runs of identical steps as one event ("cruise") in the feature kernel.
+
+A pass (``features_steps.schedule_features``) that schedules every running request of instance
+k for decode only (no prefill chunk, no admission, no preemption) repeats unchanged until a
+request finishes, the KV blocks run short or a request joins the instance
+(``features_time.cut_run`` then ends the run after the step in progress).  Such a run of ``m``
+steps is one event, bit for bit the ``m`` single steps of the twin (``tests/reference``):
+
+* **plain** (no drafts): ``m = min(R, (F // n) B, 512)`` with ``R`` the fewest remaining
+  output tokens, ``F`` the free blocks after the pass, ``n`` the batch, ``B`` tokens per block
+  (as ``iteration_steps``); step j lasts ``base + per_ctx (ctx + n j)``;
+* **speculative** (every request drafts ``k``, i.e. no budget or length cap bit): step j's
+  context is ``ctx_j = ctx_0 + sum_{i<j} (n + A_i)``, ``A_i`` the batch's accepted drafts in
+  step i.  Draws are pure functions of ``(seed, r, counter)`` (``features_rng``), so they are
+  drawn ahead here for the durations and drawn again, identically, when the steps commit.
+  ``m = min(floor(R / (k + 1)), floor((F // n) B / (k + 1)) + 1, SPEC_RUN_MAX)``: every
+  request keeps ``k <= output - generated - 1`` drafts, none finishes before the last step,
+  and step j needs at most ``j (k + 1)`` tokens of blocks beyond the first pass's per request;
+* **MLFQ** runs only while nothing can be admitted: nothing waits, ``max_num_seqs`` run, or the
+  waiting top's first chunk cannot fit in any later pass (``mlfq_may_admit``).  Then ranks order
+  nothing in a pass.  Attained service and demotions are replayed per step at
+  commit (``mlfq_replay``), and the running list is re-sorted before the last step's commit,
+  where the twin sorts it, so completions are handled in the twin's order;
+* H2Q-BR passes carry the short streak, carryover credits and the liveness slice: no runs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fleetplan.sim._kernels.codes import SCHED_H2Q_BR, SCHED_MLFQ
+from fleetplan.sim._kernels.features_admit import admit_fits
+from fleetplan.sim._kernels.features_layout import DKEY, DRAWS, F_D0, F_DT, K_FREE, K_UNSORTED, LEVEL, RK0, SPEC_RUN_MAX
+from fleetplan.sim._kernels.features_rng import keyed_uniform01
+from fleetplan.sim._kernels.features_time import graph_adjust_s, run_step_s
+from fleetplan.sim._kernels.iteration_steps import CRUISE_MAX_STEPS
+from fleetplan.sim._kernels.jit import njit_borrowed, njit_inline
+from fleetplan.sim._kernels.step_model import decode_step_parts, verify_step_parts, verify_step_s
+
+
+@njit_inline
+def run_length(pol, kspec, n_seqs, spec_tokens, min_rem, free_blocks, block, can_admit):
+    """Steps in the run formed by a decode-only pass that scheduled every running request (see the
+    module doc); ``can_admit``: a waiting request could be admitted in a later pass."""
+    if pol == SCHED_H2Q_BR or (pol == SCHED_MLFQ and can_admit):
+        return 1
+    m_blocks = (free_blocks // n_seqs) * block
+    if kspec == 0:
+        m = min(min_rem, m_blocks, CRUISE_MAX_STEPS)
+    elif spec_tokens != n_seqs * kspec:
+        return 1
+    else:
+        m = min(min_rem // (kspec + 1), m_blocks // (kspec + 1) + 1, SPEC_RUN_MAX)
+    return m if m > 1 else 1
+
+
+@njit_borrowed
+def mlfq_may_admit(k, p, w, min_budget, reserved, req, ki, pools, fts, pc):
+    """Whether MLFQ's waiting top w might be admitted in a later pass of a run (then no run).
+
+    Demotions can move running requests after w in the pass order, so w may be checked with more
+    budget and before their blocks are taken.  Its own blocks grow with the budget (chunk
+    ``min(tokens, budget)``), the budget before it is at least ``min_budget`` (everything running
+    ahead of it), and the free plus evictable blocks at its check are at most this pass's before
+    the running requests took ``reserved`` (they only shrink in a run: no completions, no cache
+    inserts).  So w cannot be admitted if its own blocks at ``min_budget`` exceed that bound."""
+    if min_budget <= 0:
+        return True
+    ki[k, K_FREE] += reserved
+    fits, _, _, _ = admit_fits(k, p, w, min_budget, req, ki, pools, fts, pc)
+    ki[k, K_FREE] -= reserved
+    return fits
+
+
+@njit_borrowed
+def spec_run_durations(k, p, m, kspec, n_seqs, ctx, size, t_tokens, rq, run_req, lo, kf, spec_accept,
+                       code, coef, gmode, gtime, dcode, dcoef):
+    """Durations of steps 1..m-1 of a speculative run on instance k into ``kf[k, F_D0 + j]``.
+
+    Slot j first sums the batch's accepted drafts of step j - 1 (drawn ahead, counters untouched),
+    then holds step j's duration, computed as ``features_steps`` computes a pass's (batch of
+    ``n_seqs`` decodes with ``kspec`` drafts each, context ``ctx_j``, graph ``size, t_tokens``)."""
+    for j in range(1, m):
+        kf[k, F_D0 + j] = 0.0
+    for s in range(lo, lo + n_seqs):
+        r = run_req[s]
+        d = rq[r, DRAWS]
+        for j in range(1, m):
+            u = keyed_uniform01(rq[r, DKEY], d + j - 1)
+            a = 0
+            reach = 1.0
+            for i in range(kspec):
+                reach *= spec_accept[p, i]
+                if u < reach:
+                    a += 1
+                else:
+                    break
+            kf[k, F_D0 + j] += a
+    # batch_time_s(n_seqs, n_seqs, 0, n_seqs k, c, attn2, k, n_seqs, c, size, t_tokens, ...) with the
+    # terms that do not depend on the context evaluated once (bit for bit the same value)
+    pad = size - t_tokens if size > 0 else 0
+    vparts = verify_step_parts(code, coef, n_seqs + pad, n_seqs + pad, n_seqs * kspec)
+    dbase_s, dper_ctx_s = decode_step_parts(dcode, dcoef, n_seqs)
+    c = ctx
+    for j in range(1, m):
+        c += n_seqs + int(kf[k, F_D0 + j])
+        attn2 = 2 * kspec * c + n_seqs * kspec * kspec  # = sum over requests of k (2 c_r + k)
+        x = verify_step_s(code, coef, vparts, c, attn2)
+        if size > 0:
+            x = graph_adjust_s(x, gmode, gtime)
+        kf[k, F_D0 + j] = x + kspec * (dbase_s + dper_ctx_s * c)
+
+
+@njit_inline
+def step_ns(k, j, base_s, per_ctx_s, ki, kf, gmode, gtime):
+    """Duration of step j of the run in flight on instance k in integer nanoseconds (MLFQ's unit)."""
+    dt = kf[k, F_DT] if j == 0 else run_step_s(k, j, base_s, per_ctx_s, ki, kf, gmode, gtime)
+    return np.int64(dt * 1e9 + 0.5)
+
+
+@njit_borrowed
+def mlfq_replay(k, m, q0_ns, last_level, rq, attained_ns, run_req, lo, n, ki, kf, base_s, per_ctx_s, gmode, gtime):
+    """MLFQ attained service and demotions of instance k's ``n`` running requests over steps
+    0..m-2 of the run in flight (the commit adds the last step's, as for a single step).
+
+    Attained service is in integer nanoseconds, so a request that cannot cross its quantum in
+    the run takes the run's total at once; one that can is replayed step by step.  Requests at
+    the last level are skipped (their attained service is never read)."""
+    total_ns = np.int64(0)
+    for j in range(m - 1):
+        total_ns += step_ns(k, j, base_s, per_ctx_s, ki, kf, gmode, gtime)
+    for s in range(lo, lo + n):
+        r = run_req[s]
+        level = rq[r, LEVEL]
+        if level >= last_level:
+            continue
+        if attained_ns[r] + total_ns <= q0_ns << level:
+            attained_ns[r] += total_ns
+            continue
+        attained = attained_ns[r]
+        for j in range(m - 1):
+            attained += step_ns(k, j, base_s, per_ctx_s, ki, kf, gmode, gtime)
+            if attained > q0_ns << level and level < last_level:
+                level += 1
+                attained = 0
+                ki[k, K_UNSORTED] = 1
+        rq[r, LEVEL] = level
+        rq[r, RK0] = level  # rank (level, a)
+        attained_ns[r] = attained
