@@ -30,6 +30,7 @@ import numpy as np
 from fleetplan.sim._kernels.codes import SCHED_H2Q_BR, SCHED_MLFQ, STATUS_DONE
 from fleetplan.sim._kernels.features_heap import rel_push
 from fleetplan.sim._kernels.features_layout import (
+    ASEQ,
     COMP,
     DEC,
     DKEY,
@@ -55,7 +56,7 @@ from fleetplan.sim._kernels.features_layout import (
     SCHED,
     TARGET,
 )
-from fleetplan.sim._kernels.features_policy import prepare_pass
+from fleetplan.sim._kernels.features_policy import mlfq_rank, prepare_pass
 from fleetplan.sim._kernels.features_rng import keyed_uniform01
 from fleetplan.sim._kernels.features_runs import mlfq_replay
 from fleetplan.sim._kernels.features_steps import schedule_features
@@ -195,7 +196,7 @@ def commit_features(k, p, t_s, req, ses, ins, pools, fts, outs, stats, load, rel
                 attained_ns[r] += dt_last_ns
                 if attained_ns[r] > q0_ns << rq[r, LEVEL]:
                     rq[r, LEVEL] += 1
-                    rq[r, RK0] = rq[r, LEVEL]  # rank (level, a)
+                    rq[r, RK0] = mlfq_rank(rq[r, LEVEL], rq[r, ASEQ])
                     attained_ns[r] = 0
                     ki[k, K_UNSORTED] = 1
             elif pol == SCHED_H2Q_BR and rq[r, DEC] == 0:

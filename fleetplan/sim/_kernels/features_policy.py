@@ -13,8 +13,8 @@ enters the waiting set of instance k (release or preemption; ``seq`` = global en
   request loses its session's carryover credit (its prefill restarts).
 
 Pass ranks (MLFQ, H2Q-BR: running and waiting compete in one order) are 4-tuples
-``rq[r, RK0:RK3+1]``: MLFQ ``(level, a, 0, 0)``; H2Q-BR ``(0, l, d, a)`` in QS, ``(1, d, a, 0)``
-in QL, ``(-2, d, a, 0)`` for the released carryover and ``(-1, d, a, 0)`` for the liveness
+``rq[r, RK0:RK3+1]``: MLFQ ``(level 2^40 + a, 0, 0, 0)`` (``mlfq_rank``); H2Q-BR ``(0, l, d, a)``
+in QS, ``(1, d, a, 0)`` in QL, ``(-2, d, a, 0)`` for the released carryover and ``(-1, d, a, 0)`` for the liveness
 slice (``d`` = 0 decoding, 1 prefill; waiting requests have d = 1).  Running requests are kept
 sorted by rank (insertion sort, O(n) when nearly sorted); the preemption victim is the last.
 """
@@ -128,6 +128,12 @@ def rank_less(rq, a, b):
     if rq[a, RK2] != rq[b, RK2]:
         return rq[a, RK2] < rq[b, RK2]
     return rq[a, RK3] < rq[b, RK3]
+
+
+@njit_inline
+def mlfq_rank(level, aseq):
+    """MLFQ's rank ``(level, a)`` as one int64 (``a`` < 2**40), so comparisons end at the first field."""
+    return (level << 40) | aseq
 
 
 @njit_inline

@@ -12,10 +12,11 @@ steps is one event, bit for bit the ``m`` single steps of the twin (``tests/refe
 * **speculative** (every request drafts ``k``, i.e. no budget or length cap bit): step j's
   context is ``ctx_j = ctx_0 + sum_{i<j} (n + A_i)``, ``A_i`` the batch's accepted drafts in
   step i.  Draws are pure functions of ``(seed, r, counter)`` (``features_rng``), so they are
-  drawn ahead here for the durations and drawn again, identically, when the steps commit.
-  ``m = min(floor(R / (k + 1)), floor((F // n) B / (k + 1)) + 1, SPEC_RUN_MAX)``: every
-  request keeps ``k <= output - generated - 1`` drafts, none finishes before the last step,
-  and step j needs at most ``j (k + 1)`` tokens of blocks beyond the first pass's per request;
+  drawn ahead here for the durations and the length, and drawn again, identically, when the
+  steps commit.  The run ends with the first step after which a request has ``<= k`` tokens
+  left (it finishes, or would draft fewer), and ``m <= floor((F // n) B / (k + 1)) + 1`` and
+  ``SPEC_RUN_MAX``: step j needs at most ``j (k + 1)`` tokens of blocks beyond the first
+  pass's per request;
 * **MLFQ** runs only while nothing can be admitted: nothing waits, ``max_num_seqs`` run, or the
   waiting top's first chunk cannot fit in any later pass (``mlfq_may_admit``).  Then ranks order
   nothing in a pass.  Attained service and demotions are replayed per step at
@@ -30,7 +31,21 @@ import numpy as np
 
 from fleetplan.sim._kernels.codes import SCHED_H2Q_BR, SCHED_MLFQ
 from fleetplan.sim._kernels.features_admit import admit_fits
-from fleetplan.sim._kernels.features_layout import DKEY, DRAWS, F_D0, F_DT, K_FREE, K_UNSORTED, LEVEL, RK0, SPEC_RUN_MAX
+from fleetplan.sim._kernels.features_layout import (
+    ASEQ,
+    DKEY,
+    DRAWS,
+    F_D0,
+    F_DT,
+    GEN,
+    K_FREE,
+    K_UNSORTED,
+    LEVEL,
+    OUT,
+    RK0,
+    SPEC_RUN_MAX,
+)
+from fleetplan.sim._kernels.features_policy import mlfq_rank
 from fleetplan.sim._kernels.features_rng import keyed_uniform01
 from fleetplan.sim._kernels.features_time import graph_adjust_s, run_step_s
 from fleetplan.sim._kernels.iteration_steps import CRUISE_MAX_STEPS
@@ -41,7 +56,12 @@ from fleetplan.sim._kernels.step_model import decode_step_parts, verify_step_par
 @njit_inline
 def run_length(pol, kspec, n_seqs, spec_tokens, min_rem, free_blocks, block, can_admit):
     """Steps in the run formed by a decode-only pass that scheduled every running request (see the
-    module doc); ``can_admit``: a waiting request could be admitted in a later pass."""
+    module doc); ``can_admit``: a waiting request could be admitted in a later pass.
+
+    For a speculative run this is an upper bound that ``spec_run`` shortens from the draws: the
+    steps in which no request can near its end (``R // (k + 1)``), or ``R`` once that is below 2
+    (so the last tokens of a request are not one event per step).  Any bound is exact; a short
+    one costs another event, a long one acceptance draws made ahead for steps a cut discards."""
     if pol == SCHED_H2Q_BR or (pol == SCHED_MLFQ and can_admit):
         return 1
     m_blocks = (free_blocks // n_seqs) * block
@@ -49,8 +69,9 @@ def run_length(pol, kspec, n_seqs, spec_tokens, min_rem, free_blocks, block, can
         m = min(min_rem, m_blocks, CRUISE_MAX_STEPS)
     elif spec_tokens != n_seqs * kspec:
         return 1
-    else:
-        m = min(min_rem // (kspec + 1), m_blocks // (kspec + 1) + 1, SPEC_RUN_MAX)
+    else:  # without any draw, no request nears its end within R // (k + 1) steps
+        near_end = min_rem // (kspec + 1)
+        m = min(m_blocks // (kspec + 1) + 1, SPEC_RUN_MAX, near_end if near_end >= 2 else min_rem)
     return m if m > 1 else 1
 
 
@@ -73,20 +94,26 @@ def mlfq_may_admit(k, p, w, min_budget, reserved, req, ki, pools, fts, pc):
 
 
 @njit_borrowed
-def spec_run_durations(k, p, m, kspec, n_seqs, ctx, size, t_tokens, rq, run_req, lo, kf, spec_accept,
-                       code, coef, gmode, gtime, dcode, dcoef):
-    """Durations of steps 1..m-1 of a speculative run on instance k into ``kf[k, F_D0 + j]``.
+def spec_run(k, p, m_max, kspec, n_seqs, ctx, size, t_tokens, rq, run_req, lo, kf, spec_accept, code, coef, gmode,
+             gtime, dcode, dcoef):
+    """Length ``m <= m_max`` of a speculative run on instance k, and the durations of its steps
+    1..m-1 in ``kf[k, F_D0 + j]``.
 
-    Slot j first sums the batch's accepted drafts of step j - 1 (drawn ahead, counters untouched),
-    then holds step j's duration, computed as ``features_steps`` computes a pass's (batch of
-    ``n_seqs`` decodes with ``kspec`` drafts each, context ``ctx_j``, graph ``size, t_tokens``)."""
-    for j in range(1, m):
+    Each request's acceptances are drawn ahead (counters untouched): the run ends with the first
+    step after which some request has at most ``kspec`` tokens left (it finishes, or drafts fewer
+    in the next pass).  Slot j first sums the batch's accepted drafts of step j - 1, then holds
+    step j's duration, as ``features_steps`` computes a pass's (``n_seqs`` decodes with ``kspec``
+    drafts each, context ``ctx_j``, graph ``size, t_tokens``)."""
+    for j in range(1, m_max):
         kf[k, F_D0 + j] = 0.0
+    m = m_max
     for s in range(lo, lo + n_seqs):
         r = run_req[s]
+        key = rq[r, DKEY]
         d = rq[r, DRAWS]
-        for j in range(1, m):
-            u = keyed_uniform01(rq[r, DKEY], d + j - 1)
+        rem = rq[r, OUT] - rq[r, GEN]
+        for j in range(m):
+            u = keyed_uniform01(key, d + j)
             a = 0
             reach = 1.0
             for i in range(kspec):
@@ -95,7 +122,12 @@ def spec_run_durations(k, p, m, kspec, n_seqs, ctx, size, t_tokens, rq, run_req,
                     a += 1
                 else:
                     break
-            kf[k, F_D0 + j] += a
+            if j + 1 < m:
+                kf[k, F_D0 + j + 1] += a
+            rem -= a + 1
+            if rem <= kspec:
+                m = j + 1
+                break
     # batch_time_s(n_seqs, n_seqs, 0, n_seqs k, c, attn2, k, n_seqs, c, size, t_tokens, ...) with the
     # terms that do not depend on the context evaluated once (bit for bit the same value)
     pad = size - t_tokens if size > 0 else 0
@@ -109,6 +141,7 @@ def spec_run_durations(k, p, m, kspec, n_seqs, ctx, size, t_tokens, rq, run_req,
         if size > 0:
             x = graph_adjust_s(x, gmode, gtime)
         kf[k, F_D0 + j] = x + kspec * (dbase_s + dper_ctx_s * c)
+    return m
 
 
 @njit_inline
@@ -145,5 +178,5 @@ def mlfq_replay(k, m, q0_ns, last_level, rq, attained_ns, run_req, lo, n, ki, kf
                 attained = 0
                 ki[k, K_UNSORTED] = 1
         rq[r, LEVEL] = level
-        rq[r, RK0] = level  # rank (level, a)
+        rq[r, RK0] = mlfq_rank(level, rq[r, ASEQ])
         attained_ns[r] = attained

@@ -58,8 +58,8 @@ from fleetplan.sim._kernels.features_layout import (
     WK0,
     WK1,
 )
-from fleetplan.sim._kernels.features_policy import prepare_pass, rank_less, set_rank
-from fleetplan.sim._kernels.features_runs import mlfq_may_admit, run_length, spec_run_durations
+from fleetplan.sim._kernels.features_policy import mlfq_rank, prepare_pass, rank_less, set_rank
+from fleetplan.sim._kernels.features_runs import mlfq_may_admit, run_length, spec_run
 from fleetplan.sim._kernels.features_time import batch_time_s, graph_size, run_parts, run_step_s
 from fleetplan.sim._kernels.jit import njit_borrowed
 from fleetplan.sim._kernels.prefix_cache import pc_evict
@@ -120,7 +120,7 @@ def schedule_features(k, p, t_s, req, ses, ins, pools, fts, so, pc, stack):
                 else:
                     w = ki[k, K_ROOT0]
                     if w >= 0 and pol == SCHED_MLFQ and w != w_ranked:
-                        set_rank(rq, w, rq[w, WK0], rq[w, WK1], 0, 0)
+                        set_rank(rq, w, mlfq_rank(rq[w, WK0], rq[w, WK1]), 0, 0, 0)
                         w_ranked = w
             if w < 0 and not has_run:
                 break
@@ -238,6 +238,9 @@ def schedule_features(k, p, t_s, req, ses, ins, pools, fts, so, pc, stack):
             can_admit = mlfq_may_admit(k, p, ki[k, K_ROOT0], full_budget - n_seqs - spec_tokens, reserved, req, ki,
                                        pools, fts, pc)
         m = run_length(pol, kspec, n_seqs, spec_tokens, min_rem, ki[k, K_FREE], block, can_admit)
+        if m > 1 and kspec > 0:  # exact length from the acceptance draws, durations into kf
+            m = spec_run(k, p, m, kspec, n_seqs, ctx, size, t_tokens, rq, run_req, lo, kf, fts[7], pools[4][p],
+                         pools[5][p], gmode, fts[5][p], fts[8][p], fts[9][p])
     kf[k, F_START] = t_s
     kf[k, F_DT] = dt
     ki[k, K_SEQS] = n_seqs
@@ -250,9 +253,6 @@ def schedule_features(k, p, t_s, req, ses, ins, pools, fts, so, pc, stack):
     t_end = t_s + dt
     if m > 1:
         gtime = fts[5][p]
-        if kspec > 0:
-            spec_run_durations(k, p, m, kspec, n_seqs, ctx, size, t_tokens, rq, run_req, lo, kf,
-                               fts[7], pools[4][p], pools[5][p], gmode, gtime, fts[8][p], fts[9][p])
         base_s, per_ctx_s = run_parts(k, ki, pools[4][p], pools[5][p])
         for j in range(1, m):
             t_end += run_step_s(k, j, base_s, per_ctx_s, ki, kf, gmode, gtime)
