@@ -144,9 +144,7 @@ def run_iteration_features(
             succ_next[i] = succ_head[q]
             succ_head[q] = i
     rq = np.zeros((n_req, N_RQ), dtype=np.int64)
-    any_spec = False
-    for p in range(n_pools):
-        any_spec = any_spec or spec_k[p] > 0
+    any_spec = np.any(spec_k > 0)
     for i in range(n_req):
         rq[i, OUT] = output_tokens[i]
         if any_spec:
