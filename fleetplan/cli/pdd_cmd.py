@@ -23,11 +23,14 @@ from fleetplan.sim.pdd import (
     FabricSpec,
     KvTransferSpec,
     PddSpec,
+    SibylParams,
+    SibylPressure,
     load_fabric_toml,
     simulate_pdd,
 )
 from fleetplan.sim.pdd.engine import DEFAULT_N_REQUESTS, DEFAULT_WARMUP_FRACTION
 from fleetplan.sim.pdd.result import TPOT_DEFINITION, TTFT_DEFINITION, write_requests_csv, write_summary_json
+from fleetplan.sim.pdd.spec import DEFAULT_BUCKET_TOKENS, DEFAULT_EMA_ALPHA
 from fleetplan.units import ms_to_s, s_to_ms
 from fleetplan.workload import load_workload
 
@@ -41,6 +44,8 @@ Examples:
   fleetplan simulate-pdd --workload lmsys --lam 20 --policy sibyl --layerwise --latency-ms 0.5 \\
       --bandwidth-gb-per-s 50 --json summary.json --requests-csv requests.csv
   fleetplan simulate-pdd --workload lmsys --lam 20 --policy oracle --binding late
+  fleetplan simulate-pdd --workload lmsys --lam 20 --decode-model processor_sharing --policy sibyl \\
+      --sibyl-pressure tasks
   fleetplan simulate-pdd --workload lmsys --lam 20 --prefill-instances 8 --decode-instances 8 \\
       --fabric 4x4x2 --link-gbps 100 --path-policy reservation
   fleetplan simulate-pdd --workload lmsys --lam 20 --fabric fabric.toml
@@ -66,6 +71,21 @@ def _fabric(value: str | None, link_gbps: float, spine_gbps: float, policy: str 
     return spec if policy is None else dataclasses.replace(spec, path_policy=policy)
 
 
+def _sibyl_params(policy: str, pressure: str | None, bucket_tokens: int | None, alpha: float | None) -> SibylParams:
+    """``SibylParams`` from the ``--sibyl-*`` options, which only ``--policy sibyl`` reads."""
+    given = {"--sibyl-pressure": pressure, "--sibyl-bucket-tokens": bucket_tokens, "--sibyl-ema-alpha": alpha}
+    stray = [name for name, value in given.items() if value is not None]
+    if stray and policy != AssignPolicy.SIBYL.value:
+        raise click.BadParameter(f"{stray[0]} applies to --policy sibyl only (got --policy {policy}); drop it",
+                                 param_hint=stray[0])
+    return SibylParams(bucket_tokens if bucket_tokens is not None else DEFAULT_BUCKET_TOKENS,
+                       alpha if alpha is not None else DEFAULT_EMA_ALPHA, pressure=pressure or SibylPressure.TOKENS)
+
+
+def _pressure_note(spec: PddSpec) -> str:
+    return f" (pressure {spec.sibyl.pressure.value})" if spec.policy is AssignPolicy.SIBYL else ""
+
+
 def _ms(value_s: float) -> str:
     return "-" if math.isnan(value_s) else ("inf" if math.isinf(value_s) else f"{s_to_ms(value_s):,.1f}")
 
@@ -78,8 +98,13 @@ def _ms(value_s: float) -> str:
 @click.option("--requests", "n_requests", type=click.IntRange(min=1), default=DEFAULT_N_REQUESTS, show_default=True)
 @click.option("--prefill-gpu", default="h100", show_default=True, help="Catalog GPU of the prefill pool.")
 @click.option("--prefill-instances", type=click.IntRange(min=1), default=4, show_default=True)
+@click.option("--prefill-max-num-seqs", type=click.IntRange(min=1), default=None,
+              help="vLLM --max-num-seqs of each prefill instance [default: the GPU profile's].")
 @click.option("--decode-gpu", default="h100", show_default=True, help="Catalog GPU of the decode pool.")
 @click.option("--decode-instances", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--decode-max-num-seqs", type=click.IntRange(min=1), default=None,
+              help="vLLM --max-num-seqs of each decode instance (processor_sharing: the most tasks it holds) "
+                   "[default: the GPU profile's].")
 @click.option("--max-context", "max_context_tokens", type=click.IntRange(min=1), default=8192, show_default=True,
               help="Longest prompt + output (tokens) both pools accept.")
 @click.option("--policy", type=click.Choice(AssignPolicy.names()), default="round_robin", show_default=True,
@@ -87,6 +112,14 @@ def _ms(value_s: float) -> str:
 @click.option("--binding", type=click.Choice(Binding.names()), default="early", show_default=True,
               help="Bind the decode instance at prefill start (early) or end (late).")
 @click.option("--decode-model", type=click.Choice(DecodeModel.names()), default="steps", show_default=True)
+@click.option("--sibyl-pressure", type=click.Choice(SibylPressure.names()), default=None,
+              help="SIBYL's load per task: tokens (prompt + generated, the paper's eq. 2; decode cost grows with "
+                   "the KV read) or tasks (one per task: speed set by the task count, as processor_sharing) "
+                   "[default: tokens].")
+@click.option("--sibyl-bucket-tokens", type=click.IntRange(min=1), default=None,
+              help=f"SIBYL survival-estimator bucket, tokens [default: {DEFAULT_BUCKET_TOKENS}].")
+@click.option("--sibyl-ema-alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
+              help=f"SIBYL survival-estimator EMA factor [default: {DEFAULT_EMA_ALPHA}].")
 @click.option("--model", "model_name", default=DEFAULT_MODEL, show_default=True,
               help="Model whose KV bytes per token size the transfer.")
 @click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True,
@@ -111,27 +144,31 @@ def _ms(value_s: float) -> str:
 @seed_option
 @click.option("--requests-csv", type=click.Path(dir_okay=False), default=None, help="Per-request CSV (ms).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Summary JSON.")
-def simulate_pdd_cmd(workload, input_fraction, rate_per_s, n_requests, prefill_gpu, prefill_instances, decode_gpu,
-                     decode_instances, max_context_tokens, policy, binding, decode_model, model_name, tp,
-                     latency_ms, bandwidth_gb_per_s, layerwise, fabric, link_gbps, spine_gbps, path_policy,
-                     horizon_s, warmup_fraction, seed, requests_csv, json_path) -> None:
+def simulate_pdd_cmd(workload, input_fraction, rate_per_s, n_requests, prefill_gpu, prefill_instances,
+                     prefill_max_num_seqs, decode_gpu, decode_instances, decode_max_num_seqs, max_context_tokens,
+                     policy, binding, decode_model, sibyl_pressure, sibyl_bucket_tokens, sibyl_ema_alpha,
+                     model_name, tp, latency_ms, bandwidth_gb_per_s, layerwise, fabric, link_gbps, spine_gbps,
+                     path_policy, horizon_s, warmup_fraction, seed, requests_csv, json_path) -> None:
     """Simulate prefill pool -> KV transfer -> decode pool; print the TTFT breakdown and TPOT.
 
     TTFT = queue + prefill + transfer + first decode step; TPOT from the decode side.
     """
     catalog = load_catalog()
-    pf = build_pool(catalog.get(prefill_gpu), "prefill", prefill_instances, max_context_tokens)
-    dec = build_pool(catalog.get(decode_gpu), "decode", decode_instances, max_context_tokens)
+    pf = build_pool(catalog.get(prefill_gpu), "prefill", prefill_instances, max_context_tokens,
+                    max_num_seqs=prefill_max_num_seqs)
+    dec = build_pool(catalog.get(decode_gpu), "decode", decode_instances, max_context_tokens,
+                     max_num_seqs=decode_max_num_seqs)
     transfer = KvTransferSpec.from_model(load_model(model_name), ms_to_s(latency_ms),
                                          bandwidth_gb_per_s * BYTES_PER_GB, layerwise, tp)
     network = _fabric(fabric, link_gbps, spine_gbps, path_policy)
-    spec = PddSpec(pf, dec, transfer, policy, binding, decode_model, network=network)
+    sibyl = _sibyl_params(policy, sibyl_pressure, sibyl_bucket_tokens, sibyl_ema_alpha)
+    spec = PddSpec(pf, dec, transfer, policy, binding, decode_model, network=network, sibyl=sibyl)
     wl = load_workload(workload, input_fraction=input_fraction)
     result = simulate_pdd(spec, wl, rate_per_s, n_requests, seed, horizon_s, warmup_fraction)
     s = result.summary
     con = Console(soft_wrap=True, highlight=False)
     con.print(f"PDD fleet: {prefill_instances} x {pf.gpu} prefill -> {decode_instances} x {dec.gpu} decode; "
-              f"policy {s.policy}, binding {s.binding}, decode model {s.decode_model}; "
+              f"policy {s.policy}{_pressure_note(spec)}, binding {s.binding}, decode model {s.decode_model}; "
               f"KV {transfer.kv_bytes_per_token:,.0f} B/token ({model_name}, tp {tp})")
     con.print(f"workload {wl.name}, rate {rate_per_s:g} req/s, {s.n_requests:,} requests, seed {seed}")
     table = Table(title="latency (ms)")

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from fleetplan.perf.linear import LinearStepModel
 from fleetplan.sim.network import LeafSpineFabric
 from fleetplan.sim.pdd import FabricSpec, KvTransferSpec, PddSpec
+from fleetplan.sim.pdd.spec import SibylParams
 from fleetplan.sim.spec import InstanceRouter, PoolSpec, SchedulerLimits
 
 
@@ -31,10 +34,12 @@ def random_fabric(rng: np.random.Generator, n_prefill: int, n_decode: int) -> Fa
     return FabricSpec(fabric, ["ecmp", "reservation"][rng.integers(2)], pf, dec)
 
 
-def random_case(rng: np.random.Generator, n_requests: int = 60, network: bool = False):
-    """A random small spec (every option drawn) and request stream; ``network`` adds a fabric."""
+def random_case(rng: np.random.Generator, n_requests: int = 60, network: bool = False, policy: str | None = None):
+    """A random small spec (every option drawn) and request stream; ``network`` adds a fabric;
+    ``policy`` replaces the drawn assignment policy."""
     ps = bool(rng.integers(2))
-    policy = ["round_robin", "ils", "ils_requests", "sibyl", "oracle"][rng.integers(5)]
+    drawn = ["round_robin", "ils", "ils_requests", "sibyl", "oracle"][rng.integers(5)]
+    policy = drawn if policy is None else policy
     binding = "late" if policy == "oracle" or rng.integers(2) else "early"
     pf = pool("prefill", int(rng.integers(1, 4)), seqs=int(rng.integers(1, 5)), budget=int(rng.integers(32, 300)),
               blocks=int(rng.integers(40, 120)), ctx=600, router=["round_robin", "least_outstanding"][rng.integers(2)])
@@ -52,4 +57,6 @@ def random_case(rng: np.random.Generator, n_requests: int = 60, network: bool = 
             transfer = KvTransferSpec(0.0, transfer.bandwidth_bytes_per_s, transfer.kv_bytes_per_token,
                                       transfer.layerwise, transfer.n_layers)
         spec = PddSpec(pf, dec, transfer, policy, binding, spec.decode_model, network=fabric)
+    if policy == "sibyl":  # drawn last: the draws above stay as they were
+        spec = dataclasses.replace(spec, sibyl=SibylParams(pressure=["tokens", "tasks"][rng.integers(2)]))
     return spec, arrival, prompt, output

@@ -5,10 +5,16 @@ from __future__ import annotations
 import json
 
 import click
+import pytest
 from click.testing import CliRunner
 
 from fleetplan.cli.errors import FleetplanGroup
 from fleetplan.cli.pdd_cmd import simulate_pdd_cmd
+from fleetplan.hardware import load_catalog
+from fleetplan.models.catalog import load_model
+from fleetplan.sim.builders import build_pool
+from fleetplan.sim.pdd import KvTransferSpec, PddSpec, SibylParams, simulate_pdd
+from fleetplan.workload import load_workload
 
 
 @click.group(cls=FleetplanGroup)
@@ -66,3 +72,42 @@ def test_simulate_pdd_bad_fabric_is_exit_2():
     assert res.exit_code == 2 and "host" in res.output
     res = CliRunner().invoke(_cli, ["simulate-pdd", "--workload", "lmsys", "--fabric", "nonsense"])
     assert res.exit_code == 2 and "LEAVESxHOSTSxSPINES" in res.output
+
+
+PS_ARGS = ["simulate-pdd", "--workload", "lmsys", "--lam", "30", "--requests", "600", "--max-context", "16384",
+           "--decode-model", "processor_sharing", "--decode-instances", "4", "--decode-max-num-seqs", "100",
+           "--policy", "sibyl"]
+
+
+def test_simulate_pdd_sibyl_options_reach_the_spec(tmp_path):
+    """--sibyl-pressure / --sibyl-bucket-tokens / --sibyl-ema-alpha and --decode-max-num-seqs give
+    the API's result for the same spec."""
+    out = tmp_path / "s.json"
+    res = CliRunner().invoke(_cli, [*PS_ARGS, "--sibyl-pressure", "tasks", "--sibyl-bucket-tokens", "128",
+                                    "--sibyl-ema-alpha", "0.9", "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "policy sibyl (pressure tasks)" in res.output
+    pool = build_pool(load_catalog().get("h100"), "decode", 4, 16384, max_num_seqs=100)
+    prefill = build_pool(load_catalog().get("h100"), "prefill", 4, 16384)
+    transfer = KvTransferSpec.from_model(load_model("llama-3.1-70b"), 0.0, 50e9)
+    spec = PddSpec(prefill, pool, transfer, "sibyl", "early", "processor_sharing",
+                   sibyl=SibylParams(128, 0.9, pressure="tasks"))
+    want = simulate_pdd(spec, load_workload("lmsys"), 30.0, 600, 0).summary
+    got = json.loads(out.read_text())
+    assert got["tpot"]["p99_s"] == pytest.approx(want.tpot.p99_s, rel=1e-12)
+    assert got["optimal_assignment_ratio"] == pytest.approx(want.optimal_assignment_ratio, rel=1e-12)
+    tokens = CliRunner().invoke(_cli, [*PS_ARGS, "--json", str(out)])
+    assert tokens.exit_code == 0 and "pressure tokens" in tokens.output
+    assert json.loads(out.read_text())["optimal_assignment_ratio"] != got["optimal_assignment_ratio"]
+
+
+def test_simulate_pdd_sibyl_option_without_sibyl_is_one_line_exit_2():
+    res = CliRunner().invoke(_cli, ["simulate-pdd", "--workload", "lmsys", "--sibyl-pressure", "tasks"])
+    assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1
+    assert "--policy sibyl" in res.output
+
+
+def test_processor_sharing_beyond_the_curve_names_the_flag():
+    res = CliRunner().invoke(_cli, ["simulate-pdd", "--workload", "lmsys", "--decode-model", "processor_sharing"])
+    assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1
+    assert "--decode-max-num-seqs" in res.output and "105" in res.output

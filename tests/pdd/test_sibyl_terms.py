@@ -14,10 +14,11 @@ from tests.reference.pdd_decode import DecodeEngine
 BUCKET = 100.0
 
 
-def _engine(ps: bool = False) -> DecodeEngine:
+def _engine(ps: bool = False, tasks: bool = False) -> DecodeEngine:
     ci = [0] * pc.N_CFG_I
     ci[pc.CI_DECODE_MODEL] = pc.DECODE_PS if ps else pc.DECODE_STEPS
     ci[pc.CI_POLICY] = pc.ASSIGN_SIBYL
+    ci[pc.CI_SIBYL_PRESSURE] = pc.PRESSURE_TASKS if tasks else pc.PRESSURE_TOKENS
     est = Estimator(5, BUCKET, 0.5, prior=10.0)
     est.s = [1.0, 0.8, 0.5, 0.25, 0.0]  # S(0..99)=1, S(100..199)=0.8, ...
     return DecodeEngine(ci, [0.0] * pc.N_CFG_F, [0.0] * 18,
@@ -109,3 +110,48 @@ def test_pending_requests_weigh_their_prompts_so_one_long_task_outweighs_many_ne
         eng.inst[d].pending.append(r)
         chosen.append(d)
     assert chosen == [1] * 22 + [0, 1]
+
+
+def test_task_pressure_weighs_every_task_one_times_its_survival_weight():
+    """``SibylPressure.TASKS``: M = 1 in eqs. (6)-(7); eq. (8) divided by the prompt (the same
+    linear decay, zero at the same distance ``l_in / v_sys``)."""
+    eng = _engine(tasks=True)
+    active = _req(0, prompt=50, gen=120)
+    active.t[pc.OT_HANDOFF] = 0.0
+    eng.inst[0].running.append(active)
+    assert eng.sibyl(0, 4.0, 8.0) == pytest.approx(0.5 / 0.8)  # eq. 6: P only (l_tau = 240)
+    eng.inst[0].running.clear()
+    before = _req(1, prompt=70, est_handoff=1.0)
+    before.t[pc.OT_BIND] = 2.0  # tau_k = 3
+    eng.inst[0].pending.append(before)
+    assert eng.sibyl(0, 2.5, 28.0) == pytest.approx(0.5)  # eq. 7: S(250 tokens)
+    eng.inst[0].pending.clear()
+    after = _req(2, prompt=70, est_handoff=5.0)
+    after.t[pc.OT_BIND] = 1.0  # tau_k = 6
+    eng.inst[0].pending.append(after)
+    assert eng.sibyl(0, 1.0, 4.0) == pytest.approx((70 - 10.0 * 2.0) / 70)  # eq. 8 / l_in
+    assert eng.sibyl(0, 1.0, 6.0) == pytest.approx(1.0)  # continuous at tau_k = tau
+    assert eng.sibyl(0, 1.0, -10.0) == 0.0
+
+
+def test_task_pressure_spreads_new_requests_instead_of_herding():
+    """The herding case above with task pressure: the old task weighs 1, so the 24 new requests
+    alternate between the two instances (ties to the lower index) and their task counts end
+    one apart, 13 and 12."""
+    ci = [0] * pc.N_CFG_I
+    ci[pc.CI_POLICY] = pc.ASSIGN_SIBYL
+    ci[pc.CI_SIBYL_PRESSURE] = pc.PRESSURE_TASKS
+    eng = DecodeEngine(ci, [0.0] * pc.N_CFG_F, [0.0] * 18, Estimator(5, BUCKET, 0.5, prior=10.0),
+                       [Decode(10**6), Decode(10**6)])
+    old = _req(0, prompt=200, gen=4000)
+    old.t[pc.OT_HANDOFF] = 0.0
+    eng.inst[0].running.append(old)
+    chosen = []
+    for i in range(1, 25):
+        r = _req(i, prompt=200, est_handoff=0.2)
+        d = eng.choose(r, 100.0)
+        r.t[pc.OT_BIND] = 100.0
+        eng.inst[d].pending.append(r)
+        chosen.append(d)
+    assert chosen == [1, 0] * 12
+    assert (1 + len(eng.inst[0].pending), len(eng.inst[1].pending)) == (13, 12)

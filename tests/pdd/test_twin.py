@@ -6,11 +6,14 @@ the per-flow outputs match too."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from fleetplan.sim.pdd.compile import compile_pdd
 from fleetplan.sim.pdd.engine import run_compiled_pdd_net
+from fleetplan.sim.pdd.spec import SibylParams
 from tests.pdd.helpers import random_case
 from tests.reference.pdd_sim import run_pdd as twin_run_pdd
 
@@ -51,3 +54,11 @@ def test_kernel_matches_twin_with_a_fabric(seed):
     spec, arrival, prompt, output = random_case(np.random.default_rng(500 + seed), network=True)
     horizon = None if seed % 4 else float(arrival[-1]) * 0.7
     _check(spec, arrival, prompt, output, horizon)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_kernel_matches_twin_with_sibyl_of_either_pressure(seed):
+    spec, arrival, prompt, output = random_case(np.random.default_rng(900 + seed), policy="sibyl",
+                                                network=bool(seed % 3 == 0))
+    spec = dataclasses.replace(spec, sibyl=SibylParams(pressure=["tokens", "tasks"][seed % 2]))
+    _check(spec, arrival, prompt, output)

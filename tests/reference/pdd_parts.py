@@ -66,6 +66,7 @@ class DecodeSide:
     def __init__(self, ci, cf, coef, est: Estimator, inst) -> None:
         self.ci, self.cf, self.coef, self.est, self.inst = ci, cf, coef, est, inst
         self.ps = ci[pc.CI_DECODE_MODEL] == pc.DECODE_PS
+        self.tasks = ci[pc.CI_SIBYL_PRESSURE] == pc.PRESSURE_TASKS
         self.rr = 0
 
     # -- loads and assignment ---------------------------------------------------------------
@@ -95,7 +96,14 @@ class DecodeSide:
         l_tau = l_now + v_k * (tau - t)
         s_now = self.est.survival(l_now)
         p = self.est.survival(l_tau) / s_now if s_now > 0.0 else 0.0
-        return (r.prompt + l_tau) * p
+        return p if self.tasks else (r.prompt + l_tau) * p
+
+    def shadow(self, r: Req, gap: float) -> float:
+        """Eqs. (7)-(8); with task pressure M = 1 and eq. (8) divided by the prompt."""
+        if gap > 0.0:
+            return (1.0 if self.tasks else r.prompt + gap) * self.est.survival(gap)
+        m = max(r.prompt + gap, 0.0)
+        return m / r.prompt if self.tasks else m
 
     def sibyl(self, d: int, t: float, tau: float) -> float:
         dec, v_sys = self.inst[d], self.est.rate()
@@ -106,8 +114,7 @@ class DecodeSide:
         for r in dec.waiting:
             total += self.type1(r, 0.0 if self.ps else float(r.gen), t, tau, v_sys)
         for r in dec.pending:
-            gap = (tau - (r.t[pc.OT_BIND] + r.est_handoff)) * v_sys
-            total += (r.prompt + gap) * self.est.survival(gap) if gap > 0.0 else max(r.prompt + gap, 0.0)
+            total += self.shadow(r, (tau - (r.t[pc.OT_BIND] + r.est_handoff)) * v_sys)
         return total
 
     def choose(self, r: Req, t: float) -> int:

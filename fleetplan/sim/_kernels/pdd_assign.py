@@ -19,6 +19,10 @@ being bound (estimated prefill alone, when bound early, plus transfer):
   appendix D's continuity at ``tau_k = tau``; we follow eq. 8).
 * ``v_sys`` = tokens of completed decodes / their decode seconds (handoff to done); a prior
   before the first completion.
+* Physical pressure (``CI_SIBYL_PRESSURE``): with ``PRESSURE_TOKENS`` the terms above (eq. 2's
+  token occupancy ``M = l_in + l``); with ``PRESSURE_TASKS`` every task weighs ``M = 1``:
+  ``L_I = P_k``, ``L_II = S(gap)``, ``L_III = max(0, 1 + gap / l_in)`` (eq. 8 divided by
+  ``l_in``: the same linear decay, reaching zero at the same distance ``l_in / v_sys``).
 * Survival estimator (eq. 4): buckets ``b = 0..B-1`` of ``Delta`` tokens, ``S(x) = S[floor(x /
   Delta)]`` (last bucket beyond), ``S[0] = 1``, all start at 1; on each completion with output
   ``L``, EVERY bucket ``b >= 1`` becomes ``alpha S[b] + (1 - alpha) [L >= b Delta]``.  (Eq. 4
@@ -55,6 +59,7 @@ from fleetplan.sim._kernels.pdd_codes import (
     CF_PS_C,
     CI_DECODE_MODEL,
     CI_N_DECODE,
+    CI_SIBYL_PRESSURE,
     DECODE_PS,
     DF_T_LAST,
     DF_V,
@@ -68,6 +73,7 @@ from fleetplan.sim._kernels.pdd_codes import (
     GI_RR_D,
     OT_BIND,
     OT_HANDOFF,
+    PRESSURE_TASKS,
     RI_GEN,
     RI_NXT,
     RI_PNEXT,
@@ -126,15 +132,29 @@ def decode_load(d, t, cfg_i, cfg_f, D_i, D_f, D_run, R_f):
 
 
 @njit_inline
-def _type1(r, l_now, t, tau, v_sys, prompt, out_t, S, bucket):
-    """SIBYL eq. (6) for an active task with ``l_now`` generated tokens."""
+def _type1(r, l_now, t, tau, v_sys, prompt, out_t, S, bucket, tasks):
+    """SIBYL eq. (6) for an active task with ``l_now`` generated tokens (``M = 1`` with ``tasks``)."""
     v_k = v_sys
     if l_now > 0.0 and t > out_t[r, OT_HANDOFF]:
         v_k = l_now / (t - out_t[r, OT_HANDOFF])
     l_tau = l_now + v_k * (tau - t)
     s_now = survival(S, l_now, bucket)
     p = survival(S, l_tau, bucket) / s_now if s_now > 0.0 else 0.0
+    if tasks:
+        return p
     return (prompt[r] + l_tau) * p
+
+
+@njit_inline
+def _shadow(l_in, gap, S, bucket, tasks):
+    """SIBYL eqs. (7)-(8) for a pending task: ``gap = (tau - tau_k) v_sys`` tokens."""
+    if gap > 0.0:
+        m = 1.0 if tasks else l_in + gap
+        return m * survival(S, gap, bucket)
+    m = l_in + gap
+    if m <= 0.0:
+        return 0.0
+    return m / l_in if tasks else m
 
 
 @njit_inline
@@ -143,26 +163,22 @@ def sibyl_load(d, t, tau, cfg_i, cfg_f, prompt, est_handoff_s, R_i, R_f, D_i, D_
     bucket = cfg_f[CF_BUCKET_TOKENS]
     v_sys = system_rate(cfg_f, G_f)
     ps = cfg_i[CI_DECODE_MODEL] == DECODE_PS
+    tasks = cfg_i[CI_SIBYL_PRESSURE] == PRESSURE_TASKS
     v_now = ps_v_now(d, t, cfg_f, D_i, D_f) if ps else 0.0
     total = 0.0
     for s in range(D_i[d, DI_LEN]):
         r = D_run[d, s]
         l_now = v_now - R_f[r] if ps else float(R_i[r, RI_GEN])
-        total += _type1(r, l_now, t, tau, v_sys, prompt, out_t, S, bucket)
+        total += _type1(r, l_now, t, tau, v_sys, prompt, out_t, S, bucket, tasks)
     r = D_i[d, DI_WHEAD]
     while r >= 0:
         l_now = 0.0 if ps else float(R_i[r, RI_GEN])
-        total += _type1(r, l_now, t, tau, v_sys, prompt, out_t, S, bucket)
+        total += _type1(r, l_now, t, tau, v_sys, prompt, out_t, S, bucket, tasks)
         r = R_i[r, RI_NXT]
     r = D_i[d, DI_PHEAD]
     while r >= 0:
         tau_k = out_t[r, OT_BIND] + est_handoff_s[r]
-        gap = (tau - tau_k) * v_sys
-        if gap > 0.0:
-            total += (prompt[r] + gap) * survival(S, gap, bucket)
-        else:
-            m = prompt[r] + gap
-            total += m if m > 0.0 else 0.0
+        total += _shadow(float(prompt[r]), (tau - tau_k) * v_sys, S, bucket, tasks)
         r = R_i[r, RI_PNEXT]
     return total
 

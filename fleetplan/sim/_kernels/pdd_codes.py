@@ -21,6 +21,12 @@ BIND_LATE = 1  # when the request's last prefill chunk ends
 DECODE_STEPS = 0  # vLLM-style steps: continuous batching, KV blocks, recompute preemption
 DECODE_PS = 1  # SIBYL appendix I: processor sharing, TPS(N) = a N^2 + b N + c
 
+# SIBYL's physical pressure M_k of a task (``CI_SIBYL_PRESSURE``): its token occupancy
+# (prompt + generated; eq. 2, the paper's choice for KV-bandwidth-bound decode) or one unit
+# per task (decode speed set by the number of tasks alone, as in processor sharing).
+PRESSURE_TOKENS = 0
+PRESSURE_TASKS = 1
+
 # Prefill-pool router (``CI_PF_ROUTER``).
 PF_ROUTE_ROUND_ROBIN = 0
 PF_ROUTE_LEAST_OUTSTANDING = 1  # fewest requests queued, running or holding KV
@@ -29,11 +35,12 @@ PF_ROUTE_LEAST_OUTSTANDING = 1  # fewest requests queued, running or holding KV
 # (``pdd_cruise``; results are identical, only the event count changes).  CI_NETWORK: 1 when
 # KV transfers are flows on a fabric (``pdd_net``), with path policy ``CI_NET_POLICY``
 # (``flows.POLICY_*``) over ``CI_N_HOSTS`` hosts and ``CI_N_SPINES`` spines.
+# CI_SIBYL_PRESSURE: ``PRESSURE_*`` above.
 (CI_N_PREFILL, CI_N_DECODE, CI_PF_MAX_SEQS, CI_PF_BUDGET, CI_PF_KV_BLOCKS, CI_PF_BLOCK, CI_PF_STEP_CODE,
  CI_PF_ROUTER, CI_PF_MAX_CONTEXT, CI_DEC_MAX_SEQS, CI_DEC_BUDGET, CI_DEC_KV_BLOCKS, CI_DEC_BLOCK,
  CI_DEC_STEP_CODE, CI_DEC_MAX_CONTEXT, CI_DECODE_MODEL, CI_POLICY, CI_BINDING, CI_N_BUCKETS, CI_CRUISE,
- CI_NETWORK, CI_NET_POLICY, CI_N_HOSTS, CI_N_SPINES) = range(24)
-N_CFG_I = 24
+ CI_NETWORK, CI_NET_POLICY, CI_N_HOSTS, CI_N_SPINES, CI_SIBYL_PRESSURE) = range(25)
+N_CFG_I = 25
 
 # cfg_f layout (float64).
 (CF_LATENCY_S, CF_HORIZON_S, CF_PS_A, CF_PS_B, CF_PS_C, CF_BUCKET_TOKENS, CF_EMA_ALPHA,

@@ -19,10 +19,18 @@ from fleetplan.sim.pdd.engine import simulate_pdd, simulate_pdd_arrays
 from fleetplan.sim.pdd.fabric import FabricSpec, load_fabric_toml
 from fleetplan.sim.pdd.flows import NetworkSummary
 from fleetplan.sim.pdd.result import TTFT_DEFINITION, PddResult, PddSummary
-from fleetplan.sim.pdd.spec import AssignPolicy, Binding, DecodeModel, KvTransferSpec, PddSpec, SibylParams
+from fleetplan.sim.pdd.spec import (
+    AssignPolicy,
+    Binding,
+    DecodeModel,
+    KvTransferSpec,
+    PddSpec,
+    SibylParams,
+    SibylPressure,
+)
 
 __all__ = [
     "AssignPolicy", "Binding", "DecodeModel", "FabricSpec", "KvTransferSpec", "NetworkSummary", "PddResult",
-    "PddSpec", "PddSummary", "SibylParams", "TTFT_DEFINITION", "load_fabric_toml", "simulate_pdd",
+    "PddSpec", "PddSummary", "SibylParams", "SibylPressure", "TTFT_DEFINITION", "load_fabric_toml", "simulate_pdd",
     "simulate_pdd_arrays",
 ]

@@ -29,7 +29,7 @@ from fleetplan.sim.spec import InstanceRouter, PoolSpec
 
 __all__ = [
     "AssignPolicy", "Binding", "DecodeModel", "FabricSpec", "KvTransferSpec", "PddSpec", "PsThroughputCurve",
-    "SibylParams",
+    "SibylParams", "SibylPressure",
 ]
 
 SIBYL_H20_CURVE = (-0.423, 44.766, -7.753)  # SIBYL appendix I, Figure 14 fit on an NVIDIA H20
@@ -38,9 +38,10 @@ DEFAULT_EMA_ALPHA = 0.99  # SIBYL's smoothing factor alpha in (0, 1) (value not 
 
 
 class AssignPolicy(NameRegistry):
-    """Decode-instance assignment: ``round_robin``; ``ils`` (fewest decode tokens at the
-    binding moment); ``ils_requests`` (fewest requests in decode); ``sibyl`` (projected load
-    at the handoff moment, SIBYL §4); ``oracle`` (binds at prefill end to the least-loaded)."""
+    """Decode-instance assignment: ``round_robin``; ``ils`` (fewest decode tokens, prompt +
+    generated, at the binding moment); ``ils_requests`` (fewest requests in decode: the SIBYL
+    paper's ILS, "least outstanding requests"); ``sibyl`` (projected load at the handoff moment,
+    SIBYL §4, with ``SibylParams.pressure``); ``oracle`` (binds at prefill end to the least-loaded)."""
 
     ROUND_ROBIN = "round_robin"
     ILS = "ils"
@@ -51,6 +52,21 @@ class AssignPolicy(NameRegistry):
     @classmethod
     def kind(cls) -> str:
         return "assignment policy"
+
+
+class SibylPressure(NameRegistry):
+    """SIBYL's physical pressure ``M`` of a task (§4.2, "its hardware cost"): ``tokens`` = its
+    token occupancy, prompt + generated (eq. 2; right where a decode step's cost grows with the
+    KV it reads); ``tasks`` = one per task (right where speed depends on the number of tasks
+    alone, as in the paper's own processor-sharing simulator, appendix I).  Survival weights and
+    the Type 1/2/3 projection are the same for both (``fleetplan.sim._kernels.pdd_assign``)."""
+
+    TOKENS = "tokens"
+    TASKS = "tasks"
+
+    @classmethod
+    def kind(cls) -> str:
+        return "SIBYL pressure"
 
 
 class Binding(NameRegistry):
@@ -128,14 +144,17 @@ class PsThroughputCurve:
 
 @dataclass(frozen=True)
 class SibylParams:
-    """SIBYL's estimator: bucket step ``bucket_tokens`` (Delta), EMA ``ema_alpha`` (eq. 4), and
-    the system decode rate assumed before the first completion (None: derived by compile)."""
+    """SIBYL's estimator: bucket step ``bucket_tokens`` (Delta), EMA ``ema_alpha`` (eq. 4), the
+    system decode rate assumed before the first completion (None: derived by compile), and the
+    physical pressure of a task (``SibylPressure``; the paper's eq. 2 is ``tokens``)."""
 
     bucket_tokens: int = DEFAULT_BUCKET_TOKENS
     ema_alpha: float = DEFAULT_EMA_ALPHA
     prior_rate_tokens_per_s: float | None = None
+    pressure: SibylPressure = SibylPressure.TOKENS
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "pressure", SibylPressure.parse(self.pressure))
         if isinstance(self.bucket_tokens, bool) or not isinstance(self.bucket_tokens, int) or self.bucket_tokens < 1:
             raise ConfigError(f"sibyl: bucket_tokens = {self.bucket_tokens!r} must be an integer >= 1")
         if not (isinstance(self.ema_alpha, int | float) and 0 < self.ema_alpha < 1):
@@ -184,7 +203,8 @@ class PddSpec:
                 if not self.ps_curve.tokens_per_s(n) > 0:
                     raise ConfigError(
                         f"processor-sharing curve gives TPS({n}) = {self.ps_curve.tokens_per_s(n):.3g} <= 0 "
-                        f"within max_num_seqs = {self.decode.limits.max_num_seqs}; lower the decode max_num_seqs"
+                        f"within max_num_seqs = {self.decode.limits.max_num_seqs}; lower the decode max_num_seqs "
+                        f"to {n - 1} or less (simulate-pdd --decode-max-num-seqs)"
                     )
 
     @property
