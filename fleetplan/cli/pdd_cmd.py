@@ -23,6 +23,7 @@ from fleetplan.sim.pdd import (
     FabricSpec,
     KvTransferSpec,
     PddSpec,
+    PsThroughputCurve,
     SibylParams,
     SibylPressure,
     load_fabric_toml,
@@ -82,6 +83,23 @@ def _sibyl_params(policy: str, pressure: str | None, bucket_tokens: int | None, 
                        alpha if alpha is not None else DEFAULT_EMA_ALPHA, pressure=pressure or SibylPressure.TOKENS)
 
 
+def _ps_curve(value: str | None, decode_model: str) -> PsThroughputCurve:
+    """``--ps-curve A,B,C``; only the processor-sharing decode model reads it."""
+    if value is None:
+        return PsThroughputCurve()
+    if decode_model != DecodeModel.PROCESSOR_SHARING.value:
+        raise click.BadParameter(f"applies to --decode-model processor_sharing only (got {decode_model}); drop it",
+                                 param_hint="--ps-curve")
+    try:
+        a, b, c = (float(x) for x in value.split(","))
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not three numbers A,B,C (e.g. -0.423,44.766,-7.753)",
+                                 param_hint="--ps-curve") from None
+    if not all(math.isfinite(x) for x in (a, b, c)):
+        raise click.BadParameter(f"{value!r} must be three finite numbers", param_hint="--ps-curve")
+    return PsThroughputCurve(a, b, c)
+
+
 def _pressure_note(spec: PddSpec) -> str:
     return f" (pressure {spec.sibyl.pressure.value})" if spec.policy is AssignPolicy.SIBYL else ""
 
@@ -112,6 +130,9 @@ def _ms(value_s: float) -> str:
 @click.option("--binding", type=click.Choice(Binding.names()), default="early", show_default=True,
               help="Bind the decode instance at prefill start (early) or end (late).")
 @click.option("--decode-model", type=click.Choice(DecodeModel.names()), default="steps", show_default=True)
+@click.option("--ps-curve", "ps_curve", default=None, metavar="A,B,C",
+              help="processor_sharing throughput TPS(N) = A N^2 + B N + C tokens/s of one decode instance with N "
+                   "tasks [default: SIBYL's H20 fit -0.423,44.766,-7.753].")
 @click.option("--sibyl-pressure", type=click.Choice(SibylPressure.names()), default=None,
               help="SIBYL's load per task: tokens (prompt + generated, the paper's eq. 2; decode cost grows with "
                    "the KV read) or tasks (one per task: speed set by the task count, as processor_sharing) "
@@ -146,7 +167,7 @@ def _ms(value_s: float) -> str:
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Summary JSON.")
 def simulate_pdd_cmd(workload, input_fraction, rate_per_s, n_requests, prefill_gpu, prefill_instances,
                      prefill_max_num_seqs, decode_gpu, decode_instances, decode_max_num_seqs, max_context_tokens,
-                     policy, binding, decode_model, sibyl_pressure, sibyl_bucket_tokens, sibyl_ema_alpha,
+                     policy, binding, decode_model, ps_curve, sibyl_pressure, sibyl_bucket_tokens, sibyl_ema_alpha,
                      model_name, tp, latency_ms, bandwidth_gb_per_s, layerwise, fabric, link_gbps, spine_gbps,
                      path_policy, horizon_s, warmup_fraction, seed, requests_csv, json_path) -> None:
     """Simulate prefill pool -> KV transfer -> decode pool; print the TTFT breakdown and TPOT.
@@ -162,7 +183,8 @@ def simulate_pdd_cmd(workload, input_fraction, rate_per_s, n_requests, prefill_g
                                          bandwidth_gb_per_s * BYTES_PER_GB, layerwise, tp)
     network = _fabric(fabric, link_gbps, spine_gbps, path_policy)
     sibyl = _sibyl_params(policy, sibyl_pressure, sibyl_bucket_tokens, sibyl_ema_alpha)
-    spec = PddSpec(pf, dec, transfer, policy, binding, decode_model, network=network, sibyl=sibyl)
+    spec = PddSpec(pf, dec, transfer, policy, binding, decode_model, network=network, sibyl=sibyl,
+                   ps_curve=_ps_curve(ps_curve, decode_model))
     wl = load_workload(workload, input_fraction=input_fraction)
     result = simulate_pdd(spec, wl, rate_per_s, n_requests, seed, horizon_s, warmup_fraction)
     s = result.summary

@@ -13,7 +13,7 @@ from fleetplan.cli.pdd_cmd import simulate_pdd_cmd
 from fleetplan.hardware import load_catalog
 from fleetplan.models.catalog import load_model
 from fleetplan.sim.builders import build_pool
-from fleetplan.sim.pdd import KvTransferSpec, PddSpec, SibylParams, simulate_pdd
+from fleetplan.sim.pdd import KvTransferSpec, PddSpec, PsThroughputCurve, SibylParams, simulate_pdd
 from fleetplan.workload import load_workload
 
 
@@ -111,3 +111,29 @@ def test_processor_sharing_beyond_the_curve_names_the_flag():
     res = CliRunner().invoke(_cli, ["simulate-pdd", "--workload", "lmsys", "--decode-model", "processor_sharing"])
     assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1
     assert "--decode-max-num-seqs" in res.output and "105" in res.output
+
+
+def test_ps_curve_reaches_the_decode_model(tmp_path):
+    """A slower curve (half the H20 fit) gives a longer P99 TPOT, and equals the API's run."""
+    out = tmp_path / "s.json"
+    half = "-0.2115,22.383,-3.8765"
+    res = CliRunner().invoke(_cli, [*PS_ARGS, "--ps-curve", half, "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    slow = json.loads(out.read_text())["tpot"]["p99_s"]
+    pool = build_pool(load_catalog().get("h100"), "decode", 4, 16384, max_num_seqs=100)
+    prefill = build_pool(load_catalog().get("h100"), "prefill", 4, 16384)
+    transfer = KvTransferSpec.from_model(load_model("llama-3.1-70b"), 0.0, 50e9)
+    spec = PddSpec(prefill, pool, transfer, "sibyl", "early", "processor_sharing",
+                   ps_curve=PsThroughputCurve(-0.2115, 22.383, -3.8765))
+    assert slow == pytest.approx(simulate_pdd(spec, load_workload("lmsys"), 30.0, 600, 0).summary.tpot.p99_s,
+                                 rel=1e-12)
+    CliRunner().invoke(_cli, [*PS_ARGS, "--json", str(out)])
+    assert slow > 1.5 * json.loads(out.read_text())["tpot"]["p99_s"]
+
+
+def test_bad_ps_curve_is_one_line_exit_2():
+    for args, words in ((["--ps-curve", "1,2"], "three numbers"), (["--ps-curve", "1,2,nan"], "finite")):
+        res = CliRunner().invoke(_cli, [*PS_ARGS, *args])
+        assert res.exit_code == 2 and words in res.output and len(res.output.strip().splitlines()) == 1
+    res = CliRunner().invoke(_cli, ["simulate-pdd", "--workload", "lmsys", "--ps-curve", "-0.4,40,0"])
+    assert res.exit_code == 2 and "processor_sharing only" in res.output

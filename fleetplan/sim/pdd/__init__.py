@@ -25,12 +25,13 @@ from fleetplan.sim.pdd.spec import (
     DecodeModel,
     KvTransferSpec,
     PddSpec,
+    PsThroughputCurve,
     SibylParams,
     SibylPressure,
 )
 
 __all__ = [
     "AssignPolicy", "Binding", "DecodeModel", "FabricSpec", "KvTransferSpec", "NetworkSummary", "PddResult",
-    "PddSpec", "PddSummary", "SibylParams", "SibylPressure", "TTFT_DEFINITION", "load_fabric_toml", "simulate_pdd",
-    "simulate_pdd_arrays",
+    "PddSpec", "PddSummary", "PsThroughputCurve", "SibylParams", "SibylPressure", "TTFT_DEFINITION",
+    "load_fabric_toml", "simulate_pdd", "simulate_pdd_arrays",
 ]
