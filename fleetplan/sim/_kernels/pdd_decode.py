@@ -78,6 +78,15 @@ def _pop_wait(d, D_i, R_i):
 
 
 @njit_inline
+def _add_to_step(num, c, target, n_seqs, n_dec, ctx, tokens, attn2):
+    """Batch aggregates after scheduling ``num`` tokens of a request at ``c`` of ``target``: a
+    decode token adds to ``n_dec`` and ``ctx``, prefill tokens to ``tokens`` and ``attn2``."""
+    if num == 1 and c == target - 1:
+        return n_seqs + 1, n_dec + 1, ctx + c, tokens, attn2
+    return n_seqs + 1, n_dec, ctx, tokens + num, attn2 + num * (2 * c + num)
+
+
+@njit_inline
 def dec_schedule(d, t, cfg_i, dec_coef, prompt, R_i, D_i, D_f, D_run, dec_end_s, out_i):
     """Form the next decode step of instance ``d`` at ``t`` (sets ``dec_end_s[d]``)."""
     budget = cfg_i[CI_DEC_BUDGET]
@@ -120,13 +129,7 @@ def dec_schedule(d, t, cfg_i, dec_coef, prompt, R_i, D_i, D_f, D_run, dec_end_s,
         R_i[r, RI_HELD_D] += new_blocks
         R_i[r, RI_SCHED] = num
         budget -= num
-        n_seqs += 1
-        if num == 1 and c == target - 1:
-            n_dec += 1
-            ctx += c
-        else:
-            tokens += num
-            attn2 += num * (2 * c + num)
+        n_seqs, n_dec, ctx, tokens, attn2 = _add_to_step(num, c, target, n_seqs, n_dec, ctx, tokens, attn2)
         s += 1
     while (not preempted and D_i[d, DI_WHEAD] >= 0 and budget > 0
            and D_i[d, DI_LEN] + D_i[d, DI_INFLIGHT] < cfg_i[CI_DEC_MAX_SEQS]):
@@ -146,13 +149,7 @@ def dec_schedule(d, t, cfg_i, dec_coef, prompt, R_i, D_i, D_f, D_run, dec_end_s,
         D_i[d, DI_LEN] += 1
         R_i[r, RI_SCHED] = num
         budget -= num
-        n_seqs += 1
-        if num == 1 and c == target - 1:
-            n_dec += 1
-            ctx += c
-        else:
-            tokens += num
-            attn2 += num * (2 * c + num)
+        n_seqs, n_dec, ctx, tokens, attn2 = _add_to_step(num, c, target, n_seqs, n_dec, ctx, tokens, attn2)
     D_i[d, DI_CR_M] = 1
     D_i[d, DI_CR_K] = 0
     D_i[d, DI_CR_KREQ] = 0
