@@ -3,8 +3,11 @@
 Each option takes ``VALUE`` (every pool) or ``POOL=VALUE`` (one pool; repeatable); a pool's own
 value wins over the all-pools one, and both override the fleet TOML's ``[pool.features]``.
 ``--enable-prefix-caching`` alone turns caching on everywhere; ``--enable-prefix-caching short``
-on one pool.  Values are checked by the library (``fleetplan.sim.features``): a bad one is a
-one-line error, exit 2.
+on one pool.  ``--scheduler-config`` sets parameters of the pool's policy (the one
+``--scheduler-policy`` chose, else the TOML's) by their TOML names; the ones it leaves out keep the
+TOML's values while the policy is the TOML's, else their defaults.  A parameter of another policy is
+refused.  Values are checked by the library (``fleetplan.sim.features``): a bad one is a one-line
+error, exit 2.
 """
 
 from __future__ import annotations
@@ -15,27 +18,40 @@ import math
 import click
 from rich.table import Table
 
+from fleetplan.cli.model_options import apply_model
 from fleetplan.errors import ConfigError, UnknownNameError
-from fleetplan.sim.features import CudaGraphConfig, GraphMode, PolicyConfig, PrefixCacheConfig, SchedulerPolicy
-from fleetplan.sim.features_compile import features_on
+from fleetplan.hardware import GpuCatalog
+from fleetplan.perf.overheads import ExecutionMode
+from fleetplan.perf.predictor import StepTimePredictor
+from fleetplan.sim.features import (
+    CudaGraphConfig,
+    GraphMode,
+    PolicyConfig,
+    PrefixCacheConfig,
+    SchedulerPolicy,
+    policy_params_from_json,
+)
+from fleetplan.sim.features_compile import features_on, graph_times_s
 from fleetplan.sim.features_speculative import SpeculativeConfig
 from fleetplan.sim.result import SimResult
-from fleetplan.sim.spec import FleetSpec
-from fleetplan.units import ms_to_s
+from fleetplan.sim.spec import FleetSpec, PoolSpec
+from fleetplan.units import ms_to_s, s_to_ms
 
 __all__ = ["FEATURE_OPTION_NAMES", "apply_feature_options", "carry_features", "feature_table", "features_on",
-           "runtime_feature_options"]
+           "policy_label", "runtime_feature_options", "serving_fleet"]
 
 ALL_POOLS = "*"
 _SWITCH_WORDS = {ALL_POOLS: True, "": True, "true": True, "on": True, "1": True,
                  "false": False, "off": False, "0": False}
 FEATURE_OPTION_NAMES = ("cudagraph_mode", "cudagraph_capture_sizes", "speculative_config", "enable_prefix_caching",
-                        "prefix_cache_entries", "scheduler_policy", "launch_overhead_ms")
+                        "prefix_cache_entries", "scheduler_policy", "scheduler_config", "launch_overhead_ms")
 
 _OPTIONS = [
     click.option("--cudagraph-mode", multiple=True, metavar="[POOL=]MODE",
                  help=f"CUDA graphs: {'|'.join(GraphMode.names())} (vLLM --cudagraph-mode); graphed batches are padded "
-                 "to the next capture size and run without launch overhead."),
+                 "to the next capture size and run without launch overhead, none runs every step eagerly (with "
+                 "--model: the predictor plus the launch overhead). Not given: the step model's own timing (with "
+                 "--model: every step kernel-only, graphs without padding)."),
     click.option("--cudagraph-capture-sizes", multiple=True, metavar="[POOL=]N,N,...",
                  help="Capture sizes in tokens (default vLLM's ladder 1,2,4,8,...,512; Frontier's 1,2,4,8,16,32,64)."),
     click.option("--speculative-config", multiple=True, metavar="[POOL=]JSON",
@@ -46,9 +62,15 @@ _OPTIONS = [
     click.option("--prefix-cache-entries", multiple=True, metavar="[POOL=]N",
                  help="Prefix-cache entries per instance (default: the pool's KV blocks)."),
     click.option("--scheduler-policy", multiple=True, metavar="[POOL=]NAME",
-                 help=f"Batch order: {'|'.join(SchedulerPolicy.names())} (parameters in the fleet TOML)."),
+                 help=f"Batch order: {'|'.join(SchedulerPolicy.names())} (parameters: --scheduler-config)."),
+    click.option("--scheduler-config", multiple=True, metavar="[POOL=]JSON",
+                 help="Parameters of the pool's scheduler policy, named as in [pool.features]: mlfq "
+                 "(mlfq_quantum0_ms, first-level quantum, default 50; mlfq_levels, default 8) and h2q_br "
+                 "(h2q_long_round_tokens L, default 8192; h2q_service_cap_tokens C, 16384; h2q_short_streak B, 8), "
+                 'e.g. \'{"mlfq_quantum0_ms": 20, "mlfq_levels": 6}\'.'),
     click.option("--launch-overhead-ms", multiple=True, metavar="[POOL=]MS",
-                 help="Eager kernel-launch time of one step that CUDA graphs remove (default: from --model)."),
+                 help="Eager kernel-launch time of one step that CUDA graphs remove, and that --cudagraph-mode none "
+                 "adds to every step of a --model pool (default: from --model)."),
 ]
 
 
@@ -104,6 +126,14 @@ def _prefix_on(pool: str, raw: str) -> bool:
     raise ConfigError(f"--enable-prefix-caching {raw!r} for pool {pool!r} must be true or false (or a pool name)")
 
 
+def _scheduler_config(pool: str, policy: PolicyConfig, raw: str) -> PolicyConfig:
+    """``policy`` with the ``--scheduler-config`` parameters set (the pool's other parameters kept)."""
+    try:
+        return policy.with_params(policy_params_from_json(raw))
+    except ConfigError as exc:
+        raise ConfigError(f"--scheduler-config for pool {pool!r}: {exc}") from None
+
+
 def apply_feature_options(spec: FleetSpec, **kw) -> FleetSpec:
     """``spec`` with the runtime-feature options applied per pool (module docstring)."""
     unknown = sorted(set(kw) - set(FEATURE_OPTION_NAMES))
@@ -137,6 +167,8 @@ def apply_feature_options(spec: FleetSpec, **kw) -> FleetSpec:
         if name in raw["scheduler_policy"]:
             chosen = SchedulerPolicy.parse(raw["scheduler_policy"][name])
             policy = policy if policy.policy is chosen else PolicyConfig(chosen)
+        if name in raw["scheduler_config"]:
+            policy = _scheduler_config(name, policy, raw["scheduler_config"][name])
         launch_s = f.launch_overhead_s
         if name in raw["launch_overhead_ms"]:
             launch_s = ms_to_s(_number("launch-overhead-ms", name, raw["launch_overhead_ms"][name], float))
@@ -144,6 +176,29 @@ def apply_feature_options(spec: FleetSpec, **kw) -> FleetSpec:
                                     launch_overhead_s=launch_s)
         pools.append(dataclasses.replace(pool, features=feats))
     return dataclasses.replace(spec, pools=tuple(pools))
+
+
+def serving_fleet(fleet: FleetSpec, catalog: GpuCatalog, model_opts: dict,
+                  feature_opts: dict) -> tuple[FleetSpec, str]:
+    """``fleet`` serving ``--model`` (``apply_model``; the fleet file's runtime features kept) with the
+    runtime-feature options on top (``apply_feature_options``), and the step-time note to print."""
+    spec, step_note = apply_model(fleet, catalog, model_opts)
+    spec = apply_feature_options(carry_features(fleet, spec), **feature_opts)
+    timing = [f"{pool.name} {text}" for pool in spec.pools if (text := _predictor_timing(pool))]
+    return spec, step_note + ("; step timing: " + "; ".join(timing) if timing else "")
+
+
+def _predictor_timing(pool: PoolSpec) -> str | None:
+    """How a ``--model`` predictor pool's steps are timed (docs/runtime_features_contract.md, CUDA graphs)."""
+    step, mode = pool.step_model, pool.features.cudagraph.mode
+    if not isinstance(step, StepTimePredictor) or step.options.execution is not ExecutionMode.CUDA_GRAPH:
+        return None
+    if mode is None:
+        return "kernel-only (vLLM's default CUDA graphs without capture padding; --cudagraph-mode models them)"
+    launch_ms = s_to_ms(graph_times_s(pool)[0])
+    if mode is GraphMode.NONE:
+        return f"eager (--cudagraph-mode none: every step pays {launch_ms:.2f} ms of kernel launches)"
+    return f"{mode.value} graphs (graphed steps kernel-only + replay, others eager with {launch_ms:.2f} ms of launches)"
 
 
 def carry_features(source: FleetSpec, target: FleetSpec) -> FleetSpec:
@@ -161,14 +216,24 @@ def _fmt(value: float | None, percent: bool = False) -> str:
     return f"{100 * value:.1f}%" if percent else f"{value:.3g}"
 
 
+def policy_label(policy: PolicyConfig) -> str:
+    """The policy's name with the parameters it reads, e.g. ``mlfq (q0 50 ms, 8 levels)``."""
+    if policy.policy is SchedulerPolicy.MLFQ:
+        return f"mlfq (q0 {s_to_ms(policy.mlfq_quantum0_s):g} ms, {policy.mlfq_levels} levels)"
+    if policy.policy is SchedulerPolicy.H2Q_BR:
+        return (f"h2q_br (L {policy.h2q_long_round_tokens}, C {policy.h2q_service_cap_tokens}, "
+                f"B {policy.h2q_short_streak})")
+    return policy.policy.value
+
+
 def feature_table(spec: FleetSpec, result: SimResult) -> Table:
     """Per-pool runtime-feature figures (padding inflation, acceptance, prefix hit ratio)."""
     table = Table(title="runtime features (whole run, warm-up included)")
     for col in ("pool", "policy", "graphs", "padding inflation", "graphed steps", "spec accept", "accepted/step",
                 "accept by position", "prefix hit"):
         table.add_column(col, justify="left" if col in ("pool", "policy", "graphs", "accept by position") else "right")
-    policies = {p.name: p.features.policy.policy.value for p in spec.pools}
-    modes = {p.name: p.features.cudagraph.mode.value for p in spec.pools}
+    policies = {p.name: policy_label(p.features.policy) for p in spec.pools}
+    modes = {p.name: "-" if p.features.cudagraph.mode is None else p.features.cudagraph.mode.value for p in spec.pools}
     for g in [*result.summary.pools, result.summary.overall]:
         by_pos = g.spec_acceptance_by_position
         table.add_row(g.name, policies.get(g.name, ""), modes.get(g.name, ""), _fmt(g.padding_inflation, True),

@@ -71,6 +71,17 @@ SIM_MODEL_OPTIONS = [
 ]
 
 
+def sim_model_options(func):
+    """Add ``SIM_MODEL_OPTIONS`` (``--model``, ``-tp``, dtypes, ``--perf-profile``) to a simulation command;
+    the command receives ``SIM_MODEL_OPTION_NAMES`` and passes them to ``apply_model``."""
+    for option in reversed(SIM_MODEL_OPTIONS):
+        func = option(func)
+    return func
+
+
+SIM_MODEL_OPTION_NAMES = ("model", "tensor_parallel_size", "weight_dtype", "kv_cache_dtype", "perf_profile")
+
+
 def apply_model(spec: FleetSpec, catalog: GpuCatalog, opts: dict) -> tuple[FleetSpec, str]:
     """``spec`` serving ``--model``: each pool's instance becomes a tensor-parallel group of its GPU
     (the smallest whose KV cache holds the pool's longest request, unless
@@ -79,7 +90,7 @@ def apply_model(spec: FleetSpec, catalog: GpuCatalog, opts: dict) -> tuple[Fleet
     if opts.get("model") is None:
         if opts.get("perf_profile") or opts.get("tensor_parallel_size") is not None:
             raise ConfigError("--perf-profile and --tensor-parallel-size need --model")
-        return spec, "step time: the fleet file's calibrated linear model"
+        return spec, "step time: the calibrated linear model (W + H·n) of each pool's GPU"
     model = load_model(opts["model"])
     profile = None if opts.get("perf_profile") is None else load_perf_profile(opts["perf_profile"])
     if profile is not None and profile.model != model.name:

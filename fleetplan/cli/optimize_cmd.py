@@ -40,6 +40,7 @@ from fleetplan.plan.optimize import (
     DEFAULT_RATE_PER_S,
     DEFAULT_RHO_MAX,
     OptimizeRequest,
+    verification_requests,
 )
 from fleetplan.plan.optimize import (
     optimize as run_optimize,
@@ -258,7 +259,9 @@ def optimize(lam, top, csv_path, candidates_csv, json_path, html_path, plots_dir
         opts["slo_tpot_ms"]
     paths = {"csv": csv_path, "candidates_csv": candidates_csv, "json": json_path, "html": html_path,
              "plots": plots_dir}
-    with progress_reporter(quiet) as progress, executor_from_options(executor, workers, ray_address) as run_tasks:
+    n_sim = verification_requests(request, verify)
+    with progress_reporter(quiet) as progress, \
+            executor_from_options(executor, workers, ray_address, simulated_requests=n_sim) as run_tasks:
         result = run_optimize(request, verify, progress, map_fn=run_tasks)
         notes = write_optimize_reports(result, verify, opts["seed"], paths, progress)
     console = report_console()

@@ -15,6 +15,14 @@ import click
 
 from fleetplan.exec import Executor, make_executor
 
+#: Simulated requests (tasks x requests x replications) up to which a local run without --workers stays
+#: in this process.  A pool's start-up (its fork server imports the simulator and loads the kernels from
+#: numba's cache, 1.1 s on 2 cores) costs more than two workers save below about this much work:
+#: ``benchmarks/bench_cli.py`` on a 2-core machine shared with other work (load average ~2), ``optimize``
+#: with 5 x 3 replications of 20,000 requests (300,000): 2.6 s in-process, 4.2 s on a pool of 2; of
+#: 100,000 (1.5 M): 6.1 s against 6.8 s; of 300,000 (4.5 M): 13.0 s against 9.6 s.
+IN_PROCESS_MAX_REQUESTS = 2_000_000
+
 
 class PositiveFloat(click.ParamType):
     """A finite number > 0."""
@@ -155,7 +163,9 @@ def executor_options(func):
     )(func)
     func = click.option(
         "--workers", "workers", type=click.IntRange(min=1), default=None,
-        help="Worker processes for --executor local (default: the number of cores; 1 runs in this process).",
+        help="Worker processes for --executor local (1 runs in this process; default: in this process when the "
+        f"command simulates at most {IN_PROCESS_MAX_REQUESTS:,} requests in all, where a pool's start-up costs more "
+        "than it saves, else one per core).",
     )(func)
     return click.option(
         "--executor", "executor", default="local", show_default=True, metavar="local|ray",
@@ -164,16 +174,28 @@ def executor_options(func):
     )(func)
 
 
+def local_workers(executor: str, workers: int | None, simulated_requests: int | None) -> int | None:
+    """``--workers`` as given, or 1 (in this process) for a local run of at most
+    ``IN_PROCESS_MAX_REQUESTS`` simulated requests when it was not given (``None``: one per core)."""
+    if workers is not None or executor != "local" or simulated_requests is None:
+        return workers
+    return 1 if simulated_requests <= IN_PROCESS_MAX_REQUESTS else None
+
+
 @contextlib.contextmanager
-def executor_from_options(executor: str, workers: int | None, ray_address: str | None) -> Iterator[Executor]:
+def executor_from_options(executor: str, workers: int | None, ray_address: str | None,
+                          simulated_requests: int | None = None) -> Iterator[Executor]:
     """The executor chosen by ``executor_options``, closed (workers stopped) when the block ends::
 
-        with executor_from_options(executor, workers, ray_address) as run_tasks:
+        with executor_from_options(executor, workers, ray_address, simulated_requests=n) as run_tasks:
             result = optimize(request, verify, progress, map_fn=run_tasks)
 
-    An unknown name, Ray not installed, or an option of the other executor is a ``FleetplanError``
-    (one line, exit 2 via ``fleetplan.cli.errors``).
+    ``simulated_requests`` (tasks x requests x replications the command will simulate, when it can
+    tell) lets a local run without ``--workers`` stay in this process (``local_workers``); results
+    are identical either way.  An unknown name, Ray not installed, or an option of the other
+    executor is a ``FleetplanError`` (one line, exit 2 via ``fleetplan.cli.errors``).
     """
+    workers = local_workers(executor, workers, simulated_requests)
     built = make_executor(executor, workers=workers, ray_address=ray_address)
     try:
         yield built

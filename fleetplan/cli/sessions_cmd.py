@@ -8,7 +8,14 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from fleetplan.cli.feature_options import apply_feature_options, feature_table, features_on, runtime_feature_options
+from fleetplan.cli.feature_options import (
+    FEATURE_OPTION_NAMES,
+    feature_table,
+    features_on,
+    runtime_feature_options,
+    serving_fleet,
+)
+from fleetplan.cli.model_options import SIM_MODEL_OPTION_NAMES, sim_model_options
 from fleetplan.cli.options import POSITIVE, seed_option
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import load_catalog
@@ -30,8 +37,10 @@ EXAMPLES = """\b
 Examples:
   fleetplan simulate-sessions --fleet examples/two_pool_a100.toml --sessions frontier_agentic \\
       --mix heavy_tail=0.3,short=0.7 --rate 0.5 --n-sessions 500 --tool-delay-s 1.0
-  fleetplan simulate-sessions --gpu h100 --instances 8 --sessions my_agents.json --rate 2 --json out.json \
-      --enable-prefix-caching --scheduler-policy h2q_br
+  fleetplan simulate-sessions --gpu h100 --instances 8 --sessions my_agents.json --rate 2 --json out.json \\
+      --enable-prefix-caching --scheduler-policy h2q_br --scheduler-config '{"h2q_long_round_tokens": 4096}'
+  fleetplan simulate-sessions --gpu h100 --instances 4 --model llama-3.1-70b -tp 4 --rate 0.5 \\
+      --tool-delay-s 1 --cudagraph-mode full_decode_only --enable-prefix-caching
   fleetplan simulate-sessions --gpu h100 --instances 8 --rl-rollout 4000 --rl-prompt-tokens 1024 \\
       --rl-output lognormal --rl-output-scale 2000 --rl-output-shape 1.2 --rl-output-cap 32768
 """
@@ -128,18 +137,23 @@ def _burst_table(result: SessionResult) -> Table:
               help="Write session metrics and the per-round summary as JSON (inf/NaN as null).")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
               help="Write one row per round (session, release, first token, done; seconds).")
+@sim_model_options
 @runtime_feature_options
 def simulate_sessions_cmd(fleet_path, gpu, instances, max_context, sessions, mix, tool_delay_s, tool_delay_kind,
                           tool_delay_sigma, rate_per_s, n_sessions, rl_n, rl_bursts, rl_interval_s, rl_prompt_tokens,
                           rl_output_kind, rl_output_scale, rl_output_shape, rl_output_cap, rl_rounds,
                           rl_observation_tokens, horizon_s,
-                          warmup_fraction, seed, slo_ttft_ms, slo_tpot_ms, json_path, csv_path, **feature_opts) -> None:
+                          warmup_fraction, seed, slo_ttft_ms, slo_tpot_ms, json_path, csv_path, **opts) -> None:
     """Simulate multi-round sessions (agents, reasoning) or RL-rollout bursts; print session metrics.
 
     aTTFT runs from session arrival to the first token of the final (answer-visible) round;
     hidden planning throughput counts new prompt + output tokens of the non-final rounds per second.
-    Unfinished sessions count as infinite latency.
+    Unfinished sessions count as infinite latency.  With --model every pool serves that model (step
+    time from the operator-level predictor, KV blocks from the model's KV bytes per token, CUDA-graph
+    capture memory taken from them), as in `fleetplan simulate`.
     """
+    model_opts = {key: opts.pop(key) for key in SIM_MODEL_OPTION_NAMES}
+    feature_opts = {key: opts.pop(key) for key in FEATURE_OPTION_NAMES}
     delay = _delay(tool_delay_s, tool_delay_kind, tool_delay_sigma)
     if rl_n is not None:
         given = {"--rl-prompt-tokens": rl_prompt_tokens, "--rl-output-scale": rl_output_scale,
@@ -162,8 +176,8 @@ def simulate_sessions_cmd(fleet_path, gpu, instances, max_context, sessions, mix
         what = f"sessions {source.name} ({mix_text}), {n_sessions:,} at {rate_per_s:g}/s"
     table = session_table(source, rate_per_s, n_sessions, seed)
     prompt, _ = table.context_tokens()
-    spec = _fleet(fleet_path, gpu, instances, max_context, int((prompt + table.output_tokens).max()))
-    spec = apply_feature_options(spec, **feature_opts)
+    fleet = _fleet(fleet_path, gpu, instances, max_context, int((prompt + table.output_tokens).max()))
+    spec, step_note = serving_fleet(fleet, load_catalog(), model_opts, feature_opts)
     wf = warmup_fraction if warmup_fraction is not None else (0.0 if rl_n is not None else DEFAULT_WARMUP_FRACTION)
     result = simulate_sessions(
         spec, table, seed=seed, warmup_fraction=wf, horizon_s=horizon_s,
@@ -173,6 +187,7 @@ def simulate_sessions_cmd(fleet_path, gpu, instances, max_context, sessions, mix
     con = Console(soft_wrap=True, highlight=False)
     con.print(f"fleet: {len(spec.pools)} pool(s), {spec.n_instances} instances, pool router {spec.pool_router.value}")
     con.print(f"{what}; {table.n_rows:,} rounds, seed {seed}, first {100 * wf:g}% of sessions excluded as warm-up")
+    con.print(step_note)
     con.print(_metrics_table(result))
     m = result.metrics
     if not table.is_final.all():

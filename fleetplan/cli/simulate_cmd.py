@@ -10,13 +10,12 @@ from rich.table import Table
 
 from fleetplan.cli.feature_options import (
     FEATURE_OPTION_NAMES,
-    apply_feature_options,
-    carry_features,
     feature_table,
     features_on,
     runtime_feature_options,
+    serving_fleet,
 )
-from fleetplan.cli.model_options import SIM_MODEL_OPTIONS, apply_model
+from fleetplan.cli.model_options import sim_model_options
 from fleetplan.cli.options import (
     POSITIVE,
     executor_from_options,
@@ -114,14 +113,12 @@ Examples:
       --cudagraph-mode full_decode_only --cudagraph-capture-sizes 1,2,4,8,16,32,64 --enable-prefix-caching \\
       --speculative-config '{"method": "mtp", "num_speculative_tokens": 2, "acceptance_rate": 0.7}' \\
       --scheduler-policy long=sglang
+  fleetplan simulate --fleet examples/two_pool_a100.toml --workload lmsys --lam 100 --scheduler-policy mlfq \\
+      --scheduler-config '{"mlfq_quantum0_ms": 20, "mlfq_levels": 6}'
+  fleetplan simulate --fleet examples/homogeneous_h100.toml --workload lmsys --lam 50 --model llama-3.1-8b \\
+      --cudagraph-mode none
   fleetplan simulate --fleet examples/two_pool_a100.toml --workload lmsys --level request --seed 7
 """
-
-
-def _model_options(func):
-    for option in reversed(SIM_MODEL_OPTIONS):
-        func = option(func)
-    return func
 
 
 @click.command("simulate", epilog=EXAMPLES)
@@ -155,7 +152,7 @@ def _model_options(func):
               help="Inject instance failures and repairs (iteration level): MTBF/MTTR from the GPU catalog unless "
               "--mtbf-h/--mttr-h are given (either implies --failures). Also prints P99s without failures.")
 @failure_options
-@_model_options
+@sim_model_options
 @runtime_feature_options
 @click.option("--shared-prefix", "shared_prefix", default=None, metavar="TOKENS[xCOUNT]",
               help="Every prompt starts with one of COUNT shared system prompts of TOKENS tokens (part of the "
@@ -175,8 +172,7 @@ def simulate_cmd(fleet_path, workload, input_fraction, rate_per_s, n_requests, l
     """
     feature_opts = {key: model_opts.pop(key) for key in FEATURE_OPTION_NAMES}
     fleet = load_fleet_toml(fleet_path)
-    spec, step_note = apply_model(fleet, load_catalog(), model_opts)
-    spec = apply_feature_options(carry_features(fleet, spec), **feature_opts)
+    spec, step_note = serving_fleet(fleet, load_catalog(), model_opts, feature_opts)
     with_features = features_on(spec)
     wl = load_workload(workload, input_fraction=input_fraction)
     if rate_per_s is not None:

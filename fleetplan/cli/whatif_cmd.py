@@ -16,6 +16,7 @@ from fleetplan.cli.progress import progress_reporter, quiet_option
 from fleetplan.cli.report_cmd import render_documents, report_console
 from fleetplan.errors import ConfigError
 from fleetplan.plan.growth import procurement_schedule
+from fleetplan.plan.optimize import verification_requests
 from fleetplan.plan.whatif import rate_grid, whatif
 from fleetplan.report.atomic import atomic_write_text
 from fleetplan.report.procurement import (
@@ -87,7 +88,9 @@ def whatif_command(lam_range, growth, months, start_lam, lead_time_weeks, start_
     growth_per_month = None if growth is None else parse_growth(growth)
     start = parse_date(start_date)
     wl, request, verify, _ = plan_inputs(opts, rates[0])
-    with progress_reporter(quiet) as progress, executor_from_options(executor, workers, ray_address) as run_tasks:
+    n_sim = len(rates) * verification_requests(request, verify)  # before the thresholds' bisection
+    with progress_reporter(quiet) as progress, \
+            executor_from_options(executor, workers, ray_address, simulated_requests=n_sim) as run_tasks:
         result = whatif(request, rates, verify, progress=progress, map_fn=run_tasks)
     schedule = None
     if growth_per_month is not None:

@@ -1,7 +1,8 @@
 """``local`` executor: a process pool on this machine (the default).
 
-``concurrent.futures.ProcessPoolExecutor`` with the ``spawn`` start method (a forked child of a
-process that has started numba/OpenMP threads can deadlock; ``forkserver`` is also accepted).
+``concurrent.futures.ProcessPoolExecutor`` with the ``forkserver`` start method (default: workers
+are forked from a single-threaded server process that imported ``fleetplan.exec.preload``, never from
+the caller, whose numba/OpenMP threads could deadlock a forked child; ``spawn`` is also accepted).
 ``workers`` defaults to the number of cores; ``workers=1`` runs tasks in the calling process (no
 pickling, no start-up; a task's timeout cannot be enforced there).  The pool is created on the
 first ``map`` and kept until ``close()``, so each worker loads the numba kernels once.
@@ -41,8 +42,9 @@ from fleetplan.parallel import ProgressFn, TaskOutcome, call_task, serial_map
 __all__ = ["LocalExecutor", "default_workers"]
 
 START_METHODS = ("spawn", "forkserver")
-#: Modules the fork server imports before forking workers (forkserver start method only).
-FORKSERVER_PRELOAD = ("fleetplan.plan.verify", "fleetplan.sim._kernels")
+#: Modules the fork server imports before forking workers (forkserver start method only): the task
+#: functions' modules and the iteration kernel loaded from numba's cache (``fleetplan.exec.preload``).
+FORKSERVER_PRELOAD = ("fleetplan.exec.preload",)
 _KILL_JOIN_S = 5.0  # wait for killed workers to be reaped
 
 

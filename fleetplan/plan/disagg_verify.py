@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -48,10 +49,12 @@ from fleetplan.plan.sweep import Candidate
 from fleetplan.plan.verify import _STAT_OF_PERCENTILE, Verification, VerifySettings, verify_candidate
 from fleetplan.rng import task_seed
 from fleetplan.sim.builders import build_pool
-from fleetplan.sim.pdd import AssignPolicy, Binding, KvTransferSpec, PddSpec, simulate_pdd
 from fleetplan.sim.spec import InstanceRouter
 from fleetplan.units import H_PER_YEAR
 from fleetplan.workload import Workload
+
+if TYPE_CHECKING:  # the PDD simulator and its kernels are imported when a PDD / AFD fleet is built
+    from fleetplan.sim.pdd import PddSpec
 
 FRONTIER_QUADRATURE_POINTS = 4096
 VERIFIED_BY = {Topology.PDD: "simulated (PDD simulator)",
@@ -65,6 +68,8 @@ def decode_units(c: DisaggCandidate, counts: Sequence[int]) -> int:
 def pdd_spec(c: DisaggCandidate, gpus: Mapping[str, GpuProfile], counts: Sequence[int],
              step_models: Mapping[str, StepModel] | None = None) -> PddSpec:
     """The simulator's PDD fleet for ``c`` with ``counts`` instances per role (module docstring)."""
+    from fleetplan.sim.pdd import AssignPolicy, Binding, KvTransferSpec, PddSpec
+
     models = step_models or {}
     g_p, g_d = gpus[c.pools[0].gpu], gpus[c.pools[1].gpu]
     ctx = int(c.pools[0].hi_tokens)
@@ -101,6 +106,8 @@ class _Check:
 
 
 def _simulate(c: DisaggCandidate, gpus, counts, workload: Workload, s: VerifySettings) -> _Check:
+    from fleetplan.sim.pdd import simulate_pdd
+
     spec = pdd_spec(c, gpus, counts, step_models=dict(s.step_models))
     stat = _STAT_OF_PERCENTILE[s.percentile]
     runs = [simulate_pdd(spec, workload, s.rate_per_s, s.n_requests,
@@ -188,6 +195,7 @@ def frontier_pdd_spec(architecture: str, workload: Workload, gpu: GpuProfile, n_
     instances and ``n_rest`` decode GPUs (AFD: paired into 1:1 units, step linearised at the
     workload's mean decode context), decode batch capped at ``cap``; returns it and the GPUs used."""
     from fleetplan.models.catalog import load_model
+    from fleetplan.sim.pdd import AssignPolicy, Binding, KvTransferSpec, PddSpec
 
     sv = gpu.require_serving()
     shape = ModelShape.of(load_model(CALIBRATION_MODEL))

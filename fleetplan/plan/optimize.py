@@ -224,6 +224,15 @@ def verified_fleet(candidate: Candidate) -> Candidate:
                    if candidate.cost_usd_per_year > 0 else candidate.cost_usd_per_mtok)
 
 
+def verification_requests(request: OptimizeRequest, verify: VerifySettings | None) -> int:
+    """Requests phase 2 simulates before any fleet is grown (at most ``top_k`` candidates per list, as
+    ``optimize`` picks them, x requests x replications); 0 without verification."""
+    if verify is None:
+        return 0
+    n_lists = 1 + sum(t in DISAGGREGATED for t in request.topologies)
+    return verify.top_k * n_lists * verify.n_requests * verify.n_replications
+
+
 def optimize(
     request: OptimizeRequest,
     verify: VerifySettings | None = None,

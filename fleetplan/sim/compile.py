@@ -46,21 +46,17 @@ from fleetplan.errors import ConfigError
 from fleetplan.perf.linear import N_STEP_COEFS
 from fleetplan.sim._kernels import codes
 from fleetplan.sim.features_arrays import CompiledFeatures, RequestExtras
-from fleetplan.sim.features_compile import compile_features, eager_step_coefficients, graph_kv_blocks_lost
+from fleetplan.sim.features_compile import (
+    compile_features,
+    eager_launch_s,
+    eager_step_coefficients,
+    graph_kv_blocks_lost,
+)
 from fleetplan.sim.pool_routing import route_pools
 from fleetplan.sim.spec import ArrivalProcess, FleetSpec, InstanceRouter
 
-__all__ = [
-    "CompiledFleet",
-    "CompiledRequests",
-    "CompiledRun",
-    "compile_fleet",
-    "compile_requests",
-    "compile_run",
-    "draw_requests",
-    "route_pools",
-    "request_level_times",
-]
+__all__ = ["CompiledFleet", "CompiledRequests", "CompiledRun", "compile_fleet", "compile_requests", "compile_run",
+           "draw_requests", "route_pools", "request_level_times"]
 
 _INSTANCE_ROUTER_CODE = {
     InstanceRouter.LEAST_OUTSTANDING: codes.ROUTE_LEAST_OUTSTANDING,
@@ -144,7 +140,7 @@ def compile_fleet(spec: FleetSpec) -> CompiledFleet:
     step_code = np.zeros(len(pools), dtype=np.int32)
     kv_blocks = np.zeros(len(pools), dtype=np.int64)
     for i, pool in enumerate(pools):
-        step_code[i], coef[i] = eager_step_coefficients(pool)  # = kernel_coefficients() unless graphs are on
+        step_code[i], coef[i] = eager_step_coefficients(pool)  # + launch_s for a kernel-only predictor with a mode set
         kv_blocks[i] = pool.limits.kv_blocks - graph_kv_blocks_lost(pool)
         if kv_blocks[i] * pool.limits.block_size_tokens < pool.max_context_tokens:
             raise ConfigError(
@@ -152,8 +148,9 @@ def compile_fleet(spec: FleetSpec) -> CompiledFleet:
                 f"{pool.max_context_tokens}-token request needs; capture fewer sizes or lower max_context_tokens"
             )
     max_seqs = np.array([p.limits.max_num_seqs for p in pools], dtype=np.int32)
-    # t_iter(n, L) = t_base + t_ctx * L (t_ctx = 0 when per-sequence cost is not context-scaled)
-    t_base = np.array([float(p.step_model.t_iter_s(p.limits.max_num_seqs, 0.0)) for p in pools])
+    # t_iter(n, L) = t_base + t_ctx * L (t_ctx = 0 when per-sequence cost is not context-scaled); t_base has
+    # the eager launch of a kernel-only predictor with a cudagraph mode set, as the step coefficients
+    t_base = np.array([float(p.step_model.t_iter_s(p.limits.max_num_seqs, 0.0)) + eager_launch_s(p) for p in pools])
     t_ctx = np.array([float(p.step_model.t_iter_s(p.limits.max_num_seqs, 1.0)) for p in pools]) - t_base
     budget = np.array([p.limits.max_num_batched_tokens for p in pools], dtype=np.int64)
     chunk = np.where(budget > max_seqs, budget - max_seqs, budget)

@@ -6,7 +6,10 @@ default ``RuntimeFeatures()`` has everything off and leaves a run bit-identical 
 featureless simulator.
 
 * ``CudaGraphConfig(mode, capture_sizes_tokens)``: vLLM ``--cudagraph-mode`` (``none``,
-  ``full_decode_only``, ``piecewise``) and ``--cudagraph-capture-sizes``.  ``None`` sizes mean
+  ``full_decode_only``, ``piecewise``) and ``--cudagraph-capture-sizes``.  ``mode = None`` (not
+  set, the default) times steps as the step model gives them; ``none`` times every step eagerly, so
+  a ``--model`` predictor (kernel-only, CUDA-graph execution) gets the launch overhead added to
+  every step (``fleetplan.sim.features_compile.eager_step_coefficients``).  ``None`` sizes mean
   vLLM's default ladder (``vllm/config/compilation.py``): ``max = min(2 * max_num_seqs, 512)``,
   ``[1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16)``; ``FRONTIER_CAPTURE_SIZES`` is the
   Frontier paper's decode bins {1, 2, 4, 8, 16, 32, 64} (frontier-full-paper.txt §2, with Table 2's
@@ -26,22 +29,28 @@ featureless simulator.
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from fleetplan.errors import ConfigError
 from fleetplan.sim.features_speculative import SpeculativeConfig
 from fleetplan.sim.names import NameRegistry
+from fleetplan.units import ms_to_s, s_to_ms
 
 __all__ = [
     "CudaGraphConfig",
     "FRONTIER_CAPTURE_SIZES",
     "GraphMode",
+    "POLICY_PARAM_KEYS",
     "PolicyConfig",
     "PrefixCacheConfig",
     "RuntimeFeatures",
     "SchedulerPolicy",
     "SpeculativeConfig",
+    "policy_params_from_json",
     "vllm_default_capture_sizes",
 ]
 
@@ -95,19 +104,22 @@ def vllm_default_capture_sizes(max_num_seqs: int) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class CudaGraphConfig:
-    """CUDA-graph mode and capture sizes (tokens per captured batch; ``None`` = vLLM's ladder)."""
+    """CUDA-graph mode (``None`` = not set: the step model's own timing) and capture sizes (tokens per
+    captured batch; ``None`` = vLLM's ladder)."""
 
-    mode: GraphMode = GraphMode.NONE
+    mode: GraphMode | None = None
     capture_sizes_tokens: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "mode", GraphMode.parse(self.mode))
+        if self.mode is not None:
+            object.__setattr__(self, "mode", GraphMode.parse(self.mode))
         sizes = self.capture_sizes_tokens
         if sizes is None:
             return
-        if self.mode is GraphMode.NONE:
-            raise ConfigError(f"cudagraph capture sizes {list(sizes)} are given but the mode is none; "
-                              "set --cudagraph-mode full_decode_only or piecewise, or drop the sizes")
+        if not self.on:
+            raise ConfigError(f"cudagraph capture sizes {list(sizes)} are given but the mode is "
+                              f"{'not set' if self.mode is None else 'none'}; set --cudagraph-mode "
+                              "full_decode_only or piecewise, or drop the sizes")
         sizes = tuple(sizes)
         if not sizes:
             raise ConfigError("cudagraph capture sizes are empty; give sizes such as 1,2,4,8,16,32,64 or omit them")
@@ -119,7 +131,8 @@ class CudaGraphConfig:
 
     @property
     def on(self) -> bool:
-        return self.mode is not GraphMode.NONE
+        """True when batches are replayed from captured graphs (``full_decode_only``, ``piecewise``)."""
+        return self.mode is not None and self.mode is not GraphMode.NONE
 
     def sizes_for(self, max_num_seqs: int) -> tuple[int, ...]:
         """Capture sizes of a pool with ``max_num_seqs`` (the given ones, else vLLM's ladder)."""
@@ -147,9 +160,41 @@ class PrefixCacheConfig:
         _int_at_least("prefix cache", "affinity_slack_requests", self.affinity_slack_requests, 0)
 
 
+#: Scheduler parameters as the fleet TOML and ``--scheduler-config`` name them (milliseconds at the edge):
+#: key -> (the policy that reads it, ``PolicyConfig`` field); ``*_ms`` keys are converted to seconds.
+POLICY_PARAM_KEYS: dict[str, tuple[SchedulerPolicy, str]] = {
+    "mlfq_quantum0_ms": (SchedulerPolicy.MLFQ, "mlfq_quantum0_s"),
+    "mlfq_levels": (SchedulerPolicy.MLFQ, "mlfq_levels"),
+    "h2q_long_round_tokens": (SchedulerPolicy.H2Q_BR, "h2q_long_round_tokens"),
+    "h2q_service_cap_tokens": (SchedulerPolicy.H2Q_BR, "h2q_service_cap_tokens"),
+    "h2q_short_streak": (SchedulerPolicy.H2Q_BR, "h2q_short_streak"),
+}
+_PARAM_EXAMPLE = '{"mlfq_quantum0_ms": 20, "mlfq_levels": 6}'
+
+
+def _valid_param_keys() -> str:
+    return ", ".join(f"{key} ({owner.value})" for key, (owner, _) in POLICY_PARAM_KEYS.items())
+
+
+def policy_params_from_json(text: str) -> dict[str, Any]:
+    """The object of ``--scheduler-config`` JSON text (keys checked by ``PolicyConfig.with_params``)."""
+    try:
+        params = json.loads(text)
+    except (json.JSONDecodeError, TypeError) as exc:
+        why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+        raise ConfigError(f"scheduler config {str(text)[:60]!r} is not valid JSON ({why}); write e.g. "
+                          f"'{_PARAM_EXAMPLE}'") from exc
+    if not isinstance(params, dict):
+        raise ConfigError(f"scheduler config {str(text)[:60]!r} must be a JSON object of parameters, e.g. "
+                          f"'{_PARAM_EXAMPLE}'")
+    return params
+
+
 @dataclass(frozen=True)
 class PolicyConfig:
-    """A ``SchedulerPolicy`` and its parameters (read only by the policy they belong to)."""
+    """A ``SchedulerPolicy`` and its parameters (read only by the policy they belong to; another
+    policy's parameters must keep their defaults, so that none is set and silently unread).
+    ``with_params`` sets them by their edge names (``POLICY_PARAM_KEYS``)."""
 
     policy: SchedulerPolicy = SchedulerPolicy.VLLM_V1
     mlfq_quantum0_s: float = DEFAULT_MLFQ_QUANTUM0_S
@@ -167,6 +212,35 @@ class PolicyConfig:
         _int_at_least("scheduler policy mlfq", "levels", self.mlfq_levels, 1)
         for name in ("h2q_long_round_tokens", "h2q_service_cap_tokens", "h2q_short_streak"):
             _int_at_least("scheduler policy h2q_br", name.removeprefix("h2q_"), getattr(self, name), 1)
+        for key, (owner, name) in POLICY_PARAM_KEYS.items():
+            value = getattr(self, name)
+            if owner is not self.policy and value != type(self).__dataclass_fields__[name].default:
+                shown = s_to_ms(value) if key.endswith("_ms") else value
+                raise ConfigError(f"scheduler policy {self.policy.value} does not read {key} = {shown:g} "
+                                  f"(a parameter of {owner.value}); set the policy to {owner.value} or drop {key}")
+
+    def with_params(self, params: Mapping[str, Any]) -> PolicyConfig:
+        """This policy with the parameters in ``params`` (keys of ``POLICY_PARAM_KEYS``, e.g.
+        ``{"mlfq_quantum0_ms": 20}``) set; an unknown key, a bad value or a parameter of another
+        policy is a ``ConfigError`` naming the key."""
+        changes: dict[str, Any] = {}
+        for key, value in params.items():
+            if key not in POLICY_PARAM_KEYS:
+                raise ConfigError(f"unknown scheduler parameter {key!r}; valid are {_valid_param_keys()}")
+            owner, name = POLICY_PARAM_KEYS[key]
+            if owner is not self.policy:
+                raise ConfigError(f"{key} is a parameter of scheduler policy {owner.value}, not of "
+                                  f"{self.policy.value}; set the policy to {owner.value} or drop {key}")
+            if key.endswith("_ms"):
+                ok = not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
+                if not ok or value <= 0:
+                    raise ConfigError(f"{key} = {value!r} must be a number of milliseconds > 0, e.g. 50")
+                changes[name] = ms_to_s(float(value))
+            else:
+                if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                    raise ConfigError(f"{key} = {value!r} must be an integer >= 1")
+                changes[name] = value
+        return replace(self, **changes)
 
     def params(self) -> tuple[float, float, float, float]:
         """The kernel's ``policy_param`` row: MLFQ (q0_s, levels, 0, 0); H2Q-BR (L, C, B, 0); else zeros."""
@@ -183,7 +257,8 @@ class RuntimeFeatures:
     """Every runtime feature of one pool; the default is all off.
 
     ``launch_overhead_s`` is the eager kernel-launch time of one step (seconds) that CUDA
-    graphs remove; ``None`` derives it from the pool's model (``fleetplan.perf.overheads``).
+    graphs remove (and that ``cudagraph`` mode ``none`` adds to a kernel-only predictor);
+    ``None`` derives it from the pool's model (``fleetplan.perf.overheads``).
     """
 
     cudagraph: CudaGraphConfig = field(default_factory=CudaGraphConfig)

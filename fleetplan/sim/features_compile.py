@@ -11,9 +11,17 @@ CUDA-graph timing triple per pool, ``(launch_s, replay_s, piecewise_eager_s)``:
 
 ``launch_per_kernel_s`` is the predictor's ``options.launch_overhead_s`` (else
 ``DEFAULT_LAUNCH_OVERHEAD_S``).  A pool whose step model does not know its model (the paper's
-linear constants) needs ``launch_overhead_s``: no default is invented.  The step model is the
-EAGER time: a ``StepTimePredictor`` in ``cuda_graph`` execution excludes the launch, so with graphs
-on ``launch_s`` is added to its constant term (``eager_step_coefficients``).
+linear constants) needs ``launch_overhead_s``: no default is invented.
+
+The step model is the EAGER time whenever a cudagraph mode is set (``none`` included).  A
+``StepTimePredictor`` in ``cuda_graph`` execution (the ``--model`` default) is kernel-only: with a
+mode set, ``launch_s`` is added to its constant term (``eager_step_coefficients``), which is the
+predictor's own eager execution (``ExecutionMode.EAGER``, up to float rounding) when
+``launch_overhead_s`` is not given.  With no mode set, it runs as it is: every step kernel-only, i.e.
+vLLM's default graphs without capture padding or replay cost (the timing ``optimize --model``
+sweeps).  Linear constants, calibrated profiles and eager predictors are eager time already.
+``launch_overhead_s`` given where nothing reads it (graphs off, and no kernel-only predictor with
+mode ``none``) is refused rather than ignored.
 
 Capture memory: vLLM logs about ``CUDAGRAPH_BYTES_PER_CAPTURE`` = 26 MiB per captured size
 ("Graph capturing for 464 input tokens finished in 0.057 secs, took 26.00 MiB", vllm PR #22897),
@@ -51,8 +59,8 @@ from fleetplan.sim.features import GraphMode, RuntimeFeatures, SchedulerPolicy
 from fleetplan.sim.features_arrays import SPEC_K_MAX, CompiledFeatures
 from fleetplan.sim.spec import FleetSpec, InstanceRouter, PoolSpec
 
-__all__ = ["compile_features", "draft_cost_fraction", "eager_step_coefficients", "features_on", "graph_kv_blocks_lost",
-           "graph_times_s", "no_features", "pool_model"]
+__all__ = ["compile_features", "draft_cost_fraction", "eager_launch_s", "eager_step_coefficients", "features_on",
+           "graph_kv_blocks_lost", "graph_times_s", "no_features", "pool_model"]
 
 CUDAGRAPH_BYTES_PER_CAPTURE = 26 * 2**20  # vllm PR #22897 capture log, see module docstring
 DEFAULT_MAX_PREFIX_ENTRIES = 8192  # distinct cached prefixes per instance when prefix_cache_entries is not given
@@ -61,8 +69,8 @@ _ROOFLINE_SHAPE_COEFS = (5, 6, 15)  # tile tokens, wave ratio, MoE miss exponent
 _POLICY_CODE = {SchedulerPolicy.VLLM_V1: codes.SCHED_VLLM_V1, SchedulerPolicy.SGLANG: codes.SCHED_SGLANG,
                 SchedulerPolicy.SPF: codes.SCHED_SPF, SchedulerPolicy.MLFQ: codes.SCHED_MLFQ,
                 SchedulerPolicy.H2Q_BR: codes.SCHED_H2Q_BR}
-_GRAPH_CODE = {GraphMode.NONE: codes.GRAPH_NONE, GraphMode.FULL_DECODE_ONLY: codes.GRAPH_FULL_DECODE_ONLY,
-               GraphMode.PIECEWISE: codes.GRAPH_PIECEWISE}
+_GRAPH_CODE = {None: codes.GRAPH_NONE, GraphMode.NONE: codes.GRAPH_NONE,
+               GraphMode.FULL_DECODE_ONLY: codes.GRAPH_FULL_DECODE_ONLY, GraphMode.PIECEWISE: codes.GRAPH_PIECEWISE}
 
 
 def _features(pool: PoolSpec) -> RuntimeFeatures:
@@ -100,14 +108,33 @@ def graph_times_s(pool: PoolSpec) -> tuple[float, float, float]:
     return launch_s, min(per_kernel_s, launch_s), launch_s * PIECEWISE_LAUNCHES_PER_LAYER / KERNELS_PER_LAYER
 
 
+def _kernel_only(pool: PoolSpec) -> bool:
+    step = pool.step_model
+    return isinstance(step, StepTimePredictor) and step.options.execution is ExecutionMode.CUDA_GRAPH
+
+
+def eager_launch_s(pool: PoolSpec) -> float:
+    """Seconds added to every step of the pool's step model to make it the eager time: ``launch_s`` for a
+    kernel-only predictor with a cudagraph mode set, else 0 (module docstring).  A launch overhead that
+    nothing reads is a ``ConfigError``."""
+    feats = _features(pool)
+    added = feats.cudagraph.mode is not None and _kernel_only(pool)
+    if feats.launch_overhead_s is not None and not (feats.cudagraph.on or added):
+        raise ConfigError(
+            f"pool {pool.name!r}: launch overhead {feats.launch_overhead_s * 1e3:.3g} ms is given but no step reads "
+            "it: it is taken out of graphed steps (--cudagraph-mode full_decode_only|piecewise) or added to every "
+            "step of a --model pool with --cudagraph-mode none; set the mode or drop --launch-overhead-ms")
+    return graph_times_s(pool)[0] if added else 0.0
+
+
 def eager_step_coefficients(pool: PoolSpec) -> tuple[int, np.ndarray]:
-    """The pool's ``(code, coef)`` as eager time: a cuda_graph predictor gets ``launch_s`` added when graphs are on."""
+    """The pool's ``(code, coef)`` with ``eager_launch_s`` added to the constant term: eager time when a
+    cudagraph mode is set, the step model as given when none is (module docstring)."""
     code, coef = pool.step_model.kernel_coefficients()
     coef = np.array(coef, dtype=np.float64)
-    step = pool.step_model
-    if (_features(pool).cudagraph.on and isinstance(step, StepTimePredictor)
-            and step.options.execution is ExecutionMode.CUDA_GRAPH):
-        coef[0] += graph_times_s(pool)[0]
+    launch_s = eager_launch_s(pool)
+    if launch_s:
+        coef[0] += launch_s
     return int(code), coef
 
 

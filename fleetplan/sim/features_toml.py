@@ -4,7 +4,8 @@
     name = "short"
     ...
     [pool.features]                       # every key optional; absent = off / default
-    cudagraph_mode = "full_decode_only"   # none | full_decode_only | piecewise
+    cudagraph_mode = "full_decode_only"   # none | full_decode_only | piecewise (absent: the step model's timing;
+                                          # none: every step eager, a --model predictor pays the launch overhead)
     cudagraph_capture_sizes = [1, 2, 4, 8, 16, 32, 64]   # default: vLLM's ladder
     launch_overhead_ms = 2.0              # eager launch time per step (default: from --model)
     speculative_config = { method = "mtp", num_speculative_tokens = 2, acceptance_rate = 0.7 }
@@ -25,18 +26,21 @@ import json
 from typing import Any
 
 from fleetplan.errors import DataFormatError, FleetplanError
-from fleetplan.sim.features import CudaGraphConfig, PolicyConfig, PrefixCacheConfig, RuntimeFeatures
+from fleetplan.sim.features import (
+    POLICY_PARAM_KEYS,
+    CudaGraphConfig,
+    PolicyConfig,
+    PrefixCacheConfig,
+    RuntimeFeatures,
+)
 from fleetplan.sim.features_speculative import SpeculativeConfig
 from fleetplan.units import MS_PER_S
 
 __all__ = ["FEATURE_KEYS", "features_table", "parse_features_table"]
 
-_POLICY_KEYS = {"mlfq_quantum0_ms": "mlfq_quantum0_s", "mlfq_levels": "mlfq_levels",
-                "h2q_long_round_tokens": "h2q_long_round_tokens", "h2q_service_cap_tokens": "h2q_service_cap_tokens",
-                "h2q_short_streak": "h2q_short_streak"}
 FEATURE_KEYS = frozenset({"cudagraph_mode", "cudagraph_capture_sizes", "launch_overhead_ms", "speculative_config",
                           "enable_prefix_caching", "prefix_cache_entries", "prefix_affinity_slack",
-                          "scheduler_policy", *_POLICY_KEYS})
+                          "scheduler_policy", *POLICY_PARAM_KEYS})
 
 
 def _ms_to_s(path: str, where: str, key: str, value: Any) -> float:
@@ -63,19 +67,18 @@ def parse_features_table(path: str, where: str, table: Any) -> RuntimeFeatures:
         sizes = table.get("cudagraph_capture_sizes")
         if sizes is not None and not isinstance(sizes, list):
             raise DataFormatError(path, f"{where}.cudagraph_capture_sizes", f"{sizes!r} must be a list of integers")
-        params = {kw: table[key] for key, kw in _POLICY_KEYS.items() if key in table}
-        if "mlfq_quantum0_s" in params:
-            params["mlfq_quantum0_s"] = _ms_to_s(path, where, "mlfq_quantum0_ms", params["mlfq_quantum0_s"])
+        policy = PolicyConfig(table.get("scheduler_policy", "vllm_v1"))
+        policy = policy.with_params({key: table[key] for key in POLICY_PARAM_KEYS if key in table})
         prefix_kw = {}
         if "prefix_affinity_slack" in table:
             prefix_kw["affinity_slack_requests"] = table["prefix_affinity_slack"]
         launch = table.get("launch_overhead_ms")
         return RuntimeFeatures(
-            cudagraph=CudaGraphConfig(table.get("cudagraph_mode", "none"), None if sizes is None else tuple(sizes)),
+            cudagraph=CudaGraphConfig(table.get("cudagraph_mode"), None if sizes is None else tuple(sizes)),
             speculative=spec,
             prefix_cache=PrefixCacheConfig(table.get("enable_prefix_caching", False),
                                            table.get("prefix_cache_entries"), **prefix_kw),
-            policy=PolicyConfig(table.get("scheduler_policy", "vllm_v1"), **params),
+            policy=policy,
             launch_overhead_s=None if launch is None else _ms_to_s(path, where, "launch_overhead_ms", launch),
         )
     except DataFormatError:
@@ -98,7 +101,7 @@ def features_table(features: RuntimeFeatures) -> dict:
     """The ``[pool.features]`` keys of ``features`` that differ from the defaults."""
     default, out = RuntimeFeatures(), {}
     f = features
-    if f.cudagraph.on:
+    if f.cudagraph.mode is not None:
         out["cudagraph_mode"] = f.cudagraph.mode.value
         if f.cudagraph.capture_sizes_tokens is not None:
             out["cudagraph_capture_sizes"] = list(f.cudagraph.capture_sizes_tokens)
@@ -114,8 +117,8 @@ def features_table(features: RuntimeFeatures) -> dict:
         out["prefix_affinity_slack"] = f.prefix_cache.affinity_slack_requests
     if f.policy != default.policy:
         out["scheduler_policy"] = f.policy.policy.value
-        for key, kw in _POLICY_KEYS.items():
-            value = getattr(f.policy, kw)
-            if value != getattr(default.policy, kw):
-                out[key] = value * MS_PER_S if kw == "mlfq_quantum0_s" else value
+        for key, (_, name) in POLICY_PARAM_KEYS.items():
+            value = getattr(f.policy, name)
+            if value != getattr(default.policy, name):
+                out[key] = value * MS_PER_S if key.endswith("_ms") else value
     return out

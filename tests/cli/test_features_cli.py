@@ -33,7 +33,7 @@ def run(tmp_path: Path, *args: str):
     (["--cudagraph-mode", "shrt=piecewise"], "unknown pool 'shrt'"),
     (["--cudagraph-mode", "piecewise"], "give --model or --launch-overhead-ms"),
     (["--cudagraph-mode", "piecewise", "--cudagraph-capture-sizes", "1,x"], "comma-separated positive integers"),
-    (["--cudagraph-capture-sizes", "1,2,4"], "the mode is none"),
+    (["--cudagraph-capture-sizes", "1,2,4"], "the mode is not set"),
     (["--speculative-config", "{bad"], "not valid JSON"),
     (["--speculative-config", '{"method": "mtp", "num_speculative_tokens": 2}'], "exactly one of"),
     (["--scheduler-policy", "fifo"], "unknown scheduler policy 'fifo'"),
@@ -41,6 +41,8 @@ def run(tmp_path: Path, *args: str):
     (["--enable-prefix-caching", "maybe=yes"], "unknown pool 'maybe'"),
     (["--launch-overhead-ms", "fast"], "is not a number"),
     (["--scheduler-policy", "sglang", "--level", "request"], "need level iteration"),
+    (["--launch-overhead-ms", "2"], "launch overhead 2 ms is given but no step reads it"),
+    (["--cudagraph-mode", "none", "--launch-overhead-ms", "2"], "set the mode or drop --launch-overhead-ms"),
 ])
 def test_bad_feature_values_exit_2_with_one_line(tmp_path, args, fragment):
     res = run(tmp_path, *args)
@@ -96,3 +98,27 @@ def test_features_off_leave_the_output_unchanged(tmp_path):
     a, b = json.loads(plain.read_text()), json.loads(off.read_text())
     assert a == b and a["pools"][0]["padding_inflation"] is None
     assert "runtime features" not in first.output
+
+
+def test_eager_mode_with_a_model_pays_the_launch_overhead_on_every_step(tmp_path):
+    """Decode-heavy (10 % of tokens are prompt) Llama-3.1-8B on one H100: --cudagraph-mode none times every
+    step eagerly (the predictor plus 2.27 ms of launches), full_decode_only takes them off graphed decode
+    steps, and no flag keeps the predictor's kernel-only steps (the timing before the flag existed)."""
+    fleet = tmp_path / "h100.toml"
+    fleet.write_text('[[pool]]\nname = "p"\ngpu = "h100"\ninstances = 1\nmax_context_tokens = 65536\n')
+
+    def tpot(*args: str) -> tuple[float, str]:
+        out = tmp_path / "t.json"
+        res = CliRunner().invoke(cli, ["simulate", "--fleet", str(fleet), "--workload", "lmsys", "--input-fraction",
+                                       "0.1", "--lam", "4", "--requests", "300", "--model", "llama-3.1-8b", *args,
+                                       "--json", str(out)], env=WIDE)
+        assert res.exit_code == 0, res.output
+        return json.loads(out.read_text())["overall"]["tpot"]["mean_s"], res.output
+
+    eager, printed = tpot("--cudagraph-mode", "none")
+    assert "p eager (--cudagraph-mode none: every step pays 2.27 ms of kernel launches)" in printed
+    graphs, printed = tpot("--cudagraph-mode", "full_decode_only")
+    assert "full_decode_only graphs" in printed
+    unset, printed = tpot()
+    assert "p kernel-only" in printed
+    assert eager > graphs + 1e-3 and graphs >= unset

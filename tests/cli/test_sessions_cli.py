@@ -44,6 +44,12 @@ BAD = [
      "--rl-rollout needs --rl-output-scale"),
     (("--gpu", "a100", "--instances", "2", "--rl-rollout", "10", "--rl-bursts", "2", *RL), "need burst_interval_s > 0"),
     (("--gpu", "a100", "--instances", "2", "--rl-rollout", "10", "--rl-rounds", "3", *RL), "need a tool_delay"),
+    (("--gpu", "h100", "--instances", "2", "--rate", "1", "--tool-delay-s", "1", "--model", "llama-9"),
+     "unknown model 'llama-9': valid model names are"),
+    (("--gpu", "h100", "--instances", "2", "--rate", "1", "--tool-delay-s", "1", "-tp", "2"),
+     "--tensor-parallel-size need --model"),
+    (("--gpu", "a10g", "--instances", "2", "--rate", "1", "--tool-delay-s", "1", "--model", "llama-3.1-70b",
+      "-tp", "1"), "needs 131.4 GiB of weights per GPU at --tensor-parallel-size 1"),
 ]
 
 
@@ -85,3 +91,50 @@ def test_rollout_run_prints_bursts():
               *RL)
     assert res.exit_code == 0, res.output
     assert "RL bursts" in res.output and "tail share" in res.output
+
+
+MODEL_RUN = ("--gpu", "h100", "--instances", "2", "--sessions", "frontier_agentic", "--mix", "heavy_tail=0.3,short=0.7",
+             "--rate", "0.5", "--n-sessions", "40", "--tool-delay-s", "1")
+
+
+def model_run(tmp_path: Path, *args: str) -> tuple[dict, str]:
+    out = tmp_path / "m.json"
+    res = run(*MODEL_RUN, *args, "--json", str(out))
+    assert res.exit_code == 0, res.output
+    return json.loads(out.read_text()), res.output
+
+
+def test_a_larger_model_gives_longer_round_ttft_on_the_same_sessions(tmp_path):
+    small, printed = model_run(tmp_path, "--model", "llama-3.1-8b")
+    assert "model Llama-3.1-8B: pool: H100-SXM tp1" in printed and "roofline predictor" in printed
+    large, printed = model_run(tmp_path, "--model", "llama-3.1-70b")
+    assert "H100-SXM tp4" in printed  # the smallest TP whose KV cache holds the longest session
+    assert small["requests"]["pools"][0]["gpu"] == "H100-SXM tp1"
+    assert large["requests"]["pools"][0]["gpu"] == "H100-SXM tp4"
+    assert small["sessions"]["n_sessions"] == large["sessions"]["n_sessions"] == 40
+    for a, b in zip(small["sessions"]["round_ttft"], large["sessions"]["round_ttft"], strict=True):
+        assert b["ttft"]["mean_s"] > a["ttft"]["mean_s"], a["round_number"]
+
+
+def test_model_pools_take_the_models_kv_budget_less_graph_capture_memory():
+    from fleetplan.cli.feature_options import serving_fleet
+    from fleetplan.hardware import load_catalog
+    from fleetplan.models import load_model
+    from fleetplan.plan.placement import place_model
+    from fleetplan.sim.builders import build_pool
+    from fleetplan.sim.compile import compile_fleet
+    from fleetplan.sim.features_compile import graph_kv_blocks_lost
+    from fleetplan.sim.spec import FleetSpec
+
+    catalog = load_catalog()
+    fleet = FleetSpec(pools=(build_pool(catalog.get("h100"), "pool", 2, 8192),))
+    model_opts = {"model": "llama-3.1-8b", "tensor_parallel_size": None, "weight_dtype": "bf16",
+                  "kv_cache_dtype": "bf16", "perf_profile": None}
+    sixty_sizes = ",".join(str(n) for n in range(1, 61))  # 60 x 26 MiB exceed kv_budget's 1 GiB graph reserve
+    spec, _ = serving_fleet(fleet, catalog, model_opts, {"cudagraph_mode": ("full_decode_only",),
+                                                         "cudagraph_capture_sizes": (sixty_sizes,)})
+    placed = place_model(load_model("llama-3.1-8b"), catalog.get("h100"))[0]
+    pool = spec.pools[0]
+    assert pool.limits.kv_blocks == placed.gpu.serving.kv_blocks != fleet.pools[0].limits.kv_blocks
+    lost = graph_kv_blocks_lost(pool)
+    assert lost > 0 and compile_fleet(spec).pool_kv_blocks[0] == pool.limits.kv_blocks - lost

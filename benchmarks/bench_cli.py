@@ -1,0 +1,110 @@
+"""Wall time of the README's main command, end to end (plain script; prints figures, asserts nothing).
+
+    python benchmarks/bench_cli.py                       # best of 3, warm caches
+    python benchmarks/bench_cli.py --repeats 5 -- --sim-requests 100000
+    python benchmarks/bench_cli.py --baseline /tmp/old   # also time another checkout (e.g. `git archive`)
+
+Runs ``fleetplan optimize --workload lmsys.json --slo-ttft 500`` (plus any arguments after ``--``)
+as a fresh process (``python -m fleetplan.cli.main``, so the checkout on ``PYTHONPATH`` is the one
+timed) with the default executor, ``--workers 1`` (in this process) and ``--workers 2`` (a process
+pool), the variants interleaved round by round because this machine class drifts by 10-20 % in
+speed over minutes.  ``--baseline DIR`` adds the same variants run from another checkout
+(``PYTHONPATH=DIR``), interleaved too.  Each figure is the best of ``--repeats`` (other work only ever
+adds time); one untimed run per checkout first loads numba's on-disk cache (a cold compile takes
+minutes on two cores).  The ``--json`` outputs of every run are compared with their timing fields
+removed: the recommendation and every figure must be identical for any executor and checkout.  Then
+the start-up parts of one in-process run per checkout: the entry point with the optimize command's
+modules, the first Student-t interval, and the first and second call of the iteration kernel (the
+first loads it from numba's cache).  On a shared machine, read the load average printed first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+README_ARGS = ("optimize", "--workload", "lmsys.json", "--slo-ttft", "500")
+VARIANTS = {"default executor": (), "--workers 1": ("--workers", "1"), "--workers 2": ("--workers", "2")}
+TIMING_KEYS = ("elapsed_s", "verify_time_s", "analytic_time_s")
+
+
+def _strip_timing(doc):
+    if isinstance(doc, dict):
+        return {k: _strip_timing(v) for k, v in doc.items() if k not in TIMING_KEYS and not k.endswith("_time_s")}
+    if isinstance(doc, list):
+        return [_strip_timing(v) for v in doc]
+    return doc
+
+
+def run_once(args: tuple[str, ...], json_path: Path, checkout: str) -> float:
+    """Seconds of one run of the command from ``checkout`` (a fresh interpreter, started in the JSON's
+    directory: ``python -m`` puts the working directory ahead of ``PYTHONPATH``)."""
+    cmd = [sys.executable, "-m", "fleetplan.cli.main", *README_ARGS, *args, "--json", str(json_path)]
+    env = {**os.environ, "PYTHONPATH": checkout}
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                   cwd=json_path.parent)
+    return time.perf_counter() - t0
+
+
+def parts(checkout: str) -> None:
+    """Start-up parts of one in-process run from ``checkout``, in a fresh interpreter: the entry point
+    with the optimize command, the first Student-t interval (verification), the first and second
+    simulation (the first loads the kernel from numba's cache)."""
+    code = (
+        "import time; t0 = time.perf_counter()\n"
+        "import fleetplan.cli.main as m; m.cli.get_command(None, 'optimize'); t1 = time.perf_counter()\n"
+        "from fleetplan.metrics import student_t_interval; student_t_interval([1.0, 2.0]); t2 = time.perf_counter()\n"
+        "from fleetplan.hardware import load_catalog; from fleetplan.sim import FleetSpec, build_pool, simulate\n"
+        "from fleetplan.workload import load_workload\n"
+        "spec = FleetSpec((build_pool(load_catalog().get('h100'), 'p', 2, 65536),)); wl = load_workload('lmsys')\n"
+        "t3 = time.perf_counter(); simulate(spec, wl, 50.0, 2000); t4 = time.perf_counter()\n"
+        "simulate(spec, wl, 50.0, 2000); t5 = time.perf_counter()\n"
+        "print(f'entry point + optimize command: {t1 - t0:.2f} s; first Student-t interval: {t2 - t1:.2f} s; '\n"
+        "      f'first simulate (kernel loaded from the cache): {t4 - t3:.2f} s; second: {t5 - t4:.2f} s')\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": checkout},
+                   cwd=tempfile.gettempdir())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per variant (best is shown)")
+    parser.add_argument("--baseline", default=None, help="another checkout to time the same way")
+    parser.add_argument("extra", nargs="*", help="more optimize arguments (after --)")
+    args = parser.parse_args()
+    extra = tuple(args.extra)
+    load1, load5, _ = os.getloadavg()
+    print(f"machine: {os.cpu_count()} cores, load average {load1:.2f} (1 min) {load5:.2f} (5 min)")
+    print(f"command: fleetplan {' '.join(README_ARGS + extra)}")
+    checkouts = {"this checkout": str(Path(__file__).resolve().parents[1])}
+    if args.baseline:
+        checkouts["baseline"] = str(Path(args.baseline).resolve())
+    runs = [(where, name) for where in checkouts for name in VARIANTS]
+    best = dict.fromkeys(runs, float("inf"))
+    with tempfile.TemporaryDirectory() as tmp:
+        out = {run: Path(tmp) / f"{i}.json" for i, run in enumerate(runs)}
+        for path in checkouts.values():  # load numba's cache once per checkout
+            run_once(extra + ("--workers", "1"), Path(tmp) / "warm.json", path)
+        for _ in range(args.repeats):
+            for where, name in runs:
+                seconds = run_once(extra + VARIANTS[name], out[(where, name)], checkouts[where])
+                best[(where, name)] = min(best[(where, name)], seconds)
+        docs = {run: _strip_timing(json.loads(path.read_text())) for run, path in out.items()}
+    for (where, name), seconds in best.items():
+        print(f"  {where:<14s} {name:<18s} {seconds:6.2f} s (best of {args.repeats})")
+    first = next(iter(docs.values()))
+    print(f"results identical across executors and checkouts: {all(doc == first for doc in docs.values())}")
+    for where, path in checkouts.items():
+        print(f"{where}: ", end="", flush=True)
+        parts(path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""What the ``fleetplan`` entry point costs before any work: subcommands are imported on first use,
+the Student-t quantile does not import ``scipy.stats``, and a small local run stays in this process.
+(Speed figures: ``benchmarks/bench_cli.py``; nothing here is timed.)"""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from fleetplan.cli.main import COMMANDS, cli
+from fleetplan.cli.options import IN_PROCESS_MAX_REQUESTS, executor_from_options, local_workers
+from fleetplan.exec import default_workers
+from fleetplan.metrics import student_t_interval
+from fleetplan.plan.optimize import verification_requests
+
+
+def _modules_after(code: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", f"{code}\nimport sys; print(' '.join(sys.modules))"],
+                         check=True, capture_output=True, text=True)
+    return set(out.stdout.split())
+
+
+def test_the_entry_point_imports_no_command_until_one_runs():
+    loaded = _modules_after("import fleetplan.cli.main")
+    assert not {module for module, _ in COMMANDS.values()} & loaded
+    assert "fleetplan.sim.engine" not in loaded and "numba" not in loaded
+
+
+def test_optimize_imports_neither_scipy_stats_nor_the_pdd_simulator():
+    loaded = _modules_after("import fleetplan.cli.optimize_cmd")
+    assert "scipy.stats" not in loaded and "fleetplan.sim.pdd" not in loaded
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_lazy_command_has_its_registered_name(name):
+    module, attr = COMMANDS[name]
+    assert getattr(importlib.import_module(module), attr).name == name
+
+
+def test_group_help_lists_every_command():
+    res = CliRunner().invoke(cli, ["--help"])
+    assert res.exit_code == 0
+    for name in COMMANDS:
+        assert f"  {name} " in res.output
+
+
+def test_unknown_command_is_one_line():
+    res = CliRunner().invoke(cli, ["optimise"])
+    assert res.exit_code == 2 and "No such command 'optimise'" in res.output
+
+
+def test_t_quantile_matches_scipy_stats():
+    from scipy import stats
+
+    x = np.array([1.0, 1.5, 0.7, 1.2])
+    mean, lo, hi = student_t_interval(x, confidence=0.95)
+    half = stats.t.ppf(0.975, 3) * np.std(x, ddof=1) / np.sqrt(4)
+    assert (mean, lo, hi) == (float(np.mean(x)), mean - float(half), mean + float(half))
+
+
+def test_small_local_runs_stay_in_process_and_large_ones_use_a_pool():
+    assert local_workers("local", None, IN_PROCESS_MAX_REQUESTS) == 1
+    assert local_workers("local", None, IN_PROCESS_MAX_REQUESTS + 1) is None
+    assert local_workers("local", 2, 10) == 2  # --workers given: as given
+    assert local_workers("local", None, None) is None  # no estimate: one worker per core
+    assert local_workers("ray", None, 10) is None
+    with executor_from_options("local", None, None, simulated_requests=300_000) as ex:
+        assert ex.n_workers == 1
+    with executor_from_options("local", None, None, simulated_requests=10 * IN_PROCESS_MAX_REQUESTS) as ex:
+        assert ex.n_workers == default_workers()
+
+
+def test_readme_optimize_simulates_a_few_hundred_thousand_requests():
+    from fleetplan.hardware import load_catalog
+    from fleetplan.plan.optimize import OptimizeRequest, resolve_gpus
+    from fleetplan.plan.space import Topology
+    from fleetplan.plan.verify import VerifySettings
+    from fleetplan.workload import load_workload
+
+    gpus = resolve_gpus(load_catalog(), None)
+    request = OptimizeRequest(workload=load_workload("lmsys"), rate_per_s=100.0, slo_ttft_s=0.5, gpus=gpus)
+    verify = VerifySettings(slo_ttft_s=0.5, slo_tpot_s=None, rate_per_s=100.0, max_gpus=64)
+    assert verification_requests(request, verify) == 5 * 20_000 * 3 <= IN_PROCESS_MAX_REQUESTS
+    assert verification_requests(request, None) == 0
+    both = OptimizeRequest(workload=load_workload("lmsys"), rate_per_s=100.0, slo_ttft_s=0.5, gpus=gpus,
+                           topologies=(Topology.HOMO, Topology.PDD), slo_tpot_s=0.05)
+    assert verification_requests(both, verify) == 2 * 5 * 20_000 * 3
