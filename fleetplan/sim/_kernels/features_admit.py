@@ -30,6 +30,7 @@ from fleetplan.sim._kernels.features_layout import (
     K_RUN,
     KSPEC,
     MATCH,
+    REQ,
     SCHED,
     TARGET,
     WK0,
@@ -45,12 +46,13 @@ def admit_fits(k, p, w, budget, req, ki, pools, fts, pc):
     """``(fits, matched blocks, first chunk tokens, own blocks)`` of waiting request w."""
     prompt_tokens, rq, prefix_key, prefix_tokens = req[0], req[2], req[5], req[6]
     block = pools[3][p]
-    target = prompt_tokens[w] + rq[w, GEN]
+    i = rq[w, REQ]
+    target = prompt_tokens[i] + rq[w, GEN]
     m = 0
     avail = ki[k, K_FREE]
     if fts[10][p] != 0:
-        m, pinned = pc_probe(pc, k, prefix_key[w, 0], prefix_tokens[w, 0] // block, prefix_key[w, 1],
-                             prefix_tokens[w, 1] // block, (target - 1) // block)
+        m, pinned = pc_probe(pc, k, prefix_key[i, 0], prefix_tokens[i, 0] // block, prefix_key[i, 1],
+                             prefix_tokens[i, 1] // block, (target - 1) // block)
         avail += pc_evictable(pc, k) - pinned
     c0 = m * block
     num = target - c0
@@ -66,21 +68,22 @@ def admit(k, p, w, root_col, m, num, own, t_s, req, ins, pools, fts, so, pc):
     prompt_tokens, rq, prefix_key, prefix_tokens = req[0], req[2], req[5], req[6]
     ki = ins[2]
     block = pools[3][p]
+    i = rq[w, REQ]
     ki[k, root_col] = ph_pop(rq, ki[k, root_col])
     e0 = -1
     e1 = -1
     if fts[10][p] != 0:
-        _, e0, e1 = pc_match(pc, k, prefix_key[w, 0], prefix_tokens[w, 0] // block, prefix_key[w, 1],
-                             prefix_tokens[w, 1] // block, (prompt_tokens[w] + rq[w, GEN] - 1) // block)
+        _, e0, e1 = pc_match(pc, k, prefix_key[i, 0], prefix_tokens[i, 0] // block, prefix_key[i, 1],
+                             prefix_tokens[i, 1] // block, (prompt_tokens[i] + rq[w, GEN] - 1) // block)
         if own > ki[k, K_FREE]:
             ki[k, K_FREE] += pc_evict(pc, k, own - ki[k, K_FREE])
         pool_prefix_tokens = so[3]
-        pool_prefix_tokens[p, 0] += prompt_tokens[w]
+        pool_prefix_tokens[p, 0] += prompt_tokens[i]
         pool_prefix_tokens[p, 1] += m * block
-        so[2][w] = m * block
+        so[2][i] = m * block
     ki[k, K_FREE] -= own
     rq[w, COMP] = m * block
-    rq[w, TARGET] = prompt_tokens[w] + rq[w, GEN]
+    rq[w, TARGET] = prompt_tokens[i] + rq[w, GEN]
     rq[w, HELD] = own
     rq[w, MATCH] = m
     rq[w, E0] = e0
@@ -88,8 +91,8 @@ def admit(k, p, w, root_col, m, num, own, t_s, req, ins, pools, fts, so, pc):
     rq[w, SCHED] = num
     rq[w, KSPEC] = 0
     rq[w, DEC] = 0
-    if so[0][w] == np.inf:
-        so[0][w] = t_s
+    if so[0][i] == np.inf:
+        so[0][i] = t_s
 
 
 @njit_borrowed
@@ -112,7 +115,7 @@ def preempt_at(k, p, v, n_end, req, ses, ins, pools, fts, so, pc):
     rq[r, COMP] = 0
     rq[r, SCHED] = 0
     rq[r, KSPEC] = 0
-    so[1][r] += 1
+    so[1][rq[r, REQ]] += 1
     enqueue_wait(k, p, r, True, req, ses, ki, pools, fts, pc)
     return r
 

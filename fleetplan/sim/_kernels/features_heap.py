@@ -1,10 +1,10 @@
 """Priority structures of the feature kernel: per-instance pairing heaps of waiting requests and
 the release heap of session rounds.
 
-Pairing heap (Fredman, Sedgewick, Sleator & Tarjan 1986) over request ids with the links in
-``rq[r, HCHILD]`` / ``rq[r, HSIB]`` (O(N) memory for any number of instances and queues):
-push is one link, pop a two-pass pairing of the root's children.  The key of request r is
-``(rq[r, WK0], rq[r, WK1])``, unique per request, so every correct priority queue pops the
+Pairing heap (Fredman, Sedgewick, Sleator & Tarjan 1986) over request rows (``features_rows``)
+with the links in ``rq[x, HCHILD]`` / ``rq[x, HSIB]`` (O(N) memory for any number of instances
+and queues): push is one link, pop a two-pass pairing of the root's children.  The key of row x
+is ``(rq[x, WK0], rq[x, WK1])``, unique per request, so every correct priority queue pops the
 same sequence (the twin uses ``heapq``).
 
 Release heap: a binary heap of ``(time_s, request)`` ordered by time, then request index.

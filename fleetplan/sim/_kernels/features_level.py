@@ -25,31 +25,30 @@ from fleetplan.sim._kernels.codes import (
     POOL_LEAST_LOADED,
     ROUTE_LEAST_OUTSTANDING,
     ROUTE_PREFIX_AFFINITY,
+    SCHED_H2Q_BR,
     STATUS_REJECTED,
 )
 from fleetplan.sim._kernels.features_commit import commit_features, drafts_by_horizon
 from fleetplan.sim._kernels.features_heap import rel_pop
 from fleetplan.sim._kernels.features_layout import (
-    DKEY,
-    E0,
-    E1,
+    ALL_SORTED,
     G_FRONT,
     G_SEED,
-    HCHILD,
-    HSIB,
     K_FREE,
     K_M,
     K_ROOT0,
     K_ROOT1,
     K_RSPEC,
+    K_SORTED,
     N_GLOB,
     N_KF,
     N_KI,
     N_RQ,
-    OUT,
+    SPEC_RUN_MAX,
 )
 from fleetplan.sim._kernels.features_policy import enqueue_wait
-from fleetplan.sim._kernels.features_rng import request_key
+from fleetplan.sim._kernels.features_rng import accept_thresholds
+from fleetplan.sim._kernels.features_rows import row_open, rows_flush
 from fleetplan.sim._kernels.features_steps import schedule_features
 from fleetplan.sim._kernels.features_time import add_step_stats, cut_run, steps_by_horizon
 from fleetplan.sim._kernels.heaps import tree_build, tree_leaves, tree_update
@@ -80,10 +79,10 @@ def route_prefix_affinity(p, r, pools, load, route, prefix_key, slack):
 
 
 @njit_inline
-def enter(k, p, r, t_s, req, ses, ins, pools, fts, outs, stats, load, pc, stack):
-    """Request r joins instance k's waiting set at ``t_s`` (routed, counted outstanding)."""
+def enter(k, p, x, t_s, req, ses, ins, pools, fts, outs, stats, load, pc, stack):
+    """The request of row x joins instance k's waiting set at ``t_s`` (routed, counted outstanding)."""
     add_outstanding(k, p, 1, load[0], pools[0], load[1], load[2], load[3])
-    enqueue_wait(k, p, r, False, req, ses, ins[2], pools, fts, pc)
+    enqueue_wait(k, p, x, False, req, ses, ins[2], pools, fts, pc)
     if ins[4][k] == np.inf:
         schedule_features(k, p, t_s, req, ses, ins, pools, fts, (outs[0], outs[3], outs[5], stats[8]), pc, stack)
     else:
@@ -117,7 +116,8 @@ def run_iteration_features(
     last_arrival_s = -np.inf
     succ_head = np.full(n_req, -1, dtype=np.int64)
     succ_next = np.full(n_req, -1, dtype=np.int64)
-    sess_id = np.empty(n_req, dtype=np.int64)
+    any_h2q = np.any(policy == SCHED_H2Q_BR)  # session state is read by H2Q-BR only
+    sess_id = np.empty(n_req if any_h2q else 0, dtype=np.int64)
     for i in range(n_req):
         if prompt_tokens[i] < 1 or output_tokens[i] < 1:
             raise ValueError("prompt_tokens and output_tokens must be >= 1")
@@ -127,7 +127,8 @@ def run_iteration_features(
             if arrival_s[i] < last_arrival_s:
                 raise ValueError("arrival_s must be sorted over rows with prev_req < 0")
             last_arrival_s = arrival_s[i]
-        sess_id[i] = session[i] if session[i] >= 0 else n_sessions + i
+        if any_h2q:
+            sess_id[i] = session[i] if session[i] >= 0 else n_sessions + i
         out_inst[i] = -1
         out_first_sched_s[i] = np.inf
         out_first_token_s[i] = np.inf
@@ -143,18 +144,9 @@ def run_iteration_features(
         if q >= 0:
             succ_next[i] = succ_head[q]
             succ_head[q] = i
-    rq = np.zeros((n_req, N_RQ), dtype=np.int64)
-    any_spec = np.any(spec_k > 0)
-    for i in range(n_req):
-        rq[i, OUT] = output_tokens[i]
-        if any_spec:
-            rq[i, DKEY] = request_key(spec_seed, i)
-        rq[i, E0] = -1
-        rq[i, E1] = -1
-        rq[i, HCHILD] = -1
-        rq[i, HSIB] = -1
-    attained_ns = np.zeros(n_req, dtype=np.int64)
-    n_sess_all = n_sessions + n_req
+    rq = np.empty((n_req, N_RQ), dtype=np.int64)  # rows are reset when taken (features_rows)
+    row_free = np.empty(n_req, dtype=np.int64)
+    n_sess_all = n_sessions + n_req if any_h2q else 0
     sess_z = np.zeros(n_sess_all, dtype=np.int64)
     sess_h = np.zeros(n_sess_all, dtype=np.int64)
     sess_c = np.zeros(n_sess_all, dtype=np.int64)
@@ -173,6 +165,7 @@ def run_iteration_features(
             ki[k, K_FREE] = pool_kv_blocks[p]
             ki[k, K_ROOT0] = -1
             ki[k, K_ROOT1] = -1
+            ki[k, K_SORTED] = ALL_SORTED
             entries[k] = prefix_entries[p] if prefix_on[p] != 0 else 0
     run_req = np.empty(run_lo[n_inst], dtype=np.int64)
     pc = pc_new(n_inst, entries)
@@ -199,13 +192,14 @@ def run_iteration_features(
     rel_n = np.zeros(1, dtype=np.int64)
     stack = np.empty(n_req + 1, dtype=np.int64)
 
-    req = (prompt_tokens, output_tokens, rq, attained_ns, new_tokens, prefix_key, prefix_tokens, sess_id)
+    req = (prompt_tokens, output_tokens, rq, row_free, new_tokens, prefix_key, prefix_tokens, sess_id)
     ses = (sess_z, sess_h, sess_c, glob)
-    ins = (run_lo, run_req, ki, kf, step_end_s)
+    run_acc = np.zeros((run_lo[n_inst] if np.any(spec_k > 0) else 0, SPEC_RUN_MAX), dtype=np.int8)
+    ins = (run_lo, run_req, ki, kf, step_end_s, run_acc, np.zeros((2, SPEC_K_MAX + 1), dtype=np.int64))
     pools = (pool_inst_start, pool_max_num_seqs, pool_max_batched_tokens, pool_block_tokens, pool_step_code,
              pool_step_coef)
-    fts = (policy, policy_param, graph_mode, graph_sizes, graph_n, graph_time_s, spec_k, spec_accept,
-           draft_code, draft_coef, prefix_on)
+    fts = (policy, policy_param, graph_mode, graph_sizes, graph_n, graph_time_s, spec_k,
+           accept_thresholds(spec_accept), draft_code, draft_coef, prefix_on)
     outs = (out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_status, out_cached_tokens,
             out_drafted, out_accepted)
     stats = (inst_busy_s, inst_seq_s, inst_steps, inst_tokens, pool_graph_tokens, pool_step_kind,
@@ -227,7 +221,8 @@ def event_loop(n_inst, n_leaves, tree, horizon_s, arrival_s, prev_req, req_pool,
 
     Compiled without reference counting (``njit_borrowed``): it allocates nothing and the caller
     holds every array, so the per-event calls and inlined helpers pay no refcount pairs."""
-    prompt_tokens, output_tokens, prefix_key = req[0], req[1], req[5]
+    prompt_tokens, output_tokens, rq, row_free, prefix_key = req[0], req[1], req[2], req[3], req[5]
+    glob = ses[3]
     ki, kf, step_end_s = ins[2], ins[3], ins[4]
     pool_inst_start, pool_block_tokens, pool_step_code, pool_step_coef = pools[0], pools[3], pools[4], pools[5]
     graph_mode, graph_time_s = fts[2], fts[5]
@@ -286,7 +281,8 @@ def event_loop(n_inst, n_leaves, tree, horizon_s, arrival_s, prev_req, req_pool,
                 kk = np.int64(pick_instance(pool_router[p], p, pool_inst_start, inst_outstanding, tree_out,
                                             tree_out_lo, tree_out_leaves, rr_next, route_u[r, 0], route_u[r, 1]))
         out_inst[r] = kk
-        enter(kk, p, r, t_now, req, ses, ins, pools, fts, outs, stats, load, pc, stack)
+        x = row_open(r, rq, row_free, glob, output_tokens)
+        enter(kk, p, x, t_now, req, ses, ins, pools, fts, outs, stats, load, pc, stack)
         tree_update(step_end_s, tree, n_leaves, kk)
     for k in range(n_inst):  # runs of steps in flight past the horizon
         if step_end_s[k] < np.inf and ki[k, K_M] > 1:
@@ -297,4 +293,5 @@ def event_loop(n_inst, n_leaves, tree, horizon_s, arrival_s, prev_req, req_pool,
             if ki[k, K_RSPEC] > 0:
                 drafts_by_horizon(k, p, n_done, req, ses, ins, fts, outs, stats)
             n_steps += n_done
+    rows_flush(rq, glob, outs[6], outs[7])
     return n_steps

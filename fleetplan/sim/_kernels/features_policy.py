@@ -26,7 +26,9 @@ import math
 from fleetplan.sim._kernels.codes import SCHED_H2Q_BR, SCHED_MLFQ, SCHED_SPF
 from fleetplan.sim._kernels.features_heap import ph_push
 from fleetplan.sim._kernels.features_layout import (
+    ALL_SORTED,
     ASEQ,
+    ATT,
     COMP,
     G_ENQ,
     G_FRONT,
@@ -37,11 +39,12 @@ from fleetplan.sim._kernels.features_layout import (
     K_ROOT0,
     K_ROOT1,
     K_RUN,
-    K_UNSORTED,
+    K_SORTED,
     LEVEL,
     QCLS,
     QL,
     QS,
+    REQ,
     RK0,
     RK1,
     RK2,
@@ -66,33 +69,34 @@ def mlfq_entry_level(code, coef, prompt, q0_s, n_levels):
 
 
 @njit_borrowed
-def enqueue_wait(k, p, r, is_preempt, req, ses, ki, pools, fts, pc):
-    """Key request r for instance k's waiting set and push it (see the module doc)."""
-    prompt_tokens, _, rq, attained_ns, new_tokens, prefix_key, prefix_tokens, sess_id = req
+def enqueue_wait(k, p, x, is_preempt, req, ses, ki, pools, fts, pc):
+    """Key the request of row x for instance k's waiting set and push it (see the module doc)."""
+    prompt_tokens, _, rq, _, new_tokens, prefix_key, prefix_tokens, sess_id = req
+    r = rq[x, REQ]
     sess_z, sess_h, sess_c, glob = ses
     policy, policy_param, prefix_on = fts[0], fts[1], fts[10]
     pol = policy[p]
     seq = glob[G_ENQ]
     glob[G_ENQ] = seq + 1
     if not is_preempt:
-        rq[r, ASEQ] = seq
+        rq[x, ASEQ] = seq
     root = K_ROOT0
     if pol == SCHED_SPF:
-        rem = prompt_tokens[r] + rq[r, GEN]
+        rem = prompt_tokens[r] + rq[x, GEN]
         if prefix_on[p] != 0:
             block = pools[3][p]
             m, _ = pc_probe(pc, k, prefix_key[r, 0], prefix_tokens[r, 0] // block, prefix_key[r, 1],
                             prefix_tokens[r, 1] // block, (rem - 1) // block)
             rem -= m * block
-        rq[r, WK0] = rem
-        rq[r, WK1] = seq
+        rq[x, WK0] = rem
+        rq[x, WK1] = seq
     elif pol == SCHED_MLFQ:
         if not is_preempt:
-            rq[r, LEVEL] = mlfq_entry_level(pools[4][p], pools[5][p], prompt_tokens[r], policy_param[p, 0],
+            rq[x, LEVEL] = mlfq_entry_level(pools[4][p], pools[5][p], prompt_tokens[r], policy_param[p, 0],
                                             int(policy_param[p, 1]))
-            attained_ns[r] = 0
-        rq[r, WK0] = rq[r, LEVEL]
-        rq[r, WK1] = rq[r, ASEQ]
+            rq[x, ATT] = 0
+        rq[x, WK0] = rq[x, LEVEL]
+        rq[x, WK1] = rq[x, ASEQ]
     elif pol == SCHED_H2Q_BR:
         sid = sess_id[r]
         if is_preempt:
@@ -100,22 +104,22 @@ def enqueue_wait(k, p, r, is_preempt, req, ses, ki, pools, fts, pc):
         ell = new_tokens[r]
         if sess_z[sid] != 0 or sess_h[sid] > policy_param[p, 1] or ell > policy_param[p, 0]:
             sess_z[sid] = 1
-            rq[r, QCLS] = QL
-            rq[r, WK0] = rq[r, ASEQ]
-            rq[r, WK1] = 0
+            rq[x, QCLS] = QL
+            rq[x, WK0] = rq[x, ASEQ]
+            rq[x, WK1] = 0
             root = K_ROOT1
         else:
-            rq[r, QCLS] = QS
-            rq[r, WK0] = ell
-            rq[r, WK1] = rq[r, ASEQ]
+            rq[x, QCLS] = QS
+            rq[x, WK0] = ell
+            rq[x, WK1] = rq[x, ASEQ]
     elif is_preempt:  # vLLM v1 / SGLang: the front, last preempted first
         glob[G_FRONT] -= 1
-        rq[r, WK0] = glob[G_FRONT]
-        rq[r, WK1] = 0
+        rq[x, WK0] = glob[G_FRONT]
+        rq[x, WK1] = 0
     else:
-        rq[r, WK0] = seq
-        rq[r, WK1] = 0
-    ki[k, root] = ph_push(rq, ki[k, root], r)
+        rq[x, WK0] = seq
+        rq[x, WK1] = 0
+    ki[k, root] = ph_push(rq, ki[k, root], x)
 
 
 @njit_inline
@@ -187,13 +191,15 @@ def prepare_pass(k, pol, streak_b, rq, new_tokens, sess_id, sess_c, lo, run_req,
     rel = -1
     live = -1
     live_wait = False
+    first = 1
     if pol == SCHED_MLFQ:
         # ranks (level, a) are set at admission (as the waiting top) and at each demotion
         # (RK0 = level); the list stays sorted otherwise (removals keep the order; keys are
-        # unique, so re-sorting is a no-op)
-        if ki[k, K_UNSORTED] == 0:
+        # unique, so re-sorting the sorted prefix K_SORTED is a no-op)
+        if ki[k, K_SORTED] >= n:
             return rel, live_wait
-        ki[k, K_UNSORTED] = 0
+        first = max(ki[k, K_SORTED], 1)
+        ki[k, K_SORTED] = ALL_SORTED
     else:
         oldest_ql = -1
         min_qs = math.inf
@@ -204,7 +210,7 @@ def prepare_pass(k, pol, streak_b, rq, new_tokens, sess_id, sess_c, lo, run_req,
                     oldest_ql = r
             elif rq[r, ASEQ] < min_qs:
                 min_qs = rq[r, ASEQ]
-            if sess_c[sess_id[r]] != 0 and (rel < 0 or rq[r, ASEQ] < rq[rel, ASEQ]):
+            if sess_c[sess_id[rq[r, REQ]]] != 0 and (rel < 0 or rq[r, ASEQ] < rq[rel, ASEQ]):
                 rel = r
         if rel >= 0:
             m = _min_aseq_in_heap(rq, ki[k, K_ROOT0], stack)
@@ -222,8 +228,8 @@ def prepare_pass(k, pol, streak_b, rq, new_tokens, sess_id, sess_c, lo, run_req,
             r = run_req[s]
             d = 0 if (rq[r, GEN] > 0 and rq[r, COMP] == rq[r, TARGET] - 1) else 1
             special = -2 if r == rel else (-1 if r == live else 0)
-            h2q_rank(rq, r, new_tokens[r], d, special)
-    for s in range(lo + 1, lo + n):  # insertion sort by rank (stable, O(n) when nearly sorted)
+            h2q_rank(rq, r, new_tokens[rq[r, REQ]], d, special)
+    for s in range(lo + first, lo + n):  # insertion sort by rank (stable, O(n) when nearly sorted)
         r = run_req[s]
         j = s
         while j > lo and rank_less(rq, r, run_req[j - 1]):
@@ -231,3 +237,4 @@ def prepare_pass(k, pol, streak_b, rq, new_tokens, sess_id, sess_c, lo, run_req,
             j -= 1
         run_req[j] = r
     return rel, live_wait
+

@@ -12,16 +12,18 @@ steps is one event, bit for bit the ``m`` single steps of the twin (``tests/refe
 * **speculative** (every request drafts ``k``, i.e. no budget or length cap bit): step j's
   context is ``ctx_j = ctx_0 + sum_{i<j} (n + A_i)``, ``A_i`` the batch's accepted drafts in
   step i.  Draws are pure functions of ``(seed, r, counter)`` (``features_rng``), so they are
-  drawn ahead here for the durations and the length, and drawn again, identically, when the
-  steps commit.  The run ends with the first step after which a request has ``<= k`` tokens
-  left (it finishes, or would draft fewer), and ``m <= floor((F // n) B / (k + 1)) + 1`` and
-  ``SPEC_RUN_MAX``: step j needs at most ``j (k + 1)`` tokens of blocks beyond the first
-  pass's per request;
+  drawn ahead here for the durations and the length, and the accepted counts kept per slot and
+  step (``run_acc``) are what the commit replays (``features_commit.spec_replay``; a cut run
+  replays its first steps).  The run ends with the first step after which a request has
+  ``<= k`` tokens left (it finishes, or would draft fewer), and ``m <= floor((F // n) B /
+  (k + 1)) + 1`` and ``SPEC_RUN_MAX``: step j needs at most ``j (k + 1)`` tokens of blocks
+  beyond the first pass's per request;
 * **MLFQ** runs only while nothing can be admitted: nothing waits, ``max_num_seqs`` run, or the
   waiting top's first chunk cannot fit in any later pass (``mlfq_may_admit``).  Then ranks order
   nothing in a pass.  Attained service and demotions are replayed per step at
   commit (``mlfq_replay``), and the running list is re-sorted before the last step's commit,
-  where the twin sorts it, so completions are handled in the twin's order;
+  where the twin sorts it, so completions are handled in the twin's order (only from the
+  first slot a demotion or an admission may have put out of order: ``K_SORTED``);
 * H2Q-BR passes carry the short streak, carryover credits and the liveness slice: no runs.
 """
 
@@ -33,20 +35,21 @@ from fleetplan.sim._kernels.codes import SCHED_H2Q_BR, SCHED_MLFQ
 from fleetplan.sim._kernels.features_admit import admit_fits
 from fleetplan.sim._kernels.features_layout import (
     ASEQ,
+    ATT,
     DKEY,
     DRAWS,
     F_D0,
     F_DT,
     GEN,
     K_FREE,
-    K_UNSORTED,
+    K_SORTED,
     LEVEL,
     OUT,
     RK0,
     SPEC_RUN_MAX,
 )
 from fleetplan.sim._kernels.features_policy import mlfq_rank
-from fleetplan.sim._kernels.features_rng import keyed_uniform01
+from fleetplan.sim._kernels.features_rng import keyed_bits53
 from fleetplan.sim._kernels.features_time import graph_adjust_s, run_step_s
 from fleetplan.sim._kernels.iteration_steps import CRUISE_MAX_STEPS
 from fleetplan.sim._kernels.jit import njit_borrowed, njit_inline
@@ -94,16 +97,17 @@ def mlfq_may_admit(k, p, w, min_budget, reserved, req, ki, pools, fts, pc):
 
 
 @njit_borrowed
-def spec_run(k, p, m_max, kspec, n_seqs, ctx, size, t_tokens, rq, run_req, lo, kf, spec_accept, code, coef, gmode,
-             gtime, dcode, dcoef):
-    """Length ``m <= m_max`` of a speculative run on instance k, and the durations of its steps
-    1..m-1 in ``kf[k, F_D0 + j]``.
+def spec_run(k, p, m_max, kspec, n_seqs, ctx, size, t_tokens, rq, run_req, lo, kf, run_acc, spec_bits, code, coef,
+             gmode, gtime, dcode, dcoef):
+    """Length ``m <= m_max`` of a speculative run on instance k, the durations of its steps 1..m-1
+    in ``kf[k, F_D0 + j]`` and the accepted drafts of slot s in step j in ``run_acc[s, j]``.
 
-    Each request's acceptances are drawn ahead (counters untouched): the run ends with the first
-    step after which some request has at most ``kspec`` tokens left (it finishes, or drafts fewer
-    in the next pass).  Slot j first sums the batch's accepted drafts of step j - 1, then holds
-    step j's duration, as ``features_steps`` computes a pass's (``n_seqs`` decodes with ``kspec``
-    drafts each, context ``ctx_j``, graph ``size, t_tokens``)."""
+    Each request's acceptances are drawn ahead (counters untouched; the commit replays them from
+    ``run_acc``): the run ends with the first step after which some request has at most ``kspec``
+    tokens left (it finishes, or drafts fewer in the next pass).  Slot j first sums the batch's
+    accepted drafts of step j - 1, then holds step j's duration, as ``features_steps`` computes a
+    pass's (``n_seqs`` decodes with ``kspec`` drafts each, context ``ctx_j``, graph ``size,
+    t_tokens``).  ``spec_bits``: ``features_rng.accept_thresholds``."""
     for j in range(1, m_max):
         kf[k, F_D0 + j] = 0.0
     m = m_max
@@ -113,15 +117,11 @@ def spec_run(k, p, m_max, kspec, n_seqs, ctx, size, t_tokens, rq, run_req, lo, k
         d = rq[r, DRAWS]
         rem = rq[r, OUT] - rq[r, GEN]
         for j in range(m):
-            u = keyed_uniform01(key, d + j)
+            b = keyed_bits53(key, d + j)
             a = 0
-            reach = 1.0
-            for i in range(kspec):
-                reach *= spec_accept[p, i]
-                if u < reach:
-                    a += 1
-                else:
-                    break
+            for i in range(kspec):  # the accepted positions are a prefix: count, no branch
+                a += 1 if b < spec_bits[p, i] else 0
+            run_acc[s, j] = a
             if j + 1 < m:
                 kf[k, F_D0 + j + 1] += a
             rem -= a + 1
@@ -152,7 +152,7 @@ def step_ns(k, j, base_s, per_ctx_s, ki, kf, gmode, gtime):
 
 
 @njit_borrowed
-def mlfq_replay(k, m, q0_ns, last_level, rq, attained_ns, run_req, lo, n, ki, kf, base_s, per_ctx_s, gmode, gtime):
+def mlfq_replay(k, m, q0_ns, last_level, rq, run_req, lo, n, ki, kf, base_s, per_ctx_s, gmode, gtime):
     """MLFQ attained service and demotions of instance k's ``n`` running requests over steps
     0..m-2 of the run in flight (the commit adds the last step's, as for a single step).
 
@@ -167,16 +167,17 @@ def mlfq_replay(k, m, q0_ns, last_level, rq, attained_ns, run_req, lo, n, ki, kf
         level = rq[r, LEVEL]
         if level >= last_level:
             continue
-        if attained_ns[r] + total_ns <= q0_ns << level:
-            attained_ns[r] += total_ns
+        if rq[r, ATT] + total_ns <= q0_ns << level:
+            rq[r, ATT] += total_ns
             continue
-        attained = attained_ns[r]
+        attained = rq[r, ATT]
         for j in range(m - 1):
             attained += step_ns(k, j, base_s, per_ctx_s, ki, kf, gmode, gtime)
             if attained > q0_ns << level and level < last_level:
                 level += 1
                 attained = 0
-                ki[k, K_UNSORTED] = 1
+                if ki[k, K_SORTED] > s - lo + 1:  # a demoted rank may now exceed those after it
+                    ki[k, K_SORTED] = s - lo + 1
         rq[r, LEVEL] = level
         rq[r, RK0] = mlfq_rank(level, rq[r, ASEQ])
-        attained_ns[r] = attained
+        rq[r, ATT] = attained

@@ -46,13 +46,14 @@ from fleetplan.sim._kernels.features_layout import (
     K_RSPEC,
     K_RUN,
     K_SEQS,
+    K_SORTED,
     K_TOK,
-    K_UNSORTED,
     KSPEC,
     MATCH,
     OUT,
     QCLS,
     QL,
+    REQ,
     SCHED,
     TARGET,
     WK0,
@@ -72,7 +73,7 @@ def schedule_features(k, p, t_s, req, ses, ins, pools, fts, so, pc, stack):
     ``so = (out_first_sched_s, out_preemptions, out_cached_tokens, pool_prefix_tokens)``: only the
     outputs a pass writes (every array argument of an out-of-line call costs a refcount pair)."""
     rq, new_tokens, sess_id = req[2], req[4], req[7]
-    run_lo, run_req, ki, kf, step_end_s = ins
+    run_lo, run_req, ki, kf, step_end_s = ins[:5]
     pol = fts[0][p]
     kspec = fts[6][p]
     pc_on = fts[10][p] != 0
@@ -116,7 +117,7 @@ def schedule_features(k, p, t_s, req, ses, ins, pools, fts, so, pc, stack):
                         set_rank(rq, w, -1 if live_wait else 1, 1, rq[w, ASEQ], 0)
                     elif top_s >= 0:
                         w = top_s
-                        set_rank(rq, w, 0, new_tokens[w], 1, rq[w, ASEQ])
+                        set_rank(rq, w, 0, new_tokens[rq[w, REQ]], 1, rq[w, ASEQ])
                 else:
                     w = ki[k, K_ROOT0]
                     if w >= 0 and pol == SCHED_MLFQ and w != w_ranked:
@@ -139,7 +140,7 @@ def schedule_features(k, p, t_s, req, ses, ins, pools, fts, so, pc, stack):
                 n_seqs += 1
                 prefill += num
                 attn2 += num * (2 * c0 + num)
-                if rq[w, QCLS] == QL:
+                if pol == SCHED_H2Q_BR and rq[w, QCLS] == QL:
                     any_ql = True
                 continue
             r = run_req[s]
@@ -189,7 +190,7 @@ def schedule_features(k, p, t_s, req, ses, ins, pools, fts, so, pc, stack):
             rq[r, DEC] = 1 if decoding else 0
             budget -= num
             n_seqs += 1
-            if rq[r, QCLS] == QL:
+            if pol == SCHED_H2Q_BR and rq[r, QCLS] == QL:  # (H2Q-BR's; another row line)
                 any_ql = True
             if decoding:
                 n_decode += 1
@@ -213,16 +214,16 @@ def schedule_features(k, p, t_s, req, ses, ins, pools, fts, so, pc, stack):
             admit_ok = False
             continue
         break
+    if n_adm > 0 and ki[k, K_SORTED] > ki[k, K_RUN]:  # admitted at the end, not yet in rank order
+        ki[k, K_SORTED] = ki[k, K_RUN]
     ki[k, K_RUN] += n_adm
-    if n_adm > 0:
-        ki[k, K_UNSORTED] = 1
     if pol == SCHED_H2Q_BR:
         if any_ql:
             ki[k, K_ETA] = 0
         elif n_seqs > 0:
             ki[k, K_ETA] += 1
         if rel >= 0 and rq[rel, SCHED] > 0:
-            ses[2][sess_id[rel]] = 0
+            ses[2][sess_id[rq[rel, REQ]]] = 0
     if n_seqs == 0:
         step_end_s[k] = np.inf
         ki[k, K_M] = 0
@@ -239,8 +240,8 @@ def schedule_features(k, p, t_s, req, ses, ins, pools, fts, so, pc, stack):
                                        pools, fts, pc)
         m = run_length(pol, kspec, n_seqs, spec_tokens, min_rem, ki[k, K_FREE], block, can_admit)
         if m > 1 and kspec > 0:  # exact length from the acceptance draws, durations into kf
-            m = spec_run(k, p, m, kspec, n_seqs, ctx, size, t_tokens, rq, run_req, lo, kf, fts[7], pools[4][p],
-                         pools[5][p], gmode, fts[5][p], fts[8][p], fts[9][p])
+            m = spec_run(k, p, m, kspec, n_seqs, ctx, size, t_tokens, rq, run_req, lo, kf, ins[5], fts[7],
+                         pools[4][p], pools[5][p], gmode, fts[5][p], fts[8][p], fts[9][p])
     kf[k, F_START] = t_s
     kf[k, F_DT] = dt
     ki[k, K_SEQS] = n_seqs
