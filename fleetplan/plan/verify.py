@@ -116,6 +116,15 @@ class _Check:
         return bool(ok)
 
 
+def percentile_bounds(summaries: Sequence, percentile: float) -> tuple[float, float, float]:
+    """(mean, upper 95 % bound) of the fleet's TTFT at ``percentile`` and the upper bound of its TPOT,
+    over replications (``SimSummary`` per replication; seconds)."""
+    stat = _STAT_OF_PERCENTILE[percentile]
+    ttft_mean, _, ttft_hi = student_t_interval([getattr(x.overall.ttft, stat) for x in summaries])
+    _, _, tpot_hi = student_t_interval([getattr(x.overall.tpot, stat) for x in summaries])
+    return ttft_mean, ttft_hi, tpot_hi
+
+
 def _simulate(candidate: Candidate, gpus: dict[str, GpuProfile], counts: Sequence[int], workload: Workload,
               s: VerifySettings) -> _Check:
     spec = fleet_spec(candidate, gpus, counts, dict(s.step_models))
@@ -125,8 +134,7 @@ def _simulate(candidate: Candidate, gpus: dict[str, GpuProfile], counts: Sequenc
     rep = replicate(spec, workload, s.rate_per_s, s.n_requests, Level.ITERATION, seed,
                     n_replications=s.n_replications, slo_ttft_s=s.slo_ttft_s, slo_tpot_s=s.slo_tpot_s)
     stat = _STAT_OF_PERCENTILE[s.percentile]
-    ttft_mean, _, ttft_hi = student_t_interval([getattr(x.overall.ttft, stat) for x in rep.summaries])
-    _, _, tpot_hi = student_t_interval([getattr(x.overall.tpot, stat) for x in rep.summaries])
+    ttft_mean, ttft_hi, tpot_hi = percentile_bounds(rep.summaries, s.percentile)
     names = {p.name for p in spec.pools}
     ratio = {}
     for i, n in enumerate(counts):
