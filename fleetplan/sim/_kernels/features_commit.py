@@ -6,7 +6,8 @@ for every scheduled running request r (``features_steps``):
 * plain run: ``m`` decode tokens, blocks allocated lazily (as ``iteration_steps.commit_step``);
   speculative run: the acceptances of its ``m`` steps as ``features_runs.spec_run`` drew them
   ahead (``spec_replay``: the same draws, kept per slot), blocks to ``ceil(COMP / B)``; MLFQ
-  run: ``mlfq_replay`` of steps 0..m-2 and the re-sort first;
+  run: ``mlfq_replay`` of steps 0..m-2 and the re-sort first; H2Q-BR run: ``h2q_replay`` of
+  passes 2..m first (short streak, carryover credits, the last pass's order);
 * speculative decoding (``KSPEC = k_r > 0``): one draw per step, ``u = uniform01(seed, r,
   DRAWS)`` (r's own counter); position j is accepted while ``u < prod_{i <= j} spec_accept[p,
   i]`` (so j is accepted with probability ``spec_accept[p, j]`` given the positions before it
@@ -20,7 +21,7 @@ for every scheduled running request r (``features_steps``):
   the request drops a level (attained restarts at 0); the last level's is not kept;
 * H2Q-BR: the session's H grows by the prefill tokens, and a prefill chunk that leaves the
   prompt unfinished marks the session long (z = 1), grants the carryover credit (c = 1) and
-  moves r to QL;
+  moves r to QL; requests that got a prefill chunk are re-ranked and re-inserted in rank order;
 * completion: the prefix cache takes over the request's full blocks (``pc_insert``, then the
   pins are released), and the session's next rounds are pushed on the release heap at
   ``done + delay_s``.
@@ -31,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from fleetplan.sim._kernels.codes import SCHED_H2Q_BR, SCHED_MLFQ, STATUS_DONE
+from fleetplan.sim._kernels.features_h2q import h2q_chunk, h2q_left, h2q_reinsert, h2q_replay
 from fleetplan.sim._kernels.features_heap import rel_push
 from fleetplan.sim._kernels.features_layout import (
     ACCEPTED,
@@ -58,14 +60,12 @@ from fleetplan.sim._kernels.features_layout import (
     LEVEL,
     MATCH,
     OUT,
-    QCLS,
-    QL,
     REQ,
     RK0,
     SCHED,
     TARGET,
 )
-from fleetplan.sim._kernels.features_policy import mlfq_rank, prepare_pass
+from fleetplan.sim._kernels.features_policy import mlfq_prepare, mlfq_rank
 from fleetplan.sim._kernels.features_rng import keyed_bits53
 from fleetplan.sim._kernels.features_rows import row_close
 from fleetplan.sim._kernels.features_runs import mlfq_replay
@@ -204,9 +204,12 @@ def commit_features(k, p, t_s, req, ses, ins, pools, fts, outs, stats, load, rel
         gmode, gtime = fts[2][p], fts[5][p]
         mlfq_replay(k, m, q0_ns, last_level, rq, run_req, lo, ki[k, K_RUN], ki, kf, base_s, per_ctx_s, gmode,
                     gtime)
-        prepare_pass(k, pol, 0, rq, req[4], sess_id, sess_c, lo, run_req, ki, stack)
+        mlfq_prepare(k, rq, lo, run_req, ki)
         dt_last_ns = np.int64(run_step_s(k, m - 1, base_s, per_ctx_s, ki, kf, gmode, gtime) * 1e9 + 0.5)
+    elif m > 1 and pol == SCHED_H2Q_BR:  # passes 2..m: streak, credits spent, the last pass's order
+        h2q_replay(k, m, fts[1][p, 2], rq, req[4], sess_id, sess_c, lo, run_req, ki, stack)
     kept = lo
+    n_moved = 0
     sorted_n = ki[k, K_SORTED]  # MLFQ's sorted prefix, renumbered as completed requests leave
     ki[k, K_SORTED] = ALL_SORTED
     for s in range(lo, lo + ki[k, K_RUN]):
@@ -253,12 +256,7 @@ def commit_features(k, p, t_s, req, ses, ins, pools, fts, outs, stats, load, rel
                     if ki[k, K_SORTED] > kept - lo + 1:
                         ki[k, K_SORTED] = kept - lo + 1
             elif pol == SCHED_H2Q_BR and rq[r, DEC] == 0:
-                sid = sess_id[rq[r, REQ]]
-                sess_h[sid] += num
-                if c < target:  # the chunk spilled: long history, one carryover credit
-                    sess_z[sid] = 1
-                    sess_c[sid] = 1
-                    rq[r, QCLS] = QL
+                h2q_chunk(k, r, num, c < target, rq, ki, sess_id, sess_z, sess_h, sess_c)
             rq[r, SCHED] = 0
             rq[r, KSPEC] = 0
             rq[r, COMP] = c
@@ -270,13 +268,20 @@ def commit_features(k, p, t_s, req, ses, ins, pools, fts, outs, stats, load, rel
                 if gen == rq[r, OUT]:
                     rq[r, GEN] = gen
                     rq[r, TARGET] = target
+                    if pol == SCHED_H2Q_BR:
+                        h2q_left(ki, k, rq, r)
                     complete(k, p, r, t_s, (req[0], req[1], rq, req[3], req[5], req[6]), ki, pools[0], block,
                              fts[10][p] != 0, (outs[2], outs[4], outs[6], outs[7]), load, rel, pc, ses[3])
                     continue
             rq[r, GEN] = gen
             rq[r, TARGET] = target
+            if pol == SCHED_H2Q_BR and rq[r, DEC] == 0:  # a prefill chunk: new rank, placed below
+                stack[n_moved] = r
+                n_moved += 1
+                continue
         run_req[kept] = r
         kept += 1
+    kept = h2q_reinsert(rq, req[4], run_req, lo, kept, stack, n_moved)  # (H2Q-BR's prefill chunks)
     ki[k, K_RUN] = kept - lo
     if fts[6][p] > 0:  # the speculative steps' per-position counts
         fold_counts(p, fts[6][p], counts, pool_accept_pos, pool_draft_pos)

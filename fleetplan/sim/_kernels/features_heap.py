@@ -12,8 +12,10 @@ Release heap: a binary heap of ``(time_s, request)`` ordered by time, then reque
 
 from __future__ import annotations
 
-from fleetplan.sim._kernels.features_layout import HCHILD, HSIB, WK0, WK1
-from fleetplan.sim._kernels.jit import njit_inline
+import math
+
+from fleetplan.sim._kernels.features_layout import ASEQ, HCHILD, HSIB, WK0, WK1
+from fleetplan.sim._kernels.jit import njit_borrowed, njit_inline
 
 
 @njit_inline
@@ -70,6 +72,27 @@ def ph_pop(rq, root):
     rq[root, HCHILD] = -1
     rq[root, HSIB] = -1
     return res
+
+
+@njit_borrowed
+def ph_min_aseq(rq, root, stack):
+    """Smallest ``rq[x, ASEQ]`` over the pairing heap at ``root`` (a traversal; ``stack``: scratch)."""
+    best = math.inf
+    if root < 0:
+        return best
+    n = 1
+    stack[0] = root
+    while n > 0:
+        n -= 1
+        x = stack[n]
+        while x >= 0:
+            if rq[x, ASEQ] < best:
+                best = rq[x, ASEQ]
+            if rq[x, HCHILD] >= 0:
+                stack[n] = rq[x, HCHILD]
+                n += 1
+            x = rq[x, HSIB]
+    return best
 
 
 @njit_inline

@@ -12,7 +12,8 @@ typed tuples):
   ``sess_id[r]`` is the H2Q-BR session (a request without a session is its own).
 * ``ses = (sess_z, sess_h, sess_c, glob)``: H2Q-BR session state (sticky long flag z,
   cumulative executed prefill tokens H, carryover credit c); ``glob = (enqueue counter,
-  front counter, spec seed, rows ever taken, rows on the free list)``.
+  front counter, spec seed, rows ever taken, rows on the free list, 1 if H2Q-BR may form runs
+  (its sessions are local, ``features_h2q.sessions_local``))``.
 * ``ins = (run_lo, run_req, ki, kf, step_end_s, run_acc, acc_count)``: instance k's running
   requests are ``run_req[run_lo[k] : run_lo[k] + ki[k, K_RUN]]`` in admission order (rank
   order for MLFQ and H2Q-BR after each pass); ``ki``/``kf`` int / float columns below;
@@ -47,11 +48,13 @@ N_RQ = 32  # four cache lines
 # the first, graph capture size (0 = eager) and useful graph tokens; MLFQ: the running list's
 # first K_SORTED slots are in rank order (admissions and demotions since the last sort may break
 # it after them; ALL_SORTED >= K_RUN: all are); drafts per request of a speculative run in flight
-# (0: the run's step durations follow from K_CTX)
+# (0: the run's step durations follow from K_CTX); H2Q-BR: arrival order (ASEQ) and row of the oldest
+# running request whose session holds a carryover credit, ASEQ of the oldest running QS request (features_h2q)
 K_RUN, K_ROOT0, K_ROOT1, K_FREE, K_ETA = 0, 1, 2, 3, 4
 K_SEQS, K_TOK, K_M, K_CTX, K_GSIZE, K_GT = 5, 6, 7, 8, 9, 10
-K_SORTED, K_RSPEC = 11, 12
-N_KI = 13
+K_SORTED, K_RSPEC, K_HMIN, K_HROW, K_QMIN = 11, 12, 13, 14, 15
+N_KI = 16
+UNKNOWN, NONE = -1, 1 << 62  # K_HMIN / K_QMIN: not known; no such request
 ALL_SORTED = 1 << 62
 
 # kf columns: start of the steps in flight, duration of the first; for a speculative run
@@ -62,7 +65,7 @@ SPEC_RUN_MAX = 64  # longest speculative run (steps); ending a run early is exac
 N_KF = F_D0 + SPEC_RUN_MAX
 
 # glob entries
-G_ENQ, G_FRONT, G_SEED, G_ROWS, G_NFREE = 0, 1, 2, 3, 4
-N_GLOB = 5
+G_ENQ, G_FRONT, G_SEED, G_ROWS, G_NFREE, G_H2Q_RUNS = 0, 1, 2, 3, 4, 5
+N_GLOB = 6
 
 QS, QL = 0, 1  # H2Q-BR queue classes (rq[r, QCLS])

@@ -29,6 +29,7 @@ from fleetplan.sim._kernels.codes import (
     STATUS_REJECTED,
 )
 from fleetplan.sim._kernels.features_commit import commit_features, drafts_by_horizon
+from fleetplan.sim._kernels.features_h2q import h2q_setup
 from fleetplan.sim._kernels.features_heap import rel_pop
 from fleetplan.sim._kernels.features_layout import (
     ALL_SORTED,
@@ -168,6 +169,7 @@ def run_iteration_features(
             ki[k, K_SORTED] = ALL_SORTED
             entries[k] = prefix_entries[p] if prefix_on[p] != 0 else 0
     run_req = np.empty(run_lo[n_inst], dtype=np.int64)
+    h2q_setup(any_h2q, prev_req, session, n_sessions, glob, ki)
     pc = pc_new(n_inst, entries)
     inst_outstanding = np.zeros(n_inst, dtype=np.int64)
     tree_out, tree_out_lo, tree_out_leaves = build_outstanding_trees(pool_inst_start)

@@ -13,15 +13,12 @@ enters the waiting set of instance k (release or preemption; ``seq`` = global en
   request loses its session's carryover credit (its prefill restarts).
 
 Pass ranks (MLFQ, H2Q-BR: running and waiting compete in one order) are 4-tuples
-``rq[r, RK0:RK3+1]``: MLFQ ``(level 2^40 + a, 0, 0, 0)`` (``mlfq_rank``); H2Q-BR ``(0, l, d, a)``
-in QS, ``(1, d, a, 0)`` in QL, ``(-2, d, a, 0)`` for the released carryover and ``(-1, d, a, 0)`` for the liveness
-slice (``d`` = 0 decoding, 1 prefill; waiting requests have d = 1).  Running requests are kept
-sorted by rank (insertion sort, O(n) when nearly sorted); the preemption victim is the last.
+``rq[r, RK0:RK3+1]``: MLFQ ``(level 2^40 + a, 0, 0, 0)`` (``mlfq_rank``); H2Q-BR's in
+``features_h2q`` (waiting requests have d = 1).  Running requests are kept sorted by rank
+(insertion sort, O(n) when nearly sorted); the preemption victim is the last.
 """
 
 from __future__ import annotations
-
-import math
 
 from fleetplan.sim._kernels.codes import SCHED_H2Q_BR, SCHED_MLFQ, SCHED_SPF
 from fleetplan.sim._kernels.features_heap import ph_push
@@ -29,13 +26,11 @@ from fleetplan.sim._kernels.features_layout import (
     ALL_SORTED,
     ASEQ,
     ATT,
-    COMP,
     G_ENQ,
     G_FRONT,
     GEN,
-    HCHILD,
-    HSIB,
-    K_ETA,
+    K_HMIN,
+    K_QMIN,
     K_ROOT0,
     K_ROOT1,
     K_RUN,
@@ -49,7 +44,7 @@ from fleetplan.sim._kernels.features_layout import (
     RK1,
     RK2,
     RK3,
-    TARGET,
+    UNKNOWN,
     WK0,
     WK1,
 )
@@ -101,6 +96,7 @@ def enqueue_wait(k, p, x, is_preempt, req, ses, ki, pools, fts, pc):
         sid = sess_id[r]
         if is_preempt:
             sess_c[sid] = 0
+            ki[k, K_HMIN] = ki[k, K_QMIN] = UNKNOWN  # (features_h2q)
         ell = new_tokens[r]
         if sess_z[sid] != 0 or sess_h[sid] > policy_param[p, 1] or ell > policy_param[p, 0]:
             sess_z[sid] = 1
@@ -149,92 +145,44 @@ def set_rank(rq, r, r0, r1, r2, r3):
 
 
 @njit_inline
-def h2q_rank(rq, r, ell, d, special):
-    """H2Q-BR rank of r (``special`` = -2 release, -1 liveness, 0 none)."""
-    if special != 0:
-        set_rank(rq, r, special, d, rq[r, ASEQ], 0)
-    elif rq[r, QCLS] == QS:
-        set_rank(rq, r, 0, ell, d, rq[r, ASEQ])
-    else:
-        set_rank(rq, r, 1, d, rq[r, ASEQ], 0)
-
-
-@njit_borrowed
-def _min_aseq_in_heap(rq, root, stack):
-    """Smallest ASEQ over a pairing heap (traversal; only when a carryover competes)."""
-    best = math.inf
-    if root < 0:
-        return best
-    n = 1
-    stack[0] = root
-    while n > 0:
-        n -= 1
-        x = stack[n]
-        while x >= 0:
-            if rq[x, ASEQ] < best:
-                best = rq[x, ASEQ]
-            if rq[x, HCHILD] >= 0:
-                stack[n] = rq[x, HCHILD]
-                n += 1
-            x = rq[x, HSIB]
-    return best
-
-
-@njit_borrowed
-def prepare_pass(k, pol, streak_b, rq, new_tokens, sess_id, sess_c, lo, run_req, ki, stack):
-    """Ranks of instance k's running requests (slots from ``lo``) for a combined-order pass, sorted
-    (MLFQ, H2Q-BR with liveness after ``streak_b`` short passes).  Only the arrays it reads are
-    passed: every array argument of an out-of-line call costs a refcount pair.
-
-    Returns ``(released request or -1, True if the QL waiting top is the liveness slice)``."""
-    n = ki[k, K_RUN]
-    rel = -1
-    live = -1
-    live_wait = False
-    first = 1
-    if pol == SCHED_MLFQ:
-        # ranks (level, a) are set at admission (as the waiting top) and at each demotion
-        # (RK0 = level); the list stays sorted otherwise (removals keep the order; keys are
-        # unique, so re-sorting the sorted prefix K_SORTED is a no-op)
-        if ki[k, K_SORTED] >= n:
-            return rel, live_wait
-        first = max(ki[k, K_SORTED], 1)
-        ki[k, K_SORTED] = ALL_SORTED
-    else:
-        oldest_ql = -1
-        min_qs = math.inf
-        for s in range(lo, lo + n):
-            r = run_req[s]
-            if rq[r, QCLS] == QL:
-                if oldest_ql < 0 or rq[r, ASEQ] < rq[oldest_ql, ASEQ]:
-                    oldest_ql = r
-            elif rq[r, ASEQ] < min_qs:
-                min_qs = rq[r, ASEQ]
-            if sess_c[sess_id[rq[r, REQ]]] != 0 and (rel < 0 or rq[r, ASEQ] < rq[rel, ASEQ]):
-                rel = r
-        if rel >= 0:
-            m = _min_aseq_in_heap(rq, ki[k, K_ROOT0], stack)
-            if m < min_qs:
-                min_qs = m
-            if rq[rel, ASEQ] > min_qs:
-                rel = -1
-        if ki[k, K_ETA] >= streak_b:
-            top = ki[k, K_ROOT1]
-            if top >= 0 and (oldest_ql < 0 or rq[top, ASEQ] < rq[oldest_ql, ASEQ]):
-                live_wait = True
-            else:
-                live = oldest_ql
-        for s in range(lo, lo + n):
-            r = run_req[s]
-            d = 0 if (rq[r, GEN] > 0 and rq[r, COMP] == rq[r, TARGET] - 1) else 1
-            special = -2 if r == rel else (-1 if r == live else 0)
-            h2q_rank(rq, r, new_tokens[rq[r, REQ]], d, special)
-    for s in range(lo + first, lo + n):  # insertion sort by rank (stable, O(n) when nearly sorted)
+def sort_running(rq, run_req, lo, first, end):
+    """Insertion sort of ``run_req[lo:end]`` by rank, ``run_req[lo:first]`` being in order (stable,
+    O(n) when nearly sorted)."""
+    for s in range(first, end):
         r = run_req[s]
         j = s
         while j > lo and rank_less(rq, r, run_req[j - 1]):
             run_req[j] = run_req[j - 1]
             j -= 1
         run_req[j] = r
-    return rel, live_wait
 
+
+@njit_inline
+def insert_ranked(rq, run_req, lo, end, r):
+    """Insert r into ``run_req[lo:end]``, sorted by rank (binary search; ranks are unique)."""
+    a = lo
+    b = end
+    while a < b:
+        mid = (a + b) >> 1
+        if rank_less(rq, run_req[mid], r):
+            a = mid + 1
+        else:
+            b = mid
+    for s in range(end, a, -1):
+        run_req[s] = run_req[s - 1]
+    run_req[a] = r
+
+
+@njit_borrowed
+def mlfq_prepare(k, rq, lo, run_req, ki):
+    """Instance k's running requests (slots from ``lo``) in MLFQ rank order for a pass.
+
+    Ranks ``(level, a)`` are set at admission (as the waiting top) and at each demotion (RK0 =
+    level); the list stays sorted otherwise (removals keep the order; keys are unique, so
+    re-sorting the sorted prefix ``K_SORTED`` is a no-op)."""
+    n = ki[k, K_RUN]
+    if ki[k, K_SORTED] >= n:
+        return
+    first = max(ki[k, K_SORTED], 1)
+    ki[k, K_SORTED] = ALL_SORTED
+    sort_running(rq, run_req, lo, lo + first, lo + n)

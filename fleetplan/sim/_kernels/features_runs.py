@@ -18,13 +18,15 @@ steps is one event, bit for bit the ``m`` single steps of the twin (``tests/refe
   ``<= k`` tokens left (it finishes, or would draft fewer), and ``m <= floor((F // n) B /
   (k + 1)) + 1`` and ``SPEC_RUN_MAX``: step j needs at most ``j (k + 1)`` tokens of blocks
   beyond the first pass's per request;
-* **MLFQ** runs only while nothing can be admitted: nothing waits, ``max_num_seqs`` run, or the
-  waiting top's first chunk cannot fit in any later pass (``mlfq_may_admit``).  Then ranks order
-  nothing in a pass.  Attained service and demotions are replayed per step at
-  commit (``mlfq_replay``), and the running list is re-sorted before the last step's commit,
-  where the twin sorts it, so completions are handled in the twin's order (only from the
-  first slot a demotion or an admission may have put out of order: ``K_SORTED``);
-* H2Q-BR passes carry the short streak, carryover credits and the liveness slice: no runs.
+* **MLFQ** and **H2Q-BR** run only while nothing can be admitted: nothing waits, ``max_num_seqs``
+  run, or no waiting top that may be a candidate in a later pass can fit there (``may_admit``).
+  Then ranks order nothing but the running requests, which all get the same tokens in any
+  order.  MLFQ: attained service and demotions are replayed per step at commit
+  (``mlfq_replay``), and the running list is re-sorted before the last step's commit, where the
+  twin sorts it, so completions are handled in the twin's order (only from the first slot a
+  demotion or an admission may have put out of order: ``K_SORTED``).  H2Q-BR: the short streak,
+  the carryover credits spent and the last pass's order are replayed at commit
+  (``features_h2q.h2q_replay``), when sessions are local to an instance (else no runs).
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ def run_length(pol, kspec, n_seqs, spec_tokens, min_rem, free_blocks, block, can
     steps in which no request can near its end (``R // (k + 1)``), or ``R`` once that is below 2
     (so the last tokens of a request are not one event per step).  Any bound is exact; a short
     one costs another event, a long one acceptance draws made ahead for steps a cut discards."""
-    if pol == SCHED_H2Q_BR or (pol == SCHED_MLFQ and can_admit):
+    if (pol == SCHED_MLFQ or pol == SCHED_H2Q_BR) and can_admit:
         return 1
     m_blocks = (free_blocks // n_seqs) * block
     if kspec == 0:
@@ -79,10 +81,12 @@ def run_length(pol, kspec, n_seqs, spec_tokens, min_rem, free_blocks, block, can
 
 
 @njit_borrowed
-def mlfq_may_admit(k, p, w, min_budget, reserved, req, ki, pools, fts, pc):
-    """Whether MLFQ's waiting top w might be admitted in a later pass of a run (then no run).
+def may_admit(k, p, w, min_budget, reserved, req, ki, pools, fts, pc):
+    """Whether the waiting top w of MLFQ or H2Q-BR might be admitted in a later pass of a run (then
+    no run).
 
-    Demotions can move running requests after w in the pass order, so w may be checked with more
+    Ranks that change from pass to pass (MLFQ demotions, H2Q-BR's released carryover and liveness
+    slice) can move running requests after w in the pass order, so w may be checked with more
     budget and before their blocks are taken.  Its own blocks grow with the budget (chunk
     ``min(tokens, budget)``), the budget before it is at least ``min_budget`` (everything running
     ahead of it), and the free plus evictable blocks at its check are at most this pass's before

@@ -27,12 +27,14 @@ import numpy as np
 
 from fleetplan.sim._kernels.codes import SCHED_H2Q_BR, SCHED_MLFQ, SCHED_SGLANG, SCHED_SPF
 from fleetplan.sim._kernels.features_admit import admit, admit_fits, preempt_at, sglang_can_admit, spf_victim
+from fleetplan.sim._kernels.features_h2q import h2q_joined, h2q_prepare
 from fleetplan.sim._kernels.features_layout import (
     ASEQ,
     COMP,
     DEC,
     F_DT,
     F_START,
+    G_H2Q_RUNS,
     GEN,
     HELD,
     K_CTX,
@@ -40,6 +42,7 @@ from fleetplan.sim._kernels.features_layout import (
     K_FREE,
     K_GSIZE,
     K_GT,
+    K_HMIN,
     K_M,
     K_ROOT0,
     K_ROOT1,
@@ -56,11 +59,12 @@ from fleetplan.sim._kernels.features_layout import (
     REQ,
     SCHED,
     TARGET,
+    UNKNOWN,
     WK0,
     WK1,
 )
-from fleetplan.sim._kernels.features_policy import mlfq_rank, prepare_pass, rank_less, set_rank
-from fleetplan.sim._kernels.features_runs import mlfq_may_admit, run_length, spec_run
+from fleetplan.sim._kernels.features_policy import mlfq_prepare, mlfq_rank, rank_less, set_rank
+from fleetplan.sim._kernels.features_runs import may_admit, run_length, spec_run
 from fleetplan.sim._kernels.features_time import batch_time_s, graph_size, run_parts, run_step_s
 from fleetplan.sim._kernels.jit import njit_borrowed
 from fleetplan.sim._kernels.prefix_cache import pc_evict
@@ -83,9 +87,11 @@ def schedule_features(k, p, t_s, req, ses, ins, pools, fts, so, pc, stack):
     combined = pol == SCHED_MLFQ or pol == SCHED_H2Q_BR
     rel = -1
     live_wait = False
-    if combined:
-        rel, live_wait = prepare_pass(k, pol, fts[1][p, 2], rq, new_tokens, sess_id, ses[2], run_lo[k], run_req, ki,
-                                      stack)
+    if pol == SCHED_MLFQ:
+        mlfq_prepare(k, rq, run_lo[k], run_req, ki)
+    elif pol == SCHED_H2Q_BR:
+        rel, live_wait = h2q_prepare(k, fts[1][p, 2], ses[3][G_H2Q_RUNS] == 0, rq, new_tokens, sess_id, ses[2],
+                                     run_lo[k], run_req, ki, stack)
     lo = run_lo[k]
     prefill_step = False
     admit_ok = True
@@ -94,7 +100,7 @@ def schedule_features(k, p, t_s, req, ses, ins, pools, fts, so, pc, stack):
         admit_ok = prefill_step
     n_adm = 0
     preempted = False
-    w_ranked = -1  # MLFQ: the waiting top whose rank is set
+    w_ranked = -1  # MLFQ, H2Q-BR: the waiting top whose rank is set
     while True:
         budget = full_budget
         n_seqs = n_decode = prefill = spec_tokens = ctx = attn2 = k_max = n_d = ctx_d = 0
@@ -114,10 +120,13 @@ def schedule_features(k, p, t_s, req, ses, ins, pools, fts, so, pc, stack):
                     if top_l >= 0 and (live_wait or top_s < 0):
                         w = top_l
                         wcol = K_ROOT1
-                        set_rank(rq, w, -1 if live_wait else 1, 1, rq[w, ASEQ], 0)
+                        if w != w_ranked:  # (live_wait changes only when the QL top is admitted)
+                            set_rank(rq, w, -1 if live_wait else 1, 1, rq[w, ASEQ], 0)
                     elif top_s >= 0:
                         w = top_s
-                        set_rank(rq, w, 0, new_tokens[rq[w, REQ]], 1, rq[w, ASEQ])
+                        if w != w_ranked:
+                            set_rank(rq, w, 0, new_tokens[rq[w, REQ]], 1, rq[w, ASEQ])
+                    w_ranked = w
                 else:
                     w = ki[k, K_ROOT0]
                     if w >= 0 and pol == SCHED_MLFQ and w != w_ranked:
@@ -135,6 +144,8 @@ def schedule_features(k, p, t_s, req, ses, ins, pools, fts, so, pc, stack):
                 n_adm += 1
                 if wcol == K_ROOT1:
                     live_wait = False
+                if pol == SCHED_H2Q_BR:
+                    h2q_joined(ki, k, rq, w, ses[2][sess_id[rq[w, REQ]]] != 0)
                 c0 = m * block
                 budget -= num
                 n_seqs += 1
@@ -224,6 +235,7 @@ def schedule_features(k, p, t_s, req, ses, ins, pools, fts, so, pc, stack):
             ki[k, K_ETA] += 1
         if rel >= 0 and rq[rel, SCHED] > 0:
             ses[2][sess_id[rq[rel, REQ]]] = 0
+            ki[k, K_HMIN] = UNKNOWN
     if n_seqs == 0:
         step_end_s[k] = np.inf
         ki[k, K_M] = 0
@@ -234,10 +246,15 @@ def schedule_features(k, p, t_s, req, ses, ins, pools, fts, so, pc, stack):
                       pools[4][p], pools[5][p], gmode, fts[5][p], fts[8][p], fts[9][p])
     m = 1
     if not preempted and prefill == 0 and n_seqs == ki[k, K_RUN]:
-        can_admit = ki[k, K_ROOT0] >= 0 and ki[k, K_RUN] < max_seqs
-        if can_admit and pol == SCHED_MLFQ:
-            can_admit = mlfq_may_admit(k, p, ki[k, K_ROOT0], full_budget - n_seqs - spec_tokens, reserved, req, ki,
-                                       pools, fts, pc)
+        top_s, top_l = ki[k, K_ROOT0], ki[k, K_ROOT1]
+        can_admit = (top_s >= 0 or top_l >= 0) and ki[k, K_RUN] < max_seqs
+        if can_admit and combined:  # ranks may move a waiting top ahead of running requests in a later pass
+            min_budget = full_budget - n_seqs - spec_tokens
+            can_admit = top_s >= 0 and may_admit(k, p, top_s, min_budget, reserved, req, ki, pools, fts, pc)
+            if not can_admit and top_l >= 0 and (top_s < 0 or not any_ql):  # QL top: alone or as liveness slice
+                can_admit = may_admit(k, p, top_l, min_budget, reserved, req, ki, pools, fts, pc)
+        if pol == SCHED_H2Q_BR and ses[3][G_H2Q_RUNS] == 0:
+            can_admit = True  # sessions shared by instances: no runs (features_h2q)
         m = run_length(pol, kspec, n_seqs, spec_tokens, min_rem, ki[k, K_FREE], block, can_admit)
         if m > 1 and kspec > 0:  # exact length from the acceptance draws, durations into kf
             m = spec_run(k, p, m, kspec, n_seqs, ctx, size, t_tokens, rq, run_req, lo, kf, ins[5], fts[7],
