@@ -11,34 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fleetplan.sim._kernels import features_layout as lay
 from fleetplan.sim._kernels.features_h2q import h2q_prepare, h2q_replay, rank_of, sessions_local
 from fleetplan.sim._kernels.features_heap import ph_push
-from fleetplan.sim._kernels.features_layout import (
-    ASEQ,
-    COMP,
-    GEN,
-    HCHILD,
-    HSIB,
-    K_ETA,
-    K_HMIN,
-    K_QMIN,
-    K_ROOT0,
-    K_ROOT1,
-    K_RUN,
-    N_KI,
-    N_RQ,
-    QCLS,
-    QL,
-    QS,
-    REQ,
-    RK0,
-    RK1,
-    RK3,
-    TARGET,
-    UNKNOWN,
-    WK0,
-    WK1,
-)
 from fleetplan.sim.features_arrays import RequestExtras
 from tests.reference.features_parts import Engine, Req, prepare_pass
 from tests.sim.test_features_cases import assert_twin, make_feature_case
@@ -110,33 +85,33 @@ def _replay_state(rng: np.random.Generator):
     order, round lengths and session credits (sessions shared at random), waiting QS and QL heaps."""
     n_run, n_wait = int(rng.integers(1, 9)), int(rng.integers(0, 5))
     rows = n_run + n_wait
-    rq = np.zeros((rows, N_RQ), np.int64)
-    rq[:, HCHILD] = rq[:, HSIB] = -1
-    rq[:, REQ] = np.arange(rows)
-    rq[:, ASEQ] = rng.permutation(3 * rows)[:rows]
-    rq[:, QCLS] = rng.integers(0, 2, rows)
-    rq[:, GEN] = rng.integers(1, 50, rows)
-    rq[:, TARGET] = rng.integers(60, 90, rows)
-    rq[:, COMP] = rq[:, TARGET] - 1
+    rq = np.zeros((rows, lay.N_RQ), np.int64)
+    rq[:, lay.HCHILD] = rq[:, lay.HSIB] = -1
+    rq[:, lay.REQ] = np.arange(rows)
+    rq[:, lay.ASEQ] = rng.permutation(3 * rows)[:rows]
+    rq[:, lay.QCLS] = rng.integers(0, 2, rows)
+    rq[:, lay.GEN] = rng.integers(1, 50, rows)
+    rq[:, lay.TARGET] = rng.integers(60, 90, rows)
+    rq[:, lay.COMP] = rq[:, lay.TARGET] - 1
     new_tokens = rng.integers(1, 4, rows)  # few values: ties broken by arrival
     sess_id = rng.integers(0, rows, rows)
     sess_c = (rng.random(rows) < 0.5).astype(np.int64)
-    ki = np.zeros((1, N_KI), np.int64)
-    ki[0, K_RUN] = n_run
-    ki[0, K_ROOT0] = ki[0, K_ROOT1] = -1
-    ki[0, K_HMIN] = ki[0, K_QMIN] = UNKNOWN
-    ki[0, K_ETA] = rng.integers(0, 4)
+    ki = np.zeros((1, lay.N_KI), np.int64)
+    ki[0, lay.K_RUN] = n_run
+    ki[0, lay.K_ROOT0] = ki[0, lay.K_ROOT1] = -1
+    ki[0, lay.K_HMIN] = ki[0, lay.K_QMIN] = lay.UNKNOWN
+    ki[0, lay.K_ETA] = rng.integers(0, 4)
     eng = Engine(0, 0)
-    reqs = [Req(x, 1, 100, gen=int(rq[x, GEN]), comp=int(rq[x, COMP]), target=int(rq[x, TARGET]),
-                aseq=int(rq[x, ASEQ]), qcls=int(rq[x, QCLS])) for x in range(rows)]
+    reqs = [Req(x, 1, 100, gen=int(rq[x, lay.GEN]), comp=int(rq[x, lay.COMP]), target=int(rq[x, lay.TARGET]),
+                aseq=int(rq[x, lay.ASEQ]), qcls=int(rq[x, lay.QCLS])) for x in range(rows)]
     for x in range(n_run, rows):
-        q = int(rq[x, QCLS])
-        rq[x, WK0], rq[x, WK1] = (new_tokens[x], rq[x, ASEQ]) if q == QS else (rq[x, ASEQ], 0)
-        ki[0, K_ROOT0 + q] = ph_push(rq, ki[0, K_ROOT0 + q], x)
-        reqs[x].key = (int(rq[x, WK0]), int(rq[x, WK1]))
+        q = int(rq[x, lay.QCLS])
+        rq[x, lay.WK0], rq[x, lay.WK1] = (new_tokens[x], rq[x, lay.ASEQ]) if q == lay.QS else (rq[x, lay.ASEQ], 0)
+        ki[0, lay.K_ROOT0 + q] = ph_push(rq, ki[0, lay.K_ROOT0 + q], x)
+        reqs[x].key = (int(rq[x, lay.WK0]), int(rq[x, lay.WK1]))
         eng.push(q, reqs[x])
     eng.running = reqs[:n_run]
-    eng.eta = int(ki[0, K_ETA])
+    eng.eta = int(ki[0, lay.K_ETA])
     return rq, new_tokens, sess_id, sess_c, ki, eng
 
 
@@ -144,7 +119,7 @@ def _twin_pass(eng: Engine, streak: int, sess_c, sess_id, new_tokens) -> None:
     rel, _ = prepare_pass(eng, 4, (0, 0, streak), sess_c, sess_id, new_tokens)
     if rel is not None:  # every running request is scheduled in a run
         sess_c[sess_id[rel.idx]] = 0
-    eng.eta = 0 if any(r.qcls == QL for r in eng.running) else eng.eta + 1
+    eng.eta = 0 if any(r.qcls == lay.QL for r in eng.running) else eng.eta + 1
 
 
 @pytest.mark.parametrize("seed", range(300))
@@ -155,26 +130,26 @@ def test_h2q_replay_of_a_run_is_the_twins_passes(seed: int) -> None:
     rng = np.random.default_rng(seed)
     rq, new_tokens, sess_id, sess_c, ki, eng = _replay_state(rng)
     streak, m = int(rng.integers(0, 4)), int(rng.integers(2, 7))
-    run_req = np.arange(ki[0, K_RUN], dtype=np.int64)
+    run_req = np.arange(ki[0, lay.K_RUN], dtype=np.int64)
     rng.shuffle(run_req)  # the twin sorts whatever the order; the kernel keeps the list sorted
     eng.running = [eng.running[x] for x in run_req]
     twin_c = sess_c.copy()
     stack = np.empty(rq.shape[0] + 1, np.int64)
-    for x in range(ki[0, K_RUN]):
+    for x in range(ki[0, lay.K_RUN]):
         rank_of(rq, run_req[x], new_tokens, 0, -1)
-    run_req[:] = sorted(run_req, key=lambda x: tuple(rq[x, RK0:RK0 + 1]) + tuple(rq[x, RK1:RK3 + 1]))
+    run_req[:] = sorted(run_req, key=lambda x: tuple(rq[x, lay.RK0:lay.RK0 + 1]) + tuple(rq[x, lay.RK1:lay.RK3 + 1]))
     rel, _ = h2q_prepare(0, float(streak), False, rq, new_tokens, sess_id, sess_c, 0, run_req, ki, stack)
     _twin_pass(eng, streak, twin_c, sess_id, new_tokens)
     assert [r.idx for r in eng.running] == run_req.tolist()
     if rel >= 0:  # spent at the end of the pass (features_steps)
         sess_c[sess_id[rel]] = 0
-        ki[0, K_HMIN] = UNKNOWN
-    ki[0, K_ETA] = 0 if (rq[run_req, QCLS] == QL).any() else ki[0, K_ETA] + 1
+        ki[0, lay.K_HMIN] = lay.UNKNOWN
+    ki[0, lay.K_ETA] = 0 if (rq[run_req, lay.QCLS] == lay.QL).any() else ki[0, lay.K_ETA] + 1
     if rng.random() < 0.5:
-        rq[:, COMP] = rq[:, TARGET]
+        rq[:, lay.COMP] = rq[:, lay.TARGET]
     h2q_replay(0, m, float(streak), rq, new_tokens, sess_id, sess_c, 0, run_req, ki, stack)
     for _ in range(m - 1):
         _twin_pass(eng, streak, twin_c, sess_id, new_tokens)
     assert [r.idx for r in eng.running] == run_req.tolist()
-    assert ki[0, K_ETA] == eng.eta
+    assert ki[0, lay.K_ETA] == eng.eta
     np.testing.assert_array_equal(sess_c, twin_c)
