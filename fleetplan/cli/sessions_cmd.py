@@ -22,7 +22,7 @@ from fleetplan.hardware import load_catalog
 from fleetplan.sim.builders import build_pool
 from fleetplan.sim.engine import DEFAULT_WARMUP_FRACTION
 from fleetplan.sim.fleet_toml import load_fleet_toml
-from fleetplan.sim.session_metrics import TAIL_QUANTILE
+from fleetplan.sim.session_metrics import TAIL_QUANTILE, SessionMetrics
 from fleetplan.sim.sessions import SessionResult, session_table, simulate_sessions
 from fleetplan.sim.spec import FleetSpec
 from fleetplan.units import ms_to_s, s_to_ms
@@ -84,6 +84,20 @@ def _metrics_table(result: SessionResult) -> Table:
     for label, s in rows:
         table.add_row(label, _ms(s.mean_s), _ms(s.p50_s), _ms(s.p95_s), _ms(s.p99_s))
     return table
+
+
+def _unfinished_line(m: SessionMetrics, horizon_s: float | None) -> str:
+    """Why measured sessions did not finish (they count as infinite latency)."""
+    parts = []
+    if m.n_rejected:
+        parts.append(f"{m.n_rejected:,} with a rejected round (its prompt + output does not fit any pool's "
+                     "context limit; its later rounds never start: raise --max-context or give pools with longer "
+                     "contexts)")
+    rest = m.n_measured - m.n_finished - m.n_rejected
+    if rest:
+        cut = f"--horizon {horizon_s:g} s" if horizon_s is not None else "the end of the run"
+        parts.append(f"{rest:,} not done by {cut}")
+    return f"unfinished sessions (infinite latency): {'; '.join(parts)}"
 
 
 def _burst_table(result: SessionResult) -> Table:
@@ -190,6 +204,8 @@ def simulate_sessions_cmd(fleet_path, gpu, instances, max_context, sessions, mix
     con.print(step_note)
     con.print(_metrics_table(result))
     m = result.metrics
+    if m.n_finished < m.n_measured:
+        con.print(_unfinished_line(m, horizon_s))
     if not table.is_final.all():
         con.print(f"hidden planning throughput: {m.hidden_tokens_per_s:,.1f} tokens/s (new prompt + output of "
                   f"non-final rounds over {m.hidden_span_s:,.1f} s; output only "

@@ -99,10 +99,8 @@ def _run_kernel(run: CompiledRun, level: Level) -> dict[str, np.ndarray]:
             out["busy_slot_s"],
         )
     else:
-        for key in ("busy_s", "seq_s"):
-            out[key] = np.zeros(n_inst, dtype=np.float64)
-        for key in ("steps", "tokens"):
-            out[key] = np.zeros(n_inst, dtype=np.int64)
+        for key, dtype in (("busy_s", np.float64), ("seq_s", np.float64), ("steps", np.int64), ("tokens", np.int64)):
+            out[key] = np.zeros(n_inst, dtype=dtype)
         args = (r.arrival_s, r.prompt_tokens, r.output_tokens, r.req_pool, r.route_u,
                 f.pool_inst_start, f.pool_router, f.pool_max_context, f.pool_max_num_seqs,
                 f.pool_max_batched_tokens, f.pool_kv_blocks, f.pool_block_tokens, f.pool_step_code,
@@ -129,11 +127,12 @@ def _request_frame(run: CompiledRun, out: dict[str, np.ndarray], n_warmup: int) 
     arrival = r.arrival_s
     release = out["release_s"] if "release_s" in out else arrival  # sessions: a round starts at its release
     done_s = np.where(done, out["done_s"], np.inf)
-    ttft = np.where(done, out["first_token_s"] - release, np.inf)
-    e2e = np.where(done, done_s - release, np.inf)
     multi = r.output_tokens > 1
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(invalid="ignore", divide="ignore"):  # inf - inf of never-released session rounds
+        ttft = np.where(done, out["first_token_s"] - release, np.inf)
+        e2e = np.where(done, done_s - release, np.inf)
         tpot = np.where(done, (e2e - ttft) / np.maximum(r.output_tokens - 1, 1), np.inf)
+        queue_wait = np.where(np.isfinite(release), out["first_sched_s"] - release, np.inf)
     tpot = np.where(multi, tpot, np.nan)
     return pd.DataFrame({
         "request_id": np.arange(n, dtype=np.int64),
@@ -149,7 +148,7 @@ def _request_frame(run: CompiledRun, out: dict[str, np.ndarray], n_warmup: int) 
         "ttft_s": ttft,
         "tpot_s": tpot,
         "e2e_s": e2e,
-        "queue_wait_s": np.where(np.isfinite(release), out["first_sched_s"] - release, np.inf),
+        "queue_wait_s": queue_wait,
         "preemptions": out["preemptions"],
         # split.py merges per-pool outputs without failures (they need the whole fleet's state)
         "failures": out["failures"] if "failures" in out else np.zeros(n, dtype=np.int32),

@@ -7,7 +7,9 @@ rows, ``fleetplan.sim.sessions``):
   contract's rule, docs/runtime_features_contract.md "Sessions"); never if k-1 never finished.
 * A session is finished when every round finished.  Unfinished sessions count as infinite
   latency (their aTTFT, aTPOT and burst makespan are ``inf``), so they push percentiles to
-  ``inf`` instead of being dropped (``fleetplan.metrics``).
+  ``inf`` instead of being dropped (``fleetplan.metrics``).  ``n_rejected`` counts the measured
+  sessions with a rejected round (its context does not fit any pool); its later rounds are never
+  released.
 * aTTFT (answer-visible TTFT, Frontier paper §6.3 and appendix B.1): session arrival -> first
   token of the final round (the end of the answer round's prefill).
 * aTPOT: the final round's TPOT, ``(done - first token) / (output - 1)`` (NaN, left out, for a
@@ -80,6 +82,7 @@ class SessionMetrics:
     n_warmup_sessions: int
     n_measured: int
     n_finished: int
+    n_rejected: int
     attft: LatencyStats
     atpot: LatencyStats
     round_ttft: tuple[RoundTtft, ...]
@@ -112,6 +115,13 @@ def release_times(table: SessionTable, done_s: np.ndarray) -> np.ndarray:
     return release
 
 
+def _round_ttft(done_mask: np.ndarray, first_token_s: np.ndarray, release_s: np.ndarray) -> np.ndarray:
+    """Release -> first token of every finished round; ``inf`` for the others (never released
+    included: their release is ``inf``)."""
+    with np.errstate(invalid="ignore"):
+        return np.where(done_mask, first_token_s - release_s, np.inf)
+
+
 def _bursts(table: SessionTable, final_rows: np.ndarray, completion_s: np.ndarray) -> tuple[BurstStats, ...]:
     burst = table.burst[final_rows]
     out = []
@@ -137,6 +147,8 @@ def session_metrics(requests: pd.DataFrame, table: SessionTable, warmup_fraction
     n_warm = min(int(math.floor(warmup_fraction * n_sessions)), max(n_sessions - 1, 0))
     session_done = np.ones(n_sessions, dtype=bool)
     np.logical_and.at(session_done, table.session, done_mask)
+    session_rejected = np.zeros(n_sessions, dtype=bool)
+    np.logical_or.at(session_rejected, table.session, requests["status"].to_numpy() == "rejected")
     final = np.flatnonzero(table.is_final)
     arrival = table.session_arrival_s[final]
     ok = session_done
@@ -148,7 +160,7 @@ def session_metrics(requests: pd.DataFrame, table: SessionTable, warmup_fraction
     measured_s = np.arange(n_sessions) >= n_warm
     row_measured = measured_s[table.session]
     release = release_times(table, done)
-    round_ttft_all = np.where(done_mask, first_token - release, np.inf)
+    round_ttft_all = _round_ttft(done_mask, first_token, release)
     rounds = tuple(
         RoundTtft(int(k) + 1, LatencyStats.of(round_ttft_all[row_measured & (table.round_index == k)]))
         for k in np.unique(table.round_index[row_measured])
@@ -168,6 +180,7 @@ def session_metrics(requests: pd.DataFrame, table: SessionTable, warmup_fraction
         n_warmup_sessions=n_warm,
         n_measured=int(measured_s.sum()),
         n_finished=int((ok & measured_s).sum()),
+        n_rejected=int((session_rejected & measured_s).sum()),
         attft=LatencyStats.of(attft[measured_s]),
         atpot=LatencyStats.of(atpot[measured_s]),
         round_ttft=rounds,
@@ -201,6 +214,6 @@ def round_frame(requests: pd.DataFrame, table: SessionTable) -> pd.DataFrame:
         "release_s": release,
         "first_token_s": first_token,
         "done_s": done,
-        "round_ttft_s": first_token - release,
+        "round_ttft_s": _round_ttft(done_mask, first_token, release),
         "status": requests["status"].to_numpy(),
     }, columns=list(ROUND_CSV_COLUMNS))

@@ -138,3 +138,13 @@ def test_model_pools_take_the_models_kv_budget_less_graph_capture_memory():
     assert pool.limits.kv_blocks == placed.gpu.serving.kv_blocks != fleet.pools[0].limits.kv_blocks
     lost = graph_kv_blocks_lost(pool)
     assert lost > 0 and compile_fleet(spec).pool_kv_blocks[0] == pool.limits.kv_blocks - lost
+
+
+def test_sessions_that_do_not_fit_the_context_limit_are_named_with_the_fix():
+    res = run("--gpu", "h100", "--instances", "2", "--max-context", "8192", "--sessions", "frontier_agentic",
+              "--mix", "heavy_tail=1", "--rate", "0.2", "--n-sessions", "10", "--tool-delay-s", "1",
+              "--warmup-fraction", "0")
+    assert res.exit_code == 0, res.output
+    line = next(x for x in res.output.splitlines() if x.startswith("unfinished sessions"))
+    assert "with a rejected round" in line and "raise --max-context" in line
+    assert "RuntimeWarning" not in res.output

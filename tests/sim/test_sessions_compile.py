@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -137,6 +138,22 @@ def test_warmup_and_unfinished_sessions_count_as_infinite():
     assert m.attft.p99_s == math.inf and math.isclose(m.attft.p50_s, 0.4)
     assert m.round_ttft[1].ttft.p50_s == math.inf
     assert (m.hidden_prompt_tokens, m.hidden_output_tokens) == (100, 10)  # session 1's round 1 only
+
+
+def test_a_rejected_round_leaves_its_session_unreleased_and_counted_rejected():
+    """Session 0's first round is rejected: its second round is never released (release inf),
+    both count as infinite, the session as rejected; no inf - inf warnings on the way."""
+    t = hand_table()
+    f = frame([np.nan, np.nan, 1.3, 2.5, 2.4], [np.nan, np.nan, 2.0, 2.5, 3.0],
+              ["rejected", "unfinished", "done", "done", "done"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = session_metrics(f, t)
+        rows = round_frame(f, t)
+    assert (m.n_measured, m.n_finished, m.n_rejected) == (3, 2, 1)
+    assert m.attft.p99_s == math.inf and m.round_ttft[1].ttft.p99_s == math.inf
+    assert rows["release_s"][1] == math.inf
+    assert np.allclose(rows["round_ttft_s"].to_numpy(), [np.inf, np.inf, 0.3, 0.25, 0.4])
 
 
 def test_burst_makespan_and_tail_share():
