@@ -6,7 +6,7 @@ import click
 
 from fleetplan.cli.errors import one_line_errors
 from fleetplan.cli.model_options import MODEL_OPTIONS, serving_setup
-from fleetplan.cli.optimize_view import TPOT_NOTE, baseline_line, print_candidates, recommendation_line
+from fleetplan.cli.optimize_view import baseline_line, print_candidates, recommendation_line, tpot_note
 from fleetplan.cli.options import (
     FRACTION,
     INT_LIST,
@@ -265,7 +265,7 @@ def optimize(lam, top, csv_path, candidates_csv, json_path, html_path, plots_dir
         result = run_optimize(request, verify, progress, map_fn=run_tasks)
         notes = write_optimize_reports(result, verify, opts["seed"], paths, progress)
     console = report_console()
-    tpot = "" if slo_tpot_ms is None else f", P99 TPOT <= {slo_tpot_ms:g} ms"
+    tpot = "" if slo_tpot_ms is None else f", P{percentile:g} TPOT <= {slo_tpot_ms:g} ms"
     console.print(
         f"Workload {wl.name}: λ = {rate:g} req/s ({rate_source}); SLO P{percentile:g} TTFT <= "
         f"{slo_ttft_ms:g} ms{tpot}; {len(result.candidates)} candidates sized analytically in "
@@ -276,7 +276,7 @@ def optimize(lam, top, csv_path, candidates_csv, json_path, html_path, plots_dir
     if result.baselines:
         console.print(baseline_line(result))
     if verify is not None:
-        console.print(TPOT_NOTE)
+        console.print(tpot_note(percentile))
     for note in notes:
         console.print(note)
     if result.recommendation is None:

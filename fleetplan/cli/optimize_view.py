@@ -7,12 +7,16 @@ from rich.table import Table
 
 from fleetplan.plan.optimize import OptimizeResult
 
-TPOT_NOTE = (
-    "sim = iteration-level simulation (pdd/afd: the PDD simulator; afd with its step linearised), upper end of "
-    "the 95% CI of P99 over replications; '!' marks a >20% gap between the analytic and simulated P99 TTFT at "
-    "the analytic GPU counts. TPOT = (E2E - TTFT) / (output tokens - 1). SR = spend ratio, CE = cost "
-    "efficiency vs the all-premium baseline of the candidate's family (Frontier §6.2)."
-)
+
+def tpot_note(percentile: float) -> str:
+    """The legend under the candidate table (``percentile``: the SLO's, ``--percentile``)."""
+    q = f"P{percentile:g}"
+    return (
+        "sim = iteration-level simulation (pdd/afd: the PDD simulator; afd with its step linearised), upper end "
+        f"of the 95% CI of {q} over replications; '!' marks a >20% gap between the analytic and simulated {q} "
+        "TTFT at the analytic GPU counts. TPOT = (E2E - TTFT) / (output tokens - 1). SR = spend ratio, CE = cost "
+        "efficiency vs the all-premium baseline of the candidate's family (Frontier §6.2)."
+    )
 
 
 def fmt_ms(x_s: float | None) -> str:
@@ -72,7 +76,7 @@ def print_candidates(console: Console, result: OptimizeResult, top: int) -> None
         "rho",
         f"P{pct:g} TTFT ms",
         "TPOT ms",
-        "sim P99 TTFT ms",
+        f"sim P{pct:g} TTFT ms",
         "SR",
         "CE",
         "GPUs",
@@ -128,13 +132,14 @@ def recommendation_line(result: OptimizeResult) -> str:
     check = (
         f"P{pct:g} TTFT {fmt_ms(best.ttft_p_s)} ms (analytic)"
         if v is None
-        else f"simulated P99 TTFT <= {fmt_ms(v.p99_ttft_s_sim)} ms (95% upper bound), verified"
+        else f"simulated P{pct:g} TTFT <= {fmt_ms(v.p99_ttft_s_sim)} ms (95% upper bound), verified"
     )
     e = result.economics_of(best)
     econ = "" if e is None else f"; SR {e.spend_ratio:.2f}, CE {e.ce_gain:.2f}"
     how = "" if not roles else (f" (decode batch {best.decode_batch}, TPOT <= {best.tpot_p_s * 1e3:.1f} ms "
                                 "analytic)")
+    router = "" if roles else f" ({best.router.value} router)"  # disaggregated roles: no length router
     return (
-        f"Recommendation: {best.topology.value}{how} ({best.router.value} router): {pools}; "
+        f"Recommendation: {best.topology.value}{how}{router}: {pools}; "
         f"{best.total_gpus_needed} GPUs, ${best.cost_usd_per_year:,.0f}/yr{econ}; {check}."
     )

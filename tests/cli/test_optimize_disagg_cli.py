@@ -92,3 +92,15 @@ def test_bad_inputs_exit_2_with_one_line(extra, needles):
 def test_pdd_without_tpot_target_is_one_line():
     one_line_error(run("optimize", "--workload", "lmsys", "--slo-ttft", "500", "--topology", "pdd", "--no-verify"),
                    "needs --slo-tpot")
+
+
+def test_labels_follow_the_slo_percentile_and_disaggregated_picks_name_no_router():
+    res = CliRunner().invoke(cli, ["optimize", "--workload", "lmsys.json", "--slo-ttft", "500", "--slo-tpot", "50",
+                                   "--topology", "pdd", "--percentile", "90", "--sim-requests", "2000",
+                                   "--replications", "2", "--verify-top", "1", "--workers", "1", "--quiet"],
+                             env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.stderr
+    assert "SLO P90 TTFT <= 500 ms, P90 TPOT <= 50 ms" in res.output and "sim P90 TTFT ms" in res.output
+    assert "95% CI of P90" in res.output and "P99" not in res.output
+    line = next(x for x in res.output.splitlines() if x.startswith("Recommendation: pdd"))
+    assert "router" not in line and "simulated P90 TTFT" in line
