@@ -64,6 +64,17 @@ def parse_date(text: str | None) -> dt.date:
         raise ConfigError(f"--start-date {text!r} is invalid: write YYYY-MM-DD, e.g. 2026-01-01") from exc
 
 
+def _threshold_legend(method: str, percentile: float) -> str:
+    """What "holds until" tested (simulated: the SLO alone; the fleets follow the sizing rules)."""
+    if method == "analytic":
+        return ("holds until λ (analytic): the largest rate at which every pool still needs no more GPUs than it "
+                "has under the sizing rules (TTFT model, rho cap, spares).")
+    return (f"holds until λ (simulated): the largest rate at which the fixed fleet's simulated P{percentile:g} TTFT "
+            "(upper 95% bound; and TPOT with --slo-tpot) still meets the SLO. The SLO alone: the fleet at each λ is "
+            "sized by the analytic rules (rho cap, spares), which can call for more GPUs before an earlier, "
+            "smaller fleet's simulated threshold.")
+
+
 @click.command("whatif", epilog=_EXAMPLES)
 @click.option("--lam-range", "lam_range", required=True, help="Rates to plan for, START:STOP:STEP req/s.")
 @plan_options
@@ -116,6 +127,7 @@ def whatif_command(lam_range, growth, months, start_lam, lead_time_weeks, start_
         table.add_row(f"{row['lam_per_s']:g}", row["fleet"] or (row["reason"] or "-"), str(row["total_gpus"]),
                       "-" if row["cost_usd_per_year"] is None else f"{row['cost_usd_per_year']:,.0f}", thr)
     console.print(table)
+    console.print(_threshold_legend(result.threshold_method, request.percentile))
     if schedule is not None:
         st = Table(title=f"Procurement schedule: {growth_per_month:.1%}/month from {schedule.start_rate_per_s:g} "
                          f"req/s, start {start.isoformat()}, lead time {lead_time_weeks:g} weeks")

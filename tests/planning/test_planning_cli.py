@@ -33,12 +33,23 @@ def test_whatif_analytic_with_growth_schedule(tmp_path):
               "--json", str(out_json), "--csv", str(out_csv))
     assert res.exit_code == 0, res.output + res.stderr
     assert "holds until" in res.output and "Procurement schedule" in res.output
+    assert "holds until λ (analytic): the largest rate at which every pool" in res.output.replace("\n", " ")
     assert not any(c in res.stderr for c in BAR_CHARS)  # not a terminal: no progress bars
     doc = json.loads(out_json.read_text(), parse_constant=lambda c: pytest.fail(c))
     assert doc["kind"] == "whatif" and [p["lam_per_s"] for p in doc["points"]] == [50.0, 100.0, 150.0]
     rows = list(csv.DictReader(out_csv.open()))
     assert rows[0]["month"] == "0" and rows[0]["order_by"] == "2025-11-06"  # 2026-01-01 - 56 days
     assert all(int(r["gpus_to_add"]) >= 0 or r["fleet"] for r in rows)
+
+
+def test_whatif_simulated_legend_says_the_threshold_tests_the_slo_at_the_percentile():
+    res = CliRunner().invoke(cli, ["whatif", "--workload", "lmsys", "--lam-range", "40:40:10", "--slo-ttft", "500",
+                                   "--gpus", "a100", "--topology", "homo", "--percentile", "90", "--sim-requests",
+                                   "2000", "--replications", "2", "--verify-top", "1", "--workers", "1", "--quiet"],
+                             env={"COLUMNS": "250"})
+    assert res.exit_code == 0, res.output + res.stderr
+    assert "P90 TTFT <= 500 ms; thresholds simulated" in res.output
+    assert "holds until λ (simulated): the largest rate at which the fixed fleet's simulated P90 TTFT" in res.output
 
 
 def test_grid_flex_analytic_table(tmp_path):
