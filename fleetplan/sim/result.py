@@ -2,8 +2,7 @@
 
 Definitions (seconds inside; milliseconds only in ``to_csv``):
 
-* TTFT = first token - arrival.  E2E = done - arrival.  Queue wait = first
-  scheduled - arrival.
+* TTFT = first token - arrival.  E2E = done - arrival.  Queue wait = first scheduled - arrival.
 * TPOT = (E2E - TTFT) / (output tokens - 1), vLLM's benchmark definition
   ("time per output token, excluding the first").  Undefined (NaN) for one-token
   outputs, which are left out of TPOT percentiles.
