@@ -187,8 +187,8 @@ def schedule(st, k: int, t: float) -> None:
                 v = spf_victim(eng.running, s) if pol == SCHED_SPF else len(eng.running) - 1
                 preempt(st, k, v)
                 preempted = True
-                if v == s:
-                    gone = True
+                gone = v == s  # the request itself was the victim
+                if gone:
                     break
             if gone:
                 continue
