@@ -143,7 +143,8 @@ def _ms(value_s: float) -> str:
               help=f"SIBYL survival-estimator EMA factor [default: {DEFAULT_EMA_ALPHA}].")
 @click.option("--model", "model_name", default=DEFAULT_MODEL, show_default=True,
               help="Model whose KV bytes per token size the transfer.")
-@click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--tensor-parallel-size", "-tp", "--tp", "tp", type=click.IntRange(min=1), default=1,
+              show_default=True,
               help="Tensor-parallel ranks sending KV in parallel (bytes per link = KV bytes / tp).")
 @click.option("--latency-ms", type=click.FloatRange(min=0), default=0.0, show_default=True,
               help="KV transfer latency per request.")

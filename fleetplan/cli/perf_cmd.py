@@ -30,14 +30,17 @@ def _predictor_options(func):
     options = [
         click.option("--model", "model_name", required=True, help="Bundled model (llama-3.1-70b) or a config.json."),
         click.option("--gpu", "gpu_name", required=True, help="GPU name or alias from the catalog (h100, a100)."),
-        click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True, help="Tensor parallel size."),
-        click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True, help="Pipeline parallel size."),
-        click.option("--dp", type=click.IntRange(min=1), default=1, show_default=True,
-                     help="Attention data parallel size."),
+        click.option("--tensor-parallel-size", "-tp", "--tp", "tp", type=click.IntRange(min=1), default=1,
+                     show_default=True, help="Tensor parallel size (vLLM spelling; --tp also works)."),
+        click.option("--pipeline-parallel-size", "-pp", "--pp", "pp", type=click.IntRange(min=1), default=1,
+                     show_default=True, help="Pipeline parallel size (--pp also works)."),
+        click.option("--data-parallel-size", "-dp", "--dp", "dp", type=click.IntRange(min=1), default=1,
+                     show_default=True, help="Attention data parallel size (--dp also works)."),
         click.option("--ep", type=click.IntRange(min=1), default=1, show_default=True,
                      help="Expert parallel size (MoE; must divide tp*dp)."),
         click.option("--weight-dtype", type=click.Choice(DTYPES), default="bf16", show_default=True),
-        click.option("--kv-dtype", type=click.Choice(DTYPES), default="bf16", show_default=True),
+        click.option("--kv-cache-dtype", "--kv-dtype", "kv_dtype", type=click.Choice(DTYPES), default="bf16",
+                     show_default=True),
         click.option("--execution", type=click.Choice([m.value for m in ExecutionMode]), default="cuda_graph",
                      show_default=True, help="Kernel issue: eager pays per-kernel launch overhead."),
         click.option("--cpu-overhead-ms", type=click.FloatRange(min=0), default=s_to_ms(DEFAULT_CPU_OVERHEAD_S),
@@ -58,7 +61,7 @@ def _build(model_name, gpu_name, tp, pp, dp, ep, weight_dtype, kv_dtype, executi
 
 _GROUP_EXAMPLES = """\b
 Examples:
-  fleetplan perf explain --model llama-3.1-70b --gpu h100 --tp 4 --batch "prefill=2048@0;decode=128x1024"
+  fleetplan perf explain --model llama-3.1-70b --gpu h100 -tp 4 --batch "prefill=2048@0;decode=128x1024"
   fleetplan perf calibrate examples/calibration_example.csv --model llama-3.1-8b --gpu h100 --out h100.json
 """
 _EXPLAIN_EXAMPLES = f"""\b
@@ -67,8 +70,8 @@ Batch syntax: {BATCH_SYNTAX}
   COUNTxCONTEXT  COUNT decoding requests holding CONTEXT tokens each
 \b
 Examples:
-  fleetplan perf explain --model llama-3.1-70b --gpu h100 --tp 4 --batch "prefill=2048@0,512@4096;decode=128x1024"
-  fleetplan perf explain --model qwen3-30b-a3b --gpu h100 --tp 4 --ep 4 --batch "decode=256x2048"
+  fleetplan perf explain --model llama-3.1-70b --gpu h100 -tp 4 --batch "prefill=2048@0,512@4096;decode=128x1024"
+  fleetplan perf explain --model qwen3-30b-a3b --gpu h100 -tp 4 --ep 4 --batch "decode=256x2048"
   fleetplan perf explain --model llama-3.1-8b --gpu a100 --execution eager --batch "decode=1x512"
 """
 _CALIBRATE_EXAMPLES = """\b
@@ -77,7 +80,7 @@ decode_context_tokens, prefill_attention_work, step_ms; '#' lines are comments.
 \b
 Examples:
   fleetplan perf calibrate examples/calibration_example.csv --model llama-3.1-8b --gpu h100 --out h100.json
-  fleetplan perf calibrate steps.csv --model llama-3.1-70b --gpu a100 --tp 8 --holdout 0.3 --out a100.json
+  fleetplan perf calibrate steps.csv --model llama-3.1-70b --gpu a100 -tp 8 --holdout 0.3 --out a100.json
 """
 
 

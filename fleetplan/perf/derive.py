@@ -98,7 +98,7 @@ def derive_serving_constants(
         raise InfeasibleError(
             f"{model.name} on {par.gpus_per_replica}x {gpu.name} ({par.flags()}): {budget.kv_blocks_per_replica} "
             f"KV blocks cannot hold one {context_tokens}-token sequence; raise the tensor-parallel size, "
-            f"quantise the KV cache (--kv-dtype fp8) or lower the reference context"
+            f"quantise the KV cache (--kv-cache-dtype fp8) or lower the reference context"
         )
     n_ref = min(n_max, max_num_seqs)
     t1 = float(predictor.t_iter_s(1, 0.0))

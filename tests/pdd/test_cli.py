@@ -137,3 +137,17 @@ def test_bad_ps_curve_is_one_line_exit_2():
         assert res.exit_code == 2 and words in res.output and len(res.output.strip().splitlines()) == 1
     res = CliRunner().invoke(_cli, ["simulate-pdd", "--workload", "lmsys", "--ps-curve", "-0.4,40,0"])
     assert res.exit_code == 2 and "processor_sharing only" in res.output
+
+
+def test_tensor_parallel_size_in_vllm_spelling_splits_the_kv_transfer(tmp_path):
+    """``-tp``/``--tensor-parallel-size`` (and ``--tp``) give the same run; more ranks move the KV faster."""
+    def transfer_s(*tp: str) -> float:
+        out = tmp_path / "s.json"
+        res = CliRunner().invoke(_cli, ["simulate-pdd", "--workload", "lmsys", "--lam", "2", "--requests", "200",
+                                        "--model", "llama-3.1-8b", "--bandwidth-gb-per-s", "5", *tp,
+                                        "--json", str(out)])
+        assert res.exit_code == 0, res.output
+        return json.loads(out.read_text())["transfer"]["mean_s"]
+
+    assert transfer_s("-tp", "4") == transfer_s("--tensor-parallel-size", "4") == transfer_s("--tp", "4")
+    assert transfer_s("-tp", "4") < transfer_s()

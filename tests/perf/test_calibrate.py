@@ -103,3 +103,20 @@ def test_cli_explain_and_calibrate(tmp_path) -> None:
     assert cal.exit_code == 0, cal.output
     assert "MAPE" in cal.output and profile.exists()
     assert load_perf_profile(profile).model == "Llama-3.1-8B"
+
+
+def test_cli_takes_vllm_parallelism_and_dtype_spellings() -> None:
+    """``-tp``/``--tensor-parallel-size``, ``-pp``, ``-dp`` and ``--kv-cache-dtype`` as vLLM spells them; the
+    short ``--tp``/``--kv-dtype`` stay accepted and give the same breakdown."""
+    runner = CliRunner()
+    base = ["perf", "explain", "--model", "qwen3-30b-a3b", "--gpu", "h100", "--batch", "decode=64x2048"]
+    outs = {
+        spelling: runner.invoke(cli, base + list(spelling))
+        for spelling in (("--tp", "2", "--dp", "2", "--ep", "4", "--kv-dtype", "fp8"),
+                         ("-tp", "2", "-dp", "2", "-pp", "1", "--ep", "4", "--kv-cache-dtype", "fp8"),
+                         ("--tensor-parallel-size", "2", "--data-parallel-size", "2", "--pipeline-parallel-size", "1",
+                          "--ep", "4", "--kv-cache-dtype", "fp8"))
+    }
+    texts = {o.output for o in outs.values()}
+    assert all(o.exit_code == 0 for o in outs.values()), [o.output for o in outs.values()]
+    assert len(texts) == 1 and "tp_all_reduce" in texts.pop()
