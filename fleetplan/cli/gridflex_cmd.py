@@ -51,8 +51,8 @@ def _ms(x_s: float | None) -> str:
               help="Demand-response event length: window_s x λ requests simulated from an empty, capped fleet.")
 @click.option("--sim-requests", type=click.IntRange(min=100), default=DEFAULT_STEADY_REQUESTS, show_default=True,
               help="Requests per steady-state replication.")
-@click.option("--max-context", type=click.IntRange(min=1), default=None,
-              help="Pool context in tokens (default: where the workload's CDF reaches 1).")
+@click.option("--max-context", "--max-model-len", "max_context", type=click.IntRange(min=1), default=None,
+              help="Pool context in tokens, vLLM --max-model-len (default: where the workload's CDF reaches 1).")
 @click.option("--ttft-model", type=click.Choice(["quantile", "mean-prefill"]), default="quantile",
               show_default=True, help="Analytic TTFT form (mean-prefill = the reference tool's).")
 @click.option("--no-sim", is_flag=True, help="Analytic only (no window or steady-state simulation).")

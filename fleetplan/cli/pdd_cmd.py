@@ -123,8 +123,8 @@ def _ms(value_s: float) -> str:
 @click.option("--decode-max-num-seqs", type=click.IntRange(min=1), default=None,
               help="vLLM --max-num-seqs of each decode instance (processor_sharing: the most tasks it holds) "
                    "[default: the GPU profile's].")
-@click.option("--max-context", "max_context_tokens", type=click.IntRange(min=1), default=8192, show_default=True,
-              help="Longest prompt + output (tokens) both pools accept.")
+@click.option("--max-context", "--max-model-len", "max_context_tokens", type=click.IntRange(min=1), default=8192,
+              show_default=True, help="Longest prompt + output (tokens) both pools accept (vLLM --max-model-len).")
 @click.option("--policy", type=click.Choice(AssignPolicy.names()), default="round_robin", show_default=True,
               help="Decode-instance assignment.")
 @click.option("--binding", type=click.Choice(Binding.names()), default="early", show_default=True,

@@ -116,9 +116,9 @@ def _burst_table(result: SessionResult) -> Table:
 @click.option("--fleet", "fleet_path", type=click.Path(dir_okay=False), default=None, help="Fleet TOML.")
 @click.option("--gpu", default=None, help="Instead of --fleet: one pool of this catalog GPU (with --instances).")
 @click.option("--instances", type=click.IntRange(min=1), default=None, help="Instances in the --gpu pool.")
-@click.option("--max-context", type=click.IntRange(min=1), default=None,
-              help="Context limit (tokens) of the --gpu pool (default: the largest session context, rounded up "
-              "to a power of two).")
+@click.option("--max-context", "--max-model-len", "max_context", type=click.IntRange(min=1), default=None,
+              help="Context limit (tokens) of the --gpu pool, vLLM --max-model-len (default: the largest session "
+              "context, rounded up to a power of two).")
 @click.option("--sessions", "sessions", default="frontier_agentic", show_default=True,
               help="Session workload: a bundled name or a JSON file (format: docs/sessions.md).")
 @click.option("--mix", default=None, help="Template mix, e.g. heavy_tail=0.3,short=0.7 (left-out templates get 0).")

@@ -141,7 +141,8 @@ def test_model_pools_take_the_models_kv_budget_less_graph_capture_memory():
 
 
 def test_sessions_that_do_not_fit_the_context_limit_are_named_with_the_fix():
-    res = run("--gpu", "h100", "--instances", "2", "--max-context", "8192", "--sessions", "frontier_agentic",
+    res = run("--gpu", "h100", "--instances", "2", "--max-model-len", "8192",  # vLLM spelling of --max-context
+              "--sessions", "frontier_agentic",
               "--mix", "heavy_tail=1", "--rate", "0.2", "--n-sessions", "10", "--tool-delay-s", "1",
               "--warmup-fraction", "0")
     assert res.exit_code == 0, res.output
