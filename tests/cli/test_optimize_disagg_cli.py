@@ -57,6 +57,7 @@ def test_analytic_run_ranks_colocated_pdd_and_afd_together(tmp_path):
     res = run(*ARGS, "--no-verify", "--json", str(out_json), "--candidates-csv", str(out_csv))
     assert res.exit_code == 0, res.stderr
     assert "All-premium baselines" in res.output and "Recommendation:" in res.output
+    assert "pdd/afd candidates with CE < 1.08 are rejected" in " ".join(res.output.split())
     doc = json.loads(out_json.read_text(), parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
     rows = list(csv.DictReader(out_csv.open()))
     _check_run(doc, rows)
@@ -104,3 +105,9 @@ def test_labels_follow_the_slo_percentile_and_disaggregated_picks_name_no_router
     assert "95% CI of P90" in res.output and "P99" not in res.output
     line = next(x for x in res.output.splitlines() if x.startswith("Recommendation: pdd"))
     assert "router" not in line and "simulated P90 TTFT" in line
+
+
+def test_colocated_run_states_no_disaggregation_gate():
+    res = run("optimize", "--workload", "lmsys.json", "--slo-ttft", "500", "--no-verify", "--quiet")
+    assert res.exit_code == 0, res.stderr
+    assert "All-premium baselines" in res.output and "rejected" not in res.output

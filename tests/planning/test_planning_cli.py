@@ -33,7 +33,7 @@ def test_whatif_analytic_with_growth_schedule(tmp_path):
               "--json", str(out_json), "--csv", str(out_csv))
     assert res.exit_code == 0, res.output + res.stderr
     assert "holds until" in res.output and "Procurement schedule" in res.output
-    assert "holds until λ (analytic): the largest rate at which every pool" in res.output.replace("\n", " ")
+    assert "holds until λ (analytic): the largest rate at which every pool" in " ".join(res.output.split())
     assert not any(c in res.stderr for c in BAR_CHARS)  # not a terminal: no progress bars
     doc = json.loads(out_json.read_text(), parse_constant=lambda c: pytest.fail(c))
     assert doc["kind"] == "whatif" and [p["lam_per_s"] for p in doc["points"]] == [50.0, 100.0, 150.0]
