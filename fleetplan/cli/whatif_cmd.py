@@ -17,7 +17,7 @@ from fleetplan.cli.report_cmd import render_documents, report_console
 from fleetplan.errors import ConfigError
 from fleetplan.plan.growth import procurement_schedule
 from fleetplan.plan.optimize import verification_requests
-from fleetplan.plan.whatif import rate_grid, whatif
+from fleetplan.plan.whatif import rate_grid, threshold_requests, whatif
 from fleetplan.report.atomic import atomic_write_text
 from fleetplan.report.procurement import (
     SCHEDULE_COLUMNS,
@@ -99,7 +99,7 @@ def whatif_command(lam_range, growth, months, start_lam, lead_time_weeks, start_
     growth_per_month = None if growth is None else parse_growth(growth)
     start = parse_date(start_date)
     wl, request, verify, _ = plan_inputs(opts, rates[0])
-    n_sim = len(rates) * verification_requests(request, verify)  # before the thresholds' bisection
+    n_sim = 0 if verify is None else len(rates) * (verification_requests(request, verify) + threshold_requests(verify))
     with progress_reporter(quiet) as progress, \
             executor_from_options(executor, workers, ray_address, simulated_requests=n_sim) as run_tasks:
         result = whatif(request, rates, verify, progress=progress, map_fn=run_tasks)

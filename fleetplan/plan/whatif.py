@@ -14,7 +14,7 @@ Core paper §4.4 (Table 4, "when do I need to add GPUs?").  For every rate λ_i 
      passing when the upper end of the 95 % interval of TTFT at the SLO percentile (P99 by
      default; and TPOT when a TPOT SLO is set) is within the SLO, as verification checks it.
      Every λ uses the same seed (common random numbers), so the pass test is monotone in λ up
-     to simulation noise;
+     to simulation noise; the replications run on the command's executor (``map_fn``);
    * analytic (``--no-verify``): every pool, at its share of λ, still needs no more GPUs
      than it has (``pools.size_one_pool`` with the run's ρ cap, spares rule and TTFT model).
 
@@ -23,6 +23,7 @@ A fleet that already fails at λ_i under the threshold test gets λ*_i = λ_i, f
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -109,9 +110,11 @@ def analytic_holds(request: OptimizeRequest, fleet: Candidate, points: LengthPoi
     return holds
 
 
-def simulated_holds(request: OptimizeRequest, fleet: Candidate, verify: VerifySettings) -> Callable[[float], bool]:
+def simulated_holds(request: OptimizeRequest, fleet: Candidate, verify: VerifySettings,
+                    map_fn: MapFn | None = None) -> Callable[[float], bool]:
     """λ -> the fixed fleet's replicated TTFT (and TPOT) at the SLO percentile (upper 95 % bound,
-    as verification checks it) meets the SLO at λ."""
+    as verification checks it) meets the SLO at λ.  ``map_fn`` runs the replications (the same
+    figures on any executor: seeds are fixed per replication)."""
     gpus = {g.name: g for g in request.gpus}
     counts = [p.count for p in fleet.pools]
     spec = fleet_spec(fleet, gpus, counts, dict(verify.step_models))
@@ -120,7 +123,7 @@ def simulated_holds(request: OptimizeRequest, fleet: Candidate, verify: VerifySe
     def holds(rate_per_s: float) -> bool:
         rep = replicate(spec, request.workload, rate_per_s, verify.n_requests, Level.ITERATION, seed,
                         n_replications=verify.n_replications, slo_ttft_s=verify.slo_ttft_s,
-                        slo_tpot_s=verify.slo_tpot_s)
+                        slo_tpot_s=verify.slo_tpot_s, map_fn=map_fn)
         _, ttft_hi_s, tpot_hi_s = percentile_bounds(rep.summaries, verify.percentile)
         ok = ttft_hi_s <= verify.slo_ttft_s
         if verify.slo_tpot_s is not None:
@@ -128,6 +131,13 @@ def simulated_holds(request: OptimizeRequest, fleet: Candidate, verify: VerifySe
         return bool(ok)
 
     return holds
+
+
+def threshold_requests(verify: VerifySettings, settings: ThresholdSettings = ThresholdSettings()) -> int:
+    """Requests one simulated step threshold typically simulates: the test at the point's own rate,
+    two bracketing steps and the bisection to ``rel_tol`` (for choosing an executor)."""
+    tests = 3 + math.ceil(math.log2((settings.bracket_factor - 1) / settings.rel_tol))
+    return tests * verify.n_replications * verify.n_requests
 
 
 def step_threshold(holds: Callable[[float], bool], rate_per_s: float,
@@ -181,7 +191,7 @@ def whatif(
             out.append(WhatIfPoint(rate, None, None, False, False, "no fleet meets the SLO at this rate"))
             continue
         fleet = best if best.verification is None else verified_fleet(best)
-        holds = analytic_holds(req, fleet, points) if ver is None else simulated_holds(req, fleet, ver)
+        holds = analytic_holds(req, fleet, points) if ver is None else simulated_holds(req, fleet, ver, map_fn)
         thr, capped, fails = step_threshold(holds, rate, thresholds)
         out.append(WhatIfPoint(rate, fleet, thr, capped, fails, None))
     if progress is not None:

@@ -8,6 +8,7 @@ import pytest
 from fleetplan.exec import LocalExecutor
 from fleetplan.parallel import TaskFailedError, TaskOutcome, serial_map
 from fleetplan.plan.optimize import optimize
+from fleetplan.plan.whatif import simulated_holds, step_threshold
 from fleetplan.sim.replications import replicate
 from tests.exec.exec_tasks import RATE_PER_S, replicate_figures, replicate_inputs, small_optimize_inputs
 
@@ -68,3 +69,13 @@ def test_a_replication_that_always_fails_raises_one_line():
 
     with pytest.raises(TaskFailedError, match=r"replication 0 \(seed \d+\) failed: ValueError: bad"):
         replicate(spec, wl, RATE_PER_S, 1_000, n_replications=3, map_fn=first_fails)
+
+
+def test_whatif_threshold_is_identical_with_one_and_two_workers(serial_optimize):
+    """The step threshold's replications run on the executor and bisect to the same rate."""
+    req, vs = small_optimize_inputs()
+    fleet = serial_optimize.candidates[0]
+    serial = step_threshold(simulated_holds(req, fleet, vs), RATE_PER_S)
+    with LocalExecutor(workers=2) as ex:
+        parallel = step_threshold(simulated_holds(req, fleet, vs, ex), RATE_PER_S)
+    assert parallel == serial and serial[0] > RATE_PER_S and serial[1:] == (False, False)  # a real bisection
