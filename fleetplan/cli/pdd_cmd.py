@@ -24,6 +24,7 @@ from fleetplan.sim.pdd import (
     KvTransferSpec,
     PddSpec,
     PsThroughputCurve,
+    SibylAblation,
     SibylParams,
     SibylPressure,
     load_fabric_toml,
@@ -72,15 +73,19 @@ def _fabric(value: str | None, link_gbps: float, spine_gbps: float, policy: str 
     return spec if policy is None else dataclasses.replace(spec, path_policy=policy)
 
 
-def _sibyl_params(policy: str, pressure: str | None, bucket_tokens: int | None, alpha: float | None) -> SibylParams:
+def _sibyl_params(policy: str, pressure: str | None, bucket_tokens: int | None, alpha: float | None,
+                  ablate: str | None) -> SibylParams:
     """``SibylParams`` from the ``--sibyl-*`` options, which only ``--policy sibyl`` reads."""
-    given = {"--sibyl-pressure": pressure, "--sibyl-bucket-tokens": bucket_tokens, "--sibyl-ema-alpha": alpha}
+    given = {"--sibyl-pressure": pressure, "--sibyl-bucket-tokens": bucket_tokens, "--sibyl-ema-alpha": alpha,
+             "--sibyl-ablate": ablate}
     stray = [name for name, value in given.items() if value is not None]
     if stray and policy != AssignPolicy.SIBYL.value:
         raise click.BadParameter(f"{stray[0]} applies to --policy sibyl only (got --policy {policy}); drop it",
                                  param_hint=stray[0])
+    terms = () if ablate is None else tuple(x.strip() for x in ablate.split(",") if x.strip())
     return SibylParams(bucket_tokens if bucket_tokens is not None else DEFAULT_BUCKET_TOKENS,
-                       alpha if alpha is not None else DEFAULT_EMA_ALPHA, pressure=pressure or SibylPressure.TOKENS)
+                       alpha if alpha is not None else DEFAULT_EMA_ALPHA, pressure=pressure or SibylPressure.TOKENS,
+                       ablate=terms)
 
 
 def _ps_curve(value: str | None, decode_model: str) -> PsThroughputCurve:
@@ -101,7 +106,10 @@ def _ps_curve(value: str | None, decode_model: str) -> PsThroughputCurve:
 
 
 def _pressure_note(spec: PddSpec) -> str:
-    return f" (pressure {spec.sibyl.pressure.value})" if spec.policy is AssignPolicy.SIBYL else ""
+    if spec.policy is not AssignPolicy.SIBYL:
+        return ""
+    off = "" if not spec.sibyl.ablate else f", without {', '.join(a.value for a in spec.sibyl.ablate)}"
+    return f" (pressure {spec.sibyl.pressure.value}{off})"
 
 
 def _ms(value_s: float) -> str:
@@ -141,6 +149,9 @@ def _ms(value_s: float) -> str:
               help=f"SIBYL survival-estimator bucket, tokens [default: {DEFAULT_BUCKET_TOKENS}].")
 @click.option("--sibyl-ema-alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
               help=f"SIBYL survival-estimator EMA factor [default: {DEFAULT_EMA_ALPHA}].")
+@click.option("--sibyl-ablate", default=None, metavar="TERM,...",
+              help=f"SIBYL terms to switch off, the paper's sensitivity variants: "
+                   f"{', '.join(SibylAblation.names())} (prob: survival weights set to 1, PROB @ 1).")
 @click.option("--model", "model_name", default=DEFAULT_MODEL, show_default=True,
               help="Model whose KV bytes per token size the transfer.")
 @click.option("--tensor-parallel-size", "-tp", "--tp", "tp", type=click.IntRange(min=1), default=1,
@@ -169,8 +180,8 @@ def _ms(value_s: float) -> str:
 def simulate_pdd_cmd(workload, input_fraction, rate_per_s, n_requests, prefill_gpu, prefill_instances,
                      prefill_max_num_seqs, decode_gpu, decode_instances, decode_max_num_seqs, max_context_tokens,
                      policy, binding, decode_model, ps_curve, sibyl_pressure, sibyl_bucket_tokens, sibyl_ema_alpha,
-                     model_name, tp, latency_ms, bandwidth_gb_per_s, layerwise, fabric, link_gbps, spine_gbps,
-                     path_policy, horizon_s, warmup_fraction, seed, requests_csv, json_path) -> None:
+                     sibyl_ablate, model_name, tp, latency_ms, bandwidth_gb_per_s, layerwise, fabric, link_gbps,
+                     spine_gbps, path_policy, horizon_s, warmup_fraction, seed, requests_csv, json_path) -> None:
     """Simulate prefill pool -> KV transfer -> decode pool; print the TTFT breakdown and TPOT.
 
     TTFT = queue + prefill + transfer + first decode step; TPOT from the decode side.
@@ -183,7 +194,7 @@ def simulate_pdd_cmd(workload, input_fraction, rate_per_s, n_requests, prefill_g
     transfer = KvTransferSpec.from_model(load_model(model_name), ms_to_s(latency_ms),
                                          bandwidth_gb_per_s * BYTES_PER_GB, layerwise, tp)
     network = _fabric(fabric, link_gbps, spine_gbps, path_policy)
-    sibyl = _sibyl_params(policy, sibyl_pressure, sibyl_bucket_tokens, sibyl_ema_alpha)
+    sibyl = _sibyl_params(policy, sibyl_pressure, sibyl_bucket_tokens, sibyl_ema_alpha, sibyl_ablate)
     spec = PddSpec(pf, dec, transfer, policy, binding, decode_model, network=network, sibyl=sibyl,
                    ps_curve=_ps_curve(ps_curve, decode_model))
     wl = load_workload(workload, input_fraction=input_fraction)

@@ -151,3 +151,29 @@ def test_tensor_parallel_size_in_vllm_spelling_splits_the_kv_transfer(tmp_path):
 
     assert transfer_s("-tp", "4") == transfer_s("--tensor-parallel-size", "4") == transfer_s("--tp", "4")
     assert transfer_s("-tp", "4") < transfer_s()
+
+
+def test_sibyl_ablations_and_req_level_reach_the_spec(tmp_path):
+    """--sibyl-ablate gives the API's result for the same ablated spec; --policy req_level runs."""
+    out = tmp_path / "s.json"
+    res = CliRunner().invoke(_cli, [*PS_ARGS, "--sibyl-pressure", "tasks", "--sibyl-ablate", "type3,prob",
+                                    "--json", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "policy sibyl (pressure tasks, without type3, prob)" in res.output
+    pool = build_pool(load_catalog().get("h100"), "decode", 4, 16384, max_num_seqs=100)
+    prefill = build_pool(load_catalog().get("h100"), "prefill", 4, 16384)
+    transfer = KvTransferSpec.from_model(load_model("llama-3.1-70b"), 0.0, 50e9)
+    spec = PddSpec(prefill, pool, transfer, "sibyl", "early", "processor_sharing",
+                   sibyl=SibylParams(pressure="tasks", ablate=("type3", "prob")))
+    want = simulate_pdd(spec, load_workload("lmsys"), 30.0, 600, 0).summary
+    assert json.loads(out.read_text())["tpot"]["p99_s"] == pytest.approx(want.tpot.p99_s, rel=1e-12)
+    req_level = [a if a != "sibyl" else "req_level" for a in PS_ARGS]
+    res = CliRunner().invoke(_cli, [*req_level, "--json", str(out)])
+    assert res.exit_code == 0 and json.loads(out.read_text())["policy"] == "req_level"
+
+
+@pytest.mark.parametrize(("value", "fragment"), [("type4", "unknown SIBYL ablation 'type4'"),
+                                                 ("prob,prob", "names a term twice")])
+def test_bad_sibyl_ablation_is_one_line_exit_2(value, fragment):
+    res = CliRunner().invoke(_cli, [*PS_ARGS, "--sibyl-ablate", value])
+    assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1 and fragment in res.output

@@ -99,6 +99,14 @@ Not reproduced, and why:
    [0.076, 0.080], RR 0.026 [0.024, 0.028], ILS 0.017 [0.017, 0.018]
    (``test_the_full_table1_ordering_appears_at_long_handoff_windows``).  A reasoning workload's
    short prompts give windows of ~0.15 s, where RR's ratio stays below ILS's.
+4. Sensitivity variants (§5.3, appendix J; on SIBYL tasks, 5 replications, P99 TPOT ms, ratio
+   on requests): SIBYL 35.2 [34.8, 35.7], 0.78; w/o Type 1 3,608 (every run), 0.00 (blind to
+   running tasks it sees only pending ones: instances without any tie at 0 and the lowest
+   index wins, so a few instances take most requests and saturate); w/o Type 2
+   35.4, 0.64; w/o Type 3 35.3, 0.73; PROB @ 1 35.3, 0.80; REQ LEVEL 35.3, 0.76 (ILS 35.9).
+   The paper's ordering of the degradations (Type 1 the largest, 1.99x) holds; REQ LEVEL's 1.83x
+   worse P99.9 does not: here speed depends on the task count alone, which REQ LEVEL balances
+   (``test_sensitivity_variants_are_pinned``).
 """
 
 from __future__ import annotations
@@ -127,7 +135,11 @@ RHO = 0.9
 PREFILL_BASE_S, PREFILL_S_PER_TOKEN = 0.02, 0.0006  # roofline, Qwen3-32B on one H20 (module docstring)
 SIBYL_BUCKET_TOKENS, SIBYL_EMA_ALPHA = 256, 0.99
 POLICIES = {"round_robin": ("round_robin", "tokens"), "ils_requests": ("ils_requests", "tokens"),
-            "sibyl_tasks": ("sibyl", "tasks"), "sibyl_tokens": ("sibyl", "tokens")}
+            "sibyl_tasks": ("sibyl", "tasks"), "sibyl_tokens": ("sibyl", "tokens"),
+            # the paper's sensitivity variants (§5.3, appendix J), on SIBYL tasks
+            "req_level": ("req_level", "tokens"), "sibyl_tasks_no_type1": ("sibyl", "tasks", ("type1",)),
+            "sibyl_tasks_no_type2": ("sibyl", "tasks", ("type2",)),
+            "sibyl_tasks_no_type3": ("sibyl", "tasks", ("type3",)), "sibyl_tasks_prob1": ("sibyl", "tasks", ("prob",))}
 
 
 def _rate_per_s() -> float:
@@ -145,13 +157,13 @@ def _requests(seed: int, rate_per_s: float):
 
 
 def _spec(name: str, prefill_base_s: float = PREFILL_BASE_S, n_prefill: int = N_PREFILL) -> PddSpec:
-    policy, pressure = POLICIES[name]
+    policy, pressure, *ablate = POLICIES[name]
     prefill = PoolSpec("prefill", "h20", n_prefill, 4096,
                        LinearStepModel(prefill_base_s, 0.0, PREFILL_S_PER_TOKEN, None),
                        SchedulerLimits(1, 4096, 4096, 16), router="least_outstanding")
     decode = PoolSpec("decode", "h20", N_DECODE, 16384, LinearStepModel(0.02, 0.0, 0.0, None),
                       SchedulerLimits(PS_MAX_TASKS, 8192, 10**6, 16))  # step model unused by processor sharing
-    sibyl = SibylParams(SIBYL_BUCKET_TOKENS, SIBYL_EMA_ALPHA, pressure=pressure)
+    sibyl = SibylParams(SIBYL_BUCKET_TOKENS, SIBYL_EMA_ALPHA, pressure=pressure, ablate=ablate[0] if ablate else ())
     return PddSpec(prefill, decode, KvTransferSpec(), policy, "early", "processor_sharing", sibyl=sibyl)
 
 
@@ -238,3 +250,18 @@ def test_the_full_table1_ordering_appears_at_long_handoff_windows():
     assert _lower_bound(_paired("sibyl_tasks", "round_robin", RATIO_REQUESTS, **LONG_WINDOW)) > 0
     assert _lower_bound(_paired("round_robin", "ils_requests", RATIO_REQUESTS, **LONG_WINDOW)) > 0
     assert all(x[RATIO_REQUESTS] < 3.0 / N_DECODE for x in _runs("round_robin", **LONG_WINDOW))
+
+
+
+@pytest.mark.slow
+def test_sensitivity_variants_are_pinned():
+    """Module docstring, 4: without Type 1 SIBYL loses sight of the running tasks and herds (the
+    paper's largest P99 degradation, 1.99x; here the collapse to the curve's end); Type 2, Type 3
+    and the survival weights move P99 TPOT by under 3 %; REQ LEVEL matches SIBYL tasks (the paper:
+    1.83x worse P99.9 -- not reproduced, as speed depends on the task count alone here)."""
+    sibyl = _runs("sibyl_tasks")
+    assert _lower_bound(_paired("sibyl_tasks_no_type1", "sibyl_tasks", P99, log=True)) > math.log(10)
+    for name in ("sibyl_tasks_no_type2", "sibyl_tasks_no_type3", "sibyl_tasks_prob1", "req_level"):
+        for x, y in zip(_runs(name), sibyl, strict=True):
+            assert abs(math.log(x[P99] / y[P99])) < 0.03, name
+    assert _lower_bound(_paired("ils_requests", "req_level", P99, log=True)) > 0  # pending counts help

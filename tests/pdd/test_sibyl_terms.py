@@ -155,3 +155,48 @@ def test_task_pressure_spreads_new_requests_instead_of_herding():
         chosen.append(d)
     assert chosen == [1, 0] * 12
     assert (1 + len(eng.inst[0].pending), len(eng.inst[1].pending)) == (13, 12)
+
+
+def _three_terms(ablate: int, tasks: bool = False) -> float:
+    """One active task (Type 1), one pending before the handoff (Type 2), one after (Type 3)."""
+    eng = _engine(tasks=tasks)
+    eng.ablate = ablate
+    a = _req(0, prompt=50, gen=20)
+    a.t[pc.OT_HANDOFF] = 0.0  # observed rate 5 tokens/s at t = 4
+    eng.inst[0].running.append(a)
+    b = _req(1, prompt=70, est_handoff=1.0)
+    b.t[pc.OT_BIND] = 2.0  # tau_k = 3 < tau: Type 2, gap 250 tokens
+    c = _req(2, prompt=90, est_handoff=30.0)
+    c.t[pc.OT_BIND] = 0.0  # tau_k = 30 > tau: Type 3
+    eng.inst[0].pending.extend([b, c])
+    return eng.sibyl(0, 4.0, 28.0)
+
+
+def test_ablations_drop_their_term_and_prob_at_one_removes_the_survival_weights():
+    """The SIBYL paper's sensitivity variants (appendix J) on a state with one term of each type:
+    Type 1 = (50 + 140) S(140)/S(20) = 190 x 0.8, Type 2 = (70 + 250) S(250) = 320 x 0.5,
+    Type 3 = ReLU(90 - 10 x 2) = 70 (v_sys = the prior, 10 tokens/s; S as in ``_engine``)."""
+    type1, type2, type3 = 190 * 0.8, 320 * 0.5, 70.0
+    assert _three_terms(0) == pytest.approx(type1 + type2 + type3)
+    assert _three_terms(pc.ABLATE_TYPE1) == pytest.approx(type2 + type3)
+    assert _three_terms(pc.ABLATE_TYPE2) == pytest.approx(type1 + type3)
+    assert _three_terms(pc.ABLATE_TYPE3) == pytest.approx(type1 + type2)
+    assert _three_terms(pc.ABLATE_PROB) == pytest.approx(190 + 320 + type3)
+    assert _three_terms(pc.ABLATE_TYPE1 | pc.ABLATE_TYPE2 | pc.ABLATE_TYPE3) == 0.0
+    assert _three_terms(pc.ABLATE_PROB, tasks=True) == pytest.approx(1 + 1 + 70 / 90)
+
+
+def test_req_level_counts_pending_requests_and_ils_does_not():
+    """REQ LEVEL (appendix J) counts requests bound and still in prefill; the paper's ILS only those
+    in decode, so it sends the next request to an instance with a long pending queue."""
+    ci = [0] * pc.N_CFG_I
+    ci[pc.CI_DECODE_MODEL] = pc.DECODE_STEPS
+    eng = DecodeEngine(ci, [0.0] * pc.N_CFG_F, [0.0] * 18, Estimator(5, BUCKET, 0.5, prior=10.0),
+                       [Decode(10**6), Decode(10**6)])
+    eng.inst[0].n_in_decode, eng.inst[1].n_in_decode = 1, 2
+    eng.inst[0].pending.extend(_req(i, prompt=10) for i in range(3))
+    new = _req(9, prompt=10)
+    ci[pc.CI_POLICY] = pc.ASSIGN_ILS_REQUESTS
+    assert eng.choose(new, 0.0) == 0
+    ci[pc.CI_POLICY] = pc.ASSIGN_REQ_LEVEL
+    assert eng.choose(new, 0.0) == 1  # 1 + 3 pending > 2

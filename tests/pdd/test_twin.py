@@ -62,3 +62,17 @@ def test_kernel_matches_twin_with_sibyl_of_either_pressure(seed):
                                                 network=bool(seed % 3 == 0))
     spec = dataclasses.replace(spec, sibyl=SibylParams(pressure=["tokens", "tasks"][seed % 2]))
     _check(spec, arrival, prompt, output)
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_kernel_matches_twin_with_sibyl_ablations_and_req_level(seed):
+    """SIBYL's sensitivity variants (a random non-empty set of terms off) and REQ LEVEL."""
+    rng = np.random.default_rng(1300 + seed)
+    if seed % 4 == 0:
+        _check(*random_case(rng, policy="req_level", network=seed % 8 == 0))
+        return
+    spec, arrival, prompt, output = random_case(rng, policy="sibyl", network=seed % 5 == 0)
+    terms = ("type1", "type2", "type3", "prob")
+    ablate = tuple(t for t, on in zip(terms, rng.integers(0, 2, 4), strict=True) if on) or (terms[seed % 4],)
+    spec = dataclasses.replace(spec, sibyl=SibylParams(pressure=["tokens", "tasks"][seed % 2], ablate=ablate))
+    _check(spec, arrival, prompt, output)

@@ -67,6 +67,7 @@ class DecodeSide:
         self.ci, self.cf, self.coef, self.est, self.inst = ci, cf, coef, est, inst
         self.ps = ci[pc.CI_DECODE_MODEL] == pc.DECODE_PS
         self.tasks = ci[pc.CI_SIBYL_PRESSURE] == pc.PRESSURE_TASKS
+        self.ablate = int(ci[pc.CI_SIBYL_ABLATE])
         self.rr = 0
 
     # -- loads and assignment ---------------------------------------------------------------
@@ -96,12 +97,19 @@ class DecodeSide:
         l_tau = l_now + v_k * (tau - t)
         s_now = self.est.survival(l_now)
         p = self.est.survival(l_tau) / s_now if s_now > 0.0 else 0.0
+        if self.ablate & pc.ABLATE_PROB:  # PROB @ 1
+            p = 1.0
         return p if self.tasks else (r.prompt + l_tau) * p
 
     def shadow(self, r: Req, gap: float) -> float:
         """Eqs. (7)-(8); with task pressure M = 1 and eq. (8) divided by the prompt."""
         if gap > 0.0:
-            return (1.0 if self.tasks else r.prompt + gap) * self.est.survival(gap)
+            if self.ablate & pc.ABLATE_TYPE2:
+                return 0.0
+            p = 1.0 if self.ablate & pc.ABLATE_PROB else self.est.survival(gap)
+            return (1.0 if self.tasks else r.prompt + gap) * p
+        if self.ablate & pc.ABLATE_TYPE3:
+            return 0.0
         m = max(r.prompt + gap, 0.0)
         return m / r.prompt if self.tasks else m
 
@@ -109,10 +117,11 @@ class DecodeSide:
         dec, v_sys = self.inst[d], self.est.rate()
         v = self.v_now(d, t) if self.ps else 0.0
         total = 0.0
-        for r in dec.running:
-            total += self.type1(r, v - r.v_join if self.ps else float(r.gen), t, tau, v_sys)
-        for r in dec.waiting:
-            total += self.type1(r, 0.0 if self.ps else float(r.gen), t, tau, v_sys)
+        if not self.ablate & pc.ABLATE_TYPE1:
+            for r in dec.running:
+                total += self.type1(r, v - r.v_join if self.ps else float(r.gen), t, tau, v_sys)
+            for r in dec.waiting:
+                total += self.type1(r, 0.0 if self.ps else float(r.gen), t, tau, v_sys)
         for r in dec.pending:
             total += self.shadow(r, (tau - (r.t[pc.OT_BIND] + r.est_handoff)) * v_sys)
         return total
@@ -125,6 +134,8 @@ class DecodeSide:
         tau = t + r.est_handoff
         if policy == pc.ASSIGN_ILS_REQUESTS:
             loads = [float(dec.n_in_decode) for dec in self.inst]
+        elif policy == pc.ASSIGN_REQ_LEVEL:  # pending requests count too
+            loads = [float(dec.n_in_decode + len(dec.pending)) for dec in self.inst]
         elif policy == pc.ASSIGN_SIBYL:
             loads = [self.sibyl(d, t, tau) for d in range(len(self.inst))]
         else:

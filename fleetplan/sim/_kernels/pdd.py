@@ -65,7 +65,8 @@ def run_pdd(
     early = cfg_i[c.CI_BINDING] == c.BIND_EARLY
     ps = cfg_i[c.CI_DECODE_MODEL] == c.DECODE_PS
     networked = cfg_i[c.CI_NETWORK] != 0
-    sync_all = policy != c.ASSIGN_ROUND_ROBIN and policy != c.ASSIGN_ILS_REQUESTS
+    # request counts are exact between events; token loads and SIBYL's terms need the cruise steps
+    sync_all = policy != c.ASSIGN_ROUND_ROBIN and policy != c.ASSIGN_ILS_REQUESTS and policy != c.ASSIGN_REQ_LEVEL
     for i in range(n):
         if prompt[i] < 1 or output[i] < 1:
             raise ValueError("prompt and output must be >= 1")

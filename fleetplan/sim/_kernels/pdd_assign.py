@@ -23,6 +23,9 @@ being bound (estimated prefill alone, when bound early, plus transfer):
   token occupancy ``M = l_in + l``); with ``PRESSURE_TASKS`` every task weighs ``M = 1``:
   ``L_I = P_k``, ``L_II = S(gap)``, ``L_III = max(0, 1 + gap / l_in)`` (eq. 8 divided by
   ``l_in``: the same linear decay, reaching zero at the same distance ``l_in / v_sys``).
+* Ablations (``CI_SIBYL_ABLATE``, the paper's §5.3 and appendix J): each of Type 1, 2, 3 can be
+  dropped (its terms 0; Type 2 = pending with ``gap > 0``, Type 3 the rest), and PROB @ 1 sets
+  the survival weights of eqs. (6)-(7) to 1 (``L_I = M(l_tau)``, ``L_II = M(gap)``).
 * Survival estimator (eq. 4): buckets ``b = 0..B-1`` of ``Delta`` tokens, ``S(x) = S[floor(x /
   Delta)]`` (last bucket beyond), ``S[0] = 1``, all start at 1; on each completion with output
   ``L``, EVERY bucket ``b >= 1`` becomes ``alpha S[b] + (1 - alpha) [L >= b Delta]``.  (Eq. 4
@@ -32,7 +35,9 @@ being bound (estimated prefill alone, when bound early, plus transfer):
 Baselines as SIBYL's Algorithm 2: round-robin cycles over the decode instances in binding
 order; the paper's ILS ("least outstanding requests", §2.3; it does not count requests still
 in prefill, appendix J) is ``ASSIGN_ILS_REQUESTS`` (requests handed off and not finished);
-``ASSIGN_ILS_TOKENS`` is its token-occupancy variant.  Known property of eqs. 6-8: a pending
+``ASSIGN_ILS_TOKENS`` is its token-occupancy variant.  ``ASSIGN_REQ_LEVEL`` (appendix J's REQ LEVEL)
+counts every request bound to the instance and not finished, pending ones (in prefill or
+transfer) included.  Known property of eqs. 6-8: a pending
 or new task weighs about its prompt while a finishing task removes its whole occupancy at
 once, so after a long completion SIBYL binds runs of requests to that instance; where speed
 depends on the number of tasks (processor sharing) this raises P99 TPOT far above
@@ -48,7 +53,12 @@ import numpy as np
 
 from fleetplan.sim._kernels.jit import njit_inline
 from fleetplan.sim._kernels.pdd_codes import (
+    ABLATE_PROB,
+    ABLATE_TYPE1,
+    ABLATE_TYPE2,
+    ABLATE_TYPE3,
     ASSIGN_ILS_REQUESTS,
+    ASSIGN_REQ_LEVEL,
     ASSIGN_ROUND_ROBIN,
     ASSIGN_SIBYL,
     CF_BUCKET_TOKENS,
@@ -59,6 +69,7 @@ from fleetplan.sim._kernels.pdd_codes import (
     CF_PS_C,
     CI_DECODE_MODEL,
     CI_N_DECODE,
+    CI_SIBYL_ABLATE,
     CI_SIBYL_PRESSURE,
     DECODE_PS,
     DF_T_LAST,
@@ -132,25 +143,33 @@ def decode_load(d, t, cfg_i, cfg_f, D_i, D_f, D_run, R_f):
 
 
 @njit_inline
-def _type1(r, l_now, t, tau, v_sys, prompt, out_t, S, bucket, tasks):
-    """SIBYL eq. (6) for an active task with ``l_now`` generated tokens (``M = 1`` with ``tasks``)."""
+def _type1(r, l_now, t, tau, v_sys, prompt, out_t, S, bucket, tasks, prob1):
+    """SIBYL eq. (6) for an active task with ``l_now`` generated tokens (``M = 1`` with ``tasks``;
+    ``prob1``: PROB @ 1)."""
     v_k = v_sys
     if l_now > 0.0 and t > out_t[r, OT_HANDOFF]:
         v_k = l_now / (t - out_t[r, OT_HANDOFF])
     l_tau = l_now + v_k * (tau - t)
-    s_now = survival(S, l_now, bucket)
-    p = survival(S, l_tau, bucket) / s_now if s_now > 0.0 else 0.0
+    p = 1.0
+    if not prob1:
+        s_now = survival(S, l_now, bucket)
+        p = survival(S, l_tau, bucket) / s_now if s_now > 0.0 else 0.0
     if tasks:
         return p
     return (prompt[r] + l_tau) * p
 
 
 @njit_inline
-def _shadow(l_in, gap, S, bucket, tasks):
-    """SIBYL eqs. (7)-(8) for a pending task: ``gap = (tau - tau_k) v_sys`` tokens."""
+def _shadow(l_in, gap, S, bucket, tasks, ablate):
+    """SIBYL eqs. (7)-(8) for a pending task: ``gap = (tau - tau_k) v_sys`` tokens (``ablate``:
+    ``ABLATE_*`` bits)."""
     if gap > 0.0:
+        if ablate & ABLATE_TYPE2:
+            return 0.0
         m = 1.0 if tasks else l_in + gap
-        return m * survival(S, gap, bucket)
+        return m if ablate & ABLATE_PROB else m * survival(S, gap, bucket)
+    if ablate & ABLATE_TYPE3:
+        return 0.0
     m = l_in + gap
     if m <= 0.0:
         return 0.0
@@ -164,23 +183,37 @@ def sibyl_load(d, t, tau, cfg_i, cfg_f, prompt, est_handoff_s, R_i, R_f, D_i, D_
     v_sys = system_rate(cfg_f, G_f)
     ps = cfg_i[CI_DECODE_MODEL] == DECODE_PS
     tasks = cfg_i[CI_SIBYL_PRESSURE] == PRESSURE_TASKS
-    v_now = ps_v_now(d, t, cfg_f, D_i, D_f) if ps else 0.0
+    ablate = cfg_i[CI_SIBYL_ABLATE]
+    prob1 = (ablate & ABLATE_PROB) != 0
     total = 0.0
-    for s in range(D_i[d, DI_LEN]):
-        r = D_run[d, s]
-        l_now = v_now - R_f[r] if ps else float(R_i[r, RI_GEN])
-        total += _type1(r, l_now, t, tau, v_sys, prompt, out_t, S, bucket, tasks)
-    r = D_i[d, DI_WHEAD]
-    while r >= 0:
-        l_now = 0.0 if ps else float(R_i[r, RI_GEN])
-        total += _type1(r, l_now, t, tau, v_sys, prompt, out_t, S, bucket, tasks)
-        r = R_i[r, RI_NXT]
+    if not ablate & ABLATE_TYPE1:
+        v_now = ps_v_now(d, t, cfg_f, D_i, D_f) if ps else 0.0
+        for s in range(D_i[d, DI_LEN]):
+            r = D_run[d, s]
+            l_now = v_now - R_f[r] if ps else float(R_i[r, RI_GEN])
+            total += _type1(r, l_now, t, tau, v_sys, prompt, out_t, S, bucket, tasks, prob1)
+        r = D_i[d, DI_WHEAD]
+        while r >= 0:
+            l_now = 0.0 if ps else float(R_i[r, RI_GEN])
+            total += _type1(r, l_now, t, tau, v_sys, prompt, out_t, S, bucket, tasks, prob1)
+            r = R_i[r, RI_NXT]
     r = D_i[d, DI_PHEAD]
     while r >= 0:
         tau_k = out_t[r, OT_BIND] + est_handoff_s[r]
-        total += _shadow(float(prompt[r]), (tau - tau_k) * v_sys, S, bucket, tasks)
+        total += _shadow(float(prompt[r]), (tau - tau_k) * v_sys, S, bucket, tasks, ablate)
         r = R_i[r, RI_PNEXT]
     return total
+
+
+@njit_inline
+def bound_requests(d, R_i, D_i):
+    """REQ LEVEL's load: requests in decode on ``d`` plus those bound to it and still pending."""
+    n = D_i[d, DI_N_IN_DECODE]
+    r = D_i[d, DI_PHEAD]
+    while r >= 0:
+        n += 1
+        r = R_i[r, RI_PNEXT]
+    return n
 
 
 @njit_inline
@@ -198,6 +231,8 @@ def choose_decode(policy, r, t, est_handoff_s, cfg_i, cfg_f, prompt, R_i, R_f, D
     for d in range(n_dec):
         if policy == ASSIGN_ILS_REQUESTS:
             load = float(D_i[d, DI_N_IN_DECODE])
+        elif policy == ASSIGN_REQ_LEVEL:
+            load = float(bound_requests(d, R_i, D_i))
         elif policy == ASSIGN_SIBYL:
             load = sibyl_load(d, t, tau, cfg_i, cfg_f, prompt, est_handoff_s, R_i, R_f, D_i, D_f, D_run,
                               out_t, S, G_f)

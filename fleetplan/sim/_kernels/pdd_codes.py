@@ -11,6 +11,7 @@ ASSIGN_ILS_TOKENS = 1  # fewest decode tokens (prompt + generated) at the bindin
 ASSIGN_ILS_REQUESTS = 2  # fewest requests in decode at the binding moment
 ASSIGN_SIBYL = 3  # projected load at the handoff moment (SIBYL §4, Algorithm 1)
 ASSIGN_ORACLE = 4  # late binding to the least-loaded instance (tokens) at prefill end
+ASSIGN_REQ_LEVEL = 5  # fewest requests bound and not finished, pending ones included (SIBYL's REQ LEVEL)
 N_ASSIGN = 5
 
 # When the decode instance is bound (``CI_BINDING``).
@@ -27,6 +28,10 @@ DECODE_PS = 1  # SIBYL appendix I: processor sharing, TPS(N) = a N^2 + b N + c
 PRESSURE_TOKENS = 0
 PRESSURE_TASKS = 1
 
+# SIBYL ablations (``CI_SIBYL_ABLATE``, a bit set; the SIBYL paper's §5.3 and appendix J):
+# drop Type 1, Type 2 or Type 3 terms, or PROB @ 1 (survival weights of eqs. 6-7 set to 1).
+ABLATE_TYPE1, ABLATE_TYPE2, ABLATE_TYPE3, ABLATE_PROB = 1, 2, 4, 8
+
 # Prefill-pool router (``CI_PF_ROUTER``).
 PF_ROUTE_ROUND_ROBIN = 0
 PF_ROUTE_LEAST_OUTSTANDING = 1  # fewest requests queued, running or holding KV
@@ -35,12 +40,12 @@ PF_ROUTE_LEAST_OUTSTANDING = 1  # fewest requests queued, running or holding KV
 # (``pdd_cruise``; results are identical, only the event count changes).  CI_NETWORK: 1 when
 # KV transfers are flows on a fabric (``pdd_net``), with path policy ``CI_NET_POLICY``
 # (``flows.POLICY_*``) over ``CI_N_HOSTS`` hosts and ``CI_N_SPINES`` spines.
-# CI_SIBYL_PRESSURE: ``PRESSURE_*`` above.
+# CI_SIBYL_PRESSURE: ``PRESSURE_*`` above; CI_SIBYL_ABLATE: ``ABLATE_*`` bits above.
 (CI_N_PREFILL, CI_N_DECODE, CI_PF_MAX_SEQS, CI_PF_BUDGET, CI_PF_KV_BLOCKS, CI_PF_BLOCK, CI_PF_STEP_CODE,
  CI_PF_ROUTER, CI_PF_MAX_CONTEXT, CI_DEC_MAX_SEQS, CI_DEC_BUDGET, CI_DEC_KV_BLOCKS, CI_DEC_BLOCK,
  CI_DEC_STEP_CODE, CI_DEC_MAX_CONTEXT, CI_DECODE_MODEL, CI_POLICY, CI_BINDING, CI_N_BUCKETS, CI_CRUISE,
- CI_NETWORK, CI_NET_POLICY, CI_N_HOSTS, CI_N_SPINES, CI_SIBYL_PRESSURE) = range(25)
-N_CFG_I = 25
+ CI_NETWORK, CI_NET_POLICY, CI_N_HOSTS, CI_N_SPINES, CI_SIBYL_PRESSURE, CI_SIBYL_ABLATE) = range(26)
+N_CFG_I = 26
 
 # cfg_f layout (float64).
 (CF_LATENCY_S, CF_HORIZON_S, CF_PS_A, CF_PS_B, CF_PS_C, CF_BUCKET_TOKENS, CF_EMA_ALPHA,

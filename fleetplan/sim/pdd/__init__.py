@@ -26,12 +26,13 @@ from fleetplan.sim.pdd.spec import (
     KvTransferSpec,
     PddSpec,
     PsThroughputCurve,
+    SibylAblation,
     SibylParams,
     SibylPressure,
 )
 
 __all__ = [
     "AssignPolicy", "Binding", "DecodeModel", "FabricSpec", "KvTransferSpec", "NetworkSummary", "PddResult",
-    "PddSpec", "PddSummary", "PsThroughputCurve", "SibylParams", "SibylPressure", "TTFT_DEFINITION",
+    "PddSpec", "PddSummary", "PsThroughputCurve", "SibylAblation", "SibylParams", "SibylPressure", "TTFT_DEFINITION",
     "load_fabric_toml", "simulate_pdd", "simulate_pdd_arrays",
 ]

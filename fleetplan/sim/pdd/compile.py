@@ -27,7 +27,7 @@ from fleetplan.rng import stream
 from fleetplan.sim._kernels import pdd_codes as pc
 from fleetplan.sim._kernels.pdd_prefill import prefill_alone_s
 from fleetplan.sim.network import FlowNetwork
-from fleetplan.sim.pdd.spec import AssignPolicy, Binding, DecodeModel, PddSpec, SibylPressure
+from fleetplan.sim.pdd.spec import AssignPolicy, Binding, DecodeModel, PddSpec, SibylAblation, SibylPressure
 from fleetplan.sim.spec import InstanceRouter
 
 __all__ = ["CompiledPdd", "compile_pdd"]
@@ -35,11 +35,13 @@ __all__ = ["CompiledPdd", "compile_pdd"]
 _POLICY = {
     AssignPolicy.ROUND_ROBIN: pc.ASSIGN_ROUND_ROBIN, AssignPolicy.ILS: pc.ASSIGN_ILS_TOKENS,
     AssignPolicy.ILS_REQUESTS: pc.ASSIGN_ILS_REQUESTS, AssignPolicy.SIBYL: pc.ASSIGN_SIBYL,
-    AssignPolicy.ORACLE: pc.ASSIGN_ORACLE,
+    AssignPolicy.ORACLE: pc.ASSIGN_ORACLE, AssignPolicy.REQ_LEVEL: pc.ASSIGN_REQ_LEVEL,
 }
 _BINDING = {Binding.EARLY: pc.BIND_EARLY, Binding.LATE: pc.BIND_LATE}
 _DECODE = {DecodeModel.STEPS: pc.DECODE_STEPS, DecodeModel.PROCESSOR_SHARING: pc.DECODE_PS}
 _PRESSURE = {SibylPressure.TOKENS: pc.PRESSURE_TOKENS, SibylPressure.TASKS: pc.PRESSURE_TASKS}
+_ABLATE = {SibylAblation.TYPE1: pc.ABLATE_TYPE1, SibylAblation.TYPE2: pc.ABLATE_TYPE2,
+           SibylAblation.TYPE3: pc.ABLATE_TYPE3, SibylAblation.PROB: pc.ABLATE_PROB}
 _PF_ROUTER = {InstanceRouter.ROUND_ROBIN: pc.PF_ROUTE_ROUND_ROBIN,
               InstanceRouter.LEAST_OUTSTANDING: pc.PF_ROUTE_LEAST_OUTSTANDING}
 
@@ -141,6 +143,7 @@ def compile_pdd(spec: PddSpec, arrival_s, prompt_tokens, output_tokens, horizon_
     cfg_i[pc.CI_N_BUCKETS] = n_buckets
     cfg_i[pc.CI_CRUISE] = int(bool(cruise))
     cfg_i[pc.CI_SIBYL_PRESSURE] = _PRESSURE[spec.sibyl.pressure]
+    cfg_i[pc.CI_SIBYL_ABLATE] = sum(_ABLATE[a] for a in spec.sibyl.ablate)
     if spec.network is not None:
         cfg_i[pc.CI_NETWORK] = 1
         cfg_i[pc.CI_NET_POLICY] = spec.network.path_policy.code

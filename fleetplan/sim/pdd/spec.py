@@ -41,17 +41,35 @@ class AssignPolicy(NameRegistry):
     """Decode-instance assignment: ``round_robin``; ``ils`` (fewest decode tokens, prompt +
     generated, at the binding moment); ``ils_requests`` (fewest requests in decode: the SIBYL
     paper's ILS, "least outstanding requests"); ``sibyl`` (projected load at the handoff moment,
-    SIBYL §4, with ``SibylParams.pressure``); ``oracle`` (binds at prefill end to the least-loaded)."""
+    SIBYL §4, with ``SibylParams.pressure``); ``oracle`` (binds at prefill end to the least-loaded);
+    ``req_level`` (fewest requests bound and not finished, those still in prefill or transfer
+    included: the SIBYL paper's REQ LEVEL variant, appendix J)."""
 
     ROUND_ROBIN = "round_robin"
     ILS = "ils"
     ILS_REQUESTS = "ils_requests"
     SIBYL = "sibyl"
     ORACLE = "oracle"
+    REQ_LEVEL = "req_level"
 
     @classmethod
     def kind(cls) -> str:
         return "assignment policy"
+
+
+class SibylAblation(NameRegistry):
+    """A SIBYL term switched off (the paper's sensitivity variants, §5.3 and appendix J):
+    ``type1`` / ``type2`` / ``type3`` drop that term (``w/o Type k``); ``prob`` sets the survival
+    weights of eqs. 6-7 to 1 (``PROB @ 1``)."""
+
+    TYPE1 = "type1"
+    TYPE2 = "type2"
+    TYPE3 = "type3"
+    PROB = "prob"
+
+    @classmethod
+    def kind(cls) -> str:
+        return "SIBYL ablation"
 
 
 class SibylPressure(NameRegistry):
@@ -145,16 +163,25 @@ class PsThroughputCurve:
 @dataclass(frozen=True)
 class SibylParams:
     """SIBYL's estimator: bucket step ``bucket_tokens`` (Delta), EMA ``ema_alpha`` (eq. 4), the
-    system decode rate assumed before the first completion (None: derived by compile), and the
-    physical pressure of a task (``SibylPressure``; the paper's eq. 2 is ``tokens``)."""
+    system decode rate assumed before the first completion (None: derived by compile), the
+    physical pressure of a task (``SibylPressure``; the paper's eq. 2 is ``tokens``) and the terms
+    switched off (``SibylAblation``; none in SIBYL itself)."""
 
     bucket_tokens: int = DEFAULT_BUCKET_TOKENS
     ema_alpha: float = DEFAULT_EMA_ALPHA
     prior_rate_tokens_per_s: float | None = None
     pressure: SibylPressure = SibylPressure.TOKENS
+    ablate: tuple[SibylAblation, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "pressure", SibylPressure.parse(self.pressure))
+        if isinstance(self.ablate, str) or not isinstance(self.ablate, tuple | list | frozenset | set):
+            raise ConfigError(f"sibyl: ablate = {self.ablate!r} must be a tuple of "
+                              f"{', '.join(SibylAblation.names())}, e.g. ('type3',)")
+        ablate = tuple(SibylAblation.parse(a) for a in self.ablate)
+        if len(set(ablate)) != len(ablate):
+            raise ConfigError(f"sibyl: ablate = {self.ablate!r} names a term twice; give each once")
+        object.__setattr__(self, "ablate", ablate)
         if isinstance(self.bucket_tokens, bool) or not isinstance(self.bucket_tokens, int) or self.bucket_tokens < 1:
             raise ConfigError(f"sibyl: bucket_tokens = {self.bucket_tokens!r} must be an integer >= 1")
         if not (isinstance(self.ema_alpha, int | float) and 0 < self.ema_alpha < 1):
