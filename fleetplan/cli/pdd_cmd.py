@@ -24,15 +24,12 @@ from fleetplan.sim.pdd import (
     KvTransferSpec,
     PddSpec,
     PsThroughputCurve,
-    SibylAblation,
-    SibylParams,
-    SibylPressure,
     load_fabric_toml,
     simulate_pdd,
 )
 from fleetplan.sim.pdd.engine import DEFAULT_N_REQUESTS, DEFAULT_WARMUP_FRACTION
 from fleetplan.sim.pdd.result import TPOT_DEFINITION, TTFT_DEFINITION, write_requests_csv, write_summary_json
-from fleetplan.sim.pdd.spec import DEFAULT_BUCKET_TOKENS, DEFAULT_EMA_ALPHA
+from fleetplan.sim.pdd.spec import DEFAULT_BUCKET_TOKENS, DEFAULT_EMA_ALPHA, SibylAblation, SibylParams, SibylPressure
 from fleetplan.units import ms_to_s, s_to_ms
 from fleetplan.workload import load_workload
 

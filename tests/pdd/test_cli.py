@@ -79,6 +79,15 @@ PS_ARGS = ["simulate-pdd", "--workload", "lmsys", "--lam", "30", "--requests", "
            "--policy", "sibyl"]
 
 
+def _ps_args_summary(sibyl: SibylParams):
+    """The API's summary for the spec ``PS_ARGS`` describes, with ``sibyl``."""
+    pool = build_pool(load_catalog().get("h100"), "decode", 4, 16384, max_num_seqs=100)
+    prefill = build_pool(load_catalog().get("h100"), "prefill", 4, 16384)
+    transfer = KvTransferSpec.from_model(load_model("llama-3.1-70b"), 0.0, 50e9)
+    spec = PddSpec(prefill, pool, transfer, "sibyl", "early", "processor_sharing", sibyl=sibyl)
+    return simulate_pdd(spec, load_workload("lmsys"), 30.0, 600, 0).summary
+
+
 def test_simulate_pdd_sibyl_options_reach_the_spec(tmp_path):
     """--sibyl-pressure / --sibyl-bucket-tokens / --sibyl-ema-alpha and --decode-max-num-seqs give
     the API's result for the same spec."""
@@ -87,12 +96,7 @@ def test_simulate_pdd_sibyl_options_reach_the_spec(tmp_path):
                                     "--sibyl-ema-alpha", "0.9", "--json", str(out)])
     assert res.exit_code == 0, res.output
     assert "policy sibyl (pressure tasks)" in res.output
-    pool = build_pool(load_catalog().get("h100"), "decode", 4, 16384, max_num_seqs=100)
-    prefill = build_pool(load_catalog().get("h100"), "prefill", 4, 16384)
-    transfer = KvTransferSpec.from_model(load_model("llama-3.1-70b"), 0.0, 50e9)
-    spec = PddSpec(prefill, pool, transfer, "sibyl", "early", "processor_sharing",
-                   sibyl=SibylParams(128, 0.9, pressure="tasks"))
-    want = simulate_pdd(spec, load_workload("lmsys"), 30.0, 600, 0).summary
+    want = _ps_args_summary(SibylParams(128, 0.9, pressure="tasks"))
     got = json.loads(out.read_text())
     assert got["tpot"]["p99_s"] == pytest.approx(want.tpot.p99_s, rel=1e-12)
     assert got["optimal_assignment_ratio"] == pytest.approx(want.optimal_assignment_ratio, rel=1e-12)
@@ -160,12 +164,7 @@ def test_sibyl_ablations_and_req_level_reach_the_spec(tmp_path):
                                     "--json", str(out)])
     assert res.exit_code == 0, res.output
     assert "policy sibyl (pressure tasks, without type3, prob)" in res.output
-    pool = build_pool(load_catalog().get("h100"), "decode", 4, 16384, max_num_seqs=100)
-    prefill = build_pool(load_catalog().get("h100"), "prefill", 4, 16384)
-    transfer = KvTransferSpec.from_model(load_model("llama-3.1-70b"), 0.0, 50e9)
-    spec = PddSpec(prefill, pool, transfer, "sibyl", "early", "processor_sharing",
-                   sibyl=SibylParams(pressure="tasks", ablate=("type3", "prob")))
-    want = simulate_pdd(spec, load_workload("lmsys"), 30.0, 600, 0).summary
+    want = _ps_args_summary(SibylParams(pressure="tasks", ablate=("type3", "prob")))
     assert json.loads(out.read_text())["tpot"]["p99_s"] == pytest.approx(want.tpot.p99_s, rel=1e-12)
     req_level = [a if a != "sibyl" else "req_level" for a in PS_ARGS]
     res = CliRunner().invoke(_cli, [*req_level, "--json", str(out)])
