@@ -54,9 +54,10 @@ def baseline_line(result: OptimizeResult) -> str:
     """Which all-premium fleet each family's SR and CE are measured against."""
     parts = [f"{fam}: {b.gpu_label} x{b.total_gpus_needed} (${b.cost_usd_per_year:,.0f}/yr)"
              for fam, b in result.baselines]
-    disagg = {fam for fam, _ in result.baselines} & {"pdd", "afd"}
-    gate = "" if not disagg else (f"; {'/'.join(sorted(disagg, reverse=True))} candidates with CE < "
-                                  f"{result.request.min_ce_gain:g} are rejected")
+    families = {fam for fam, _ in result.baselines}
+    disagg = [fam for fam in ("pdd", "afd") if fam in families]
+    gate = "" if not disagg else (f"; {'/'.join(disagg)} candidates with CE < {result.request.min_ce_gain:g} are "
+                                  "rejected")
     return f"All-premium baselines (SR = CE = 1): {'; '.join(parts)}{gate}."
 
 

@@ -11,7 +11,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from fleetplan.cli.options import POSITIVE, input_fraction_option, seed_option, workload_option
+from fleetplan.cli.options import NAME_LIST, POSITIVE, input_fraction_option, seed_option, workload_option
 from fleetplan.hardware import load_catalog
 from fleetplan.models.catalog import load_model
 from fleetplan.sim.builders import build_pool
@@ -71,7 +71,7 @@ def _fabric(value: str | None, link_gbps: float, spine_gbps: float, policy: str 
 
 
 def _sibyl_params(policy: str, pressure: str | None, bucket_tokens: int | None, alpha: float | None,
-                  ablate: str | None) -> SibylParams:
+                  ablate: tuple[str, ...] | None) -> SibylParams:
     """``SibylParams`` from the ``--sibyl-*`` options, which only ``--policy sibyl`` reads."""
     given = {"--sibyl-pressure": pressure, "--sibyl-bucket-tokens": bucket_tokens, "--sibyl-ema-alpha": alpha,
              "--sibyl-ablate": ablate}
@@ -79,10 +79,9 @@ def _sibyl_params(policy: str, pressure: str | None, bucket_tokens: int | None, 
     if stray and policy != AssignPolicy.SIBYL.value:
         raise click.BadParameter(f"{stray[0]} applies to --policy sibyl only (got --policy {policy}); drop it",
                                  param_hint=stray[0])
-    terms = () if ablate is None else tuple(x.strip() for x in ablate.split(",") if x.strip())
     return SibylParams(bucket_tokens if bucket_tokens is not None else DEFAULT_BUCKET_TOKENS,
                        alpha if alpha is not None else DEFAULT_EMA_ALPHA, pressure=pressure or SibylPressure.TOKENS,
-                       ablate=terms)
+                       ablate=ablate or ())
 
 
 def _ps_curve(value: str | None, decode_model: str) -> PsThroughputCurve:
@@ -146,7 +145,7 @@ def _ms(value_s: float) -> str:
               help=f"SIBYL survival-estimator bucket, tokens [default: {DEFAULT_BUCKET_TOKENS}].")
 @click.option("--sibyl-ema-alpha", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=None,
               help=f"SIBYL survival-estimator EMA factor [default: {DEFAULT_EMA_ALPHA}].")
-@click.option("--sibyl-ablate", default=None, metavar="TERM,...",
+@click.option("--sibyl-ablate", type=NAME_LIST, default=None, metavar="TERM,...",
               help=f"SIBYL terms to switch off, the paper's sensitivity variants: "
                    f"{', '.join(SibylAblation.names())} (prob: survival weights set to 1, PROB @ 1).")
 @click.option("--model", "model_name", default=DEFAULT_MODEL, show_default=True,

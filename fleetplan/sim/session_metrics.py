@@ -140,7 +140,8 @@ def _bursts(table: SessionTable, final_rows: np.ndarray, completion_s: np.ndarra
 def session_metrics(requests: pd.DataFrame, table: SessionTable, warmup_fraction: float = 0.0) -> SessionMetrics:
     """``SessionMetrics`` from the run's per-request frame (columns ``first_token_s``, ``done_s``,
     ``status``; row i is round i of ``table``)."""
-    done_mask = (requests["status"].to_numpy() == "done")
+    status = requests["status"].to_numpy()
+    done_mask = status == "done"
     first_token = np.where(done_mask, requests["first_token_s"].to_numpy(dtype=np.float64), np.inf)
     done = np.where(done_mask, requests["done_s"].to_numpy(dtype=np.float64), np.inf)
     n_sessions = table.n_sessions
@@ -148,7 +149,7 @@ def session_metrics(requests: pd.DataFrame, table: SessionTable, warmup_fraction
     session_done = np.ones(n_sessions, dtype=bool)
     np.logical_and.at(session_done, table.session, done_mask)
     session_rejected = np.zeros(n_sessions, dtype=bool)
-    np.logical_or.at(session_rejected, table.session, requests["status"].to_numpy() == "rejected")
+    np.logical_or.at(session_rejected, table.session, status == "rejected")
     final = np.flatnonzero(table.is_final)
     arrival = table.session_arrival_s[final]
     ok = session_done
