@@ -71,6 +71,8 @@ class PoolPlan:
     feasible: bool
     reason: str | None
     gpus_per_instance: int = 1  # GPUs of one serving instance (its TP/PP group); count is in instances
+    tpot_p_s: float = float("nan")  # analytic TPOT at the SLO percentile (nan: not modelled)
+    mean_residence_s: float = float("nan")  # mean request lifetime in the pool, arrival to last token
 
     @property
     def total_instances(self) -> int:

@@ -47,6 +47,7 @@ class Candidate:
     reason: str | None
     rank: int = 0
     verification: Verification | None = None  # set for candidates simulated in phase 2
+    tpot_p_s: float = float("nan")  # analytic TPOT at the SLO percentile over all requests (nan: not modelled)
 
     @property
     def thresholds_tokens(self) -> tuple[int, ...]:
