@@ -99,6 +99,10 @@ _PLAN_OPTIONS = [
     click.option("--rho-max", type=FRACTION, default=DEFAULT_RHO_MAX, show_default=True, help="Utilisation cap."),
     click.option("--max-gpus", type=click.IntRange(min=1), default=DEFAULT_MAX_GPUS, show_default=True,
                  help="Largest fleet considered."),
+    click.option("--service-model", type=click.Choice(["engine", "paper"]), default="engine", show_default=True,
+                 help="Analytic service model: engine = the simulator's own step model and vLLM limits at the "
+                 "load-dependent operating batch (prefill charged, TPOT modelled); paper = the core paper's eqs. 3-5 "
+                 "(reproduces its Table 1; --tail-model, --ttft-model and --prefill-seqs apply to it)."),
     click.option("--tail-model", type=click.Choice(["exp", "paper"]), default="exp", show_default=True,
                  help="Wait-tail form: exp = ln(C/(1-p))(1+Cs2)/(2(c mu - lam)) (exact for M/M/c); paper = eq. (2)."),
     click.option("--ttft-model", type=click.Choice(["quantile", "mean-prefill"]), default="quantile",
@@ -205,6 +209,8 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
         slo_tpot_s=None if opts["slo_tpot_ms"] is None else opts["slo_tpot_ms"] / 1e3,
         min_ce_gain=opts["min_ce_gain"],
         disagg=_disagg_settings(opts),
+        service_model=opts["service_model"],
+        step_models=step_models,
     )
     verify = None
     if not opts["no_verify"]:

@@ -130,3 +130,42 @@ def roofline_step_s(coef: np.ndarray, n_seqs: int, n_decode: int, prefill_tokens
         moe = mc if mc > mm else mm
     return (coef[0] + gemm + coef[3] * (attn2 * 0.5) + coef[10] * n_tokens + coef[11] * n_seqs + moe
             + coef[4] * decode_context_tokens)
+
+
+def step_time_array_s(code: int, coef: np.ndarray, n_seqs, n_decode, prefill_tokens, decode_context_tokens,
+                      attn2) -> np.ndarray:
+    """The simulator's step time (s) evaluated on broadcast numpy arrays of batch aggregates.
+
+    The same expressions as the kernel's ``step_time_s`` (module docstring) for the analytic side
+    (``fleetplan.queueing.engine``), which needs thousands of steps at once; aggregates may be
+    fractional (mean batches).  Rounding may differ from the kernel in the last bit; where bit
+    equality matters use ``roofline_step_s``.
+    """
+    n_seqs = np.asarray(n_seqs, dtype=np.float64)
+    n_decode = np.asarray(n_decode, dtype=np.float64)
+    prefill = np.asarray(prefill_tokens, dtype=np.float64)
+    ctx = np.asarray(decode_context_tokens, dtype=np.float64)
+    attn2 = np.asarray(attn2, dtype=np.float64)
+    if code == STEP_MODEL_LINEAR:
+        return coef[0] + coef[1] * n_seqs + coef[2] * prefill + coef[3] * ctx + coef[4] * (attn2 * 0.5)
+    if code != STEP_MODEL_ROOFLINE:
+        raise ValueError(f"unknown step-model code {code}")
+    n_tokens = prefill + n_decode
+    tile = float(coef[5])
+    m_tiles = np.ceil(n_tokens / tile)
+    pad = np.where(n_tokens >= tile, m_tiles * tile, n_tokens)
+    if coef[6] > 0.0:
+        work = m_tiles * coef[6]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            wf = np.where(work > 0, np.ceil(work) / np.where(work > 0, work, 1.0), 1.0)
+    else:
+        wf = 1.0
+    gemm = np.maximum(coef[1] * pad * wf + coef[8] * n_seqs, coef[2] + coef[7] * n_tokens + coef[9] * n_seqs)
+    moe = 0.0
+    if coef[12] > 0.0 or coef[14] > 0.0:
+        mc = coef[12] * n_tokens + coef[13] * np.sqrt(n_tokens)
+        q = 1.0 - np.exp(coef[15] * n_tokens)
+        mm = coef[14] * q + coef[16] * np.sqrt(q * (1.0 - q)) + coef[17] * n_tokens
+        moe = np.maximum(mc, mm)
+    return (coef[0] + gemm + coef[3] * (attn2 * 0.5) + coef[10] * n_tokens + coef[11] * n_seqs + moe
+            + coef[4] * ctx)

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuCatalog, GpuProfile
 from fleetplan.parallel import MapFn, TaskOutcome, in_input_order, serial_map
+from fleetplan.perf.seam import StepModel
 from fleetplan.plan.disagg import DisaggSettings, check_disagg_inputs, disagg_candidates
 from fleetplan.plan.disagg_economics import (
     DEFAULT_MIN_CE_GAIN,
@@ -47,7 +48,7 @@ from fleetplan.plan.disagg_economics import (
 )
 from fleetplan.plan.disagg_verify import failed_verification, verify_any
 from fleetplan.plan.points import LengthPoints
-from fleetplan.plan.pools import PlanSettings
+from fleetplan.plan.pools import SERVICE_ENGINE, PlanSettings
 from fleetplan.plan.space import (
     DEFAULT_COMPRESS_GAMMA,
     DEFAULT_MAX_POOLS,
@@ -104,6 +105,12 @@ class OptimizeRequest:
     slo_tpot_s: float | None = None  # required by pdd / afd (decode sizing)
     min_ce_gain: float = DEFAULT_MIN_CE_GAIN
     disagg: DisaggSettings | None = None  # None: defaults for CALIBRATION_MODEL
+    # "engine" (default): the simulator's step model and engine limits (fleetplan.queueing.engine);
+    # "paper": the core paper's eqs. 3-5 (kept to reproduce its Table 1)
+    service_model: str = SERVICE_ENGINE
+    # Step model per GPU type (with --model: the operator-level predictor); the simulator runs the same
+    step_models: tuple[tuple[str, StepModel], ...] = ()
+    arrival_cv2: float = 1.0  # Ca² of the arrival stream (1: Poisson)
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.rate_per_s) and self.rate_per_s > 0):
@@ -156,6 +163,10 @@ class OptimizeRequest:
             n_prefill_seqs=self.n_prefill_seqs,
             min_spare_gpus=int(self.min_spare_gpus),
             gpus_per_instance=tuple(self.gpus_per_instance),
+            service_model=self.service_model,
+            slo_tpot_s=self.slo_tpot_s,
+            step_models=tuple(self.step_models),
+            arrival_cv2=float(self.arrival_cv2),
         )
 
 

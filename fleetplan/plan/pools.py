@@ -17,10 +17,14 @@ For a pool range (lo, hi] on one GPU type:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
+import numpy as np
+
+from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuProfile, with_spares
 from fleetplan.perf.linear import LinearStepModel
+from fleetplan.perf.seam import StepModel
 from fleetplan.plan.points import LengthPoints, pool_points
 from fleetplan.plan.space import PoolRange, SizingRouter
 from fleetplan.queueing import (
@@ -29,7 +33,18 @@ from fleetplan.queueing import (
     pool_service_moments,
     size_pool,
 )
+from fleetplan.queueing.engine import (
+    EngineLimits,
+    EngineModel,
+    EngineProfile,
+    SurvivalTable,
+    size_engine_pool,
+)
 from fleetplan.queueing.ttft import ttft_model, zero_wait_ttft_quantile_s
+
+SERVICE_ENGINE = "engine"
+SERVICE_PAPER = "paper"
+SERVICE_MODELS = (SERVICE_ENGINE, SERVICE_PAPER)
 
 
 @dataclass(frozen=True)
@@ -48,6 +63,18 @@ class PlanSettings:
     min_spare_gpus: int = 0  # extra GPUs above the offered load (fleet-sim's search starts at +1)
     # GPUs per serving instance of a GPU type (a tensor-parallel group with --model); absent = 1
     gpus_per_instance: tuple[tuple[str, int], ...] = ()
+    # "engine": the simulator's step model and limits (queueing.engine); "paper": eqs. 3-5
+    service_model: str = SERVICE_ENGINE
+    slo_tpot_s: float | None = None  # prunes pools in phase 1 (engine model)
+    # Step model per GPU type (with --model: the operator-level predictor the simulator runs);
+    # GPU types not listed run the linear model of their serving constants, as in the simulator.
+    step_models: tuple[tuple[str, StepModel], ...] = ()
+    arrival_cv2: float = 1.0  # Ca² of the arrival stream (1: Poisson)
+
+    def __post_init__(self) -> None:
+        if self.service_model not in SERVICE_MODELS:
+            raise ConfigError(f"service model {self.service_model!r} is unknown: use one of "
+                              f"{', '.join(SERVICE_MODELS)}")
 
 
 @dataclass(frozen=True)
@@ -73,6 +100,12 @@ class PoolPlan:
     gpus_per_instance: int = 1  # GPUs of one serving instance (its TP/PP group); count is in instances
     tpot_p_s: float = float("nan")  # analytic TPOT at the SLO percentile (nan: not modelled)
     mean_residence_s: float = float("nan")  # mean request lifetime in the pool, arrival to last token
+    decode_batch: float = float("nan")  # the engine's operating decode batch n* (engine model)
+    mean_step_s: float = float("nan")  # mean engine step at n* (engine model)
+    binding: str = ""  # what set the count: rho | ttft | tpot (engine model)
+    # TTFT and TPOT survival tables at ``count`` (engine model), for fleet-wide percentiles
+    ttft_table: SurvivalTable | None = field(default=None, compare=False, repr=False)
+    tpot_table: SurvivalTable | None = field(default=None, compare=False, repr=False)
 
     @property
     def total_instances(self) -> int:
@@ -135,6 +168,8 @@ def size_one_pool(
             0.0,
             f"context {rng_.hi_tokens} tokens does not fit one request in {gpu.name}'s KV cache",
         )
+    if settings.service_model == SERVICE_ENGINE:
+        return _size_engine(sub, rng_, gpu, settings, availability, plan, lam)
     model = ServiceModel(
         step=LinearStepModel(serving.iter_base_s, serving.iter_per_seq_s),
         n_slots=n_max,
@@ -174,4 +209,40 @@ def _reason_text(reason: InfeasibleReason | None, ttft_s: float, settings: PlanS
         )
     if reason is InfeasibleReason.EXCEEDS_MAX_GPUS:
         return f"needs more than --max-gpus {settings.max_gpus} GPUs"
+    if reason is InfeasibleReason.DECODE_EXCEEDS_TPOT_SLO:
+        return (f"one decode step alone exceeds the TPOT SLO ({settings.slo_tpot_s * 1e3:.0f} ms) on this GPU; "
+                "pick a faster GPU or a larger tensor-parallel size")
     return "unstable (utilisation >= 1)"
+
+
+def engine_of(gpu: GpuProfile, max_context_tokens: int, step_models: dict) -> EngineModel:
+    """The serving instance the simulator would run for a pool of ``gpu`` holding requests of up to
+    ``max_context_tokens`` (``sim.build_pool``'s limits; the step model the verifier gives it)."""
+    from fleetplan.sim import build_pool  # plan sits above sim; imported here to keep sweeps light
+
+    pool = build_pool(gpu, "pool", 1, int(max_context_tokens))
+    step = step_models.get(gpu.name, pool.step_model)
+    lim = pool.limits
+    return EngineModel.of(step, EngineLimits(lim.max_num_seqs, lim.max_num_batched_tokens, lim.kv_blocks,
+                                             lim.block_size_tokens))
+
+
+def _size_engine(sub, rng_: PoolRange, gpu: GpuProfile, settings: PlanSettings, availability: float, plan,
+                 lam: float) -> PoolPlan:
+    """Engine-model sizing of one pool (``fleetplan.queueing.engine``)."""
+    engine = engine_of(gpu, rng_.hi_tokens, dict(settings.step_models))
+    profile = EngineProfile(engine, np.maximum(sub.prompt_tokens, 1.0), np.maximum(sub.output_tokens, 1.0),
+                            sub.weight)
+    sized, _ = size_engine_pool(
+        profile, lam, settings.slo_ttft_s, settings.percentile / 100.0, slo_tpot_s=settings.slo_tpot_s,
+        rho_max=settings.rho_max, max_instances=settings.max_gpus, min_spare_instances=settings.min_spare_gpus,
+        arrival_cv2=settings.arrival_cv2,
+    )
+    reason = None if sized.feasible else _reason_text(sized.reason, sized.ttft_p_s, settings)
+    spares = with_spares(sized.n_instances, availability) - sized.n_instances if sized.feasible else 0
+    # GPU-seconds of the binding resource per request, so that λ · mean_service_s / count = ρ
+    per_request_s = sized.rho * sized.n_instances / lam if lam > 0 else 0.0
+    out = plan(sized.n_instances, spares, sized.rho, sized.ttft_p_s, float("nan"), per_request_s, 0.0, reason)
+    return replace(out, n_max=int(profile.n_cap), tpot_p_s=sized.tpot_p_s, mean_residence_s=sized.mean_residence_s,
+                   decode_batch=sized.decode_batch, mean_step_s=sized.mean_step_s, binding=sized.binding,
+                   ttft_table=sized.ttft_table, tpot_table=sized.tpot_table)

@@ -6,8 +6,8 @@ so a sweep of thousands of candidates sizes only a few hundred pools).  A
 candidate's cost is the sum over pools of (count + spares) x price x 8760 h; it
 is feasible when every pool is and the fleet stays within ``max_gpus``.
 Candidates are ranked by annual cost, ties broken by the latency percentile
-(the worst pool's, since each pool must meet the SLO on its own), then by fewer
-GPUs.  The Pareto frontier keeps the feasible candidates that no other beats on
+over all of the fleet's requests (``fleet_latency_p_s``), then by fewer GPUs.
+The Pareto frontier keeps the feasible candidates that no other beats on
 both cost and P99 TTFT.
 """
 
@@ -24,6 +24,7 @@ from fleetplan.hardware import GpuProfile
 from fleetplan.plan.points import LengthPoints
 from fleetplan.plan.pools import PlanSettings, PoolPlan, size_one_pool
 from fleetplan.plan.space import Layout, PoolRange, SizingRouter, Topology
+from fleetplan.queueing.engine import mixture_quantile_s
 from fleetplan.units import H_PER_YEAR, S_PER_H
 
 ProgressFn = Callable[[str, int, int], None]
@@ -69,7 +70,7 @@ def _combine(
     total = sum(p.total_gpus for p in pools)
     cost = sum(p.total_gpus * p.price_usd_per_h for p in pools) * H_PER_YEAR
     tokens_per_year = settings.rate_per_s * mean_tokens * H_PER_YEAR * S_PER_H
-    ttft = max((p.ttft_p_s for p in pools if p.traffic_share > 0), default=0.0)
+    ttft, tpot = fleet_latency_p_s(pools, settings.percentile)
     reason = None
     for i, p in enumerate(pools):
         if not p.feasible:
@@ -87,7 +88,26 @@ def _combine(
         ttft_p_s=ttft,
         feasible=reason is None,
         reason=reason,
+        tpot_p_s=tpot,
     )
+
+
+def fleet_latency_p_s(pools: Sequence[PoolPlan], percentile: float) -> tuple[float, float]:
+    """(TTFT, TPOT) at ``percentile`` over all requests of the fleet, seconds.
+
+    With the engine model each pool carries survival tables at its count and the fleet's figure is
+    the quantile of the traffic-weighted mixture (the definition the simulator's summary uses).
+    Otherwise (the paper's eqs. 3-5) it is the worst pool's figure, an upper bound of the mixture's.
+    """
+    live = [p for p in pools if p.traffic_share > 0]
+    if not live:
+        return 0.0, 0.0
+    if all(p.ttft_table is not None for p in live):
+        shares = [p.traffic_share for p in live]
+        p = percentile / 100.0
+        return (mixture_quantile_s([x.ttft_table for x in live], shares, p),
+                mixture_quantile_s([x.tpot_table for x in live], shares, p))
+    return max(p.ttft_p_s for p in live), max(p.tpot_p_s for p in live)
 
 
 def _rank_key(c: Candidate) -> tuple:

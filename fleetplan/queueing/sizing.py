@@ -61,6 +61,7 @@ class InfeasibleReason(enum.Enum):
     PREFILL_EXCEEDS_SLO = "prefill-exceeds-slo"
     UNSTABLE = "unstable"
     EXCEEDS_MAX_GPUS = "exceeds-max-gpus"
+    DECODE_EXCEEDS_TPOT_SLO = "decode-exceeds-tpot-slo"
 
 
 @dataclass(frozen=True)

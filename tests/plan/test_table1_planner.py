@@ -39,6 +39,7 @@ def table1(shared_dir):
         ttft_model="mean-prefill",
         n_prefill_seqs=1,
         min_spare_gpus=1,
+        service_model="paper",  # the core paper's eqs. 3-5, which its Table 1 was computed with
     )
     result = optimize(req)
     return {(c.thresholds_tokens[0] if c.thresholds_tokens else None): c for c in result.candidates}, result

@@ -1,0 +1,641 @@
+"""Analytic latency of a pool of continuous-batching engines, from the simulator's own step model.
+
+One physics: the step time ``f`` is the simulator kernel's (``fleetplan.perf.linear.step_time_array_s``
+evaluates the same expression as ``fleetplan.sim._kernels.step_model``), and the engine limits
+are the simulator pool's (``max_num_seqs``, ``max_num_batched_tokens`` = B, KV blocks).  The pool
+stays an M/G/c queue with a two-moment (Kimura) tail; the servers and service moments come from
+the engine's operating point.
+
+Legend (per instance; G instances share the pool's rate λ, so λ_i = λ / G under the balanced
+within-pool router):  request point j has prompt p_j, output o_j, d_j = o_j - 1 decode steps and
+decode context C_j = d_j p_j + d_j (d_j - 1) / 2 (sum of its contexts over its decode steps);
+n is the decode batch; κ = E[C] / E[d] the mean context of a decoding sequence.
+
+Step times.  A pure decode step of n sequences is t_d(n) = f(n, n, 0, n κ, 0).  A prefill chunk
+of x tokens at offset o added to it costs Δ(x, o) = f(n+1, n, x, n κ, x (2o + x)) - t_d(n).  With
+chunks of c(n) = B - n tokens (vLLM's token budget after the decodes), prompt j takes
+k_j = ceil(p_j / c) steps and adds ΣΔ_j = floor(p_j/c) Δ(c) + Δ(p_j mod c) (attention work summed
+exactly: Σ chunk (2 offset + chunk) = p_j²).  Its own prefill lasts
+
+    T_pf,j(n) = k_j t_d(n) + ΣΔ_j(n).
+
+Operating point (throughput balance; Little's law for the decode batch).  Chunks arrive at
+λ_i E[k] per second, so the mean step is t̄(n) = t_d(n) / (1 - λ_i Φ(n)) with Φ(n) = E[ΣΔ_j(n)],
+and the decode batch it implies is n = λ_i E[d] t̄(n).  The smallest root n* of
+
+    n = λ_i E[d] t_d(n) / (1 - λ_i Φ(n))                                   (fixed point)
+
+is found on a grid of n (the per-n quantities are computed once per pool) and interpolated.  No
+root below the concurrency cap n_cap = min(max_num_seqs, KV tokens / time-averaged context) means
+the engine runs at the cap and requests queue for a slot.
+
+Queues.  (1) Slots: c = G · n_cap servers, each request holds one for S_j = T_pf,j + d_j t̄,
+arrival rate λ: M/G/c with the exponential-tail (Kimura two-moment) form of ``tail.py``,
+A₁ = C(c, λE[S]), k₁ = 2(cμ - λ)/(1 + Cs²).  (2) Prefill: the engine prefills B - n tokens per step
+of t_full = t_d + Δ(B - n), one FCFS server per instance: M/G/1 with X_j = p_j t_full / (B - n),
+A₂ = ρ_p = λ_i E[X], k₂ = 2(1/E[X] - λ_i)/(1 + Cs²_X).  The total wait is approximated by one
+atom-exponential with the same P(W > 0) = 1 - (1 - A₁)(1 - A₂) and mean A₁/k₁ + A₂/k₂.
+(3) Step boundary: an arrival waits for the step in progress, R = 0 when the instance is idle
+(probability e^{-λ_i E[S]}, M/G/∞) and otherwise uniform on [0, t_d(n*)] (four points).
+
+    TTFT_j = W + R + T_pf,j(n*)
+
+whose p-quantile is the exact quantile of the sum under this model (``ttft._quantile_of_sum``).
+
+TPOT (vLLM's (E2E - TTFT)/(o - 1), requests with o >= 2): the mean step t̄ during decode, with the
+variance of the prefill chunks of others that land in a request's window of d_j t̄ (compound
+Poisson at λ_i E[k] chunks/s of second moment E[ΔΣ²/k]) and of the decode batch averaged over that
+window (Var n ≈ n* E[S] / (E[S] + d_j t̄), M/G/∞ counts); each request's TPOT is a gamma variable
+with that mean and variance and the p-quantile is taken over the mixture.
+
+Utilisation ρ = max(λE[S]/c, ρ_p) (slots, prefill server); ρ >= 1 or no stable step is unstable.
+Not modelled: preemption under KV pressure beyond the slot cap (the cap uses the time-averaged
+context), and runtime features (CUDA graphs, speculation, prefix caching) — pools with them
+are sized for the plain engine.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import special
+
+from fleetplan.errors import ConfigError
+from fleetplan.perf.linear import step_time_array_s
+from fleetplan.queueing import tail, ttft
+from fleetplan.queueing.sizing import InfeasibleReason
+from fleetplan.queueing.tail import TailModel, check_probability_level
+
+__all__ = ["EngineLimits", "EngineModel", "EngineProfile", "EngineState", "EngineSizing", "size_engine_pool",
+           "SurvivalTable", "ttft_table", "tpot_table", "mixture_quantile_s"]
+
+#: Decode-batch grid points between 1 and the concurrency cap (geometric), plus n = 0.
+N_BATCH_GRID = 48
+#: Points of the uniform step-boundary wait R.
+N_RESIDUAL_POINTS = 4
+#: Quantile points of the output-length distribution the TPOT mixture is evaluated on.
+N_TPOT_BINS = 32
+#: Prompt bins of the TTFT distribution (tail-refined; see ``EngineProfile._bin_prompts``).
+N_TTFT_BINS = 96
+_BISECT_ITERS = 48
+#: Above this many expected prefill events in a decode window their count is taken as normal.
+POISSON_NORMAL_EVENTS = 12.0
+#: Floor of a TPOT component's standard deviation, relative to the mean step.
+MIN_TPOT_SD = 0.01
+
+
+@dataclass(frozen=True)
+class EngineLimits:
+    """vLLM scheduler limits of one serving instance (the simulator pool's ``SchedulerLimits``)."""
+
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    kv_blocks: int
+    block_size_tokens: int
+
+    def __post_init__(self) -> None:
+        for name in ("max_num_seqs", "max_num_batched_tokens", "kv_blocks", "block_size_tokens"):
+            value = getattr(self, name)
+            if int(value) != value or value < 1:
+                raise ConfigError(f"engine limit {name}={value!r} is invalid: it must be a whole number >= 1")
+
+
+@dataclass(frozen=True, eq=False)
+class EngineModel:
+    """Step model (the kernel's code and coefficients) and limits of one serving instance."""
+
+    step_code: int
+    step_coef: np.ndarray
+    limits: EngineLimits
+
+    @classmethod
+    def of(cls, step_model, limits: EngineLimits) -> EngineModel:
+        """From any ``fleetplan.perf.seam.StepModel`` (what the simulator runs)."""
+        code, coef = step_model.kernel_coefficients()
+        return cls(int(code), np.array(coef, dtype=np.float64), limits)
+
+    def step_s(self, n_seqs, n_decode, prefill_tokens, ctx_tokens, attn2) -> np.ndarray:
+        return step_time_array_s(self.step_code, self.step_coef, n_seqs, n_decode, prefill_tokens, ctx_tokens,
+                                 attn2)
+
+
+@dataclass(frozen=True, eq=False)
+class EngineState:
+    """A pool at each of K instance counts (arrays of shape (K,); seconds, per instance).
+
+    ``lam_i`` per-instance rate; ``decode_batch`` n*; ``t_d`` the decode step and ``mean_step_s`` t̄
+    at n*; ``mean_residence_s`` E[S]; ``rho`` max(slot, prefill) utilisation; ``wait_mass`` and
+    ``wait_decay_per_s`` the wait's P(W > t) = A exp(-k t); ``idle`` the instance's idle probability;
+    ``prefill_binned`` (K, B) own prefill time per prompt bin.
+    """
+
+    n_instances: np.ndarray
+    lam_i: np.ndarray
+    decode_batch: np.ndarray
+    t_d: np.ndarray
+    mean_step_s: np.ndarray
+    mean_residence_s: np.ndarray
+    rho: np.ndarray
+    stable: np.ndarray
+    wait_mass: np.ndarray
+    wait_decay_per_s: np.ndarray
+    idle: np.ndarray
+    prefill_binned: np.ndarray
+
+
+def _bisect(survival, lo: float, hi: float, q: float) -> float:
+    """Smallest x in [lo, hi] with survival(x) <= q (survival non-increasing), to float precision."""
+    while float(survival(np.array([hi]))[0]) > q:  # widen until the bracket holds the quantile
+        hi = 2.0 * hi + 1e-6
+        if hi > 1e9:
+            return math.inf
+    for _ in range(_BISECT_ITERS):
+        mid = 0.5 * (lo + hi)
+        if float(survival(np.array([mid]))[0]) > q:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def _interp_rows(x: np.ndarray, grid: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """Linear interpolation of ``table`` (rows on ``grid``) at each x; shape (K, *table.shape[1:])."""
+    g = np.clip(np.searchsorted(grid, x, side="right") - 1, 0, grid.size - 2)
+    lo, hi = grid[g], grid[g + 1]
+    frac = np.clip((x - lo) / (hi - lo), 0.0, 1.0)
+    frac = frac.reshape((-1,) + (1,) * (table.ndim - 1))
+    return table[g] * (1.0 - frac) + table[g + 1] * frac
+
+
+class EngineProfile:
+    """One pool's engine and request points, with every per-batch quantity tabulated once.
+
+    Parameters
+    ----------
+    engine : EngineModel
+    prompt_tokens, output_tokens, weight : arrays (J,)
+        The pool's request points (tokens; weights renormalised to 1).
+    """
+
+    def __init__(self, engine: EngineModel, prompt_tokens, output_tokens, weight) -> None:
+        p = np.asarray(prompt_tokens, dtype=np.float64)
+        o = np.asarray(output_tokens, dtype=np.float64)
+        w = np.asarray(weight, dtype=np.float64)
+        if p.ndim != 1 or p.shape != o.shape or p.shape != w.shape or p.size == 0:
+            raise ConfigError("prompt, output and weight arrays must be 1-D, non-empty and of equal length")
+        if not (np.all(np.isfinite(p) & np.isfinite(o)) and np.all(p >= 1) and np.all(o >= 1)):
+            raise ConfigError("every request point needs prompt >= 1 and output >= 1 tokens")
+        if not (np.all(np.isfinite(w) & (w >= 0)) and w.sum() > 0):
+            raise ConfigError("weights must be finite, >= 0 and have a positive sum")
+        order = np.argsort(p, kind="stable")  # prompt order: T_pf grows with the prompt (TTFT bins)
+        p, o, w = np.round(p[order]), np.round(o[order]), w[order]
+        self.engine = engine
+        self.prompt, self.output, self.weight = p, o, w / w.sum()
+        lim = engine.limits
+        d = o - 1.0
+        self.decode_steps = d
+        ctx_sum = d * p + d * (d - 1.0) / 2.0
+        self.mean_decode_steps = float(self.weight @ d)
+        self.mean_ctx = float(self.weight @ ctx_sum) / self.mean_decode_steps if self.mean_decode_steps > 0 else 0.0
+        # Concurrency cap: max_num_seqs, and the KV cache at the time-averaged context of a request.
+        kv_ctx = (float(self.weight @ (ctx_sum + p)) / (self.mean_decode_steps + 1.0)) + lim.block_size_tokens / 2
+        n_kv = math.floor(lim.kv_blocks * lim.block_size_tokens / kv_ctx)
+        self.n_cap = float(max(1, min(lim.max_num_seqs, n_kv, lim.max_num_batched_tokens - 1)))
+        grid = np.unique(np.concatenate([[0.0], np.geomspace(1.0, self.n_cap, N_BATCH_GRID)]))
+        self.grid = grid
+        self._bin_prompts()
+        self._tabulate()
+
+    def _bin_prompts(self) -> None:
+        """Prompt bins for the TTFT distribution: T_pf grows with the prompt, so contiguous bins of
+        the (sorted) points with edges geometric in the tail probability (1 down to 1e-6) keep the
+        upper tail, which sets a high percentile, resolved point by point."""
+        tail_prob = 1.0 - np.cumsum(self.weight)
+        edges = np.geomspace(1.0, 1e-6, N_TTFT_BINS + 1)[1:-1]
+        cuts = np.searchsorted(-tail_prob, -edges, side="left") + 1
+        starts = np.unique(np.concatenate([[0], cuts[cuts < self.prompt.size]]))
+        self._bin_starts = starts
+        self.bin_weight = np.add.reduceat(self.weight, starts)
+        keep = self.bin_weight > 0
+        if not keep.all():  # zero-weight bins carry nothing; merge them away
+            self._bin_starts = starts = starts[keep]
+            self.bin_weight = np.add.reduceat(self.weight, starts)
+
+    def _binned(self, table: np.ndarray) -> np.ndarray:
+        """Weighted mean of ``table``'s last axis within each prompt bin."""
+        return np.add.reduceat(table * self.weight, self._bin_starts, axis=-1) / self.bin_weight
+
+    def _tabulate(self) -> None:
+        e, n = self.engine, self.grid[:, None]
+        p = self.prompt[None, :]
+        ctx = n * self.mean_ctx
+        t_d = e.step_s(n[:, 0], n[:, 0], 0.0, ctx[:, 0], 0.0)
+        chunk = np.maximum(float(e.limits.max_num_batched_tokens) - n, 1.0)
+        full = np.floor(p / chunk)
+        rem = p - full * chunk
+        base = t_d[:, None]
+        d_full = e.step_s(n + 1.0, n, chunk, ctx, 0.0) - base
+        d_rem = np.where(rem > 0, e.step_s(n + 1.0, n, rem, ctx, 0.0) - base, 0.0)
+        attn = e.step_s(n + 1.0, n, 0.0, ctx, p * p) - e.step_s(n + 1.0, n, 0.0, ctx, 0.0)
+        sum_delta = full * d_full + d_rem + attn  # ΣΔ_j(n)
+        k = full + (rem > 0)
+        self.t_d = t_d
+        self.prefill_s = k * base + sum_delta  # T_pf,j(n), shape (grid, J)
+        self.prefill_binned = self._binned(self.prefill_s)  # (grid, B)
+        self.k_chunks = k
+        self.phi = sum_delta @ self.weight  # Φ(n)
+        self.mean_chunks = k @ self.weight
+        self.delta2 = (sum_delta**2) @ self.weight  # E[ΣΔ_j²]: a prompt's chunks arrive back to back
+        full_budget = chunk[:, 0]
+        self.t_full = e.step_s(n[:, 0] + 1.0, n[:, 0], full_budget, ctx[:, 0], 0.0)
+        self.budget_tokens = full_budget
+
+    # ------------------------------------------------------------------ operating point
+    def _operating_batch(self, lam_i: np.ndarray) -> np.ndarray:
+        """n* for per-instance rates ``lam_i`` (K,): the smallest root of the fixed point, or n_cap."""
+        denom = 1.0 - lam_i[:, None] * self.phi[None, :]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            step = np.where(denom > 0, self.t_d[None, :] / denom, np.inf)
+        h = lam_i[:, None] * self.mean_decode_steps * step - self.grid[None, :]  # > 0 below the root
+        below = h <= 0
+        has_root = below.any(axis=1)
+        j = np.argmax(below, axis=1)
+        rows = np.arange(lam_i.size)
+        jm = np.maximum(j - 1, 0)
+        a, b = self.grid[jm], self.grid[j]
+        ha, hb = h[rows, jm], h[rows, j]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            root = np.where(np.isfinite(hb) & (ha > hb), a + (b - a) * ha / (ha - hb), a)
+        root = np.where(j == 0, 0.0, root)
+        return np.where(has_root, root, self.n_cap)
+
+    def state(self, lam_per_s: float, n_instances, *, arrival_cv2: float = 1.0,
+              balanced_split: bool = True) -> EngineState:
+        """Operating point, utilisation and wait of the pool at each count in ``n_instances`` (>= 1).
+
+        ``arrival_cv2`` is the pool stream's Ca² (1 for Poisson); ``balanced_split`` says whether the
+        within-pool router balances arrivals (round robin, least outstanding: an instance sees Ca²/G)
+        or splits them at random (Ca²).
+        """
+        counts = np.atleast_1d(np.asarray(n_instances, dtype=np.float64))
+        if not (np.all(counts >= 1) and np.all(np.isfinite(counts))):
+            raise ConfigError("instance counts must be finite and >= 1")
+        lam = float(lam_per_s)
+        if not (math.isfinite(lam) and lam >= 0):
+            raise ConfigError(f"pool arrival rate {lam_per_s!r}/s is invalid: it must be finite and >= 0")
+        if not (math.isfinite(arrival_cv2) and arrival_cv2 >= 0):
+            raise ConfigError(f"arrival Ca²={arrival_cv2!r} is invalid: it must be finite and >= 0")
+        lam_i = lam / counts
+        n_star = self._operating_batch(lam_i)
+        t_d = np.interp(n_star, self.grid, self.t_d)
+        phi = np.interp(n_star, self.grid, self.phi)
+        denom = 1.0 - lam_i * phi
+        stable = denom > 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t_bar = np.where(stable, t_d / np.where(stable, denom, 1.0), np.inf)
+        prefill = _interp_rows(n_star, self.grid, self.prefill_s)  # (K, J)
+        residence = prefill + self.decode_steps[None, :] * np.where(stable, t_bar, 0.0)[:, None]
+        mean_s = residence @ self.weight
+        var_s = ((residence - mean_s[:, None]) ** 2) @ self.weight
+        cs2 = np.where(mean_s > 0, var_s / np.where(mean_s > 0, mean_s, 1.0) ** 2, 0.0)
+        # (1) slot queue: GI/G/c over G * n_cap slots.
+        servers = counts * self.n_cap
+        mean_safe = np.where(mean_s > 0, mean_s, 1.0)
+        a1, k1 = tail._survival_params(servers, np.full(counts.shape, lam), 1.0 / mean_safe, cs2, TailModel.EXP)
+        k1 = k1 * (1.0 + cs2) / (arrival_cv2 + cs2)  # (Ca² + Cs²)/2 in place of (1 + Cs²)/2
+        rho_slot = lam * mean_s / servers
+        # (2) prefill server: GI/G/1 per instance (Kingman's two-moment form).
+        budget = np.interp(n_star, self.grid, self.budget_tokens)
+        t_full = np.interp(n_star, self.grid, self.t_full)
+        x = self.prompt[None, :] * (t_full / budget)[:, None]
+        ex = x @ self.weight
+        cs2_x = (((x - ex[:, None]) ** 2) @ self.weight) / ex**2
+        rho_p = lam_i * ex
+        ca2 = arrival_cv2 / counts if balanced_split else np.full(counts.shape, arrival_cv2)
+        a2 = np.minimum(rho_p, 1.0)
+        k2 = np.where(rho_p < 1.0, 2.0 * (1.0 / ex - lam_i) / np.maximum(ca2 + cs2_x, 1e-12), 0.0)
+        stable = stable & (rho_slot < 1.0) & (rho_p < 1.0) & ((k1 > 0) | (a1 <= 0))
+        mass = 1.0 - (1.0 - a1) * (1.0 - a2)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mean_w = np.where(a1 > 0, a1 / k1, 0.0) + np.where(a2 > 0, a2 / k2, 0.0)
+            decay = np.where(mean_w > 0, mass / mean_w, 1.0)
+        decay = np.where(stable, decay, 0.0)
+        rho = np.where(stable, np.maximum(rho_slot, rho_p), np.maximum(np.maximum(rho_slot, rho_p), 1.0))
+        idle = np.exp(-lam_i * np.where(stable, mean_s, 0.0))
+        binned = _interp_rows(n_star, self.grid, self.prefill_binned)  # (K, B)
+        return EngineState(counts, lam_i, n_star, t_d, t_bar, mean_s, rho, stable, mass, decay, idle, binned)
+
+    # ------------------------------------------------------------------ distributions
+    def ttft_survival(self, st: EngineState, i: int, x_s: np.ndarray) -> np.ndarray:
+        """P(TTFT > x) at count ``st.n_instances[i]`` for each x (seconds): W + R + T_pf (binned)."""
+        x = np.atleast_1d(np.asarray(x_s, dtype=np.float64))
+        if not st.stable[i]:
+            return np.ones(x.shape)
+        u = (np.arange(N_RESIDUAL_POINTS) + 0.5) / N_RESIDUAL_POINTS
+        offsets = np.concatenate([[0.0], u * st.t_d[i]])
+        probs = np.concatenate([[st.idle[i]], np.full(N_RESIDUAL_POINTS, (1.0 - st.idle[i]) / N_RESIDUAL_POINTS)])
+        t0 = (st.prefill_binned[i][:, None] + offsets[None, :]).ravel()
+        w = (self.bin_weight[:, None] * probs[None, :]).ravel()
+        y = x[:, None] - t0[None, :]
+        with np.errstate(over="ignore"):
+            surv_w = np.where(y < 0, 1.0, st.wait_mass[i] * np.exp(-st.wait_decay_per_s[i] * np.maximum(y, 0.0)))
+        return surv_w @ w
+
+    def ttft_quantile_s(self, st: EngineState, p: float) -> np.ndarray:
+        """p-quantile TTFT at every count of ``st`` (inf where unstable), from its survival table."""
+        p = check_probability_level(p)
+        return np.array([mixture_quantile_s([ttft_table(self, st, i)], [1.0], p) for i in range(st.stable.size)])
+
+    def zero_load_ttft_s(self, p: float) -> float:
+        """The p-quantile TTFT of a lone request on an idle instance: the floor no count beats."""
+        dist = ttft.ZeroWaitTtft(*_sorted(self.prefill_s[0], self.weight))
+        return dist.quantile_s(check_probability_level(p))
+
+    def zero_load_tpot_s(self) -> float:
+        """TPOT of a lone request (a decode step of one sequence at the mean context)."""
+        return float(self.engine.step_s(1.0, 1.0, 0.0, self.mean_ctx, 0.0))
+
+    def _tpot_bins(self) -> tuple[np.ndarray, np.ndarray]:
+        """(d, weight) of up to ``N_TPOT_BINS`` equal-weight bins of the decode steps of requests with
+        d >= 1 (d of a bin: 1 / E[1/d], which keeps the mean of 1/d that TPOT spreads with)."""
+        if not hasattr(self, "_bins"):
+            d, w = self.decode_steps, self.weight
+            mask = d >= 1
+            d, w = d[mask], w[mask]
+            if d.size == 0:
+                self._bins = (np.zeros(0), np.zeros(0))
+            else:
+                order = np.argsort(d, kind="stable")
+                d, w = d[order], w[order] / w.sum()
+                edges = np.searchsorted(np.cumsum(w), np.linspace(0, 1, N_TPOT_BINS + 1)[1:-1])
+                bins_d, bins_w = [], []
+                for part_d, part_w in zip(np.split(d, edges), np.split(w, edges), strict=True):
+                    if part_w.sum() <= 0:
+                        continue
+                    bins_w.append(part_w.sum())
+                    bins_d.append(part_w.sum() / (part_w @ (1.0 / part_d)))
+                self._bins = (np.array(bins_d), np.array(bins_w) / np.sum(bins_w))
+        return self._bins
+
+    def _tpot_mixture(self, st: EngineState, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(weight, mean, sd) of the normal components of the TPOT mixture at count i (seconds)."""
+        dd, w = self._tpot_bins()
+        n_star, t_bar, mean_s = float(st.decode_batch[i]), float(st.mean_step_s[i]), float(st.mean_residence_s[i])
+        phi = float(np.interp(n_star, self.grid, self.phi))
+        delta2 = float(np.interp(n_star, self.grid, self.delta2))
+        # Compound Poisson of the other requests' prefills in a window of d t̄ (a prompt's chunks
+        # run back to back, so one prompt is one event of ΣΔ): events of one size s = E[ΣΔ²]/E[ΣΔ]
+        # at the rate that keeps the mean and variance, λ_i E[ΣΔ]² / E[ΣΔ²].
+        size = delta2 / phi if phi > 0 else 0.0
+        rate = float(st.lam_i[i]) * phi / size if size > 0 else 0.0
+        m = rate * dd * t_bar  # expected events per window
+        base = t_bar - rate * t_bar * size  # the decode step t_d (exactly, at the fixed point)
+        lo = max(n_star - 0.5, 0.0)
+        slope = float(np.interp(lo + 1.0, self.grid, self.t_d)) - float(np.interp(lo, self.grid, self.t_d))
+        sigma = np.maximum(np.sqrt(slope**2 * n_star * mean_s / (mean_s + dd * t_bar)), MIN_TPOT_SD * t_bar)
+        many = m > POISSON_NORMAL_EVENTS  # many events per window: one normal (the Poisson's CLT)
+        weights = [w[many]]
+        means = [base + m[many] * size / dd[many]]
+        sds = [np.sqrt(m[many] * (size / dd[many]) ** 2 + sigma[many] ** 2)]
+        few = ~many
+        if few.any():
+            m_top = float(m[few].max())
+            events = np.arange(int(m_top + 6.0 * math.sqrt(m_top) + 8.0), dtype=np.float64)
+            mf = np.maximum(m[few], 1e-300)[:, None]
+            pmf = np.exp(events[None, :] * np.log(mf) - mf - special.gammaln(events + 1.0))
+            weights.append((w[few][:, None] * pmf).ravel())
+            means.append((base + events[None, :] * size / dd[few][:, None]).ravel())
+            sds.append(np.repeat(sigma[few], events.size))
+        weight, mean, sd = (np.concatenate(x) for x in (weights, means, sds))
+        keep = weight > 1e-10
+        return weight[keep] / weight[keep].sum(), mean[keep], sd[keep]
+
+    def tpot_survival(self, st: EngineState, i: int, x_s: np.ndarray, mixture=None) -> np.ndarray:
+        """P(TPOT > x) over requests with >= 2 output tokens at count ``st.n_instances[i]`` (seconds)."""
+        x = np.atleast_1d(np.asarray(x_s, dtype=np.float64))
+        if not st.stable[i]:
+            return np.ones(x.shape)
+        w, mean, sd = mixture if mixture is not None else self._tpot_mixture(st, i)
+        if w.size == 0:
+            return np.zeros(x.shape)
+        return special.ndtr((mean[None, :] - x[:, None]) / sd[None, :]) @ w
+
+    def tpot_quantile_s(self, st: EngineState, p: float) -> np.ndarray:
+        """p-quantile TPOT at every count of ``st`` (inf where unstable), from its survival table."""
+        p = check_probability_level(p)
+        return np.array([mixture_quantile_s([tpot_table(self, st, i)], [1.0], p) for i in range(st.stable.size)])
+
+
+def _sorted(values: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(values, kind="stable")
+    return values[order], weight[order]
+
+
+@dataclass(frozen=True)
+class EngineSizing:
+    """Result of :func:`size_engine_pool` (seconds; ``n_instances`` excludes spares).
+
+    ``binding`` names what set the count: ``"rho"`` (the utilisation cap or stability), ``"ttft"``,
+    ``"tpot"``, or ``""`` for an infeasible pool (``reason`` then says why).
+    """
+
+    n_instances: int
+    rho: float
+    ttft_p_s: float
+    tpot_p_s: float
+    mean_residence_s: float
+    mean_step_s: float
+    decode_batch: float
+    feasible: bool
+    reason: InfeasibleReason | None
+    binding: str
+    ttft_table: SurvivalTable | None = field(default=None, compare=False, repr=False)
+    tpot_table: SurvivalTable | None = field(default=None, compare=False, repr=False)
+
+
+def size_engine_pool(
+    profile: EngineProfile,
+    lam_per_s: float,
+    slo_ttft_s: float,
+    p: float,
+    *,
+    slo_tpot_s: float | None = None,
+    rho_max: float = 0.85,
+    max_instances: int = 10_000,
+    min_spare_instances: int = 0,
+    arrival_cv2: float = 1.0,
+    balanced_split: bool = True,
+) -> tuple[EngineSizing, EngineState | None]:
+    """Fewest instances whose p-quantile TTFT (and TPOT) meet the SLOs with ρ <= ``rho_max``.
+
+    Every figure is non-increasing in the count, so the search takes the smallest stable count
+    within the utilisation cap (a cheap operating-point evaluation on a geometric grid, then
+    bisection), and gallops up from there (then bisects) until the latency targets hold.
+    Returns the sizing and the pool's state at the chosen count (None when the rate is 0).
+    """
+    p = check_probability_level(p)
+    if not (math.isfinite(slo_ttft_s) and slo_ttft_s > 0):
+        raise ConfigError(f"TTFT SLO {slo_ttft_s!r} s is invalid: it must be > 0 seconds")
+    if slo_tpot_s is not None and not (math.isfinite(slo_tpot_s) and slo_tpot_s > 0):
+        raise ConfigError(f"TPOT SLO {slo_tpot_s!r} s is invalid: it must be > 0 seconds")
+    if not (0.0 < rho_max <= 1.0):
+        raise ConfigError(f"rho_max={rho_max!r} is invalid: the utilisation cap must lie in (0, 1]")
+    if int(max_instances) != max_instances or max_instances < 1:
+        raise ConfigError(f"max_instances={max_instances!r} is invalid: it must be a whole number >= 1")
+    lam = float(lam_per_s)
+    if lam == 0.0:
+        return EngineSizing(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, True, None, ""), None
+    kw = {"arrival_cv2": arrival_cv2, "balanced_split": balanced_split}
+
+    def state(n: int) -> EngineState:
+        return profile.state(lam, np.array([float(n)]), **kw)
+
+    def capped(counts: np.ndarray) -> np.ndarray:
+        st = profile.state(lam, counts.astype(np.float64), **kw)
+        need = np.ceil(st.rho * counts - 1e-9) + min_spare_instances
+        return st.stable & (st.rho <= rho_max * (1.0 + 1e-12)) & (counts >= need)
+
+    def result(n: int, st: EngineState, reason: InfeasibleReason | None, binding: str,
+               ttft_s: float | None = None, tpot_s: float | None = None) -> tuple[EngineSizing, EngineState]:
+        tab1, tab2 = ttft_table(profile, st), tpot_table(profile, st)
+        t1 = mixture_quantile_s([tab1], [1.0], p) if ttft_s is None else ttft_s
+        t2 = mixture_quantile_s([tab2], [1.0], p) if tpot_s is None else tpot_s
+        return EngineSizing(n, float(st.rho[0]), t1, t2, float(st.mean_residence_s[0]), float(st.mean_step_s[0]),
+                            float(st.decode_batch[0]), reason is None, reason, binding, tab1, tab2), st
+
+    # 1. the smallest count that is stable within the utilisation cap
+    grid = np.unique(np.minimum(2 ** np.arange(0, 40), max_instances)).astype(np.int64)
+    ok = capped(grid)
+    if not ok.any():
+        n = int(max_instances)
+        st = state(n)
+        return result(n, st, InfeasibleReason.UNSTABLE if not st.stable[0] else InfeasibleReason.EXCEEDS_MAX_GPUS, "")
+    j = int(np.argmax(ok))
+    lo, hi = (int(grid[j - 1]), int(grid[j])) if j > 0 else (0, int(grid[0]))
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if capped(np.array([mid]))[0]:
+            hi = mid
+        else:
+            lo = mid
+    n_lo = hi
+    # 2. floors no count can beat
+    floor_ttft = profile.zero_load_ttft_s(p)
+    if floor_ttft > slo_ttft_s:
+        return result(n_lo, state(n_lo), InfeasibleReason.PREFILL_EXCEEDS_SLO, "", ttft_s=floor_ttft)
+    if slo_tpot_s is not None and profile.zero_load_tpot_s() > slo_tpot_s:
+        return result(n_lo, state(n_lo), InfeasibleReason.DECODE_EXCEEDS_TPOT_SLO, "")
+
+    def meets(n: int) -> tuple[bool, EngineState, float, float]:
+        st = state(n)
+        t1 = float(profile.ttft_quantile_s(st, p)[0])
+        t2 = float(profile.tpot_quantile_s(st, p)[0]) if slo_tpot_s is not None else math.nan
+        good = t1 <= slo_ttft_s and (slo_tpot_s is None or t2 <= slo_tpot_s)
+        return good, st, t1, t2
+
+    good, st, t1, t2 = meets(n_lo)
+    if good:
+        return result(n_lo, st, None, "rho", t1, None if slo_tpot_s is None else t2)
+    # 3. gallop, then bisect, on the latency targets
+    lo, step, hi = n_lo, 1, None
+    while hi is None:
+        cand = min(lo + step, int(max_instances))
+        good, st_c, c1, c2 = meets(cand)
+        if good:
+            hi, best = cand, (st_c, c1, c2)
+        elif cand >= max_instances:
+            return result(int(max_instances), st_c, InfeasibleReason.EXCEEDS_MAX_GPUS, "", c1,
+                          None if slo_tpot_s is None else c2)
+        else:
+            lo, step = cand, step * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        good, st_m, m1, m2 = meets(mid)
+        if good:
+            hi, best = mid, (st_m, m1, m2)
+        else:
+            lo = mid
+    st_b, b1, b2 = best
+    binding = "ttft" if b1 > 0 and (slo_tpot_s is None or b1 / slo_ttft_s >= b2 / slo_tpot_s) else "tpot"
+    return result(hi, st_b, None, binding, b1, None if slo_tpot_s is None else b2)
+
+
+#: Points of a survival table (``SurvivalTable``), geometric in x.
+N_TABLE_POINTS = 128
+#: Survival level a table reaches at its right end.
+TABLE_TAIL = 1e-5
+
+
+@dataclass(frozen=True, eq=False)
+class SurvivalTable:
+    """P(X > x) of one pool's latency on a grid of x (seconds, ascending), for fleet mixtures."""
+
+    x_s: np.ndarray
+    survival: np.ndarray
+
+    def at(self, x_s: np.ndarray) -> np.ndarray:
+        return np.interp(x_s, self.x_s, self.survival, left=1.0, right=0.0)
+
+
+def _table(survival, lo_s: float, hi_s: float) -> SurvivalTable:
+    lo_s = max(lo_s, 1e-7)
+    x = np.geomspace(lo_s, max(hi_s, 1.5 * lo_s), N_TABLE_POINTS)
+    surv = np.minimum.accumulate(np.clip(survival(x), 0.0, 1.0))
+    return SurvivalTable(np.concatenate([[0.0], x]), np.concatenate([[1.0], surv]))
+
+
+_UNSTABLE = SurvivalTable(np.array([0.0, math.inf]), np.array([1.0, 1.0]))
+
+
+def ttft_table(profile: EngineProfile, st: EngineState, i: int = 0) -> SurvivalTable:
+    """The TTFT survival of ``profile`` at count i of ``st`` as a table (see ``mixture_quantile_s``)."""
+    if not st.stable[i]:
+        return _UNSTABLE
+    lo = float(st.prefill_binned[i].min()) * 0.99
+    hi = float(st.prefill_binned[i].max() + st.t_d[i])
+    mass, decay = float(st.wait_mass[i]), float(st.wait_decay_per_s[i])
+    if mass > TABLE_TAIL:
+        hi += math.log(mass / TABLE_TAIL) / decay
+    return _table(lambda x: profile.ttft_survival(st, i, x), lo, hi)
+
+
+def tpot_table(profile: EngineProfile, st: EngineState, i: int = 0) -> SurvivalTable:
+    """The TPOT survival of ``profile`` at count i of ``st`` as a table."""
+    if not st.stable[i]:
+        return _UNSTABLE
+    mix = profile._tpot_mixture(st, i)
+    if mix[0].size == 0:
+        return SurvivalTable(np.array([0.0, 1e-9]), np.array([1.0, 0.0]))
+    w, mean, sd = mix
+    lo = max(float((mean - 5.0 * sd).min()), 0.5 * float(mean.min()))
+    hi = float((mean + 6.0 * sd).max())
+    return _table(lambda x: profile.tpot_survival(st, i, x, mix), lo, hi)
+
+
+def mixture_quantile_s(tables, shares, p: float) -> float:
+    """p-quantile of a latency over all requests of a fleet whose pools (``tables``) carry
+    ``shares`` of the requests (renormalised): the smallest x with Σ share · P_pool(X > x) <= 1 - p."""
+    p = check_probability_level(p)
+    tables = [t for t, s in zip(tables, shares, strict=True) if s > 0]
+    w = np.array([s for s in shares if s > 0], dtype=np.float64)
+    if not tables:
+        return 0.0
+    w = w / w.sum()
+    xs = np.unique(np.concatenate([t.x_s for t in tables]))
+    if not np.isfinite(xs).all():
+        return math.inf
+    surv = sum(wi * t.at(xs) for wi, t in zip(w, tables, strict=True))
+    q = 1.0 - p
+    j = int(np.argmax(surv <= q))
+    if surv[j] > q:
+        return math.inf
+    if j == 0:
+        return float(xs[0])
+    x0, x1, s0, s1 = xs[j - 1], xs[j], surv[j - 1], surv[j]
+    if s0 <= s1:
+        return float(x1)
+    if s1 > 0:  # the tails are near-exponential: interpolate the log-survival
+        return float(x0 + (x1 - x0) * math.log(s0 / q) / math.log(s0 / s1))
+    return float(x0 + (x1 - x0) * (s0 - q) / (s0 - s1))
