@@ -19,6 +19,8 @@ def infeasible_error(request: OptimizeRequest, candidates: Sequence[Candidate]) 
         kind = (
             "prefill"
             if "prefill alone" in text
+            else "decode"
+            if "decode alone" in text
             else "max-gpus"
             if "max-gpus" in text
             else "unstable"
@@ -30,12 +32,15 @@ def infeasible_error(request: OptimizeRequest, candidates: Sequence[Candidate]) 
     example = next((c.reason for c in candidates if c.reason), "no candidate")
     fixes = {
         "prefill": "raise --slo-ttft, add a lower --b-short so long prompts get their own pool, or use faster GPUs",
+        "decode": "raise --slo-tpot, or use faster GPUs (with --model: a larger --tensor-parallel-size)",
         "max-gpus": "raise --max-gpus or lower --lam",
         "unstable": "raise --max-gpus or lower --lam",
         "other": "relax the SLO or widen the candidate space",
     }
     return InfeasibleError(
-        f"no fleet meets P{request.percentile:g} TTFT <= {request.slo_ttft_s * 1e3:g} ms at "
+        f"no fleet meets P{request.percentile:g} TTFT <= {request.slo_ttft_s * 1e3:g} ms"
+        + ("" if request.slo_tpot_s is None else f" and TPOT <= {request.slo_tpot_s * 1e3:g} ms")
+        + " at "
         f"{request.rate_per_s:g} req/s within --max-gpus {request.max_gpus}: infeasible up to "
         f"{request.max_gpus} GPUs; binding constraint: {example}; fix: {fixes[binding]}"
     )

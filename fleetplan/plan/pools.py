@@ -201,7 +201,8 @@ def size_one_pool(
     )
 
 
-def _reason_text(reason: InfeasibleReason | None, ttft_s: float, settings: PlanSettings) -> str:
+def _reason_text(reason: InfeasibleReason | None, ttft_s: float, settings: PlanSettings,
+                 tpot_s: float = float("nan")) -> str:
     if reason is InfeasibleReason.PREFILL_EXCEEDS_SLO:
         return (
             f"prefill alone exceeds the SLO (P{settings.percentile:g} TTFT with no queue "
@@ -210,8 +211,8 @@ def _reason_text(reason: InfeasibleReason | None, ttft_s: float, settings: PlanS
     if reason is InfeasibleReason.EXCEEDS_MAX_GPUS:
         return f"needs more than --max-gpus {settings.max_gpus} GPUs"
     if reason is InfeasibleReason.DECODE_EXCEEDS_TPOT_SLO:
-        return (f"one decode step alone exceeds the TPOT SLO ({settings.slo_tpot_s * 1e3:.0f} ms) on this GPU; "
-                "pick a faster GPU or a larger tensor-parallel size")
+        return (f"decode alone exceeds the TPOT SLO (a lone request's decode step {tpot_s * 1e3:.3g} ms > "
+                f"{settings.slo_tpot_s * 1e3:g} ms)")
     return "unstable (utilisation >= 1)"
 
 
@@ -238,7 +239,7 @@ def _size_engine(sub, rng_: PoolRange, gpu: GpuProfile, settings: PlanSettings, 
         rho_max=settings.rho_max, max_instances=settings.max_gpus, min_spare_instances=settings.min_spare_gpus,
         arrival_cv2=settings.arrival_cv2,
     )
-    reason = None if sized.feasible else _reason_text(sized.reason, sized.ttft_p_s, settings)
+    reason = None if sized.feasible else _reason_text(sized.reason, sized.ttft_p_s, settings, sized.tpot_p_s)
     spares = with_spares(sized.n_instances, availability) - sized.n_instances if sized.feasible else 0
     # GPU-seconds of the binding resource per request, so that λ · mean_service_s / count = ρ
     per_request_s = sized.rho * sized.n_instances / lam if lam > 0 else 0.0

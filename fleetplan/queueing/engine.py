@@ -526,7 +526,8 @@ def size_engine_pool(
     if floor_ttft > slo_ttft_s:
         return result(n_lo, state(n_lo), InfeasibleReason.PREFILL_EXCEEDS_SLO, "", ttft_s=floor_ttft)
     if slo_tpot_s is not None and profile.zero_load_tpot_s() > slo_tpot_s:
-        return result(n_lo, state(n_lo), InfeasibleReason.DECODE_EXCEEDS_TPOT_SLO, "")
+        return result(n_lo, state(n_lo), InfeasibleReason.DECODE_EXCEEDS_TPOT_SLO, "",
+                      tpot_s=profile.zero_load_tpot_s())
 
     def meets(n: int) -> tuple[bool, EngineState, float, float]:
         st = state(n)

@@ -41,7 +41,7 @@ def request_(shared_dir):
     return OptimizeRequest(
         workload=wl, gpus=resolve_gpus(load_catalog(), ["h100"]), slo_ttft_s=0.5, rate_per_s=25.0,
         topologies=(Topology.TWO_POOL,), routers=(SizingRouter.LENGTH,), ttft_model="mean-prefill",
-        n_prefill_seqs=1, min_spare_gpus=1,
+        n_prefill_seqs=1, min_spare_gpus=1, service_model="paper",
     )
 
 
