@@ -74,14 +74,14 @@ __all__ = ["EngineLimits", "EngineModel", "EngineProfile", "EngineState", "Engin
 #: Decode-batch grid points between 1 and the concurrency cap (geometric), plus n = 0.
 N_BATCH_GRID = 48
 #: Points of the uniform step-boundary wait R.
-N_RESIDUAL_POINTS = 4
+N_RESIDUAL_POINTS = 3
 #: Quantile points of the output-length distribution the TPOT mixture is evaluated on.
-N_TPOT_BINS = 32
+N_TPOT_BINS = 16
 #: Prompt bins of the TTFT distribution (tail-refined; see ``EngineProfile._bin_prompts``).
-N_TTFT_BINS = 96
+N_TTFT_BINS = 48
 _BISECT_ITERS = 48
 #: Gauss-Hermite levels of the decode batch in the quasi-static prefill queue (nodes, weights).
-_HERMITE = (lambda z, w: (z, w / w.sum()))(*np.polynomial.hermite_e.hermegauss(7))
+_HERMITE = (lambda z, w: (z, w / w.sum()))(*np.polynomial.hermite_e.hermegauss(5))
 #: Standard deviation of the decode-batch levels relative to the M/G/inf (Poisson) estimate.  The
 #: batch is fed by the prefill queue's bursty departures and carries heavy-tailed lives, so it
 #: swings wider than Poisson; 2 matches the simulator's P50 and P99 TTFT near saturation (lmsys on
@@ -90,7 +90,7 @@ BATCH_FLUCTUATION_SCALE = 2.0
 #: Prefill load above which a batch level counts as a transient overload (fluid backlog).
 RHO_TRANSIENT = 0.98
 #: Above this many expected prefill events in a decode window their count is taken as normal.
-POISSON_NORMAL_EVENTS = 12.0
+POISSON_NORMAL_EVENTS = 8.0
 #: Floor of a TPOT component's standard deviation, relative to the mean step.
 MIN_TPOT_SD = 0.01
 
@@ -153,6 +153,7 @@ class EngineState:
     wait_decay_per_s: np.ndarray
     idle: np.ndarray
     prefill_binned: np.ndarray
+    phi_s: np.ndarray  # Φ at the operating point: prefill step time per request (s)
 
 
 def _bisect(survival, lo: float, hi: float, q: float) -> float:
@@ -215,6 +216,7 @@ class EngineProfile:
         self.n_cap = float(max(1, min(lim.max_num_seqs, n_kv, lim.max_num_batched_tokens - 1)))
         grid = np.unique(np.concatenate([[0.0], np.geomspace(1.0, self.n_cap, N_BATCH_GRID)]))
         self.grid = grid
+        self._bins: tuple[np.ndarray, np.ndarray] | None = None
         self._bin_prompts()
         self._tabulate()
 
@@ -254,6 +256,7 @@ class EngineProfile:
         self.t_d = t_d
         self.prefill_s = k * base + sum_delta  # T_pf,j(n), shape (grid, J)
         self.prefill_binned = self._binned(self.prefill_s)  # (grid, B)
+        self._mean_prompt = float(self.weight @ self.prompt)
         # Second moment of a decoding sequence's context (time-weighted over decode steps) and the
         # step's cost per context token: the decode work Σ ctx of a batch fluctuates more than n.
         d, pp = self.decode_steps, self.prompt
@@ -262,7 +265,6 @@ class EngineProfile:
         mid = float(self.grid[self.grid.size // 2])
         self._s_per_ctx = float(e.step_s(mid, mid, 0.0, mid * self.mean_ctx + 1.0, 0.0)
                                 - e.step_s(mid, mid, 0.0, mid * self.mean_ctx, 0.0))
-        self._mean_prompt = float(self.weight @ self.prompt)
         self._prompt_cs2 = float(self.weight @ (self.prompt - self._mean_prompt) ** 2) / self._mean_prompt**2
         self.k_chunks = k
         self.phi = sum_delta @ self.weight  # Φ(n)
@@ -271,11 +273,26 @@ class EngineProfile:
         full_budget = chunk[:, 0]
         self.t_full = e.step_s(n[:, 0] + 1.0, n[:, 0], full_budget, ctx[:, 0], 0.0)
         self.budget_tokens = full_budget
+        # A busy prefill server fills the whole budget: its tokens then cost (t_full - t_d) / (B - n)
+        # each, and a prompt's k chunks take k full steps (with a prompt's attention work added).
+        self.phi_full = self._mean_prompt * (self.t_full - t_d) / full_budget + (attn @ self.weight)
+        self.prefill_full_s = k * self.t_full[:, None] + attn
+        self.prefill_full_binned = self._binned(self.prefill_full_s)
 
     # ------------------------------------------------------------------ operating point
+    def _shared(self, lam_i: np.ndarray) -> np.ndarray:
+        """r(λ_i, n) (K, grid): the share of prefill tokens that run in full-budget steps, taken as the
+        prefill server's load λ_i E[p] t_full(n) / (B - n) (capped at 1)."""
+        return np.minimum(lam_i[:, None] * (self._mean_prompt * self.t_full / self.budget_tokens)[None, :], 1.0)
+
+    def _phi(self, lam_i: np.ndarray) -> np.ndarray:
+        """Φ(λ_i, n) (K, grid): prefill step time per request, alone or in shared full-budget steps."""
+        r = self._shared(lam_i)
+        return (1.0 - r) * self.phi[None, :] + r * self.phi_full[None, :]
+
     def _operating_batch(self, lam_i: np.ndarray) -> np.ndarray:
         """n* for per-instance rates ``lam_i`` (K,): the smallest root of the fixed point, or n_cap."""
-        denom = 1.0 - lam_i[:, None] * self.phi[None, :]
+        denom = 1.0 - lam_i[:, None] * self._phi(lam_i)
         with np.errstate(divide="ignore", invalid="ignore"):
             step = np.where(denom > 0, self.t_d[None, :] / denom, np.inf)
         h = lam_i[:, None] * self.mean_decode_steps * step - self.grid[None, :]  # > 0 below the root
@@ -310,12 +327,16 @@ class EngineProfile:
         lam_i = lam / counts
         n_star = self._operating_batch(lam_i)
         t_d = np.interp(n_star, self.grid, self.t_d)
-        phi = np.interp(n_star, self.grid, self.phi)
+        phi_tab = self._phi(lam_i)
+        phi = np.array([np.interp(n_star[i], self.grid, phi_tab[i]) for i in range(n_star.size)])
+        r_tab = self._shared(lam_i)
+        shared = np.array([np.interp(n_star[i], self.grid, r_tab[i]) for i in range(n_star.size)])
         denom = 1.0 - lam_i * phi
         stable = denom > 0
         with np.errstate(divide="ignore", invalid="ignore"):
             t_bar = np.where(stable, t_d / np.where(stable, denom, 1.0), np.inf)
-        prefill = _interp_rows(n_star, self.grid, self.prefill_s)  # (K, J)
+        prefill = ((1.0 - shared)[:, None] * _interp_rows(n_star, self.grid, self.prefill_s)
+                   + shared[:, None] * _interp_rows(n_star, self.grid, self.prefill_full_s))  # (K, J)
         residence = prefill + self.decode_steps[None, :] * np.where(stable, t_bar, 0.0)[:, None]
         mean_s = residence @ self.weight
         var_s = ((residence - mean_s[:, None]) ** 2) @ self.weight
@@ -356,8 +377,9 @@ class EngineProfile:
         decay = np.where(stable[:, None], decay, 0.0)
         rho = np.where(stable, np.maximum(rho_slot, rho_p), np.maximum(np.maximum(rho_slot, rho_p), 1.0))
         idle = np.exp(-lam_i * np.where(stable, mean_s, 0.0))
-        binned = _interp_rows(n_star, self.grid, self.prefill_binned)  # (K, B)
-        return EngineState(counts, lam_i, n_star, t_d, t_bar, mean_s, rho, stable, mass, decay, idle, binned)
+        binned = ((1.0 - shared)[:, None] * _interp_rows(n_star, self.grid, self.prefill_binned)
+                  + shared[:, None] * _interp_rows(n_star, self.grid, self.prefill_full_binned))  # (K, B)
+        return EngineState(counts, lam_i, n_star, t_d, t_bar, mean_s, rho, stable, mass, decay, idle, binned, phi)
 
     # ------------------------------------------------------------------ distributions
     def ttft_survival(self, st: EngineState, i: int, x_s: np.ndarray) -> np.ndarray:
@@ -394,7 +416,7 @@ class EngineProfile:
     def _tpot_bins(self) -> tuple[np.ndarray, np.ndarray]:
         """(d, weight) of up to ``N_TPOT_BINS`` equal-weight bins of the decode steps of requests with
         d >= 1 (d of a bin: 1 / E[1/d], which keeps the mean of 1/d that TPOT spreads with)."""
-        if not hasattr(self, "_bins"):
+        if self._bins is None:
             d, w = self.decode_steps, self.weight
             mask = d >= 1
             d, w = d[mask], w[mask]
@@ -403,22 +425,21 @@ class EngineProfile:
             else:
                 order = np.argsort(d, kind="stable")
                 d, w = d[order], w[order] / w.sum()
-                edges = np.searchsorted(np.cumsum(w), np.linspace(0, 1, N_TPOT_BINS + 1)[1:-1])
-                bins_d, bins_w = [], []
-                for part_d, part_w in zip(np.split(d, edges), np.split(w, edges), strict=True):
-                    if part_w.sum() <= 0:
-                        continue
-                    bins_w.append(part_w.sum())
-                    bins_d.append(part_w.sum() / (part_w @ (1.0 / part_d)))
-                self._bins = (np.array(bins_d), np.array(bins_w) / np.sum(bins_w))
+                cuts = np.searchsorted(np.cumsum(w), np.linspace(0, 1, N_TPOT_BINS + 1)[1:-1], side="right")
+                starts = np.unique(np.concatenate([[0], cuts[cuts < d.size]]))
+                bw = np.add.reduceat(w, starts)
+                inv = np.add.reduceat(w / d, starts)
+                keep = bw > 0
+                self._bins = (bw[keep] / inv[keep], bw[keep] / bw[keep].sum())
         return self._bins
 
     def _tpot_mixture(self, st: EngineState, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(weight, mean, sd) of the normal components of the TPOT mixture at count i (seconds)."""
         dd, w = self._tpot_bins()
         n_star, t_bar, mean_s = float(st.decode_batch[i]), float(st.mean_step_s[i]), float(st.mean_residence_s[i])
-        phi = float(np.interp(n_star, self.grid, self.phi))
-        delta2 = float(np.interp(n_star, self.grid, self.delta2))
+        phi_alone = float(np.interp(n_star, self.grid, self.phi))
+        phi = float(st.phi_s[i])
+        delta2 = float(np.interp(n_star, self.grid, self.delta2)) * (phi / phi_alone) ** 2 if phi_alone > 0 else 0.0
         # Compound Poisson of the other requests' prefills in a window of d t̄ (a prompt's chunks
         # run back to back, so one prompt is one event of ΣΔ): events of one size s = E[ΣΔ²]/E[ΣΔ]
         # at the rate that keeps the mean and variance, λ_i E[ΣΔ]² / E[ΣΔ²].
@@ -598,7 +619,7 @@ def size_engine_pool(
 
 
 #: Points of a survival table (``SurvivalTable``), geometric in x.
-N_TABLE_POINTS = 128
+N_TABLE_POINTS = 80
 #: Survival level a table reaches at its right end.
 TABLE_TAIL = 1e-5
 
