@@ -178,7 +178,8 @@ def whatif(
     rates = sorted(float(r) for r in rates_per_s)
     if not rates:
         raise ConfigError("no arrival rates given: pass --lam-range START:STOP:STEP, e.g. 25:400:25")
-    points = LengthPoints(request.workload, request.pool_points, request.quadrature_points)
+    points = LengthPoints(request.workload, request.pool_points, request.quadrature_points,
+                          request.max_model_len_tokens)
     out = []
     for i, rate in enumerate(rates):
         if progress is not None:
