@@ -5,8 +5,14 @@ from __future__ import annotations
 import click
 
 from fleetplan.cli.errors import one_line_errors
-from fleetplan.cli.model_options import MODEL_OPTIONS, serving_setup
-from fleetplan.cli.optimize_view import baseline_line, print_candidates, recommendation_line, tpot_note
+from fleetplan.cli.model_options import CONTEXT_LIMIT_OPTIONS, MODEL_OPTIONS, context_limit, serving_setup
+from fleetplan.cli.optimize_view import (
+    baseline_line,
+    print_candidates,
+    recommendation_line,
+    rejected_line,
+    tpot_note,
+)
 from fleetplan.cli.options import (
     FRACTION,
     INT_LIST,
@@ -136,6 +142,7 @@ _PLAN_OPTIONS = [
     input_fraction_option,
     gpu_profiles_option,
     *MODEL_OPTIONS,
+    *CONTEXT_LIMIT_OPTIONS,
     price_option,
     seed_option,
 ]
@@ -183,6 +190,7 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
         rate, rate_source = DEFAULT_RATE_PER_S, "default (the workload records no rate)"
     slo_s = opts["slo_ttft_ms"] / 1e3
     gpus, per_instance, step_models = serving_setup(catalog, opts)
+    limit = context_limit(opts["model"], opts["max_model_len"], opts["allow_long_max_model_len"])
     request = OptimizeRequest(
         workload=wl,
         gpus=gpus,
@@ -205,6 +213,7 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
         slo_tpot_s=None if opts["slo_tpot_ms"] is None else opts["slo_tpot_ms"] / 1e3,
         min_ce_gain=opts["min_ce_gain"],
         disagg=_disagg_settings(opts),
+        max_model_len_tokens=limit,
     )
     verify = None
     if not opts["no_verify"]:
@@ -219,6 +228,7 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
             seed=opts["seed"],
             percentile=opts["percentile"],
             step_models=step_models,
+            max_model_len_tokens=limit,
         )
     return wl, request, verify, rate_source
 
@@ -273,6 +283,7 @@ def optimize(lam, top, csv_path, candidates_csv, json_path, html_path, plots_dir
         + ("." if verify is None else f"; top {len(result.verification)} simulated in {result.verify_time_s:.1f} s.")
     )
     print_candidates(console, result, top)
+    console.print(rejected_line(result, opts["model"], opts["max_model_len"] is not None))
     if result.baselines:
         console.print(baseline_line(result))
     if verify is not None:

@@ -9,8 +9,9 @@ a disaggregated candidate's pools (prefill, decode / attention, ffn; co-located:
 baseline (``plan.disagg_economics``), ``p99_tpot_ms_analytic`` the screen's TPOT (pdd/afd: the
 decode step at the sized batch), ``verified_by`` how the row was checked.  These columns (and
 ``pool{i}_role``) are written when the run swept ``pdd`` or ``afd``; co-located-only runs keep the
-original columns.  JSON: ``{"inputs", "candidates", "pareto",
-"recommendation", "version", "seed"}``; values that are not finite (an unstable
+original columns.  JSON: ``{"inputs", "rejected", "candidates", "pareto",
+"recommendation", "version", "seed"}`` (``rejected``: share of requests and tokens above the
+served model's ``max_model_len``, served by no pool); values that are not finite (an unstable
 pool's latency) are written as ``null``, so the file is strict JSON.
 Both are written atomically.
 """
@@ -86,6 +87,8 @@ def verification_dict(v) -> dict[str, Any]:
         "total_gpus": v.total_gpus,
         "cost_usd_per_year": round(v.cost_usd_per_year, 2),
         "reason": v.reason,
+        "too_long_share_sim": _finite(round(v.too_long_share_sim, 6)),
+        "too_long_token_share_sim": _finite(round(v.too_long_token_share_sim, 6)),
     }
 
 
@@ -159,6 +162,7 @@ def inputs_dict(result: OptimizeResult, seed: int) -> dict[str, Any]:
         "seed": seed,
         "slo_tpot_ms": None if r.slo_tpot_s is None else r.slo_tpot_s * MS_PER_S,
         "min_ce_gain": r.min_ce_gain,
+        "max_model_len_tokens": r.max_model_len_tokens,
         "disagg": None if r.disagg is None else {
             "model": r.disagg.model.name,
             "kv_bytes_per_token": r.disagg.model.kv_bytes_per_token,
@@ -169,6 +173,18 @@ def inputs_dict(result: OptimizeResult, seed: int) -> dict[str, Any]:
             "micro_batches": r.disagg.n_micro_batches,
             "attention_weight_share": round(r.disagg.model.attention_weight_share, 6),
         },
+    }
+
+
+def rejected_dict(result: OptimizeResult) -> dict[str, Any]:
+    """Requests above the served model's max_model_len: rejected, sized into no pool (analytic shares)."""
+    r = result.request.rejected()
+    return {
+        "max_model_len_tokens": r.max_model_len_tokens,
+        "request_share": round(r.request_share, 6),
+        "token_share": round(r.token_share, 6),
+        "lam_per_s": round(result.request.rate_per_s * r.request_share, 6),
+        "rule": "prompt + output > max_model_len is rejected as vLLM rejects it (an error, never served)",
     }
 
 
@@ -189,6 +205,7 @@ def result_dict(result: OptimizeResult, seed: int, top: int | None = None) -> di
             "n_passed": sum(v.passed for v in result.verification),
             "statistic": "upper end of the 95% Student-t interval of P99 over independent replications",
         },
+        "rejected": rejected_dict(result),
         "n_candidates": len(result.candidates),
         "baselines": {fam: candidate_dict(b, pct, result.economics_of(b)) for fam, b in result.baselines},
         "candidates": [candidate_dict(c, pct, result.economics_of(c)) for c in cands],
