@@ -173,6 +173,7 @@ def simulate_sessions_cmd(fleet_path, gpu, instances, max_context, sessions, mix
     """
     model_opts = {key: opts.pop(key) for key in SIM_MODEL_OPTION_NAMES}
     feature_opts = {key: opts.pop(key) for key in FEATURE_OPTION_NAMES}
+    limit = context_limit(model_opts["model"], max_context, model_opts["allow_long_max_model_len"], "--max-context")
     delay = _delay(tool_delay_s, tool_delay_kind, tool_delay_sigma)
     if rl_n is not None:
         given = {"--rl-prompt-tokens": rl_prompt_tokens, "--rl-output-scale": rl_output_scale,
@@ -195,7 +196,6 @@ def simulate_sessions_cmd(fleet_path, gpu, instances, max_context, sessions, mix
         what = f"sessions {source.name} ({mix_text}), {n_sessions:,} at {rate_per_s:g}/s"
     table = session_table(source, rate_per_s, n_sessions, seed)
     prompt, _ = table.context_tokens()
-    limit = context_limit(model_opts["model"], max_context, model_opts["allow_long_max_model_len"], "--max-context")
     fleet = _fleet(fleet_path, gpu, instances, max_context, int((prompt + table.output_tokens).max()), limit)
     spec, step_note = serving_fleet(fleet, model_opts, feature_opts, max_context, "--max-context")
     wf = warmup_fraction if warmup_fraction is not None else (0.0 if rl_n is not None else DEFAULT_WARMUP_FRACTION)

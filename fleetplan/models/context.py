@@ -38,18 +38,17 @@ class ContextLimitError(ConfigError):
         self.max_model_len_tokens = max_model_len_tokens
         self.model = model
         self.context_window_tokens = context_window_tokens
-        text = {
-            ContextLimitRule.NOT_POSITIVE: f"max_model_len {max_model_len_tokens!r} must be an integer >= 1 token",
-            ContextLimitRule.EXCEEDS_WINDOW: (
-                f"max_model_len {max_model_len_tokens:,} tokens exceeds {model}'s context window "
-                f"(max_position_embeddings {context_window_tokens:,}); lower it, or allow a longer limit explicitly "
-                "as vLLM's VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 does"),
-            ContextLimitRule.WINDOW_UNKNOWN: (
-                f"{model}'s config.json gives no context window (max_position_embeddings); give max_model_len"),
-            ContextLimitRule.ALLOW_LONG_UNUSED: (
-                "allowing a long max_model_len needs a max_model_len above the model's context window; "
-                "give both or neither"),
-        }[rule]
+        if rule is ContextLimitRule.NOT_POSITIVE:
+            text = f"max_model_len {max_model_len_tokens!r} must be an integer >= 1 token"
+        elif rule is ContextLimitRule.EXCEEDS_WINDOW:
+            text = (f"max_model_len {max_model_len_tokens:,} tokens exceeds {model}'s context window "
+                    f"(max_position_embeddings {context_window_tokens:,}); lower it, or allow a longer limit "
+                    "explicitly as vLLM's VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 does")
+        elif rule is ContextLimitRule.WINDOW_UNKNOWN:
+            text = f"{model}'s config.json gives no context window (max_position_embeddings); give max_model_len"
+        else:
+            text = ("allowing a long max_model_len needs a max_model_len above the model's context window; "
+                    "give both or neither")
         super().__init__(text)
 
 
