@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fleetplan.plan.optimize import OptimizeResult
+from fleetplan.report.optimize_report import shown_pools
 
 
 def tpot_note(percentile: float) -> str:
@@ -73,12 +74,6 @@ def rejected_line(result: OptimizeResult, model: str | None, explicit: bool) -> 
     return (f"Context limit: max_model_len {r.max_model_len_tokens:,} tokens ({source}); {r.request_share:.2%} of "
             f"requests ({r.token_share:.2%} of tokens) are longer and rejected as vLLM rejects them (an error, never "
             f"served); no pool is sized for them and pool shares sum to {1 - r.request_share:.2%}{sim}.")
-
-
-def shown_pools(c) -> list[tuple[int, object]]:
-    """``(index, pool)`` of the pools worth a row: not those with no GPUs and no traffic."""
-    pools = [(i, p) for i, p in enumerate(c.pools) if p.count + p.spares > 0 or p.traffic_share > 0]
-    return pools or list(enumerate(c.pools[:1]))
 
 
 def print_candidates(console: Console, result: OptimizeResult, top: int) -> None:

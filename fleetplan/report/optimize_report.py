@@ -3,8 +3,11 @@
 CSV: one row per candidate; unit-suffixed headers; per-pool columns
 ``pool{i}_role, pool{i}_gpu, pool{i}_count, pool{i}_spares, pool{i}_min_tokens, pool{i}_max_tokens,
 pool{i}_lam_per_s, pool{i}_traffic_share, pool{i}_rho, pool{i}_p99_ttft_ms`` for
-i = 1..(largest pool count).  Co-located, PDD and AFD candidates share the rows: ``roles`` names
-a disaggregated candidate's pools (prefill, decode / attention, ffn; co-located: empty),
+i = 1..(largest pool count); pools with no GPUs and no traffic are left out (empty CSV cells; not
+listed in the JSON, whose ``pool_index`` is a pool's 1-based place in the candidate's layout, as
+``pool{i}`` here, in ``verified_counts`` and in the procurement report).  Co-located, PDD and AFD
+candidates share the rows: ``roles`` names a disaggregated candidate's pools (prefill, decode /
+attention, ffn; co-located: empty),
 ``spend_ratio`` and ``ce_gain`` are Frontier §6.2's SR and CE against the family's all-premium
 baseline (``plan.disagg_economics``), ``p99_tpot_ms_analytic`` the screen's TPOT (pdd/afd: the
 decode step at the sized batch), ``verified_by`` how the row was checked.  These columns (and
@@ -72,6 +75,13 @@ def pool_dict(p: PoolPlan, percentile: float) -> dict[str, Any]:
     }
 
 
+def shown_pools(c: Candidate) -> list[tuple[int, PoolPlan]]:
+    """``(index, pool)`` of the pools a report shows: every pool but those with no GPUs and no traffic
+    (a range the sizing router leaves empty); at least the first pool."""
+    pools = [(i, p) for i, p in enumerate(c.pools) if p.count + p.spares > 0 or p.traffic_share > 0]
+    return pools or [(0, c.pools[0])]
+
+
 def verification_dict(v) -> dict[str, Any]:
     """Phase-2 detail: analytic vs verified counts, simulated P99s (upper CI bound), disagreement."""
     return {
@@ -133,7 +143,8 @@ def candidate_dict(c: Candidate, percentile: float, econ: Economics | None = Non
         "ce_gain": None if econ is None else _finite(round(econ.ce_gain, 6)),
         "capacity_per_s": None if econ is None else _finite(round(econ.capacity_per_s, 6)),
         "binding": getattr(c, "binding", None) or None,
-        "pools": [{"role": roles[i] if roles else None, **pool_dict(p, percentile)} for i, p in enumerate(c.pools)],
+        "pools": [{"pool_index": i + 1, "role": roles[i] if roles else None, **pool_dict(p, percentile)}
+                  for i, p in shown_pools(c)],
     }
     return out
 
@@ -252,9 +263,9 @@ def candidate_rows(result: OptimizeResult) -> tuple[list[str], list[dict[str, An
         row["thresholds_tokens"] = ";".join(str(b) for b in c.thresholds_tokens)
         if disagg:
             row["roles"] = ";".join(d["roles"])
-        for i, p in enumerate(d["pools"], start=1):
+        for p in d["pools"]:
             for f in pool_fields:
-                row[f"pool{i}_{f}"] = p[f]
+                row[f"pool{p['pool_index']}_{f}"] = p[f]
         rows.append(row)
     return header, rows
 
