@@ -196,7 +196,7 @@ def simulate_pdd_cmd(workload, input_fraction, rate_per_s, n_requests, prefill_g
     network = _fabric(fabric, link_gbps, spine_gbps, path_policy)
     sibyl = _sibyl_params(policy, sibyl_pressure, sibyl_bucket_tokens, sibyl_ema_alpha, sibyl_ablate)
     spec = PddSpec(pf, dec, transfer, policy, binding, decode_model, network=network, sibyl=sibyl,
-                   ps_curve=_ps_curve(ps_curve, decode_model))
+                   ps_curve=_ps_curve(ps_curve, decode_model), max_model_len_tokens=max_context_tokens)
     wl = load_workload(workload, input_fraction=input_fraction)
     result = simulate_pdd(spec, wl, rate_per_s, n_requests, seed, horizon_s, warmup_fraction)
     s = result.summary
@@ -212,8 +212,9 @@ def simulate_pdd_cmd(workload, input_fraction, rate_per_s, n_requests, prefill_g
         st = getattr(s, name)
         table.add_row(name, _ms(st.mean_s), _ms(st.p50_s), _ms(st.p90_s), _ms(st.p99_s))
     con.print(table)
-    con.print(f"done {s.n_done:,}, unfinished {s.n_unfinished:,}, rejected {s.n_rejected:,} (prompt + output "
-              f"above --max-context {max_context_tokens:,}, vLLM's error reply; inf in the percentiles); "
+    con.print(f"done {s.n_done:,}, unfinished {s.n_unfinished:,}, rejected {s.n_rejected:,} (of which "
+              f"{s.n_too_long:,} too long for --max-context {max_context_tokens:,}: vLLM's error reply, "
+              f"{100 * s.too_long_token_share:.1f}% of tokens, left out of the percentiles); "
               f"optimal-assignment ratio {100 * s.optimal_assignment_ratio:.1f}% (tokens), "
               f"{100 * s.optimal_assignment_ratio_requests:.1f}% (requests); utilisation prefill "
               f"{100 * s.prefill_utilisation:.1f}%, decode {100 * s.decode_utilisation:.1f}%")

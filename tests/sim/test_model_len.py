@@ -63,3 +63,20 @@ def test_compress_and_route_still_squeezes_requests_within_the_limit():
     squeezed = df["prompt_tokens"] < df["original_prompt_tokens"]
     assert squeezed.any() and (df.loc[squeezed, "pool"] == "short").all()
     assert np.all(df.loc[squeezed, "prompt_tokens"] + df.loc[squeezed, "output_tokens"] == 1024)
+
+
+def test_pdd_counts_too_long_requests_out_of_the_percentiles_and_caps_both_pools():
+    from fleetplan.sim.pdd import PddSpec, simulate_pdd
+
+    pf = PoolSpec("prefill", "a100", 2, LIMIT, STEP, SchedulerLimits(8, 2048, 65536))
+    dec = PoolSpec("decode", "a100", 2, LIMIT, STEP, SchedulerLimits(32, 512, 65536))
+    with pytest.raises(ConfigError, match="decode pool: max_context_tokens = 4,096 exceeds .* 2,048"):
+        PddSpec(replace(pf, max_context_tokens=2048), dec, max_model_len_tokens=2048)
+    res = simulate_pdd(PddSpec(pf, dec, max_model_len_tokens=LIMIT), UniformLengths(3500, 1500), 5.0, 2000, 5)
+    df = res.requests[~res.requests["warmup"]]
+    total = df["prompt_tokens"] + df["output_tokens"]
+    s = res.summary
+    assert (total > LIMIT).mean() > 0.02 and s.n_too_long == int((total > LIMIT).sum())
+    assert (df.loc[total > LIMIT, "status"] == "rejected").all()
+    assert s.too_long_token_share == pytest.approx(total[total > LIMIT].sum() / total.sum())
+    assert math.isfinite(s.ttft.p99_s) and s.ttft.n == len(df) - s.n_too_long
