@@ -21,6 +21,7 @@ from fleetplan.plan.placement import DEFAULT_MAX_TP, place_model
 from fleetplan.sim.fleet_toml import FleetFile, build_fleet
 from fleetplan.sim.spec import FleetSpec
 
+DEFAULT_DTYPE = "bf16"
 MODEL_OPTIONS = [
     click.option("--model", default=None,
                  help="Served model: a bundled name (llama-3.1-70b, qwen3-30b-a3b, ...) or a HuggingFace "
@@ -28,11 +29,26 @@ MODEL_OPTIONS = [
     click.option("--tensor-parallel-size", "-tp", "tensor_parallel_size", type=click.IntRange(min=1), default=None,
                  help="With --model: GPUs per instance (vLLM spelling); default: sweep every size that fits, "
                  f"up to {DEFAULT_MAX_TP}."),
-    click.option("--weight-dtype", type=click.Choice(["bf16", "fp8", "int4"]), default="bf16", show_default=True,
-                 help="With --model: weight storage type."),
-    click.option("--kv-cache-dtype", type=click.Choice(["bf16", "fp8"]), default="bf16", show_default=True,
-                 help="With --model: KV-cache storage type."),
+    click.option("--weight-dtype", type=click.Choice(["bf16", "fp8", "int4"]), default=None,
+                 help=f"With --model: weight storage type [default: {DEFAULT_DTYPE}]."),
+    click.option("--kv-cache-dtype", type=click.Choice(["bf16", "fp8"]), default=None,
+                 help=f"With --model: KV-cache storage type [default: {DEFAULT_DTYPE}]."),
 ]
+
+
+def _without_model(opts: dict, extra: tuple[str, ...] = ()) -> None:
+    """Refuse the options that only a served model reads when no ``--model`` is given."""
+    flags = {"tensor_parallel_size": "--tensor-parallel-size", "weight_dtype": "--weight-dtype",
+             "kv_cache_dtype": "--kv-cache-dtype", "perf_profile": "--perf-profile"}
+    given = [flag for key, flag in flags.items() if key in (*extra, "tensor_parallel_size", "weight_dtype",
+                                                            "kv_cache_dtype") and opts.get(key) is not None]
+    if given:
+        raise ConfigError(f"{given[0]} needs --model (without it every pool runs the paper's calibrated constants "
+                          "per GPU); give --model or drop the option")
+
+
+def _dtypes(opts: dict):
+    return dtype(opts.get("weight_dtype") or DEFAULT_DTYPE), dtype(opts.get("kv_cache_dtype") or DEFAULT_DTYPE)
 
 
 def serving_setup(
@@ -40,8 +56,7 @@ def serving_setup(
 ) -> tuple[tuple[GpuProfile, ...], tuple[tuple[str, int], ...], tuple[tuple[str, object], ...]]:
     """(GPU types to sweep, GPUs per instance of each, simulator step model of each)."""
     if opts.get("model") is None:
-        if opts.get("tensor_parallel_size") is not None:
-            raise ConfigError("--tensor-parallel-size needs --model (the paper's constants are per GPU)")
+        _without_model(opts)
         return resolve_gpus(catalog, opts["gpus"]), (), ()
     model = load_model(opts["model"])
     names = opts["gpus"] or tuple(g.name for g in catalog if g.price_usd_per_h is not None)
@@ -50,8 +65,8 @@ def serving_setup(
     placed = []
     for gpu in {g.name: g for g in (catalog.get(n) for n in names)}.values():
         try:
-            placed.extend(place_model(model, gpu, parallelism=par, weight_dtype=dtype(opts["weight_dtype"]),
-                                      kv_dtype=dtype(opts["kv_cache_dtype"])))
+            weights, kv = _dtypes(opts)
+            placed.extend(place_model(model, gpu, parallelism=par, weight_dtype=weights, kv_dtype=kv))
         except ConfigError:
             if opts["gpus"]:  # a GPU the user asked for must fit; the default list skips misfits
                 raise
@@ -142,8 +157,7 @@ def apply_model(fleet: FleetFile, opts: dict, max_model_len_tokens: int | None) 
     (``fleetplan.plan.model_fleet.serve_model``: every explicit setting of the file kept), limited
     to ``max_model_len_tokens``; and the step-time note to print."""
     if opts.get("model") is None:
-        if opts.get("perf_profile") or opts.get("tensor_parallel_size") is not None:
-            raise ConfigError("--perf-profile and --tensor-parallel-size need --model")
+        _without_model(opts, ("perf_profile",))
         return (build_fleet(fleet, max_model_len_tokens),
                 "step time: the calibrated linear model (W + H·n) of each pool's GPU")
     model = load_model(opts["model"])
@@ -153,7 +167,7 @@ def apply_model(fleet: FleetFile, opts: dict, max_model_len_tokens: int | None) 
                           "give the matching --model or recalibrate")
     par = None if opts["tensor_parallel_size"] is None else Parallelism.vllm(
         tensor_parallel_size=opts["tensor_parallel_size"], enable_expert_parallel=model.is_moe)
-    serving = ModelServing(model, par, dtype(opts["weight_dtype"]), dtype(opts["kv_cache_dtype"]), profile)
+    serving = ModelServing(model, par, *_dtypes(opts), profile)
     served = serve_model(fleet, serving, max_model_len_tokens)
     notes = [f"{p.pool}: {p.placement.gpu.name} ({p.placement.parallelism.flags()}, "
              f"{'calibrated profile' if p.calibrated else 'roofline predictor'})" for p in served.pools]

@@ -26,6 +26,7 @@ from fleetplan.cli.options import (
     workload_option,
 )
 from fleetplan.cli.reliability_cmd import failure_options, failures_from_options
+from fleetplan.errors import ConfigError
 from fleetplan.hardware import load_catalog
 from fleetplan.sim.engine import DEFAULT_N_REQUESTS, DEFAULT_WARMUP_FRACTION
 from fleetplan.sim.engine import simulate as run_simulation
@@ -39,6 +40,7 @@ from fleetplan.units import ms_to_s, s_to_ms
 from fleetplan.workload import load_workload
 
 DEFAULT_RATE_PER_S = 100.0  # used when the workload carries no arrival rate of its own
+DEFAULT_GAMMA_CV = 1.0  # --arrival gamma without --cv: exponential gaps' variability
 SHOWN_PERCENTILES = (("P50", "p50_s"), ("P90", "p90_s"), ("P99", "p99_s"))
 
 
@@ -135,8 +137,8 @@ Examples:
               help="iteration: vLLM continuous batching per step; request: the paper's eq. 4-5 slot model.")
 @click.option("--arrival", type=click.Choice(ArrivalProcess.names()), default=ArrivalProcess.POISSON.value,
               show_default=True, help="Arrival process (replay needs a trace workload).")
-@click.option("--cv", type=POSITIVE, default=1.0, show_default=True,
-              help="Inter-arrival coefficient of variation for --arrival gamma.")
+@click.option("--cv", type=POSITIVE, default=None,
+              help="Inter-arrival coefficient of variation for --arrival gamma [default: 1.0, Poisson-like].")
 @click.option("--horizon", "horizon_s", type=POSITIVE, default=None,
               help="Stop after this many seconds (default: run until every request finishes).")
 @click.option("--warmup-fraction", type=click.FloatRange(0, 1, max_open=True),
@@ -178,6 +180,10 @@ def simulate_cmd(fleet_path, workload, input_fraction, rate_per_s, n_requests, l
     fleet file gives (max_num_seqs, max_num_batched_tokens, kv_blocks, block_size) is kept with --model.
     """
     feature_opts = {key: model_opts.pop(key) for key in FEATURE_OPTION_NAMES}
+    if cv is not None and arrival != ArrivalProcess.GAMMA.value:
+        raise ConfigError(f"--cv applies to --arrival gamma only (got --arrival {arrival}); add --arrival gamma or "
+                          "drop --cv")
+    cv = DEFAULT_GAMMA_CV if cv is None else cv
     fleet = read_fleet_toml(fleet_path, load_catalog(gpu_profiles))
     spec, step_note = serving_fleet(fleet, model_opts, feature_opts, max_model_len)
     with_features = features_on(spec)

@@ -47,7 +47,7 @@ BAD = [
     (("--gpu", "h100", "--instances", "2", "--rate", "1", "--tool-delay-s", "1", "--model", "llama-9"),
      "unknown model 'llama-9': valid model names are"),
     (("--gpu", "h100", "--instances", "2", "--rate", "1", "--tool-delay-s", "1", "-tp", "2"),
-     "--tensor-parallel-size need --model"),
+     "--tensor-parallel-size needs --model"),
     (("--gpu", "a10g", "--instances", "2", "--rate", "1", "--tool-delay-s", "1", "--model", "llama-3.1-70b",
       "-tp", "1"), "needs 131.4 GiB of weights per GPU at --tensor-parallel-size 1"),
 ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from fleetplan.cli.main import cli
@@ -97,3 +98,31 @@ def test_perf_explain_says_when_the_batch_exceeds_the_kv_cache():
     assert "vLLM never runs it" in text
     small = run("perf", "explain", "--model", "llama-3.1-70b", "--gpu", "h100", "-tp", "2", "--batch", "decode=4x1024")
     assert small.exit_code == 0 and "note:" not in small.output
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (("--cv", "3"), "--cv applies to --arrival gamma only"),
+    (("--weight-dtype", "fp8"), "--weight-dtype needs --model"),
+    (("--kv-cache-dtype", "fp8"), "--kv-cache-dtype needs --model"),
+    (("-tp", "2"), "--tensor-parallel-size needs --model"),
+])
+def test_simulate_refuses_settings_it_would_not_read(tmp_path, args, fragment):
+    res = run("simulate", "--fleet", str(fleet(tmp_path, "r")), "--workload", "lmsys", "--requests", "200", *args)
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert res.output.startswith("error: ") and fragment in res.output and len(res.output.strip().splitlines()) == 1
+
+
+def test_simulate_gamma_arrivals_read_cv(tmp_path):
+    path = str(fleet(tmp_path, "g"))
+    calm = run("simulate", "--fleet", path, "--workload", "lmsys", "--lam", "20", "--requests", "600", "--arrival",
+               "gamma")
+    bursty = run("simulate", "--fleet", path, "--workload", "lmsys", "--lam", "20", "--requests", "600", "--arrival",
+                 "gamma", "--cv", "4")
+    assert calm.exit_code == bursty.exit_code == 0, bursty.output
+    assert p99_ttft_ms(bursty.output) > p99_ttft_ms(calm.output)
+
+
+def test_optimize_refuses_a_dtype_without_model():
+    res = run("optimize", "--workload", "lmsys", "--slo-ttft", "500", "--gpus", "h100", "--no-verify",
+              "--weight-dtype", "fp8")
+    assert res.exit_code == 2 and "--weight-dtype needs --model" in res.output
