@@ -62,18 +62,25 @@ def baseline_line(result: OptimizeResult) -> str:
     return f"All-premium baselines (SR = CE = 1): {'; '.join(parts)}{gate}."
 
 
-def rejected_line(result: OptimizeResult, model: str | None, explicit: bool) -> str:
-    """Which context limit applied and how much traffic it rejects (analytic, and simulated when verified)."""
-    r = result.request.rejected()
+def context_limit_line(request, model: str | None, explicit: bool) -> str:
+    """Which context limit applied to ``request`` (an ``OptimizeRequest``) and how much traffic it rejects."""
+    r = request.rejected()
     if r.max_model_len_tokens is None:
         return "Context limit: none (no --model, no --max-model-len): every request is sized into a pool."
     source = "--max-model-len" if explicit else f"{model}'s max_position_embeddings"
-    v = None if result.recommendation is None else result.recommendation.verification
-    sim = "" if v is None else (f"; the recommendation's simulation rejected {v.too_long_share_sim:.2%} of requests "
-                                f"({v.too_long_token_share_sim:.2%} of tokens), counted, out of its percentiles")
     return (f"Context limit: max_model_len {r.max_model_len_tokens:,} tokens ({source}); {r.request_share:.2%} of "
             f"requests ({r.token_share:.2%} of tokens) are longer and rejected as vLLM rejects them (an error, never "
-            f"served); no pool is sized for them and pool shares sum to {1 - r.request_share:.2%}{sim}.")
+            f"served); no pool is sized for them and pool shares sum to {1 - r.request_share:.2%}")
+
+
+def rejected_line(result: OptimizeResult, model: str | None, explicit: bool) -> str:
+    """``context_limit_line`` plus what the recommendation's simulation rejected (when verified)."""
+    v = None if result.recommendation is None else result.recommendation.verification
+    sim = "" if v is None or result.request.max_model_len_tokens is None else (
+        f"; the recommendation's simulation rejected {v.too_long_share_sim:.2%} of requests "
+        f"({v.too_long_token_share_sim:.2%} of tokens), counted, out of its percentiles")
+    line = context_limit_line(result.request, model, explicit)
+    return line if line.endswith(".") else f"{line}{sim}."
 
 
 def print_candidates(console: Console, result: OptimizeResult, top: int) -> None:

@@ -136,3 +136,13 @@ def test_sessions_and_pdd_refuse_a_context_above_the_window():
                    "--max-context 200,000", "131,072")
     one_line_error(run("simulate-pdd", "--workload", "lmsys", "--lam", "5", "--max-context", "200000"),
                    "--max-context 200,000", "Llama-3.1-70B", "--allow-long-max-model-len")
+
+
+def test_whatif_caps_pools_and_reports_the_limit(tmp_path):
+    res = run("whatif", "--workload", "agent_heavy", "--slo-ttft", "5000", "--gpus", "h100", "--topology", "homo",
+              "--model", "llama-3.1-8b", "--lam-range", "10:20:10", "--no-verify", "--quiet", "--json",
+              str(tmp_path / "w.json"))
+    assert res.exit_code == 0, res.output
+    assert "max_model_len 131,072 tokens" in " ".join(res.output.split())
+    inputs = json.loads((tmp_path / "w.json").read_text())["inputs"]
+    assert inputs["max_model_len_tokens"] == 131072 and 0 < inputs["rejected_request_share"] < 0.01
