@@ -26,7 +26,7 @@ def request(workload, limit, routers=(SizingRouter.LENGTH, SizingRouter.COMPRESS
     gpus = (load_catalog().get("h100"),)
     return OptimizeRequest(workload=workload, gpus=gpus, slo_ttft_s=5.0, rate_per_s=20.0, routers=routers,
                            topologies=(Topology.HOMO, Topology.TWO_POOL, Topology.MULTI_POOL),
-                           thresholds_tokens=(4096, 65536, 100_000), max_model_len_tokens=limit)
+                           thresholds_tokens=(4096, 65536, 100_000, 200_000), max_model_len_tokens=limit)
 
 
 def test_rejected_shares_match_a_large_sample_of_the_workload(agents):
@@ -62,6 +62,7 @@ def test_every_pool_ends_at_or_below_the_limit_and_shares_sum_to_the_served_shar
     assert cands
     for c in cands:
         assert c.pools[-1].hi_tokens == LIMIT and all(p.hi_tokens <= LIMIT for p in c.pools)
+        assert 200_000 not in c.thresholds_tokens  # a split above the limit is no candidate
         # compress-and-route never squeezes a request above the limit into a pool
         assert sum(p.traffic_share for p in c.pools) == pytest.approx(served, abs=1e-6), c.key()
 
