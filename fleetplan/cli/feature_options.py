@@ -18,9 +18,8 @@ import math
 import click
 from rich.table import Table
 
-from fleetplan.cli.model_options import apply_model
+from fleetplan.cli.model_options import apply_model, context_limit, limit_note, limits_line
 from fleetplan.errors import ConfigError, UnknownNameError
-from fleetplan.hardware import GpuCatalog
 from fleetplan.perf.overheads import ExecutionMode
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.sim.features import (
@@ -33,11 +32,12 @@ from fleetplan.sim.features import (
 )
 from fleetplan.sim.features_compile import features_on, graph_times_s
 from fleetplan.sim.features_speculative import SpeculativeConfig
+from fleetplan.sim.fleet_toml import FleetFile
 from fleetplan.sim.result import SimResult
 from fleetplan.sim.spec import FleetSpec, PoolSpec
 from fleetplan.units import ms_to_s, s_to_ms
 
-__all__ = ["FEATURE_OPTION_NAMES", "apply_feature_options", "carry_features", "feature_table", "features_on",
+__all__ = ["FEATURE_OPTION_NAMES", "apply_feature_options", "feature_table", "features_on",
            "policy_label", "runtime_feature_options", "serving_fleet"]
 
 ALL_POOLS = "*"
@@ -178,14 +178,19 @@ def apply_feature_options(spec: FleetSpec, **kw) -> FleetSpec:
     return dataclasses.replace(spec, pools=tuple(pools))
 
 
-def serving_fleet(fleet: FleetSpec, catalog: GpuCatalog, model_opts: dict,
-                  feature_opts: dict) -> tuple[FleetSpec, str]:
-    """``fleet`` serving ``--model`` (``apply_model``; the fleet file's runtime features kept) with the
-    runtime-feature options on top (``apply_feature_options``), and the step-time note to print."""
-    spec, step_note = apply_model(fleet, catalog, model_opts)
-    spec = apply_feature_options(carry_features(fleet, spec), **feature_opts)
+def serving_fleet(fleet: FleetFile, model_opts: dict, feature_opts: dict,
+                  max_model_len: int | None = None, flag: str = "--max-model-len") -> tuple[FleetSpec, str]:
+    """``fleet`` built (``apply_model``: on calibrated constants or serving ``--model``, the file's
+    settings and runtime features kept) with the runtime-feature options on top
+    (``apply_feature_options``), and the lines to print: step time, context limit, each pool's limits.
+    ``max_model_len``: the explicit context limit given by option ``flag``."""
+    model = model_opts.get("model")
+    limit = context_limit(model, max_model_len, bool(model_opts.get("allow_long_max_model_len")), flag)
+    spec, step_note = apply_model(fleet, model_opts, limit)
+    spec = apply_feature_options(spec, **feature_opts)
     timing = [f"{pool.name} {text}" for pool in spec.pools if (text := _predictor_timing(pool))]
-    return spec, step_note + ("; step timing: " + "; ".join(timing) if timing else "")
+    step_note += "; step timing: " + "; ".join(timing) if timing else ""
+    return spec, "\n".join((step_note, limit_note(limit, model, max_model_len is not None), limits_line(spec)))
 
 
 def _predictor_timing(pool: PoolSpec) -> str | None:
@@ -199,13 +204,6 @@ def _predictor_timing(pool: PoolSpec) -> str | None:
     if mode is GraphMode.NONE:
         return f"eager (--cudagraph-mode none: every step pays {launch_ms:.2f} ms of kernel launches)"
     return f"{mode.value} graphs (graphed steps kernel-only + replay, others eager with {launch_ms:.2f} ms of launches)"
-
-
-def carry_features(source: FleetSpec, target: FleetSpec) -> FleetSpec:
-    """``target`` (e.g. rebuilt by ``--model``) with each pool's features taken from ``source``."""
-    by_name = {p.name: p.features for p in source.pools}
-    return dataclasses.replace(target, pools=tuple(dataclasses.replace(p, features=by_name.get(p.name, p.features))
-                                                   for p in target.pools))
 
 
 def _fmt(value: float | None, percent: bool = False) -> str:

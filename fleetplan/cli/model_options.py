@@ -8,20 +8,20 @@ placement is swept as its own GPU type, and the simulator runs the operator-leve
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import click
 
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuCatalog, GpuProfile
-from fleetplan.models import dtype, load_model
+from fleetplan.models import ContextLimitError, ContextLimitRule, dtype, load_model, served_context_limit
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.profile_io import load_perf_profile
+from fleetplan.plan.model_fleet import ModelServing, serve_model
 from fleetplan.plan.optimize import resolve_gpus
 from fleetplan.plan.placement import DEFAULT_MAX_TP, place_model
-from fleetplan.sim.builders import build_pool
+from fleetplan.sim.fleet_toml import FleetFile, build_fleet
 from fleetplan.sim.spec import FleetSpec
 
+DEFAULT_DTYPE = "bf16"
 MODEL_OPTIONS = [
     click.option("--model", default=None,
                  help="Served model: a bundled name (llama-3.1-70b, qwen3-30b-a3b, ...) or a HuggingFace "
@@ -29,11 +29,26 @@ MODEL_OPTIONS = [
     click.option("--tensor-parallel-size", "-tp", "tensor_parallel_size", type=click.IntRange(min=1), default=None,
                  help="With --model: GPUs per instance (vLLM spelling); default: sweep every size that fits, "
                  f"up to {DEFAULT_MAX_TP}."),
-    click.option("--weight-dtype", type=click.Choice(["bf16", "fp8", "int4"]), default="bf16", show_default=True,
-                 help="With --model: weight storage type."),
-    click.option("--kv-cache-dtype", type=click.Choice(["bf16", "fp8"]), default="bf16", show_default=True,
-                 help="With --model: KV-cache storage type."),
+    click.option("--weight-dtype", type=click.Choice(["bf16", "fp8", "int4"]), default=None,
+                 help=f"With --model: weight storage type [default: {DEFAULT_DTYPE}]."),
+    click.option("--kv-cache-dtype", type=click.Choice(["bf16", "fp8"]), default=None,
+                 help=f"With --model: KV-cache storage type [default: {DEFAULT_DTYPE}]."),
 ]
+
+
+def _without_model(opts: dict, extra: tuple[str, ...] = ()) -> None:
+    """Refuse the options that only a served model reads when no ``--model`` is given."""
+    flags = {"tensor_parallel_size": "--tensor-parallel-size", "weight_dtype": "--weight-dtype",
+             "kv_cache_dtype": "--kv-cache-dtype", "perf_profile": "--perf-profile"}
+    given = [flag for key, flag in flags.items() if key in (*extra, "tensor_parallel_size", "weight_dtype",
+                                                            "kv_cache_dtype") and opts.get(key) is not None]
+    if given:
+        raise ConfigError(f"{given[0]} needs --model (without it every pool runs the paper's calibrated constants "
+                          "per GPU); give --model or drop the option")
+
+
+def _dtypes(opts: dict):
+    return dtype(opts.get("weight_dtype") or DEFAULT_DTYPE), dtype(opts.get("kv_cache_dtype") or DEFAULT_DTYPE)
 
 
 def serving_setup(
@@ -41,8 +56,7 @@ def serving_setup(
 ) -> tuple[tuple[GpuProfile, ...], tuple[tuple[str, int], ...], tuple[tuple[str, object], ...]]:
     """(GPU types to sweep, GPUs per instance of each, simulator step model of each)."""
     if opts.get("model") is None:
-        if opts.get("tensor_parallel_size") is not None:
-            raise ConfigError("--tensor-parallel-size needs --model (the paper's constants are per GPU)")
+        _without_model(opts)
         return resolve_gpus(catalog, opts["gpus"]), (), ()
     model = load_model(opts["model"])
     names = opts["gpus"] or tuple(g.name for g in catalog if g.price_usd_per_h is not None)
@@ -51,8 +65,8 @@ def serving_setup(
     placed = []
     for gpu in {g.name: g for g in (catalog.get(n) for n in names)}.values():
         try:
-            placed.extend(place_model(model, gpu, parallelism=par, weight_dtype=dtype(opts["weight_dtype"]),
-                                      kv_dtype=dtype(opts["kv_cache_dtype"])))
+            weights, kv = _dtypes(opts)
+            placed.extend(place_model(model, gpu, parallelism=par, weight_dtype=weights, kv_dtype=kv))
         except ConfigError:
             if opts["gpus"]:  # a GPU the user asked for must fit; the default list skips misfits
                 raise
@@ -63,34 +77,89 @@ def serving_setup(
                                                                                  for p in placed)
 
 
+MAX_MODEL_LEN_OPTION = click.option(
+    "--max-model-len", "max_model_len", type=click.IntRange(min=1), default=None,
+    help="Longest prompt + output served (tokens), vLLM --max-model-len; default with --model: the model's "
+    "max_position_embeddings, without: no limit. Longer requests are rejected as vLLM rejects them (an error, never "
+    "served), counted and reported, never sized or simulated as served.")
+ALLOW_LONG_OPTION = click.option(
+    "--allow-long-max-model-len", "allow_long_max_model_len", is_flag=True, default=False,
+    help="Let --max-model-len exceed the model's max_position_embeddings (vLLM's VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, "
+    "e.g. with rope scaling the config does not declare); refused otherwise.")
+CONTEXT_LIMIT_OPTIONS = [MAX_MODEL_LEN_OPTION, ALLOW_LONG_OPTION]
+
+
+def context_limit(model_name: str | None, max_model_len: int | None, allow_long: bool,
+                  flag: str = "--max-model-len") -> int | None:
+    """The served context limit (``fleetplan.models.context``) with its errors in option names
+    (``flag``: the option that gave ``max_model_len``)."""
+    model = None if model_name is None else load_model(model_name)
+    try:
+        return served_context_limit(model, max_model_len, allow_long)
+    except ContextLimitError as exc:
+        window = exc.context_window_tokens
+        if exc.rule is ContextLimitRule.EXCEEDS_WINDOW:
+            raise ConfigError(
+                f"{flag} {max_model_len:,} exceeds {exc.model}'s context window (max_position_embeddings "
+                f"{window:,}); lower {flag} to at most {window:,}, or add --allow-long-max-model-len (vLLM's "
+                "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1) if the model really serves longer contexts") from None
+        if exc.rule is ContextLimitRule.WINDOW_UNKNOWN:
+            raise ConfigError(f"--model {model_name}: its config.json gives no max_position_embeddings; give "
+                              f"{flag} (tokens)") from None
+        if exc.rule is ContextLimitRule.ALLOW_LONG_UNUSED:
+            where = "" if window is None else f" (max_position_embeddings {window:,})"
+            raise ConfigError(f"--allow-long-max-model-len needs --model and a {flag} above the model's context "
+                              f"window{where}; drop the flag or raise {flag}") from None
+        raise ConfigError(f"{flag} {max_model_len!r}: {exc}") from None
+
+
+def limit_note(limit: int | None, model_name: str | None, explicit: bool) -> str:
+    """One line saying which context limit applies and where it comes from."""
+    if limit is None:
+        return "context limit: none (no --model, no --max-model-len): every request fits some pool or is rejected by it"
+    source = "--max-model-len" if explicit else f"{model_name}'s max_position_embeddings"
+    return (f"max_model_len {limit:,} tokens ({source}): longer requests are rejected as vLLM rejects them, counted "
+            "and left out of the latency percentiles")
+
+
 SIM_MODEL_OPTIONS = [
     *MODEL_OPTIONS,
     click.option("--perf-profile", "perf_profile", type=click.Path(dir_okay=False), default=None,
                  help="Calibrated step-time profile (from `fleetplan perf calibrate`) for the pools on its GPU; "
                  "needs --model naming the same model."),
+    ALLOW_LONG_OPTION,
 ]
 
 
 def sim_model_options(func):
-    """Add ``SIM_MODEL_OPTIONS`` (``--model``, ``-tp``, dtypes, ``--perf-profile``) to a simulation command;
-    the command receives ``SIM_MODEL_OPTION_NAMES`` and passes them to ``apply_model``."""
+    """Add ``SIM_MODEL_OPTIONS`` (``--model``, ``-tp``, dtypes, ``--perf-profile``,
+    ``--allow-long-max-model-len``) to a simulation command; the command receives
+    ``SIM_MODEL_OPTION_NAMES`` and passes them to ``apply_model``."""
     for option in reversed(SIM_MODEL_OPTIONS):
         func = option(func)
     return func
 
 
-SIM_MODEL_OPTION_NAMES = ("model", "tensor_parallel_size", "weight_dtype", "kv_cache_dtype", "perf_profile")
+SIM_MODEL_OPTION_NAMES = ("model", "tensor_parallel_size", "weight_dtype", "kv_cache_dtype", "perf_profile",
+                          "allow_long_max_model_len")
 
 
-def apply_model(spec: FleetSpec, catalog: GpuCatalog, opts: dict) -> tuple[FleetSpec, str]:
-    """``spec`` serving ``--model``: each pool's instance becomes a tensor-parallel group of its GPU
-    (the smallest whose KV cache holds the pool's longest request, unless
-    ``--tensor-parallel-size``), with derived limits and the
-    operator-level predictor (or the ``--perf-profile`` fit for pools on the profile's GPU)."""
+def limits_line(spec: FleetSpec) -> str:
+    """Each pool's vLLM limits as the simulator runs them (explicit or derived)."""
+    parts = [f"{p.name} max_model_len {p.max_context_tokens:,}, max_num_seqs {p.limits.max_num_seqs:,}, "
+             f"max_num_batched_tokens {p.limits.max_num_batched_tokens:,}, KV cache {p.limits.kv_blocks:,} blocks x "
+             f"{p.limits.block_size_tokens} tokens" for p in spec.pools]
+    return "limits: " + "; ".join(parts)
+
+
+def apply_model(fleet: FleetFile, opts: dict, max_model_len_tokens: int | None) -> tuple[FleetSpec, str]:
+    """``fleet`` built on its GPUs' calibrated constants, or serving ``--model``
+    (``fleetplan.plan.model_fleet.serve_model``: every explicit setting of the file kept), limited
+    to ``max_model_len_tokens``; and the step-time note to print."""
     if opts.get("model") is None:
-        if opts.get("perf_profile") or opts.get("tensor_parallel_size") is not None:
-            raise ConfigError("--perf-profile and --tensor-parallel-size need --model")
-        return spec, "step time: the calibrated linear model (W + H·n) of each pool's GPU"
+        _without_model(opts, ("perf_profile",))
+        return (build_fleet(fleet, max_model_len_tokens),
+                "step time: the calibrated linear model (W + H·n) of each pool's GPU")
     model = load_model(opts["model"])
     profile = None if opts.get("perf_profile") is None else load_perf_profile(opts["perf_profile"])
     if profile is not None and profile.model != model.name:
@@ -98,25 +167,8 @@ def apply_model(spec: FleetSpec, catalog: GpuCatalog, opts: dict) -> tuple[Fleet
                           "give the matching --model or recalibrate")
     par = None if opts["tensor_parallel_size"] is None else Parallelism.vllm(
         tensor_parallel_size=opts["tensor_parallel_size"], enable_expert_parallel=model.is_moe)
-    pools, notes = [], []
-    for pool in spec.pools:
-        gpu = catalog.get(pool.gpu)
-        places = place_model(model, gpu, parallelism=par, weight_dtype=dtype(opts["weight_dtype"]),
-                             kv_dtype=dtype(opts["kv_cache_dtype"]))
-        fitting = [p for p in places if p.gpu.serving.n_max(pool.max_context_tokens) >= 1]
-        if not fitting:
-            raise ConfigError(
-                f"pool {pool.name!r}: no {gpu.name} placement of {model.name} holds a {pool.max_context_tokens}-token "
-                f"request in its KV cache (largest tried: {places[-1].gpu.name}); lower max_context_tokens or raise "
-                "--tensor-parallel-size"
-            )
-        place = fitting[0]
-        built = build_pool(place.gpu, pool.name, pool.n_instances, pool.max_context_tokens, router=pool.router,
-                           model_tag=pool.model_tag,
-                           price_usd_per_h=None if gpu.price_usd_per_h is None
-                           else gpu.price_usd_per_h * place.gpus_per_instance)
-        step = profile if profile is not None and profile.gpu == gpu.name else place.predictor
-        pools.append(replace(built, gpu=place.gpu.name, step_model=step))
-        kind = "calibrated profile" if step is profile else "roofline predictor"
-        notes.append(f"{pool.name}: {place.gpu.name} ({place.parallelism.flags()}, {kind})")
-    return replace(spec, pools=tuple(pools)), f"model {model.name}: " + "; ".join(notes)
+    serving = ModelServing(model, par, *_dtypes(opts), profile)
+    served = serve_model(fleet, serving, max_model_len_tokens)
+    notes = [f"{p.pool}: {p.placement.gpu.name} ({p.placement.parallelism.flags()}, "
+             f"{'calibrated profile' if p.calibrated else 'roofline predictor'})" for p in served.pools]
+    return served.spec, f"model {model.name}: " + "; ".join(notes)

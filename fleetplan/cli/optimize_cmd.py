@@ -5,8 +5,14 @@ from __future__ import annotations
 import click
 
 from fleetplan.cli.errors import one_line_errors
-from fleetplan.cli.model_options import MODEL_OPTIONS, serving_setup
-from fleetplan.cli.optimize_view import baseline_line, print_candidates, recommendation_line, tpot_note
+from fleetplan.cli.model_options import CONTEXT_LIMIT_OPTIONS, MODEL_OPTIONS, context_limit, serving_setup
+from fleetplan.cli.optimize_view import (
+    baseline_line,
+    print_candidates,
+    recommendation_line,
+    rejected_line,
+    tpot_note,
+)
 from fleetplan.cli.options import (
     FRACTION,
     INT_LIST,
@@ -140,6 +146,7 @@ _PLAN_OPTIONS = [
     input_fraction_option,
     gpu_profiles_option,
     *MODEL_OPTIONS,
+    *CONTEXT_LIMIT_OPTIONS,
     price_option,
     seed_option,
 ]
@@ -187,6 +194,7 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
         rate, rate_source = DEFAULT_RATE_PER_S, "default (the workload records no rate)"
     slo_s = opts["slo_ttft_ms"] / 1e3
     gpus, per_instance, step_models = serving_setup(catalog, opts)
+    limit = context_limit(opts["model"], opts["max_model_len"], opts["allow_long_max_model_len"])
     request = OptimizeRequest(
         workload=wl,
         gpus=gpus,
@@ -211,6 +219,7 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
         disagg=_disagg_settings(opts),
         service_model=opts["service_model"],
         step_models=step_models,
+        max_model_len_tokens=limit,
     )
     verify = None
     if not opts["no_verify"]:
@@ -225,6 +234,7 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
             seed=opts["seed"],
             percentile=opts["percentile"],
             step_models=step_models,
+            max_model_len_tokens=limit,
         )
     return wl, request, verify, rate_source
 
@@ -279,6 +289,7 @@ def optimize(lam, top, csv_path, candidates_csv, json_path, html_path, plots_dir
         + ("." if verify is None else f"; top {len(result.verification)} simulated in {result.verify_time_s:.1f} s.")
     )
     print_candidates(console, result, top)
+    console.print(rejected_line(result, opts["model"], opts["max_model_len"] is not None))
     if result.baselines:
         console.print(baseline_line(result))
     if verify is not None:

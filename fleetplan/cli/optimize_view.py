@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fleetplan.plan.optimize import OptimizeResult
+from fleetplan.report.optimize_report import shown_pools
 
 
 def tpot_note(percentile: float) -> str:
@@ -61,8 +62,30 @@ def baseline_line(result: OptimizeResult) -> str:
     return f"All-premium baselines (SR = CE = 1): {'; '.join(parts)}{gate}."
 
 
+def context_limit_line(request, model: str | None, explicit: bool) -> str:
+    """Which context limit applied to ``request`` (an ``OptimizeRequest``) and how much traffic it rejects."""
+    r = request.rejected()
+    if r.max_model_len_tokens is None:
+        return "Context limit: none (no --model, no --max-model-len): every request is sized into a pool."
+    source = "--max-model-len" if explicit else f"{model}'s max_position_embeddings"
+    return (f"Context limit: max_model_len {r.max_model_len_tokens:,} tokens ({source}); {r.request_share:.2%} of "
+            f"requests ({r.token_share:.2%} of tokens) are longer and rejected as vLLM rejects them (an error, never "
+            f"served); no pool is sized for them and pool shares sum to {1 - r.request_share:.2%}")
+
+
+def rejected_line(result: OptimizeResult, model: str | None, explicit: bool) -> str:
+    """``context_limit_line`` plus what the recommendation's simulation rejected (when verified)."""
+    v = None if result.recommendation is None else result.recommendation.verification
+    sim = "" if v is None or result.request.max_model_len_tokens is None else (
+        f"; the recommendation's simulation rejected {v.too_long_share_sim:.2%} of requests "
+        f"({v.too_long_token_share_sim:.2%} of tokens), counted, out of its percentiles")
+    line = context_limit_line(result.request, model, explicit)
+    return line if line.endswith(".") else f"{line}{sim}."
+
+
 def print_candidates(console: Console, result: OptimizeResult, top: int) -> None:
-    """One row per pool; candidate-level columns on each candidate's first row."""
+    """One row per pool (not pools with no GPUs and no traffic); candidate-level columns on each
+    candidate's first row."""
     pct = result.request.percentile
     table = Table(
         title=f"Top {min(top, len(result.candidates))} of {len(result.candidates)} candidates "
@@ -95,8 +118,9 @@ def print_candidates(console: Console, result: OptimizeResult, top: int) -> None
         sim = "-" if v is None else fmt_ms(v.p99_ttft_s_sim) + (" !" if v.flagged else "")
         e = result.economics_of(c)
         tpot = getattr(c, "tpot_p_s", None)
-        for i, p in enumerate(c.pools):
-            first = i == 0
+        shown = shown_pools(c)
+        for k, (i, p) in enumerate(shown):
+            first = k == 0
             table.add_row(
                 str(c.rank) if first else "",
                 topo if first else "",
@@ -115,7 +139,7 @@ def print_candidates(console: Console, result: OptimizeResult, top: int) -> None
                 f"{c.cost_usd_per_year:,.0f}" if first else "",
                 f"{c.cost_usd_per_mtok:.3f}" if first else "",
                 _verdict(c) if first else "",
-                end_section=i == len(c.pools) - 1,
+                end_section=k == len(shown) - 1,
             )
     console.print(table)
 

@@ -11,6 +11,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from fleetplan.cli.model_options import ALLOW_LONG_OPTION, context_limit
 from fleetplan.cli.options import NAME_LIST, POSITIVE, input_fraction_option, seed_option, workload_option
 from fleetplan.hardware import load_catalog
 from fleetplan.models.catalog import load_model
@@ -150,6 +151,7 @@ def _ms(value_s: float) -> str:
                    f"{', '.join(SibylAblation.names())} (prob: survival weights set to 1, PROB @ 1).")
 @click.option("--model", "model_name", default=DEFAULT_MODEL, show_default=True,
               help="Model whose KV bytes per token size the transfer.")
+@ALLOW_LONG_OPTION
 @click.option("--tensor-parallel-size", "-tp", "--tp", "tp", type=click.IntRange(min=1), default=1,
               show_default=True,
               help="Tensor-parallel ranks sending KV in parallel (bytes per link = KV bytes / tp).")
@@ -176,12 +178,14 @@ def _ms(value_s: float) -> str:
 def simulate_pdd_cmd(workload, input_fraction, rate_per_s, n_requests, prefill_gpu, prefill_instances,
                      prefill_max_num_seqs, decode_gpu, decode_instances, decode_max_num_seqs, max_context_tokens,
                      policy, binding, decode_model, ps_curve, sibyl_pressure, sibyl_bucket_tokens, sibyl_ema_alpha,
-                     sibyl_ablate, model_name, tp, latency_ms, bandwidth_gb_per_s, layerwise, fabric, link_gbps,
+                     sibyl_ablate, model_name, allow_long_max_model_len, tp, latency_ms, bandwidth_gb_per_s,
+                     layerwise, fabric, link_gbps,
                      spine_gbps, path_policy, horizon_s, warmup_fraction, seed, requests_csv, json_path) -> None:
     """Simulate prefill pool -> KV transfer -> decode pool; print the TTFT breakdown and TPOT.
 
     TTFT = queue + prefill + transfer + first decode step; TPOT from the decode side.
     """
+    context_limit(model_name, max_context_tokens, allow_long_max_model_len, "--max-context")
     catalog = load_catalog()
     pf = build_pool(catalog.get(prefill_gpu), "prefill", prefill_instances, max_context_tokens,
                     max_num_seqs=prefill_max_num_seqs)
@@ -192,7 +196,7 @@ def simulate_pdd_cmd(workload, input_fraction, rate_per_s, n_requests, prefill_g
     network = _fabric(fabric, link_gbps, spine_gbps, path_policy)
     sibyl = _sibyl_params(policy, sibyl_pressure, sibyl_bucket_tokens, sibyl_ema_alpha, sibyl_ablate)
     spec = PddSpec(pf, dec, transfer, policy, binding, decode_model, network=network, sibyl=sibyl,
-                   ps_curve=_ps_curve(ps_curve, decode_model))
+                   ps_curve=_ps_curve(ps_curve, decode_model), max_model_len_tokens=max_context_tokens)
     wl = load_workload(workload, input_fraction=input_fraction)
     result = simulate_pdd(spec, wl, rate_per_s, n_requests, seed, horizon_s, warmup_fraction)
     s = result.summary
@@ -208,8 +212,10 @@ def simulate_pdd_cmd(workload, input_fraction, rate_per_s, n_requests, prefill_g
         st = getattr(s, name)
         table.add_row(name, _ms(st.mean_s), _ms(st.p50_s), _ms(st.p90_s), _ms(st.p99_s))
     con.print(table)
-    con.print(f"done {s.n_done:,}, unfinished {s.n_unfinished:,}, rejected {s.n_rejected:,}; optimal-assignment "
-              f"ratio {100 * s.optimal_assignment_ratio:.1f}% (tokens), "
+    con.print(f"done {s.n_done:,}, unfinished {s.n_unfinished:,}, rejected {s.n_rejected:,} (of which "
+              f"{s.n_too_long:,} too long for --max-context {max_context_tokens:,}: vLLM's error reply, "
+              f"{100 * s.too_long_token_share:.1f}% of tokens, left out of the percentiles); "
+              f"optimal-assignment ratio {100 * s.optimal_assignment_ratio:.1f}% (tokens), "
               f"{100 * s.optimal_assignment_ratio_requests:.1f}% (requests); utilisation prefill "
               f"{100 * s.prefill_utilisation:.1f}%, decode {100 * s.decode_utilisation:.1f}%")
     net = s.network

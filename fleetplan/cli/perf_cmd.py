@@ -93,7 +93,11 @@ def perf() -> None:
 @_predictor_options
 @click.option("--batch", "batch_text", required=True, help=f"The step's batch: {BATCH_SYNTAX}.")
 def explain(batch_text: str, **kw) -> None:
-    """Per-operator time of one engine step, and the replica's KV-cache budget."""
+    """Per-operator time of one engine step, and the replica's KV-cache budget.
+
+    A batch whose requests hold more KV blocks than the replica's cache is still timed (a what-if),
+    with a note that vLLM would never run it.
+    """
     p = _build(**kw)
     batch = parse_batch(batch_text)
     breakdown = p.predict(batch)
@@ -115,6 +119,12 @@ def explain(batch_text: str, **kw) -> None:
     console.print(f"KV budget: {budget.kv_blocks_per_replica} blocks of {budget.block_size_tokens} tokens per "
                   f"replica ({budget.kv_blocks_per_replica * budget.block_size_tokens} tokens); "
                   f"n_max at {KV_REPORT_CONTEXT_TOKENS} tokens = {budget.kv_blocks_per_replica // per_seq}")
+    held = batch.kv_blocks(budget.block_size_tokens)
+    if held > budget.kv_blocks_per_replica:
+        console.print(f"note: this batch holds {held:,} KV blocks ({held * budget.block_size_tokens:,} tokens), more "
+                      f"than the replica's {budget.kv_blocks_per_replica:,}: vLLM never runs it (it would preempt or "
+                      "queue requests to stay within the cache); the step time above is hypothetical. Shrink the "
+                      "batch, or give more GPUs (-tp) or --kv-cache-dtype fp8.")
 
 
 @perf.command("calibrate", epilog=_CALIBRATE_EXAMPLES)

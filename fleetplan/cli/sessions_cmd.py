@@ -15,16 +15,15 @@ from fleetplan.cli.feature_options import (
     runtime_feature_options,
     serving_fleet,
 )
-from fleetplan.cli.model_options import SIM_MODEL_OPTION_NAMES, sim_model_options
+from fleetplan.cli.model_options import SIM_MODEL_OPTION_NAMES, context_limit, sim_model_options
 from fleetplan.cli.options import POSITIVE, seed_option
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import load_catalog
-from fleetplan.sim.builders import build_pool
 from fleetplan.sim.engine import DEFAULT_WARMUP_FRACTION
-from fleetplan.sim.fleet_toml import load_fleet_toml
+from fleetplan.sim.fleet_toml import FleetFile, PoolEntry, read_fleet_toml
 from fleetplan.sim.session_metrics import TAIL_QUANTILE, SessionMetrics
 from fleetplan.sim.sessions import SessionResult, session_table, simulate_sessions
-from fleetplan.sim.spec import FleetSpec
+from fleetplan.sim.spec import DEFAULT_COMPRESS_GAMMA, PoolRouter
 from fleetplan.units import ms_to_s, s_to_ms
 from fleetplan.workload.rollouts import LENGTH_KINDS, OutputLengths, RlRollout
 from fleetplan.workload.session_io import load_session_workload
@@ -53,17 +52,23 @@ def _ms(value_s: float) -> str:
 
 
 def _fleet(fleet_path: str | None, gpu: str | None, instances: int | None, max_context: int | None,
-           largest_context: int) -> FleetSpec:
+           largest_context: int, limit: int | None) -> FleetFile:
+    """The fleet file, or the one ``--gpu`` pool (context: ``--max-context``, else the largest session's
+    rounded up to a power of two, at most the served model's ``limit``)."""
     if (fleet_path is None) == (gpu is None):
         raise ConfigError("give the fleet as --fleet FILE.toml or as --gpu NAME --instances N, not both or neither")
+    catalog = load_catalog()
     if fleet_path is not None:
         if instances is not None or max_context is not None:
             raise ConfigError("--instances and --max-context go with --gpu; the --fleet file sets its own pools")
-        return load_fleet_toml(fleet_path)
+        return read_fleet_toml(fleet_path, catalog)
     if instances is None:
         raise ConfigError("--gpu needs --instances N (instances of one GPU each in a single pool)")
     context = max_context if max_context is not None else 1 << max(0, math.ceil(math.log2(largest_context)))
-    return FleetSpec(pools=(build_pool(load_catalog().get(gpu), "pool", instances, context),))
+    if limit is not None:
+        context = min(context, limit)
+    entry = PoolEntry("pool", catalog.get(gpu), instances, context)
+    return FleetFile("--gpu", (entry,), PoolRouter.LENGTH, DEFAULT_COMPRESS_GAMMA, ())
 
 
 def _delay(delay_s: float | None, kind: str, sigma: float | None) -> ToolDelay | None:
@@ -168,6 +173,7 @@ def simulate_sessions_cmd(fleet_path, gpu, instances, max_context, sessions, mix
     """
     model_opts = {key: opts.pop(key) for key in SIM_MODEL_OPTION_NAMES}
     feature_opts = {key: opts.pop(key) for key in FEATURE_OPTION_NAMES}
+    limit = context_limit(model_opts["model"], max_context, model_opts["allow_long_max_model_len"], "--max-context")
     delay = _delay(tool_delay_s, tool_delay_kind, tool_delay_sigma)
     if rl_n is not None:
         given = {"--rl-prompt-tokens": rl_prompt_tokens, "--rl-output-scale": rl_output_scale,
@@ -190,8 +196,8 @@ def simulate_sessions_cmd(fleet_path, gpu, instances, max_context, sessions, mix
         what = f"sessions {source.name} ({mix_text}), {n_sessions:,} at {rate_per_s:g}/s"
     table = session_table(source, rate_per_s, n_sessions, seed)
     prompt, _ = table.context_tokens()
-    fleet = _fleet(fleet_path, gpu, instances, max_context, int((prompt + table.output_tokens).max()))
-    spec, step_note = serving_fleet(fleet, load_catalog(), model_opts, feature_opts)
+    fleet = _fleet(fleet_path, gpu, instances, max_context, int((prompt + table.output_tokens).max()), limit)
+    spec, step_note = serving_fleet(fleet, model_opts, feature_opts, max_context, "--max-context")
     wf = warmup_fraction if warmup_fraction is not None else (0.0 if rl_n is not None else DEFAULT_WARMUP_FRACTION)
     result = simulate_sessions(
         spec, table, seed=seed, warmup_fraction=wf, horizon_s=horizon_s,

@@ -15,20 +15,22 @@ from fleetplan.cli.feature_options import (
     runtime_feature_options,
     serving_fleet,
 )
-from fleetplan.cli.model_options import sim_model_options
+from fleetplan.cli.model_options import MAX_MODEL_LEN_OPTION, sim_model_options
 from fleetplan.cli.options import (
     POSITIVE,
     executor_from_options,
     executor_options,
+    gpu_profiles_option,
     input_fraction_option,
     seed_option,
     workload_option,
 )
 from fleetplan.cli.reliability_cmd import failure_options, failures_from_options
+from fleetplan.errors import ConfigError
 from fleetplan.hardware import load_catalog
 from fleetplan.sim.engine import DEFAULT_N_REQUESTS, DEFAULT_WARMUP_FRACTION
 from fleetplan.sim.engine import simulate as run_simulation
-from fleetplan.sim.fleet_toml import load_fleet_toml
+from fleetplan.sim.fleet_toml import read_fleet_toml
 from fleetplan.sim.replications import replicate
 from fleetplan.sim.result import TPOT_DEFINITION, GroupSummary, SimResult
 from fleetplan.sim.shared_prefix import parse_shared_prefix
@@ -38,6 +40,7 @@ from fleetplan.units import ms_to_s, s_to_ms
 from fleetplan.workload import load_workload
 
 DEFAULT_RATE_PER_S = 100.0  # used when the workload carries no arrival rate of its own
+DEFAULT_GAMMA_CV = 1.0  # --arrival gamma without --cv: exponential gaps' variability
 SHOWN_PERCENTILES = (("P50", "p50_s"), ("P90", "p90_s"), ("P99", "p99_s"))
 
 
@@ -78,13 +81,13 @@ def _latency_table(result: SimResult) -> Table:
 
 def _capacity_table(result: SimResult) -> Table:
     table = Table(title="requests and capacity")
-    for col in ("pool", "gpu", "instances", "requests", "done", "unfinished", "rejected",
+    for col in ("pool", "gpu", "instances", "requests", "done", "unfinished", "rejected", "too long",
                 "SLO attain.", "goodput req/s", "throughput req/s", "utilisation", "mean batch"):
         table.add_column(col, justify="left" if col in ("pool", "gpu") else "right")
     for g in _groups(result):
         table.add_row(
             g.name, g.gpu, str(g.n_instances), f"{g.n_requests:,}", f"{g.n_done:,}",
-            f"{g.n_unfinished:,}", f"{g.n_rejected:,}", _frac(g.slo_attainment),
+            f"{g.n_unfinished:,}", f"{g.n_rejected:,}", f"{g.n_too_long:,}", _frac(g.slo_attainment),
             _num(g.goodput_per_s), _num(g.throughput_per_s), _frac(g.utilisation), _num(g.mean_batch, ".1f"),
         )
     return table
@@ -134,8 +137,8 @@ Examples:
               help="iteration: vLLM continuous batching per step; request: the paper's eq. 4-5 slot model.")
 @click.option("--arrival", type=click.Choice(ArrivalProcess.names()), default=ArrivalProcess.POISSON.value,
               show_default=True, help="Arrival process (replay needs a trace workload).")
-@click.option("--cv", type=POSITIVE, default=1.0, show_default=True,
-              help="Inter-arrival coefficient of variation for --arrival gamma.")
+@click.option("--cv", type=POSITIVE, default=None,
+              help="Inter-arrival coefficient of variation for --arrival gamma [default: 1.0, Poisson-like].")
 @click.option("--horizon", "horizon_s", type=POSITIVE, default=None,
               help="Stop after this many seconds (default: run until every request finishes).")
 @click.option("--warmup-fraction", type=click.FloatRange(0, 1, max_open=True),
@@ -153,6 +156,8 @@ Examples:
               "--mtbf-h/--mttr-h are given (either implies --failures). Also prints P99s without failures.")
 @failure_options
 @sim_model_options
+@MAX_MODEL_LEN_OPTION
+@gpu_profiles_option
 @runtime_feature_options
 @click.option("--shared-prefix", "shared_prefix", default=None, metavar="TOKENS[xCOUNT]",
               help="Every prompt starts with one of COUNT shared system prompts of TOKENS tokens (part of the "
@@ -164,15 +169,23 @@ Examples:
 @executor_options
 def simulate_cmd(fleet_path, workload, input_fraction, rate_per_s, n_requests, level, arrival, cv, horizon_s,
                  warmup_fraction, seed, slo_ttft_ms, slo_tpot_ms, requests_csv, json_path, shared_prefix, replications,
-                 inject_failures, mtbf_h, mttr_h, repair, executor, workers, ray_address, **model_opts) -> None:
+                 inject_failures, mtbf_h, mttr_h, repair, executor, workers, ray_address, max_model_len, gpu_profiles,
+                 **model_opts) -> None:
     """Simulate a fleet serving a workload; print P50/P90/P99 TTFT, TPOT, E2E per pool.
 
     TPOT is (E2E - TTFT) / (output tokens - 1), as vLLM's benchmark defines it.
-    Unfinished and rejected requests count as infinite latency.
+    Unfinished and rejected requests count as infinite latency, except requests longer than
+    max_model_len (--max-model-len, or with --model its max_position_embeddings): vLLM answers those
+    with an error, so they are counted ("too long") and left out of the percentiles.  Every limit the
+    fleet file gives (max_num_seqs, max_num_batched_tokens, kv_blocks, block_size) is kept with --model.
     """
     feature_opts = {key: model_opts.pop(key) for key in FEATURE_OPTION_NAMES}
-    fleet = load_fleet_toml(fleet_path)
-    spec, step_note = serving_fleet(fleet, load_catalog(), model_opts, feature_opts)
+    if cv is not None and arrival != ArrivalProcess.GAMMA.value:
+        raise ConfigError(f"--cv applies to --arrival gamma only (got --arrival {arrival}); add --arrival gamma or "
+                          "drop --cv")
+    cv = DEFAULT_GAMMA_CV if cv is None else cv
+    fleet = read_fleet_toml(fleet_path, load_catalog(gpu_profiles))
+    spec, step_note = serving_fleet(fleet, model_opts, feature_opts, max_model_len)
     with_features = features_on(spec)
     wl = load_workload(workload, input_fraction=input_fraction)
     if rate_per_s is not None:
@@ -220,6 +233,12 @@ def simulate_cmd(fleet_path, workload, input_fraction, rate_per_s, n_requests, l
         con.print(feature_table(spec, result))
     slos = [f"{name} <= {value:g} ms" for name, value in (("TTFT", slo_ttft_ms), ("TPOT", slo_tpot_ms))
             if value is not None]
+    if s.overall.n_too_long:
+        o = s.overall
+        con.print(f"too long for max_model_len: {o.n_too_long:,} of {o.n_requests:,} measured requests "
+                  f"({_frac(o.n_too_long / o.n_requests)}, {_frac(o.too_long_token_share)} of their tokens) rejected "
+                  "as vLLM rejects them (an error reply, never served); counted in 'rejected', left out of the "
+                  "latency percentiles.")
     con.print(f"{TPOT_DEFINITION}. Unfinished/rejected requests count as inf. First "
               f"{100 * s.warmup_fraction:g}% of arrivals ({s.n_warmup:,}) excluded as warm-up.")
     con.print("goodput (vLLM --goodput): requests/s meeting " + (" and ".join(slos) if slos else

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from fleetplan.cli.errors import one_line_errors
 from fleetplan.cli.optimize_cmd import plan_inputs, plan_options
+from fleetplan.cli.optimize_view import context_limit_line
 from fleetplan.cli.options import executor_from_options, executor_options
 from fleetplan.cli.progress import progress_reporter, quiet_option
 from fleetplan.cli.report_cmd import render_documents, report_console
@@ -128,6 +129,8 @@ def whatif_command(lam_range, growth, months, start_lam, lead_time_weeks, start_
                       "-" if row["cost_usd_per_year"] is None else f"{row['cost_usd_per_year']:,.0f}", thr)
     console.print(table)
     console.print(_threshold_legend(result.threshold_method, request.percentile))
+    line = context_limit_line(request, opts["model"], opts["max_model_len"] is not None)
+    console.print(line if line.endswith(".") else line + ".")
     if schedule is not None:
         st = Table(title=f"Procurement schedule: {growth_per_month:.1%}/month from {schedule.start_rate_per_s:g} "
                          f"req/s, start {start.isoformat()}, lead time {lead_time_weeks:g} weeks")

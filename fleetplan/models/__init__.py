@@ -5,10 +5,13 @@ Bundled configs live in ``models/*.json`` (``list_models``, ``load_model``).
 
 from fleetplan.models.catalog import list_models, load_model, model_path
 from fleetplan.models.config import AttentionKind, Dtype, ModelConfig, attention_kind, dtype
+from fleetplan.models.context import ContextLimitError, ContextLimitRule, served_context_limit
 from fleetplan.models.hf_config import model_config_from_dict, read_hf_config
 
 __all__ = [
     "AttentionKind",
+    "ContextLimitError",
+    "ContextLimitRule",
     "Dtype",
     "ModelConfig",
     "attention_kind",
@@ -18,4 +21,5 @@ __all__ = [
     "model_config_from_dict",
     "model_path",
     "read_hf_config",
+    "served_context_limit",
 ]

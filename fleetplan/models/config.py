@@ -126,6 +126,10 @@ class ModelConfig:
     q_lora_rank, v_head_dim : int
         MLA query low-rank width (0 = full-rank query projection) and value head width.
         Zero for GQA, where the value head width is ``head_dim``.
+    context_window_tokens : int or None
+        The model's context window (config.json ``max_position_embeddings``): the longest
+        prompt + output it serves, vLLM's default ``--max-model-len``.  None when the config
+        gives none (then a serving limit must be given explicitly; ``fleetplan.models.context``).
     """
 
     name: str
@@ -147,6 +151,7 @@ class ModelConfig:
     tie_word_embeddings: bool = False
     q_lora_rank: int = 0
     v_head_dim: int = 0
+    context_window_tokens: int | None = None
 
     def __post_init__(self) -> None:
         who = f"model {self.name!r}"
@@ -157,6 +162,9 @@ class ModelConfig:
             low = 1 if name in _POSITIVE else 0
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ConfigError(f"{who}: {name}={value!r} must be an integer >= {low}")
+        window = self.context_window_tokens
+        if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+            raise ConfigError(f"{who}: context_window_tokens={window!r} must be an integer >= 1, or None if unknown")
         if self.n_heads % self.n_kv_heads:
             raise ConfigError(f"{who}: n_heads={self.n_heads} must be a multiple of n_kv_heads={self.n_kv_heads}")
         if self.n_experts == 0:

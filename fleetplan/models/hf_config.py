@@ -31,6 +31,12 @@ n_dense_layers              DeepSeek: layer i is MoE iff ``i >= first_k_dense_re
                             and ``(i + 1) % decoder_sparse_step == 0``
 tie_word_embeddings         ``tie_word_embeddings``; absent -> false (the Llama, Qwen, Mistral,
                             DeepSeek config classes' default)
+context_window_tokens       the smallest of ``max_position_embeddings``, ``n_positions``,
+                            ``max_seq_len``, ``seq_length``, ``max_sequence_length``,
+                            ``max_seq_length``, ``seq_len`` present (vLLM's derivation of the default
+                            ``--max-model-len``; rope scaling is not applied on top: Llama-3.1's
+                            and DeepSeek-V3's configs already give the extended window); none
+                            present -> unknown (None)
 ==========================  ====================================================================
 
 Not modelled: sliding-window layers (gpt-oss, Mistral-7B-v0.1) are sized as full
@@ -55,6 +61,9 @@ NESTED_TEXT_KEYS = ("text_config", "llm_config")
 EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
 TOPK_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_topk")
 SHARED_KEYS = ("n_shared_experts", "num_shared_experts")
+#: Keys vLLM reads the default max_model_len from (``_get_and_verify_max_len``); the smallest present wins.
+CONTEXT_WINDOW_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "max_sequence_length",
+                       "max_seq_length", "seq_len")
 
 
 def read_hf_config(path: str | Path, name: str | None = None) -> ModelConfig:
@@ -172,6 +181,8 @@ def model_config_from_dict(data: Mapping[str, Any], *, source: str, name: str) -
         fields.update(_moe_fields(f, n_layers, n_experts))
     else:
         fields["intermediate_size"] = f.int("intermediate_size", low=1)
+    windows = [f.int(k, low=1) for k in CONTEXT_WINDOW_KEYS if f.has(k)]
+    fields["context_window_tokens"] = min(windows) if windows else None
     try:
         return ModelConfig(
             name=name, n_layers=n_layers, hidden_size=hidden, n_heads=n_heads, vocab_size=vocab,

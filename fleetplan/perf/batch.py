@@ -92,6 +92,15 @@ class BatchComposition:
         c, o = self.prefill_tokens, self.prefill_offsets
         return int(np.sum(c * (2 * o + c)))
 
+    def kv_blocks(self, block_size_tokens: int) -> int:
+        """PagedAttention blocks the batch's requests hold after this step: each prefill chunk
+        ``ceil((OFFSET + TOKENS) / block)``, each decode ``ceil(CONTEXT / block)``."""
+        if int(block_size_tokens) != block_size_tokens or block_size_tokens < 1:
+            raise ConfigError(f"block size {block_size_tokens!r} must be a whole number of tokens >= 1")
+        b = int(block_size_tokens)
+        held = np.concatenate((self.prefill_offsets + self.prefill_tokens, self.decode_context_tokens))
+        return int(np.sum(-(-held // b)))
+
     @property
     def attention_work(self) -> float:
         """Prefill attention work ``sum c (o + c / 2)`` in token pairs."""

@@ -66,8 +66,9 @@ def decode_units(c: DisaggCandidate, counts: Sequence[int]) -> int:
 
 
 def pdd_spec(c: DisaggCandidate, gpus: Mapping[str, GpuProfile], counts: Sequence[int],
-             step_models: Mapping[str, StepModel] | None = None) -> PddSpec:
-    """The simulator's PDD fleet for ``c`` with ``counts`` instances per role (module docstring)."""
+             step_models: Mapping[str, StepModel] | None = None, max_model_len_tokens: int | None = None) -> PddSpec:
+    """The simulator's PDD fleet for ``c`` with ``counts`` instances per role (module docstring), limited
+    to the served model's ``max_model_len_tokens``."""
     from fleetplan.sim.pdd import AssignPolicy, Binding, KvTransferSpec, PddSpec
 
     models = step_models or {}
@@ -89,7 +90,8 @@ def pdd_spec(c: DisaggCandidate, gpus: Mapping[str, GpuProfile], counts: Sequenc
             dec = replace(dec, step_model=models[g_d.name])
     kv_bytes_per_token, bandwidth_bytes_per_s, latency_s = c.kv_link
     transfer = KvTransferSpec(latency_s, bandwidth_bytes_per_s, kv_bytes_per_token)
-    return PddSpec(pf, dec, transfer, policy=AssignPolicy.ILS, binding=Binding.EARLY)
+    return PddSpec(pf, dec, transfer, policy=AssignPolicy.ILS, binding=Binding.EARLY,
+                   max_model_len_tokens=max_model_len_tokens)
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,8 @@ class _Check:
     mean_ttft_s: float
     queue_s: float  # worst replication's SLO-percentile prefill queueing
     first_decode_s: float  # the same for the first-decode wait
+    too_long_share: float = 0.0  # requests above max_model_len (mean over replications)
+    too_long_token_share: float = 0.0
 
     def passes(self, s: VerifySettings) -> bool:
         ok = self.upper_ttft_s <= s.slo_ttft_s
@@ -108,7 +112,7 @@ class _Check:
 def _simulate(c: DisaggCandidate, gpus, counts, workload: Workload, s: VerifySettings) -> _Check:
     from fleetplan.sim.pdd import simulate_pdd
 
-    spec = pdd_spec(c, gpus, counts, step_models=dict(s.step_models))
+    spec = pdd_spec(c, gpus, counts, step_models=dict(s.step_models), max_model_len_tokens=s.max_model_len_tokens)
     stat = _STAT_OF_PERCENTILE[s.percentile]
     runs = [simulate_pdd(spec, workload, s.rate_per_s, s.n_requests,
                          task_seed(s.seed, "verify-disagg", repr(c.key()), repr(tuple(int(n) for n in counts)), i)
@@ -116,7 +120,9 @@ def _simulate(c: DisaggCandidate, gpus, counts, workload: Workload, s: VerifySet
     mean, _, hi = student_t_interval([getattr(r.ttft, stat) for r in runs])
     _, _, tpot_hi = student_t_interval([getattr(r.tpot, stat) for r in runs])
     return _Check(hi, tpot_hi, mean, max(getattr(r.queue, stat) for r in runs),
-                  max(getattr(r.first_decode, stat) for r in runs))
+                  max(getattr(r.first_decode, stat) for r in runs),
+                  sum(r.n_too_long / max(r.n_requests - r.n_warmup, 1) for r in runs) / len(runs),
+                  sum(r.too_long_token_share for r in runs) / len(runs))
 
 
 def _grow(c: DisaggCandidate, counts: list[int], check: _Check, s: VerifySettings) -> None:
@@ -158,7 +164,8 @@ def verify_disagg(candidate: DisaggCandidate, gpus: Mapping[str, GpuProfile], wo
         verified_spares=tuple(int(x) for x in spares), passed=passed, p99_ttft_s_sim=shown.upper_ttft_s,
         p99_tpot_s_sim=shown.upper_tpot_s, p99_ttft_s_analytic=a, disagreement=disagreement,
         flagged=abs(disagreement) > s.disagreement_threshold, total_gpus=total,
-        cost_usd_per_year=cost * H_PER_YEAR, reason=reason)
+        cost_usd_per_year=cost * H_PER_YEAR, reason=reason, too_long_share_sim=first.too_long_share,
+        too_long_token_share_sim=first.too_long_token_share)
 
 
 

@@ -213,16 +213,26 @@ class PoolLatencyProfile:
     tpot_s: tuple[float, ...]
 
 
+def _timed(df, limit: int | None):
+    """Measured rows that have a latency: not the rejections above max_model_len (vLLM's error replies)."""
+    df = df[~df["warmup"]]
+    if limit is None:
+        return df
+    return df[~((df["status"] == "rejected") & (df["prompt_tokens"] + df["output_tokens"] > limit))]
+
+
 def latency_profile(candidate: Candidate, gpus: dict[str, GpuProfile], workload: Workload, rate_per_s: float,
-                    n_requests: int, seed: int = 0) -> tuple[PoolLatencyProfile, ...]:
-    """One run of ``candidate``: per-pool TTFT/TPOT quantiles (warm-up trimmed; module docstring)."""
+                    n_requests: int, seed: int = 0,
+                    max_model_len_tokens: int | None = None) -> tuple[PoolLatencyProfile, ...]:
+    """One run of ``candidate``: per-pool TTFT/TPOT quantiles (warm-up trimmed; module docstring), with
+    the served model's limit (requests above it are rejected and left out of the quantiles)."""
     counts = [p.count for p in candidate.pools]
     if getattr(candidate, "roles", ()):
-        return _disagg_profile(candidate, gpus, workload, rate_per_s, n_requests, seed)
-    spec = fleet_spec(candidate, gpus, counts)
+        return _disagg_profile(candidate, gpus, workload, rate_per_s, n_requests, seed, max_model_len_tokens)
+    spec = fleet_spec(candidate, gpus, counts, max_model_len_tokens=max_model_len_tokens)
     res = simulate(spec, workload, rate_per_s, int(n_requests), Level.ITERATION,
                    task_seed(seed, "latency-profile", repr(candidate.key())))
-    df = res.requests[~res.requests["warmup"]]
+    df = _timed(res.requests, max_model_len_tokens)
     out = []
     for pool in spec.pools:
         rows = df[df["pool"] == pool.name]
@@ -235,14 +245,15 @@ def latency_profile(candidate: Candidate, gpus: dict[str, GpuProfile], workload:
     return tuple(out)
 
 
-def _disagg_profile(candidate, gpus, workload, rate_per_s, n_requests, seed) -> tuple[PoolLatencyProfile, ...]:
+def _disagg_profile(candidate, gpus, workload, rate_per_s, n_requests, seed,
+                    limit: int | None) -> tuple[PoolLatencyProfile, ...]:
     from fleetplan.plan.disagg_verify import pdd_spec
     from fleetplan.sim.pdd import simulate_pdd
 
-    spec = pdd_spec(candidate, gpus, [p.count for p in candidate.pools])
+    spec = pdd_spec(candidate, gpus, [p.count for p in candidate.pools], max_model_len_tokens=limit)
     res = simulate_pdd(spec, workload, rate_per_s, int(n_requests), task_seed(seed, "latency-profile",
                                                                                repr(candidate.key())))
-    df = res.requests[~res.requests["warmup"]]
+    df = _timed(res.requests, limit)
     ttft = percentiles(df["ttft_s"].to_numpy(), CDF_LEVELS_PCT)
     tpot_arr = df["tpot_s"].to_numpy()
     tpot = percentiles(tpot_arr[~np.isnan(tpot_arr)], CDF_LEVELS_PCT)

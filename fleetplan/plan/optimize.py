@@ -38,6 +38,7 @@ from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuCatalog, GpuProfile
 from fleetplan.parallel import MapFn, TaskOutcome, in_input_order, serial_map
 from fleetplan.perf.seam import StepModel
+from fleetplan.plan.context_limit import RejectedTraffic, rejected_traffic
 from fleetplan.plan.disagg import DisaggSettings, check_disagg_inputs, disagg_candidates
 from fleetplan.plan.disagg_economics import (
     DEFAULT_MIN_CE_GAIN,
@@ -111,6 +112,9 @@ class OptimizeRequest:
     # Step model per GPU type (with --model: the operator-level predictor); the simulator runs the same
     step_models: tuple[tuple[str, StepModel], ...] = ()
     arrival_cv2: float = 1.0  # Ca² of the arrival stream (1: Poisson)
+    # The served model's context limit (fleetplan.models.context.served_context_limit); None: no limit.
+    # Longer requests are rejected, never sized (plan.context_limit).
+    max_model_len_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.rate_per_s) and self.rate_per_s > 0):
@@ -141,8 +145,13 @@ class OptimizeRequest:
         for g in self.gpus:
             g.require_serving()
             g.require_price_usd_per_h()
+        self.rejected()  # every request above the limit: a ConfigError now, not an empty fleet later
         object.__setattr__(self, "disagg", check_disagg_inputs(self.topologies, self.slo_tpot_s, self.min_ce_gain,
                                                                self.disagg))
+
+    def rejected(self) -> RejectedTraffic:
+        """Share of requests and tokens above ``max_model_len_tokens`` (served by no pool)."""
+        return rejected_traffic(self.workload, self.max_model_len_tokens)
 
     def availability_of(self, gpu: GpuProfile) -> float:
         """A for ``gpu`` (see module docstring)."""
@@ -205,7 +214,8 @@ def analytical_phase_with_baselines(
     request: OptimizeRequest, progress: ProgressFn | None = None
 ) -> tuple[list[Candidate], dict[str, Candidate]]:
     """Phase 1: every candidate sized, CE-gated and ranked, and the per-family baselines."""
-    points = LengthPoints(request.workload, request.pool_points, request.quadrature_points)
+    points = LengthPoints(request.workload, request.pool_points, request.quadrature_points,
+                          request.max_model_len_tokens)
     lays = list(layouts(request.topologies, request.thresholds_tokens, points.max_tokens, request.max_pools))
     ranked = sweep(points, lays, request.gpus, request.routers, request.settings(), request.availability_of, progress)
     extra = [] if not any(t in DISAGGREGATED for t in request.topologies) else disagg_candidates(

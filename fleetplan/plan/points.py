@@ -64,12 +64,20 @@ class LengthPoints:
     traffic gets points and an exact share.
     """
 
-    def __init__(self, workload: Workload, n_points: int, n_global: int) -> None:
+    def __init__(self, workload: Workload, n_points: int, n_global: int,
+                 max_model_len_tokens: int | None = None) -> None:
         self.workload = workload
         self.n_points = int(n_points)
         self.global_points = RequestPoints(*workload.quadrature(n_global))
         self.max_tokens = int(max(np.ceil(self.global_points.total_tokens.max()), np.ceil(workload.total.max_tokens)))
-        self.mean_total_tokens = float(self.global_points.weight @ self.global_points.total_tokens)
+        served = self.global_points.total_tokens <= self.max_tokens
+        if max_model_len_tokens is not None:
+            # The served model's limit (fleetplan.models.context): no pool range reaches past it and
+            # longer requests are served by no pool (``plan.context_limit`` reports them).
+            self.max_tokens = min(self.max_tokens, int(max_model_len_tokens))
+            served = self.global_points.total_tokens <= self.max_tokens
+        #: Mean prompt + output tokens served per arriving request (rejected requests count 0).
+        self.mean_total_tokens = float(self.global_points.weight[served] @ self.global_points.total_tokens[served])
         self._cache: dict[tuple[float, float], RequestPoints] = {}
         order = np.argsort(self.global_points.total_tokens, kind="stable")
         self._sorted_global = self.global_points.masked(order)

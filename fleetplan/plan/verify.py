@@ -52,6 +52,8 @@ class VerifySettings:
     # Step model per GPU type for the simulator (with --model: the operator-level predictor);
     # GPU types not listed run the linear model of their serving constants.
     step_models: tuple[tuple[str, StepModel], ...] = ()
+    # The served model's limit (fleetplan.models.context); longer requests are rejected and reported.
+    max_model_len_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.percentile not in _STAT_OF_PERCENTILE:
@@ -78,12 +80,18 @@ class Verification:
     total_gpus: int
     cost_usd_per_year: float
     reason: str | None
+    # Simulated share of requests / tokens above max_model_len (rejected, out of the percentiles;
+    # mean over replications of the analytic counts' run)
+    too_long_share_sim: float = 0.0
+    too_long_token_share_sim: float = 0.0
 
 
 def fleet_spec(candidate: Candidate, gpus: dict[str, GpuProfile], counts: Sequence[int],
-               step_models: Mapping[str, StepModel] | None = None) -> FleetSpec:
+               step_models: Mapping[str, StepModel] | None = None,
+               max_model_len_tokens: int | None = None) -> FleetSpec:
     """The simulator's fleet for ``candidate`` with ``counts`` instances per pool (each pool's
-    step model replaced by ``step_models[gpu]`` where given)."""
+    step model replaced by ``step_models[gpu]`` where given; ``max_model_len_tokens`` the served
+    model's limit)."""
     models = step_models or {}
     pools = tuple(
         build_pool(gpus[p.gpu], f"pool{i + 1}", int(n), int(p.hi_tokens))
@@ -92,7 +100,7 @@ def fleet_spec(candidate: Candidate, gpus: dict[str, GpuProfile], counts: Sequen
     )
     pools = tuple(replace(pool, step_model=models[pool.gpu]) if pool.gpu in models else pool for pool in pools)
     router = PoolRouter.COMPRESS_AND_ROUTE if candidate.router is SizingRouter.COMPRESS else PoolRouter.LENGTH
-    return FleetSpec(pools=pools, pool_router=router)
+    return FleetSpec(pools=pools, pool_router=router, max_model_len_tokens=max_model_len_tokens)
 
 
 #: Percentiles the simulator summarises (``fleetplan.sim.result.LatencyStats``).
@@ -108,6 +116,8 @@ class _Check:
     upper_ttft_s: float
     upper_tpot_s: float
     pool_ratio: dict[int, float]
+    too_long_share: float = 0.0  # mean over replications
+    too_long_token_share: float = 0.0
 
     def passes(self, s: VerifySettings) -> bool:
         ok = self.upper_ttft_s <= s.slo_ttft_s
@@ -127,7 +137,7 @@ def percentile_bounds(summaries: Sequence, percentile: float) -> tuple[float, fl
 
 def _simulate(candidate: Candidate, gpus: dict[str, GpuProfile], counts: Sequence[int], workload: Workload,
               s: VerifySettings) -> _Check:
-    spec = fleet_spec(candidate, gpus, counts, dict(s.step_models))
+    spec = fleet_spec(candidate, gpus, counts, dict(s.step_models), s.max_model_len_tokens)
     # The seed depends only on the run seed and the fleet's identity, so any executor that
     # verifies this fleet gets the same numbers.
     seed = task_seed(s.seed, "verify", repr(candidate.key()), repr(tuple(int(n) for n in counts)))
@@ -145,7 +155,10 @@ def _simulate(candidate: Candidate, gpus: dict[str, GpuProfile], counts: Sequenc
         if s.slo_tpot_s is not None:
             worst = max(worst, max(getattr(x.pool(name).tpot, stat) for x in rep.summaries) / s.slo_tpot_s)
         ratio[i] = worst
-    return _Check(ttft_mean, ttft_hi, tpot_hi, ratio)
+    n = len(rep.summaries)
+    too_long = sum(x.overall.n_too_long / max(x.overall.n_requests, 1) for x in rep.summaries) / n
+    too_long_tokens = sum(x.overall.too_long_token_share for x in rep.summaries) / n
+    return _Check(ttft_mean, ttft_hi, tpot_hi, ratio, too_long, too_long_tokens)
 
 
 def verify_candidate(candidate: Candidate, gpus: dict[str, GpuProfile], workload: Workload,
@@ -189,4 +202,6 @@ def verify_candidate(candidate: Candidate, gpus: dict[str, GpuProfile], workload
         total_gpus=total,
         cost_usd_per_year=cost * H_PER_YEAR,
         reason=reason,
+        too_long_share_sim=first.too_long_share,
+        too_long_token_share_sim=first.too_long_token_share,
     )

@@ -117,7 +117,7 @@ def simulated_holds(request: OptimizeRequest, fleet: Candidate, verify: VerifySe
     figures on any executor: seeds are fixed per replication)."""
     gpus = {g.name: g for g in request.gpus}
     counts = [p.count for p in fleet.pools]
-    spec = fleet_spec(fleet, gpus, counts, dict(verify.step_models))
+    spec = fleet_spec(fleet, gpus, counts, dict(verify.step_models), verify.max_model_len_tokens)
     seed = task_seed(verify.seed, "whatif", repr(fleet.key()), repr(tuple(counts)))
 
     def holds(rate_per_s: float) -> bool:
@@ -178,7 +178,8 @@ def whatif(
     rates = sorted(float(r) for r in rates_per_s)
     if not rates:
         raise ConfigError("no arrival rates given: pass --lam-range START:STOP:STEP, e.g. 25:400:25")
-    points = LengthPoints(request.workload, request.pool_points, request.quadrature_points)
+    points = LengthPoints(request.workload, request.pool_points, request.quadrature_points,
+                          request.max_model_len_tokens)
     out = []
     for i, rate in enumerate(rates):
         if progress is not None:

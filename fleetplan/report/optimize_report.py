@@ -3,14 +3,18 @@
 CSV: one row per candidate; unit-suffixed headers; per-pool columns
 ``pool{i}_role, pool{i}_gpu, pool{i}_count, pool{i}_spares, pool{i}_min_tokens, pool{i}_max_tokens,
 pool{i}_lam_per_s, pool{i}_traffic_share, pool{i}_rho, pool{i}_p99_ttft_ms`` for
-i = 1..(largest pool count).  Co-located, PDD and AFD candidates share the rows: ``roles`` names
-a disaggregated candidate's pools (prefill, decode / attention, ffn; co-located: empty),
+i = 1..(largest pool count); pools with no GPUs and no traffic are left out (empty CSV cells; not
+listed in the JSON, whose ``pool_index`` is a pool's 1-based place in the candidate's layout, as
+``pool{i}`` here, in ``verified_counts`` and in the procurement report).  Co-located, PDD and AFD
+candidates share the rows: ``roles`` names a disaggregated candidate's pools (prefill, decode /
+attention, ffn; co-located: empty),
 ``spend_ratio`` and ``ce_gain`` are Frontier §6.2's SR and CE against the family's all-premium
 baseline (``plan.disagg_economics``), ``p99_tpot_ms_analytic`` the screen's TPOT (pdd/afd: the
 decode step at the sized batch), ``verified_by`` how the row was checked.  These columns (and
 ``pool{i}_role``) are written when the run swept ``pdd`` or ``afd``; co-located-only runs keep the
-original columns.  JSON: ``{"inputs", "candidates", "pareto",
-"recommendation", "version", "seed"}``; values that are not finite (an unstable
+original columns.  JSON: ``{"inputs", "rejected", "candidates", "pareto",
+"recommendation", "version", "seed"}`` (``rejected``: share of requests and tokens above the
+served model's ``max_model_len``, served by no pool); values that are not finite (an unstable
 pool's latency) are written as ``null``, so the file is strict JSON.
 Both are written atomically.
 """
@@ -71,6 +75,13 @@ def pool_dict(p: PoolPlan, percentile: float) -> dict[str, Any]:
     }
 
 
+def shown_pools(c: Candidate) -> list[tuple[int, PoolPlan]]:
+    """``(index, pool)`` of the pools a report shows: every pool but those with no GPUs and no traffic
+    (a range the sizing router leaves empty); at least the first pool."""
+    pools = [(i, p) for i, p in enumerate(c.pools) if p.count + p.spares > 0 or p.traffic_share > 0]
+    return pools or [(0, c.pools[0])]
+
+
 def verification_dict(v) -> dict[str, Any]:
     """Phase-2 detail: analytic vs verified counts, simulated P99s (upper CI bound), disagreement."""
     return {
@@ -86,6 +97,8 @@ def verification_dict(v) -> dict[str, Any]:
         "total_gpus": v.total_gpus,
         "cost_usd_per_year": round(v.cost_usd_per_year, 2),
         "reason": v.reason,
+        "too_long_share_sim": _finite(round(v.too_long_share_sim, 6)),
+        "too_long_token_share_sim": _finite(round(v.too_long_token_share_sim, 6)),
     }
 
 
@@ -130,7 +143,8 @@ def candidate_dict(c: Candidate, percentile: float, econ: Economics | None = Non
         "ce_gain": None if econ is None else _finite(round(econ.ce_gain, 6)),
         "capacity_per_s": None if econ is None else _finite(round(econ.capacity_per_s, 6)),
         "binding": getattr(c, "binding", None) or None,
-        "pools": [{"role": roles[i] if roles else None, **pool_dict(p, percentile)} for i, p in enumerate(c.pools)],
+        "pools": [{"pool_index": i + 1, "role": roles[i] if roles else None, **pool_dict(p, percentile)}
+                  for i, p in shown_pools(c)],
     }
     return out
 
@@ -159,6 +173,7 @@ def inputs_dict(result: OptimizeResult, seed: int) -> dict[str, Any]:
         "seed": seed,
         "slo_tpot_ms": None if r.slo_tpot_s is None else r.slo_tpot_s * MS_PER_S,
         "min_ce_gain": r.min_ce_gain,
+        "max_model_len_tokens": r.max_model_len_tokens,
         "disagg": None if r.disagg is None else {
             "model": r.disagg.model.name,
             "kv_bytes_per_token": r.disagg.model.kv_bytes_per_token,
@@ -169,6 +184,18 @@ def inputs_dict(result: OptimizeResult, seed: int) -> dict[str, Any]:
             "micro_batches": r.disagg.n_micro_batches,
             "attention_weight_share": round(r.disagg.model.attention_weight_share, 6),
         },
+    }
+
+
+def rejected_dict(result: OptimizeResult) -> dict[str, Any]:
+    """Requests above the served model's max_model_len: rejected, sized into no pool (analytic shares)."""
+    r = result.request.rejected()
+    return {
+        "max_model_len_tokens": r.max_model_len_tokens,
+        "request_share": round(r.request_share, 6),
+        "token_share": round(r.token_share, 6),
+        "lam_per_s": round(result.request.rate_per_s * r.request_share, 6),
+        "rule": "prompt + output > max_model_len is rejected as vLLM rejects it (an error, never served)",
     }
 
 
@@ -189,6 +216,7 @@ def result_dict(result: OptimizeResult, seed: int, top: int | None = None) -> di
             "n_passed": sum(v.passed for v in result.verification),
             "statistic": "upper end of the 95% Student-t interval of P99 over independent replications",
         },
+        "rejected": rejected_dict(result),
         "n_candidates": len(result.candidates),
         "baselines": {fam: candidate_dict(b, pct, result.economics_of(b)) for fam, b in result.baselines},
         "candidates": [candidate_dict(c, pct, result.economics_of(c)) for c in cands],
@@ -235,9 +263,9 @@ def candidate_rows(result: OptimizeResult) -> tuple[list[str], list[dict[str, An
         row["thresholds_tokens"] = ";".join(str(b) for b in c.thresholds_tokens)
         if disagg:
             row["roles"] = ";".join(d["roles"])
-        for i, p in enumerate(d["pools"], start=1):
+        for p in d["pools"]:
             for f in pool_fields:
-                row[f"pool{i}_{f}"] = p[f]
+                row[f"pool{p['pool_index']}_{f}"] = p[f]
         rows.append(row)
     return header, rows
 

@@ -70,7 +70,7 @@ def _pareto(run: dict[str, Any]):
 
 
 def _breakdown(run: dict[str, Any]):
-    rows = [r for r in run.get("procurement") or [] if r["pool"] != "total"]
+    rows = [r for r in run.get("procurement") or [] if r["pool"] not in ("total", "rejected")]
     if not rows:
         return None
     fig, ax = _figure()

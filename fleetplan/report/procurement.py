@@ -1,6 +1,7 @@
 """Procurement report: one row per pool of the recommendation plus a total row (formats only).
 
-Columns (units in the names): pool, gpu, count (GPUs serving load), spares (availability),
+Columns (units in the names): pool, gpu, count (GPUs serving load; with ``--model`` every GPU of
+an instance's tensor-parallel group), spares (availability),
 total_gpus, min_tokens/max_tokens (the pool's length range), traffic_share, lam_per_s,
 utilisation (ρ at the pool's count = λ_pool · E[S per GPU] / count), mean_batch (ρ · n_max),
 power_w_per_gpu and power_kw (all GPUs of the pool, spares idle at the same draw, i.e. an
@@ -8,7 +9,10 @@ upper bound) with power_basis saying whether the GPU's logistic power curve or a
 estimate was used (``plan.gridflex.pool_power_w``), price_usd_per_h, cost_usd_per_year,
 p99_ttft_ms_analytic (the pool's analytic percentile TTFT at its sized count) and
 p99_ttft_ms_sim (the pool's simulated P99 from the run's latency profile, when simulated).
-The total row sums counts, kW and cost and gives the fleet's worst P99s.
+The total row sums counts, kW and cost and gives the fleet's worst P99s.  With a context limit
+(``max_model_len``, ``plan.context_limit``) a last row ``rejected`` holds the requests longer than
+it: no GPUs, min_tokens = the limit, traffic_share and lam_per_s of those requests and
+rejected_token_share (their share of prompt + output tokens; empty on every other row).
 
 Also: whatif points and procurement-schedule rows (``whatif_rows``, ``schedule_rows``).
 Written atomically; empty cells for missing values.
@@ -33,9 +37,10 @@ from fleetplan.units import H_PER_YEAR
 PROCUREMENT_COLUMNS = (
     "pool", "gpu", "count", "spares", "total_gpus", "min_tokens", "max_tokens", "traffic_share", "lam_per_s",
     "utilisation", "mean_batch", "power_w_per_gpu", "power_kw", "power_basis", "price_usd_per_h",
-    "cost_usd_per_year", "p99_ttft_ms_analytic", "p99_ttft_ms_sim",
+    "cost_usd_per_year", "p99_ttft_ms_analytic", "p99_ttft_ms_sim", "rejected_token_share",
 )
 TOTAL_LABEL = "total"
+REJECTED_LABEL = "rejected"
 ROUND_DIGITS = 4
 
 
@@ -57,12 +62,13 @@ def procurement_rows(result: OptimizeResult, pool_p99_sim_s: dict[str, float] | 
             continue
         rho = p.lam_per_s * p.mean_service_s / p.count if p.count else 0.0
         watts, basis = pool_power_w(gpus[p.gpu], rho, p.n_max)
-        total = p.count + p.spares
+        per = p.gpus_per_instance  # with --model an instance is a TP group: counts here are GPUs
+        total = p.total_gpus
         rows.append({
             "pool": f"pool{i}",
             "gpu": p.gpu,
-            "count": p.count,
-            "spares": p.spares,
+            "count": p.count * per,
+            "spares": p.spares * per,
             "total_gpus": total,
             "min_tokens": p.lo_tokens,
             "max_tokens": p.hi_tokens,
@@ -100,6 +106,16 @@ def procurement_rows(result: OptimizeResult, pool_p99_sim_s: dict[str, float] | 
                                      if r["p99_ttft_ms_analytic"] is not None), default=None),
         "p99_ttft_ms_sim": max(sims) if sims else None,
     })
+    rejected = result.request.rejected()
+    if rejected.max_model_len_tokens is not None:
+        rows.append({
+            "pool": REJECTED_LABEL, "gpu": None, "count": 0, "spares": 0, "total_gpus": 0,
+            "min_tokens": rejected.max_model_len_tokens, "max_tokens": None,
+            "traffic_share": _r(rejected.request_share, 6),
+            "lam_per_s": _r(result.request.rate_per_s * rejected.request_share, 6),
+            "power_basis": "longer than max_model_len: rejected as vLLM rejects them, never served",
+            "power_kw": 0.0, "cost_usd_per_year": 0.0, "rejected_token_share": _r(rejected.token_share, 6),
+        })
     return rows
 
 

@@ -23,6 +23,8 @@ _EXPORTS = {
     "SchedulerLimits": "spec",
     "build_pool": "builders",
     "load_fleet_toml": "fleet_toml",
+    "read_fleet_toml": "fleet_toml",
+    "build_fleet": "fleet_toml",
     "CompiledRun": "compile",
     "compile_run": "compile",
     "ReplicatedResult": "replications",

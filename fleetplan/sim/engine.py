@@ -215,6 +215,7 @@ def run_compiled(
         slo_tpot_s=slo_tpot_s,
         horizon_s=run.horizon_s,
         feature_figures=pool_feature_figures(run, out),
+        max_model_len_tokens=spec.max_model_len_tokens,
     )
     if failures is not None and run.fail_event_s is not None:
         end_s = float(np.max(out["done_s"], initial=0.0, where=np.isfinite(out["done_s"])))

@@ -27,8 +27,12 @@ Format (every key is checked; unknown keys, unknown GPUs and bad numbers raise
     cudagraph_mode = "piecewise"  #   speculative decoding, prefix caching, scheduler policy;
                                   #   keys in fleetplan.sim.features_toml)
 
-Defaults are derived by ``fleetplan.sim.builders.build_pool``.  The same format is
-documented for users in ``examples/README.md``.
+Reading and building are two steps: ``read_fleet_toml`` / ``parse_fleet_file`` check the file
+and keep each pool's settings as given (``PoolEntry``: the explicit vLLM limits stay marked as
+explicit), ``build_fleet`` derives the rest from the GPU's calibrated constants
+(``fleetplan.sim.builders.build_pool``); ``fleetplan.plan.model_fleet`` derives it from a served
+model instead, keeping every explicit setting.  ``load_fleet_toml`` / ``parse_fleet`` do both
+steps.  The same format is documented for users in ``examples/README.md``.
 """
 
 from __future__ import annotations
@@ -37,14 +41,60 @@ import dataclasses
 import math
 import os
 import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from fleetplan.errors import DataFormatError, FleetplanError
 from fleetplan.sim.builders import build_pool
+from fleetplan.sim.features import RuntimeFeatures
 from fleetplan.sim.features_toml import parse_features_table
-from fleetplan.sim.spec import DEFAULT_COMPRESS_GAMMA, DEFAULT_MODEL_TAG, FleetSpec, PoolRouter
+from fleetplan.sim.spec import DEFAULT_COMPRESS_GAMMA, DEFAULT_MODEL_TAG, FleetSpec, PoolRouter, PoolSpec
 
-__all__ = ["load_fleet_toml", "parse_fleet"]
+__all__ = ["FleetFile", "PoolEntry", "build_entry", "build_fleet", "fleet_spec_of", "load_fleet_toml", "parse_fleet",
+           "parse_fleet_file",
+           "read_fleet_toml"]
+
+
+@dataclass(frozen=True)
+class PoolEntry:
+    """One ``[[pool]]`` as the file gives it: ``build_pool`` keywords only for keys present.
+
+    ``limits`` holds the explicit vLLM limits (``max_num_seqs``, ``max_num_batched_tokens``,
+    ``kv_blocks``, ``block_size_tokens``) as ``(keyword, value)`` pairs; ``price_usd_per_h`` is
+    None when the file gives none (the GPU's price then applies).
+    """
+
+    name: str
+    gpu: Any  # hardware.GpuProfile (the simulator spec never sees it; the builders do)
+    n_instances: int
+    max_context_tokens: int
+    limits: tuple[tuple[str, int], ...] = ()
+    router: str | None = None
+    price_usd_per_h: float | None = None
+    model_tag: str = DEFAULT_MODEL_TAG
+    features: RuntimeFeatures | None = None
+
+    def build_kwargs(self) -> dict[str, Any]:
+        """``build_pool`` keywords of the explicit settings (router, limits, price, tag)."""
+        kwargs: dict[str, Any] = dict(self.limits)
+        if self.router is not None:
+            kwargs["router"] = self.router
+        if self.price_usd_per_h is not None:
+            kwargs["price_usd_per_h"] = self.price_usd_per_h
+        kwargs["model_tag"] = self.model_tag
+        return kwargs
+
+
+@dataclass(frozen=True)
+class FleetFile:
+    """A checked fleet file before its pools are built (``path`` labels errors)."""
+
+    path: str
+    pools: tuple[PoolEntry, ...]
+    pool_router: PoolRouter
+    compress_gamma: float
+    tag_shares: tuple[tuple[str, float], ...]
 
 _TOP_KEYS = {"pool_router", "compress_gamma", "tag_shares", "pool"}
 _REQUIRED_POOL_KEYS = ("name", "gpu", "instances", "max_context_tokens")
@@ -86,7 +136,7 @@ def _unknown_keys(path: str, where: str, table: dict, allowed: set[str]) -> None
         )
 
 
-def _pool(path: str, index: int, table: Any, catalog: Any):
+def _pool(path: str, index: int, table: Any, catalog: Any) -> PoolEntry:
     where = f"pool[{index}]"
     if not isinstance(table, dict):
         raise DataFormatError(path, where, "each [[pool]] must be a table")
@@ -104,38 +154,57 @@ def _pool(path: str, index: int, table: Any, catalog: Any):
         profile = catalog.get(gpu_name)
     except FleetplanError as exc:
         raise DataFormatError(path, f"{where}.gpu", str(exc)) from exc
-    kwargs: dict[str, Any] = {}
-    for key, kwarg in _OPTIONAL_POOL_INTS.items():
-        if key in table:
-            kwargs[kwarg] = _int(path, f"{where}.{key}", table[key])
-    if "router" in table:
-        kwargs["router"] = _string(path, f"{where}.router", table["router"])
+    limits = tuple((kwarg, _int(path, f"{where}.{key}", table[key]))
+                   for key, kwarg in _OPTIONAL_POOL_INTS.items() if key in table)
+    price = None
     if "price_usd_per_h" in table:
-        price = table["price_usd_per_h"]
-        kwargs["price_usd_per_h"] = _number(path, f"{where}.price_usd_per_h", price, 0, ">= 0")
-    kwargs["model_tag"] = _string(path, f"{where}.model_tag", table.get("model_tag", DEFAULT_MODEL_TAG))
-    features = parse_features_table(path, where, table["features"]) if "features" in table else None
+        price = _number(path, f"{where}.price_usd_per_h", table["price_usd_per_h"], 0, ">= 0")
+    return PoolEntry(
+        name=name, gpu=profile,
+        n_instances=_int(path, f"{where}.instances", table["instances"]),
+        max_context_tokens=_int(path, f"{where}.max_context_tokens", table["max_context_tokens"]),
+        limits=limits,
+        router=_string(path, f"{where}.router", table["router"]) if "router" in table else None,
+        price_usd_per_h=price,
+        model_tag=_string(path, f"{where}.model_tag", table.get("model_tag", DEFAULT_MODEL_TAG)),
+        features=parse_features_table(path, where, table["features"]) if "features" in table else None,
+    )
+
+
+def build_entry(fleet: FleetFile, entry: PoolEntry, build: Callable[[PoolEntry], PoolSpec]) -> PoolSpec:
+    """``build(entry)`` with the file's runtime features, errors naming the file and the pool."""
+    where = f"pool {entry.name!r}"
     try:
-        pool = build_pool(
-            profile,
-            name,
-            _int(path, f"{where}.instances", table["instances"]),
-            _int(path, f"{where}.max_context_tokens", table["max_context_tokens"]),
-            **kwargs,
-        )
-        return pool if features is None else dataclasses.replace(pool, features=features)
+        pool = build(entry)
+        return pool if entry.features is None else dataclasses.replace(pool, features=entry.features)
     except DataFormatError:
         raise
     except FleetplanError as exc:
         message = str(exc).removeprefix(f"{where}: ")  # the location is already named
-        raise DataFormatError(path, where, message) from exc
+        raise DataFormatError(fleet.path, where, message) from exc
 
 
-def parse_fleet(doc: dict, path: str = "<fleet>", catalog: Any = None) -> FleetSpec:
-    """Build a ``FleetSpec`` from a parsed TOML document (``path`` labels errors).
+def fleet_spec_of(fleet: FleetFile, pools: tuple[PoolSpec, ...], max_model_len_tokens: int | None = None) -> FleetSpec:
+    """The ``FleetSpec`` of ``fleet``'s routing with built ``pools`` (errors name the file)."""
+    try:
+        return FleetSpec(pools=pools, pool_router=fleet.pool_router, compress_gamma=fleet.compress_gamma,
+                         tag_shares=fleet.tag_shares, max_model_len_tokens=max_model_len_tokens)
+    except FleetplanError as exc:
+        raise DataFormatError(fleet.path, None, str(exc)) from exc
 
-    ``catalog`` defaults to ``fleetplan.hardware.load_catalog()``.
-    """
+
+def build_fleet(fleet: FleetFile, max_model_len_tokens: int | None = None) -> FleetSpec:
+    """``fleet`` on its GPUs' calibrated serving constants (explicit settings win), limited to
+    ``max_model_len_tokens`` (``FleetSpec``; None: no model limit)."""
+    def build(e: PoolEntry) -> PoolSpec:
+        return build_pool(e.gpu, e.name, e.n_instances, e.max_context_tokens, **e.build_kwargs())
+
+    return fleet_spec_of(fleet, tuple(build_entry(fleet, e, build) for e in fleet.pools), max_model_len_tokens)
+
+
+def parse_fleet_file(doc: dict, path: str = "<fleet>", catalog: Any = None) -> FleetFile:
+    """Check a parsed TOML document into a ``FleetFile`` (``path`` labels errors; ``catalog``
+    defaults to ``fleetplan.hardware.load_catalog()``)."""
     if catalog is None:
         from fleetplan.hardware import load_catalog
 
@@ -158,18 +227,28 @@ def parse_fleet(doc: dict, path: str = "<fleet>", catalog: Any = None) -> FleetS
     shares = tuple(
         (tag, _number(path, f"tag_shares.{tag}", share, 0, ">= 0")) for tag, share in shares_raw.items()
     )
-    try:
-        return FleetSpec(pools=pools, pool_router=router, compress_gamma=gamma, tag_shares=shares)
-    except FleetplanError as exc:
-        raise DataFormatError(path, None, str(exc)) from exc
+    return FleetFile(path, pools, router, gamma, shares)
 
 
-def load_fleet_toml(path: str | os.PathLike, catalog: Any = None) -> FleetSpec:
-    """Read and validate the fleet TOML at ``path`` (see the module docstring)."""
+def parse_fleet(doc: dict, path: str = "<fleet>", catalog: Any = None) -> FleetSpec:
+    """Build a ``FleetSpec`` from a parsed TOML document (``path`` labels errors).
+
+    ``catalog`` defaults to ``fleetplan.hardware.load_catalog()``.
+    """
+    return build_fleet(parse_fleet_file(doc, path, catalog))
+
+
+def read_fleet_toml(path: str | os.PathLike, catalog: Any = None) -> FleetFile:
+    """Read and check the fleet TOML at ``path`` without building its pools (module docstring)."""
     path_str = str(path)
     try:
         with open(path_str, "rb") as handle:
             doc = tomllib.load(handle)
     except tomllib.TOMLDecodeError as exc:
         raise DataFormatError(path_str, None, f"not valid TOML ({exc})", "fix the syntax") from exc
-    return parse_fleet(doc, path_str, catalog)
+    return parse_fleet_file(doc, path_str, catalog)
+
+
+def load_fleet_toml(path: str | os.PathLike, catalog: Any = None) -> FleetSpec:
+    """Read and validate the fleet TOML at ``path`` (see the module docstring)."""
+    return build_fleet(read_fleet_toml(path, catalog))

@@ -10,7 +10,9 @@ Rules (core paper §3.4):
   largest, also totals in ``(B, gamma * B]`` whose output alone is below ``B``; those have
   their prompt cut to ``B - output``.  With two pools this is the paper's rule; with more
   it applies at every boundary, as the analytical planner sizes it
-  (``fleetplan.plan.points``).
+  (``fleetplan.plan.points``).  A request longer than the fleet's ``max_model_len_tokens`` is
+  never squeezed: the gateway rejects it as vLLM does, so it goes to the largest pool, where the
+  kernel rejects it.
 * random / round_robin: uniform over pools / pool ``i mod P`` in arrival order.
 * model_tag: a tag is drawn per request from ``tag_shares`` (routing stream); among the
   pools serving the tag the length rule applies.
@@ -34,18 +36,19 @@ def _length_route(total_tokens: np.ndarray, contexts: np.ndarray, candidates: np
 
 
 def _compress_route(
-    prompt: np.ndarray, output: np.ndarray, contexts: np.ndarray, gamma: float
+    prompt: np.ndarray, output: np.ndarray, contexts: np.ndarray, gamma: float, limit_tokens: float = np.inf
 ) -> tuple[np.ndarray, np.ndarray]:
     """(pool, served prompt) under compress-and-route; see the module docstring."""
     order = np.argsort(contexts, kind="stable")
     total = prompt + output
+    squeezable = total <= limit_tokens
     pool = np.full(total.size, -1, dtype=np.int64)
     served = prompt.copy()
     for rank, p in enumerate(order):
         b = int(contexts[p])
         last = rank == order.size - 1
         fits = total <= b
-        squeeze = np.zeros_like(fits) if last else (total > b) & (total <= gamma * b) & (output < b)
+        squeeze = np.zeros_like(fits) if last else (total > b) & (total <= gamma * b) & (output < b) & squeezable
         take = (pool < 0) & (fits | squeeze | last)
         pool[take] = p
         cut = take & squeeze
@@ -78,7 +81,8 @@ def route_pools(
     if router is PoolRouter.ROUND_ROBIN:
         return (np.arange(n) % contexts.size).astype(np.int32), prompt
     if router is PoolRouter.COMPRESS_AND_ROUTE:
-        pool, served = _compress_route(prompt, output, contexts, spec.compress_gamma)
+        limit = np.inf if spec.max_model_len_tokens is None else spec.max_model_len_tokens
+        pool, served = _compress_route(prompt, output, contexts, spec.compress_gamma, limit)
         return pool.astype(np.int32), served
     total = prompt + output
     if router is PoolRouter.LENGTH:

@@ -9,6 +9,10 @@ Definitions (seconds inside; milliseconds only in ``to_csv``):
 * A request that is unfinished at the horizon or rejected (too long for its
   pool) has TTFT = TPOT = E2E = inf, so it pushes percentiles to inf instead of
   being silently dropped (``fleetplan.metrics``); counts of each status are reported.
+  Except: a rejected request longer than the served model's ``max_model_len`` (prompt + output,
+  ``FleetSpec.max_model_len_tokens``) is an error reply that no fleet can avoid, as in vLLM; it
+  is counted (``n_too_long``, ``too_long_token_share``: share of the group's prompt + output
+  tokens) and left out of the latency percentiles.
 * Warm-up: the first ``warmup_fraction`` of arrivals are simulated but excluded
   from every statistic (instance utilisation excepted: it covers the whole run).
 * SLO attainment = share of measured requests that finished and met every given
@@ -109,6 +113,8 @@ class GroupSummary:
     spec_mean_accepted_tokens: float | None = None
     spec_acceptance_by_position: tuple[float, ...] | None = None
     prefix_hit_ratio: float | None = None
+    n_too_long: int = 0  # rejected: prompt + output above the model's max_model_len (out of latency stats)
+    too_long_token_share: float = 0.0  # their share of the group's prompt + output tokens
 
 
 @dataclass(frozen=True)
@@ -202,10 +208,15 @@ def _group(
     duration_s: float,
     slo_ttft_s: float | None,
     slo_tpot_s: float | None,
+    max_model_len_tokens: int | None = None,
 ) -> GroupSummary:
     status = rows["status"].to_numpy()
     done = status == "done"
     n = len(rows)
+    tokens = (rows["original_prompt_tokens"] + rows["output_tokens"]).to_numpy(dtype=np.float64)
+    too_long = np.zeros(n, dtype=bool) if max_model_len_tokens is None else (
+        (status == "rejected") & (tokens > max_model_len_tokens))
+    timed = rows[~too_long]
     good = None
     attainment = goodput = None
     if slo_ttft_s is not None or slo_tpot_s is not None:
@@ -226,10 +237,10 @@ def _group(
         n_done=int(done.sum()),
         n_unfinished=int((status == "unfinished").sum()),
         n_rejected=int((status == "rejected").sum()),
-        ttft=LatencyStats.of(rows["ttft_s"].to_numpy()),
-        tpot=LatencyStats.of(rows["tpot_s"].to_numpy()),
-        e2e=LatencyStats.of(rows["e2e_s"].to_numpy()),
-        queue_wait=LatencyStats.of(rows["queue_wait_s"].to_numpy()),
+        ttft=LatencyStats.of(timed["ttft_s"].to_numpy()),
+        tpot=LatencyStats.of(timed["tpot_s"].to_numpy()),
+        e2e=LatencyStats.of(timed["e2e_s"].to_numpy()),
+        queue_wait=LatencyStats.of(timed["queue_wait_s"].to_numpy()),
         throughput_per_s=int(done.sum()) / duration_s if duration_s > 0 else float("nan"),
         slo_attainment=attainment,
         goodput_per_s=goodput,
@@ -237,6 +248,8 @@ def _group(
         mean_batch=float(np.mean(inst_batch)) if inst_batch.size else float("nan"),
         instance_utilisation=tuple(float(x) for x in inst_util),
         instance_mean_batch=tuple(float(x) for x in inst_batch),
+        n_too_long=int(too_long.sum()),
+        too_long_token_share=float(tokens[too_long].sum() / tokens.sum()) if tokens.sum() > 0 else 0.0,
     )
 
 
@@ -255,9 +268,11 @@ def summarise(
     slo_tpot_s: float | None = None,
     horizon_s: float = float("inf"),
     feature_figures: tuple[dict, ...] | None = None,
+    max_model_len_tokens: int | None = None,
 ) -> SimSummary:
     """Summary of a request table built by the engine (columns as in ``SimResult``;
-    ``warmup`` flags the excluded rows); ``feature_figures``: one dict per pool, then the fleet's."""
+    ``warmup`` flags the excluded rows); ``feature_figures``: one dict per pool, then the fleet's;
+    ``max_model_len_tokens``: the served model's limit (rejections above it are ``n_too_long``)."""
     n_total = len(requests)
     measured = requests[~requests["warmup"].to_numpy()]
     if len(measured):
@@ -276,12 +291,12 @@ def summarise(
         mask = inst_pool == p
         pools.append(_group(
             name, gpu, measured[measured["pool"] == name], np.asarray(inst_utilisation)[mask],
-            np.asarray(inst_mean_batch)[mask], duration_s, slo_ttft_s, slo_tpot_s,
+            np.asarray(inst_mean_batch)[mask], duration_s, slo_ttft_s, slo_tpot_s, max_model_len_tokens,
         ))
     gpus = sorted(set(pool_gpus))
     overall = _group(
         OVERALL_NAME, "+".join(gpus), measured, np.asarray(inst_utilisation),
-        np.asarray(inst_mean_batch), duration_s, slo_ttft_s, slo_tpot_s,
+        np.asarray(inst_mean_batch), duration_s, slo_ttft_s, slo_tpot_s, max_model_len_tokens,
     )
     if feature_figures is not None:
         pools = [replace(g, **figures) for g, figures in zip(pools, feature_figures[:-1], strict=True)]

@@ -232,12 +232,19 @@ class FleetSpec:
     tag_shares : tuple of (tag, share)
         Fraction of requests carrying each model tag, summing to 1 (read only by
         ``model_tag``); empty means every request carries the one tag all pools share.
+    max_model_len_tokens : int, optional
+        The served model's context limit (vLLM ``max_model_len``,
+        ``fleetplan.models.context``); no pool's ``max_context_tokens`` may exceed it.  A request
+        whose prompt + output exceeds it is rejected as vLLM rejects it (never squeezed by
+        ``compress_and_route``), counted per pool as ``n_too_long`` and left out of the
+        latency percentiles (``fleetplan.sim.result``).  None: no model limit.
     """
 
     pools: tuple[PoolSpec, ...]
     pool_router: PoolRouter = PoolRouter.LENGTH
     compress_gamma: float = DEFAULT_COMPRESS_GAMMA
     tag_shares: tuple[tuple[str, float], ...] = ()
+    max_model_len_tokens: int | None = None
 
     def __post_init__(self) -> None:
         pools = tuple(self.pools)
@@ -258,6 +265,19 @@ class FleetSpec:
         shares = tuple((str(tag), float(share)) for tag, share in self.tag_shares)
         object.__setattr__(self, "tag_shares", shares)
         self._check_tags()
+        self._check_model_len()
+
+    def _check_model_len(self) -> None:
+        limit = self.max_model_len_tokens
+        if limit is None:
+            return
+        _positive_int("fleet", "max_model_len_tokens", limit)
+        for pool in self.pools:
+            if pool.max_context_tokens > limit:
+                raise ConfigError(
+                    f"pool {pool.name!r}: max_context_tokens = {pool.max_context_tokens:,} exceeds the served "
+                    f"model's max_model_len {limit:,}; lower the pool's max_context_tokens to at most {limit:,}"
+                )
 
     def _check_tags(self) -> None:
         if self.pool_router is not PoolRouter.MODEL_TAG:

@@ -180,6 +180,6 @@ def simulate_pools_parallel(
         frame, pool_names=run.fleet.pool_names, pool_gpus=tuple(p.gpu for p in spec.pools),
         inst_pool=run.fleet.inst_pool, inst_utilisation=util, inst_mean_batch=batch, level=level.value,
         rate_per_s=float(rate_per_s), warmup_fraction=warmup_fraction, slo_ttft_s=slo_ttft_s,
-        slo_tpot_s=slo_tpot_s, horizon_s=run.horizon_s,
+        slo_tpot_s=slo_tpot_s, horizon_s=run.horizon_s, max_model_len_tokens=spec.max_model_len_tokens,
     )
     return PoolSplitResult(requests=frame, summary=summary, n_pool_tasks=len(tasks))

@@ -47,7 +47,7 @@ BAD = [
     (("--gpu", "h100", "--instances", "2", "--rate", "1", "--tool-delay-s", "1", "--model", "llama-9"),
      "unknown model 'llama-9': valid model names are"),
     (("--gpu", "h100", "--instances", "2", "--rate", "1", "--tool-delay-s", "1", "-tp", "2"),
-     "--tensor-parallel-size need --model"),
+     "--tensor-parallel-size needs --model"),
     (("--gpu", "a10g", "--instances", "2", "--rate", "1", "--tool-delay-s", "1", "--model", "llama-3.1-70b",
       "-tp", "1"), "needs 131.4 GiB of weights per GPU at --tensor-parallel-size 1"),
 ]
@@ -124,18 +124,20 @@ def test_model_pools_take_the_models_kv_budget_less_graph_capture_memory():
     from fleetplan.sim.builders import build_pool
     from fleetplan.sim.compile import compile_fleet
     from fleetplan.sim.features_compile import graph_kv_blocks_lost
-    from fleetplan.sim.spec import FleetSpec
+    from fleetplan.sim.fleet_toml import FleetFile, PoolEntry
+    from fleetplan.sim.spec import PoolRouter
 
     catalog = load_catalog()
-    fleet = FleetSpec(pools=(build_pool(catalog.get("h100"), "pool", 2, 8192),))
+    fleet = FleetFile("test", (PoolEntry("pool", catalog.get("h100"), 2, 8192),), PoolRouter.LENGTH, 1.5, ())
     model_opts = {"model": "llama-3.1-8b", "tensor_parallel_size": None, "weight_dtype": "bf16",
-                  "kv_cache_dtype": "bf16", "perf_profile": None}
+                  "kv_cache_dtype": "bf16", "perf_profile": None, "allow_long_max_model_len": False}
     sixty_sizes = ",".join(str(n) for n in range(1, 61))  # 60 x 26 MiB exceed kv_budget's 1 GiB graph reserve
-    spec, _ = serving_fleet(fleet, catalog, model_opts, {"cudagraph_mode": ("full_decode_only",),
-                                                         "cudagraph_capture_sizes": (sixty_sizes,)})
+    spec, _ = serving_fleet(fleet, model_opts, {"cudagraph_mode": ("full_decode_only",),
+                                                "cudagraph_capture_sizes": (sixty_sizes,)})
     placed = place_model(load_model("llama-3.1-8b"), catalog.get("h100"))[0]
     pool = spec.pools[0]
-    assert pool.limits.kv_blocks == placed.gpu.serving.kv_blocks != fleet.pools[0].limits.kv_blocks
+    calibrated = build_pool(catalog.get("h100"), "pool", 2, 8192)
+    assert pool.limits.kv_blocks == placed.gpu.serving.kv_blocks != calibrated.limits.kv_blocks
     lost = graph_kv_blocks_lost(pool)
     assert lost > 0 and compile_fleet(spec).pool_kv_blocks[0] == pool.limits.kv_blocks - lost
 

@@ -96,7 +96,8 @@ def simulate_pdd_arrays(spec: PddSpec, arrival_s, prompt_tokens, output_tokens, 
         network = summarise_network(spec.network, flows, frame, int(net_stats[1]))
     summary = summarise_pdd(frame, policy=spec.policy.value, binding=spec.binding.value,
                             decode_model=spec.decode_model.value, rate_per_s=rate_per_s, pf_busy_s=pf_busy,
-                            dec_busy_s=dec_busy, n_events=n_events, network=network)
+                            dec_busy_s=dec_busy, n_events=n_events, network=network,
+                            max_model_len_tokens=spec.max_model_len_tokens)
     return PddResult(requests=frame, summary=summary, flows=flows)
 
 

@@ -15,7 +15,10 @@ Definitions (seconds):
   ``kv_flow_s`` / ``kv_ideal_s`` / ``kv_slowdown`` and ``PddSummary.network``
   (``fleetplan.sim.pdd.flows``); all ``None`` / absent without.
 * Unfinished or rejected requests have infinite TTFT/TPOT/E2E (never dropped); the first
-  ``warmup_fraction`` of arrivals are excluded from statistics.
+  ``warmup_fraction`` of arrivals are excluded from statistics.  Rejected requests longer than the
+  served model's ``max_model_len`` (``PddSpec.max_model_len_tokens``) are vLLM's error replies: counted
+  (``n_too_long``, ``too_long_token_share``) and left out of the latency statistics, as in
+  ``fleetplan.sim.result``.
 """
 
 from __future__ import annotations
@@ -65,6 +68,8 @@ class PddSummary:
     ttft_definition: str = TTFT_DEFINITION
     tpot_definition: str = TPOT_DEFINITION
     network: NetworkSummary | None = None
+    n_too_long: int = 0  # rejected: prompt + output above max_model_len (out of the latency statistics)
+    too_long_token_share: float = 0.0  # their share of the measured prompt + output tokens
 
 
 @dataclass(frozen=True, eq=False)
@@ -131,10 +136,14 @@ def request_frame(arrival_s, prompt, output, out_t, out_i, n_warmup: int) -> pd.
 
 def summarise_pdd(frame: pd.DataFrame, *, policy: str, binding: str, decode_model: str, rate_per_s: float,
                   pf_busy_s: np.ndarray, dec_busy_s: np.ndarray, n_events: int,
-                  network: NetworkSummary | None = None) -> PddSummary:
+                  network: NetworkSummary | None = None, max_model_len_tokens: int | None = None) -> PddSummary:
     """Statistics of the measured rows of ``frame``; utilisation = busy / (last completion)."""
     measured = frame[~frame["warmup"].to_numpy()]
     status = measured["status"].to_numpy()
+    tokens = (measured["prompt_tokens"] + measured["output_tokens"]).to_numpy(dtype=np.float64)
+    too_long = np.zeros(len(measured), dtype=bool) if max_model_len_tokens is None else (
+        (status == "rejected") & (tokens > max_model_len_tokens))
+    timed = measured[~too_long]
     handed = measured["optimal"].to_numpy() >= 0
 
     def share(col: str) -> float:
@@ -147,7 +156,7 @@ def summarise_pdd(frame: pd.DataFrame, *, policy: str, binding: str, decode_mode
         return float(np.mean(busy) / end_s) if end_s > 0 and busy.size else float("nan")
 
     def stats(col: str) -> LatencyStats:
-        return LatencyStats.of(measured[col].to_numpy())
+        return LatencyStats.of(timed[col].to_numpy())
 
     return PddSummary(
         policy=policy, binding=binding, decode_model=decode_model, rate_per_s=float(rate_per_s),
@@ -158,7 +167,8 @@ def summarise_pdd(frame: pd.DataFrame, *, policy: str, binding: str, decode_mode
         optimal_assignment_ratio=share("optimal"),
         optimal_assignment_ratio_requests=share("optimal_requests"),
         prefill_utilisation=util(pf_busy_s), decode_utilisation=util(dec_busy_s),
-        n_events=int(n_events), network=network,
+        n_events=int(n_events), network=network, n_too_long=int(too_long.sum()),
+        too_long_token_share=float(tokens[too_long].sum() / tokens.sum()) if tokens.sum() > 0 else 0.0,
     )
 
 

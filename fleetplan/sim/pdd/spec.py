@@ -204,8 +204,19 @@ class PddSpec:
     ps_curve: PsThroughputCurve = field(default_factory=PsThroughputCurve)
     sibyl: SibylParams = field(default_factory=SibylParams)
     network: FabricSpec | None = None
+    # The served model's limit (vLLM max_model_len; fleetplan.models.context): both pools' contexts are
+    # at most it; longer requests are rejected, counted as too long and left out of the percentiles.
+    max_model_len_tokens: int | None = None
 
     def __post_init__(self) -> None:
+        limit = self.max_model_len_tokens
+        if limit is not None:
+            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+                raise ConfigError(f"max_model_len_tokens = {limit!r} must be an integer >= 1, or None for no limit")
+            for pool in (self.prefill, self.decode):
+                if pool.max_context_tokens > limit:
+                    raise ConfigError(f"{pool.name} pool: max_context_tokens = {pool.max_context_tokens:,} exceeds "
+                                      f"the served model's max_model_len {limit:,}; lower it to at most {limit:,}")
         for name in ("prefill", "decode"):
             if not isinstance(getattr(self, name), PoolSpec):
                 raise ConfigError(f"pdd {name} must be a PoolSpec, got {type(getattr(self, name)).__name__}")

@@ -1,0 +1,98 @@
+"""A fleet file's pools serving a chosen model (``simulate --model``, ``simulate-sessions --model``).
+
+Each pool's instance becomes a tensor-parallel group of its GPU (``plan.placement``): the one
+given, else the smallest whose KV cache holds one request of the pool's ``max_context_tokens``.
+The placement supplies what the file leaves out: KV blocks from the model's KV bytes per token,
+``max_num_seqs`` at the pool's context and the batched-token budget (``sim.builders.build_pool``
+defaults), and the per-instance price (GPU price x GPUs per instance).  Every setting the file
+gives (``max_num_seqs``, ``max_num_batched_tokens``, ``kv_blocks``, ``block_size``, router,
+``price_usd_per_h``, model tag, runtime features) is kept as given.  Placement derives the
+serving constants from the model, so a GPU without calibrated constants (H200, B200, ...) serves
+it too.  The step model is the operator-level predictor of the placement, or a calibrated
+profile for pools on the profile's GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from fleetplan.errors import ConfigError
+from fleetplan.models import Dtype, ModelConfig
+from fleetplan.perf.calibrate import CalibratedStepModel
+from fleetplan.perf.parallelism import Parallelism
+from fleetplan.plan.placement import ModelPlacement, place_model
+from fleetplan.sim.builders import build_pool
+from fleetplan.sim.fleet_toml import FleetFile, PoolEntry, build_entry, fleet_spec_of
+from fleetplan.sim.spec import FleetSpec, PoolSpec
+
+__all__ = ["ModelFleet", "ModelServing", "PoolServing", "serve_model"]
+
+
+@dataclass(frozen=True)
+class ModelServing:
+    """How the model is served: fixed parallelism (None: smallest fitting per pool), storage types
+    and an optional calibrated step-time profile (used for the pools on its GPU)."""
+
+    model: ModelConfig
+    parallelism: Parallelism | None = None
+    weight_dtype: Dtype = Dtype.BF16
+    kv_dtype: Dtype = Dtype.BF16
+    perf_profile: CalibratedStepModel | None = None
+
+    def __post_init__(self) -> None:
+        if self.perf_profile is not None and self.perf_profile.model != self.model.name:
+            raise ConfigError(f"the step-time profile was calibrated for {self.perf_profile.model}, not "
+                              f"{self.model.name}; serve {self.perf_profile.model} or recalibrate for "
+                              f"{self.model.name}")
+
+
+@dataclass(frozen=True)
+class PoolServing:
+    """How one pool serves the model: its placement and whether the calibrated profile times it."""
+
+    pool: str
+    placement: ModelPlacement
+    calibrated: bool
+
+
+@dataclass(frozen=True)
+class ModelFleet:
+    """The fleet serving the model and each pool's placement (pool order)."""
+
+    spec: FleetSpec
+    pools: tuple[PoolServing, ...]
+
+
+def _place(entry: PoolEntry, serving: ModelServing) -> ModelPlacement:
+    places = place_model(serving.model, entry.gpu, parallelism=serving.parallelism,
+                         weight_dtype=serving.weight_dtype, kv_dtype=serving.kv_dtype)
+    if "kv_blocks" in dict(entry.limits):
+        return places[0]  # the file sets the KV cache itself
+    fitting = [p for p in places if p.gpu.serving.n_max(entry.max_context_tokens) >= 1]
+    if not fitting:
+        raise ConfigError(
+            f"pool {entry.name!r}: no {entry.gpu.name} placement of {serving.model.name} holds a "
+            f"{entry.max_context_tokens:,}-token request in its KV cache (largest tried: {places[-1].gpu.name}); "
+            "lower max_context_tokens or use more GPUs per instance"
+        )
+    return fitting[0]
+
+
+def serve_model(fleet: FleetFile, serving: ModelServing, max_model_len_tokens: int | None = None) -> ModelFleet:
+    """``fleet`` serving ``serving.model`` (module docstring), limited to ``max_model_len_tokens``
+    (the served context limit, ``fleetplan.models.context.served_context_limit``)."""
+    placed: list[PoolServing] = []
+
+    def build(entry: PoolEntry) -> PoolSpec:
+        place = _place(entry, serving)
+        kwargs = entry.build_kwargs()
+        if "price_usd_per_h" not in kwargs and entry.gpu.price_usd_per_h is not None:
+            kwargs["price_usd_per_h"] = entry.gpu.price_usd_per_h * place.gpus_per_instance
+        pool = build_pool(place.gpu, entry.name, entry.n_instances, entry.max_context_tokens, **kwargs)
+        profile = serving.perf_profile
+        calibrated = profile is not None and profile.gpu == entry.gpu.name
+        placed.append(PoolServing(entry.name, place, calibrated))
+        return replace(pool, step_model=profile if calibrated else place.predictor)
+
+    pools = tuple(build_entry(fleet, e, build) for e in fleet.pools)
+    return ModelFleet(fleet_spec_of(fleet, pools, max_model_len_tokens), tuple(placed))
