@@ -4,8 +4,9 @@ Every layout of ``plan.space`` is combined with GPU types per pool; each pool is
 sized by ``plan.pools.size_one_pool`` (results cached per (range, GPU, router),
 so a sweep of thousands of candidates sizes only a few hundred pools).  A
 candidate's cost is the sum over pools of (count + spares) x price x 8760 h; it
-is feasible when every pool is and the fleet stays within ``max_gpus``.  Multi-pool layouts
-with a pool that receives no traffic are skipped: they repeat a layout without that pool.
+is feasible when every pool is and the fleet stays within ``max_gpus``.  Compress-and-route
+layouts whose last pool receives no traffic are skipped (a fleet has no such phantom pool to
+squeeze requests below).
 Candidates are ranked by annual cost, ties broken by the latency percentile
 over all of the fleet's requests (``fleet_latency_p_s``), then by fewer GPUs.
 The Pareto frontier keeps the feasible candidates that no other beats on
@@ -150,9 +151,9 @@ def sweep(
                 assignments = itertools.product(gpus, repeat=k)
             else:
                 assignments = [(g,) * k for g in gpus]
-            if k > 1 and any(pool(r, gpus[0], router).traffic_share <= 0 for r in layout.ranges):
-                continue  # a pool without traffic: the same fleet as a layout without it (or a phantom
-                # pool whose only role would be to let the router squeeze requests into its neighbour)
+            if router is SizingRouter.COMPRESS and pool(layout.ranges[-1], gpus[0], router).traffic_share <= 0:
+                continue  # the last pool gets nothing: it would exist only to let compress-and-route
+                # squeeze requests into the pool below it, which a fleet without it cannot do
             for combo in assignments:
                 plans = [pool(r, g, router) for r, g in zip(layout.ranges, combo, strict=True)]
                 cand = _combine(layout, router, plans, settings, mean_tokens)

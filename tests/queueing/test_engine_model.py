@@ -97,10 +97,10 @@ def test_more_instances_never_worsen_the_percentiles(lam, seed):
     stable = np.isfinite(ttft)
     assert np.all(np.diff(stable.astype(int)) >= 0)  # once stable, stays stable
     fin = np.nonzero(stable)[0]
-    # non-increasing up to the survival tables' interpolation (percentiles are read off 128-point
-    # tables of a discrete prompt distribution: about 1 % jitter once the wait has vanished)
-    assert np.all(np.diff(ttft[fin]) <= 0.02 * ttft[fin][:-1])
-    assert np.all(np.diff(tpot[fin]) <= 0.02 * tpot[fin][:-1])
+    # non-increasing up to the survival tables' interpolation (percentiles are read off 80-point
+    # tables of a discrete prompt distribution: a few % jitter once the wait has vanished)
+    assert np.all(np.diff(ttft[fin]) <= 0.04 * ttft[fin][:-1])
+    assert np.all(np.diff(tpot[fin]) <= 0.04 * tpot[fin][:-1])
 
 
 def test_survival_tables_are_distributions_and_mix_consistently():
