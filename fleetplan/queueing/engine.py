@@ -82,11 +82,9 @@ N_TTFT_BINS = 48
 _BISECT_ITERS = 48
 #: Gauss-Hermite levels of the decode batch in the quasi-static prefill queue (nodes, weights).
 _HERMITE = (lambda z, w: (z, w / w.sum()))(*np.polynomial.hermite_e.hermegauss(5))
-#: Standard deviation of the decode-batch levels relative to the M/G/inf (Poisson) estimate.  The
-#: batch is fed by the prefill queue's bursty departures and carries heavy-tailed lives, so it
-#: swings wider than Poisson; 2 matches the simulator's P50 and P99 TTFT near saturation (lmsys on
-#: one H100 at 75-100 req/s: sim/analytic 0.9-1.1; ``tests/queueing/test_engine_vs_sim.py``).
-BATCH_FLUCTUATION_SCALE = 2.0
+#: Cap of the step's elasticity ε in the batch's variance n* / (1 - ε) (a batch this self-slowing is
+#: near instability; larger ε would make the variance unbounded).
+MAX_ELASTICITY = 0.95
 #: Prefill load above which a batch level counts as a transient overload (fluid backlog).
 RHO_TRANSIENT = 0.98
 #: Above this many expected prefill events in a decode window their count is taken as normal.
@@ -290,6 +288,23 @@ class EngineProfile:
         r = self._shared(lam_i)
         return (1.0 - r) * self.phi[None, :] + r * self.phi_full[None, :]
 
+    def _elasticity(self, lam_i: np.ndarray, n_star: np.ndarray, phi_tab: np.ndarray) -> np.ndarray:
+        """ε = d ln t̄ / d ln n at n* (K,), from the tabulated steps; clipped to [0, ``MAX_ELASTICITY``]."""
+        out = np.zeros(n_star.shape)
+        for i in range(n_star.size):
+            n = float(n_star[i])
+            if n <= 0:
+                continue
+            lo, hi = max(n * 0.9, 0.0), min(n * 1.1, self.n_cap)
+            if hi <= lo:
+                continue
+            xs = np.array([lo, hi])
+            den = 1.0 - lam_i[i] * np.interp(xs, self.grid, phi_tab[i])
+            a, b = np.where(den > 0, np.interp(xs, self.grid, self.t_d) / np.where(den > 0, den, 1.0), math.inf)
+            if lo > 0 and math.isfinite(a) and math.isfinite(b) and a > 0:
+                out[i] = (math.log(b) - math.log(a)) / (math.log(hi) - math.log(lo))
+        return np.clip(out, 0.0, MAX_ELASTICITY)
+
     def _operating_batch(self, lam_i: np.ndarray) -> np.ndarray:
         """n* for per-instance rates ``lam_i`` (K,): the smallest root of the fixed point, or n_cap."""
         denom = 1.0 - lam_i[:, None] * self._phi(lam_i)
@@ -351,11 +366,22 @@ class EngineProfile:
         # the decode batch: n drifts on the time scale of a request's life (E[S]), far slower than a
         # prefill, so the prefill capacity (B - n) / t_full(n) is averaged as a mixture over
         # n ~ Normal(n*, n*) (M/G/inf counts; Gauss-Hermite levels).  A level whose prefill load
-        # reaches 1 is a transient overload: its backlog grows for about E[S] (fluid).
+        # reaches 1 is a transient overload: its backlog grows for about E[S] (fluid); a level above
+        # the concurrency cap queues for slots.
         z, zw = _HERMITE
-        z = z * BATCH_FLUCTUATION_SCALE
-        levels = np.clip(n_star[:, None] + np.sqrt(n_star)[:, None] * z[None, :], 0.0, self.n_cap)  # (K, L)
-        ctx_excess = (np.sqrt(n_star * self._ctx2)[:, None] - np.sqrt(n_star)[:, None] * self.mean_ctx) * z[None, :]
+        # The batch is an M/G/inf count slowed by its own size: departures n / (E[d] t̄(n)) restore it
+        # at (1 - ε) / E[S] with ε = d ln t̄ / d ln n, so (Ornstein-Uhlenbeck) Var n = n* / (1 - ε) and
+        # it relaxes over E[S] / (1 - ε).
+        elastic = self._elasticity(lam_i, n_star, phi_tab)
+        spread = np.sqrt(n_star / (1.0 - elastic))
+        relax_s = mean_s / (1.0 - elastic)
+        raw = n_star[:, None] + spread[:, None] * z[None, :]
+        levels = np.clip(raw, 0.0, self.n_cap)  # (K, L)
+        # A level above the concurrency cap has more requests than slots: the excess waits for a
+        # slot to free, n_cap / E[S] per second (fluid, Little's law on the excess).
+        overflow_wait = np.maximum(raw - self.n_cap, 0.0) * mean_s[:, None] / self.n_cap
+        ctx_excess = ((np.sqrt(n_star * self._ctx2) - np.sqrt(n_star) * self.mean_ctx) * spread
+                      / np.maximum(np.sqrt(n_star), 1e-12))[:, None] * z[None, :]
         budget = np.interp(levels, self.grid, self.budget_tokens)
         t_full = np.maximum(np.interp(levels, self.grid, self.t_full) + self._s_per_ctx * ctx_excess, 1e-9)
         ex = self._mean_prompt * t_full / budget  # E[X] per level, (K, L)
@@ -365,14 +391,15 @@ class EngineProfile:
         var_factor = (ca2 + cs2_x) / 2.0
         rho_c = np.minimum(rho_l, RHO_TRANSIENT)
         kingman = rho_c / (1.0 - rho_c) * var_factor * ex
-        wait_l = kingman + np.maximum(rho_l - RHO_TRANSIENT, 0.0) * mean_s[:, None] / 2.0
+        wait_l = kingman + np.maximum(rho_l - RHO_TRANSIENT, 0.0) * relax_s[:, None] / 2.0
         a2_l = np.minimum(rho_l, 1.0)
         rho_p = rho_l @ zw  # mean prefill load
         stable = stable & (rho_slot < 1.0) & (rho_p < 1.0) & ((k1 > 0) | (a1 <= 0))
         # Per level, the slot and prefill waits as one atom-exponential (same P(W > 0) and mean).
-        mass = 1.0 - (1.0 - a1[:, None]) * (1.0 - a2_l)
+        a1_l = np.where(overflow_wait > 0, 1.0, a1[:, None])
+        mass = 1.0 - (1.0 - a1_l) * (1.0 - a2_l)
         with np.errstate(divide="ignore", invalid="ignore"):
-            mean_w = np.where(a1 > 0, a1 / k1, 0.0)[:, None] + wait_l
+            mean_w = np.where(a1 > 0, a1 / k1, 0.0)[:, None] + overflow_wait + wait_l
             decay = np.where(mean_w > 0, mass / mean_w, 1.0)
         decay = np.where(stable[:, None], decay, 0.0)
         rho = np.where(stable, np.maximum(rho_slot, rho_p), np.maximum(np.maximum(rho_slot, rho_p), 1.0))
