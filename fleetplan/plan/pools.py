@@ -40,6 +40,7 @@ from fleetplan.queueing.engine import (
     SurvivalTable,
     size_engine_pool,
 )
+from fleetplan.queueing.sizing import min_gpus_for_cap
 from fleetplan.queueing.ttft import ttft_model, zero_wait_ttft_quantile_s
 
 SERVICE_ENGINE = "engine"
@@ -103,6 +104,9 @@ class PoolPlan:
     decode_batch: float = float("nan")  # the engine's operating decode batch n* (engine model)
     mean_step_s: float = float("nan")  # mean engine step at n* (engine model)
     binding: str = ""  # what set the count: rho | ttft | tpot (engine model)
+    # The smallest count the sizing rules allow before any latency target (the utilisation cap,
+    # stability, spares above the offered load): verification never goes below it
+    floor_count: int = 0
     # TTFT and TPOT survival tables at ``count`` (engine model), for fleet-wide percentiles
     ttft_table: SurvivalTable | None = field(default=None, compare=False, repr=False)
     tpot_table: SurvivalTable | None = field(default=None, compare=False, repr=False)
@@ -196,9 +200,13 @@ def size_one_pool(
         )
     reason = None if sized.feasible else _reason_text(sized.reason, ttft_reported, settings)
     spares = with_spares(sized.n_gpus, availability) - sized.n_gpus if sized.feasible else 0
-    return plan(
+    out = plan(
         sized.n_gpus, spares, sized.rho, sized.ttft_p_s, sized.wait_p_s, moments.mean_gpu_s, moments.cs2, reason
     )
+    if not sized.feasible:
+        return out
+    floor = min_gpus_for_cap(lam * moments.mean_gpu_s, settings.rho_max, settings.min_spare_gpus)
+    return replace(out, floor_count=min(floor, sized.n_gpus))
 
 
 def _reason_text(reason: InfeasibleReason | None, ttft_s: float, settings: PlanSettings,
@@ -246,4 +254,5 @@ def _size_engine(sub, rng_: PoolRange, gpu: GpuProfile, settings: PlanSettings, 
     out = plan(sized.n_instances, spares, sized.rho, sized.ttft_p_s, float("nan"), per_request_s, 0.0, reason)
     return replace(out, n_max=int(profile.n_cap), tpot_p_s=sized.tpot_p_s, mean_residence_s=sized.mean_residence_s,
                    decode_batch=sized.decode_batch, mean_step_s=sized.mean_step_s, binding=sized.binding,
+                   floor_count=sized.floor_instances if sized.feasible else 0,
                    ttft_table=sized.ttft_table, tpot_table=sized.tpot_table)

@@ -85,6 +85,9 @@ _HERMITE = (lambda z, w: (z, w / w.sum()))(*np.polynomial.hermite_e.hermegauss(5
 #: Cap of the step's elasticity ε in the batch's variance n* / (1 - ε) (a batch this self-slowing is
 #: near instability; larger ε would make the variance unbounded).
 MAX_ELASTICITY = 0.95
+#: Smallest 1 - λ_i Φ a batch level's mean step is evaluated at (a level past it is a transient
+#: overload, whose queue the prefill server's fluid backlog accounts for).
+MIN_STEP_HEADROOM = 0.05
 #: Prefill load above which a batch level counts as a transient overload (fluid backlog).
 RHO_TRANSIENT = 0.98
 #: Above this many expected prefill events in a decode window their count is taken as normal.
@@ -352,6 +355,20 @@ class EngineProfile:
             t_bar = np.where(stable, t_d / np.where(stable, denom, 1.0), np.inf)
         prefill = ((1.0 - shared)[:, None] * _interp_rows(n_star, self.grid, self.prefill_s)
                    + shared[:, None] * _interp_rows(n_star, self.grid, self.prefill_full_s))  # (K, J)
+        mean_s = (prefill + self.decode_steps[None, :] * np.where(stable, t_bar, 0.0)[:, None]) @ self.weight
+        # The decode batch fluctuates (below); the mean step over its levels exceeds the step at the
+        # mean batch where the step is convex in n (Jensen), so decode steps use the level average.
+        z, zw = _HERMITE
+        # The batch is an M/G/inf count slowed by its own size: departures n / (E[d] t̄(n)) restore it
+        # at (1 - ε) / E[S] with ε = d ln t̄ / d ln n, so (Ornstein-Uhlenbeck) Var n = n* / (1 - ε) and
+        # it relaxes over E[S] / (1 - ε).
+        elastic = self._elasticity(lam_i, n_star, phi_tab)
+        spread = np.sqrt(n_star / (1.0 - elastic))
+        raw = n_star[:, None] + spread[:, None] * z[None, :]
+        levels = np.clip(raw, 0.0, self.n_cap)  # (K, L)
+        phi_l = np.stack([np.interp(levels[i], self.grid, phi_tab[i]) for i in range(n_star.size)])
+        den_l = np.maximum(1.0 - lam_i[:, None] * phi_l, MIN_STEP_HEADROOM)
+        t_bar = np.where(stable, np.maximum(t_bar, (np.interp(levels, self.grid, self.t_d) / den_l) @ zw), t_bar)
         residence = prefill + self.decode_steps[None, :] * np.where(stable, t_bar, 0.0)[:, None]
         mean_s = residence @ self.weight
         var_s = ((residence - mean_s[:, None]) ** 2) @ self.weight
@@ -368,15 +385,7 @@ class EngineProfile:
         # n ~ Normal(n*, n*) (M/G/inf counts; Gauss-Hermite levels).  A level whose prefill load
         # reaches 1 is a transient overload: its backlog grows for about E[S] (fluid); a level above
         # the concurrency cap queues for slots.
-        z, zw = _HERMITE
-        # The batch is an M/G/inf count slowed by its own size: departures n / (E[d] t̄(n)) restore it
-        # at (1 - ε) / E[S] with ε = d ln t̄ / d ln n, so (Ornstein-Uhlenbeck) Var n = n* / (1 - ε) and
-        # it relaxes over E[S] / (1 - ε).
-        elastic = self._elasticity(lam_i, n_star, phi_tab)
-        spread = np.sqrt(n_star / (1.0 - elastic))
         relax_s = mean_s / (1.0 - elastic)
-        raw = n_star[:, None] + spread[:, None] * z[None, :]
-        levels = np.clip(raw, 0.0, self.n_cap)  # (K, L)
         # A level above the concurrency cap has more requests than slots: the excess waits for a
         # slot to free, n_cap / E[S] per second (fluid, Little's law on the excess).
         overflow_wait = np.maximum(raw - self.n_cap, 0.0) * mean_s[:, None] / self.n_cap
@@ -533,6 +542,7 @@ class EngineSizing:
     feasible: bool
     reason: InfeasibleReason | None
     binding: str
+    floor_instances: int = 0  # the smallest count the utilisation cap allows (stable, ρ <= rho_max)
     ttft_table: SurvivalTable | None = field(default=None, compare=False, repr=False)
     tpot_table: SurvivalTable | None = field(default=None, compare=False, repr=False)
 
@@ -585,8 +595,9 @@ def size_engine_pool(
         t1 = mixture_quantile_s([tab1], [1.0], p) if ttft_s is None else ttft_s
         t2 = mixture_quantile_s([tab2], [1.0], p) if tpot_s is None else tpot_s
         return EngineSizing(n, float(st.rho[0]), t1, t2, float(st.mean_residence_s[0]), float(st.mean_step_s[0]),
-                            float(st.decode_batch[0]), reason is None, reason, binding, tab1, tab2), st
+                            float(st.decode_batch[0]), reason is None, reason, binding, floor, tab1, tab2), st
 
+    floor = 0
     # 1. the smallest count that is stable within the utilisation cap
     grid = np.unique(np.minimum(2 ** np.arange(0, 40), max_instances)).astype(np.int64)
     ok = capped(grid)
@@ -602,7 +613,7 @@ def size_engine_pool(
             hi = mid
         else:
             lo = mid
-    n_lo = hi
+    n_lo = floor = hi
     # 2. floors no count can beat
     floor_ttft = profile.zero_load_ttft_s(p)
     if floor_ttft > slo_ttft_s:

@@ -174,7 +174,7 @@ def pool_latency(
     )
 
 
-def _min_gpus_for_cap(load_gpus: float, rho_max: float, min_spare_gpus: int) -> int:
+def min_gpus_for_cap(load_gpus: float, rho_max: float, min_spare_gpus: int) -> int:
     """Smallest G >= 1 with G > a_G (stability), a_G/G <= ρ_max and G >= ceil(a_G) + spares."""
     n_rho = max(1, math.ceil(load_gpus / rho_max))
     if n_rho > 1 and load_gpus / (n_rho - 1) <= rho_max * (1.0 + _RHO_RTOL):
@@ -253,7 +253,7 @@ def size_pool(
     load_gpus = lam * service.mean_gpu_s
     if math.floor(load_gpus) + 1 > max_gpus:
         return at(int(max_gpus), InfeasibleReason.UNSTABLE)
-    n_lo = _min_gpus_for_cap(load_gpus, rho_max, int(min_spare_gpus))
+    n_lo = min_gpus_for_cap(load_gpus, rho_max, int(min_spare_gpus))
     if n_lo > max_gpus:
         return at(int(max_gpus), InfeasibleReason.EXCEEDS_MAX_GPUS)
     if ttft.zero_wait_ttft_quantile_s(service.zero_wait, p, ttft_kind) > slo_s:
