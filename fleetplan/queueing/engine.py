@@ -363,7 +363,9 @@ class EngineProfile:
         # at (1 - ε) / E[S] with ε = d ln t̄ / d ln n, so (Ornstein-Uhlenbeck) Var n = n* / (1 - ε) and
         # it relaxes over E[S] / (1 - ε).
         elastic = self._elasticity(lam_i, n_star, phi_tab)
-        spread = np.sqrt(n_star / (1.0 - elastic))
+        # A balancing router (least outstanding) evens the instances' counts: they share the pool's
+        # fluctuation, Var(G n) = G n* / (1 - ε), so one instance's n varies by n* / ((1 - ε) G).
+        spread = np.sqrt(n_star / (1.0 - elastic) / (counts if balanced_split else 1.0))
         raw = n_star[:, None] + spread[:, None] * z[None, :]
         levels = np.clip(raw, 0.0, self.n_cap)  # (K, L)
         phi_l = np.stack([np.interp(levels[i], self.grid, phi_tab[i]) for i in range(n_star.size)])
