@@ -37,8 +37,11 @@ class RequestPoints:
 #: Gauss-Legendre nodes per CDF bin (a bin is uniform in tokens, so the nodes integrate the
 #: service-time moments, quadratic in L, exactly up to token rounding).
 MAX_GAUSS_NODES_PER_BIN = 8
-#: Equal-count bins of total length over which split workloads' prompt share is averaged.
+#: Equal-count bins of total length over which split workloads' prompt share is taken.
 PROMPT_SHARE_BINS = 64
+#: Strata of the prompt share per total (split workloads): each total point becomes this many
+#: (prompt, output) points, so a pool sees the spread of outputs at a given request size.
+PROMPT_SHARE_LEVELS = 4
 
 
 @functools.cache
@@ -82,16 +85,29 @@ class LengthPoints:
         order = np.argsort(self.global_points.total_tokens, kind="stable")
         self._sorted_global = self.global_points.masked(order)
 
-    def _prompt_share(self, total_tokens: np.ndarray) -> np.ndarray:
-        """Mean prompt share of requests of about ``total_tokens`` (split workloads): the
-        global quadrature sorted by total, averaged in ``PROMPT_SHARE_BINS`` equal-count
-        bins and interpolated between bin medians."""
+    @functools.cached_property
+    def _share_table(self) -> tuple[np.ndarray, np.ndarray]:
+        """(bin centres (B,), prompt-share quantiles (B, Q)) of split workloads: the global joint
+        quadrature sorted by total in ``PROMPT_SHARE_BINS`` equal-count bins, and in each the
+        weighted quantiles of prompt / total at the mid-points of ``PROMPT_SHARE_LEVELS`` strata."""
         g = self._sorted_global
         edges = np.linspace(0, g.weight.size, PROMPT_SHARE_BINS + 1).astype(np.int64)
-        w = np.add.reduceat(g.weight, edges[:-1])
-        share = np.add.reduceat(g.weight * g.prompt_tokens / g.total_tokens, edges[:-1]) / w
+        levels = (np.arange(PROMPT_SHARE_LEVELS) + 0.5) / PROMPT_SHARE_LEVELS
+        table = np.empty((PROMPT_SHARE_BINS, PROMPT_SHARE_LEVELS))
+        for b in range(PROMPT_SHARE_BINS):
+            share = g.prompt_tokens[edges[b]:edges[b + 1]] / g.total_tokens[edges[b]:edges[b + 1]]
+            w = g.weight[edges[b]:edges[b + 1]]
+            order = np.argsort(share, kind="stable")
+            cum = np.cumsum(w[order])
+            table[b] = share[order][np.minimum(np.searchsorted(cum, levels * cum[-1]), share.size - 1)]
         centre = g.total_tokens[(edges[:-1] + edges[1:]) // 2]
-        return np.interp(total_tokens, centre, share)
+        return centre, table
+
+    def _prompt_shares(self, total_tokens: np.ndarray) -> np.ndarray:
+        """Prompt shares (N, Q) of requests of about ``total_tokens``: the strata of the joint
+        distribution's share at that total, interpolated between bin centres."""
+        centre, table = self._share_table
+        return np.stack([np.interp(total_tokens, centre, table[:, q]) for q in range(table.shape[1])], axis=1)
 
     def between(self, lo_tokens: float, hi_tokens: float) -> RequestPoints:
         """Points with lo < prompt + output <= hi (weights are probabilities; cached per range)."""
@@ -115,10 +131,14 @@ class LengthPoints:
         u = (left[:, None] + width[:, None] * (nodes[None, :] + 1.0) / 2.0).ravel()
         w = (width[:, None] * gw[None, :] / 2.0).ravel()
         if self.workload.has_split:
+            # each total gets PROMPT_SHARE_LEVELS (prompt, output) splits: the joint distribution's
+            # spread of outputs at a given size (short outputs set the TPOT tail), equal weights
             total = np.maximum(1.0, np.ceil(cdf.quantile(u)))
-            prompt = np.maximum(1.0, np.round(self._prompt_share(total) * total))
-            output = np.maximum(1.0, total - prompt)
-            return RequestPoints(prompt, output, w)
+            shares = self._prompt_shares(total)
+            prompt = np.clip(np.round(shares * total[:, None]), 1.0, np.maximum(total - 1.0, 1.0)[:, None])
+            output = np.maximum(1.0, total[:, None] - prompt)
+            weight = np.repeat(w / shares.shape[1], shares.shape[1])
+            return RequestPoints(prompt.ravel(), output.ravel(), weight)
         prompt, output = self.workload.lengths_at(u, np.zeros_like(u))
         return RequestPoints(prompt.astype(np.float64), output.astype(np.float64), w)
 

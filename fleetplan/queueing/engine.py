@@ -257,6 +257,7 @@ class EngineProfile:
         self.t_d = t_d
         self.prefill_s = k * base + sum_delta  # T_pf,j(n), shape (grid, J)
         self.prefill_binned = self._binned(self.prefill_s)  # (grid, B)
+        self.k_binned = self._binned(k)  # chunks per prompt bin, (grid, B)
         self._mean_prompt = float(self.weight @ self.prompt)
         # Second moment of a decoding sequence's context (time-weighted over decode steps) and the
         # step's cost per context token: the decode work Σ ctx of a batch fluctuates more than n.
@@ -472,36 +473,46 @@ class EngineProfile:
         return self._bins
 
     def _tpot_mixture(self, st: EngineState, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(weight, mean, sd) of the normal components of the TPOT mixture at count i (seconds)."""
+        """(weight, mean, sd) of the normal components of the TPOT mixture at count i (seconds).
+
+        Other prompts arrive at λ_i; each adds its prefill increment Δ_b (per prompt bin b, back to back
+        chunks) to the decode steps of the requests decoding meanwhile.  A request of d decode steps
+        sees N ~ Poisson(λ_i d t̄) of them: TPOT = t_d + ΣΔ / d.  N = 1 is taken over the bins' sizes
+        exactly (a single long prompt sets the tail of short outputs), N >= 2 as a normal of N E[Δ]
+        and N Var Δ, and windows with many events as one normal; the batch's drift adds σ.
+        """
         dd, w = self._tpot_bins()
         n_star, t_bar, mean_s = float(st.decode_batch[i]), float(st.mean_step_s[i]), float(st.mean_residence_s[i])
-        phi_alone = float(np.interp(n_star, self.grid, self.phi))
-        phi = float(st.phi_s[i])
-        delta2 = float(np.interp(n_star, self.grid, self.delta2)) * (phi / phi_alone) ** 2 if phi_alone > 0 else 0.0
-        # Compound Poisson of the other requests' prefills in a window of d t̄ (a prompt's chunks
-        # run back to back, so one prompt is one event of ΣΔ): events of one size s = E[ΣΔ²]/E[ΣΔ]
-        # at the rate that keeps the mean and variance, λ_i E[ΣΔ]² / E[ΣΔ²].
-        size = delta2 / phi if phi > 0 else 0.0
-        rate = float(st.lam_i[i]) * phi / size if size > 0 else 0.0
-        m = rate * dd * t_bar  # expected events per window
-        base = t_bar - rate * t_bar * size  # the decode step t_d (exactly, at the fixed point)
+        lam_i = float(st.lam_i[i])
+        chunks = _interp_rows(np.array([n_star]), self.grid, self.k_binned)[0]
+        delta_b = np.maximum(st.prefill_binned[i] - chunks * float(st.t_d[i]), 0.0)
+        v = self.bin_weight
+        e_delta = float(v @ delta_b)
+        var_delta = float(v @ (delta_b - e_delta) ** 2)
+        base = t_bar - lam_i * t_bar * e_delta  # t_d, up to the fixed point's interpolation
+        m = lam_i * dd * t_bar  # prompts arriving in a decode window
         lo = max(n_star - 0.5, 0.0)
         slope = float(np.interp(lo + 1.0, self.grid, self.t_d)) - float(np.interp(lo, self.grid, self.t_d))
         sigma = np.maximum(np.sqrt(slope**2 * n_star * mean_s / (mean_s + dd * t_bar)), MIN_TPOT_SD * t_bar)
         many = m > POISSON_NORMAL_EVENTS  # many events per window: one normal (the Poisson's CLT)
         weights = [w[many]]
-        means = [base + m[many] * size / dd[many]]
-        sds = [np.sqrt(m[many] * (size / dd[many]) ** 2 + sigma[many] ** 2)]
+        means = [base + m[many] * e_delta / dd[many]]
+        sds = [np.sqrt(m[many] * (var_delta + e_delta**2) / dd[many] ** 2 + sigma[many] ** 2)]
         few = ~many
         if few.any():
-            m_top = float(m[few].max())
-            events = np.arange(int(m_top + 6.0 * math.sqrt(m_top) + 8.0), dtype=np.float64)
-            mf = np.maximum(m[few], 1e-300)[:, None]
-            pmf = np.exp(events[None, :] * np.log(mf) - mf - special.gammaln(events + 1.0))
-            weights.append((w[few][:, None] * pmf).ravel())
-            means.append((base + events[None, :] * size / dd[few][:, None]).ravel())
-            sds.append(np.repeat(sigma[few], events.size))
-        weight, mean, sd = (np.concatenate(x) for x in (weights, means, sds))
+            wf, df, mf, sf = w[few], dd[few], np.maximum(m[few], 1e-300), sigma[few]
+            p0, p1 = np.exp(-mf), mf * np.exp(-mf)
+            weights += [wf * p0, (wf * p1)[:, None] * v[None, :]]
+            means += [np.full(df.shape, base), base + delta_b[None, :] / df[:, None]]
+            sds += [sf, np.repeat(sf[:, None], v.size, axis=1)]
+            m_top = float(mf.max())
+            events = np.arange(2, int(m_top + 6.0 * math.sqrt(m_top) + 8.0), dtype=np.float64)
+            if events.size:
+                pmf = np.exp(events[None, :] * np.log(mf)[:, None] - mf[:, None] - special.gammaln(events + 1.0))
+                weights.append(wf[:, None] * pmf)
+                means.append(base + events[None, :] * e_delta / df[:, None])
+                sds.append(np.sqrt(sf[:, None] ** 2 + events[None, :] * var_delta / df[:, None] ** 2))
+        weight, mean, sd = (np.concatenate([np.ravel(a) for a in x]) for x in (weights, means, sds))
         keep = weight > 1e-10
         return weight[keep] / weight[keep].sum(), mean[keep], sd[keep]
 
