@@ -57,7 +57,7 @@ are sized for the plain engine.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy import special
@@ -80,6 +80,8 @@ N_TPOT_BINS = 16
 #: Prompt bins of the TTFT distribution (tail-refined; see ``EngineProfile._bin_prompts``).
 N_TTFT_BINS = 48
 _BISECT_ITERS = 48
+#: Counts evaluated at once by the sizing search (``_first_count``).
+_SEARCH_GRID = 24
 #: Gauss-Hermite levels of the decode batch in the quasi-static prefill queue (nodes, weights).
 _HERMITE = (lambda z, w: (z, w / w.sum()))(*np.polynomial.hermite_e.hermegauss(5))
 #: Cap of the step's elasticity ε in the batch's variance n* / (1 - ε) (a batch this self-slowing is
@@ -576,8 +578,8 @@ def size_engine_pool(
     """Fewest instances whose p-quantile TTFT (and TPOT) meet the SLOs with ρ <= ``rho_max``.
 
     Every figure is non-increasing in the count, so the search takes the smallest stable count
-    within the utilisation cap (a cheap operating-point evaluation on a geometric grid, then
-    bisection), and gallops up from there (then bisects) until the latency targets hold.
+    within the utilisation cap, then the smallest count from there whose TTFT (and TPOT) survival
+    at the SLO is at most 1 - p (both searches vectorised over counts: ``_first_count``).
     Returns the sizing and the pool's state at the chosen count (None when the rate is 0).
     """
     p = check_probability_level(p)
@@ -611,22 +613,13 @@ def size_engine_pool(
                             float(st.decode_batch[0]), reason is None, reason, binding, floor, tab1, tab2), st
 
     floor = 0
+    top = int(max_instances)
     # 1. the smallest count that is stable within the utilisation cap
-    grid = np.unique(np.minimum(2 ** np.arange(0, 40), max_instances)).astype(np.int64)
-    ok = capped(grid)
-    if not ok.any():
-        n = int(max_instances)
-        st = state(n)
-        return result(n, st, InfeasibleReason.UNSTABLE if not st.stable[0] else InfeasibleReason.EXCEEDS_MAX_GPUS, "")
-    j = int(np.argmax(ok))
-    lo, hi = (int(grid[j - 1]), int(grid[j])) if j > 0 else (0, int(grid[0]))
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if capped(np.array([mid]))[0]:
-            hi = mid
-        else:
-            lo = mid
-    n_lo = floor = hi
+    n_lo = _first_count(capped, 1, top)
+    if n_lo is None:
+        st = state(top)
+        return result(top, st, InfeasibleReason.UNSTABLE if not st.stable[0] else InfeasibleReason.EXCEEDS_MAX_GPUS, "")
+    floor = n_lo
     # 2. floors no count can beat
     floor_ttft = profile.zero_load_ttft_s(p)
     if floor_ttft > slo_ttft_s:
@@ -634,39 +627,57 @@ def size_engine_pool(
     if slo_tpot_s is not None and profile.zero_load_tpot_s() > slo_tpot_s:
         return result(n_lo, state(n_lo), InfeasibleReason.DECODE_EXCEEDS_TPOT_SLO, "",
                       tpot_s=profile.zero_load_tpot_s())
+    q = 1.0 - p
 
-    def meets(n: int) -> tuple[bool, EngineState, float, float]:
-        st = state(n)
-        t1 = float(profile.ttft_quantile_s(st, p)[0])
-        t2 = float(profile.tpot_quantile_s(st, p)[0]) if slo_tpot_s is not None else math.nan
-        good = t1 <= slo_ttft_s and (slo_tpot_s is None or t2 <= slo_tpot_s)
-        return good, st, t1, t2
+    def meets(counts: np.ndarray) -> np.ndarray:
+        """The latency targets hold: P(TTFT > SLO) <= 1 - p (and TPOT), one survival point per count."""
+        st = profile.state(lam, counts.astype(np.float64), **kw)
+        good = st.stable.copy()
+        for i in np.nonzero(good)[0]:
+            good[i] = profile.ttft_survival(st, i, np.array([slo_ttft_s]))[0] <= q
+            if good[i] and slo_tpot_s is not None:
+                good[i] = profile.tpot_survival(st, i, np.array([slo_tpot_s]))[0] <= q
+        return good
 
-    good, st, t1, t2 = meets(n_lo)
-    if good:
-        return result(n_lo, st, None, "rho", t1, None if slo_tpot_s is None else t2)
-    # 3. gallop, then bisect, on the latency targets
-    lo, step, hi = n_lo, 1, None
-    while hi is None:
-        cand = min(lo + step, int(max_instances))
-        good, st_c, c1, c2 = meets(cand)
-        if good:
-            hi, best = cand, (st_c, c1, c2)
-        elif cand >= max_instances:
-            return result(int(max_instances), st_c, InfeasibleReason.EXCEEDS_MAX_GPUS, "", c1,
-                          None if slo_tpot_s is None else c2)
+    # 3. the smallest count from there that meets the latency targets
+    n = _first_count(meets, n_lo, top)
+    if n is None:
+        return result(top, state(top), InfeasibleReason.EXCEEDS_MAX_GPUS, "")
+    st = state(n)
+    sized, _ = result(n, st, None, "")
+    binding = "rho" if n == n_lo else (
+        "ttft" if slo_tpot_s is None or sized.ttft_p_s / slo_ttft_s >= sized.tpot_p_s / slo_tpot_s else "tpot")
+    return replace(sized, binding=binding), st
+
+
+def _first_count(test, lo: int, hi: int) -> int | None:
+    """Smallest n in [lo, hi] with ``test`` true, for a monotone ``test`` vectorised over counts.
+
+    ``lo`` is tried alone first (often the answer); then windows growing fourfold are probed at
+    their top end until one holds the answer, inside which a geometric grid of up to
+    ``_SEARCH_GRID`` counts brackets it and every count of the bracket is tried at once."""
+    if test(np.array([lo]))[0]:
+        return lo
+    start = lo + 1
+    width = max(4, lo // 4)
+    while True:
+        if start > hi:
+            return None
+        end = min(hi, start + width)
+        if test(np.array([end]))[0]:
+            break
+        start, width = end + 1, width * 4
+    lo, hi = start, end
+    while True:
+        if hi - lo + 1 <= _SEARCH_GRID:
+            counts = np.arange(lo, hi + 1)
         else:
-            lo, step = cand, step * 2
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        good, st_m, m1, m2 = meets(mid)
-        if good:
-            hi, best = mid, (st_m, m1, m2)
-        else:
-            lo = mid
-    st_b, b1, b2 = best
-    binding = "ttft" if b1 > 0 and (slo_tpot_s is None or b1 / slo_ttft_s >= b2 / slo_tpot_s) else "tpot"
-    return result(hi, st_b, None, binding, b1, None if slo_tpot_s is None else b2)
+            counts = np.unique(np.round(np.geomspace(lo, hi, _SEARCH_GRID)).astype(np.int64))
+        ok = test(counts)
+        j = int(np.argmax(ok))
+        if j == 0 or counts[j] - counts[j - 1] == 1:
+            return int(counts[j])
+        lo, hi = int(counts[j - 1]) + 1, int(counts[j])
 
 
 #: Points of a survival table (``SurvivalTable``), geometric in x.
