@@ -1,0 +1,164 @@
+"""Agreement of the analytic screen with the simulator that verifies it ([One physics], item 4).
+
+For every scenario of the grid (workloads x serving set-ups) ``optimize`` runs with verification of
+the top candidates; at each candidate's analytic fleet, before any resizing, verification records
+the fleet-wide P99 TTFT and TPOT of both phases under one definition (``Verification.at_analytic``).
+Printed per scenario and in total:
+
+* the ratio simulated / analytic of P99 TTFT (and TPOT where a TPOT SLO is set), the share of
+  simulated candidates within ±25 % and the range of the ratios (target: >= 80 % within ±25 %,
+  never outside [0.5, 2]);
+* the GPU count verification moved: |verified - analytic| <= max(1, 10 % of verified) on >= 80 %;
+* whether the scenario ends with a verified recommendation.
+
+Run: ``python benchmarks/bench_agreement.py`` (the full 16-scenario grid, tens of minutes on 2 cores)
+or ``--quick`` (two workloads x two set-ups).  ``--workloads`` / ``--setups`` pick subsets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from fleetplan.hardware import load_catalog
+from fleetplan.models import Dtype
+from fleetplan.models.catalog import load_model
+from fleetplan.models.context import served_context_limit
+from fleetplan.plan.optimize import OptimizeRequest, optimize, resolve_gpus
+from fleetplan.plan.placement import place_model
+from fleetplan.plan.verify import VerifySettings
+from fleetplan.workload import load_workload
+
+WORKLOADS = ("lmsys", "azure_conv", "azure_code", "agent_heavy")
+
+
+@dataclass(frozen=True)
+class Setup:
+    """One serving set-up of the grid (the issue's four)."""
+
+    name: str
+    rate_per_s: float
+    slo_ttft_s: float
+    slo_tpot_s: float | None
+    gpus: tuple[str, ...] | None
+    model: str | None = None
+    weight_dtype: Dtype = Dtype.BF16
+
+
+SETUPS = {
+    "paper": Setup("paper", 100.0, 0.5, None, None),
+    "llama-3.1-70b-fp8": Setup("llama-3.1-70b-fp8", 50.0, 1.0, 0.05, ("h100", "h200", "b200"), "llama-3.1-70b",
+                               Dtype.FP8),
+    "llama-3.1-8b": Setup("llama-3.1-8b", 100.0, 0.5, 0.03, ("l40s", "a100", "h100"), "llama-3.1-8b"),
+    "qwen3-30b-a3b": Setup("qwen3-30b-a3b", 100.0, 1.0, 0.05, ("h100", "h200"), "qwen3-30b-a3b"),
+}
+
+
+def request_for(workload: str, setup: Setup) -> OptimizeRequest:
+    """The ``OptimizeRequest`` the CLI builds for this scenario."""
+    catalog = load_catalog()
+    wl = load_workload(workload)
+    if setup.model is None:
+        return OptimizeRequest(workload=wl, gpus=resolve_gpus(catalog, setup.gpus), slo_ttft_s=setup.slo_ttft_s,
+                               slo_tpot_s=setup.slo_tpot_s, rate_per_s=setup.rate_per_s)
+    model = load_model(setup.model)
+    gpus, per, steps = [], [], []
+    for name in setup.gpus or ():
+        for placed in place_model(model, catalog.get(name), weight_dtype=setup.weight_dtype):
+            gpus.append(placed.gpu)
+            per.append((placed.gpu.name, placed.gpus_per_instance))
+            steps.append((placed.gpu.name, placed.predictor))
+    return OptimizeRequest(workload=wl, gpus=tuple(gpus), gpus_per_instance=tuple(per), step_models=tuple(steps),
+                           slo_ttft_s=setup.slo_ttft_s, slo_tpot_s=setup.slo_tpot_s, rate_per_s=setup.rate_per_s,
+                           max_model_len_tokens=served_context_limit(model, None))
+
+
+def _moved_ok(analytic: int, verified: int) -> bool:
+    return abs(verified - analytic) <= max(1, math.floor(0.10 * verified))
+
+
+def run(workloads, setups, seed: int) -> dict:
+    rows = []
+    for wl in workloads:
+        for name in setups:
+            setup = SETUPS[name]
+            req = request_for(wl, setup)
+            vs = VerifySettings(slo_ttft_s=setup.slo_ttft_s, slo_tpot_s=setup.slo_tpot_s, rate_per_s=setup.rate_per_s,
+                                max_gpus=req.max_gpus, seed=seed, step_models=req.step_models)
+            t0 = time.perf_counter()
+            try:
+                result = optimize(req, vs)
+            except Exception as exc:  # a scenario that cannot be planned is reported, not hidden
+                print(f"{wl:12s} {name:18s} error: {exc}", flush=True)
+                rows.append({"wl": wl, "setup": name, "ttft": [], "tpot": [], "moved": [], "recommended": False})
+                continue
+            ttft, tpot, moved = [], [], []
+            for v in result.verification:
+                at = v.at_analytic
+                if at is None or not (at.ttft_p_s_analytic > 0 and math.isfinite(at.ttft_p_s_analytic)):
+                    continue
+                ttft.append(at.ttft_p_s_sim / at.ttft_p_s_analytic)
+                if setup.slo_tpot_s is not None and at.tpot_p_s_analytic > 0:
+                    tpot.append(at.tpot_p_s_sim / at.tpot_p_s_analytic)
+                moved.append(_moved_ok(sum(v.analytic_counts), sum(v.verified_counts)))
+            rows.append({"wl": wl, "setup": name, "ttft": ttft, "tpot": tpot, "moved": moved,
+                         "recommended": result.recommendation is not None})
+            _print_row(rows[-1], time.perf_counter() - t0)
+    return _print_total(rows)
+
+
+def _band(r: list[float]) -> str:
+    if not r:
+        return "-"
+    a = np.asarray(r)
+    inside = np.mean((a >= 0.75) & (a <= 1.25))
+    return f"{inside:4.0%} in ±25% [{a.min():.2f}, {a.max():.2f}]"
+
+
+def _print_row(row: dict, wall_s: float) -> None:
+    moved = f"{np.mean(row['moved']):4.0%}" if row["moved"] else "-"
+    print(f"{row['wl']:12s} {row['setup']:18s} n={len(row['ttft']):2d}  TTFT {_band(row['ttft']):30s} "
+          f"TPOT {_band(row['tpot']):30s} count ok {moved:>5s}  recommended {'yes' if row['recommended'] else 'NO'}"
+          f"  ({wall_s:.0f} s)", flush=True)
+
+
+def _print_total(rows: list[dict]) -> dict:
+    ttft = [x for r in rows for x in r["ttft"]]
+    tpot = [x for r in rows for x in r["tpot"]]
+    moved = [x for r in rows for x in r["moved"]]
+    total = {
+        "candidates": len(ttft),
+        "ttft_within_25": float(np.mean([(0.75 <= x <= 1.25) for x in ttft])) if ttft else math.nan,
+        "ttft_range": (min(ttft), max(ttft)) if ttft else (math.nan, math.nan),
+        "tpot_within_25": float(np.mean([(0.75 <= x <= 1.25) for x in tpot])) if tpot else math.nan,
+        "tpot_range": (min(tpot), max(tpot)) if tpot else (math.nan, math.nan),
+        "count_ok": float(np.mean(moved)) if moved else math.nan,
+        "recommended": sum(r["recommended"] for r in rows),
+        "scenarios": len(rows),
+    }
+    print(f"total: {total['candidates']} simulated candidates; TTFT {_band(ttft)}; TPOT {_band(tpot)}; "
+          f"GPU count within max(1, 10%) on {total['count_ok']:.0%}; "
+          f"{total['recommended']}/{total['scenarios']} scenarios with a verified recommendation")
+    return total
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="lmsys and azure_code x paper and llama-3.1-8b")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--setups", default=",".join(SETUPS))
+    ap.add_argument("--seed", type=int, default=3)
+    args = ap.parse_args(argv)
+    workloads = ("lmsys", "azure_code") if args.quick else tuple(args.workloads.split(","))
+    setups = ("paper", "llama-3.1-8b") if args.quick else tuple(args.setups.split(","))
+    run(workloads, setups, args.seed)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
