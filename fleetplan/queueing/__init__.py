@@ -1,9 +1,20 @@
-"""Analytical queueing layer: Erlang-C, wait-tail forms, service moments, pool sizing.
+"""Analytical queueing layer: the engine model (one physics with the simulator), Erlang-C, wait-tail
+forms, the core paper's service moments, pool sizing.
 
 Symbols λ, μ, c, ρ, Cs² are used inside this package (legends in each module).
 Never imports ``fleetplan.sim``.
 """
 
+from fleetplan.queueing.engine import (
+    EngineLimits,
+    EngineModel,
+    EngineProfile,
+    EngineSizing,
+    EngineState,
+    SurvivalTable,
+    mixture_quantile_s,
+    size_engine_pool,
+)
 from fleetplan.queueing.erlang import erlang_b, erlang_c
 from fleetplan.queueing.service import (
     SeqCostScaling,
@@ -23,6 +34,14 @@ from fleetplan.queueing.ttft import (
 )
 
 __all__ = [
+    "EngineLimits",
+    "EngineModel",
+    "EngineProfile",
+    "EngineSizing",
+    "EngineState",
+    "SurvivalTable",
+    "mixture_quantile_s",
+    "size_engine_pool",
     "erlang_b",
     "erlang_c",
     "TailModel",
