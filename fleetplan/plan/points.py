@@ -126,7 +126,8 @@ class LengthPoints:
             np.concatenate(([u_lo, u_hi], cdf.fractions[(cdf.fractions > u_lo) & (cdf.fractions < u_hi)]))
         )
         left, width = knots[:-1], np.diff(knots)
-        k = int(np.clip(self.n_points // left.size, 1, MAX_GAUSS_NODES_PER_BIN))
+        budget = self.n_points // (PROMPT_SHARE_LEVELS if self.workload.has_split else 1)  # points per range
+        k = int(np.clip(budget // left.size, 1, MAX_GAUSS_NODES_PER_BIN))
         nodes, gw = _gauss_legendre(k)
         u = (left[:, None] + width[:, None] * (nodes[None, :] + 1.0) / 2.0).ravel()
         w = (width[:, None] * gw[None, :] / 2.0).ravel()
