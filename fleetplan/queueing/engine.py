@@ -614,8 +614,14 @@ def size_engine_pool(
 
     floor = 0
     top = int(max_instances)
-    # 1. the smallest count that is stable within the utilisation cap
-    n_lo = _first_count(capped, 1, top)
+    # 1. the smallest count that is stable within the utilisation cap, from a bound no count below
+    # can beat: the prefill work alone (Φ at an empty batch) must fit in ρ_max of each instance
+    # and a request's shortest life (own prefill and decode steps at an empty batch) must fit the slots
+    phi_min = float(min(profile.phi.min(), profile.phi_full.min()))
+    life_min_s = float(profile.weight @ profile.prefill_s[0]) + profile.mean_decode_steps * float(profile.t_d[0])
+    bound = max(lam * phi_min, lam * life_min_s / profile.n_cap) / rho_max
+    n_min = max(1, min(top, math.floor(bound)))
+    n_lo = _first_count(capped, n_min, top)
     if n_lo is None:
         st = state(top)
         return result(top, st, InfeasibleReason.UNSTABLE if not st.stable[0] else InfeasibleReason.EXCEEDS_MAX_GPUS, "")
