@@ -128,6 +128,9 @@ class CompiledRun:
     # arrays (None = plain standalone requests); docs/runtime_features_contract.md
     features: CompiledFeatures | None = None
     extras: RequestExtras | None = None
+    # closed-loop clients (vllm bench serve --max-concurrency): at most this many requests
+    # outstanding, the next released when one completes; 0 = open loop (iteration_level.py)
+    max_in_flight: int = 0
 
 
 def compile_fleet(spec: FleetSpec) -> CompiledFleet:

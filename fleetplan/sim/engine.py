@@ -76,6 +76,10 @@ def _validate(rate_per_s, n_requests, warmup_fraction, cv, horizon_s, slo_ttft_s
 
 def _run_kernel(run: CompiledRun, level: Level) -> dict[str, np.ndarray]:
     """Allocate outputs, call the level's kernel, return the raw output arrays."""
+    if run.max_in_flight and (level is not Level.ITERATION or run.fail_event_s is not None
+                              or uses_feature_kernel(run)):
+        raise ConfigError(f"a closed-loop client (max_in_flight = {run.max_in_flight}) needs level iteration without "
+                          "failures or runtime features; drop --max-concurrency or those options")
     if uses_feature_kernel(run):
         return run_feature_kernel(run, level)
     f, r = run.fleet, run.requests
@@ -101,13 +105,17 @@ def _run_kernel(run: CompiledRun, level: Level) -> dict[str, np.ndarray]:
     else:
         for key, dtype in (("busy_s", np.float64), ("seq_s", np.float64), ("steps", np.int64), ("tokens", np.int64)):
             out[key] = np.zeros(n_inst, dtype=dtype)
-        args = (r.arrival_s, r.prompt_tokens, r.output_tokens, r.req_pool, r.route_u,
+        arrival_s = r.arrival_s.copy() if run.max_in_flight else r.arrival_s  # the kernel writes releases
+        args = (arrival_s, r.prompt_tokens, r.output_tokens, r.req_pool, r.route_u,
                 f.pool_inst_start, f.pool_router, f.pool_max_context, f.pool_max_num_seqs,
                 f.pool_max_batched_tokens, f.pool_kv_blocks, f.pool_block_tokens, f.pool_step_code,
                 f.pool_step_coef, float(run.horizon_s))
         firsts = (out["inst"], out["first_sched_s"], out["first_token_s"], out["done_s"], out["preemptions"])
         lasts = (out["status"], out["busy_s"], out["seq_s"], out["steps"], out["tokens"])
-        if run.fail_event_s is None:
+        if run.max_in_flight:
+            run_iteration_level(*args, *firsts, *lasts, int(run.max_in_flight))
+            out["release_s"] = arrival_s
+        elif run.fail_event_s is None:
             run_iteration_level(*args, *firsts, *lasts)
         else:
             run_iteration_level_failures(*args, run.fail_event_s, run.fail_lo, *firsts, out["failures"], *lasts)
