@@ -1,0 +1,87 @@
+"""``run_bench_serve``: vLLM's client model and metrics, checked against hand computations."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from fleetplan.bench import BenchServeConfig, DatasetSpec, EngineArgs, run_bench_serve
+from fleetplan.bench.serve import send_times_s
+from fleetplan.errors import ConfigError
+from fleetplan.hardware import load_catalog
+from fleetplan.models import load_model
+from fleetplan.perf.batch import BatchComposition
+
+VLLM_KEYS = ("duration", "completed", "failed", "total_input_tokens", "total_output_tokens", "request_throughput",
+             "output_throughput", "total_token_throughput")
+
+
+@pytest.fixture(scope="module")
+def engine() -> EngineArgs:
+    return EngineArgs(load_model("llama-3.1-8b"), load_catalog().get("H100-SXM"))
+
+
+def test_send_times_follow_vllm() -> None:
+    rng = np.random.default_rng(0)
+    assert np.all(send_times_s(5, math.inf, 1.0, rng) == 0)
+    t = send_times_s(100, 4.0, 0.5, rng)
+    assert t[-1] == pytest.approx(25.0) and np.all(np.diff(t) >= 0)  # normalised to N / rate
+    np.testing.assert_allclose(send_times_s(4, 2.0, math.inf, rng), [0.5, 1.0, 1.5, 2.0])
+
+
+def test_one_request_is_one_prefill_then_decodes(engine: EngineArgs) -> None:
+    cfg = BenchServeConfig(DatasetSpec(random_input_len=512, random_output_len=2), num_prompts=1,
+                           percentile_metrics=("ttft", "tpot", "itl", "e2el"))
+    r = run_bench_serve(engine, cfg)
+    p = engine.predictor()
+    prefill_s = p.predict(BatchComposition.uniform(n_prefill=1, chunk_tokens=512)).total_s
+    decode_s = p.predict(BatchComposition.uniform(1, 512)).total_s
+    m = r.metrics
+    assert m["mean_ttft_ms"] == pytest.approx(1e3 * prefill_s, rel=1e-9)
+    assert m["mean_e2el_ms"] == pytest.approx(1e3 * (prefill_s + decode_s), rel=1e-9)
+    assert m["mean_tpot_ms"] == pytest.approx(1e3 * decode_s, rel=1e-9)
+    assert m["duration"] == pytest.approx(prefill_s + decode_s, rel=1e-9)
+    assert all(k in m for k in VLLM_KEYS) and m["completed"] == 1 and m["failed"] == 0
+
+
+def test_concurrency_one_serialises_requests(engine: EngineArgs) -> None:
+    cfg = BenchServeConfig(DatasetSpec(random_input_len=256, random_output_len=8), num_prompts=6,
+                           max_concurrency=1, percentile_metrics=("e2el",))
+    r = run_bench_serve(engine, cfg)
+    ends = r.start_s + r.e2el_s
+    np.testing.assert_allclose(r.start_s[1:], ends[:-1], rtol=0, atol=0)  # next starts when one completes
+    assert r.metrics["duration"] == pytest.approx(float(np.sum(r.e2el_s)), rel=1e-12)
+    assert np.all(r.send_s == 0)
+
+
+def test_itl_mean_is_token_weighted_and_keys_follow_percentiles(engine: EngineArgs) -> None:
+    cfg = BenchServeConfig(DatasetSpec(random_input_len=300, random_output_len=40, random_range_ratio=0.5),
+                           num_prompts=60, request_rate_per_s=20.0, metric_percentiles=(50.0, 99.0, 99.9))
+    r = run_bench_serve(engine, cfg)
+    decode_s = np.sum(r.e2el_s - r.ttft_s)
+    assert r.metrics["mean_itl_ms"] == pytest.approx(1e3 * decode_s / np.sum(r.output_tokens - 1), rel=1e-9)
+    assert {"p50_ttft_ms", "p99_ttft_ms", "p99.9_tpot_ms", "median_itl_ms", "std_itl_ms"} <= set(r.metrics)
+    assert "mean_e2el_ms" not in r.metrics  # not asked for (vLLM's default ttft,tpot,itl)
+    assert r.metrics["total_input_tokens"] == int(r.prompt_tokens.sum())
+
+
+def test_more_concurrency_more_throughput_longer_tpot(engine: EngineArgs) -> None:
+    figures = []
+    for conc in (1, 8, 64):
+        cfg = BenchServeConfig(DatasetSpec(random_input_len=512, random_output_len=64), num_prompts=128,
+                               max_concurrency=conc, percentile_metrics=("tpot",))
+        m = run_bench_serve(engine, cfg).metrics
+        figures.append((m["output_throughput"], m["mean_tpot_ms"]))
+    assert figures[0][0] < figures[1][0] < figures[2][0]
+    assert figures[0][1] < figures[1][1] < figures[2][1]
+
+
+def test_bad_client_values_are_one_line_errors() -> None:
+    with pytest.raises(ConfigError, match="--max-concurrency"):
+        BenchServeConfig(max_concurrency=0)
+    with pytest.raises(ConfigError, match="--random-range-ratio"):
+        DatasetSpec(random_range_ratio=1.0)
+    with pytest.raises(ConfigError, match="--percentile-metrics"):
+        BenchServeConfig(percentile_metrics=("ttfb",))
