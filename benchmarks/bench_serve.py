@@ -8,11 +8,14 @@ prompts of vLLM's random dataset (1024 in / 128 out) on Llama-3.1-8B, one H100, 
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 
-from fleetplan.bench import BenchServeConfig, DatasetSpec, EngineArgs, run_bench_serve
-from fleetplan.hardware import load_catalog
-from fleetplan.models import load_model
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's package, not an installed one
+from fleetplan.bench import BenchServeConfig, DatasetSpec, EngineArgs, run_bench_serve  # noqa: E402
+from fleetplan.hardware import load_catalog  # noqa: E402
+from fleetplan.models import load_model  # noqa: E402
 
 N_PROMPTS = 1000
 REPEATS = 5
