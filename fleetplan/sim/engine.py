@@ -76,10 +76,9 @@ def _validate(rate_per_s, n_requests, warmup_fraction, cv, horizon_s, slo_ttft_s
 
 def _run_kernel(run: CompiledRun, level: Level) -> dict[str, np.ndarray]:
     """Allocate outputs, call the level's kernel, return the raw output arrays."""
-    if run.max_in_flight and (level is not Level.ITERATION or run.fail_event_s is not None
-                              or uses_feature_kernel(run)):
+    if run.max_in_flight and (level is not Level.ITERATION or run.fail_event_s is not None):
         raise ConfigError(f"a closed-loop client (max_in_flight = {run.max_in_flight}) needs level iteration without "
-                          "failures or runtime features; drop --max-concurrency or those options")
+                          "failures; drop --max-concurrency or --failures")
     if uses_feature_kernel(run):
         return run_feature_kernel(run, level)
     f, r = run.fleet, run.requests

@@ -85,3 +85,16 @@ def test_bad_client_values_are_one_line_errors() -> None:
         DatasetSpec(random_range_ratio=1.0)
     with pytest.raises(ConfigError, match="--percentile-metrics"):
         BenchServeConfig(percentile_metrics=("ttfb",))
+
+
+def test_closed_loop_with_speculative_decoding(engine: EngineArgs) -> None:
+    from dataclasses import replace
+
+    from fleetplan.sim.features_speculative import SpeculativeConfig
+
+    spec = SpeculativeConfig.from_json('{"method": "mtp", "num_speculative_tokens": 2, "acceptance_rate": 0.8}')
+    cfg = BenchServeConfig(DatasetSpec(random_input_len=256, random_output_len=64), num_prompts=40,
+                           max_concurrency=4, percentile_metrics=("tpot",))
+    plain = run_bench_serve(engine, cfg).metrics
+    fast = run_bench_serve(replace(engine, speculative=spec), cfg).metrics
+    assert fast["completed"] == 40 and fast["mean_tpot_ms"] < plain["mean_tpot_ms"]

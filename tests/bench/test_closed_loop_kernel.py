@@ -60,3 +60,39 @@ def test_large_limit_is_the_open_loop(seed: int) -> None:
     _, out_open = run_case(run_iteration_level, open_case)
     for name in out_open:
         np.testing.assert_array_equal(out_closed[name], out_open[name], err_msg=name)
+
+
+# ---- the feature kernel (CUDA graphs, speculative decoding, prefix caching, policies) ----------------------
+
+
+def _run_features(fn, case, feats, extras, n_in_flight):
+    from fleetplan.sim.features_run import allocate_outputs
+    from tests.reference.features_level import OUT_NAMES
+    from tests.sim.test_features_cases import FLEET_KEYS
+
+    n, n_inst, p = len(case["arrival_s"]), int(case["pool_inst_start"][-1]), len(case["pool_router"])
+    out = allocate_outputs(n, n_inst, p)
+    for a in out.values():
+        a.fill(77)
+    e = extras
+    n_steps = fn(*[case[k] for k in FLEET_KEYS], *feats.values(), e.prev_req, e.delay_s, e.session, e.n_sessions,
+                 e.new_tokens, e.prefix_key, e.prefix_tokens, *out.values(), n_in_flight)
+    return n_steps, dict(zip(OUT_NAMES, out.values(), strict=True))
+
+
+@pytest.mark.parametrize("seed", range(20))
+@pytest.mark.parametrize("n_in_flight", [1, 5])
+def test_feature_kernel_equals_twin(seed: int, n_in_flight: int) -> None:
+    from fleetplan.sim._kernels.features_level import run_iteration_features
+    from tests.reference.features_level import run_iteration_features as twin_features
+    from tests.sim.test_features_cases import make_feature_case
+
+    case, feats, extras = make_feature_case(seed, sessions=seed % 2 == 0, n_max=60)
+    case["horizon_s"] = np.inf
+    n1, o1 = _run_features(run_iteration_features, case, feats, extras, n_in_flight)
+    n2, o2 = _run_features(twin_features, case, feats, extras, n_in_flight)
+    assert n1 == n2
+    for name in o1:
+        np.testing.assert_array_equal(o1[name], o2[name], err_msg=name)
+    fresh = (extras.prev_req < 0) & (o1["out_inst"] >= 0)
+    assert np.all(o1["out_release_s"][fresh] >= case["arrival_s"][fresh])
