@@ -179,12 +179,23 @@ def _metrics(cfg: BenchServeConfig, prompt: np.ndarray, output: np.ndarray, star
     return out
 
 
-def run_bench_serve(engine: EngineArgs, cfg: BenchServeConfig) -> BenchServeResult:
-    """Simulate ``vllm bench serve`` with ``cfg`` against ``engine`` (module docstring)."""
+def run_bench_serve(engine: EngineArgs, cfg: BenchServeConfig,
+                    lengths: tuple[np.ndarray, np.ndarray] | None = None) -> BenchServeResult:
+    """Simulate ``vllm bench serve`` with ``cfg`` against ``engine`` (module docstring).
+
+    ``lengths = (prompt_tokens, output_tokens)`` replays known per-request lengths (e.g. a result
+    JSON's ``input_lens`` / ``output_lens``) instead of sampling ``cfg.dataset``.
+    """
     if not isinstance(engine, EngineArgs) or not isinstance(cfg, BenchServeConfig):
         raise ConfigError("run_bench_serve needs EngineArgs and a BenchServeConfig")
     fleet = serving_fleet(engine)
-    prompt, output = sample_lengths(cfg.dataset, cfg.num_prompts, fp_rng.stream(cfg.seed, "lengths"))
+    if lengths is None:
+        prompt, output = sample_lengths(cfg.dataset, cfg.num_prompts, fp_rng.stream(cfg.seed, "lengths"))
+    else:
+        prompt, output = (np.asarray(a, dtype=np.int64) for a in lengths)
+        if prompt.shape != (cfg.num_prompts,) or output.shape != (cfg.num_prompts,) or prompt.min() < 1 \
+                or output.min() < 1:
+            raise ConfigError(f"lengths must be two arrays of {cfg.num_prompts} integers >= 1 (one per prompt)")
     send = send_times_s(cfg.num_prompts, float(cfg.request_rate_per_s), float(cfg.burstiness),
                         fp_rng.stream(cfg.seed, "arrivals"))
     requests = compile_requests(fleet, send, prompt, output, fp_rng.stream(cfg.seed, "routing"))
