@@ -57,3 +57,36 @@ def test_dataset_file_that_does_not_parse(tmp_path) -> None:
     res = CliRunner().invoke(cli, [*BASE, "--num-prompts", "2", "--dataset-name", "custom", "--dataset-path",
                                    str(rows)])
     assert res.exit_code == 2 and "line 2" in res.output
+
+
+def test_perf_calibrate_on_bench_results_round_trip(tmp_path) -> None:
+    """Results simulated with the sglang profile (0.3 ms host time), fitted from the vllm profile's start."""
+    for conc, n_in, n_out in ((1, 1024, 128), (16, 1024, 128), (4, 2048, 16)):
+        res = _run(["bench", "serve", "--model", "llama-3.1-8b", "--gpu", "h100", "--num-prompts", "32",
+                    "--random-input-len", str(n_in), "--random-output-len", str(n_out), "--max-concurrency", str(conc),
+                    "--engine", "sglang", "--result-dir", str(tmp_path), "--result-filename", f"c{conc}.json"])
+        assert res.exit_code == 0, res.output
+    out = tmp_path / "profile.json"
+    args = ["perf", "calibrate", "--model", "llama-3.1-8b", "--gpu", "h100", "--out", str(out)]
+    for conc in (1, 16, 4):
+        args += ["--bench-result", str(tmp_path / f"c{conc}.json")]
+    res = _run(args)
+    assert res.exit_code == 0, res.output
+    assert "cpu_overhead_s=0.3 ms" in res.output and "mean |error|" in res.output
+    res = _run([*BASE, "--perf-profile", str(out)])
+    assert res.exit_code == 0 and "perf profile" in res.output
+
+
+def test_perf_calibrate_needs_input() -> None:
+    res = CliRunner().invoke(cli, ["perf", "calibrate", "--model", "llama-3.1-8b", "--gpu", "h100", "--out", "x.json"])
+    assert res.exit_code == 2 and "needs a step CSV or --bench-result" in res.output
+
+
+def test_perf_calibrate_metrics_without_histograms(tmp_path) -> None:
+    dump = tmp_path / "metrics.txt"
+    dump.write_text("vllm:num_requests_running 1\n")
+    res = CliRunner().invoke(cli, ["perf", "calibrate", "--model", "llama-3.1-8b", "--gpu", "h100", "--out",
+                                   str(tmp_path / "p.json"), "--metrics", str(dump), "--input-len", "100",
+                                   "--output-len", "10", "--num-prompts", "10"])
+    assert res.exit_code == 2 and "vllm:time_to_first_token_seconds" in res.output
+    assert len(res.output.strip().splitlines()) == 1
