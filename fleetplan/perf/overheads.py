@@ -40,6 +40,11 @@ each range:
 * ``kv_bandwidth_efficiency`` 0.7 -- paged attention reads 16-token blocks scattered over
   HBM; estimate.
 * ``link_efficiency`` 0.8 -- NCCL bus bandwidth is typically ~80 % of the link's.
+* ``fp8_gemm_efficiency`` (None = ``gemm_efficiency``) -- achieved / FP8 dense peak of W8A8 GEMMs
+  when weights are FP8 on a GPU with FP8 tensor cores.  Not a free 2x: vLLM's block-scaled FP8
+  GEMMs reach far less of the FP8 peak than BF16 GEMMs reach of theirs; engine profiles set it
+  (``engine_profiles/vllm.toml``, with its source).  Only the compute roofline uses it; weight
+  streaming of FP8 weights keeps ``weight_bandwidth_efficiency``.
 """
 
 from __future__ import annotations
@@ -112,9 +117,12 @@ class PredictorOptions:
     wave_quantisation: bool = True
     tile_m_tokens: int = TILE_M_TOKENS
     moe_zipf_s: float = 0.0
+    fp8_gemm_efficiency: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "execution", execution_mode(self.execution))
+        if self.fp8_gemm_efficiency is not None:
+            _fraction("fp8_gemm_efficiency", self.fp8_gemm_efficiency)
         for name in ("gemm_efficiency", "attention_efficiency", "weight_bandwidth_efficiency",
                      "kv_bandwidth_efficiency", "link_efficiency"):
             _fraction(name, getattr(self, name))

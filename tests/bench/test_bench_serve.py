@@ -98,3 +98,25 @@ def test_closed_loop_with_speculative_decoding(engine: EngineArgs) -> None:
     plain = run_bench_serve(engine, cfg).metrics
     fast = run_bench_serve(replace(engine, speculative=spec), cfg).metrics
     assert fast["completed"] == 40 and fast["mean_tpot_ms"] < plain["mean_tpot_ms"]
+
+
+def test_fp8_is_not_a_free_2x_with_the_vllm_profile() -> None:
+    """vLLM block-FP8 GEMMs reach ~0.22 of FP8 peak (engine_profiles/vllm.toml): an H100 FP8 prefill is no
+    faster than BF16, while batch-1 decode (weight streaming) still gains from half the weight bytes."""
+    from fleetplan.models import Dtype
+    from fleetplan.perf.engine_profile import load_engine_profile
+
+    gpu = load_catalog().get("H100-SXM")
+    profile = load_engine_profile("vllm")
+    assert profile.options.fp8_gemm_efficiency == pytest.approx(0.22) and "23280" in profile.sources[
+        "fp8_gemm_efficiency"]
+    figures = {}
+    for dtype in (Dtype.BF16, Dtype.FP8):
+        engine = EngineArgs(load_model("llama-3.1-8b"), gpu, weight_dtype=dtype,
+                            options=profile.options_for(gpu, dtype))
+        cfg = BenchServeConfig(DatasetSpec(random_input_len=4096, random_output_len=32), num_prompts=1,
+                               percentile_metrics=("ttft", "tpot"))
+        m = run_bench_serve(engine, cfg).metrics
+        figures[dtype] = (m["mean_ttft_ms"], m["mean_tpot_ms"])
+    assert figures[Dtype.FP8][0] >= figures[Dtype.BF16][0]  # compute-bound prefill: no gain
+    assert 0.5 < figures[Dtype.FP8][1] / figures[Dtype.BF16][1] < 0.8  # decode: weight bytes halved, host time not
