@@ -58,8 +58,12 @@ not model.  TurboMind v0.1 prefills whole prompts (no chunked prefill, modelled 
 `chunked_prefill`), returns the first token one decode step after the context step (listed
 outliers).  At 32-64 clients with short prompts the measured throughput is 35-68 % below the
 prediction (most of the unexplained rows, above all Llama-2-70B on 4 GPUs); the cause is not
-established -- candidates are the Python client threads of `profile_generation.py`, which stream
-every token, and TurboMind v0.1's NCCL all-reduce (fleetplan's alpha is vLLM's custom all-reduce).
+established.  The same rows show Llama-2-70B on 4 GPUs decoding 15-30 % slower than predicted, the
+gap growing with the batch (measured median token latency 29 ms at 1 client, 37 ms at 64; predicted
+25 and 27 ms) while Llama-2-7B on one GPU stays within 12 % (1-token prompts, 1-64 clients): the cost that grows is
+tensor-parallel, consistent with TurboMind v0.1's NCCL all-reduce being slower than the custom
+all-reduce fleetplan's 10 us alpha comes from (a hypothesis, not yet sourced); the Python client
+threads of `profile_generation.py`, which stream every token, are another candidate.
 Median ITL is compared with fleetplan's token-weighted TPOT distribution (`fleetplan.bench.serve`:
 no per-step log yet), which counts the stall of a co-scheduled 2048-token prefill in every token of
 the request and so overstates the median at 32-64 clients with long prompts.
