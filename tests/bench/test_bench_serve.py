@@ -120,3 +120,25 @@ def test_fp8_is_not_a_free_2x_with_the_vllm_profile() -> None:
         figures[dtype] = (m["mean_ttft_ms"], m["mean_tpot_ms"])
     assert figures[Dtype.FP8][0] >= figures[Dtype.BF16][0]  # compute-bound prefill: no gain
     assert 0.5 < figures[Dtype.FP8][1] / figures[Dtype.BF16][1] < 0.8  # decode: weight bytes halved, host time not
+
+
+def test_two_instances_behind_the_router_serve_a_saturating_load_faster(engine: EngineArgs) -> None:
+    from dataclasses import replace
+
+    cfg = BenchServeConfig(DatasetSpec(random_input_len=1024, random_output_len=64), num_prompts=200,
+                           percentile_metrics=("ttft",))
+    one = run_bench_serve(engine, cfg).metrics
+    two = run_bench_serve(replace(engine, instances=2), cfg).metrics
+    assert 1.6 < two["request_throughput"] / one["request_throughput"] <= 2.05
+    assert two["mean_ttft_ms"] < one["mean_ttft_ms"]
+
+
+def test_capture_sizes_run_the_feature_kernel_with_padding(engine: EngineArgs) -> None:
+    from dataclasses import replace
+
+    cfg = BenchServeConfig(DatasetSpec(random_input_len=128, random_output_len=32), num_prompts=24,
+                           max_concurrency=5, percentile_metrics=("tpot",))
+    plain = run_bench_serve(engine, cfg).metrics
+    graphs = run_bench_serve(replace(engine, cudagraph_capture_sizes=(1, 8, 16)), cfg).metrics
+    assert graphs["completed"] == 24
+    assert graphs["mean_tpot_ms"] >= plain["mean_tpot_ms"]  # batches of 5 padded to 8
