@@ -64,9 +64,9 @@ gap growing with the batch (measured median token latency 29 ms at 1 client, 37 
 tensor-parallel, consistent with TurboMind v0.1's NCCL all-reduce being slower than the custom
 all-reduce fleetplan's 10 us alpha comes from (a hypothesis, not yet sourced); the Python client
 threads of `profile_generation.py`, which stream every token, are another candidate.
-Median ITL is compared with fleetplan's token-weighted TPOT distribution (`fleetplan.bench.serve`:
-no per-step log yet), which counts the stall of a co-scheduled 2048-token prefill in every token of
-the request and so overstates the median at 32-64 clients with long prompts.
+Median ITL is compared with the median over tokens of the duration of the step that produced
+each token (the kernel's step log, `fleetplan.bench.serve`), as LMDeploy's per-token latency
+percentiles measure it.
 """
 
 

@@ -18,12 +18,13 @@ Client model (vllm-project/vllm ``vllm/benchmarks/serve.py``, read at commit
   completion (the first send is at t >= 0); throughputs divide by it; ``std`` is the
   population standard deviation and percentiles are numpy's linear ones, as vLLM.
 * ITL.  vLLM's mean ITL is the sum over requests of (E2EL - TTFT) over the sum of
-  (output - 1), which this reproduces exactly.  Its median and percentiles need every
-  step's duration, which the kernel does not log: they are taken from the token-weighted
-  distribution of per-request TPOT (each request contributes output - 1 samples of its TPOT),
-  which misses the within-request spread (decode steps slowed by a co-scheduled prefill chunk)
-  and so understates P99 ITL under chunked-prefill interference.  Stated in the result as
-  ``itl_percentiles_method``.
+  (output - 1), which this reproduces exactly.  Median, std and percentiles come from the
+  kernel's step log (``SimResult.step_log``): each step contributes its duration once per token
+  it emitted past a request's first (a token's ITL is the step that produced it; a preempted
+  request's wait is not in it).  With runtime features (speculative decoding, prefix caching,
+  CUDA-graph padding) the feature kernel runs, which has no step log: the spread is then taken
+  from the token-weighted per-request TPOT, which misses decode steps slowed by a co-scheduled
+  prefill chunk.  The result states which in ``itl_percentiles_method``.
 
 Requests rejected by the instance (longer than ``--max-model-len``) count as failed, like
 vLLM's HTTP errors.
@@ -46,11 +47,13 @@ from fleetplan.sim.engine import run_compiled
 from fleetplan.sim.features_compile import compile_features
 from fleetplan.sim.spec import FleetSpec, Level
 
-__all__ = ["BenchServeConfig", "BenchServeResult", "METRICS", "ITL_METHOD", "run_bench_serve", "send_times_s"]
+__all__ = ["BenchServeConfig", "BenchServeResult", "METRICS", "ITL_METHOD", "ITL_METHOD_APPROX", "run_bench_serve",
+           "send_times_s"]
 
 METRICS = ("ttft", "tpot", "itl", "e2el")
 DEFAULT_PERCENTILE_METRICS = ("ttft", "tpot", "itl")  # vLLM's default for generation
-ITL_METHOD = "token-weighted per-request TPOT (no per-step log; mean exact, percentiles approximate)"
+ITL_METHOD = "step log (each token's ITL = the duration of the step that produced it; mean exact)"
+ITL_METHOD_APPROX = "token-weighted per-request TPOT (feature kernel has no step log; mean exact, spread approximate)"
 
 
 def send_times_s(n: int, request_rate_per_s: float, burstiness: float, rng: np.random.Generator) -> np.ndarray:
@@ -146,7 +149,8 @@ def _stats(values: np.ndarray, weights: np.ndarray | None, percentiles: tuple[fl
 
 
 def _metrics(cfg: BenchServeConfig, prompt: np.ndarray, output: np.ndarray, start_s: np.ndarray,
-             ttft_s: np.ndarray, e2el_s: np.ndarray, done: np.ndarray) -> dict[str, object]:
+             ttft_s: np.ndarray, e2el_s: np.ndarray, done: np.ndarray,
+             step_log: tuple[np.ndarray, np.ndarray] | None) -> dict[str, object]:
     duration_s = float(np.max(start_s[done] + e2el_s[done])) if done.any() else 0.0
     n_done = int(done.sum())
     total_in, total_out = int(prompt[done].sum()), int(output[done].sum())
@@ -164,10 +168,11 @@ def _metrics(cfg: BenchServeConfig, prompt: np.ndarray, output: np.ndarray, star
     }
     multi = done & (output > 1)
     tpot = (e2el_s[multi] - ttft_s[multi]) / (output[multi] - 1)
+    itl = (tpot, (output[multi] - 1).astype(np.int64)) if step_log is None else step_log
     series = {
         "ttft": (ttft_s[done], None),
         "tpot": (tpot, None),
-        "itl": (tpot, (output[multi] - 1).astype(np.int64)),
+        "itl": itl,
         "e2el": (e2el_s[done], None),
     }
     for name in cfg.percentile_metrics:
@@ -175,7 +180,9 @@ def _metrics(cfg: BenchServeConfig, prompt: np.ndarray, output: np.ndarray, star
         for key, value in _stats(values, weights, cfg.metric_percentiles).items():
             out[f"{key}_{name}_ms"] = value
     if "itl" in cfg.percentile_metrics:
-        out["itl_percentiles_method"] = ITL_METHOD
+        n_tokens = int(np.sum(output[multi] - 1))  # vLLM's mean ITL: all decode time over all later tokens
+        out["mean_itl_ms"] = 1e3 * float(np.sum(e2el_s[multi] - ttft_s[multi])) / n_tokens if n_tokens else 0.0
+        out["itl_percentiles_method"] = ITL_METHOD if step_log is not None else ITL_METHOD_APPROX
     return out
 
 
@@ -200,13 +207,15 @@ def run_bench_serve(engine: EngineArgs, cfg: BenchServeConfig,
                         fp_rng.stream(cfg.seed, "arrivals"))
     requests = compile_requests(fleet, send, prompt, output, fp_rng.stream(cfg.seed, "routing"))
     run = CompiledRun(fleet=compile_fleet(fleet), requests=requests, horizon_s=math.inf,
-                      features=compile_features(fleet, cfg.seed), max_in_flight=int(cfg.max_concurrency or 0))
+                      features=compile_features(fleet, cfg.seed), max_in_flight=int(cfg.max_concurrency or 0),
+                      log_steps="itl" in cfg.percentile_metrics)
     rate = float(cfg.request_rate_per_s) if math.isfinite(cfg.request_rate_per_s) else 1.0  # labels only
-    frame = run_compiled(fleet, run, Level.ITERATION, rate, warmup_fraction=0.0).requests
+    sim = run_compiled(fleet, run, Level.ITERATION, rate, warmup_fraction=0.0)
+    frame = sim.requests
     done = (frame["status"] == "done").to_numpy()
     start = frame["release_s"].to_numpy(dtype=np.float64)
     ttft = np.where(done, frame["ttft_s"].to_numpy(dtype=np.float64), np.nan)
     e2el = np.where(done, frame["e2e_s"].to_numpy(dtype=np.float64), np.nan)
-    metrics = _metrics(cfg, prompt, output, start, ttft, e2el, done)
+    metrics = _metrics(cfg, prompt, output, start, ttft, e2el, done, sim.step_log)
     return BenchServeResult(cfg, engine, fleet, prompt, output, send, start, ttft, e2el, done,
                             MappingProxyType(metrics))

@@ -229,7 +229,7 @@ def serve(model, gpu, tensor_parallel_size, instances, engine, perf_profile, dat
     click.echo(f"Maximum request concurrency: {max_concurrency}")
     click.echo(result_block(result))
     if "itl" in cfg.percentile_metrics:
-        click.echo("note: ITL median/percentiles are approximate (token-weighted per-request TPOT); the mean is exact.")
+        click.echo(f"ITL: {result.metrics['itl_percentiles_method']}.")
     if save_result or result_filename:
         date = datetime.now().strftime("%Y%m%d-%H%M%S")
         label = label or f"fleetplan-{profile.name}"

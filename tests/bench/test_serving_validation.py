@@ -1,7 +1,7 @@
 """The serving-level validation table (benchmarks/bench_validation.py -> docs/serving_validation.md).
 
 Asserts the data's provenance and coverage, the bias target (mean signed error within +-10 %), and
-regression guards at today's accuracy (mean absolute error 16.8 % against the 15 % target, 17 rows
+regression guards at today's accuracy (mean absolute error 16.2 % against the 15 % target, 14 rows
 beyond 35 % without a reason: see the doc's reading).
 """
 
@@ -50,5 +50,5 @@ def test_no_systematic_bias(bv, results) -> None:
 
 def test_accuracy_does_not_regress(bv, results) -> None:
     s = bv.summary(results)
-    assert s["mean_abs"] <= 0.18  # target 0.15, today 0.168
-    assert s["unexplained"] <= 17
+    assert s["mean_abs"] <= 0.17  # target 0.15, today 0.162
+    assert s["unexplained"] <= 14

@@ -38,6 +38,7 @@ def run_iteration_level(
     pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
     out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_status,
     inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight=0, *, checks: dict | None = None,
+    step_log: list | None = None,
 ) -> int:
     n_inst = int(pool_inst_start[-1])
     return run_iteration_level_failures(
@@ -47,7 +48,7 @@ def run_iteration_level(
         np.empty(0), np.zeros(n_inst + 1, dtype=np.int64),
         out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions,
         np.zeros(len(arrival_s), dtype=np.int32), out_status,
-        inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight, checks=checks,
+        inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight, checks=checks, step_log=step_log,
     )
 
 
@@ -58,7 +59,10 @@ def run_iteration_level_failures(
     inst_fail_event_s, inst_fail_lo,
     out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_failures, out_status,
     inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight=0, *, checks: dict | None = None,
+    step_log: list | None = None,
 ) -> int:
+    """``step_log``: when a list, every committed step emitting tokens past a request's first appends
+    ``(duration_s, tokens)`` (the kernel's ``run_iteration_level_logged``)."""
     n_req = len(arrival_s)
     n_pools = len(pool_router)
     if any(code not in (STEP_MODEL_LINEAR, STEP_MODEL_ROOFLINE) for code in pool_step_code):
@@ -180,6 +184,7 @@ def run_iteration_level_failures(
         inst_steps[k] += 1
         inst_tokens[k] += eng.step_tokens
         still_running = []
+        n_emit = 0
         for r in eng.running:
             r.computed += r.scheduled
             r.scheduled = 0
@@ -187,6 +192,8 @@ def run_iteration_level_failures(
                 r.generated += 1
                 if out_first_token_s[r.idx] == math.inf:
                     out_first_token_s[r.idx] = t
+                else:
+                    n_emit += 1
                 if r.generated == r.output:
                     out_done_s[r.idx] = t
                     out_status[r.idx] = STATUS_DONE
@@ -197,6 +204,8 @@ def run_iteration_level_failures(
                     continue
             still_running.append(r)
         eng.running = still_running
+        if step_log is not None and n_emit > 0:
+            step_log.append((eng.step_dt_s, n_emit))
         if eng.running or eng.waiting:
             schedule(k, t)
         else:

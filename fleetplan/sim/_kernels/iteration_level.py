@@ -106,6 +106,50 @@ def run_iteration_level_failures(
     out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_failures, out_status,
     inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight=0,
 ):
+    """The engine (module docstring), without a step log."""
+    return _iteration_core(
+        arrival_s, prompt_tokens, output_tokens, req_pool, route_u,
+        pool_inst_start, pool_router, pool_max_context, pool_max_num_seqs, pool_max_batched_tokens,
+        pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
+        inst_fail_event_s, inst_fail_lo,
+        out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_failures, out_status,
+        inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight,
+        np.empty(0, dtype=np.float64), np.empty(0, dtype=np.int64), np.zeros(2, dtype=np.int64),
+    )
+
+
+@njit
+def run_iteration_level_logged(
+    arrival_s, prompt_tokens, output_tokens, req_pool, route_u,
+    pool_inst_start, pool_router, pool_max_context, pool_max_num_seqs, pool_max_batched_tokens,
+    pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
+    out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_status,
+    inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight, log_dt_s, log_n, log_len,
+):
+    """``run_iteration_level`` that also fills the step log (``iteration_steps`` docstring)."""
+    n_inst = pool_inst_start[pool_router.shape[0]]
+    log_len[0] = 0
+    log_len[1] = 0
+    return _iteration_core(
+        arrival_s, prompt_tokens, output_tokens, req_pool, route_u,
+        pool_inst_start, pool_router, pool_max_context, pool_max_num_seqs, pool_max_batched_tokens,
+        pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
+        np.empty(0, dtype=np.float64), np.zeros(n_inst + 1, dtype=np.int64),
+        out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions,
+        np.empty(arrival_s.shape[0], dtype=np.int32), out_status,
+        inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight, log_dt_s, log_n, log_len,
+    )
+
+
+@njit
+def _iteration_core(
+    arrival_s, prompt_tokens, output_tokens, req_pool, route_u,
+    pool_inst_start, pool_router, pool_max_context, pool_max_num_seqs, pool_max_batched_tokens,
+    pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
+    inst_fail_event_s, inst_fail_lo,
+    out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_failures, out_status,
+    inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight, log_dt_s, log_n, log_len,
+):
     n_req = arrival_s.shape[0]
     n_pools = pool_router.shape[0]
     n_inst = pool_inst_start[n_pools]
@@ -180,7 +224,7 @@ def run_iteration_level_failures(
     pools = (pool_inst_start, pool_max_num_seqs, pool_max_batched_tokens, pool_block_tokens,
              pool_step_code, pool_step_coef)
     outs = (out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_status)
-    stats = (inst_busy_s, inst_seq_s, inst_steps, inst_tokens)
+    stats = (inst_busy_s, inst_seq_s, inst_steps, inst_tokens, log_dt_s, log_n, log_len)
     load = (inst_outstanding, tree_out, tree_out_lo, tree_out_leaves, pool_tokens)
     route = (pool_router, route_u, rr_next, out_inst)
     health = (inst_up, pool_n_up, hold_ends, pool_kv_blocks)
