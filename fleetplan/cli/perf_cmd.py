@@ -130,7 +130,7 @@ def explain(batch_text: str, **kw) -> None:
 @serving_calibrate_options
 @_predictor_options
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="Profile JSON to write (load with --perf-profile).")
+              help="Profile to write, JSON or TOML by the name's suffix (load with --perf-profile).")
 @click.option("--holdout", type=FRACTION, default=DEFAULT_HOLDOUT_FRACTION, show_default=True,
               help="Share of rows kept out of the fit to report MAPE on.")
 @click.option("--seed", type=click.IntRange(min=0), default=DEFAULT_SEED, show_default=True,

@@ -90,3 +90,12 @@ def test_bad_files_are_data_format_errors(tmp_path) -> None:
     metrics.write_text("vllm:num_requests_running 3\n")
     with pytest.raises(DataFormatError, match="vllm:time_to_first_token_seconds"):
         read_prometheus_metrics(metrics)
+
+
+def test_profile_round_trips_as_toml(engine: EngineArgs, tmp_path) -> None:
+    paths = _write_results(engine, dataclasses.replace(PredictorOptions(), **TRUTH), tmp_path)
+    fit = fit_serving(engine, [read_bench_result(p) for p in paths[:3]])
+    out = tmp_path / "profile.toml"
+    save_perf_profile(fit.profile, out)
+    assert out.read_text().startswith('format = "fleetplan-perf-profile"')
+    assert load_perf_profile(out) == fit.profile
