@@ -22,9 +22,12 @@ Client model (vllm-project/vllm ``vllm/benchmarks/serve.py``, read at commit
   kernel's step log (``SimResult.step_log``): each step contributes its duration once per token
   it emitted past a request's first (a token's ITL is the step that produced it; a preempted
   request's wait is not in it).  With runtime features (speculative decoding, prefix caching,
-  CUDA-graph padding) the feature kernel runs, which has no step log: the spread is then taken
-  from the token-weighted per-request TPOT, which misses decode steps slowed by a co-scheduled
-  prefill chunk.  The result states which in ``itl_percentiles_method``.
+  CUDA-graph padding) the feature kernel runs, which has no step log: each request then
+  contributes its mean gap between emissions, decode time / (output - 1 - accepted draft tokens),
+  once per emission.  vLLM appends one ITL per streamed chunk, and a speculative step streams
+  its accepted tokens as one chunk, so with speculative decoding mean ITL exceeds TPOT; the
+  spread misses decode steps slowed by a co-scheduled prefill chunk.  The result states which
+  method in ``itl_percentiles_method``.
 
 Requests rejected by the instance (longer than ``--max-model-len``) count as failed, like
 vLLM's HTTP errors.
@@ -53,7 +56,8 @@ __all__ = ["BenchServeConfig", "BenchServeResult", "METRICS", "ITL_METHOD", "ITL
 METRICS = ("ttft", "tpot", "itl", "e2el")
 DEFAULT_PERCENTILE_METRICS = ("ttft", "tpot", "itl")  # vLLM's default for generation
 ITL_METHOD = "step log (each token's ITL = the duration of the step that produced it; mean exact)"
-ITL_METHOD_APPROX = "token-weighted per-request TPOT (feature kernel has no step log; mean exact, spread approximate)"
+ITL_METHOD_APPROX = ("per-request mean gap between streamed chunks (feature kernel has no step log; mean exact, "
+                     "spread approximate)")
 
 
 def send_times_s(n: int, request_rate_per_s: float, burstiness: float, rng: np.random.Generator) -> np.ndarray:
@@ -150,7 +154,7 @@ def _stats(values: np.ndarray, weights: np.ndarray | None, percentiles: tuple[fl
 
 def _metrics(cfg: BenchServeConfig, prompt: np.ndarray, output: np.ndarray, start_s: np.ndarray,
              ttft_s: np.ndarray, e2el_s: np.ndarray, done: np.ndarray,
-             step_log: tuple[np.ndarray, np.ndarray] | None) -> dict[str, object]:
+             step_log: tuple[np.ndarray, np.ndarray] | None, accepted: np.ndarray) -> dict[str, object]:
     duration_s = float(np.max(start_s[done] + e2el_s[done])) if done.any() else 0.0
     n_done = int(done.sum())
     total_in, total_out = int(prompt[done].sum()), int(output[done].sum())
@@ -168,7 +172,9 @@ def _metrics(cfg: BenchServeConfig, prompt: np.ndarray, output: np.ndarray, star
     }
     multi = done & (output > 1)
     tpot = (e2el_s[multi] - ttft_s[multi]) / (output[multi] - 1)
-    itl = (tpot, (output[multi] - 1).astype(np.int64)) if step_log is None else step_log
+    decode_s = e2el_s[multi] - ttft_s[multi]
+    emissions = np.maximum(output[multi] - 1 - accepted[multi], 1).astype(np.int64)  # streamed chunks
+    itl = (decode_s / emissions, emissions) if step_log is None else step_log
     series = {
         "ttft": (ttft_s[done], None),
         "tpot": (tpot, None),
@@ -180,8 +186,8 @@ def _metrics(cfg: BenchServeConfig, prompt: np.ndarray, output: np.ndarray, star
         for key, value in _stats(values, weights, cfg.metric_percentiles).items():
             out[f"{key}_{name}_ms"] = value
     if "itl" in cfg.percentile_metrics:
-        n_tokens = int(np.sum(output[multi] - 1))  # vLLM's mean ITL: all decode time over all later tokens
-        out["mean_itl_ms"] = 1e3 * float(np.sum(e2el_s[multi] - ttft_s[multi])) / n_tokens if n_tokens else 0.0
+        n_chunks = int(np.sum(emissions))  # vLLM's mean ITL: all decode time over all later chunks
+        out["mean_itl_ms"] = 1e3 * float(np.sum(decode_s)) / n_chunks if n_chunks else 0.0
         out["itl_percentiles_method"] = ITL_METHOD if step_log is not None else ITL_METHOD_APPROX
     return out
 
@@ -216,6 +222,7 @@ def run_bench_serve(engine: EngineArgs, cfg: BenchServeConfig,
     start = frame["release_s"].to_numpy(dtype=np.float64)
     ttft = np.where(done, frame["ttft_s"].to_numpy(dtype=np.float64), np.nan)
     e2el = np.where(done, frame["e2e_s"].to_numpy(dtype=np.float64), np.nan)
-    metrics = _metrics(cfg, prompt, output, start, ttft, e2el, done, sim.step_log)
+    accepted = frame["accepted"].to_numpy(dtype=np.int64)
+    metrics = _metrics(cfg, prompt, output, start, ttft, e2el, done, sim.step_log, accepted)
     return BenchServeResult(cfg, engine, fleet, prompt, output, send, start, ttft, e2el, done,
                             MappingProxyType(metrics))

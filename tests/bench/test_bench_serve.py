@@ -100,6 +100,21 @@ def test_closed_loop_with_speculative_decoding(engine: EngineArgs) -> None:
     assert fast["completed"] == 40 and fast["mean_tpot_ms"] < plain["mean_tpot_ms"]
 
 
+def test_speculative_itl_is_per_streamed_chunk(engine: EngineArgs) -> None:
+    """vLLM appends one ITL per streamed chunk; a speculative step streams its accepted tokens together, so
+    mean ITL = decode time / chunks exceeds TPOT by about the tokens per step (1 + 0.8 + 0.64 expected)."""
+    from dataclasses import replace
+
+    from fleetplan.sim.features_speculative import SpeculativeConfig
+
+    spec = SpeculativeConfig.from_json('{"method": "mtp", "num_speculative_tokens": 2, "acceptance_rate": 0.8}')
+    cfg = BenchServeConfig(DatasetSpec(random_input_len=256, random_output_len=64), num_prompts=40,
+                           max_concurrency=4, percentile_metrics=("tpot", "itl"))
+    m = run_bench_serve(replace(engine, speculative=spec), cfg).metrics
+    assert 1.9 < m["mean_itl_ms"] / m["mean_tpot_ms"] < 2.9
+    assert m["itl_percentiles_method"].startswith("per-request mean gap")
+
+
 def test_fp8_is_not_a_free_2x_with_the_vllm_profile() -> None:
     """vLLM block-FP8 GEMMs reach ~0.22 of FP8 peak (engine_profiles/vllm.toml): an H100 FP8 prefill is no
     faster than BF16, while batch-1 decode (weight streaming) still gains from half the weight bytes."""
