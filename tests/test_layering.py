@@ -1,7 +1,7 @@
 """Architecture checks: every module imports on its own, and imports flow one way.
 
 Layers (lower never imports higher): base (errors, units, rng, paths, metrics) ->
-workload, hardware, models -> perf -> queueing -> sim -> plan -> report -> exec -> cli.
+workload, hardware, models -> perf -> queueing -> sim -> plan -> bench -> report -> exec -> cli.
 Only ``fleetplan.cli`` may import click or rich.
 """
 
@@ -30,6 +30,7 @@ LAYER = {
     "queueing": 3,
     "sim": 4,
     "plan": 5,
+    "bench": 5.5,  # serving-benchmark clients: above sim (and plan's peers), below report
     "report": 6,
     "exec": 7,
     "cli": 8,

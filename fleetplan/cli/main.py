@@ -30,6 +30,7 @@ COMMANDS = {
     "whatif": ("fleetplan.cli.whatif_cmd", "whatif_command"),
     "grid-flex": ("fleetplan.cli.gridflex_cmd", "grid_flex_command"),
     "report": ("fleetplan.cli.report_cmd", "report"),
+    "bench": ("fleetplan.cli.bench_cmd", "bench"),
 }
 
 

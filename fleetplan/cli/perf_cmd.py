@@ -10,6 +10,8 @@ from rich.table import Table
 
 from fleetplan.cli.errors import FleetplanGroup
 from fleetplan.cli.options import FRACTION, gpu_profiles_option
+from fleetplan.cli.serving_calibrate import run_serving_calibrate, serving_calibrate_options
+from fleetplan.errors import ConfigError
 from fleetplan.hardware import load_catalog
 from fleetplan.models import Dtype, load_model
 from fleetplan.perf.batch import BATCH_SYNTAX, parse_batch
@@ -22,6 +24,8 @@ from fleetplan.perf.profile_io import read_calibration_csv, save_perf_profile
 from fleetplan.units import ms_to_s, s_to_ms
 
 DTYPES = [d.value for d in Dtype]
+SERVING_OPTION_NAMES = ("bench_results", "metrics_dumps", "engine", "input_len", "output_len", "num_prompts",
+                        "request_rate", "max_concurrency")
 KV_REPORT_CONTEXT_TOKENS = 8192  # context at which explain reports n_max (the core paper's reference)
 
 
@@ -81,6 +85,10 @@ decode_context_tokens, prefill_attention_work, step_ms; '#' lines are comments.
 Examples:
   fleetplan perf calibrate examples/calibration_example.csv --model llama-3.1-8b --gpu h100 --out h100.json
   fleetplan perf calibrate steps.csv --model llama-3.1-70b --gpu a100 -tp 8 --holdout 0.3 --out a100.json
+  fleetplan perf calibrate --bench-result c1.json --bench-result c16.json --model llama-3.1-8b --gpu h100 \
+      --out h100.json
+  fleetplan perf calibrate --metrics metrics.txt --input-len 1024 --output-len 128 --num-prompts 500 \
+      --max-concurrency 32 --model llama-3.1-8b --gpu h100 --out h100.json
 """
 
 
@@ -128,16 +136,26 @@ def explain(batch_text: str, **kw) -> None:
 
 
 @perf.command("calibrate", epilog=_CALIBRATE_EXAMPLES)
-@click.argument("csv_path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("csv_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=False)
+@serving_calibrate_options
 @_predictor_options
 @click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="Profile JSON to write (load with --perf-profile).")
+              help="Profile to write, JSON or TOML by the name's suffix (load with --perf-profile).")
 @click.option("--holdout", type=FRACTION, default=DEFAULT_HOLDOUT_FRACTION, show_default=True,
               help="Share of rows kept out of the fit to report MAPE on.")
 @click.option("--seed", type=click.IntRange(min=0), default=DEFAULT_SEED, show_default=True,
               help="Seed of the held-out split.")
 def calibrate_cmd(csv_path: Path, out_path: Path, holdout: float, seed: int, **kw) -> None:
-    """Fit the predictor's scales to measured steps (NNLS) and write a profile."""
+    """Fit the predictor's scales to measured steps (NNLS) or its efficiencies to serving runs
+    (--bench-result / --metrics, least squares) and write a profile."""
+    serving = {k: kw.pop(k) for k in SERVING_OPTION_NAMES}
+    if serving["bench_results"] or serving["metrics_dumps"]:
+        if csv_path is not None:
+            raise ConfigError("give either a step CSV or --bench-result/--metrics, not both")
+        run_serving_calibrate(out_path, **serving, **kw)
+        return
+    if csv_path is None:
+        raise ConfigError("perf calibrate needs a step CSV or --bench-result FILE / --metrics FILE")
     data = read_calibration_csv(csv_path)
     report = calibrate(_build(**kw), data, holdout_fraction=holdout, seed=seed)
     save_perf_profile(report.profile, out_path)

@@ -101,7 +101,8 @@ class StepTimePredictor:
         return device_rates(self.gpu, self.weight_dtype, gemm_efficiency=o.gemm_efficiency,
                             attention_efficiency=o.attention_efficiency,
                             weight_bandwidth_efficiency=o.weight_bandwidth_efficiency,
-                            kv_bandwidth_efficiency=o.kv_bandwidth_efficiency, wave_quantisation=o.wave_quantisation)
+                            kv_bandwidth_efficiency=o.kv_bandwidth_efficiency, wave_quantisation=o.wave_quantisation,
+                            fp8_gemm_efficiency=o.fp8_gemm_efficiency)
 
     @functools.cached_property
     def gemms(self) -> GemmBlock:

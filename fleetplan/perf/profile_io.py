@@ -15,7 +15,8 @@ vLLM's scheduler output per step (``SchedulerOutput.num_scheduled_tokens`` and t
 ``num_computed_tokens``) gives all of them; a profiler trace gives ``step_ms``.  Errors name
 the file and the row (1-based, counting the header as row 1).
 
-Profile JSON (``--perf-profile FILE``): ``{"format": "fleetplan-perf-profile", "version": 1,
+Profile JSON or TOML (``--perf-profile FILE``; TOML when the name ends in ``.toml``, same keys,
+``scales`` as a table): ``{"format": "fleetplan-perf-profile", "version": 1,
 "step_model": "roofline", "coefficients": [18 floats], "scales": {...}, "model", "gpu",
 "parallelism", "weight_dtype", "kv_dtype", "holdout_mape", "n_rows", "source"}``.
 """
@@ -106,25 +107,58 @@ def read_calibration_csv(path: str | Path) -> CalibrationData:
                            np.array(cols["step_ms"], dtype=np.float64) / 1e3, name)
 
 
+def _toml_value(value) -> str:
+    if isinstance(value, str):
+        return json.dumps(value)  # a JSON string is a valid TOML basic string
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return repr(float(value)) if isinstance(value, float) else str(value)
+
+
+def _to_toml(doc: dict) -> str:
+    lines = [f"{k} = {_toml_value(v)}" for k, v in doc.items() if not isinstance(v, dict)]
+    for k, v in doc.items():
+        if isinstance(v, dict):
+            lines += ["", f"[{k}]", *(f"{kk} = {_toml_value(vv)}" for kk, vv in v.items())]
+    return "\n".join(lines) + "\n"
+
+
 def save_perf_profile(profile: CalibratedStepModel, path: str | Path) -> None:
-    """Write ``profile`` as JSON (module docstring)."""
+    """Write ``profile`` as JSON, or as TOML when ``path`` ends in ``.toml`` (same keys; module docstring)."""
     doc = {"format": PROFILE_FORMAT, "version": PROFILE_VERSION, "step_model": "roofline",
            "coefficients": list(profile.coefficients), "scales": dict(profile.scales), "model": profile.model,
            "gpu": profile.gpu, "parallelism": profile.parallelism, "weight_dtype": profile.weight_dtype,
            "kv_dtype": profile.kv_dtype, "holdout_mape": profile.holdout_mape, "n_rows": profile.n_rows,
            "source": profile.source}
-    Path(path).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    text = _to_toml(doc) if Path(path).suffix.lower() == ".toml" else json.dumps(doc, indent=2) + "\n"
+    Path(path).write_text(text, encoding="utf-8")
 
 
 def load_perf_profile(path: str | Path) -> CalibratedStepModel:
-    """A calibrated profile from JSON, ready for the simulator (``kernel_coefficients()``)."""
+    """A calibrated profile from JSON (or TOML, ``.toml``), ready for the simulator (``kernel_coefficients()``)."""
     name = str(path)
+    if Path(path).suffix.lower() == ".toml":
+        import tomllib
+
+        try:
+            doc = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as err:
+            raise DataFormatError(name, None, f"cannot read: {err.strerror}", "check the path") from None
+        except tomllib.TOMLDecodeError as err:
+            raise DataFormatError(name, None, f"invalid TOML: {err}") from None
+        return _profile_from_doc(name, doc)
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as err:
         raise DataFormatError(name, None, f"cannot read: {err.strerror}", "check the path") from None
     except json.JSONDecodeError as err:
         raise DataFormatError(name, f"line {err.lineno}", f"invalid JSON: {err.msg}") from None
+    return _profile_from_doc(name, doc)
+
+
+def _profile_from_doc(name: str, doc) -> CalibratedStepModel:
     if not isinstance(doc, dict) or doc.get("format") != PROFILE_FORMAT or doc.get("version") != PROFILE_VERSION:
         raise DataFormatError(name, None, "not a fleetplan perf profile (format/version)",
                               "write one with fleetplan perf calibrate")

@@ -35,7 +35,11 @@ import pandas as pd
 from fleetplan import rng as fp_rng
 from fleetplan.errors import ConfigError
 from fleetplan.sim._kernels import codes
-from fleetplan.sim._kernels.iteration_level import run_iteration_level, run_iteration_level_failures
+from fleetplan.sim._kernels.iteration_level import (
+    run_iteration_level,
+    run_iteration_level_failures,
+    run_iteration_level_logged,
+)
 from fleetplan.sim._kernels.request_level import run_request_level
 from fleetplan.sim.compile import CompiledRun, compile_run, request_level_times
 from fleetplan.sim.failures import FailureSpec, draw_failure_schedule, summarise_failures
@@ -76,6 +80,9 @@ def _validate(rate_per_s, n_requests, warmup_fraction, cv, horizon_s, slo_ttft_s
 
 def _run_kernel(run: CompiledRun, level: Level) -> dict[str, np.ndarray]:
     """Allocate outputs, call the level's kernel, return the raw output arrays."""
+    if run.max_in_flight and (level is not Level.ITERATION or run.fail_event_s is not None):
+        raise ConfigError(f"a closed-loop client (max_in_flight = {run.max_in_flight}) needs level iteration without "
+                          "failures; drop --max-concurrency or --failures")
     if uses_feature_kernel(run):
         return run_feature_kernel(run, level)
     f, r = run.fleet, run.requests
@@ -101,13 +108,26 @@ def _run_kernel(run: CompiledRun, level: Level) -> dict[str, np.ndarray]:
     else:
         for key, dtype in (("busy_s", np.float64), ("seq_s", np.float64), ("steps", np.int64), ("tokens", np.int64)):
             out[key] = np.zeros(n_inst, dtype=dtype)
-        args = (r.arrival_s, r.prompt_tokens, r.output_tokens, r.req_pool, r.route_u,
+        arrival_s = r.arrival_s.copy() if run.max_in_flight else r.arrival_s  # the kernel writes releases
+        args = (arrival_s, r.prompt_tokens, r.output_tokens, r.req_pool, r.route_u,
                 f.pool_inst_start, f.pool_router, f.pool_max_context, f.pool_max_num_seqs,
                 f.pool_max_batched_tokens, f.pool_kv_blocks, f.pool_block_tokens, f.pool_step_code,
                 f.pool_step_coef, float(run.horizon_s))
         firsts = (out["inst"], out["first_sched_s"], out["first_token_s"], out["done_s"], out["preemptions"])
         lasts = (out["status"], out["busy_s"], out["seq_s"], out["steps"], out["tokens"])
-        if run.fail_event_s is None:
+        if run.log_steps and run.fail_event_s is None:
+            # a step schedules >= 1 token; recomputation after preemption can add more: 2x plus slack
+            cap = 2 * int(r.prompt_tokens.sum() + r.output_tokens.sum()) + 1024
+            log_dt, log_n, log_len = np.zeros(cap), np.zeros(cap, dtype=np.int64), np.zeros(2, dtype=np.int64)
+            run_iteration_level_logged(*args, *firsts, *lasts, int(run.max_in_flight), log_dt, log_n, log_len)
+            if log_len[1] == 0:
+                out["step_log_dt_s"], out["step_log_n"] = log_dt[:log_len[0]], log_n[:log_len[0]]
+            if run.max_in_flight:
+                out["release_s"] = arrival_s
+        elif run.max_in_flight:
+            run_iteration_level(*args, *firsts, *lasts, int(run.max_in_flight))
+            out["release_s"] = arrival_s
+        elif run.fail_event_s is None:
             run_iteration_level(*args, *firsts, *lasts)
         else:
             run_iteration_level_failures(*args, run.fail_event_s, run.fail_lo, *firsts, out["failures"], *lasts)
@@ -224,7 +244,8 @@ def run_compiled(
         fails = summarise_failures(failures, run.fail_event_s, run.fail_lo, end_s, out["failures"],
                                    len(run.fleet.pool_names))
         summary = dataclasses.replace(summary, failures=fails)
-    return SimResult(requests=frame, summary=summary)
+    step_log = (out["step_log_dt_s"], out["step_log_n"]) if "step_log_dt_s" in out else None
+    return SimResult(requests=frame, summary=summary, step_log=step_log)
 
 
 def simulate(

@@ -41,7 +41,7 @@ def run_feature_kernel(run: CompiledRun, level: Level) -> dict[str, np.ndarray]:
     f, r = run.fleet, run.requests
     features = run.features if run.features is not None else no_features(len(f.pool_names))
     extras = run.extras if run.extras is not None else no_extras(r.prompt_tokens)
-    return run_features(f, r, features, extras, float(run.horizon_s))
+    return run_features(f, r, features, extras, float(run.horizon_s), int(run.max_in_flight))
 
 
 def pool_feature_figures(run: CompiledRun, out: dict[str, np.ndarray]) -> tuple[dict, ...] | None:

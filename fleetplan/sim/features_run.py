@@ -74,10 +74,12 @@ def kernel_arguments(fleet: CompiledFleet, requests: CompiledRequests, features:
 
 
 def run_features(fleet: CompiledFleet, requests: CompiledRequests, features: CompiledFeatures,
-                 extras: RequestExtras, horizon_s: float) -> dict[str, np.ndarray]:
-    """Run the feature kernel; returns the raw output arrays (see the module doc)."""
+                 extras: RequestExtras, horizon_s: float, max_in_flight: int = 0) -> dict[str, np.ndarray]:
+    """Run the feature kernel; returns the raw output arrays (see the module doc).  ``max_in_flight > 0``:
+    closed-loop clients (``fleetplan.sim._kernels.features_level``)."""
     n, n_inst, n_pools = requests.n_requests, fleet.n_instances, int(fleet.pool_router.size)
     out = allocate_outputs(n, n_inst, n_pools)
-    run_iteration_features(*kernel_arguments(fleet, requests, features, extras, horizon_s), *out.values())
+    run_iteration_features(*kernel_arguments(fleet, requests, features, extras, horizon_s), *out.values(),
+                           int(max_in_flight))
     out["failures"] = np.zeros(n, dtype=np.int32)
     return out

@@ -163,10 +163,13 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
 @dataclass(frozen=True, eq=False)
 class SimResult:
     """Per-request table (``requests``, one row per simulated request, warm-up
-    rows flagged) and its ``summary``."""
+    rows flagged) and its ``summary``; ``step_log`` = ``(duration_s, tokens)`` arrays of every step
+    that emitted tokens past a request's first, when the run asked for it
+    (``CompiledRun.log_steps``; ``fleetplan.sim._kernels.iteration_steps``), else None."""
 
     requests: pd.DataFrame
     summary: SimSummary
+    step_log: tuple[np.ndarray, np.ndarray] | None = None
 
     def to_csv(self, path: str | os.PathLike) -> None:
         """Write ``CSV_COLUMNS`` atomically; latencies in ms, ``inf`` where unfinished/rejected."""

@@ -13,6 +13,7 @@ from fleetplan.errors import DataFormatError
 from fleetplan.perf.batch import BatchComposition
 from fleetplan.perf.calibrate import FEATURES, CalibrationData, calibrate
 from fleetplan.perf.linear import STEP_MODEL_ROOFLINE
+from fleetplan.perf.overheads import PredictorOptions
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.perf.profile_io import load_perf_profile, read_calibration_csv, save_perf_profile
@@ -48,10 +49,14 @@ def test_nnls_recovers_known_scales(catalog, llama8b) -> None:
     assert set(report.profile.scales) == set(FEATURES)
 
 
+EXAMPLE_OPTIONS = PredictorOptions(gemm_efficiency=0.75, weight_bandwidth_efficiency=0.85, cpu_overhead_s=1e-3)
+
+
 def test_example_csv_calibrates_and_round_trips(tmp_path, catalog, llama8b) -> None:
     data = read_calibration_csv(EXAMPLE)
     assert data.n_rows == 80 and data.step_s.min() > 0
-    p = StepTimePredictor(llama8b, catalog.get("H100-SXM"), Parallelism(tp=1))
+    # the file was generated from the predictor with its pre-2026-11-25 defaults (EXAMPLE_OPTIONS)
+    p = StepTimePredictor(llama8b, catalog.get("H100-SXM"), Parallelism(tp=1), options=EXAMPLE_OPTIONS)
     report = calibrate(p, data)
     assert report.fit_mape < 0.06 < report.base_mape  # 4 % noise in the synthetic file
     assert report.profile.scales["gemm"] == pytest.approx(1.3, rel=0.05)

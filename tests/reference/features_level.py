@@ -140,6 +140,9 @@ def run_iteration_features(
     prev_req, delay_s, session, n_sessions, new_tokens, prefix_key, prefix_tokens,
     *outs, checks: dict | None = None,
 ) -> int:
+    max_in_flight = 0
+    if len(outs) == len(OUT_NAMES) + 1:  # the kernel's trailing closed-loop argument
+        *outs, max_in_flight = outs
     o = dict(zip(OUT_NAMES, outs, strict=True))
     f = dict(graph_mode=graph_mode, graph_sizes=graph_sizes, graph_n=graph_n, graph_time_s=graph_time_s,
              draft_code=draft_code, draft_coef=draft_coef)
@@ -183,14 +186,18 @@ def run_iteration_features(
     n_steps = 0
     arrivals = [i for i in range(n_req) if prev_req[i] < 0]
     ai = 0
+    t_last = 0.0
     while True:
         k = min(range(n_inst), key=lambda m: (engines[m].step_end_s, m))
         t_step = engines[k].step_end_s
         t_rel = releases[0][0] if releases else math.inf
         t_arr = arrival_s[arrivals[ai]] if ai < len(arrivals) else math.inf
+        if max_in_flight > 0 and ai < len(arrivals):  # closed loop: wait while max_in_flight are outstanding
+            t_arr = math.inf if sum(outstanding) >= max_in_flight else max(t_arr, t_last)
         if t_step <= t_rel and t_step <= t_arr:
             if t_step > horizon_s or t_step == math.inf:
                 break
+            t_last = t_step
             commit(st, k, t_step)
             n_steps += 1
             continue
@@ -211,6 +218,7 @@ def run_iteration_features(
                                       pool_max_context)
             kk = -1
         r = reqs[i]
+        t_last = t
         o["out_release_s"][i] = t
         total = r.prompt + r.output
         if total > pool_max_context[p] or ceil_div(total, int(pool_block_tokens[p])) > pool_kv_blocks[p]:

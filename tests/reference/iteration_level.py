@@ -37,7 +37,8 @@ def run_iteration_level(
     pool_inst_start, pool_router, pool_max_context, pool_max_num_seqs, pool_max_batched_tokens,
     pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
     out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_status,
-    inst_busy_s, inst_seq_s, inst_steps, inst_tokens, *, checks: dict | None = None,
+    inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight=0, *, checks: dict | None = None,
+    step_log: list | None = None,
 ) -> int:
     n_inst = int(pool_inst_start[-1])
     return run_iteration_level_failures(
@@ -47,7 +48,7 @@ def run_iteration_level(
         np.empty(0), np.zeros(n_inst + 1, dtype=np.int64),
         out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions,
         np.zeros(len(arrival_s), dtype=np.int32), out_status,
-        inst_busy_s, inst_seq_s, inst_steps, inst_tokens, checks=checks,
+        inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight, checks=checks, step_log=step_log,
     )
 
 
@@ -57,8 +58,11 @@ def run_iteration_level_failures(
     pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
     inst_fail_event_s, inst_fail_lo,
     out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_failures, out_status,
-    inst_busy_s, inst_seq_s, inst_steps, inst_tokens, *, checks: dict | None = None,
+    inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight=0, *, checks: dict | None = None,
+    step_log: list | None = None,
 ) -> int:
+    """``step_log``: when a list, every committed step emitting tokens past a request's first appends
+    ``(duration_s, tokens)`` (the kernel's ``run_iteration_level_logged``)."""
     n_req = len(arrival_s)
     n_pools = len(pool_router)
     if any(code not in (STEP_MODEL_LINEAR, STEP_MODEL_ROOFLINE) for code in pool_step_code):
@@ -180,6 +184,7 @@ def run_iteration_level_failures(
         inst_steps[k] += 1
         inst_tokens[k] += eng.step_tokens
         still_running = []
+        n_emit = 0
         for r in eng.running:
             r.computed += r.scheduled
             r.scheduled = 0
@@ -187,6 +192,8 @@ def run_iteration_level_failures(
                 r.generated += 1
                 if out_first_token_s[r.idx] == math.inf:
                     out_first_token_s[r.idx] = t
+                else:
+                    n_emit += 1
                 if r.generated == r.output:
                     out_done_s[r.idx] = t
                     out_status[r.idx] = STATUS_DONE
@@ -197,6 +204,8 @@ def run_iteration_level_failures(
                     continue
             still_running.append(r)
         eng.running = still_running
+        if step_log is not None and n_emit > 0:
+            step_log.append((eng.step_dt_s, n_emit))
         if eng.running or eng.waiting:
             schedule(k, t)
         else:
@@ -240,6 +249,8 @@ def run_iteration_level_failures(
 
     n_steps = 0
     i = 0
+    t_now = 0.0
+    n_routed = 0  # closed loop: requests dispatched so far (completed ones counted by out_status)
     while True:
         # Next event in the order (time, kind, seq): step ends (lowest instance first), then
         # instance down/up events (lowest instance first), then arrivals.
@@ -248,15 +259,21 @@ def run_iteration_level_failures(
         kf = min(range(n_inst), key=lambda m: (next_fail_s(m), m))
         t_fail = next_fail_s(kf)
         t_arr = arrival_s[i] if i < n_req else math.inf
+        if max_in_flight > 0 and i < n_req:
+            # closed loop: the next request waits until fewer than max_in_flight are outstanding
+            n_out = n_routed - sum(1 for s in out_status if s == STATUS_DONE)
+            t_arr = math.inf if n_out >= max_in_flight else max(t_arr, t_now)
         if t_step <= t_fail and t_step <= t_arr:
             if t_step > horizon_s or t_step == math.inf:
                 break
+            t_now = t_step
             commit(k, t_step)
             n_steps += 1
             continue
         if t_fail <= t_arr:
             if t_fail > horizon_s:
                 break
+            t_now = t_fail
             is_down = fail_pos[kf] % 2 == 0
             fail_pos[kf] += 1
             if is_down:
@@ -266,6 +283,9 @@ def run_iteration_level_failures(
             continue
         if t_arr > horizon_s:
             break
+        if max_in_flight > 0:
+            arrival_s[i] = t_arr  # the release time
+            t_now = t_arr
         r = reqs[i]
         total = r.prompt + r.output
         p = int(req_pool[i])
@@ -277,6 +297,7 @@ def run_iteration_level_failures(
             continue
         pool_tokens[p] += total
         dispatch(r, p, t_arr)
+        n_routed += 1
         i += 1
     if checks is not None:
         checks["peak_blocks"] = peak_blocks

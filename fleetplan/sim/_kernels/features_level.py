@@ -11,6 +11,10 @@ Events at equal times: step ends (lowest instance first), then releases of sessi
 time, then index), then arrivals (rows with ``prev_req < 0``, by index).  A round with
 ``prev_req[r] = q >= 0`` is released at ``done_s[q] + delay_s[r]`` to the instance that served
 q (never if q does not complete); ``out_release_s[r]`` is when r entered the system.
+Closed-loop clients (``max_in_flight = N > 0``, as ``iteration_level.py``): a fresh arrival
+(``prev_req < 0``) waits while N routed requests are outstanding and is released at
+``max(arrival, the event that frees a slot)`` (``out_release_s``); session rounds keep their
+own release rule.  ``N = 0`` (default) is the open loop.
 Preconditions (ValueError otherwise): prompt and output >= 1, ``arrival_s`` non-decreasing over
 rows with ``prev_req < 0``, ``prev_req[r] < r``, known step-model codes, ``spec_k <=
 SPEC_K_MAX``, ``0 <= spec_seed < 2**63``.  Returns the number of committed steps.
@@ -101,7 +105,7 @@ def run_iteration_features(
     out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_status,
     inst_busy_s, inst_seq_s, inst_steps, inst_tokens,
     out_release_s, out_cached_tokens, out_drafted, out_accepted,
-    pool_graph_tokens, pool_step_kind, pool_accept_pos, pool_draft_pos, pool_prefix_tokens,
+    pool_graph_tokens, pool_step_kind, pool_accept_pos, pool_draft_pos, pool_prefix_tokens, max_in_flight=0,
 ):
     n_req = arrival_s.shape[0]
     n_pools = pool_router.shape[0]
@@ -212,13 +216,13 @@ def run_iteration_features(
 
     return event_loop(n_inst, n_leaves, tree, horizon_s, arrival_s, prev_req, req_pool, inst_pool, out_inst,
                       out_release_s, pool_max_context, pool_kv_blocks, affinity_slack, req, ses, ins, pools, fts, outs,
-                      stats, load, rel, route, pc, stack)
+                      stats, load, rel, route, pc, stack, max_in_flight)
 
 
 @njit_borrowed
 def event_loop(n_inst, n_leaves, tree, horizon_s, arrival_s, prev_req, req_pool, inst_pool, out_inst, out_release_s,
                pool_max_context, pool_kv_blocks, affinity_slack, req, ses, ins, pools, fts, outs, stats, load, rel,
-               route, pc, stack):
+               route, pc, stack, max_in_flight):
     """The event loop of ``run_iteration_features`` over its preallocated state; returns the steps.
 
     Compiled without reference counting (``njit_borrowed``): it allocates nothing and the caller
@@ -237,14 +241,21 @@ def event_loop(n_inst, n_leaves, tree, horizon_s, arrival_s, prev_req, req_pool,
     i = 0
     while i < n_req and prev_req[i] >= 0:
         i += 1
+    t_last = 0.0  # time of the last event (closed loop only)
     while True:
         k = np.int64(tree[1])
         t_step = step_end_s[k]
         t_rel = rel_t[0] if rel_n[0] > 0 else np.inf
         t_arr = arrival_s[i] if i < n_req else np.inf
+        if max_in_flight > 0 and i < n_req:  # closed loop (iteration_level.py): fresh arrivals wait for a slot
+            n_out = 0
+            for kq in range(n_inst):
+                n_out += inst_outstanding[kq]
+            t_arr = np.inf if n_out >= max_in_flight else max(t_arr, t_last)
         if t_step <= t_rel and t_step <= t_arr:
             if t_step > horizon_s or t_step == np.inf:
                 break
+            t_last = t_step
             n_steps += commit_features(k, inst_pool[k], t_step, req, ses, ins, pools, fts, outs, stats, load, rel,
                                        pc, stack)
             tree_update(step_end_s, tree, n_leaves, k)
@@ -269,6 +280,7 @@ def event_loop(n_inst, n_leaves, tree, horizon_s, arrival_s, prev_req, req_pool,
                                                pool_max_context))
             kk = np.int64(-1)
         t_now = t_rel if t_rel <= t_arr else t_arr
+        t_last = t_now
         out_release_s[r] = t_now
         total = prompt_tokens[r] + output_tokens[r]
         block = pool_block_tokens[p]

@@ -39,6 +39,13 @@ tokens computed before it emits its next token; ``computed`` counts tokens whose
   times step ends come first, then down/up events, then arrivals.  ``out_failures`` counts the
   times each request lost its KV cache to a failure.  ``run_iteration_level`` is this kernel
   with no events (bit-identical outputs).
+* Closed-loop clients (``max_in_flight = N > 0``, ``vllm bench serve --max-concurrency N``): at
+  most N routed requests are outstanding (dispatched, not completed).  Request ``i`` is released
+  at ``max(arrival_s[i], t)``, ``t`` the event that brings the outstanding count below N (a
+  completion); releases stay in index order (the client's FIFO semaphore).  The release time is
+  written back into ``arrival_s[i]`` (the wrapper passes a copy).  ``N = 0`` (default) is the
+  open loop, bit-identical to the kernel without the option.  Requests held by a pool with no
+  healthy instance do not count (use the closed loop without failures).
 """
 
 from __future__ import annotations
@@ -64,7 +71,7 @@ def run_iteration_level(
     pool_inst_start, pool_router, pool_max_context, pool_max_num_seqs, pool_max_batched_tokens,
     pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
     out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_status,
-    inst_busy_s, inst_seq_s, inst_steps, inst_tokens,
+    inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight=0,
 ):
     """The engine without failures: ``run_iteration_level_failures`` with no down events."""
     n_inst = pool_inst_start[pool_router.shape[0]]
@@ -75,8 +82,19 @@ def run_iteration_level(
         np.empty(0, dtype=np.float64), np.zeros(n_inst + 1, dtype=np.int64),
         out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions,
         np.empty(arrival_s.shape[0], dtype=np.int32), out_status,
-        inst_busy_s, inst_seq_s, inst_steps, inst_tokens,
+        inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight,
     )
+
+
+@njit
+def _released_s(t_arr, t_now, max_in_flight, inst_outstanding, n_inst):
+    """Closed loop: the release time of the next request, ``inf`` while ``max_in_flight`` are out."""
+    n_out = 0
+    for k in range(n_inst):
+        n_out += inst_outstanding[k]
+    if n_out >= max_in_flight:
+        return np.inf
+    return t_arr if t_arr > t_now else t_now
 
 
 @njit
@@ -86,7 +104,51 @@ def run_iteration_level_failures(
     pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
     inst_fail_event_s, inst_fail_lo,
     out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_failures, out_status,
-    inst_busy_s, inst_seq_s, inst_steps, inst_tokens,
+    inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight=0,
+):
+    """The engine (module docstring), without a step log."""
+    return _iteration_core(
+        arrival_s, prompt_tokens, output_tokens, req_pool, route_u,
+        pool_inst_start, pool_router, pool_max_context, pool_max_num_seqs, pool_max_batched_tokens,
+        pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
+        inst_fail_event_s, inst_fail_lo,
+        out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_failures, out_status,
+        inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight,
+        np.empty(0, dtype=np.float64), np.empty(0, dtype=np.int64), np.zeros(2, dtype=np.int64),
+    )
+
+
+@njit
+def run_iteration_level_logged(
+    arrival_s, prompt_tokens, output_tokens, req_pool, route_u,
+    pool_inst_start, pool_router, pool_max_context, pool_max_num_seqs, pool_max_batched_tokens,
+    pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
+    out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_status,
+    inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight, log_dt_s, log_n, log_len,
+):
+    """``run_iteration_level`` that also fills the step log (``iteration_steps`` docstring)."""
+    n_inst = pool_inst_start[pool_router.shape[0]]
+    log_len[0] = 0
+    log_len[1] = 0
+    return _iteration_core(
+        arrival_s, prompt_tokens, output_tokens, req_pool, route_u,
+        pool_inst_start, pool_router, pool_max_context, pool_max_num_seqs, pool_max_batched_tokens,
+        pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
+        np.empty(0, dtype=np.float64), np.zeros(n_inst + 1, dtype=np.int64),
+        out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions,
+        np.empty(arrival_s.shape[0], dtype=np.int32), out_status,
+        inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight, log_dt_s, log_n, log_len,
+    )
+
+
+@njit
+def _iteration_core(
+    arrival_s, prompt_tokens, output_tokens, req_pool, route_u,
+    pool_inst_start, pool_router, pool_max_context, pool_max_num_seqs, pool_max_batched_tokens,
+    pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
+    inst_fail_event_s, inst_fail_lo,
+    out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_failures, out_status,
+    inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight, log_dt_s, log_n, log_len,
 ):
     n_req = arrival_s.shape[0]
     n_pools = pool_router.shape[0]
@@ -162,28 +224,33 @@ def run_iteration_level_failures(
     pools = (pool_inst_start, pool_max_num_seqs, pool_max_batched_tokens, pool_block_tokens,
              pool_step_code, pool_step_coef)
     outs = (out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_status)
-    stats = (inst_busy_s, inst_seq_s, inst_steps, inst_tokens)
+    stats = (inst_busy_s, inst_seq_s, inst_steps, inst_tokens, log_dt_s, log_n, log_len)
     load = (inst_outstanding, tree_out, tree_out_lo, tree_out_leaves, pool_tokens)
     route = (pool_router, route_u, rr_next, out_inst)
     health = (inst_up, pool_n_up, hold_ends, pool_kv_blocks)
 
     n_steps = 0
     i = 0
+    t_now = 0.0  # time of the last event (closed loop only)
     while True:
         k = tree[1]
         t_step = step_end_s[k]
         kf = fail_tree[1]
         t_fail = fail_next_s[kf]
         t_arr = arrival_s[i] if i < n_req else np.inf
+        if max_in_flight > 0 and i < n_req:
+            t_arr = _released_s(t_arr, t_now, max_in_flight, inst_outstanding, n_inst)
         if t_step <= t_fail and t_step <= t_arr:
             if t_step > horizon_s or t_step == np.inf:
                 break
+            t_now = t_step
             n_steps += commit_step(k, inst_pool[k], t_step, reqs, slots, inst, pools, outs, stats, load)
             tree_update(step_end_s, tree, n_leaves, k)
             continue
         if t_fail <= t_arr:
             if t_fail > horizon_s:
                 break
+            t_now = t_fail
             is_down = (fail_next[kf] - inst_fail_lo[kf]) % 2 == FAIL_EVENT_DOWN
             fail_next[kf] += 1
             fail_next_s[kf] = inst_fail_event_s[fail_next[kf]] if fail_next[kf] < inst_fail_lo[kf + 1] else np.inf
@@ -197,6 +264,9 @@ def run_iteration_level_failures(
             continue
         if t_arr > horizon_s:
             break
+        if max_in_flight > 0:
+            arrival_s[i] = t_arr  # the release time (module docstring)
+            t_now = t_arr
         total = prompt_tokens[i] + output_tokens[i]
         p = req_pool[i]
         if p == POOL_LEAST_LOADED:

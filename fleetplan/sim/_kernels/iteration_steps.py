@@ -32,8 +32,15 @@ Arrays travel in tuples (numba passes them as typed tuples; helpers are inlined)
 ``pools = (pool_inst_start, pool_max_num_seqs, pool_max_batched_tokens, pool_block_tokens,
 pool_step_code, pool_step_coef)``,
 ``outs = (out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_status)``,
-``stats = (inst_busy_s, inst_seq_s, inst_steps, inst_tokens)``,
+``stats = (inst_busy_s, inst_seq_s, inst_steps, inst_tokens, log_dt_s, log_n, log_len)``,
 ``load = (inst_outstanding, tree, tree_lo, tree_leaves, pool_tokens)``.
+
+Step log (``log_dt_s`` non-empty; ``run_iteration_level_logged``): every committed step that emits
+tokens to requests past their first token appends its duration ``log_dt_s[j]`` and that token
+count ``log_n[j]`` (a run of ``m`` decode steps appends ``m`` entries); ``log_len[0]`` counts the
+entries, ``log_len[1]`` is set to 1 when the arrays were too short (the rest is dropped).  Each
+such token's inter-token latency is the duration of the step that produced it (a preempted
+request's wait is not in it).
 """
 
 from __future__ import annotations
@@ -199,7 +206,7 @@ def add_step_stats(k, p, n_done, inst, pools, stats):
     """Account the first ``n_done`` steps of the run in flight on instance ``k``."""
     _, _, step_f, step_i, _ = inst
     pool_step_code, pool_step_coef = pools[4], pools[5]
-    inst_busy_s, inst_seq_s, inst_steps, inst_tokens = stats
+    inst_busy_s, inst_seq_s, inst_steps, inst_tokens = stats[0], stats[1], stats[2], stats[3]
     n_seqs = step_i[k, 0]
     ctx = step_i[k, 3]
     base_s, per_ctx_s = decode_step_parts(pool_step_code[p], pool_step_coef[p], n_seqs)
@@ -209,6 +216,37 @@ def add_step_stats(k, p, n_done, inst, pools, stats):
         inst_seq_s[k] += n_seqs * dt
     inst_steps[k] += n_done
     inst_tokens[k] += step_i[k, 1] * n_done
+
+
+@njit_inline
+def log_steps(k, p, n_emit, inst, pools, stats):
+    """Append the steps just committed on instance ``k`` to the step log (module docstring)."""
+    log_dt_s, log_n, log_len = stats[4], stats[5], stats[6]
+    if log_dt_s.shape[0] == 0:
+        return
+    _, _, step_f, step_i, _ = inst
+    m = step_i[k, 2]
+    n_seqs = step_i[k, 0]
+    if m <= 1:
+        if n_emit > 0:
+            j = log_len[0]
+            if j < log_dt_s.shape[0]:
+                log_dt_s[j] = step_f[k, 1]
+                log_n[j] = n_emit
+                log_len[0] = j + 1
+            else:
+                log_len[1] = 1
+        return
+    ctx = step_i[k, 3]
+    base_s, per_ctx_s = decode_step_parts(pools[4][p], pools[5][p], n_seqs)
+    for i in range(m):
+        j = log_len[0]
+        if j >= log_dt_s.shape[0]:
+            log_len[1] = 1
+            return
+        log_dt_s[j] = step_f[k, 1] if i == 0 else base_s + per_ctx_s * (ctx + n_seqs * i)
+        log_n[j] = n_seqs
+        log_len[0] = j + 1
 
 
 @njit
@@ -240,6 +278,7 @@ def commit_step(k, p, t_s, reqs, slots, inst, pools, outs, stats, load):
     inst_outstanding, tree, tree_lo, tree_leaves, pool_tokens = load
     m = step_i[k, 2]
     add_step_stats(k, p, m, inst, pools, stats)
+    n_emit = 0  # tokens emitted to requests past their first (step log)
     block = pool_block_tokens[p]
     lo = run_lo[k]
     kept = lo
@@ -264,6 +303,8 @@ def commit_step(k, p, t_s, reqs, slots, inst, pools, outs, stats, load):
                 r = run_req[s]
                 if gen == 0:
                     out_first_token_s[r] = t_s
+                else:
+                    n_emit += 1
                 gen += 1
                 target += 1
                 if gen == st[s, OUT]:
@@ -282,6 +323,7 @@ def commit_step(k, p, t_s, reqs, slots, inst, pools, outs, stats, load):
         st[kept, HELD] = held
         kept += 1
     run_len[k] = kept - lo
+    log_steps(k, p, n_emit, inst, pools, stats)
     if kept > lo or wait_ends[k, 0] >= 0:
         schedule_step(k, p, t_s, reqs, slots, inst, pools, outs)
     else:

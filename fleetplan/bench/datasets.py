@@ -1,0 +1,217 @@
+"""Prompt and output lengths of ``vllm bench serve`` datasets (tokens), without a tokenizer.
+
+Each dataset gives ``num_prompts`` pairs ``(prompt_tokens, output_tokens)`` the way vLLM's
+``vllm/benchmarks/datasets.py`` samples them (vllm-project/vllm, read at commit
+009e6d4a1cd6ba3fb2a9fc00f4ec06f5297232a1):
+
+* ``random``: input lengths uniform integers on ``[floor(I (1 - r)), ceil(I (1 + r))]``,
+  outputs likewise from ``O``, ``r = --random-range-ratio`` in ``[0, 1)``; every prompt starts
+  with the same ``--random-prefix-len`` tokens (counted in the prompt).
+* ``sharegpt``: the first two turns of each conversation with at least two turns, shuffled
+  with the seed; pairs with a prompt or output under ``SHAREGPT_MIN_TOKENS`` tokens, a prompt
+  over ``SHAREGPT_MAX_PROMPT_TOKENS`` or a total over ``SHAREGPT_MAX_TOTAL_TOKENS`` are skipped
+  (vLLM's ``is_valid_sequence`` defaults); ``--sharegpt-output-len`` fixes the outputs.
+* ``burstgpt``: rows of the BurstGPT CSV (``Model``, ``Request tokens``, ``Response tokens``)
+  of model ``GPT-4`` with a non-zero response, sampled with replacement when too few.
+* ``custom``: JSONL, one object per line with ``prompt`` (text), output length
+  ``--custom-output-len``; an object may instead carry integer ``prompt_tokens`` and
+  ``output_tokens`` (fleetplan's extension, for token counts you already have).
+
+Text is measured without a tokenizer at ``CHARS_PER_TOKEN`` characters per token (OpenAI's
+rule of thumb for English text, "What are tokens and how to count them?", help.openai.com);
+a real tokenizer differs by roughly +-20 % per prompt, so sharegpt/custom lengths carry that
+uncertainty.  Random draws use the stream ``lengths`` of the seed (``fleetplan.rng``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from fleetplan.errors import ConfigError, DataFormatError
+from fleetplan.sim.names import NameRegistry
+
+__all__ = ["CHARS_PER_TOKEN", "DatasetName", "DatasetSpec", "sample_lengths"]
+
+CHARS_PER_TOKEN = 4.0
+SHAREGPT_MIN_TOKENS = 4
+SHAREGPT_MAX_PROMPT_TOKENS = 1024
+SHAREGPT_MAX_TOTAL_TOKENS = 2048
+BURSTGPT_MODEL = "GPT-4"
+DEFAULT_CUSTOM_OUTPUT_LEN = 256
+
+
+class DatasetName(NameRegistry):
+    """``--dataset-name`` values ``bench serve`` models."""
+
+    RANDOM = "random"
+    SHAREGPT = "sharegpt"
+    BURSTGPT = "burstgpt"
+    CUSTOM = "custom"
+
+    @classmethod
+    def kind(cls) -> str:
+        return "dataset"
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """Which dataset and its length options (vLLM's flag names without the dashes)."""
+
+    name: DatasetName = DatasetName.RANDOM
+    path: str | None = None
+    random_input_len: int = 1024
+    random_output_len: int = 128
+    random_range_ratio: float = 0.0
+    random_prefix_len: int = 0
+    sharegpt_output_len: int | None = None
+    custom_output_len: int = DEFAULT_CUSTOM_OUTPUT_LEN
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", DatasetName.parse(self.name))
+        needs_path = self.name is not DatasetName.RANDOM
+        if needs_path and not self.path:
+            raise ConfigError(f"--dataset-name {self.name.value} needs --dataset-path FILE")
+        if not needs_path and self.path:
+            raise ConfigError(f"--dataset-path {self.path} cannot be used with --dataset-name random; "
+                              "give --dataset-name sharegpt, burstgpt or custom for a file")
+        for flag, value, lo in (("random-input-len", self.random_input_len, 1),
+                                ("random-output-len", self.random_output_len, 1),
+                                ("random-prefix-len", self.random_prefix_len, 0),
+                                ("custom-output-len", self.custom_output_len, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+                raise ConfigError(f"--{flag} {value!r} must be an integer >= {lo}")
+        r = self.random_range_ratio
+        if isinstance(r, bool) or not isinstance(r, int | float) or not 0 <= r < 1:
+            raise ConfigError(f"--random-range-ratio {r!r} must be in [0, 1) (vLLM's rule); e.g. 0.5")
+        if self.sharegpt_output_len is not None and self.sharegpt_output_len < 1:
+            raise ConfigError(f"--sharegpt-output-len {self.sharegpt_output_len} must be >= 1")
+
+
+def _text_tokens(text: object) -> int:
+    return max(1, round(len(str(text)) / CHARS_PER_TOKEN))
+
+
+def _random(spec: DatasetSpec, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    r = float(spec.random_range_ratio)
+    lo_in, hi_in = math.floor(spec.random_input_len * (1 - r)), math.ceil(spec.random_input_len * (1 + r))
+    lo_out, hi_out = math.floor(spec.random_output_len * (1 - r)), math.ceil(spec.random_output_len * (1 + r))
+    prompt = rng.integers(max(lo_in, 1), hi_in + 1, size=n) + spec.random_prefix_len
+    output = rng.integers(max(lo_out, 1), hi_out + 1, size=n)
+    return prompt.astype(np.int64), output.astype(np.int64)
+
+
+def _read_text(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise DataFormatError(path, None, f"cannot read: {err}", "check --dataset-path") from None
+
+
+def _sharegpt(spec: DatasetSpec, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    path = str(spec.path)
+    try:
+        data = json.loads(_read_text(path))
+    except json.JSONDecodeError as err:
+        raise DataFormatError(path, f"line {err.lineno}", "is not JSON",
+                              "give the ShareGPT JSON (a list of {\"conversations\": [...]})") from None
+    if not isinstance(data, list):
+        raise DataFormatError(path, None, "is not a JSON list", "give the ShareGPT JSON list of conversations")
+    pairs = []
+    for entry in data:
+        conv = entry.get("conversations") if isinstance(entry, dict) else None
+        if isinstance(conv, list) and len(conv) >= 2 and all(isinstance(t, dict) and "value" in t for t in conv[:2]):
+            pairs.append((_text_tokens(conv[0]["value"]), _text_tokens(conv[1]["value"])))
+    if not pairs:
+        raise DataFormatError(path, None, "holds no conversation with two turns",
+                              "give the ShareGPT JSON (entries with \"conversations\": [{\"value\": ...}, ...])")
+    order = rng.permutation(len(pairs))
+    prompt, output = [], []
+    for j in order:
+        p, o = pairs[j]
+        o = spec.sharegpt_output_len or o
+        too_short = p < SHAREGPT_MIN_TOKENS or o < SHAREGPT_MIN_TOKENS
+        too_long = p > SHAREGPT_MAX_PROMPT_TOKENS or p + o > SHAREGPT_MAX_TOTAL_TOKENS
+        if spec.sharegpt_output_len is None and (too_short or too_long):
+            continue
+        prompt.append(p)
+        output.append(o)
+        if len(prompt) == n:
+            break
+    if len(prompt) < n:
+        raise DataFormatError(path, None, f"yields {len(prompt)} valid conversations, fewer than --num-prompts {n}",
+                              "lower --num-prompts")
+    return np.array(prompt, dtype=np.int64), np.array(output, dtype=np.int64)
+
+
+def _burstgpt(spec: DatasetSpec, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    path = str(spec.path)
+    rows = list(csv.DictReader(_read_text(path).splitlines()))
+    need = ("Model", "Request tokens", "Response tokens")
+    if not rows or any(c not in rows[0] for c in need):
+        raise DataFormatError(path, "header", f"lacks the BurstGPT columns {', '.join(need)}",
+                              "give a BurstGPT CSV (github.com/HPMLL/BurstGPT)")
+    pairs = []
+    for i, row in enumerate(rows, start=2):
+        if row["Model"] != BURSTGPT_MODEL:
+            continue
+        try:
+            p, o = int(float(row["Request tokens"])), int(float(row["Response tokens"]))
+        except ValueError:
+            raise DataFormatError(path, f"row {i}", "token counts are not numbers") from None
+        if o > 0 and p > 0:
+            pairs.append((p, o))
+    if not pairs:
+        raise DataFormatError(path, None, f"has no {BURSTGPT_MODEL} row with a response",
+                              "give the BurstGPT trace with GPT-4 rows")
+    idx = rng.choice(len(pairs), size=n, replace=len(pairs) < n)
+    arr = np.array(pairs, dtype=np.int64)[idx]
+    return arr[:, 0].copy(), arr[:, 1].copy()
+
+
+def _custom(spec: DatasetSpec, n: int) -> tuple[np.ndarray, np.ndarray]:
+    path = str(spec.path)
+    prompt, output = [], []
+    for i, line in enumerate(_read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            raise DataFormatError(path, f"line {i}", "is not a JSON object",
+                                  "give JSONL with one {\"prompt\": ...} object per line") from None
+        if isinstance(obj, dict) and isinstance(obj.get("prompt_tokens"), int):
+            p, o = obj["prompt_tokens"], obj.get("output_tokens", spec.custom_output_len)
+            if not isinstance(o, int) or p < 1 or o < 1:
+                raise DataFormatError(path, f"line {i}", "prompt_tokens and output_tokens must be integers >= 1")
+        elif isinstance(obj, dict) and "prompt" in obj:
+            p, o = _text_tokens(obj["prompt"]), spec.custom_output_len
+        else:
+            raise DataFormatError(path, f"line {i}", "has no \"prompt\" (or \"prompt_tokens\")",
+                                  "give JSONL with one {\"prompt\": ...} object per line")
+        prompt.append(p)
+        output.append(o)
+        if len(prompt) == n:
+            break
+    if len(prompt) < n:
+        raise DataFormatError(path, None, f"holds {len(prompt)} prompts, fewer than --num-prompts {n}",
+                              "lower --num-prompts")
+    return np.array(prompt, dtype=np.int64), np.array(output, dtype=np.int64)
+
+
+def sample_lengths(spec: DatasetSpec, num_prompts: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``(prompt_tokens, output_tokens)`` of ``num_prompts`` requests of ``spec`` (module docstring)."""
+    if isinstance(num_prompts, bool) or not isinstance(num_prompts, int) or num_prompts < 1:
+        raise ConfigError(f"--num-prompts {num_prompts!r} must be an integer >= 1")
+    if spec.name is DatasetName.RANDOM:
+        return _random(spec, num_prompts, rng)
+    if spec.name is DatasetName.SHAREGPT:
+        return _sharegpt(spec, num_prompts, rng)
+    if spec.name is DatasetName.BURSTGPT:
+        return _burstgpt(spec, num_prompts, rng)
+    return _custom(spec, num_prompts)

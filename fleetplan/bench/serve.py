@@ -1,0 +1,228 @@
+"""``bench serve``: the simulator driven like ``vllm bench serve`` against one serving instance.
+
+Client model (vllm-project/vllm ``vllm/benchmarks/serve.py``, read at commit
+009e6d4a1cd6ba3fb2a9fc00f4ec06f5297232a1, functions ``get_request``, ``benchmark`` and
+``calculate_metrics``):
+
+* Send times.  ``--request-rate inf``: every request at t = 0.  Otherwise gaps are gamma with
+  shape ``b = --burstiness`` and scale ``1 / (rate b)`` (b = 1 is Poisson, ``b = inf`` a constant
+  ``1 / rate``); the cumulative send times are rescaled so the last one is exactly
+  ``num_prompts / rate`` (vLLM's normalisation).  Draws come from the stream ``arrivals`` of
+  ``--seed``.
+* ``--max-concurrency N``: a FIFO semaphore; a request sent while N are outstanding starts when
+  one completes.  The simulator's closed loop (``CompiledRun.max_in_flight``) releases request i
+  at ``max(send_i, the completion that frees a slot)``; latencies run from the release, as
+  vLLM's clock starts inside the semaphore.
+* Metrics over completed requests: TTFT = first token - release; E2EL = completion - release;
+  TPOT = (E2EL - TTFT) / (output - 1) for outputs > 1; the benchmark duration is the last
+  completion (the first send is at t >= 0); throughputs divide by it; ``std`` is the
+  population standard deviation and percentiles are numpy's linear ones, as vLLM.
+* ITL.  vLLM's mean ITL is the sum over requests of (E2EL - TTFT) over the sum of
+  (output - 1), which this reproduces exactly.  Median, std and percentiles come from the
+  kernel's step log (``SimResult.step_log``): each step contributes its duration once per token
+  it emitted past a request's first (a token's ITL is the step that produced it; a preempted
+  request's wait is not in it).  With runtime features (speculative decoding, prefix caching,
+  CUDA-graph padding) the feature kernel runs, which has no step log: each request then
+  contributes its mean gap between emissions, decode time / (output - 1 - accepted draft tokens),
+  once per emission.  vLLM appends one ITL per streamed chunk, and a speculative step streams
+  its accepted tokens as one chunk, so with speculative decoding mean ITL exceeds TPOT; the
+  spread misses decode steps slowed by a co-scheduled prefill chunk.  The result states which
+  method in ``itl_percentiles_method``.
+
+Requests rejected by the instance (longer than ``--max-model-len``) count as failed, like
+vLLM's HTTP errors.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import numpy as np
+
+from fleetplan import rng as fp_rng
+from fleetplan.bench.datasets import DatasetSpec, sample_lengths
+from fleetplan.bench.instance import EngineArgs, serving_fleet
+from fleetplan.errors import ConfigError
+from fleetplan.sim.compile import CompiledRun, compile_fleet, compile_requests
+from fleetplan.sim.engine import run_compiled
+from fleetplan.sim.features_compile import compile_features
+from fleetplan.sim.spec import FleetSpec, Level
+
+__all__ = ["BenchServeConfig", "BenchServeResult", "METRICS", "ITL_METHOD", "ITL_METHOD_APPROX", "run_bench_serve",
+           "send_times_s"]
+
+METRICS = ("ttft", "tpot", "itl", "e2el")
+DEFAULT_PERCENTILE_METRICS = ("ttft", "tpot", "itl")  # vLLM's default for generation
+ITL_METHOD = "step log (each token's ITL = the duration of the step that produced it; mean exact)"
+ITL_METHOD_APPROX = ("per-request mean gap between streamed chunks (feature kernel has no step log; mean exact, "
+                     "spread approximate)")
+
+
+def send_times_s(n: int, request_rate_per_s: float, burstiness: float, rng: np.random.Generator) -> np.ndarray:
+    """vLLM's send times (s) of ``n`` requests (module docstring)."""
+    if math.isinf(request_rate_per_s):
+        return np.zeros(n)
+    if math.isinf(burstiness):
+        gaps = np.full(n, 1.0 / request_rate_per_s)
+    else:
+        gaps = rng.gamma(shape=burstiness, scale=1.0 / (request_rate_per_s * burstiness), size=n)
+    cum = np.cumsum(gaps)
+    if cum[-1] > 0:
+        cum *= (n / request_rate_per_s) / cum[-1]
+    return cum
+
+
+@dataclass(frozen=True)
+class BenchServeConfig:
+    """The client flags of ``vllm bench serve`` (vLLM's names; rates in requests/s)."""
+
+    dataset: DatasetSpec = DatasetSpec()
+    num_prompts: int = 1000
+    request_rate_per_s: float = math.inf
+    burstiness: float = 1.0
+    max_concurrency: int | None = None
+    seed: int = 0
+    percentile_metrics: tuple[str, ...] = DEFAULT_PERCENTILE_METRICS
+    metric_percentiles: tuple[float, ...] = (99.0,)
+
+    def __post_init__(self) -> None:
+        n = self.num_prompts
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ConfigError(f"--num-prompts {n!r} must be an integer >= 1")
+        rate = self.request_rate_per_s
+        if not isinstance(rate, int | float) or isinstance(rate, bool) or math.isnan(rate) or rate <= 0:
+            raise ConfigError(f"--request-rate {rate!r} must be > 0 requests/s, or inf (all at once)")
+        b = self.burstiness
+        if not isinstance(b, int | float) or isinstance(b, bool) or math.isnan(b) or b <= 0:
+            raise ConfigError(f"--burstiness {b!r} must be > 0 (1 = Poisson, < 1 burstier, > 1 more regular)")
+        c = self.max_concurrency
+        if c is not None and (isinstance(c, bool) or not isinstance(c, int) or c < 1):
+            raise ConfigError(f"--max-concurrency {c!r} must be an integer >= 1")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ConfigError(f"--seed {self.seed!r} must be an integer >= 0")
+        for m in self.percentile_metrics:
+            if m not in METRICS:
+                raise ConfigError(f"--percentile-metrics {m!r} is not one of {','.join(METRICS)}")
+        if not self.percentile_metrics:
+            raise ConfigError("--percentile-metrics is empty; give e.g. ttft,tpot,itl")
+        for p in self.metric_percentiles:
+            if not isinstance(p, int | float) or not 0 <= p <= 100:
+                raise ConfigError(f"--metric-percentiles {p!r} must be in [0, 100], e.g. 50,90,99")
+
+
+@dataclass(frozen=True, eq=False)
+class BenchServeResult:
+    """Per-request outcome arrays (seconds; completed and failed) and vLLM's summary metrics."""
+
+    config: BenchServeConfig
+    engine: EngineArgs
+    fleet: FleetSpec
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    send_s: np.ndarray
+    start_s: np.ndarray  # release (after the client's semaphore)
+    ttft_s: np.ndarray  # NaN when failed
+    e2el_s: np.ndarray  # NaN when failed
+    completed: np.ndarray  # bool
+    metrics: MappingProxyType = field(hash=False)  # vLLM's result keys -> values (ms where vLLM has ms)
+
+
+def _percentile_word(p: float) -> str:
+    return str(int(p)) if int(p) == p else str(p)
+
+
+def _stats(values: np.ndarray, weights: np.ndarray | None, percentiles: tuple[float, ...]) -> dict[str, float]:
+    """mean, median, std and percentiles (ms) as vLLM computes them (``np.*(values or 0)``)."""
+    if values.size == 0:
+        values, weights = np.zeros(1), None
+    if weights is None:
+        out = {"mean": float(np.mean(values)), "median": float(np.median(values)), "std": float(np.std(values))}
+        for p in percentiles:
+            out[f"p{_percentile_word(p)}"] = float(np.percentile(values, p))
+    else:
+        expanded = np.repeat(values, weights)  # token-weighted samples (ITL, module docstring)
+        if expanded.size == 0:
+            expanded = np.zeros(1)
+        out = {"mean": float(np.sum(values * weights) / max(np.sum(weights), 1)),
+               "median": float(np.median(expanded)), "std": float(np.std(expanded))}
+        for p in percentiles:
+            out[f"p{_percentile_word(p)}"] = float(np.percentile(expanded, p))
+    return {k: 1e3 * v for k, v in out.items()}
+
+
+def _metrics(cfg: BenchServeConfig, prompt: np.ndarray, output: np.ndarray, start_s: np.ndarray,
+             ttft_s: np.ndarray, e2el_s: np.ndarray, done: np.ndarray,
+             step_log: tuple[np.ndarray, np.ndarray] | None, accepted: np.ndarray) -> dict[str, object]:
+    duration_s = float(np.max(start_s[done] + e2el_s[done])) if done.any() else 0.0
+    n_done = int(done.sum())
+    total_in, total_out = int(prompt[done].sum()), int(output[done].sum())
+    per = 1.0 / duration_s if duration_s > 0 else math.nan
+    out: dict[str, object] = {
+        "duration": duration_s,
+        "completed": n_done,
+        "failed": int((~done).sum()),
+        "total_input_tokens": total_in,
+        "total_output_tokens": total_out,
+        "request_throughput": n_done * per,
+        "request_goodput": None,
+        "output_throughput": total_out * per,
+        "total_token_throughput": (total_in + total_out) * per,
+    }
+    multi = done & (output > 1)
+    tpot = (e2el_s[multi] - ttft_s[multi]) / (output[multi] - 1)
+    decode_s = e2el_s[multi] - ttft_s[multi]
+    emissions = np.maximum(output[multi] - 1 - accepted[multi], 1).astype(np.int64)  # streamed chunks
+    itl = (decode_s / emissions, emissions) if step_log is None else step_log
+    series = {
+        "ttft": (ttft_s[done], None),
+        "tpot": (tpot, None),
+        "itl": itl,
+        "e2el": (e2el_s[done], None),
+    }
+    for name in cfg.percentile_metrics:
+        values, weights = series[name]
+        for key, value in _stats(values, weights, cfg.metric_percentiles).items():
+            out[f"{key}_{name}_ms"] = value
+    if "itl" in cfg.percentile_metrics:
+        n_chunks = int(np.sum(emissions))  # vLLM's mean ITL: all decode time over all later chunks
+        out["mean_itl_ms"] = 1e3 * float(np.sum(decode_s)) / n_chunks if n_chunks else 0.0
+        out["itl_percentiles_method"] = ITL_METHOD if step_log is not None else ITL_METHOD_APPROX
+    return out
+
+
+def run_bench_serve(engine: EngineArgs, cfg: BenchServeConfig,
+                    lengths: tuple[np.ndarray, np.ndarray] | None = None) -> BenchServeResult:
+    """Simulate ``vllm bench serve`` with ``cfg`` against ``engine`` (module docstring).
+
+    ``lengths = (prompt_tokens, output_tokens)`` replays known per-request lengths (e.g. a result
+    JSON's ``input_lens`` / ``output_lens``) instead of sampling ``cfg.dataset``.
+    """
+    if not isinstance(engine, EngineArgs) or not isinstance(cfg, BenchServeConfig):
+        raise ConfigError("run_bench_serve needs EngineArgs and a BenchServeConfig")
+    fleet = serving_fleet(engine)
+    if lengths is None:
+        prompt, output = sample_lengths(cfg.dataset, cfg.num_prompts, fp_rng.stream(cfg.seed, "lengths"))
+    else:
+        prompt, output = (np.asarray(a, dtype=np.int64) for a in lengths)
+        if prompt.shape != (cfg.num_prompts,) or output.shape != (cfg.num_prompts,) or prompt.min() < 1 \
+                or output.min() < 1:
+            raise ConfigError(f"lengths must be two arrays of {cfg.num_prompts} integers >= 1 (one per prompt)")
+    send = send_times_s(cfg.num_prompts, float(cfg.request_rate_per_s), float(cfg.burstiness),
+                        fp_rng.stream(cfg.seed, "arrivals"))
+    requests = compile_requests(fleet, send, prompt, output, fp_rng.stream(cfg.seed, "routing"))
+    run = CompiledRun(fleet=compile_fleet(fleet), requests=requests, horizon_s=math.inf,
+                      features=compile_features(fleet, cfg.seed), max_in_flight=int(cfg.max_concurrency or 0),
+                      log_steps="itl" in cfg.percentile_metrics)
+    rate = float(cfg.request_rate_per_s) if math.isfinite(cfg.request_rate_per_s) else 1.0  # labels only
+    sim = run_compiled(fleet, run, Level.ITERATION, rate, warmup_fraction=0.0)
+    frame = sim.requests
+    done = (frame["status"] == "done").to_numpy()
+    start = frame["release_s"].to_numpy(dtype=np.float64)
+    ttft = np.where(done, frame["ttft_s"].to_numpy(dtype=np.float64), np.nan)
+    e2el = np.where(done, frame["e2e_s"].to_numpy(dtype=np.float64), np.nan)
+    accepted = frame["accepted"].to_numpy(dtype=np.int64)
+    metrics = _metrics(cfg, prompt, output, start, ttft, e2el, done, sim.step_log, accepted)
+    return BenchServeResult(cfg, engine, fleet, prompt, output, send, start, ttft, e2el, done,
+                            MappingProxyType(metrics))

@@ -1,0 +1,242 @@
+"""``fleetplan bench serve``: ``vllm bench serve`` against a simulated serving instance.
+
+Same flags and meanings as vLLM's client (``vllm bench serve``) plus the engine flags of
+``vllm serve``; prints vLLM's "Serving Benchmark Result" block and, with ``--save-result``,
+writes a result JSON with vLLM's keys (and a ``fleetplan`` section with the simulated
+configuration), so a prediction diffs against a real run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime
+from pathlib import Path
+
+import click
+
+from fleetplan.atomic import atomic_write_text
+from fleetplan.bench.datasets import DatasetName, DatasetSpec
+from fleetplan.bench.instance import EngineArgs
+from fleetplan.bench.serve import METRICS, BenchServeConfig, BenchServeResult, run_bench_serve
+from fleetplan.cli.errors import FleetplanGroup
+from fleetplan.errors import ConfigError, UnknownNameError
+from fleetplan.hardware import load_catalog
+from fleetplan.models import Dtype, load_model
+from fleetplan.perf.engine_profile import ENGINE_NAMES, load_engine_profile
+from fleetplan.perf.profile_io import load_perf_profile
+from fleetplan.sim.features_speculative import SpeculativeConfig
+
+#: vLLM ``--quantization`` methods and the weight storage they mean for the predictor.
+QUANTIZATION_WEIGHTS = {"fp8": Dtype.FP8, "awq": Dtype.INT4, "awq_marlin": Dtype.INT4, "gptq": Dtype.INT4,
+                        "gptq_marlin": Dtype.INT4, "compressed-tensors-w4a16": Dtype.INT4}
+KV_DTYPES = {"auto": Dtype.BF16, "bf16": Dtype.BF16, "fp8": Dtype.FP8, "fp8_e4m3": Dtype.FP8, "fp8_e5m2": Dtype.FP8}
+
+EXAMPLES = """\b
+Examples:
+  fleetplan bench serve --model llama-3.1-8b --gpu h100 --dataset-name random \\
+      --random-input-len 1024 --random-output-len 128 --num-prompts 1000 --request-rate inf
+  fleetplan bench serve --model llama-3.1-70b --gpu h100 -tp 4 --max-concurrency 32 \\
+      --num-prompts 500 --save-result --result-dir results/
+  fleetplan bench serve --model qwen3-30b-a3b --gpu h200 -tp 2 --engine sglang --request-rate 8 \\
+      --burstiness 0.5 --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,90,99
+"""
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ConfigError(f"--request-rate {text!r} is not a number; give requests/s or inf") from None
+    return value
+
+
+def _floats(flag: str, text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(p) for p in text.split(",") if p.strip())
+    except ValueError:
+        raise ConfigError(f"{flag} {text!r} must be comma-separated numbers, e.g. 50,90,99") from None
+
+
+def _sizes(text: str | None) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise ConfigError(f"--cudagraph-capture-sizes {text!r} must be comma-separated positive integers, "
+                          "e.g. 1,2,4,8,16,32,64")
+    return tuple(int(p) for p in parts)
+
+
+def _weights(quantization: str | None) -> Dtype:
+    if quantization is None:
+        return Dtype.BF16
+    key = quantization.strip().lower()
+    if key not in QUANTIZATION_WEIGHTS:
+        raise UnknownNameError("quantization", quantization, sorted(QUANTIZATION_WEIGHTS))
+    return QUANTIZATION_WEIGHTS[key]
+
+
+def _kv(kv_cache_dtype: str) -> Dtype:
+    key = kv_cache_dtype.strip().lower()
+    if key not in KV_DTYPES:
+        raise UnknownNameError("kv-cache dtype", kv_cache_dtype, sorted(KV_DTYPES))
+    return KV_DTYPES[key]
+
+
+def _line(label: str, value, fmt: str = "") -> str:
+    return f"{label:<40} {format(value, fmt) if fmt else str(value):<10}"
+
+
+def result_block(result: BenchServeResult) -> str:
+    """vLLM's "Serving Benchmark Result" block for ``result``."""
+    m, cfg = result.metrics, result.config
+    lines = ["{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="="),
+             _line("Successful requests:", m["completed"]), _line("Failed requests:", m["failed"])]
+    if cfg.max_concurrency is not None:
+        lines.append(_line("Maximum request concurrency:", cfg.max_concurrency))
+    if math.isfinite(cfg.request_rate_per_s):
+        lines.append(_line("Request rate configured (RPS):", cfg.request_rate_per_s, ".2f"))
+    lines += [_line("Benchmark duration (s):", m["duration"], ".2f"),
+              _line("Total input tokens:", m["total_input_tokens"]),
+              _line("Total generated tokens:", m["total_output_tokens"]),
+              _line("Request throughput (req/s):", m["request_throughput"], ".2f"),
+              _line("Output token throughput (tok/s):", m["output_throughput"], ".2f"),
+              _line("Total token throughput (tok/s):", m["total_token_throughput"], ".2f")]
+    headers = {"ttft": ("TTFT", "Time to First Token"), "tpot": ("TPOT", "Time per Output Token (excl. 1st token)"),
+               "itl": ("ITL", "Inter-token Latency"), "e2el": ("E2EL", "End-to-end Latency")}
+    for name in METRICS:
+        if name not in cfg.percentile_metrics:
+            continue
+        short, header = headers[name]
+        lines.append("{s:{c}^{n}}".format(s=header, n=50, c="-"))
+        lines.append(_line(f"Mean {short} (ms):", m[f"mean_{name}_ms"], ".2f"))
+        lines.append(_line(f"Median {short} (ms):", m[f"median_{name}_ms"], ".2f"))
+        for p in cfg.metric_percentiles:
+            word = str(int(p)) if int(p) == p else str(p)
+            lines.append(_line(f"P{word} {short} (ms):", m[f"p{word}_{name}_ms"], ".2f"))
+    lines.append("=" * 50)
+    return "\n".join(lines)
+
+
+def result_json(result: BenchServeResult, label: str, model_id: str, engine: str, date: str) -> dict:
+    """vLLM's result JSON keys (setup, traffic, metrics) plus the simulated configuration under ``fleetplan``."""
+    cfg, eng = result.config, result.engine
+    pool = result.fleet.pools[0]
+    rate = cfg.request_rate_per_s
+    doc = {"date": date, "endpoint_type": "fleetplan-sim", "backend": "fleetplan-sim", "label": label,
+           "model_id": model_id, "tokenizer_id": None, "num_prompts": cfg.num_prompts,
+           "request_rate": rate if math.isfinite(rate) else "inf", "burstiness": cfg.burstiness,
+           "max_concurrency": cfg.max_concurrency, **dict(result.metrics)}
+    doc["fleetplan"] = {
+        "engine": engine, "gpu": eng.gpu.name, "tensor_parallel_size": eng.tensor_parallel_size,
+        "instances": eng.instances, "weight_dtype": eng.weight_dtype.value, "kv_cache_dtype": eng.kv_cache_dtype.value,
+        "max_num_seqs": pool.limits.max_num_seqs, "max_num_batched_tokens": pool.limits.max_num_batched_tokens,
+        "max_model_len": pool.max_context_tokens, "kv_blocks": pool.limits.kv_blocks,
+        "gpu_memory_utilization": eng.gpu_memory_utilization, "enable_prefix_caching": eng.enable_prefix_caching,
+        "dataset_name": cfg.dataset.name.value, "dataset_path": cfg.dataset.path,
+        "random_input_len": cfg.dataset.random_input_len, "random_output_len": cfg.dataset.random_output_len,
+        "random_range_ratio": cfg.dataset.random_range_ratio, "random_prefix_len": cfg.dataset.random_prefix_len,
+        "seed": cfg.seed, "perf_profile": None if eng.perf_profile is None else eng.perf_profile.source,
+    }
+    return doc
+
+
+def _finite(value):
+    """JSON-safe: non-finite floats become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    return value
+
+
+@click.group("bench", cls=FleetplanGroup)
+def bench() -> None:
+    """Serving benchmarks against the simulator (vLLM's client, predicted)."""
+
+
+@bench.command("serve", epilog=EXAMPLES)
+@click.option("--model", required=True, help="Bundled model name (fleetplan models list) or a config.json path.")
+@click.option("--gpu", required=True, help="GPU name (fleetplan gpus list).")
+@click.option("--tensor-parallel-size", "-tp", "tensor_parallel_size", type=click.IntRange(min=1), default=1,
+              show_default=True, help="GPUs per instance.")
+@click.option("--instances", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Identical instances behind a least-outstanding-requests router.")
+@click.option("--engine", default="vllm", show_default=True,
+              help=f"Engine profile ({'|'.join(ENGINE_NAMES)}): efficiencies and per-step overheads.")
+@click.option("--perf-profile", type=click.Path(dir_okay=False), default=None,
+              help="Calibrated step-time profile (fleetplan perf calibrate) instead of the engine profile.")
+@click.option("--dataset-name", default="random", show_default=True, help="random|sharegpt|burstgpt|custom")
+@click.option("--dataset-path", default=None, help="Dataset file (sharegpt JSON, BurstGPT CSV, custom JSONL).")
+@click.option("--random-input-len", type=int, default=1024, show_default=True)
+@click.option("--random-output-len", type=int, default=128, show_default=True)
+@click.option("--random-range-ratio", type=float, default=0.0, show_default=True)
+@click.option("--random-prefix-len", type=int, default=0, show_default=True)
+@click.option("--sharegpt-output-len", type=int, default=None)
+@click.option("--custom-output-len", type=int, default=256, show_default=True)
+@click.option("--request-rate", default="inf", show_default=True, help="Requests/s; inf sends all at once.")
+@click.option("--burstiness", type=float, default=1.0, show_default=True,
+              help="Gamma shape of the inter-arrival gaps (1 = Poisson).")
+@click.option("--num-prompts", type=int, default=1000, show_default=True)
+@click.option("--max-concurrency", type=int, default=None, help="At most N requests in flight (closed loop).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--percentile-metrics", default="ttft,tpot,itl", show_default=True)
+@click.option("--metric-percentiles", default="99", show_default=True)
+@click.option("--save-result", is_flag=True, default=False, help="Write the result JSON.")
+@click.option("--result-dir", default=None, help="Directory of the result JSON.")
+@click.option("--result-filename", default=None, help="File name of the result JSON.")
+@click.option("--label", default=None, help="Label (prefix) of the result file name (default fleetplan-ENGINE).")
+@click.option("--max-num-seqs", type=int, default=None, help="Default: vLLM's (1024 on >= 70 GiB non-A100, else 256).")
+@click.option("--max-num-batched-tokens", type=int, default=None, help="Default: vLLM's (8192 / 2048).")
+@click.option("--max-model-len", type=int, default=None, help="Default: the KV capacity, at most 131072.")
+@click.option("--gpu-memory-utilization", type=float, default=0.9, show_default=True)
+@click.option("--kv-cache-dtype", default="auto", show_default=True, help="auto|fp8 (vLLM names).")
+@click.option("--quantization", "-q", default=None, help="fp8 | awq | gptq (+ _marlin): weight storage.")
+@click.option("--enable-chunked-prefill/--no-enable-chunked-prefill", default=True, show_default=True)
+@click.option("--enable-prefix-caching/--no-enable-prefix-caching", default=False, show_default=True)
+@click.option("--speculative-config", default=None, help='vLLM JSON, e.g. \'{"method": "mtp", '
+              '"num_speculative_tokens": 2, "acceptance_rate": 0.7}\'.')
+@click.option("--cudagraph-capture-sizes", default=None, help="Capture sizes (tokens); turns on graph padding.")
+def serve(model, gpu, tensor_parallel_size, instances, engine, perf_profile, dataset_name, dataset_path,
+          random_input_len, random_output_len, random_range_ratio, random_prefix_len, sharegpt_output_len,
+          custom_output_len, request_rate, burstiness, num_prompts, max_concurrency, seed, percentile_metrics,
+          metric_percentiles, save_result, result_dir, result_filename, label, max_num_seqs, max_num_batched_tokens,
+          max_model_len, gpu_memory_utilization, kv_cache_dtype, quantization, enable_chunked_prefill,
+          enable_prefix_caching, speculative_config, cudagraph_capture_sizes) -> None:
+    """Predict `vllm bench serve` against one serving instance: vLLM's result block and JSON."""
+    dataset = DatasetSpec(DatasetName.parse(dataset_name), dataset_path, random_input_len, random_output_len,
+                          random_range_ratio, random_prefix_len, sharegpt_output_len, custom_output_len)
+    cfg = BenchServeConfig(dataset, num_prompts, _rate(request_rate), burstiness, max_concurrency, seed,
+                           tuple(m.strip() for m in percentile_metrics.split(",") if m.strip()),
+                           _floats("--metric-percentiles", metric_percentiles))
+    model_cfg, gpu_profile = load_model(model), load_catalog().get(gpu)
+    weights = _weights(quantization)
+    profile = load_engine_profile(engine)
+    args = EngineArgs(
+        model_cfg, gpu_profile, tensor_parallel_size, weights, _kv(kv_cache_dtype), max_num_seqs,
+        max_num_batched_tokens, max_model_len, gpu_memory_utilization, enable_chunked_prefill, enable_prefix_caching,
+        None if speculative_config is None else SpeculativeConfig.from_json(speculative_config),
+        _sizes(cudagraph_capture_sizes), profile.options_for(gpu_profile, weights),
+        None if perf_profile is None else load_perf_profile(perf_profile), instances,
+    )
+    result = run_bench_serve(args, cfg)
+    click.echo(f"fleetplan bench serve (simulated): {model_cfg.name} on {instances} x {tensor_parallel_size} "
+               f"{gpu_profile.name}, engine profile {profile.name}"
+               + (f", perf profile {perf_profile}" if perf_profile else ""))
+    click.echo(f"Traffic request rate: {request_rate}")
+    click.echo(f"Burstiness factor: {burstiness} ({'Poisson process' if burstiness == 1.0 else 'Gamma distribution'})")
+    click.echo(f"Maximum request concurrency: {max_concurrency}")
+    click.echo(result_block(result))
+    if "itl" in cfg.percentile_metrics:
+        click.echo(f"ITL: {result.metrics['itl_percentiles_method']}.")
+    if save_result or result_filename:
+        date = datetime.now().strftime("%Y%m%d-%H%M%S")
+        label = label or f"fleetplan-{profile.name}"
+        conc = f"-concurrency{max_concurrency}" if max_concurrency is not None else ""
+        name = result_filename or f"{label}-{cfg.request_rate_per_s}qps{conc}-{model_cfg.name}-{date}.json"
+        path = Path(result_dir) / name if result_dir else Path(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        doc = result_json(result, label, model_cfg.name, profile.name, date)
+        atomic_write_text(path, json.dumps(_finite(doc), indent=2))
+        click.echo(f"wrote {path}")

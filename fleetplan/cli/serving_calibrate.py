@@ -1,0 +1,101 @@
+"""``fleetplan perf calibrate --bench-result FILE / --metrics FILE``: fit the predictor on serving runs.
+
+Options are added to ``perf calibrate`` by ``serving_calibrate_options``; ``run_serving_calibrate``
+reads the files (``fleetplan.bench.calibrate``), fits, prints the residuals before and after and
+writes the profile JSON that ``simulate`` and ``bench serve`` accept with ``--perf-profile``.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from fleetplan.errors import ConfigError
+from fleetplan.hardware import load_catalog
+from fleetplan.models import Dtype, load_model
+from fleetplan.perf.engine_profile import ENGINE_NAMES, load_engine_profile
+from fleetplan.perf.profile_io import save_perf_profile
+
+SERVING_OPTIONS = [
+    click.option("--bench-result", "bench_results", multiple=True, type=click.Path(exists=True, dir_okay=False),
+                 help="vllm bench serve result JSON (repeatable); fits to its mean TTFT, TPOT and throughput."),
+    click.option("--metrics", "metrics_dumps", multiple=True, type=click.Path(exists=True, dir_okay=False),
+                 help="Text of a vLLM server's /metrics after one benchmark run (repeatable); the run's client "
+                 "settings come from --input-len/--output-len/--num-prompts/--request-rate/--max-concurrency."),
+    click.option("--engine", default="vllm", show_default=True,
+                 help=f"Engine profile the fit starts from ({'|'.join(ENGINE_NAMES)})."),
+    click.option("--input-len", type=click.IntRange(min=1), default=None,
+                 help="Prompt tokens per request (overrides a result file's mean; needed for --metrics)."),
+    click.option("--output-len", type=click.IntRange(min=1), default=None,
+                 help="Output tokens per request (overrides a result file's mean; needed for --metrics)."),
+    click.option("--num-prompts", type=click.IntRange(min=1), default=None, help="Requests of the --metrics run."),
+    click.option("--request-rate", default="inf", show_default=True, help="Request rate of the --metrics run."),
+    click.option("--max-concurrency", type=click.IntRange(min=1), default=None,
+                 help="Client concurrency of the --metrics run."),
+]
+
+
+def serving_calibrate_options(func):
+    for option in reversed(SERVING_OPTIONS):
+        func = option(func)
+    return func
+
+
+def run_serving_calibrate(out_path: Path, bench_results, metrics_dumps, engine, input_len, output_len, num_prompts,
+                          request_rate, max_concurrency, model_name, gpu_name, tp, pp, dp, ep, weight_dtype, kv_dtype,
+                          gpu_profiles, **_ignored) -> None:
+    """Fit and report (module docstring)."""
+    # the simulator is imported only when a serving fit runs (perf explain stays light)
+    from fleetplan.bench.calibrate import (
+        FIT_BOUNDS,
+        FIT_OPTIONS,
+        fit_serving,
+        measurement_from_metrics,
+        read_bench_result,
+    )
+    from fleetplan.bench.datasets import DatasetSpec
+    from fleetplan.bench.instance import EngineArgs
+    from fleetplan.bench.serve import BenchServeConfig
+
+    if (pp, dp, ep) != (1, 1, 1):
+        raise ConfigError("serving calibration models one tensor-parallel instance; drop -pp/-dp/--ep")
+    profile = load_engine_profile(engine)
+    gpu = load_catalog(gpu_profiles).get(gpu_name)
+    args = EngineArgs(load_model(model_name), gpu, tp, Dtype(weight_dtype), Dtype(kv_dtype),
+                      options=profile.options_for(gpu, Dtype(weight_dtype)))
+    measurements = [read_bench_result(p, input_len, output_len) for p in bench_results]
+    if metrics_dumps:
+        if input_len is None or output_len is None or num_prompts is None:
+            raise ConfigError("--metrics needs the run's --input-len, --output-len and --num-prompts "
+                              "(and --request-rate / --max-concurrency when set)")
+        try:
+            rate = float(request_rate)
+        except ValueError:
+            raise ConfigError(f"--request-rate {request_rate!r} is not a number; give requests/s or inf") from None
+        cfg = BenchServeConfig(DatasetSpec(random_input_len=input_len, random_output_len=output_len), num_prompts,
+                               rate, 1.0, max_concurrency)
+        measurements += [measurement_from_metrics(p, cfg) for p in metrics_dumps]
+    fit = fit_serving(args, measurements)
+    save_perf_profile(fit.profile, out_path)
+    table = Table(title=f"serving calibration of {args.model.name} on {tp}x {gpu.name} (relative error, "
+                        f"predicted / measured - 1; start: engine profile {profile.name})")
+    for col in ("measurement", "before", "after"):
+        table.add_column(col, justify="left" if col == "measurement" else "right")
+    for label, b, a in zip(fit.labels, fit.residuals_before, fit.residuals_after, strict=True):
+        table.add_row(label, f"{b:+.1%}", f"{a:+.1%}")
+    table.add_row("mean |error|", f"{sum(abs(fit.residuals_before)) / len(fit.labels):.1%}",
+                  f"{sum(abs(fit.residuals_after)) / len(fit.labels):.1%}", style="bold")
+    con = Console()
+    con.print(table)
+    fitted = ", ".join(f"{n}={getattr(fit.options, n) * (1e3 if n.endswith('_s') else 1):.3g}"
+                       f"{' ms' if n.endswith('_s') else ''} (bounds {lo * (1e3 if n.endswith('_s') else 1):g}-"
+                       f"{hi * (1e3 if n.endswith('_s') else 1):g})"
+                       for n, (lo, hi) in zip(FIT_OPTIONS, FIT_BOUNDS, strict=True))
+    con.print(f"fitted (least squares): {fitted}")
+    con.print(f"wrote {out_path} (use with --perf-profile in simulate and bench serve)")
+    if any(math.isnan(x) for x in fit.residuals_after):
+        raise ConfigError("the fit produced NaN residuals; check that every run completed requests")

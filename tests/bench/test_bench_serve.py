@@ -1,0 +1,170 @@
+"""``run_bench_serve``: vLLM's client model and metrics, checked against hand computations."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from fleetplan.bench import BenchServeConfig, DatasetSpec, EngineArgs, run_bench_serve
+from fleetplan.bench.serve import send_times_s
+from fleetplan.errors import ConfigError
+from fleetplan.hardware import load_catalog
+from fleetplan.models import load_model
+from fleetplan.perf.batch import BatchComposition
+
+VLLM_KEYS = ("duration", "completed", "failed", "total_input_tokens", "total_output_tokens", "request_throughput",
+             "output_throughput", "total_token_throughput")
+
+
+@pytest.fixture(scope="module")
+def engine() -> EngineArgs:
+    return EngineArgs(load_model("llama-3.1-8b"), load_catalog().get("H100-SXM"))
+
+
+def test_send_times_follow_vllm() -> None:
+    rng = np.random.default_rng(0)
+    assert np.all(send_times_s(5, math.inf, 1.0, rng) == 0)
+    t = send_times_s(100, 4.0, 0.5, rng)
+    assert t[-1] == pytest.approx(25.0) and np.all(np.diff(t) >= 0)  # normalised to N / rate
+    np.testing.assert_allclose(send_times_s(4, 2.0, math.inf, rng), [0.5, 1.0, 1.5, 2.0])
+
+
+def test_one_request_is_one_prefill_then_decodes(engine: EngineArgs) -> None:
+    cfg = BenchServeConfig(DatasetSpec(random_input_len=512, random_output_len=2), num_prompts=1,
+                           percentile_metrics=("ttft", "tpot", "itl", "e2el"))
+    r = run_bench_serve(engine, cfg)
+    p = engine.predictor()
+    prefill_s = p.predict(BatchComposition.uniform(n_prefill=1, chunk_tokens=512)).total_s
+    decode_s = p.predict(BatchComposition.uniform(1, 512)).total_s
+    m = r.metrics
+    assert m["mean_ttft_ms"] == pytest.approx(1e3 * prefill_s, rel=1e-9)
+    assert m["mean_e2el_ms"] == pytest.approx(1e3 * (prefill_s + decode_s), rel=1e-9)
+    assert m["mean_tpot_ms"] == pytest.approx(1e3 * decode_s, rel=1e-9)
+    assert m["duration"] == pytest.approx(prefill_s + decode_s, rel=1e-9)
+    assert all(k in m for k in VLLM_KEYS) and m["completed"] == 1 and m["failed"] == 0
+
+
+def test_concurrency_one_serialises_requests(engine: EngineArgs) -> None:
+    cfg = BenchServeConfig(DatasetSpec(random_input_len=256, random_output_len=8), num_prompts=6,
+                           max_concurrency=1, percentile_metrics=("e2el",))
+    r = run_bench_serve(engine, cfg)
+    ends = r.start_s + r.e2el_s
+    np.testing.assert_allclose(r.start_s[1:], ends[:-1], rtol=0, atol=0)  # next starts when one completes
+    assert r.metrics["duration"] == pytest.approx(float(np.sum(r.e2el_s)), rel=1e-12)
+    assert np.all(r.send_s == 0)
+
+
+def test_itl_mean_is_token_weighted_and_keys_follow_percentiles(engine: EngineArgs) -> None:
+    cfg = BenchServeConfig(DatasetSpec(random_input_len=300, random_output_len=40, random_range_ratio=0.5),
+                           num_prompts=60, request_rate_per_s=20.0, metric_percentiles=(50.0, 99.0, 99.9))
+    r = run_bench_serve(engine, cfg)
+    decode_s = np.sum(r.e2el_s - r.ttft_s)
+    assert r.metrics["mean_itl_ms"] == pytest.approx(1e3 * decode_s / np.sum(r.output_tokens - 1), rel=1e-9)
+    assert {"p50_ttft_ms", "p99_ttft_ms", "p99.9_tpot_ms", "median_itl_ms", "std_itl_ms"} <= set(r.metrics)
+    assert "mean_e2el_ms" not in r.metrics  # not asked for (vLLM's default ttft,tpot,itl)
+    assert r.metrics["total_input_tokens"] == int(r.prompt_tokens.sum())
+
+
+def test_more_concurrency_more_throughput_longer_tpot(engine: EngineArgs) -> None:
+    figures = []
+    for conc in (1, 8, 64):
+        cfg = BenchServeConfig(DatasetSpec(random_input_len=512, random_output_len=64), num_prompts=128,
+                               max_concurrency=conc, percentile_metrics=("tpot",))
+        m = run_bench_serve(engine, cfg).metrics
+        figures.append((m["output_throughput"], m["mean_tpot_ms"]))
+    assert figures[0][0] < figures[1][0] < figures[2][0]
+    assert figures[0][1] < figures[1][1] < figures[2][1]
+
+
+def test_bad_client_values_are_one_line_errors() -> None:
+    with pytest.raises(ConfigError, match="--max-concurrency"):
+        BenchServeConfig(max_concurrency=0)
+    with pytest.raises(ConfigError, match="--random-range-ratio"):
+        DatasetSpec(random_range_ratio=1.0)
+    with pytest.raises(ConfigError, match="--percentile-metrics"):
+        BenchServeConfig(percentile_metrics=("ttfb",))
+
+
+def test_closed_loop_with_speculative_decoding(engine: EngineArgs) -> None:
+    from dataclasses import replace
+
+    from fleetplan.sim.features_speculative import SpeculativeConfig
+
+    spec = SpeculativeConfig.from_json('{"method": "mtp", "num_speculative_tokens": 2, "acceptance_rate": 0.8}')
+    cfg = BenchServeConfig(DatasetSpec(random_input_len=256, random_output_len=64), num_prompts=40,
+                           max_concurrency=4, percentile_metrics=("tpot",))
+    plain = run_bench_serve(engine, cfg).metrics
+    fast = run_bench_serve(replace(engine, speculative=spec), cfg).metrics
+    assert fast["completed"] == 40 and fast["mean_tpot_ms"] < plain["mean_tpot_ms"]
+
+
+def test_speculative_itl_is_per_streamed_chunk(engine: EngineArgs) -> None:
+    """vLLM appends one ITL per streamed chunk; a speculative step streams its accepted tokens together, so
+    mean ITL = decode time / chunks exceeds TPOT by about the tokens per step (1 + 0.8 + 0.64 expected)."""
+    from dataclasses import replace
+
+    from fleetplan.sim.features_speculative import SpeculativeConfig
+
+    spec = SpeculativeConfig.from_json('{"method": "mtp", "num_speculative_tokens": 2, "acceptance_rate": 0.8}')
+    cfg = BenchServeConfig(DatasetSpec(random_input_len=256, random_output_len=64), num_prompts=40,
+                           max_concurrency=4, percentile_metrics=("tpot", "itl"))
+    m = run_bench_serve(replace(engine, speculative=spec), cfg).metrics
+    assert 1.9 < m["mean_itl_ms"] / m["mean_tpot_ms"] < 2.9
+    assert m["itl_percentiles_method"].startswith("per-request mean gap")
+
+
+def test_fp8_is_not_a_free_2x_with_the_vllm_profile() -> None:
+    """vLLM block-FP8 GEMMs reach ~0.22 of FP8 peak (engine_profiles/vllm.toml): an H100 FP8 prefill is no
+    faster than BF16, while batch-1 decode (weight streaming) still gains from half the weight bytes."""
+    from fleetplan.models import Dtype
+    from fleetplan.perf.engine_profile import load_engine_profile
+
+    gpu = load_catalog().get("H100-SXM")
+    profile = load_engine_profile("vllm")
+    assert profile.options.fp8_gemm_efficiency == pytest.approx(0.22) and "23280" in profile.sources[
+        "fp8_gemm_efficiency"]
+    figures = {}
+    for dtype in (Dtype.BF16, Dtype.FP8):
+        engine = EngineArgs(load_model("llama-3.1-8b"), gpu, weight_dtype=dtype,
+                            options=profile.options_for(gpu, dtype))
+        cfg = BenchServeConfig(DatasetSpec(random_input_len=4096, random_output_len=32), num_prompts=1,
+                               percentile_metrics=("ttft", "tpot"))
+        m = run_bench_serve(engine, cfg).metrics
+        figures[dtype] = (m["mean_ttft_ms"], m["mean_tpot_ms"])
+    assert figures[Dtype.FP8][0] >= figures[Dtype.BF16][0]  # compute-bound prefill: no gain
+    assert 0.5 < figures[Dtype.FP8][1] / figures[Dtype.BF16][1] < 0.8  # decode: weight bytes halved, host time not
+
+
+def test_two_instances_behind_the_router_serve_a_saturating_load_faster(engine: EngineArgs) -> None:
+    from dataclasses import replace
+
+    cfg = BenchServeConfig(DatasetSpec(random_input_len=1024, random_output_len=64), num_prompts=200,
+                           percentile_metrics=("ttft",))
+    one = run_bench_serve(engine, cfg).metrics
+    two = run_bench_serve(replace(engine, instances=2), cfg).metrics
+    assert 1.6 < two["request_throughput"] / one["request_throughput"] <= 2.05
+    assert two["mean_ttft_ms"] < one["mean_ttft_ms"]
+
+
+def test_capture_sizes_run_the_feature_kernel_with_padding(engine: EngineArgs) -> None:
+    from dataclasses import replace
+
+    cfg = BenchServeConfig(DatasetSpec(random_input_len=128, random_output_len=32), num_prompts=24,
+                           max_concurrency=5, percentile_metrics=("tpot",))
+    plain = run_bench_serve(engine, cfg).metrics
+    graphs = run_bench_serve(replace(engine, cudagraph_capture_sizes=(1, 8, 16)), cfg).metrics
+    assert graphs["completed"] == 24
+    assert graphs["mean_tpot_ms"] >= plain["mean_tpot_ms"]  # batches of 5 padded to 8
+
+
+def test_itl_spread_comes_from_the_step_log(engine: EngineArgs) -> None:
+    """Long prompts arriving among decodes: chunked-prefill steps stall the decodes they share a step with, so
+    P99 ITL (step log) exceeds P99 TPOT (per-request averages) while the mean ITL stays the exact one."""
+    cfg = BenchServeConfig(DatasetSpec(random_input_len=6000, random_output_len=64, random_range_ratio=0.5),
+                           num_prompts=80, request_rate_per_s=4.0, percentile_metrics=("tpot", "itl"))
+    m = run_bench_serve(engine, cfg).metrics
+    assert m["itl_percentiles_method"].startswith("step log")
+    assert m["p99_itl_ms"] > 1.2 * m["p99_tpot_ms"]
+    assert m["median_itl_ms"] < m["mean_itl_ms"]

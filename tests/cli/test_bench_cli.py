@@ -1,0 +1,92 @@
+"""``fleetplan bench serve``: vLLM's result block and JSON keys; bad input is one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from fleetplan.cli.main import cli
+
+BASE = ["bench", "serve", "--model", "llama-3.1-8b", "--gpu", "h100", "--num-prompts", "20",
+        "--random-input-len", "256", "--random-output-len", "16"]
+
+
+def _run(args):
+    return CliRunner().invoke(cli, args, catch_exceptions=False, standalone_mode=True)
+
+
+def test_block_and_result_json(tmp_path) -> None:
+    res = _run([*BASE, "--max-concurrency", "4", "--save-result", "--result-dir", str(tmp_path),
+                "--result-filename", "r.json", "--metric-percentiles", "50,99"])
+    assert res.exit_code == 0, res.output
+    assert "============ Serving Benchmark Result ============" in res.output
+    assert "Maximum request concurrency:             4" in res.output
+    assert "P99 TTFT (ms):" in res.output
+    doc = json.loads((tmp_path / "r.json").read_text())
+    for key in ("completed", "duration", "total_input_tokens", "total_output_tokens", "request_throughput",
+                "output_throughput", "total_token_throughput", "mean_ttft_ms", "median_tpot_ms", "std_itl_ms",
+                "p99_itl_ms", "p50_ttft_ms", "max_concurrency", "request_rate", "num_prompts"):
+        assert key in doc, key
+    assert doc["completed"] == 20 and doc["max_concurrency"] == 4 and doc["request_rate"] == "inf"
+    assert doc["fleetplan"]["gpu"] == "H100-SXM" and doc["fleetplan"]["engine"] == "vllm"
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--dataset-name", "lmsys"], "unknown dataset 'lmsys'"),
+    (["--engine", "tgi"], "unknown engine 'tgi'"),
+    (["--dataset-name", "custom"], "needs --dataset-path"),
+    (["--quantization", "bnb"], "unknown quantization 'bnb'"),
+    (["--request-rate", "fast"], "--request-rate 'fast'"),
+])
+def test_bad_input_is_one_line_exit_2(extra, words) -> None:
+    res = CliRunner().invoke(cli, [*BASE, *extra])
+    assert res.exit_code == 2
+    assert words in res.output and "Traceback" not in res.output
+    assert len(res.output.strip().splitlines()) == 1
+
+
+def test_dataset_file_that_does_not_parse(tmp_path) -> None:
+    bad = tmp_path / "share.json"
+    bad.write_text("{not json")
+    res = CliRunner().invoke(cli, [*BASE, "--dataset-name", "sharegpt", "--dataset-path", str(bad)])
+    assert res.exit_code == 2 and "is not JSON" in res.output
+    rows = tmp_path / "custom.jsonl"
+    rows.write_text('{"prompt_tokens": 100, "output_tokens": 10}\n{"text": "x"}\n')
+    res = CliRunner().invoke(cli, [*BASE, "--num-prompts", "2", "--dataset-name", "custom", "--dataset-path",
+                                   str(rows)])
+    assert res.exit_code == 2 and "line 2" in res.output
+
+
+def test_perf_calibrate_on_bench_results_round_trip(tmp_path) -> None:
+    """Results simulated with the sglang profile (0.3 ms host time), fitted from the vllm profile's start."""
+    for conc, n_in, n_out in ((1, 1024, 128), (16, 1024, 128), (4, 2048, 16)):
+        res = _run(["bench", "serve", "--model", "llama-3.1-8b", "--gpu", "h100", "--num-prompts", "32",
+                    "--random-input-len", str(n_in), "--random-output-len", str(n_out), "--max-concurrency", str(conc),
+                    "--engine", "sglang", "--result-dir", str(tmp_path), "--result-filename", f"c{conc}.json"])
+        assert res.exit_code == 0, res.output
+    out = tmp_path / "profile.json"
+    args = ["perf", "calibrate", "--model", "llama-3.1-8b", "--gpu", "h100", "--out", str(out)]
+    for conc in (1, 16, 4):
+        args += ["--bench-result", str(tmp_path / f"c{conc}.json")]
+    res = _run(args)
+    assert res.exit_code == 0, res.output
+    assert "cpu_overhead_s=0.3 ms" in res.output and "mean |error|" in res.output
+    res = _run([*BASE, "--perf-profile", str(out)])
+    assert res.exit_code == 0 and "perf profile" in res.output
+
+
+def test_perf_calibrate_needs_input() -> None:
+    res = CliRunner().invoke(cli, ["perf", "calibrate", "--model", "llama-3.1-8b", "--gpu", "h100", "--out", "x.json"])
+    assert res.exit_code == 2 and "needs a step CSV or --bench-result" in res.output
+
+
+def test_perf_calibrate_metrics_without_histograms(tmp_path) -> None:
+    dump = tmp_path / "metrics.txt"
+    dump.write_text("vllm:num_requests_running 1\n")
+    res = CliRunner().invoke(cli, ["perf", "calibrate", "--model", "llama-3.1-8b", "--gpu", "h100", "--out",
+                                   str(tmp_path / "p.json"), "--metrics", str(dump), "--input-len", "100",
+                                   "--output-len", "10", "--num-prompts", "10"])
+    assert res.exit_code == 2 and "vllm:time_to_first_token_seconds" in res.output
+    assert len(res.output.strip().splitlines()) == 1
