@@ -6,6 +6,7 @@ import click
 from rich.table import Table
 
 from fleetplan.cli.errors import one_line_errors
+from fleetplan.cli.first_run import Kernel, announce_compile
 from fleetplan.cli.options import POSITIVE, gpu_profiles_option, input_fraction_option, seed_option, workload_option
 from fleetplan.cli.progress import progress_reporter, quiet_option
 from fleetplan.cli.report_cmd import render_documents, report_console
@@ -68,6 +69,7 @@ def grid_flex_command(workload, lam, gpu_name, n_gpus, slo_ttft_ms, levels, wind
     """Batch-cap (vLLM --max-num-seqs) curtailment levels: n_max, W/GPU, fleet kW, P99 TTFT."""
     wl = load_workload(workload, input_fraction)
     gpu = load_catalog(gpu_profiles).get(gpu_name)
+    announce_compile([Kernel.ITERATION])
     with progress_reporter(quiet) as progress:
         res = grid_flex(wl, gpu, lam, n_gpus, slo_ttft_ms / 1e3, _levels(levels), max_context_tokens=max_context,
                         window_s=None if no_sim else window_s, steady_requests=None if no_sim else sim_requests,

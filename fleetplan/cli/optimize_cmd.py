@@ -5,8 +5,9 @@ from __future__ import annotations
 import click
 
 from fleetplan.cli.errors import one_line_errors
+from fleetplan.cli.first_run import Kernel, announce_compile
 from fleetplan.cli.model_options import MODEL_OPTIONS, serving_setup
-from fleetplan.cli.optimize_view import baseline_line, print_candidates, recommendation_line, tpot_note
+from fleetplan.cli.optimize_view import baseline_line, candidates_table, recommendation_line, tpot_note
 from fleetplan.cli.options import (
     FRACTION,
     INT_LIST,
@@ -22,6 +23,7 @@ from fleetplan.cli.options import (
 )
 from fleetplan.cli.progress import progress_reporter, quiet_option
 from fleetplan.cli.report_cmd import report_console, write_optimize_reports
+from fleetplan.cli.tables import emit_table, format_option, make_console
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import availability_preset, load_catalog
 from fleetplan.plan.disagg import (
@@ -56,6 +58,7 @@ Examples:
   fleetplan optimize --workload azure_conv --lam 200 --gpus a10g,h100 --topology homo,two-pool
   fleetplan optimize --workload lmsys --slo-ttft 500 --b-short 2048,4096,8192 --csv fleet.csv --json run.json
   fleetplan optimize --workload lmsys --slo-ttft 500 --html report.html --plots plots/ --quiet
+  fleetplan optimize --workload lmsys --slo-ttft 500 --format csv > candidates.csv
   fleetplan optimize --workload trace.csv --slo-ttft 300 --avail-preset h100-5pct --top 20
   fleetplan optimize --workload lmsys.json --slo-ttft 500 --slo-tpot 50 --topology homo,pdd,afd --min-ce-gain 1.08
 """
@@ -242,10 +245,11 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
               help="Write one self-contained HTML report (tables and embedded plots).")
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None,
               help="Write the plots as PNG and SVG into this directory (needs fleetplan[plot]).")
+@format_option
 @quiet_option
 @executor_options
 @one_line_errors
-def optimize(lam, top, csv_path, candidates_csv, json_path, html_path, plots_dir, quiet, executor, workers,
+def optimize(lam, top, csv_path, candidates_csv, json_path, html_path, plots_dir, fmt, quiet, executor, workers,
              ray_address, **opts) -> None:
     """Find the cheapest fleet whose P99 TTFT meets --slo-ttft at --lam requests/s.
 
@@ -260,11 +264,17 @@ def optimize(lam, top, csv_path, candidates_csv, json_path, html_path, plots_dir
     paths = {"csv": csv_path, "candidates_csv": candidates_csv, "json": json_path, "html": html_path,
              "plots": plots_dir}
     n_sim = verification_requests(request, verify)
+    if verify is not None:
+        disagg = {"pdd", "afd"} & {t.value for t in request.topologies}
+        announce_compile([Kernel.ITERATION, *([Kernel.PDD] if disagg else [])])
     with progress_reporter(quiet) as progress, \
             executor_from_options(executor, workers, ray_address, simulated_requests=n_sim) as run_tasks:
         result = run_optimize(request, verify, progress, map_fn=run_tasks)
         notes = write_optimize_reports(result, verify, opts["seed"], paths, progress)
     console = report_console()
+    if fmt != "table":  # stdout carries the table alone (machine-readable); the lines go to stderr
+        emit_table(candidates_table(result, top), fmt)
+        console = make_console(stderr=True)
     tpot = "" if slo_tpot_ms is None else f", P{percentile:g} TPOT <= {slo_tpot_ms:g} ms"
     console.print(
         f"Workload {wl.name}: λ = {rate:g} req/s ({rate_source}); SLO P{percentile:g} TTFT <= "
@@ -272,7 +282,8 @@ def optimize(lam, top, csv_path, candidates_csv, json_path, html_path, plots_dir
         f"{result.analytic_time_s * 1e3:.0f} ms"
         + ("." if verify is None else f"; top {len(result.verification)} simulated in {result.verify_time_s:.1f} s.")
     )
-    print_candidates(console, result, top)
+    if fmt == "table":
+        console.print(candidates_table(result, top))
     if result.baselines:
         console.print(baseline_line(result))
     if verify is not None:

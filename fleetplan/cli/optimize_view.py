@@ -63,6 +63,11 @@ def baseline_line(result: OptimizeResult) -> str:
 
 def print_candidates(console: Console, result: OptimizeResult, top: int) -> None:
     """One row per pool; candidate-level columns on each candidate's first row."""
+    console.print(candidates_table(result, top))
+
+
+def candidates_table(result: OptimizeResult, top: int) -> Table:
+    """The candidate table: one row per pool; candidate-level columns on each candidate's first row."""
     pct = result.request.percentile
     table = Table(
         title=f"Top {min(top, len(result.candidates))} of {len(result.candidates)} candidates "
@@ -117,7 +122,7 @@ def print_candidates(console: Console, result: OptimizeResult, top: int) -> None
                 _verdict(c) if first else "",
                 end_section=i == len(c.pools) - 1,
             )
-    console.print(table)
+    return table
 
 
 def recommendation_line(result: OptimizeResult) -> str:

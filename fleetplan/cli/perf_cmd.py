@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from fleetplan.cli.errors import FleetplanGroup
 from fleetplan.cli.options import FRACTION, gpu_profiles_option
+from fleetplan.cli.tables import make_console
 from fleetplan.hardware import load_catalog
 from fleetplan.models import Dtype, load_model
 from fleetplan.perf.batch import BATCH_SYNTAX, parse_batch
@@ -106,7 +106,7 @@ def explain(batch_text: str, **kw) -> None:
         if seconds > 0:
             table.add_row(name, f"{s_to_ms(seconds):.3f}", f"{seconds / total:.1%}")
     table.add_row("total", f"{s_to_ms(total):.3f}", "100.0%", style="bold")
-    console = Console()
+    console = make_console()
     console.print(table)
     console.print(f"batch: {batch.n_seqs} requests ({batch.n_decode} decoding), {batch.n_tokens} tokens through the "
                   f"GEMMs ({breakdown.gemm_bound}-bound), decode context {batch.decode_context_sum} tokens")
@@ -138,7 +138,7 @@ def calibrate_cmd(csv_path: Path, out_path: Path, holdout: float, seed: int, **k
     table.add_row("calibrated (NNLS, saved)", f"{report.fit_mape:.1%}")
     forest = "scikit-learn not installed" if report.forest_mape is None else f"{report.forest_mape:.1%}"
     table.add_row("random forest (comparison)", forest)
-    console = Console()
+    console = make_console()
     console.print(table)
     scales = ", ".join(f"{k}={v:.3g}" for k, v in report.profile.scales.items())
     console.print(f"scales: {scales}\nwrote {out_path}")

@@ -8,10 +8,10 @@ from __future__ import annotations
 import math
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from fleetplan.cli.options import FRACTION, POSITIVE, input_fraction_option, seed_option, workload_option
+from fleetplan.cli.tables import make_console
 from fleetplan.hardware import load_catalog
 from fleetplan.plan.reliability import DEFAULT_TARGET, ReliabilityReport, reliability_table
 from fleetplan.sim.failures import FailureSpec, RepairTimes, failure_spec_from_catalog
@@ -120,7 +120,7 @@ def reliability(fleet_path, workload, input_fraction, rate_per_s, slo_ttft_ms, s
         n_requests=n_requests, n_replications=replications, seed=seed,
     )
     mtbf, mttr = failures.pool_times_s(len(spec.pools))
-    con = Console(soft_wrap=True, highlight=False)
+    con = make_console(soft_wrap=True, highlight=False)
     con.print(f"fleet {fleet_path}: workload {wl.name}, rate {rate:.4g} req/s, {replications} replication(s) of "
               f"{n_requests:,} requests, seed {seed}")
     for pool, b, r, a in zip(spec.pools, mtbf, mttr, report.availability, strict=True):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from fleetplan.cli.feature_options import (
@@ -17,6 +16,7 @@ from fleetplan.cli.feature_options import (
 )
 from fleetplan.cli.model_options import SIM_MODEL_OPTION_NAMES, sim_model_options
 from fleetplan.cli.options import POSITIVE, seed_option
+from fleetplan.cli.tables import make_console
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import load_catalog
 from fleetplan.sim.builders import build_pool
@@ -198,7 +198,7 @@ def simulate_sessions_cmd(fleet_path, gpu, instances, max_context, sessions, mix
         slo_ttft_s=None if slo_ttft_ms is None else ms_to_s(slo_ttft_ms),
         slo_tpot_s=None if slo_tpot_ms is None else ms_to_s(slo_tpot_ms),
     )
-    con = Console(soft_wrap=True, highlight=False)
+    con = make_console(soft_wrap=True, highlight=False)
     con.print(f"fleet: {len(spec.pools)} pool(s), {spec.n_instances} instances, pool router {spec.pool_router.value}")
     con.print(f"{what}; {table.n_rows:,} rounds, seed {seed}, first {100 * wf:g}% of sessions excluded as warm-up")
     con.print(step_note)
