@@ -57,6 +57,7 @@ Examples:
   fleetplan optimize --workload lmsys.json --slo-ttft 500
   fleetplan optimize --workload azure_conv --lam 200 --gpus a10g,h100 --topology homo,two-pool
   fleetplan optimize --workload lmsys --slo-ttft 500 --b-short 2048,4096,8192 --csv fleet.csv --json run.json
+  fleetplan optimize --workload lmsys --slo-ttft 500 --json sweep.json --json-full
   fleetplan optimize --workload lmsys --slo-ttft 500 --html report.html --plots plots/ --quiet
   fleetplan optimize --workload lmsys --slo-ttft 500 --format csv > candidates.csv
   fleetplan optimize --workload trace.csv --slo-ttft 300 --avail-preset h100-5pct --top 20
@@ -240,17 +241,20 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
 @click.option("--candidates-csv", "candidates_csv", type=click.Path(dir_okay=False), default=None,
               help="Write every candidate as CSV (one row per candidate).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
-              help="Write the full run as JSON (re-render with `fleetplan report RUN.json --html OUT.html`).")
+              help="Write the run as JSON: what the report shows (the cheapest 30 and every simulated candidate, "
+              "verification, latency profiles); re-render with `fleetplan report RUN.json --html OUT.html`.")
+@click.option("--json-full", is_flag=True, default=False,
+              help="With --json: keep every swept candidate (megabytes) instead of the cheapest ones.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
               help="Write one self-contained HTML report (tables and embedded plots).")
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None,
-              help="Write the plots as PNG and SVG into this directory (needs fleetplan[plot]).")
+              help="Write the plots as PNG and SVG into this directory.")
 @format_option
 @quiet_option
 @executor_options
 @one_line_errors
-def optimize(lam, top, csv_path, candidates_csv, json_path, html_path, plots_dir, fmt, quiet, executor, workers,
-             ray_address, **opts) -> None:
+def optimize(lam, top, csv_path, candidates_csv, json_path, json_full, html_path, plots_dir, fmt, quiet, executor,
+             workers, ray_address, **opts) -> None:
     """Find the cheapest fleet whose P99 TTFT meets --slo-ttft at --lam requests/s.
 
     Phase 1 sizes every candidate (topology x split threshold x GPU type per pool x
@@ -261,8 +265,10 @@ def optimize(lam, top, csv_path, candidates_csv, json_path, html_path, plots_dir
     wl, request, verify, rate_source = plan_inputs(opts, lam)
     rate, percentile, slo_ttft_ms, slo_tpot_ms = request.rate_per_s, request.percentile, opts["slo_ttft_ms"], \
         opts["slo_tpot_ms"]
-    paths = {"csv": csv_path, "candidates_csv": candidates_csv, "json": json_path, "html": html_path,
-             "plots": plots_dir}
+    if json_full and not json_path:
+        raise ConfigError("--json-full goes with --json RUN.json; give the file to write")
+    paths = {"csv": csv_path, "candidates_csv": candidates_csv, "json": json_path, "json_full": json_full,
+             "html": html_path, "plots": plots_dir}
     n_sim = verification_requests(request, verify)
     if verify is not None:
         disagg = {"pdd", "afd"} & {t.value for t in request.topologies}

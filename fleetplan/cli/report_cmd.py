@@ -58,7 +58,7 @@ def write_optimize_reports(result: OptimizeResult, verify, seed: int, paths: dic
                                    verify.n_requests, seed)
         if progress is not None:
             progress("profile", 1, 1)
-    doc = optimize_run_dict(result, seed, profiles)
+    doc = optimize_run_dict(result, seed, profiles, all_candidates=bool(paths.get("json_full")))
     if paths.get("csv"):
         write_procurement_csv(doc["procurement"], paths["csv"])
     if paths.get("json"):
