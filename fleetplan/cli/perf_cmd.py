@@ -19,6 +19,7 @@ from fleetplan.perf.overheads import DEFAULT_CPU_OVERHEAD_S, ExecutionMode, Pred
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.perf.profile_io import read_calibration_csv, save_perf_profile
+from fleetplan.perf.typical_batch import typical_step
 from fleetplan.units import ms_to_s, s_to_ms
 
 DTYPES = [d.value for d in Dtype]
@@ -73,6 +74,7 @@ Examples:
   fleetplan perf explain --model llama-3.1-70b --gpu h100 -tp 4 --batch "prefill=2048@0,512@4096;decode=128x1024"
   fleetplan perf explain --model qwen3-30b-a3b --gpu h100 -tp 4 --ep 4 --batch "decode=256x2048"
   fleetplan perf explain --model llama-3.1-8b --gpu a100 --execution eager --batch "decode=1x512"
+  fleetplan perf explain --model llama-3.1-70b --gpu h100 -tp 4
 """
 _CALIBRATE_EXAMPLES = """\b
 CSV columns (fleetplan.perf.profile_io): n_seqs, n_decode, prefill_tokens,
@@ -91,10 +93,17 @@ def perf() -> None:
 
 @perf.command("explain", epilog=_EXPLAIN_EXAMPLES)
 @_predictor_options
-@click.option("--batch", "batch_text", required=True, help=f"The step's batch: {BATCH_SYNTAX}.")
-def explain(batch_text: str, **kw) -> None:
+@click.option("--batch", "batch_text", default=None,
+              help=f"The step's batch: {BATCH_SYNTAX} (default: a typical step, printed: the model's operating "
+              "batch decoding plus one prefill chunk).")
+def explain(batch_text: str | None, **kw) -> None:
     """Per-operator time of one engine step, and the replica's KV-cache budget."""
     p = _build(**kw)
+    budget = kv_budget(p.model, p.gpu, p.parallelism, weight_dtype=p.weight_dtype, kv_dtype=p.kv_dtype)
+    if batch_text is None:
+        step = typical_step(budget)
+        batch_text = step.batch_text
+        click.echo(f"assumed --batch \"{batch_text}\": {step.reason}", err=True)
     batch = parse_batch(batch_text)
     breakdown = p.predict(batch)
     total = breakdown.total_s
@@ -110,7 +119,6 @@ def explain(batch_text: str, **kw) -> None:
     console.print(table)
     console.print(f"batch: {batch.n_seqs} requests ({batch.n_decode} decoding), {batch.n_tokens} tokens through the "
                   f"GEMMs ({breakdown.gemm_bound}-bound), decode context {batch.decode_context_sum} tokens")
-    budget = kv_budget(p.model, p.gpu, p.parallelism, weight_dtype=p.weight_dtype, kv_dtype=p.kv_dtype)
     per_seq = -(-KV_REPORT_CONTEXT_TOKENS // budget.block_size_tokens)
     console.print(f"KV budget: {budget.kv_blocks_per_replica} blocks of {budget.block_size_tokens} tokens per "
                   f"replica ({budget.kv_blocks_per_replica * budget.block_size_tokens} tokens); "
