@@ -71,3 +71,11 @@ def test_grid_flex_without_n_gpus_sizes_the_fleet_analytically():
     assert sized.n_gpus == n and sized.analytic_p_ttft_s <= 0.5 and sized.rho <= 0.85
     same = CliRunner().invoke(cli, [*args, "--n-gpus", str(n)])
     assert same.exit_code == 0 and same.stdout == res.stdout
+
+
+def test_optimize_and_simulate_import_no_kernel_they_do_not_run():
+    code = ("import sys, fleetplan.cli.optimize_cmd, fleetplan.cli.simulate_cmd\n"
+            "print(' '.join(m for m in sys.modules if m.startswith('fleetplan.sim._kernels.')))")
+    loaded = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout.split()
+    assert "fleetplan.sim._kernels.iteration_level" in loaded
+    assert not [m for m in loaded if m.rsplit(".", 1)[-1].startswith(("features", "pdd", "prefix_cache", "flows"))]

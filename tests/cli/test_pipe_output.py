@@ -85,3 +85,19 @@ def test_optimize_table_through_a_pipe_keeps_cells_whole():
     assert doc[0]["#"] == "1" and doc[0]["topology"] and doc[0]["$/yr"]
     rows = list(csv.DictReader(io.StringIO(run(*args, "--format", "csv"))))
     assert "multi-pool" in {r["topology"].split(" ")[0] for r in rows}
+
+
+def test_simulate_through_a_pipe_keeps_numbers_and_names_whole(tmp_path):
+    fleet = tmp_path / "fleet.toml"
+    fleet.write_text('pool_router = "length"\n'
+                     '[[pool]]\nname = "all"\ngpu = "h100"\ninstances = 2\nmax_context_tokens = 4096\n'
+                     '[[pool]]\nname = "long-prompts"\ngpu = "a100"\ninstances = 2\nmax_context_tokens = 65536\n')
+    text = run("simulate", "--fleet", str(fleet), "--workload", "lmsys", "--lam", "20", "--requests", "1200",
+               "--level", "request", "--seed", "3")
+    assert "…" not in text
+    words = _tokens(text)
+    assert {"H100-SXM", "A100-80GB", "long-prompts", "all", "(fleet", "total)"} <= words
+    assert "1,200" in text  # request counts printed whole
+    # the pool named "all" and the fleet row are told apart
+    rows = [line for line in text.splitlines() if line.startswith("│ all ") or line.startswith("│ (fleet total)")]
+    assert len(rows) >= 2 and any("(fleet total)" in r for r in rows)
