@@ -202,9 +202,13 @@ def _whatif(doc: dict[str, Any] | None):
             ax.plot([p["holds_until_lam_per_s"]], [p["total_gpus"]], "|", color="red", ms=10)
     ax.set_xlabel("arrival rate λ (req/s)")
     ax.set_ylabel("GPUs")
+    _integer_axis(ax.yaxis)
     ax2 = ax.twinx()
-    ax2.plot(lam, [p["cost_usd_per_year"] / 1e3 for p in pts], "o", color="tab:orange", ms=3)
+    ax2.plot(lam, [p["cost_usd_per_year"] / 1e3 for p in pts], "o", color="tab:orange", ms=3,
+             label="cost ($K / year)")
     ax2.set_ylabel("cost ($K / year)")
+    lines = ax.get_legend_handles_labels()[0][:1] + ax2.get_legend_handles_labels()[0]
+    ax.legend(lines, [h.get_label() for h in lines], fontsize=7, loc="upper left")
     ax.set_title("Fleet steps vs λ (red tick: fleet holds until)")
     return fig
 
