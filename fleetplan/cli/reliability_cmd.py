@@ -10,6 +10,7 @@ import math
 import click
 from rich.table import Table
 
+from fleetplan.cli.first_run import Kernel, announce_compile
 from fleetplan.cli.options import FRACTION, POSITIVE, input_fraction_option, seed_option, workload_option
 from fleetplan.cli.tables import make_console
 from fleetplan.hardware import load_catalog
@@ -114,6 +115,7 @@ def reliability(fleet_path, workload, input_fraction, rate_per_s, slo_ttft_ms, s
     failures = failures_from_options(spec, mtbf_h, mttr_h, repair)
     wl = load_workload(workload, input_fraction=input_fraction)
     rate = rate_per_s or (float(wl.arrival_rate_per_s) if wl.arrival_rate_per_s else DEFAULT_RATE_PER_S)
+    announce_compile([Kernel.FAILURES])
     report = reliability_table(
         spec, wl, rate, ms_to_s(slo_ttft_ms), failures, horizon_days * 24 * SECONDS_PER_HOUR, target=target,
         max_spares=max_spares, slo_tpot_s=None if slo_tpot_ms is None else ms_to_s(slo_tpot_ms),

@@ -14,6 +14,7 @@ from fleetplan.cli.feature_options import (
     runtime_feature_options,
     serving_fleet,
 )
+from fleetplan.cli.first_run import Kernel, announce_compile
 from fleetplan.cli.model_options import SIM_MODEL_OPTION_NAMES, sim_model_options
 from fleetplan.cli.options import POSITIVE, seed_option
 from fleetplan.cli.tables import make_console
@@ -193,6 +194,7 @@ def simulate_sessions_cmd(fleet_path, gpu, instances, max_context, sessions, mix
     fleet = _fleet(fleet_path, gpu, instances, max_context, int((prompt + table.output_tokens).max()))
     spec, step_note = serving_fleet(fleet, load_catalog(), model_opts, feature_opts)
     wf = warmup_fraction if warmup_fraction is not None else (0.0 if rl_n is not None else DEFAULT_WARMUP_FRACTION)
+    announce_compile([Kernel.FEATURES])  # sessions carry RequestExtras: always the feature kernel
     result = simulate_sessions(
         spec, table, seed=seed, warmup_fraction=wf, horizon_s=horizon_s,
         slo_ttft_s=None if slo_ttft_ms is None else ms_to_s(slo_ttft_ms),
