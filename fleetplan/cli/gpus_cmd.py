@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from fleetplan.cli.errors import FleetplanGroup
 from fleetplan.cli.options import gpu_profiles_option, price_option
+from fleetplan.cli.tables import emit_table, format_option
 from fleetplan.hardware import GpuProfile, load_catalog
 from fleetplan.hardware.profile import SPEC_FIELDS
 from fleetplan.units import s_to_ms
@@ -32,12 +32,14 @@ Examples:
   fleetplan gpus list
   fleetplan gpus list --gpu-profiles my_gpus.toml
   fleetplan gpus list --price h100=2.49 --price a10g=0.75
+  fleetplan gpus list --format csv > gpus.csv
 """
 _SHOW_EXAMPLES = """\b
 Examples:
   fleetplan gpus show h100
   fleetplan gpus show A100-80GB --price a100=1.79
   fleetplan gpus show MyAccel --gpu-profiles my_gpus.toml
+  fleetplan gpus show h100 --format json
 """
 
 
@@ -49,7 +51,8 @@ def gpus() -> None:
 @gpus.command("list", epilog=_LIST_EXAMPLES)
 @gpu_profiles_option
 @price_option
-def list_gpus(gpu_profiles: Path | None, prices: tuple[tuple[str, float], ...]) -> None:
+@format_option
+def list_gpus(gpu_profiles: Path | None, prices: tuple[tuple[str, float], ...], fmt: str) -> None:
     """One row per GPU: memory, dense TFLOPS, price, availability, calibration."""
     catalog = load_catalog(gpu_profiles, dict(prices))
     table = Table(title="GPU catalog (TFLOPS dense; 'none' = not available on this GPU)")
@@ -62,7 +65,7 @@ def list_gpus(gpu_profiles: Path | None, prices: tuple[tuple[str, float], ...]) 
             _num(p.hbm_tb_per_s), _num(p.price_usd_per_h, "{:.2f}"), _num(p.availability, "{:.4f}"),
             "yes" if p.calibrated else "no",
         )
-    Console().print(table)
+    emit_table(table, fmt)
 
 
 _SPEC_UNITS = {
@@ -105,7 +108,8 @@ def _show_rows(p: GpuProfile) -> list[tuple[str, str, str]]:
 @click.argument("name")
 @gpu_profiles_option
 @price_option
-def show_gpu(name: str, gpu_profiles: Path | None, prices: tuple[tuple[str, float], ...]) -> None:
+@format_option
+def show_gpu(name: str, gpu_profiles: Path | None, prices: tuple[tuple[str, float], ...], fmt: str) -> None:
     """Every field of one GPU (by name or alias) with its source."""
     profile = load_catalog(gpu_profiles, dict(prices)).get(name)
     table = Table(title=f"{profile.name}: {profile.description}")
@@ -114,4 +118,4 @@ def show_gpu(name: str, gpu_profiles: Path | None, prices: tuple[tuple[str, floa
     table.add_column("source", overflow="fold")
     for row in _show_rows(profile):
         table.add_row(*row)
-    Console().print(table)
+    emit_table(table, fmt)

@@ -6,12 +6,19 @@ import click
 from rich.table import Table
 
 from fleetplan.cli.errors import one_line_errors
+from fleetplan.cli.first_run import Kernel, announce_compile
 from fleetplan.cli.options import POSITIVE, gpu_profiles_option, input_fraction_option, seed_option, workload_option
 from fleetplan.cli.progress import progress_reporter, quiet_option
 from fleetplan.cli.report_cmd import render_documents, report_console
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import load_catalog
-from fleetplan.plan.gridflex import DEFAULT_LEVELS_PCT, DEFAULT_STEADY_REQUESTS, DEFAULT_WINDOW_S, grid_flex
+from fleetplan.plan.gridflex import (
+    DEFAULT_LEVELS_PCT,
+    DEFAULT_STEADY_REQUESTS,
+    DEFAULT_WINDOW_S,
+    grid_flex,
+    size_fleet_analytic,
+)
 from fleetplan.report.run_json import gridflex_dict, write_json
 from fleetplan.workload import load_workload
 
@@ -20,6 +27,7 @@ Examples:
   fleetplan grid-flex --workload azure_conv --lam 200 --gpus h100 --n-gpus 40
   fleetplan grid-flex --workload azure_conv --lam 200 --gpus h100 --n-gpus 40 --levels 0,10,20,30,40,50 --window-s 75
   fleetplan grid-flex --workload lmsys --lam 100 --gpus h100 --n-gpus 12 --no-sim --json flex.json
+  fleetplan grid-flex --workload lmsys --lam 100 --gpus h100 --no-sim
 """
 
 
@@ -43,7 +51,9 @@ def _ms(x_s: float | None) -> str:
 @workload_option
 @click.option("--lam", type=POSITIVE, required=True, help="Arrival rate, requests/s.")
 @click.option("--gpus", "gpu_name", required=True, help="GPU type of the fleet (must have a power curve), e.g. h100.")
-@click.option("--n-gpus", type=click.IntRange(min=1), required=True, help="GPUs in the fleet.")
+@click.option("--n-gpus", type=click.IntRange(min=1), default=None,
+              help="GPUs in the fleet (default: the fewest that meet --slo-ttft, from optimize's analytic sweep of "
+              "one pool of --gpus; printed).")
 @click.option("--slo-ttft", "slo_ttft_ms", type=POSITIVE, default=500.0, show_default=True, help="P99 TTFT, ms.")
 @click.option("--levels", default=",".join(f"{x:g}" for x in DEFAULT_LEVELS_PCT), show_default=True,
               help="Curtailment levels, percent of the GPU's nominal power.")
@@ -68,6 +78,14 @@ def grid_flex_command(workload, lam, gpu_name, n_gpus, slo_ttft_ms, levels, wind
     """Batch-cap (vLLM --max-num-seqs) curtailment levels: n_max, W/GPU, fleet kW, P99 TTFT."""
     wl = load_workload(workload, input_fraction)
     gpu = load_catalog(gpu_profiles).get(gpu_name)
+    if n_gpus is None:
+        sized = size_fleet_analytic(wl, gpu, lam, slo_ttft_ms / 1e3, ttft_model=ttft_model)
+        n_gpus = sized.n_gpus
+        click.echo(f"assumed --n-gpus {n_gpus}: the fewest {gpu.name} GPUs (one pool) meeting P99 TTFT <= "
+                   f"{slo_ttft_ms:g} ms at λ = {lam:g} req/s in optimize's analytic sweep (P99 "
+                   f"{sized.analytic_p_ttft_s * 1e3:,.0f} ms, rho {sized.rho:.2f})", err=True)
+    if not no_sim:
+        announce_compile([Kernel.ITERATION])
     with progress_reporter(quiet) as progress:
         res = grid_flex(wl, gpu, lam, n_gpus, slo_ttft_ms / 1e3, _levels(levels), max_context_tokens=max_context,
                         window_s=None if no_sim else window_s, steady_requests=None if no_sim else sim_requests,

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from fleetplan.cli.errors import FleetplanGroup
 from fleetplan.cli.options import FRACTION, gpu_profiles_option
+from fleetplan.cli.tables import emit_table, emit_tables, format_option
 from fleetplan.hardware import load_catalog
 from fleetplan.models import Dtype, ModelConfig, dtype, list_models, load_model
 from fleetplan.perf.kv_budget import (
@@ -86,6 +86,7 @@ Examples:
 _LIST_EXAMPLES = """\b
 Examples:
   fleetplan models list
+  fleetplan models list --format markdown
 """
 _SHOW_EXAMPLES = """\b
 Examples:
@@ -93,6 +94,7 @@ Examples:
   fleetplan models show llama-3.1-70b --gpu h100 --tensor-parallel-size 2 --kv-cache-dtype fp8
   fleetplan models show deepseek-v3 --gpu h200 -tp 8 --weight-dtype fp8 --enable-expert-parallel
   fleetplan models show ./my-model/config.json --gpu l40s
+  fleetplan models show llama-3.1-8b --gpu h100 --format json
 """
 
 
@@ -102,7 +104,8 @@ def models() -> None:
 
 
 @models.command("list", epilog=_LIST_EXAMPLES)
-def list_cmd() -> None:
+@format_option
+def list_cmd(fmt: str) -> None:
     """One row per bundled model (config.json under models/)."""
     table = Table(title="Bundled models (bf16 weights; KV bytes per token over all layers, unsharded)")
     headers = ("name", "attn", "layers", "hidden", "heads/kv", "experts", "params", "active", "GiB",
@@ -118,7 +121,7 @@ def list_cmd() -> None:
             _billions(m.n_params()), _billions(m.n_active_params()), _gib(m.weight_bytes(Dtype.BF16)),
             f"{m.kv_bytes_per_token():,}",
         )
-    Console().print(table)
+    emit_table(table, fmt)
 
 
 def _shape_table(m: ModelConfig) -> Table:
@@ -195,9 +198,10 @@ def _budget_table(b: KvBudget) -> Table:
 @click.option("--max-num-seqs", type=click.IntRange(min=1), default=DEFAULT_MAX_NUM_SEQS, show_default=True,
               help="Sequences per step (sizes the logits buffer).")
 @gpu_profiles_option
+@format_option
 def show_cmd(name: str, gpu: str | None, parallelism: Parallelism, weight_dtype: str, kv_cache_dtype: str,
              gpu_memory_utilization: float, block_size: int, max_num_batched_tokens: int, max_num_seqs: int,
-             gpu_profiles: Path | None) -> None:
+             gpu_profiles: Path | None, fmt: str) -> None:
     """Shape, parameter counts, weight and KV sizes of one model (bundled NAME or a config.json path);
     with --gpu, the per-GPU memory split and KV-cache capacity at the given sharding."""
     model = load_model(name)
@@ -210,8 +214,7 @@ def show_cmd(name: str, gpu: str | None, parallelism: Parallelism, weight_dtype:
             gpu_memory_utilization=gpu_memory_utilization, block_size_tokens=block_size,
             max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
         )
-    console = Console()
-    console.print(_shape_table(model))
-    console.print(_sizes_table(model, parallelism))
+    tables = [_shape_table(model), _sizes_table(model, parallelism)]
     if budget is not None:
-        console.print(_budget_table(budget))
+        tables.append(_budget_table(budget))
+    emit_tables(tables, fmt)

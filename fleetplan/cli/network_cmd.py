@@ -6,11 +6,11 @@ from pathlib import Path
 
 import click
 import pandas as pd
-from rich.console import Console
 from rich.table import Table
 
 from fleetplan.cli.errors import FleetplanGroup
 from fleetplan.cli.options import NAME_LIST, POSITIVE, seed_option
+from fleetplan.cli.tables import make_console
 from fleetplan.sim.network import LeafSpineFabric
 from fleetplan.sim.network.kv_setting import MEAN_KV_BYTES, KvTransferSetting, compare_policies
 
@@ -76,7 +76,7 @@ def simulate(n_flows, rate_per_s, size_gb, n_leaves, hosts_per_leaf, n_spines, l
         table.add_row(policy, f"{m.mean_fct_s * 1e3:.1f}", f"{m.p99_fct_s * 1e3:.1f}", f"{m.mean_slowdown:.2f}",
                       f"{m.p50_slowdown:.2f}", f"{m.p99_slowdown:.2f}", f"{m.max_slowdown:.2f}",
                       f"{g.peak_active_flows.max():d}")
-    con = Console(soft_wrap=True, highlight=False)
+    con = make_console(soft_wrap=True, highlight=False)
     con.print(table)
     con.print("means over replications; flow-level fluid model (no packet effects, no latency).")
     if csv_path is not None:

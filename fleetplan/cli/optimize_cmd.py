@@ -5,10 +5,11 @@ from __future__ import annotations
 import click
 
 from fleetplan.cli.errors import one_line_errors
+from fleetplan.cli.first_run import Kernel, announce_compile
 from fleetplan.cli.model_options import CONTEXT_LIMIT_OPTIONS, MODEL_OPTIONS, context_limit, serving_setup
 from fleetplan.cli.optimize_view import (
     baseline_line,
-    print_candidates,
+    candidates_table,
     recommendation_line,
     rejected_line,
     tpot_note,
@@ -28,6 +29,7 @@ from fleetplan.cli.options import (
 )
 from fleetplan.cli.progress import progress_reporter, quiet_option
 from fleetplan.cli.report_cmd import report_console, write_optimize_reports
+from fleetplan.cli.tables import emit_table, format_option, make_console
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import availability_preset, load_catalog
 from fleetplan.plan.disagg import (
@@ -61,7 +63,9 @@ Examples:
   fleetplan optimize --workload lmsys.json --slo-ttft 500
   fleetplan optimize --workload azure_conv --lam 200 --gpus a10g,h100 --topology homo,two-pool
   fleetplan optimize --workload lmsys --slo-ttft 500 --b-short 2048,4096,8192 --csv fleet.csv --json run.json
+  fleetplan optimize --workload lmsys --slo-ttft 500 --json sweep.json --json-full
   fleetplan optimize --workload lmsys --slo-ttft 500 --html report.html --plots plots/ --quiet
+  fleetplan optimize --workload lmsys --slo-ttft 500 --format csv > candidates.csv
   fleetplan optimize --workload trace.csv --slo-ttft 300 --avail-preset h100-5pct --top 20
   fleetplan optimize --workload lmsys.json --slo-ttft 500 --slo-tpot 50 --topology homo,pdd,afd --min-ce-gain 1.08
 """
@@ -253,16 +257,20 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
 @click.option("--candidates-csv", "candidates_csv", type=click.Path(dir_okay=False), default=None,
               help="Write every candidate as CSV (one row per candidate).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
-              help="Write the full run as JSON (re-render with `fleetplan report RUN.json --html OUT.html`).")
+              help="Write the run as JSON: what the report shows (the cheapest 30 and every simulated candidate, "
+              "verification, latency profiles); re-render with `fleetplan report RUN.json --html OUT.html`.")
+@click.option("--json-full", is_flag=True, default=False,
+              help="With --json: keep every swept candidate (megabytes) instead of the cheapest ones.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
               help="Write one self-contained HTML report (tables and embedded plots).")
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None,
-              help="Write the plots as PNG and SVG into this directory (needs fleetplan[plot]).")
+              help="Write the plots as PNG and SVG into this directory.")
+@format_option
 @quiet_option
 @executor_options
 @one_line_errors
-def optimize(lam, top, csv_path, candidates_csv, json_path, html_path, plots_dir, quiet, executor, workers,
-             ray_address, **opts) -> None:
+def optimize(lam, top, csv_path, candidates_csv, json_path, json_full, html_path, plots_dir, fmt, quiet, executor,
+             workers, ray_address, **opts) -> None:
     """Find the cheapest fleet whose P99 TTFT meets --slo-ttft at --lam requests/s.
 
     Phase 1 sizes every candidate (topology x split threshold x GPU type per pool x
@@ -273,14 +281,22 @@ def optimize(lam, top, csv_path, candidates_csv, json_path, html_path, plots_dir
     wl, request, verify, rate_source = plan_inputs(opts, lam)
     rate, percentile, slo_ttft_ms, slo_tpot_ms = request.rate_per_s, request.percentile, opts["slo_ttft_ms"], \
         opts["slo_tpot_ms"]
-    paths = {"csv": csv_path, "candidates_csv": candidates_csv, "json": json_path, "html": html_path,
-             "plots": plots_dir}
+    if json_full and not json_path:
+        raise ConfigError("--json-full goes with --json RUN.json; give the file to write")
+    paths = {"csv": csv_path, "candidates_csv": candidates_csv, "json": json_path, "json_full": json_full,
+             "html": html_path, "plots": plots_dir}
     n_sim = verification_requests(request, verify)
+    if verify is not None:
+        disagg = {"pdd", "afd"} & {t.value for t in request.topologies}
+        announce_compile([Kernel.ITERATION, *([Kernel.PDD] if disagg else [])])
     with progress_reporter(quiet) as progress, \
             executor_from_options(executor, workers, ray_address, simulated_requests=n_sim) as run_tasks:
         result = run_optimize(request, verify, progress, map_fn=run_tasks)
         notes = write_optimize_reports(result, verify, opts["seed"], paths, progress)
     console = report_console()
+    if fmt != "table":  # stdout carries the table alone (machine-readable); the lines go to stderr
+        emit_table(candidates_table(result, top), fmt)
+        console = make_console(stderr=True)
     tpot = "" if slo_tpot_ms is None else f", P{percentile:g} TPOT <= {slo_tpot_ms:g} ms"
     console.print(
         f"Workload {wl.name}: λ = {rate:g} req/s ({rate_source}); SLO P{percentile:g} TTFT <= "
@@ -288,7 +304,8 @@ def optimize(lam, top, csv_path, candidates_csv, json_path, html_path, plots_dir
         f"{result.analytic_time_s * 1e3:.0f} ms"
         + ("." if verify is None else f"; top {len(result.verification)} simulated in {result.verify_time_s:.1f} s.")
     )
-    print_candidates(console, result, top)
+    if fmt == "table":
+        console.print(candidates_table(result, top))
     console.print(rejected_line(result, opts["model"], opts["max_model_len"] is not None))
     if result.baselines:
         console.print(baseline_line(result))

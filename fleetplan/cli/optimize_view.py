@@ -86,6 +86,12 @@ def rejected_line(result: OptimizeResult, model: str | None, explicit: bool) -> 
 def print_candidates(console: Console, result: OptimizeResult, top: int) -> None:
     """One row per pool (not pools with no GPUs and no traffic); candidate-level columns on each
     candidate's first row."""
+    console.print(candidates_table(result, top))
+
+
+def candidates_table(result: OptimizeResult, top: int) -> Table:
+    """The candidate table: one row per pool (not pools with no GPUs and no traffic); candidate-level
+    columns on each candidate's first row."""
     pct = result.request.percentile
     table = Table(
         title=f"Top {min(top, len(result.candidates))} of {len(result.candidates)} candidates "
@@ -141,7 +147,7 @@ def print_candidates(console: Console, result: OptimizeResult, top: int) -> None
                 _verdict(c) if first else "",
                 end_section=k == len(shown) - 1,
             )
-    console.print(table)
+    return table
 
 
 def recommendation_line(result: OptimizeResult) -> str:

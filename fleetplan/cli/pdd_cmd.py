@@ -8,11 +8,12 @@ import re
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.table import Table
 
+from fleetplan.cli.first_run import Kernel, announce_compile
 from fleetplan.cli.model_options import ALLOW_LONG_OPTION, context_limit
 from fleetplan.cli.options import NAME_LIST, POSITIVE, input_fraction_option, seed_option, workload_option
+from fleetplan.cli.tables import make_console
 from fleetplan.hardware import load_catalog
 from fleetplan.models.catalog import load_model
 from fleetplan.sim.builders import build_pool
@@ -198,9 +199,10 @@ def simulate_pdd_cmd(workload, input_fraction, rate_per_s, n_requests, prefill_g
     spec = PddSpec(pf, dec, transfer, policy, binding, decode_model, network=network, sibyl=sibyl,
                    ps_curve=_ps_curve(ps_curve, decode_model), max_model_len_tokens=max_context_tokens)
     wl = load_workload(workload, input_fraction=input_fraction)
+    announce_compile([Kernel.PDD])
     result = simulate_pdd(spec, wl, rate_per_s, n_requests, seed, horizon_s, warmup_fraction)
     s = result.summary
-    con = Console(soft_wrap=True, highlight=False)
+    con = make_console(soft_wrap=True, highlight=False)
     con.print(f"PDD fleet: {prefill_instances} x {pf.gpu} prefill -> {decode_instances} x {dec.gpu} decode; "
               f"policy {s.policy}{_pressure_note(spec)}, binding {s.binding}, decode model {s.decode_model}; "
               f"KV {transfer.kv_bytes_per_token:,.0f} B/token ({model_name}, tp {tp})")

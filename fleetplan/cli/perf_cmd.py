@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from fleetplan.cli.errors import FleetplanGroup
 from fleetplan.cli.options import FRACTION, gpu_profiles_option
 from fleetplan.cli.serving_calibrate import run_serving_calibrate, serving_calibrate_options
+from fleetplan.cli.tables import make_console
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import load_catalog
 from fleetplan.models import Dtype, load_model
@@ -21,6 +21,7 @@ from fleetplan.perf.overheads import DEFAULT_CPU_OVERHEAD_S, ExecutionMode, Pred
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.perf.profile_io import read_calibration_csv, save_perf_profile
+from fleetplan.perf.typical_batch import typical_step
 from fleetplan.units import ms_to_s, s_to_ms
 
 DTYPES = [d.value for d in Dtype]
@@ -77,6 +78,7 @@ Examples:
   fleetplan perf explain --model llama-3.1-70b --gpu h100 -tp 4 --batch "prefill=2048@0,512@4096;decode=128x1024"
   fleetplan perf explain --model qwen3-30b-a3b --gpu h100 -tp 4 --ep 4 --batch "decode=256x2048"
   fleetplan perf explain --model llama-3.1-8b --gpu a100 --execution eager --batch "decode=1x512"
+  fleetplan perf explain --model llama-3.1-70b --gpu h100 -tp 4
 """
 _CALIBRATE_EXAMPLES = """\b
 CSV columns (fleetplan.perf.profile_io): n_seqs, n_decode, prefill_tokens,
@@ -99,14 +101,21 @@ def perf() -> None:
 
 @perf.command("explain", epilog=_EXPLAIN_EXAMPLES)
 @_predictor_options
-@click.option("--batch", "batch_text", required=True, help=f"The step's batch: {BATCH_SYNTAX}.")
-def explain(batch_text: str, **kw) -> None:
+@click.option("--batch", "batch_text", default=None,
+              help=f"The step's batch: {BATCH_SYNTAX} (default: a typical step, printed: the model's operating "
+              "batch decoding plus one prefill chunk).")
+def explain(batch_text: str | None, **kw) -> None:
     """Per-operator time of one engine step, and the replica's KV-cache budget.
 
     A batch whose requests hold more KV blocks than the replica's cache is still timed (a what-if),
     with a note that vLLM would never run it.
     """
     p = _build(**kw)
+    budget = kv_budget(p.model, p.gpu, p.parallelism, weight_dtype=p.weight_dtype, kv_dtype=p.kv_dtype)
+    if batch_text is None:
+        step = typical_step(budget)
+        batch_text = step.batch_text
+        click.echo(f"assumed --batch \"{batch_text}\": {step.reason}", err=True)
     batch = parse_batch(batch_text)
     breakdown = p.predict(batch)
     total = breakdown.total_s
@@ -118,11 +127,10 @@ def explain(batch_text: str, **kw) -> None:
         if seconds > 0:
             table.add_row(name, f"{s_to_ms(seconds):.3f}", f"{seconds / total:.1%}")
     table.add_row("total", f"{s_to_ms(total):.3f}", "100.0%", style="bold")
-    console = Console()
+    console = make_console()
     console.print(table)
     console.print(f"batch: {batch.n_seqs} requests ({batch.n_decode} decoding), {batch.n_tokens} tokens through the "
                   f"GEMMs ({breakdown.gemm_bound}-bound), decode context {batch.decode_context_sum} tokens")
-    budget = kv_budget(p.model, p.gpu, p.parallelism, weight_dtype=p.weight_dtype, kv_dtype=p.kv_dtype)
     per_seq = -(-KV_REPORT_CONTEXT_TOKENS // budget.block_size_tokens)
     console.print(f"KV budget: {budget.kv_blocks_per_replica} blocks of {budget.block_size_tokens} tokens per "
                   f"replica ({budget.kv_blocks_per_replica * budget.block_size_tokens} tokens); "
@@ -166,7 +174,7 @@ def calibrate_cmd(csv_path: Path, out_path: Path, holdout: float, seed: int, **k
     table.add_row("calibrated (NNLS, saved)", f"{report.fit_mape:.1%}")
     forest = "scikit-learn not installed" if report.forest_mape is None else f"{report.forest_mape:.1%}"
     table.add_row("random forest (comparison)", forest)
-    console = Console()
+    console = make_console()
     console.print(table)
     scales = ", ".join(f"{k}={v:.3g}" for k, v in report.profile.scales.items())
     console.print(f"scales: {scales}\nwrote {out_path}")

@@ -8,10 +8,11 @@ from __future__ import annotations
 import math
 
 import click
-from rich.console import Console
 from rich.table import Table
 
+from fleetplan.cli.first_run import Kernel, announce_compile
 from fleetplan.cli.options import FRACTION, POSITIVE, input_fraction_option, seed_option, workload_option
+from fleetplan.cli.tables import make_console
 from fleetplan.hardware import load_catalog
 from fleetplan.plan.reliability import DEFAULT_TARGET, ReliabilityReport, reliability_table
 from fleetplan.sim.failures import FailureSpec, RepairTimes, failure_spec_from_catalog
@@ -114,13 +115,14 @@ def reliability(fleet_path, workload, input_fraction, rate_per_s, slo_ttft_ms, s
     failures = failures_from_options(spec, mtbf_h, mttr_h, repair)
     wl = load_workload(workload, input_fraction=input_fraction)
     rate = rate_per_s or (float(wl.arrival_rate_per_s) if wl.arrival_rate_per_s else DEFAULT_RATE_PER_S)
+    announce_compile([Kernel.FAILURES])
     report = reliability_table(
         spec, wl, rate, ms_to_s(slo_ttft_ms), failures, horizon_days * 24 * SECONDS_PER_HOUR, target=target,
         max_spares=max_spares, slo_tpot_s=None if slo_tpot_ms is None else ms_to_s(slo_tpot_ms),
         n_requests=n_requests, n_replications=replications, seed=seed,
     )
     mtbf, mttr = failures.pool_times_s(len(spec.pools))
-    con = Console(soft_wrap=True, highlight=False)
+    con = make_console(soft_wrap=True, highlight=False)
     con.print(f"fleet {fleet_path}: workload {wl.name}, rate {rate:.4g} req/s, {replications} replication(s) of "
               f"{n_requests:,} requests, seed {seed}")
     for pool, b, r, a in zip(spec.pools, mtbf, mttr, report.availability, strict=True):

@@ -13,6 +13,7 @@ import click
 from rich.console import Console
 
 from fleetplan.cli.errors import one_line_errors
+from fleetplan.cli.tables import make_console
 from fleetplan.errors import ConfigError
 from fleetplan.plan.frontier import latency_profile
 from fleetplan.plan.optimize import OptimizeResult
@@ -31,16 +32,9 @@ Examples:
 """
 
 
-#: Columns used when stdout is not a terminal (pipes, files, CI logs).
-_REPORT_WIDTH = 160
-
-
 def report_console() -> Console:
-    """Console on stdout; wide enough for the tables when stdout is not a terminal."""
-    console = Console(file=sys.stdout)
-    if not console.is_terminal:
-        console.width = max(console.width, _REPORT_WIDTH)
-    return console
+    """Console on stdout; when stdout is not a terminal, as wide as the tables (no cell is cut)."""
+    return make_console(file=sys.stdout)
 
 
 def write_optimize_reports(result: OptimizeResult, verify, seed: int, paths: dict, progress) -> list[str]:
@@ -64,7 +58,7 @@ def write_optimize_reports(result: OptimizeResult, verify, seed: int, paths: dic
                                    verify.n_requests, seed, result.request.max_model_len_tokens)
         if progress is not None:
             progress("profile", 1, 1)
-    doc = optimize_run_dict(result, seed, profiles)
+    doc = optimize_run_dict(result, seed, profiles, all_candidates=bool(paths.get("json_full")))
     if paths.get("csv"):
         write_procurement_csv(doc["procurement"], paths["csv"])
     if paths.get("json"):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from fleetplan.cli.feature_options import (
@@ -15,8 +14,10 @@ from fleetplan.cli.feature_options import (
     runtime_feature_options,
     serving_fleet,
 )
+from fleetplan.cli.first_run import Kernel, announce_compile
 from fleetplan.cli.model_options import SIM_MODEL_OPTION_NAMES, context_limit, sim_model_options
 from fleetplan.cli.options import POSITIVE, seed_option
+from fleetplan.cli.tables import make_console
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import load_catalog
 from fleetplan.sim.engine import DEFAULT_WARMUP_FRACTION
@@ -199,12 +200,13 @@ def simulate_sessions_cmd(fleet_path, gpu, instances, max_context, sessions, mix
     fleet = _fleet(fleet_path, gpu, instances, max_context, int((prompt + table.output_tokens).max()), limit)
     spec, step_note = serving_fleet(fleet, model_opts, feature_opts, max_context, "--max-context")
     wf = warmup_fraction if warmup_fraction is not None else (0.0 if rl_n is not None else DEFAULT_WARMUP_FRACTION)
+    announce_compile([Kernel.FEATURES])  # sessions carry RequestExtras: always the feature kernel
     result = simulate_sessions(
         spec, table, seed=seed, warmup_fraction=wf, horizon_s=horizon_s,
         slo_ttft_s=None if slo_ttft_ms is None else ms_to_s(slo_ttft_ms),
         slo_tpot_s=None if slo_tpot_ms is None else ms_to_s(slo_tpot_ms),
     )
-    con = Console(soft_wrap=True, highlight=False)
+    con = make_console(soft_wrap=True, highlight=False)
     con.print(f"fleet: {len(spec.pools)} pool(s), {spec.n_instances} instances, pool router {spec.pool_router.value}")
     con.print(f"{what}; {table.n_rows:,} rounds, seed {seed}, first {100 * wf:g}% of sessions excluded as warm-up")
     con.print(step_note)

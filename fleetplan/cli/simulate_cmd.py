@@ -15,6 +15,7 @@ from fleetplan.cli.feature_options import (
     runtime_feature_options,
     serving_fleet,
 )
+from fleetplan.cli.first_run import Kernel, announce_compile
 from fleetplan.cli.model_options import MAX_MODEL_LEN_OPTION, sim_model_options
 from fleetplan.cli.options import (
     POSITIVE,
@@ -26,6 +27,7 @@ from fleetplan.cli.options import (
     workload_option,
 )
 from fleetplan.cli.reliability_cmd import failure_options, failures_from_options
+from fleetplan.cli.tables import make_console
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import load_catalog
 from fleetplan.sim.engine import DEFAULT_N_REQUESTS, DEFAULT_WARMUP_FRACTION
@@ -60,9 +62,17 @@ def _num(value: float | None, fmt: str = ",.2f") -> str:
     return "-" if value is None or math.isnan(value) else format(value, fmt)
 
 
+#: Label of the whole-fleet row: parentheses keep it apart from any pool name (a pool may be named "all").
+FLEET_TOTAL_LABEL = "(fleet total)"
+
+
 def _groups(result: SimResult) -> list[GroupSummary]:
-    """Each pool, then the whole fleet (``all``)."""
+    """Each pool, then the whole fleet."""
     return [*result.summary.pools, result.summary.overall]
+
+
+def _label(g: GroupSummary, result: SimResult) -> str:
+    return FLEET_TOTAL_LABEL if g is result.summary.overall else g.name
 
 
 def _latency_table(result: SimResult) -> Table:
@@ -72,7 +82,7 @@ def _latency_table(result: SimResult) -> Table:
         for label, _ in SHOWN_PERCENTILES:
             table.add_column(f"{metric} {label}", justify="right")
     for g in _groups(result):
-        cells = [g.name]
+        cells = [_label(g, result)]
         for stats in (g.ttft, g.tpot, g.e2e):
             cells += [_ms(getattr(stats, attr)) for _, attr in SHOWN_PERCENTILES]
         table.add_row(*cells)
@@ -86,7 +96,7 @@ def _capacity_table(result: SimResult) -> Table:
         table.add_column(col, justify="left" if col in ("pool", "gpu") else "right")
     for g in _groups(result):
         table.add_row(
-            g.name, g.gpu, str(g.n_instances), f"{g.n_requests:,}", f"{g.n_done:,}",
+            _label(g, result), g.gpu, str(g.n_instances), f"{g.n_requests:,}", f"{g.n_done:,}",
             f"{g.n_unfinished:,}", f"{g.n_rejected:,}", f"{g.n_too_long:,}", _frac(g.slo_attainment),
             _num(g.goodput_per_s), _num(g.throughput_per_s), _frac(g.utilisation), _num(g.mean_batch, ".1f"),
         )
@@ -209,6 +219,13 @@ def simulate_cmd(fleet_path, workload, input_fraction, rate_per_s, n_requests, l
     parallel = executor == "ray" or (workers or 1) > 1
     split = (parallel and failures is None and not with_features and shared_prefix is None and len(spec.pools) > 1
              and spec.pool_router in STATELESS_POOL_ROUTERS)
+    if level == Level.REQUEST.value:
+        kernels = [Kernel.REQUEST]
+    elif failures is not None:
+        kernels = [Kernel.FAILURES, Kernel.ITERATION]
+    else:
+        kernels = [Kernel.FEATURES if with_features or shared_prefix is not None else Kernel.ITERATION]
+    announce_compile(kernels)
     with executor_from_options(executor, workers if parallel else 1, ray_address) as run_tasks:
         if split:
             result = simulate_pools_parallel(spec, wl, rate, map_fn=run_tasks, **run_kwargs)
@@ -218,7 +235,7 @@ def simulate_cmd(fleet_path, workload, input_fraction, rate_per_s, n_requests, l
         if replications > 1:
             rep = replicate(spec, wl, rate, n_replications=replications, failures=failures,
                             map_fn=run_tasks if parallel else None, **run_kwargs)
-    con = Console(soft_wrap=True, highlight=False)
+    con = make_console(soft_wrap=True, highlight=False)
     s = result.summary
     con.print(f"fleet {fleet_path}: {len(spec.pools)} pool(s), {spec.n_instances} instances, "
               f"pool router {spec.pool_router.value}, {_num(spec.cost_usd_per_h)} USD/h")

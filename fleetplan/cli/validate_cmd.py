@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from fleetplan.cli.errors import FleetplanGroup
 from fleetplan.cli.options import INT_LIST, seed_option
+from fleetplan.cli.tables import make_console
 from fleetplan.sim.validate import DEFAULT_C_VALUES, DEFAULT_N_CUSTOMERS, DEFAULT_RHOS, validate_queueing
 
 
@@ -88,7 +88,7 @@ def queueing(c_values, rhos, n_customers, seed) -> None:
             _fmt(row.exact_p99_wait_s), _fmt(row.sim_p99_wait_s), _pct(row.p99_wait_rel_err),
             _fmt(row.paper_p99_wait_s),
         )
-    con = Console(soft_wrap=True, highlight=False)
+    con = make_console(soft_wrap=True, highlight=False)
     con.print(table)
     con.print("waits in seconds; err = |sim - exact| / exact ('-' where the exact value is 0). "
               "Sampling error grows as rho -> 1 (longer correlation).")

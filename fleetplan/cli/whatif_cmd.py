@@ -10,6 +10,7 @@ import click
 from rich.table import Table
 
 from fleetplan.cli.errors import one_line_errors
+from fleetplan.cli.first_run import Kernel, announce_compile
 from fleetplan.cli.optimize_cmd import plan_inputs, plan_options
 from fleetplan.cli.optimize_view import context_limit_line
 from fleetplan.cli.options import executor_from_options, executor_options
@@ -101,6 +102,7 @@ def whatif_command(lam_range, growth, months, start_lam, lead_time_weeks, start_
     start = parse_date(start_date)
     wl, request, verify, _ = plan_inputs(opts, rates[0])
     n_sim = 0 if verify is None else len(rates) * (verification_requests(request, verify) + threshold_requests(verify))
+    announce_compile([Kernel.ITERATION])
     with progress_reporter(quiet) as progress, \
             executor_from_options(executor, workers, ray_address, simulated_requests=n_sim) as run_tasks:
         result = whatif(request, rates, verify, progress=progress, map_fn=run_tasks)

@@ -45,8 +45,9 @@ DEFAULT_MAX_NUM_SEQS = (8, 16, 32, 64, 128, 256)
 DEFAULT_FRONTIER_REQUESTS = 4000
 #: Shares of the instances given to prefill in a PDD / AFD throughput sweep.
 DEFAULT_PREFILL_SHARES = (0.25, 0.5)
-#: Quantile levels (percent) kept per pool for latency CDF plots.
-CDF_LEVELS_PCT = (1.0, 5.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.9)
+#: Quantile levels (percent) kept per pool for latency CDF plots: every 0.5 % and the far tail, i.e. the
+#: simulation's empirical distribution at plotting resolution (about 3 KB per pool in the run file).
+CDF_LEVELS_PCT = tuple(float(x) for x in np.arange(0.5, 99.5 + 1e-9, 0.5)) + (99.9, 99.99)
 
 
 class Architecture(enum.Enum):
@@ -204,13 +205,14 @@ def _disagg_frontier(arch, workload, gpu, n_instances, rates_per_s, ttft_limit_s
 
 @dataclass(frozen=True)
 class PoolLatencyProfile:
-    """Quantiles (s) at ``CDF_LEVELS_PCT`` of one pool's simulated TTFT and TPOT."""
+    """Quantiles (s) at ``CDF_LEVELS_PCT`` of one pool's simulated TTFT and TPOT, and its simulated utilisation."""
 
     pool: str
     gpu: str
     levels_pct: tuple[float, ...]
     ttft_s: tuple[float, ...]
     tpot_s: tuple[float, ...]
+    utilisation: float | None = None  # simulated busy fraction of the pool's instances (co-located pools)
 
 
 def _timed(df, limit: int | None):
@@ -241,7 +243,8 @@ def latency_profile(candidate: Candidate, gpus: dict[str, GpuProfile], workload:
         tpot = percentiles(tpot_arr[~np.isnan(tpot_arr)], CDF_LEVELS_PCT)
         out.append(PoolLatencyProfile(pool.name, pool.gpu, CDF_LEVELS_PCT,
                                       tuple(float(ttft[q]) for q in CDF_LEVELS_PCT),
-                                      tuple(float(tpot[q]) for q in CDF_LEVELS_PCT)))
+                                      tuple(float(tpot[q]) for q in CDF_LEVELS_PCT),
+                                      float(res.summary.pool(pool.name).utilisation)))
     return tuple(out)
 
 

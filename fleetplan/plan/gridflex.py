@@ -234,3 +234,34 @@ def grid_flex(
         progress("grid-flex", len(levels), len(levels))
     return GridFlexResult(gpu.name, int(n_gpus), float(rate_per_s), float(slo_ttft_s), ctx, n_max,
                           float(window_s) if window_s is not None else 0.0, tuple(out))
+
+
+@dataclass(frozen=True)
+class SizedFleet:
+    """A homogeneous fleet sized by ``optimize``'s analytic sweep (phase 1, no simulation)."""
+
+    n_gpus: int
+    analytic_p_ttft_s: float
+    rho: float
+    cost_usd_per_year: float
+
+
+def size_fleet_analytic(workload: Workload, gpu: GpuProfile, rate_per_s: float, slo_ttft_s: float,
+                        percentile: float = 99.0, ttft_model: str = "quantile") -> SizedFleet:
+    """The fewest ``gpu`` GPUs, in one pool serving every request, that meet the percentile TTFT SLO under
+    the utilisation cap, from ``optimize``'s analytic sweep (``grid-flex`` without ``--n-gpus``).
+
+    Raises the sweep's ``InfeasibleError`` (naming the binding constraint) when no count fits."""
+    from fleetplan.plan.optimize import OptimizeRequest, optimize
+    from fleetplan.plan.optimize_errors import infeasible_error
+    from fleetplan.plan.space import SizingRouter, Topology
+
+    request = OptimizeRequest(workload=workload, gpus=(gpu,), slo_ttft_s=slo_ttft_s, rate_per_s=rate_per_s,
+                              percentile=percentile, topologies=(Topology.HOMO,), routers=(SizingRouter.LENGTH,),
+                              ttft_model=ttft_model)
+    result = optimize(request)
+    best = result.recommendation
+    if best is None:
+        raise infeasible_error(request, result.candidates)
+    pool = best.pools[0]
+    return SizedFleet(best.total_gpus_needed, best.ttft_p_s, pool.rho, best.cost_usd_per_year)

@@ -25,9 +25,9 @@ _STYLE = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}"
           "td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#eee}"
           "td:first-child{text-align:left}img{max-width:100%;border:1px solid #ddd;margin:.5em 0}"
           ".hint{color:#a33}")
-FIGURE_TITLES = {"pareto": "Pareto frontier: cost vs P99 TTFT", "gpu_breakdown": "GPU-count breakdown",
-                 "latency_cdf": "Latency CDF per pool", "whatif_steps": "Cost and GPUs vs λ (steps)",
-                 "grid_flex": "Grid flex"}
+FIGURE_TITLES = {"pareto": "Cost vs P99 TTFT (analytic and simulated)", "gpu_breakdown": "GPU-count breakdown",
+                 "utilisation": "Utilisation per pool", "latency_cdf": "TTFT and TPOT distributions per pool",
+                 "whatif_steps": "Cost and GPUs vs λ (steps)", "grid_flex": "Grid flex"}
 
 
 def _cell(v: Any) -> str:

@@ -4,8 +4,9 @@ without recomputing (formats only).
 Three kinds, each a strict-JSON object (no NaN/Infinity: non-finite values are ``null``)
 with ``kind``, ``version`` and ``seed``:
 
-* ``optimize-run``: ``optimize_report.result_dict`` (inputs, every candidate with its
-  verification, Pareto set, recommendation) plus ``verification_results`` (one entry per
+* ``optimize-run``: ``optimize_report.result_dict`` (inputs, the cheapest candidates with their
+  verification -- by default the ones the report shows, every swept one with ``all_candidates`` --,
+  ``n_candidates`` swept, Pareto set, recommendation) plus ``verification_results`` (one entry per
   simulated candidate), ``procurement`` (``report.procurement`` rows), ``cost_latency_frontier``
   (per-topology Pareto points) and ``latency_profiles`` (per-pool simulated TTFT/TPOT
   quantiles in ms at ``levels_pct``; empty when nothing was simulated);
@@ -31,6 +32,7 @@ from fleetplan.plan.growth import ProcurementSchedule
 from fleetplan.plan.optimize import OptimizeResult
 from fleetplan.plan.whatif import WhatIfResult
 from fleetplan.report.atomic import atomic_write_text
+from fleetplan.report.html import DEFAULT_MAX_CANDIDATES
 from fleetplan.report.optimize_report import _ms, result_dict, verification_dict
 from fleetplan.report.procurement import cost_latency_rows, procurement_rows, schedule_rows, whatif_rows
 from fleetplan.units import MS_PER_S
@@ -48,16 +50,30 @@ def _strict(value: Any) -> Any:
     return value
 
 
+#: Candidates an ``optimize-run`` document keeps by default: the cheapest ones the HTML report shows
+#: (``report.html.DEFAULT_MAX_CANDIDATES``) plus every simulated one; ``all_candidates=True`` keeps the sweep.
+DEFAULT_JSON_CANDIDATES = DEFAULT_MAX_CANDIDATES
+
+
 def profile_dict(p: PoolLatencyProfile) -> dict[str, Any]:
     return {"pool": p.pool, "gpu": p.gpu, "levels_pct": list(p.levels_pct),
-            "ttft_ms": [_ms(x) for x in p.ttft_s], "tpot_ms": [_ms(x) for x in p.tpot_s]}
+            "ttft_ms": [_ms(x) for x in p.ttft_s], "tpot_ms": [_ms(x) for x in p.tpot_s],
+            "utilisation_sim": None if p.utilisation is None else round(p.utilisation, 6)}
 
 
-def optimize_run_dict(result: OptimizeResult, seed: int,
-                      profiles: tuple[PoolLatencyProfile, ...] = ()) -> dict[str, Any]:
-    """The ``optimize-run`` document (see module docstring)."""
+def optimize_run_dict(result: OptimizeResult, seed: int, profiles: tuple[PoolLatencyProfile, ...] = (),
+                      all_candidates: bool = False) -> dict[str, Any]:
+    """The ``optimize-run`` document (see module docstring).
+
+    ``all_candidates=False`` keeps the ``DEFAULT_JSON_CANDIDATES`` cheapest candidates and every simulated
+    one (what the report shows; well under 1 MB), ``True`` every swept candidate (megabytes)."""
     sim_p99 = {p.pool: p.ttft_s[p.levels_pct.index(99.0)] for p in profiles if 99.0 in p.levels_pct}
-    out = {"kind": "optimize-run", **result_dict(result, seed)}
+    top = None
+    if not all_candidates:
+        simulated = [c.rank for c in result.candidates if c.verification is not None]
+        top = max([DEFAULT_JSON_CANDIDATES, *simulated])
+    out = {"kind": "optimize-run", **result_dict(result, seed, top)}
+    out["candidates_in_file"] = "all" if top is None else f"the {len(out['candidates'])} cheapest"
     out["verification_results"] = [{"rank": v.rank, **verification_dict(v)} for v in result.verification]
     out["procurement"] = procurement_rows(result, sim_p99)
     out["cost_latency_frontier"] = cost_latency_rows(cost_latency_frontier(result))

@@ -57,7 +57,9 @@ def test_csv_and_json_exports(tmp_path):
     assert res.exit_code == 0, res.stderr
     rows = list(csv.DictReader(out_csv.open()))
     doc = json.loads(out_json.read_text(), parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
-    assert len(rows) == doc["n_candidates"] == len(doc["candidates"])
+    # --candidates-csv has every candidate; --json the cheapest 30 and every simulated one (--json-full: all)
+    assert len(rows) == doc["n_candidates"] > len(doc["candidates"]) == 30
+    assert [c["rank"] for c in doc["candidates"]] == [int(r["rank"]) for r in rows[:30]]
     for col in (
         "rank",
         "topology",

@@ -54,7 +54,7 @@ def _check_run(doc: dict, rows: list[dict]) -> None:
 
 def test_analytic_run_ranks_colocated_pdd_and_afd_together(tmp_path):
     out_json, out_csv = tmp_path / "run.json", tmp_path / "c.csv"
-    res = run(*ARGS, "--no-verify", "--json", str(out_json), "--candidates-csv", str(out_csv))
+    res = run(*ARGS, "--no-verify", "--json", str(out_json), "--json-full", "--candidates-csv", str(out_csv))
     assert res.exit_code == 0, res.stderr
     assert "All-premium baselines" in res.output and "Recommendation:" in res.output
     assert "pdd/afd candidates with CE < 1.08 are rejected" in " ".join(res.output.split())
@@ -68,7 +68,7 @@ def test_analytic_run_ranks_colocated_pdd_and_afd_together(tmp_path):
 def test_verified_run_simulates_pdd_and_afd(tmp_path):
     out_json, out_csv = tmp_path / "run.json", tmp_path / "c.csv"
     res = run(*ARGS, "--sim-requests", "3000", "--replications", "2", "--verify-top", "2", "--workers", "1",
-              "--json", str(out_json), "--candidates-csv", str(out_csv))
+              "--json", str(out_json), "--json-full", "--candidates-csv", str(out_csv))
     assert res.exit_code == 0, res.stderr
     doc = json.loads(out_json.read_text())
     _check_run(doc, list(csv.DictReader(out_csv.open())))

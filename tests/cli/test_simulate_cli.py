@@ -80,7 +80,7 @@ def test_simulate_prints_pools_rate_and_tpot_definition(tmp_path):
     for label in (
         "short",
         "long",
-        "all",
+        "(fleet total)",
         "TTFT P99",
         "TPOT P50",
         "E2E P90",

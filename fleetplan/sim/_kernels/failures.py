@@ -219,7 +219,7 @@ def instance_up(k, p, t_s, route, health, reqs, slots, inst, pools, outs, load, 
     while r >= 0:
         nxt = next_waiting[r]
         next_waiting[r] = -1
-        dispatch(r, p, t_s, route, health, reqs, slots, inst, pools, outs, load, tree, n_leaves)
+        dispatch(np.int64(r), p, t_s, route, health, reqs, slots, inst, pools, outs, load, tree, n_leaves)
         r = nxt
 
 

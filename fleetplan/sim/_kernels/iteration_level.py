@@ -38,7 +38,8 @@ tokens computed before it emits its next token; ``computed`` counts tokens whose
   per-instance down/up times ``inst_fail_event_s`` with offsets ``inst_fail_lo``; at equal
   times step ends come first, then down/up events, then arrivals.  ``out_failures`` counts the
   times each request lost its KV cache to a failure.  ``run_iteration_level`` is this kernel
-  with no events (bit-identical outputs).
+  with no events (bit-identical outputs); it passes ``out_failures=None``, so numba prunes the
+  failure branches at compile time and the featureless engine never compiles the failure handlers.
 * Closed-loop clients (``max_in_flight = N > 0``, ``vllm bench serve --max-concurrency N``): at
   most N routed requests are outstanding (dispatched, not completed).  Request ``i`` is released
   at ``max(arrival_s[i], t)``, ``t`` the event that brings the outstanding count below N (a
@@ -81,7 +82,7 @@ def run_iteration_level(
         pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
         np.empty(0, dtype=np.float64), np.zeros(n_inst + 1, dtype=np.int64),
         out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions,
-        np.empty(arrival_s.shape[0], dtype=np.int32), out_status,
+        None, out_status,  # None: numba prunes the failure branches, so they are never compiled here
         inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight,
     )
 
@@ -168,13 +169,14 @@ def _iteration_core(
         out_first_token_s[i] = np.inf
         out_done_s[i] = np.inf
         out_preemptions[i] = 0
-        out_failures[i] = 0
+        if out_failures is not None:
+            out_failures[i] = 0
         out_status[i] = 1  # STATUS_UNFINISHED until proven otherwise
     # Per-request state; running requests keep theirs in slot-local arrays (iteration_steps).
     generated = np.zeros(n_req, dtype=np.int32)
     next_waiting = np.full(n_req, -1, dtype=np.int32)
     # Per-instance state; the running slots of k are run_lo[k] .. run_lo[k] + max_num_seqs - 1.
-    inst_pool = np.empty(n_inst, dtype=np.int32)
+    inst_pool = np.empty(n_inst, dtype=np.int64)  # int64 like every index: one specialisation per helper
     run_lo = np.zeros(n_inst + 1, dtype=np.int64)
     free_blocks = np.empty(n_inst, dtype=np.int64)
     for p in range(n_pools):
@@ -201,7 +203,7 @@ def _iteration_core(
         inst_tokens[k] = 0
     n_leaves = tree_leaves(n_inst)
     step_end_s = np.full(n_leaves, np.inf)
-    tree = np.empty(2 * n_leaves, dtype=np.int32)
+    tree = np.empty(2 * n_leaves, dtype=np.int64)
     tree_build(step_end_s, tree, n_leaves)
     # failures: per-instance health, the pools' hold queues and a tournament tree over each
     # instance's next down/up event
@@ -215,7 +217,7 @@ def _iteration_core(
     for k in range(n_inst):
         if fail_next[k] < inst_fail_lo[k + 1]:
             fail_next_s[k] = inst_fail_event_s[fail_next[k]]
-    fail_tree = np.empty(2 * n_leaves, dtype=np.int32)
+    fail_tree = np.empty(2 * n_leaves, dtype=np.int64)
     tree_build(fail_next_s, fail_tree, n_leaves)
 
     reqs = (prompt_tokens, output_tokens, generated, next_waiting)
@@ -247,7 +249,7 @@ def _iteration_core(
             n_steps += commit_step(k, inst_pool[k], t_step, reqs, slots, inst, pools, outs, stats, load)
             tree_update(step_end_s, tree, n_leaves, k)
             continue
-        if t_fail <= t_arr:
+        if out_failures is not None and t_fail <= t_arr:  # the first test is decided at compile time
             if t_fail > horizon_s:
                 break
             t_now = t_fail

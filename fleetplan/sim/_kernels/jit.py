@@ -3,8 +3,9 @@
 ``cache=True`` so a fresh process loads compiled kernels from disk; ``nogil=True`` so
 executors may run kernels in threads; ``error_model="numpy"`` so integer and float
 division carry no Python exception checks (the kernels never divide by zero by
-construction).  Helpers on the hot path use
-``njit_inline``.  No fastmath: the event loop uses ``inf`` as "no next event", and
+construction).  Helpers on the hot path use ``njit_inline`` (allocation-free, compiled
+without reference counting, called out of line).  No fastmath: the event loop uses ``inf``
+as "no next event", and
 fastmath's ``ninf`` flag would let the compiler assume it never occurs.
 
 Set ``NUMBA_DISABLE_JIT=1`` to run every kernel as plain Python (used once per release
@@ -14,22 +15,63 @@ to check that kernel code is valid Python and for coverage).
 from __future__ import annotations
 
 import numba
+from numba.core import types
+from numba.core.registry import CPUDispatcher
 
 JIT_OPTIONS = {"cache": True, "nogil": True, "error_model": "numpy"}
 BORROWED_OPTIONS = {**JIT_OPTIONS, "_nrt": False}  # see njit_borrowed
 
 
+def _call_type(t):
+    """The type a kernel function is compiled for when another kernel passes it ``t``: literals
+    (``f(k, 0)``) as their plain type and signed integers as int64."""
+    t = types.unliteral(t)
+    if isinstance(t, types.Integer) and t.signed and t.bitwidth < 64:
+        return types.int64
+    return t
+
+
+class KernelDispatcher(CPUDispatcher):
+    """numba's CPU dispatcher, except that a call from another kernel compiles (and finds) one
+    specialisation per call shape: ``f(k, p, 0)`` and ``f(k, p, n)`` with ``k`` int32 or int64 share
+    the int64 version (numba casts the arguments at the call).  Without it every literal and every
+    integer width at a call site compiled the callee again (a third of a cold compile).  Calls from
+    Python dispatch as usual."""
+
+    def get_call_template(self, args, kws):
+        return super().get_call_template(tuple(_call_type(a) for a in args),
+                                         {k: _call_type(v) for k, v in kws.items()})
+
+
+def _jit(fn, options: dict):
+    if numba.config.DISABLE_JIT:  # NUMBA_DISABLE_JIT=1: plain Python, as numba.njit does
+        return fn
+    options = dict(options)
+    cache = options.pop("cache")
+    disp = KernelDispatcher(py_func=fn, locals={}, targetoptions={**options, "nopython": True})
+    if cache:
+        disp.enable_caching()
+    return disp
+
+
 def njit(fn):
     """Compile ``fn`` with the project's kernel options."""
-    return numba.njit(**JIT_OPTIONS)(fn)
+    return _jit(fn, JIT_OPTIONS)
 
 
 def njit_inline(fn):
-    """Kernel helper inlined into its callers at numba-IR level.
+    """Kernel helper on the hot path: an allocation-free function compiled without NRT (as
+    ``njit_borrowed``), called out of line; LLVM inlines it where that pays.
 
-    Helpers take dozens of array arguments; an out-of-line call costs a reference-count
-    increment and decrement per array, which dominated the event loop before inlining."""
-    return numba.njit(inline="always", **JIT_OPTIONS)(fn)
+    Helpers take dozens of array arguments; a call with reference counting costs an increment
+    and decrement per array, which dominated the event loop.  They used to be inlined at
+    numba-IR level (``inline="always"``) to avoid that, which made every kernel one huge function:
+    typing and IR inlining took 70-80 % of a cold compile (the iteration kernel: about 100 s of
+    the README command's 103 s on two cores).  Borrowed (NRT-free) helpers avoid the reference
+    counts without the copies: the iteration kernel compiles about 6x faster and runs 10-15 %
+    faster (``benchmarks/bench_des.py``).  Keep the scalar arguments' types stable at call sites
+    (``KernelDispatcher`` folds literals and narrow integers into int64)."""
+    return _jit(fn, BORROWED_OPTIONS)
 
 
 def njit_borrowed(fn):
@@ -44,4 +86,4 @@ def njit_borrowed(fn):
     ``_nrt`` is an underscore-prefixed (semi-private) numba flag, used by numba's own
     tests (checked here on numba 0.68); if a numba release drops it, set ``BORROWED_OPTIONS = JIT_OPTIONS``:
     the same results, only slower."""
-    return numba.njit(**BORROWED_OPTIONS)(fn)
+    return _jit(fn, BORROWED_OPTIONS)
