@@ -31,7 +31,7 @@ def fleet(tmp_path: Path, name: str, gpu: str = "h100", extra: str = "") -> Path
 
 
 def p99_ttft_ms(output: str) -> float:
-    row = next(ln for ln in output.splitlines() if ln.startswith("│ all"))
+    row = next(ln for ln in output.splitlines() if ln.startswith("│ (fleet total)"))
     return float(row.split("│")[4].replace(",", ""))
 
 
