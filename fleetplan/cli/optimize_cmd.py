@@ -14,10 +14,12 @@ from fleetplan.cli.optimize_view import (
     tpot_note,
 )
 from fleetplan.cli.options import (
+    ARRIVAL_OPTIONS,
     FRACTION,
     INT_LIST,
     NAME_LIST,
     POSITIVE,
+    arrival_spec,
     executor_from_options,
     executor_options,
     gpu_profiles_option,
@@ -143,6 +145,7 @@ _PLAN_OPTIONS = [
                  show_default=True, help="afd: attention:FFN GPUs per decode unit to sweep."),
     click.option("--micro-batches", type=click.IntRange(min=1), default=DEFAULT_MICRO_BATCHES, show_default=True,
                  help="afd: micro-batches per decode step (ping-pong)."),
+    *ARRIVAL_OPTIONS,
     input_fraction_option,
     gpu_profiles_option,
     *MODEL_OPTIONS,
@@ -195,6 +198,7 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
     slo_s = opts["slo_ttft_ms"] / 1e3
     gpus, per_instance, step_models = serving_setup(catalog, opts)
     limit = context_limit(opts["model"], opts["max_model_len"], opts["allow_long_max_model_len"])
+    arrivals = plan_arrivals(opts)
     request = OptimizeRequest(
         workload=wl,
         gpus=gpus,
@@ -220,6 +224,7 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
         service_model=opts["service_model"],
         step_models=step_models,
         max_model_len_tokens=limit,
+        arrival_cv2=arrivals.ca2(wl, rate),
     )
     verify = None
     if not opts["no_verify"]:
@@ -235,8 +240,15 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
             percentile=opts["percentile"],
             step_models=step_models,
             max_model_len_tokens=limit,
+            arrival=arrivals.process.value,
+            arrival_cv=arrivals.cv,
         )
     return wl, request, verify, rate_source
+
+
+def plan_arrivals(opts: dict):
+    """The run's ``ArrivalSpec`` from the parsed arrival options."""
+    return arrival_spec(opts["arrival"], opts["arrival_cv"], opts["ca2_window_s"])
 
 
 @click.command("optimize", epilog=_EXAMPLES)
@@ -283,7 +295,8 @@ def optimize(lam, top, csv_path, candidates_csv, json_path, html_path, plots_dir
     console = report_console()
     tpot = "" if slo_tpot_ms is None else f", P{percentile:g} TPOT <= {slo_tpot_ms:g} ms"
     console.print(
-        f"Workload {wl.name}: λ = {rate:g} req/s ({rate_source}); SLO P{percentile:g} TTFT <= "
+        f"Workload {wl.name}: λ = {rate:g} req/s ({rate_source}), {plan_arrivals(opts).label()} arrivals "
+        f"(Ca² {request.arrival_cv2:.3g}); SLO P{percentile:g} TTFT <= "
         f"{slo_ttft_ms:g} ms{tpot}; {len(result.candidates)} candidates sized analytically in "
         f"{result.analytic_time_s * 1e3:.0f} ms"
         + ("." if verify is None else f"; top {len(result.verification)} simulated in {result.verify_time_s:.1f} s.")

@@ -10,7 +10,7 @@ import click
 from rich.table import Table
 
 from fleetplan.cli.errors import one_line_errors
-from fleetplan.cli.optimize_cmd import plan_inputs, plan_options
+from fleetplan.cli.optimize_cmd import plan_arrivals, plan_inputs, plan_options
 from fleetplan.cli.optimize_view import context_limit_line
 from fleetplan.cli.options import executor_from_options, executor_options
 from fleetplan.cli.progress import progress_reporter, quiet_option
@@ -103,7 +103,7 @@ def whatif_command(lam_range, growth, months, start_lam, lead_time_weeks, start_
     n_sim = 0 if verify is None else len(rates) * (verification_requests(request, verify) + threshold_requests(verify))
     with progress_reporter(quiet) as progress, \
             executor_from_options(executor, workers, ray_address, simulated_requests=n_sim) as run_tasks:
-        result = whatif(request, rates, verify, progress=progress, map_fn=run_tasks)
+        result = whatif(request, rates, verify, progress=progress, map_fn=run_tasks, arrivals=plan_arrivals(opts))
     schedule = None
     if growth_per_month is not None:
         schedule = procurement_schedule(result.points, start_lam or rates[0], growth_per_month, months, start,
