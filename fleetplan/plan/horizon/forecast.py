@@ -7,8 +7,8 @@ Two sources:
   (req/s, ISO dates strictly increasing, one row per period).  The plan meets ``p90`` where given,
   else ``rate``; P50 (else ``rate``, else P90) is kept for the report's band.
 
-A period runs from its date to the next row's (the last one lasts as long as the one before it,
-or a month when there is one row).
+A period runs from its date to the next row's; the last one lasts a calendar month when the rows
+are monthly (or there is one row), else as long as the one before it.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ from fleetplan.errors import ConfigError, DataFormatError
 
 DAYS_PER_MONTH = 365.25 / 12.0
 H_PER_DAY = 24.0
+#: Gaps (days) between rows read as calendar months, so the last period lasts a calendar month too.
+MONTH_DAYS = (28, 31)
 
 
 def add_months(start: dt.date, months: int) -> dt.date:
@@ -126,5 +128,7 @@ def read_forecast_csv(path: str | os.PathLike) -> Forecast:
         dates.append(d)
         p50.append(lo)
         p90.append(hi)
-    end = add_months(dates[-1], 1) if len(dates) == 1 else dates[-1] + (dates[-1] - dates[-2])
+    gap = None if len(dates) == 1 else dates[-1] - dates[-2]
+    monthly = gap is None or MONTH_DAYS[0] <= gap.days <= MONTH_DAYS[1]
+    end = add_months(dates[-1], 1) if monthly else dates[-1] + gap
     return Forecast(tuple(dates), tuple(p50), tuple(p90), end, p)
