@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from fleetplan.cli.errors import one_line_errors
+from fleetplan.cli.horizon_cmd import print_peak_valley, rate_profile_from_options
 from fleetplan.cli.model_options import CONTEXT_LIMIT_OPTIONS, MODEL_OPTIONS, context_limit, serving_setup
 from fleetplan.cli.optimize_view import (
     baseline_line,
@@ -155,6 +156,15 @@ _PLAN_OPTIONS = [
 ]
 
 
+def peak_options(func):
+    """``--rate-profile`` and ``--peak-window-s`` (optimize)."""
+    from fleetplan.cli.horizon_cmd import PEAK_OPTIONS
+
+    for option in reversed(PEAK_OPTIONS):
+        func = option(func)
+    return func
+
+
 def plan_options(func):
     """The sweep and verification options shared by ``optimize`` and ``whatif``."""
     for option in reversed(_PLAN_OPTIONS):
@@ -259,6 +269,7 @@ def plan_arrivals(opts: dict):
     help=f"Arrival rate, requests/s (default: the workload's own rate if it records one, else {DEFAULT_RATE_PER_S:g}).",
 )
 @plan_options
+@peak_options
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Candidates shown.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
               help="Write the procurement report (one row per pool of the recommendation + total) as CSV.")
@@ -274,7 +285,7 @@ def plan_arrivals(opts: dict):
 @executor_options
 @one_line_errors
 def optimize(lam, top, csv_path, candidates_csv, json_path, html_path, plots_dir, quiet, executor, workers,
-             ray_address, **opts) -> None:
+             ray_address, rate_profile, peak_window_s, **opts) -> None:
     """Find the cheapest fleet whose P99 TTFT meets --slo-ttft at --lam requests/s.
 
     Phase 1 sizes every candidate (topology x split threshold x GPU type per pool x
@@ -282,7 +293,13 @@ def optimize(lam, top, csv_path, candidates_csv, json_path, html_path, plots_dir
     annual cost.  TTFT is time to first token; P99 the 99th percentile; rho the
     utilisation of a pool's KV slots.
     """
+    profile, window_s = rate_profile_from_options(rate_profile, peak_window_s, lam,
+                                                  load_workload(opts["workload"], opts["input_fraction"]))
+    if profile is not None:
+        lam = profile.busiest_window_rate(window_s)[0]
     wl, request, verify, rate_source = plan_inputs(opts, lam)
+    if profile is not None:
+        rate_source = f"busiest {window_s:g} s of the rate profile"
     rate, percentile, slo_ttft_ms, slo_tpot_ms = request.rate_per_s, request.percentile, opts["slo_ttft_ms"], \
         opts["slo_tpot_ms"]
     paths = {"csv": csv_path, "candidates_csv": candidates_csv, "json": json_path, "html": html_path,
@@ -314,3 +331,6 @@ def optimize(lam, top, csv_path, candidates_csv, json_path, html_path, plots_dir
             raise no_verified_fleet_error(request, result)
         raise infeasible_error(request, result.candidates)
     console.print(recommendation_line(result))
+    if profile is not None:
+        print_peak_valley(console, request, result.recommendation, profile, window_s, opts["gpu_profiles"],
+                          opts["prices"])
