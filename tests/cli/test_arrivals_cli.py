@@ -73,3 +73,16 @@ def test_fit_reports_and_saves_burstiness(tmp_path):
     wl = load_workload(str(out))
     assert wl.arrival_stats is not None and wl.arrival_stats.interarrival_cv > 1.0
     assert np.isclose(wl.arrival_stats.hourly_rates_per_s[0], 5.53, rtol=0.01)
+
+
+def test_grid_flex_takes_the_arrival_process():
+    base = ("grid-flex", "--workload", "azure_conv", "--lam", "330", "--gpus", "h100", "--n-gpus", "6", "--no-sim",
+            "--levels", "0")
+    poisson, bursty = run(*base), run(*base, "--arrival", "gamma", "--cv", "3")
+    assert poisson.exit_code == 0 and bursty.exit_code == 0, bursty.stderr
+
+    def p99(out: str) -> float:
+        return float(next(ln for ln in out.splitlines() if "│      0 │" in ln).split("│")[6].replace(",", ""))
+
+    assert p99(bursty.output) > 2 * p99(poisson.output)
+    one_line_error(run(*base, "--cv", "3"), "--cv", "--arrival gamma")
