@@ -136,8 +136,9 @@ def _print_split(con: Console, w: Workload) -> None:
 def _arrival_stats(tr):
     """The trace's arrival statistics (None: all arrivals simultaneous)."""
     from fleetplan.workload import arrival_stats
+    from fleetplan.workload.burstiness import MIN_ARRIVALS
 
-    return None if tr.arrival_rate_per_s is None else arrival_stats(tr.arrival_s)
+    return None if tr.arrival_rate_per_s is None or tr.n_requests < MIN_ARRIVALS else arrival_stats(tr.arrival_s)
 
 
 @workloads.command(

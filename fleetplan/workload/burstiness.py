@@ -31,7 +31,7 @@ from fleetplan.errors import ConfigError, DataFormatError
 from fleetplan.workload.traces import Trace
 
 __all__ = ["ArrivalStats", "DEFAULT_WINDOWS_S", "DEFAULT_CA2_WINDOW_S", "arrival_stats", "index_of_dispersion",
-           "interarrival_cv", "replay_ca2", "ARRIVALS_KEY"]
+           "interarrival_cv", "replay_ca2", "ARRIVALS_KEY", "MIN_ARRIVALS"]
 
 #: Time scales reported by ``workloads fit`` (seconds).
 DEFAULT_WINDOWS_S = (1.0, 10.0, 60.0)
@@ -42,14 +42,16 @@ DEFAULT_CA2_WINDOW_S = 1.0
 MIN_WINDOWS = 8
 S_PER_HOUR = 3600.0
 HOURS_PER_DAY = 24
+#: Fewest arrivals with a gaps' CV (two gaps).
+MIN_ARRIVALS = 3
 #: Key of the stats in a CDF JSON document (kept as metadata by ``cdf_io``).
 ARRIVALS_KEY = "arrivals"
 
 
 def _times(arrival_s: np.ndarray) -> np.ndarray:
     t = np.asarray(arrival_s, dtype=np.float64)
-    if t.ndim != 1 or t.size < 2 or not np.all(np.isfinite(t)) or np.any(np.diff(t) < 0):
-        raise ConfigError("arrival times must be at least two finite, non-decreasing seconds")
+    if t.ndim != 1 or t.size < MIN_ARRIVALS or not np.all(np.isfinite(t)) or np.any(np.diff(t) < 0):
+        raise ConfigError(f"arrival times must be at least {MIN_ARRIVALS} finite, non-decreasing seconds")
     return t
 
 
