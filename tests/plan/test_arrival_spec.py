@@ -36,3 +36,17 @@ def test_burstier_arrivals_never_need_fewer_gpus():
         rec = optimize(replace(base, arrival_cv2=cv * cv)).recommendation
         gpus.append(rec.total_gpus_needed)
     assert gpus == sorted(gpus) and gpus[-1] > gpus[0], gpus
+
+
+def test_whatif_sizes_every_rate_for_the_arrival_process():
+    from fleetplan.plan.whatif import whatif
+
+    wl = load_workload("azure_conv")
+    h100 = load_catalog().get("h100")
+    req = OptimizeRequest(workload=wl, gpus=(h100,), slo_ttft_s=0.15, rate_per_s=100.0, topologies=(Topology.HOMO,))
+    rates = (50.0, 100.0, 200.0)
+    poisson = whatif(req, rates)
+    bursty = whatif(req, rates, arrivals=ArrivalSpec("gamma", 3.0))
+    pairs = list(zip(bursty.points, poisson.points, strict=True))
+    assert all(b.total_gpus >= p.total_gpus for b, p in pairs)
+    assert sum(b.total_gpus for b, _ in pairs) > sum(p.total_gpus for _, p in pairs)
