@@ -88,3 +88,15 @@ def test_budget_too_small_names_the_first_period_and_the_spend(setup):
     fc = compound_forecast(50.0, 0.1, 3, START)
     with pytest.raises(ConfigError, match=r"cannot cover period 0 \(2026-01-01, 50 req/s\).*needs a spend of"):
         plan_horizon(req, HorizonSettings(fc, prices, budget_usd_per_period=10.0))
+
+
+def test_every_chosen_fleet_is_simulated_at_its_period_rate(setup):
+    from fleetplan.plan.verify import VerifySettings
+
+    req, prices = setup
+    fc = compound_forecast(60.0, 0.3, 2, START)
+    ver = VerifySettings(0.5, None, 60.0, req.max_gpus, n_requests=3000, n_replications=2)
+    plan = plan_horizon(req, HorizonSettings(fc, prices), verify=ver)
+    for p in plan.periods + plan.baseline:
+        assert p.verified and p.fleet.verification.p99_ttft_s_sim <= 0.5
+    assert plan.total_cost_usd <= plan.baseline_cost_usd + 1e-6
