@@ -81,7 +81,7 @@ def hourly_profile(rates_per_s: tuple[float, ...], source: str) -> RateProfile:
     """The 24 hourly rates ``workloads fit`` saves (uncovered hours, nan, are refused)."""
     if any(math.isnan(r) for r in rates_per_s):
         raise ConfigError(f"{source}: the trace does not cover every hour of a day, so it has no daily profile; "
-                          "give --rate-profile FILE.csv")
+                          "give a rate profile CSV")
     return RateProfile(tuple(rates_per_s), S_PER_HOUR, source)
 
 
@@ -167,8 +167,8 @@ def peak_valley(request: OptimizeRequest, fleet: Candidate, profile: RateProfile
             best = ranked[0]
             cache[key] = np.array([sum(p.total_gpus for p in best.pools if p.gpu == g) for g in types], float)
         need[i] = cache[key]
-    hours = profile.step_s / S_PER_HOUR
-    day_scale = H_PER_DAY / (hours * len(profile.rates_per_s))
+    step_h = profile.step_s / S_PER_HOUR
+    day_scale = H_PER_DAY / (step_h * len(profile.rates_per_s))
     peak_n = [sum(p.total_gpus for p in fleet.pools if p.gpu == g) for g in types]
     all_owned = sum(n * _owned_usd_per_h(prices[g]) * H_PER_DAY for g, n in zip(types, peak_n, strict=True))
     base, total = [], 0.0
@@ -177,7 +177,7 @@ def peak_valley(request: OptimizeRequest, fleet: Candidate, profile: RateProfile
         own, od = _owned_usd_per_h(prices[g]), prices[g].on_demand_usd_per_h
 
         def cost(b: int, col=col, own=own, od=od) -> float:
-            return (b * own * hours * col.size + np.maximum(col - b, 0).sum() * od * hours) * day_scale
+            return (b * own * step_h * col.size + np.maximum(col - b, 0).sum() * od * step_h) * day_scale
 
         b = min(range(max(int(col.max()), peak_n[j]) + 1), key=cost)
         base.append((g, b))

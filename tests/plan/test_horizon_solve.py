@@ -13,14 +13,14 @@ from fleetplan.plan.horizon.solve import PlanBudgetError, Problem, TypeCosts, _s
 
 def _problem(needs, initial=(0, 0), allow_retire=False, budget=None, buy_from=0, n_types=2):
     t_n = len(needs)
-    hours = (730.0,) * t_n
+    period_h = (730.0,) * t_n
     disc = tuple(0.99 ** t for t in range(t_n))
     costs = (
         TypeCosts(tuple(None if t < buy_from else 1.2 * 730 * (t_n - t) * disc[t] for t in range(t_n)),
                   30_000.0, 2.4, 9_000.0),
         TypeCosts((None,) * t_n, 0.0, 0.6, 0.0),  # rent-only type
     )[:n_types]
-    return Problem(("big", "small")[:n_types], needs, hours, disc, costs, initial, allow_retire, budget)
+    return Problem(("big", "small")[:n_types], needs, period_h, disc, costs, initial, allow_retire, budget)
 
 
 def brute_force(p: Problem, max_owned: int) -> float:

@@ -62,7 +62,7 @@ class Forecast:
     def n_periods(self) -> int:
         return len(self.dates)
 
-    def hours(self, t: int) -> float:
+    def period_h(self, t: int) -> float:
         """Length of period ``t`` in hours."""
         nxt = self.dates[t + 1] if t + 1 < self.n_periods else self.end_date
         return (nxt - self.dates[t]).days * H_PER_DAY

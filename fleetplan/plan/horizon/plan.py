@@ -162,7 +162,7 @@ def _costs(s: HorizonSettings, types: tuple[str, ...]) -> tuple[tuple[TypeCosts,
     f = s.forecast
     start = f.dates[0]
     discount = tuple((1.0 + s.discount_rate_per_year) ** (-(d - start).days / DAYS_PER_YEAR) for d in f.dates)
-    hours = tuple(f.hours(t) for t in range(f.n_periods))
+    period_h = tuple(f.period_h(t) for t in range(f.n_periods))
     avail = dict(s.available_from)
     out = []
     for g in types:
@@ -177,7 +177,7 @@ def _costs(s: HorizonSettings, types: tuple[str, ...]) -> tuple[tuple[TypeCosts,
             left_h = pr.amortisation_months * DAYS_PER_MONTH * H_PER_DAY
             total = 0.0
             for u in range(t, f.n_periods):
-                use = min(hours[u], left_h)
+                use = min(period_h[u], left_h)
                 total += discount[u] * per_h * use
                 left_h -= use
                 if left_h <= 0:
@@ -241,13 +241,13 @@ def plan_horizon(
         cv2.append(ca2)
     costs, discount = _costs(settings, types)
     initial = tuple(int(owned0.get(g, 0)) for g in types)
-    hours = tuple(f.hours(t) for t in range(f.n_periods))
+    period_h = tuple(f.period_h(t) for t in range(f.n_periods))
     gpu_of = {g.name: g for g in request.gpus}
     avail_fn = availability or request.availability_of
 
     def problem() -> Problem:
         needs = tuple(tuple(fleet_needs(c, types) for c in opts) for opts in options)
-        return Problem(types, needs, hours, discount, costs, initial, settings.allow_retire,
+        return Problem(types, needs, period_h, discount, costs, initial, settings.allow_retire,
                        settings.budget_usd_per_period)
 
     def cheapest(t: int) -> int:
@@ -281,7 +281,7 @@ def plan_horizon(
                     kept.append(verified_fleet(replace(c, verification=v)))
             if not kept:
                 raise ConfigError(f"no candidate fleet passed simulation at {f.p90_per_s[t]:g} req/s (period "
-                                  f"{f.dates[t].isoformat()}): raise --max-gpus or relax the SLO")
+                                  f"{f.dates[t].isoformat()}): raise the GPU limit or relax the SLO")
             options[t] = kept
     baseline = evaluate(problem(), base_choice)
     return HorizonPlan(types, initial, _periods(best, options, settings, cv2),

@@ -62,7 +62,7 @@ class Problem:
 
     types: tuple[str, ...]
     needs: tuple[tuple[tuple[int, ...], ...], ...]
-    hours: tuple[float, ...]
+    period_h: tuple[float, ...]
     discount: tuple[float, ...]
     costs: tuple[TypeCosts, ...]
     initial: tuple[int, ...]
@@ -71,7 +71,7 @@ class Problem:
 
     def __post_init__(self) -> None:
         t_n = len(self.needs)
-        if t_n == 0 or len(self.hours) != t_n or len(self.discount) != t_n:
+        if t_n == 0 or len(self.period_h) != t_n or len(self.discount) != t_n:
             raise ConfigError("a horizon problem needs hours and a discount factor for every period")
         for t, opts in enumerate(self.needs):
             if not opts:
@@ -117,9 +117,9 @@ def _step(p: Problem, t: int, owned: tuple[int, ...], new_owned: tuple[int, ...]
         if b and c.buy_charge_usd[t] is None:
             return None
         rent = max(0, need[g] - new_owned[g])
-        cost += (b * c.buy_charge_usd[t] if b else 0.0) + p.discount[t] * (rent * c.rent_usd_per_h * p.hours[t]
+        cost += (b * c.buy_charge_usd[t] if b else 0.0) + p.discount[t] * (rent * c.rent_usd_per_h * p.period_h[t]
                                                                             - r * c.resale_usd)
-        spend += b * c.capex_usd + rent * c.rent_usd_per_h * p.hours[t]
+        spend += b * c.capex_usd + rent * c.rent_usd_per_h * p.period_h[t]
         bought.append(b)
         retired.append(r)
         rented.append(rent)
