@@ -155,19 +155,26 @@ def rate_profile_from_options(text: str | None, window_s: float | None, lam: flo
     return profile, DEFAULT_WINDOW_S if window_s is None else window_s
 
 
-def print_peak_valley(console, request, fleet, profile, window_s: float, gpu_profiles, price_overrides) -> None:
+def peak_valley_doc(request, fleet, profile, window_s: float, gpu_profiles, price_overrides) -> dict:
+    """The rate profile's peak-and-valley figures as a JSON-ready dict."""
     from fleetplan.plan.peak import peak_valley
+    from fleetplan.report.horizon import peak_valley_dict
 
     catalog = load_catalog(gpu_profiles, dict(price_overrides) if price_overrides else None)
     types = tuple(sorted({p.gpu for p in fleet.pools}))
-    pv = peak_valley(request, fleet, profile, window_s, load_gpu_prices(catalog, types))
-    u = pv.utilisation
-    console.print(f"Rate profile {profile.source}: busiest {window_s:g} s window from t = {pv.peak_starts_at_s:g} s at "
-                  f"{pv.peak_rate_per_s:.4g} req/s (sized for it); utilisation of the fleet's capacity over the "
-                  f"profile: min {min(u):.0%}, mean {sum(u) / len(u):.0%}, max {max(u):.0%}.")
+    return peak_valley_dict(peak_valley(request, fleet, profile, window_s, load_gpu_prices(catalog, types)))
+
+
+def print_peak_valley(console, doc: dict) -> None:
+    u = doc["utilisation"]
+    console.print(f"Rate profile {doc['profile']}: busiest {doc['window_s']:g} s window from t = "
+                  f"{doc['peak_starts_at_s']:g} s at {doc['peak_lam_per_s']:.4g} req/s (sized for it); utilisation of "
+                  f"the fleet's capacity over the profile: min {min(u):.0%}, mean {sum(u) / len(u):.0%}, "
+                  f"max {max(u):.0%}.")
     console.print("Utilisation per interval: " + " ".join(f"{x:.0%}" for x in u))
-    base = ", ".join(f"{n}x {g}" for g, n in pv.base_gpus)
-    console.print(f"Owning the peak fleet ({', '.join(f'{n}x {g}' for g, n in pv.peak_gpus)}) all day: "
-                  f"${pv.all_owned_usd_per_day:,.0f}/day; owning {base} and renting the rest on demand at each "
-                  f"interval: ${pv.base_plus_on_demand_usd_per_day:,.0f}/day (owned = amortised capex, or reserved for "
-                  "rent-only GPUs; on-demand = catalog price).")
+    peak = ", ".join(f"{n}x {g}" for g, n in doc["peak_gpus"].items())
+    base = ", ".join(f"{n}x {g}" for g, n in doc["base_gpus"].items())
+    console.print(f"Owning the peak fleet ({peak}) all day: ${doc['all_owned_usd_per_day']:,.0f}/day; owning {base} "
+                  "and renting the rest on demand at each interval: "
+                  f"${doc['base_plus_on_demand_usd_per_day']:,.0f}/day "
+                  "(owned = amortised capex, or reserved for rent-only GPUs; on-demand = catalog price).")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from fleetplan.cli.errors import one_line_errors
-from fleetplan.cli.horizon_cmd import print_peak_valley, rate_profile_from_options
+from fleetplan.cli.horizon_cmd import peak_valley_doc, print_peak_valley, rate_profile_from_options
 from fleetplan.cli.model_options import CONTEXT_LIMIT_OPTIONS, MODEL_OPTIONS, context_limit, serving_setup
 from fleetplan.cli.optimize_view import (
     baseline_line,
@@ -308,7 +308,10 @@ def optimize(lam, top, csv_path, candidates_csv, json_path, html_path, plots_dir
     with progress_reporter(quiet) as progress, \
             executor_from_options(executor, workers, ray_address, simulated_requests=n_sim) as run_tasks:
         result = run_optimize(request, verify, progress, map_fn=run_tasks)
-        notes = write_optimize_reports(result, verify, opts["seed"], paths, progress)
+        peak_doc = None if profile is None or result.recommendation is None else peak_valley_doc(
+            request, result.recommendation, profile, window_s, opts["gpu_profiles"], opts["prices"])
+        notes = write_optimize_reports(result, verify, opts["seed"], paths, progress,
+                                       None if peak_doc is None else {"peak_valley": peak_doc})
     console = report_console()
     tpot = "" if slo_tpot_ms is None else f", P{percentile:g} TPOT <= {slo_tpot_ms:g} ms"
     console.print(
@@ -331,6 +334,5 @@ def optimize(lam, top, csv_path, candidates_csv, json_path, html_path, plots_dir
             raise no_verified_fleet_error(request, result)
         raise infeasible_error(request, result.candidates)
     console.print(recommendation_line(result))
-    if profile is not None:
-        print_peak_valley(console, request, result.recommendation, profile, window_s, opts["gpu_profiles"],
-                          opts["prices"])
+    if peak_doc is not None:
+        print_peak_valley(console, peak_doc)

@@ -126,3 +126,20 @@ def render_horizon_html(doc: dict[str, Any]) -> str:
 
 def write_horizon_html(doc: dict[str, Any], path: str | os.PathLike) -> None:
     atomic_write_text(path, render_horizon_html(doc))
+
+
+def peak_valley_dict(pv) -> dict[str, Any]:
+    """``plan.peak.PeakValley`` as JSON (rates req/s, money USD per day)."""
+    return {
+        "profile": pv.profile.source,
+        "step_s": pv.profile.step_s,
+        "rates_per_s": list(pv.profile.rates_per_s),
+        "window_s": pv.window_s,
+        "peak_lam_per_s": pv.peak_rate_per_s,
+        "peak_starts_at_s": pv.peak_starts_at_s,
+        "utilisation": [round(u, 4) for u in pv.utilisation],
+        "peak_gpus": dict(pv.peak_gpus),
+        "all_owned_usd_per_day": round(pv.all_owned_usd_per_day, MONEY_DIGITS),
+        "base_gpus": dict(pv.base_gpus),
+        "base_plus_on_demand_usd_per_day": round(pv.base_plus_on_demand_usd_per_day, MONEY_DIGITS),
+    }
