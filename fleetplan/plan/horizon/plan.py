@@ -158,6 +158,15 @@ def period_candidates(request: OptimizeRequest, arrivals: ArrivalSpec | None, ty
     return tuple(chosen), ca2
 
 
+def verify_at_rate(gpus: Mapping, workload, verify: VerifySettings, availability: Callable,
+                   item: tuple[Candidate, float]) -> Candidate | None:
+    """``item``'s fleet verified at its rate (grown until it passes), or None when it fails; a task for
+    ``map_fn``."""
+    candidate, rate = item
+    v = verify_candidate(candidate, gpus, workload, replace(verify, rate_per_s=rate), availability)
+    return verified_fleet(replace(candidate, verification=v)) if v.passed else None
+
+
 def _costs(s: HorizonSettings, types: tuple[str, ...]) -> tuple[tuple[TypeCosts, ...], tuple[float, ...]]:
     f = s.forecast
     start = f.dates[0]
@@ -267,18 +276,23 @@ def plan_horizon(
                    if options[t][i].verification is None}
         if not pending:
             break
-        for t in sorted({t for t, _ in pending}):
+        order = sorted(pending)
+        vtask = functools.partial(verify_at_rate, gpu_of, request.workload, verify, avail_fn)
+        if progress is not None:
+            progress("verify", 0, len(order))
+        got = []
+        for outcome in (map_fn or serial_map)(vtask, [(options[t][i], f.p90_per_s[t]) for t, i in order]):
+            got.append(outcome)
             if progress is not None:
-                progress("verify", t, f.n_periods)
-            kept = []
-            for i, c in enumerate(options[t]):
-                if (t, i) not in pending:
-                    kept.append(c)
-                    continue
-                v = verify_candidate(c, gpu_of, request.workload, replace(verify, rate_per_s=f.p90_per_s[t]),
-                                     avail_fn)
-                if v.passed:
-                    kept.append(verified_fleet(replace(c, verification=v)))
+                progress("verify", len(got), len(order))
+        verdict = {}
+        for (t, i), outcome in zip(order, in_input_order(got, len(order)), strict=True):
+            if not outcome.ok:
+                raise TaskFailedError(f"verifying a fleet of period {f.dates[t].isoformat()} failed: {outcome.error}")
+            verdict[(t, i)] = outcome.value
+        for t in sorted({t for t, _ in order}):
+            kept = [c if (t, i) not in verdict else verdict[(t, i)] for i, c in enumerate(options[t])]
+            kept = [c for c in kept if c is not None]
             if not kept:
                 raise ConfigError(f"no candidate fleet passed simulation at {f.p90_per_s[t]:g} req/s (period "
                                   f"{f.dates[t].isoformat()}): raise the GPU limit or relax the SLO")
