@@ -75,3 +75,21 @@ def test_plan_options_without_plan_and_lam_range_with_plan_are_refused(tmp_path)
     one_line_error(run(*BASE, "--plan", "--lam-range", "50:100:50", "--growth", "10%"), "--lam-range")
     one_line_error(run(*BASE), "--lam-range is required")
     one_line_error(run(*BASE, "--plan"), "needs a forecast")
+
+
+def test_retire_and_availability_through_the_cli(tmp_path):
+    fleet = tmp_path / "owned.toml"
+    fleet.write_text('[[pool]]\nname = "a"\ngpu = "h100"\ninstances = 8\nmax_context_tokens = 16384\n')
+    out = tmp_path / "plan.csv"
+    f = _forecast(tmp_path, "date,rate\n2026-01-01,20\n2026-02-01,20\n")
+    res = run(*BASE, "--forecast", f, "--current-fleet", str(fleet), "--allow-retire", "--csv", str(out))
+    assert res.exit_code == 0, res.output + res.stderr
+    retired = [r for r in csv.DictReader(out.open()) if r["action"] == "retire"]
+    assert retired and retired[0]["gpu"] == "H100-SXM" and int(retired[0]["count"]) > 0
+    kept = run(*BASE, "--forecast", f, "--current-fleet", str(fleet), "--csv", str(out))
+    assert kept.exit_code == 0 and not [r for r in csv.DictReader(out.open()) if r["action"] == "retire"]
+    later = run(*BASE, "--forecast", f, "--gpu-available", "h100=2026-02-01", "--json", str(tmp_path / "p.json"))
+    assert later.exit_code == 0, later.stderr
+    first = json.loads((tmp_path / "p.json").read_text())["periods"][0]["fleet"]
+    assert "H100" not in first
+    one_line_error(run(*BASE, "--forecast", f, "--gpu-available", "h100=soon"), "--gpu-available", "YYYY-MM-DD")
