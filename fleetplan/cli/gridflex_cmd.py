@@ -7,7 +7,15 @@ from rich.table import Table
 
 from fleetplan.cli.errors import one_line_errors
 from fleetplan.cli.first_run import Kernel, announce_compile
-from fleetplan.cli.options import POSITIVE, gpu_profiles_option, input_fraction_option, seed_option, workload_option
+from fleetplan.cli.options import (
+    ARRIVAL_OPTIONS,
+    POSITIVE,
+    arrival_spec,
+    gpu_profiles_option,
+    input_fraction_option,
+    seed_option,
+    workload_option,
+)
 from fleetplan.cli.progress import progress_reporter, quiet_option
 from fleetplan.cli.report_cmd import render_documents, report_console
 from fleetplan.errors import ConfigError
@@ -68,13 +76,17 @@ def _ms(x_s: float | None) -> str:
 @click.option("--no-sim", is_flag=True, help="Analytic only (no window or steady-state simulation).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the table as JSON.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None, help="Write an HTML report.")
+@ARRIVAL_OPTIONS[0]
+@ARRIVAL_OPTIONS[1]
+@ARRIVAL_OPTIONS[2]
 @input_fraction_option
 @gpu_profiles_option
 @seed_option
 @quiet_option
 @one_line_errors
 def grid_flex_command(workload, lam, gpu_name, n_gpus, slo_ttft_ms, levels, window_s, sim_requests, max_context,
-                      ttft_model, no_sim, json_path, html_path, input_fraction, gpu_profiles, seed, quiet) -> None:
+                      ttft_model, no_sim, json_path, html_path, input_fraction, gpu_profiles, seed, quiet, arrival,
+                      arrival_cv, ca2_window_s) -> None:
     """Batch-cap (vLLM --max-num-seqs) curtailment levels: n_max, W/GPU, fleet kW, P99 TTFT."""
     wl = load_workload(workload, input_fraction)
     gpu = load_catalog(gpu_profiles).get(gpu_name)
@@ -89,7 +101,8 @@ def grid_flex_command(workload, lam, gpu_name, n_gpus, slo_ttft_ms, levels, wind
     with progress_reporter(quiet) as progress:
         res = grid_flex(wl, gpu, lam, n_gpus, slo_ttft_ms / 1e3, _levels(levels), max_context_tokens=max_context,
                         window_s=None if no_sim else window_s, steady_requests=None if no_sim else sim_requests,
-                        ttft_model=ttft_model, seed=seed, progress=progress)
+                        ttft_model=ttft_model, seed=seed, progress=progress,
+                        arrivals=arrival_spec(arrival, arrival_cv, ca2_window_s))
     doc = gridflex_dict(res, wl.name, seed)
     if json_path:
         write_json(doc, json_path)

@@ -6,6 +6,7 @@ import click
 
 from fleetplan.cli.errors import one_line_errors
 from fleetplan.cli.first_run import Kernel, announce_compile
+from fleetplan.cli.horizon_cmd import peak_valley_doc, print_peak_valley, rate_profile_from_options
 from fleetplan.cli.model_options import CONTEXT_LIMIT_OPTIONS, MODEL_OPTIONS, context_limit, serving_setup
 from fleetplan.cli.optimize_view import (
     baseline_line,
@@ -15,10 +16,12 @@ from fleetplan.cli.optimize_view import (
     tpot_note,
 )
 from fleetplan.cli.options import (
+    ARRIVAL_OPTIONS,
     FRACTION,
     INT_LIST,
     NAME_LIST,
     POSITIVE,
+    arrival_spec,
     executor_from_options,
     executor_options,
     gpu_profiles_option,
@@ -147,6 +150,7 @@ _PLAN_OPTIONS = [
                  show_default=True, help="afd: attention:FFN GPUs per decode unit to sweep."),
     click.option("--micro-batches", type=click.IntRange(min=1), default=DEFAULT_MICRO_BATCHES, show_default=True,
                  help="afd: micro-batches per decode step (ping-pong)."),
+    *ARRIVAL_OPTIONS,
     input_fraction_option,
     gpu_profiles_option,
     *MODEL_OPTIONS,
@@ -154,6 +158,15 @@ _PLAN_OPTIONS = [
     price_option,
     seed_option,
 ]
+
+
+def peak_options(func):
+    """``--rate-profile`` and ``--peak-window-s`` (optimize)."""
+    from fleetplan.cli.horizon_cmd import PEAK_OPTIONS
+
+    for option in reversed(PEAK_OPTIONS):
+        func = option(func)
+    return func
 
 
 def plan_options(func):
@@ -199,6 +212,7 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
     slo_s = opts["slo_ttft_ms"] / 1e3
     gpus, per_instance, step_models = serving_setup(catalog, opts)
     limit = context_limit(opts["model"], opts["max_model_len"], opts["allow_long_max_model_len"])
+    arrivals = plan_arrivals(opts)
     request = OptimizeRequest(
         workload=wl,
         gpus=gpus,
@@ -224,6 +238,7 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
         service_model=opts["service_model"],
         step_models=step_models,
         max_model_len_tokens=limit,
+        arrival_cv2=arrivals.ca2(wl, rate),
     )
     verify = None
     if not opts["no_verify"]:
@@ -239,8 +254,15 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
             percentile=opts["percentile"],
             step_models=step_models,
             max_model_len_tokens=limit,
+            arrival=arrivals.process.value,
+            arrival_cv=arrivals.cv,
         )
     return wl, request, verify, rate_source
+
+
+def plan_arrivals(opts: dict):
+    """The run's ``ArrivalSpec`` from the parsed arrival options."""
+    return arrival_spec(opts["arrival"], opts["arrival_cv"], opts["ca2_window_s"])
 
 
 @click.command("optimize", epilog=_EXAMPLES)
@@ -251,6 +273,7 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
     help=f"Arrival rate, requests/s (default: the workload's own rate if it records one, else {DEFAULT_RATE_PER_S:g}).",
 )
 @plan_options
+@peak_options
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Candidates shown.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
               help="Write the procurement report (one row per pool of the recommendation + total) as CSV.")
@@ -270,7 +293,7 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
 @executor_options
 @one_line_errors
 def optimize(lam, top, csv_path, candidates_csv, json_path, json_full, html_path, plots_dir, fmt, quiet, executor,
-             workers, ray_address, **opts) -> None:
+             workers, ray_address, rate_profile, peak_window_s, **opts) -> None:
     """Find the cheapest fleet whose P99 TTFT meets --slo-ttft at --lam requests/s.
 
     Phase 1 sizes every candidate (topology x split threshold x GPU type per pool x
@@ -278,7 +301,13 @@ def optimize(lam, top, csv_path, candidates_csv, json_path, json_full, html_path
     annual cost.  TTFT is time to first token; P99 the 99th percentile; rho the
     utilisation of a pool's KV slots.
     """
+    profile, window_s = rate_profile_from_options(rate_profile, peak_window_s, lam,
+                                                  load_workload(opts["workload"], opts["input_fraction"]))
+    if profile is not None:
+        lam = profile.busiest_window_rate(window_s)[0]
     wl, request, verify, rate_source = plan_inputs(opts, lam)
+    if profile is not None:
+        rate_source = f"busiest {window_s:g} s of the rate profile"
     rate, percentile, slo_ttft_ms, slo_tpot_ms = request.rate_per_s, request.percentile, opts["slo_ttft_ms"], \
         opts["slo_tpot_ms"]
     if json_full and not json_path:
@@ -292,14 +321,18 @@ def optimize(lam, top, csv_path, candidates_csv, json_path, json_full, html_path
     with progress_reporter(quiet) as progress, \
             executor_from_options(executor, workers, ray_address, simulated_requests=n_sim) as run_tasks:
         result = run_optimize(request, verify, progress, map_fn=run_tasks)
-        notes = write_optimize_reports(result, verify, opts["seed"], paths, progress)
+        peak_doc = None if profile is None or result.recommendation is None else peak_valley_doc(
+            request, result.recommendation, profile, window_s, opts["gpu_profiles"], opts["prices"])
+        notes = write_optimize_reports(result, verify, opts["seed"], paths, progress,
+                                       None if peak_doc is None else {"peak_valley": peak_doc})
     console = report_console()
     if fmt != "table":  # stdout carries the table alone (machine-readable); the lines go to stderr
         emit_table(candidates_table(result, top), fmt)
         console = make_console(stderr=True)
     tpot = "" if slo_tpot_ms is None else f", P{percentile:g} TPOT <= {slo_tpot_ms:g} ms"
     console.print(
-        f"Workload {wl.name}: λ = {rate:g} req/s ({rate_source}); SLO P{percentile:g} TTFT <= "
+        f"Workload {wl.name}: λ = {rate:g} req/s ({rate_source}), {plan_arrivals(opts).label()} arrivals "
+        f"(Ca² {request.arrival_cv2:.3g}); SLO P{percentile:g} TTFT <= "
         f"{slo_ttft_ms:g} ms{tpot}; {len(result.candidates)} candidates sized analytically in "
         f"{result.analytic_time_s * 1e3:.0f} ms"
         + ("." if verify is None else f"; top {len(result.verification)} simulated in {result.verify_time_s:.1f} s.")
@@ -318,3 +351,5 @@ def optimize(lam, top, csv_path, candidates_csv, json_path, json_full, html_path
             raise no_verified_fleet_error(request, result)
         raise infeasible_error(request, result.candidates)
     console.print(recommendation_line(result))
+    if peak_doc is not None:
+        print_peak_valley(console, peak_doc)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import click
 
+from fleetplan.errors import ConfigError
 from fleetplan.exec import Executor, make_executor
 
 #: Simulated requests (tasks x requests x replications) up to which a local run without --workers stays
@@ -114,6 +115,32 @@ workload_option = click.option(
     "--workload", "workload", required=True,
     help="Workload: a bundled name (lmsys, azure_conv, ...), a CDF JSON file or a trace (CSV/JSONL).",
 )
+ARRIVAL_OPTIONS = (
+    click.option("--arrival", type=click.Choice(("poisson", "gamma", "replay")), default="poisson", show_default=True,
+                 help="Arrival process sized for and simulated: poisson, gamma (gaps with CV --cv) or replay (the "
+                 "trace workload's own timestamps, rescaled to the rate)."),
+    click.option("--cv", "arrival_cv", type=POSITIVE, default=None,
+                 help="Inter-arrival CV for --arrival gamma (the analytic phase takes Ca2 = CV^2) [default: 1.0]."),
+    click.option("--ca2-window-s", type=POSITIVE, default=None,
+                 help="--arrival replay: time scale of the trace's burstiness (index of dispersion of counts) on the "
+                 "replay clock, seconds [default: 1]."),
+)
+
+
+def arrival_spec(arrival: str, arrival_cv: float | None, ca2_window_s: float | None):
+    """The library's ``ArrivalSpec`` from the arrival options (options that nothing would read are refused)."""
+    from fleetplan.plan.arrivals import ArrivalSpec
+
+    if arrival_cv is not None and arrival != "gamma":
+        raise ConfigError(f"--cv applies to --arrival gamma only (got --arrival {arrival}); add --arrival gamma or "
+                          "drop --cv")
+    if ca2_window_s is not None and arrival != "replay":
+        raise ConfigError(f"--ca2-window-s applies to --arrival replay only (got --arrival {arrival}); add "
+                          "--arrival replay or drop --ca2-window-s")
+    kw = {} if ca2_window_s is None else {"ca2_window_s": ca2_window_s}
+    return ArrivalSpec(arrival, 1.0 if arrival_cv is None else arrival_cv, **kw)
+
+
 input_fraction_option = click.option(
     "--input-fraction", type=Fraction(open_high=True), default=None,
     help="Share of a request's total tokens that is prompt, for CDFs that give totals only "

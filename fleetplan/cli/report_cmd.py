@@ -37,8 +37,10 @@ def report_console() -> Console:
     return make_console(file=sys.stdout)
 
 
-def write_optimize_reports(result: OptimizeResult, verify, seed: int, paths: dict, progress) -> list[str]:
+def write_optimize_reports(result: OptimizeResult, verify, seed: int, paths: dict, progress,
+                           extra: dict | None = None) -> list[str]:
     """Write every requested export of an ``optimize`` run; returns notes for the console.
+    ``extra`` keys are added to the run document (e.g. ``peak_valley`` with a rate profile).
 
     When the run was simulated, the recommendation is simulated once more (``verify``'s
     request count, the run's seed) to keep per-pool latency quantiles for CDF plots and the
@@ -58,7 +60,7 @@ def write_optimize_reports(result: OptimizeResult, verify, seed: int, paths: dic
                                    verify.n_requests, seed, result.request.max_model_len_tokens)
         if progress is not None:
             progress("profile", 1, 1)
-    doc = optimize_run_dict(result, seed, profiles, all_candidates=bool(paths.get("json_full")))
+    doc = {**optimize_run_dict(result, seed, profiles, all_candidates=bool(paths.get("json_full"))), **(extra or {})}
     if paths.get("csv"):
         write_procurement_csv(doc["procurement"], paths["csv"])
     if paths.get("json"):

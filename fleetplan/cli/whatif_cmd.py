@@ -11,7 +11,15 @@ from rich.table import Table
 
 from fleetplan.cli.errors import one_line_errors
 from fleetplan.cli.first_run import Kernel, announce_compile
-from fleetplan.cli.optimize_cmd import plan_inputs, plan_options
+from fleetplan.cli.horizon_cmd import (
+    HORIZON_OPTIONS,
+    IN_PROCESS_MAX_PERIODS,
+    forecast_from_options,
+    horizon_requested,
+    run_horizon,
+    write_and_render,
+)
+from fleetplan.cli.optimize_cmd import plan_arrivals, plan_inputs, plan_options
 from fleetplan.cli.optimize_view import context_limit_line
 from fleetplan.cli.options import executor_from_options, executor_options
 from fleetplan.cli.progress import progress_reporter, quiet_option
@@ -36,8 +44,17 @@ Examples:
   fleetplan whatif --workload lmsys --lam-range 50:300:50 --slo-ttft 500 --no-verify \\
       --growth 15%/month --months 24 --start-lam 50 --lead-time-weeks 8 --start-date 2026-01-01
   fleetplan whatif --workload lmsys --lam-range 50:200:50 --slo-ttft 500 --json growth.json --csv growth.csv
+  fleetplan whatif --workload azure_conv --slo-ttft 500 --plan --growth 15%/month --months 24 --start-lam 50 \\
+      --current-fleet examples/mixed_a10g_h100.toml --lead-time-weeks 8 --csv plan.csv --html plan.html
+  fleetplan whatif --workload lmsys --slo-ttft 500 --forecast demand.csv --budget-per-period 60000 --no-verify
 """
 _GROWTH = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*%?\s*(?:/\s*(?:month|mo))?\s*$", re.IGNORECASE)
+
+
+def horizon_options(func):
+    for option in reversed(HORIZON_OPTIONS):
+        func = option(func)
+    return func
 
 
 def parse_lam_range(text: str) -> tuple[float, ...]:
@@ -78,7 +95,8 @@ def _threshold_legend(method: str, percentile: float) -> str:
 
 
 @click.command("whatif", epilog=_EXAMPLES)
-@click.option("--lam-range", "lam_range", required=True, help="Rates to plan for, START:STOP:STEP req/s.")
+@click.option("--lam-range", "lam_range", default=None,
+              help="Rates to plan for, START:STOP:STEP req/s (required without --plan).")
 @plan_options
 @click.option("--growth", default=None, help="Traffic growth per month, e.g. 15%/month (enables the schedule).")
 @click.option("--months", type=click.IntRange(min=1), default=24, show_default=True, help="Schedule horizon.")
@@ -91,21 +109,47 @@ def _threshold_legend(method: str, percentile: float) -> str:
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
               help="Write the schedule (with --growth) or the per-rate points as CSV.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None, help="Write an HTML report.")
+@horizon_options
 @quiet_option
 @executor_options
 @one_line_errors
 def whatif_command(lam_range, growth, months, start_lam, lead_time_weeks, start_date, json_path, csv_path,
                    html_path, quiet, executor, workers, ray_address, **opts) -> None:
-    """Cheapest fleet per λ and the rate up to which each one holds ("buy before then")."""
-    rates = parse_lam_range(lam_range)
+    """Cheapest fleet per λ and the rate up to which each one holds ("buy before then").
+
+    With --plan (or --forecast / --current-fleet): a procurement plan over the forecast that starts from
+    the owned fleet, only adds GPUs (retires with --allow-retire) and minimises the total cost over the
+    horizon, every period's fleet simulated at its rate.
+    """
     growth_per_month = None if growth is None else parse_growth(growth)
     start = parse_date(start_date)
+    if horizon_requested(opts):
+        if lam_range is not None:
+            raise ConfigError("--lam-range applies to the per-rate what-if, not to --plan: drop it (the forecast "
+                              "gives the rates)")
+        forecast = forecast_from_options(opts, growth_per_month, start, months, start_lam)
+        wl, request, verify, _ = plan_inputs(opts, forecast.p90_per_s[0])
+        n_sim = 0 if forecast.n_periods <= IN_PROCESS_MAX_PERIODS else None
+        with progress_reporter(quiet) as progress, \
+                executor_from_options(executor, workers, ray_address, simulated_requests=n_sim) as run_tasks:
+            plan = run_horizon(opts, forecast, request, verify, plan_arrivals(opts), lead_time_weeks, progress,
+                               run_tasks)
+        write_and_render(plan, report_console(), wl.name, opts["seed"], json_path, csv_path, html_path)
+        return
+    for flag, given in (("--allow-retire", opts["allow_retire"]), ("--budget-per-period", opts["budget_per_period"]),
+                        ("--gpu-available", opts["gpu_available"]), ("--procurement-prices",
+                                                                      opts["procurement_prices"])):
+        if given:
+            raise ConfigError(f"{flag} applies to a procurement plan: add --plan, or drop {flag}")
+    if lam_range is None:
+        raise ConfigError("--lam-range is required without --plan: give START:STOP:STEP req/s, e.g. 25:400:25")
+    rates = parse_lam_range(lam_range)
     wl, request, verify, _ = plan_inputs(opts, rates[0])
     n_sim = 0 if verify is None else len(rates) * (verification_requests(request, verify) + threshold_requests(verify))
     announce_compile([Kernel.ITERATION])
     with progress_reporter(quiet) as progress, \
             executor_from_options(executor, workers, ray_address, simulated_requests=n_sim) as run_tasks:
-        result = whatif(request, rates, verify, progress=progress, map_fn=run_tasks)
+        result = whatif(request, rates, verify, progress=progress, map_fn=run_tasks, arrivals=plan_arrivals(opts))
     schedule = None
     if growth_per_month is not None:
         schedule = procurement_schedule(result.points, start_lam or rates[0], growth_per_month, months, start,

@@ -145,6 +145,14 @@ def _split_text(w: Workload) -> str:
     )
 
 
+def _arrival_stats(tr):
+    """The trace's arrival statistics (None: all arrivals simultaneous)."""
+    from fleetplan.workload import arrival_stats
+    from fleetplan.workload.burstiness import MIN_ARRIVALS
+
+    return None if tr.arrival_rate_per_s is None or tr.n_requests < MIN_ARRIVALS else arrival_stats(tr.arrival_s)
+
+
 @workloads.command(
     "fit",
     epilog=_examples(
@@ -185,6 +193,12 @@ def fit_cmd(trace: str, out: str, license_: str | None) -> None:
         f"wrote {path}: {tr.n_requests} requests ({tr.format.value}), mean total "
         f"{float(tr.total_tokens.mean()):,.1f} tokens, arrival rate {rate_txt}"
     )
+    stats = _arrival_stats(tr)
+    if stats is not None:
+        disp = ", ".join(f"{w:g} s: {'-' if v is None else f'{v:.3g}'}" for w, v in stats.dispersion)
+        click.echo(f"burstiness: inter-arrival CV {stats.interarrival_cv:.3g}; index of dispersion of counts {disp}")
+        hourly = " ".join("-" if r != r else f"{r:.3g}" for r in stats.hourly_rates_per_s)
+        click.echo(f"hourly rates from the first arrival, req/s: {hourly}")
     if tr.n_zero_clamped:
         click.echo(
             f"note: {tr.n_zero_clamped} rows had 0 prompt or output tokens; counted as 1 token", err=True

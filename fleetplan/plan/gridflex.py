@@ -37,6 +37,7 @@ one, else a stated *TDP-based estimate* idle_w + ρ · (tdp_w - idle_w).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuProfile
 from fleetplan.hardware.power import PowerCurve
 from fleetplan.perf.linear import LinearStepModel
+from fleetplan.plan.arrivals import POISSON, ArrivalSpec
 from fleetplan.plan.sweep import ProgressFn
 from fleetplan.queueing import ServiceModel, pool_latency, pool_service_moments
 from fleetplan.rng import task_seed
@@ -138,7 +140,8 @@ def default_context_tokens(workload: Workload) -> int:
     return int(math.ceil(float(workload.total.quantile(1.0))))
 
 
-def _analytic(workload, gpu, n_cap, n_gpus, rate_per_s, percentile, ttft_model, n_prefill_seqs, points):
+def _analytic(workload, gpu, n_cap, n_gpus, rate_per_s, percentile, ttft_model, n_prefill_seqs, points,
+              arrival_cv2: float = 1.0):
     serving = gpu.require_serving()
     model = ServiceModel(
         step=LinearStepModel(serving.iter_base_s, serving.iter_per_seq_s),
@@ -148,6 +151,9 @@ def _analytic(workload, gpu, n_cap, n_gpus, rate_per_s, percentile, ttft_model, 
         ref_context_tokens=serving.ref_context_tokens,
     )
     moments = pool_service_moments(*points, model)
+    # Kimura / Whitt two-moment wait: (Ca² + Cs²)/2 in place of (1 + Cs²)/2, i.e. Cs² -> Cs² + Ca² - 1
+    # (Cs² enters the wait tail only)
+    moments = dataclasses.replace(moments, cs2=max(0.0, moments.cs2 + arrival_cv2 - 1.0))
     lat = pool_latency(rate_per_s, moments, n_gpus, percentile / 100.0, ttft_model=ttft_model)
     ttft = lat.ttft_p_s if lat.rho < 1.0 else float("inf")
     return lat.rho, ttft
@@ -170,8 +176,12 @@ def grid_flex(
     n_prefill_seqs: float | None = None,
     seed: int = 0,
     progress: ProgressFn | None = None,
+    arrivals: ArrivalSpec = POISSON,
 ) -> GridFlexResult:
     """Power, batch cap and P99 TTFT of a fixed single-pool fleet per curtailment level.
+
+    ``arrivals``: the arrival process, simulated as given and, analytically, through its Ca²
+    (``plan.arrivals``).
 
     ``window_s=None`` / ``steady_requests=None`` skip that simulation (steady SLO then
     judged analytically).  See the module docstring for every definition.
@@ -201,20 +211,22 @@ def grid_flex(
             progress("grid-flex", i, len(levels))
         watts = float(gpu.power.power_w(cap))
         rho, ttft_a = _analytic(workload, gpu, cap, int(n_gpus), rate_per_s, percentile, ttft_model,
-                                n_prefill_seqs, points)
+                                n_prefill_seqs, points, arrivals.ca2(workload, rate_per_s))
         spec = FleetSpec(pools=(build_pool(gpu, POOL_NAME, int(n_gpus), ctx, max_num_seqs=cap),),
                          pool_router=PoolRouter.LENGTH)
         p_window = p_steady = None
         if window_s is not None:
             n_win = max(1, int(round(window_s * rate_per_s)))
             res = simulate(spec, workload, rate_per_s, n_win, Level.ITERATION,
-                           task_seed(seed, "grid-flex-window", cap), warmup_fraction=0.0)
+                           task_seed(seed, "grid-flex-window", cap), warmup_fraction=0.0,
+                           arrival=arrivals.process, cv=arrivals.cv)
             p_window = float(res.summary.overall.ttft.p99_s)
         if steady_requests is not None and rho >= 1.0:
             p_steady = float("inf")  # no steady state exists at ρ >= 1: the queue grows without bound
         elif steady_requests is not None:
             rep = replicate(spec, workload, rate_per_s, int(steady_requests), Level.ITERATION,
-                            task_seed(seed, "grid-flex-steady", cap), n_replications=n_replications)
+                            task_seed(seed, "grid-flex-steady", cap), n_replications=n_replications,
+                            arrival=arrivals.process, cv=arrivals.cv)
             p_steady = float(rep.upper_p99_ttft_s)
         steady_val = p_steady if p_steady is not None else ttft_a
         out.append(GridFlexLevel(

@@ -54,6 +54,10 @@ class VerifySettings:
     step_models: tuple[tuple[str, StepModel], ...] = ()
     # The served model's limit (fleetplan.models.context); longer requests are rejected and reported.
     max_model_len_tokens: int | None = None
+    # The arrival process simulated (fleetplan.sim.ArrivalProcess name) and, for gamma, the gaps' CV;
+    # the default is Poisson (today's behaviour).
+    arrival: str = "poisson"
+    arrival_cv: float = 1.0
 
     def __post_init__(self) -> None:
         if self.percentile not in _STAT_OF_PERCENTILE:
@@ -142,7 +146,8 @@ def _simulate(candidate: Candidate, gpus: dict[str, GpuProfile], counts: Sequenc
     # verifies this fleet gets the same numbers.
     seed = task_seed(s.seed, "verify", repr(candidate.key()), repr(tuple(int(n) for n in counts)))
     rep = replicate(spec, workload, s.rate_per_s, s.n_requests, Level.ITERATION, seed,
-                    n_replications=s.n_replications, slo_ttft_s=s.slo_ttft_s, slo_tpot_s=s.slo_tpot_s)
+                    n_replications=s.n_replications, slo_ttft_s=s.slo_ttft_s, slo_tpot_s=s.slo_tpot_s,
+                    arrival=s.arrival, cv=s.arrival_cv)
     stat = _STAT_OF_PERCENTILE[s.percentile]
     ttft_mean, ttft_hi, tpot_hi = percentile_bounds(rep.summaries, s.percentile)
     names = {p.name for p in spec.pools}

@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 
 from fleetplan.errors import ConfigError
 from fleetplan.parallel import MapFn
+from fleetplan.plan.arrivals import ArrivalSpec
 from fleetplan.plan.optimize import OptimizeRequest, optimize, verified_fleet
 from fleetplan.plan.points import LengthPoints
 from fleetplan.plan.pools import size_one_pool
@@ -123,7 +124,7 @@ def simulated_holds(request: OptimizeRequest, fleet: Candidate, verify: VerifySe
     def holds(rate_per_s: float) -> bool:
         rep = replicate(spec, request.workload, rate_per_s, verify.n_requests, Level.ITERATION, seed,
                         n_replications=verify.n_replications, slo_ttft_s=verify.slo_ttft_s,
-                        slo_tpot_s=verify.slo_tpot_s, map_fn=map_fn)
+                        slo_tpot_s=verify.slo_tpot_s, map_fn=map_fn, arrival=verify.arrival, cv=verify.arrival_cv)
         _, ttft_hi_s, tpot_hi_s = percentile_bounds(rep.summaries, verify.percentile)
         ok = ttft_hi_s <= verify.slo_ttft_s
         if verify.slo_tpot_s is not None:
@@ -173,8 +174,14 @@ def whatif(
     thresholds: ThresholdSettings = ThresholdSettings(),
     progress: ProgressFn | None = None,
     map_fn: MapFn | None = None,
+    arrivals: ArrivalSpec | None = None,
 ) -> WhatIfResult:
-    """The cheapest (verified) fleet and its step threshold for every rate (see module docstring)."""
+    """The cheapest (verified) fleet and its step threshold for every rate (see module docstring).
+
+    ``arrivals``: the arrival process; each rate's analytic phase gets its Ca² at that rate (a replayed
+    trace is burstier replayed faster) and ``verify`` should simulate the same process
+    (``VerifySettings.arrival``).  None keeps ``request.arrival_cv2`` at every rate.
+    """
     rates = sorted(float(r) for r in rates_per_s)
     if not rates:
         raise ConfigError("no arrival rates given: pass --lam-range START:STOP:STEP, e.g. 25:400:25")
@@ -185,6 +192,8 @@ def whatif(
         if progress is not None:
             progress("whatif", i, len(rates))
         req = replace(request, rate_per_s=rate)
+        if arrivals is not None:
+            req = replace(req, arrival_cv2=arrivals.ca2(request.workload, rate))
         ver = None if verify is None else replace(verify, rate_per_s=rate)
         res = optimize(req, ver, progress, map_fn=map_fn)
         best = res.recommendation

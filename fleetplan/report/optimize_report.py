@@ -156,6 +156,7 @@ def inputs_dict(result: OptimizeResult, seed: int) -> dict[str, Any]:
         "workload_source": r.workload.source,
         "lam_per_s": r.rate_per_s,
         "lam_source": r.rate_source,
+        "arrival_cv2": r.arrival_cv2,
         "slo_ttft_ms": r.slo_ttft_s * MS_PER_S,
         "percentile": r.percentile,
         "gpus": [g.name for g in r.gpus],

@@ -2,6 +2,7 @@
 sessions / RL-rollout bursts (``sessions``, ``session_io``, ``rollouts``)."""
 
 from fleetplan.workload.arrivals import gamma_arrivals_s, poisson_arrivals_s, replay_arrivals_s
+from fleetplan.workload.burstiness import ArrivalStats, arrival_stats, replay_ca2
 from fleetplan.workload.catalog import (
     list_workloads,
     load_workload,
@@ -19,6 +20,9 @@ from fleetplan.workload.traces import Trace, TraceFormat, read_trace
 from fleetplan.workload.workload import DEFAULT_INPUT_FRACTION, DEFAULT_QUADRATURE_POINTS, Workload
 
 __all__ = [
+    "ArrivalStats",
+    "arrival_stats",
+    "replay_ca2",
     "CdfDocument",
     "DEFAULT_INPUT_FRACTION",
     "DEFAULT_QUADRATURE_POINTS",

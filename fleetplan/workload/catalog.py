@@ -23,6 +23,7 @@ from pathlib import Path
 
 from fleetplan.errors import ConfigError, DataFormatError, UnknownNameError
 from fleetplan.paths import cdfs_dir
+from fleetplan.workload.burstiness import ARRIVALS_KEY, ArrivalStats
 from fleetplan.workload.cdf_io import CdfDocument, parse_cdf_document, read_cdf_json
 from fleetplan.workload.fit import fit
 from fleetplan.workload.traces import TRACE_SUFFIXES, Trace, read_trace
@@ -77,6 +78,8 @@ def workload_from_document(
         generated_by=doc.generated_by,
         arrival_rate_per_s=doc.arrival_rate_per_s,
         trace=trace,
+        arrival_stats=None if ARRIVALS_KEY not in doc.metadata
+        else ArrivalStats.from_dict(doc.metadata[ARRIVALS_KEY], name),
     )
 
 

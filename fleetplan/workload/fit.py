@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from fleetplan.errors import ConfigError
+from fleetplan.workload.burstiness import ARRIVALS_KEY, MIN_ARRIVALS, arrival_stats
 from fleetplan.workload.traces import Trace, TraceFormat
 
 __all__ = [
@@ -158,4 +159,6 @@ def fit(
         "input_cdf": empirical_cdf_points(trace.prompt_tokens, n_quantiles),
         "output_cdf": empirical_cdf_points(trace.output_tokens, n_quantiles),
         "copula": np.round(copula, _FRACTION_DECIMALS).tolist(),
+        **({} if rate is None or trace.n_requests < MIN_ARRIVALS
+           else {ARRIVALS_KEY: arrival_stats(trace.arrival_s).to_dict()}),
     }

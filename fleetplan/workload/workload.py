@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fleetplan.errors import ConfigError
+from fleetplan.workload.burstiness import ArrivalStats
 from fleetplan.workload.cdf import LengthCDF, to_tokens
 from fleetplan.workload.traces import Trace
 
@@ -73,6 +74,8 @@ class Workload:
     generated_by: str = ""
     arrival_rate_per_s: float | None = None
     trace: Trace | None = None
+    # Burstiness and daily profile of the fitted trace's arrivals (``workloads fit`` saves them)
+    arrival_stats: ArrivalStats | None = None
 
     def __post_init__(self) -> None:
         if (self.input is None) != (self.output is None):

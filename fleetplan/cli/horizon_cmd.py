@@ -1,0 +1,180 @@
+"""``fleetplan whatif --plan``: the horizon-optimal incremental procurement plan (options, rendering)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from fleetplan.errors import ConfigError
+from fleetplan.hardware import load_catalog
+from fleetplan.hardware.procurement import load_gpu_prices
+from fleetplan.plan.horizon.forecast import compound_forecast, read_forecast_csv
+from fleetplan.plan.horizon.plan import DEFAULT_CANDIDATES_PER_PERIOD, HorizonSettings, plan_horizon
+from fleetplan.report.atomic import atomic_write_text
+from fleetplan.report.horizon import PLAN_COLUMNS, horizon_dict, write_horizon_html
+from fleetplan.report.procurement import rows_to_csv
+from fleetplan.report.run_json import write_json
+
+#: Plans of at most this many periods sweep in this process (no worker start-up) unless --workers is given.
+IN_PROCESS_MAX_PERIODS = 3
+
+HORIZON_OPTIONS = (
+    click.option("--plan", "plan_mode", is_flag=True,
+                 help="Plan procurement over the horizon: start from the owned fleet, only add (or retire with "
+                 "--allow-retire), minimise the total cost (implied by --forecast or --current-fleet)."),
+    click.option("--forecast", "forecast_csv", type=click.Path(exists=True, dir_okay=False), default=None,
+                 help="Demand forecast CSV: date plus rate and/or p50,p90 (req/s); the plan meets p90."),
+    click.option("--current-fleet", "current_fleet", type=click.Path(exists=True, dir_okay=False), default=None,
+                 help="The fleet the team owns (simulator fleet TOML; instances count as GPUs). Default: none."),
+    click.option("--allow-retire", is_flag=True, help="Let the plan sell owned GPUs (at their resale value)."),
+    click.option("--budget-per-period", type=click.FloatRange(min=0, min_open=True), default=None,
+                 help="Most USD spent in one period (capex of purchases + rent)."),
+    click.option("--gpu-available", "gpu_available", multiple=True,
+                 help="GPU=YYYY-MM-DD: the type can be bought or rented only from that date (repeatable)."),
+    click.option("--discount-rate", type=click.FloatRange(min=0), default=0.0, show_default=True,
+                 help="Yearly discount rate of future costs (fraction, e.g. 0.08)."),
+    click.option("--procurement-prices", type=click.Path(exists=True, dir_okay=False), default=None,
+                 help="Buy / reserved prices TOML (default: gpu_profiles/procurement/prices.toml)."),
+    click.option("--candidates-per-period", type=click.IntRange(min=1), default=DEFAULT_CANDIDATES_PER_PERIOD,
+                 show_default=True, help="Cheapest distinct fleets per period the plan chooses from."),
+)
+
+
+def horizon_requested(opts: dict) -> bool:
+    return bool(opts["plan_mode"] or opts["forecast_csv"] or opts["current_fleet"])
+
+
+def _available(values: tuple[str, ...], catalog) -> tuple[tuple[str, dt.date], ...]:
+    out = []
+    for v in values:
+        name, _, date = v.partition("=")
+        try:
+            when = dt.date.fromisoformat(date.strip())
+        except ValueError as exc:
+            raise ConfigError(f"--gpu-available {v!r} is invalid: write GPU=YYYY-MM-DD, e.g. h200=2026-06-01") from exc
+        out.append((catalog.get(name.strip()).name, when))
+    return tuple(out)
+
+
+def _current_fleet(path: str | None, catalog) -> tuple[tuple[str, int], ...]:
+    if path is None:
+        return ()
+    from fleetplan.sim.fleet_toml import read_fleet_toml
+
+    owned: dict[str, int] = {}
+    for pool in read_fleet_toml(path, catalog).pools:
+        owned[pool.gpu.name] = owned.get(pool.gpu.name, 0) + int(pool.n_instances)
+    return tuple(sorted(owned.items()))
+
+
+def forecast_from_options(opts: dict, growth_per_month: float | None, start: dt.date, months: int,
+                          start_lam: float | None):
+    if opts["forecast_csv"]:
+        if growth_per_month is not None or start_lam is not None:
+            raise ConfigError("--forecast gives the rates: drop --growth and --start-lam, or drop --forecast")
+        return read_forecast_csv(opts["forecast_csv"])
+    if growth_per_month is None or start_lam is None:
+        raise ConfigError("a plan needs a forecast: give --forecast FILE.csv, or --growth (e.g. 15%/month) with "
+                          "--start-lam and --months")
+    return compound_forecast(start_lam, growth_per_month, months, start)
+
+
+def run_horizon(opts: dict, forecast, request, verify, arrivals, lead_time_weeks: float, progress, map_fn):
+    """The plan for the parsed options (library call only)."""
+    catalog = load_catalog(opts["gpu_profiles"], dict(opts["prices"]) if opts["prices"] else None)
+    current = _current_fleet(opts["current_fleet"], catalog)
+    types = tuple(sorted({g.name for g in request.gpus} | {g for g, _ in current}))
+    settings = HorizonSettings(
+        forecast=forecast,
+        prices=load_gpu_prices(catalog, types, opts["procurement_prices"]),
+        current_fleet=current,
+        allow_retire=opts["allow_retire"],
+        lead_time_weeks=lead_time_weeks,
+        budget_usd_per_period=opts["budget_per_period"],
+        available_from=_available(opts["gpu_available"], catalog),
+        discount_rate_per_year=opts["discount_rate"],
+        n_candidates=opts["candidates_per_period"],
+    )
+    return plan_horizon(request, settings, arrivals, verify, progress, map_fn=map_fn)
+
+
+def write_and_render(plan, console, workload: str, seed: int, json_path, csv_path, html_path) -> None:
+    doc = horizon_dict(plan, workload, seed)
+    if json_path:
+        write_json(doc, json_path)
+    if csv_path:
+        atomic_write_text(csv_path, rows_to_csv(PLAN_COLUMNS, doc["actions"]))
+    if html_path:
+        write_horizon_html(doc, html_path)
+    t = Table(title=f"Procurement plan ({doc['forecast']}; " + ("simulation-verified" if doc["verified"]
+                                                                else "analytic only") + ")")
+    for col in ("date", "order by", "action", "GPU", "count", "pool", "fleet after", "cumulative $"):
+        t.add_column(col, justify="left" if col in ("action", "GPU", "pool", "fleet after") else "right")
+    for a in doc["actions"]:
+        t.add_row(a["date"], a["order_by"], a["action"], a["gpu"], str(a["count"]), a["pool"], a["fleet_after"],
+                  f"{a['cumulative_cost_usd']:,.0f}")
+    console.print(t)
+    console.print(f"Horizon-optimal plan: ${doc['total_cost_usd']:,.0f} over {len(doc['periods'])} periods; per-step "
+                  f"cheapest fleets: ${doc['baseline_cost_usd']:,.0f}; saving ${doc['saving_usd']:,.0f} "
+                  f"({doc['saving_fraction']:.1%}). Costs: purchases amortised straight-line, rent at reserved "
+                  "prices, owned GPUs at the start sunk (prices and sources in the JSON).")
+    for p in (json_path, csv_path, html_path):
+        if p:
+            console.print(f"wrote {Path(p)}")
+
+
+PEAK_OPTIONS = (
+    click.option("--rate-profile", default=None,
+                 help="A rate profile in place of --lam: a CSV of timestamp,rate, or 'workload' for the daily profile "
+                 "`workloads fit` saved; the fleet is sized for the busiest --peak-window-s."),
+    click.option("--peak-window-s", type=click.FloatRange(min=0, min_open=True), default=None,
+                 help="Window of the busiest rate with --rate-profile, seconds [default: 3600]."),
+)
+
+
+def rate_profile_from_options(text: str | None, window_s: float | None, lam: float | None, workload):
+    """(profile, window seconds) or (None, None) without --rate-profile."""
+    from fleetplan.plan.peak import DEFAULT_WINDOW_S, hourly_profile, read_rate_profile_csv
+
+    if text is None:
+        if window_s is not None:
+            raise ConfigError("--peak-window-s applies to --rate-profile only: add --rate-profile or drop it")
+        return None, None
+    if lam is not None:
+        raise ConfigError("--rate-profile replaces --lam (the fleet is sized for the busiest window): give one")
+    if text.strip().lower() == "workload":
+        if workload.arrival_stats is None:
+            raise ConfigError(f"--rate-profile workload: {workload.name} has no saved daily profile; refit its trace "
+                              "with `fleetplan workloads fit` or give --rate-profile FILE.csv")
+        profile = hourly_profile(workload.arrival_stats.hourly_rates_per_s, f"{workload.name} hourly profile")
+    else:
+        profile = read_rate_profile_csv(text)
+    return profile, DEFAULT_WINDOW_S if window_s is None else window_s
+
+
+def peak_valley_doc(request, fleet, profile, window_s: float, gpu_profiles, price_overrides) -> dict:
+    """The rate profile's peak-and-valley figures as a JSON-ready dict."""
+    from fleetplan.plan.peak import peak_valley
+    from fleetplan.report.horizon import peak_valley_dict
+
+    catalog = load_catalog(gpu_profiles, dict(price_overrides) if price_overrides else None)
+    types = tuple(sorted({p.gpu for p in fleet.pools}))
+    return peak_valley_dict(peak_valley(request, fleet, profile, window_s, load_gpu_prices(catalog, types)))
+
+
+def print_peak_valley(console, doc: dict) -> None:
+    u = doc["utilisation"]
+    console.print(f"Rate profile {doc['profile']}: busiest {doc['window_s']:g} s window from t = "
+                  f"{doc['peak_starts_at_s']:g} s at {doc['peak_lam_per_s']:.4g} req/s (sized for it); utilisation of "
+                  f"the fleet's capacity over the profile: min {min(u):.0%}, mean {sum(u) / len(u):.0%}, "
+                  f"max {max(u):.0%}.")
+    console.print("Utilisation per interval: " + " ".join(f"{x:.0%}" for x in u))
+    peak = ", ".join(f"{n}x {g}" for g, n in doc["peak_gpus"].items())
+    base = ", ".join(f"{n}x {g}" for g, n in doc["base_gpus"].items())
+    console.print(f"Owning the peak fleet ({peak}) all day: ${doc['all_owned_usd_per_day']:,.0f}/day; owning {base} "
+                  "and renting the rest on demand at each interval: "
+                  f"${doc['base_plus_on_demand_usd_per_day']:,.0f}/day "
+                  "(owned = amortised capex, or reserved for rent-only GPUs; on-demand = catalog price).")

@@ -1,0 +1,6 @@
+"""Incremental, horizon-optimal procurement plans (``fleetplan whatif --plan``).
+
+``forecast`` (dated demand, P50/P90), ``solve`` (exact DP over per-period candidate fleets, owned
+GPUs as state), ``plan`` (the entry point: candidates per period from the analytic sweep, prices,
+simulation of every chosen fleet at its period's peak, the action schedule).
+"""
