@@ -3,7 +3,8 @@
 Columns (units in the names): pool, gpu, count (GPUs serving load; with ``--model`` every GPU of
 an instance's tensor-parallel group), spares (availability),
 total_gpus, min_tokens/max_tokens (the pool's length range), traffic_share, lam_per_s,
-utilisation (ρ at the pool's count = λ_pool · E[S per GPU] / count), mean_batch (ρ · n_max),
+utilisation (ρ at the pool's count = λ_pool · E[S per GPU] / count), mean_batch (the engine
+model's operating batch n*, or ρ · n_max with the paper's model),
 power_w_per_gpu and power_kw (all GPUs of the pool, spares idle at the same draw, i.e. an
 upper bound) with power_basis saying whether the GPU's logistic power curve or a TDP-based
 estimate was used (``plan.gridflex.pool_power_w``), price_usd_per_h, cost_usd_per_year,
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 from typing import Any
 
@@ -61,7 +63,10 @@ def procurement_rows(result: OptimizeResult, pool_p99_sim_s: dict[str, float] | 
         if p.count + p.spares == 0:
             continue
         rho = p.lam_per_s * p.mean_service_s / p.count if p.count else 0.0
-        watts, basis = pool_power_w(gpus[p.gpu], rho, p.n_max)
+        # the power curve reads the busy batch: the engine model's operating batch where it has one,
+        # else the paper model's busy KV slots ρ · n_max
+        busy = p.decode_batch / p.n_max if math.isfinite(p.decode_batch) and p.n_max > 0 else rho
+        watts, basis = pool_power_w(gpus[p.gpu], busy, p.n_max)
         per = p.gpus_per_instance  # with --model an instance is a TP group: counts here are GPUs
         total = p.total_gpus
         rows.append({
@@ -75,7 +80,7 @@ def procurement_rows(result: OptimizeResult, pool_p99_sim_s: dict[str, float] | 
             "traffic_share": _r(p.traffic_share, 6),
             "lam_per_s": _r(p.lam_per_s, 6),
             "utilisation": _r(rho),
-            "mean_batch": _r(rho * p.n_max, 2),
+            "mean_batch": _r(busy * p.n_max, 2),
             "power_w_per_gpu": _r(watts, 1),
             "power_kw": _r(total * watts / W_PER_KW, 3),
             "power_basis": basis,
