@@ -100,7 +100,8 @@ def test_cli_explain_and_calibrate(tmp_path) -> None:
                               "--batch", "prefill=2048@0,512@4096;decode=128x1024"])
     assert out.exit_code == 0, out.output
     assert "gemm" in out.output and "tp_all_reduce" in out.output and "KV budget" in out.output
-    bad = runner.invoke(cli, ["perf", "explain", "--model", "llama-3.1-70b", "--gpu", "h100", "--batch", "decode=12"])
+    bad = runner.invoke(cli, ["perf", "explain", "--model", "llama-3.1-70b", "--gpu", "h100", "--tp", "4",
+                              "--batch", "decode=12"])
     assert bad.exit_code == 2 and "NxM" in bad.output
     profile = tmp_path / "p.json"
     cal = runner.invoke(cli, ["perf", "calibrate", EXAMPLE, "--model", "llama-3.1-8b", "--gpu", "h100",
