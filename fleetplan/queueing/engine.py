@@ -368,7 +368,10 @@ class EngineProfile:
         elastic = self._elasticity(lam_i, n_star, phi_tab)
         # A balancing router (least outstanding) evens the instances' counts: they share the pool's
         # fluctuation, Var(G n) = G n* / (1 - ε), so one instance's n varies by n* / ((1 - ε) G).
-        spread = np.sqrt(n_star / (1.0 - elastic) / (counts if balanced_split else 1.0))
+        # Bursty arrivals widen an infinite-server count: Var ≈ mean (1 + (Ca² - 1) / 2) when lives
+        # are long against the gaps (Takács' GI/G/inf moments).
+        burst = max(1.0 + (arrival_cv2 - 1.0) / 2.0, 0.0)
+        spread = np.sqrt(n_star * burst / (1.0 - elastic) / (counts if balanced_split else 1.0))
         raw = n_star[:, None] + spread[:, None] * z[None, :]
         levels = np.clip(raw, 0.0, self.n_cap)  # (K, L)
         phi_l = np.stack([np.interp(levels[i], self.grid, phi_tab[i]) for i in range(n_star.size)])
