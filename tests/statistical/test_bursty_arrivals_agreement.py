@@ -19,7 +19,6 @@ from fleetplan.plan.space import Topology
 from fleetplan.plan.verify import VerifySettings, verify_candidate
 from fleetplan.workload import load_workload
 
-
 AGREEMENT_BAND = 0.25  # [One physics]: simulated P99 within ±25 % of the analytic one
 
 
