@@ -19,7 +19,7 @@ SLOs.  A failing fleet grows its binding role by one instance (AFD: one decode u
 when TTFT is the worse ratio and its queueing exceeds the first-decode wait, decode otherwise.
 
 ``verify_any`` is the phase-2 task of ``plan.optimize`` (co-located candidates go to
-``plan.verify``); ``failed_verification`` the record kept when a task fails every attempt;
+``plan.verify``; ``plan.verify.failed_verification`` is the record kept when a task fails every attempt);
 ``frontier_pdd_spec`` builds ``plan.frontier``'s PDD / AFD throughput fleets.
 """
 
@@ -46,7 +46,12 @@ from fleetplan.plan.disagg import (
 from fleetplan.plan.disagg_screen import AfdUnit, ModelShape, decode_load, linear_fit
 from fleetplan.plan.space import Topology
 from fleetplan.plan.sweep import Candidate
-from fleetplan.plan.verify import _STAT_OF_PERCENTILE, Verification, VerifySettings, verify_candidate
+from fleetplan.plan.verify import (
+    _STAT_OF_PERCENTILE,
+    Verification,
+    VerifySettings,
+    verify_candidate,
+)
 from fleetplan.rng import task_seed
 from fleetplan.sim.builders import build_pool
 from fleetplan.sim.spec import InstanceRouter
@@ -110,7 +115,7 @@ def _simulate(c: DisaggCandidate, gpus, counts, workload: Workload, s: VerifySet
 
     spec = pdd_spec(c, gpus, counts, step_models=dict(s.step_models))
     stat = _STAT_OF_PERCENTILE[s.percentile]
-    runs = [simulate_pdd(spec, workload, s.rate_per_s, s.n_requests,
+    runs = [simulate_pdd(spec, workload, s.rate_per_s, s.fixed_requests(),
                          task_seed(s.seed, "verify-disagg", repr(c.key()), repr(tuple(int(n) for n in counts)), i)
                          ).summary for i in range(s.n_replications)]
     mean, _, hi = student_t_interval([getattr(r.ttft, stat) for r in runs])
@@ -139,7 +144,7 @@ def verify_disagg(candidate: DisaggCandidate, gpus: Mapping[str, GpuProfile], wo
     disagreement = (check.mean_ttft_s - a) / a if a > 0 else float("inf")
     steps, reason = 0, None
     while not check.passes(s):
-        if steps >= s.max_search_steps or sum(counts) >= s.max_gpus:
+        if sum(counts) >= s.max_gpus:
             reason = (f"simulated P{s.percentile:g} TTFT upper bound {check.upper_ttft_s * 1e3:.0f} ms / TPOT "
                       f"{check.upper_tpot_s * 1e3:.1f} ms still above the SLO after {steps} growth steps")
             break
@@ -160,26 +165,6 @@ def verify_disagg(candidate: DisaggCandidate, gpus: Mapping[str, GpuProfile], wo
         flagged=abs(disagreement) > s.disagreement_threshold, total_gpus=total,
         cost_usd_per_year=cost * H_PER_YEAR, reason=reason)
 
-
-
-def failed_verification(candidate: Candidate, error: str) -> Verification:
-    """The record kept for a candidate whose verification task failed on every attempt."""
-    nan = float("nan")
-    return Verification(
-        rank=candidate.rank,
-        analytic_counts=tuple(p.count for p in candidate.pools),
-        verified_counts=tuple(p.count for p in candidate.pools),
-        verified_spares=tuple(p.spares for p in candidate.pools),
-        passed=False,
-        p99_ttft_s_sim=nan,
-        p99_tpot_s_sim=nan,
-        p99_ttft_s_analytic=candidate.ttft_p_s,
-        disagreement=nan,
-        flagged=False,
-        total_gpus=candidate.total_gpus_needed,
-        cost_usd_per_year=candidate.cost_usd_per_year,
-        reason=f"verification task failed: {error}",
-    )
 
 
 def verify_any(candidate: Candidate, gpus, workload, s, availability) -> Verification:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuCatalog, GpuProfile
 from fleetplan.parallel import MapFn, TaskOutcome, in_input_order, serial_map
-from fleetplan.plan.disagg import DisaggSettings, check_disagg_inputs, disagg_candidates
+from fleetplan.plan.disagg import DisaggCandidate, DisaggSettings, check_disagg_inputs, disagg_candidates
 from fleetplan.plan.disagg_economics import (
     DEFAULT_MIN_CE_GAIN,
     Economics,
@@ -45,7 +45,7 @@ from fleetplan.plan.disagg_economics import (
     premium_gpu,
     rank_with_baselines,
 )
-from fleetplan.plan.disagg_verify import failed_verification, verify_any
+from fleetplan.plan.disagg_verify import verify_any
 from fleetplan.plan.points import LengthPoints
 from fleetplan.plan.pools import PlanSettings
 from fleetplan.plan.space import (
@@ -59,7 +59,14 @@ from fleetplan.plan.space import (
     layouts,
 )
 from fleetplan.plan.sweep import Candidate, ProgressFn, pareto_frontier, sweep
-from fleetplan.plan.verify import Verification, VerifySettings
+from fleetplan.plan.verify import (
+    DEFAULT_MIN_COMPLETIONS,
+    PLANNING_LIFETIME_S,
+    Verification,
+    VerifySettings,
+    failed_verification,
+    verify_colocated,
+)
 from fleetplan.units import H_PER_YEAR
 from fleetplan.workload import Workload
 
@@ -225,12 +232,19 @@ def verified_fleet(candidate: Candidate) -> Candidate:
 
 
 def verification_requests(request: OptimizeRequest, verify: VerifySettings | None) -> int:
-    """Requests phase 2 simulates before any fleet is grown (at most ``top_k`` candidates per list, as
-    ``optimize`` picks them, x requests x replications); 0 without verification."""
+    """A rough count of the requests phase 2 simulates, known before phase 1 (for choosing an
+    executor): ``top_k`` candidates per list x replications x one run per candidate, a run being
+    ``n_requests`` or the steady-state rule with a lifetime of ``PLANNING_LIFETIME_S`` and four pools'
+    minimum completions; 0 without verification."""
     if verify is None:
         return 0
     n_lists = 1 + sum(t in DISAGGREGATED for t in request.topologies)
-    return verify.top_k * n_lists * verify.n_requests * verify.n_replications
+    if verify.n_requests is not None:
+        per_run = verify.n_requests
+    else:
+        lifetimes = verify.warmup_lifetimes + verify.measured_lifetimes
+        per_run = max(math.ceil(request.rate_per_s * lifetimes * PLANNING_LIFETIME_S), 4 * DEFAULT_MIN_COMPLETIONS)
+    return verify.top_k * n_lists * per_run * verify.n_replications
 
 
 def optimize(
@@ -258,19 +272,32 @@ def optimize(
     for topo in (t for t in request.topologies if t in DISAGGREGATED):
         top += [c for c in feasible if c.topology is topo][: verify.top_k]
     top = sorted({c.rank: c for c in top}.values(), key=lambda c: c.rank)
-    task = functools.partial(verify_any, gpus=gpus, workload=request.workload, s=verify,
-                             availability=request.availability_of)
+    colocated = [c for c in top if not isinstance(c, DisaggCandidate)]
+    disagg = [c for c in top if isinstance(c, DisaggCandidate)]
+    n_top = len(top)
     if progress is not None:
-        progress("verify", 0, len(top))
-    outcomes: list[TaskOutcome] = []
-    for outcome in (map_fn or serial_map)(task, top):
-        outcomes.append(outcome)
-        if progress is not None:
-            progress("verify", len(outcomes), len(top))
+        progress("verify", 0, n_top)
     checked: dict[int, Candidate] = {}
-    for cand, outcome in zip(top, in_input_order(outcomes, len(top)), strict=True):
-        v = outcome.value if outcome.ok else failed_verification(cand, outcome.error)
-        checked[cand.rank] = replace(cand, verification=v)
+    if disagg:  # one task per PDD / AFD candidate (the PDD simulator runs the whole fleet)
+        task = functools.partial(verify_any, gpus=gpus, workload=request.workload, s=verify,
+                                 availability=request.availability_of)
+        outcomes: list[TaskOutcome] = []
+        for outcome in (map_fn or serial_map)(task, disagg):
+            outcomes.append(outcome)
+            if progress is not None:
+                progress("verify", len(outcomes), n_top)
+        for cand, outcome in zip(disagg, in_input_order(outcomes, len(disagg)), strict=True):
+            v = outcome.value if outcome.ok else failed_verification(cand, outcome.error)
+            checked[cand.rank] = replace(cand, verification=v)
+    if colocated:  # pools searched on their own, every distinct pool once, replications as tasks
+        def settled(done: int, _total: int) -> None:
+            if progress is not None:
+                progress("verify", len(disagg) + done, n_top)
+
+        for cand, v in zip(colocated, verify_colocated(colocated, gpus, request.workload, verify,
+                                                       request.availability_of, map_fn, settled), strict=True):
+            checked[cand.rank] = replace(cand, verification=v)
+    checked = dict(sorted(checked.items()))
     ranked = [checked.get(c.rank, c) for c in ranked]
     passed = [verified_fleet(c) for c in checked.values() if c.verification.passed]
     best = min(passed, key=lambda c: (c.cost_usd_per_year, c.verification.p99_ttft_s_sim)) if passed else None
