@@ -2,8 +2,9 @@
 
 Phase 1 (``plan.sweep``) ranks every candidate analytically.  Phase 2
 (``plan.verify``) re-checks the top candidates with the discrete-event simulator
-and searches upward in GPU count for those that fail; the recommendation is the
-cheapest simulation-verified fleet (the simulator is authoritative).  With
+and searches each pool's GPU count in both directions (down when the analytic count
+is more than needed, up when it fails); the recommendation is the cheapest
+simulation-verified fleet (the simulator is authoritative).  With
 verification off the recommendation is the cheapest analytic candidate.
 
 Node availability (core paper §3.5): ``availability`` is a number A in (0, 1]
@@ -178,6 +179,7 @@ class OptimizeResult:
     analytic_time_s: float = 0.0  # phase 1 wall time
     verify_time_s: float = 0.0  # phase 2 wall time (0 without verification)
     baselines: tuple[tuple[str, Candidate], ...] = ()  # (family, all-premium baseline)
+    verification_settings: VerifySettings | None = None  # how phase 2 simulated (None without it)
 
     @property
     def feasible(self) -> bool:
@@ -256,7 +258,7 @@ def optimize(
     """Phase 1 (analytic sweep) and, with ``verify``, phase 2 (simulation of the top candidates).
 
     With verification the recommendation is the cheapest fleet that passed the simulator
-    (after its upward search), or None when none did; without it, the cheapest analytic one.
+    (after its two-sided search), or None when none did; without it, the cheapest analytic one.
     ``map_fn`` runs the verifications (default: one after another in this process).
     """
     t0 = time.perf_counter()
@@ -303,5 +305,6 @@ def optimize(
     best = min(passed, key=lambda c: (c.cost_usd_per_year, c.verification.p99_ttft_s_sim)) if passed else None
     return OptimizeResult(request, tuple(ranked), tuple(pareto_frontier(ranked)), best,
                           tuple(c.verification for c in checked.values()), elapsed,
-                          verify_time_s=time.perf_counter() - t0 - elapsed, baselines=base_items)
+                          verify_time_s=time.perf_counter() - t0 - elapsed, baselines=base_items,
+                          verification_settings=verify)
 

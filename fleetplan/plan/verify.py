@@ -51,8 +51,8 @@ figures are means over replications (the pass rule uses the upper bound).  A rel
 Stateful between-pool routing would couple the pools; the co-located routers are all stateless,
 and a candidate whose fleet spec has another router is refused (``ConfigError``) rather than
 verified on the wrong physics.  Seeds: ``task_seed(seed, "verify-pool", key, replication)`` (the
-pilot runs replication 0's stream, of which the later runs' streams extend); the search is a deterministic function of the
-simulated figures, so every executor gives identical numbers.
+pilot runs replication 0's stream, which the later runs extend); the search is a deterministic
+function of the simulated figures, so every executor gives identical numbers.
 """
 
 from __future__ import annotations

@@ -276,9 +276,9 @@ def simulate_pool(spec: FleetSpec, pool: int, workload, rate_per_s: float, n_req
     arrival = r.arrival_s
     ttft = np.where(done, out["first_token_s"] - arrival, np.inf)
     e2e = np.where(done, out["done_s"] - arrival, np.inf)
-    service = np.where(done, out["done_s"] - out["first_sched_s"], np.inf)
     multi = r.output_tokens > 1
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore"):  # inf - inf of requests that never ran
+        service = np.where(done, out["done_s"] - out["first_sched_s"], np.inf)
         tpot = np.where(done, (e2e - ttft) / np.maximum(r.output_tokens - 1, 1), np.inf)
     n_warm, at_limit = mser5_truncation(ttft)
     measured = slice(n_warm, None)
