@@ -462,6 +462,20 @@ def _pool_seeds(s: VerifySettings, key: PoolKey) -> list[int]:
     return [task_seed(s.seed, "verify-pool", repr(key), r) for r in range(s.n_replications)]
 
 
+def check_pool(candidate: Candidate, i: int, count: int, gpus: Mapping[str, GpuProfile], workload: Workload,
+               s: VerifySettings, n_requests: int | None = None) -> PoolCheck:
+    """Pool ``i`` of ``candidate`` simulated at ``count`` instances exactly as the search does (same
+    streams and seeds, ``n_requests`` per replication: default ``s.n_requests``), replications in
+    this process: the pass rule's figures for one count (for brute-force checks of the search)."""
+    key = pool_key(candidate, i)
+    sr = _PoolSearch(key, candidate, i, gpus, s)
+    n = n_requests if n_requests is not None else sr.n_requests
+    if n is None:
+        raise ConfigError("check_pool needs n_requests when the run length comes from a pilot run")
+    runs = [_run_pool_task(t) for t in sr.tasks(count, workload, int(n), _pool_seeds(s, key))]
+    return pool_check(count, runs, s)
+
+
 def _run_round(tasks: list[_PoolTask], map_fn: MapFn) -> list:
     if not tasks:
         return []
