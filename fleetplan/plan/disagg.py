@@ -122,9 +122,9 @@ class DisaggCandidate(Candidate):
         """D: decode instances (PDD) or AFD units."""
         return self.pools[1].count // self.unit[0]
 
-    @property
-    def tpot_p_s(self) -> float:
-        return self.decode_step_s
+    def __post_init__(self) -> None:
+        # Candidate.tpot_p_s is a field now; a disaggregated fleet's analytic TPOT is its decode step
+        object.__setattr__(self, "tpot_p_s", self.decode_step_s)
 
     def key(self) -> tuple:
         return (self.topology.value, f"{self.unit[0]}:{self.unit[1]}", (), tuple(p.gpu for p in self.pools))

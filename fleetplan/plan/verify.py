@@ -72,6 +72,7 @@ from fleetplan.plan.space import SizingRouter
 from fleetplan.plan.sweep import Candidate
 from fleetplan.rng import task_seed
 from fleetplan.sim import FleetSpec, PoolRouter, build_pool
+from fleetplan.sim.spec import DEFAULT_COMPRESS_GAMMA
 from fleetplan.sim.split import STATELESS_POOL_ROUTERS
 from fleetplan.sim.steady import PoolRun, mixture_quantile, simulate_pool
 from fleetplan.units import H_PER_YEAR
@@ -84,9 +85,9 @@ DEFAULT_REPLICATIONS = 3
 DEFAULT_DISAGREEMENT = 0.20
 #: Run-length rule (module docstring).
 DEFAULT_WARMUP_LIFETIMES = 2.0
-DEFAULT_MEASURED_LIFETIMES = 10.0
+DEFAULT_MEASURED_LIFETIMES = 4.0
 DEFAULT_MIN_COMPLETIONS = 10_000
-DEFAULT_PILOT_LIFETIMES = 2.0
+DEFAULT_PILOT_LIFETIMES = 1.0
 #: Search resolution as a share of the count (1 GPU below 100 instances).
 DEFAULT_RESOLUTION = 0.01
 DEFAULT_DRIFT_TOLERANCE = 0.10
@@ -280,14 +281,17 @@ def pool_check(count: int, runs: Sequence[PoolRun], s: VerifySettings) -> PoolCh
 
 @dataclass(frozen=True)
 class PoolKey:
-    """What decides a pool's traffic and service: router, GPU (and its step model), and the
-    thresholds that shape its stream (``length``: its own range and whether it is last;
-    compress-and-route: every threshold of the layout and its position)."""
+    """What decides a pool's traffic and service, so that pools with equal keys are one search: the
+    router, the GPU (and with it the step model), the pool's context, whether it is the largest, and
+    the lower contexts that take requests above the next lower one (``length``: that one only;
+    compress-and-route: also every lower pool whose squeeze band, up to gamma x its context, reaches
+    above it; ``fleetplan.sim.pool_routing``)."""
 
     router: str
     gpu: str
-    bounds_tokens: tuple[int, ...]
-    position: int
+    gamma: float
+    lower_tokens: tuple[int, ...]
+    hi_tokens: int
     last: bool
 
 
@@ -295,16 +299,20 @@ def _existing(candidate: Candidate) -> list[int]:
     return [i for i, p in enumerate(candidate.pools) if p.count > 0]
 
 
-def pool_key(candidate: Candidate, i: int) -> PoolKey:
-    """The identity of pool ``i`` of ``candidate`` (which must have instances)."""
+def pool_key(candidate: Candidate, i: int, gamma: float = DEFAULT_COMPRESS_GAMMA) -> PoolKey:
+    """The identity of pool ``i`` of ``candidate`` (which must have instances); ``gamma`` is the
+    fleet's compress-and-route band (``FleetSpec.compress_gamma``)."""
     live = _existing(candidate)
     j = live.index(i)
-    his = [int(candidate.pools[k].hi_tokens) for k in live]
-    last = j == len(live) - 1
-    if candidate.router is SizingRouter.LENGTH:
-        bounds = (his[j - 1] if j > 0 else 0, his[j])
-        return PoolKey("length", candidate.pools[i].gpu, bounds, 0, last)
-    return PoolKey(candidate.router.value, candidate.pools[i].gpu, tuple(his), j, last)
+    his = sorted(int(candidate.pools[k].hi_tokens) for k in live)
+    own = int(candidate.pools[i].hi_tokens)
+    below = [h for h in his if h < own]
+    prev = below[-1] if below else 0
+    if candidate.router is SizingRouter.COMPRESS:
+        lower = tuple(h for h in below if gamma * h > prev)
+        return PoolKey(candidate.router.value, candidate.pools[i].gpu, float(gamma), lower, own, j == len(live) - 1)
+    return PoolKey(candidate.router.value, candidate.pools[i].gpu, 1.0, (prev,) if below else (), own,
+                   j == len(live) - 1)
 
 
 @dataclass(frozen=True)
@@ -467,7 +475,7 @@ def check_pool(candidate: Candidate, i: int, count: int, gpus: Mapping[str, GpuP
     """Pool ``i`` of ``candidate`` simulated at ``count`` instances exactly as the search does (same
     streams and seeds, ``n_requests`` per replication: default ``s.n_requests``), replications in
     this process: the pass rule's figures for one count (for brute-force checks of the search)."""
-    key = pool_key(candidate, i)
+    key = pool_key(candidate, i, fleet_spec(candidate, dict(gpus), [p.count for p in candidate.pools]).compress_gamma)
     sr = _PoolSearch(key, candidate, i, gpus, s)
     n = n_requests if n_requests is not None else sr.n_requests
     if n is None:
@@ -503,7 +511,7 @@ def verify_colocated(candidates: Sequence[Candidate], gpus: Mapping[str, GpuProf
         _check_router(c, gpus, s)
         mine = []
         for i in _existing(c):
-            key = pool_key(c, i)
+            key = pool_key(c, i, fleet_spec(c, dict(gpus), [p.count for p in c.pools]).compress_gamma)
             searches.setdefault(key, _PoolSearch(key, c, i, gpus, s))
             mine.append((i, key))
         members.append(mine)
