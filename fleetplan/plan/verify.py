@@ -35,11 +35,13 @@ is set, and the run is not drifting.  The fleet passes when every pool does with
 **Two-sided search.**  Per pool, from the analytic count n0, on the predicate "ratio of the
 percentile's upper bound to the SLO (the larger of TTFT's and TPOT's) <= 1 and not drifting":
 galloping (steps of r, 2r, 4r, ... down from a passing n0 until a count fails, or up from a
-failing n0 until one passes), then bisection of the bracket until it is at most r wide, with the
-resolution r = max(1, floor(resolution · n)) (1 GPU below 100 / resolution instances).  The
-answer is the smallest passing count found; no step cap, only ``max_gpus``.  The analytic count
-was *too high* when the answer is below it, *too low* when above (per pool; for the fleet: all
-pools the same way, else *mixed*).
+failing n0 until one passes; up from a drifting, i.e. overloaded, count the step is at least the
+instances its offered load needs beyond its completion rate, n (λ_p / completions per s - 1)),
+then bisection of the bracket until it is at most r wide, with the resolution
+r = max(1, floor(resolution · n)) (1 GPU below 100 / resolution instances).  The answer is the
+smallest passing count found; no step cap, only ``max_gpus``.  The analytic count was *too high*
+when the answer is below it, *too low* when above (per pool; for the fleet: all pools the same
+way, else *mixed*).
 
 **Like for like.**  At the analytic counts every verification records the analytic and simulated
 SLO-percentile TTFT and TPOT under one definition, fleet-wide over all requests (the simulated one
@@ -276,6 +278,16 @@ def pool_check(count: int, runs: Sequence[PoolRun], s: VerifySettings) -> PoolCh
     return PoolCheck(int(count), tuple(runs), ttft_mean, ttft_hi, tpot_mean, tpot_hi, drifting, float(ratio))
 
 
+def capacity_step(check: PoolCheck) -> int:
+    """Instances to add to an overloaded pool to reach its offered load: n (λ_p / completion rate - 1),
+    from the replications' figures (0 when they do not show an overload)."""
+    ratios = [r.rate_per_s / r.throughput_per_s for r in check.runs
+              if r.throughput_per_s > 0 and math.isfinite(r.throughput_per_s)]
+    if not ratios or min(ratios) <= 1.0:
+        return 0
+    return int(math.ceil(check.count * (min(ratios) - 1.0)))
+
+
 # --- pool identity and tasks -----------------------------------------------------------------------
 
 
@@ -437,6 +449,9 @@ class _PoolSearch:
                 self.phase = "bisect"
             else:
                 self.step *= 2
+        if self.phase == "up" and check.drifting:
+            # overloaded: completions run at capacity, so n x arrival rate / completion rate instances keep up
+            self.step = max(self.step, capacity_step(check))
 
     @property
     def found(self) -> int | None:

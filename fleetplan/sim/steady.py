@@ -23,7 +23,8 @@ Statistics of one run (``PoolRun``), all on requests in arrival order:
 * the SLO percentile of TTFT and TPOT over the measured requests (unfinished or rejected
   requests count as inf, as in ``fleetplan.sim.result``), and of TTFT over the first and second
   half of the measured requests (the drift test in ``fleetplan.plan.verify`` compares them);
-* mean time in service (first scheduled to last token) and mean E2E of measured requests;
+* mean time in service (first scheduled to last token) and mean E2E of measured requests, and the
+  completion rate while requests arrive (the pool's capacity when it is overloaded);
 * a quantile grid of measured TTFT and TPOT (``GRID_LEVELS``) for fleet-wide percentiles of
   pools run apart: a mixture of pool distributions with weights q (``mixture_quantile``).
 """
@@ -82,6 +83,7 @@ class PoolRun:
     mean_service_s: float  # first scheduled -> last token
     mean_e2e_s: float
     n_not_done: int  # measured requests unfinished or rejected
+    throughput_per_s: float  # completions per second while requests arrive (after the warm-up cut)
     ttft_grid_s: tuple[float, ...]
     tpot_grid_s: tuple[float, ...]
 
@@ -304,9 +306,19 @@ def simulate_pool(spec: FleetSpec, pool: int, workload, rate_per_s: float, n_req
         mean_service_s=float(service[measured][finite].mean()) if finite.any() else float("inf"),
         mean_e2e_s=float(e2e[measured][finite].mean()) if finite.any() else float("inf"),
         n_not_done=int((~done[measured]).sum()),
+        throughput_per_s=_throughput(out["done_s"], float(arrival[n_warm]) if n_warm < arrival.size else 0.0,
+                                     float(arrival[-1]) if arrival.size else 0.0),
         ttft_grid_s=tuple(float(x) for x in grid_t),
         tpot_grid_s=tuple(float(x) for x in grid_p),
     )
+
+
+def _throughput(done_s: np.ndarray, start_s: float, end_s: float) -> float:
+    """Completions per second in ``[start_s, end_s]``: the arrival rate when the pool keeps up, its
+    capacity when it is overloaded (the queue then grows and the servers never idle)."""
+    if end_s <= start_s:
+        return float("nan")
+    return float(np.count_nonzero((done_s >= start_s) & (done_s <= end_s))) / (end_s - start_s)
 
 
 def mixture_quantile(grids: list[np.ndarray], weights: list[float], q: float) -> float:
