@@ -570,6 +570,7 @@ def verify_colocated(candidates: Sequence[Candidate], gpus: Mapping[str, GpuProf
                 continue
             searches[k].record(pool_check(n, [o.value for o in mine], s))
         report()
+    report()  # searches learn they are settled when asked for their next count
     return [_assemble(c, m, searches, n_sims, gpus, s, availability) for c, m in zip(candidates, members,
                                                                                       strict=True)]
 
