@@ -36,9 +36,10 @@ is set, and the run is not drifting.  The fleet passes when every pool does with
 percentile's upper bound to the SLO (the larger of TTFT's and TPOT's) <= 1 and not drifting":
 galloping (steps of r, 2r, 4r, ... down from a passing n0 until a count fails, or up from a
 failing n0 until one passes; up from a drifting, i.e. overloaded, count the step is at least the
-instances its offered load needs beyond its completion rate, n (λ_p / completions per s - 1)),
-then bisection of the bracket until it is at most r wide, with the resolution
-r = max(1, floor(resolution · n)) (1 GPU below 100 / resolution instances).  The answer is the
+instances its offered load needs beyond its completion rate, n (λ_p / completions per s - 1), and
+when such a jump passes the search gallops down from it), then bisection of the bracket until it
+is at most r wide, with the resolution r = max(1, floor(resolution · n)) (1 GPU below
+100 / resolution instances).  The answer is the
 smallest passing count found; no step cap, only ``max_gpus``.  The analytic count was *too high*
 when the answer is below it, *too low* when above (per pool; for the fleet: all pools the same
 way, else *mixed*).
@@ -363,6 +364,7 @@ class _PoolSearch:
         self.hi: int | None = None  # smallest count known to pass
         self.step = 0
         self.phase = "start"  # start -> down (galloping down) or up (galloping up) -> bisect
+        self.jumped = False  # the last step up was a capacity jump
         self.done = False
         self.error: str | None = None
         self.n_requests: int | None = None
@@ -445,13 +447,19 @@ class _PoolSearch:
             else:
                 self.phase = "bisect"
         elif self.phase == "up":
-            if check.passes:
+            if check.passes and self.jumped:
+                # a capacity jump passed: the answer is just below it, so gallop down from there
+                self.phase, self.step = "down", self.resolution(n)
+            elif check.passes:
                 self.phase = "bisect"
             else:
                 self.step *= 2
+        self.jumped = False
         if self.phase == "up" and check.drifting:
             # overloaded: completions run at capacity, so n x arrival rate / completion rate instances keep up
-            self.step = max(self.step, capacity_step(check))
+            jump = capacity_step(check)
+            if jump > self.step:
+                self.step, self.jumped = jump, True
 
     @property
     def found(self) -> int | None:
