@@ -13,8 +13,8 @@ def tpot_note(percentile: float) -> str:
     q = f"P{percentile:g}"
     return (
         f"Latencies in ms at {q}. an/sim = analytic/simulated {q} at the analytic GPU counts (sim: mean over "
-        "replications; pools simulated apart in steady state, fleet = all requests); 'sim ok TTFT' = upper end "
-        f"of the 95% CI of the verified fleet's {q} TTFT (pdd/afd: the PDD simulator; afd with its step "
+        f"replications; pools simulated apart in steady state, fleet = all requests); 'sim {q} TTFT ms' = upper end "
+        f"of the 95% CI of {q} TTFT of the verified fleet (pdd/afd: the PDD simulator; afd with its step "
         f"linearised); '!' marks a >20% gap between the analytic and simulated fleet {q} TTFT; '~' a pool whose "
         "simulated TTFT was still drifting up (overloaded). TPOT = (E2E - TTFT) / (output tokens - 1). SR = spend "
         "ratio, CE = cost efficiency vs the all-premium baseline of the candidate's family (Frontier §6.2)."
@@ -98,7 +98,7 @@ def print_candidates(console: Console, result: OptimizeResult, top: int) -> None
         "TTFT an/sim",
         "TPOT an/sim",
         "fleet TTFT an/sim",
-        "sim ok TTFT",
+        f"sim P{result.request.percentile:g} TTFT ms",
         "SR",
         "CE",
         "GPUs",

@@ -96,7 +96,7 @@ DEFAULT_RESOLUTION = 0.01
 DEFAULT_DRIFT_TOLERANCE = 0.10
 #: Lifetime assumed only to estimate, before phase 1, how much phase 2 will simulate (executor choice).
 PLANNING_LIFETIME_S = 10.0
-_PLANNING_POOLS = 4
+PLANNING_EVALUATIONS = 3  # counts a search typically simulates (same purpose)
 
 TOO_HIGH, TOO_LOW, EXACT, MIXED = "too_high", "too_low", "exact", "mixed"
 
