@@ -63,6 +63,7 @@ from fleetplan.plan.sweep import Candidate, ProgressFn, pareto_frontier, sweep
 from fleetplan.plan.verify import (
     PLANNING_EVALUATIONS,
     PLANNING_LIFETIME_S,
+    PLANNING_POOLS,
     Verification,
     VerifySettings,
     failed_verification,
@@ -237,7 +238,7 @@ def verification_requests(request: OptimizeRequest, verify: VerifySettings | Non
     """A rough count of the requests phase 2 simulates, known before phase 1 (for choosing an
     executor): ``top_k`` candidates per list x replications x ``PLANNING_EVALUATIONS`` counts per
     search x one run per candidate, a run being ``n_requests`` or the steady-state rule with a
-    lifetime of ``PLANNING_LIFETIME_S`` and four pools' minimum completions; 0 without verification."""
+    lifetime of ``PLANNING_LIFETIME_S`` and ``PLANNING_POOLS`` pools' minimum completions; 0 without verification."""
     if verify is None:
         return 0
     n_lists = 1 + sum(t in DISAGGREGATED for t in request.topologies)
@@ -245,7 +246,8 @@ def verification_requests(request: OptimizeRequest, verify: VerifySettings | Non
         per_run = verify.n_requests
     else:
         lifetimes = verify.warmup_lifetimes + verify.measured_lifetimes
-        per_run = max(math.ceil(request.rate_per_s * lifetimes * PLANNING_LIFETIME_S), 4 * verify.min_completions)
+        per_run = max(math.ceil(request.rate_per_s * lifetimes * PLANNING_LIFETIME_S),
+                      PLANNING_POOLS * verify.min_completions)
     return verify.top_k * n_lists * per_run * verify.n_replications * PLANNING_EVALUATIONS
 
 

@@ -100,6 +100,7 @@ DEFAULT_DRIFT_TOLERANCE = 0.10
 #: Lifetime assumed only to estimate, before phase 1, how much phase 2 will simulate (executor choice).
 PLANNING_LIFETIME_S = 10.0
 PLANNING_EVALUATIONS = 3  # counts a search typically simulates (same purpose)
+PLANNING_POOLS = 4  # pools per candidate (same purpose)
 
 TOO_HIGH, TOO_LOW, EXACT, MIXED = "too_high", "too_low", "exact", "mixed"
 

@@ -110,3 +110,20 @@ def test_verification_uses_the_slo_percentile():
         figures[pct] = verify_candidate(cand, gpus, req.workload, vs, req.availability_of).at_analytic.ttft_p_s_sim
     # same fleet (the analytic counts), same seeds: the 95th percentile of every replication is below its 99th
     assert figures[95.0] < figures[99.0]
+
+
+def test_reports_put_analytic_and_simulated_side_by_side(run):
+    """JSON ``verification.at_analytic`` and the HTML verification table carry both phases' figures."""
+    from fleetplan.report.html import render_html, verification_rows
+    from fleetplan.report.run_json import optimize_run_dict
+
+    _, result = run
+    doc = optimize_run_dict(result, seed=0)
+    rows = verification_rows(doc)
+    fleet_rows = [r for r in rows if r["pool"] == "fleet"]
+    assert len(fleet_rows) == len(result.verification)
+    for r, v in zip(fleet_rows, result.verification, strict=True):
+        assert r["p99_ttft_ms_sim"] == pytest.approx(v.at_analytic.ttft_p_s_sim * 1e3, abs=1e-3)
+        assert r["direction"] == v.direction
+    html = render_html(doc)
+    assert "Verification: analytic vs simulated at the analytic counts" in html and "p99_ttft_ms_sim" in html
