@@ -103,11 +103,16 @@ def main() -> None:
                     print(f"{name:<24} error: {exc}")
                     continue
                 small, large = cheapest(result, TOP_SMALL), cheapest(result, TOP_LARGE)
-                regret = small / large - 1.0 if large < float("inf") else float("nan")
+                seconds = time.perf_counter() - t0
+                if large == float("inf"):
+                    why = "no feasible analytic candidate" if not any(c.feasible for c in result.candidates) \
+                        else "no verified fleet in the top 30"
+                    print(f"{name:<24} {'-':>14} {'-':>14} {'-':>8} {seconds:>9.1f}  ({why}; not counted)", flush=True)
+                    continue
+                regret = small / large - 1.0
                 rows.append((name, small, large, regret))
-                print(f"{name:<24} {small:>14,.0f} {large:>14,.0f} {regret:>8.2%} {time.perf_counter() - t0:>9.1f}",
-                      flush=True)
-    done = [r for r in rows if r[2] < float("inf")]
+                print(f"{name:<24} {small:>14,.0f} {large:>14,.0f} {regret:>8.2%} {seconds:>9.1f}", flush=True)
+    done = rows
     same = sum(r[1] <= r[2] for r in done)
     worst = max((r[3] for r in done if r[3] == r[3]), default=float("nan"))
     print(f"top 30 finds no cheaper verified fleet on {same}/{len(done)} scenarios "
