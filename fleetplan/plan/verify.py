@@ -532,15 +532,16 @@ def verify_colocated(candidates: Sequence[Candidate], gpus: Mapping[str, GpuProf
     replications of every pool simulated in a round run together through ``map_fn``.
     ``progress(done, total)`` counts candidates whose pools are all settled."""
     run = map_fn or serial_map
-    searches: dict[PoolKey, _PoolSearch] = {}
-    members: list[list[tuple[int, PoolKey]]] = []
+    searches: dict[tuple[PoolKey, int], _PoolSearch] = {}
+    members: list[list[tuple[int, tuple[PoolKey, int]]]] = []
     for c in candidates:
         _check_router(c, gpus, s)
         mine = []
         for i in _existing(c):
             key = pool_key(c, i, fleet_spec(c, dict(gpus), [p.count for p in c.pools]).compress_gamma)
-            searches.setdefault(key, _PoolSearch(key, c, i, gpus, s))
-            mine.append((i, key))
+            one = (key, int(c.pools[i].count))  # one search per pool and starting count
+            searches.setdefault(one, _PoolSearch(key, c, i, gpus, s))
+            mine.append((i, one))
         members.append(mine)
     order = list(searches)  # insertion order: deterministic
     n_sims = dict.fromkeys(order, 0)
@@ -555,7 +556,7 @@ def verify_colocated(candidates: Sequence[Candidate], gpus: Mapping[str, GpuProf
     tasks = []
     for k in pilots:
         sr = searches[k]
-        tasks += sr.tasks(sr.n0, workload, sr.pilot_requests(), _pool_seeds(s, k)[:1])
+        tasks += sr.tasks(sr.n0, workload, sr.pilot_requests(), _pool_seeds(s, sr.key)[:1])
     for k, outcome in zip(pilots, _run_round(tasks, run), strict=True):
         n_sims[k] += 1
         if outcome.ok:
@@ -570,7 +571,7 @@ def verify_colocated(candidates: Sequence[Candidate], gpus: Mapping[str, GpuProf
         tasks = []
         for k, n in proposals:
             sr = searches[k]
-            tasks += sr.tasks(n, workload, int(sr.n_requests), _pool_seeds(s, k))
+            tasks += sr.tasks(n, workload, int(sr.n_requests), _pool_seeds(s, sr.key))
         outcomes = _run_round(tasks, run)
         r = s.n_replications
         for j, (k, n) in enumerate(proposals):
@@ -634,8 +635,9 @@ def _steady(sr: _PoolSearch, check: PoolCheck) -> SteadyState:
         n_measured=int(round(np.mean([r.n_measured for r in runs]))), drifting=check.drifting)
 
 
-def _assemble(c: Candidate, members: list[tuple[int, PoolKey]], searches: dict[PoolKey, _PoolSearch],
-              n_sims: dict[PoolKey, int], gpus: Mapping[str, GpuProfile], s: VerifySettings,
+def _assemble(c: Candidate, members: list[tuple[int, tuple[PoolKey, int]]],
+              searches: dict[tuple[PoolKey, int], _PoolSearch], n_sims: dict[tuple[PoolKey, int], int],
+              gpus: Mapping[str, GpuProfile], s: VerifySettings,
               availability: Callable[[GpuProfile], float]) -> Verification:
     analytic = tuple(int(p.count) for p in c.pools)
     errors = [searches[k].error for _, k in members if searches[k].error]
