@@ -43,7 +43,9 @@ instances its offered load needs beyond its completion rate, n (λ_p / completio
 when such a jump passes the search gallops down from it), then bisection of the bracket until it
 is at most r wide, with the resolution r = max(1, floor(resolution · n)) (1 GPU below
 100 / resolution instances).  The answer is the
-smallest passing count found; no step cap, only ``max_gpus``.  The analytic count was *too high*
+smallest passing count found; no step cap, only ``max_gpus``, except that growing stops when a
+pool that is not drifting fails and its ratio fell by less than 2 % (``NO_GAIN``) since the last
+failing count: more instances no longer help (the percentile is prefill-bound).  The analytic count was *too high*
 when the answer is below it, *too low* when above (per pool; for the fleet: all pools the same
 way, else *mixed*).
 
@@ -101,6 +103,8 @@ DEFAULT_DRIFT_TOLERANCE = 0.10
 PLANNING_LIFETIME_S = 10.0
 PLANNING_EVALUATIONS = 3  # counts a search typically simulates (same purpose)
 PLANNING_POOLS = 4  # pools per candidate (same purpose)
+#: Growing stops when a stable pool's ratio to the SLO falls by less than 2 % with more instances.
+NO_GAIN = 0.98
 
 TOO_HIGH, TOO_LOW, EXACT, MIXED = "too_high", "too_low", "exact", "mixed"
 
@@ -270,7 +274,8 @@ def pool_check(count: int, runs: Sequence[PoolRun], s: VerifySettings) -> PoolCh
     else:
         tpot_mean, _, tpot_hi = student_t_interval(tpot)
     first = np.array([r.p_ttft_first_half_s for r in runs])
-    rise = np.array([r.p_ttft_second_half_s for r in runs]) - first
+    with np.errstate(invalid="ignore"):  # inf - inf: unfinished requests in both halves
+        rise = np.array([r.p_ttft_second_half_s for r in runs]) - first
     if np.all(np.isfinite(rise)):
         rise_mean, rise_lo, _ = student_t_interval(rise)
         drifting = bool(rise_lo > 0 and rise_mean > s.drift_tolerance * float(np.mean(first)))
@@ -369,6 +374,7 @@ class _PoolSearch:
         self.step = 0
         self.phase = "start"  # start -> down (galloping down) or up (galloping up) -> bisect
         self.jumped = False  # the last step up was a capacity jump
+        self.saturated = False  # growing stopped: the percentile no longer falls with more instances
         self.done = False
         self.error: str | None = None
         self.n_requests: int | None = None
@@ -438,7 +444,11 @@ class _PoolSearch:
 
     def record(self, check: PoolCheck) -> None:
         n = check.count
+        previous = self.checks.get(self.lo) if self.phase == "up" else None
         self.checks[n] = check
+        if (previous is not None and not check.passes and not check.drifting and not previous.drifting
+                and check.ratio >= NO_GAIN * previous.ratio):
+            self.done, self.saturated = True, True  # more instances no longer lower the percentile
         if check.passes:
             self.hi = n if self.hi is None else min(self.hi, n)
         else:
@@ -652,7 +662,8 @@ def _assemble(c: Candidate, members: list[tuple[int, tuple[PoolKey, int]]],
             reason = reason or (
                 f"pool {i + 1} ({c.pools[i].lo_tokens + 1}-{c.pools[i].hi_tokens} tokens, {c.pools[i].gpu}): "
                 f"simulated P{s.percentile:g} fails the SLO (ratio {worst.ratio:.2f}"
-                + (", drifting" if worst.drifting else "") + f") even at {worst.count} instances (max-gpus)")
+                + (", drifting" if worst.drifting else "") + f") even at {worst.count} instances"
+                + (": more instances no longer lower it (prefill-bound)" if sr.saturated else " (max-gpus)"))
         else:
             counts[i] = int(sr.found)
     at_checks = {i: searches[k].checks[analytic[i]] for i, k in members}
