@@ -36,18 +36,19 @@ replications) of its SLO-percentile TTFT is within the TTFT SLO, and the same fo
 SLO is set.  The fleet passes when every pool does within ``max_gpus``.
 
 **Two-sided search.**  Per pool, from the analytic count n0, on the predicate "ratio of the
-percentile's upper bound to the SLO (the larger of TTFT's and TPOT's) <= 1":
-galloping (steps of r, 2r, 4r, ... down from a passing n0 until a count fails, or up from a
-failing n0 until one passes; up from a drifting, i.e. overloaded, count the step is at least the
-instances its offered load needs beyond its completion rate, n (λ_p / completions per s - 1), and
-when such a jump passes the search gallops down from it), then bisection of the bracket until it
-is at most r wide, with the resolution r = max(1, floor(resolution · n)) (1 GPU below
-100 / resolution instances).  The answer is the
-smallest passing count found; no step cap, only ``max_gpus``, except that growing stops when a
-pool that is not drifting fails and its ratio fell by less than 2 % (``NO_GAIN``) since the last
-failing count: more instances no longer help (the percentile is prefill-bound).  The analytic count was *too high*
-when the answer is below it, *too low* when above (per pool; for the fleet: all pools the same
-way, else *mixed*).
+percentile's upper bound to the SLO (the larger of TTFT's and TPOT's) <= 1": galloping (steps of
+r, 2r, 4r, ... down from a passing n0 until a count fails, or up from a failing n0 until one
+passes; up from a drifting, i.e. overloaded, count the step is at least the instances its offered
+load needs beyond its completion rate, n (λ_p / completions per s - 1), and when such a jump passes
+the search gallops down from it), then bisection of the bracket until it is at most r wide, with
+the resolution r = max(1, floor(resolution · n)) (1 GPU below 100 / resolution instances).  The
+answer is the smallest passing count found.  No step cap, only ``max_gpus``, except that growing
+stops when a pool that is not drifting fails and its ratio fell by less than 2 % (``NO_GAIN``)
+since the last failing count: more instances no longer help (the percentile is prefill-bound).
+The analytic count was *too high* when the answer is below it, *too low* when above (per pool;
+for the fleet: all pools the same way, else *mixed*).  The searches advance in rounds: every
+unsettled pool proposes its next count and all their replications run as one batch of tasks
+through ``map_fn`` (``fleetplan.parallel``), so pools and replications run in parallel.
 
 **Like for like.**  At the analytic counts every verification records the analytic and simulated
 SLO-percentile TTFT and TPOT under one definition, fleet-wide over all requests (the simulated one
