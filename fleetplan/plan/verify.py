@@ -22,7 +22,9 @@ used at every count of the pool (and the same seeds: common random numbers, so P
 between counts on the same traffic).  ``VerifySettings.n_requests`` overrides n (``--sim-requests``).
 
 **Warm-up and drift.**  Warm-up is cut by MSER-5 on the TTFT series in arrival order (per
-replication; ``fleetplan.sim.steady.mser5_truncation``) and reported.  The run is *drifting*
+replication; ``fleetplan.sim.steady.mser5_truncation``), but never shorter than the warm-up
+allowance of ``warmup_lifetimes`` lifetimes (MSER-5 cuts nothing from a series that only rises, as
+a pool filling up towards overload produces), and reported.  The run is *drifting*
 when the SLO-percentile TTFT of the second half of the measured requests exceeds the first half's
 by more than ``drift_tolerance`` (relative) with the lower end of the 95 % Student-t interval of
 the per-replication increase above 0, or when MSER-5's cut reached its limit (half the run) in a
@@ -349,11 +351,12 @@ class _PoolTask:
     n_requests: int
     seed: int
     percentile: float
+    min_warmup_s: float = 0.0
 
 
 def _run_pool_task(task: _PoolTask) -> PoolRun:
     return simulate_pool(task.spec, task.index, task.workload, task.rate_per_s, task.n_requests, task.seed,
-                         task.percentile)
+                         task.percentile, task.min_warmup_s)
 
 
 class _PoolSearch:
@@ -416,7 +419,9 @@ class _PoolSearch:
 
     def tasks(self, count: int, workload: Workload, n_requests: int, seeds: Sequence[int]) -> list[_PoolTask]:
         spec, j = self.spec_at(count)
-        return [_PoolTask(spec, j, workload, self.s.rate_per_s, n_requests, seed, self.s.percentile)
+        floor_s = 0.0 if not math.isfinite(self.lifetime_s) or self.lifetime_source == "fixed" else \
+            self.s.warmup_lifetimes * self.lifetime_s
+        return [_PoolTask(spec, j, workload, self.s.rate_per_s, n_requests, seed, self.s.percentile, floor_s)
                 for seed in seeds]
 
     def resolution(self, n: int) -> int:

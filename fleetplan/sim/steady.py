@@ -18,7 +18,10 @@ Statistics of one run (``PoolRun``), all on requests in arrival order:
 
 * warm-up: MSER-5 (White, 1997; Hoad, Robinson & Davies, 2010): batch means of 5 consecutive
   TTFTs Z_1..Z_k; the truncation d* minimises MSER(d) = Σ_{i>d} (Z_i - Z̄_d)² / (k - d)² over
-  d <= k/2; the first 5·d* requests are warm-up.  ``warmup_at_limit`` is set when d* is the
+  d <= k/2; the first 5·d* requests are warm-up, or, when longer, the requests arriving before
+  ``min_warmup_s`` (capped at half the run).  The floor matters for a pool filling up towards
+  overload: its TTFT only rises, MSER-5 then cuts nothing, and the empty-fleet start would hide
+  the growing queue.  ``warmup_at_limit`` is set when d* is the
   largest allowed (the series has not settled in the first half of the run);
 * the SLO percentile of TTFT and TPOT over the measured requests (unfinished or rejected
   requests count as inf, as in ``fleetplan.sim.result``), and of TTFT over the first and second
@@ -266,9 +269,11 @@ def _quantile(values: np.ndarray, q: float) -> float:
 
 
 def simulate_pool(spec: FleetSpec, pool: int, workload, rate_per_s: float, n_requests: int, seed: int,
-                  percentile: float = 99.0) -> PoolRun:
+                  percentile: float = 99.0, min_warmup_s: float = 0.0) -> PoolRun:
     """Pool ``pool`` of ``spec`` alone on its sub-stream of ``n_requests`` requests (module
-    docstring); the fleet's other pools only route.  Iteration level, runs until all finish."""
+    docstring); the fleet's other pools only route.  Iteration level, runs until all finish.
+    The warm-up cut is MSER-5's or every request arriving before ``min_warmup_s``, whichever is
+    longer (MSER-5 keeps a rising series whole, so a pool still filling needs the floor)."""
     requests, share = pool_stream(spec, pool, workload, rate_per_s, n_requests, seed)
     full = CompiledRun(fleet=compile_fleet(spec), requests=requests, horizon_s=float("inf"))
     run = _pool_run(full, pool)
@@ -283,6 +288,7 @@ def simulate_pool(spec: FleetSpec, pool: int, workload, rate_per_s: float, n_req
         service = np.where(done, out["done_s"] - out["first_sched_s"], np.inf)
         tpot = np.where(done, (e2e - ttft) / np.maximum(r.output_tokens - 1, 1), np.inf)
     n_warm, at_limit = mser5_truncation(ttft)
+    n_warm = max(n_warm, min(int(np.searchsorted(arrival, min_warmup_s)), arrival.size // 2))
     measured = slice(n_warm, None)
     t_meas, tpot_meas = ttft[measured], tpot[measured][multi[measured]]
     half = t_meas.size // 2
