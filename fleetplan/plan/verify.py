@@ -28,17 +28,17 @@ a pool filling up towards overload produces), and reported.  The run is *driftin
 when the SLO-percentile TTFT of the second half of the measured requests exceeds the first half's
 by more than ``drift_tolerance`` (relative) with the lower end of the 95 % Student-t interval of
 the per-replication increase above 0, or when MSER-5's cut reached its limit (half the run) in a
-majority of replications.  A drifting pool is still filling or overloaded: the flag is reported
-(JSON ``drifting``, ``~`` in the table) but is not a second pass rule (an overloaded pool's measured
-window is its growing queue, so its percentile fails the SLO; a drift test on a short window would
-also reject pools that are merely still filling).
+majority of replications.  After the warm-up allowance a drifting pool is overloaded: its
+queue grows, so its percentile is not a steady-state figure and grows with the run's length (a
+short window can still show it within the SLO); it fails the check and is reported (JSON
+``drifting``, ``~`` in the table).
 
-**Pass rule.**  A pool passes at a count when the upper end of the 95 % Student-t interval (over
-replications) of its SLO-percentile TTFT is within the TTFT SLO, and the same for TPOT when a TPOT
-SLO is set.  The fleet passes when every pool does within ``max_gpus``.
+**Pass rule.**  A pool passes at a count when its run is not drifting and the upper end of the
+95 % Student-t interval (over replications) of its SLO-percentile TTFT is within the TTFT SLO, and
+the same for TPOT when a TPOT SLO is set.  The fleet passes when every pool does within ``max_gpus``.
 
 **Two-sided search.**  Per pool, from the analytic count n0, on the predicate "ratio of the
-percentile's upper bound to the SLO (the larger of TTFT's and TPOT's) <= 1": galloping (steps of
+percentile's upper bound to the SLO (the larger of TTFT's and TPOT's) <= 1, not drifting": galloping (steps of
 r, 2r, 4r, ... down from a passing n0 until a count fails, or up from a failing n0 until one
 passes; up from a drifting, i.e. overloaded, count the step is at least the instances its offered
 load needs beyond its completion rate, n (λ_p / completions per s - 1), and when such a jump passes
@@ -101,7 +101,7 @@ DEFAULT_MIN_COMPLETIONS = 10_000
 DEFAULT_PILOT_LIFETIMES = 1.0
 #: Search resolution as a share of the count (1 GPU below 100 instances).
 DEFAULT_RESOLUTION = 0.01
-DEFAULT_DRIFT_TOLERANCE = 0.10
+DEFAULT_DRIFT_TOLERANCE = 0.50
 #: Lifetime assumed only to estimate, before phase 1, how much phase 2 will simulate (executor choice).
 PLANNING_LIFETIME_S = 10.0
 PLANNING_EVALUATIONS = 3  # counts a search typically simulates (same purpose)
@@ -265,7 +265,7 @@ class PoolCheck:
 
     @property
     def passes(self) -> bool:
-        return bool(self.ratio <= 1.0)  # drifting is reported, not a second pass rule
+        return bool(self.ratio <= 1.0 and not self.drifting)  # a drifting run is not a steady-state figure
 
 
 def pool_check(count: int, runs: Sequence[PoolRun], s: VerifySettings) -> PoolCheck:
