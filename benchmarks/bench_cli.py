@@ -16,6 +16,11 @@ removed: the recommendation and every figure must be identical for any executor 
 the start-up parts of one in-process run per checkout: the entry point with the optimize command's
 modules, the first Student-t interval, and the first and second call of the iteration kernel (the
 first loads it from numba's cache).  On a shared machine, read the load average printed first.
+
+Then (skip with ``--no-scale``) the verification scale figures: ``optimize --workload azure_conv
+--slo-ttft 500 --lam L`` (the paper's constants, verification of the top 5 with the default
+steady-state run length, default executor) at λ = 1,000, 20,000 and 100,000, one warm run each, with
+the targets 10 s, 60 s and 5 min; each line also shows the recommended GPU count and phase 2's own time.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ from pathlib import Path
 README_ARGS = ("optimize", "--workload", "lmsys.json", "--slo-ttft", "500")
 VARIANTS = {"default executor": (), "--workers 1": ("--workers", "1"), "--workers 2": ("--workers", "2")}
 TIMING_KEYS = ("elapsed_s", "verify_time_s", "analytic_time_s")
+SCALE_ARGS = ("optimize", "--workload", "azure_conv", "--slo-ttft", "500")
+SCALE_TARGETS_S = {1_000: 10.0, 20_000: 60.0, 100_000: 300.0}
 
 
 def _strip_timing(doc):
@@ -73,10 +80,28 @@ def parts(checkout: str) -> None:
                    cwd=tempfile.gettempdir())
 
 
+def scale(checkout: str) -> None:
+    """Wall time of ``SCALE_ARGS`` at each rate of ``SCALE_TARGETS_S`` (module docstring)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for rate, target_s in SCALE_TARGETS_S.items():
+            path = Path(tmp) / f"scale{rate}.json"
+            cmd = [sys.executable, "-m", "fleetplan.cli.main", *SCALE_ARGS, "--lam", str(rate), "--json", str(path)]
+            t0 = time.perf_counter()
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           env={**os.environ, "PYTHONPATH": checkout}, cwd=tmp)
+            seconds = time.perf_counter() - t0
+            doc = json.loads(path.read_text())
+            rec = doc.get("recommendation") or {}
+            print(f"  λ = {rate:>7,}: {seconds:7.1f} s (target < {target_s:g} s; phase 2 {doc['verify_time_s']:.1f} s; "
+                  f"recommended {rec.get('total_gpus_needed')} GPUs; load average {os.getloadavg()[0]:.2f})",
+                  flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per variant (best is shown)")
     parser.add_argument("--baseline", default=None, help="another checkout to time the same way")
+    parser.add_argument("--no-scale", action="store_true", help="skip the λ = 1,000 / 20,000 / 100,000 timings")
     parser.add_argument("extra", nargs="*", help="more optimize arguments (after --)")
     args = parser.parse_args()
     extra = tuple(args.extra)
@@ -104,6 +129,9 @@ def main() -> None:
     for where, path in checkouts.items():
         print(f"{where}: ", end="", flush=True)
         parts(path)
+    if not args.no_scale:
+        print(f"verification at scale: fleetplan {' '.join(SCALE_ARGS)} --lam L (warm, default executor)")
+        scale(checkouts["this checkout"])
 
 
 if __name__ == "__main__":

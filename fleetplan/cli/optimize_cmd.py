@@ -58,7 +58,14 @@ from fleetplan.plan.optimize import (
 )
 from fleetplan.plan.optimize_errors import infeasible_error, no_verified_fleet_error
 from fleetplan.plan.space import DEFAULT_COMPRESS_GAMMA, DEFAULT_THRESHOLDS_TOKENS, sizing_router, topology
-from fleetplan.plan.verify import DEFAULT_REPLICATIONS, DEFAULT_SIM_REQUESTS, DEFAULT_VERIFY_TOP, VerifySettings
+from fleetplan.plan.verify import (
+    DEFAULT_MEASURED_LIFETIMES,
+    DEFAULT_MIN_COMPLETIONS,
+    DEFAULT_REPLICATIONS,
+    DEFAULT_VERIFY_TOP,
+    DEFAULT_WARMUP_LIFETIMES,
+    VerifySettings,
+)
 from fleetplan.workload import load_workload
 
 _EXAMPLES = """\b
@@ -130,8 +137,10 @@ _PLAN_OPTIONS = [
     click.option("--verify-top", type=click.IntRange(min=1), default=DEFAULT_VERIFY_TOP, show_default=True,
                  help="Simulate this many of the cheapest analytic candidates (iteration level; pdd/afd: also "
                  "this many of each)."),
-    click.option("--sim-requests", type=click.IntRange(min=100), default=DEFAULT_SIM_REQUESTS, show_default=True,
-                 help="Requests per simulation replication."),
+    click.option("--sim-requests", type=click.IntRange(min=100), default=None,
+                 help="Requests per simulated pool and replication, overriding the steady-state rule (default: "
+                 f"{DEFAULT_WARMUP_LIFETIMES:g} + {DEFAULT_MEASURED_LIFETIMES:g} mean request lifetimes of simulated "
+                 f"time and at least {DEFAULT_MIN_COMPLETIONS:,} measured completions per pool)."),
     click.option("--replications", type=click.IntRange(min=2), default=DEFAULT_REPLICATIONS, show_default=True,
                  help="Independent replications per simulated fleet (for the P99 confidence interval)."),
     click.option("--no-verify", is_flag=True, help="Skip the simulation phase (analytic ranking only)."),

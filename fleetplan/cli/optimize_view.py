@@ -13,10 +13,12 @@ def tpot_note(percentile: float) -> str:
     """The legend under the candidate table (``percentile``: the SLO's, ``--percentile``)."""
     q = f"P{percentile:g}"
     return (
-        "sim = iteration-level simulation (pdd/afd: the PDD simulator; afd with its step linearised), upper end "
-        f"of the 95% CI of {q} over replications; '!' marks a >20% gap between the analytic and simulated {q} "
-        "TTFT at the analytic GPU counts. TPOT = (E2E - TTFT) / (output tokens - 1). SR = spend ratio, CE = cost "
-        "efficiency vs the all-premium baseline of the candidate's family (Frontier §6.2)."
+        f"Latencies in ms at {q}. an/sim = analytic/simulated {q} at the analytic GPU counts (sim: mean over "
+        f"replications; pools simulated apart in steady state, fleet = all requests); 'sim {q} TTFT ms' = upper end "
+        f"of the 95% CI of {q} TTFT of the verified fleet (pdd/afd: the PDD simulator; afd with its step "
+        f"linearised); '!' marks a >20% gap between the analytic and simulated fleet {q} TTFT; '~' a pool whose "
+        "simulated TTFT was still drifting up (overloaded). TPOT = (E2E - TTFT) / (output tokens - 1). SR = spend "
+        "ratio, CE = cost efficiency vs the all-premium baseline of the candidate's family (Frontier §6.2)."
     )
 
 
@@ -32,19 +34,36 @@ def _verdict(c) -> str:
     v = c.verification
     if v is None:
         return "analytic"
+    drift = "" if not getattr(v, "drifting_pools", ()) else (
+        " (drifting at analytic: pool " + ",".join(str(i) for i in v.drifting_pools) + ")")
     if not v.passed:
-        return f"sim fails: {v.reason}"
+        return f"sim fails: {v.reason}{drift}"
     if v.verified_counts != v.analytic_counts:
-        return "sim: needs " + "+".join(str(n) for n in v.verified_counts)
-    return "sim: yes"
+        how = {"too_high": "analytic too high", "too_low": "analytic too low", "mixed": "mixed"}.get(
+            getattr(v, "direction", ""), "")
+        return "sim: needs " + "+".join(str(n) for n in v.verified_counts) + (f" ({how})" if how else "") + drift
+    return "sim: yes" + drift
+
+
+def _pair(analytic_s: float | None, sim_s: float | None, digits: int = 0) -> str:
+    def one(x: float | None) -> str:
+        if x is None or x != x:  # None or nan: not modelled / not simulated
+            return "-"
+        return "inf" if x == float("inf") else f"{x * 1e3:,.{digits}f}"
+
+    return f"{one(analytic_s)}/{one(sim_s)}"
 
 
 def _ratio(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}"
 
 
+def roles_of(c) -> tuple[str, ...]:
+    return tuple(getattr(c, "roles", ()))
+
+
 def _pool_label(c, i: int, p) -> str:
-    roles = getattr(c, "roles", ())
+    roles = roles_of(c)
     if roles:
         unit = f" {c.unit[0]}:{c.unit[1]}" if c.topology.value == "afd" and i > 0 else ""
         return f"{roles[i]}{unit}" + (f" n={c.decode_batch}" if i == 1 else "")
@@ -92,10 +111,9 @@ def print_candidates(console: Console, result: OptimizeResult, top: int) -> None
 def candidates_table(result: OptimizeResult, top: int) -> Table:
     """The candidate table: one row per pool (not pools with no GPUs and no traffic); candidate-level
     columns on each candidate's first row."""
-    pct = result.request.percentile
     table = Table(
         title=f"Top {min(top, len(result.candidates))} of {len(result.candidates)} candidates "
-        "(cheapest first; rho = KV-slot utilisation)"
+        f"(cheapest first; rho = KV-slot utilisation; latencies: P{result.request.percentile:g} ms)"
     )
     cols = (
         "#",
@@ -106,9 +124,10 @@ def candidates_table(result: OptimizeResult, top: int) -> Table:
         "spares",
         "share",
         "rho",
-        f"P{pct:g} TTFT ms",
-        "TPOT ms",
-        f"sim P{pct:g} TTFT ms",
+        "TTFT an/sim",
+        "TPOT an/sim",
+        "fleet TTFT an/sim",
+        f"sim P{result.request.percentile:g} TTFT ms",
         "SR",
         "CE",
         "GPUs",
@@ -121,12 +140,17 @@ def candidates_table(result: OptimizeResult, top: int) -> Table:
     for c in result.candidates[:top]:
         topo = c.topology.value + ("" if c.router.value == "length" else f" [{c.router.value}]")
         v = c.verification
-        sim = "-" if v is None else fmt_ms(v.p99_ttft_s_sim) + (" !" if v.flagged else "")
+        sim = "-" if v is None else fmt_ms(v.p99_ttft_s_sim)
+        at = None if v is None else getattr(v, "at_analytic", None)
+        fleet = _pair(c.ttft_p_s, None if at is None else at.ttft_p_s_sim) + (" !" if v is not None and v.flagged
+                                                                                else "")
         e = result.economics_of(c)
         tpot = getattr(c, "tpot_p_s", None)
         shown = shown_pools(c)
         for k, (i, p) in enumerate(shown):
             first = k == 0
+            pf = None if at is None or i >= len(at.pools) else at.pools[i]
+            pool_tpot = tpot if roles_of(c) and i == 1 else p.tpot_p_s
             table.add_row(
                 str(c.rank) if first else "",
                 topo if first else "",
@@ -136,8 +160,10 @@ def candidates_table(result: OptimizeResult, top: int) -> Table:
                 str(p.spares),
                 f"{p.traffic_share:.1%}",
                 "-" if p.count == 0 else f"{p.rho:.2f}",
-                fmt_ms(p.ttft_p_s),
-                f"{tpot * 1e3:.1f}" if first and tpot is not None else "",
+                "-" if p.count == 0 else _pair(p.ttft_p_s, None if pf is None else pf.ttft_p_s_sim)
+                + (" ~" if pf is not None and pf.drifting else ""),
+                "-" if p.count == 0 else _pair(pool_tpot, None if pf is None else pf.tpot_p_s_sim, 1),
+                fleet if first else "",
                 sim if first else "",
                 _ratio(e and e.spend_ratio) if first else "",
                 _ratio(e and e.ce_gain) if first else "",

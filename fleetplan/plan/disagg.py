@@ -123,8 +123,8 @@ class DisaggCandidate(Candidate):
         return self.pools[1].count // self.unit[0]
 
     def __post_init__(self) -> None:
-        if math.isnan(self.tpot_p_s):  # the analytic TPOT of a disaggregated fleet: its decode step
-            object.__setattr__(self, "tpot_p_s", self.decode_step_s)
+        # Candidate.tpot_p_s is a field; a disaggregated fleet's analytic TPOT is its decode step
+        object.__setattr__(self, "tpot_p_s", self.decode_step_s)
 
     def key(self) -> tuple:
         return (self.topology.value, f"{self.unit[0]}:{self.unit[1]}", (), tuple(p.gpu for p in self.pools))

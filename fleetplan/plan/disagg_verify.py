@@ -13,13 +13,19 @@ Both topologies are *simulated* (never only analytic):
   step = base + slope x the batch's context tokens, exact at both points), with the unit's KV
   blocks (a x the attention GPU's).  ``verified_by`` says "simulated (AFD step linearised)".
 
-Pass rule and growth as ``plan.verify``: replications with independent seeds; the fleet passes
-when the upper end of the Student-t interval of the SLO-percentile TTFT and TPOT are within the
-SLOs.  A failing fleet grows its binding role by one instance (AFD: one decode unit): prefill
-when TTFT is the worse ratio and its queueing exceeds the first-decode wait, decode otherwise.
+Pass rule as ``plan.verify``: replications with independent seeds (the same at every count:
+common random numbers); the fleet passes when the upper end of the Student-t interval of the
+SLO-percentile TTFT and TPOT are within the SLOs.  The roles are coupled (one simulation of the whole
+fleet), so the search is per role in turn: a failing fleet grows its binding role by one instance
+(AFD: one decode unit) until it passes (prefill when TTFT is the worse ratio and its queueing
+exceeds the first-decode wait, decode otherwise; no step cap, only ``max_gpus``); then prefill,
+then decode, is shrunk holding the other (galloping down, then bisection) to the fewest instances
+that still pass.  ``at_analytic`` holds the analytic and simulated fleet TTFT / TPOT at the analytic
+counts (per role: prefill with TTFT, decode with TPOT).  Runs use ``VerifySettings.fixed_requests``
+requests (the whole fleet; the steady-state rule of ``plan.verify`` is for pools run apart).
 
 ``verify_any`` is the phase-2 task of ``plan.optimize`` (co-located candidates go to
-``plan.verify``); ``failed_verification`` the record kept when a task fails every attempt;
+``plan.verify``; ``plan.verify.failed_verification`` is the record kept when a task fails every attempt);
 ``frontier_pdd_spec`` builds ``plan.frontier``'s PDD / AFD throughput fleets.
 """
 
@@ -46,7 +52,18 @@ from fleetplan.plan.disagg import (
 from fleetplan.plan.disagg_screen import AfdUnit, ModelShape, decode_load, linear_fit
 from fleetplan.plan.space import Topology
 from fleetplan.plan.sweep import Candidate
-from fleetplan.plan.verify import _STAT_OF_PERCENTILE, Verification, VerifySettings, verify_candidate
+from fleetplan.plan.verify import (
+    _STAT_OF_PERCENTILE,
+    EXACT,
+    TOO_HIGH,
+    TOO_LOW,
+    AtAnalytic,
+    PoolFigures,
+    Verification,
+    VerifySettings,
+    fleet_direction,
+    verify_candidate,
+)
 from fleetplan.rng import task_seed
 from fleetplan.sim.builders import build_pool
 from fleetplan.sim.spec import InstanceRouter
@@ -99,6 +116,7 @@ class _Check:
     upper_ttft_s: float
     upper_tpot_s: float
     mean_ttft_s: float
+    mean_tpot_s: float
     queue_s: float  # worst replication's SLO-percentile prefill queueing
     first_decode_s: float  # the same for the first-decode wait
     too_long_share: float = 0.0  # requests above max_model_len (mean over replications)
@@ -114,44 +132,89 @@ def _simulate(c: DisaggCandidate, gpus, counts, workload: Workload, s: VerifySet
 
     spec = pdd_spec(c, gpus, counts, step_models=dict(s.step_models), max_model_len_tokens=s.max_model_len_tokens)
     stat = _STAT_OF_PERCENTILE[s.percentile]
-    runs = [simulate_pdd(spec, workload, s.rate_per_s, s.n_requests,
-                         task_seed(s.seed, "verify-disagg", repr(c.key()), repr(tuple(int(n) for n in counts)), i)
-                         ).summary for i in range(s.n_replications)]
+    # common random numbers: the same streams at every count, so counts are compared on the same traffic
+    runs = [simulate_pdd(spec, workload, s.rate_per_s, s.fixed_requests(),
+                         task_seed(s.seed, "verify-disagg", repr(c.key()), i)).summary
+            for i in range(s.n_replications)]
     mean, _, hi = student_t_interval([getattr(r.ttft, stat) for r in runs])
-    _, _, tpot_hi = student_t_interval([getattr(r.tpot, stat) for r in runs])
-    return _Check(hi, tpot_hi, mean, max(getattr(r.queue, stat) for r in runs),
+    tpot_mean, _, tpot_hi = student_t_interval([getattr(r.tpot, stat) for r in runs])
+    return _Check(hi, tpot_hi, mean, tpot_mean, max(getattr(r.queue, stat) for r in runs),
                   max(getattr(r.first_decode, stat) for r in runs),
                   sum(r.n_too_long / max(r.n_requests - r.n_warmup, 1) for r in runs) / len(runs),
                   sum(r.too_long_token_share for r in runs) / len(runs))
 
 
+def _steps(c: DisaggCandidate) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Instances added per step of each role: prefill one instance; decode one instance (PDD) or one
+    AFD unit (attention and FFN GPUs together)."""
+    n = len(c.pools)
+    prefill = (1,) + (0,) * (n - 1)
+    decode = (0, *(c.unit if c.topology is Topology.AFD else (1,)))
+    return prefill, decode
+
+
 def _grow(c: DisaggCandidate, counts: list[int], check: _Check, s: VerifySettings) -> None:
     ttft_ratio = check.upper_ttft_s / s.slo_ttft_s
     tpot_ratio = 0.0 if s.slo_tpot_s is None else check.upper_tpot_s / s.slo_tpot_s
-    if ttft_ratio >= tpot_ratio and check.queue_s >= check.first_decode_s:
-        counts[0] += 1
-        return
-    for i, k in enumerate(c.unit if c.topology is Topology.AFD else (1,), start=1):
+    prefill, decode = _steps(c)
+    step = prefill if ttft_ratio >= tpot_ratio and check.queue_s >= check.first_decode_s else decode
+    for i, k in enumerate(step):
         counts[i] += k
 
 
 def verify_disagg(candidate: DisaggCandidate, gpus: Mapping[str, GpuProfile], workload: Workload, s: VerifySettings,
                   availability: Callable[[GpuProfile], float]) -> Verification:
-    """Simulate ``candidate``; grow it until it passes or the search budget ends (module docstring)."""
+    """Simulate ``candidate``; grow its binding role until it passes (bounded by ``max_gpus``), then
+    shrink each role in turn, galloping down then bisecting, to the fewest instances that still pass."""
     counts = [p.count for p in candidate.pools]
     analytic = tuple(counts)
-    check = first = _simulate(candidate, gpus, counts, workload, s)
+    memo: dict[tuple[int, ...], _Check] = {}
+
+    def check_at(cs: Sequence[int]) -> _Check:
+        key = tuple(int(n) for n in cs)
+        if key not in memo:
+            memo[key] = _simulate(candidate, gpus, key, workload, s)
+        return memo[key]
+
+    check = first = check_at(counts)
     a = candidate.ttft_p_s
     disagreement = (check.mean_ttft_s - a) / a if a > 0 else float("inf")
     steps, reason = 0, None
     while not check.passes(s):
-        if steps >= s.max_search_steps or sum(counts) >= s.max_gpus:
+        if sum(counts) >= s.max_gpus:
             reason = (f"simulated P{s.percentile:g} TTFT upper bound {check.upper_ttft_s * 1e3:.0f} ms / TPOT "
                       f"{check.upper_tpot_s * 1e3:.1f} ms still above the SLO after {steps} growth steps")
             break
         _grow(candidate, counts, check, s)
         steps += 1
-        check = _simulate(candidate, gpus, counts, workload, s)
+        check = check_at(counts)
+    if reason is None:
+        for step in _steps(candidate):
+            role = next(i for i, k in enumerate(step) if k)
+            units = counts[role] // step[role]
+
+            def at(u: int, step=step, base=tuple(counts)) -> list[int]:
+                out = list(base)
+                for i, k in enumerate(step):
+                    if k:
+                        out[i] = u * k
+                return out
+
+            lo, hi, gallop = 0, units, 1
+            while hi - gallop > lo:
+                if check_at(at(hi - gallop)).passes(s):
+                    hi, gallop = hi - gallop, gallop * 2
+                else:
+                    lo = hi - gallop
+                    break
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if check_at(at(mid)).passes(s):
+                    hi = mid
+                else:
+                    lo = mid
+            counts = at(hi)
+        check = check_at(counts)
     passed = reason is None
     spares = [with_spares(n, availability(gpus[p.gpu])) - n for p, n in zip(candidate.pools, counts, strict=True)]
     per = [p.gpus_per_instance for p in candidate.pools]
@@ -159,34 +222,21 @@ def verify_disagg(candidate: DisaggCandidate, gpus: Mapping[str, GpuProfile], wo
     cost = sum((n + sp) * g * p.price_usd_per_h
                for p, n, sp, g in zip(candidate.pools, counts, spares, per, strict=True))
     shown = check if passed else first
+    nan = float("nan")
+    roles = [PoolFigures(p.ttft_p_s, first.mean_ttft_s, nan, nan, False) if i == 0 else
+             PoolFigures(nan, nan, candidate.decode_step_s, first.mean_tpot_s, False)
+             for i, p in enumerate(candidate.pools)]
+    at_analytic = AtAnalytic(a, first.mean_ttft_s, candidate.decode_step_s, first.mean_tpot_s, tuple(roles))
+    pool_dir = tuple(EXACT if v == n else (TOO_HIGH if v < n else TOO_LOW) for n, v in zip(analytic, counts,
+                                                                                          strict=True))
     return Verification(
         rank=candidate.rank, analytic_counts=analytic, verified_counts=tuple(counts),
         verified_spares=tuple(int(x) for x in spares), passed=passed, p99_ttft_s_sim=shown.upper_ttft_s,
         p99_tpot_s_sim=shown.upper_tpot_s, p99_ttft_s_analytic=a, disagreement=disagreement,
         flagged=abs(disagreement) > s.disagreement_threshold, total_gpus=total,
-        cost_usd_per_year=cost * H_PER_YEAR, reason=reason, too_long_share_sim=first.too_long_share,
-        too_long_token_share_sim=first.too_long_token_share)
-
-
-
-def failed_verification(candidate: Candidate, error: str) -> Verification:
-    """The record kept for a candidate whose verification task failed on every attempt."""
-    nan = float("nan")
-    return Verification(
-        rank=candidate.rank,
-        analytic_counts=tuple(p.count for p in candidate.pools),
-        verified_counts=tuple(p.count for p in candidate.pools),
-        verified_spares=tuple(p.spares for p in candidate.pools),
-        passed=False,
-        p99_ttft_s_sim=nan,
-        p99_tpot_s_sim=nan,
-        p99_ttft_s_analytic=candidate.ttft_p_s,
-        disagreement=nan,
-        flagged=False,
-        total_gpus=candidate.total_gpus_needed,
-        cost_usd_per_year=candidate.cost_usd_per_year,
-        reason=f"verification task failed: {error}",
-    )
+        cost_usd_per_year=cost * H_PER_YEAR, reason=reason, at_analytic=at_analytic, pool_direction=pool_dir,
+        direction=fleet_direction(pool_dir), n_simulations=len(memo) * s.n_replications,
+        too_long_share_sim=first.too_long_share, too_long_token_share_sim=first.too_long_token_share)
 
 
 def verify_any(candidate: Candidate, gpus, workload, s, availability) -> Verification:

@@ -2,8 +2,9 @@
 
 Phase 1 (``plan.sweep``) ranks every candidate analytically.  Phase 2
 (``plan.verify``) re-checks the top candidates with the discrete-event simulator
-and searches upward in GPU count for those that fail; the recommendation is the
-cheapest simulation-verified fleet (the simulator is authoritative).  With
+and searches each pool's GPU count in both directions (down when the analytic count
+is more than needed, up when it fails); the recommendation is the cheapest
+simulation-verified fleet (the simulator is authoritative).  With
 verification off the recommendation is the cheapest analytic candidate.
 
 Node availability (core paper §3.5): ``availability`` is a number A in (0, 1]
@@ -39,7 +40,7 @@ from fleetplan.hardware import GpuCatalog, GpuProfile
 from fleetplan.parallel import MapFn, TaskOutcome, in_input_order, serial_map
 from fleetplan.perf.seam import StepModel
 from fleetplan.plan.context_limit import RejectedTraffic, rejected_traffic
-from fleetplan.plan.disagg import DisaggSettings, check_disagg_inputs, disagg_candidates
+from fleetplan.plan.disagg import DisaggCandidate, DisaggSettings, check_disagg_inputs, disagg_candidates
 from fleetplan.plan.disagg_economics import (
     DEFAULT_MIN_CE_GAIN,
     Economics,
@@ -47,7 +48,7 @@ from fleetplan.plan.disagg_economics import (
     premium_gpu,
     rank_with_baselines,
 )
-from fleetplan.plan.disagg_verify import failed_verification, verify_any
+from fleetplan.plan.disagg_verify import verify_any
 from fleetplan.plan.points import LengthPoints
 from fleetplan.plan.pools import SERVICE_ENGINE, PlanSettings
 from fleetplan.plan.space import (
@@ -61,7 +62,15 @@ from fleetplan.plan.space import (
     layouts,
 )
 from fleetplan.plan.sweep import Candidate, ProgressFn, pareto_frontier, sweep
-from fleetplan.plan.verify import Verification, VerifySettings
+from fleetplan.plan.verify import (
+    PLANNING_EVALUATIONS,
+    PLANNING_LIFETIME_S,
+    PLANNING_POOLS,
+    Verification,
+    VerifySettings,
+    failed_verification,
+    verify_colocated,
+)
 from fleetplan.units import H_PER_YEAR
 from fleetplan.workload import Workload
 
@@ -191,6 +200,7 @@ class OptimizeResult:
     analytic_time_s: float = 0.0  # phase 1 wall time
     verify_time_s: float = 0.0  # phase 2 wall time (0 without verification)
     baselines: tuple[tuple[str, Candidate], ...] = ()  # (family, all-premium baseline)
+    verification_settings: VerifySettings | None = None  # how phase 2 simulated (None without it)
 
     @property
     def feasible(self) -> bool:
@@ -246,12 +256,20 @@ def verified_fleet(candidate: Candidate) -> Candidate:
 
 
 def verification_requests(request: OptimizeRequest, verify: VerifySettings | None) -> int:
-    """Requests phase 2 simulates before any fleet is grown (at most ``top_k`` candidates per list, as
-    ``optimize`` picks them, x requests x replications); 0 without verification."""
+    """A rough count of the requests phase 2 simulates, known before phase 1 (for choosing an
+    executor): ``top_k`` candidates per list x replications x ``PLANNING_EVALUATIONS`` counts per
+    search x one run per candidate, a run being ``n_requests`` or the steady-state rule with a
+    lifetime of ``PLANNING_LIFETIME_S`` and ``PLANNING_POOLS`` pools' minimum completions; 0 without verification."""
     if verify is None:
         return 0
     n_lists = 1 + sum(t in DISAGGREGATED for t in request.topologies)
-    return verify.top_k * n_lists * verify.n_requests * verify.n_replications
+    if verify.n_requests is not None:
+        per_run = verify.n_requests
+    else:
+        lifetimes = verify.warmup_lifetimes + verify.measured_lifetimes
+        per_run = max(math.ceil(request.rate_per_s * lifetimes * PLANNING_LIFETIME_S),
+                      PLANNING_POOLS * verify.min_completions)
+    return verify.top_k * n_lists * per_run * verify.n_replications * PLANNING_EVALUATIONS
 
 
 def optimize(
@@ -263,7 +281,7 @@ def optimize(
     """Phase 1 (analytic sweep) and, with ``verify``, phase 2 (simulation of the top candidates).
 
     With verification the recommendation is the cheapest fleet that passed the simulator
-    (after its upward search), or None when none did; without it, the cheapest analytic one.
+    (after its two-sided search), or None when none did; without it, the cheapest analytic one.
     ``map_fn`` runs the verifications (default: one after another in this process).
     """
     t0 = time.perf_counter()
@@ -279,23 +297,37 @@ def optimize(
     for topo in (t for t in request.topologies if t in DISAGGREGATED):
         top += [c for c in feasible if c.topology is topo][: verify.top_k]
     top = sorted({c.rank: c for c in top}.values(), key=lambda c: c.rank)
-    task = functools.partial(verify_any, gpus=gpus, workload=request.workload, s=verify,
-                             availability=request.availability_of)
+    colocated = [c for c in top if not isinstance(c, DisaggCandidate)]
+    disagg = [c for c in top if isinstance(c, DisaggCandidate)]
+    n_top = len(top)
     if progress is not None:
-        progress("verify", 0, len(top))
-    outcomes: list[TaskOutcome] = []
-    for outcome in (map_fn or serial_map)(task, top):
-        outcomes.append(outcome)
-        if progress is not None:
-            progress("verify", len(outcomes), len(top))
+        progress("verify", 0, n_top)
     checked: dict[int, Candidate] = {}
-    for cand, outcome in zip(top, in_input_order(outcomes, len(top)), strict=True):
-        v = outcome.value if outcome.ok else failed_verification(cand, outcome.error)
-        checked[cand.rank] = replace(cand, verification=v)
+    if disagg:  # one task per PDD / AFD candidate (the PDD simulator runs the whole fleet)
+        task = functools.partial(verify_any, gpus=gpus, workload=request.workload, s=verify,
+                                 availability=request.availability_of)
+        outcomes: list[TaskOutcome] = []
+        for outcome in (map_fn or serial_map)(task, disagg):
+            outcomes.append(outcome)
+            if progress is not None:
+                progress("verify", len(outcomes), n_top)
+        for cand, outcome in zip(disagg, in_input_order(outcomes, len(disagg)), strict=True):
+            v = outcome.value if outcome.ok else failed_verification(cand, outcome.error)
+            checked[cand.rank] = replace(cand, verification=v)
+    if colocated:  # pools searched on their own, every distinct pool once, replications as tasks
+        def settled(done: int, _total: int) -> None:
+            if progress is not None:
+                progress("verify", len(disagg) + done, n_top)
+
+        for cand, v in zip(colocated, verify_colocated(colocated, gpus, request.workload, verify,
+                                                       request.availability_of, map_fn, settled), strict=True):
+            checked[cand.rank] = replace(cand, verification=v)
+    checked = dict(sorted(checked.items()))
     ranked = [checked.get(c.rank, c) for c in ranked]
     passed = [verified_fleet(c) for c in checked.values() if c.verification.passed]
     best = min(passed, key=lambda c: (c.cost_usd_per_year, c.verification.p99_ttft_s_sim)) if passed else None
     return OptimizeResult(request, tuple(ranked), tuple(pareto_frontier(ranked)), best,
                           tuple(c.verification for c in checked.values()), elapsed,
-                          verify_time_s=time.perf_counter() - t0 - elapsed, baselines=base_items)
+                          verify_time_s=time.perf_counter() - t0 - elapsed, baselines=base_items,
+                          verification_settings=verify)
 

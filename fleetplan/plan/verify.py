@@ -1,52 +1,129 @@
 """Phase 2: simulation verification of analytic candidates (the simulator is authoritative).
 
-For each of the top-k analytic candidates the fleet (each pool's GPU count without
-spares, which cover failed nodes, not load) is simulated at iteration level with
-independent replications.  It passes when the upper end of the Student-t confidence
-interval of its P99 TTFT (and P99 TPOT when a TPOT SLO is given) is within the SLO.
-A failing fleet is grown one GPU at a time, each time in the pool whose simulated
-P99 is worst relative to the SLO, until it passes or reaches ``max_gpus``; the
-cheapest passing fleet is the recommendation.  A relative gap above
-``disagreement_threshold`` between the analytic and simulated P99 TTFT is flagged.
+**What is simulated.**  A co-located candidate's pools sit behind a stateless router (``length``
+or compress-and-route), so each pool receives an independent Poisson sub-stream
+(``fleetplan.sim.steady``) and is simulated *on its own*, with its own requests, at iteration
+level, with ``n_replications`` independent replications.  Pools are identified by the traffic
+they receive (``PoolKey``: router, GPU and the thresholds that decide its stream), so a pool
+shared by several of the top candidates is searched once.  Spares cover failed nodes, not load,
+and are not simulated.
+
+**Run length (steady state).**  A pool's run is set in simulated time, not in requests: with R the
+pool's mean request lifetime (``PoolPlan.mean_residence_s`` from the analytic model when it is
+finite; otherwise the mean time in service, first scheduled to last token, of a pilot run of one
+replication at the analytic count lasting ``pilot_lifetimes`` x the analytic full-batch slot hold
+time n_max·E[S]) and λ_p the pool's rate, each replication simulates
+
+    n = ceil(λ_p · warmup_lifetimes · R) + max(ceil(λ_p · measured_lifetimes · R), min_completions)
+
+requests, i.e. a warm-up allowance of ``warmup_lifetimes`` lifetimes plus a measured window of at
+least ``measured_lifetimes`` lifetimes and at least ``min_completions`` completions.  The same n is
+used at every count of the pool (and the same seeds: common random numbers, so P99 is compared
+between counts on the same traffic).  ``VerifySettings.n_requests`` overrides n (``--sim-requests``).
+
+**Warm-up and drift.**  Warm-up is cut by MSER-5 on the TTFT series in arrival order (per
+replication; ``fleetplan.sim.steady.mser5_truncation``), but never shorter than the warm-up
+allowance of ``warmup_lifetimes`` lifetimes (MSER-5 cuts nothing from a series that only rises, as
+a pool filling up towards overload produces), and reported.  The run is *drifting*
+when the SLO-percentile TTFT of the second half of the measured requests exceeds the first half's
+by more than ``drift_tolerance`` (relative) with the lower end of the 95 % Student-t interval of
+the per-replication increase above 0, or when MSER-5's cut reached its limit (half the run) in a
+majority of replications.  After the warm-up allowance a drifting pool is overloaded: its
+queue grows, so its percentile is not a steady-state figure and grows with the run's length (a
+short window can still show it within the SLO); it fails the check and is reported (JSON
+``drifting``, ``~`` in the table).
+
+**Pass rule.**  A pool passes at a count when its run is not drifting and the upper end of the
+95 % Student-t interval (over replications) of its SLO-percentile TTFT is within the TTFT SLO, and
+the same for TPOT when a TPOT SLO is set.  The fleet passes when every pool does within ``max_gpus``.
+
+**Two-sided search.**  Per pool, from the analytic count n0, on the predicate "ratio of the
+percentile's upper bound to the SLO (the larger of TTFT's and TPOT's) <= 1, not drifting": galloping (steps of
+r, 2r, 4r, ... down from a passing n0 until a count fails, or up from a failing n0 until one
+passes; up from a drifting, i.e. overloaded, count the step is at least the instances its offered
+load needs beyond its completion rate, n (λ_p / completions per s - 1), and when such a jump passes
+the search gallops down from it), then bisection of the bracket until it is at most r wide, with
+the resolution r = max(1, floor(resolution · n)) (1 GPU below 100 / resolution instances).  The
+answer is the smallest passing count found.  No step cap, only ``max_gpus``, except that growing
+stops when a pool that is not drifting fails and its ratio fell by less than 2 % (``NO_GAIN``)
+since the last failing count: more instances no longer help (the percentile is prefill-bound).
+The analytic count was *too high* when the answer is below it, *too low* when above (per pool;
+for the fleet: all pools the same way, else *mixed*).  The searches advance in rounds: every
+unsettled pool proposes its next count and all their replications run as one batch of tasks
+through ``map_fn`` (``fleetplan.parallel``), so pools and replications run in parallel.
+
+**Like for like.**  At the analytic counts every verification records the analytic and simulated
+SLO-percentile TTFT and TPOT under one definition, fleet-wide over all requests (the simulated one
+is the percentile of the mixture of the pools' distributions with their traffic shares, per
+replication; ``fleetplan.sim.steady.mixture_quantile``) and per pool (``AtAnalytic``); simulated
+figures are means over replications (the pass rule uses the upper bound).  A relative gap above
+``disagreement_threshold`` between the analytic and simulated fleet-wide TTFT is flagged.
+
+Stateful between-pool routing would couple the pools; the co-located routers are all stateless,
+and a candidate whose fleet spec has another router is refused (``ConfigError``) rather than
+verified on the wrong physics.  Seeds: ``task_seed(seed, "verify-pool", key, replication)`` (the
+pilot runs replication 0's stream, which the later runs extend); the search is a deterministic
+function of the simulated figures, so every executor gives identical numbers.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+
+import numpy as np
 
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuProfile, with_spares
 from fleetplan.metrics import student_t_interval
+from fleetplan.parallel import MapFn, in_input_order, serial_map
 from fleetplan.perf.seam import StepModel
 from fleetplan.plan.space import SizingRouter
 from fleetplan.plan.sweep import Candidate
 from fleetplan.rng import task_seed
-from fleetplan.sim import FleetSpec, Level, PoolRouter, build_pool, replicate
+from fleetplan.sim import FleetSpec, PoolRouter, build_pool
+from fleetplan.sim.spec import DEFAULT_COMPRESS_GAMMA
+from fleetplan.sim.split import STATELESS_POOL_ROUTERS
+from fleetplan.sim.steady import PoolRun, mixture_quantile, simulate_pool
 from fleetplan.units import H_PER_YEAR
 from fleetplan.workload import Workload
 
 DEFAULT_VERIFY_TOP = 5
+#: Requests per run for callers that simulate a fixed count (what-if, latency profiles).
 DEFAULT_SIM_REQUESTS = 20_000
 DEFAULT_REPLICATIONS = 3
 DEFAULT_DISAGREEMENT = 0.20
-#: Most GPUs added to one candidate by the upward search before it is declared failed.
-DEFAULT_MAX_SEARCH_STEPS = 12
+#: Run-length rule (module docstring).
+DEFAULT_WARMUP_LIFETIMES = 2.0
+DEFAULT_MEASURED_LIFETIMES = 4.0
+DEFAULT_MIN_COMPLETIONS = 10_000
+DEFAULT_PILOT_LIFETIMES = 1.0
+#: Search resolution as a share of the count (1 GPU below 100 instances).
+DEFAULT_RESOLUTION = 0.01
+DEFAULT_DRIFT_TOLERANCE = 0.50
+#: Lifetime assumed only to estimate, before phase 1, how much phase 2 will simulate (executor choice).
+PLANNING_LIFETIME_S = 10.0
+PLANNING_EVALUATIONS = 3  # counts a search typically simulates (same purpose)
+PLANNING_POOLS = 4  # pools per candidate (same purpose)
+#: Growing stops when a stable pool's ratio to the SLO falls by less than 2 % with more instances.
+NO_GAIN = 0.98
+
+TOO_HIGH, TOO_LOW, EXACT, MIXED = "too_high", "too_low", "exact", "mixed"
 
 
 @dataclass(frozen=True)
 class VerifySettings:
-    """How candidates are simulated (times in seconds)."""
+    """How candidates are simulated (times in seconds; see the module docstring for the rules)."""
 
     slo_ttft_s: float
     slo_tpot_s: float | None
     rate_per_s: float
     max_gpus: int
     top_k: int = DEFAULT_VERIFY_TOP
-    n_requests: int = DEFAULT_SIM_REQUESTS
+    n_requests: int | None = None  # per pool and replication; None: the steady-state run-length rule
     n_replications: int = DEFAULT_REPLICATIONS
     disagreement_threshold: float = DEFAULT_DISAGREEMENT
-    max_search_steps: int = DEFAULT_MAX_SEARCH_STEPS
     seed: int = 0
     percentile: float = 99.0  # the SLO percentile; one the simulator summarises
     # Step model per GPU type for the simulator (with --model: the operator-level predictor);
@@ -58,6 +135,12 @@ class VerifySettings:
     # the default is Poisson (today's behaviour).
     arrival: str = "poisson"
     arrival_cv: float = 1.0
+    warmup_lifetimes: float = DEFAULT_WARMUP_LIFETIMES
+    measured_lifetimes: float = DEFAULT_MEASURED_LIFETIMES
+    min_completions: int = DEFAULT_MIN_COMPLETIONS
+    pilot_lifetimes: float = DEFAULT_PILOT_LIFETIMES
+    resolution: float = DEFAULT_RESOLUTION
+    drift_tolerance: float = DEFAULT_DRIFT_TOLERANCE
 
     def __post_init__(self) -> None:
         if self.percentile not in _STAT_OF_PERCENTILE:
@@ -65,6 +148,60 @@ class VerifySettings:
                 f"--percentile {self.percentile:g} cannot be verified by simulation: the simulator reports "
                 f"P{', P'.join(f'{p:g}' for p in _STAT_OF_PERCENTILE)}; use one of them or --no-verify"
             )
+        if self.n_requests is not None and (isinstance(self.n_requests, bool) or int(self.n_requests) < 100):
+            raise ConfigError(f"--sim-requests {self.n_requests!r} is invalid: give at least 100 requests")
+        if self.n_replications < 2:
+            raise ConfigError(f"--replications {self.n_replications!r} is invalid: the confidence bound needs >= 2")
+        for name in ("warmup_lifetimes", "measured_lifetimes", "pilot_lifetimes"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name} = {getattr(self, name)!r} must be > 0 lifetimes")
+        if not 0 <= self.resolution < 0.5:
+            raise ConfigError(f"resolution = {self.resolution!r} must be in [0, 0.5), e.g. 0.01")
+
+    def fixed_requests(self) -> int:
+        """Requests per run for callers that simulate a fixed count (``n_requests`` or the default)."""
+        return DEFAULT_SIM_REQUESTS if self.n_requests is None else int(self.n_requests)
+
+
+#: Percentiles the simulator summarises (``fleetplan.sim.result.LatencyStats``).
+_STAT_OF_PERCENTILE = {50.0: "p50_s", 90.0: "p90_s", 95.0: "p95_s", 99.0: "p99_s", 99.9: "p99_9_s"}
+
+
+@dataclass(frozen=True)
+class PoolFigures:
+    """Analytic and simulated SLO-percentile latencies of one pool at the analytic count (s)."""
+
+    ttft_p_s_analytic: float
+    ttft_p_s_sim: float
+    tpot_p_s_analytic: float
+    tpot_p_s_sim: float
+    drifting: bool
+
+
+@dataclass(frozen=True)
+class AtAnalytic:
+    """Both phases at the analytic counts, fleet-wide over all requests and per pool (s)."""
+
+    ttft_p_s_analytic: float
+    ttft_p_s_sim: float
+    tpot_p_s_analytic: float
+    tpot_p_s_sim: float
+    pools: tuple[PoolFigures | None, ...]  # None for an empty pool
+
+
+@dataclass(frozen=True)
+class SteadyState:
+    """How one pool was simulated at its verified count (means over replications; times in s)."""
+
+    n_requests: int  # per replication
+    lifetime_s: float  # R of the run-length rule
+    lifetime_source: str  # "analytic", "pilot" or "fixed" (--sim-requests)
+    warmup_s: float  # simulated time cut by MSER-5
+    n_warmup: int
+    measured_s: float
+    measured_lifetimes: float
+    n_measured: int
+    drifting: bool
 
 
 @dataclass(frozen=True)
@@ -76,10 +213,10 @@ class Verification:
     verified_counts: tuple[int, ...]
     verified_spares: tuple[int, ...]
     passed: bool
-    p99_ttft_s_sim: float  # upper confidence bound of the simulated TTFT at the SLO percentile (P99 default)
+    p99_ttft_s_sim: float  # upper confidence bound of the fleet-wide TTFT at the SLO percentile (P99 default)
     p99_tpot_s_sim: float  # the same for TPOT
     p99_ttft_s_analytic: float
-    disagreement: float  # (sim - analytic) / analytic at the analytic counts
+    disagreement: float  # (sim - analytic) / analytic fleet-wide TTFT at the analytic counts
     flagged: bool
     total_gpus: int
     cost_usd_per_year: float
@@ -88,6 +225,12 @@ class Verification:
     # mean over replications of the analytic counts' run)
     too_long_share_sim: float = 0.0
     too_long_token_share_sim: float = 0.0
+    at_analytic: AtAnalytic | None = None
+    pool_direction: tuple[str, ...] = ()  # per pool: too_high, too_low or exact
+    direction: str = ""  # the fleet's: too_high, too_low, exact or mixed
+    steady: tuple[SteadyState | None, ...] = ()
+    n_simulations: int = 0  # pool runs (replications included)
+    drifting_pools: tuple[int, ...] = field(default=())  # pools (1-based) drifting at the analytic count
 
 
 def fleet_spec(candidate: Candidate, gpus: dict[str, GpuProfile], counts: Sequence[int],
@@ -107,29 +250,6 @@ def fleet_spec(candidate: Candidate, gpus: dict[str, GpuProfile], counts: Sequen
     return FleetSpec(pools=pools, pool_router=router, max_model_len_tokens=max_model_len_tokens)
 
 
-#: Percentiles the simulator summarises (``fleetplan.sim.result.LatencyStats``).
-_STAT_OF_PERCENTILE = {50.0: "p50_s", 90.0: "p90_s", 95.0: "p95_s", 99.0: "p99_s", 99.9: "p99_9_s"}
-
-
-@dataclass(frozen=True)
-class _Check:
-    """One simulated fleet: mean and upper confidence bound of the percentile TTFT and TPOT
-    over replications (seconds), and each pool's worst replication relative to the SLOs."""
-
-    mean_ttft_s: float
-    upper_ttft_s: float
-    upper_tpot_s: float
-    pool_ratio: dict[int, float]
-    too_long_share: float = 0.0  # mean over replications
-    too_long_token_share: float = 0.0
-
-    def passes(self, s: VerifySettings) -> bool:
-        ok = self.upper_ttft_s <= s.slo_ttft_s
-        if s.slo_tpot_s is not None:
-            ok = ok and self.upper_tpot_s <= s.slo_tpot_s
-        return bool(ok)
-
-
 def percentile_bounds(summaries: Sequence, percentile: float) -> tuple[float, float, float]:
     """(mean, upper 95 % bound) of the fleet's TTFT at ``percentile`` and the upper bound of its TPOT,
     over replications (``SimSummary`` per replication; seconds)."""
@@ -139,74 +259,506 @@ def percentile_bounds(summaries: Sequence, percentile: float) -> tuple[float, fl
     return ttft_mean, ttft_hi, tpot_hi
 
 
-def _simulate(candidate: Candidate, gpus: dict[str, GpuProfile], counts: Sequence[int], workload: Workload,
-              s: VerifySettings) -> _Check:
-    spec = fleet_spec(candidate, gpus, counts, dict(s.step_models), s.max_model_len_tokens)
-    # The seed depends only on the run seed and the fleet's identity, so any executor that
-    # verifies this fleet gets the same numbers.
-    seed = task_seed(s.seed, "verify", repr(candidate.key()), repr(tuple(int(n) for n in counts)))
-    rep = replicate(spec, workload, s.rate_per_s, s.n_requests, Level.ITERATION, seed,
-                    n_replications=s.n_replications, slo_ttft_s=s.slo_ttft_s, slo_tpot_s=s.slo_tpot_s,
-                    arrival=s.arrival, cv=s.arrival_cv)
-    stat = _STAT_OF_PERCENTILE[s.percentile]
-    ttft_mean, ttft_hi, tpot_hi = percentile_bounds(rep.summaries, s.percentile)
-    names = {p.name for p in spec.pools}
-    ratio = {}
-    for i, n in enumerate(counts):
-        name = f"pool{i + 1}"
-        if n == 0 or name not in names:
-            continue
-        worst = max(getattr(x.pool(name).ttft, stat) for x in rep.summaries) / s.slo_ttft_s
-        if s.slo_tpot_s is not None:
-            worst = max(worst, max(getattr(x.pool(name).tpot, stat) for x in rep.summaries) / s.slo_tpot_s)
-        ratio[i] = worst
-    n = len(rep.summaries)
-    too_long = sum(x.overall.n_too_long / max(x.overall.n_requests, 1) for x in rep.summaries) / n
-    too_long_tokens = sum(x.overall.too_long_token_share for x in rep.summaries) / n
-    return _Check(ttft_mean, ttft_hi, tpot_hi, ratio, too_long, too_long_tokens)
+# --- one pool at one count -------------------------------------------------------------------------
 
 
-def verify_candidate(candidate: Candidate, gpus: dict[str, GpuProfile], workload: Workload,
-                     s: VerifySettings, availability: Callable[[GpuProfile], float]) -> Verification:
-    """Simulate ``candidate``; grow the worst pool until it passes (see module docstring)."""
-    counts = [p.count for p in candidate.pools]
-    analytic = tuple(counts)
-    check = _simulate(candidate, gpus, counts, workload, s)
-    first = check
-    a = candidate.ttft_p_s
-    disagreement = (check.mean_ttft_s - a) / a if a > 0 else float("inf")
-    steps = 0
-    reason = None
-    while not check.passes(s):
-        if steps >= s.max_search_steps or sum(counts) >= s.max_gpus or not check.pool_ratio:
-            reason = (f"simulated P{s.percentile:g} TTFT upper bound {check.upper_ttft_s * 1e3:.0f} ms "
-                      + ("" if s.slo_tpot_s is None else f"/ TPOT {check.upper_tpot_s * 1e3:.1f} ms ")
-                      + f"still above the SLO after adding {steps} GPUs")
-            break
-        worst = max(check.pool_ratio, key=check.pool_ratio.get)
-        counts[worst] += 1
-        steps += 1
-        check = _simulate(candidate, gpus, counts, workload, s)
-    passed = reason is None
-    spares = [with_spares(n, availability(gpus[p.gpu])) - n for p, n in zip(candidate.pools, counts, strict=True)]
-    per = [p.gpus_per_instance for p in candidate.pools]
-    total = sum((n + sp) * g for n, sp, g in zip(counts, spares, per, strict=True))
-    cost = sum((n + sp) * g * p.price_usd_per_h
-               for p, n, sp, g in zip(candidate.pools, counts, spares, per, strict=True))
+@dataclass(frozen=True)
+class PoolCheck:
+    """A pool simulated at one count: its replications and the pass rule's figures (s)."""
+
+    count: int
+    runs: tuple[PoolRun, ...]
+    mean_ttft_s: float
+    upper_ttft_s: float
+    mean_tpot_s: float
+    upper_tpot_s: float
+    drifting: bool
+    ratio: float  # the larger of upper TTFT / SLO and upper TPOT / SLO
+
+    @property
+    def passes(self) -> bool:
+        return bool(self.ratio <= 1.0 and not self.drifting)  # a drifting run is not a steady-state figure
+
+
+def pool_check(count: int, runs: Sequence[PoolRun], s: VerifySettings) -> PoolCheck:
+    """The pass-rule figures of ``runs`` (module docstring)."""
+    ttft_mean, _, ttft_hi = student_t_interval([r.p_ttft_s for r in runs])
+    tpot = [r.p_tpot_s for r in runs]
+    if all(math.isnan(x) for x in tpot):  # only one-token outputs: TPOT undefined
+        tpot_mean = tpot_hi = float("nan")
+    else:
+        tpot_mean, _, tpot_hi = student_t_interval(tpot)
+    first = np.array([r.p_ttft_first_half_s for r in runs])
+    with np.errstate(invalid="ignore"):  # inf - inf: unfinished requests in both halves
+        rise = np.array([r.p_ttft_second_half_s for r in runs]) - first
+    if np.all(np.isfinite(rise)):
+        rise_mean, rise_lo, _ = student_t_interval(rise)
+        drifting = bool(rise_lo > 0 and rise_mean > s.drift_tolerance * float(np.mean(first)))
+    else:
+        drifting = bool(np.any(~np.isfinite(rise)))
+    drifting = drifting or sum(r.warmup_at_limit for r in runs) * 2 > len(runs)
+    ratio = ttft_hi / s.slo_ttft_s
+    if s.slo_tpot_s is not None and not math.isnan(tpot_hi):
+        ratio = max(ratio, tpot_hi / s.slo_tpot_s)
+    return PoolCheck(int(count), tuple(runs), ttft_mean, ttft_hi, tpot_mean, tpot_hi, drifting, float(ratio))
+
+
+def capacity_step(check: PoolCheck) -> int:
+    """Instances to add to an overloaded pool to reach its offered load: n (λ_p / completion rate - 1),
+    from the replications' figures (0 when they do not show an overload)."""
+    ratios = [r.rate_per_s / r.throughput_per_s for r in check.runs
+              if r.throughput_per_s > 0 and math.isfinite(r.throughput_per_s)]
+    if not ratios or min(ratios) <= 1.0:
+        return 0
+    return int(math.ceil(check.count * (min(ratios) - 1.0)))
+
+
+# --- pool identity and tasks -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PoolKey:
+    """What decides a pool's traffic and service, so that pools with equal keys are one search: the
+    router, the GPU (and with it the step model), the pool's context, whether it is the largest, and
+    the lower contexts that take requests above the next lower one (``length``: that one only;
+    compress-and-route: also every lower pool whose squeeze band, up to gamma x its context, reaches
+    above it; ``fleetplan.sim.pool_routing``)."""
+
+    router: str
+    gpu: str
+    gamma: float
+    lower_tokens: tuple[int, ...]
+    hi_tokens: int
+    last: bool
+
+
+def _existing(candidate: Candidate) -> list[int]:
+    return [i for i, p in enumerate(candidate.pools) if p.count > 0]
+
+
+def pool_key(candidate: Candidate, i: int, gamma: float = DEFAULT_COMPRESS_GAMMA) -> PoolKey:
+    """The identity of pool ``i`` of ``candidate`` (which must have instances); ``gamma`` is the
+    fleet's compress-and-route band (``FleetSpec.compress_gamma``)."""
+    live = _existing(candidate)
+    j = live.index(i)
+    his = sorted(int(candidate.pools[k].hi_tokens) for k in live)
+    own = int(candidate.pools[i].hi_tokens)
+    below = [h for h in his if h < own]
+    prev = below[-1] if below else 0
+    if candidate.router is SizingRouter.COMPRESS:
+        lower = tuple(h for h in below if gamma * h > prev)
+        return PoolKey(candidate.router.value, candidate.pools[i].gpu, float(gamma), lower, own, j == len(live) - 1)
+    return PoolKey(candidate.router.value, candidate.pools[i].gpu, 1.0, (prev,) if below else (), own,
+                   j == len(live) - 1)
+
+
+@dataclass(frozen=True)
+class _PoolTask:
+    """One replication of one pool at one count (a picklable task for ``map_fn``)."""
+
+    spec: FleetSpec
+    index: int  # of the pool in ``spec``
+    workload: Workload
+    rate_per_s: float
+    n_requests: int
+    seed: int
+    percentile: float
+    min_warmup_s: float = 0.0
+    arrival: str = "poisson"
+    arrival_cv: float = 1.0
+
+
+def _run_pool_task(task: _PoolTask) -> PoolRun:
+    return simulate_pool(task.spec, task.index, task.workload, task.rate_per_s, task.n_requests, task.seed,
+                         task.percentile, task.min_warmup_s, arrival=task.arrival, cv=task.arrival_cv)
+
+
+class _PoolSearch:
+    """Galloping then bisection of one pool's count (module docstring); ``next_count`` proposes
+    the count to simulate, ``record`` takes its check.  Deterministic given the checks."""
+
+    def __init__(self, key: PoolKey, candidate: Candidate, i: int, gpus: Mapping[str, GpuProfile],
+                 s: VerifySettings) -> None:
+        p = candidate.pools[i]
+        self.key, self.candidate, self.i, self.s = key, candidate, i, s
+        self.gpus = gpus
+        self.n0 = int(p.count)
+        self.share = float(p.traffic_share)
+        self.per_instance = int(p.gpus_per_instance)
+        self.limit = max(1, int(s.max_gpus) // max(1, self.per_instance))
+        self.checks: dict[int, PoolCheck] = {}
+        # largest count known to fail (0 never passes); counts below the sizing rules' floor (the
+        # utilisation cap, spares above the offered load) are out of bounds, as in phase 1
+        self.lo = max(0, int(getattr(p, "floor_count", 0)) - 1)
+        self.hi: int | None = None  # smallest count known to pass
+        self.step = 0
+        self.phase = "start"  # start -> down (galloping down) or up (galloping up) -> bisect
+        self.jumped = False  # the last step up was a capacity jump
+        self.saturated = False  # growing stopped: the percentile no longer falls with more instances
+        self.done = False
+        self.error: str | None = None
+        self.n_requests: int | None = None
+        self.lifetime_s = float("nan")
+        self.lifetime_source = "fixed"
+        self.pilot: PoolRun | None = None
+        if s.n_requests is not None:
+            self.n_requests = int(s.n_requests)
+        elif math.isfinite(p.mean_residence_s) and p.mean_residence_s > 0:
+            self._set_length(float(p.mean_residence_s), "analytic")
+
+    # -- run length
+    def _set_length(self, lifetime_s: float, source: str) -> None:
+        s = self.s
+        lam = s.rate_per_s * self.share
+        self.lifetime_s, self.lifetime_source = lifetime_s, source
+        measured = max(math.ceil(lam * s.measured_lifetimes * lifetime_s), s.min_completions)
+        self.n_requests = int(math.ceil(lam * s.warmup_lifetimes * lifetime_s) + measured)
+
+    def pilot_requests(self) -> int:
+        p = self.candidate.pools[self.i]
+        hold_s = p.n_max * p.mean_service_s if p.n_max > 0 and p.mean_service_s > 0 else PLANNING_LIFETIME_S
+        lam = self.s.rate_per_s * self.share
+        return int(max(self.s.min_completions, math.ceil(lam * self.s.pilot_lifetimes * hold_s)))
+
+    def record_pilot(self, run: PoolRun) -> None:
+        self.pilot = run
+        lifetime = run.mean_service_s if math.isfinite(run.mean_service_s) and run.mean_service_s > 0 else \
+            PLANNING_LIFETIME_S
+        self._set_length(lifetime, "pilot")
+
+    # -- tasks
+    def spec_at(self, count: int) -> tuple[FleetSpec, int]:
+        counts = [p.count for p in self.candidate.pools]
+        counts[self.i] = count
+        spec = fleet_spec(self.candidate, dict(self.gpus), counts, dict(self.s.step_models),
+                          self.s.max_model_len_tokens)
+        return spec, _existing(self.candidate).index(self.i)
+
+    def tasks(self, count: int, workload: Workload, n_requests: int, seeds: Sequence[int]) -> list[_PoolTask]:
+        spec, j = self.spec_at(count)
+        floor_s = 0.0 if not math.isfinite(self.lifetime_s) or self.lifetime_source == "fixed" else \
+            self.s.warmup_lifetimes * self.lifetime_s
+        return [_PoolTask(spec, j, workload, self.s.rate_per_s, n_requests, seed, self.s.percentile, floor_s,
+                          self.s.arrival, self.s.arrival_cv)
+                for seed in seeds]
+
+    def resolution(self, n: int) -> int:
+        return max(1, int(math.floor(self.s.resolution * n)))
+
+    # -- the search
+    def next_count(self) -> int | None:
+        if self.done:
+            return None
+        if not self.checks:
+            return self.n0
+        if self.phase == "up":
+            if self.lo >= self.limit:
+                self.done = True  # no passing count within max_gpus
+                return None
+            return min(self.lo + self.step, self.limit)
+        if self.phase == "down":
+            nxt = self.hi - self.step
+            if nxt > self.lo:
+                return nxt
+            self.phase = "bisect"  # galloped to a known failing count (0 always fails)
+        if self.hi - self.lo <= self.resolution(self.hi):
+            self.done = True
+            return None
+        return (self.lo + self.hi) // 2
+
+    def record(self, check: PoolCheck) -> None:
+        n = check.count
+        previous = self.checks.get(self.lo) if self.phase == "up" else None
+        self.checks[n] = check
+        if (previous is not None and not check.passes and not check.drifting and not previous.drifting
+                and check.ratio >= NO_GAIN * previous.ratio):
+            self.done, self.saturated = True, True  # more instances no longer lower the percentile
+        if check.passes:
+            self.hi = n if self.hi is None else min(self.hi, n)
+        else:
+            self.lo = max(self.lo, n)
+        if self.phase == "start":
+            self.phase, self.step = ("down" if check.passes else "up"), self.resolution(n)
+        elif self.phase == "down":
+            if check.passes:
+                self.step *= 2
+            else:
+                self.phase = "bisect"
+        elif self.phase == "up":
+            if check.passes and self.jumped:
+                # a capacity jump passed: the answer is just below it, so gallop down from there
+                self.phase, self.step = "down", self.resolution(n)
+            elif check.passes:
+                self.phase = "bisect"
+            else:
+                self.step *= 2
+        self.jumped = False
+        if self.phase == "up" and check.drifting:
+            # overloaded: completions run at capacity, so n x arrival rate / completion rate instances keep up
+            jump = capacity_step(check)
+            if jump > self.step:
+                self.step, self.jumped = jump, True
+
+    @property
+    def found(self) -> int | None:
+        return self.hi
+
+
+def failed_verification(candidate: Candidate, error: str) -> Verification:
+    """The record kept for a candidate whose verification task failed on every attempt."""
+    nan = float("nan")
     return Verification(
         rank=candidate.rank,
+        analytic_counts=tuple(p.count for p in candidate.pools),
+        verified_counts=tuple(p.count for p in candidate.pools),
+        verified_spares=tuple(p.spares for p in candidate.pools),
+        passed=False,
+        p99_ttft_s_sim=nan,
+        p99_tpot_s_sim=nan,
+        p99_ttft_s_analytic=candidate.ttft_p_s,
+        disagreement=nan,
+        flagged=False,
+        total_gpus=candidate.total_gpus_needed,
+        cost_usd_per_year=candidate.cost_usd_per_year,
+        reason=f"verification task failed: {error}",
+    )
+
+
+# --- verification of a set of candidates -----------------------------------------------------------
+
+
+def _pool_seeds(s: VerifySettings, key: PoolKey) -> list[int]:
+    return [task_seed(s.seed, "verify-pool", repr(key), r) for r in range(s.n_replications)]
+
+
+def check_pool(candidate: Candidate, i: int, count: int, gpus: Mapping[str, GpuProfile], workload: Workload,
+               s: VerifySettings, n_requests: int | None = None) -> PoolCheck:
+    """Pool ``i`` of ``candidate`` simulated at ``count`` instances exactly as the search does (same
+    streams and seeds, ``n_requests`` per replication: default ``s.n_requests``), replications in
+    this process: the pass rule's figures for one count (for brute-force checks of the search)."""
+    key = pool_key(candidate, i, fleet_spec(candidate, dict(gpus), [p.count for p in candidate.pools]).compress_gamma)
+    sr = _PoolSearch(key, candidate, i, gpus, s)
+    n = n_requests if n_requests is not None else sr.n_requests
+    if n is None:
+        raise ConfigError("check_pool needs n_requests when the run length comes from a pilot run")
+    runs = [_run_pool_task(t) for t in sr.tasks(count, workload, int(n), _pool_seeds(s, key))]
+    return pool_check(count, runs, s)
+
+
+def _run_round(tasks: list[_PoolTask], map_fn: MapFn) -> list:
+    if not tasks:
+        return []
+    return in_input_order(list(map_fn(_run_pool_task, tasks)), len(tasks))
+
+
+def _check_router(candidate: Candidate, gpus: Mapping[str, GpuProfile], s: VerifySettings) -> None:
+    spec = fleet_spec(candidate, dict(gpus), [p.count for p in candidate.pools], dict(s.step_models),
+                      s.max_model_len_tokens)
+    if spec.pool_router not in STATELESS_POOL_ROUTERS:
+        raise ConfigError(f"candidate {candidate.rank}: pool router {spec.pool_router.value!r} couples the pools; "
+                          "verification simulates pools on their own and needs a stateless router")
+
+
+def verify_colocated(candidates: Sequence[Candidate], gpus: Mapping[str, GpuProfile], workload: Workload,
+                     s: VerifySettings, availability: Callable[[GpuProfile], float],
+                     map_fn: MapFn | None = None,
+                     progress: Callable[[int, int], None] | None = None) -> list[Verification]:
+    """Verify co-located ``candidates`` (module docstring): every distinct pool searched once, the
+    replications of every pool simulated in a round run together through ``map_fn``.
+    ``progress(done, total)`` counts candidates whose pools are all settled."""
+    run = map_fn or serial_map
+    searches: dict[tuple[PoolKey, int], _PoolSearch] = {}
+    members: list[list[tuple[int, tuple[PoolKey, int]]]] = []
+    for c in candidates:
+        _check_router(c, gpus, s)
+        mine = []
+        for i in _existing(c):
+            key = pool_key(c, i, fleet_spec(c, dict(gpus), [p.count for p in c.pools]).compress_gamma)
+            one = (key, int(c.pools[i].count))  # one search per pool and starting count
+            searches.setdefault(one, _PoolSearch(key, c, i, gpus, s))
+            mine.append((i, one))
+        members.append(mine)
+    order = list(searches)  # insertion order: deterministic
+    n_sims = dict.fromkeys(order, 0)
+
+    def report() -> None:
+        if progress is not None:
+            progress(sum(all(searches[k].done for _, k in m) for m in members), len(candidates))
+
+    report()
+    # pilot round: one replication at the analytic count where the lifetime is unknown
+    pilots = [k for k in order if searches[k].n_requests is None]
+    tasks = []
+    for k in pilots:
+        sr = searches[k]
+        tasks += sr.tasks(sr.n0, workload, sr.pilot_requests(), _pool_seeds(s, sr.key)[:1])
+    for k, outcome in zip(pilots, _run_round(tasks, run), strict=True):
+        n_sims[k] += 1
+        if outcome.ok:
+            searches[k].record_pilot(outcome.value)
+        else:
+            searches[k].done, searches[k].error = True, outcome.error
+    while True:
+        proposals = [(k, searches[k].next_count()) for k in order if not searches[k].done]
+        proposals = [(k, n) for k, n in proposals if n is not None]
+        if not proposals:
+            break
+        tasks = []
+        for k, n in proposals:
+            sr = searches[k]
+            tasks += sr.tasks(n, workload, int(sr.n_requests), _pool_seeds(s, sr.key))
+        outcomes = _run_round(tasks, run)
+        r = s.n_replications
+        for j, (k, n) in enumerate(proposals):
+            mine = outcomes[j * r:(j + 1) * r]
+            n_sims[k] += r
+            failed = [o for o in mine if not o.ok]
+            if failed:
+                searches[k].done, searches[k].error = True, failed[0].error
+                continue
+            searches[k].record(pool_check(n, [o.value for o in mine], s))
+        report()
+    report()  # searches learn they are settled when asked for their next count
+    return [_assemble(c, m, searches, n_sims, gpus, s, availability) for c, m in zip(candidates, members,
+                                                                                      strict=True)]
+
+
+def verify_candidate(candidate: Candidate, gpus: Mapping[str, GpuProfile], workload: Workload,
+                     s: VerifySettings, availability: Callable[[GpuProfile], float],
+                     map_fn: MapFn | None = None) -> Verification:
+    """Verify one co-located candidate (``verify_colocated`` of one)."""
+    return verify_colocated([candidate], gpus, workload, s, availability, map_fn)[0]
+
+
+def _fleet_bounds(checks: Sequence[PoolCheck], shares: Sequence[float], s: VerifySettings
+                  ) -> tuple[float, float, float, float]:
+    """Fleet-wide (mean, upper) TTFT and TPOT at the SLO percentile: per replication the mixture
+    of the pools' distributions with the simulated shares, then the Student-t interval."""
+    q = s.percentile / 100.0
+    ttft, tpot = [], []
+    for r in range(s.n_replications):
+        runs = [c.runs[r] for c in checks]
+        w = [run.share for run in runs] if all(run.share > 0 for run in runs) else list(shares)
+        ttft.append(mixture_quantile([np.array(run.ttft_grid_s) for run in runs], w, q))
+        tg = [(np.array(run.tpot_grid_s), wi) for run, wi in zip(runs, w, strict=True)
+              if not np.all(np.isnan(run.tpot_grid_s))]
+        tpot.append(mixture_quantile([g for g, _ in tg], [wi for _, wi in tg], q) if tg else float("nan"))
+    t_mean, _, t_hi = student_t_interval(ttft)
+    p_mean, _, p_hi = (float("nan"),) * 3 if any(math.isnan(x) for x in tpot) else student_t_interval(tpot)
+    return t_mean, t_hi, p_mean, p_hi
+
+
+def _too_long(checks: Mapping[int, PoolCheck], shares: Sequence[float], tokens: bool) -> float:
+    """Share of the fleet's requests (or tokens) above the served model's limit in the runs at the
+    analytic counts (the longest pool's sub-stream carries them; rejected, out of the percentiles)."""
+    num = den = 0.0
+    for i, ch in checks.items():
+        if ch is None or not ch.runs:
+            continue
+        runs = ch.runs
+        if tokens:
+            part = sum(r.too_long_tokens for r in runs) / max(sum(r.total_tokens for r in runs), 1)
+            weight = shares[i] * sum(r.total_tokens for r in runs) / max(sum(r.n_requests for r in runs), 1)
+        else:
+            part = sum(r.n_too_long for r in runs) / max(sum(r.n_requests for r in runs), 1)
+            weight = shares[i]
+        num += weight * part
+        den += weight
+    return num / den if den > 0 else 0.0
+
+
+def _direction(analytic: int, verified: int) -> str:
+    return EXACT if verified == analytic else (TOO_HIGH if verified < analytic else TOO_LOW)
+
+
+def fleet_direction(pool_direction: Sequence[str]) -> str:
+    """The fleet's direction from its pools' (module docstring)."""
+    moved = {d for d in pool_direction if d != EXACT}
+    return EXACT if not moved else (moved.pop() if len(moved) == 1 else MIXED)
+
+
+def _steady(sr: _PoolSearch, check: PoolCheck) -> SteadyState:
+    runs = check.runs
+    warm = float(np.mean([r.warmup_s for r in runs]))
+    measured = float(np.mean([r.duration_s - r.warmup_s for r in runs]))
+    lifetime = sr.lifetime_s if math.isfinite(sr.lifetime_s) else float(np.mean([r.mean_service_s for r in runs]))
+    return SteadyState(
+        n_requests=int(runs[0].n_requests), lifetime_s=lifetime, lifetime_source=sr.lifetime_source,
+        warmup_s=warm, n_warmup=int(round(np.mean([r.n_warmup for r in runs]))), measured_s=measured,
+        measured_lifetimes=measured / lifetime if lifetime > 0 else float("nan"),
+        n_measured=int(round(np.mean([r.n_measured for r in runs]))), drifting=check.drifting)
+
+
+def _assemble(c: Candidate, members: list[tuple[int, tuple[PoolKey, int]]],
+              searches: dict[tuple[PoolKey, int], _PoolSearch], n_sims: dict[tuple[PoolKey, int], int],
+              gpus: Mapping[str, GpuProfile], s: VerifySettings,
+              availability: Callable[[GpuProfile], float]) -> Verification:
+    analytic = tuple(int(p.count) for p in c.pools)
+    errors = [searches[k].error for _, k in members if searches[k].error]
+    if errors:
+        return failed_verification(c, errors[0])
+    counts = list(analytic)
+    reason = None
+    for i, k in members:
+        sr = searches[k]
+        if sr.found is None:
+            worst = sr.checks[max(sr.checks)]
+            reason = reason or (
+                f"pool {i + 1} ({c.pools[i].lo_tokens + 1}-{c.pools[i].hi_tokens} tokens, {c.pools[i].gpu}): "
+                f"simulated P{s.percentile:g} fails the SLO (ratio {worst.ratio:.2f}"
+                + (", drifting" if worst.drifting else "") + f") even at {worst.count} instances"
+                + (": more instances no longer lower it (prefill-bound)" if sr.saturated else " (max-gpus)"))
+        else:
+            counts[i] = int(sr.found)
+    at_checks = {i: searches[k].checks[analytic[i]] for i, k in members}
+    shares = [c.pools[i].traffic_share for i, _ in members]
+    t_mean, t_hi, p_mean, p_hi = _fleet_bounds([at_checks[i] for i, _ in members], shares, s)
+    pools = []
+    for i, p in enumerate(c.pools):
+        ch = at_checks.get(i)
+        pools.append(None if ch is None else PoolFigures(p.ttft_p_s, ch.mean_ttft_s, p.tpot_p_s, ch.mean_tpot_s,
+                                                         ch.drifting))
+    at = AtAnalytic(c.ttft_p_s, t_mean, c.tpot_p_s, p_mean, tuple(pools))
+    passed = reason is None
+    final_checks = [searches[k].checks[counts[i]] for i, k in members] if passed else None
+    if passed:
+        _, f_hi, _, fp_hi = _fleet_bounds(final_checks, shares, s)
+    else:
+        f_hi, fp_hi = t_hi, p_hi
+    spares = [with_spares(n, availability(gpus[p.gpu])) - n if n > 0 else 0 for p, n in zip(c.pools, counts,
+                                                                                          strict=True)]
+    per = [p.gpus_per_instance for p in c.pools]
+    total = sum((n + sp) * g for n, sp, g in zip(counts, spares, per, strict=True))
+    if passed and total > s.max_gpus:
+        passed, reason = False, f"the verified fleet needs {total} GPUs, more than --max-gpus {s.max_gpus}"
+    cost = sum((n + sp) * g * p.price_usd_per_h for p, n, sp, g in zip(c.pools, counts, spares, per, strict=True))
+    a = c.ttft_p_s
+    disagreement = (t_mean - a) / a if a > 0 else float("inf")
+    pool_dir = tuple(_direction(a_n, v_n) for a_n, v_n in zip(analytic, counts, strict=True))
+    steady = [None] * len(c.pools)
+    for i, k in members:
+        sr = searches[k]
+        steady[i] = _steady(sr, sr.checks[counts[i]] if counts[i] in sr.checks else at_checks[i])
+    return Verification(
+        rank=c.rank,
         analytic_counts=analytic,
         verified_counts=tuple(counts),
         verified_spares=tuple(int(x) for x in spares),
         passed=passed,
-        p99_ttft_s_sim=check.upper_ttft_s if passed else first.upper_ttft_s,
-        p99_tpot_s_sim=check.upper_tpot_s if passed else first.upper_tpot_s,
+        p99_ttft_s_sim=f_hi,
+        p99_tpot_s_sim=fp_hi,
         p99_ttft_s_analytic=a,
         disagreement=disagreement,
         flagged=abs(disagreement) > s.disagreement_threshold,
         total_gpus=total,
         cost_usd_per_year=cost * H_PER_YEAR,
         reason=reason,
-        too_long_share_sim=first.too_long_share,
-        too_long_token_share_sim=first.too_long_token_share,
+        too_long_share_sim=_too_long(at_checks, [p.traffic_share for p in c.pools], tokens=False),
+        too_long_token_share_sim=_too_long(at_checks, [p.traffic_share for p in c.pools], tokens=True),
+        at_analytic=at,
+        pool_direction=pool_dir,
+        direction=fleet_direction(pool_dir),
+        steady=tuple(steady),
+        n_simulations=sum(n_sims[k] for k in {k for _, k in members}),
+        drifting_pools=tuple(i + 1 for i, _ in members if at_checks[i].drifting),
     )

@@ -122,7 +122,7 @@ def simulated_holds(request: OptimizeRequest, fleet: Candidate, verify: VerifySe
     seed = task_seed(verify.seed, "whatif", repr(fleet.key()), repr(tuple(counts)))
 
     def holds(rate_per_s: float) -> bool:
-        rep = replicate(spec, request.workload, rate_per_s, verify.n_requests, Level.ITERATION, seed,
+        rep = replicate(spec, request.workload, rate_per_s, verify.fixed_requests(), Level.ITERATION, seed,
                         n_replications=verify.n_replications, slo_ttft_s=verify.slo_ttft_s,
                         slo_tpot_s=verify.slo_tpot_s, map_fn=map_fn, arrival=verify.arrival, cv=verify.arrival_cv)
         _, ttft_hi_s, tpot_hi_s = percentile_bounds(rep.summaries, verify.percentile)
@@ -138,7 +138,7 @@ def threshold_requests(verify: VerifySettings, settings: ThresholdSettings = Thr
     """Requests one simulated step threshold typically simulates: the test at the point's own rate,
     two bracketing steps and the bisection to ``rel_tol`` (for choosing an executor)."""
     tests = 3 + math.ceil(math.log2((settings.bracket_factor - 1) / settings.rel_tol))
-    return tests * verify.n_replications * verify.n_requests
+    return tests * verify.n_replications * verify.fixed_requests()
 
 
 def step_threshold(holds: Callable[[float], bool], rate_per_s: float,

@@ -3,7 +3,8 @@
 No network fetches: styles are inline and every plot is a ``data:image/png;base64`` URI
 (``report.plots``).  Without matplotlib the page still carries every table and says
 ``PLOT_HINT``.  Sections: inputs, recommendation, procurement (one row per pool + total),
-candidates (the ``max_candidates`` cheapest), what-if points and schedule, grid flex.
+verification (analytic vs simulated at the analytic counts, per candidate and pool), candidates (the
+``max_candidates`` cheapest), what-if points and schedule, grid flex.
 """
 
 from __future__ import annotations
@@ -60,6 +61,37 @@ def _recommendation(run: dict[str, Any]) -> str:
             f"{check}.</p>")
 
 
+VERIFICATION_COLUMNS = ("rank", "pool", "analytic_count", "verified_count", "direction", "p99_ttft_ms_analytic",
+                        "p99_ttft_ms_sim", "p99_tpot_ms_analytic", "p99_tpot_ms_sim", "drifting", "warmup_s",
+                        "measured_lifetimes")
+
+
+def verification_rows(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """Analytic and simulated figures side by side at the analytic counts: per verified candidate a
+    fleet row (all requests) then one row per pool (``verification_results`` of the run document)."""
+    rows = []
+    for v in run.get("verification_results") or []:
+        at = v.get("at_analytic")
+        if not at:
+            continue
+        keys = ("p99_ttft_ms_analytic", "p99_ttft_ms_sim", "p99_tpot_ms_analytic", "p99_tpot_ms_sim")
+        rows.append({"rank": v["rank"], "pool": "fleet", "analytic_count": sum(v["analytic_counts"]),
+                     "verified_count": sum(v["verified_counts"]), "direction": v.get("direction"),
+                     **{k: at[k] for k in keys}, "drifting": bool(v.get("drifting_pools"))})
+        steady = v.get("steady_state") or []
+        directions = v.get("pool_direction") or []
+        for i, p in enumerate(at["pools"]):
+            if p is None:
+                continue
+            st = steady[i] if i < len(steady) and steady[i] else {}
+            rows.append({"rank": "", "pool": i + 1, "analytic_count": v["analytic_counts"][i],
+                         "verified_count": v["verified_counts"][i],
+                         "direction": directions[i] if i < len(directions) else None,
+                         **{k: p[k] for k in keys}, "drifting": p["drifting"], "warmup_s": st.get("warmup_s"),
+                         "measured_lifetimes": st.get("measured_lifetimes")})
+    return rows
+
+
 def _images(imgs: dict[str, bytes]) -> str:
     return "".join(
         f"<h3>{html.escape(FIGURE_TITLES.get(name, name))}</h3>"
@@ -81,6 +113,13 @@ def render_html(run: dict[str, Any] | None = None, whatif: dict[str, Any] | None
         parts.append("<h2>Inputs</h2>" + table(("key", "value"), [{"key": k, "value": v} for k, v in inputs.items()]))
         parts.append("<h2>Recommendation</h2>" + _recommendation(run))
         parts.append("<h2>Procurement</h2>" + table(PROCUREMENT_COLUMNS, run.get("procurement") or []))
+        checks = verification_rows(run)
+        if checks:
+            parts.append("<h2>Verification: analytic vs simulated at the analytic counts</h2>"
+                         "<p>P99 = the SLO percentile; simulated: mean over replications, pools simulated apart "
+                         "in steady state (warm-up cut by MSER-5), fleet = all requests; direction: whether the "
+                         "analytic count was too high or too low for the simulator.</p>"
+                         + table(VERIFICATION_COLUMNS, checks))
         cands = (run.get("candidates") or [])[:max_candidates]
         parts.append(f"<h2>Candidates (cheapest {len(cands)} of {run.get('n_candidates', len(cands))})</h2>"
                      + table(CANDIDATE_COLUMNS, cands))

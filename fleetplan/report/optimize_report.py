@@ -82,8 +82,47 @@ def shown_pools(c: Candidate) -> list[tuple[int, PoolPlan]]:
     return pools or [(0, c.pools[0])]
 
 
+def at_analytic_dict(v) -> dict[str, Any] | None:
+    """Both phases at the analytic counts under one definition (SLO percentile; simulated: mean
+    over replications), fleet-wide over all requests and per pool (``None`` for an empty pool)."""
+    a = getattr(v, "at_analytic", None)
+    if a is None:
+        return None
+    return {
+        "p99_ttft_ms_analytic": _ms(a.ttft_p_s_analytic),
+        "p99_ttft_ms_sim": _ms(a.ttft_p_s_sim),
+        "p99_tpot_ms_analytic": _ms(a.tpot_p_s_analytic),
+        "p99_tpot_ms_sim": _ms(a.tpot_p_s_sim),
+        "pools": [None if p is None else {
+            "p99_ttft_ms_analytic": _ms(p.ttft_p_s_analytic),
+            "p99_ttft_ms_sim": _ms(p.ttft_p_s_sim),
+            "p99_tpot_ms_analytic": _ms(p.tpot_p_s_analytic),
+            "p99_tpot_ms_sim": _ms(p.tpot_p_s_sim),
+            "drifting": p.drifting,
+        } for p in a.pools],
+    }
+
+
+def steady_dict(st) -> dict[str, Any] | None:
+    """How one pool was simulated at its verified count (run length, warm-up cut, drift)."""
+    if st is None:
+        return None
+    return {
+        "requests_per_replication": st.n_requests,
+        "lifetime_s": _finite(round(st.lifetime_s, 6)),
+        "lifetime_source": st.lifetime_source,
+        "warmup_s": _finite(round(st.warmup_s, 6)),
+        "warmup_requests": st.n_warmup,
+        "measured_s": _finite(round(st.measured_s, 6)),
+        "measured_lifetimes": _finite(round(st.measured_lifetimes, 3)),
+        "measured_requests": st.n_measured,
+        "drifting": st.drifting,
+    }
+
+
 def verification_dict(v) -> dict[str, Any]:
-    """Phase-2 detail: analytic vs verified counts, simulated P99s (upper CI bound), disagreement."""
+    """Phase-2 detail: analytic vs verified counts and direction, simulated P99s (upper CI bound),
+    the like-for-like figures at the analytic counts, disagreement, steady-state facts."""
     return {
         "analytic_counts": list(v.analytic_counts),
         "verified_counts": list(v.verified_counts),
@@ -99,6 +138,12 @@ def verification_dict(v) -> dict[str, Any]:
         "reason": v.reason,
         "too_long_share_sim": _finite(round(v.too_long_share_sim, 6)),
         "too_long_token_share_sim": _finite(round(v.too_long_token_share_sim, 6)),
+        "at_analytic": at_analytic_dict(v),
+        "direction": getattr(v, "direction", "") or None,
+        "pool_direction": list(getattr(v, "pool_direction", ())),
+        "drifting_pools": list(getattr(v, "drifting_pools", ())),
+        "steady_state": [steady_dict(st) for st in getattr(v, "steady", ())],
+        "n_simulations": getattr(v, "n_simulations", 0),
     }
 
 
@@ -111,6 +156,21 @@ def _verified_by(c: Candidate) -> str:
     if c.verification is None:
         return "analytic"
     return VERIFIED_BY.get(c.topology, "simulated (iteration level)")
+
+
+def run_length_dict(s) -> dict[str, Any]:
+    """The run-length rule of phase 2 (``plan.verify``)."""
+    return {
+        "fixed_requests": s.n_requests,
+        "warmup_lifetimes": s.warmup_lifetimes,
+        "measured_lifetimes": s.measured_lifetimes,
+        "min_completions": s.min_completions,
+        "warmup_rule": "MSER-5 on TTFT in arrival order",
+        "drift_rule": f"second half's P{s.percentile:g} TTFT above the first half's by > {s.drift_tolerance:.0%} "
+                      "with the 95% interval of the rise above 0 (fails the check)",
+        "replications": s.n_replications,
+        "resolution": s.resolution,
+    }
 
 
 def candidate_dict(c: Candidate, percentile: float, econ: Economics | None = None) -> dict[str, Any]:
@@ -216,6 +276,10 @@ def result_dict(result: OptimizeResult, seed: int, top: int | None = None) -> di
             "n_verified": len(result.verification),
             "n_passed": sum(v.passed for v in result.verification),
             "statistic": "upper end of the 95% Student-t interval of P99 over independent replications",
+            "at_analytic_statistic": "mean over replications of the SLO percentile; fleet-wide: of all requests "
+                                     "(pools simulated apart, mixed by traffic share)",
+            "run_length": None if result.verification_settings is None else run_length_dict(
+                result.verification_settings),
         },
         "rejected": rejected_dict(result),
         "n_candidates": len(result.candidates),

@@ -90,6 +90,13 @@ def test_csv_and_json_exports(tmp_path):
     assert best["total_gpus_needed"] == sum(p["count"] + p["spares"] for p in best["pools"])
     assert int(rows[0]["total_gpus_needed"]) == doc["candidates"][0]["total_gpus_needed"]
     assert rows[0]["verified"] in ("True", "False") and rows[-1]["verified"] == ""
+    four = {"p99_ttft_ms_analytic", "p99_ttft_ms_sim", "p99_tpot_ms_analytic", "p99_tpot_ms_sim"}
+    for c in simulated:  # like for like at the analytic counts: fleet-wide and per pool
+        at = c["verification"]["at_analytic"]
+        assert set(at) >= four | {"pools"} and len(at["pools"]) == len(c["pools"])
+        assert all(p is None or set(p) >= four for p in at["pools"])
+        assert c["verification"]["direction"] in ("exact", "too_high", "too_low", "mixed")
+    assert "an/sim" in res.output and "fleet" in res.output  # analytic and simulated side by side
     assert not list(tmp_path.glob(".*.tmp"))  # atomic writes leave no temp files
 
 

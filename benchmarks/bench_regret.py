@@ -1,0 +1,123 @@
+"""Regret of verifying only the cheapest analytic candidates (plain script; prints figures, asserts nothing).
+
+    python benchmarks/bench_regret.py            # the 16-scenario grid
+    python benchmarks/bench_regret.py --quick    # 4 scenarios (the paper constants on every workload)
+
+For each scenario the simulator verifies (``plan.verify``, default steady-state run length, two-sided
+search) the 30 cheapest analytic candidates.  A candidate's verification depends only on its own
+pools (each distinct pool is searched on its own, seeded by its identity), so the outcome for the 5
+cheapest is exactly their entries in the top-30 run: one run gives both.  Printed per scenario: the
+cheapest verified annual cost among the top 5 and among the top 30 and the regret
+(top-5 cost / top-30 cost - 1).  Target: the top 30 find no cheaper fleet on >= 90 % of the scenarios
+and never one more than 5 % cheaper.
+
+Grid: workloads {lmsys, azure_conv, azure_code, agent_heavy} x
+  paper:    the core paper's constants (A10G, A100, H100), λ = 100, TTFT SLO 500 ms;
+  70b-fp8:  llama-3.1-70b FP8 weights on h100, h200, b200, λ = 50, TTFT 1000 ms, TPOT 50 ms;
+  8b:       llama-3.1-8b on l40s, a100, h100, λ = 100, TTFT 500 ms, TPOT 30 ms;
+  qwen3:    qwen3-30b-a3b on h100, h200, λ = 100, TTFT 1000 ms, TPOT 50 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass
+
+from fleetplan.exec import LocalExecutor
+from fleetplan.hardware import load_catalog
+from fleetplan.models import dtype, load_model
+from fleetplan.plan.optimize import OptimizeRequest, optimize, resolve_gpus, verified_fleet
+from fleetplan.plan.placement import place_model
+from fleetplan.plan.verify import VerifySettings
+from fleetplan.workload import load_workload
+
+WORKLOADS = ("lmsys", "azure_conv", "azure_code", "agent_heavy")
+TOP_SMALL, TOP_LARGE = 5, 30
+MAX_GPUS = 10_000
+
+
+@dataclass(frozen=True)
+class Config:
+    name: str
+    model: str | None
+    weight_dtype: str
+    gpus: tuple[str, ...] | None
+    rate_per_s: float
+    slo_ttft_s: float
+    slo_tpot_s: float | None
+
+
+CONFIGS = (
+    Config("paper", None, "bf16", None, 100.0, 0.5, None),
+    Config("70b-fp8", "llama-3.1-70b", "fp8", ("h100", "h200", "b200"), 50.0, 1.0, 0.05),
+    Config("8b", "llama-3.1-8b", "bf16", ("l40s", "a100", "h100"), 100.0, 0.5, 0.03),
+    Config("qwen3", "qwen3-30b-a3b", "bf16", ("h100", "h200"), 100.0, 1.0, 0.05),
+)
+
+
+def inputs(cfg: Config, workload: str) -> tuple[OptimizeRequest, VerifySettings]:
+    """The optimize request and verification settings of one scenario (the CLI's --model path)."""
+    catalog = load_catalog()
+    if cfg.model is None:
+        gpus, per_instance, step_models = resolve_gpus(catalog, cfg.gpus), (), ()
+    else:
+        model = load_model(cfg.model)
+        placed = [p for name in cfg.gpus for p in place_model(model, catalog.get(name),
+                                                              weight_dtype=dtype(cfg.weight_dtype),
+                                                              kv_dtype=dtype("bf16"))]
+        gpus = tuple(p.gpu for p in placed)
+        per_instance = tuple((p.gpu.name, p.gpus_per_instance) for p in placed)
+        step_models = tuple((p.gpu.name, p.predictor) for p in placed)
+    req = OptimizeRequest(workload=load_workload(workload), gpus=gpus, gpus_per_instance=per_instance,
+                          slo_ttft_s=cfg.slo_ttft_s, slo_tpot_s=cfg.slo_tpot_s, rate_per_s=cfg.rate_per_s,
+                          max_gpus=MAX_GPUS)
+    vs = VerifySettings(slo_ttft_s=cfg.slo_ttft_s, slo_tpot_s=cfg.slo_tpot_s, rate_per_s=cfg.rate_per_s,
+                        max_gpus=MAX_GPUS, top_k=TOP_LARGE, step_models=step_models)
+    return req, vs
+
+
+def cheapest(result, top: int) -> float:
+    costs = [verified_fleet(c).cost_usd_per_year for c in result.candidates
+             if c.verification is not None and c.verification.passed and c.rank <= top]
+    return min(costs) if costs else float("inf")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="the paper constants on every workload only")
+    parser.add_argument("--workers", type=int, default=None, help="executor workers (default: one per core)")
+    args = parser.parse_args()
+    configs = CONFIGS[:1] if args.quick else CONFIGS
+    rows = []
+    print(f"{'scenario':<24} {'top-5 $/yr':>14} {'top-30 $/yr':>14} {'regret':>8} {'verify s':>9}")
+    with LocalExecutor(workers=args.workers) as ex:
+        for cfg in configs:
+            for wl in WORKLOADS:
+                name = f"{wl}/{cfg.name}"
+                try:
+                    req, vs = inputs(cfg, wl)
+                    t0 = time.perf_counter()
+                    result = optimize(req, vs, map_fn=ex)
+                except Exception as exc:  # noqa: BLE001 - a benchmark reports and goes on
+                    print(f"{name:<24} error: {exc}")
+                    continue
+                small, large = cheapest(result, TOP_SMALL), cheapest(result, TOP_LARGE)
+                seconds = time.perf_counter() - t0
+                if large == float("inf"):
+                    why = "no feasible analytic candidate" if not any(c.feasible for c in result.candidates) \
+                        else "no verified fleet in the top 30"
+                    print(f"{name:<24} {'-':>14} {'-':>14} {'-':>8} {seconds:>9.1f}  ({why}; not counted)", flush=True)
+                    continue
+                regret = small / large - 1.0
+                rows.append((name, small, large, regret))
+                print(f"{name:<24} {small:>14,.0f} {large:>14,.0f} {regret:>8.2%} {seconds:>9.1f}", flush=True)
+    done = rows
+    same = sum(r[1] <= r[2] for r in done)
+    worst = max((r[3] for r in done if r[3] == r[3]), default=float("nan"))
+    print(f"top 30 finds no cheaper verified fleet on {same}/{len(done)} scenarios "
+          f"({same / max(len(done), 1):.0%}; target >= 90 %); largest regret {worst:.2%} (target <= 5 %)")
+
+
+if __name__ == "__main__":
+    main()
