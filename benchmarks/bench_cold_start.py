@@ -65,6 +65,7 @@ def fresh_install(checkout: Path, root: Path) -> Path:
 
 def run(script: Path, args: list[str], cwd: Path) -> tuple[float, str]:
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env["FLEETPLAN_COMPILE_NOTICE"] = "1"  # stderr is a pipe here: ask for the first-run notice
     env["COLUMNS"] = "120"
     t0 = time.perf_counter()
     proc = subprocess.run([str(script), *args], cwd=cwd, env=env, capture_output=True, text=True)

@@ -40,6 +40,9 @@ def test_a_kernel_that_ran_counts_as_cached():
 def test_compile_notice_names_kernels_and_time(monkeypatch, capsys):
     monkeypatch.setattr(first_run, "uncached_kernels", lambda kernels: (Kernel.ITERATION,))
     first_run.announce_compile([Kernel.ITERATION])
+    assert capsys.readouterr().err == ""  # not a terminal: no notice unless asked for
+    monkeypatch.setenv(first_run.NOTICE_ENV, "1")
+    first_run.announce_compile([Kernel.ITERATION])
     err = capsys.readouterr().err
     want = COMPILE_ESTIMATE_S[Kernel.ITERATION]
     assert err == f"compiling simulator kernels (iteration), first run only, about {want:.0f} s on 2 cores\n"
