@@ -5,24 +5,11 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from click.testing import CliRunner
 
-from fleetplan.cli.main import cli
 from fleetplan.workload import load_workload
+from tests.cli.cli_check import one_line_error, run
 
-TRACE = "/work/shared/traces/azure2023/AzureLLMInferenceTrace_conv.csv"
-
-
-def run(*args: str):
-    return CliRunner().invoke(cli, list(args))
-
-
-def one_line_error(result, *needles: str) -> None:
-    assert result.exit_code == 2, (result.exit_code, result.output, result.stderr)
-    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
+TRACE = ("traces", "azure2023", "AzureLLMInferenceTrace_conv.csv")  # under ../shared
 
 
 BASE = ("optimize", "--workload", "azure_conv", "--lam", "100", "--slo-ttft", "500", "--gpus", "h100",
@@ -55,16 +42,16 @@ def test_replay_needs_a_trace():
     one_line_error(run(*BASE, "--arrival", "replay"), "replay", "trace")
 
 
-def test_replay_of_a_trace_gets_its_dispersion():
-    res = run("optimize", "--workload", TRACE, "--lam", "100", "--slo-ttft", "500", "--gpus", "h100",
-              "--topology", "homo", "--no-verify", "--arrival", "replay")
+def test_replay_of_a_trace_gets_its_dispersion(shared_dir):
+    res = run("optimize", "--workload", str(shared_dir.joinpath(*TRACE)), "--lam", "100", "--slo-ttft", "500",
+              "--gpus", "h100", "--topology", "homo", "--no-verify", "--arrival", "replay")
     assert res.exit_code == 0, res.stderr
     assert "trace replay (Ca² at 1 s) arrivals (Ca² 6.08)" in res.output
 
 
-def test_fit_reports_and_saves_burstiness(tmp_path):
+def test_fit_reports_and_saves_burstiness(tmp_path, shared_dir):
     out = tmp_path / "conv.json"
-    res = run("workloads", "fit", TRACE, "--out", str(out))
+    res = run("workloads", "fit", str(shared_dir.joinpath(*TRACE)), "--out", str(out))
     assert res.exit_code == 0, res.output
     assert "index of dispersion of counts 1 s: 1.39, 10 s: 3.87, 60 s: 16.4" in res.output
     assert "hourly rates from the first arrival" in res.output

@@ -6,22 +6,8 @@ import csv
 import json
 
 import pytest
-from click.testing import CliRunner
 
-from fleetplan.cli.main import cli
-
-
-def run(*args: str):
-    return CliRunner().invoke(cli, list(args))
-
-
-def one_line_error(result, *needles: str) -> None:
-    assert result.exit_code == 2, (result.exit_code, result.output, result.stderr)
-    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
-    assert "Traceback" not in result.output + result.stderr
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
+from tests.cli.cli_check import one_line_error, run
 
 
 def test_readme_command_states_the_rate_and_recommends():

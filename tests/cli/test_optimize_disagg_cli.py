@@ -9,21 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 from fleetplan.cli.main import cli
+from tests.cli.cli_check import one_line_error, run
 
 ARGS = ("optimize", "--workload", "lmsys.json", "--slo-ttft", "500", "--slo-tpot", "50",
         "--topology", "homo,pdd,afd", "--quiet")
-
-
-def run(*args: str):
-    return CliRunner().invoke(cli, list(args))
-
-
-def one_line_error(result, *needles: str) -> None:
-    assert result.exit_code == 2, (result.exit_code, result.output, result.stderr)
-    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
 
 
 def _check_run(doc: dict, rows: list[dict]) -> None:

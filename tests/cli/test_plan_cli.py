@@ -5,25 +5,10 @@ from __future__ import annotations
 import csv
 import json
 
-from click.testing import CliRunner
-
-from fleetplan.cli.main import cli
+from tests.cli.cli_check import one_line_error, run
 
 BASE = ("whatif", "--workload", "azure_conv", "--slo-ttft", "500", "--gpus", "h100,a100", "--topology", "homo",
         "--no-verify", "--quiet")
-
-
-def run(*args: str):
-    return CliRunner().invoke(cli, list(args))
-
-
-def one_line_error(result, *needles: str) -> None:
-    assert result.exit_code == 2, (result.exit_code, result.output, result.stderr)
-    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
-    assert "Traceback" not in result.output + result.stderr
-    for n in needles:
-        assert n in lines[0], (n, lines[0])
 
 
 def _forecast(tmp_path, text="date,p50,p90\n2026-01-01,40,50\n2026-02-01,50,70\n2026-03-01,60,90\n"):
