@@ -95,7 +95,8 @@ def run(workloads, setups, seed: int) -> dict:
                 result = optimize(req, vs)
             except Exception as exc:  # a scenario that cannot be planned is reported, not hidden
                 print(f"{wl:12s} {name:18s} error: {exc}", flush=True)
-                rows.append({"wl": wl, "setup": name, "ttft": [], "tpot": [], "moved": [], "recommended": False})
+                rows.append({"wl": wl, "setup": name, "ttft": [], "tpot": [], "moved": [], "recommended": False,
+                             "failed": True})
                 continue
             ttft, tpot, moved = [], [], []
             for v in result.verification:
@@ -107,7 +108,7 @@ def run(workloads, setups, seed: int) -> dict:
                     tpot.append(at.tpot_p_s_sim / at.tpot_p_s_analytic)
                 moved.append(_moved_ok(sum(v.analytic_counts), sum(v.verified_counts)))
             rows.append({"wl": wl, "setup": name, "ttft": ttft, "tpot": tpot, "moved": moved,
-                         "recommended": result.recommendation is not None})
+                         "recommended": result.recommendation is not None, "failed": False})
             _print_row(rows[-1], time.perf_counter() - t0)
     return _print_total(rows)
 
@@ -117,7 +118,8 @@ def _band(r: list[float]) -> str:
         return "-"
     a = np.asarray(r)
     inside = np.mean((a >= 0.75) & (a <= 1.25))
-    return f"{inside:4.0%} in ±25% [{a.min():.2f}, {a.max():.2f}]"
+    beyond = int(np.sum((a < 0.5) | (a > 2.0)))
+    return f"{inside:4.0%} in ±25% [{a.min():.2f}, {a.max():.2f}], {beyond} beyond 2x"
 
 
 def _print_row(row: dict, wall_s: float) -> None:
@@ -143,7 +145,8 @@ def _print_total(rows: list[dict]) -> dict:
     }
     print(f"total: {total['candidates']} simulated candidates; TTFT {_band(ttft)}; TPOT {_band(tpot)}; "
           f"GPU count within max(1, 10%) on {total['count_ok']:.0%}; "
-          f"{total['recommended']}/{total['scenarios']} scenarios with a verified recommendation")
+          f"{total['recommended']}/{total['scenarios']} scenarios with a verified recommendation; "
+          f"{sum(r['failed'] for r in rows)} runs failed with an error")
     return total
 
 

@@ -137,7 +137,7 @@ def run_iteration_level_logged(
         pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
         np.empty(0, dtype=np.float64), np.zeros(n_inst + 1, dtype=np.int64),
         out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions,
-        np.empty(arrival_s.shape[0], dtype=np.int32), out_status,
+        None, out_status,  # None: no failures, so the failure branches are pruned here too
         inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight, log_dt_s, log_n, log_len,
     )
 
