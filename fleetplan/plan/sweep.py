@@ -6,7 +6,8 @@ so a sweep of thousands of candidates sizes only a few hundred pools).  A
 candidate's cost is the sum over pools of (count + spares) x price x 8760 h; it
 is feasible when every pool is and the fleet stays within ``max_gpus``.  Compress-and-route
 layouts whose last pool receives no traffic are skipped (a fleet has no such phantom pool to
-squeeze requests below).
+squeeze requests below), and layouts that build the same fleet (they differ only in a pool no
+request reaches) are kept once (``Candidate.fleet_key``).
 Candidates are ranked by annual cost, ties broken by the latency percentile
 over all of the fleet's requests (``fleet_latency_p_s``), then by fewer GPUs.
 The Pareto frontier keeps the feasible candidates that no other beats on
@@ -64,6 +65,14 @@ class Candidate:
     def key(self) -> tuple:
         """Identity of the fleet shape (topology, thresholds, GPUs, router)."""
         return (self.topology.value, self.router.value, self.thresholds_tokens, tuple(p.gpu for p in self.pools))
+
+    def fleet_key(self) -> tuple:
+        """Identity of the fleet as built: the pools that have traffic or GPUs, with their token
+        ranges, GPU and count.  Layouts that differ only in a pool nobody is routed to (a threshold
+        above the longest request, with any GPU type named for it) are the same fleet."""
+        live = tuple((p.lo_tokens, p.hi_tokens, p.gpu, p.total_gpus) for p in self.pools
+                     if p.traffic_share > 0 or p.total_gpus > 0)
+        return (self.topology.value, self.router.value, live)
 
 
 def _combine(
@@ -157,11 +166,11 @@ def sweep(
             for combo in assignments:
                 plans = [pool(r, g, router) for r, g in zip(layout.ranges, combo, strict=True)]
                 cand = _combine(layout, router, plans, settings, mean_tokens)
-                candidates.setdefault(cand.key(), cand)
+                candidates.setdefault(cand.fleet_key(), cand)
             if k > 2 and len(gpus) > 1:
                 plans = [cheapest([pool(r, g, router) for g in gpus]) for r in layout.ranges]
                 cand = _combine(layout, router, plans, settings, mean_tokens)
-                candidates.setdefault(cand.key(), cand)
+                candidates.setdefault(cand.fleet_key(), cand)
     if progress is not None:
         progress("sweep", n_layouts, n_layouts)
     ranked = sorted(candidates.values(), key=_rank_key)

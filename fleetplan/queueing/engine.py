@@ -32,9 +32,14 @@ the engine runs at the cap and requests queue for a slot.
 Queues.  (1) Slots: c = G · n_cap servers, each request holds one for S_j = T_pf,j + d_j t̄,
 arrival rate λ: M/G/c with the exponential-tail (Kimura two-moment) form of ``tail.py``,
 A₁ = C(c, λE[S]), k₁ = 2(cμ - λ)/(1 + Cs²).  (2) Prefill: the engine prefills B - n tokens per step
-of t_full = t_d + Δ(B - n), one FCFS server per instance: M/G/1 with X_j = p_j t_full / (B - n),
-A₂ = ρ_p = λ_i E[X], k₂ = 2(1/E[X] - λ_i)/(1 + Cs²_X).  The total wait is approximated by one
-atom-exponential with the same P(W > 0) = 1 - (1 - A₁)(1 - A₂) and mean A₁/k₁ + A₂/k₂.
+of t_full = t_d + Δ(B - n), one FCFS server per instance: GI/G/1 with X_j = p_j t_full / (B - n),
+load ρ_p = λ_i E[X] and Kingman's wait ρ E[X] (Ca² + Cs²_X) / (2 (1 - ρ)).  The decode batch n
+drifts (Ornstein-Uhlenbeck, Var n = n*/(1 - ε), correlation time τ = E[S]/(1 - ε)) and moves ρ_p
+with it.  The queue relaxes over T_q = 2v/(1 - ρ̄_p)² (reflected Brownian motion of variance rate
+v = ρ̄_p E[X](Ca² + Cs²_X)); the share g(T_q/τ) = 2(x - 1 + e^{-x})/x² of the drift's variance that
+persists over T_q is taken quasi-statically (Gauss-Hermite levels of n, each its own Kingman
+queue), the rest adds 2 σ²_fast τ to the work's variance rate (heavy-traffic diffusion).  The total
+wait per level is one atom-exponential with P(W > 0) = 1 - (1 - A₁)(1 - A₂) and the sum of the means.
 (3) Step boundary: an arrival waits for the step in progress, R = 0 when the instance is idle
 (probability e^{-λ_i E[S]}, M/G/∞) and otherwise uniform on [0, t_d(n*)] (four points).
 
@@ -141,7 +146,9 @@ class EngineState:
     at n*; ``mean_residence_s`` E[S]; ``rho`` max(slot, prefill) utilisation; ``wait_mass`` and
     ``wait_decay_per_s`` (K, L) the wait's P(W > t) = Σ_l v_l A_l exp(-k_l t) over the decode-batch
     levels l of weight v_l (``_HERMITE``); ``idle`` the instance's idle probability;
-    ``prefill_binned`` (K, B) own prefill time per prompt bin.
+    ``prefill_binned`` (K, B) own prefill time per prompt bin (mean); ``prefill_levels`` (K, L, 2, B)
+    per batch level, alone (an idle prefill server) and behind a queue (token time in full-budget
+    steps ``t_full_levels``), which the TTFT distribution pairs with no wait and a wait.
     """
 
     n_instances: np.ndarray
@@ -157,6 +164,10 @@ class EngineState:
     idle: np.ndarray
     prefill_binned: np.ndarray
     phi_s: np.ndarray  # Φ at the operating point: prefill step time per request (s)
+    prefill_levels: np.ndarray  # (K, L, 2, B) own prefill per batch level: alone / behind a queue
+    t_full_levels: np.ndarray  # (K, L) full-budget step per batch level
+    batch_sd: np.ndarray  # (K,) standard deviation of one instance's decode batch
+    batch_relax_s: np.ndarray  # (K,) its correlation time E[S] / (1 - ε)
 
 
 def _bisect(survival, lo: float, hi: float, q: float) -> float:
@@ -282,6 +293,10 @@ class EngineProfile:
         self.phi_full = self._mean_prompt * (self.t_full - t_d) / full_budget + (attn @ self.weight)
         self.prefill_full_s = k * self.t_full[:, None] + attn
         self.prefill_full_binned = self._binned(self.prefill_full_s)
+        # In a busy prefill server a prompt's tokens run at (B - n) per full step from wherever the
+        # queue ahead ends: p t_full / (B - n) of token time, then the step it ends in completes
+        # (U t_full more, U uniform); the TTFT distribution adds U (``ttft_survival``).
+        self.prefill_fluid_binned = self._binned(p * (self.t_full / full_budget)[:, None] + attn)
 
     # ------------------------------------------------------------------ operating point
     def _shared(self, lam_i: np.ndarray) -> np.ndarray:
@@ -310,6 +325,18 @@ class EngineProfile:
             if lo > 0 and math.isfinite(a) and math.isfinite(b) and a > 0:
                 out[i] = (math.log(b) - math.log(a)) / (math.log(hi) - math.log(lo))
         return np.clip(out, 0.0, MAX_ELASTICITY)
+
+    def _prefill_service_s(self, n_star: np.ndarray, spread: np.ndarray) -> np.ndarray:
+        """E[X] (K, L): the mean prompt's time on the prefill server, B - n tokens per full step,
+        at the Gauss-Hermite levels n* + spread z of the decode batch; a level's decode context
+        exceeds n κ by the spread of Σ ctx beyond that of n (its step costs that much more)."""
+        z = _HERMITE[0]
+        levels = np.clip(n_star[:, None] + spread[:, None] * z[None, :], 0.0, self.n_cap)
+        ctx_excess = ((np.sqrt(n_star * self._ctx2) - np.sqrt(n_star) * self.mean_ctx) * spread
+                      / np.maximum(np.sqrt(n_star), 1e-12))[:, None] * z[None, :]
+        budget = np.interp(levels, self.grid, self.budget_tokens)
+        t_full = np.maximum(np.interp(levels, self.grid, self.t_full) + self._s_per_ctx * ctx_excess, 1e-9)
+        return self._mean_prompt * t_full / budget
 
     def _operating_batch(self, lam_i: np.ndarray) -> np.ndarray:
         """n* for per-instance rates ``lam_i`` (K,): the smallest root of the fixed point, or n_cap."""
@@ -380,13 +407,6 @@ class EngineProfile:
         residence = prefill + self.decode_steps[None, :] * np.where(stable, t_bar, 0.0)[:, None]
         mean_s = residence @ self.weight
         var_s = ((residence - mean_s[:, None]) ** 2) @ self.weight
-        cs2 = np.where(mean_s > 0, var_s / np.where(mean_s > 0, mean_s, 1.0) ** 2, 0.0)
-        # (1) slot queue: GI/G/c over G * n_cap slots.
-        servers = counts * self.n_cap
-        mean_safe = np.where(mean_s > 0, mean_s, 1.0)
-        a1, k1 = tail._survival_params(servers, np.full(counts.shape, lam), 1.0 / mean_safe, cs2, TailModel.EXP)
-        k1 = k1 * (1.0 + cs2) / (arrival_cv2 + cs2)  # (Ca² + Cs²)/2 in place of (1 + Cs²)/2
-        rho_slot = lam * mean_s / servers
         # (2) prefill server: GI/G/1 per instance (Kingman's two-moment form), quasi-static over
         # the decode batch: n drifts on the time scale of a request's life (E[S]), far slower than a
         # prefill, so the prefill capacity (B - n) / t_full(n) is averaged as a mixture over
@@ -397,20 +417,45 @@ class EngineProfile:
         # A level above the concurrency cap has more requests than slots: the excess waits for a
         # slot to free, n_cap / E[S] per second (fluid, Little's law on the excess).
         overflow_wait = np.maximum(raw - self.n_cap, 0.0) * mean_s[:, None] / self.n_cap
-        ctx_excess = ((np.sqrt(n_star * self._ctx2) - np.sqrt(n_star) * self.mean_ctx) * spread
-                      / np.maximum(np.sqrt(n_star), 1e-12))[:, None] * z[None, :]
-        budget = np.interp(levels, self.grid, self.budget_tokens)
-        t_full = np.maximum(np.interp(levels, self.grid, self.t_full) + self._s_per_ctx * ctx_excess, 1e-9)
-        ex = self._mean_prompt * t_full / budget  # E[X] per level, (K, L)
         cs2_x = self._prompt_cs2
-        rho_l = lam_i[:, None] * ex
         ca2 = (arrival_cv2 / counts if balanced_split else np.full(counts.shape, arrival_cv2))[:, None]
-        var_factor = (ca2 + cs2_x) / 2.0
+        ex_full = self._prefill_service_s(n_star, spread)
+        rho_full = lam_i[:, None] * ex_full
+        rho_p = rho_full @ zw  # mean prefill load
+        # Slow and fast drift.  The queue relaxes over T_q = 2 v / (1 - ρ̄)² = 4 W / (1 - ρ̄), the
+        # relaxation time of a reflected Brownian motion of drift -(1 - ρ̄) and variance rate
+        # v = ρ̄ E[X] (Ca² + Cs²) (Abate & Whitt 1987; W = v / (2 (1 - ρ̄)) its mean).  The batch's
+        # drift has correlation time τ = E[S] / (1 - ε) (Ornstein-Uhlenbeck).
+        # The part of the drift that persists over T_q — the variance of its average over a
+        # window T_q, the fraction g(x) = 2 (x - 1 + e^{-x}) / x² of its variance at x = T_q / τ —
+        # is taken quasi-statically (the levels); the rest is fast and enters as extra input
+        # variance of the work (heavy-traffic diffusion), 2 σ_fast² τ per second of work.
+        sigma2_rho = ((rho_full - rho_p[:, None]) ** 2) @ zw
+        ex_bar = ex_full @ zw
+        head = np.maximum(1.0 - rho_p, 1e-9)
+        t_q = 2.0 * rho_p * ex_bar * (ca2[:, 0] + cs2_x) / head**2
+        x = np.maximum(t_q / np.maximum(relax_s, 1e-12), 1e-9)
+        slow = np.where(x < 1e-4, 1.0, 2.0 * (x - 1.0 + np.exp(-x)) / x**2)
+        ex = self._prefill_service_s(n_star, spread * np.sqrt(slow))  # E[X] per slow level, (K, L)
+        rho_l = lam_i[:, None] * ex
+        fast2 = sigma2_rho * (1.0 - slow)
         rho_c = np.minimum(rho_l, RHO_TRANSIENT)
-        kingman = rho_c / (1.0 - rho_c) * var_factor * ex
-        wait_l = kingman + np.maximum(rho_l - RHO_TRANSIENT, 0.0) * relax_s[:, None] / 2.0
+        wait_l = ((rho_c * ex * (ca2 + cs2_x) + 2.0 * (fast2 * relax_s)[:, None]) / (2.0 * (1.0 - rho_c))
+                  + np.maximum(rho_l - RHO_TRANSIENT, 0.0) * relax_s[:, None] / 2.0)
         a2_l = np.minimum(rho_l, 1.0)
-        rho_p = rho_l @ zw  # mean prefill load
+        # (1) slot queue: GI/G/c over G * n_cap slots.  An admitted request holds its slot while it
+        # waits for the token budget too (vLLM's running list), so a slot is held for the prefill
+        # wait as well: E[S_slot] = E[S] + E[W_prefill].
+        # The balancing router sends a request to an instance with a free slot while there is one
+        # and to the least-loaded one otherwise: close to one pooled GI/G/(G n_cap) queue.
+        servers = counts * self.n_cap
+        hold_s = mean_s + np.where(rho_p < 1.0, wait_l @ zw, 0.0)
+        hold_safe = np.where(hold_s > 0, hold_s, 1.0)
+        cs2_hold = np.where(hold_s > 0, var_s / hold_safe**2, 0.0)
+        a1, k1 = tail._survival_params(servers, np.full(counts.shape, lam), 1.0 / hold_safe, cs2_hold,
+                                       TailModel.EXP)
+        k1 = k1 * (1.0 + cs2_hold) / (arrival_cv2 + cs2_hold)  # (Ca² + Cs²)/2 for (1 + Cs²)/2
+        rho_slot = lam * hold_s / servers
         stable = stable & (rho_slot < 1.0) & (rho_p < 1.0) & ((k1 > 0) | (a1 <= 0))
         # Per level, the slot and prefill waits as one atom-exponential (same P(W > 0) and mean).
         a1_l = np.where(overflow_wait > 0, 1.0, a1[:, None])
@@ -419,11 +464,20 @@ class EngineProfile:
             mean_w = np.where(a1 > 0, a1 / k1, 0.0)[:, None] + overflow_wait + wait_l
             decay = np.where(mean_w > 0, mass / mean_w, 1.0)
         decay = np.where(stable[:, None], decay, 0.0)
-        rho = np.where(stable, np.maximum(rho_slot, rho_p), np.maximum(np.maximum(rho_slot, rho_p), 1.0))
+        util = np.maximum(lam * mean_s / servers, rho_p)  # slots held for service, prefill server
+        rho = np.where(stable, np.maximum(rho_slot, rho_p), np.maximum(util, 1.0))
         idle = np.exp(-lam_i * np.where(stable, mean_s, 0.0))
         binned = ((1.0 - shared)[:, None] * _interp_rows(n_star, self.grid, self.prefill_binned)
                   + shared[:, None] * _interp_rows(n_star, self.grid, self.prefill_full_binned))  # (K, B)
-        return EngineState(counts, lam_i, n_star, t_d, t_bar, mean_s, rho, stable, mass, decay, idle, binned, phi)
+        # The own prefill as a mixture: per batch level (the quasi-static levels of the wait), alone
+        # (probability 1 - r) or in full-budget steps shared with other prompts (r).
+        flat = levels.ravel()
+        alone_l = _interp_rows(flat, self.grid, self.prefill_binned).reshape(levels.shape + (-1,))
+        fluid_l = _interp_rows(flat, self.grid, self.prefill_fluid_binned).reshape(levels.shape + (-1,))
+        prefill_levels = np.stack([alone_l, fluid_l], axis=2)  # (K, L, 2, B)
+        t_full_l = np.interp(levels, self.grid, self.t_full)  # (K, L)
+        return EngineState(counts, lam_i, n_star, t_d, t_bar, mean_s, rho, stable, mass, decay, idle, binned, phi,
+                           prefill_levels, t_full_l, spread, relax_s)
 
     # ------------------------------------------------------------------ distributions
     def ttft_survival(self, st: EngineState, i: int, x_s: np.ndarray) -> np.ndarray:
@@ -434,14 +488,22 @@ class EngineProfile:
         u = (np.arange(N_RESIDUAL_POINTS) + 0.5) / N_RESIDUAL_POINTS
         offsets = np.concatenate([[0.0], u * st.t_d[i]])
         probs = np.concatenate([[st.idle[i]], np.full(N_RESIDUAL_POINTS, (1.0 - st.idle[i]) / N_RESIDUAL_POINTS)])
-        t0 = (st.prefill_binned[i][:, None] + offsets[None, :]).ravel()
-        w = (self.bin_weight[:, None] * probs[None, :]).ravel()
-        y = np.maximum(x[:, None] - t0[None, :], 0.0)[:, :, None]  # (X, T0, 1)
         zw = _HERMITE[1]
+        mass, decay = st.wait_mass[i], st.wait_decay_per_s[i]  # (L,)
+        # No wait (probability 1 - A_l): the step boundary R, then the prompt's steps alone.
+        t_alone = (st.prefill_levels[i][:, 0, :, None] + offsets).reshape(mass.size, -1)  # (L, B·R')
+        w_alone = (self.bin_weight[:, None] * probs).ravel()
+        alone = (x[:, None, None] < t_alone[None, :, :]).astype(np.float64) @ w_alone  # (X, L)
+        # A wait (A_l): W | W > 0 ~ Exp(k_l), then token time behind the queue and the rest of the
+        # step the prompt ends in (U t_full, U uniform on N_RESIDUAL_POINTS points).
+        t_queue = (st.prefill_levels[i][:, 1, :, None]
+                   + u[None, None, :] * st.t_full_levels[i][:, None, None]).reshape(mass.size, -1)
+        w_queue = np.repeat(self.bin_weight / N_RESIDUAL_POINTS, N_RESIDUAL_POINTS)
+        y = x[:, None, None] - t_queue[None, :, :]
         with np.errstate(over="ignore"):
-            tail_w = (st.wait_mass[i] * np.exp(-st.wait_decay_per_s[i] * y)) @ zw  # Σ_l v_l A_l e^{-k_l y}
-        surv_w = np.where(x[:, None] < t0[None, :], 1.0, tail_w)
-        return surv_w @ w
+            surv_q = np.where(y < 0, 1.0, np.exp(-decay[None, :, None] * np.maximum(y, 0.0)))
+        queued = surv_q @ w_queue  # (X, L)
+        return ((1.0 - mass) * alone + mass * queued) @ zw
 
     def ttft_quantile_s(self, st: EngineState, p: float) -> np.ndarray:
         """p-quantile TTFT at every count of ``st`` (inf where unstable), from its survival table."""
@@ -487,7 +549,7 @@ class EngineProfile:
         and N Var Δ, and windows with many events as one normal; the batch's drift adds σ.
         """
         dd, w = self._tpot_bins()
-        n_star, t_bar, mean_s = float(st.decode_batch[i]), float(st.mean_step_s[i]), float(st.mean_residence_s[i])
+        n_star, t_bar = float(st.decode_batch[i]), float(st.mean_step_s[i])
         lam_i = float(st.lam_i[i])
         chunks = _interp_rows(np.array([n_star]), self.grid, self.k_binned)[0]
         delta_b = np.maximum(st.prefill_binned[i] - chunks * float(st.t_d[i]), 0.0)
@@ -498,7 +560,11 @@ class EngineProfile:
         m = lam_i * dd * t_bar  # prompts arriving in a decode window
         lo = max(n_star - 0.5, 0.0)
         slope = float(np.interp(lo + 1.0, self.grid, self.t_d)) - float(np.interp(lo, self.grid, self.t_d))
-        sigma = np.maximum(np.sqrt(slope**2 * n_star * mean_s / (mean_s + dd * t_bar)), MIN_TPOT_SD * t_bar)
+        # the batch's drift averaged over the decode window T = d t̄: an Ornstein-Uhlenbeck process of
+        # correlation time τ keeps the share g(T / τ) = 2 (x - 1 + e^{-x}) / x² of its variance
+        x = np.maximum(dd * t_bar / max(float(st.batch_relax_s[i]), 1e-12), 1e-9)
+        g = np.where(x < 1e-4, 1.0, 2.0 * (x - 1.0 + np.exp(-x)) / x**2)
+        sigma = np.maximum(np.abs(slope) * float(st.batch_sd[i]) * np.sqrt(g), MIN_TPOT_SD * t_bar)
         many = m > POISSON_NORMAL_EVENTS  # many events per window: one normal (the Poisson's CLT)
         weights = [w[many]]
         means = [base + m[many] * e_delta / dd[many]]
@@ -720,8 +786,8 @@ def ttft_table(profile: EngineProfile, st: EngineState, i: int = 0) -> SurvivalT
     """The TTFT survival of ``profile`` at count i of ``st`` as a table (see ``mixture_quantile_s``)."""
     if not st.stable[i]:
         return _UNSTABLE
-    lo = float(st.prefill_binned[i].min()) * 0.99
-    hi = float(st.prefill_binned[i].max() + st.t_d[i])
+    lo = float(st.prefill_levels[i].min()) * 0.99
+    hi = float(st.prefill_levels[i].max() + st.t_d[i])
     mass, decay = st.wait_mass[i], st.wait_decay_per_s[i]
     tail = mass > TABLE_TAIL
     if tail.any():
