@@ -143,11 +143,11 @@ def test_model_pools_take_the_models_kv_budget_less_graph_capture_memory():
 
 
 def test_sessions_that_do_not_fit_the_context_limit_are_named_with_the_fix():
-    res = run("--gpu", "h100", "--instances", "2", "--max-model-len", "8192",  # vLLM spelling of --max-context
+    res = run("--gpu", "h100", "--instances", "2", "--max-model-len", "8192",
               "--sessions", "frontier_agentic",
               "--mix", "heavy_tail=1", "--lam", "0.2", "--sim-sessions", "10", "--tool-delay-s", "1",
               "--warmup-fraction", "0")
     assert res.exit_code == 0, res.output
     line = next(x for x in res.output.splitlines() if x.startswith("unfinished sessions"))
-    assert "with a rejected round" in line and "raise --max-context" in line
+    assert "with a rejected round" in line and "raise --max-model-len" in line
     assert "RuntimeWarning" not in res.output
