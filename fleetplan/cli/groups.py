@@ -102,7 +102,8 @@ class LazyGroup(FleetplanGroup):
         news = sorted({" ".join(new) for new in paths.values()})
         group = FleetplanGroup(cmd_name, hidden=True, short_help=f"Deprecated: use `fleetplan {news[0]}`.",
                                help=f"Deprecated: use `fleetplan {', '.join(news)}` (`fleetplan {cmd_name} ...` goes "
-                               "away in the next release).")
+                               "away in the next release).",
+                               epilog="\b\nExamples:\n" + "".join(f"  fleetplan {new} --help\n" for new in news))
         for old, new in paths.items():
             assert len(old) == 2, old
             command = deprecated_command(self.resolve_path(ctx, new), " ".join(old), " ".join(new), hidden=False)
