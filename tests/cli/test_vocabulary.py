@@ -442,3 +442,11 @@ def test_simulate_help_lists_the_default_options_and_the_commands():
         assert f"  {name} " in out
     default_help = run("simulate", "--fleet", "x.toml", "--help")
     assert default_help.exit_code == 0 and default_help.stdout.startswith("Usage: cli simulate [OPTIONS]\n")
+
+
+def test_a_list_where_a_command_takes_one_is_one_line_exit_2():
+    """``--gpus`` and ``--path-policy`` are lists everywhere; grid-flex and simulate pdd take one item."""
+    one_line_error(run("grid-flex", "--workload", "lmsys", "--lam", "5", "--gpus", "h100,a100", "--no-sim"),
+                   "--gpus h100,a100", "names 2 GPU types", "give one")
+    one_line_error(run("simulate", "pdd", "--workload", "lmsys", "--fabric", "1x4x1", "--path-policy",
+                       "ecmp,reservation"), "ecmp,reservation", "simulate pdd runs one")
