@@ -17,7 +17,7 @@ Commands (the same as the issue's targets):
 * ``readme``: ``fleetplan optimize --workload lmsys.json --slo-ttft 500`` (the README's main command);
 * ``features``: ``fleetplan simulate`` of ``examples/homogeneous_h100.toml`` with every runtime
   feature on (CUDA graphs, MTP, prefix caching, the H2Q-BR scheduler);
-* ``pdd``: ``fleetplan simulate-pdd --workload lmsys --lam 20 --policy sibyl``.
+* ``pdd``: ``fleetplan simulate pdd --workload lmsys --lam 20 --policy sibyl``.
 
 The load average is printed with every figure: on a shared two-core machine, compare runs made back
 to back.
@@ -46,7 +46,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
         "--enable-prefix-caching", "--scheduler-policy", "h2q_br",
         "--scheduler-config", '{"h2q_long_round_tokens":4096}',
     ),
-    "pdd": ("simulate-pdd", "--workload", "lmsys", "--lam", "20", "--policy", "sibyl"),
+    "pdd": ("simulate", "pdd", "--workload", "lmsys", "--lam", "20", "--policy", "sibyl"),
 }
 
 

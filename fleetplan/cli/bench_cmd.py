@@ -20,6 +20,24 @@ from fleetplan.bench.datasets import DatasetName, DatasetSpec
 from fleetplan.bench.instance import EngineArgs
 from fleetplan.bench.serve import METRICS, BenchServeConfig, BenchServeResult, run_bench_serve
 from fleetplan.cli.errors import FleetplanGroup
+from fleetplan.cli.options import (
+    KV_CACHE_DTYPES,
+    engine_option,
+    gpu_memory_utilization_option,
+    gpu_option,
+    instances_option,
+    kv_cache_dtype_option,
+    max_concurrency_option,
+    max_model_len_option,
+    max_num_batched_tokens_option,
+    max_num_seqs_option,
+    model_option,
+    num_prompts_option,
+    perf_profile_option,
+    request_rate_option,
+    seed_option,
+    tensor_parallel_option,
+)
 from fleetplan.errors import ConfigError, UnknownNameError
 from fleetplan.hardware import load_catalog
 from fleetplan.models import Dtype, load_model
@@ -30,7 +48,6 @@ from fleetplan.sim.features_speculative import SpeculativeConfig
 #: vLLM ``--quantization`` methods and the weight storage they mean for the predictor.
 QUANTIZATION_WEIGHTS = {"fp8": Dtype.FP8, "awq": Dtype.INT4, "awq_marlin": Dtype.INT4, "gptq": Dtype.INT4,
                         "gptq_marlin": Dtype.INT4, "compressed-tensors-w4a16": Dtype.INT4}
-KV_DTYPES = {"auto": Dtype.BF16, "bf16": Dtype.BF16, "fp8": Dtype.FP8, "fp8_e4m3": Dtype.FP8, "fp8_e5m2": Dtype.FP8}
 
 EXAMPLES = """\b
 Examples:
@@ -41,14 +58,6 @@ Examples:
   fleetplan bench serve --model qwen3-30b-a3b --gpu h200 -tp 2 --engine sglang --request-rate 8 \\
       --burstiness 0.5 --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,90,99
 """
-
-
-def _rate(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ConfigError(f"--request-rate {text!r} is not a number; give requests/s or inf") from None
-    return value
 
 
 def _floats(flag: str, text: str) -> tuple[float, ...]:
@@ -75,13 +84,6 @@ def _weights(quantization: str | None) -> Dtype:
     if key not in QUANTIZATION_WEIGHTS:
         raise UnknownNameError("quantization", quantization, sorted(QUANTIZATION_WEIGHTS))
     return QUANTIZATION_WEIGHTS[key]
-
-
-def _kv(kv_cache_dtype: str) -> Dtype:
-    key = kv_cache_dtype.strip().lower()
-    if key not in KV_DTYPES:
-        raise UnknownNameError("kv-cache dtype", kv_cache_dtype, sorted(KV_DTYPES))
-    return KV_DTYPES[key]
 
 
 def _line(label: str, value, fmt: str = "") -> str:
@@ -157,16 +159,12 @@ def bench() -> None:
 
 
 @bench.command("serve", epilog=EXAMPLES)
-@click.option("--model", required=True, help="Bundled model name (fleetplan models list) or a config.json path.")
-@click.option("--gpu", required=True, help="GPU name (fleetplan gpus list).")
-@click.option("--tensor-parallel-size", "-tp", "tensor_parallel_size", type=click.IntRange(min=1), default=1,
-              show_default=True, help="GPUs per instance.")
-@click.option("--instances", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Identical instances behind a least-outstanding-requests router.")
-@click.option("--engine", default="vllm", show_default=True,
-              help=f"Engine profile ({'|'.join(ENGINE_NAMES)}): efficiencies and per-step overheads.")
-@click.option("--perf-profile", type=click.Path(dir_okay=False), default=None,
-              help="Calibrated step-time profile (fleetplan perf calibrate) instead of the engine profile.")
+@model_option(required=True, help="Bundled model name (fleetplan models list) or a config.json path.")
+@gpu_option(required=True, help="GPU name (fleetplan gpus list).")
+@tensor_parallel_option(help="GPUs per instance.")
+@instances_option(default=1, show_default=True, help="Identical instances behind a least-outstanding-requests router.")
+@engine_option(help=f"Engine profile ({'|'.join(ENGINE_NAMES)}): efficiencies and per-step overheads.")
+@perf_profile_option(help="Calibrated step-time profile (fleetplan perf calibrate) instead of the engine profile.")
 @click.option("--dataset-name", default="random", show_default=True, help="random|sharegpt|burstgpt|custom")
 @click.option("--dataset-path", default=None, help="Dataset file (sharegpt JSON, BurstGPT CSV, custom JSONL).")
 @click.option("--random-input-len", type=int, default=1024, show_default=True)
@@ -175,23 +173,23 @@ def bench() -> None:
 @click.option("--random-prefix-len", type=int, default=0, show_default=True)
 @click.option("--sharegpt-output-len", type=int, default=None)
 @click.option("--custom-output-len", type=int, default=256, show_default=True)
-@click.option("--request-rate", default="inf", show_default=True, help="Requests/s; inf sends all at once.")
+@request_rate_option
 @click.option("--burstiness", type=float, default=1.0, show_default=True,
               help="Gamma shape of the inter-arrival gaps (1 = Poisson).")
-@click.option("--num-prompts", type=int, default=1000, show_default=True)
-@click.option("--max-concurrency", type=int, default=None, help="At most N requests in flight (closed loop).")
-@click.option("--seed", type=int, default=0, show_default=True)
+@num_prompts_option(default=1000, show_default=True)
+@max_concurrency_option
+@seed_option
 @click.option("--percentile-metrics", default="ttft,tpot,itl", show_default=True)
 @click.option("--metric-percentiles", default="99", show_default=True)
 @click.option("--save-result", is_flag=True, default=False, help="Write the result JSON.")
 @click.option("--result-dir", default=None, help="Directory of the result JSON.")
 @click.option("--result-filename", default=None, help="File name of the result JSON.")
 @click.option("--label", default=None, help="Label (prefix) of the result file name (default fleetplan-ENGINE).")
-@click.option("--max-num-seqs", type=int, default=None, help="Default: vLLM's (1024 on >= 70 GiB non-A100, else 256).")
-@click.option("--max-num-batched-tokens", type=int, default=None, help="Default: vLLM's (8192 / 2048).")
-@click.option("--max-model-len", type=int, default=None, help="Default: the KV capacity, at most 131072.")
-@click.option("--gpu-memory-utilization", type=float, default=0.9, show_default=True)
-@click.option("--kv-cache-dtype", default="auto", show_default=True, help="auto|fp8 (vLLM names).")
+@max_num_seqs_option(help="Default: vLLM's (1024 on >= 70 GiB non-A100, else 256).")
+@max_num_batched_tokens_option(help="Default: vLLM's (8192 / 2048).")
+@max_model_len_option(help="Default: the KV capacity, at most 131072.")
+@gpu_memory_utilization_option
+@kv_cache_dtype_option
 @click.option("--quantization", "-q", default=None, help="fp8 | awq | gptq (+ _marlin): weight storage.")
 @click.option("--enable-chunked-prefill/--no-enable-chunked-prefill", default=True, show_default=True)
 @click.option("--enable-prefix-caching/--no-enable-prefix-caching", default=False, show_default=True)
@@ -207,14 +205,14 @@ def serve(model, gpu, tensor_parallel_size, instances, engine, perf_profile, dat
     """Predict `vllm bench serve` against one serving instance: vLLM's result block and JSON."""
     dataset = DatasetSpec(DatasetName.parse(dataset_name), dataset_path, random_input_len, random_output_len,
                           random_range_ratio, random_prefix_len, sharegpt_output_len, custom_output_len)
-    cfg = BenchServeConfig(dataset, num_prompts, _rate(request_rate), burstiness, max_concurrency, seed,
+    cfg = BenchServeConfig(dataset, num_prompts, request_rate, burstiness, max_concurrency, seed,
                            tuple(m.strip() for m in percentile_metrics.split(",") if m.strip()),
                            _floats("--metric-percentiles", metric_percentiles))
     model_cfg, gpu_profile = load_model(model), load_catalog().get(gpu)
     weights = _weights(quantization)
     profile = load_engine_profile(engine)
     args = EngineArgs(
-        model_cfg, gpu_profile, tensor_parallel_size, weights, _kv(kv_cache_dtype), max_num_seqs,
+        model_cfg, gpu_profile, tensor_parallel_size, weights, Dtype(KV_CACHE_DTYPES[kv_cache_dtype]), max_num_seqs,
         max_num_batched_tokens, max_model_len, gpu_memory_utilization, enable_chunked_prefill, enable_prefix_caching,
         None if speculative_config is None else SpeculativeConfig.from_json(speculative_config),
         _sizes(cudagraph_capture_sizes), profile.options_for(gpu_profile, weights),
@@ -224,7 +222,7 @@ def serve(model, gpu, tensor_parallel_size, instances, engine, perf_profile, dat
     click.echo(f"fleetplan bench serve (simulated): {model_cfg.name} on {instances} x {tensor_parallel_size} "
                f"{gpu_profile.name}, engine profile {profile.name}"
                + (f", perf profile {perf_profile}" if perf_profile else ""))
-    click.echo(f"Traffic request rate: {request_rate}")
+    click.echo(f"Traffic request rate: {request_rate:g}")
     click.echo(f"Burstiness factor: {burstiness} ({'Poisson process' if burstiness == 1.0 else 'Gamma distribution'})")
     click.echo(f"Maximum request concurrency: {max_concurrency}")
     click.echo(result_block(result))

@@ -15,10 +15,10 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import click
 from rich.table import Table
 
 from fleetplan.cli.model_options import apply_model, context_limit, limit_note, limits_line
+from fleetplan.cli.options import declare
 from fleetplan.errors import ConfigError, UnknownNameError
 from fleetplan.perf.overheads import ExecutionMode
 from fleetplan.perf.predictor import StepTimePredictor
@@ -47,30 +47,33 @@ FEATURE_OPTION_NAMES = ("cudagraph_mode", "cudagraph_capture_sizes", "speculativ
                         "prefix_cache_entries", "scheduler_policy", "scheduler_config", "launch_overhead_ms")
 
 _OPTIONS = [
-    click.option("--cudagraph-mode", multiple=True, metavar="[POOL=]MODE",
-                 help=f"CUDA graphs: {'|'.join(GraphMode.names())} (vLLM --cudagraph-mode); graphed batches are padded "
-                 "to the next capture size and run without launch overhead, none runs every step eagerly (with "
-                 "--model: the predictor plus the launch overhead). Not given: the step model's own timing (with "
-                 "--model: every step kernel-only, graphs without padding)."),
-    click.option("--cudagraph-capture-sizes", multiple=True, metavar="[POOL=]N,N,...",
-                 help="Capture sizes in tokens (default vLLM's ladder 1,2,4,8,...,512; Frontier's 1,2,4,8,16,32,64)."),
-    click.option("--speculative-config", multiple=True, metavar="[POOL=]JSON",
-                 help='vLLM JSON, e.g. \'{"method": "mtp", "num_speculative_tokens": 2, "acceptance_rate": 0.7}\' '
-                 "(methods mtp, draft_model, ngram; acceptance_rate, acceptance_rates or acceptance_table)."),
-    click.option("--enable-prefix-caching", multiple=True, is_flag=False, flag_value=ALL_POOLS, metavar="[POOL]",
-                 help="Automatic prefix caching (per-instance LRU within the KV budget); alone: every pool."),
-    click.option("--prefix-cache-entries", multiple=True, metavar="[POOL=]N",
-                 help="Prefix-cache entries per instance (default: the pool's KV blocks)."),
-    click.option("--scheduler-policy", multiple=True, metavar="[POOL=]NAME",
-                 help=f"Batch order: {'|'.join(SchedulerPolicy.names())} (parameters: --scheduler-config)."),
-    click.option("--scheduler-config", multiple=True, metavar="[POOL=]JSON",
-                 help="Parameters of the pool's scheduler policy, named as in [pool.features]: mlfq "
-                 "(mlfq_quantum0_ms, first-level quantum, default 50; mlfq_levels, default 8) and h2q_br "
-                 "(h2q_long_round_tokens L, default 8192; h2q_service_cap_tokens C, 16384; h2q_short_streak B, 8), "
-                 'e.g. \'{"mlfq_quantum0_ms": 20, "mlfq_levels": 6}\'.'),
-    click.option("--launch-overhead-ms", multiple=True, metavar="[POOL=]MS",
-                 help="Eager kernel-launch time of one step that CUDA graphs remove, and that --cudagraph-mode none "
-                 "adds to every step of a --model pool (default: from --model)."),
+    declare("CUDA graph mode", "--cudagraph-mode", "cudagraph_mode", multiple=True, metavar="[POOL=]MODE",
+            help=f"CUDA graphs: {'|'.join(GraphMode.names())} (vLLM --cudagraph-mode); graphed batches are padded "
+            "to the next capture size and run without launch overhead, none runs every step eagerly (with "
+            "--model: the predictor plus the launch overhead). Not given: the step model's own timing (with "
+            "--model: every step kernel-only, graphs without padding).")(),
+    declare("CUDA graph capture sizes", "--cudagraph-capture-sizes", "cudagraph_capture_sizes", multiple=True,
+            metavar="[POOL=]N,N,...",
+            help="Capture sizes in tokens (default vLLM's ladder 1,2,4,8,...,512; Frontier's 1,2,4,8,16,32,64).")(),
+    declare("speculative decoding", "--speculative-config", "speculative_config", multiple=True,
+            metavar="[POOL=]JSON",
+            help='vLLM JSON, e.g. \'{"method": "mtp", "num_speculative_tokens": 2, "acceptance_rate": 0.7}\' '
+            "(methods mtp, draft_model, ngram; acceptance_rate, acceptance_rates or acceptance_table).")(),
+    declare("prefix caching", "--enable-prefix-caching", "enable_prefix_caching", multiple=True, is_flag=False,
+            flag_value=ALL_POOLS, metavar="[POOL]",
+            help="Automatic prefix caching (per-instance LRU within the KV budget); alone: every pool.")(),
+    declare("prefix-cache entries", "--prefix-cache-entries", "prefix_cache_entries", multiple=True,
+            metavar="[POOL=]N", help="Prefix-cache entries per instance (default: the pool's KV blocks).")(),
+    declare("scheduler policy", "--scheduler-policy", "scheduler_policy", multiple=True, metavar="[POOL=]NAME",
+            help=f"Batch order: {'|'.join(SchedulerPolicy.names())} (parameters: --scheduler-config).")(),
+    declare("scheduler parameters", "--scheduler-config", "scheduler_config", multiple=True, metavar="[POOL=]JSON",
+            help="Parameters of the pool's scheduler policy, named as in [pool.features]: mlfq "
+            "(mlfq_quantum0_ms, first-level quantum, default 50; mlfq_levels, default 8) and h2q_br "
+            "(h2q_long_round_tokens L, default 8192; h2q_service_cap_tokens C, 16384; h2q_short_streak B, 8), "
+            'e.g. \'{"mlfq_quantum0_ms": 20, "mlfq_levels": 6}\'.')(),
+    declare("launch overhead", "--launch-overhead-ms", "launch_overhead_ms", multiple=True, metavar="[POOL=]MS",
+            help="Eager kernel-launch time of one step that CUDA graphs remove, and that --cudagraph-mode none "
+            "adds to every step of a --model pool (default: from --model).")(),
 ]
 
 

@@ -8,8 +8,8 @@ import click
 from rich.table import Table
 
 from fleetplan.cli.errors import FleetplanGroup
-from fleetplan.cli.options import gpu_profiles_option, price_option
-from fleetplan.cli.tables import emit_table, format_option
+from fleetplan.cli.options import format_option, gpu_profiles_option, price_option
+from fleetplan.cli.tables import emit_table
 from fleetplan.hardware import GpuProfile, load_catalog
 from fleetplan.hardware.profile import SPEC_FIELDS
 from fleetplan.units import s_to_ms

@@ -8,15 +8,27 @@ from rich.table import Table
 from fleetplan.cli.errors import one_line_errors
 from fleetplan.cli.first_run import Kernel, announce_compile
 from fleetplan.cli.options import (
-    ARRIVAL_OPTIONS,
     POSITIVE,
+    arrival_option,
     arrival_spec,
+    ca2_window_option,
+    cv_option,
+    deprecated_spelling,
     gpu_profiles_option,
+    gpus_option,
+    html_option,
     input_fraction_option,
+    json_option,
+    lam_option,
+    max_model_len_option,
+    quiet_option,
     seed_option,
+    sim_requests_option,
+    slo_ttft_option,
+    ttft_model_option,
     workload_option,
 )
-from fleetplan.cli.progress import progress_reporter, quiet_option
+from fleetplan.cli.progress import progress_reporter
 from fleetplan.cli.report_cmd import render_documents, report_console
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import load_catalog
@@ -57,50 +69,54 @@ def _ms(x_s: float | None) -> str:
 
 @click.command("grid-flex", epilog=_EXAMPLES)
 @workload_option
-@click.option("--lam", type=POSITIVE, required=True, help="Arrival rate, requests/s.")
-@click.option("--gpus", "gpu_name", required=True, help="GPU type of the fleet (must have a power curve), e.g. h100.")
+@lam_option(required=True)
+@gpus_option(required=True, help="GPU type of the fleet (one, with a power curve), e.g. h100.")
 @click.option("--n-gpus", type=click.IntRange(min=1), default=None,
               help="GPUs in the fleet (default: the fewest that meet --slo-ttft, from optimize's analytic sweep of "
               "one pool of --gpus; printed).")
-@click.option("--slo-ttft", "slo_ttft_ms", type=POSITIVE, default=500.0, show_default=True, help="P99 TTFT, ms.")
+@slo_ttft_option(default=500.0, show_default=True, help="P99 TTFT, ms.")
 @click.option("--levels", default=",".join(f"{x:g}" for x in DEFAULT_LEVELS_PCT), show_default=True,
               help="Curtailment levels, percent of the GPU's nominal power.")
 @click.option("--window-s", type=POSITIVE, default=DEFAULT_WINDOW_S, show_default=True,
               help="Demand-response event length: window_s x λ requests simulated from an empty, capped fleet.")
-@click.option("--sim-requests", type=click.IntRange(min=100), default=DEFAULT_STEADY_REQUESTS, show_default=True,
-              help="Requests per steady-state replication.")
-@click.option("--max-context", "--max-model-len", "max_context", type=click.IntRange(min=1), default=None,
-              help="Pool context in tokens, vLLM --max-model-len (default: where the workload's CDF reaches 1).")
-@click.option("--ttft-model", type=click.Choice(["quantile", "mean-prefill"]), default="quantile",
-              show_default=True, help="Analytic TTFT form (mean-prefill = the reference tool's).")
+@sim_requests_option(type=click.IntRange(min=100), default=DEFAULT_STEADY_REQUESTS, show_default=True,
+                     help="Requests per steady-state replication.")
+@max_model_len_option(help="Pool context in tokens, vLLM --max-model-len (default: where the workload's CDF "
+                      "reaches 1).")
+@deprecated_spelling("--max-context", "max_model_len")
+@ttft_model_option(help="Analytic TTFT form (mean-prefill = the reference tool's).")
 @click.option("--no-sim", is_flag=True, help="Analytic only (no window or steady-state simulation).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the table as JSON.")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None, help="Write an HTML report.")
-@ARRIVAL_OPTIONS[0]
-@ARRIVAL_OPTIONS[1]
-@ARRIVAL_OPTIONS[2]
+@json_option(help="Write the table as JSON.")
+@html_option
+@arrival_option
+@cv_option
+@ca2_window_option
 @input_fraction_option
 @gpu_profiles_option
 @seed_option
 @quiet_option
 @one_line_errors
-def grid_flex_command(workload, lam, gpu_name, n_gpus, slo_ttft_ms, levels, window_s, sim_requests, max_context,
+def grid_flex_command(workload, rate_per_s, gpus, n_gpus, slo_ttft_ms, levels, window_s, n_requests, max_model_len,
                       ttft_model, no_sim, json_path, html_path, input_fraction, gpu_profiles, seed, quiet, arrival,
                       arrival_cv, ca2_window_s) -> None:
     """Batch-cap (vLLM --max-num-seqs) curtailment levels: n_max, W/GPU, fleet kW, P99 TTFT."""
+    if len(gpus) != 1:
+        raise ConfigError(f"--gpus {','.join(gpus)} names {len(gpus)} GPU types; grid-flex curtails a fleet of one: "
+                          f"give one, e.g. --gpus {gpus[0]}")
     wl = load_workload(workload, input_fraction)
-    gpu = load_catalog(gpu_profiles).get(gpu_name)
+    gpu = load_catalog(gpu_profiles).get(gpus[0])
     if n_gpus is None:
-        sized = size_fleet_analytic(wl, gpu, lam, slo_ttft_ms / 1e3, ttft_model=ttft_model)
+        sized = size_fleet_analytic(wl, gpu, rate_per_s, slo_ttft_ms / 1e3, ttft_model=ttft_model)
         n_gpus = sized.n_gpus
         click.echo(f"assumed --n-gpus {n_gpus}: the fewest {gpu.name} GPUs (one pool) meeting P99 TTFT <= "
-                   f"{slo_ttft_ms:g} ms at λ = {lam:g} req/s in optimize's analytic sweep (P99 "
+                   f"{slo_ttft_ms:g} ms at λ = {rate_per_s:g} req/s in optimize's analytic sweep (P99 "
                    f"{sized.analytic_p_ttft_s * 1e3:,.0f} ms, rho {sized.rho:.2f})", err=True)
     if not no_sim:
         announce_compile([Kernel.ITERATION])
     with progress_reporter(quiet) as progress:
-        res = grid_flex(wl, gpu, lam, n_gpus, slo_ttft_ms / 1e3, _levels(levels), max_context_tokens=max_context,
-                        window_s=None if no_sim else window_s, steady_requests=None if no_sim else sim_requests,
+        res = grid_flex(wl, gpu, rate_per_s, n_gpus, slo_ttft_ms / 1e3, _levels(levels),
+                        max_context_tokens=max_model_len, window_s=None if no_sim else window_s,
+                        steady_requests=None if no_sim else n_requests,
                         ttft_model=ttft_model, seed=seed, progress=progress,
                         arrivals=arrival_spec(arrival, arrival_cv, ca2_window_s))
     doc = gridflex_dict(res, wl.name, seed)
@@ -108,7 +124,7 @@ def grid_flex_command(workload, lam, gpu_name, n_gpus, slo_ttft_ms, levels, wind
         write_json(doc, json_path)
     notes = render_documents(None, None, doc, html_path, None)
     console = report_console()
-    table = Table(title=f"Grid flex: {n_gpus}x {res.gpu}, λ = {lam:g} req/s, P99 TTFT SLO {slo_ttft_ms:g} ms, "
+    table = Table(title=f"Grid flex: {n_gpus}x {res.gpu}, λ = {rate_per_s:g} req/s, P99 TTFT SLO {slo_ttft_ms:g} ms, "
                         f"context {res.max_context_tokens} tokens (uncapped n_max {res.n_max_uncapped})")
     for col in ("flex %", "n_max", "W/GPU", "fleet kW", "rho", "P99 analytic ms", f"P99 sim {window_s:g} s ms",
                 "P99 sim steady ms", "SLO ok"):

@@ -8,48 +8,36 @@ all, to show their summaries).
 
 from __future__ import annotations
 
-import importlib
-
 import click
 
-from fleetplan.cli.errors import FleetplanGroup
+from fleetplan.cli.groups import LazyGroup
 
 # command name -> (module, attribute); a module defines one click command or group with that name.
 COMMANDS = {
     "optimize": ("fleetplan.cli.optimize_cmd", "optimize"),
     "workloads": ("fleetplan.cli.workloads_cmd", "workloads"),
     "gpus": ("fleetplan.cli.gpus_cmd", "gpus"),
-    "simulate": ("fleetplan.cli.simulate_cmd", "simulate"),
-    "simulate-sessions": ("fleetplan.cli.sessions_cmd", "simulate_sessions_cmd"),
+    "simulate": ("fleetplan.cli.simulate_group", "simulate"),
     "reliability": ("fleetplan.cli.reliability_cmd", "reliability"),
     "validate": ("fleetplan.cli.validate_cmd", "validate"),
     "models": ("fleetplan.cli.models_cmd", "models"),
     "perf": ("fleetplan.cli.perf_cmd", "perf"),
-    "simulate-pdd": ("fleetplan.cli.pdd_cmd", "simulate_pdd_cmd"),
-    "network": ("fleetplan.cli.network_cmd", "network"),
     "whatif": ("fleetplan.cli.whatif_cmd", "whatif_command"),
     "grid-flex": ("fleetplan.cli.gridflex_cmd", "grid_flex_command"),
     "report": ("fleetplan.cli.report_cmd", "report"),
     "bench": ("fleetplan.cli.bench_cmd", "bench"),
 }
 
-
-class LazyGroup(FleetplanGroup):
-    """A ``FleetplanGroup`` whose subcommands are imported on first use (``COMMANDS``)."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*COMMANDS, *super().list_commands(ctx)})
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in COMMANDS or cmd_name in self.commands:
-            return super().get_command(ctx, cmd_name)
-        module, attr = COMMANDS[cmd_name]
-        command = getattr(importlib.import_module(module), attr)
-        self.add_command(command, cmd_name)
-        return command
+#: Old command paths, kept for one release (hidden, each with a one-line note): old -> new.
+DEPRECATED_COMMANDS = {
+    ("simulate-pdd",): ("simulate", "pdd"),
+    ("simulate-sessions",): ("simulate", "sessions"),
+    ("network", "simulate"): ("simulate", "network"),
+}
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, lazy_commands=COMMANDS, deprecated_commands=DEPRECATED_COMMANDS,
+             context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="fleetplan")
 def cli() -> None:
     """fleetplan: the cheapest GPU fleet that meets your P99 TTFT/TPOT SLOs.
@@ -59,6 +47,8 @@ def cli() -> None:
       fleetplan optimize --workload lmsys.json --slo-ttft 500
       fleetplan workloads list
       fleetplan gpus show h100
+      fleetplan simulate --fleet examples/two_pool_a100.toml --workload lmsys --lam 100
+      fleetplan simulate pdd --workload lmsys --lam 20
     """
 
 

@@ -8,8 +8,16 @@ placement is swept as its own GPU type, and the simulator runs the operator-leve
 
 from __future__ import annotations
 
-import click
-
+from fleetplan.cli.options import (
+    KV_CACHE_DTYPES,
+    declare,
+    kv_cache_dtype_option,
+    max_model_len_option,
+    model_option,
+    perf_profile_option,
+    tensor_parallel_option,
+    weight_dtype_option,
+)
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuCatalog, GpuProfile
 from fleetplan.models import ContextLimitError, ContextLimitRule, dtype, load_model, served_context_limit
@@ -23,16 +31,16 @@ from fleetplan.sim.spec import FleetSpec
 
 DEFAULT_DTYPE = "bf16"
 MODEL_OPTIONS = [
-    click.option("--model", default=None,
-                 help="Served model: a bundled name (llama-3.1-70b, qwen3-30b-a3b, ...) or a HuggingFace "
-                 "config.json; derives step-time constants for every GPU instead of the paper's Llama-3-70B ones."),
-    click.option("--tensor-parallel-size", "-tp", "tensor_parallel_size", type=click.IntRange(min=1), default=None,
-                 help="With --model: GPUs per instance (vLLM spelling); default: sweep every size that fits, "
-                 f"up to {DEFAULT_MAX_TP}."),
-    click.option("--weight-dtype", type=click.Choice(["bf16", "fp8", "int4"]), default=None,
-                 help=f"With --model: weight storage type [default: {DEFAULT_DTYPE}]."),
-    click.option("--kv-cache-dtype", type=click.Choice(["bf16", "fp8"]), default=None,
-                 help=f"With --model: KV-cache storage type [default: {DEFAULT_DTYPE}]."),
+    model_option(help="Served model: a bundled name (llama-3.1-70b, qwen3-30b-a3b, ...) or a HuggingFace config.json; "
+                 "derives step-time constants for every GPU instead of the paper's Llama-3-70B ones."),
+    tensor_parallel_option(default=None, show_default=False,
+                           help="With --model: GPUs per instance (vLLM spelling); default: sweep every size that fits, "
+                           f"up to {DEFAULT_MAX_TP}."),
+    weight_dtype_option(default=None, show_default=False,
+                        help=f"With --model: weight storage type [default: {DEFAULT_DTYPE}]."),
+    kv_cache_dtype_option(default=None, show_default=False,
+                          help="With --model: KV-cache storage type, vLLM spelling "
+                          f"[default: auto = {DEFAULT_DTYPE}]."),
 ]
 
 
@@ -48,7 +56,8 @@ def _without_model(opts: dict, extra: tuple[str, ...] = ()) -> None:
 
 
 def _dtypes(opts: dict):
-    return dtype(opts.get("weight_dtype") or DEFAULT_DTYPE), dtype(opts.get("kv_cache_dtype") or DEFAULT_DTYPE)
+    return (dtype(opts.get("weight_dtype") or DEFAULT_DTYPE),
+            dtype(KV_CACHE_DTYPES[opts.get("kv_cache_dtype") or "auto"]))
 
 
 def serving_setup(
@@ -77,15 +86,15 @@ def serving_setup(
                                                                                  for p in placed)
 
 
-MAX_MODEL_LEN_OPTION = click.option(
-    "--max-model-len", "max_model_len", type=click.IntRange(min=1), default=None,
+MAX_MODEL_LEN_OPTION = max_model_len_option(
     help="Longest prompt + output served (tokens), vLLM --max-model-len; default with --model: the model's "
     "max_position_embeddings, without: no limit. Longer requests are rejected as vLLM rejects them (an error, never "
     "served), counted and reported, never sized or simulated as served.")
-ALLOW_LONG_OPTION = click.option(
-    "--allow-long-max-model-len", "allow_long_max_model_len", is_flag=True, default=False,
+ALLOW_LONG_OPTION = declare(
+    "allow a long context limit", "--allow-long-max-model-len", "allow_long_max_model_len", is_flag=True,
+    default=False,
     help="Let --max-model-len exceed the model's max_position_embeddings (vLLM's VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, "
-    "e.g. with rope scaling the config does not declare); refused otherwise.")
+    "e.g. with rope scaling the config does not declare); refused otherwise.")()
 CONTEXT_LIMIT_OPTIONS = [MAX_MODEL_LEN_OPTION, ALLOW_LONG_OPTION]
 
 
@@ -124,9 +133,8 @@ def limit_note(limit: int | None, model_name: str | None, explicit: bool) -> str
 
 SIM_MODEL_OPTIONS = [
     *MODEL_OPTIONS,
-    click.option("--perf-profile", "perf_profile", type=click.Path(dir_okay=False), default=None,
-                 help="Calibrated step-time profile (from `fleetplan perf calibrate`) for the pools on its GPU; "
-                 "needs --model naming the same model."),
+    perf_profile_option(help="Calibrated step-time profile (from `fleetplan perf calibrate`) for the pools on its GPU; "
+                        "needs --model naming the same model."),
     ALLOW_LONG_OPTION,
 ]
 

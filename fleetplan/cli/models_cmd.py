@@ -1,6 +1,7 @@
 """``fleetplan models``: inspect model configs, their weight and KV sizes, and a GPU's KV budget.
 
-Also defines ``parallelism_options``, the vLLM-spelled sharding flags other commands reuse.
+Also defines ``parallelism_options``: the vLLM-spelled sharding flags (declared in ``options``) as one
+``Parallelism`` argument.
 """
 
 from __future__ import annotations
@@ -14,8 +15,21 @@ import click
 from rich.table import Table
 
 from fleetplan.cli.errors import FleetplanGroup
-from fleetplan.cli.options import FRACTION, gpu_profiles_option
-from fleetplan.cli.tables import emit_table, emit_tables, format_option
+from fleetplan.cli.options import (
+    KV_CACHE_DTYPES,
+    data_parallel_option,
+    format_option,
+    gpu_memory_utilization_option,
+    gpu_option,
+    gpu_profiles_option,
+    kv_cache_dtype_option,
+    max_num_batched_tokens_option,
+    max_num_seqs_option,
+    pipeline_parallel_option,
+    tensor_parallel_option,
+    weight_dtype_option,
+)
+from fleetplan.cli.tables import emit_table, emit_tables
 from fleetplan.hardware import load_catalog
 from fleetplan.models import Dtype, ModelConfig, dtype, list_models, load_model
 from fleetplan.perf.kv_budget import (
@@ -29,11 +43,6 @@ from fleetplan.perf.parallelism import Parallelism
 from fleetplan.units import BYTES_PER_GIB
 
 __all__ = ["models", "parallelism_options"]
-
-#: vLLM ``--kv-cache-dtype`` spellings -> storage dtype ("auto" = the model dtype, bf16 here).
-KV_CACHE_DTYPES = {"auto": Dtype.BF16, "bf16": Dtype.BF16, "fp8": Dtype.FP8, "fp8_e4m3": Dtype.FP8,
-                   "fp8_e5m2": Dtype.FP8}
-
 
 def parallelism_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """Add vLLM's sharding flags; the command receives one ``parallelism: Parallelism`` argument.
@@ -49,12 +58,9 @@ def parallelism_options(func: Callable[..., Any]) -> Callable[..., Any]:
         return func(*args, parallelism=par, **kwargs)
 
     for decorator in reversed((
-        click.option("--tensor-parallel-size", "-tp", type=click.IntRange(min=1), default=1, show_default=True,
-                     help="GPUs sharing each layer (attention heads split), as in vLLM."),
-        click.option("--pipeline-parallel-size", "-pp", type=click.IntRange(min=1), default=1,
-                     show_default=True, help="Pipeline stages, each holding a contiguous slice of layers."),
-        click.option("--data-parallel-size", "-dp", type=click.IntRange(min=1), default=1, show_default=True,
-                     help="Attention data-parallel ranks per replica, each with its own batch and KV cache."),
+        tensor_parallel_option(help="GPUs sharing each layer (attention heads split), as in vLLM."),
+        pipeline_parallel_option,
+        data_parallel_option,
         click.option("--enable-expert-parallel", is_flag=True, default=False,
                      help="Spread routed experts over TP x DP GPUs instead of splitting each expert."),
     )):
@@ -183,20 +189,17 @@ def _budget_table(b: KvBudget) -> Table:
 
 @models.command("show", epilog=_SHOW_EXAMPLES)
 @click.argument("name")
-@click.option("--gpu", default=None, help="GPU name or alias (see `fleetplan gpus list`): print the KV budget.")
+@gpu_option(help="GPU name or alias (see `fleetplan gpus list`): print the KV budget.")
 @parallelism_options
-@click.option("--weight-dtype", type=click.Choice([d.value for d in Dtype]), default="bf16", show_default=True,
-              help="Weight storage type for the budget (fp8/int4 = quantized checkpoint).")
-@click.option("--kv-cache-dtype", type=click.Choice(list(KV_CACHE_DTYPES)), default="auto", show_default=True,
-              help="KV-cache storage type, vLLM spelling (auto = bf16).")
-@click.option("--gpu-memory-utilization", type=FRACTION, default=0.9, show_default=True,
-              help="Fraction of HBM the engine may use, as in vLLM.")
+@weight_dtype_option(help="Weight storage type for the budget (fp8/int4 = quantized checkpoint).")
+@kv_cache_dtype_option
+@gpu_memory_utilization_option
 @click.option("--block-size", type=click.IntRange(min=1), default=16, show_default=True,
               help="Tokens per KV-cache block.")
-@click.option("--max-num-batched-tokens", type=click.IntRange(min=1), default=DEFAULT_MAX_NUM_BATCHED_TOKENS,
-              show_default=True, help="Tokens per step in the profiling run (sizes the activation peak).")
-@click.option("--max-num-seqs", type=click.IntRange(min=1), default=DEFAULT_MAX_NUM_SEQS, show_default=True,
-              help="Sequences per step (sizes the logits buffer).")
+@max_num_batched_tokens_option(default=DEFAULT_MAX_NUM_BATCHED_TOKENS, show_default=True,
+                               help="Tokens per step in the profiling run (sizes the activation peak).")
+@max_num_seqs_option(default=DEFAULT_MAX_NUM_SEQS, show_default=True,
+                     help="Sequences per step (sizes the logits buffer).")
 @gpu_profiles_option
 @format_option
 def show_cmd(name: str, gpu: str | None, parallelism: Parallelism, weight_dtype: str, kv_cache_dtype: str,
@@ -210,7 +213,8 @@ def show_cmd(name: str, gpu: str | None, parallelism: Parallelism, weight_dtype:
     if gpu is not None:
         profile = load_catalog(gpu_profiles).get(gpu)
         budget = kv_budget(
-            model, profile, parallelism, weight_dtype=dtype(weight_dtype), kv_dtype=KV_CACHE_DTYPES[kv_cache_dtype],
+            model, profile, parallelism, weight_dtype=dtype(weight_dtype),
+            kv_dtype=dtype(KV_CACHE_DTYPES[kv_cache_dtype]),
             gpu_memory_utilization=gpu_memory_utilization, block_size_tokens=block_size,
             max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
         )

@@ -1,15 +1,23 @@
-"""``fleetplan network``: the flow-level KV-transfer network on its own."""
+"""``fleetplan simulate network``: the flow-level KV-transfer network on its own."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import click
 import pandas as pd
 from rich.table import Table
 
-from fleetplan.cli.errors import FleetplanGroup
-from fleetplan.cli.options import NAME_LIST, POSITIVE, seed_option
+from fleetplan.cli.options import (
+    POSITIVE,
+    csv_option,
+    deprecated_spelling,
+    lam_option,
+    link_gbps_option,
+    path_policy_option,
+    replications_option,
+    seed_option,
+    sim_flows_option,
+    spine_gbps_option,
+)
 from fleetplan.cli.tables import make_console
 from fleetplan.sim.network import LeafSpineFabric
 from fleetplan.sim.network.kv_setting import MEAN_KV_BYTES, KvTransferSetting, compare_policies
@@ -17,41 +25,35 @@ from fleetplan.sim.network.kv_setting import MEAN_KV_BYTES, KvTransferSetting, c
 COUNT = click.IntRange(min=1)
 
 
-@click.group("network", cls=FleetplanGroup, epilog="""\b
+@click.command("network", epilog="""\b
 Examples:
-  fleetplan network simulate
-  fleetplan network simulate --rate 12 --flows 10000 --replications 3
+  fleetplan simulate network
+  fleetplan simulate network --lam 12 --sim-flows 10000 --replications 3
+  fleetplan simulate network --size-gb 0.94 --path-policy ecmp --csv flows.csv
+  fleetplan simulate network --leaves 2 --hosts-per-leaf 8 --spines 4 --spine-gbps 400
 """)
-def network() -> None:
-    """Flow-level network of prefill-to-decode KV-cache transfers (leaf-spine, max-min fair)."""
-
-
-@network.command("simulate", epilog="""\b
-Examples:
-  fleetplan network simulate
-  fleetplan network simulate --size-gb 0.94 --policy ecmp --csv flows.csv
-  fleetplan network simulate --leaves 2 --hosts-per-leaf 8 --spines 4 --spine-gbps 400
-""")
-@click.option("--flows", "n_flows", type=COUNT, default=2000, show_default=True, help="Transfers per replication.")
-@click.option("--rate", "rate_per_s", type=POSITIVE, default=6.0, show_default=True,
-              help="Poisson arrival rate of transfers, per second.")
+@sim_flows_option(default=2000, show_default=True, help="Transfers per replication.")
+@deprecated_spelling("--flows", "n_flows")
+@lam_option(default=6.0, show_default=True,
+            help="Poisson arrival rate of transfers, per second (--request-rate: vLLM's spelling).")
+@deprecated_spelling("--rate", "rate_per_s")
 @click.option("--size-gb", type=POSITIVE, default=round(MEAN_KV_BYTES / 1e9, 3), show_default=True,
               help="Bytes per transfer, in GB (10^9 bytes).")
 @click.option("--leaves", "n_leaves", type=COUNT, default=4, show_default=True, help="Leaf switches.")
 @click.option("--hosts-per-leaf", type=COUNT, default=4, show_default=True, help="Hosts under each leaf.")
 @click.option("--spines", "n_spines", type=COUNT, default=2, show_default=True, help="Spine switches.")
-@click.option("--link-gbps", type=POSITIVE, default=100.0, show_default=True, help="Host NIC link rate, Gb/s.")
-@click.option("--spine-gbps", type=POSITIVE, default=100.0, show_default=True, help="Leaf-spine link rate, Gb/s.")
+@link_gbps_option(help="Host NIC link rate, Gb/s.")
+@spine_gbps_option
 @click.option("--prefill-hosts", type=COUNT, default=8, show_default=True,
               help="Hosts 0..N-1 send (prefill); the rest receive (decode).")
-@click.option("--policy", "policies", type=NAME_LIST, default="ecmp,reservation", show_default=True,
-              help="Path policies to compare: ecmp, reservation.")
-@click.option("--replications", type=COUNT, default=1, show_default=True, help="Independent replications.")
-@click.option("--csv", "csv_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the first replication's per-flow results here.")
+@path_policy_option(default="ecmp,reservation", show_default=True,
+                    help="Path policies to compare: ecmp (hash), reservation (least-loaded spine).")
+@deprecated_spelling("--policy", "path_policy")
+@replications_option
+@csv_option(help="Write the first replication's per-flow results here.")
 @seed_option
-def simulate(n_flows, rate_per_s, size_gb, n_leaves, hosts_per_leaf, n_spines, link_gbps, spine_gbps,
-             prefill_hosts, policies, replications, csv_path, seed) -> None:
+def network_cmd(n_flows, rate_per_s, size_gb, n_leaves, hosts_per_leaf, n_spines, link_gbps, spine_gbps,
+                prefill_hosts, path_policy, replications, csv_path, seed) -> None:
     """KV transfers on a leaf-spine fabric: completion time and slowdown by path policy.
 
     The setting of vidur-ns3-pd-cosim.txt by default: 8 prefill + 8 decode hosts, 4 leaves x 4
@@ -64,7 +66,7 @@ def simulate(n_flows, rate_per_s, size_gb, n_leaves, hosts_per_leaf, n_spines, l
                                  f"fabric; use fewer than {fabric.n_hosts}", param_hint="--prefill-hosts")
     setting = KvTransferSetting(rate_per_s=rate_per_s, transfer_bytes=size_gb * 1e9, n_prefill_hosts=prefill_hosts,
                                 n_decode_hosts=fabric.n_hosts - prefill_hosts, fabric=fabric)
-    df, first = compare_policies(setting, n_flows, policies, seed=seed, n_replications=replications)
+    df, first = compare_policies(setting, n_flows, path_policy, seed=seed, n_replications=replications)
     table = Table(title=f"{n_flows:,} transfers of {size_gb:g} GB at {rate_per_s:g}/s on {n_leaves} leaves x "
                         f"{hosts_per_leaf} hosts, {n_spines} spines ({fabric.oversubscription:g}:1), "
                         f"{replications} replication(s), seed {seed}")

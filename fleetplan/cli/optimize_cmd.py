@@ -22,17 +22,31 @@ from fleetplan.cli.options import (
     NAME_LIST,
     POSITIVE,
     arrival_spec,
+    csv_option,
     executor_from_options,
     executor_options,
+    format_option,
     gpu_profiles_option,
+    gpus_option,
+    html_option,
     input_fraction_option,
+    json_option,
+    lam_option,
+    percentile_option,
+    plots_option,
     price_option,
+    quiet_option,
+    replications_option,
     seed_option,
+    sim_requests_option,
+    slo_tpot_option,
+    slo_ttft_option,
+    ttft_model_option,
     workload_option,
 )
-from fleetplan.cli.progress import progress_reporter, quiet_option
+from fleetplan.cli.progress import progress_reporter
 from fleetplan.cli.report_cmd import report_console, write_optimize_reports
-from fleetplan.cli.tables import emit_table, format_option, make_console
+from fleetplan.cli.tables import emit_table, make_console
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import availability_preset, load_catalog
 from fleetplan.plan.disagg import (
@@ -96,12 +110,10 @@ def _availability(node_avail: float | None, preset: str | None) -> float | str:
 
 _PLAN_OPTIONS = [
     workload_option,
-    click.option("--slo-ttft", "slo_ttft_ms", type=POSITIVE, required=True, help="TTFT target in ms at --percentile."),
-    click.option("--percentile", type=click.FloatRange(0, 100, min_open=True, max_open=True), default=99.0,
-                 show_default=True, help="Latency percentile the SLO applies to."),
-    click.option("--gpus", type=NAME_LIST, default=None,
-                 help="GPU types to consider, e.g. a10g,a100,h100 (default: the calibrated A10G, A100-80GB, "
-                 "H100-SXM)."),
+    slo_ttft_option(required=True, help="TTFT target in ms at --percentile."),
+    percentile_option,
+    gpus_option(help="GPU types to consider, e.g. a10g,a100,h100 (default: the calibrated A10G, A100-80GB, "
+                "H100-SXM)."),
     click.option("--topology", "topologies", type=NAME_LIST, default=("homo", "two-pool", "multi-pool"),
                  show_default=True,
                  help="Topologies: homo, two-pool, multi-pool (3-4 length pools), pdd (prefill-decode "
@@ -125,10 +137,7 @@ _PLAN_OPTIONS = [
                  "(reproduces its Table 1; --tail-model, --ttft-model and --prefill-seqs apply to it)."),
     click.option("--tail-model", type=click.Choice(["exp", "paper"]), default="exp", show_default=True,
                  help="Wait-tail form: exp = ln(C/(1-p))(1+Cs2)/(2(c mu - lam)) (exact for M/M/c); paper = eq. (2)."),
-    click.option("--ttft-model", type=click.Choice(["quantile", "mean-prefill"]), default="quantile",
-                 show_default=True,
-                 help="quantile = percentile of wait + prefill; mean-prefill = wait percentile + mean prefill "
-                 "(fleet-sim)."),
+    ttft_model_option,
     click.option("--prefill-seqs", type=POSITIVE, default=None,
                  help="Batch concurrency while a prompt is prefilled (default n_max, the paper's eq. 5; fleet-sim "
                  "uses 1)."),
@@ -137,17 +146,16 @@ _PLAN_OPTIONS = [
     click.option("--verify-top", type=click.IntRange(min=1), default=DEFAULT_VERIFY_TOP, show_default=True,
                  help="Simulate this many of the cheapest analytic candidates (iteration level; pdd/afd: also "
                  "this many of each)."),
-    click.option("--sim-requests", type=click.IntRange(min=100), default=None,
-                 help="Requests per simulated pool and replication, overriding the steady-state rule (default: "
-                 f"{DEFAULT_WARMUP_LIFETIMES:g} + {DEFAULT_MEASURED_LIFETIMES:g} mean request lifetimes of simulated "
-                 f"time and at least {DEFAULT_MIN_COMPLETIONS:,} measured completions per pool)."),
-    click.option("--replications", type=click.IntRange(min=2), default=DEFAULT_REPLICATIONS, show_default=True,
-                 help="Independent replications per simulated fleet (for the P99 confidence interval)."),
+    sim_requests_option(
+        type=click.IntRange(min=100), default=None,
+        help="Requests per simulated pool and replication, overriding the steady-state rule (default: "
+        f"{DEFAULT_WARMUP_LIFETIMES:g} + {DEFAULT_MEASURED_LIFETIMES:g} mean request lifetimes of simulated "
+        f"time and at least {DEFAULT_MIN_COMPLETIONS:,} measured completions per pool)."),
+    replications_option(type=click.IntRange(min=2), default=DEFAULT_REPLICATIONS,
+                        help="Independent replications per simulated fleet (for the P99 confidence interval)."),
     click.option("--no-verify", is_flag=True, help="Skip the simulation phase (analytic ranking only)."),
-    click.option(
-        "--slo-tpot", "slo_tpot_ms", type=POSITIVE, default=None,
-        help="TPOT target in ms at --percentile, checked by the simulator; sizes the pdd/afd decode pools.",
-    ),
+    slo_tpot_option(help="TPOT target in ms at --percentile, checked by the simulator; sizes the pdd/afd decode "
+                    "pools."),
     click.option("--min-ce-gain", type=click.FloatRange(min=0), default=DEFAULT_MIN_CE_GAIN, show_default=True,
                  help="Reject pdd/afd candidates whose cost efficiency vs the all-premium baseline is below this "
                  "(Frontier §6.2)."),
@@ -257,7 +265,7 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
             rate_per_s=rate,
             max_gpus=opts["max_gpus"],
             top_k=opts["verify_top"],
-            n_requests=opts["sim_requests"],
+            n_requests=opts["n_requests"],
             n_replications=opts["replications"],
             seed=opts["seed"],
             percentile=opts["percentile"],
@@ -275,34 +283,26 @@ def plan_arrivals(opts: dict):
 
 
 @click.command("optimize", epilog=_EXAMPLES)
-@click.option(
-    "--lam",
-    type=POSITIVE,
-    default=None,
-    help=f"Arrival rate, requests/s (default: the workload's own rate if it records one, else {DEFAULT_RATE_PER_S:g}).",
-)
+@lam_option(help="Arrival rate, requests/s (default: the workload's own rate if it records one, else "
+            f"{DEFAULT_RATE_PER_S:g}); --request-rate: vLLM's spelling.")
 @plan_options
 @peak_options
 @click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="Candidates shown.")
-@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
-              help="Write the procurement report (one row per pool of the recommendation + total) as CSV.")
+@csv_option(help="Write the procurement report (one row per pool of the recommendation + total) as CSV.")
 @click.option("--candidates-csv", "candidates_csv", type=click.Path(dir_okay=False), default=None,
               help="Write every candidate as CSV (one row per candidate).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
-              help="Write the run as JSON: what the report shows (the cheapest 30 and every simulated candidate, "
-              "verification, latency profiles); re-render with `fleetplan report RUN.json --html OUT.html`.")
+@json_option(help="Write the run as JSON: what the report shows (the cheapest 30 and every simulated candidate, "
+             "verification, latency profiles); re-render with `fleetplan report RUN.json --html OUT.html`.")
 @click.option("--json-full", is_flag=True, default=False,
               help="With --json: keep every swept candidate (megabytes) instead of the cheapest ones.")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
-              help="Write one self-contained HTML report (tables and embedded plots).")
-@click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None,
-              help="Write the plots as PNG and SVG into this directory.")
+@html_option(help="Write one self-contained HTML report (tables and embedded plots).")
+@plots_option
 @format_option
 @quiet_option
 @executor_options
 @one_line_errors
-def optimize(lam, top, csv_path, candidates_csv, json_path, json_full, html_path, plots_dir, fmt, quiet, executor,
-             workers, ray_address, rate_profile, peak_window_s, **opts) -> None:
+def optimize(rate_per_s, top, csv_path, candidates_csv, json_path, json_full, html_path, plots_dir, fmt, quiet,
+             executor, workers, ray_address, rate_profile, peak_window_s, **opts) -> None:
     """Find the cheapest fleet whose P99 TTFT meets --slo-ttft at --lam requests/s.
 
     Phase 1 sizes every candidate (topology x split threshold x GPU type per pool x
@@ -310,11 +310,11 @@ def optimize(lam, top, csv_path, candidates_csv, json_path, json_full, html_path
     annual cost.  TTFT is time to first token; P99 the 99th percentile; rho the
     utilisation of a pool's KV slots.
     """
-    profile, window_s = rate_profile_from_options(rate_profile, peak_window_s, lam,
+    profile, window_s = rate_profile_from_options(rate_profile, peak_window_s, rate_per_s,
                                                   load_workload(opts["workload"], opts["input_fraction"]))
     if profile is not None:
-        lam = profile.busiest_window_rate(window_s)[0]
-    wl, request, verify, rate_source = plan_inputs(opts, lam)
+        rate_per_s = profile.busiest_window_rate(window_s)[0]
+    wl, request, verify, rate_source = plan_inputs(opts, rate_per_s)
     if profile is not None:
         rate_source = f"busiest {window_s:g} s of the rate profile"
     rate, percentile, slo_ttft_ms, slo_tpot_ms = request.rate_per_s, request.percentile, opts["slo_ttft_ms"], \

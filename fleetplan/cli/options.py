@@ -1,18 +1,42 @@
-"""Shared click options and parameter types, defined once.
+"""Shared click options and parameter types, defined once: the CLI's one vocabulary.
 
-Each validates at parse time and fails with a one-line message naming the value,
-the rule and the fix (click prints it and exits 2).
+Every option that means the same thing in two commands is declared here (or, for the served model
+and the runtime features, in ``model_options`` and ``feature_options`` with ``declare``) and spelled
+the same everywhere.  A declaration fixes the spelling, the parameter name the command receives and
+the type; a command may set only what differs per command (default, required, help).  Each type
+validates at parse time and fails with a one-line message naming the value, the rule and the fix
+(click prints it and exits 2).
+
+Canonical spellings (``tests/cli/test_vocabulary.py`` holds the full table and fails on a second
+spelling of a concept or a second meaning of a spelling):
+
+* arrival rate ``--lam`` (``--request-rate``, vLLM's spelling, is an alias); ``bench serve`` and
+  ``perf calibrate`` keep vLLM's ``--request-rate`` (a number or ``inf``) as their only spelling;
+* SLOs ``--slo-ttft``, ``--slo-tpot`` (ms) at ``--percentile``;
+* simulation length ``--sim-<what is counted>``: ``--sim-requests``, ``--sim-sessions``,
+  ``--sim-flows`` (``bench serve`` keeps vLLM's ``--num-prompts``);
+* ``--seed``, ``--gpus`` (GPU types, a list), ``--gpu`` (one GPU), ``--model``,
+  ``--tensor-parallel-size``/``-tp``/``--tp`` (and ``-pp``, ``-dp`` alike), ``--weight-dtype``,
+  ``--kv-cache-dtype``/``--kv-dtype``, ``--max-model-len``, ``--workers``/``--executor``/``--ray-address``,
+  ``--json``/``--csv``/``--html``/``--plots``, ``-q``/``--quiet``.
+
+Old spellings (``DEPRECATED_SPELLINGS``) keep working for one release as hidden options
+(``deprecated_spelling``): each prints a one-line note on stderr when the command runs and gives its
+value to the canonical option; the old and the new spelling with different values is an error.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import click
 
+from fleetplan.cli.groups import deprecation_note
 from fleetplan.errors import ConfigError
 from fleetplan.exec import Executor, make_executor
 
@@ -107,24 +131,304 @@ FRACTION = Fraction()
 INT_LIST = IntList()
 NAME_LIST = NameList()
 
-seed_option = click.option(
-    "--seed", type=click.IntRange(min=0), default=0, show_default=True,
-    help="One seed for every random stream of the run (arrivals, lengths, routing).",
-)
-workload_option = click.option(
-    "--workload", "workload", required=True,
-    help="Workload: a bundled name (lmsys, azure_conv, ...), a CDF JSON file or a trace (CSV/JSONL).",
-)
-ARRIVAL_OPTIONS = (
-    click.option("--arrival", type=click.Choice(("poisson", "gamma", "replay")), default="poisson", show_default=True,
-                 help="Arrival process sized for and simulated: poisson, gamma (gaps with CV --cv) or replay (the "
-                 "trace workload's own timestamps, rescaled to the rate)."),
-    click.option("--cv", "arrival_cv", type=POSITIVE, default=None,
-                 help="Inter-arrival CV for --arrival gamma (the analytic phase takes Ca2 = CV^2) [default: 1.0]."),
-    click.option("--ca2-window-s", type=POSITIVE, default=None,
-                 help="--arrival replay: time scale of the trace's burstiness (index of dispersion of counts) on the "
-                 "replay clock, seconds [default: 1]."),
-)
+# --- declaring an option once -----------------------------------------------------------------------
+
+class SharedOption(click.Option):
+    """An option declared once (``declare``); ``concept`` names what it means, for the vocabulary test."""
+
+    def __init__(self, *args: Any, concept: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.concept = concept
+
+
+#: What a command may set on a shared option; the spelling, parameter name and type are the declaration's.
+PER_COMMAND_ATTRIBUTES = frozenset({"default", "required", "help", "show_default", "metavar"})
+
+
+class OptionDeclaration:
+    """One concept's option: ``@decl`` adds it as declared, ``@decl(default=..., help=...)`` with the
+    per-command attributes (``PER_COMMAND_ATTRIBUTES``; ``type`` only to narrow a range's bounds)."""
+
+    def __init__(self, concept: str, decls: tuple[str, ...], attrs: dict[str, Any]) -> None:
+        self.concept, self.decls, self.attrs = concept, decls, attrs
+
+    def __call__(self, func: Callable[..., Any] | None = None, /, **overrides: Any):
+        if func is not None:
+            return self.option()(func)
+        return self.option(**overrides)
+
+    def option(self, **overrides: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """The click decorator, with ``overrides`` applied."""
+        unknown = sorted(set(overrides) - PER_COMMAND_ATTRIBUTES - {"type"})
+        if unknown:
+            raise TypeError(f"{self.decls[0]}: {unknown[0]!r} is fixed by the declaration; a command may set "
+                            f"{', '.join(sorted(PER_COMMAND_ATTRIBUTES))}")
+        if "type" in overrides and type(overrides["type"]) is not type(self.attrs.get("type")):
+            raise TypeError(f"{self.decls[0]}: a command may narrow the type's bounds, not change the type")
+        attrs = {**self.attrs, **overrides}
+        if attrs.get("required") and "default" not in overrides:
+            attrs.pop("default", None)  # a default, even None, would satisfy click's required check
+        return click.option(*self.decls, cls=SharedOption, concept=self.concept, **attrs)
+
+
+def declare(concept: str, *decls: str, **attrs: Any) -> OptionDeclaration:
+    """Declare the option of ``concept``: ``decls`` are its spellings then its parameter name, ``attrs``
+    click's option attributes (type, default, help, ...)."""
+    return OptionDeclaration(concept, decls, attrs)
+
+
+# --- old spellings ----------------------------------------------------------------------------------
+
+#: ``ctx.meta`` key of the deprecation notes printed when the command runs (not when it fails to parse).
+NOTES_KEY = "fleetplan.deprecation_notes"
+
+#: Old spelling -> the canonical one; each is a hidden option for one release (``deprecated_spelling``).
+DEPRECATED_SPELLINGS = {
+    "--rate": "--lam",  # simulate sessions, simulate network
+    "--requests": "--sim-requests",  # simulate, simulate pdd, reliability
+    "--customers": "--sim-requests",  # validate queueing
+    "--n-sessions": "--sim-sessions",  # simulate sessions
+    "--flows": "--sim-flows",  # simulate network
+    "--max-context": "--max-model-len",  # simulate pdd, simulate sessions, grid-flex
+    "--policy": "--path-policy",  # simulate network only (simulate pdd's --policy is its assignment policy)
+}
+
+
+class DeprecatedOption(click.Option):
+    """A hidden old spelling of another option of the same command (``canonical``: its parameter name).
+
+    Processed before the other options (eager): its value becomes the canonical option's, as if given
+    under the new spelling (same type, same checks); both spellings with different values is a usage
+    error (one line, exit 2).  The note is printed when the command runs (``prints_deprecation_notes``).
+    """
+
+    def __init__(self, param_decls: tuple[str, ...], *, canonical: str) -> None:
+        (old,) = param_decls
+        super().__init__([old, f"deprecated_{old.lstrip('-').replace('-', '_')}"], hidden=True, expose_value=False,
+                         is_eager=True)
+        self.old, self.canonical = old, canonical
+
+    def target(self, command: click.Command) -> click.Option:
+        """The canonical option in ``command``."""
+        for param in command.params:
+            if param.name == self.canonical and isinstance(param, click.Option):
+                return param
+        raise LookupError(f"{self.old} names {self.canonical!r}, which {command.name} does not have")
+
+    def handle_parse_result(self, ctx: click.Context, opts: Any, args: list[str]) -> tuple[Any, list[str]]:  # noqa: D102
+        if self.name in opts and not ctx.resilient_parsing:
+            target = self.target(ctx.command)
+            new, raw = target.opts[0], opts[self.name]
+            try:
+                value = target.type_cast_value(ctx, raw)
+            except click.BadParameter as exc:
+                exc.param = self  # name the spelling the user typed
+                raise
+            if target.name in opts:
+                try:
+                    same = target.type_cast_value(ctx, opts[target.name]) == value
+                except click.BadParameter:
+                    same = False
+                if not same:
+                    raise click.UsageError(f"{self.old} {raw} and {new} {opts[target.name]} disagree: {self.old} is "
+                                           f"the old spelling of {new}; give {new} alone", ctx)
+            else:
+                opts[target.name] = raw
+            ctx.meta.setdefault(NOTES_KEY, []).append(deprecation_note(self.old, new))
+        return super().handle_parse_result(ctx, opts, args)
+
+
+def print_deprecation_notes(ctx: click.Context | None = None) -> None:
+    """Print (on stderr) and forget the notes collected while parsing."""
+    ctx = ctx or click.get_current_context(silent=True)
+    if ctx is not None:
+        for note in ctx.meta.pop(NOTES_KEY, ()):
+            click.echo(note, err=True)
+
+
+def prints_deprecation_notes(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a command's function so that it first prints the notes of the old spellings it was given."""
+    if getattr(func, "prints_deprecation_notes", False):
+        return func
+
+    @functools.wraps(func)  # copies __click_params__ (the same list): options added later still count
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        print_deprecation_notes()
+        return func(*args, **kwargs)
+
+    wrapper.prints_deprecation_notes = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+def deprecated_spelling(old: str, canonical: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Keep ``old`` working as a hidden alias of the command's option named ``canonical``."""
+    if old not in DEPRECATED_SPELLINGS:
+        raise ValueError(f"{old} is not in DEPRECATED_SPELLINGS; add it there (with its canonical spelling)")
+
+    def decorator(func: Callable[..., Any]) -> Callable[..., Any]:
+        func = click.option(old, cls=DeprecatedOption, canonical=canonical)(func)
+        return prints_deprecation_notes(func)
+
+    return decorator
+
+
+# --- the vocabulary -----------------------------------------------------------------------------------
+
+class RateOrInf(click.ParamType):
+    """vLLM's ``--request-rate``: requests/s > 0, or ``inf`` (every request at once)."""
+
+    name = "number|inf"
+
+    def convert(self, value, param, ctx):  # noqa: D102
+        if isinstance(value, float):
+            return value
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number; give requests/s or inf", param, ctx)
+        if math.isnan(v) or v <= 0:
+            self.fail(f"{value!r} must be > 0 requests/s, or inf", param, ctx)
+        return v
+
+
+#: vLLM ``--kv-cache-dtype`` spellings -> fleetplan's storage dtype name ("auto" = the model dtype, bf16 here).
+KV_CACHE_DTYPES = {"auto": "bf16", "bf16": "bf16", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
+WEIGHT_DTYPES = ("bf16", "fp8", "int4")
+
+# arrivals, SLOs, simulation length, seed
+lam_option = declare(
+    "arrival rate", "--lam", "--request-rate", "rate_per_s", type=POSITIVE, default=None,
+    help="Arrival rate, requests/s (--request-rate: vLLM's spelling).")
+request_rate_option = declare(  # bench serve and perf calibrate speak vLLM's client: a number or inf
+    "arrival rate", "--request-rate", "request_rate", type=RateOrInf(), default="inf", show_default=True,
+    help="Requests/s (vLLM bench serve); inf sends all at once.")
+slo_ttft_option = declare("TTFT SLO", "--slo-ttft", "slo_ttft_ms", type=POSITIVE, default=None,
+                          help="TTFT SLO, ms.")
+slo_tpot_option = declare("TPOT SLO", "--slo-tpot", "slo_tpot_ms", type=POSITIVE, default=None,
+                          help="TPOT SLO, ms.")
+percentile_option = declare(
+    "SLO percentile", "--percentile", "percentile", type=click.FloatRange(0, 100, min_open=True, max_open=True),
+    default=99.0, show_default=True, help="Latency percentile the SLOs apply to.")
+sim_requests_option = declare("simulated requests", "--sim-requests", "n_requests", type=click.IntRange(min=1),
+                              help="Requests to simulate.")
+sim_sessions_option = declare("simulated sessions", "--sim-sessions", "n_sessions", type=click.IntRange(min=1),
+                              help="Sessions to simulate.")
+sim_flows_option = declare("simulated flows", "--sim-flows", "n_flows", type=click.IntRange(min=1),
+                           help="Transfers to simulate per replication.")
+num_prompts_option = declare(  # vLLM bench's simulation length
+    "simulated requests", "--num-prompts", "num_prompts", type=click.IntRange(min=1),
+    help="Requests to send (vLLM bench serve).")
+max_concurrency_option = declare("client concurrency", "--max-concurrency", "max_concurrency",
+                                 type=click.IntRange(min=1), default=None,
+                                 help="At most N requests in flight (vLLM bench serve; closed loop).")
+seed_option = declare(
+    "seed", "--seed", "seed", type=click.IntRange(min=0), default=0, show_default=True,
+    help="One seed for every random stream of the run (arrivals, lengths, routing).")
+replications_option = declare("replications", "--replications", "replications", type=click.IntRange(min=1),
+                              default=1, show_default=True, help="Independent replications.")
+horizon_option = declare("simulated time limit", "--horizon", "horizon_s", type=POSITIVE, default=None,
+                         help="Stop after this many seconds (default: run until every request finishes).")
+warmup_fraction_option = declare(
+    "warm-up share", "--warmup-fraction", "warmup_fraction", type=click.FloatRange(0, 1, max_open=True),
+    help="Share of the earliest arrivals left out of the statistics.")
+
+# workload and arrival process
+workload_option = declare(
+    "workload", "--workload", "workload", required=True,
+    help="Workload: a bundled name (lmsys, azure_conv, ...), a CDF JSON file or a trace (CSV/JSONL).")
+input_fraction_option = declare(
+    "input fraction", "--input-fraction", "input_fraction", type=Fraction(open_high=True), default=None,
+    help="Share of a request's total tokens that is prompt, for CDFs that give totals only "
+    "(default: the workload's own, else 0.8 as documented in the README).")
+arrival_option = declare(
+    "arrival process", "--arrival", "arrival", type=click.Choice(("poisson", "gamma", "replay")), default="poisson",
+    show_default=True, help="Arrival process sized for and simulated: poisson, gamma (gaps with CV --cv) or replay "
+    "(the trace workload's own timestamps, rescaled to the rate).")
+cv_option = declare(
+    "inter-arrival CV", "--cv", "arrival_cv", type=POSITIVE, default=None,
+    help="Inter-arrival CV for --arrival gamma (the analytic phase takes Ca2 = CV^2) [default: 1.0].")
+ca2_window_option = declare(
+    "burstiness window", "--ca2-window-s", "ca2_window_s", type=POSITIVE, default=None,
+    help="--arrival replay: time scale of the trace's burstiness (index of dispersion of counts) on the "
+    "replay clock, seconds [default: 1].")
+ARRIVAL_OPTIONS = (arrival_option, cv_option, ca2_window_option)
+
+# fleets, GPUs, models, engine limits
+fleet_option = declare("fleet file", "--fleet", "fleet_path", type=click.Path(dir_okay=False), default=None,
+                       help="Fleet TOML: pools, GPUs, instances, context limits (see examples/README.md).")
+gpus_option = declare("GPU types", "--gpus", "gpus", type=NAME_LIST, default=None,
+                      help="GPU types to consider, e.g. a10g,a100,h100.")
+gpu_option = declare("GPU", "--gpu", "gpu", default=None, help="GPU name or alias (fleetplan gpus list).")
+instances_option = declare("instances", "--instances", "instances", type=click.IntRange(min=1), default=None,
+                           help="Instances of the GPU.")
+model_option = declare(
+    "model", "--model", "model", default=None,
+    help="Model: a bundled name (llama-3.1-70b, qwen3-30b-a3b, ...; fleetplan models list) or a HuggingFace "
+    "config.json.")
+tensor_parallel_option = declare(
+    "tensor-parallel size", "--tensor-parallel-size", "-tp", "--tp", "tensor_parallel_size",
+    type=click.IntRange(min=1), default=1, show_default=True, help="GPUs sharing each layer, as in vLLM.")
+pipeline_parallel_option = declare(
+    "pipeline-parallel size", "--pipeline-parallel-size", "-pp", "--pp", "pipeline_parallel_size",
+    type=click.IntRange(min=1), default=1, show_default=True,
+    help="Pipeline stages, each holding a contiguous slice of layers.")
+data_parallel_option = declare(
+    "data-parallel size", "--data-parallel-size", "-dp", "--dp", "data_parallel_size", type=click.IntRange(min=1),
+    default=1, show_default=True,
+    help="Attention data-parallel ranks per replica, each with its own batch and KV cache.")
+weight_dtype_option = declare("weight dtype", "--weight-dtype", "weight_dtype", type=click.Choice(WEIGHT_DTYPES),
+                              default="bf16", show_default=True,
+                              help="Weight storage type (fp8/int4 = quantized checkpoint).")
+kv_cache_dtype_option = declare(
+    "KV-cache dtype", "--kv-cache-dtype", "--kv-dtype", "kv_cache_dtype", type=click.Choice(list(KV_CACHE_DTYPES)),
+    default="auto", show_default=True, help="KV-cache storage type, vLLM spelling (auto = bf16).")
+max_model_len_option = declare(
+    "context limit", "--max-model-len", "max_model_len", type=click.IntRange(min=1), default=None,
+    help="Longest prompt + output served (tokens), vLLM --max-model-len.")
+max_num_seqs_option = declare("max_num_seqs", "--max-num-seqs", "max_num_seqs", type=click.IntRange(min=1),
+                              default=None, help="Sequences per step (vLLM --max-num-seqs).")
+max_num_batched_tokens_option = declare(
+    "max_num_batched_tokens", "--max-num-batched-tokens", "max_num_batched_tokens", type=click.IntRange(min=1),
+    default=None, help="Tokens per step (vLLM --max-num-batched-tokens).")
+gpu_memory_utilization_option = declare(
+    "GPU memory utilisation", "--gpu-memory-utilization", "gpu_memory_utilization", type=FRACTION, default=0.9,
+    show_default=True, help="Fraction of HBM the engine may use, as in vLLM.")
+engine_option = declare("engine profile", "--engine", "engine", default="vllm", show_default=True,
+                        help="Engine profile (vllm|sglang|trtllm): efficiencies and per-step overheads.")
+perf_profile_option = declare(
+    "perf profile", "--perf-profile", "perf_profile", type=click.Path(dir_okay=False), default=None,
+    help="Calibrated step-time profile (from `fleetplan perf calibrate`).")
+ttft_model_option = declare(
+    "TTFT model", "--ttft-model", "ttft_model", type=click.Choice(["quantile", "mean-prefill"]), default="quantile",
+    show_default=True, help="quantile = percentile of wait + prefill; mean-prefill = wait percentile + mean prefill "
+    "(fleet-sim).")
+
+# KV-transfer fabric
+link_gbps_option = declare("host link rate", "--link-gbps", "link_gbps", type=POSITIVE, default=100.0,
+                           show_default=True, help="Fabric host link rate, Gb/s.")
+spine_gbps_option = declare("spine link rate", "--spine-gbps", "spine_gbps", type=POSITIVE, default=100.0,
+                            show_default=True, help="Fabric leaf-spine link rate, Gb/s.")
+path_policy_option = declare("path policy", "--path-policy", "path_policy", type=NAME_LIST, default=None,
+                             help="Fabric path choice: ecmp (hash) or reservation (least-loaded spine).")
+
+# outputs
+json_option = declare("JSON export", "--json", "json_path", type=click.Path(dir_okay=False), default=None,
+                      help="Write the run as JSON.")
+csv_option = declare("CSV export", "--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
+                     help="Write the rows as CSV.")
+html_option = declare("HTML report", "--html", "html_path", type=click.Path(dir_okay=False), default=None,
+                      help="Write an HTML report.")
+plots_option = declare("plots", "--plots", "plots_dir", type=click.Path(file_okay=False), default=None,
+                       help="Write the plots as PNG and SVG into this directory.")
+requests_csv_option = declare("per-request CSV", "--requests-csv", "requests_csv", type=click.Path(dir_okay=False),
+                              default=None, help="Write one row per request (latencies in ms) to this CSV.")
+out_option = declare("output file", "--out", "out_path", type=click.Path(dir_okay=False), required=True,
+                     help="File to write.")
+quiet_option = declare("quiet", "--quiet", "-q", "quiet", is_flag=True, help="No progress bars (for scripts).")
+FORMATS = ("table", "csv", "json", "markdown")
+format_option = declare(
+    "table format", "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
+    help="table: aligned columns (never truncated when piped); csv, json (one object per row) or markdown.")
 
 
 def arrival_spec(arrival: str, arrival_cv: float | None, ca2_window_s: float | None):
@@ -139,13 +443,6 @@ def arrival_spec(arrival: str, arrival_cv: float | None, ca2_window_s: float | N
                           "--arrival replay or drop --ca2-window-s")
     kw = {} if ca2_window_s is None else {"ca2_window_s": ca2_window_s}
     return ArrivalSpec(arrival, 1.0 if arrival_cv is None else arrival_cv, **kw)
-
-
-input_fraction_option = click.option(
-    "--input-fraction", type=Fraction(open_high=True), default=None,
-    help="Share of a request's total tokens that is prompt, for CDFs that give totals only "
-    "(default: the workload's own, else 0.8 as documented in the README).",
-)
 
 
 class PriceOverride(click.ParamType):
@@ -168,37 +465,37 @@ class PriceOverride(click.ParamType):
         return gpu.strip(), usd
 
 
-gpu_profiles_option = click.option(
-    "--gpu-profiles", "gpu_profiles", default=None,
+gpu_profiles_option = declare(
+    "GPU profiles file", "--gpu-profiles", "gpu_profiles", default=None,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="User TOML that overrides fields of bundled GPUs or adds GPUs ([gpu.<NAME>] tables).",
 )
-price_option = click.option(
-    "--price", "prices", multiple=True, type=PriceOverride(),
+price_option = declare(
+    "price override", "--price", "prices", multiple=True, type=PriceOverride(),
     help="Override a GPU's price per GPU-hour, e.g. --price h100=2.49 (repeatable).",
 )
+
+
+ray_address_option = declare(
+    "Ray address", "--ray-address", "ray_address", default=None, metavar="auto|HOST:PORT",
+    help="Ray cluster for --executor ray: 'auto' (default) joins the cluster this machine belongs to "
+    "(`ray start --head`), HOST:PORT a remote head node.")
+workers_option = declare(
+    "workers", "--workers", "workers", type=click.IntRange(min=1), default=None,
+    help="Worker processes for --executor local (1 runs in this process; default: in this process when the "
+    f"command simulates at most {IN_PROCESS_MAX_REQUESTS:,} requests in all, where a pool's start-up costs more "
+    "than it saves, else one per core).")
+executor_option = declare(
+    "executor", "--executor", "executor", default="local", show_default=True, metavar="local|ray",
+    help="Where independent simulations run: local (a process pool on this machine) or ray "
+    "(a Ray cluster; needs pip install 'fleetplan[ray]'). Results are identical either way.")
 
 
 def executor_options(func):
     """``--executor local|ray``, ``--workers N``, ``--ray-address auto|HOST:PORT`` for commands that
     run independent simulations; the command receives ``executor``, ``workers``, ``ray_address``
     and builds the executor with ``executor_from_options``."""
-    func = click.option(
-        "--ray-address", "ray_address", default=None, metavar="auto|HOST:PORT",
-        help="Ray cluster for --executor ray: 'auto' (default) joins the cluster this machine belongs to "
-        "(`ray start --head`), HOST:PORT a remote head node.",
-    )(func)
-    func = click.option(
-        "--workers", "workers", type=click.IntRange(min=1), default=None,
-        help="Worker processes for --executor local (1 runs in this process; default: in this process when the "
-        f"command simulates at most {IN_PROCESS_MAX_REQUESTS:,} requests in all, where a pool's start-up costs more "
-        "than it saves, else one per core).",
-    )(func)
-    return click.option(
-        "--executor", "executor", default="local", show_default=True, metavar="local|ray",
-        help="Where independent simulations run: local (a process pool on this machine) or ray "
-        "(a Ray cluster; needs pip install 'fleetplan[ray]'). Results are identical either way.",
-    )(func)
+    return executor_option(workers_option(ray_address_option(func)))
 
 
 def local_workers(executor: str, workers: int | None, simulated_requests: int | None) -> int | None:

@@ -1,4 +1,4 @@
-"""``fleetplan simulate-pdd``: simulate a prefill-decode disaggregated fleet."""
+"""``fleetplan simulate pdd``: simulate a prefill-decode disaggregated fleet."""
 
 from __future__ import annotations
 
@@ -12,12 +12,31 @@ from rich.table import Table
 
 from fleetplan.cli.first_run import Kernel, announce_compile
 from fleetplan.cli.model_options import ALLOW_LONG_OPTION, context_limit
-from fleetplan.cli.options import NAME_LIST, POSITIVE, input_fraction_option, seed_option, workload_option
+from fleetplan.cli.options import (
+    NAME_LIST,
+    POSITIVE,
+    deprecated_spelling,
+    horizon_option,
+    input_fraction_option,
+    json_option,
+    lam_option,
+    link_gbps_option,
+    max_model_len_option,
+    model_option,
+    path_policy_option,
+    requests_csv_option,
+    seed_option,
+    sim_requests_option,
+    spine_gbps_option,
+    tensor_parallel_option,
+    warmup_fraction_option,
+    workload_option,
+)
 from fleetplan.cli.tables import make_console
 from fleetplan.hardware import load_catalog
 from fleetplan.models.catalog import load_model
 from fleetplan.sim.builders import build_pool
-from fleetplan.sim.network import LeafSpineFabric, PathPolicy
+from fleetplan.sim.network import LeafSpineFabric
 from fleetplan.sim.pdd import (
     AssignPolicy,
     Binding,
@@ -41,22 +60,27 @@ BYTES_PER_GB = 1e9
 
 EXAMPLES = """\b
 Examples:
-  fleetplan simulate-pdd --workload lmsys --lam 20 --prefill-instances 4 --decode-instances 8
-  fleetplan simulate-pdd --workload lmsys --lam 20 --policy sibyl --layerwise --latency-ms 0.5 \\
+  fleetplan simulate pdd --workload lmsys --lam 20 --prefill-instances 4 --decode-instances 8
+  fleetplan simulate pdd --workload lmsys --lam 20 --policy sibyl --layerwise --latency-ms 0.5 \\
       --bandwidth-gb-per-s 50 --json summary.json --requests-csv requests.csv
-  fleetplan simulate-pdd --workload lmsys --lam 20 --policy oracle --binding late
-  fleetplan simulate-pdd --workload lmsys --lam 20 --decode-model processor_sharing --policy sibyl \\
+  fleetplan simulate pdd --workload lmsys --lam 20 --policy oracle --binding late
+  fleetplan simulate pdd --workload lmsys --lam 20 --decode-model processor_sharing --policy sibyl \\
       --sibyl-pressure tasks
-  fleetplan simulate-pdd --workload lmsys --lam 20 --prefill-instances 8 --decode-instances 8 \\
+  fleetplan simulate pdd --workload lmsys --lam 20 --prefill-instances 8 --decode-instances 8 \\
       --fabric 4x4x2 --link-gbps 100 --path-policy reservation
-  fleetplan simulate-pdd --workload lmsys --lam 20 --fabric fabric.toml
+  fleetplan simulate pdd --workload lmsys --lam 20 --fabric fabric.toml
 """
 
 FABRIC_SHAPE = re.compile(r"^(\d+)x(\d+)x(\d+)$")
 
 
-def _fabric(value: str | None, link_gbps: float, spine_gbps: float, policy: str | None) -> FabricSpec | None:
+def _fabric(value: str | None, link_gbps: float, spine_gbps: float,
+            policies: tuple[str, ...] | None) -> FabricSpec | None:
     """``--fabric LEAVESxHOSTSxSPINES`` (hosts per leaf) or a TOML file with a [fabric] table."""
+    if policies is not None and len(policies) > 1:
+        raise click.BadParameter(f"{','.join(policies)} names {len(policies)} policies; simulate pdd runs one: give "
+                                 "ecmp or reservation (simulate network compares several)", param_hint="--path-policy")
+    policy = None if policies is None else policies[0]
     if value is None:
         if policy is not None:
             raise click.BadParameter("--path-policy needs --fabric", param_hint="--path-policy")
@@ -114,12 +138,12 @@ def _ms(value_s: float) -> str:
     return "-" if math.isnan(value_s) else ("inf" if math.isinf(value_s) else f"{s_to_ms(value_s):,.1f}")
 
 
-@click.command("simulate-pdd", epilog=EXAMPLES)
+@click.command("pdd", epilog=EXAMPLES)
 @workload_option
 @input_fraction_option
-@click.option("--lam", "rate_per_s", type=POSITIVE, default=DEFAULT_RATE_PER_S, show_default=True,
-              help="Arrival rate, requests/s.")
-@click.option("--requests", "n_requests", type=click.IntRange(min=1), default=DEFAULT_N_REQUESTS, show_default=True)
+@lam_option(default=DEFAULT_RATE_PER_S, show_default=True)
+@sim_requests_option(default=DEFAULT_N_REQUESTS, show_default=True)
+@deprecated_spelling("--requests", "n_requests")
 @click.option("--prefill-gpu", default="h100", show_default=True, help="Catalog GPU of the prefill pool.")
 @click.option("--prefill-instances", type=click.IntRange(min=1), default=4, show_default=True)
 @click.option("--prefill-max-num-seqs", type=click.IntRange(min=1), default=None,
@@ -129,8 +153,9 @@ def _ms(value_s: float) -> str:
 @click.option("--decode-max-num-seqs", type=click.IntRange(min=1), default=None,
               help="vLLM --max-num-seqs of each decode instance (processor_sharing: the most tasks it holds) "
                    "[default: the GPU profile's].")
-@click.option("--max-context", "--max-model-len", "max_context_tokens", type=click.IntRange(min=1), default=8192,
-              show_default=True, help="Longest prompt + output (tokens) both pools accept (vLLM --max-model-len).")
+@max_model_len_option(default=8192, show_default=True,
+                      help="Longest prompt + output (tokens) both pools accept (vLLM --max-model-len).")
+@deprecated_spelling("--max-context", "max_model_len")
 @click.option("--policy", type=click.Choice(AssignPolicy.names()), default="round_robin", show_default=True,
               help="Decode-instance assignment.")
 @click.option("--binding", type=click.Choice(Binding.names()), default="early", show_default=True,
@@ -150,12 +175,9 @@ def _ms(value_s: float) -> str:
 @click.option("--sibyl-ablate", type=NAME_LIST, default=None, metavar="TERM,...",
               help=f"SIBYL terms to switch off, the paper's sensitivity variants: "
                    f"{', '.join(SibylAblation.names())} (prob: survival weights set to 1, PROB @ 1).")
-@click.option("--model", "model_name", default=DEFAULT_MODEL, show_default=True,
-              help="Model whose KV bytes per token size the transfer.")
+@model_option(default=DEFAULT_MODEL, show_default=True, help="Model whose KV bytes per token size the transfer.")
 @ALLOW_LONG_OPTION
-@click.option("--tensor-parallel-size", "-tp", "--tp", "tp", type=click.IntRange(min=1), default=1,
-              show_default=True,
-              help="Tensor-parallel ranks sending KV in parallel (bytes per link = KV bytes / tp).")
+@tensor_parallel_option(help="Tensor-parallel ranks sending KV in parallel (bytes per link = KV bytes / tp).")
 @click.option("--latency-ms", type=click.FloatRange(min=0), default=0.0, show_default=True,
               help="KV transfer latency per request.")
 @click.option("--bandwidth-gb-per-s", type=POSITIVE, default=50.0, show_default=True,
@@ -166,38 +188,37 @@ def _ms(value_s: float) -> str:
               help="Send KV transfers as flows over a leaf-spine fabric: leaves x hosts per leaf x spines "
                    "(prefill instances on hosts 0.., decode instances next) or a TOML file with a [fabric] table; "
                    "replaces --bandwidth-gb-per-s.")
-@click.option("--link-gbps", type=POSITIVE, default=100.0, show_default=True, help="Fabric host link rate, Gb/s.")
-@click.option("--spine-gbps", type=POSITIVE, default=100.0, show_default=True, help="Fabric spine link rate, Gb/s.")
-@click.option("--path-policy", type=click.Choice([p.value for p in PathPolicy]), default=None,
-              help="Fabric path choice: ecmp (hash) or reservation (least-loaded spine) [default: ecmp].")
-@click.option("--horizon", "horizon_s", type=POSITIVE, default=None, help="Stop after this many seconds.")
-@click.option("--warmup-fraction", type=click.FloatRange(0, 1, max_open=True), default=DEFAULT_WARMUP_FRACTION,
-              show_default=True)
+@link_gbps_option
+@spine_gbps_option
+@path_policy_option(help="Fabric path choice with --fabric: ecmp (hash) or reservation (least-loaded spine) "
+                    "[default: ecmp].")
+@horizon_option
+@warmup_fraction_option(default=DEFAULT_WARMUP_FRACTION, show_default=True)
 @seed_option
-@click.option("--requests-csv", type=click.Path(dir_okay=False), default=None, help="Per-request CSV (ms).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Summary JSON.")
+@requests_csv_option
+@json_option(help="Write the summary as JSON.")
 def simulate_pdd_cmd(workload, input_fraction, rate_per_s, n_requests, prefill_gpu, prefill_instances,
-                     prefill_max_num_seqs, decode_gpu, decode_instances, decode_max_num_seqs, max_context_tokens,
+                     prefill_max_num_seqs, decode_gpu, decode_instances, decode_max_num_seqs, max_model_len,
                      policy, binding, decode_model, ps_curve, sibyl_pressure, sibyl_bucket_tokens, sibyl_ema_alpha,
-                     sibyl_ablate, model_name, allow_long_max_model_len, tp, latency_ms, bandwidth_gb_per_s,
-                     layerwise, fabric, link_gbps,
-                     spine_gbps, path_policy, horizon_s, warmup_fraction, seed, requests_csv, json_path) -> None:
+                     sibyl_ablate, model, allow_long_max_model_len, tensor_parallel_size, latency_ms,
+                     bandwidth_gb_per_s, layerwise, fabric, link_gbps, spine_gbps, path_policy, horizon_s,
+                     warmup_fraction, seed, requests_csv, json_path) -> None:
     """Simulate prefill pool -> KV transfer -> decode pool; print the TTFT breakdown and TPOT.
 
     TTFT = queue + prefill + transfer + first decode step; TPOT from the decode side.
     """
-    context_limit(model_name, max_context_tokens, allow_long_max_model_len, "--max-context")
+    context_limit(model, max_model_len, allow_long_max_model_len)
     catalog = load_catalog()
-    pf = build_pool(catalog.get(prefill_gpu), "prefill", prefill_instances, max_context_tokens,
+    pf = build_pool(catalog.get(prefill_gpu), "prefill", prefill_instances, max_model_len,
                     max_num_seqs=prefill_max_num_seqs)
-    dec = build_pool(catalog.get(decode_gpu), "decode", decode_instances, max_context_tokens,
+    dec = build_pool(catalog.get(decode_gpu), "decode", decode_instances, max_model_len,
                      max_num_seqs=decode_max_num_seqs)
-    transfer = KvTransferSpec.from_model(load_model(model_name), ms_to_s(latency_ms),
-                                         bandwidth_gb_per_s * BYTES_PER_GB, layerwise, tp)
+    transfer = KvTransferSpec.from_model(load_model(model), ms_to_s(latency_ms),
+                                         bandwidth_gb_per_s * BYTES_PER_GB, layerwise, tensor_parallel_size)
     network = _fabric(fabric, link_gbps, spine_gbps, path_policy)
     sibyl = _sibyl_params(policy, sibyl_pressure, sibyl_bucket_tokens, sibyl_ema_alpha, sibyl_ablate)
     spec = PddSpec(pf, dec, transfer, policy, binding, decode_model, network=network, sibyl=sibyl,
-                   ps_curve=_ps_curve(ps_curve, decode_model), max_model_len_tokens=max_context_tokens)
+                   ps_curve=_ps_curve(ps_curve, decode_model), max_model_len_tokens=max_model_len)
     wl = load_workload(workload, input_fraction=input_fraction)
     announce_compile([Kernel.PDD])
     result = simulate_pdd(spec, wl, rate_per_s, n_requests, seed, horizon_s, warmup_fraction)
@@ -205,7 +226,7 @@ def simulate_pdd_cmd(workload, input_fraction, rate_per_s, n_requests, prefill_g
     con = make_console(soft_wrap=True, highlight=False)
     con.print(f"PDD fleet: {prefill_instances} x {pf.gpu} prefill -> {decode_instances} x {dec.gpu} decode; "
               f"policy {s.policy}{_pressure_note(spec)}, binding {s.binding}, decode model {s.decode_model}; "
-              f"KV {transfer.kv_bytes_per_token:,.0f} B/token ({model_name}, tp {tp})")
+              f"KV {transfer.kv_bytes_per_token:,.0f} B/token ({model}, tp {tensor_parallel_size})")
     con.print(f"workload {wl.name}, rate {rate_per_s:g} req/s, {s.n_requests:,} requests, seed {seed}")
     table = Table(title="latency (ms)")
     for col in ("metric", "mean", "P50", "P90", "P99"):
@@ -215,7 +236,7 @@ def simulate_pdd_cmd(workload, input_fraction, rate_per_s, n_requests, prefill_g
         table.add_row(name, _ms(st.mean_s), _ms(st.p50_s), _ms(st.p90_s), _ms(st.p99_s))
     con.print(table)
     con.print(f"done {s.n_done:,}, unfinished {s.n_unfinished:,}, rejected {s.n_rejected:,} (of which "
-              f"{s.n_too_long:,} too long for --max-context {max_context_tokens:,}: vLLM's error reply, "
+              f"{s.n_too_long:,} too long for --max-model-len {max_model_len:,}: vLLM's error reply, "
               f"{100 * s.too_long_token_share:.1f}% of tokens, left out of the percentiles); "
               f"optimal-assignment ratio {100 * s.optimal_assignment_ratio:.1f}% (tokens), "
               f"{100 * s.optimal_assignment_ratio_requests:.1f}% (requests); utilisation prefill "

@@ -8,7 +8,20 @@ import click
 from rich.table import Table
 
 from fleetplan.cli.errors import FleetplanGroup
-from fleetplan.cli.options import FRACTION, gpu_profiles_option
+from fleetplan.cli.options import (
+    FRACTION,
+    KV_CACHE_DTYPES,
+    data_parallel_option,
+    gpu_option,
+    gpu_profiles_option,
+    kv_cache_dtype_option,
+    model_option,
+    out_option,
+    pipeline_parallel_option,
+    seed_option,
+    tensor_parallel_option,
+    weight_dtype_option,
+)
 from fleetplan.cli.serving_calibrate import run_serving_calibrate, serving_calibrate_options
 from fleetplan.cli.tables import make_console
 from fleetplan.errors import ConfigError
@@ -24,7 +37,6 @@ from fleetplan.perf.profile_io import read_calibration_csv, save_perf_profile
 from fleetplan.perf.typical_batch import typical_step
 from fleetplan.units import ms_to_s, s_to_ms
 
-DTYPES = [d.value for d in Dtype]
 SERVING_OPTION_NAMES = ("bench_results", "metrics_dumps", "engine", "input_len", "output_len", "num_prompts",
                         "request_rate", "max_concurrency")
 KV_REPORT_CONTEXT_TOKENS = 8192  # context at which explain reports n_max (the core paper's reference)
@@ -33,19 +45,15 @@ KV_REPORT_CONTEXT_TOKENS = 8192  # context at which explain reports n_max (the c
 def _predictor_options(func):
     """--model, --gpu, parallelism, dtypes and overheads shared by explain and calibrate."""
     options = [
-        click.option("--model", "model_name", required=True, help="Bundled model (llama-3.1-70b) or a config.json."),
-        click.option("--gpu", "gpu_name", required=True, help="GPU name or alias from the catalog (h100, a100)."),
-        click.option("--tensor-parallel-size", "-tp", "--tp", "tp", type=click.IntRange(min=1), default=1,
-                     show_default=True, help="Tensor parallel size (vLLM spelling; --tp also works)."),
-        click.option("--pipeline-parallel-size", "-pp", "--pp", "pp", type=click.IntRange(min=1), default=1,
-                     show_default=True, help="Pipeline parallel size (--pp also works)."),
-        click.option("--data-parallel-size", "-dp", "--dp", "dp", type=click.IntRange(min=1), default=1,
-                     show_default=True, help="Attention data parallel size (--dp also works)."),
+        model_option(required=True, help="Bundled model (llama-3.1-70b) or a config.json."),
+        gpu_option(required=True, help="GPU name or alias from the catalog (h100, a100)."),
+        tensor_parallel_option,
+        pipeline_parallel_option,
+        data_parallel_option,
         click.option("--ep", type=click.IntRange(min=1), default=1, show_default=True,
                      help="Expert parallel size (MoE; must divide tp*dp)."),
-        click.option("--weight-dtype", type=click.Choice(DTYPES), default="bf16", show_default=True),
-        click.option("--kv-cache-dtype", "--kv-dtype", "kv_dtype", type=click.Choice(DTYPES), default="bf16",
-                     show_default=True),
+        weight_dtype_option,
+        kv_cache_dtype_option,
         click.option("--execution", type=click.Choice([m.value for m in ExecutionMode]), default="cuda_graph",
                      show_default=True, help="Kernel issue: eager pays per-kernel launch overhead."),
         click.option("--cpu-overhead-ms", type=click.FloatRange(min=0), default=s_to_ms(DEFAULT_CPU_OVERHEAD_S),
@@ -57,11 +65,13 @@ def _predictor_options(func):
     return func
 
 
-def _build(model_name, gpu_name, tp, pp, dp, ep, weight_dtype, kv_dtype, execution, cpu_overhead_ms, gpu_profiles):
-    gpu = load_catalog(gpu_profiles).get(gpu_name)
+def _build(model, gpu, tensor_parallel_size, pipeline_parallel_size, data_parallel_size, ep, weight_dtype,
+           kv_cache_dtype, execution, cpu_overhead_ms, gpu_profiles):
+    profile = load_catalog(gpu_profiles).get(gpu)
     opts = PredictorOptions(execution=execution, cpu_overhead_s=ms_to_s(cpu_overhead_ms))
-    return StepTimePredictor(load_model(model_name), gpu, Parallelism(tp=tp, pp=pp, dp=dp, ep=ep),
-                             Dtype(weight_dtype), Dtype(kv_dtype), opts)
+    par = Parallelism(tp=tensor_parallel_size, pp=pipeline_parallel_size, dp=data_parallel_size, ep=ep)
+    return StepTimePredictor(load_model(model), profile, par, Dtype(weight_dtype),
+                             Dtype(KV_CACHE_DTYPES[kv_cache_dtype]), opts)
 
 
 _GROUP_EXAMPLES = """\b
@@ -147,20 +157,18 @@ def explain(batch_text: str | None, **kw) -> None:
 @click.argument("csv_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=False)
 @serving_calibrate_options
 @_predictor_options
-@click.option("--out", "out_path", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="Profile to write, JSON or TOML by the name's suffix (load with --perf-profile).")
+@out_option(help="Profile to write, JSON or TOML by the name's suffix (load with --perf-profile).")
 @click.option("--holdout", type=FRACTION, default=DEFAULT_HOLDOUT_FRACTION, show_default=True,
               help="Share of rows kept out of the fit to report MAPE on.")
-@click.option("--seed", type=click.IntRange(min=0), default=DEFAULT_SEED, show_default=True,
-              help="Seed of the held-out split.")
-def calibrate_cmd(csv_path: Path, out_path: Path, holdout: float, seed: int, **kw) -> None:
+@seed_option(default=DEFAULT_SEED, help="Seed of the held-out split.")
+def calibrate_cmd(csv_path: Path, out_path: str, holdout: float, seed: int, **kw) -> None:
     """Fit the predictor's scales to measured steps (NNLS) or its efficiencies to serving runs
     (--bench-result / --metrics, least squares) and write a profile."""
     serving = {k: kw.pop(k) for k in SERVING_OPTION_NAMES}
     if serving["bench_results"] or serving["metrics_dumps"]:
         if csv_path is not None:
             raise ConfigError("give either a step CSV or --bench-result/--metrics, not both")
-        run_serving_calibrate(out_path, **serving, **kw)
+        run_serving_calibrate(Path(out_path), **serving, **kw)
         return
     if csv_path is None:
         raise ConfigError("perf calibrate needs a step CSV or --bench-result FILE / --metrics FILE")

@@ -1,7 +1,7 @@
 """Progress bars: the library reports ``progress(stage, done, total)``; the CLI draws rich bars.
 
 Bars are shown only when stderr is a terminal, so pipes, files and CI logs stay clean;
-``--quiet`` (``quiet_option``) turns them off on a terminal too.
+``--quiet`` (``fleetplan.cli.options.quiet_option``) turns them off on a terminal too.
 """
 
 from __future__ import annotations
@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -22,8 +21,6 @@ _LABELS = {
     "grid-flex": "grid-flex levels",
     "frontier": "frontier runs",
 }
-
-quiet_option = click.option("--quiet", "-q", is_flag=True, help="No progress bars (for scripts).")
 
 
 @contextlib.contextmanager

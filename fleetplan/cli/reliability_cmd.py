@@ -11,7 +11,21 @@ import click
 from rich.table import Table
 
 from fleetplan.cli.first_run import Kernel, announce_compile
-from fleetplan.cli.options import FRACTION, POSITIVE, input_fraction_option, seed_option, workload_option
+from fleetplan.cli.options import (
+    FRACTION,
+    POSITIVE,
+    declare,
+    deprecated_spelling,
+    fleet_option,
+    input_fraction_option,
+    lam_option,
+    replications_option,
+    seed_option,
+    sim_requests_option,
+    slo_tpot_option,
+    slo_ttft_option,
+    workload_option,
+)
 from fleetplan.cli.tables import make_console
 from fleetplan.hardware import load_catalog
 from fleetplan.plan.reliability import DEFAULT_TARGET, ReliabilityReport, reliability_table
@@ -26,13 +40,14 @@ DEFAULT_HORIZON_DAYS = 30.0
 SECONDS_PER_HOUR = 3600.0
 
 FAILURE_OPTIONS = (
-    click.option("--mtbf-h", "mtbf_h", type=POSITIVE, default=None,
-                 help="Mean time between failures of one instance, hours (default: the GPU catalog's "
-                 "failure rate per node-day, applied per instance)."),
-    click.option("--mttr-h", "mttr_h", type=click.FloatRange(min=0), default=None,
-                 help="Mean time to repair, hours (default: the GPU catalog's mttr_days)."),
-    click.option("--repair", type=click.Choice(RepairTimes.names()), default=RepairTimes.EXPONENTIAL.value,
-                 show_default=True, help="Repair-time distribution (fixed: every repair lasts the MTTR)."),
+    declare("MTBF", "--mtbf-h", "mtbf_h", type=POSITIVE, default=None,
+            help="Mean time between failures of one instance, hours (default: the GPU catalog's "
+            "failure rate per node-day, applied per instance).")(),
+    declare("MTTR", "--mttr-h", "mttr_h", type=click.FloatRange(min=0), default=None,
+            help="Mean time to repair, hours (default: the GPU catalog's mttr_days).")(),
+    declare("repair-time distribution", "--repair", "repair", type=click.Choice(RepairTimes.names()),
+            default=RepairTimes.EXPONENTIAL.value, show_default=True,
+            help="Repair-time distribution (fixed: every repair lasts the MTTR).")(),
 )
 
 
@@ -83,14 +98,13 @@ Examples:
 
 
 @click.command("reliability", epilog=EXAMPLES)
-@click.option("--fleet", "fleet_path", required=True, type=click.Path(dir_okay=False),
-              help="Fleet TOML; each pool's instances are the instances it needs in service.")
+@fleet_option(required=True, help="Fleet TOML; each pool's instances are the instances it needs in service.")
 @workload_option
 @input_fraction_option
-@click.option("--lam", "rate_per_s", type=POSITIVE, default=None,
-              help=f"Arrival rate, requests/s (default: the workload's own, else {DEFAULT_RATE_PER_S:g}).")
-@click.option("--slo-ttft", "slo_ttft_ms", type=POSITIVE, required=True, help="P99 TTFT SLO, ms.")
-@click.option("--slo-tpot", "slo_tpot_ms", type=POSITIVE, default=None, help="P99 TPOT SLO, ms (optional).")
+@lam_option(help=f"Arrival rate, requests/s (default: the workload's own, else {DEFAULT_RATE_PER_S:g}); "
+            "--request-rate: vLLM's spelling.")
+@slo_ttft_option(required=True, help="P99 TTFT SLO, ms.")
+@slo_tpot_option(help="P99 TPOT SLO, ms (optional).")
 @failure_options
 @click.option("--target", type=FRACTION, default=DEFAULT_TARGET, show_default=True,
               help="Probability that every pool has at least its needed instances up.")
@@ -98,10 +112,10 @@ Examples:
               help="Horizon of the 'never short' probability and the expected hours short.")
 @click.option("--max-spares", type=click.IntRange(min=0), default=None,
               help="Largest spares count per pool in the table (default: the binomial answer + 1).")
-@click.option("--requests", "n_requests", type=click.IntRange(min=1), default=20_000, show_default=True,
-              help="Requests per simulation.")
-@click.option("--replications", type=click.IntRange(min=1), default=3, show_default=True,
-              help="Independent replications per spares count (each a random time of the fleet's life).")
+@sim_requests_option(default=20_000, show_default=True, help="Requests per simulation.")
+@deprecated_spelling("--requests", "n_requests")
+@replications_option(default=3, help="Independent replications per spares count (each a random time of the "
+                     "fleet's life).")
 @seed_option
 def reliability(fleet_path, workload, input_fraction, rate_per_s, slo_ttft_ms, slo_tpot_ms, mtbf_h, mttr_h, repair,
                 target, horizon_days, max_spares, n_requests, replications, seed) -> None:

@@ -13,6 +13,7 @@ import click
 from rich.console import Console
 
 from fleetplan.cli.errors import one_line_errors
+from fleetplan.cli.options import html_option, plots_option
 from fleetplan.cli.tables import make_console
 from fleetplan.errors import ConfigError
 from fleetplan.plan.frontier import latency_profile
@@ -86,9 +87,8 @@ def render_documents(run, whatif, gridflex, html_path, plots_dir) -> list[str]:
 @click.argument("run_json", type=click.Path(exists=True, dir_okay=False))
 @click.option("--whatif", "whatif_json", type=click.Path(exists=True, dir_okay=False), default=None,
               help="A `fleetplan whatif --json` file to add (cost vs λ steps, schedule).")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None, help="Write the HTML page here.")
-@click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None,
-              help="Write PNG and SVG plots into this directory.")
+@html_option(help="Write the HTML page here.")
+@plots_option
 @one_line_errors
 def report(run_json, whatif_json, html_path, plots_dir) -> None:
     """Render RUN_JSON (from optimize, whatif or grid-flex --json) without recomputing."""

@@ -14,6 +14,13 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from fleetplan.cli.options import (
+    KV_CACHE_DTYPES,
+    engine_option,
+    max_concurrency_option,
+    num_prompts_option,
+    request_rate_option,
+)
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import load_catalog
 from fleetplan.models import Dtype, load_model
@@ -26,16 +33,14 @@ SERVING_OPTIONS = [
     click.option("--metrics", "metrics_dumps", multiple=True, type=click.Path(exists=True, dir_okay=False),
                  help="Text of a vLLM server's /metrics after one benchmark run (repeatable); the run's client "
                  "settings come from --input-len/--output-len/--num-prompts/--request-rate/--max-concurrency."),
-    click.option("--engine", default="vllm", show_default=True,
-                 help=f"Engine profile the fit starts from ({'|'.join(ENGINE_NAMES)})."),
+    engine_option(help=f"Engine profile the fit starts from ({'|'.join(ENGINE_NAMES)})."),
     click.option("--input-len", type=click.IntRange(min=1), default=None,
                  help="Prompt tokens per request (overrides a result file's mean; needed for --metrics)."),
     click.option("--output-len", type=click.IntRange(min=1), default=None,
                  help="Output tokens per request (overrides a result file's mean; needed for --metrics)."),
-    click.option("--num-prompts", type=click.IntRange(min=1), default=None, help="Requests of the --metrics run."),
-    click.option("--request-rate", default="inf", show_default=True, help="Request rate of the --metrics run."),
-    click.option("--max-concurrency", type=click.IntRange(min=1), default=None,
-                 help="Client concurrency of the --metrics run."),
+    num_prompts_option(default=None, help="Requests of the --metrics run (vLLM --num-prompts)."),
+    request_rate_option(help="Request rate of the --metrics run (vLLM --request-rate: requests/s or inf)."),
+    max_concurrency_option(help="Client concurrency of the --metrics run (vLLM --max-concurrency)."),
 ]
 
 
@@ -46,8 +51,9 @@ def serving_calibrate_options(func):
 
 
 def run_serving_calibrate(out_path: Path, bench_results, metrics_dumps, engine, input_len, output_len, num_prompts,
-                          request_rate, max_concurrency, model_name, gpu_name, tp, pp, dp, ep, weight_dtype, kv_dtype,
-                          gpu_profiles, **_ignored) -> None:
+                          request_rate: float, max_concurrency, model, gpu, tensor_parallel_size,
+                          pipeline_parallel_size, data_parallel_size, ep, weight_dtype, kv_cache_dtype, gpu_profiles,
+                          **_ignored) -> None:
     """Fit and report (module docstring)."""
     # the simulator is imported only when a serving fit runs (perf explain stays light)
     from fleetplan.bench.calibrate import (
@@ -61,27 +67,24 @@ def run_serving_calibrate(out_path: Path, bench_results, metrics_dumps, engine, 
     from fleetplan.bench.instance import EngineArgs
     from fleetplan.bench.serve import BenchServeConfig
 
-    if (pp, dp, ep) != (1, 1, 1):
+    if (pipeline_parallel_size, data_parallel_size, ep) != (1, 1, 1):
         raise ConfigError("serving calibration models one tensor-parallel instance; drop -pp/-dp/--ep")
     profile = load_engine_profile(engine)
-    gpu = load_catalog(gpu_profiles).get(gpu_name)
-    args = EngineArgs(load_model(model_name), gpu, tp, Dtype(weight_dtype), Dtype(kv_dtype),
-                      options=profile.options_for(gpu, Dtype(weight_dtype)))
+    tp = tensor_parallel_size
+    gpu_profile = load_catalog(gpu_profiles).get(gpu)
+    args = EngineArgs(load_model(model), gpu_profile, tp, Dtype(weight_dtype), Dtype(KV_CACHE_DTYPES[kv_cache_dtype]),
+                      options=profile.options_for(gpu_profile, Dtype(weight_dtype)))
     measurements = [read_bench_result(p, input_len, output_len) for p in bench_results]
     if metrics_dumps:
         if input_len is None or output_len is None or num_prompts is None:
             raise ConfigError("--metrics needs the run's --input-len, --output-len and --num-prompts "
                               "(and --request-rate / --max-concurrency when set)")
-        try:
-            rate = float(request_rate)
-        except ValueError:
-            raise ConfigError(f"--request-rate {request_rate!r} is not a number; give requests/s or inf") from None
         cfg = BenchServeConfig(DatasetSpec(random_input_len=input_len, random_output_len=output_len), num_prompts,
-                               rate, 1.0, max_concurrency)
+                               request_rate, 1.0, max_concurrency)
         measurements += [measurement_from_metrics(p, cfg) for p in metrics_dumps]
     fit = fit_serving(args, measurements)
     save_perf_profile(fit.profile, out_path)
-    table = Table(title=f"serving calibration of {args.model.name} on {tp}x {gpu.name} (relative error, "
+    table = Table(title=f"serving calibration of {args.model.name} on {tp}x {gpu_profile.name} (relative error, "
                         f"predicted / measured - 1; start: engine profile {profile.name})")
     for col in ("measurement", "before", "after"):
         table.add_column(col, justify="left" if col == "measurement" else "right")

@@ -1,4 +1,4 @@
-"""``fleetplan simulate-sessions``: multi-round agent sessions or RL-rollout bursts on a fleet."""
+"""``fleetplan simulate sessions``: multi-round agent sessions or RL-rollout bursts on a fleet."""
 
 from __future__ import annotations
 
@@ -16,7 +16,23 @@ from fleetplan.cli.feature_options import (
 )
 from fleetplan.cli.first_run import Kernel, announce_compile
 from fleetplan.cli.model_options import SIM_MODEL_OPTION_NAMES, context_limit, sim_model_options
-from fleetplan.cli.options import POSITIVE, seed_option
+from fleetplan.cli.options import (
+    POSITIVE,
+    csv_option,
+    deprecated_spelling,
+    fleet_option,
+    gpu_option,
+    horizon_option,
+    instances_option,
+    json_option,
+    lam_option,
+    max_model_len_option,
+    seed_option,
+    sim_sessions_option,
+    slo_tpot_option,
+    slo_ttft_option,
+    warmup_fraction_option,
+)
 from fleetplan.cli.tables import make_console
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import load_catalog
@@ -35,13 +51,13 @@ NONNEGATIVE = click.FloatRange(min=0.0)
 
 EXAMPLES = """\b
 Examples:
-  fleetplan simulate-sessions --fleet examples/two_pool_a100.toml --sessions frontier_agentic \\
-      --mix heavy_tail=0.3,short=0.7 --rate 0.5 --n-sessions 500 --tool-delay-s 1.0
-  fleetplan simulate-sessions --gpu h100 --instances 8 --sessions my_agents.json --rate 2 --json out.json \\
+  fleetplan simulate sessions --fleet examples/two_pool_a100.toml --sessions frontier_agentic \\
+      --mix heavy_tail=0.3,short=0.7 --lam 0.5 --sim-sessions 500 --tool-delay-s 1.0
+  fleetplan simulate sessions --gpu h100 --instances 8 --sessions my_agents.json --lam 2 --json out.json \\
       --enable-prefix-caching --scheduler-policy h2q_br --scheduler-config '{"h2q_long_round_tokens": 4096}'
-  fleetplan simulate-sessions --gpu h100 --instances 4 --model llama-3.1-70b -tp 4 --rate 0.5 \\
+  fleetplan simulate sessions --gpu h100 --instances 4 --model llama-3.1-70b -tp 4 --lam 0.5 \\
       --tool-delay-s 1 --cudagraph-mode full_decode_only --enable-prefix-caching
-  fleetplan simulate-sessions --gpu h100 --instances 8 --rl-rollout 4000 --rl-prompt-tokens 1024 \\
+  fleetplan simulate sessions --gpu h100 --instances 8 --rl-rollout 4000 --rl-prompt-tokens 1024 \\
       --rl-output lognormal --rl-output-scale 2000 --rl-output-shape 1.2 --rl-output-cap 32768
 """
 
@@ -52,20 +68,20 @@ def _ms(value_s: float) -> str:
     return "inf" if math.isinf(value_s) else f"{s_to_ms(value_s):,.1f}"
 
 
-def _fleet(fleet_path: str | None, gpu: str | None, instances: int | None, max_context: int | None,
+def _fleet(fleet_path: str | None, gpu: str | None, instances: int | None, max_model_len: int | None,
            largest_context: int, limit: int | None) -> FleetFile:
-    """The fleet file, or the one ``--gpu`` pool (context: ``--max-context``, else the largest session's
+    """The fleet file, or the one ``--gpu`` pool (context: ``--max-model-len``, else the largest session's
     rounded up to a power of two, at most the served model's ``limit``)."""
     if (fleet_path is None) == (gpu is None):
         raise ConfigError("give the fleet as --fleet FILE.toml or as --gpu NAME --instances N, not both or neither")
     catalog = load_catalog()
     if fleet_path is not None:
-        if instances is not None or max_context is not None:
-            raise ConfigError("--instances and --max-context go with --gpu; the --fleet file sets its own pools")
+        if instances is not None or max_model_len is not None:
+            raise ConfigError("--instances and --max-model-len go with --gpu; the --fleet file sets its own pools")
         return read_fleet_toml(fleet_path, catalog)
     if instances is None:
         raise ConfigError("--gpu needs --instances N (instances of one GPU each in a single pool)")
-    context = max_context if max_context is not None else 1 << max(0, math.ceil(math.log2(largest_context)))
+    context = max_model_len if max_model_len is not None else 1 << max(0, math.ceil(math.log2(largest_context)))
     if limit is not None:
         context = min(context, limit)
     entry = PoolEntry("pool", catalog.get(gpu), instances, context)
@@ -97,7 +113,7 @@ def _unfinished_line(m: SessionMetrics, horizon_s: float | None) -> str:
     parts = []
     if m.n_rejected:
         parts.append(f"{m.n_rejected:,} with a rejected round (its prompt + output does not fit any pool's "
-                     "context limit; its later rounds never start: raise --max-context or give pools with longer "
+                     "context limit; its later rounds never start: raise --max-model-len or give pools with longer "
                      "contexts)")
     rest = m.n_measured - m.n_finished - m.n_rejected
     if rest:
@@ -118,13 +134,13 @@ def _burst_table(result: SessionResult) -> Table:
     return table
 
 
-@click.command("simulate-sessions", epilog=EXAMPLES)
-@click.option("--fleet", "fleet_path", type=click.Path(dir_okay=False), default=None, help="Fleet TOML.")
-@click.option("--gpu", default=None, help="Instead of --fleet: one pool of this catalog GPU (with --instances).")
-@click.option("--instances", type=click.IntRange(min=1), default=None, help="Instances in the --gpu pool.")
-@click.option("--max-context", "--max-model-len", "max_context", type=click.IntRange(min=1), default=None,
-              help="Context limit (tokens) of the --gpu pool, vLLM --max-model-len (default: the largest session "
-              "context, rounded up to a power of two).")
+@click.command("sessions", epilog=EXAMPLES)
+@fleet_option
+@gpu_option(help="Instead of --fleet: one pool of this catalog GPU (with --instances).")
+@instances_option(help="Instances in the --gpu pool.")
+@max_model_len_option(help="Context limit (tokens) of the --gpu pool, vLLM --max-model-len (default: the largest "
+                      "session context, rounded up to a power of two).")
+@deprecated_spelling("--max-context", "max_model_len")
 @click.option("--sessions", "sessions", default="frontier_agentic", show_default=True,
               help="Session workload: a bundled name or a JSON file (format: docs/sessions.md).")
 @click.option("--mix", default=None, help="Template mix, e.g. heavy_tail=0.3,short=0.7 (left-out templates get 0).")
@@ -132,8 +148,10 @@ def _burst_table(result: SessionResult) -> Table:
               help="Mean tool-call delay between rounds, s (required when the workload gives none).")
 @click.option("--tool-delay-kind", type=click.Choice(DELAY_KINDS), default="fixed", show_default=True)
 @click.option("--tool-delay-sigma", type=POSITIVE, default=None, help="Log-space sd of a lognormal delay.")
-@click.option("--rate", "rate_per_s", type=POSITIVE, default=None, help="Session arrival rate, sessions/s.")
-@click.option("--n-sessions", type=click.IntRange(min=1), default=DEFAULT_N_SESSIONS, show_default=True)
+@lam_option(help="Session arrival rate, sessions/s (--request-rate: vLLM's spelling).")
+@deprecated_spelling("--rate", "rate_per_s")
+@sim_sessions_option(default=DEFAULT_N_SESSIONS, show_default=True)
+@deprecated_spelling("--n-sessions", "n_sessions")
 @click.option("--rl-rollout", "rl_n", type=click.IntRange(min=1), default=None,
               help="Instead of --sessions: N trajectories released together per burst.")
 @click.option("--rl-bursts", type=click.IntRange(min=1), default=1, show_default=True)
@@ -147,19 +165,17 @@ def _burst_table(result: SessionResult) -> Table:
 @click.option("--rl-rounds", type=click.IntRange(min=1), default=1, show_default=True, help="Rounds per trajectory.")
 @click.option("--rl-observation-tokens", type=click.IntRange(min=0), default=0, show_default=True,
               help="New prompt tokens (the environment's reply) of each round after the first.")
-@click.option("--horizon", "horizon_s", type=POSITIVE, default=None, help="Stop after this many seconds.")
-@click.option("--warmup-fraction", type=click.FloatRange(0, 1, max_open=True), default=None,
-              help=f"Share of the earliest sessions left out (default {DEFAULT_WARMUP_FRACTION:g}; 0 for rollouts).")
+@horizon_option(help="Stop after this many seconds (default: run until every session finishes).")
+@warmup_fraction_option(help=f"Share of the earliest sessions left out (default {DEFAULT_WARMUP_FRACTION:g}; 0 for "
+                        "rollouts).")
 @seed_option
-@click.option("--slo-ttft", "slo_ttft_ms", type=POSITIVE, default=None, help="Per-round TTFT SLO, ms.")
-@click.option("--slo-tpot", "slo_tpot_ms", type=POSITIVE, default=None, help="Per-round TPOT SLO, ms.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
-              help="Write session metrics and the per-round summary as JSON (inf/NaN as null).")
-@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
-              help="Write one row per round (session, release, first token, done; seconds).")
+@slo_ttft_option(help="Per-round TTFT SLO, ms.")
+@slo_tpot_option(help="Per-round TPOT SLO, ms.")
+@json_option(help="Write session metrics and the per-round summary as JSON (inf/NaN as null).")
+@csv_option(help="Write one row per round (session, release, first token, done; seconds).")
 @sim_model_options
 @runtime_feature_options
-def simulate_sessions_cmd(fleet_path, gpu, instances, max_context, sessions, mix, tool_delay_s, tool_delay_kind,
+def simulate_sessions_cmd(fleet_path, gpu, instances, max_model_len, sessions, mix, tool_delay_s, tool_delay_kind,
                           tool_delay_sigma, rate_per_s, n_sessions, rl_n, rl_bursts, rl_interval_s, rl_prompt_tokens,
                           rl_output_kind, rl_output_scale, rl_output_shape, rl_output_cap, rl_rounds,
                           rl_observation_tokens, horizon_s,
@@ -174,7 +190,7 @@ def simulate_sessions_cmd(fleet_path, gpu, instances, max_context, sessions, mix
     """
     model_opts = {key: opts.pop(key) for key in SIM_MODEL_OPTION_NAMES}
     feature_opts = {key: opts.pop(key) for key in FEATURE_OPTION_NAMES}
-    limit = context_limit(model_opts["model"], max_context, model_opts["allow_long_max_model_len"], "--max-context")
+    limit = context_limit(model_opts["model"], max_model_len, model_opts["allow_long_max_model_len"])
     delay = _delay(tool_delay_s, tool_delay_kind, tool_delay_sigma)
     if rl_n is not None:
         given = {"--rl-prompt-tokens": rl_prompt_tokens, "--rl-output-scale": rl_output_scale,
@@ -191,14 +207,14 @@ def simulate_sessions_cmd(fleet_path, gpu, instances, max_context, sessions, mix
         what = f"RL rollout: {rl_bursts} burst(s) of {rl_n:,} trajectories"
     else:
         if rate_per_s is None:
-            raise ConfigError("--rate (sessions/s) is required for a session workload; give e.g. --rate 0.5")
+            raise ConfigError("--lam (sessions/s) is required for a session workload; give e.g. --lam 0.5")
         source = load_session_workload(sessions, mix=mix, tool_delay=delay)
         mix_text = ", ".join(f"{n}={s:.3g}" for n, s in zip(source.template_names, source.shares, strict=True))
         what = f"sessions {source.name} ({mix_text}), {n_sessions:,} at {rate_per_s:g}/s"
     table = session_table(source, rate_per_s, n_sessions, seed)
     prompt, _ = table.context_tokens()
-    fleet = _fleet(fleet_path, gpu, instances, max_context, int((prompt + table.output_tokens).max()), limit)
-    spec, step_note = serving_fleet(fleet, model_opts, feature_opts, max_context, "--max-context")
+    fleet = _fleet(fleet_path, gpu, instances, max_model_len, int((prompt + table.output_tokens).max()), limit)
+    spec, step_note = serving_fleet(fleet, model_opts, feature_opts, max_model_len)
     wf = warmup_fraction if warmup_fraction is not None else (0.0 if rl_n is not None else DEFAULT_WARMUP_FRACTION)
     announce_compile([Kernel.FEATURES])  # sessions carry RequestExtras: always the feature kernel
     result = simulate_sessions(

@@ -18,12 +18,24 @@ from fleetplan.cli.feature_options import (
 from fleetplan.cli.first_run import Kernel, announce_compile
 from fleetplan.cli.model_options import MAX_MODEL_LEN_OPTION, sim_model_options
 from fleetplan.cli.options import (
-    POSITIVE,
+    arrival_option,
+    cv_option,
+    deprecated_spelling,
     executor_from_options,
     executor_options,
+    fleet_option,
     gpu_profiles_option,
+    horizon_option,
     input_fraction_option,
+    json_option,
+    lam_option,
+    replications_option,
+    requests_csv_option,
     seed_option,
+    sim_requests_option,
+    slo_tpot_option,
+    slo_ttft_option,
+    warmup_fraction_option,
     workload_option,
 )
 from fleetplan.cli.reliability_cmd import failure_options, failures_from_options
@@ -135,32 +147,24 @@ Examples:
 
 
 @click.command("simulate", epilog=EXAMPLES)
-@click.option("--fleet", "fleet_path", required=True, type=click.Path(dir_okay=False),
-              help="Fleet TOML: pools, GPUs, instances, context limits (see examples/README.md).")
+@fleet_option(required=True)
 @workload_option
 @input_fraction_option
-@click.option("--lam", "rate_per_s", type=POSITIVE, default=None,
-              help=f"Arrival rate, requests/s (default: the workload's own, else {DEFAULT_RATE_PER_S:g}).")
-@click.option("--requests", "n_requests", type=click.IntRange(min=1), default=DEFAULT_N_REQUESTS,
-              show_default=True, help="Requests to simulate.")
+@lam_option(help=f"Arrival rate, requests/s (default: the workload's own, else {DEFAULT_RATE_PER_S:g}); "
+            "--request-rate: vLLM's spelling.")
+@sim_requests_option(default=DEFAULT_N_REQUESTS, show_default=True)
+@deprecated_spelling("--requests", "n_requests")
 @click.option("--level", type=click.Choice(Level.names()), default=Level.ITERATION.value, show_default=True,
               help="iteration: vLLM continuous batching per step; request: the paper's eq. 4-5 slot model.")
-@click.option("--arrival", type=click.Choice(ArrivalProcess.names()), default=ArrivalProcess.POISSON.value,
-              show_default=True, help="Arrival process (replay needs a trace workload).")
-@click.option("--cv", type=POSITIVE, default=None,
-              help="Inter-arrival coefficient of variation for --arrival gamma [default: 1.0, Poisson-like].")
-@click.option("--horizon", "horizon_s", type=POSITIVE, default=None,
-              help="Stop after this many seconds (default: run until every request finishes).")
-@click.option("--warmup-fraction", type=click.FloatRange(0, 1, max_open=True),
-              default=DEFAULT_WARMUP_FRACTION, show_default=True,
-              help="Share of the earliest arrivals left out of the statistics.")
+@arrival_option(help="Arrival process (replay needs a trace workload).")
+@cv_option(help="Inter-arrival coefficient of variation for --arrival gamma [default: 1.0, Poisson-like].")
+@horizon_option
+@warmup_fraction_option(default=DEFAULT_WARMUP_FRACTION, show_default=True)
 @seed_option
-@click.option("--slo-ttft", "slo_ttft_ms", type=POSITIVE, default=None, help="TTFT SLO in ms (for goodput).")
-@click.option("--slo-tpot", "slo_tpot_ms", type=POSITIVE, default=None, help="TPOT SLO in ms (for goodput).")
-@click.option("--requests-csv", type=click.Path(dir_okay=False), default=None,
-              help="Write one row per request (latencies in ms) to this CSV.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None,
-              help="Write the summary as JSON (inf/NaN written as null).")
+@slo_ttft_option(help="TTFT SLO in ms (for goodput).")
+@slo_tpot_option(help="TPOT SLO in ms (for goodput).")
+@requests_csv_option
+@json_option(help="Write the summary as JSON (inf/NaN written as null).")
 @click.option("--failures", "inject_failures", is_flag=True, default=False,
               help="Inject instance failures and repairs (iteration level): MTBF/MTTR from the GPU catalog unless "
               "--mtbf-h/--mttr-h are given (either implies --failures). Also prints P99s without failures.")
@@ -173,11 +177,10 @@ Examples:
               help="Every prompt starts with one of COUNT shared system prompts of TOKENS tokens (part of the "
               "prompt length; prefix-cache identities for --enable-prefix-caching and the prefix_affinity "
               "router), e.g. 1024x4.")
-@click.option("--replications", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Independent replications (seeds derived from --seed); >1 adds a 95% confidence interval "
-              "of P99 TTFT and TPOT. Tables and exports show the first replication.")
+@replications_option(help="Independent replications (seeds derived from --seed); >1 adds a 95% confidence interval "
+                     "of P99 TTFT and TPOT. Tables and exports show the first replication.")
 @executor_options
-def simulate_cmd(fleet_path, workload, input_fraction, rate_per_s, n_requests, level, arrival, cv, horizon_s,
+def simulate_cmd(fleet_path, workload, input_fraction, rate_per_s, n_requests, level, arrival, arrival_cv, horizon_s,
                  warmup_fraction, seed, slo_ttft_ms, slo_tpot_ms, requests_csv, json_path, shared_prefix, replications,
                  inject_failures, mtbf_h, mttr_h, repair, executor, workers, ray_address, max_model_len, gpu_profiles,
                  **model_opts) -> None:
@@ -190,10 +193,10 @@ def simulate_cmd(fleet_path, workload, input_fraction, rate_per_s, n_requests, l
     fleet file gives (max_num_seqs, max_num_batched_tokens, kv_blocks, block_size) is kept with --model.
     """
     feature_opts = {key: model_opts.pop(key) for key in FEATURE_OPTION_NAMES}
-    if cv is not None and arrival != ArrivalProcess.GAMMA.value:
+    if arrival_cv is not None and arrival != ArrivalProcess.GAMMA.value:
         raise ConfigError(f"--cv applies to --arrival gamma only (got --arrival {arrival}); add --arrival gamma or "
                           "drop --cv")
-    cv = DEFAULT_GAMMA_CV if cv is None else cv
+    cv = DEFAULT_GAMMA_CV if arrival_cv is None else arrival_cv
     fleet = read_fleet_toml(fleet_path, load_catalog(gpu_profiles))
     spec, step_note = serving_fleet(fleet, model_opts, feature_opts, max_model_len)
     with_features = features_on(spec)

@@ -3,8 +3,8 @@
 On a terminal a rich table fits the window (cells may wrap).  When stdout is not a terminal
 (``fleetplan models list | cat``, a file, a test runner) the console has no width limit, so no
 cell is ever cut to "qwen3-235b-a…" or "1,03…": rows are as wide as their content.  ``--format``
-turns the same rows into CSV, JSON (a list of objects keyed by the column headers) or a
-GitHub-flavoured markdown table, for scripts and documents.
+(``fleetplan.cli.options.format_option``) turns the same rows into CSV, JSON (a list of objects keyed
+by the column headers) or a GitHub-flavoured markdown table, for scripts and documents.
 """
 
 from __future__ import annotations
@@ -13,18 +13,18 @@ import csv
 import io
 import json
 import sys
-from collections.abc import Callable
 from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
+from fleetplan.cli.options import FORMATS  # the --format choices (format_option, with the shared options)
+
 __all__ = [
-    "FORMATS", "details_table", "emit_table", "emit_tables", "format_option", "make_console", "render", "table_rows",
+    "FORMATS", "details_table", "emit_table", "emit_tables", "make_console", "render", "table_rows",
 ]
 
-FORMATS = ("table", "csv", "json", "markdown")
 UNLIMITED_WIDTH = 100_000  # characters: "as wide as the content" for a console that is not a terminal
 
 
@@ -33,14 +33,6 @@ def make_console(**kwargs: Any) -> Console:
     if not sys.stdout.isatty() and "width" not in kwargs:
         kwargs["width"] = UNLIMITED_WIDTH
     return Console(**kwargs)
-
-
-def format_option(func: Callable[..., Any]) -> Callable[..., Any]:
-    """``--format``: how a command prints its table; the command receives ``fmt``."""
-    return click.option(
-        "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True,
-        help="table: aligned columns (never truncated when piped); csv, json (one object per row) or markdown.",
-    )(func)
 
 
 def _plain(cell: Any) -> str:

@@ -8,7 +8,7 @@ import click
 from rich.table import Table
 
 from fleetplan.cli.errors import FleetplanGroup
-from fleetplan.cli.options import INT_LIST, seed_option
+from fleetplan.cli.options import INT_LIST, deprecated_spelling, seed_option, sim_requests_option
 from fleetplan.cli.tables import make_console
 from fleetplan.sim.validate import DEFAULT_C_VALUES, DEFAULT_N_CUSTOMERS, DEFAULT_RHOS, validate_queueing
 
@@ -50,7 +50,7 @@ def _pct(value: float) -> str:
 @click.group("validate", cls=FleetplanGroup, epilog="""\b
 Examples:
   fleetplan validate queueing
-  fleetplan validate queueing --c 1,8 --rho 0.5,0.9 --customers 100000
+  fleetplan validate queueing --c 1,8 --rho 0.5,0.9 --sim-requests 100000
 """)
 def validate() -> None:
     """Check the simulator against exact queueing theory."""
@@ -59,24 +59,25 @@ def validate() -> None:
 @validate.command("queueing", epilog="""\b
 Examples:
   fleetplan validate queueing
-  fleetplan validate queueing --c 4 --rho 0.9 --customers 500000 --seed 3
+  fleetplan validate queueing --c 4 --rho 0.9 --sim-requests 500000 --seed 3
 """)
 @click.option("--c", "c_values", type=INT_LIST, default=",".join(map(str, DEFAULT_C_VALUES)),
               show_default=True, help="Slots (servers) per instance to test.")
 @click.option("--rho", "rhos", type=FloatList(), default=",".join(map(str, DEFAULT_RHOS)), show_default=True,
               help="Utilisations to test, each in (0, 1).")
-@click.option("--customers", "n_customers", type=click.IntRange(min=100), default=DEFAULT_N_CUSTOMERS,
-              show_default=True, help="Customers simulated per (c, rho); the first 10% are warm-up.")
+@sim_requests_option(type=click.IntRange(min=100), default=DEFAULT_N_CUSTOMERS, show_default=True,
+                     help="Requests (customers) simulated per (c, rho); the first 10% are warm-up.")
+@deprecated_spelling("--customers", "n_requests")
 @seed_option
-def queueing(c_values, rhos, n_customers, seed) -> None:
+def queueing(c_values, rhos, n_requests, seed) -> None:
     """Request-level simulator vs exact M/M/c: E[W], P(W>0) and P99 wait.
 
     One instance with c slots, Poisson arrivals at rho*c/E[S], exponential service
     with E[S] = 1 s.  Exact values are Erlang-C (core paper eq. 1) and the M/M/c
     wait tail C*exp(-(c*mu - lambda)*t); 'paper P99' is the paper's eq. (2) form.
     """
-    df = validate_queueing(c_values=c_values, rhos=rhos, n_customers=n_customers, seed=seed)
-    table = Table(title=f"M/M/c: exact vs simulated ({n_customers:,} customers per row, E[S] = 1 s)")
+    df = validate_queueing(c_values=c_values, rhos=rhos, n_customers=n_requests, seed=seed)
+    table = Table(title=f"M/M/c: exact vs simulated ({n_requests:,} customers per row, E[S] = 1 s)")
     for col in ("c", "rho", "E[W] exact", "E[W] sim", "err", "P(W>0) exact", "P(W>0) sim", "err",
                 "P99 W exact", "P99 W sim", "err", "P99 W paper eq.2"):
         table.add_column(col, justify="right")

@@ -21,8 +21,15 @@ from fleetplan.cli.horizon_cmd import (
 )
 from fleetplan.cli.optimize_cmd import plan_arrivals, plan_inputs, plan_options
 from fleetplan.cli.optimize_view import context_limit_line
-from fleetplan.cli.options import executor_from_options, executor_options
-from fleetplan.cli.progress import progress_reporter, quiet_option
+from fleetplan.cli.options import (
+    csv_option,
+    executor_from_options,
+    executor_options,
+    html_option,
+    json_option,
+    quiet_option,
+)
+from fleetplan.cli.progress import progress_reporter
 from fleetplan.cli.report_cmd import render_documents, report_console
 from fleetplan.errors import ConfigError
 from fleetplan.plan.growth import procurement_schedule
@@ -105,10 +112,9 @@ def _threshold_legend(method: str, percentile: float) -> str:
 @click.option("--lead-time-weeks", type=click.FloatRange(min=0), default=0.0, show_default=True,
               help="Order-to-serving lead time; order-by = date the current fleet runs out - lead time.")
 @click.option("--start-date", default=None, help="Schedule start, YYYY-MM-DD (default: today).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the run as JSON.")
-@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None,
-              help="Write the schedule (with --growth) or the per-rate points as CSV.")
-@click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None, help="Write an HTML report.")
+@json_option
+@csv_option(help="Write the schedule (with --growth) or the per-rate points as CSV.")
+@html_option
 @horizon_options
 @quiet_option
 @executor_options

@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from fleetplan.cli.errors import FleetplanGroup
-from fleetplan.cli.options import input_fraction_option
-from fleetplan.cli.tables import details_table, emit_table, emit_tables, format_option, make_console
+from fleetplan.cli.options import format_option, input_fraction_option, out_option
+from fleetplan.cli.tables import details_table, emit_table, emit_tables, make_console
 from fleetplan.workload import (
     SPLIT_THRESHOLDS_TOKENS,
     LengthCDF,
@@ -162,31 +162,25 @@ def _arrival_stats(tr):
     ),
 )
 @click.argument("trace", type=click.Path(exists=True, dir_okay=False))
-@click.option(
-    "--out",
-    "out",
-    required=True,
-    type=click.Path(dir_okay=False),
-    help="CDF JSON file to write (atomically).",
-)
+@out_option(help="CDF JSON file to write (atomically).")
 @click.option(
     "--license",
     "license_",
     default=None,
     help="License of the trace (default: known for public traces, else 'unspecified').",
 )
-def fit_cmd(trace: str, out: str, license_: str | None) -> None:
+def fit_cmd(trace: str, out_path: str, license_: str | None) -> None:
     """Fit input, output and total CDFs (and mean arrival rate) to a trace.
 
     TRACE is a CSV or JSONL trace in Azure 2023, BurstGPT, Mooncake, Vidur or
     plain (arrival_s,prompt_tokens,output_tokens) layout, recognised by its header.
     """
-    parts = ["fleetplan", "workloads", "fit", trace, "--out", out]
+    parts = ["fleetplan", "workloads", "fit", trace, "--out", out_path]
     if license_ is not None:
         parts += ["--license", license_]
     tr = read_trace(trace)
     doc = fit(tr, command=shlex.join(parts), license=license_)
-    path = write_cdf_json(Path(out), doc)
+    path = write_cdf_json(Path(out_path), doc)
     rate = tr.arrival_rate_per_s
     rate_txt = f"{rate:.4g} req/s" if rate is not None else "undefined (simultaneous arrivals)"
     click.echo(

@@ -200,7 +200,7 @@ def grid_flex(
     ctx = default_context_tokens(workload) if max_context_tokens is None else int(max_context_tokens)
     n_max = int(serving.n_max(ctx))
     if n_max < 1:
-        raise ConfigError(f"context {ctx} tokens does not fit one sequence on {gpu.name}; lower --max-context")
+        raise ConfigError(f"context {ctx} tokens does not fit one sequence on {gpu.name}; lower --max-model-len")
     levels = sorted(float(x) for x in levels_pct)
     caps = [batch_cap(gpu.power, f, n_max) for f in levels]  # validates every level first
     prompt, output, weight = workload.quadrature(DEFAULT_QUADRATURE_POINTS)

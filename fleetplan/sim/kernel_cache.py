@@ -26,7 +26,7 @@ class Kernel(Enum):
     FAILURES = "failures"  # iteration level with instance failures (simulate --failures, reliability)
     FEATURES = "features"  # runtime features and sessions
     REQUEST = "request"  # request level (--level request, validate queueing)
-    PDD = "pdd"  # prefill-decode disaggregation (simulate-pdd, optimize --topology pdd/afd)
+    PDD = "pdd"  # prefill-decode disaggregation (simulate pdd, optimize --topology pdd/afd)
 
 
 _WHERE = {

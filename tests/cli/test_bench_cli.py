@@ -38,7 +38,7 @@ def test_block_and_result_json(tmp_path) -> None:
     (["--engine", "tgi"], "unknown engine 'tgi'"),
     (["--dataset-name", "custom"], "needs --dataset-path"),
     (["--quantization", "bnb"], "unknown quantization 'bnb'"),
-    (["--request-rate", "fast"], "--request-rate 'fast'"),
+    (["--request-rate", "fast"], "'--request-rate': 'fast' is not a number"),
 ])
 def test_bad_input_is_one_line_exit_2(extra, words) -> None:
     res = CliRunner().invoke(cli, [*BASE, *extra])

@@ -110,20 +110,20 @@ def fleet(tmp_path: Path, context: int, gpu: str = "h100") -> Path:
 
 
 def test_simulate_refuses_a_pool_longer_than_the_models_window(tmp_path):
-    one_line_error(run("simulate", "--fleet", str(fleet(tmp_path, 200_000)), "--workload", "lmsys", "--requests",
+    one_line_error(run("simulate", "--fleet", str(fleet(tmp_path, 200_000)), "--workload", "lmsys", "--sim-requests",
                        "200", "--model", "llama-3.1-8b"),
                    "pool 'p'", "200,000", "max_model_len 131,072")
 
 
 def test_simulate_max_model_len_below_a_pool_is_refused(tmp_path):
-    one_line_error(run("simulate", "--fleet", str(fleet(tmp_path, 8192)), "--workload", "lmsys", "--requests",
+    one_line_error(run("simulate", "--fleet", str(fleet(tmp_path, 8192)), "--workload", "lmsys", "--sim-requests",
                        "200", "--max-model-len", "4096"),
                    "pool 'p'", "max_model_len 4,096")
 
 
 def test_simulate_counts_too_long_requests_and_keeps_them_out_of_the_percentiles(tmp_path):
     res = run("simulate", "--fleet", str(fleet(tmp_path, 2048)), "--workload", "lmsys", "--lam", "5",
-              "--requests", "400", "--max-model-len", "2048")
+              "--sim-requests", "400", "--max-model-len", "2048")
     assert res.exit_code == 0, res.output
     text = " ".join(res.output.split())
     assert "max_model_len 2,048 tokens (--max-model-len)" in text
@@ -131,11 +131,11 @@ def test_simulate_counts_too_long_requests_and_keeps_them_out_of_the_percentiles
 
 
 def test_sessions_and_pdd_refuse_a_context_above_the_window():
-    one_line_error(run("simulate-sessions", "--gpu", "h100", "--instances", "2", "--max-context", "200000",
-                       "--model", "llama-3.1-8b", "--sessions", "frontier_agentic", "--rate", "0.5"),
-                   "--max-context 200,000", "131,072")
-    one_line_error(run("simulate-pdd", "--workload", "lmsys", "--lam", "5", "--max-context", "200000"),
-                   "--max-context 200,000", "Llama-3.1-70B", "--allow-long-max-model-len")
+    one_line_error(run("simulate", "sessions", "--gpu", "h100", "--instances", "2", "--max-model-len", "200000",
+                       "--model", "llama-3.1-8b", "--sessions", "frontier_agentic", "--lam", "0.5"),
+                   "--max-model-len 200,000", "131,072")
+    one_line_error(run("simulate", "pdd", "--workload", "lmsys", "--lam", "5", "--max-model-len", "200000"),
+                   "--max-model-len 200,000", "Llama-3.1-70B", "--allow-long-max-model-len")
 
 
 def test_whatif_caps_pools_and_reports_the_limit(tmp_path):

@@ -24,7 +24,7 @@ def fleet(tmp_path: Path) -> Path:
 
 
 def run(tmp_path: Path, *args: str):
-    base = ["simulate", "--fleet", str(fleet(tmp_path)), "--workload", "lmsys", "--requests", "400", "--lam", "10"]
+    base = ["simulate", "--fleet", str(fleet(tmp_path)), "--workload", "lmsys", "--sim-requests", "400", "--lam", "10"]
     return CliRunner().invoke(cli, [*base, *args], env=WIDE)
 
 
@@ -110,7 +110,7 @@ def test_eager_mode_with_a_model_pays_the_launch_overhead_on_every_step(tmp_path
     def tpot(*args: str) -> tuple[float, str]:
         out = tmp_path / "t.json"
         res = CliRunner().invoke(cli, ["simulate", "--fleet", str(fleet), "--workload", "lmsys", "--input-fraction",
-                                       "0.1", "--lam", "4", "--requests", "300", "--model", "llama-3.1-8b", *args,
+                                       "0.1", "--lam", "4", "--sim-requests", "300", "--model", "llama-3.1-8b", *args,
                                        "--json", str(out)], env=WIDE)
         assert res.exit_code == 0, res.output
         return json.loads(out.read_text())["overall"]["tpot"]["mean_s"], res.output

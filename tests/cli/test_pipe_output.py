@@ -93,7 +93,7 @@ def test_simulate_through_a_pipe_keeps_numbers_and_names_whole(tmp_path):
     fleet.write_text('pool_router = "length"\n'
                      '[[pool]]\nname = "all"\ngpu = "h100"\ninstances = 2\nmax_context_tokens = 4096\n'
                      '[[pool]]\nname = "long-prompts"\ngpu = "a100"\ninstances = 2\nmax_context_tokens = 65536\n')
-    text = run("simulate", "--fleet", str(fleet), "--workload", "lmsys", "--lam", "20", "--requests", "1200",
+    text = run("simulate", "--fleet", str(fleet), "--workload", "lmsys", "--lam", "20", "--sim-requests", "1200",
                "--level", "request", "--seed", "3")
     assert "…" not in text
     words = _tokens(text)

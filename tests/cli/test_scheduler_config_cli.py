@@ -22,8 +22,8 @@ from fleetplan.workload import load_workload
 
 WIDE = {"COLUMNS": "250"}
 MLFQ_FAST = '{"mlfq_quantum0_ms": 5, "mlfq_levels": 3}'
-SESSIONS = ("--sessions", "frontier_agentic", "--mix", "heavy_tail=0.3,short=0.7", "--rate", "0.5",
-            "--n-sessions", "40", "--tool-delay-s", "1")
+SESSIONS = ("--sessions", "frontier_agentic", "--mix", "heavy_tail=0.3,short=0.7", "--lam", "0.5",
+            "--sim-sessions", "40", "--tool-delay-s", "1")
 
 
 def one_pool(tmp_path: Path, features: str = "", name: str = "fleet.toml") -> Path:
@@ -35,7 +35,7 @@ def one_pool(tmp_path: Path, features: str = "", name: str = "fleet.toml") -> Pa
 
 def simulate_json(tmp_path: Path, fleet: Path, *args: str) -> dict:
     out = tmp_path / "out.json"
-    res = CliRunner().invoke(cli, ["simulate", "--fleet", str(fleet), "--workload", "lmsys", "--requests", "400",
+    res = CliRunner().invoke(cli, ["simulate", "--fleet", str(fleet), "--workload", "lmsys", "--sim-requests", "400",
                                    "--lam", "12", *args, "--json", str(out)], env=WIDE)
     assert res.exit_code == 0, res.output
     return json.loads(out.read_text())
@@ -63,7 +63,7 @@ def test_mlfq_parameters_reach_the_kernel_and_equal_the_toml_and_api_paths(tmp_p
 def test_h2q_parameters_on_sessions_change_the_run_and_equal_the_toml(tmp_path):
     def sessions(fleet: Path, *args: str) -> tuple[dict, str]:
         out = tmp_path / "s.json"
-        res = CliRunner().invoke(cli, ["simulate-sessions", "--fleet", str(fleet), *SESSIONS, *args,
+        res = CliRunner().invoke(cli, ["simulate", "sessions", "--fleet", str(fleet), *SESSIONS, *args,
                                        "--json", str(out)], env=WIDE)
         assert res.exit_code == 0, res.output
         return json.loads(out.read_text()), res.output
@@ -113,7 +113,7 @@ BAD = [
 @pytest.mark.parametrize(("args", "fragment"), BAD)
 def test_bad_scheduler_config_is_one_line_exit_2(tmp_path, args, fragment):
     res = CliRunner().invoke(cli, ["simulate", "--fleet", str(one_pool(tmp_path)), "--workload", "lmsys",
-                                   "--requests", "50", *args], env=WIDE)
+                                   "--sim-requests", "50", *args], env=WIDE)
     assert res.exit_code == 2, res.output
     lines = [line for line in res.output.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and fragment in lines[0], res.output
@@ -122,7 +122,7 @@ def test_bad_scheduler_config_is_one_line_exit_2(tmp_path, args, fragment):
 
 
 def test_sessions_refuse_a_parameter_of_another_policy(tmp_path):
-    res = CliRunner().invoke(cli, ["simulate-sessions", "--gpu", "a100", "--instances", "1", *SESSIONS,
+    res = CliRunner().invoke(cli, ["simulate", "sessions", "--gpu", "a100", "--instances", "1", *SESSIONS,
                                    "--scheduler-policy", "h2q_br", "--scheduler-config", '{"mlfq_levels": 4}'],
                              env=WIDE)
     assert res.exit_code == 2

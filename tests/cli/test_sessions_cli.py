@@ -1,4 +1,4 @@
-"""``fleetplan simulate-sessions``: bad inputs exit 2 with one line; a good run prints and writes metrics."""
+"""``fleetplan simulate sessions``: bad inputs exit 2 with one line; a good run prints and writes metrics."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ RL = ("--rl-prompt-tokens", "256", "--rl-output-scale", "200", "--rl-output-shap
 
 
 def run(*args: str):
-    return CliRunner().invoke(cli, ["simulate-sessions", *args], env=WIDE)
+    return CliRunner().invoke(cli, ["simulate", "sessions", *args], env=WIDE)
 
 
 def bad_json(tmp_path: Path) -> str:
@@ -29,26 +29,26 @@ def bad_json(tmp_path: Path) -> str:
 
 
 BAD = [
-    (("--fleet", FLEET, "--tool-delay-s", "1"), "--rate (sessions/s) is required"),
-    (("--fleet", FLEET, "--rate", "1"), "template 'short' has no tool-call delay"),
-    (("--fleet", FLEET, "--rate", "1", "--sessions", "frontier"), "unknown session workload 'frontier'"),
-    (("--fleet", FLEET, "--rate", "1", "--tool-delay-s", "1", "--mix", "long=1"), "unknown session template 'long'"),
-    (("--fleet", FLEET, "--rate", "1", "--tool-delay-s", "1", "--mix", "short"), "is not name=weight"),
-    (("--fleet", FLEET, "--rate", "1", "--tool-delay-s", "-1"), "--tool-delay-s': -1.0 is not in the range x>=0"),
-    (("--fleet", FLEET, "--rate", "1", "--tool-delay-s", "1", "--tool-delay-kind", "lognormal"), "needs sigma > 0"),
-    (("--fleet", FLEET, "--gpu", "a100", "--rate", "1", "--tool-delay-s", "1"), "not both or neither"),
-    (("--rate", "1", "--tool-delay-s", "1"), "not both or neither"),
-    (("--gpu", "a100", "--rate", "1", "--tool-delay-s", "1"), "--gpu needs --instances"),
-    (("--gpu", "b300x", "--instances", "2", "--rate", "1", "--tool-delay-s", "1"), "unknown GPU 'b300x'"),
+    (("--fleet", FLEET, "--tool-delay-s", "1"), "--lam (sessions/s) is required"),
+    (("--fleet", FLEET, "--lam", "1"), "template 'short' has no tool-call delay"),
+    (("--fleet", FLEET, "--lam", "1", "--sessions", "frontier"), "unknown session workload 'frontier'"),
+    (("--fleet", FLEET, "--lam", "1", "--tool-delay-s", "1", "--mix", "long=1"), "unknown session template 'long'"),
+    (("--fleet", FLEET, "--lam", "1", "--tool-delay-s", "1", "--mix", "short"), "is not name=weight"),
+    (("--fleet", FLEET, "--lam", "1", "--tool-delay-s", "-1"), "--tool-delay-s': -1.0 is not in the range x>=0"),
+    (("--fleet", FLEET, "--lam", "1", "--tool-delay-s", "1", "--tool-delay-kind", "lognormal"), "needs sigma > 0"),
+    (("--fleet", FLEET, "--gpu", "a100", "--lam", "1", "--tool-delay-s", "1"), "not both or neither"),
+    (("--lam", "1", "--tool-delay-s", "1"), "not both or neither"),
+    (("--gpu", "a100", "--lam", "1", "--tool-delay-s", "1"), "--gpu needs --instances"),
+    (("--gpu", "b300x", "--instances", "2", "--lam", "1", "--tool-delay-s", "1"), "unknown GPU 'b300x'"),
     (("--gpu", "a100", "--instances", "2", "--rl-rollout", "10", "--rl-prompt-tokens", "10"),
      "--rl-rollout needs --rl-output-scale"),
     (("--gpu", "a100", "--instances", "2", "--rl-rollout", "10", "--rl-bursts", "2", *RL), "need burst_interval_s > 0"),
     (("--gpu", "a100", "--instances", "2", "--rl-rollout", "10", "--rl-rounds", "3", *RL), "need a tool_delay"),
-    (("--gpu", "h100", "--instances", "2", "--rate", "1", "--tool-delay-s", "1", "--model", "llama-9"),
+    (("--gpu", "h100", "--instances", "2", "--lam", "1", "--tool-delay-s", "1", "--model", "llama-9"),
      "unknown model 'llama-9': valid model names are"),
-    (("--gpu", "h100", "--instances", "2", "--rate", "1", "--tool-delay-s", "1", "-tp", "2"),
+    (("--gpu", "h100", "--instances", "2", "--lam", "1", "--tool-delay-s", "1", "-tp", "2"),
      "--tensor-parallel-size needs --model"),
-    (("--gpu", "a10g", "--instances", "2", "--rate", "1", "--tool-delay-s", "1", "--model", "llama-3.1-70b",
+    (("--gpu", "a10g", "--instances", "2", "--lam", "1", "--tool-delay-s", "1", "--model", "llama-3.1-70b",
       "-tp", "1"), "needs 131.4 GiB of weights per GPU at --tensor-parallel-size 1"),
 ]
 
@@ -63,7 +63,7 @@ def test_bad_input_exits_2_with_one_line(args, fragment):
 
 def test_malformed_session_file_exits_2_naming_the_file(tmp_path):
     path = bad_json(tmp_path)
-    res = run("--fleet", FLEET, "--rate", "1", "--sessions", path)
+    res = run("--fleet", FLEET, "--lam", "1", "--sessions", path)
     assert res.exit_code == 2
     lines = res.output.strip().splitlines()
     assert len(lines) == 1 and path in lines[0] and "is not an integer >= 1" in lines[0]
@@ -76,7 +76,7 @@ def test_help_lists_examples():
 
 def test_sessions_run_prints_metrics_and_writes_files(tmp_path):
     out_json, out_csv = tmp_path / "s.json", tmp_path / "s.csv"
-    res = run("--gpu", "a100", "--instances", "4", "--rate", "0.2", "--n-sessions", "30", "--tool-delay-s", "0.5",
+    res = run("--gpu", "a100", "--instances", "4", "--lam", "0.2", "--sim-sessions", "30", "--tool-delay-s", "0.5",
               "--mix", "short=1", "--json", str(out_json), "--csv", str(out_csv))
     assert res.exit_code == 0, res.output
     assert "aTTFT" in res.output and "round 5 TTFT" in res.output and "hidden planning throughput" in res.output
@@ -94,7 +94,7 @@ def test_rollout_run_prints_bursts():
 
 
 MODEL_RUN = ("--gpu", "h100", "--instances", "2", "--sessions", "frontier_agentic", "--mix", "heavy_tail=0.3,short=0.7",
-             "--rate", "0.5", "--n-sessions", "40", "--tool-delay-s", "1")
+             "--lam", "0.5", "--sim-sessions", "40", "--tool-delay-s", "1")
 
 
 def model_run(tmp_path: Path, *args: str) -> tuple[dict, str]:
@@ -143,11 +143,11 @@ def test_model_pools_take_the_models_kv_budget_less_graph_capture_memory():
 
 
 def test_sessions_that_do_not_fit_the_context_limit_are_named_with_the_fix():
-    res = run("--gpu", "h100", "--instances", "2", "--max-model-len", "8192",  # vLLM spelling of --max-context
+    res = run("--gpu", "h100", "--instances", "2", "--max-model-len", "8192",
               "--sessions", "frontier_agentic",
-              "--mix", "heavy_tail=1", "--rate", "0.2", "--n-sessions", "10", "--tool-delay-s", "1",
+              "--mix", "heavy_tail=1", "--lam", "0.2", "--sim-sessions", "10", "--tool-delay-s", "1",
               "--warmup-fraction", "0")
     assert res.exit_code == 0, res.output
     line = next(x for x in res.output.splitlines() if x.startswith("unfinished sessions"))
-    assert "with a rejected round" in line and "raise --max-context" in line
+    assert "with a rejected round" in line and "raise --max-model-len" in line
     assert "RuntimeWarning" not in res.output

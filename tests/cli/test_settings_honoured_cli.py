@@ -17,7 +17,7 @@ from fleetplan.plan.model_fleet import ModelServing, serve_model
 from fleetplan.sim.fleet_toml import read_fleet_toml
 
 WIDE = {"COLUMNS": "250"}
-SIM = ["--workload", "lmsys", "--lam", "20", "--requests", "600", "--model", "llama-3.1-8b", "--seed", "3"]
+SIM = ["--workload", "lmsys", "--lam", "20", "--sim-requests", "600", "--model", "llama-3.1-8b", "--seed", "3"]
 
 
 def run(*args: str):
@@ -68,7 +68,7 @@ def test_simulate_serves_a_gpu_without_calibrated_constants_with_model_and_refus
     res = run("simulate", "--fleet", path, *SIM)
     assert res.exit_code == 0, res.output
     assert "H200 tp1" in res.output
-    bare = run("simulate", "--fleet", path, "--workload", "lmsys", "--requests", "200")
+    bare = run("simulate", "--fleet", path, "--workload", "lmsys", "--sim-requests", "200")
     assert bare.exit_code == 2 and "no calibrated serving constants" in bare.output and "Traceback" not in bare.output
 
 
@@ -76,15 +76,15 @@ def test_simulate_reads_gpu_profiles(tmp_path):
     mine = tmp_path / "mine.toml"
     mine.write_text('[gpu.H100-SXM]\nprice_usd_per_h = 2.49\n')
     path = str(fleet(tmp_path, "priced"))
-    base = run("simulate", "--fleet", path, "--workload", "lmsys", "--requests", "200")
-    own = run("simulate", "--fleet", path, "--workload", "lmsys", "--requests", "200", "--gpu-profiles", str(mine))
+    base = run("simulate", "--fleet", path, "--workload", "lmsys", "--sim-requests", "200")
+    own = run("simulate", "--fleet", path, "--workload", "lmsys", "--sim-requests", "200", "--gpu-profiles", str(mine))
     assert base.exit_code == own.exit_code == 0, own.output
     assert "2.49 USD/h" in own.output and "2.49 USD/h" not in base.output
 
 
 def test_sessions_with_model_honour_the_files_max_num_seqs(tmp_path):
-    res = run("simulate-sessions", "--fleet", str(fleet(tmp_path, "s", extra="max_num_seqs = 3\n")), "--model",
-              "llama-3.1-8b", "--sessions", "frontier_agentic", "--rate", "0.5", "--n-sessions", "20",
+    res = run("simulate", "sessions", "--fleet", str(fleet(tmp_path, "s", extra="max_num_seqs = 3\n")), "--model",
+              "llama-3.1-8b", "--sessions", "frontier_agentic", "--lam", "0.5", "--sim-sessions", "20",
               "--tool-delay-s", "1")
     assert res.exit_code == 0, res.output
     assert "max_num_seqs 3," in res.output
@@ -107,17 +107,17 @@ def test_perf_explain_says_when_the_batch_exceeds_the_kv_cache():
     (("-tp", "2"), "--tensor-parallel-size needs --model"),
 ])
 def test_simulate_refuses_settings_it_would_not_read(tmp_path, args, fragment):
-    res = run("simulate", "--fleet", str(fleet(tmp_path, "r")), "--workload", "lmsys", "--requests", "200", *args)
+    res = run("simulate", "--fleet", str(fleet(tmp_path, "r")), "--workload", "lmsys", "--sim-requests", "200", *args)
     assert res.exit_code == 2 and "Traceback" not in res.output, res.output
     assert res.output.startswith("error: ") and fragment in res.output and len(res.output.strip().splitlines()) == 1
 
 
 def test_simulate_gamma_arrivals_read_cv(tmp_path):
     path = str(fleet(tmp_path, "g"))
-    calm = run("simulate", "--fleet", path, "--workload", "lmsys", "--lam", "20", "--requests", "600", "--arrival",
-               "gamma")
-    bursty = run("simulate", "--fleet", path, "--workload", "lmsys", "--lam", "20", "--requests", "600", "--arrival",
-                 "gamma", "--cv", "4")
+    calm = run("simulate", "--fleet", path, "--workload", "lmsys", "--lam", "20", "--sim-requests", "600",
+               "--arrival", "gamma")
+    bursty = run("simulate", "--fleet", path, "--workload", "lmsys", "--lam", "20", "--sim-requests", "600",
+                 "--arrival", "gamma", "--cv", "4")
     assert calm.exit_code == bursty.exit_code == 0, bursty.output
     assert p99_ttft_ms(bursty.output) > p99_ttft_ms(calm.output)
 

@@ -59,7 +59,7 @@ def test_simulate_prints_pools_rate_and_tpot_definition(tmp_path):
         str(small_fleet(tmp_path)),
         "--workload",
         "lmsys",
-        "--requests",
+        "--sim-requests",
         "300",
         "--level",
         "request",
@@ -109,7 +109,7 @@ def test_lam_is_reported_when_given():
         "lmsys",
         "--lam",
         "7.5",
-        "--requests",
+        "--sim-requests",
         "100",
         "--level",
         "request",
@@ -127,7 +127,7 @@ def test_lam_is_reported_when_given():
     ],
 )
 def test_bad_fleet_toml_is_one_line_exit_2(tmp_path, extra, fragment):
-    res = run("--fleet", str(small_fleet(tmp_path, extra)), "--workload", "lmsys", "--requests", "10")
+    res = run("--fleet", str(small_fleet(tmp_path, extra)), "--workload", "lmsys", "--sim-requests", "10")
     assert res.exit_code == 2
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and fragment in lines[0]
@@ -144,7 +144,7 @@ def test_unknown_gpu_and_missing_file_exit_2(tmp_path):
     assert res.exit_code == 2 and res.stderr.startswith("error:") and "nope.toml" in res.stderr
 
 
-@pytest.mark.parametrize("args", [["--lam", "-3"], ["--lam", "inf"], ["--requests", "0"], ["--level", "token"]])
+@pytest.mark.parametrize("args", [["--lam", "-3"], ["--lam", "inf"], ["--sim-requests", "0"], ["--level", "token"]])
 def test_bad_options_exit_2(tmp_path, args):
     res = run("--fleet", str(small_fleet(tmp_path)), "--workload", "lmsys", *args)
     assert res.exit_code == 2 and "Traceback" not in res.output
@@ -155,7 +155,8 @@ def test_help_ends_with_examples():
     assert res.exit_code == 0
     tail = res.output[res.output.index("Examples:") :]
     assert "fleetplan simulate --fleet examples/two_pool_a100.toml" in tail
-    assert tail.strip().endswith("--level request --seed 7")  # examples come last
+    assert "--level request --seed 7" in tail
+    assert tail.strip().splitlines()[-1].strip().startswith("fleetplan simulate network")  # then the commands'
     assert "--slo-ttft" in res.output and "--requests-csv" in res.output
 
 
@@ -174,7 +175,7 @@ def test_replications_print_a_confidence_interval_of_p99():
             "lmsys",
             "--lam",
             "50",
-            "--requests",
+            "--sim-requests",
             "3000",
             "--replications",
             "3",
@@ -198,7 +199,7 @@ def test_simulate_with_a_model_uses_tensor_parallel_groups_and_the_predictor():
     from fleetplan.cli.main import cli
 
     args = ["simulate", "--fleet", "examples/two_pool_a100.toml", "--workload", "lmsys", "--lam", "2",
-            "--requests", "500", "--model", "llama-3.1-70b"]
+            "--sim-requests", "500", "--model", "llama-3.1-70b"]
     res = CliRunner().invoke(cli, args)
     assert res.exit_code == 0, res.stderr
     # the short pool's 4,096-token requests fit a TP-2 group; the 65,536-token pool needs TP-4 for its KV cache

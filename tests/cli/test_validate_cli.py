@@ -14,7 +14,7 @@ def run(*args: str):
 
 
 def test_queueing_prints_exact_and_simulated_columns():
-    res = run("queueing", "--c", "1", "--rho", "0.5", "--customers", "20000", "--seed", "2")
+    res = run("queueing", "--c", "1", "--rho", "0.5", "--sim-requests", "20000", "--seed", "2")
     assert res.exit_code == 0, res.output
     text = res.stdout
     for header in ("E[W] exact", "E[W] sim", "P(W>0) exact", "P99 W exact", "P99 W sim", "paper eq.2"):
@@ -27,7 +27,7 @@ def test_queueing_prints_exact_and_simulated_columns():
 
 
 def test_queueing_rejects_unstable_rho_and_bad_c():
-    for args in (["--rho", "1.0"], ["--rho", "x"], ["--c", "0"], ["--customers", "5"]):
+    for args in (["--rho", "1.0"], ["--rho", "x"], ["--c", "0"], ["--sim-requests", "5"]):
         res = run("queueing", *args)
         assert res.exit_code == 2 and "Traceback" not in res.output
 
@@ -35,6 +35,6 @@ def test_queueing_rejects_unstable_rho_and_bad_c():
 def test_help_lists_subcommand_and_ends_with_examples():
     res = run("--help")
     assert res.exit_code == 0 and "queueing" in res.output
-    assert res.output.strip().endswith("--customers 100000")
+    assert res.output.strip().endswith("--sim-requests 100000")
     res = run("queueing", "--help")
     assert res.exit_code == 0 and res.output.strip().endswith("--seed 3")

@@ -1,4 +1,4 @@
-"""``fleetplan network simulate``: exit codes, the table and the per-flow CSV."""
+"""``fleetplan simulate network``: exit codes, the table and the per-flow CSV."""
 
 from __future__ import annotations
 
@@ -6,17 +6,17 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from fleetplan.cli.network_cmd import network
+from fleetplan.cli.main import cli
 from fleetplan.sim.network import KvTransferSetting, compare_policies
 
 
 def run(*args: str):
-    return CliRunner().invoke(network, ["simulate", *args], terminal_width=160)
+    return CliRunner().invoke(cli, ["simulate", "network", *args], terminal_width=160)
 
 
 def test_default_run_prints_both_policies(tmp_path):
     out = tmp_path / "flows.csv"
-    res = run("--flows", "300", "--csv", str(out))
+    res = run("--sim-flows", "300", "--csv", str(out))
     assert res.exit_code == 0, res.output
     assert "ecmp" in res.output and "reservation" in res.output and "2.276 GB" in res.output
     df = pd.read_csv(out)
@@ -26,9 +26,9 @@ def test_default_run_prints_both_policies(tmp_path):
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (("--policy", "random"), "unknown path policy 'random'"),
+    (("--path-policy", "random"), "unknown path policy 'random'"),
     (("--prefill-hosts", "16"), "no decode host"),
-    (("--rate", "-1"), "must be a finite number > 0"),
+    (("--lam", "-1"), "must be a finite number > 0"),
 ])
 def test_bad_input_exits_2_with_one_line(args, message):
     res = run(*args)
@@ -37,7 +37,7 @@ def test_bad_input_exits_2_with_one_line(args, message):
 
 
 def test_help_ends_with_examples():
-    res = CliRunner().invoke(network, ["simulate", "--help"])
+    res = run("--help")
     assert res.exit_code == 0 and "Examples:" in res.output
 
 

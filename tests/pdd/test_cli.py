@@ -1,15 +1,13 @@
-"""``fleetplan simulate-pdd`` through a FleetplanGroup (as ``fleetplan.cli.main`` registers it)."""
+"""``fleetplan simulate pdd``: the TTFT breakdown, exports, fabric and SIBYL options, one-line errors."""
 
 from __future__ import annotations
 
 import json
 
-import click
 import pytest
 from click.testing import CliRunner
 
-from fleetplan.cli.errors import FleetplanGroup
-from fleetplan.cli.pdd_cmd import simulate_pdd_cmd
+from fleetplan.cli.main import cli
 from fleetplan.hardware import load_catalog
 from fleetplan.models.catalog import load_model
 from fleetplan.sim.builders import build_pool
@@ -17,17 +15,13 @@ from fleetplan.sim.pdd import KvTransferSpec, PddSpec, PsThroughputCurve, SibylP
 from fleetplan.workload import load_workload
 
 
-@click.group(cls=FleetplanGroup)
-def _cli() -> None:
-    pass
-
-
-_cli.add_command(simulate_pdd_cmd)
+def _invoke(args: list[str]):
+    return CliRunner().invoke(cli, args)
 
 
 def test_simulate_pdd_prints_the_ttft_breakdown_and_writes_exports(tmp_path):
     summary, rows = tmp_path / "s.json", tmp_path / "r.csv"
-    res = CliRunner().invoke(_cli, ["simulate-pdd", "--workload", "lmsys", "--lam", "5", "--requests", "400",
+    res = _invoke(["simulate", "pdd", "--workload", "lmsys", "--lam", "5", "--sim-requests", "400",
                                     "--policy", "sibyl", "--layerwise", "--latency-ms", "0.5",
                                     "--json", str(summary), "--requests-csv", str(rows)])
     assert res.exit_code == 0, res.output
@@ -41,24 +35,24 @@ def test_simulate_pdd_prints_the_ttft_breakdown_and_writes_exports(tmp_path):
 
 
 def test_simulate_pdd_bad_combination_is_one_line_exit_2():
-    res = CliRunner().invoke(_cli, ["simulate-pdd", "--workload", "lmsys", "--policy", "oracle"])
+    res = _invoke(["simulate", "pdd", "--workload", "lmsys", "--policy", "oracle"])
     assert res.exit_code == 2
     assert "binding = late" in res.output and len(res.output.strip().splitlines()) == 1
 
 
 def test_simulate_pdd_unknown_policy_is_exit_2():
-    res = CliRunner().invoke(_cli, ["simulate-pdd", "--workload", "lmsys", "--policy", "magic"])
+    res = _invoke(["simulate", "pdd", "--workload", "lmsys", "--policy", "magic"])
     assert res.exit_code == 2 and "magic" in res.output
 
 
 def test_help_ends_with_examples():
-    res = CliRunner().invoke(_cli, ["simulate-pdd", "--help"])
+    res = _invoke(["simulate", "pdd", "--help"])
     assert res.exit_code == 0 and "Examples:" in res.output
 
 
 def test_simulate_pdd_on_a_fabric_reports_flows(tmp_path):
     summary = tmp_path / "s.json"
-    res = CliRunner().invoke(_cli, ["simulate-pdd", "--workload", "lmsys", "--lam", "5", "--requests", "300",
+    res = _invoke(["simulate", "pdd", "--workload", "lmsys", "--lam", "5", "--sim-requests", "300",
                                     "--prefill-instances", "2", "--decode-instances", "2", "--fabric", "2x2x2",
                                     "--link-gbps", "25", "--path-policy", "reservation", "--json", str(summary)])
     assert res.exit_code == 0, res.output
@@ -68,14 +62,14 @@ def test_simulate_pdd_on_a_fabric_reports_flows(tmp_path):
 
 
 def test_simulate_pdd_bad_fabric_is_exit_2():
-    res = CliRunner().invoke(_cli, ["simulate-pdd", "--workload", "lmsys", "--fabric", "1x2x1"])
+    res = _invoke(["simulate", "pdd", "--workload", "lmsys", "--fabric", "1x2x1"])
     assert res.exit_code == 2 and "host" in res.output
-    res = CliRunner().invoke(_cli, ["simulate-pdd", "--workload", "lmsys", "--fabric", "nonsense"])
+    res = _invoke(["simulate", "pdd", "--workload", "lmsys", "--fabric", "nonsense"])
     assert res.exit_code == 2 and "LEAVESxHOSTSxSPINES" in res.output
 
 
-PS_ARGS = ["simulate-pdd", "--workload", "lmsys", "--lam", "30", "--requests", "600", "--max-context", "16384",
-           "--decode-model", "processor_sharing", "--decode-instances", "4", "--decode-max-num-seqs", "100",
+PS_ARGS = ["simulate", "pdd", "--workload", "lmsys", "--lam", "30", "--sim-requests", "600", "--max-model-len",
+           "16384", "--decode-model", "processor_sharing", "--decode-instances", "4", "--decode-max-num-seqs", "100",
            "--policy", "sibyl"]
 
 
@@ -92,7 +86,7 @@ def test_simulate_pdd_sibyl_options_reach_the_spec(tmp_path):
     """--sibyl-pressure / --sibyl-bucket-tokens / --sibyl-ema-alpha and --decode-max-num-seqs give
     the API's result for the same spec."""
     out = tmp_path / "s.json"
-    res = CliRunner().invoke(_cli, [*PS_ARGS, "--sibyl-pressure", "tasks", "--sibyl-bucket-tokens", "128",
+    res = _invoke([*PS_ARGS, "--sibyl-pressure", "tasks", "--sibyl-bucket-tokens", "128",
                                     "--sibyl-ema-alpha", "0.9", "--json", str(out)])
     assert res.exit_code == 0, res.output
     assert "policy sibyl (pressure tasks)" in res.output
@@ -100,19 +94,19 @@ def test_simulate_pdd_sibyl_options_reach_the_spec(tmp_path):
     got = json.loads(out.read_text())
     assert got["tpot"]["p99_s"] == pytest.approx(want.tpot.p99_s, rel=1e-12)
     assert got["optimal_assignment_ratio"] == pytest.approx(want.optimal_assignment_ratio, rel=1e-12)
-    tokens = CliRunner().invoke(_cli, [*PS_ARGS, "--json", str(out)])
+    tokens = _invoke([*PS_ARGS, "--json", str(out)])
     assert tokens.exit_code == 0 and "pressure tokens" in tokens.output
     assert json.loads(out.read_text())["optimal_assignment_ratio"] != got["optimal_assignment_ratio"]
 
 
 def test_simulate_pdd_sibyl_option_without_sibyl_is_one_line_exit_2():
-    res = CliRunner().invoke(_cli, ["simulate-pdd", "--workload", "lmsys", "--sibyl-pressure", "tasks"])
+    res = _invoke(["simulate", "pdd", "--workload", "lmsys", "--sibyl-pressure", "tasks"])
     assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1
     assert "--policy sibyl" in res.output
 
 
 def test_processor_sharing_beyond_the_curve_names_the_flag():
-    res = CliRunner().invoke(_cli, ["simulate-pdd", "--workload", "lmsys", "--decode-model", "processor_sharing"])
+    res = _invoke(["simulate", "pdd", "--workload", "lmsys", "--decode-model", "processor_sharing"])
     assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1
     assert "--decode-max-num-seqs" in res.output and "105" in res.output
 
@@ -121,7 +115,7 @@ def test_ps_curve_reaches_the_decode_model(tmp_path):
     """A slower curve (half the H20 fit) gives a longer P99 TPOT, and equals the API's run."""
     out = tmp_path / "s.json"
     half = "-0.2115,22.383,-3.8765"
-    res = CliRunner().invoke(_cli, [*PS_ARGS, "--ps-curve", half, "--json", str(out)])
+    res = _invoke([*PS_ARGS, "--ps-curve", half, "--json", str(out)])
     assert res.exit_code == 0, res.output
     slow = json.loads(out.read_text())["tpot"]["p99_s"]
     pool = build_pool(load_catalog().get("h100"), "decode", 4, 16384, max_num_seqs=100)
@@ -131,15 +125,15 @@ def test_ps_curve_reaches_the_decode_model(tmp_path):
                    ps_curve=PsThroughputCurve(-0.2115, 22.383, -3.8765))
     assert slow == pytest.approx(simulate_pdd(spec, load_workload("lmsys"), 30.0, 600, 0).summary.tpot.p99_s,
                                  rel=1e-12)
-    CliRunner().invoke(_cli, [*PS_ARGS, "--json", str(out)])
+    _invoke([*PS_ARGS, "--json", str(out)])
     assert slow > 1.5 * json.loads(out.read_text())["tpot"]["p99_s"]
 
 
 def test_bad_ps_curve_is_one_line_exit_2():
     for args, words in ((["--ps-curve", "1,2"], "three numbers"), (["--ps-curve", "1,2,nan"], "finite")):
-        res = CliRunner().invoke(_cli, [*PS_ARGS, *args])
+        res = _invoke([*PS_ARGS, *args])
         assert res.exit_code == 2 and words in res.output and len(res.output.strip().splitlines()) == 1
-    res = CliRunner().invoke(_cli, ["simulate-pdd", "--workload", "lmsys", "--ps-curve", "-0.4,40,0"])
+    res = _invoke(["simulate", "pdd", "--workload", "lmsys", "--ps-curve", "-0.4,40,0"])
     assert res.exit_code == 2 and "processor_sharing only" in res.output
 
 
@@ -147,7 +141,7 @@ def test_tensor_parallel_size_in_vllm_spelling_splits_the_kv_transfer(tmp_path):
     """``-tp``/``--tensor-parallel-size`` (and ``--tp``) give the same run; more ranks move the KV faster."""
     def transfer_s(*tp: str) -> float:
         out = tmp_path / "s.json"
-        res = CliRunner().invoke(_cli, ["simulate-pdd", "--workload", "lmsys", "--lam", "2", "--requests", "200",
+        res = _invoke(["simulate", "pdd", "--workload", "lmsys", "--lam", "2", "--sim-requests", "200",
                                         "--model", "llama-3.1-8b", "--bandwidth-gb-per-s", "5", *tp,
                                         "--json", str(out)])
         assert res.exit_code == 0, res.output
@@ -160,19 +154,19 @@ def test_tensor_parallel_size_in_vllm_spelling_splits_the_kv_transfer(tmp_path):
 def test_sibyl_ablations_and_req_level_reach_the_spec(tmp_path):
     """--sibyl-ablate gives the API's result for the same ablated spec; --policy req_level runs."""
     out = tmp_path / "s.json"
-    res = CliRunner().invoke(_cli, [*PS_ARGS, "--sibyl-pressure", "tasks", "--sibyl-ablate", "type3,prob",
+    res = _invoke([*PS_ARGS, "--sibyl-pressure", "tasks", "--sibyl-ablate", "type3,prob",
                                     "--json", str(out)])
     assert res.exit_code == 0, res.output
     assert "policy sibyl (pressure tasks, without type3, prob)" in res.output
     want = _ps_args_summary(SibylParams(pressure="tasks", ablate=("type3", "prob")))
     assert json.loads(out.read_text())["tpot"]["p99_s"] == pytest.approx(want.tpot.p99_s, rel=1e-12)
     req_level = [a if a != "sibyl" else "req_level" for a in PS_ARGS]
-    res = CliRunner().invoke(_cli, [*req_level, "--json", str(out)])
+    res = _invoke([*req_level, "--json", str(out)])
     assert res.exit_code == 0 and json.loads(out.read_text())["policy"] == "req_level"
 
 
 @pytest.mark.parametrize(("value", "fragment"), [("type4", "unknown SIBYL ablation 'type4'"),
                                                  ("prob,prob", "names a term twice")])
 def test_bad_sibyl_ablation_is_one_line_exit_2(value, fragment):
-    res = CliRunner().invoke(_cli, [*PS_ARGS, "--sibyl-ablate", value])
+    res = _invoke([*PS_ARGS, "--sibyl-ablate", value])
     assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1 and fragment in res.output

@@ -20,7 +20,7 @@ def invoke(*args: str):
 def test_simulate_with_failures_reports_both_p99s(tmp_path: Path) -> None:
     out_json = tmp_path / "sum.json"
     res = invoke("simulate", "--fleet", str(small_fleet(tmp_path)), "--workload", "lmsys", "--lam", "40",
-                 "--requests", "1500", "--mtbf-h", "0.01", "--mttr-h", "0.005", "--repair", "fixed",
+                 "--sim-requests", "1500", "--mtbf-h", "0.01", "--mttr-h", "0.005", "--repair", "fixed",
                  "--json", str(out_json))
     assert res.exit_code == 0, res.output
     assert "failures (fixed repairs; short MTBF 0.01 h, MTTR 0.005 h, A = 0.6667" in res.stdout
@@ -31,20 +31,20 @@ def test_simulate_with_failures_reports_both_p99s(tmp_path: Path) -> None:
 
 def test_simulate_catalog_failures_and_plain_run(tmp_path: Path) -> None:
     fleet = str(small_fleet(tmp_path))
-    res = invoke("simulate", "--fleet", fleet, "--workload", "lmsys", "--requests", "300", "--failures")
+    res = invoke("simulate", "--fleet", fleet, "--workload", "lmsys", "--sim-requests", "300", "--failures")
     assert res.exit_code == 0, res.output
     assert "MTBF 3,692 h, MTTR 48 h, A = 0.9872" in res.stdout  # A100-80GB: 6.5 / 1000 node-days, 2 days
-    plain = invoke("simulate", "--fleet", fleet, "--workload", "lmsys", "--requests", "300")
+    plain = invoke("simulate", "--fleet", fleet, "--workload", "lmsys", "--sim-requests", "300")
     assert plain.exit_code == 0 and "failures (" not in plain.stdout
 
 
 def test_simulate_failure_errors_exit_2(tmp_path: Path) -> None:
     a10g = tmp_path / "a10g.toml"
     a10g.write_text('[[pool]]\nname = "a"\ngpu = "a10g"\ninstances = 2\nmax_context_tokens = 2048\n')
-    res = invoke("simulate", "--fleet", str(a10g), "--workload", "lmsys", "--requests", "100", "--failures")
+    res = invoke("simulate", "--fleet", str(a10g), "--workload", "lmsys", "--sim-requests", "100", "--failures")
     assert res.exit_code == 2 and "publishes no failure rate; give the MTBF (--mtbf-h)" in res.output
     assert len(res.output.strip().splitlines()) == 1
-    res = invoke("simulate", "--fleet", str(small_fleet(tmp_path)), "--workload", "lmsys", "--requests", "100",
+    res = invoke("simulate", "--fleet", str(small_fleet(tmp_path)), "--workload", "lmsys", "--sim-requests", "100",
                  "--level", "request", "--failures")
     assert res.exit_code == 2 and "level iteration" in res.output
     res = invoke("simulate", "--fleet", str(small_fleet(tmp_path)), "--workload", "lmsys", "--mtbf-h", "-1")
@@ -54,7 +54,7 @@ def test_simulate_failure_errors_exit_2(tmp_path: Path) -> None:
 def test_reliability_table(tmp_path: Path) -> None:
     res = invoke("reliability", "--fleet", str(small_fleet(tmp_path)), "--workload", "lmsys", "--lam", "30",
                  "--slo-ttft", "500", "--mtbf-h", "0.02", "--mttr-h", "0.01", "--target", "0.9",
-                 "--requests", "800", "--replications", "2", "--max-spares", "2")
+                 "--sim-requests", "800", "--replications", "2", "--max-spares", "2")
     assert res.exit_code == 0, res.output
     for text in ("spares/pool", "P(>= n up), random time", "P(never short, 30 d)", "sim P99 TTFT ms (bound)",
                  "binomial: 3 spare(s) per pool give P(>= n up) >= 0.9", "simulated:", "without failures"):

@@ -1,0 +1,164 @@
+"""Command groups: subcommands imported on first use, a default command, and old names kept for a release.
+
+``LazyGroup`` imports a subcommand's module only when that subcommand runs (``--help`` of the group
+imports them all, to show their summaries).  ``DefaultCommandGroup`` (``fleetplan simulate``) runs
+its default command when the first argument is an option, so ``fleetplan simulate --fleet ...`` works
+as it always did, while ``fleetplan simulate pdd ...`` runs a subcommand.  ``deprecated_command``
+keeps an old command path working, hidden, with a one-line note on stderr.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import importlib
+from typing import Any
+
+import click
+
+from fleetplan.cli.errors import FleetplanGroup
+
+#: Where a lazily imported command lives: (module, attribute).
+Target = tuple[str, str]
+
+
+def load(target: Target) -> click.Command:
+    """The click command ``target`` names (importing its module)."""
+    module, attr = target
+    return getattr(importlib.import_module(module), attr)
+
+
+def deprecation_note(old: str, new: str, what: str = "option") -> str:
+    """The one line printed when an old spelling or command name is used."""
+    return f"note: {old} is deprecated; use {new} (the old {what} goes away in the next release)"
+
+
+def deprecated_command(command: click.Command, old: str, new: str, hidden: bool = True) -> click.Command:
+    """``command`` under its old path ``old`` (words after ``fleetplan``): same options, hidden from the
+    group's help, and a one-line note naming ``new`` on stderr when it runs."""
+    alias = copy.copy(command)
+    alias.name = old.split()[-1]
+    alias.hidden = hidden
+    alias.short_help = f"Deprecated: use `fleetplan {new}`."
+    alias.help = (f"Deprecated: use `fleetplan {new}` (`fleetplan {old}` goes away in the next release).\n\n"
+                  f"{command.help or ''}")
+    note = deprecation_note(f"`fleetplan {old}`", f"`fleetplan {new}`", "name")
+    callback = command.callback
+
+    @functools.wraps(callback)
+    def announce(*args: Any, **kwargs: Any) -> Any:
+        click.echo(note, err=True)
+        return callback(*args, **kwargs)
+
+    alias.callback = announce
+    return alias
+
+
+class LazyGroup(FleetplanGroup):
+    """A ``FleetplanGroup`` whose subcommands are imported on first use.
+
+    ``lazy_commands``: name -> (module, attribute).  ``deprecated_commands``: old path -> new path
+    (tuples of command words below this group), each served by ``deprecated_command``; an old path of
+    two words gets a hidden group for its first word.
+    """
+
+    def __init__(self, *args: Any, lazy_commands: dict[str, Target] | None = None,
+                 deprecated_commands: dict[tuple[str, ...], tuple[str, ...]] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy_commands = dict(lazy_commands or {})
+        self.deprecated_commands = dict(deprecated_commands or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        old = {path[0] for path in self.deprecated_commands}
+        return sorted({*self.lazy_commands, *old, *super().list_commands(ctx)})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.commands:
+            return super().get_command(ctx, cmd_name)
+        if cmd_name in self.lazy_commands:
+            command = load(self.lazy_commands[cmd_name])
+        elif any(path[0] == cmd_name for path in self.deprecated_commands):
+            command = self._old_name(ctx, cmd_name)
+        else:
+            return None
+        self.add_command(command, cmd_name)
+        return command
+
+    def resolve_path(self, ctx: click.Context, path: tuple[str, ...]) -> click.Command:
+        """The command at ``path`` below this group."""
+        command: click.Command | None = self
+        for word in path:
+            assert isinstance(command, click.Group), path
+            command = command.get_command(ctx, word)
+            if command is None:
+                raise LookupError(f"no command {' '.join(path)!r}")
+        return command
+
+    def _old_name(self, ctx: click.Context, cmd_name: str) -> click.Command:
+        paths = {old: new for old, new in self.deprecated_commands.items() if old[0] == cmd_name}
+        if (cmd_name,) in paths:
+            new = paths[(cmd_name,)]
+            return deprecated_command(self.resolve_path(ctx, new), cmd_name, " ".join(new))
+        news = sorted({" ".join(new) for new in paths.values()})
+        group = FleetplanGroup(cmd_name, hidden=True, short_help=f"Deprecated: use `fleetplan {news[0]}`.",
+                               help=f"Deprecated: use `fleetplan {', '.join(news)}` (`fleetplan {cmd_name} ...` goes "
+                               "away in the next release).",
+                               epilog="\b\nExamples:\n" + "".join(f"  fleetplan {new} --help\n" for new in news))
+        for old, new in paths.items():
+            assert len(old) == 2, old
+            command = deprecated_command(self.resolve_path(ctx, new), " ".join(old), " ".join(new), hidden=False)
+            group.add_command(command, old[1])
+        return group
+
+
+class DefaultCommandGroup(LazyGroup):
+    """A group that runs its ``default`` command when no subcommand is named.
+
+    ``fleetplan simulate --fleet f.toml ...`` (first argument an option, or no argument) runs the
+    default command with every argument, exactly as a plain command would; ``fleetplan simulate pdd
+    ...`` runs the subcommand.  ``--help`` as the first argument shows the default command's options
+    followed by the subcommands.
+    """
+
+    def __init__(self, *args: Any, default: Target, **kwargs: Any) -> None:
+        kwargs.setdefault("invoke_without_command", True)
+        kwargs.setdefault("no_args_is_help", False)
+        super().__init__(*args, callback=self._run_default, **kwargs)
+        self.default = default
+
+    def default_command(self) -> click.Command:
+        return load(self.default)
+
+    @property
+    def _args_key(self) -> str:
+        return f"fleetplan.default_args.{self.name}"
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:  # noqa: D102
+        first = args[0] if args else None
+        if first is None or (first.startswith("-") and first not in ctx.help_option_names):
+            ctx.meta[self._args_key] = list(args)  # the default command's, parsed when it runs
+            args = []
+        return super().parse_args(ctx, args)
+
+    def _run_default(self) -> Any:
+        """The group's callback: runs the default command when no subcommand was named (else nothing)."""
+        ctx = click.get_current_context()
+        args = ctx.meta.pop(self._args_key, None)
+        if args is None or ctx.invoked_subcommand is not None:
+            return None
+        command = self.default_command()
+        # The default command's context takes this group's place: its usage and help read
+        # "fleetplan simulate [OPTIONS]", never a command name the user did not type.
+        with command.make_context(ctx.info_name, args, parent=ctx.parent) as sub_ctx:
+            return command.invoke(sub_ctx)
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:  # noqa: D102
+        command = self.default_command()
+        default_ctx = click.Context(command, info_name=ctx.info_name, parent=ctx.parent)
+        formatter.write_usage(ctx.command_path, " ".join(command.collect_usage_pieces(default_ctx)))
+        formatter.write_usage(ctx.command_path, "COMMAND [ARGS]...", prefix="   or: ")
+        self.format_help_text(ctx, formatter)
+        command.format_options(default_ctx, formatter)
+        self.format_commands(ctx, formatter)
+        command.format_epilog(default_ctx, formatter)
+        self.format_epilog(ctx, formatter)
