@@ -21,7 +21,7 @@ from fleetplan.perf.overheads import PredictorOptions
 
 __all__ = ["ENGINE_NAMES", "EngineProfile", "load_engine_profile"]
 
-ENGINE_NAMES = ("vllm", "sglang", "trtllm")
+ENGINE_NAMES = ("vllm", "sglang", "trtllm", "lmdeploy")
 _OPTION_FIELDS = {f.name for f in dataclasses.fields(PredictorOptions)}
 
 
