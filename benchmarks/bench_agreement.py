@@ -89,7 +89,8 @@ def run(workloads, setups, seed: int) -> dict:
             setup = SETUPS[name]
             req = request_for(wl, setup)
             vs = VerifySettings(slo_ttft_s=setup.slo_ttft_s, slo_tpot_s=setup.slo_tpot_s, rate_per_s=setup.rate_per_s,
-                                max_gpus=req.max_gpus, seed=seed, step_models=req.step_models)
+                                max_gpus=req.max_gpus, seed=seed, step_models=req.step_models,
+                                max_model_len_tokens=req.max_model_len_tokens)  # as optimize's CLI does
             t0 = time.perf_counter()
             try:
                 result = optimize(req, vs)

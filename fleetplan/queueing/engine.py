@@ -41,7 +41,9 @@ persists over T_q is taken quasi-statically (Gauss-Hermite levels of n, each its
 queue), the rest adds 2 σ²_fast τ to the work's variance rate (heavy-traffic diffusion).  Prompts
 reach an instance with Ca² (1/G + (1 - 1/G) n*/(n* + 32)) under a least-outstanding router (its
 counts include the decodes, so it evens prompts only while decodes are few).  A slot is held through
-the prefill wait too (E[S_slot] = E[S] + E[W_prefill]).  The total
+the prefill wait too (E[S_slot] = E[S] + E[W_prefill]).  A prompt that finds no prefill queue runs
+beside the decode batch of the instance the router chose, about min(n, 1)(1 - 1/G) below the mean
+(the fewest outstanding requests).  The total
 wait per level is one atom-exponential with P(W > 0) = 1 - (1 - A₁)(1 - A₂) and the sum of the means.
 (3) Step boundary: an arrival waits for the step in progress, R = 0 when the instance is idle
 (probability e^{-λ_i E[S]}, M/G/∞) and otherwise uniform on [0, t_d(n*)] (four points).
@@ -488,7 +490,11 @@ class EngineProfile:
         # The own prefill as a mixture: per batch level (the quasi-static levels of the wait), alone
         # (probability 1 - r) or in full-budget steps shared with other prompts (r).
         flat = levels.ravel()
-        alone_l = _interp_rows(flat, self.grid, self.prefill_binned).reshape(levels.shape + (-1,))
+        # A balancing router sends an arrival to the instance with the fewest outstanding requests:
+        # with an idle prefill server there it finds about one request fewer than the mean (none
+        # fewer with one instance), min(n, 1) (1 - 1/G).
+        chosen = levels - (np.minimum(levels, 1.0) * (1.0 - 1.0 / counts)[:, None] if balanced_split else 0.0)
+        alone_l = _interp_rows(chosen.ravel(), self.grid, self.prefill_binned).reshape(levels.shape + (-1,))
         fluid_l = _interp_rows(flat, self.grid, self.prefill_fluid_binned).reshape(levels.shape + (-1,))
         prefill_levels = np.stack([alone_l, fluid_l], axis=2)  # (K, L, 2, B)
         t_full_l = np.interp(levels, self.grid, self.t_full)  # (K, L)
