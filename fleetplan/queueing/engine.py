@@ -52,7 +52,8 @@ wait per level is one atom-exponential with P(W > 0) = 1 - (1 - A₁)(1 - A₂) 
 
 whose p-quantile is the exact quantile of the sum under this model (``ttft._quantile_of_sum``).
 
-TPOT (vLLM's (E2E - TTFT)/(o - 1), requests with o >= 2): the mean step t̄ during decode, with the
+TPOT (vLLM's (E2E - TTFT)/(o - 1), requests with o >= 2; a window's mean step never above t_full):
+the mean step t̄ during decode, with the
 variance of the prefill chunks of others that land in a request's window of d_j t̄ (compound
 Poisson at λ_i E[k] chunks/s of second moment E[ΔΣ²/k]) and of the decode batch averaged over that
 window (Var n ≈ n* E[S] / (E[S] + d_j t̄), M/G/∞ counts); each request's TPOT is a gamma variable
@@ -303,6 +304,7 @@ class EngineProfile:
         # each, and a prompt's k chunks take k full steps (with a prompt's attention work added).
         self.phi_full = self._mean_prompt * (self.t_full - t_d) / full_budget + (attn @ self.weight)
         self.prefill_full_s = k * self.t_full[:, None] + attn
+        self.attn_mean = attn @ self.weight  # a prompt's attention work (s), by batch (grid,)
         self.prefill_full_binned = self._binned(self.prefill_full_s)
         # In a busy prefill server a prompt's tokens run at (B - n) per full step from wherever the
         # queue ahead ends: p t_full / (B - n) of token time, then the step it ends in completes
@@ -338,8 +340,9 @@ class EngineProfile:
         return np.clip(out, 0.0, MAX_ELASTICITY)
 
     def _prefill_service_s(self, n_star: np.ndarray, spread: np.ndarray) -> np.ndarray:
-        """E[X] (K, L): the mean prompt's time on the prefill server, B - n tokens per full step,
-        at the Gauss-Hermite levels n* + spread z of the decode batch; a level's decode context
+        """E[X] (K, L): the mean prompt's time on the prefill server, B - n tokens per full step
+        plus its attention work (quadratic in the prompt, outside the per-token step), at the
+        Gauss-Hermite levels n* + spread z of the decode batch; a level's decode context
         exceeds n κ by the spread of Σ ctx beyond that of n (its step costs that much more)."""
         z = _HERMITE[0]
         levels = np.clip(n_star[:, None] + spread[:, None] * z[None, :], 0.0, self.n_cap)
@@ -347,7 +350,7 @@ class EngineProfile:
                       / np.maximum(np.sqrt(n_star), 1e-12))[:, None] * z[None, :]
         budget = np.interp(levels, self.grid, self.budget_tokens)
         t_full = np.maximum(np.interp(levels, self.grid, self.t_full) + self._s_per_ctx * ctx_excess, 1e-9)
-        return self._mean_prompt * t_full / budget
+        return self._mean_prompt * t_full / budget + np.interp(levels, self.grid, self.attn_mean)
 
     def _operating_batch(self, lam_i: np.ndarray) -> np.ndarray:
         """n* for per-instance rates ``lam_i`` (K,): the smallest root of the fixed point, or n_cap."""
@@ -606,6 +609,10 @@ class EngineProfile:
                 means.append(base + events[None, :] * e_delta / df[:, None])
                 sds.append(np.sqrt(sf[:, None] ** 2 + events[None, :] * var_delta / df[:, None] ** 2))
         weight, mean, sd = (np.concatenate([np.ravel(a) for a in x]) for x in (weights, means, sds))
+        # No decode step outlasts a full-budget step: prompts that arrive together queue for the
+        # budget, so a window full of prefill work has every step at t_full(n*), not longer (one long
+        # prompt of k >= d chunks gives exactly that; the Poisson sums above do not see the cap).
+        mean = np.minimum(mean, float(np.interp(n_star, self.grid, self.t_full)))
         keep = weight > 1e-10
         return weight[keep] / weight[keep].sum(), mean[keep], sd[keep]
 
