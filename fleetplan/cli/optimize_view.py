@@ -202,3 +202,43 @@ def recommendation_line(result: OptimizeResult) -> str:
         f"Recommendation: {best.topology.value}{how}{router}: {pools}; "
         f"{best.total_gpus_needed} GPUs, ${best.cost_usd_per_year:,.0f}/yr{econ}; {check}."
     )
+
+
+def _pct(fraction: float) -> str:
+    return f"{fraction * 100:.0f} %"
+
+
+def step_time_note(result: OptimizeResult) -> str:
+    """What the step times were: the margin sized for and the calibrated profiles run ('' when neither)."""
+    r = result.request
+    parts = []
+    if r.step_time_margin > 0:
+        parts.append(f"Step-time margin: sized and verified for every engine step {_pct(r.step_time_margin)} slower "
+                     "than the step model (--step-time-margin)")
+    for name, p in r.calibrated_profiles():
+        parts.append(f"Perf profile: {name} runs the step model calibrated for {p.model} on {p.gpu} "
+                     f"({p.n_rows} measured steps of {p.source}, held-out error {p.holdout_mape:.1%}) in both phases")
+    return "; ".join(parts) + "." if parts else ""
+
+
+def headroom_line(result: OptimizeResult, requested: bool = True) -> str:
+    """``Headroom: steps may be 23 % slower, or traffic 31 % higher ...`` for the recommendation, or why it
+    was not searched ('' when not requested)."""
+    h = result.headroom
+    if h is None:
+        if not requested or result.recommendation is None:
+            return ""
+        if result.recommendation.verification is None:
+            return "Headroom: not searched (it needs the simulator; drop --no-verify)."
+        return "Headroom: not searched for pdd/afd fleets (their roles are simulated together, not pool by pool)."
+    ge_step = ">= " if h.step_slowdown_capped else ""
+    ge_rate = ">= " if h.rate_multiplier_capped else ""
+    sized = "" if h.step_time_margin <= 0 else f" than the step model (sized for {_pct(h.step_time_margin)})"
+    binding = []
+    if h.step_binding_pools:
+        binding.append("steps: pool " + ",".join(map(str, h.step_binding_pools)))
+    if h.rate_binding_pools:
+        binding.append("traffic: pool " + ",".join(map(str, h.rate_binding_pools)))
+    return (f"Headroom: steps may be {ge_step}{_pct(h.step_slowdown_max)} slower{sized}, or traffic "
+            f"{ge_rate}{_pct(h.rate_multiplier_max - 1.0)} higher, with the SLOs still met (simulated, "
+            f"{_pct(h.resolution)} resolution" + (f"; binding {', '.join(binding)}" if binding else "") + ").")
