@@ -231,14 +231,22 @@ def headroom_line(result: OptimizeResult, requested: bool = True) -> str:
         if result.recommendation.verification is None:
             return "Headroom: not searched (it needs the simulator; drop --no-verify)."
         return "Headroom: not searched for pdd/afd fleets (their roles are simulated together, not pool by pool)."
-    ge_step = ">= " if h.step_slowdown_capped else ""
-    ge_rate = ">= " if h.rate_multiplier_capped else ""
     sized = "" if h.step_time_margin <= 0 else f" than the step model (sized for {_pct(h.step_time_margin)})"
     binding = []
     if h.step_binding_pools:
         binding.append("steps: pool " + ",".join(map(str, h.step_binding_pools)))
     if h.rate_binding_pools:
         binding.append("traffic: pool " + ",".join(map(str, h.rate_binding_pools)))
-    return (f"Headroom: steps may be {ge_step}{_pct(h.step_slowdown_max)} slower{sized}, or traffic "
-            f"{ge_rate}{_pct(h.rate_multiplier_max - 1.0)} higher, with the SLOs still met (simulated, "
-            f"{_pct(h.resolution)} resolution" + (f"; binding {', '.join(binding)}" if binding else "") + ").")
+    step = _bound(h.step_slowdown_max, h.step_slowdown_capped, h.step_slowdown_max <= h.step_time_margin,
+                  h.resolution)
+    rate = _bound(h.rate_multiplier_max - 1.0, h.rate_multiplier_capped, h.rate_multiplier_max <= 1.0, h.resolution)
+    return (f"Headroom: steps may be {step} slower{sized}, or traffic {rate} higher, with the SLOs still met "
+            f"(simulated, {_pct(h.resolution)} resolution" + (f"; binding {', '.join(binding)}" if binding else "")
+            + ").")
+
+
+def _bound(found: float, capped: bool, at_bottom: bool, resolution: float) -> str:
+    """``23 %``, ``>= 200 %`` (the search's top passed) or ``less than 2 %`` (one resolution up failed)."""
+    if capped:
+        return f">= {_pct(found)}"
+    return f"less than {_pct(found + resolution)}" if at_bottom else _pct(found)

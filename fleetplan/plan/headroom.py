@@ -105,20 +105,18 @@ class GridSearch:
             raise ValueError("a grid needs at least its known-passing point")
         self.n_points = int(n_points)
         self.lo, self.hi = 0, self.n_points  # hi: the smallest index known (or, beyond the grid, taken) to fail
-        self.step = 1
         self.galloping = True
 
     def next_index(self) -> int | None:
         if self.hi - self.lo <= 1:
             return None
         if self.galloping:
-            return min(self.lo + self.step, self.n_points - 1)
+            return min(2 * self.lo if self.lo else 1, self.n_points - 1)
         return (self.lo + self.hi) // 2
 
     def record(self, index: int, passed: bool) -> None:
         if passed:
             self.lo = max(self.lo, index)
-            self.step *= 2
         else:
             self.hi = min(self.hi, index)
             self.galloping = False

@@ -69,8 +69,15 @@ def _headroom(h: dict[str, Any] | None) -> str:
     """The recommendation's headroom paragraph ('' without one)."""
     if not h:
         return ""
-    step = ("&ge; " if h["step_slowdown_capped"] else "") + f"{h['step_slowdown_max'] * 100:.0f} %"
-    rate = ("&ge; " if h["rate_multiplier_capped"] else "") + f"{(h['rate_multiplier_max'] - 1) * 100:.0f} %"
+    r = h["resolution"]
+
+    def bound(found: float, capped: bool, at_bottom: bool) -> str:
+        if capped:
+            return f"&ge; {found * 100:.0f} %"
+        return f"less than {(found + r) * 100:.0f} %" if at_bottom else f"{found * 100:.0f} %"
+
+    step = bound(h["step_slowdown_max"], h["step_slowdown_capped"], h["step_slowdown_max"] <= h["step_time_margin"])
+    rate = bound(h["rate_multiplier_max"] - 1, h["rate_multiplier_capped"], h["rate_multiplier_max"] <= 1.0)
     binding = "".join(f"; binding ({what}): pool {', '.join(map(str, pools))}"
                       for what, pools in (("steps", h["step_binding_pools"]), ("traffic", h["rate_binding_pools"]))
                       if pools)
