@@ -337,8 +337,8 @@ def plan_arrivals(opts: dict):
               help="Write the plots as PNG and SVG into this directory.")
 @click.option("--headroom/--no-headroom", "headroom", default=True, show_default=True,
               help="Search the simulated recommendation's headroom: the largest uniform step slowdown and arrival-"
-              "rate increase at which it still meets the SLOs (bisection with the simulator, 2% resolution; about "
-              "as long as verification). Co-located fleets, with verification.")
+              "rate increase at which it still meets the SLOs (searched with the simulator, 2% resolution; about "
+              "as long as verification or less). Co-located fleets, with verification.")
 @format_option
 @quiet_option
 @executor_options

@@ -59,6 +59,10 @@ replication; ``fleetplan.sim.steady.mixture_quantile``) and per pool (``AtAnalyt
 figures are means over replications (the pass rule uses the upper bound).  A relative gap above
 ``disagreement_threshold`` between the analytic and simulated fleet-wide TTFT is flagged.
 
+**Step models.**  Each pool runs ``plan.pools.pool_step_model`` (its GPU type's entry of
+``step_models``, else the linear model of its serving constants), with every step 1 +
+``step_time_margin`` times as long: the same steps the analytic phase sized for.
+
 Stateful between-pool routing would couple the pools; the co-located routers are all stateless,
 and a candidate whose fleet spec has another router is refused (``ConfigError``) rather than
 verified on the wrong physics.  Seeds: ``task_seed(seed, "verify-pool", key, replication)`` (the

@@ -134,9 +134,13 @@ def test_perf_profile_errors_are_one_line(slower_profile):
                        "--perf-profile", str(path)), "--perf-profile needs --model")
 
 
-def test_whatif_takes_the_margin_and_the_profile(slower_profile):
+def test_whatif_takes_the_margin_and_the_profile(tmp_path, slower_profile):
     path, _ = slower_profile
+    out = tmp_path / "whatif.json"
     res = run("whatif", "--workload", "lmsys", "--slo-ttft", "500", "--lam-range", "300:300:1", "--no-verify",
-              "--topology", "homo", *MODEL[:6], "--perf-profile", str(path), "--step-time-margin", "0.1")
+              "--topology", "homo", *MODEL[:6], "--perf-profile", str(path), "--step-time-margin", "0.1",
+              "--json", str(out))
     assert res.exit_code == 0, res.stderr
     assert "H100-SXM tp1" in res.output
+    inputs = _doc(out)["inputs"]
+    assert inputs["step_time_margin"] == pytest.approx(0.1) and inputs["perf_profile"][0]["gpu"] == "H100-SXM"
