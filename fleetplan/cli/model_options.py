@@ -53,7 +53,7 @@ def _dtypes(opts: dict):
 
 PERF_PROFILE_OPTION = click.option(
     "--perf-profile", "perf_profile", type=click.Path(dir_okay=False), default=None,
-    help="Calibrated step-time profile, JSON or TOML (from `fleetplan perf calibrate` or `bench calibrate`); needs "
+    help="Calibrated step-time profile, JSON or TOML (from `fleetplan perf calibrate`); needs "
     "--model naming the same model. simulate: the pools on its GPU run it; optimize/whatif: the placement of its "
     "GPU, parallelism and storage types runs it in both the analytic phase and the simulator.")
 
