@@ -7,9 +7,9 @@ A slowdown s of the engine (a pessimistic step-time margin, or the headroom sear
 
 It is applied to the kernel's coefficient vector (``fleetplan.perf.linear`` gives both layouts),
 so the simulator kernel and its vectorised twin ``step_time_array_s`` (the analytic engine model)
-evaluate the same slower steps.  Scaling the coefficients is exact (in real arithmetic; in floating
-point to the last bit) because every step expression is built from terms that are a cost
-coefficient times a batch aggregate, added together or combined by ``max``:
+evaluate the same slower steps.  Scaling the coefficients is exact in real arithmetic (in floating
+point up to rounding, a relative 1e-15) because every step expression is built from terms that are a
+cost coefficient times a batch aggregate, added together or combined by ``max``:
 
 * ``STEP_MODEL_LINEAR``: c[0] + c[1] n + c[2] p + c[3] ctx + c[4] attn — each term linear in one
   coefficient, all of which are seconds (per unit);

@@ -18,7 +18,7 @@ Step model of a pool (``pool_step_model``, the one place both phases take it fro
 type's entry of ``PlanSettings.step_models`` (with ``--model``: the operator-level predictor or a
 calibrated profile), else the linear model of its serving constants (``sim.build_pool``'s
 default), every step times 1 + ``step_time_margin`` (``fleetplan.perf.scaled``: all cost
-coefficients scaled, exact).  The engine model (``engine_of``) and the simulator
+coefficients scaled, exact up to rounding).  The engine model (``engine_of``) and the simulator
 (``plan.verify.fleet_spec``) run that model; the paper's eqs. 3-5 read W and H of the serving
 constants, both times 1 + margin (the same scaling of eq. 3).
 """
