@@ -20,7 +20,8 @@ first loads it from numba's cache).  On a shared machine, read the load average 
 Then (skip with ``--no-scale``) the verification scale figures: ``optimize --workload azure_conv
 --slo-ttft 500 --lam L`` (the paper's constants, verification of the top 5 with the default
 steady-state run length, default executor) at λ = 1,000, 20,000 and 100,000, one warm run each, with
-the targets 10 s, 60 s and 5 min; each line also shows the recommended GPU count and phase 2's own time.
+the targets 10 s, 60 s and 5 min; each line also shows the recommended GPU count, phase 2's own time and
+the headroom search's (``optimize``'s default; ``benchmarks/bench_headroom.py`` compares the two).
 """
 
 from __future__ import annotations
@@ -92,8 +93,10 @@ def scale(checkout: str) -> None:
             seconds = time.perf_counter() - t0
             doc = json.loads(path.read_text())
             rec = doc.get("recommendation") or {}
-            print(f"  λ = {rate:>7,}: {seconds:7.1f} s (target < {target_s:g} s; phase 2 {doc['verify_time_s']:.1f} s; "
-                  f"recommended {rec.get('total_gpus_needed')} GPUs; load average {os.getloadavg()[0]:.2f})",
+            room = doc.get("headroom_time_s")
+            room = "" if room is None else f", headroom {room:.1f} s"
+            print(f"  λ = {rate:>7,}: {seconds:7.1f} s (target < {target_s:g} s; phase 2 {doc['verify_time_s']:.1f} s"
+                  f"{room}; recommended {rec.get('total_gpus_needed')} GPUs; load average {os.getloadavg()[0]:.2f})",
                   flush=True)
 
 

@@ -25,7 +25,7 @@ from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.profile_io import load_perf_profile
 from fleetplan.plan.model_fleet import ModelServing, serve_model
 from fleetplan.plan.optimize import resolve_gpus
-from fleetplan.plan.placement import DEFAULT_MAX_TP, place_model
+from fleetplan.plan.placement import DEFAULT_MAX_TP, calibrate_placements, place_model
 from fleetplan.sim.fleet_toml import FleetFile, build_fleet
 from fleetplan.sim.spec import FleetSpec
 
@@ -60,14 +60,33 @@ def _dtypes(opts: dict):
             dtype(KV_CACHE_DTYPES[opts.get("kv_cache_dtype") or "auto"]))
 
 
+PERF_PROFILE_OPTION = perf_profile_option(
+    help="Calibrated step-time profile, JSON or TOML (from `fleetplan perf calibrate`); needs "
+    "--model naming the same model. simulate: the pools on its GPU run it; optimize/whatif: the placement of its "
+    "GPU, parallelism and storage types runs it in both the analytic phase and the simulator.")
+
+
+def _perf_profile(opts: dict, model):
+    """The ``--perf-profile`` for ``model`` (None when not given); a profile of another model is refused."""
+    if opts.get("perf_profile") is None:
+        return None
+    profile = load_perf_profile(opts["perf_profile"])
+    if profile.model != model.name:
+        raise ConfigError(f"--perf-profile was calibrated for {profile.model}, not {model.name}; "
+                          "give the matching --model or recalibrate")
+    return profile
+
+
 def serving_setup(
     catalog: GpuCatalog, opts: dict
 ) -> tuple[tuple[GpuProfile, ...], tuple[tuple[str, int], ...], tuple[tuple[str, object], ...]]:
-    """(GPU types to sweep, GPUs per instance of each, simulator step model of each)."""
+    """(GPU types to sweep, GPUs per instance of each, step model of each, for both phases); with
+    ``--perf-profile`` the placement it was calibrated for runs it (``plan.placement.calibrate_placements``)."""
     if opts.get("model") is None:
-        _without_model(opts)
+        _without_model(opts, ("perf_profile",))
         return resolve_gpus(catalog, opts["gpus"]), (), ()
     model = load_model(opts["model"])
+    profile = _perf_profile(opts, model)
     names = opts["gpus"] or tuple(g.name for g in catalog if g.price_usd_per_h is not None)
     par = None if opts["tensor_parallel_size"] is None else Parallelism.vllm(
         tensor_parallel_size=opts["tensor_parallel_size"], enable_expert_parallel=model.is_moe)
@@ -81,8 +100,10 @@ def serving_setup(
                 raise
     if not placed:
         raise ConfigError(f"{model.name} fits on none of {', '.join(names)}; add larger GPUs or use FP8/INT4 weights")
+    if profile is not None:
+        placed = calibrate_placements(placed, profile)
     gpus = tuple(p.gpu for p in placed)
-    return gpus, tuple((p.gpu.name, p.gpus_per_instance) for p in placed), tuple((p.gpu.name, p.predictor)
+    return gpus, tuple((p.gpu.name, p.gpus_per_instance) for p in placed), tuple((p.gpu.name, p.step_model)
                                                                                  for p in placed)
 
 
@@ -169,10 +190,7 @@ def apply_model(fleet: FleetFile, opts: dict, max_model_len_tokens: int | None) 
         return (build_fleet(fleet, max_model_len_tokens),
                 "step time: the calibrated linear model (W + H·n) of each pool's GPU")
     model = load_model(opts["model"])
-    profile = None if opts.get("perf_profile") is None else load_perf_profile(opts["perf_profile"])
-    if profile is not None and profile.model != model.name:
-        raise ConfigError(f"--perf-profile was calibrated for {profile.model}, not {model.name}; "
-                          "give the matching --model or recalibrate")
+    profile = _perf_profile(opts, model)
     par = None if opts["tensor_parallel_size"] is None else Parallelism.vllm(
         tensor_parallel_size=opts["tensor_parallel_size"], enable_expert_parallel=model.is_moe)
     serving = ModelServing(model, par, *_dtypes(opts), profile)

@@ -7,12 +7,20 @@ import click
 from fleetplan.cli.errors import one_line_errors
 from fleetplan.cli.first_run import Kernel, announce_compile
 from fleetplan.cli.horizon_cmd import peak_valley_doc, print_peak_valley, rate_profile_from_options
-from fleetplan.cli.model_options import CONTEXT_LIMIT_OPTIONS, MODEL_OPTIONS, context_limit, serving_setup
+from fleetplan.cli.model_options import (
+    CONTEXT_LIMIT_OPTIONS,
+    MODEL_OPTIONS,
+    PERF_PROFILE_OPTION,
+    context_limit,
+    serving_setup,
+)
 from fleetplan.cli.optimize_view import (
     baseline_line,
     candidates_table,
+    headroom_line,
     recommendation_line,
     rejected_line,
+    step_time_note,
     tpot_note,
 )
 from fleetplan.cli.options import (
@@ -59,6 +67,7 @@ from fleetplan.plan.disagg import (
 )
 from fleetplan.plan.disagg_economics import DEFAULT_MIN_CE_GAIN
 from fleetplan.plan.disagg_screen import ModelShape
+from fleetplan.plan.headroom import HeadroomSettings
 from fleetplan.plan.optimize import (
     AVAILABILITY_FROM_CATALOG,
     DEFAULT_MAX_GPUS,
@@ -71,6 +80,7 @@ from fleetplan.plan.optimize import (
     optimize as run_optimize,
 )
 from fleetplan.plan.optimize_errors import infeasible_error, no_verified_fleet_error
+from fleetplan.plan.pools import MAX_STEP_TIME_MARGIN
 from fleetplan.plan.space import DEFAULT_COMPRESS_GAMMA, DEFAULT_THRESHOLDS_TOKENS, sizing_router, topology
 from fleetplan.plan.verify import (
     DEFAULT_MEASURED_LIFETIMES,
@@ -92,8 +102,30 @@ Examples:
   fleetplan optimize --workload lmsys --slo-ttft 500 --format csv > candidates.csv
   fleetplan optimize --workload trace.csv --slo-ttft 300 --avail-preset h100-5pct --top 20
   fleetplan optimize --workload lmsys.json --slo-ttft 500 --slo-tpot 50 --topology homo,pdd,afd --min-ce-gain 1.08
+  fleetplan optimize --workload lmsys --slo-ttft 500 --step-time-margin 15%
+  fleetplan optimize --workload lmsys --slo-ttft 500 --model llama-3.1-8b --gpus h100 -tp 1 --perf-profile h100.toml
 """
 
+
+
+class StepTimeMargin(click.ParamType):
+    """A step-time slowdown: ``15%`` or ``0.15``, in [0, ``MAX_STEP_TIME_MARGIN``)."""
+
+    name = "percent"
+
+    def convert(self, value, param, ctx):  # noqa: D102
+        if isinstance(value, float):
+            return value
+        text = str(value).strip()
+        pct = text.endswith("%")
+        try:
+            v = float(text.rstrip("%").strip()) / (100.0 if pct else 1.0)
+        except ValueError:
+            self.fail(f"{value!r} is not a slowdown; write a percentage or a fraction, e.g. 15% or 0.15", param, ctx)
+        if not (0.0 <= v < MAX_STEP_TIME_MARGIN):
+            self.fail(f"{value!r} must be a slowdown in [0%, {MAX_STEP_TIME_MARGIN:.0%}), e.g. 15% or 0.15 "
+                      "(a bare number is a fraction)", param, ctx)
+        return v
 
 
 def _availability(node_avail: float | None, preset: str | None) -> float | str:
@@ -135,6 +167,9 @@ _PLAN_OPTIONS = [
                  help="Analytic service model: engine = the simulator's own step model and vLLM limits at the "
                  "load-dependent operating batch (prefill charged, TPOT modelled); paper = the core paper's eqs. 3-5 "
                  "(reproduces its Table 1; --tail-model, --ttft-model and --prefill-seqs apply to it)."),
+    click.option("--step-time-margin", "step_time_margin", type=StepTimeMargin(), default=0.0,
+                 help="Size and verify the fleet for engine steps this much slower than the step model says, e.g. "
+                 "15% (or 0.15): every step time x 1.15 in the analytic phase and the simulator [default: 0%]."),
     click.option("--tail-model", type=click.Choice(["exp", "paper"]), default="exp", show_default=True,
                  help="Wait-tail form: exp = ln(C/(1-p))(1+Cs2)/(2(c mu - lam)) (exact for M/M/c); paper = eq. (2)."),
     ttft_model_option,
@@ -171,6 +206,7 @@ _PLAN_OPTIONS = [
     input_fraction_option,
     gpu_profiles_option,
     *MODEL_OPTIONS,
+    PERF_PROFILE_OPTION,
     *CONTEXT_LIMIT_OPTIONS,
     price_option,
     seed_option,
@@ -256,6 +292,7 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
         step_models=step_models,
         max_model_len_tokens=limit,
         arrival_cv2=arrivals.ca2(wl, rate),
+        step_time_margin=opts["step_time_margin"],
     )
     verify = None
     if not opts["no_verify"]:
@@ -273,6 +310,7 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
             max_model_len_tokens=limit,
             arrival=arrivals.process.value,
             arrival_cv=arrivals.cv,
+            step_time_margin=opts["step_time_margin"],
         )
     return wl, request, verify, rate_source
 
@@ -297,12 +335,16 @@ def plan_arrivals(opts: dict):
               help="With --json: keep every swept candidate (megabytes) instead of the cheapest ones.")
 @html_option(help="Write one self-contained HTML report (tables and embedded plots).")
 @plots_option
+@click.option("--headroom/--no-headroom", "headroom", default=True, show_default=True,
+              help="Search the simulated recommendation's headroom: the largest uniform step slowdown and arrival-"
+              "rate increase at which it still meets the SLOs (searched with the simulator, 2% resolution; about "
+              "as long as verification or less). Co-located fleets, with verification.")
 @format_option
 @quiet_option
 @executor_options
 @one_line_errors
-def optimize(rate_per_s, top, csv_path, candidates_csv, json_path, json_full, html_path, plots_dir, fmt, quiet,
-             executor, workers, ray_address, rate_profile, peak_window_s, **opts) -> None:
+def optimize(rate_per_s, top, csv_path, candidates_csv, json_path, json_full, html_path, plots_dir, headroom, fmt,
+             quiet, executor, workers, ray_address, rate_profile, peak_window_s, **opts) -> None:
     """Find the cheapest fleet whose P99 TTFT meets --slo-ttft at --lam requests/s.
 
     Phase 1 sizes every candidate (topology x split threshold x GPU type per pool x
@@ -329,7 +371,8 @@ def optimize(rate_per_s, top, csv_path, candidates_csv, json_path, json_full, ht
         announce_compile([Kernel.ITERATION, *([Kernel.PDD] if disagg else [])])
     with progress_reporter(quiet) as progress, \
             executor_from_options(executor, workers, ray_address, simulated_requests=n_sim) as run_tasks:
-        result = run_optimize(request, verify, progress, map_fn=run_tasks)
+        result = run_optimize(request, verify, progress, map_fn=run_tasks,
+                              headroom=HeadroomSettings() if headroom and verify is not None else None)
         peak_doc = None if profile is None or result.recommendation is None else peak_valley_doc(
             request, result.recommendation, profile, window_s, opts["gpu_profiles"], opts["prices"])
         notes = write_optimize_reports(result, verify, opts["seed"], paths, progress,
@@ -349,6 +392,9 @@ def optimize(rate_per_s, top, csv_path, candidates_csv, json_path, json_full, ht
     if fmt == "table":
         console.print(candidates_table(result, top))
     console.print(rejected_line(result, opts["model"], opts["max_model_len"] is not None))
+    note = step_time_note(result)
+    if note:
+        console.print(note)
     if result.baselines:
         console.print(baseline_line(result))
     if verify is not None:
@@ -360,5 +406,8 @@ def optimize(rate_per_s, top, csv_path, candidates_csv, json_path, json_full, ht
             raise no_verified_fleet_error(request, result)
         raise infeasible_error(request, result.candidates)
     console.print(recommendation_line(result))
+    line = headroom_line(result, requested=headroom)
+    if line:
+        console.print(line)
     if peak_doc is not None:
         print_peak_valley(console, peak_doc)

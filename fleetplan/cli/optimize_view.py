@@ -202,3 +202,51 @@ def recommendation_line(result: OptimizeResult) -> str:
         f"Recommendation: {best.topology.value}{how}{router}: {pools}; "
         f"{best.total_gpus_needed} GPUs, ${best.cost_usd_per_year:,.0f}/yr{econ}; {check}."
     )
+
+
+def _pct(fraction: float) -> str:
+    return f"{fraction * 100:.0f} %"
+
+
+def step_time_note(result: OptimizeResult) -> str:
+    """What the step times were: the margin sized for and the calibrated profiles run ('' when neither)."""
+    r = result.request
+    parts = []
+    if r.step_time_margin > 0:
+        parts.append(f"Step-time margin: sized and verified for every engine step {_pct(r.step_time_margin)} slower "
+                     "than the step model (--step-time-margin)")
+    for name, p in r.calibrated_profiles():
+        parts.append(f"Perf profile: {name} runs the step model calibrated for {p.model} on {p.gpu} "
+                     f"({p.n_rows} measured steps of {p.source}, held-out error {p.holdout_mape:.1%}) in both phases")
+    return "; ".join(parts) + "." if parts else ""
+
+
+def headroom_line(result: OptimizeResult, requested: bool = True) -> str:
+    """``Headroom: steps may be 23 % slower, or traffic 31 % higher ...`` for the recommendation, or why it
+    was not searched ('' when not requested)."""
+    h = result.headroom
+    if h is None:
+        if not requested or result.recommendation is None:
+            return ""
+        if result.recommendation.verification is None:
+            return "Headroom: not searched (it needs the simulator; drop --no-verify)."
+        return "Headroom: not searched for pdd/afd fleets (their roles are simulated together, not pool by pool)."
+    sized = "" if h.step_time_margin <= 0 else f" than the step model (sized for {_pct(h.step_time_margin)})"
+    binding = []
+    if h.step_binding_pools:
+        binding.append("steps: pool " + ",".join(map(str, h.step_binding_pools)))
+    if h.rate_binding_pools:
+        binding.append("traffic: pool " + ",".join(map(str, h.rate_binding_pools)))
+    step = _bound(h.step_slowdown_max, h.step_slowdown_capped, h.step_slowdown_max <= h.step_time_margin,
+                  h.resolution)
+    rate = _bound(h.rate_multiplier_max - 1.0, h.rate_multiplier_capped, h.rate_multiplier_max <= 1.0, h.resolution)
+    return (f"Headroom: steps may be {step} slower{sized}, or traffic {rate} higher, with the SLOs still met "
+            f"(simulated, {_pct(h.resolution)} resolution" + (f"; binding {', '.join(binding)}" if binding else "")
+            + ").")
+
+
+def _bound(found: float, capped: bool, at_bottom: bool, resolution: float) -> str:
+    """``23 %``, ``>= 200 %`` (the search's top passed) or ``less than 2 %`` (one resolution up failed)."""
+    if capped:
+        return f">= {_pct(found)}"
+    return f"less than {_pct(found + resolution)}" if at_bottom else _pct(found)

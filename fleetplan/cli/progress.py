@@ -16,6 +16,7 @@ _LABELS = {
     "sweep": "analytical sweep",
     "verify": "simulating candidates",
     "profile": "simulating the recommendation",
+    "headroom": "headroom of the recommendation",
     "whatif": "what-if rates",
     "threshold": "step thresholds",
     "grid-flex": "grid-flex levels",

@@ -58,7 +58,8 @@ def write_optimize_reports(result: OptimizeResult, verify, seed: int, paths: dic
             progress("profile", 0, 1)
         gpus = {g.name: g for g in result.request.gpus}
         profiles = latency_profile(result.recommendation, gpus, result.request.workload, result.request.rate_per_s,
-                                   verify.fixed_requests(), seed, result.request.max_model_len_tokens)
+                                   verify.fixed_requests(), seed, result.request.max_model_len_tokens,
+                                   dict(verify.step_models), verify.step_time_margin)
         if progress is not None:
             progress("profile", 1, 1)
     doc = {**optimize_run_dict(result, seed, profiles, all_candidates=bool(paths.get("json_full"))), **(extra or {})}

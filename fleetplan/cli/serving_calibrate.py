@@ -2,7 +2,8 @@
 
 Options are added to ``perf calibrate`` by ``serving_calibrate_options``; ``run_serving_calibrate``
 reads the files (``fleetplan.bench.calibrate``), fits, prints the residuals before and after and
-writes the profile JSON that ``simulate`` and ``bench serve`` accept with ``--perf-profile``.
+writes the profile JSON that ``simulate``, ``bench serve``, ``optimize`` and ``whatif`` accept with
+``--perf-profile``.
 """
 
 from __future__ import annotations
@@ -99,6 +100,6 @@ def run_serving_calibrate(out_path: Path, bench_results, metrics_dumps, engine, 
                        f"{hi * (1e3 if n.endswith('_s') else 1):g})"
                        for n, (lo, hi) in zip(FIT_OPTIONS, FIT_BOUNDS, strict=True))
     con.print(f"fitted (least squares): {fitted}")
-    con.print(f"wrote {out_path} (use with --perf-profile in simulate and bench serve)")
+    con.print(f"wrote {out_path} (use with --perf-profile in simulate, bench serve, optimize and whatif)")
     if any(math.isnan(x) for x in fit.residuals_after):
         raise ConfigError("the fit produced NaN residuals; check that every run completed requests")

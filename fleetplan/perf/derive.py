@@ -35,7 +35,7 @@ from fleetplan.perf.overheads import PredictorOptions
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
 
-__all__ = ["derive_serving_constants", "chunk_tokens_for", "MIN_CHUNK_TOKENS", "MAX_CHUNK_TOKENS",
+__all__ = ["derive_serving_constants", "linear_constants", "chunk_tokens_for", "MIN_CHUNK_TOKENS", "MAX_CHUNK_TOKENS",
            "CHUNK_RIDGE_MULTIPLE"]
 
 CHUNK_RIDGE_MULTIPLE = 4.0
@@ -49,6 +49,14 @@ def chunk_tokens_for(predictor: StepTimePredictor) -> int:
     ridge_tokens = coef[2] / coef[1]
     chunk = 2 ** round(math.log2(max(CHUNK_RIDGE_MULTIPLE * ridge_tokens, 1.0)))
     return int(min(max(chunk, MIN_CHUNK_TOKENS), MAX_CHUNK_TOKENS))
+
+
+def linear_constants(step_model, n_ref: int, context_tokens: int) -> tuple[float, float]:
+    """(W, H) of eq. 3 from any step model's pure-decode steps ``t_iter_s`` (module docstring):
+    W = 2 t(1, 0) - t(2, 0), H = (t(n_ref, context_tokens) - W) / n_ref, seconds."""
+    t1 = float(step_model.t_iter_s(1, 0.0))
+    w_s = 2.0 * t1 - float(step_model.t_iter_s(2, 0.0))
+    return w_s, (float(step_model.t_iter_s(n_ref, float(context_tokens))) - w_s) / n_ref
 
 
 def derive_serving_constants(
@@ -101,9 +109,7 @@ def derive_serving_constants(
             f"quantise the KV cache (--kv-cache-dtype fp8) or lower the reference context"
         )
     n_ref = min(n_max, max_num_seqs)
-    t1 = float(predictor.t_iter_s(1, 0.0))
-    w_s = 2.0 * t1 - float(predictor.t_iter_s(2, 0.0))
-    h_s = (float(predictor.t_iter_s(n_ref, float(context_tokens))) - w_s) / n_ref
+    w_s, h_s = linear_constants(predictor, n_ref, context_tokens)
     return ServingConstants(
         iter_base_s=w_s, iter_per_seq_s=h_s, kv_blocks=int(budget.kv_blocks_per_replica),
         block_size_tokens=block_size_tokens,

@@ -52,6 +52,9 @@ import numpy as np
 STEP_MODEL_LINEAR = 0
 STEP_MODEL_ROOFLINE = 1
 N_STEP_COEFS = 18
+#: ``STEP_MODEL_ROOFLINE`` coefficients that are not costs: tile tokens, wave ratio, MoE miss exponent
+#: (every other coefficient of either code is seconds per unit of a batch aggregate).
+ROOFLINE_SHAPE_COEFS = (5, 6, 15)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +34,7 @@ import numpy as np
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuProfile
 from fleetplan.metrics import percentiles
+from fleetplan.perf.seam import StepModel
 from fleetplan.plan.optimize import OptimizeResult
 from fleetplan.plan.sweep import Candidate, ProgressFn, pareto_frontier
 from fleetplan.plan.verify import fleet_spec
@@ -224,14 +225,17 @@ def _timed(df, limit: int | None):
 
 
 def latency_profile(candidate: Candidate, gpus: dict[str, GpuProfile], workload: Workload, rate_per_s: float,
-                    n_requests: int, seed: int = 0,
-                    max_model_len_tokens: int | None = None) -> tuple[PoolLatencyProfile, ...]:
+                    n_requests: int, seed: int = 0, max_model_len_tokens: int | None = None,
+                    step_models: Mapping[str, StepModel] | None = None,
+                    step_time_margin: float = 0.0) -> tuple[PoolLatencyProfile, ...]:
     """One run of ``candidate``: per-pool TTFT/TPOT quantiles (warm-up trimmed; module docstring), with
-    the served model's limit (requests above it are rejected and left out of the quantiles)."""
+    the served model's limit (requests above it are rejected and left out of the quantiles) and the
+    step models verification ran (``step_models`` per GPU type, ``step_time_margin``)."""
     counts = [p.count for p in candidate.pools]
     if getattr(candidate, "roles", ()):
-        return _disagg_profile(candidate, gpus, workload, rate_per_s, n_requests, seed, max_model_len_tokens)
-    spec = fleet_spec(candidate, gpus, counts, max_model_len_tokens=max_model_len_tokens)
+        return _disagg_profile(candidate, gpus, workload, rate_per_s, n_requests, seed, max_model_len_tokens,
+                               step_models)
+    spec = fleet_spec(candidate, gpus, counts, step_models, max_model_len_tokens, step_time_margin)
     res = simulate(spec, workload, rate_per_s, int(n_requests), Level.ITERATION,
                    task_seed(seed, "latency-profile", repr(candidate.key())))
     df = _timed(res.requests, max_model_len_tokens)
@@ -249,11 +253,12 @@ def latency_profile(candidate: Candidate, gpus: dict[str, GpuProfile], workload:
 
 
 def _disagg_profile(candidate, gpus, workload, rate_per_s, n_requests, seed,
-                    limit: int | None) -> tuple[PoolLatencyProfile, ...]:
+                    limit: int | None, step_models=None) -> tuple[PoolLatencyProfile, ...]:
     from fleetplan.plan.disagg_verify import pdd_spec
     from fleetplan.sim.pdd import simulate_pdd
 
-    spec = pdd_spec(candidate, gpus, [p.count for p in candidate.pools], max_model_len_tokens=limit)
+    spec = pdd_spec(candidate, gpus, [p.count for p in candidate.pools], step_models=step_models,
+                    max_model_len_tokens=limit)
     res = simulate_pdd(spec, workload, rate_per_s, int(n_requests), task_seed(seed, "latency-profile",
                                                                                repr(candidate.key())))
     df = _timed(res.requests, limit)

@@ -19,6 +19,15 @@ Ray executors).  Each verification's seeds derive from the run seed and the flee
 that fails every attempt is kept as a failed ``Verification`` of its candidate (``passed`` False,
 ``reason`` "verification task failed: <error>") and the others still count.
 
+Step-time margin: ``step_time_margin`` m sizes and verifies the fleet for steps 1 + m times as long
+as the step models say (``plan.pools.pool_step_model``: the engine model, the paper's eqs. 3-5 and
+the simulator all run the scaled steps); the verification settings must carry the same margin.
+Co-located topologies only (the pdd/afd screen reads its own linear constants).
+
+Headroom (``plan.headroom``, with ``headroom`` settings and verification): for a co-located
+recommendation, the largest uniform step slowdown and the largest arrival-rate multiplier at which
+it still passes verification's check, each found by bisection with the simulator.
+
 Disaggregated topologies (``pdd``, ``afd``; ``plan.disagg``) need a TPOT target (``slo_tpot_s``).
 Their candidates join the co-located ones in one ranking by annual cost; spend ratio and cost
 efficiency against each family's all-premium baseline come from ``plan.disagg_economics`` and
@@ -38,6 +47,7 @@ from dataclasses import dataclass, field, replace
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuCatalog, GpuProfile
 from fleetplan.parallel import MapFn, TaskOutcome, in_input_order, serial_map
+from fleetplan.perf.calibrate import CalibratedStepModel
 from fleetplan.perf.seam import StepModel
 from fleetplan.plan.context_limit import RejectedTraffic, rejected_traffic
 from fleetplan.plan.disagg import DisaggCandidate, DisaggSettings, check_disagg_inputs, disagg_candidates
@@ -49,8 +59,9 @@ from fleetplan.plan.disagg_economics import (
     rank_with_baselines,
 )
 from fleetplan.plan.disagg_verify import verify_any
+from fleetplan.plan.headroom import Headroom, HeadroomSettings, fleet_headroom
 from fleetplan.plan.points import LengthPoints
-from fleetplan.plan.pools import SERVICE_ENGINE, PlanSettings
+from fleetplan.plan.pools import SERVICE_ENGINE, PlanSettings, check_step_time_margin
 from fleetplan.plan.space import (
     DEFAULT_COMPRESS_GAMMA,
     DEFAULT_MAX_POOLS,
@@ -124,8 +135,14 @@ class OptimizeRequest:
     # The served model's context limit (fleetplan.models.context.served_context_limit); None: no limit.
     # Longer requests are rejected, never sized (plan.context_limit).
     max_model_len_tokens: int | None = None
+    # Size (and verify) for steps this much slower than the step models say: 0.15 = 15 % (module docstring)
+    step_time_margin: float = 0.0
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "step_time_margin", check_step_time_margin(self.step_time_margin))
+        if self.step_time_margin > 0 and any(t in DISAGGREGATED for t in self.topologies):
+            raise ConfigError("--step-time-margin applies to co-located fleets (homo, two-pool, multi-pool); the "
+                              "pdd/afd screen does not take it yet: drop pdd/afd from --topology or drop the margin")
         if not (math.isfinite(self.rate_per_s) and self.rate_per_s > 0):
             raise ConfigError(
                 f"--lam {self.rate_per_s!r} is invalid: the arrival rate must be a finite number > 0 req/s"
@@ -162,6 +179,10 @@ class OptimizeRequest:
         """Share of requests and tokens above ``max_model_len_tokens`` (served by no pool)."""
         return rejected_traffic(self.workload, self.max_model_len_tokens)
 
+    def calibrated_profiles(self) -> tuple[tuple[str, CalibratedStepModel], ...]:
+        """(GPU type, profile) of every GPU type whose step model is a calibrated profile (``--perf-profile``)."""
+        return tuple((name, m) for name, m in self.step_models if isinstance(m, CalibratedStepModel))
+
     def availability_of(self, gpu: GpuProfile) -> float:
         """A for ``gpu`` (see module docstring)."""
         if isinstance(self.availability, str):
@@ -185,6 +206,7 @@ class OptimizeRequest:
             slo_tpot_s=self.slo_tpot_s,
             step_models=tuple(self.step_models),
             arrival_cv2=float(self.arrival_cv2),
+            step_time_margin=self.step_time_margin,
         )
 
 
@@ -201,6 +223,9 @@ class OptimizeResult:
     verify_time_s: float = 0.0  # phase 2 wall time (0 without verification)
     baselines: tuple[tuple[str, Candidate], ...] = ()  # (family, all-premium baseline)
     verification_settings: VerifySettings | None = None  # how phase 2 simulated (None without it)
+    # The recommendation's step-time and rate headroom (with headroom settings, a verified co-located
+    # recommendation; None otherwise)
+    headroom: Headroom | None = None
 
     @property
     def feasible(self) -> bool:
@@ -277,13 +302,20 @@ def optimize(
     verify: VerifySettings | None = None,
     progress: ProgressFn | None = None,
     map_fn: MapFn | None = None,
+    headroom: HeadroomSettings | None = None,
 ) -> OptimizeResult:
     """Phase 1 (analytic sweep) and, with ``verify``, phase 2 (simulation of the top candidates).
 
     With verification the recommendation is the cheapest fleet that passed the simulator
     (after its two-sided search), or None when none did; without it, the cheapest analytic one.
-    ``map_fn`` runs the verifications (default: one after another in this process).
+    ``map_fn`` runs the verifications (default: one after another in this process).  With
+    ``headroom`` and verification, a co-located recommendation's headroom is searched
+    (``plan.headroom``; ``OptimizeResult.headroom``).
     """
+    if verify is not None and verify.step_time_margin != request.step_time_margin:
+        raise ConfigError(f"verification's step_time_margin {verify.step_time_margin:g} differs from the request's "
+                          f"{request.step_time_margin:g}: phase 2 must simulate the steps phase 1 sized for; give "
+                          "both the same margin")
     t0 = time.perf_counter()
     ranked, base = analytical_phase_with_baselines(request, progress)
     base_items = tuple(base.items())
@@ -326,8 +358,12 @@ def optimize(
     ranked = [checked.get(c.rank, c) for c in ranked]
     passed = [verified_fleet(c) for c in checked.values() if c.verification.passed]
     best = min(passed, key=lambda c: (c.cost_usd_per_year, c.verification.p99_ttft_s_sim)) if passed else None
+    verify_time_s = time.perf_counter() - t0 - elapsed
+    room = None
+    if headroom is not None and best is not None and not isinstance(best, DisaggCandidate):
+        room = fleet_headroom(best, gpus, request.workload, verify, headroom, map_fn, progress)
     return OptimizeResult(request, tuple(ranked), tuple(pareto_frontier(ranked)), best,
                           tuple(c.verification for c in checked.values()), elapsed,
-                          verify_time_s=time.perf_counter() - t0 - elapsed, baselines=base_items,
-                          verification_settings=verify)
+                          verify_time_s=verify_time_s, baselines=base_items,
+                          verification_settings=verify, headroom=room)
 

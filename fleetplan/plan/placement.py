@@ -12,19 +12,28 @@ request depends on the workload.  One serving instance is ``par.gpus_per_replica
   of the core paper's three hand-calibrated Llama-3-70B profiles;
 * the simulator runs the operator-level ``StepTimePredictor`` itself for that GPU.
 
+A calibrated profile (``--perf-profile``, ``perf.calibrate``) replaces the predictor of the placement
+it was calibrated for (same GPU, parallelism and storage types; ``calibrate_placements``): its
+step model in both phases, and W, H of its serving constants re-derived from the profile by
+``perf.derive.linear_constants`` (what the paper's eqs. 3-5 and the pdd/afd screen read).
+
 Costs count every GPU of an instance (``PoolPlan.gpus_per_instance``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from fleetplan.errors import ConfigError, FleetplanError
 from fleetplan.hardware import GpuProfile
 from fleetplan.models import Dtype, ModelConfig
-from fleetplan.perf.derive import derive_serving_constants
+from fleetplan.perf.calibrate import CalibratedStepModel
+from fleetplan.perf.derive import derive_serving_constants, linear_constants
+from fleetplan.perf.kv_budget import DEFAULT_MAX_NUM_SEQS
 from fleetplan.perf.parallelism import Parallelism, valid_tensor_parallel_sizes
 from fleetplan.perf.predictor import StepTimePredictor
+from fleetplan.perf.seam import StepModel
 
 #: Largest tensor-parallel size tried automatically (one 8-GPU node).
 DEFAULT_MAX_TP = 8
@@ -38,10 +47,23 @@ class ModelPlacement:
     gpu: GpuProfile
     parallelism: Parallelism
     predictor: StepTimePredictor
+    calibrated: CalibratedStepModel | None = None  # a profile fitted to this placement's measured steps
 
     @property
     def gpus_per_instance(self) -> int:
         return self.parallelism.gpus_per_replica
+
+    @property
+    def step_model(self) -> StepModel:
+        """The calibrated profile when there is one, else the operator-level predictor."""
+        return self.calibrated if self.calibrated is not None else self.predictor
+
+    def matches(self, profile: CalibratedStepModel) -> bool:
+        """``profile`` was calibrated for this model on this GPU, parallelism and storage types."""
+        p = self.predictor
+        return (profile.model == self.model.name and profile.gpu == p.gpu.name
+                and profile.parallelism == self.parallelism.flags() and profile.weight_dtype == p.weight_dtype.value
+                and profile.kv_dtype == p.kv_dtype.value)
 
 
 def variant_name(gpu: GpuProfile, par: Parallelism) -> str:
@@ -87,3 +109,33 @@ def place_model(
             f"{max_tp} ({last}); use a larger GPU, FP8/INT4 weights or give --pipeline-parallel-size"
         )
     return tuple(found)
+
+
+def calibrate_placements(placements: Sequence[ModelPlacement],
+                         profile: CalibratedStepModel) -> tuple[ModelPlacement, ...]:
+    """``placements`` with ``profile`` as the step model of those it matches (``ModelPlacement.matches``)
+    and their W, H re-derived from it (module docstring); ``ConfigError`` when it matches none."""
+    out, hit = [], False
+    for p in placements:
+        if not p.matches(profile):
+            out.append(p)
+            continue
+        hit = True
+        serving = p.gpu.require_serving()
+        ref = int(serving.ref_context_tokens)
+        n_ref = max(1, min(int(serving.n_max(ref)), DEFAULT_MAX_NUM_SEQS))
+        w_s, h_s = linear_constants(profile, n_ref, ref)
+        if not (w_s >= 0 and h_s >= 0):
+            raise ConfigError(f"--perf-profile for {profile.gpu} gives a negative eq. 3 constant (W {w_s:.3g} s, H "
+                              f"{h_s:.3g} s) from its decode steps; recalibrate with more decode-only rows")
+        sources = {**p.gpu.sources, "serving": f"W, H from the calibrated profile of {profile.source}"}
+        gpu = replace(p.gpu, serving=replace(serving, iter_base_s=w_s, iter_per_seq_s=h_s), sources=sources)
+        out.append(replace(p, gpu=gpu, calibrated=profile))
+    if not hit:
+        swept = ", ".join(f"{p.gpu.name} ({p.predictor.weight_dtype.value}/{p.predictor.kv_dtype.value})"
+                          for p in placements) or "none"
+        raise ConfigError(
+            f"--perf-profile was calibrated for {profile.model} on {profile.gpu} at {profile.parallelism} with "
+            f"{profile.weight_dtype} weights and {profile.kv_dtype} KV cache; no swept placement matches (swept: "
+            f"{swept}); add its GPU to --gpus, give its --tensor-parallel-size and storage types, or recalibrate")
+    return tuple(out)

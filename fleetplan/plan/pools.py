@@ -13,10 +13,20 @@ For a pool range (lo, hi] on one GPU type:
 3. the minimum GPU count meeting the percentile TTFT SLO and the ρ cap from
    ``fleetplan.queueing.size_pool``; spares = ceil(n / A) - n for node
    availability A (§3.5, eq. 6).
+
+Step model of a pool (``pool_step_model``, the one place both phases take it from): the GPU
+type's entry of ``PlanSettings.step_models`` (with ``--model``: the operator-level predictor or a
+calibrated profile), else the linear model of its serving constants (``sim.build_pool``'s
+default), every step times 1 + ``step_time_margin`` (``fleetplan.perf.scaled``: all cost
+coefficients scaled, exact up to rounding).  The engine model (``engine_of``) and the simulator
+(``plan.verify.fleet_spec``) run that model; the paper's eqs. 3-5 read W and H of the serving
+constants, both times 1 + margin (the same scaling of eq. 3).
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -24,6 +34,7 @@ import numpy as np
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuProfile, with_spares
 from fleetplan.perf.linear import LinearStepModel
+from fleetplan.perf.scaled import slowed
 from fleetplan.perf.seam import StepModel
 from fleetplan.plan.points import LengthPoints, pool_points
 from fleetplan.plan.space import PoolRange, SizingRouter
@@ -46,6 +57,17 @@ from fleetplan.queueing.ttft import ttft_model, zero_wait_ttft_quantile_s
 SERVICE_ENGINE = "engine"
 SERVICE_PAPER = "paper"
 SERVICE_MODELS = (SERVICE_ENGINE, SERVICE_PAPER)
+#: Largest step-time margin accepted (steps up to 4x as long as modelled).
+MAX_STEP_TIME_MARGIN = 3.0
+
+
+def check_step_time_margin(margin: float) -> float:
+    """``margin`` as a float in [0, ``MAX_STEP_TIME_MARGIN``), else ``ConfigError``."""
+    m = float(margin)
+    if not (math.isfinite(m) and 0.0 <= m < MAX_STEP_TIME_MARGIN):
+        raise ConfigError(f"--step-time-margin {margin!r} is invalid: give a slowdown in [0 %, "
+                          f"{MAX_STEP_TIME_MARGIN:.0%}), e.g. 15% or 0.15")
+    return m
 
 
 @dataclass(frozen=True)
@@ -71,11 +93,14 @@ class PlanSettings:
     # GPU types not listed run the linear model of their serving constants, as in the simulator.
     step_models: tuple[tuple[str, StepModel], ...] = ()
     arrival_cv2: float = 1.0  # Ca² of the arrival stream (1: Poisson)
+    # Size for steps this much slower than the step model says (0.15: every step 15 % longer)
+    step_time_margin: float = 0.0
 
     def __post_init__(self) -> None:
         if self.service_model not in SERVICE_MODELS:
             raise ConfigError(f"service model {self.service_model!r} is unknown: use one of "
                               f"{', '.join(SERVICE_MODELS)}")
+        object.__setattr__(self, "step_time_margin", check_step_time_margin(self.step_time_margin))
 
 
 @dataclass(frozen=True)
@@ -175,7 +200,7 @@ def size_one_pool(
     if settings.service_model == SERVICE_ENGINE:
         return _size_engine(sub, rng_, gpu, settings, availability, plan, lam)
     model = ServiceModel(
-        step=LinearStepModel(serving.iter_base_s, serving.iter_per_seq_s),
+        step=slowed(LinearStepModel(serving.iter_base_s, serving.iter_per_seq_s), 1.0 + settings.step_time_margin),
         n_slots=n_max,
         chunk_tokens=serving.chunk_tokens,
         n_prefill_seqs=None if settings.n_prefill_seqs is None else min(settings.n_prefill_seqs, n_max),
@@ -224,13 +249,26 @@ def _reason_text(reason: InfeasibleReason | None, ttft_s: float, settings: PlanS
     return "unstable (utilisation >= 1)"
 
 
-def engine_of(gpu: GpuProfile, max_context_tokens: int, step_models: dict) -> EngineModel:
+def pool_step_model(gpu: GpuProfile, step_models: Mapping[str, StepModel], step_time_margin: float = 0.0,
+                    default: StepModel | None = None) -> StepModel:
+    """The step model a pool of ``gpu`` runs in both phases (module docstring): ``step_models[gpu.name]``,
+    else ``default`` (a built pool's own), else the linear model of ``gpu``'s serving constants, with
+    every step 1 + ``step_time_margin`` times as long."""
+    step = step_models.get(gpu.name, default)
+    if step is None:
+        step = LinearStepModel.from_serving(gpu.require_serving())
+    return slowed(step, 1.0 + check_step_time_margin(step_time_margin))
+
+
+def engine_of(gpu: GpuProfile, max_context_tokens: int, step_models: Mapping[str, StepModel],
+              step_time_margin: float = 0.0) -> EngineModel:
     """The serving instance the simulator would run for a pool of ``gpu`` holding requests of up to
-    ``max_context_tokens`` (``sim.build_pool``'s limits; the step model the verifier gives it)."""
+    ``max_context_tokens`` (``sim.build_pool``'s limits; the step model the verifier gives it,
+    ``pool_step_model``)."""
     from fleetplan.sim import build_pool  # plan sits above sim; imported here to keep sweeps light
 
     pool = build_pool(gpu, "pool", 1, int(max_context_tokens))
-    step = step_models.get(gpu.name, pool.step_model)
+    step = pool_step_model(gpu, step_models, step_time_margin, pool.step_model)
     lim = pool.limits
     return EngineModel.of(step, EngineLimits(lim.max_num_seqs, lim.max_num_batched_tokens, lim.kv_blocks,
                                              lim.block_size_tokens))
@@ -239,7 +277,7 @@ def engine_of(gpu: GpuProfile, max_context_tokens: int, step_models: dict) -> En
 def _size_engine(sub, rng_: PoolRange, gpu: GpuProfile, settings: PlanSettings, availability: float, plan,
                  lam: float) -> PoolPlan:
     """Engine-model sizing of one pool (``fleetplan.queueing.engine``)."""
-    engine = engine_of(gpu, rng_.hi_tokens, dict(settings.step_models))
+    engine = engine_of(gpu, rng_.hi_tokens, dict(settings.step_models), settings.step_time_margin)
     profile = EngineProfile(engine, np.maximum(sub.prompt_tokens, 1.0), np.maximum(sub.output_tokens, 1.0),
                             sub.weight)
     sized, _ = size_engine_pool(

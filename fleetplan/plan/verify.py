@@ -59,6 +59,10 @@ replication; ``fleetplan.sim.steady.mixture_quantile``) and per pool (``AtAnalyt
 figures are means over replications (the pass rule uses the upper bound).  A relative gap above
 ``disagreement_threshold`` between the analytic and simulated fleet-wide TTFT is flagged.
 
+**Step models.**  Each pool runs ``plan.pools.pool_step_model`` (its GPU type's entry of
+``step_models``, else the linear model of its serving constants), with every step 1 +
+``step_time_margin`` times as long: the same steps the analytic phase sized for.
+
 Stateful between-pool routing would couple the pools; the co-located routers are all stateless,
 and a candidate whose fleet spec has another router is refused (``ConfigError``) rather than
 verified on the wrong physics.  Seeds: ``task_seed(seed, "verify-pool", key, replication)`` (the
@@ -79,6 +83,7 @@ from fleetplan.hardware import GpuProfile, with_spares
 from fleetplan.metrics import student_t_interval
 from fleetplan.parallel import MapFn, in_input_order, serial_map
 from fleetplan.perf.seam import StepModel
+from fleetplan.plan.pools import check_step_time_margin, pool_step_model
 from fleetplan.plan.space import SizingRouter
 from fleetplan.plan.sweep import Candidate
 from fleetplan.rng import task_seed
@@ -141,8 +146,12 @@ class VerifySettings:
     pilot_lifetimes: float = DEFAULT_PILOT_LIFETIMES
     resolution: float = DEFAULT_RESOLUTION
     drift_tolerance: float = DEFAULT_DRIFT_TOLERANCE
+    # Steps this much slower than the step models say (``plan.pools.pool_step_model``); ``optimize``
+    # requires the request's margin here, so that phase 2 simulates the steps phase 1 sized for.
+    step_time_margin: float = 0.0
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "step_time_margin", check_step_time_margin(self.step_time_margin))
         if self.percentile not in _STAT_OF_PERCENTILE:
             raise ConfigError(
                 f"--percentile {self.percentile:g} cannot be verified by simulation: the simulator reports "
@@ -235,17 +244,18 @@ class Verification:
 
 def fleet_spec(candidate: Candidate, gpus: dict[str, GpuProfile], counts: Sequence[int],
                step_models: Mapping[str, StepModel] | None = None,
-               max_model_len_tokens: int | None = None) -> FleetSpec:
+               max_model_len_tokens: int | None = None, step_time_margin: float = 0.0) -> FleetSpec:
     """The simulator's fleet for ``candidate`` with ``counts`` instances per pool (each pool's
-    step model replaced by ``step_models[gpu]`` where given; ``max_model_len_tokens`` the served
-    model's limit)."""
+    step model ``plan.pools.pool_step_model``: ``step_models[gpu]`` where given, steps
+    1 + ``step_time_margin`` times as long; ``max_model_len_tokens`` the served model's limit)."""
     models = step_models or {}
     pools = tuple(
         build_pool(gpus[p.gpu], f"pool{i + 1}", int(n), int(p.hi_tokens))
         for i, (p, n) in enumerate(zip(candidate.pools, counts, strict=True))
         if n > 0
     )
-    pools = tuple(replace(pool, step_model=models[pool.gpu]) if pool.gpu in models else pool for pool in pools)
+    pools = tuple(replace(pool, step_model=pool_step_model(gpus[pool.gpu], models, step_time_margin, pool.step_model))
+                  for pool in pools)
     router = PoolRouter.COMPRESS_AND_ROUTE if candidate.router is SizingRouter.COMPRESS else PoolRouter.LENGTH
     return FleetSpec(pools=pools, pool_router=router, max_model_len_tokens=max_model_len_tokens)
 
@@ -368,6 +378,32 @@ class _PoolTask:
     arrival_cv: float = 1.0
 
 
+def run_length_requests(pool_rate_per_s: float, lifetime_s: float, s: VerifySettings) -> int:
+    """Requests per replication of a pool of rate λ_p and mean request lifetime R (module docstring):
+    ceil(λ_p · warmup_lifetimes · R) + max(ceil(λ_p · measured_lifetimes · R), min_completions)."""
+    measured = max(math.ceil(pool_rate_per_s * s.measured_lifetimes * lifetime_s), s.min_completions)
+    return int(math.ceil(pool_rate_per_s * s.warmup_lifetimes * lifetime_s) + measured)
+
+
+def pool_tasks(candidate: Candidate, i: int, gpus: Mapping[str, GpuProfile], workload: Workload,
+               s: VerifySettings, n_requests: int, min_warmup_s: float) -> list[_PoolTask]:
+    """The replications of pool ``i`` of ``candidate`` at its own count, simulated under ``s`` (rate,
+    step models, margin) with verification's seeds for the pool (common random numbers: the streams
+    the search ran), ``n_requests`` each and a warm-up floor of ``min_warmup_s``."""
+    counts = [p.count for p in candidate.pools]
+    spec = fleet_spec(candidate, dict(gpus), counts, dict(s.step_models), s.max_model_len_tokens,
+                      s.step_time_margin)
+    key = pool_key(candidate, i, spec.compress_gamma)
+    j = _existing(candidate).index(i)
+    return [_PoolTask(spec, j, workload, s.rate_per_s, int(n_requests), seed, s.percentile, min_warmup_s, s.arrival,
+                      s.arrival_cv) for seed in _pool_seeds(s, key)]
+
+
+def run_pool_tasks(tasks: list[_PoolTask], map_fn: MapFn | None = None) -> list:
+    """``TaskOutcome`` of each task (a ``PoolRun`` when ok), in input order, run through ``map_fn``."""
+    return _run_round(tasks, map_fn or serial_map)
+
+
 def _run_pool_task(task: _PoolTask) -> PoolRun:
     return simulate_pool(task.spec, task.index, task.workload, task.rate_per_s, task.n_requests, task.seed,
                          task.percentile, task.min_warmup_s, arrival=task.arrival, cv=task.arrival_cv)
@@ -408,11 +444,8 @@ class _PoolSearch:
 
     # -- run length
     def _set_length(self, lifetime_s: float, source: str) -> None:
-        s = self.s
-        lam = s.rate_per_s * self.share
         self.lifetime_s, self.lifetime_source = lifetime_s, source
-        measured = max(math.ceil(lam * s.measured_lifetimes * lifetime_s), s.min_completions)
-        self.n_requests = int(math.ceil(lam * s.warmup_lifetimes * lifetime_s) + measured)
+        self.n_requests = run_length_requests(self.s.rate_per_s * self.share, lifetime_s, self.s)
 
     def pilot_requests(self) -> int:
         p = self.candidate.pools[self.i]
@@ -431,7 +464,7 @@ class _PoolSearch:
         counts = [p.count for p in self.candidate.pools]
         counts[self.i] = count
         spec = fleet_spec(self.candidate, dict(self.gpus), counts, dict(self.s.step_models),
-                          self.s.max_model_len_tokens)
+                          self.s.max_model_len_tokens, self.s.step_time_margin)
         return spec, _existing(self.candidate).index(self.i)
 
     def tasks(self, count: int, workload: Workload, n_requests: int, seeds: Sequence[int]) -> list[_PoolTask]:

@@ -118,7 +118,8 @@ def simulated_holds(request: OptimizeRequest, fleet: Candidate, verify: VerifySe
     figures on any executor: seeds are fixed per replication)."""
     gpus = {g.name: g for g in request.gpus}
     counts = [p.count for p in fleet.pools]
-    spec = fleet_spec(fleet, gpus, counts, dict(verify.step_models), verify.max_model_len_tokens)
+    spec = fleet_spec(fleet, gpus, counts, dict(verify.step_models), verify.max_model_len_tokens,
+                      verify.step_time_margin)
     seed = task_seed(verify.seed, "whatif", repr(fleet.key()), repr(tuple(counts)))
 
     def holds(rate_per_s: float) -> bool:

@@ -2,9 +2,10 @@
 
 No network fetches: styles are inline and every plot is a ``data:image/png;base64`` URI
 (``report.plots``).  Without matplotlib the page still carries every table and says
-``PLOT_HINT``.  Sections: inputs, recommendation, procurement (one row per pool + total),
-verification (analytic vs simulated at the analytic counts, per candidate and pool), candidates (the
-``max_candidates`` cheapest), what-if points and schedule, grid flex.
+``PLOT_HINT``.  Sections: inputs, recommendation (with the step-time margin and the headroom),
+procurement (one row per pool + total), verification (analytic vs simulated at the analytic counts,
+per candidate and pool), candidates (the ``max_candidates`` cheapest), what-if points and schedule,
+grid flex.
 """
 
 from __future__ import annotations
@@ -56,9 +57,32 @@ def _recommendation(run: dict[str, Any]) -> str:
                       for p in rec["pools"] if p["count"] or p["spares"])
     sim = rec.get("p99_ttft_ms_sim")
     check = "analytic only" if sim is None else f"simulated P99 TTFT &le; {sim:,.0f} ms (95% upper bound), verified"
+    margin = (run.get("inputs") or {}).get("step_time_margin") or 0.0
+    sized = "" if not margin else (f"<p>Sized and verified for every engine step {margin * 100:.0f} % slower than "
+                                   "the step model (step-time margin).</p>")
     return (f"<p><b>Recommendation:</b> {html.escape(rec['topology'])} ({html.escape(rec['router'])} router): "
             f"{html.escape(pools)}; {rec['total_gpus_needed']} GPUs, ${rec['cost_usd_per_year']:,.0f}/yr; "
-            f"{check}.</p>")
+            f"{check}.</p>" + sized + _headroom(run.get("headroom")))
+
+
+def _headroom(h: dict[str, Any] | None) -> str:
+    """The recommendation's headroom paragraph ('' without one)."""
+    if not h:
+        return ""
+    r = h["resolution"]
+
+    def bound(found: float, capped: bool, at_bottom: bool) -> str:
+        if capped:
+            return f"&ge; {found * 100:.0f} %"
+        return f"less than {(found + r) * 100:.0f} %" if at_bottom else f"{found * 100:.0f} %"
+
+    step = bound(h["step_slowdown_max"], h["step_slowdown_capped"], h["step_slowdown_max"] <= h["step_time_margin"])
+    rate = bound(h["rate_multiplier_max"] - 1, h["rate_multiplier_capped"], h["rate_multiplier_max"] <= 1.0)
+    binding = "".join(f"; binding ({what}): pool {', '.join(map(str, pools))}"
+                      for what, pools in (("steps", h["step_binding_pools"]), ("traffic", h["rate_binding_pools"]))
+                      if pools)
+    return (f"<p id='headroom'><b>Headroom:</b> steps may be {step} slower, or traffic {rate} higher, with the SLOs "
+            f"still met (simulated; {h['resolution'] * 100:g} % resolution{html.escape(binding)}).</p>")
 
 
 VERIFICATION_COLUMNS = ("rank", "pool", "analytic_count", "verified_count", "direction", "p99_ttft_ms_analytic",

@@ -13,8 +13,10 @@ baseline (``plan.disagg_economics``), ``p99_tpot_ms_analytic`` the screen's TPOT
 decode step at the sized batch), ``verified_by`` how the row was checked.  These columns (and
 ``pool{i}_role``) are written when the run swept ``pdd`` or ``afd``; co-located-only runs keep the
 original columns.  JSON: ``{"inputs", "rejected", "candidates", "pareto",
-"recommendation", "version", "seed"}`` (``rejected``: share of requests and tokens above the
-served model's ``max_model_len``, served by no pool); values that are not finite (an unstable
+"recommendation", "headroom", "version", "seed"}`` (``rejected``: share of requests and tokens above the
+served model's ``max_model_len``, served by no pool; ``headroom``: the recommendation's largest step
+slowdown and arrival-rate multiplier with the SLOs met, ``plan.headroom``, or null; ``inputs`` carry
+``step_time_margin`` and the calibrated ``perf_profile`` used); values that are not finite (an unstable
 pool's latency) are written as ``null``, so the file is strict JSON.
 Both are written atomically.
 """
@@ -209,6 +211,31 @@ def candidate_dict(c: Candidate, percentile: float, econ: Economics | None = Non
     return out
 
 
+def perf_profile_dict(gpu: str, p) -> dict[str, Any]:
+    """A calibrated profile as used (``--perf-profile``): what it was fitted to and its coefficients."""
+    return {"gpu_type": gpu, "model": p.model, "gpu": p.gpu, "parallelism": p.parallelism,
+            "weight_dtype": p.weight_dtype, "kv_dtype": p.kv_dtype, "source": p.source, "n_rows": p.n_rows,
+            "holdout_mape": _finite(p.holdout_mape), "scales": dict(p.scales), "coefficients": list(p.coefficients)}
+
+
+def headroom_dict(h) -> dict[str, Any] | None:
+    """The recommendation's headroom (``plan.headroom.Headroom``) or None."""
+    if h is None:
+        return None
+    return {
+        "step_slowdown_max": h.step_slowdown_max,
+        "step_slowdown_capped": h.step_slowdown_capped,
+        "rate_multiplier_max": h.rate_multiplier_max,
+        "rate_multiplier_capped": h.rate_multiplier_capped,
+        "resolution": h.resolution,
+        "step_time_margin": h.step_time_margin,
+        "step_binding_pools": list(h.step_binding_pools),
+        "rate_binding_pools": list(h.rate_binding_pools),
+        "n_simulations": h.n_simulations,
+        "method": h.method,
+    }
+
+
 def inputs_dict(result: OptimizeResult, seed: int) -> dict[str, Any]:
     r = result.request
     return {
@@ -235,6 +262,8 @@ def inputs_dict(result: OptimizeResult, seed: int) -> dict[str, Any]:
         "slo_tpot_ms": None if r.slo_tpot_s is None else r.slo_tpot_s * MS_PER_S,
         "min_ce_gain": r.min_ce_gain,
         "max_model_len_tokens": r.max_model_len_tokens,
+        "step_time_margin": r.step_time_margin,
+        "perf_profile": [perf_profile_dict(g, p) for g, p in r.calibrated_profiles()] or None,
         "disagg": None if r.disagg is None else {
             "model": r.disagg.model.name,
             "kv_bytes_per_token": r.disagg.model.kv_bytes_per_token,
@@ -270,6 +299,7 @@ def result_dict(result: OptimizeResult, seed: int, top: int | None = None) -> di
         "inputs": inputs_dict(result, seed),
         "analytic_time_s": round(result.analytic_time_s, 6),
         "verify_time_s": round(result.verify_time_s, 6),
+        "headroom_time_s": None if result.headroom is None else round(result.headroom.time_s, 6),
         "verification": None
         if not result.verification
         else {
@@ -288,6 +318,7 @@ def result_dict(result: OptimizeResult, seed: int, top: int | None = None) -> di
         "pareto": [candidate_dict(c, pct, result.economics_of(c)) for c in result.pareto],
         "recommendation": None if result.recommendation is None
         else candidate_dict(result.recommendation, pct, result.economics_of(result.recommendation)),
+        "headroom": headroom_dict(result.headroom),
     }
 
 

@@ -33,7 +33,7 @@ from fleetplan.plan.optimize import OptimizeResult
 from fleetplan.plan.whatif import WhatIfResult
 from fleetplan.report.atomic import atomic_write_text
 from fleetplan.report.html import DEFAULT_MAX_CANDIDATES
-from fleetplan.report.optimize_report import _ms, result_dict, verification_dict
+from fleetplan.report.optimize_report import _ms, perf_profile_dict, result_dict, verification_dict
 from fleetplan.report.procurement import cost_latency_rows, procurement_rows, schedule_rows, whatif_rows
 from fleetplan.units import MS_PER_S
 
@@ -101,6 +101,8 @@ def whatif_dict(result: WhatIfResult, seed: int, schedule: ProcurementSchedule |
             "max_model_len_tokens": r.max_model_len_tokens,
             "rejected_request_share": round(r.rejected().request_share, 6),
             "rejected_token_share": round(r.rejected().token_share, 6),
+            "step_time_margin": r.step_time_margin,
+            "perf_profile": [perf_profile_dict(g, p) for g, p in r.calibrated_profiles()] or None,
         },
         "points": whatif_rows(result),
         "schedule": None,

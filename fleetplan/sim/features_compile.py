@@ -50,7 +50,7 @@ from fleetplan.errors import ConfigError
 from fleetplan.models import AttentionKind, ModelConfig, load_model
 from fleetplan.perf.calibrate import CalibratedStepModel
 from fleetplan.perf.kv_budget import DEFAULT_CUDAGRAPH_POOL_BYTES
-from fleetplan.perf.linear import N_STEP_COEFS, STEP_MODEL_LINEAR, STEP_MODEL_ROOFLINE
+from fleetplan.perf.linear import N_STEP_COEFS, ROOFLINE_SHAPE_COEFS, STEP_MODEL_LINEAR, STEP_MODEL_ROOFLINE
 from fleetplan.perf.overheads import DEFAULT_LAUNCH_OVERHEAD_S, KERNELS_PER_LAYER, KERNELS_PER_STEP, ExecutionMode
 from fleetplan.perf.parallelism import Parallelism, pp_stage_layers
 from fleetplan.perf.predictor import StepTimePredictor
@@ -65,7 +65,6 @@ __all__ = ["compile_features", "draft_cost_fraction", "eager_launch_s", "eager_s
 CUDAGRAPH_BYTES_PER_CAPTURE = 26 * 2**20  # vllm PR #22897 capture log, see module docstring
 DEFAULT_MAX_PREFIX_ENTRIES = 8192  # distinct cached prefixes per instance when prefix_cache_entries is not given
 PIECEWISE_LAUNCHES_PER_LAYER = 2  # eager attention + the next graph piece
-_ROOFLINE_SHAPE_COEFS = (5, 6, 15)  # tile tokens, wave ratio, MoE miss exponent: not costs
 _POLICY_CODE = {SchedulerPolicy.VLLM_V1: codes.SCHED_VLLM_V1, SchedulerPolicy.SGLANG: codes.SCHED_SGLANG,
                 SchedulerPolicy.SPF: codes.SCHED_SPF, SchedulerPolicy.MLFQ: codes.SCHED_MLFQ,
                 SchedulerPolicy.H2Q_BR: codes.SCHED_H2Q_BR}
@@ -176,7 +175,7 @@ def _draft(pool: PoolSpec, code: int, coef: np.ndarray) -> tuple[int, np.ndarray
             frac = draft_cost_fraction(model)
         scaled = coef * frac
         if code == STEP_MODEL_ROOFLINE:
-            for i in _ROOFLINE_SHAPE_COEFS:
+            for i in ROOFLINE_SHAPE_COEFS:
                 scaled[i] = coef[i]
         return code, scaled
     step = pool.step_model

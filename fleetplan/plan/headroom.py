@@ -1,0 +1,234 @@
+"""Headroom of a verified fleet: how much slower steps, or how much more traffic, it still serves.
+
+For a co-located fleet at its verified counts (``plan.verify``), two searches with the simulator:
+
+    step_slowdown_max   = the largest s on the grid  margin, margin + r, ..., <= max_step_slowdown
+                          at which the fleet passes with every step (1 + s) times the step model's
+                          (``perf.scaled``; s is relative to the step model as given, so a fleet sized
+                          with ``--step-time-margin`` m starts the search at s = m)
+    rate_multiplier_max = the largest x on the grid  1, 1 + r, ..., <= max_rate_multiplier
+                          at which the fleet passes at x · λ (steps at the margin it was sized for)
+
+with r the ``resolution`` (default 0.02: 2 % of the step time, 2 % of λ).
+
+Pass rule: verification's.  Every pool, simulated on its own at its verified count (its sub-stream,
+``n_replications`` replications), is not drifting and the upper end of the 95 % Student-t interval of
+its SLO-percentile TTFT (and TPOT with a TPOT SLO) is within the SLO; the fleet passes when every
+pool does.  Run length: verification's rule (``verify.run_length_requests``) with the pool's rate
+λ_p · x and its mean request lifetime R · (1 + s) / (1 + margin) (a request's life is a sum of steps;
+the warm-up floor scales alike); a fixed ``--sim-requests`` stays fixed.  Seeds: verification's own
+per pool (common random numbers), so every point of both grids sees the same traffic and the bottom
+of each grid (s = margin, x = 1) is verification's passing check, which is not run again.
+
+Search: on the grid index k = 0..K (k = 0 passes), an exponential search up from the bottom, then
+bisection: probe k = 1, 2, 4, 8, ... (capped at K) while the fleet passes; the first failing probe
+sets hi (the top of the grid, hi = K + 1, when none fails) and the last passing one lo; then probe
+floor((lo + hi) / 2) until hi = lo + 1.  A verified fleet is the cheapest that passes, so its
+headroom is usually a few resolutions: the answer k* takes about 2 log2(k*) + 2 probes (2 for
+k* = 1), and no probe runs the fleet far beyond its capacity, where runs are long.  The answer lo
+passed and lo + 1 failed, unless hi is beyond the grid (the answer is the range's top: a lower
+bound, ``capped``).  Simulation noise can make the pass test non-monotone near the boundary; the
+search still returns a passing/failing pair one resolution apart.
+
+Pools: a pool that passed at a grid point is taken to pass at every lower point of the same search
+(the pass test is monotone in the slowdown and in the rate: with common random numbers the same
+requests take longer, or arrive sooner), so once a probe fails only the pools that have not passed
+above the next probe are simulated again (the binding ones).  Both searches advance together: each
+round's probes, every pool and replication simulated, run as one batch of tasks through ``map_fn``
+(results identical for every executor).  The pools failing at the answer's upper neighbour are
+reported (``*_binding_pools``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+
+from fleetplan.errors import ConfigError
+from fleetplan.hardware import GpuProfile
+from fleetplan.parallel import MapFn
+from fleetplan.plan.sweep import Candidate, ProgressFn
+from fleetplan.plan.verify import VerifySettings, pool_check, pool_tasks, run_length_requests, run_pool_tasks
+from fleetplan.workload import Workload
+
+DEFAULT_MAX_STEP_SLOWDOWN = 2.0  # search steps up to 200 % slower (3x)
+DEFAULT_MAX_RATE_MULTIPLIER = 4.0
+DEFAULT_HEADROOM_RESOLUTION = 0.02
+HEADROOM_METHOD = ("simulated: exponential search then bisection on a grid of the resolution; verification's pass "
+                   "rule per pool at the verified counts, same seeds")
+
+
+@dataclass(frozen=True)
+class HeadroomSettings:
+    """Search ranges and resolution (fractions: 2.0 = 200 % slower steps; multipliers of λ)."""
+
+    max_step_slowdown: float = DEFAULT_MAX_STEP_SLOWDOWN
+    max_rate_multiplier: float = DEFAULT_MAX_RATE_MULTIPLIER
+    resolution: float = DEFAULT_HEADROOM_RESOLUTION
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.resolution) and 0 < self.resolution <= 0.5):
+            raise ConfigError(f"headroom resolution {self.resolution!r} is invalid: give a fraction in (0, 0.5], "
+                              "e.g. 0.02")
+        if not (math.isfinite(self.max_step_slowdown) and self.max_step_slowdown > 0):
+            raise ConfigError(f"max_step_slowdown {self.max_step_slowdown!r} must be a finite fraction > 0, e.g. 2.0")
+        if not (math.isfinite(self.max_rate_multiplier) and self.max_rate_multiplier > 1):
+            raise ConfigError(f"max_rate_multiplier {self.max_rate_multiplier!r} must be a finite number > 1, e.g. 4")
+
+
+@dataclass(frozen=True)
+class Headroom:
+    """How far the fleet's step times and arrival rate may grow with the SLOs still met."""
+
+    step_slowdown_max: float  # 0.23: every step may be 23 % longer than the step model says
+    step_slowdown_capped: bool  # passed at the top of the range (a lower bound)
+    rate_multiplier_max: float  # 1.31: 31 % more traffic
+    rate_multiplier_capped: bool
+    resolution: float
+    step_time_margin: float  # the margin the fleet was sized for (the slowdown search's start)
+    step_binding_pools: tuple[int, ...]  # pools (1-based) failing one resolution above the answer
+    rate_binding_pools: tuple[int, ...]
+    n_simulations: int  # pool runs, replications included
+    time_s: float
+    method: str = HEADROOM_METHOD
+
+
+class GridSearch:
+    """The largest passing index of ``0..n_points - 1``, index 0 known to pass (module docstring):
+    exponential search up from 0, then bisection.  ``next_index`` proposes a probe (None when
+    settled), ``record`` takes its outcome."""
+
+    def __init__(self, n_points: int) -> None:
+        if n_points < 1:
+            raise ValueError("a grid needs at least its known-passing point")
+        self.n_points = int(n_points)
+        self.lo, self.hi = 0, self.n_points  # hi: the smallest index known (or, beyond the grid, taken) to fail
+        self.galloping = True
+
+    def next_index(self) -> int | None:
+        if self.hi - self.lo <= 1:
+            return None
+        if self.galloping:
+            return min(2 * self.lo if self.lo else 1, self.n_points - 1)
+        return (self.lo + self.hi) // 2
+
+    def record(self, index: int, passed: bool) -> None:
+        if passed:
+            self.lo = max(self.lo, index)
+        else:
+            self.hi = min(self.hi, index)
+            self.galloping = False
+
+    @property
+    def capped(self) -> bool:
+        """The top of the grid passed (the answer is a lower bound)."""
+        return self.hi >= self.n_points
+
+    @staticmethod
+    def max_probes(n_points: int) -> int:
+        """At most this many probes settle a grid of ``n_points``."""
+        return 2 * math.ceil(math.log2(n_points)) + 1 if n_points > 1 else 0
+
+
+def largest_passing(passes: Callable[[int], bool], n_points: int) -> tuple[int, bool]:
+    """(largest passing index found, capped) of ``GridSearch`` driven by ``passes`` (index 0 is not
+    probed: it is known to pass)."""
+    search = GridSearch(n_points)
+    while (k := search.next_index()) is not None:
+        search.record(k, bool(passes(k)))
+    return search.lo, search.capped
+
+
+def _grid_points(start: float, stop: float, resolution: float) -> int:
+    return int(math.floor((stop - start) / resolution + 1e-9)) + 1 if stop > start else 1
+
+
+def fleet_headroom(fleet: Candidate, gpus: Mapping[str, GpuProfile], workload: Workload, verify: VerifySettings,
+                   settings: HeadroomSettings = HeadroomSettings(), map_fn: MapFn | None = None,
+                   progress: ProgressFn | None = None) -> Headroom:
+    """Step-time and arrival-rate headroom of ``fleet`` (module docstring).
+
+    ``fleet`` is a co-located candidate at its verified counts (``plan.optimize.verified_fleet``)
+    whose ``verification`` passed under ``verify``; ``progress("headroom", round, rounds)``.
+    """
+    v = fleet.verification
+    if v is None or not v.passed or getattr(fleet, "roles", ()):
+        raise ConfigError("headroom needs a co-located fleet that passed simulation verification")
+    t0 = time.perf_counter()
+    r = settings.resolution
+    margin = verify.step_time_margin
+    pools = [i for i, p in enumerate(fleet.pools) if p.count > 0]
+    steady = {i: v.steady[i] for i in pools}
+
+    def tasks_at(slowdown: float, multiplier: float, i: int) -> list:
+        s = replace(verify, rate_per_s=verify.rate_per_s * multiplier, step_time_margin=slowdown)
+        st = steady[i]
+        if verify.n_requests is not None or st is None or not math.isfinite(st.lifetime_s):
+            return pool_tasks(fleet, i, gpus, workload, s, verify.fixed_requests(), 0.0)  # --sim-requests
+        lifetime_s = st.lifetime_s * (1.0 + slowdown) / (1.0 + margin)
+        n = run_length_requests(s.rate_per_s * fleet.pools[i].traffic_share, lifetime_s, s)
+        return pool_tasks(fleet, i, gpus, workload, s, n, s.warmup_lifetimes * lifetime_s)
+
+    n_step = _grid_points(margin, settings.max_step_slowdown, r)
+    n_rate = _grid_points(1.0, settings.max_rate_multiplier, r)
+    searches = {"step": GridSearch(n_step), "rate": GridSearch(n_rate)}
+    point = {"step": lambda k: (margin + k * r, 1.0), "rate": lambda k: (margin, 1.0 + k * r)}
+    passed_up_to = {name: dict.fromkeys(pools, 0) for name in searches}  # pool -> highest index it passed at
+    failing: dict[tuple[str, int], tuple[int, ...]] = {}
+    n_rounds = max(GridSearch.max_probes(n_step), GridSearch.max_probes(n_rate))
+    n_sims = 0
+    done_rounds = 0
+    if progress is not None:
+        progress("headroom", 0, n_rounds)
+    while True:
+        probes = [(name, k) for name, sr in searches.items() if (k := sr.next_index()) is not None]
+        if not probes:
+            break
+        batch, owners = [], []
+        for name, k in probes:
+            slowdown, multiplier = point[name](k)
+            for i in pools:
+                if passed_up_to[name][i] >= k:
+                    continue  # passed at a higher point of this search
+                mine = tasks_at(slowdown, multiplier, i)
+                batch += mine
+                owners.append((name, k, i, len(mine), slowdown, multiplier))
+        outcomes = run_pool_tasks(batch, map_fn)
+        n_sims += len(batch)
+        at = 0
+        fails: dict[tuple[str, int], list[int]] = {probe: [] for probe in probes}
+        for name, k, i, n_tasks, slowdown, multiplier in owners:
+            mine = outcomes[at:at + n_tasks]
+            at += n_tasks
+            bad = [o for o in mine if not o.ok]
+            if bad:
+                raise ConfigError(f"headroom: pool {i + 1}'s simulation failed: {bad[0].error}")
+            s = replace(verify, rate_per_s=verify.rate_per_s * multiplier, step_time_margin=slowdown)
+            if pool_check(fleet.pools[i].count, [o.value for o in mine], s).passes:
+                passed_up_to[name][i] = max(passed_up_to[name][i], k)
+            else:
+                fails[(name, k)].append(i + 1)
+        for (name, k), failed in fails.items():
+            searches[name].record(k, not failed)
+            if failed:
+                failing[(name, k)] = tuple(failed)
+        done_rounds += 1
+        if progress is not None:
+            progress("headroom", done_rounds, n_rounds)
+    if progress is not None:
+        progress("headroom", n_rounds, n_rounds)
+    step, rate = searches["step"], searches["rate"]
+    return Headroom(
+        step_slowdown_max=round(margin + step.lo * r, 12),
+        step_slowdown_capped=step.capped,
+        rate_multiplier_max=round(1.0 + rate.lo * r, 12),
+        rate_multiplier_capped=rate.capped,
+        resolution=r,
+        step_time_margin=margin,
+        step_binding_pools=failing.get(("step", step.hi), ()),
+        rate_binding_pools=failing.get(("rate", rate.hi), ()),
+        n_simulations=n_sims,
+        time_s=time.perf_counter() - t0,
+    )
