@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from fleetplan.exec import LocalExecutor
 from fleetplan.hardware import load_catalog
 from fleetplan.models import dtype, load_model
+from fleetplan.models.context import served_context_limit
 from fleetplan.plan.optimize import OptimizeRequest, optimize, resolve_gpus, verified_fleet
 from fleetplan.plan.placement import place_model
 from fleetplan.plan.verify import VerifySettings
@@ -60,9 +61,10 @@ def inputs(cfg: Config, workload: str) -> tuple[OptimizeRequest, VerifySettings]
     """The optimize request and verification settings of one scenario (the CLI's --model path)."""
     catalog = load_catalog()
     if cfg.model is None:
-        gpus, per_instance, step_models = resolve_gpus(catalog, cfg.gpus), (), ()
+        gpus, per_instance, step_models, limit = resolve_gpus(catalog, cfg.gpus), (), (), None
     else:
         model = load_model(cfg.model)
+        limit = served_context_limit(model, None)  # the served model's window, as optimize's CLI sets it
         placed = [p for name in cfg.gpus for p in place_model(model, catalog.get(name),
                                                               weight_dtype=dtype(cfg.weight_dtype),
                                                               kv_dtype=dtype("bf16"))]
@@ -71,9 +73,9 @@ def inputs(cfg: Config, workload: str) -> tuple[OptimizeRequest, VerifySettings]
         step_models = tuple((p.gpu.name, p.predictor) for p in placed)
     req = OptimizeRequest(workload=load_workload(workload), gpus=gpus, gpus_per_instance=per_instance,
                           slo_ttft_s=cfg.slo_ttft_s, slo_tpot_s=cfg.slo_tpot_s, rate_per_s=cfg.rate_per_s,
-                          max_gpus=MAX_GPUS)
+                          max_gpus=MAX_GPUS, max_model_len_tokens=limit)
     vs = VerifySettings(slo_ttft_s=cfg.slo_ttft_s, slo_tpot_s=cfg.slo_tpot_s, rate_per_s=cfg.rate_per_s,
-                        max_gpus=MAX_GPUS, top_k=TOP_LARGE, step_models=step_models)
+                        max_gpus=MAX_GPUS, top_k=TOP_LARGE, step_models=step_models, max_model_len_tokens=limit)
     return req, vs
 
 

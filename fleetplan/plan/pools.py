@@ -286,6 +286,11 @@ def _size_engine(sub, rng_: PoolRange, gpu: GpuProfile, settings: PlanSettings, 
         arrival_cv2=settings.arrival_cv2,
     )
     reason = None if sized.feasible else _reason_text(sized.reason, sized.ttft_p_s, settings, sized.tpot_p_s)
+    if sized.reason is InfeasibleReason.PREFILL_EXCEEDS_SLO:
+        # what the pool lacks, in the fleet's terms: the requests no count can serve within the SLO
+        missed = profile.zero_load_violation(settings.slo_ttft_s) * float(sub.weight.sum())
+        reason += (f"; its prompts whose prefill alone misses it are {missed:.2%} of all requests, and every "
+                   f"pool meets P{settings.percentile:g} on its own requests")
     spares = with_spares(sized.n_instances, availability) - sized.n_instances if sized.feasible else 0
     # GPU-seconds of the binding resource per request, so that λ · mean_service_s / count = ρ
     per_request_s = sized.rho * sized.n_instances / lam if lam > 0 else 0.0

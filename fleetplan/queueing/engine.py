@@ -540,6 +540,11 @@ class EngineProfile:
         dist = ttft.ZeroWaitTtft(*_sorted(self.prefill_s[0], self.weight))
         return dist.quantile_s(check_probability_level(p))
 
+    def zero_load_violation(self, slo_s: float) -> float:
+        """Share of the pool's requests whose own prefill on an idle instance exceeds ``slo_s``: the
+        TTFT misses no count can remove."""
+        return float(self.weight[self.prefill_s[0] > slo_s].sum())
+
     def zero_load_tpot_s(self) -> float:
         """TPOT of a lone request (a decode step of one sequence at the mean context)."""
         return float(self.engine.step_s(1.0, 1.0, 0.0, self.mean_ctx, 0.0))
