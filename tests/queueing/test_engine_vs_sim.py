@@ -39,6 +39,8 @@ CASES = [
     ("azure_code", "a10g", None, None, 100.0, 16),
     ("azure_conv", "l40s", "llama-3.1-8b", None, 100.0, 48),
     ("lmsys", "h100", "llama-3.1-8b", (512, 2048), 100.0, 2),
+    ("azure_conv", "h100", "llama-3.1-8b", (0, 1024), 230.0, 2),  # decode batch ~70: prompts arrive ~at random
+    ("azure_code", "h200", "qwen3-30b-a3b", (1024, 3072), 60.0, 2),  # MoE, prefill-heavy
 ]
 
 
@@ -62,7 +64,8 @@ def _setup(wl_name, gpu_name, model, rng, lam, g):
     pools = [pool]
     if rng is not None:  # neighbours take the rest of the stream (a length router's sub-stream)
         h100 = cat.get("h100")
-        pools = [build_pool(h100, "low", 50, lo), pool, build_pool(h100, "high", 50, 10 * hi)]
+        low = [build_pool(h100, "low", 50, lo)] if lo > 0 else []
+        pools = [*low, pool, build_pool(h100, "high", 50, 10 * hi)]
     return wl, profile, float(sub.weight.sum()) * lam, FleetSpec(pools=tuple(pools), pool_router=PoolRouter.LENGTH)
 
 
