@@ -73,7 +73,7 @@ def inputs(cfg: Config, workload: str) -> tuple[OptimizeRequest, VerifySettings]
         step_models = tuple((p.gpu.name, p.predictor) for p in placed)
     req = OptimizeRequest(workload=load_workload(workload), gpus=gpus, gpus_per_instance=per_instance,
                           slo_ttft_s=cfg.slo_ttft_s, slo_tpot_s=cfg.slo_tpot_s, rate_per_s=cfg.rate_per_s,
-                          max_gpus=MAX_GPUS, max_model_len_tokens=limit)
+                          max_gpus=MAX_GPUS, max_model_len_tokens=limit, step_models=step_models)
     vs = VerifySettings(slo_ttft_s=cfg.slo_ttft_s, slo_tpot_s=cfg.slo_tpot_s, rate_per_s=cfg.rate_per_s,
                         max_gpus=MAX_GPUS, top_k=TOP_LARGE, step_models=step_models, max_model_len_tokens=limit)
     return req, vs

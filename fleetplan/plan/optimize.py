@@ -316,6 +316,13 @@ def optimize(
         raise ConfigError(f"verification's step_time_margin {verify.step_time_margin:g} differs from the request's "
                           f"{request.step_time_margin:g}: phase 2 must simulate the steps phase 1 sized for; give "
                           "both the same margin")
+    if verify is not None and dict(verify.step_models) != dict(request.step_models):
+        raise ConfigError("verification's step models differ from the request's: phase 2 must simulate the step "
+                          "model phase 1 sized with (one physics); give both the same step_models")
+    if verify is not None and verify.max_model_len_tokens != request.max_model_len_tokens:
+        raise ConfigError(f"verification's max_model_len_tokens {verify.max_model_len_tokens} differs from the "
+                          f"request's {request.max_model_len_tokens}: both phases must serve the same context "
+                          "limit; give both the same value")
     t0 = time.perf_counter()
     ranked, base = analytical_phase_with_baselines(request, progress)
     base_items = tuple(base.items())
