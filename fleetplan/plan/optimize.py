@@ -33,7 +33,10 @@ Their candidates join the co-located ones in one ranking by annual cost; spend r
 efficiency against each family's all-premium baseline come from ``plan.disagg_economics`` and
 disaggregated candidates below ``min_ce_gain`` are rejected there.  Phase 2 simulates the
 ``top_k`` cheapest feasible candidates overall plus the ``top_k`` cheapest of each requested
-disaggregated topology (PDD and AFD through ``plan.disagg_verify``).
+disaggregated topology (PDD and AFD through ``plan.disagg_verify``); then, as a bound, the next
+``top_k`` co-located candidates whose analytic cost is below the cheapest verified fleet (or all
+next ``top_k`` while none passed), again and again, up to ``extend_max`` more: a fleet the screen
+put sixth cannot be cheaper than what verification made of the first five unnoticed.
 """
 
 from __future__ import annotations
@@ -358,9 +361,25 @@ def optimize(
             if progress is not None:
                 progress("verify", len(disagg) + done, n_top)
 
+        searches: dict = {}  # pool searches, shared with the bound's rounds below
         for cand, v in zip(colocated, verify_colocated(colocated, gpus, request.workload, verify,
-                                                       request.availability_of, map_fn, settled), strict=True):
+                                                       request.availability_of, map_fn, settled, searches),
+                           strict=True):
             checked[cand.rank] = replace(cand, verification=v)
+        # The bound: while unverified co-located candidates cost less (analytically) than the cheapest
+        # fleet verified so far, or none passed yet, verify the next top_k of them, up to extend_max.
+        extra = 0
+        while extra < verify.extend_max:
+            passed = [verified_fleet(c).cost_usd_per_year for c in checked.values() if c.verification.passed]
+            bound = min(passed, default=math.inf)
+            more = [c for c in feasible if c.rank not in checked and not isinstance(c, DisaggCandidate)
+                    and c.cost_usd_per_year < bound * (1.0 - 1e-9)][: min(verify.top_k, verify.extend_max - extra)]
+            if not more:
+                break
+            extra += len(more)
+            for cand, v in zip(more, verify_colocated(more, gpus, request.workload, verify, request.availability_of,
+                                                      map_fn, None, searches), strict=True):
+                checked[cand.rank] = replace(cand, verification=v)
     checked = dict(sorted(checked.items()))
     ranked = [checked.get(c.rank, c) for c in ranked]
     passed = [verified_fleet(c) for c in checked.values() if c.verification.passed]

@@ -95,6 +95,9 @@ from fleetplan.units import H_PER_YEAR
 from fleetplan.workload import Workload
 
 DEFAULT_VERIFY_TOP = 5
+#: Further co-located candidates phase 2 may verify beyond ``top_k`` while their analytic cost
+#: undercuts the cheapest verified fleet (``plan.optimize``: the bound).
+DEFAULT_VERIFY_EXTEND = 25
 #: Requests per run for callers that simulate a fixed count (what-if, latency profiles).
 DEFAULT_SIM_REQUESTS = 20_000
 DEFAULT_REPLICATIONS = 3
@@ -126,6 +129,7 @@ class VerifySettings:
     rate_per_s: float
     max_gpus: int
     top_k: int = DEFAULT_VERIFY_TOP
+    extend_max: int = DEFAULT_VERIFY_EXTEND  # candidates verified beyond top_k under the cost bound (0: none)
     n_requests: int | None = None  # per pool and replication; None: the steady-state run-length rule
     n_replications: int = DEFAULT_REPLICATIONS
     disagreement_threshold: float = DEFAULT_DISAGREEMENT
@@ -595,12 +599,14 @@ def _check_router(candidate: Candidate, gpus: Mapping[str, GpuProfile], s: Verif
 def verify_colocated(candidates: Sequence[Candidate], gpus: Mapping[str, GpuProfile], workload: Workload,
                      s: VerifySettings, availability: Callable[[GpuProfile], float],
                      map_fn: MapFn | None = None,
-                     progress: Callable[[int, int], None] | None = None) -> list[Verification]:
+                     progress: Callable[[int, int], None] | None = None,
+                     searches: dict | None = None) -> list[Verification]:
     """Verify co-located ``candidates`` (module docstring): every distinct pool searched once, the
     replications of every pool simulated in a round run together through ``map_fn``.
-    ``progress(done, total)`` counts candidates whose pools are all settled."""
+    ``progress(done, total)`` counts candidates whose pools are all settled.  ``searches`` (a dict
+    kept by the caller) carries settled pool searches from one call to the next."""
     run = map_fn or serial_map
-    searches: dict[tuple[PoolKey, int], _PoolSearch] = {}
+    searches = {} if searches is None else searches
     members: list[list[tuple[int, tuple[PoolKey, int]]]] = []
     for c in candidates:
         _check_router(c, gpus, s)
