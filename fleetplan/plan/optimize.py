@@ -34,7 +34,8 @@ efficiency against each family's all-premium baseline come from ``plan.disagg_ec
 disaggregated candidates below ``min_ce_gain`` are rejected there.  Phase 2 simulates the
 ``top_k`` cheapest feasible candidates overall plus the ``top_k`` cheapest of each requested
 disaggregated topology (PDD and AFD through ``plan.disagg_verify``); then, as a bound, the next
-``top_k`` co-located candidates whose analytic cost is at most the cheapest verified fleet's (or all
+``top_k`` co-located candidates whose analytic cost is at most ``BOUND_SLACK`` (10 %) above the
+cheapest verified fleet's (or all
 next ``top_k`` while none passed), again and again, up to ``extend_max`` more: a fleet the screen
 put sixth cannot be cheaper than what verification made of the first five unnoticed.
 """
@@ -300,6 +301,12 @@ def verification_requests(request: OptimizeRequest, verify: VerifySettings | Non
     return verify.top_k * n_lists * per_run * verify.n_replications * PLANNING_EVALUATIONS
 
 
+#: Analytic cost above the cheapest verified fleet's within which phase 2's bound still verifies a
+#: candidate: verification moves a pool's count by up to about 10 % ([One physics] measures the share
+#: of candidates within max(1, 10 %)), so a candidate up to that much dearer may verify cheaper.
+BOUND_SLACK = 0.10
+
+
 def optimize(
     request: OptimizeRequest,
     verify: VerifySettings | None = None,
@@ -366,15 +373,16 @@ def optimize(
                                                        request.availability_of, map_fn, settled, searches),
                            strict=True):
             checked[cand.rank] = replace(cand, verification=v)
-        # The bound: while unverified co-located candidates cost no more (analytically) than the cheapest
-        # fleet verified so far (a tie may verify smaller), or none passed yet, verify the next top_k of
-        # them, up to extend_max.
+        # The bound: while unverified co-located candidates cost (analytically) at most BOUND_SLACK more
+        # than the cheapest fleet verified so far (verification may shrink them), or none passed yet,
+        # verify the next top_k of them, up to extend_max.
         extra = 0
         while extra < verify.extend_max:
             passed = [verified_fleet(c).cost_usd_per_year for c in checked.values() if c.verification.passed]
             bound = min(passed, default=math.inf)
             more = [c for c in feasible if c.rank not in checked and not isinstance(c, DisaggCandidate)
-                    and c.cost_usd_per_year <= bound * (1.0 + 1e-9)][: min(verify.top_k, verify.extend_max - extra)]
+                    and c.cost_usd_per_year <= bound * (1.0 + BOUND_SLACK)]
+            more = more[: min(verify.top_k, verify.extend_max - extra)]
             if not more:
                 break
             extra += len(more)
