@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from fleetplan.hardware import load_catalog
-from fleetplan.plan.optimize import OptimizeRequest, optimize, resolve_gpus, verified_fleet
+from fleetplan.plan.optimize import BOUND_SLACK, OptimizeRequest, optimize, resolve_gpus, verified_fleet
 from fleetplan.plan.space import SizingRouter, Topology
-from fleetplan.plan.verify import VerifySettings, fleet_direction, fleet_spec
+from fleetplan.plan.verify import DEFAULT_VERIFY_EXTEND, VerifySettings, fleet_direction, fleet_spec
 from fleetplan.sim import PoolRouter
 from fleetplan.workload import load_workload
 
@@ -27,7 +27,7 @@ def run():
 def test_verified_fleets_meet_the_slo_and_say_which_way_they_moved(run):
     """Two-sided search: a pool may end below or above its analytic count, and the direction says which."""
     _, result = run
-    assert len(result.verification) == 5
+    assert [v.rank for v in result.verification][:5] == [1, 2, 3, 4, 5]  # the top 5, then the bound's
     for v in result.verification:
         if v.passed:
             assert v.p99_ttft_s_sim <= SLO_S
@@ -127,3 +127,16 @@ def test_reports_put_analytic_and_simulated_side_by_side(run):
         assert r["direction"] == v.direction
     html = render_html(doc)
     assert "Verification: analytic vs simulated at the analytic counts" in html and "p99_ttft_ms_sim" in html
+
+
+def test_the_bound_leaves_no_candidate_within_its_slack_unverified(run):
+    """Phase 2 goes on past the top 5 until every unverified candidate costs (analytically) more than
+    BOUND_SLACK above the cheapest verified fleet, or extend_max more were verified."""
+    req, result = run
+    verified = {v.rank for v in result.verification}
+    best = result.recommendation.cost_usd_per_year
+    assert len(verified) <= 5 + DEFAULT_VERIFY_EXTEND
+    if len(verified) < 5 + DEFAULT_VERIFY_EXTEND:
+        for c in result.candidates:
+            if c.feasible and c.rank not in verified:
+                assert c.cost_usd_per_year > best * (1.0 + BOUND_SLACK)
