@@ -6,7 +6,6 @@ import click
 
 from fleetplan.cli.errors import one_line_errors
 from fleetplan.cli.first_run import Kernel, announce_compile
-from fleetplan.cli.horizon_cmd import peak_valley_doc, print_peak_valley, rate_profile_from_options
 from fleetplan.cli.model_options import (
     CONTEXT_LIMIT_OPTIONS,
     MODEL_OPTIONS,
@@ -52,6 +51,7 @@ from fleetplan.cli.options import (
     ttft_model_option,
     workload_option,
 )
+from fleetplan.cli.peak_options import peak_valley_doc, print_peak_valley, rate_profile_from_options
 from fleetplan.cli.progress import progress_reporter
 from fleetplan.cli.report_cmd import report_console, write_optimize_reports
 from fleetplan.cli.tables import emit_table, make_console
@@ -215,7 +215,7 @@ _PLAN_OPTIONS = [
 
 def peak_options(func):
     """``--rate-profile`` and ``--peak-window-s`` (optimize)."""
-    from fleetplan.cli.horizon_cmd import PEAK_OPTIONS
+    from fleetplan.cli.peak_options import PEAK_OPTIONS
 
     for option in reversed(PEAK_OPTIONS):
         func = option(func)
