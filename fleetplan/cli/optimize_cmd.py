@@ -370,7 +370,7 @@ def optimize(rate_per_s, top, csv_path, candidates_csv, json_path, json_full, ht
         disagg = {"pdd", "afd"} & {t.value for t in request.topologies}
         announce_compile([Kernel.ITERATION, *([Kernel.PDD] if disagg else [])])
     with progress_reporter(quiet) as progress, \
-            executor_from_options(executor, workers, ray_address, simulated_requests=n_sim) as run_tasks:
+            executor_from_options(executor, workers, ray_address, simulated_requests=n_sim, threads=True) as run_tasks:
         result = run_optimize(request, verify, progress, map_fn=run_tasks,
                               headroom=HeadroomSettings() if headroom and verify is not None else None)
         peak_doc = None if profile is None or result.recommendation is None else peak_valley_doc(
