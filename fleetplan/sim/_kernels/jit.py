@@ -31,8 +31,6 @@ to check that kernel code is valid Python and for coverage).
 
 from __future__ import annotations
 
-import types as pytypes
-
 import numba
 from numba.core import compiler, types
 from numba.core.codegen import JITCodeLibrary
@@ -149,7 +147,7 @@ class HelperDispatcher(KernelDispatcher):
         """The ordinary dispatcher (wrappers, machine code, cached) of the same function."""
         if self._python is None:
             fn = self.py_func
-            twin = pytypes.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+            twin = type(fn)(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
             twin.__qualname__ = f"{fn.__qualname__}.<python>"
             twin.__doc__, twin.__module__ = fn.__doc__, fn.__module__
             options = {k: v for k, v in self.targetoptions.items() if k not in ("no_cpython_wrapper",
