@@ -56,6 +56,7 @@ from fleetplan.cli.progress import progress_reporter
 from fleetplan.cli.report_cmd import report_console, write_optimize_reports
 from fleetplan.cli.tables import emit_table, make_console
 from fleetplan.errors import ConfigError
+from fleetplan.exec.fork import fork_map
 from fleetplan.hardware import availability_preset, load_catalog
 from fleetplan.plan.disagg import (
     CALIBRATION_MODEL,
@@ -372,7 +373,8 @@ def optimize(rate_per_s, top, csv_path, candidates_csv, json_path, json_full, ht
     with progress_reporter(quiet) as progress, \
             executor_from_options(executor, workers, ray_address, simulated_requests=n_sim, threads=True) as run_tasks:
         result = run_optimize(request, verify, progress, map_fn=run_tasks,
-                              headroom=HeadroomSettings() if headroom and verify is not None else None)
+                              headroom=HeadroomSettings() if headroom and verify is not None else None,
+                              pool_map=fork_map if executor == "local" and workers != 1 else None)
         peak_doc = None if profile is None or result.recommendation is None else peak_valley_doc(
             request, result.recommendation, profile, window_s, opts["gpu_profiles"], opts["prices"])
         notes = write_optimize_reports(result, verify, opts["seed"], paths, progress,
