@@ -10,7 +10,9 @@ the top 5 with the steady-state run length) with the headroom search on (``plan.
 process (``--workers 0``, the default: what the README command does below 2 M simulated requests) or on
 a local process pool.  Printed: the recommended GPUs, the wall time of phase 1, phase 2 and the headroom
 search, headroom / phase 2, the pool runs each simulated, and the headroom found.  ``optimize`` turns the
-search on by default because it costs about as much as phase 2 or less at λ <= 1,000 (the budget is 2x).
+search on by default because it costs at most about as much as phase 2 at λ <= 1,000 (0.3-0.5x but for a
+fleet with a large headroom, azure_conv at 100: 1.05x; the budget is 2x): a rate point is the slowed fleet
+in scaled time, so the two searches share their runs (``plan.headroom``).
 On a shared machine, read the load average printed first.
 """
 

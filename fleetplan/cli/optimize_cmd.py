@@ -6,7 +6,6 @@ import click
 
 from fleetplan.cli.errors import one_line_errors
 from fleetplan.cli.first_run import Kernel, announce_compile
-from fleetplan.cli.horizon_cmd import peak_valley_doc, print_peak_valley, rate_profile_from_options
 from fleetplan.cli.model_options import (
     CONTEXT_LIMIT_OPTIONS,
     MODEL_OPTIONS,
@@ -52,10 +51,12 @@ from fleetplan.cli.options import (
     ttft_model_option,
     workload_option,
 )
+from fleetplan.cli.peak_options import peak_valley_doc, print_peak_valley, rate_profile_from_options
 from fleetplan.cli.progress import progress_reporter
 from fleetplan.cli.report_cmd import report_console, write_optimize_reports
 from fleetplan.cli.tables import emit_table, make_console
 from fleetplan.errors import ConfigError
+from fleetplan.exec.fork import fork_map
 from fleetplan.hardware import availability_preset, load_catalog
 from fleetplan.plan.disagg import (
     CALIBRATION_MODEL,
@@ -215,7 +216,7 @@ _PLAN_OPTIONS = [
 
 def peak_options(func):
     """``--rate-profile`` and ``--peak-window-s`` (optimize)."""
-    from fleetplan.cli.horizon_cmd import PEAK_OPTIONS
+    from fleetplan.cli.peak_options import PEAK_OPTIONS
 
     for option in reversed(PEAK_OPTIONS):
         func = option(func)
@@ -370,9 +371,10 @@ def optimize(rate_per_s, top, csv_path, candidates_csv, json_path, json_full, ht
         disagg = {"pdd", "afd"} & {t.value for t in request.topologies}
         announce_compile([Kernel.ITERATION, *([Kernel.PDD] if disagg else [])])
     with progress_reporter(quiet) as progress, \
-            executor_from_options(executor, workers, ray_address, simulated_requests=n_sim) as run_tasks:
+            executor_from_options(executor, workers, ray_address, simulated_requests=n_sim, threads=True) as run_tasks:
         result = run_optimize(request, verify, progress, map_fn=run_tasks,
-                              headroom=HeadroomSettings() if headroom and verify is not None else None)
+                              headroom=HeadroomSettings() if headroom and verify is not None else None,
+                              pool_map=fork_map if executor == "local" and workers != 1 else None)
         peak_doc = None if profile is None or result.recommendation is None else peak_valley_doc(
             request, result.recommendation, profile, window_s, opts["gpu_profiles"], opts["prices"])
         notes = write_optimize_reports(result, verify, opts["seed"], paths, progress,

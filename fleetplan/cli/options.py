@@ -38,7 +38,7 @@ import click
 
 from fleetplan.cli.groups import deprecation_note
 from fleetplan.errors import ConfigError
-from fleetplan.exec import Executor, make_executor
+from fleetplan.exec import Executor, default_workers, make_executor
 
 #: Simulated requests (tasks x requests x replications) up to which a local run without --workers stays
 #: in this process.  A pool's start-up (its fork server imports the simulator and loads the kernels from
@@ -484,7 +484,7 @@ workers_option = declare(
     "workers", "--workers", "workers", type=click.IntRange(min=1), default=None,
     help="Worker processes for --executor local (1 runs in this process; default: in this process when the "
     f"command simulates at most {IN_PROCESS_MAX_REQUESTS:,} requests in all, where a pool's start-up costs more "
-    "than it saves, else one per core).")
+    "than it saves (optimize: on a thread per core), else one per core).")
 executor_option = declare(
     "executor", "--executor", "executor", default="local", show_default=True, metavar="local|ray",
     help="Where independent simulations run: local (a process pool on this machine) or ray "
@@ -508,19 +508,26 @@ def local_workers(executor: str, workers: int | None, simulated_requests: int | 
 
 @contextlib.contextmanager
 def executor_from_options(executor: str, workers: int | None, ray_address: str | None,
-                          simulated_requests: int | None = None) -> Iterator[Executor]:
+                          simulated_requests: int | None = None, threads: bool = False) -> Iterator[Executor]:
     """The executor chosen by ``executor_options``, closed (workers stopped) when the block ends::
 
         with executor_from_options(executor, workers, ray_address, simulated_requests=n) as run_tasks:
             result = optimize(request, verify, progress, map_fn=run_tasks)
 
     ``simulated_requests`` (tasks x requests x replications the command will simulate, when it can
-    tell) lets a local run without ``--workers`` stay in this process (``local_workers``); results
-    are identical either way.  An unknown name, Ray not installed, or an option of the other
-    executor is a ``FleetplanError`` (one line, exit 2 via ``fleetplan.cli.errors``).
+    tell) lets a local run without ``--workers`` stay in this process (``local_workers``), on one
+    thread per core when ``threads`` (the command's tasks are thread-safe simulator runs:
+    ``fleetplan.exec.threads``); results are identical either way.  An unknown name, Ray not
+    installed, or an option of the other executor is a ``FleetplanError`` (one line, exit 2 via
+    ``fleetplan.cli.errors``).
     """
-    workers = local_workers(executor, workers, simulated_requests)
-    built = make_executor(executor, workers=workers, ray_address=ray_address)
+    chosen = local_workers(executor, workers, simulated_requests)
+    if threads and workers is None and chosen == 1 and default_workers() > 1:
+        from fleetplan.exec.threads import ThreadExecutor
+
+        built: Executor = ThreadExecutor(default_workers())
+    else:
+        built = make_executor(executor, workers=chosen, ray_address=ray_address)
     try:
         yield built
     finally:

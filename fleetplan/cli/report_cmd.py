@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
@@ -16,13 +17,12 @@ from fleetplan.cli.errors import one_line_errors
 from fleetplan.cli.options import html_option, plots_option
 from fleetplan.cli.tables import make_console
 from fleetplan.errors import ConfigError
-from fleetplan.plan.frontier import latency_profile
-from fleetplan.plan.optimize import OptimizeResult
-from fleetplan.report.html import write_html, write_plots
-from fleetplan.report.optimize_report import write_candidates_csv
-from fleetplan.report.plots import PLOT_HINT, plots_available
-from fleetplan.report.procurement import write_procurement_csv
-from fleetplan.report.run_json import load_run, optimize_run_dict, write_json
+
+if TYPE_CHECKING:
+    from fleetplan.plan.optimize import OptimizeResult
+
+# The report modules (HTML, plots, JSON, procurement CSV) are imported where a file is written:
+# ``optimize`` without exports, the README command, never loads them.
 
 _EXAMPLES = """\b
 Examples:
@@ -49,9 +49,15 @@ def write_optimize_reports(result: OptimizeResult, verify, seed: int, paths: dic
     """
     notes: list[str] = []
     if paths.get("candidates_csv"):
+        from fleetplan.report.optimize_report import write_candidates_csv
+
         write_candidates_csv(result, paths["candidates_csv"])
     if not any(paths.get(k) for k in ("csv", "json", "html", "plots")):
         return notes
+    from fleetplan.plan.frontier import latency_profile
+    from fleetplan.report.procurement import write_procurement_csv
+    from fleetplan.report.run_json import optimize_run_dict, write_json
+
     profiles = ()
     if verify is not None and result.recommendation is not None:
         if progress is not None:
@@ -73,6 +79,9 @@ def write_optimize_reports(result: OptimizeResult, verify, seed: int, paths: dic
 
 def render_documents(run, whatif, gridflex, html_path, plots_dir) -> list[str]:
     """HTML and/or plot files from documents; returns console notes (the install hint)."""
+    from fleetplan.report.html import write_html, write_plots
+    from fleetplan.report.plots import PLOT_HINT, plots_available
+
     notes = []
     if html_path:
         write_html(html_path, run, whatif, gridflex)
@@ -95,6 +104,8 @@ def report(run_json, whatif_json, html_path, plots_dir) -> None:
     """Render RUN_JSON (from optimize, whatif or grid-flex --json) without recomputing."""
     if not html_path and not plots_dir:
         raise ConfigError("nothing to write: give --html OUT.html and/or --plots DIR")
+    from fleetplan.report.run_json import load_run
+
     doc = load_run(run_json)
     docs = {"optimize-run": None, "whatif": None, "grid-flex": None}
     docs[doc["kind"]] = doc

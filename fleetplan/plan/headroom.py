@@ -16,9 +16,21 @@ Pass rule: verification's.  Every pool, simulated on its own at its verified cou
 its SLO-percentile TTFT (and TPOT with a TPOT SLO) is within the SLO; the fleet passes when every
 pool does.  Run length: verification's rule (``verify.run_length_requests``) with the pool's rate
 λ_p · x and its mean request lifetime R · (1 + s) / (1 + margin) (a request's life is a sum of steps;
-the warm-up floor scales alike); a fixed ``--sim-requests`` stays fixed.  Seeds: verification's own
+the warm-up floor scales alike; a rate point runs as the slowdown below, the same number of requests);
+a fixed ``--sim-requests`` stays fixed.  Seeds: verification's own
 per pool (common random numbers), so every point of both grids sees the same traffic and the bottom
 of each grid (s = margin, x = 1) is verification's passing check, which is not run again.
+
+One simulation serves both searches (time scaling).  A fleet at x · λ whose steps take (1 + m) times
+the model's is, event for event, the fleet at λ with steps (1 + m) x times the model's with every
+time divided by x: the arrival gaps, every step and so every latency scale by the same factor (the
+kernel has no other clock: routing, batching, KV blocks and preemption follow counts and the order of
+events).  So the rate point x is simulated as the slowdown (1 + m) x - 1 at λ, with the pool's
+run length and warm-up floor in the same scaled time, and judged against the SLOs times x (the pass
+rule's bound, drift test and warm-up cut are invariant under scaling).  With no margin (m = 0) the
+two grids are the same simulations: x = 1 + k r is the slowdown k r, and every probe either search
+shares with the other (both gallop through k = 1, 2, 4, ... together) is simulated once.  Runs are
+kept by (pool, slowdown) for the whole search.
 
 Search: on the grid index k = 0..K (k = 0 passes), an exponential search up from the bottom, then
 bisection: probe k = 1, 2, 4, 8, ... (capped at K) while the fleet passes; the first failing probe
@@ -162,8 +174,8 @@ def fleet_headroom(fleet: Candidate, gpus: Mapping[str, GpuProfile], workload: W
     pools = [i for i, p in enumerate(fleet.pools) if p.count > 0]
     steady = {i: v.steady[i] for i in pools}
 
-    def tasks_at(slowdown: float, multiplier: float, i: int) -> list:
-        s = replace(verify, rate_per_s=verify.rate_per_s * multiplier, step_time_margin=slowdown)
+    def tasks_at(slowdown: float, i: int) -> list:
+        s = replace(verify, step_time_margin=slowdown)
         st = steady[i]
         if verify.n_requests is not None or st is None or not math.isfinite(st.lifetime_s):
             return pool_tasks(fleet, i, gpus, workload, s, verify.fixed_requests(), 0.0)  # --sim-requests
@@ -174,9 +186,17 @@ def fleet_headroom(fleet: Candidate, gpus: Mapping[str, GpuProfile], workload: W
     n_step = _grid_points(margin, settings.max_step_slowdown, r)
     n_rate = _grid_points(1.0, settings.max_rate_multiplier, r)
     searches = {"step": GridSearch(n_step), "rate": GridSearch(n_rate)}
-    point = {"step": lambda k: (margin + k * r, 1.0), "rate": lambda k: (margin, 1.0 + k * r)}
+
+    def point(name: str, k: int) -> tuple[float, float]:
+        """(slowdown simulated at λ, factor of the SLOs it is judged against): module docstring."""
+        if name == "step":
+            return round(margin + k * r, 12), 1.0
+        x = 1.0 + k * r
+        return round((1.0 + margin) * x - 1.0, 12), x
+
     passed_up_to = {name: dict.fromkeys(pools, 0) for name in searches}  # pool -> highest index it passed at
     failing: dict[tuple[str, int], tuple[int, ...]] = {}
+    runs: dict[tuple[int, float], list] = {}  # (pool, slowdown) -> its replications' PoolRuns
     n_rounds = max(GridSearch.max_probes(n_step), GridSearch.max_probes(n_rate))
     n_sims = 0
     done_rounds = 0
@@ -186,27 +206,30 @@ def fleet_headroom(fleet: Candidate, gpus: Mapping[str, GpuProfile], workload: W
         probes = [(name, k) for name, sr in searches.items() if (k := sr.next_index()) is not None]
         if not probes:
             break
+        needed = [(name, k, i) for name, k in probes for i in pools if passed_up_to[name][i] < k]
+        # (a pool that passed at a higher point of this search is not simulated again)
         batch, owners = [], []
-        for name, k in probes:
-            slowdown, multiplier = point[name](k)
-            for i in pools:
-                if passed_up_to[name][i] >= k:
-                    continue  # passed at a higher point of this search
-                mine = tasks_at(slowdown, multiplier, i)
+        for i, slowdown in dict.fromkeys((i, point(name, k)[0]) for name, k, i in needed):
+            if (i, slowdown) not in runs:
+                mine = tasks_at(slowdown, i)
                 batch += mine
-                owners.append((name, k, i, len(mine), slowdown, multiplier))
+                owners.append((i, slowdown, len(mine)))
         outcomes = run_pool_tasks(batch, map_fn)
         n_sims += len(batch)
         at = 0
-        fails: dict[tuple[str, int], list[int]] = {probe: [] for probe in probes}
-        for name, k, i, n_tasks, slowdown, multiplier in owners:
+        for i, slowdown, n_tasks in owners:
             mine = outcomes[at:at + n_tasks]
             at += n_tasks
             bad = [o for o in mine if not o.ok]
             if bad:
                 raise ConfigError(f"headroom: pool {i + 1}'s simulation failed: {bad[0].error}")
-            s = replace(verify, rate_per_s=verify.rate_per_s * multiplier, step_time_margin=slowdown)
-            if pool_check(fleet.pools[i].count, [o.value for o in mine], s).passes:
+            runs[(i, slowdown)] = [o.value for o in mine]
+        fails: dict[tuple[str, int], list[int]] = {probe: [] for probe in probes}
+        for name, k, i in needed:
+            slowdown, slo_factor = point(name, k)
+            s = replace(verify, step_time_margin=slowdown, slo_ttft_s=verify.slo_ttft_s * slo_factor,
+                        slo_tpot_s=None if verify.slo_tpot_s is None else verify.slo_tpot_s * slo_factor)
+            if pool_check(fleet.pools[i].count, runs[(i, slowdown)], s).passes:
                 passed_up_to[name][i] = max(passed_up_to[name][i], k)
             else:
                 fails[(name, k)].append(i + 1)

@@ -45,7 +45,7 @@ from __future__ import annotations
 import functools
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from fleetplan.errors import ConfigError
@@ -65,7 +65,7 @@ from fleetplan.plan.disagg_economics import (
 from fleetplan.plan.disagg_verify import verify_any
 from fleetplan.plan.headroom import Headroom, HeadroomSettings, fleet_headroom
 from fleetplan.plan.points import LengthPoints
-from fleetplan.plan.pools import SERVICE_ENGINE, PlanSettings, check_step_time_margin
+from fleetplan.plan.pools import SERVICE_ENGINE, PlanSettings, PoolPlan, check_step_time_margin, size_one_pool
 from fleetplan.plan.space import (
     DEFAULT_COMPRESS_GAMMA,
     DEFAULT_MAX_POOLS,
@@ -76,7 +76,7 @@ from fleetplan.plan.space import (
     family,
     layouts,
 )
-from fleetplan.plan.sweep import Candidate, ProgressFn, pareto_frontier, sweep
+from fleetplan.plan.sweep import Candidate, ProgressFn, pareto_frontier, sweep, sweep_pools
 from fleetplan.plan.verify import (
     PLANNING_EVALUATIONS,
     PLANNING_LIFETIME_S,
@@ -249,14 +249,32 @@ def resolve_gpus(catalog: GpuCatalog, names: Sequence[str] | None) -> tuple[GpuP
     return tuple(out.values())
 
 
+#: ``pool_map(fn, items)`` -> ``[fn(x) for x in items]``, computed however the caller likes (the command
+#: line forks: ``fleetplan.exec.fork.fork_map``); results must be the serial map's.
+PoolMapFn = Callable[[Callable, Sequence], list]
+
+
+def _size_pool(points: LengthPoints, settings: PlanSettings, availability, key) -> PoolPlan:
+    rng_, gpu, router = key
+    return size_one_pool(points, rng_, gpu, router, settings, availability(gpu))
+
+
 def analytical_phase_with_baselines(
-    request: OptimizeRequest, progress: ProgressFn | None = None
+    request: OptimizeRequest, progress: ProgressFn | None = None, pool_map: PoolMapFn | None = None,
 ) -> tuple[list[Candidate], dict[str, Candidate]]:
-    """Phase 1: every candidate sized, CE-gated and ranked, and the per-family baselines."""
+    """Phase 1: every candidate sized, CE-gated and ranked, and the per-family baselines.  With
+    ``pool_map`` the sweep's pools are sized through it first (``sweep_pools``; same figures)."""
     points = LengthPoints(request.workload, request.pool_points, request.quadrature_points,
                           request.max_model_len_tokens)
     lays = list(layouts(request.topologies, request.thresholds_tokens, points.max_tokens, request.max_pools))
-    ranked = sweep(points, lays, request.gpus, request.routers, request.settings(), request.availability_of, progress)
+    settings = request.settings()
+    presized = None
+    if pool_map is not None:
+        keys = sweep_pools(lays, request.gpus, request.routers)
+        plans = pool_map(functools.partial(_size_pool, points, settings, request.availability_of), keys)
+        presized = {(r, g.name, router): plan for (r, g, router), plan in zip(keys, plans, strict=True)}
+    ranked = sweep(points, lays, request.gpus, request.routers, settings, request.availability_of, progress,
+                   presized)
     extra = [] if not any(t in DISAGGREGATED for t in request.topologies) else disagg_candidates(
         points, request.topologies, request.gpus, request.settings(), request.disagg, request.slo_tpot_s,
         request.availability_of)
@@ -313,6 +331,7 @@ def optimize(
     progress: ProgressFn | None = None,
     map_fn: MapFn | None = None,
     headroom: HeadroomSettings | None = None,
+    pool_map: PoolMapFn | None = None,
 ) -> OptimizeResult:
     """Phase 1 (analytic sweep) and, with ``verify``, phase 2 (simulation of the top candidates).
 
@@ -320,7 +339,8 @@ def optimize(
     (after its two-sided search), or None when none did; without it, the cheapest analytic one.
     ``map_fn`` runs the verifications (default: one after another in this process).  With
     ``headroom`` and verification, a co-located recommendation's headroom is searched
-    (``plan.headroom``; ``OptimizeResult.headroom``).
+    (``plan.headroom``; ``OptimizeResult.headroom``).  ``pool_map`` sizes the analytic sweep's pools
+    (``analytical_phase_with_baselines``; default: one after another here).
     """
     if verify is not None and verify.step_time_margin != request.step_time_margin:
         raise ConfigError(f"verification's step_time_margin {verify.step_time_margin:g} differs from the request's "
@@ -334,7 +354,7 @@ def optimize(
                           f"request's {request.max_model_len_tokens}: both phases must serve the same context "
                           "limit; give both the same value")
     t0 = time.perf_counter()
-    ranked, base = analytical_phase_with_baselines(request, progress)
+    ranked, base = analytical_phase_with_baselines(request, progress, pool_map)
     base_items = tuple(base.items())
     elapsed = time.perf_counter() - t0
     feasible = [c for c in ranked if c.feasible]

@@ -17,7 +17,7 @@ both cost and P99 TTFT.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -133,9 +133,11 @@ def sweep(
     settings: PlanSettings,
     availability: Callable[[GpuProfile], float],
     progress: ProgressFn | None = None,
+    presized: Mapping[tuple[PoolRange, str, SizingRouter], PoolPlan] | None = None,
 ) -> list[Candidate]:
-    """Size and rank every candidate (feasible first, cheapest first)."""
-    cache: dict[tuple[PoolRange, str, SizingRouter], PoolPlan] = {}
+    """Size and rank every candidate (feasible first, cheapest first).  ``presized``: pools already
+    sized (``size_one_pool`` of ``sweep_pools``' keys, e.g. in parallel), keyed (range, GPU name, router)."""
+    cache: dict[tuple[PoolRange, str, SizingRouter], PoolPlan] = dict(presized or {})
     mean_tokens = points.mean_total_tokens
 
     def pool(rng_: PoolRange, gpu: GpuProfile, router: SizingRouter) -> PoolPlan:
@@ -175,6 +177,23 @@ def sweep(
         progress("sweep", n_layouts, n_layouts)
     ranked = sorted(candidates.values(), key=_rank_key)
     return [replace(c, rank=i + 1) for i, c in enumerate(ranked)]
+
+
+def sweep_pools(layouts: Sequence[Layout], gpus: Sequence[GpuProfile],
+                routers: Sequence[SizingRouter]) -> list[tuple[PoolRange, GpuProfile, SizingRouter]]:
+    """Every (range, GPU, router) ``sweep`` may size, each once, in its order: the pools of every
+    layout with every GPU type under every router (compress-and-route not for one pool).  ``sweep``
+    skips a compress-and-route layout whose last pool gets no traffic, so a few of these may go
+    unused; any it needs that are not here it sizes itself."""
+    out: dict[tuple[PoolRange, str, SizingRouter], tuple[PoolRange, GpuProfile, SizingRouter]] = {}
+    for layout in layouts:
+        for router in routers:
+            if router is SizingRouter.COMPRESS and layout.topology is Topology.HOMO:
+                continue
+            for rng_ in layout.ranges:
+                for gpu in gpus:
+                    out.setdefault((rng_, gpu.name, router), (rng_, gpu, router))
+    return list(out.values())
 
 
 def pareto_frontier(candidates: Sequence[Candidate]) -> list[Candidate]:

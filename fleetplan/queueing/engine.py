@@ -698,12 +698,19 @@ def size_engine_pool(
     if lam == 0.0:
         return EngineSizing(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, True, None, ""), None
     kw = {"arrival_cv2": arrival_cv2, "balanced_split": balanced_split}
+    states: dict[tuple[float, ...], EngineState] = {}  # the searches below ask for some counts twice
+
+    def state_at(counts: np.ndarray) -> EngineState:
+        key = tuple(counts.astype(np.float64).tolist())
+        if key not in states:
+            states[key] = profile.state(lam, np.array(key), **kw)
+        return states[key]
 
     def state(n: int) -> EngineState:
-        return profile.state(lam, np.array([float(n)]), **kw)
+        return state_at(np.array([float(n)]))
 
     def capped(counts: np.ndarray) -> np.ndarray:
-        st = profile.state(lam, counts.astype(np.float64), **kw)
+        st = state_at(counts)
         need = np.ceil(st.rho * counts - 1e-9) + min_spare_instances
         return st.stable & (st.rho <= rho_max * (1.0 + 1e-12)) & (counts >= need)
 
@@ -740,7 +747,7 @@ def size_engine_pool(
 
     def meets(counts: np.ndarray) -> np.ndarray:
         """The latency targets hold: P(TTFT > SLO) <= 1 - p (and TPOT), one survival point per count."""
-        st = profile.state(lam, counts.astype(np.float64), **kw)
+        st = state_at(counts)
         good = st.stable.copy()
         for i in np.nonzero(good)[0]:
             good[i] = profile.ttft_survival(st, i, np.array([slo_ttft_s]))[0] <= q

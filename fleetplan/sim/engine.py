@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from fleetplan import rng as fp_rng
 from fleetplan.errors import ConfigError
@@ -47,6 +47,9 @@ from fleetplan.sim.features_engine import pool_feature_figures, run_feature_kern
 from fleetplan.sim.result import STATUS_NAMES, SimResult, summarise
 from fleetplan.sim.shared_prefix import SharedPrefix
 from fleetplan.sim.spec import ArrivalProcess, FleetSpec, Level
+
+if TYPE_CHECKING:
+    import pandas as pd  # imported where a table is built (start-up time)
 
 __all__ = ["run_compiled", "simulate", "uses_feature_kernel", "with_failures"]
 
@@ -135,6 +138,8 @@ def _run_kernel(run: CompiledRun, level: Level) -> dict[str, np.ndarray]:
 
 
 def _request_frame(run: CompiledRun, out: dict[str, np.ndarray], n_warmup: int) -> pd.DataFrame:
+    import pandas as pd
+
     f, r = run.fleet, run.requests
     n = r.n_requests
     status = out["status"].astype(np.int64)

@@ -37,15 +37,15 @@ _WHERE = {
     Kernel.PDD: ("fleetplan.sim._kernels.pdd", "run_pdd"),
 }
 
-#: Cold compile time of each kernel, seconds, on a 2-core machine (numba 0.68; from
-#: ``benchmarks/bench_cold_start.py`` and first-call timings on a shared machine, scaled to a light load).
-#: Only an order of magnitude for the notice.
+#: Cold compile time of each kernel, seconds, on a 2-core machine (numba 0.68; helpers compiled as
+#: deferred IR, ``sim/_kernels/jit.py``): first-call timings with an empty cache while another job kept
+#: the cores busy (load 3.5), so on the high side.  Only an order of magnitude for the notice.
 COMPILE_ESTIMATE_S = {
-    Kernel.ITERATION: 15.0,
-    Kernel.FAILURES: 20.0,
-    Kernel.FEATURES: 40.0,
+    Kernel.ITERATION: 6.0,
+    Kernel.FAILURES: 10.0,
+    Kernel.FEATURES: 17.0,
     Kernel.REQUEST: 2.0,
-    Kernel.PDD: 15.0,
+    Kernel.PDD: 10.0,
 }
 
 

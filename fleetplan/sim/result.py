@@ -32,15 +32,18 @@ import json
 import math
 import os
 from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from fleetplan.atomic import atomic_write_text
 from fleetplan.errors import UnknownNameError
 from fleetplan.metrics import REPORTED_PERCENTILES, percentiles
 from fleetplan.sim.failures import FailureSummary
 from fleetplan.units import MS_PER_S
+
+if TYPE_CHECKING:
+    import pandas as pd  # imported where a table is built (start-up time)
 
 __all__ = [
     "CSV_COLUMNS",
@@ -173,6 +176,8 @@ class SimResult:
 
     def to_csv(self, path: str | os.PathLike) -> None:
         """Write ``CSV_COLUMNS`` atomically; latencies in ms, ``inf`` where unfinished/rejected."""
+        import pandas as pd
+
         df = self.requests
         out = pd.DataFrame({
             "request_id": df["request_id"],

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -66,6 +67,7 @@ MAX_DRAWS_WITHOUT_A_HIT = 10_000_000
 #: whole fleet's.  A cache hit returns the very arrays a fresh draw would.
 STREAM_CACHE_REQUESTS = 4_000_000
 _STREAM_CACHE: OrderedDict[tuple, _Drawn] = OrderedDict()
+_STREAM_LOCK = threading.Lock()  # tasks may run on threads (``fleetplan.exec.threads``); see pool_stream
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,7 @@ class _Drawn:
         self.parts: list[CompiledRequests] = []
         self.kept_per_chunk: list[int] = []
         self.gaps = np.zeros(0)
+        self.lock = threading.Lock()  # one thread draws or reads a stream at a time
 
     @property
     def n_kept(self) -> int:
@@ -276,14 +279,18 @@ def pool_stream(spec: FleetSpec, pool: int, workload, rate_per_s: float, n_reque
     routing = (spec.pool_router, spec.compress_gamma, spec.tag_shares,
                tuple((p.max_context_tokens, p.model_tag) for p in spec.pools))
     key = (routing, pool, _fingerprint(workload), int(seed), cv)
-    drawn = _STREAM_CACHE.pop(key, None)
-    if drawn is None:
-        drawn = _Drawn(int(seed), _u1_region(workload, *_total_bounds(spec, pool)), cv)
-    drawn.extend(spec, pool, workload, int(n_requests))
-    _STREAM_CACHE[key] = drawn
-    while len(_STREAM_CACHE) > 1 and sum(d.n_kept for d in _STREAM_CACHE.values()) > STREAM_CACHE_REQUESTS:
-        _STREAM_CACHE.popitem(last=False)
-    return drawn.take(rate_per_s, int(n_requests))
+    with _STREAM_LOCK:  # threads: the cache's order and membership change under this lock only
+        drawn = _STREAM_CACHE.get(key)
+        if drawn is None:
+            drawn = _STREAM_CACHE[key] = _Drawn(int(seed), _u1_region(workload, *_total_bounds(spec, pool)), cv)
+        _STREAM_CACHE.move_to_end(key)
+    with drawn.lock:  # a stream is drawn by one thread at a time (others drawing other streams)
+        drawn.extend(spec, pool, workload, int(n_requests))
+        out = drawn.take(rate_per_s, int(n_requests))
+    with _STREAM_LOCK:
+        while len(_STREAM_CACHE) > 1 and sum(d.n_kept for d in _STREAM_CACHE.values()) > STREAM_CACHE_REQUESTS:
+            _STREAM_CACHE.popitem(last=False)
+    return out
 
 
 def _quantile(values: np.ndarray, q: float) -> float:

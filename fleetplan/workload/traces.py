@@ -29,11 +29,14 @@ import enum
 import json
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from fleetplan.errors import ConfigError, DataFormatError
+
+if TYPE_CHECKING:
+    import pandas as pd  # imported where a table is built (start-up time)
 
 __all__ = ["Trace", "TraceFormat", "read_trace", "TRACE_SUFFIXES"]
 
@@ -128,6 +131,8 @@ def _detect(path: str, columns: list[str]) -> TraceFormat:
 
 
 def _read_csv(path: str) -> tuple[pd.DataFrame, TraceFormat]:
+    import pandas as pd
+
     try:
         df = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
     except pd.errors.EmptyDataError:
@@ -143,6 +148,8 @@ def _read_csv(path: str) -> tuple[pd.DataFrame, TraceFormat]:
 
 
 def _read_jsonl(path: str) -> tuple[pd.DataFrame, TraceFormat]:
+    import pandas as pd
+
     rows = []
     with open(path, encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, start=1):
@@ -198,6 +205,8 @@ def read_trace(path: str | os.PathLike) -> Trace:
 
     Raises ``DataFormatError`` naming the file and line of the first malformed row.
     """
+    import pandas as pd
+
     p = str(path)
     is_jsonl = p.lower().endswith(".jsonl") or _first_line(p).startswith("{")
     df, fmt = _read_jsonl(p) if is_jsonl else _read_csv(p)

@@ -205,3 +205,23 @@ def test_headroom_needs_a_verified_colocated_fleet(verified):
     unverified = replace(result.recommendation, verification=None)
     with pytest.raises(ConfigError, match="verification"):
         fleet_headroom(unverified, {g.name: g for g in req.gpus}, req.workload, vs)
+
+
+def test_a_rate_point_is_the_slowed_fleet_in_scaled_time(verified):
+    """x · λ at the model's steps is λ at steps x times as long with every time divided by x: the
+    headroom search simulates rate points that way (one run for both searches)."""
+    req, vs, result = verified
+    fleet, x = result.recommendation, 1.3
+    gpus = {g.name: g for g in req.gpus}
+    i = next(i for i, p in enumerate(fleet.pools) if p.count > 0)
+    faster = replace(vs, rate_per_s=vs.rate_per_s * x)
+    slower = replace(vs, step_time_margin=x - 1.0)
+    a = [o.value for o in run_pool_tasks(pool_tasks(fleet, i, gpus, req.workload, faster, 3000, 0.0))]
+    b = [o.value for o in run_pool_tasks(pool_tasks(fleet, i, gpus, req.workload, slower, 3000, 0.0))]
+    for ra, rb in zip(a, b, strict=True):
+        assert (ra.n_requests, ra.n_warmup, ra.n_not_done) == (rb.n_requests, rb.n_warmup, rb.n_not_done)
+        for name in ("p_ttft_s", "p_tpot_s", "p_ttft_first_half_s", "p_ttft_second_half_s", "mean_e2e_s"):
+            assert getattr(ra, name) * x == pytest.approx(getattr(rb, name), rel=1e-9)
+    judged = replace(slower, slo_ttft_s=vs.slo_ttft_s * x)
+    ca, cb = pool_check(fleet.pools[i].count, a, faster), pool_check(fleet.pools[i].count, b, judged)
+    assert ca.passes == cb.passes and ca.ratio == pytest.approx(cb.ratio, rel=1e-9)

@@ -39,7 +39,7 @@ from fleetplan.sim._kernels.codes import (
 )
 from fleetplan.sim._kernels.heaps import tree_update
 from fleetplan.sim._kernels.iteration_steps import GEN, commit_step, cut_cruise, schedule_step, steps_by_horizon
-from fleetplan.sim._kernels.jit import njit, njit_inline
+from fleetplan.sim._kernels.jit import njit_helper, njit_inline
 from fleetplan.sim._kernels.routing import _scaled_index, add_outstanding, pick_instance
 from fleetplan.sim._kernels.step_model import decode_step_parts
 
@@ -144,7 +144,7 @@ def _run_end_s(k, p, n_done, inst, pools):
     return t_end
 
 
-@njit  # rare events: an out-of-line call keeps the event loop small
+@njit_helper  # rare events: an out-of-line call keeps the event loop small
 def instance_down(k, p, t_s, out_failures, route, health, reqs, slots, inst, pools, outs, stats, load, tree,
                   n_leaves):
     """Instance ``k`` fails at ``t_s`` (see the module doc); returns the steps committed."""
@@ -204,7 +204,7 @@ def instance_down(k, p, t_s, out_failures, route, health, reqs, slots, inst, poo
     return n_committed
 
 
-@njit
+@njit_helper
 def instance_up(k, p, t_s, route, health, reqs, slots, inst, pools, outs, load, tree, n_leaves):
     """Instance ``k`` is repaired at ``t_s``: it rejoins empty; the pool's held requests are dispatched."""
     next_waiting = reqs[3]
@@ -223,7 +223,7 @@ def instance_up(k, p, t_s, route, health, reqs, slots, inst, pools, outs, load, 
         r = nxt
 
 
-@njit
+@njit_helper
 def check_fail_events(inst_fail_event_s, inst_fail_lo, n_inst):
     """Preconditions of the failure schedule (ValueError otherwise)."""
     n_events = inst_fail_event_s.shape[0]

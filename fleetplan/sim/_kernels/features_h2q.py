@@ -65,10 +65,10 @@ from fleetplan.sim._kernels.features_layout import (
     UNKNOWN,
 )
 from fleetplan.sim._kernels.features_policy import insert_ranked, set_rank
-from fleetplan.sim._kernels.jit import njit, njit_borrowed, njit_inline
+from fleetplan.sim._kernels.jit import njit_borrowed, njit_helper, njit_inline
 
 
-@njit
+@njit_helper
 def sessions_local(prev_req, session, n_sessions):
     """True when the rows of every session descend from one first round (``prev_req`` chains), so
     that one instance serves all of them (a round goes to the instance that served its
@@ -89,7 +89,7 @@ def sessions_local(prev_req, session, n_sessions):
     return True
 
 
-@njit
+@njit_helper
 def h2q_setup(any_h2q, prev_req, session, n_sessions, glob, ki):
     """Allow H2Q-BR runs when sessions are local (``glob[G_H2Q_RUNS]``); nothing cached yet."""
     glob[G_H2Q_RUNS] = 1 if any_h2q and sessions_local(prev_req, session, n_sessions) else 0

@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from fleetplan.sim._kernels.jit import njit, njit_inline
+from fleetplan.sim._kernels.jit import njit_helper, njit_inline
 
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -73,7 +73,7 @@ def uniform01(seed, r, counter):
     return keyed_uniform01(request_key(seed, r), counter)
 
 
-@njit
+@njit_helper
 def accept_thresholds(spec_accept):
     """``ceil(thr[p, j] 2**53)`` of the module doc for every pool's acceptance row (int64)."""
     bits = np.empty(spec_accept.shape, dtype=np.int64)

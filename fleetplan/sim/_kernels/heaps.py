@@ -12,10 +12,10 @@ All functions are numba kernels taking arrays only.
 
 from __future__ import annotations
 
-from fleetplan.sim._kernels.jit import njit, njit_inline
+from fleetplan.sim._kernels.jit import njit_helper, njit_inline
 
 
-@njit
+@njit_helper
 def tree_leaves(n_keys):
     """Smallest power of two >= max(n_keys, 1)."""
     n_leaves = 1
@@ -24,7 +24,7 @@ def tree_leaves(n_keys):
     return n_leaves
 
 
-@njit
+@njit_helper
 def tree_build(keys, tree, n_leaves):
     """Fill ``tree`` (length ``2 * n_leaves``) for ``keys`` (length ``n_leaves``)."""
     for k in range(n_leaves):

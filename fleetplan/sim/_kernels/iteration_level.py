@@ -62,7 +62,7 @@ from fleetplan.sim._kernels.iteration_steps import (
     commit_step,
     steps_by_horizon,
 )
-from fleetplan.sim._kernels.jit import njit
+from fleetplan.sim._kernels.jit import njit, njit_helper
 from fleetplan.sim._kernels.routing import build_outstanding_trees, least_loaded_pool
 
 
@@ -74,9 +74,10 @@ def run_iteration_level(
     out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_status,
     inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight=0,
 ):
-    """The engine without failures: ``run_iteration_level_failures`` with no down events."""
+    """The engine without failures: ``run_iteration_level_failures`` with no down events (the
+    shared core called directly: one compiled layer fewer on a cold start)."""
     n_inst = pool_inst_start[pool_router.shape[0]]
-    return run_iteration_level_failures(
+    return _iteration_core(
         arrival_s, prompt_tokens, output_tokens, req_pool, route_u,
         pool_inst_start, pool_router, pool_max_context, pool_max_num_seqs, pool_max_batched_tokens,
         pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
@@ -84,10 +85,11 @@ def run_iteration_level(
         out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions,
         None, out_status,  # None: numba prunes the failure branches, so they are never compiled here
         inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight,
+        np.empty(0, dtype=np.float64), np.empty(0, dtype=np.int64), np.zeros(2, dtype=np.int64),
     )
 
 
-@njit
+@njit_helper
 def _released_s(t_arr, t_now, max_in_flight, inst_outstanding, n_inst):
     """Closed loop: the release time of the next request, ``inf`` while ``max_in_flight`` are out."""
     n_out = 0
@@ -142,7 +144,7 @@ def run_iteration_level_logged(
     )
 
 
-@njit
+@njit_helper
 def _iteration_core(
     arrival_s, prompt_tokens, output_tokens, req_pool, route_u,
     pool_inst_start, pool_router, pool_max_context, pool_max_num_seqs, pool_max_batched_tokens,

@@ -48,7 +48,7 @@ from __future__ import annotations
 import numpy as np
 
 from fleetplan.sim._kernels.codes import STATUS_DONE
-from fleetplan.sim._kernels.jit import njit, njit_inline
+from fleetplan.sim._kernels.jit import njit_helper, njit_inline
 from fleetplan.sim._kernels.routing import add_outstanding
 from fleetplan.sim._kernels.step_model import decode_step_parts, step_time_s
 
@@ -249,7 +249,7 @@ def log_steps(k, p, n_emit, inst, pools, stats):
         log_len[0] = j + 1
 
 
-@njit
+@njit_helper
 def steps_by_horizon(k, p, horizon_s, inst, pools):
     """How many steps of the run in flight on instance ``k`` end by ``horizon_s``."""
     _, _, step_f, step_i, _ = inst

@@ -8,6 +8,23 @@ without reference counting, called out of line).  No fastmath: the event loop us
 as "no next event", and
 fastmath's ``ninf`` flag would let the compiler assume it never occurs.
 
+Three kinds of function:
+
+* ``njit``: a kernel that Python calls (an engine's entry point), cached on disk with the code of
+  every helper it calls;
+* ``njit_helper``: a function that only kernels call (``HelperDispatcher``): typed and lowered on
+  its own, but without numba's CPython and cfunc wrappers (they unbox every array of the tuples the
+  helpers take and were a fifth of the feature kernel's cold compile) and without module
+  optimisation or machine code of its own (``DeferredCodeLibrary``: its LLVM IR is optimised and
+  compiled once, inside the calling kernel, instead of once per level of the call tree);
+* ``njit_inline`` / ``njit_borrowed``: helpers (as ``njit_helper``) that allocate nothing, compiled
+  without reference counting.
+
+Cold compile of the feature kernel on two cores: 33.5 s with ordinary dispatchers, 25.4 s without
+the wrappers, 17.6 s deferred (same load); the kernels run as fast or faster (``bench_des.py``,
+``bench_features.py``).  A helper called from Python (tests, the twins' checks, a few planners)
+still works: that call compiles an ordinary version of it, cached under its own name.
+
 Set ``NUMBA_DISABLE_JIT=1`` to run every kernel as plain Python (used once per release
 to check that kernel code is valid Python and for coverage).
 """
@@ -15,11 +32,14 @@ to check that kernel code is valid Python and for coverage).
 from __future__ import annotations
 
 import numba
-from numba.core import types
+from numba.core import compiler, types
+from numba.core.codegen import JITCodeLibrary
 from numba.core.registry import CPUDispatcher
 
 JIT_OPTIONS = {"cache": True, "nogil": True, "error_model": "numpy"}
-BORROWED_OPTIONS = {**JIT_OPTIONS, "_nrt": False}  # see njit_borrowed
+#: Functions only kernels call: no CPython / cfunc entry points (``HelperDispatcher``).
+HELPER_OPTIONS = {**JIT_OPTIONS, "no_cpython_wrapper": True, "no_cfunc_wrapper": True}
+BORROWED_OPTIONS = {**HELPER_OPTIONS, "_nrt": False}  # see njit_borrowed
 
 
 def _call_type(t):
@@ -43,20 +63,138 @@ class KernelDispatcher(CPUDispatcher):
                                          {k: _call_type(v) for k, v in kws.items()})
 
 
-def _jit(fn, options: dict):
+class DeferredCodeLibrary(JITCodeLibrary):
+    """A helper's code kept as LLVM IR for the kernels that call it: neither module-optimised nor
+    compiled to machine code on its own.
+
+    numba finalises every library before linking it into a caller: O3 over the library and all it
+    links, then machine code.  A helper's code was therefore optimised and compiled once for itself
+    and again inside every caller up the tree to the kernel (the feature kernel's event loop, four
+    levels deep, four times); deferred, it is optimised and compiled once, inside the kernel that
+    Python calls, whose O3 run inlines and optimises it as before (the function passes numba runs
+    on each function as it is lowered still run here)."""
+
+    def finalize(self):
+        self._codegen._check_llvm_bugs()
+        self._raise_if_finalized()
+        seen = set()
+        for library in self._linking_libraries:  # as numba's finalize, without optimise + compile
+            if library not in seen:
+                self._reload_init.update(library._reload_init)
+                seen.add(library)
+                self._final_module.link_in(library._get_module_for_linking(), preserve=True)
+        self._final_module.verify()
+        self._finalize_dynamic_globals()
+        self._finalized = True
+
+    def get_pointer_to_function(self, name):
+        return 0  # no machine code (a helper's entry point is never called: HelperDispatcher)
+
+    @property
+    def codegen(self):
+        return _NoEnvCodegen(self._codegen)
+
+
+class _NoEnvCodegen:
+    """The codegen, except that ``set_env`` (writing a compiled function's environment pointer into
+    its machine code) does nothing: deferred code has none.  nopython helpers never read their
+    environment; numba's own subroutines (``compile_subroutine``, no machine code) leave it unset too."""
+
+    def __init__(self, codegen) -> None:
+        self._codegen = codegen
+
+    def set_env(self, env_name, env) -> None:
+        pass
+
+    def __getattr__(self, name):
+        return getattr(self._codegen, name)
+
+
+class HelperCompiler(compiler.Compiler):
+    """numba's nopython pipeline, writing to a ``DeferredCodeLibrary``."""
+
+    def compile_extra(self, func):
+        if self.state.library is None:
+            self.state.library = DeferredCodeLibrary(self.state.targetctx.codegen(), func.__qualname__)
+        return super().compile_extra(func)
+
+
+def _deferral_supported() -> bool:
+    """The numba internals ``DeferredCodeLibrary`` relies on are there (checked on numba 0.68; an
+    older or newer numba without them compiles helpers the ordinary way: slower, same results)."""
+    return all(hasattr(JITCodeLibrary, name) for name in (
+        "_get_module_for_linking", "_finalize_dynamic_globals", "_raise_if_finalized", "add_linking_library"))
+
+
+DEFER_HELPER_CODE = _deferral_supported()
+
+
+class HelperDispatcher(KernelDispatcher):
+    """A ``KernelDispatcher`` for functions that only kernels call (``njit_helper``): compiled without
+    CPython / cfunc wrappers into a ``DeferredCodeLibrary`` (not cached on its own: the kernel's cache
+    entry holds its code), and not registered for calls from Python.
+
+    A call from Python compiles the same function as an ordinary dispatcher (``python_dispatcher``:
+    wrappers, machine code, cached under the name ``<function>.<python>`` so the two never share a
+    cache entry) and registers that entry point, so later calls of the same types dispatch directly."""
+
+    _python: CPUDispatcher | None = None
+
+    def add_overload(self, cres):
+        self.overloads[tuple(cres.signature.args)] = cres  # no C-level entry: see the class docstring
+
+    def python_dispatcher(self) -> CPUDispatcher:
+        """The ordinary dispatcher (wrappers, machine code, cached) of the same function."""
+        if self._python is None:
+            fn = self.py_func
+            twin = type(fn)(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+            twin.__qualname__ = f"{fn.__qualname__}.<python>"
+            twin.__doc__, twin.__module__ = fn.__doc__, fn.__module__
+            options = {k: v for k, v in self.targetoptions.items() if k not in ("no_cpython_wrapper",
+                                                                                  "no_cfunc_wrapper")}
+            disp = CPUDispatcher(py_func=twin, locals={}, targetoptions=options)
+            if JIT_OPTIONS["cache"]:
+                disp.enable_caching()
+            self._python = disp
+        return self._python
+
+    def _compile_for_args(self, *args, **kws):
+        disp = self.python_dispatcher()
+        entry = disp._compile_for_args(*args, **kws)
+        for sig, cres in disp.overloads.items():
+            if cres.entry_point is entry:
+                self._insert([a._code for a in sig], entry, cres.objectmode)
+                break
+        return entry
+
+
+def _jit(fn, options: dict, helper: bool = False):
     if numba.config.DISABLE_JIT:  # NUMBA_DISABLE_JIT=1: plain Python, as numba.njit does
         return fn
     options = dict(options)
     cache = options.pop("cache")
-    disp = KernelDispatcher(py_func=fn, locals={}, targetoptions={**options, "nopython": True})
+    targetoptions = {**options, "nopython": True}
+    if not helper:
+        disp = KernelDispatcher(py_func=fn, locals={}, targetoptions=targetoptions)
+    elif DEFER_HELPER_CODE:
+        disp = HelperDispatcher(py_func=fn, locals={}, targetoptions=targetoptions, pipeline_class=HelperCompiler)
+        cache = False  # deferred code has no machine code to cache; the calling kernel's entry holds it
+    else:
+        disp = HelperDispatcher(py_func=fn, locals={}, targetoptions=targetoptions)
     if cache:
         disp.enable_caching()
     return disp
 
 
 def njit(fn):
-    """Compile ``fn`` with the project's kernel options."""
+    """Compile ``fn`` with the project's kernel options: a kernel that Python calls."""
     return _jit(fn, JIT_OPTIONS)
+
+
+def njit_helper(fn):
+    """A function that only kernels call (it may allocate): no CPython or cfunc wrapper
+    (``HelperDispatcher``; a call from Python compiles an ordinary twin)."""
+    return _jit(fn, HELPER_OPTIONS, helper=True)
 
 
 def njit_inline(fn):
@@ -71,7 +209,7 @@ def njit_inline(fn):
     counts without the copies: the iteration kernel compiles about 6x faster and runs 10-15 %
     faster (``benchmarks/bench_des.py``).  Keep the scalar arguments' types stable at call sites
     (``KernelDispatcher`` folds literals and narrow integers into int64)."""
-    return _jit(fn, BORROWED_OPTIONS)
+    return _jit(fn, BORROWED_OPTIONS, helper=True)
 
 
 def njit_borrowed(fn):
@@ -86,4 +224,4 @@ def njit_borrowed(fn):
     ``_nrt`` is an underscore-prefixed (semi-private) numba flag, used by numba's own
     tests (checked here on numba 0.68); if a numba release drops it, set ``BORROWED_OPTIONS = JIT_OPTIONS``:
     the same results, only slower."""
-    return _jit(fn, BORROWED_OPTIONS)
+    return _jit(fn, BORROWED_OPTIONS, helper=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fleetplan.sim._kernels.jit import njit, njit_inline
+from fleetplan.sim._kernels.jit import njit_helper, njit_inline
 from fleetplan.sim._kernels.pdd_assign import decode_load, heap_push_tr
 from fleetplan.sim._kernels.pdd_codes import (
     CF_LATENCY_S,
@@ -68,7 +68,7 @@ from fleetplan.sim._kernels.pdd_decode import dec_schedule, ps_admit_and_plan, p
 from fleetplan.sim._kernels.pdd_net import net_start
 
 
-@njit
+@njit_helper
 def try_transfer(r, t, cfg_i, cfg_f, xfer_overlap_s, xfer_tail_s, R_i, out_t, out_i, heap_t, heap_r, G_i, net_in,
                  net, fl_t, fl_i):
     """Advance ``r``'s transfer at ``t`` after a grant, a prefill end or its layers' flow end (not

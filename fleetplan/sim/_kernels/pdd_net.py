@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from fleetplan.sim._kernels.flows import admit_flow, maxmin_rates
-from fleetplan.sim._kernels.jit import njit, njit_inline
+from fleetplan.sim._kernels.jit import njit_helper, njit_inline
 from fleetplan.sim._kernels.pdd_codes import (
     CI_N_HOSTS,
     CI_N_SPINES,
@@ -52,7 +52,7 @@ from fleetplan.sim._kernels.pdd_codes import (
 )
 
 
-@njit
+@njit_helper
 def net_alloc(n_requests, n_links, max_hops):
     """Network state for at most two flows per request (``net`` tuple of ``run_pdd``)."""
     n_flows = 2 * n_requests
@@ -65,7 +65,7 @@ def net_alloc(n_requests, n_links, max_hops):
             np.zeros(n_links, dtype=np.int64), np.zeros(n_flows, dtype=np.int64))
 
 
-@njit
+@njit_helper
 def net_start(r, kind, t, cfg_i, out_i, net_in, net, fl_t, fl_i):
     """Start request ``r``'s flow of ``kind`` at ``t`` (rates are recomputed before the next event).
 

@@ -39,13 +39,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from fleetplan.sim._kernels.jit import njit, njit_borrowed, njit_inline
+from fleetplan.sim._kernels.jit import njit_borrowed, njit_helper, njit_inline
 
 I_ENT_LO, I_ENT_N, I_TAB_LO, I_TAB_MASK, I_HEAD, I_TAIL, I_FREE, I_CACHED, I_EVICTABLE, N_INST_FIELDS = range(10)
 E_KEY, E_LEN, E_REF, E_PREV, E_NEXT, N_ENT_FIELDS = range(6)
 
 
-@njit
+@njit_helper
 def pc_new(n_inst, entries_per_inst):
     """Empty caches for ``n_inst`` instances; ``entries_per_inst[k]`` entries on instance k (0 = off)."""
     inst = np.zeros((n_inst, N_INST_FIELDS), np.int64)

@@ -27,7 +27,7 @@ from fleetplan.sim._kernels.codes import (
     ROUTE_RANDOM,
     ROUTE_ROUND_ROBIN,
 )
-from fleetplan.sim._kernels.jit import njit, njit_inline
+from fleetplan.sim._kernels.jit import njit_helper, njit_inline
 
 _PAD = 1 << 62  # key of padding leaves: never the minimum
 
@@ -43,7 +43,7 @@ def _scaled_index(u, n):
     return j
 
 
-@njit
+@njit_helper
 def build_outstanding_trees(pool_inst_start):
     """Per-pool min segment trees over the instances' outstanding counts (all zero).
 
@@ -137,7 +137,7 @@ def pick_instance(router, p, pool_inst_start, inst_outstanding, tree, tree_lo, t
     return -1
 
 
-@njit
+@njit_helper
 def least_loaded_pool(total_tokens, pool_load, pool_inst_start, pool_max_context):
     """Pool with the least ``pool_load`` per instance among pools fitting ``total_tokens``."""
     n_pools = pool_max_context.shape[0]

@@ -1,0 +1,90 @@
+"""``fork_map``: the serial map's values, in order, from forked children; failures redone here; and
+the analytic sweep sized through it gives the very same candidates."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from fleetplan.errors import ConfigError
+from fleetplan.exec.fork import MIN_ITEMS_PER_WORKER, fork_map
+from fleetplan.hardware import load_catalog
+from fleetplan.plan.optimize import OptimizeRequest, analytical_phase_with_baselines, resolve_gpus
+from fleetplan.plan.points import LengthPoints
+from fleetplan.plan.space import layouts
+from fleetplan.plan.sweep import sweep_pools
+from fleetplan.workload import load_workload
+
+N = 4 * MIN_ITEMS_PER_WORKER
+
+
+def _square_and_pid(x: int) -> tuple[int, int]:
+    return x * x, os.getpid()
+
+
+def test_values_in_input_order_and_computed_by_several_processes():
+    out = fork_map(_square_and_pid, range(N), workers=3)
+    assert [v for v, _ in out] == [x * x for x in range(N)]
+    pids = {pid for _, pid in out}
+    assert os.getpid() in pids and (len(pids) == 3 or not hasattr(os, "fork"))
+
+
+def test_few_items_or_one_worker_stay_in_this_process():
+    assert {pid for _, pid in fork_map(_square_and_pid, range(N), workers=1)} == {os.getpid()}
+    assert {pid for _, pid in fork_map(_square_and_pid, range(MIN_ITEMS_PER_WORKER), workers=4)} == {os.getpid()}
+
+
+def _fails_in_children(x: int) -> int:
+    if os.getpid() != PARENT:
+        raise RuntimeError("child failure")
+    return x + 1
+
+
+def _dies_in_children(x: int) -> int:
+    if os.getpid() != PARENT:
+        os._exit(3)
+    return x + 1
+
+
+PARENT = os.getpid()
+
+
+@pytest.mark.parametrize("fn", [_fails_in_children, _dies_in_children])
+def test_a_failed_or_dead_child_has_its_share_redone_here(fn):
+    assert fork_map(fn, range(N), workers=2) == [x + 1 for x in range(N)]
+
+
+def _user_error_at_7(x: int) -> int:
+    if x == 7:
+        raise ConfigError("item 7 is bad; fix it")
+    return x
+
+
+def test_an_error_surfaces_as_in_a_serial_map():
+    with pytest.raises(ConfigError, match="item 7"):
+        fork_map(_user_error_at_7, range(N), workers=2)
+
+
+def test_the_sweep_sized_through_fork_map_gives_the_same_candidates():
+    req = OptimizeRequest(workload=load_workload("lmsys"), gpus=resolve_gpus(load_catalog(), None), slo_ttft_s=0.5,
+                          rate_per_s=100.0)
+    serial, base = analytical_phase_with_baselines(req)
+    forked, base_f = analytical_phase_with_baselines(req, pool_map=lambda fn, items: fork_map(fn, items, workers=2))
+    assert repr(forked) == repr(serial) and repr(base_f) == repr(base)
+
+
+def test_sweep_pools_lists_every_pool_the_sweep_sizes_once(monkeypatch):
+    import fleetplan.plan.sweep as sweep_module
+
+    req = OptimizeRequest(workload=load_workload("lmsys"), gpus=resolve_gpus(load_catalog(), None), slo_ttft_s=0.5,
+                          rate_per_s=100.0)
+    points = LengthPoints(req.workload, req.pool_points, req.quadrature_points, req.max_model_len_tokens)
+    lays = list(layouts(req.topologies, req.thresholds_tokens, points.max_tokens, req.max_pools))
+    keys = sweep_pools(lays, req.gpus, req.routers)
+    assert len({(r, g.name, router) for r, g, router in keys}) == len(keys)
+    sized_by_sweep = []
+    real = sweep_module.size_one_pool
+    monkeypatch.setattr(sweep_module, "size_one_pool", lambda *a: sized_by_sweep.append(a) or real(*a))
+    analytical_phase_with_baselines(req, pool_map=lambda fn, items: [fn(x) for x in items])
+    assert sized_by_sweep == []  # every pool it needed was among sweep_pools' keys
