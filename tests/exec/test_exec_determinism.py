@@ -26,7 +26,7 @@ def test_verification_is_identical_with_one_and_two_workers(serial_optimize):
     with LocalExecutor(workers=2) as ex:
         parallel = optimize(req, vs, progress=lambda *a: stages.append(a), map_fn=ex)
     assert repr(parallel.verification) == repr(serial_optimize.verification)
-    assert len(parallel.verification) == 3
+    assert len(parallel.verification) == len(serial_optimize.verification) >= 3  # the top 3, then the bound's
     assert repr(parallel.recommendation) == repr(serial_optimize.recommendation)
     verify_calls = [a for a in stages if a[0] == "verify"]
     assert verify_calls[0] == ("verify", 0, 3) and verify_calls[-1] == ("verify", 3, 3)
