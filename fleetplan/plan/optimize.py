@@ -34,8 +34,9 @@ efficiency against each family's all-premium baseline come from ``plan.disagg_ec
 disaggregated candidates below ``min_ce_gain`` are rejected there.  Phase 2 simulates the
 ``top_k`` cheapest feasible candidates overall plus the ``top_k`` cheapest of each requested
 disaggregated topology (PDD and AFD through ``plan.disagg_verify``); then, as a bound, the next
-``top_k`` co-located candidates whose analytic cost is at most ``BOUND_SLACK`` (10 %) above the
-cheapest verified fleet's (or all
+``top_k`` co-located candidates whose analytic cost is at most the slack above the cheapest
+verified fleet's (the largest share by which verification shrank a candidate so far, at most
+``BOUND_SLACK`` = 10 %; or all
 next ``top_k`` while none passed), again and again, up to ``extend_max`` more: a fleet the screen
 put sixth cannot be cheaper than what verification made of the first five unnoticed.
 """
@@ -319,9 +320,10 @@ def verification_requests(request: OptimizeRequest, verify: VerifySettings | Non
     return verify.top_k * n_lists * per_run * verify.n_replications * PLANNING_EVALUATIONS
 
 
-#: Analytic cost above the cheapest verified fleet's within which phase 2's bound still verifies a
-#: candidate: verification moves a pool's count by up to about 10 % ([One physics] measures the share
-#: of candidates within max(1, 10 %)), so a candidate up to that much dearer may verify cheaper.
+#: Largest margin of analytic cost above the cheapest verified fleet's within which phase 2's bound
+#: still verifies a candidate.  The margin used is the largest share by which verification has shrunk
+#: a candidate so far (0 when it never did: ties only), capped here: verification moves a pool's count
+#: by up to about 10 % ([One physics] measures the share of candidates within max(1, 10 %)).
 BOUND_SLACK = 0.10
 
 
@@ -393,15 +395,19 @@ def optimize(
                                                        request.availability_of, map_fn, settled, searches),
                            strict=True):
             checked[cand.rank] = replace(cand, verification=v)
-        # The bound: while unverified co-located candidates cost (analytically) at most BOUND_SLACK more
+        # The bound: while unverified co-located candidates cost (analytically) at most the slack more
         # than the cheapest fleet verified so far (verification may shrink them), or none passed yet,
         # verify the next top_k of them, up to extend_max.
         extra = 0
         while extra < verify.extend_max:
-            passed = [verified_fleet(c).cost_usd_per_year for c in checked.values() if c.verification.passed]
-            bound = min(passed, default=math.inf)
+            done = [(c.cost_usd_per_year, verified_fleet(c).cost_usd_per_year) for c in checked.values()
+                    if c.verification.passed and not isinstance(c, DisaggCandidate)]
+            bound = min((v for _, v in done), default=math.inf)
+            # slack: the most verification has shrunk a candidate so far (0 when it never did), at most
+            # BOUND_SLACK: how much dearer an unverified candidate may be and still verify cheaper
+            slack = min(max((1.0 - v / a for a, v in done if a > 0), default=0.0), BOUND_SLACK)
             more = [c for c in feasible if c.rank not in checked and not isinstance(c, DisaggCandidate)
-                    and c.cost_usd_per_year <= bound * (1.0 + BOUND_SLACK)]
+                    and c.cost_usd_per_year <= bound * (1.0 + max(slack, 0.0) + 1e-9)]
             more = more[: min(verify.top_k, verify.extend_max - extra)]
             if not more:
                 break
