@@ -38,10 +38,9 @@ def test_a_kernel_that_ran_counts_as_cached():
 
 
 def test_the_head_start_loads_the_kernel_verification_calls():
+    from fleetplan.sim import FleetSpec, build_pool, simulate
     from fleetplan.sim._kernels import run_iteration_level
     from fleetplan.sim.kernel_cache import load_iteration_kernel
-
-    from fleetplan.sim import FleetSpec, build_pool, simulate
 
     load_iteration_kernel()
     assert uncached_kernels([Kernel.ITERATION]) == ()

@@ -113,8 +113,8 @@ def test_the_console_script_exits_fast_with_every_output_written_and_its_status(
     bad = _console_script("optimize", "--workload", "nope", "--slo-ttft", "500")
     assert bad.returncode == 2 and bad.stderr.startswith("error: unknown workload") and bad.stderr.count("\n") == 1
     csv_path = tmp_path / "c.csv"
-    res = _console_script("optimize", "--workload", "lmsys", "--slo-ttft", "500", "--gpus", "h100", "--topology", "homo",
-                          "--no-verify", "--quiet", "--candidates-csv", str(csv_path))
+    res = _console_script("optimize", "--workload", "lmsys", "--slo-ttft", "500", "--gpus", "h100",
+                          "--topology", "homo", "--no-verify", "--quiet", "--candidates-csv", str(csv_path))
     assert res.returncode == 0, res.stderr
     rows = list(csv.reader(csv_path.open()))
     assert len(rows) >= 2 and all(len(r) == len(rows[0]) for r in rows)  # every row there, none cut short
