@@ -8,6 +8,10 @@ all, to show their summaries).
 
 from __future__ import annotations
 
+import atexit
+import os
+import sys
+
 import click
 
 from fleetplan.cli.groups import LazyGroup
@@ -53,7 +57,31 @@ def cli() -> None:
 
 
 def main() -> None:
-    cli(prog_name="fleetplan")
+    """The ``fleetplan`` console script: run the command, then leave at once.
+
+    An orderly interpreter teardown destroys every object numba built (its typing and lowering
+    registries: some 10^5 objects once a kernel is loaded), about 0.2 s on two cores after the
+    command's work is done.  The exit handlers still run (logging, temporary directories,
+    multiprocessing), the standard streams are flushed, and every file the commands write is closed
+    when written; an exception other than ``SystemExit`` leaves the usual way, with its traceback.
+    """
+    try:
+        cli(prog_name="fleetplan")
+        code: object = 0
+    except SystemExit as exc:
+        code = exc.code
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):  # sys.exit("message"): the message on stderr, status 1
+        print(code, file=sys.stderr)
+        code = 1
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed or broken pipe: nothing more to say
+            pass
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import click
 
 from fleetplan.cli.errors import one_line_errors
@@ -91,6 +93,7 @@ from fleetplan.plan.verify import (
     DEFAULT_WARMUP_LIFETIMES,
     VerifySettings,
 )
+from fleetplan.sim.kernel_cache import load_iteration_kernel
 from fleetplan.workload import load_workload
 
 _EXAMPLES = """\b
@@ -212,6 +215,17 @@ _PLAN_OPTIONS = [
     price_option,
     seed_option,
 ]
+
+
+def sweep_map(executor: str, workers: int | None, verifies: bool):
+    """How the analytic sweep's pools are sized: in forked copies of this process (one per core),
+    which with verification to follow size all of them while this process loads the simulator's
+    kernel (``fleetplan.exec.fork``); one after another here with ``--workers 1`` or another executor."""
+    if executor != "local" or workers == 1:
+        return None
+    if not verifies:
+        return fork_map
+    return functools.partial(fork_map, meanwhile=load_iteration_kernel)
 
 
 def peak_options(func):
@@ -374,7 +388,7 @@ def optimize(rate_per_s, top, csv_path, candidates_csv, json_path, json_full, ht
             executor_from_options(executor, workers, ray_address, simulated_requests=n_sim, threads=True) as run_tasks:
         result = run_optimize(request, verify, progress, map_fn=run_tasks,
                               headroom=HeadroomSettings() if headroom and verify is not None else None,
-                              pool_map=fork_map if executor == "local" and workers != 1 else None)
+                              pool_map=sweep_map(executor, workers, verify is not None))
         peak_doc = None if profile is None or result.recommendation is None else peak_valley_doc(
             request, result.recommendation, profile, window_s, opts["gpu_profiles"], opts["prices"])
         notes = write_optimize_reports(result, verify, opts["seed"], paths, progress,

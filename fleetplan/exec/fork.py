@@ -3,20 +3,24 @@
 The analytic sweep sizes a few hundred pools in Python and small numpy operations: the GIL keeps
 threads from helping, and a process pool's workers would first import the planner (about 1 s on
 two cores, as long as the sweep itself).  A fork starts with everything this process has imported
-and built, in milliseconds: ``fork_map`` forks ``workers - 1`` children, each maps ``fn`` over its
-share of the items (every ``workers``-th one) and sends the results back pickled through a pipe,
-while this process maps its own share.  Results come back in input order and are the very values
-a serial map gives (same code, same inputs).
+and built, in milliseconds.  ``fork_map`` forks children that, with this process, take the items a
+few at a time from a shared counter (so a process slowed by other work on the machine simply takes
+fewer) and send their results back pickled through a pipe.  Given ``meanwhile``, this process first
+runs it and then joins in (the command line loads the simulator kernel that verification needs
+next while the children size pools).  Results come back in input order and are the very values a
+serial map gives (same code, same inputs).
 
 Only the command line uses it, where the process is known: nothing but the main thread (and rich's
 progress refresh thread, which a child never touches) runs, and the children only compute (no I/O,
 no imports, no printing).  Elsewhere, on a platform without a safe ``fork`` (only Linux is used), with
-one worker, or for a few items the map runs here, one item after another.  A child that fails or
-dies has its share mapped here (an error then surfaces exactly as in a serial map).
+one worker, or for a few items the map runs here, one item after another.  If any item fails, in a
+child or here, or a child dies, the whole map is redone here in order, so an error surfaces exactly
+as in a serial map.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import pickle
 import signal
@@ -26,32 +30,56 @@ from typing import Any
 
 from fleetplan.exec.local import default_workers
 
-__all__ = ["MIN_ITEMS_PER_WORKER", "fork_map"]
+__all__ = ["CHUNK_ITEMS", "MIN_ITEMS_PER_WORKER", "fork_map"]
 
 #: Below this many items per worker a fork costs more than it saves.
 MIN_ITEMS_PER_WORKER = 16
+#: Items a process takes from the shared counter at a time.
+CHUNK_ITEMS = 4
 
 
 def _serial(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
     return [fn(x) for x in items]
 
 
-def fork_map(fn: Callable[[Any], Any], items: Sequence[Any], workers: int | None = None) -> list[Any]:
-    """``[fn(x) for x in items]``, computed by this process and forked children (module docstring)."""
+def _work(fn: Callable[[Any], Any], items: Sequence[Any], counter) -> dict[int, Any]:
+    """Map ``fn`` over the chunks of ``items`` this process takes from ``counter`` until none is left."""
+    done: dict[int, Any] = {}
+    while True:
+        with counter.get_lock():
+            lo = counter.value
+            counter.value = lo + CHUNK_ITEMS
+        if lo >= len(items):
+            return done
+        for i in range(lo, min(lo + CHUNK_ITEMS, len(items))):
+            done[i] = fn(items[i])
+
+
+def fork_map(fn: Callable[[Any], Any], items: Sequence[Any], workers: int | None = None,
+             meanwhile: Callable[[], Any] | None = None) -> list[Any]:
+    """``[fn(x) for x in items]``, computed by this process and forked children (module docstring).
+
+    ``workers``: processes mapping at once (default: one per core); with ``meanwhile`` that many
+    children are forked and this process runs ``meanwhile()`` before it joins in (a head start on
+    work that comes next: its errors are ignored here and surface when that work is done for real).
+    """
     items = list(items)
     n = min(workers or default_workers(), len(items) // MIN_ITEMS_PER_WORKER)
     if n <= 1 or not sys.platform.startswith("linux") or not hasattr(os, "fork"):
         return _serial(fn, items)
-    children: list[tuple[int, int, int]] = []  # (share, pid, read end)
+    counter = multiprocessing.get_context("fork").Value("q", 0)
+    children: list[tuple[int, int]] = []  # (pid, read end)
+    results: dict[int, Any] = {}
+    failed = False
     try:
-        for j in range(1, n):
+        for _ in range(n if meanwhile is not None else n - 1):
             read_fd, write_fd = os.pipe()
             pid = os.fork()
             if pid == 0:  # the child: compute, send, leave without running any of the parent's exit code
                 os.close(read_fd)
                 try:
-                    data = pickle.dumps((True, _serial(fn, items[j::n])), protocol=pickle.HIGHEST_PROTOCOL)
-                except BaseException:  # noqa: BLE001 - the parent redoes this share and meets the error itself
+                    data = pickle.dumps((True, _work(fn, items, counter)), protocol=pickle.HIGHEST_PROTOCOL)
+                except BaseException:  # noqa: BLE001 - the parent redoes the map and meets the error itself
                     data = pickle.dumps((False, None))
                 try:
                     with os.fdopen(write_fd, "wb") as fh:
@@ -59,22 +87,31 @@ def fork_map(fn: Callable[[Any], Any], items: Sequence[Any], workers: int | None
                 finally:
                     os._exit(0)
             os.close(write_fd)
-            children.append((j, pid, read_fd))
-        out: list[Any] = [None] * len(items)
-        out[0::n] = _serial(fn, items[0::n])
+            children.append((pid, read_fd))
+        if meanwhile is not None:
+            try:
+                meanwhile()
+            except Exception:  # noqa: BLE001 - a head start only (docstring)
+                pass
+        try:
+            results.update(_work(fn, items, counter))
+        except Exception:  # noqa: BLE001 - redone in order below, where the error surfaces
+            failed = True
         while children:
-            j, pid, read_fd = children.pop(0)
+            pid, read_fd = children.pop(0)
             with os.fdopen(read_fd, "rb") as fh:
                 data = fh.read()
             os.waitpid(pid, 0)
             try:
                 ok, values = pickle.loads(data)
-            except Exception:  # noqa: BLE001 - a child that died mid-write: redo its share
+            except Exception:  # noqa: BLE001 - a child that died mid-write
                 ok, values = False, None
-            out[j::n] = values if ok else _serial(fn, items[j::n])
-        return out
+            if ok:
+                results.update(values)
+            else:
+                failed = True
     finally:
-        for _, pid, read_fd in children:  # an error or Ctrl-C here: stop and reap the rest
+        for pid, read_fd in children:  # an error or Ctrl-C here: stop and reap the rest
             try:
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
@@ -84,3 +121,6 @@ def fork_map(fn: Callable[[Any], Any], items: Sequence[Any], workers: int | None
                 os.close(read_fd)
             except OSError:
                 pass
+    if failed or len(results) != len(items):
+        return _serial(fn, items)
+    return [results[i] for i in range(len(items))]

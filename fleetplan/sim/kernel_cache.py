@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 from enum import Enum
 
-__all__ = ["COMPILE_ESTIMATE_S", "Kernel", "compile_estimate_s", "uncached_kernels"]
+__all__ = ["COMPILE_ESTIMATE_S", "Kernel", "compile_estimate_s", "load_iteration_kernel", "uncached_kernels"]
 
 
 class Kernel(Enum):
@@ -76,3 +76,24 @@ def uncached_kernels(kernels: tuple[Kernel, ...] | list[Kernel]) -> tuple[Kernel
 def compile_estimate_s(kernels: tuple[Kernel, ...] | list[Kernel]) -> float:
     """Rough seconds to compile ``kernels`` on an idle 2-core machine."""
     return float(sum(COMPILE_ESTIMATE_S[k] for k in set(kernels)))
+
+
+def load_iteration_kernel() -> None:
+    """Call the featureless iteration kernel once on two tiny requests, so that numba loads it from
+    its cache (or compiles it) now rather than on the first real run; the call has the argument types
+    every run has (``sim.compile``'s arrays).  A head start only: a failure here surfaces, with its own
+    context, when the kernel is next called."""
+    import numpy as np
+
+    from fleetplan.perf.linear import LinearStepModel
+    from fleetplan.sim.compile import CompiledRun, compile_fleet, compile_requests
+    from fleetplan.sim.engine import _run_kernel
+    from fleetplan.sim.spec import FleetSpec, Level, PoolSpec, SchedulerLimits
+
+    pool = PoolSpec(name="p", gpu="warm-up", n_instances=1, max_context_tokens=64,
+                    step_model=LinearStepModel(1e-3, 1e-4, 0.0, 64.0),
+                    limits=SchedulerLimits(max_num_seqs=2, max_num_batched_tokens=64, kv_blocks=16))
+    spec = FleetSpec((pool,))
+    requests = compile_requests(spec, np.array([0.0, 0.5]), np.array([8, 8]), np.array([2, 2]),
+                                np.random.default_rng(0))
+    _run_kernel(CompiledRun(fleet=compile_fleet(spec), requests=requests, horizon_s=float("inf")), Level.ITERATION)

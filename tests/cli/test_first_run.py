@@ -37,6 +37,19 @@ def test_a_kernel_that_ran_counts_as_cached():
     assert uncached_kernels([Kernel.ITERATION]) == ()
 
 
+def test_the_head_start_loads_the_kernel_verification_calls():
+    from fleetplan.sim import FleetSpec, build_pool, simulate
+    from fleetplan.sim._kernels import run_iteration_level
+    from fleetplan.sim.kernel_cache import load_iteration_kernel
+
+    load_iteration_kernel()
+    assert uncached_kernels([Kernel.ITERATION]) == ()
+    loaded = set(run_iteration_level.overloads)
+    spec = FleetSpec((build_pool(load_catalog().get("h100"), "p", 2, 65536),))
+    simulate(spec, load_workload("lmsys"), 5.0, 200)
+    assert set(run_iteration_level.overloads) == loaded  # a real run's call has the warmed-up signature
+
+
 def test_compile_notice_names_kernels_and_time(monkeypatch, capsys):
     monkeypatch.setattr(first_run, "uncached_kernels", lambda kernels: (Kernel.ITERATION,))
     first_run.announce_compile([Kernel.ITERATION])

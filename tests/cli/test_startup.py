@@ -4,6 +4,7 @@ the Student-t quantile does not import ``scipy.stats``, and a small local run st
 
 from __future__ import annotations
 
+import csv
 import importlib
 import subprocess
 import sys
@@ -98,3 +99,22 @@ def test_readme_optimize_simulates_a_few_hundred_thousand_requests():
     both = OptimizeRequest(workload=load_workload("lmsys"), rate_per_s=100.0, slo_ttft_s=0.5, gpus=gpus,
                            topologies=(Topology.HOMO, Topology.PDD), slo_tpot_s=0.05)
     assert verification_requests(both, verify) == 2 * verification_requests(request, verify)  # one more list
+
+
+def _console_script(*args: str) -> subprocess.CompletedProcess:
+    code = f"import sys; sys.argv = ['fleetplan', *{list(args)!r}]\nfrom fleetplan.cli.main import main\nmain()"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+
+
+def test_the_console_script_exits_fast_with_every_output_written_and_its_status(tmp_path):
+    """``main`` leaves with os._exit after a flush: stdout complete, files written, exit codes kept."""
+    out = _console_script("gpus", "list", "--format", "csv")
+    assert out.returncode == 0 and out.stdout.count("\n") >= 4 and out.stdout.endswith("\n")
+    bad = _console_script("optimize", "--workload", "nope", "--slo-ttft", "500")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: unknown workload") and bad.stderr.count("\n") == 1
+    csv_path = tmp_path / "c.csv"
+    res = _console_script("optimize", "--workload", "lmsys", "--slo-ttft", "500", "--gpus", "h100",
+                          "--topology", "homo", "--no-verify", "--quiet", "--candidates-csv", str(csv_path))
+    assert res.returncode == 0, res.stderr
+    rows = list(csv.reader(csv_path.open()))
+    assert len(rows) >= 2 and all(len(r) == len(rows[0]) for r in rows)  # every row there, none cut short
