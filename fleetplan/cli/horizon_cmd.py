@@ -117,16 +117,17 @@ def write_and_render(plan, console, workload: str, seed: int, json_path, csv_pat
         write_horizon_html(doc, html_path)
     t = Table(title=f"Procurement plan ({doc['forecast']}; " + ("simulation-verified" if doc["verified"]
                                                                 else "analytic only") + ")")
-    for col in ("date", "order by", "action", "GPU", "count", "pool", "fleet after", "cumulative $"):
-        t.add_column(col, justify="left" if col in ("action", "GPU", "pool", "fleet after") else "right")
+    for col in ("date", "order by", "action", "GPU", "count", "terms", "pool", "fleet after", "cumulative $"):
+        t.add_column(col, justify="left" if col in ("action", "GPU", "terms", "pool", "fleet after") else "right")
     for a in doc["actions"]:
-        t.add_row(a["date"], a["order_by"], a["action"], a["gpu"], str(a["count"]), a["pool"], a["fleet_after"],
-                  f"{a['cumulative_cost_usd']:,.0f}")
+        t.add_row(a["date"], a["order_by"], a["action"], a["gpu"], str(a["count"]), a["terms"] or "-", a["pool"],
+                  a["fleet_after"], f"{a['cumulative_cost_usd']:,.0f}")
     console.print(t)
     console.print(f"Horizon-optimal plan: ${doc['total_cost_usd']:,.0f} over {len(doc['periods'])} periods; per-step "
                   f"cheapest fleets: ${doc['baseline_cost_usd']:,.0f}; saving ${doc['saving_usd']:,.0f} "
-                  f"({doc['saving_fraction']:.1%}). Costs: purchases amortised straight-line, rent at reserved "
-                  "prices, owned GPUs at the start sunk (prices and sources in the JSON).")
+                  f"({doc['saving_fraction']:.1%}). Costs: purchases amortised straight-line, rent reserved "
+                  "for its term (paid used or not) or on demand, owned GPUs at the start sunk (prices and sources "
+                  "in the JSON).")
     for p in (json_path, csv_path, html_path):
         if p:
             console.print(f"wrote {Path(p)}")

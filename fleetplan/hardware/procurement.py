@@ -2,8 +2,9 @@
 
 The bundled file ``gpu_profiles/procurement/prices.toml`` (layout there) gives per GPU
 ``capex_usd`` (absent: the GPU can only be rented) and optionally ``reserved_usd_per_h``;
-``[defaults]`` gives the amortisation period, the resale value as a fraction of capex and, for
-GPUs without their own reserved price, reserved = fraction x on-demand.  The on-demand price is
+``[defaults]`` gives the amortisation period, the resale value as a fraction of capex, the term of a
+reserved rental (``reserved_term_months``: reserved GPUs are paid for the whole term, used or not)
+and, for GPUs without their own reserved price, reserved = fraction x on-demand.  The on-demand price is
 the GPU profile's ``price_usd_per_h`` (with any ``--price`` override).
 """
 
@@ -31,6 +32,7 @@ class GpuPrices:
     amortisation_months: int
     resale_fraction: float
     sources: tuple[tuple[str, str], ...]
+    reserved_term_months: int = 12
 
     def __post_init__(self) -> None:
         for name in ("on_demand_usd_per_h", "reserved_usd_per_h"):
@@ -41,6 +43,8 @@ class GpuPrices:
             raise ConfigError(f"{self.gpu}: capex_usd = {self.capex_usd!r} must be > 0 USD (or absent: rent only)")
         if int(self.amortisation_months) != self.amortisation_months or self.amortisation_months < 1:
             raise ConfigError(f"amortisation_months = {self.amortisation_months!r} must be a whole number >= 1")
+        if int(self.reserved_term_months) != self.reserved_term_months or self.reserved_term_months < 1:
+            raise ConfigError(f"reserved_term_months = {self.reserved_term_months!r} must be a whole number >= 1")
         if not 0 <= self.resale_fraction < 1:
             raise ConfigError(f"resale_fraction = {self.resale_fraction!r} must lie in [0, 1)")
 
@@ -93,6 +97,7 @@ def load_gpu_prices(catalog: GpuCatalog, gpus: tuple[str, ...],
                 amortisation_months=int(defaults["amortisation_months"]),
                 resale_fraction=float(defaults["resale_fraction"]),
                 sources=tuple(sorted(sources.items())),
+                reserved_term_months=int(defaults["reserved_term_months"]),
             )
         return out
     except (KeyError, TypeError, ValueError) as exc:

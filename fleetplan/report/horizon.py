@@ -2,7 +2,8 @@
 chart (formats only; the figures come from the JSON document alone).
 
 CSV columns: date, order_by, action (buy / retire / rent / release / move), gpu, count, pool,
-fleet_after, cost_usd_period (the period's discounted cost), cumulative_cost_usd.
+fleet_after, cost_usd_period (the period's discounted cost), cumulative_cost_usd, terms (rent /
+release: reserved until a date, on demand, or a reserved term that ended).
 Chart: each period's fleet capacity (req/s, ``plan.horizon.schedule.capacity_per_s``) as steps
 against the forecast band P50-P90, purchases marked at their dates.
 """
@@ -22,9 +23,9 @@ from fleetplan.report.html import _STYLE, table
 from fleetplan.report.plots import PLOT_HINT, _bytes, _figure, plots_available
 
 PLAN_COLUMNS = ("date", "order_by", "action", "gpu", "count", "pool", "fleet_after", "cost_usd_period",
-                "cumulative_cost_usd")
+                "cumulative_cost_usd", "terms")
 PERIOD_COLUMNS = ("date", "p50_per_s", "p90_per_s", "arrival_cv2", "fleet", "capacity_per_s", "owned", "rented",
-                  "verified", "cost_usd", "spend_usd", "baseline_fleet", "baseline_cost_usd")
+                  "reserved", "on_demand", "verified", "cost_usd", "spend_usd", "baseline_fleet", "baseline_cost_usd")
 MONEY_DIGITS = 2
 
 
@@ -32,7 +33,8 @@ def plan_rows(plan: HorizonPlan, periods: tuple[PeriodPlan, ...] | None = None) 
     return [{"date": a.date.isoformat(), "order_by": a.order_by.isoformat(), "action": a.action, "gpu": a.gpu,
              "count": a.count, "pool": a.pool, "fleet_after": a.fleet_after,
              "cost_usd_period": round(a.cost_usd_period, MONEY_DIGITS),
-             "cumulative_cost_usd": round(a.cumulative_cost_usd, MONEY_DIGITS)} for a in actions(plan, periods)]
+             "cumulative_cost_usd": round(a.cumulative_cost_usd, MONEY_DIGITS), "terms": a.terms}
+            for a in actions(plan, periods)]
 
 
 def _counts(types: tuple[str, ...], values: tuple[int, ...]) -> str:
@@ -45,6 +47,7 @@ def _period_row(plan: HorizonPlan, p: PeriodPlan, b: PeriodPlan) -> dict[str, An
             "arrival_cv2": round(p.arrival_cv2, 4), "fleet": fleet_label(p.fleet),
             "capacity_per_s": None if math.isinf(cap) else round(cap, 3),
             "owned": _counts(plan.types, p.owned), "rented": _counts(plan.types, p.rented),
+            "reserved": _counts(plan.types, p.reserved), "on_demand": _counts(plan.types, p.on_demand),
             "verified": p.verified, "cost_usd": round(p.cost_usd, MONEY_DIGITS),
             "spend_usd": round(p.spend_usd, MONEY_DIGITS), "baseline_fleet": fleet_label(b.fleet),
             "baseline_cost_usd": round(b.cost_usd, MONEY_DIGITS)}
@@ -72,6 +75,7 @@ def horizon_dict(plan: HorizonPlan, workload: str, seed: int, version: str = "")
         "saving_fraction": round(saving / plan.baseline_cost_usd, 6) if plan.baseline_cost_usd > 0 else 0.0,
         "verified": all(p.verified for p in plan.periods),
         "prices": {g: {"on_demand_usd_per_h": pr.on_demand_usd_per_h, "reserved_usd_per_h": pr.reserved_usd_per_h,
+                       "reserved_term_months": pr.reserved_term_months,
                        "capex_usd": pr.capex_usd, "amortisation_months": pr.amortisation_months,
                        "resale_fraction": pr.resale_fraction, "sources": dict(pr.sources)}
                    for g, pr in s.prices.items() if g in plan.types},

@@ -27,7 +27,7 @@ def test_plan_writes_csv_json_html(tmp_path):
     assert "Horizon-optimal plan: $" in res.output and "saving" in res.output
     rows = list(csv.DictReader(out["csv"].open()))
     assert rows and list(rows[0]) == ["date", "order_by", "action", "gpu", "count", "pool", "fleet_after",
-                                      "cost_usd_period", "cumulative_cost_usd"]
+                                      "cost_usd_period", "cumulative_cost_usd", "terms"]
     assert {r["action"] for r in rows} <= {"buy", "rent", "release", "move", "retire"}
     doc = json.loads(out["json"].read_text())
     assert doc["initial_fleet"] == {"H100-SXM": 1} and len(doc["periods"]) == 3

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 
 import pytest
 
@@ -100,3 +101,30 @@ def test_every_chosen_fleet_is_simulated_at_its_period_rate(setup):
     for p in plan.periods + plan.baseline:
         assert p.verified and p.fleet.verification.p99_ttft_s_sim <= 0.5
     assert plan.total_cost_usd <= plan.baseline_cost_usd + 1e-6
+
+
+def test_bridge_to_a_later_gpu_type_is_rented_on_demand_and_lasting_need_reserved(setup):
+    """A10G (rent only) is the only type until H100 arrives in month 3: renting the A10Gs on demand for
+    two months beats a 12-month reservation of which the horizon would pay four months; a rent-only
+    type needed for the whole horizon is reserved instead."""
+    req, _ = setup
+    cat = load_catalog()
+    gpus = (cat.get("a10g"), cat.get("h100"))
+    req = OptimizeRequest(workload=load_workload("azure_code"), gpus=gpus, slo_ttft_s=0.5, rate_per_s=50.0,
+                          topologies=(Topology.HOMO,))
+    prices = load_gpu_prices(cat, tuple(g.name for g in gpus))
+    fc = compound_forecast(100.0, 0.0, 4, START)
+    plan = plan_horizon(req, HorizonSettings(fc, prices, available_from=(("H100-SXM", dt.date(2026, 3, 1)),)))
+    a = plan.types.index("A10G")
+    first = plan.periods[0]
+    assert first.rented[a] > 0 and first.on_demand[a] == first.rented[a] and first.signed[a] == 0
+    assert all(p.rented[a] == 0 for p in plan.periods[2:])
+    rows = [r for r in actions(plan) if r.action == RENT and r.gpu == "A10G"]
+    assert rows and all(r.terms == "on demand" for r in rows)
+    # without H100 the A10Gs are needed all along: reserved, one contract until a year later
+    only = plan_horizon(replace(req, gpus=gpus[:1]), HorizonSettings(fc, {"A10G": prices["A10G"]}))
+    assert only.types == ("A10G",)
+    p0 = only.periods[0]
+    assert p0.signed[0] == p0.rented[0] > 0 and p0.on_demand[0] == 0
+    assert p0.reserved_until[0] == dt.date(2027, 1, 1)
+    assert only.total_cost_usd <= only.baseline_cost_usd + 1e-6

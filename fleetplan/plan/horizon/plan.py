@@ -8,7 +8,8 @@ Per period t (the forecast's dates; planned rate = its P90):
    distinct GPU needs, plus the cheapest fleet of every GPU-type combination, so owned types stay
    in reach.  Fleets using a GPU type before its availability date are left out;
 2. the horizon DP (``horizon.solve``; prices ``hardware.procurement``) picks one candidate per
-   period and each type's owned count (buy / rent at the reserved rate / retire);
+   period and each type's owned count (buy / retire) and how its shortfall is rented (a reserved
+   contract for the prices' term, paid used or not, or on demand for the period);
 3. with ``verify``, every chosen fleet is simulated at its period's rate and arrival process
    (``plan.verify.verify_candidate``: grown until it passes); a grown fleet replaces its candidate, a
    failing one is dropped, and the DP is solved again until every chosen fleet has passed.
@@ -30,7 +31,7 @@ from fleetplan.errors import ConfigError
 from fleetplan.hardware.procurement import GpuPrices
 from fleetplan.parallel import MapFn, TaskFailedError, in_input_order, serial_map
 from fleetplan.plan.arrivals import ArrivalSpec
-from fleetplan.plan.horizon.forecast import DAYS_PER_MONTH, H_PER_DAY, Forecast
+from fleetplan.plan.horizon.forecast import DAYS_PER_MONTH, H_PER_DAY, Forecast, add_months
 from fleetplan.plan.horizon.solve import Plan, PlanBudgetError, Problem, TypeCosts, evaluate, solve
 from fleetplan.plan.optimize import OptimizeRequest, analytical_phase, verified_fleet
 from fleetplan.plan.sweep import Candidate, ProgressFn
@@ -84,11 +85,15 @@ class PeriodPlan:
     arrival_cv2: float
     fleet: Candidate
     owned: tuple[int, ...]
-    rented: tuple[int, ...]
+    rented: tuple[int, ...]  # rented and in use (reserved or on demand)
     bought: tuple[int, ...]
     retired: tuple[int, ...]
     cost_usd: float  # discounted
     spend_usd: float  # cash in the period (capex of purchases + rent)
+    reserved: tuple[int, ...] = ()  # under a reserved contract (used or idle)
+    signed: tuple[int, ...] = ()  # newly reserved this period
+    on_demand: tuple[int, ...] = ()  # rented on demand this period
+    reserved_until: tuple[dt.date | None, ...] = ()  # per type: end of the contract signed this period
 
     @property
     def verified(self) -> bool:
@@ -192,16 +197,32 @@ def _costs(s: HorizonSettings, types: tuple[str, ...]) -> tuple[tuple[TypeCosts,
                 if left_h <= 0:
                     break
             charges.append(total)
-        out.append(TypeCosts(tuple(charges), pr.capex_usd or 0.0, pr.reserved_usd_per_h, pr.resale_usd))
+        out.append(TypeCosts(tuple(charges), pr.capex_usd or 0.0, pr.reserved_usd_per_h, pr.resale_usd,
+                             pr.on_demand_usd_per_h, _reserve_end(f, pr.reserved_term_months)))
     return tuple(out), discount
 
 
-def _periods(plan: Plan, options: list[list[Candidate]], s: HorizonSettings, cv2: list[float]
-             ) -> tuple[PeriodPlan, ...]:
+def _reserve_end(f, term_months: int) -> tuple[int, ...]:
+    """Per period t: the first period (exclusive end) not covered by a contract signed at t's date."""
+    out = []
+    for t in range(f.n_periods):
+        until = add_months(f.dates[t], term_months)
+        out.append(next((u for u in range(t + 1, f.n_periods) if f.dates[u] >= until), f.n_periods))
+    return tuple(out)
+
+
+
+def _periods(plan: Plan, options: list[list[Candidate]], s: HorizonSettings, cv2: list[float],
+             types: tuple[str, ...]) -> tuple[PeriodPlan, ...]:
     f = s.forecast
+    def until(t: int, signed: tuple[int, ...]) -> tuple[dt.date | None, ...]:
+        return tuple(add_months(f.dates[t], s.prices[g].reserved_term_months) if n else None
+                     for g, n in zip(types, signed, strict=True))
+
     return tuple(PeriodPlan(f.dates[t], s.order_by(t), f.p50_per_s[t], f.p90_per_s[t], cv2[t],
                             options[t][st.choice], st.owned, st.rented, st.bought, st.retired, st.cost_usd,
-                            st.spend_usd) for t, st in enumerate(plan.steps))
+                            st.spend_usd, st.reserved, st.signed, st.on_demand, until(t, st.signed))
+                 for t, st in enumerate(plan.steps))
 
 
 def _budget_error(exc: PlanBudgetError, s: HorizonSettings) -> ConfigError:
@@ -298,5 +319,5 @@ def plan_horizon(
                                   f"{f.dates[t].isoformat()}): raise the GPU limit or relax the SLO")
             options[t] = kept
     baseline = evaluate(problem(), base_choice)
-    return HorizonPlan(types, initial, _periods(best, options, settings, cv2),
-                       _periods(baseline, options, settings, cv2), settings, n_solves)
+    return HorizonPlan(types, initial, _periods(best, options, settings, cv2, types),
+                       _periods(baseline, options, settings, cv2, types), settings, n_solves)

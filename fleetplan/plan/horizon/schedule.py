@@ -2,7 +2,9 @@
 
 Per period and GPU type, against the period before (the owned fleet before the first period):
 ``buy`` (GPUs purchased; order by the period's date minus the lead time), ``retire`` (owned GPUs
-sold), ``rent`` / ``release`` (reserved GPUs added / given back), ``move`` (owned GPUs of the type
+sold), ``rent`` (GPUs newly reserved for the prices' term, or more GPUs on demand; ``terms`` says
+which and until when), ``release`` (fewer GPUs on demand, or reserved contracts whose term ended),
+``move`` (owned GPUs of the type
 that change pool when the pools are re-split: the GPUs leaving pools that shrink or disappear, at
 most as many as the type still serves).  Each row carries the fleet after the period's actions, the
 period's discounted cost and the cumulative cost.
@@ -35,6 +37,7 @@ class Action:
     fleet_after: str
     cost_usd_period: float
     cumulative_cost_usd: float
+    terms: str = ""  # rent / release: "reserved until YYYY-MM-DD", "on demand", "reserved term ended"
 
 
 def pool_label(lo: int, hi: int) -> str:
@@ -82,20 +85,26 @@ def actions(plan: HorizonPlan, periods: tuple[PeriodPlan, ...] | None = None) ->
             new = _layout(per.fleet, gpu)
             pools = ", ".join(new) or "-"
 
-            def row(kind: str, n: int, pool: str, order_by: dt.date | None = None, per=per, gpu=gpu,
-                    label=label, cumulative=cumulative) -> None:
+            def row(kind: str, n: int, pool: str, order_by: dt.date | None = None, terms: str = "", per=per,
+                    gpu=gpu, label=label, cumulative=cumulative) -> None:
                 rows.append(Action(per.date, order_by or per.date, kind, gpu, int(n), pool, label, per.cost_usd,
-                                   cumulative))
+                                   cumulative, terms))
 
             if per.bought[g]:
                 row(BUY, per.bought[g], pools, per.order_by)
             if per.retired[g]:
                 row(RETIRE, per.retired[g], "-")
-            was_rented = prev.rented[g] if prev is not None else 0
-            if per.rented[g] > was_rented:
-                row(RENT, per.rented[g] - was_rented, pools)
-            elif per.rented[g] < was_rented:
-                row(RELEASE, was_rented - per.rented[g], "-")
+            ended = (prev.reserved[g] if prev is not None else 0) - (per.reserved[g] - per.signed[g])
+            if ended > 0:
+                row(RELEASE, ended, "-", terms="reserved term ended")
+            if per.signed[g]:
+                until = per.reserved_until[g]
+                row(RENT, per.signed[g], pools, terms=f"reserved until {until.isoformat()}" if until else "reserved")
+            was_od = prev.on_demand[g] if prev is not None else 0
+            if per.on_demand[g] > was_od:
+                row(RENT, per.on_demand[g] - was_od, pools, terms="on demand")
+            elif per.on_demand[g] < was_od:
+                row(RELEASE, was_od - per.on_demand[g], "-", terms="on demand")
             if prev is not None:
                 old = _layout(prev.fleet, gpu)
                 if old and new and old != new:
