@@ -16,7 +16,8 @@ has two halves that run under different interpreters:
 
 AIConfigurator 0.12.0 needs numpy>=2.1,<3, pandas>=2.2.3, scipy>=1.13.1 and brings pyarrow, plotly,
 bokeh and 114 MB of databases; it resolves alongside fleetplan's numpy/numba/pandas/scipy without
-moving them (``pip install --dry-run`` adds only its own packages), so it is the optional extra
+moving them (checked: installed into a ``--system-site-packages`` venv over fleetplan's environment,
+it adds only its own packages and keeps numpy 2.4.6, numba 0.68.1, pandas 3.1.1), so it is the optional extra
 ``fleetplan[aiconfigurator]`` (pinned: 0.13 moves its CLI and API to the ``aisimulate`` distribution).
 To keep the main environment untouched, use a separate venv; the CSV is regenerated with either::
 
@@ -39,9 +40,9 @@ e.g. Qwen/Qwen3-32B-FP8); KV cache and attention BF16 throughout.  Phases:
 * ``decode``: AIConfigurator ``static_gen`` with ``osl=2`` (one generation step; its TPOT) against
   fleetplan's step of ``batch_size`` decodes holding ``context_tokens`` each (``decode=BxC``).
 
-Both sides are step latencies of one engine iteration including the engine's own per-step
-overheads as each models them; neither includes HTTP/tokenizer time.  fleetplan has one FP8
-weight dtype, so both AIConfigurator FP8 schemes are compared with the same fleetplan prediction.
+Both sides are the latency of one engine iteration, with the engine's per-step overheads as each tool
+models them.  fleetplan has one FP8 weight dtype, so both AIConfigurator FP8 schemes are compared with
+the same fleetplan prediction.
 """
 
 from __future__ import annotations
