@@ -10,12 +10,18 @@ prompts).  The
 signed error is predicted / measured - 1.  Targets (issue "[Serving accuracy]"): mean signed
 error within +-10 %, mean absolute error <= 15 %, every row within 35 % unless listed as an
 outlier with its reason (<= 10 % of rows).  ``--check`` exits 1 when a target is missed.
+
+A second section compares fleetplan's step-time predictor with NVIDIA AIConfigurator's estimates for the
+same configurations (``benchmarks/aiconfigurator_compare.py``), read from the checked-in
+``benchmarks/data/aiconfigurator_estimates.csv``; ``--regenerate-aiconfigurator`` first rewrites that CSV
+when ``aiconfigurator`` is importable (otherwise in its own venv, see that script's docstring).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import importlib.util
 import math
 import sys
 import time
@@ -25,6 +31,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's package, not an installed one
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import aiconfigurator_compare  # noqa: E402
+
 from fleetplan.atomic import atomic_write_text  # noqa: E402
 from fleetplan.bench import BenchServeConfig, DatasetSpec, EngineArgs, run_bench_serve  # noqa: E402
 from fleetplan.hardware import load_catalog  # noqa: E402
@@ -173,7 +182,7 @@ def _fmt(metric: str, value: float) -> str:
     return f"{value:,.0f} tok/s" if metric == "output_throughput" else f"{value:,.1f} ms"
 
 
-def markdown(results: list[dict], s: dict, wall_s: float) -> str:
+def markdown(results: list[dict], s: dict, wall_s: float, aic_results: list[dict] | None = None) -> str:
     by_metric = {}
     for r in results:
         by_metric.setdefault(r["metric"], []).append(r["error"])
@@ -236,6 +245,8 @@ def markdown(results: list[dict], s: dict, wall_s: float) -> str:
                      f"{r['max_concurrency']} | "
                      f"{r['metric']} | {_fmt(r['metric'], float(r['measured']))} | "
                      f"{_fmt(r['metric'], r['predicted'])} | {r['error']:+.1%}{flag} | {r['source']} |")
+    if aic_results:
+        lines += ["", *aiconfigurator_compare.markdown_section(aic_results)]
     return "\n".join(lines) + "\n"
 
 
@@ -243,15 +254,27 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     parser.add_argument("--out", type=Path, default=DOC)
+    parser.add_argument("--regenerate-aiconfigurator", action="store_true",
+                        help="rewrite benchmarks/data/aiconfigurator_estimates.csv first (needs aiconfigurator)")
     args = parser.parse_args()
+    if args.regenerate_aiconfigurator:
+        if importlib.util.find_spec("aiconfigurator") is None:
+            parser.error("aiconfigurator is not importable here; regenerate the CSV in its own venv "
+                         "(benchmarks/aiconfigurator_compare.py docstring)")
+        aiconfigurator_compare.generate()
     t0 = time.perf_counter()
     results = evaluate(read_rows())
     wall_s = time.perf_counter() - t0
     s = summary(results)
-    atomic_write_text(args.out, markdown(results, s, wall_s))
+    aic = aiconfigurator_compare.compare(aiconfigurator_compare.read_estimates())
+    atomic_write_text(args.out, markdown(results, s, wall_s, aic))
     print(f"{s['n']} rows: mean signed {s['mean_signed']:+.1%}, mean absolute {s['mean_abs']:.1%}, "
           f"{s['within']} within {ROW_TOLERANCE:.0%}, {s['unexplained']} beyond without a reason; wrote {args.out} "
           f"({wall_s:.1f} s)")
+    print(f"AIConfigurator comparison: {len(aic)} configurations, ratio fleetplan / AIConfigurator by engine x "
+          "weights x phase (geometric mean): " + ", ".join(
+              f"{g['engine']} {g['aic_quant_mode']} {g['phase']} {g['geomean']:.2f}"
+              for g in aiconfigurator_compare.group_summary(aic)))
     ok = (abs(s["mean_signed"]) <= MEAN_SIGNED_TARGET and s["mean_abs"] <= MEAN_ABS_TARGET
           and s["unexplained"] == 0 and s["listed"] <= OUTLIER_SHARE_MAX * s["n"])
     return 0 if ok or not args.check else 1

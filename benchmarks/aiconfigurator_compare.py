@@ -1,0 +1,492 @@
+"""fleetplan's step-time predictor against NVIDIA AIConfigurator's estimates for the same configurations.
+
+AIConfigurator (PyPI ``aiconfigurator``, Apache-2.0, github.com/ai-dynamo/aiconfigurator) predicts a
+step from a database of per-operator timings measured per system, engine and engine version
+(``aiconfigurator_core/systems/data/<system>/<op>/<engine>/<version>/*.parquet``).  This script
+has two halves that run under different interpreters:
+
+* ``generate`` (needs ``aiconfigurator``; standard library otherwise) asks AIConfigurator for the
+  grid below and writes ``benchmarks/data/aiconfigurator_estimates.csv``, one row per configuration
+  with its source in columns (``aiconfigurator_version``, ``system``, ``engine_version``,
+  ``database_mode``).  The CSV is checked in, so nothing else needs AIConfigurator.
+* ``compare`` (needs fleetplan, not AIConfigurator) predicts each row with
+  ``fleetplan.perf.StepTimePredictor`` and the row's engine profile (``engine_profiles/*.toml``)
+  and returns ours / theirs.  ``benchmarks/bench_validation.py`` writes the result as a section of
+  ``docs/serving_validation.md``.
+
+AIConfigurator 0.12.0 needs numpy>=2.1,<3, pandas>=2.2.3, scipy>=1.13.1 and brings pyarrow, plotly,
+bokeh and 114 MB of databases; it resolves alongside fleetplan's numpy/numba/pandas/scipy without
+moving them (checked: installed into a ``--system-site-packages`` venv over fleetplan's environment,
+it adds only its own packages and keeps numpy 2.4.6, numba 0.68.1, pandas 3.1.1), so it is the optional extra
+``fleetplan[aiconfigurator]`` (pinned: 0.13 moves its CLI and API to the ``aisimulate`` distribution).
+To keep the main environment untouched, use a separate venv; the CSV is regenerated with either::
+
+    python -m venv /tmp/aicvenv && /tmp/aicvenv/bin/pip install aiconfigurator==0.12.0
+    /tmp/aicvenv/bin/python benchmarks/aiconfigurator_compare.py --generate   # about 4 min, 945 estimates
+    python benchmarks/aiconfigurator_compare.py                               # the comparison, printed
+    python benchmarks/bench_validation.py                                     # the doc section
+
+or, with the extra installed, ``python benchmarks/bench_validation.py --regenerate-aiconfigurator``.
+
+Grid (``GRID_*``): Llama-3.1-8B TP1, Qwen3-32B TP2, Llama-3.1-70B TP4 and TP8, Qwen3-30B-A3B TP1
+(MoE, experts split TP-wise, no expert parallelism) on H100-SXM, H200 and B200; engines vLLM,
+TensorRT-LLM and SGLang, each at the database version AIConfigurator calls ``current`` for that
+system; weights BF16, FP8 per-tensor (AIConfigurator ``fp8``: W8A8 with one scale per tensor, e.g.
+nvidia/Llama-3.1-70B-Instruct-FP8) and FP8 block-scaled (``fp8_block``: 128x128 weight blocks,
+e.g. Qwen/Qwen3-32B-FP8); KV cache and attention BF16 throughout.  Phases:
+
+* ``prefill``: AIConfigurator ``static_ctx`` at batch 1 (its TTFT) against fleetplan's step of one
+  first chunk of ``prompt_tokens`` (``prefill=P@0``).
+* ``decode``: AIConfigurator ``static_gen`` with ``osl=2`` (one generation step; its TPOT) against
+  fleetplan's step of ``batch_size`` decodes holding ``context_tokens`` each (``decode=BxC``).
+
+Both sides are the latency of one engine iteration, with the engine's per-step overheads as each tool
+models them.  fleetplan has one FP8 weight dtype, so both AIConfigurator FP8 schemes are compared with
+the same fleetplan prediction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CSV_PATH = ROOT / "benchmarks" / "data" / "aiconfigurator_estimates.csv"
+
+# fleetplan model name -> AIConfigurator model id (its bundled HuggingFace config)
+GRID_MODELS = {
+    "llama-3.1-8b": "meta-llama/Meta-Llama-3.1-8B",
+    "qwen3-32b": "Qwen/Qwen3-32B",
+    "llama-3.1-70b": "meta-llama/Meta-Llama-3.1-70B",
+    "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B",
+}
+GRID_MODEL_TP = (("llama-3.1-8b", 1), ("qwen3-32b", 2), ("llama-3.1-70b", 4), ("llama-3.1-70b", 8),
+                 ("qwen3-30b-a3b", 1))
+# AIConfigurator system -> fleetplan GPU (gpu_profiles/)
+GRID_SYSTEMS = {"h100_sxm": "H100-SXM", "h200_sxm": "H200", "b200_sxm": "B200"}
+GRID_ENGINES = ("vllm", "trtllm", "sglang")
+# AIConfigurator GEMM quant mode -> fleetplan weight dtype
+GRID_QUANT = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8"}
+GRID_PREFILL_TOKENS = (512, 2048, 8192)
+GRID_DECODE = ((1, 2048), (32, 2048), (128, 2048), (32, 8192))  # (batch_size, context_tokens)
+MOE_MODELS = ("qwen3-30b-a3b",)
+DATABASE_MODE = "SILICON"
+
+COLUMNS = ("engine", "engine_version", "system", "gpu", "model", "aic_model", "tp", "weight_dtype", "aic_quant_mode",
+           "phase", "batch_size", "prompt_tokens", "context_tokens", "aic_ms", "aiconfigurator_version",
+           "database_mode")
+PHASES = ("prefill", "decode")
+
+
+# ---- the AIConfigurator side (its venv) ---------------------------------------------------------------
+def grid() -> Iterable[dict]:
+    """Every configuration of the grid (module docstring), AIConfigurator's columns still empty."""
+    for system, gpu in GRID_SYSTEMS.items():
+        for engine in GRID_ENGINES:
+            for model, tp in GRID_MODEL_TP:
+                for quant, dtype in GRID_QUANT.items():
+                    base = {"engine": engine, "system": system, "gpu": gpu, "model": model,
+                            "aic_model": GRID_MODELS[model], "tp": tp, "weight_dtype": dtype, "aic_quant_mode": quant}
+                    for p in GRID_PREFILL_TOKENS:
+                        yield base | {"phase": "prefill", "batch_size": 1, "prompt_tokens": p, "context_tokens": 0}
+                    for b, c in GRID_DECODE:
+                        yield base | {"phase": "decode", "batch_size": b, "prompt_tokens": 0, "context_tokens": c}
+
+
+def _aic_estimate_ms(row: dict, engine_version: str) -> float:
+    from aiconfigurator.cli.api import cli_estimate
+
+    prefill = row["phase"] == "prefill"
+    moe = row["model"] in MOE_MODELS
+    result = cli_estimate(row["aic_model"], row["system"], mode="static_ctx" if prefill else "static_gen",
+                          backend_name=row["engine"], backend_version=engine_version, database_mode=DATABASE_MODE,
+                          isl=row["prompt_tokens"] if prefill else row["context_tokens"], osl=2,
+                          batch_size=row["batch_size"], tp_size=row["tp"], pp_size=1,
+                          moe_tp_size=row["tp"] if moe else None, moe_ep_size=1 if moe else None,
+                          gemm_quant_mode=row["aic_quant_mode"], moe_quant_mode=row["aic_quant_mode"] if moe else None,
+                          kvcache_quant_mode="bfloat16", fmha_quant_mode="bfloat16")
+    return float(result.ttft if prefill else result.tpot)
+
+
+def generate(path: Path = CSV_PATH, *, log=print) -> int:
+    """Ask AIConfigurator for every grid row and write ``path``; configurations it cannot estimate
+    (no database rows for the engine/quantisation, model too large) are logged and left out.
+    Returns the number of rows written."""
+    import logging
+    from importlib.metadata import version
+
+    from aiconfigurator_core.sdk.perf_database import get_latest_database_version
+
+    logging.getLogger("aiconfigurator").setLevel(logging.ERROR)
+    aic_version = version("aiconfigurator")
+    versions: dict[tuple[str, str], str | None] = {}
+    rows, skipped = [], 0
+    for row in grid():
+        key = (row["system"], row["engine"])
+        if key not in versions:
+            versions[key] = get_latest_database_version(system=key[0], backend=key[1])
+        if versions[key] is None:
+            skipped += 1
+            continue
+        try:
+            ms = _aic_estimate_ms(row, versions[key])
+        except Exception as err:  # noqa: BLE001 - AIConfigurator raises many kinds; the row is left out
+            skipped += 1
+            log(f"skip {row['engine']} {row['system']} {row['model']} tp{row['tp']} {row['aic_quant_mode']} "
+                f"{row['phase']}: {type(err).__name__}: {str(err)[:120]}")
+            continue
+        if not (math.isfinite(ms) and ms > 0):
+            skipped += 1
+            log(f"skip {row}: estimate {ms!r}")
+            continue
+        rows.append(row | {"engine_version": versions[key], "aic_ms": f"{ms:.4f}",
+                           "aiconfigurator_version": aic_version, "database_mode": DATABASE_MODE})
+        if len(rows) % 50 == 0:
+            log(f"{len(rows)} rows ({skipped} skipped)")
+            _write(path, rows, aic_version)
+    _write(path, rows, aic_version)
+    log(f"wrote {len(rows)} rows to {path} ({skipped} skipped)")
+    return len(rows)
+
+
+GEMM_TABLE_MIN_DIM = 2048  # M, N and K at least this: compute-bound shapes
+
+
+def gemm_table_efficiency() -> list[dict]:
+    """Achieved / dense peak of AIConfigurator's raw GEMM tables (needs ``aiconfigurator`` and its pandas /
+    pyarrow): per system, engine, database version and GEMM dtype, the median and 10th-90th percentiles of
+    ``2 M N K / latency`` over shapes with M, N, K >= ``GEMM_TABLE_MIN_DIM``, all kernels the table holds
+    pooled; peaks from ``gpu_profiles/`` (FP8 dtypes against ``fp8_tflops``, BF16 against ``bf16_tflops``)."""
+    import tomllib
+
+    import aiconfigurator_core
+    import pandas as pd
+
+    data = Path(aiconfigurator_core.__file__).parent / "systems" / "data"
+    profiles = {tomllib.loads(f.read_text(encoding="utf-8"))["name"]: tomllib.loads(f.read_text(encoding="utf-8"))
+                for f in (ROOT / "gpu_profiles").glob("*.toml")}
+    out = []
+    for system, gpu in GRID_SYSTEMS.items():
+        for table in sorted((data / system / "gemm").glob("*/*/gemm_perf.parquet")):
+            frame = pd.read_parquet(table)
+            big = frame[(frame.m >= GEMM_TABLE_MIN_DIM) & (frame.n >= GEMM_TABLE_MIN_DIM)
+                        & (frame.k >= GEMM_TABLE_MIN_DIM)]
+            for dtype in GRID_QUANT:
+                rows = big[big.gemm_dtype == dtype]
+                if rows.empty:
+                    continue
+                peak = profiles[gpu]["fp8_tflops" if dtype.startswith("fp8") else "bf16_tflops"] * 1e12
+                eff = 2.0 * rows.m * rows.n * rows.k / (rows.latency * 1e-3) / peak  # latency in ms
+                out.append({"system": system, "engine": table.parent.parent.name, "engine_version": table.parent.name,
+                            "gemm_dtype": dtype, "n": len(rows), "median": float(eff.median()),
+                            "p10": float(eff.quantile(0.1)), "p90": float(eff.quantile(0.9))})
+    return out
+
+
+def _write(path: Path, rows: list[dict], aic_version: str) -> None:
+    header = (f"# AIConfigurator {aic_version} estimates (database_mode {DATABASE_MODE}) written by "
+              "benchmarks/aiconfigurator_compare.py --generate; aic_ms is static_ctx TTFT (prefill, batch 1) or "
+              "static_gen TPOT with osl 2 (one decode step); source of each row: aiconfigurator_version, system, "
+              "engine, engine_version.\n")
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", encoding="utf-8", newline="") as fh:
+        fh.write(header)
+        writer = csv.DictWriter(fh, fieldnames=COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    tmp.replace(path)
+
+
+# ---- the fleetplan side ---------------------------------------------------------------------------------
+def read_estimates(path: Path = CSV_PATH) -> list[dict]:
+    """The checked-in estimates, typed (ints, ``aic_ms`` float); ``ValueError`` names a bad row's file line."""
+    numbered = [(n, line) for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+                if not line.startswith("#")]
+    rows = []
+    for (i, _), raw in zip(numbered[1:], csv.DictReader(line for _, line in numbered), strict=True):
+        if set(raw) != set(COLUMNS):
+            raise ValueError(f"{path}: columns {sorted(raw)} are not {sorted(COLUMNS)}")
+        row = dict(raw)
+        try:
+            for name in ("tp", "batch_size", "prompt_tokens", "context_tokens"):
+                row[name] = int(raw[name])
+            row["aic_ms"] = float(raw["aic_ms"])
+        except ValueError as err:
+            raise ValueError(f"{path} line {i}: {err}") from None
+        if row["phase"] not in PHASES or not (math.isfinite(row["aic_ms"]) and row["aic_ms"] > 0):
+            raise ValueError(f"{path} line {i}: phase {row['phase']!r} / aic_ms {row['aic_ms']!r}")
+        rows.append(row)
+    return rows
+
+
+def _predict_ms(rows: list[dict], **overrides) -> list[float]:
+    """fleetplan's step (ms) for each row with the row's engine profile, options replaced by ``overrides``."""
+    import dataclasses
+
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from fleetplan.hardware import load_catalog
+    from fleetplan.models import Dtype, load_model
+    from fleetplan.perf import StepTimePredictor, parse_batch
+    from fleetplan.perf.engine_profile import load_engine_profile
+    from fleetplan.perf.parallelism import Parallelism
+
+    catalog = load_catalog()
+    predictors: dict[tuple, StepTimePredictor] = {}
+    out = []
+    for row in rows:
+        key = (row["engine"], row["gpu"], row["model"], row["tp"], row["weight_dtype"])
+        if key not in predictors:
+            gpu, dtype = catalog.get(row["gpu"]), Dtype(row["weight_dtype"])
+            options = dataclasses.replace(load_engine_profile(row["engine"]).options_for(gpu, dtype), **overrides)
+            predictors[key] = StepTimePredictor(load_model(row["model"]), gpu, Parallelism(tp=row["tp"]), dtype,
+                                                Dtype.BF16, options)
+        if row["phase"] == "prefill":
+            batch = parse_batch(f"prefill={row['prompt_tokens']}@0")
+        else:
+            batch = parse_batch(f"decode={row['batch_size']}x{row['context_tokens']}")
+        out.append(predictors[key].predict(batch).total_s * 1e3)
+    return out
+
+
+def compare(rows: list[dict]) -> list[dict]:
+    """Each row with ``ours_ms`` (fleetplan's step with the row's engine profile) and
+    ``ratio`` = ours / AIConfigurator's."""
+    return [row | {"ours_ms": ms, "ratio": ms / row["aic_ms"]} for row, ms in zip(rows, _predict_ms(rows), strict=True)]
+
+
+FIT_MIN_PROMPT_TOKENS = 2048  # prefill rows long enough to be GEMM-compute-bound
+FIT_GRID = tuple(round(0.05 + 0.01 * i, 2) for i in range(86))  # 0.05 .. 0.90
+FIT_GROUPS = (("vllm", "fp8", ("h100_sxm", "h200_sxm")), ("vllm", "fp8_block", ("h100_sxm", "h200_sxm")),
+              ("vllm", "fp8", ("b200_sxm",)), ("vllm", "fp8_block", ("b200_sxm",)),
+              ("trtllm", "fp8", ("h100_sxm", "h200_sxm")), ("trtllm", "fp8_block", ("h100_sxm", "h200_sxm")))
+
+
+def fit_fp8_gemm_efficiency(results: list[dict], engine: str, quant: str, systems: tuple[str, ...]) -> dict:
+    """The ``fp8_gemm_efficiency`` (grid ``FIT_GRID``) that brings fleetplan's dense-model FP8 prefill steps of
+    at least ``FIT_MIN_PROMPT_TOKENS`` tokens closest to AIConfigurator's (least squares in log ratio), every
+    other option as in the engine profile: AIConfigurator's measured GEMM tables, composed by its own model,
+    read back as one efficiency.  MoE models are left out (their FP8 experts use other kernels)."""
+    rows = [r for r in results if r["engine"] == engine and r["aic_quant_mode"] == quant and r["system"] in systems
+            and r["phase"] == "prefill" and r["prompt_tokens"] >= FIT_MIN_PROMPT_TOKENS
+            and r["model"] not in MOE_MODELS]
+    if not rows:
+        raise ValueError(f"no {engine} {quant} prefill rows on {systems} to fit")
+
+    def cost(eff: float) -> tuple[float, list[float]]:
+        logs = [math.log(ms / r["aic_ms"]) for r, ms in zip(rows, _predict_ms(rows, fp8_gemm_efficiency=eff),
+                                                             strict=True)]
+        return sum(x * x for x in logs) / len(logs), logs
+
+    best = min(FIT_GRID, key=lambda e: cost(e)[0])
+    before = [math.log(r["ratio"]) for r in rows]
+    after = cost(best)[1]
+    return {"engine": engine, "aic_quant_mode": quant, "systems": systems, "n": len(rows), "fitted": best,
+            "geomean_before": math.exp(sum(before) / len(before)), "geomean_after": math.exp(sum(after) / len(after)),
+            "range_after": (math.exp(min(after)), math.exp(max(after)))}
+
+
+def group_summary(results: list[dict]) -> list[dict]:
+    """Ratio statistics per engine x AIConfigurator quant mode x phase (geometric mean, min, max, rows)."""
+    groups: dict[tuple, list[float]] = {}
+    for r in results:
+        groups.setdefault((r["engine"], r["aic_quant_mode"], r["phase"]), []).append(r["ratio"])
+    out = []
+    for (engine, quant, phase), ratios in sorted(groups.items()):
+        out.append({"engine": engine, "aic_quant_mode": quant, "phase": phase, "n": len(ratios),
+                    "geomean": math.exp(sum(math.log(x) for x in ratios) / len(ratios)),
+                    "mean": sum(ratios) / len(ratios), "min": min(ratios), "max": max(ratios)})
+    return out
+
+
+def fp8_vs_bf16(results: list[dict]) -> list[dict]:
+    """The issue's question, per engine x FP8 scheme x phase: for configurations present in both,
+    (ours FP8 / theirs FP8) against (ours BF16 / theirs BF16), and the FP8 speed-up each side
+    predicts (BF16 ms / FP8 ms)."""
+    def key(r: dict) -> tuple:
+        return (r["engine"], r["system"], r["model"], r["tp"], r["phase"], r["batch_size"], r["prompt_tokens"],
+                r["context_tokens"])
+
+    bf16 = {key(r): r for r in results if r["aic_quant_mode"] == "bfloat16"}
+    groups: dict[tuple, list[tuple[dict, dict]]] = {}
+    for r in results:
+        if r["aic_quant_mode"] != "bfloat16" and key(r) in bf16:
+            groups.setdefault((r["engine"], r["aic_quant_mode"], r["phase"]), []).append((r, bf16[key(r)]))
+    out = []
+    for (engine, quant, phase), pairs in sorted(groups.items()):
+        def gm(values: list[float]) -> float:
+            return math.exp(sum(math.log(v) for v in values) / len(values))
+        out.append({"engine": engine, "aic_quant_mode": quant, "phase": phase, "n": len(pairs),
+                    "ratio_fp8": gm([f["ratio"] for f, _ in pairs]), "ratio_bf16": gm([b["ratio"] for _, b in pairs]),
+                    "ratio_fp8_min": min(f["ratio"] for f, _ in pairs),
+                    "ratio_fp8_max": max(f["ratio"] for f, _ in pairs),
+                    "speedup_ours": gm([b["ours_ms"] / f["ours_ms"] for f, b in pairs]),
+                    "speedup_aic": gm([b["aic_ms"] / f["aic_ms"] for f, b in pairs])})
+    return out
+
+
+SECTION_READING = """\
+Reading.  BF16 agrees: on the dense models on H100 and H200, fleetplan's vLLM BF16 steps are 0.89-1.25x
+AIConfigurator's (slowest relative to it at Llama-3.1-8B, where the profile's 1.7 ms host time is a large
+share of a step), so the BF16 efficiencies of `engine_profiles/vllm.toml` are consistent with vLLM
+0.24.0's measured operators.  FP8 is where the two disagree, in both directions:
+
+* FP8 prefill with vLLM: fleetplan is 1.3-2.4x slower than AIConfigurator on dense models on H100/H200
+  (prompts of 2048 and 8192 tokens).  The vLLM profile's `fp8_gemm_efficiency` 0.22 comes from
+  block-FP8 CUTLASS GEMMs on DeepSeek-V3 shapes (vLLM PR #23280), which makes an FP8 prefill
+  0.68-0.78x as fast as BF16 in fleetplan; AIConfigurator's vLLM 0.24.0 measurements have it 1.07-1.52x
+  faster than BF16 (per-tensor) and 0.98-1.42x (block-scaled, at 2048 tokens and more).  Read back
+  through fleetplan's roofline, that is 0.50 (per-tensor) and 0.47 (block) of the FP8 peak on H100/H200
+  (table above).  Its raw vLLM GEMM tables agree (`aiconfigurator_compare.py --gemm-tables`): at M, N,
+  K >= 2048 on H100, CUTLASS per-tensor scaled_mm reaches a median 0.45 of the FP8 peak and DeepGEMM
+  block-FP8 0.51 (10th percentile 0.34), against 0.79 of the BF16 peak for BF16; the issue's 14-18 %
+  is not what these tables show for compute-bound shapes.
+* FP8 decode with vLLM block-FP8: fleetplan's step is 0.22-0.89x of AIConfigurator's on H100/H200 and
+  0.05-0.40x on B200 (the issue's "0.43-0.89x").  AIConfigurator's small-M block-FP8 GEMMs in vLLM 0.24.0
+  are slower than BF16 ones (its block-FP8 decode step is 0.40x as fast as its BF16 step, geometric
+  mean), whereas fleetplan streams FP8 weights at the same bandwidth efficiency as BF16, i.e. half the
+  time.  This is a property of block-scaled kernels at small M (per-token-group activation quantisation,
+  scale loads), not of the compute efficiency: raising `fp8_gemm_efficiency` does not move it.
+  Per-tensor FP8 decode (CUTLASS scaled_mm) agrees within 0.76-1.38x on the dense models on H100/H200.
+* FP8 MoE with vLLM (Qwen3-30B-A3B, per-tensor FP8 on H100/H200): AIConfigurator's FP8 expert kernels
+  are 2.6-4.5x slower than fleetplan's roofline in decode and 1.5-4.8x in prefill; fleetplan has no
+  per-engine MoE kernel efficiency.
+* TensorRT-LLM FP8: fleetplan's steps are 0.65-0.73x of AIConfigurator's (geometric means); read back,
+  the FP8 GEMM efficiency is 0.44-0.46 against the profile's 0.54, which is fitted on the TensorRT-LLM
+  FP8 serving measurements of the tables above (v0.5 to v1.0), while AIConfigurator's database is
+  1.3.0rc20.  Part of the gap is already in BF16 (0.85-0.90x), where fleetplan is also faster.
+* SGLang: BF16 1.08-1.10x (geometric means, range 0.59-1.37x), FP8 0.79-0.90x.
+
+The default profiles are unchanged.  The serving measurements hold no vLLM FP8 run (the vLLM rows are
+BF16), so a new vLLM FP8 value could not be checked against a measured serving run, and 0.22 is the
+value the vLLM-profile test pins (`tests/bench/test_bench_serve.py`); the read-back values are here for
+a profile that targets vLLM >= 0.24 FP8 prefill.  The TensorRT-LLM value stays fitted on measurements
+rather than on another model's estimates: with the read-back 0.46 instead of 0.54 the serving validation
+above misses its targets (mean absolute error 15.2 %, one row beyond 35 % without a stated reason;
+TensorRT-LLM rows -9.5 % mean signed against -4.4 %).
+"""
+
+
+def _range(lo: float, hi: float) -> str:
+    return f"{lo:.2f}-{hi:.2f}"
+
+
+def markdown_section(results: list[dict], path: Path = CSV_PATH) -> list[str]:
+    """The ``docs/serving_validation.md`` section: summary by engine x weights x phase, the FP8-vs-BF16
+    question, the read-back FP8 GEMM efficiencies, and one line per configuration."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from fleetplan.perf.engine_profile import load_engine_profile
+
+    versions = sorted({(r["engine"], r["system"], r["engine_version"]) for r in results})
+    aic_versions = sorted({r["aiconfigurator_version"] for r in results})
+    modes = sorted({r["database_mode"] for r in results})
+    db = "; ".join(f"{e} {', '.join(sorted({s for e2, s, v2 in versions if e2 == e and v2 == v}))} {v}"
+                   for e, v in sorted({(e, v) for e, _, v in versions}))
+    try:
+        csv_name = path.relative_to(ROOT)
+    except ValueError:
+        csv_name = path
+    lines = [
+        "## Step time against NVIDIA AIConfigurator",
+        "",
+        f"Generated from `{csv_name}` ({len(results)} configurations): AIConfigurator "
+        f"{', '.join(aic_versions)} (PyPI `aiconfigurator`, {', '.join(modes)} database mode: per-operator timings "
+        f"measured per system, engine and engine version; databases {db}).  Prefill = its `static_ctx` TTFT at "
+        "batch 1 against fleetplan's step of one first chunk of the prompt; decode = its `static_gen` TPOT with "
+        "`osl 2` (one generation step) against fleetplan's step of `batch` decodes at `context` tokens each; "
+        "fleetplan uses the engine's profile (`engine_profiles/<engine>.toml`) and BF16 KV cache, like "
+        "AIConfigurator here.  fleetplan has one FP8 weight type: both AIConfigurator FP8 schemes (`fp8` "
+        "per-tensor W8A8, `fp8_block` 128x128 block-scaled) are compared with the same fleetplan figure.  "
+        "ratio = fleetplan / AIConfigurator (above 1: fleetplan predicts a slower step).  Configurations "
+        "AIConfigurator has no data for (SGLang per-tensor FP8 MoE) are left out.  To regenerate the CSV: "
+        "`pip install 'fleetplan[aiconfigurator]'` and `python benchmarks/bench_validation.py "
+        "--regenerate-aiconfigurator`, or, keeping AIConfigurator's packages out of the main environment, "
+        "`python -m venv /tmp/aicvenv && /tmp/aicvenv/bin/pip install aiconfigurator==0.12.0 && "
+        "/tmp/aicvenv/bin/python benchmarks/aiconfigurator_compare.py --generate`, then "
+        "`python benchmarks/bench_validation.py`.",
+        "",
+        "### By engine, weights and phase",
+        "",
+        "| engine | weights (AIConfigurator mode) | phase | rows | ratio, geometric mean | mean | range |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for g in group_summary(results):
+        lines.append(f"| {g['engine']} | {g['aic_quant_mode']} | {g['phase']} | {g['n']} | {g['geomean']:.2f} | "
+                     f"{g['mean']:.2f} | {_range(g['min'], g['max'])} |")
+    lines += [
+        "",
+        "### FP8 against BF16 (issue \"[Serving accuracy]\" item 3)",
+        "",
+        "Same configurations in both weight types.  Ratio columns: fleetplan / AIConfigurator (geometric mean); "
+        "speed-up columns: BF16 step / FP8 step as each tool predicts it.",
+        "",
+        "| engine | FP8 scheme | phase | pairs | ratio FP8 | ratio FP8 range | ratio BF16 | FP8 speed-up, fleetplan "
+        "| FP8 speed-up, AIConfigurator |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for g in fp8_vs_bf16(results):
+        lines.append(f"| {g['engine']} | {g['aic_quant_mode']} | {g['phase']} | {g['n']} | {g['ratio_fp8']:.2f} | "
+                     f"{_range(g['ratio_fp8_min'], g['ratio_fp8_max'])} | {g['ratio_bf16']:.2f} | "
+                     f"{g['speedup_ours']:.2f}x | {g['speedup_aic']:.2f}x |")
+    lines += [
+        "",
+        "### FP8 GEMM efficiency read back from AIConfigurator",
+        "",
+        f"`fit_fp8_gemm_efficiency`: the `fp8_gemm_efficiency` that brings fleetplan's dense-model FP8 prefill "
+        f"steps of >= {FIT_MIN_PROMPT_TOKENS} tokens (GEMM-compute-bound) closest to AIConfigurator's "
+        "(least squares in log ratio, grid 0.05-0.90, every other option from the profile).",
+        "",
+        "| engine | FP8 scheme | systems | rows | profile value | read back | ratio before | ratio after (range) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for engine, quant, systems in FIT_GROUPS:
+        if not any(r["engine"] == engine and r["aic_quant_mode"] == quant and r["system"] in systems for r in results):
+            continue
+        f = fit_fp8_gemm_efficiency(results, engine, quant, systems)
+        current = load_engine_profile(engine).options.fp8_gemm_efficiency
+        lines.append(f"| {engine} | {quant} | {', '.join(systems)} | {f['n']} | "
+                     f"{'-' if current is None else f'{current:.2f}'} | {f['fitted']:.2f} | "
+                     f"{f['geomean_before']:.2f} | {f['geomean_after']:.2f} ({_range(*f['range_after'])}) |")
+    lines += ["", *SECTION_READING.splitlines()]
+    lines += ["", "### Configurations", "",
+              "| engine | GPU | model | TP | weights | phase | batch x tokens | AIConfigurator | fleetplan | ratio |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        tokens = r["prompt_tokens"] if r["phase"] == "prefill" else r["context_tokens"]
+        lines.append(f"| {r['engine']} {r['engine_version']} | {r['gpu']} | {r['model']} | {r['tp']} | "
+                     f"{r['aic_quant_mode']} | {r['phase']} | {r['batch_size']} x {tokens} | {r['aic_ms']:.2f} ms | "
+                     f"{r['ours_ms']:.2f} ms | {r['ratio']:.2f} |")
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--generate", action="store_true",
+                        help="query AIConfigurator (must be importable) and rewrite the estimates CSV")
+    parser.add_argument("--gemm-tables", action="store_true",
+                        help="print the FP8/BF16 efficiency of AIConfigurator's raw GEMM tables (needs aiconfigurator)")
+    parser.add_argument("--csv", type=Path, default=CSV_PATH)
+    args = parser.parse_args()
+    if args.generate:
+        return 0 if generate(args.csv) else 1
+    if args.gemm_tables:
+        for g in gemm_table_efficiency():
+            print(f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:12s} {g['gemm_dtype']:10s} {g['n']:6d} "
+                  f"median {g['median']:.2f} (p10-p90 {g['p10']:.2f}-{g['p90']:.2f}) of the dense peak")
+        return 0
+    results = compare(read_estimates(args.csv))
+    print(f"{len(results)} configurations from {args.csv}")
+    print(f"{'engine':8s} {'quant':10s} {'phase':8s} {'n':>4s} {'geomean':>8s} {'min':>6s} {'max':>6s}")
+    for g in group_summary(results):
+        print(f"{g['engine']:8s} {g['aic_quant_mode']:10s} {g['phase']:8s} {g['n']:4d} {g['geomean']:8.2f} "
+              f"{g['min']:6.2f} {g['max']:6.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
