@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import heapq
 
-from fleetplan.sim._kernels import pdd_codes as pc
+from fleetplan.sim._kernels.pdd import codes as pc
 from tests.reference.pdd import INF, Decode, Estimator, Prefill, Req
 from tests.reference.pdd_decode import DecodeEngine
 from tests.reference.pdd_net import NetTwin

@@ -93,8 +93,8 @@ def _span(start_s: np.ndarray, end_s: np.ndarray) -> np.ndarray:
 
 
 def request_frame(arrival_s, prompt, output, out_t, out_i, n_warmup: int) -> pd.DataFrame:
-    """The per-request table from the kernel's ``out_t`` / ``out_i`` (layouts in ``pdd_codes``)."""
-    from fleetplan.sim._kernels import pdd_codes as pc
+    """The per-request table from the kernel's ``out_t`` / ``out_i`` (layouts in ``codes``)."""
+    from fleetplan.sim._kernels.pdd import codes as pc
 
     status = out_i[:, pc.OI_STATUS]
     done = status == pc.ST_DONE

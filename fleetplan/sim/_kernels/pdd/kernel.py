@@ -5,12 +5,12 @@ Request path (FrontierSim's PDD event graph; SIBYL §3.1 for early binding):
 1. Arrival: REJECTED if the prompt exceeds the prefill pool (``PF_MAX_CONTEXT`` or its
    blocks), or prompt + output exceeds the decode pool (``DEC_MAX_CONTEXT``; in step mode
    also its blocks).  Else routed to a prefill instance (round-robin or fewest outstanding
-   requests: queued, prefilling or holding KV) and queued there (``pdd_prefill``).
-2. Binding: the assignment policy (``pdd_assign``) picks the decode instance at prefill
+   requests: queued, prefilling or holding KV) and queued there (``prefill``).
+2. Binding: the assignment policy (``assign``) picks the decode instance at prefill
    start (``BIND_EARLY``: the step that admits the request) or at prefill end
    (``BIND_LATE``; the oracle always binds late).  The request joins ``d``'s pending list
    (SIBYL's shadow tasks) and ``d``'s FIFO reservation queue.
-3. Pull-based backpressure (``pdd_flow``): ``d`` grants reservations FCFS when the prompt's
+3. Pull-based backpressure (``transfer``): ``d`` grants reservations FCFS when the prompt's
    blocks and a running slot are free and no preempted request waits on ``d`` (checked at
    binding and after each decode step is formed, so running requests come first); until
    then the prefill instance keeps the KV.  Processor-sharing decode grants at once.
@@ -20,13 +20,13 @@ Request path (FrontierSim's PDD event graph; SIBYL §3.1 for early binding):
    (``bytes = prompt * KV bytes per token``, computed by the wrapper).
 5. Handoff (transfer end): the prefill instance frees the request's blocks; the request
    leaves ``d``'s pending list; it is counted OPTIMAL if ``d``'s load then is the minimum
-   over decode instances (SIBYL Table 1; load in ``pdd_assign``); it joins ``d``'s running
-   batch (steps) or queue (processor sharing) (``pdd_decode``).
+   over decode instances (SIBYL Table 1; load in ``assign``); it joins ``d``'s running
+   batch (steps) or queue (processor sharing) (``decode``).
 6. TTFT = queue + prefill + transfer (incl. backpressure wait) + first decode step.
 
 With a fabric (``CI_NETWORK``), step 4 is one or two flows sharing the links max-min fairly
-(``pdd_net``) and the handoff is the last flow's end.  Runs of identical pure-decode steps
-advance as one event (``CI_CRUISE``, ``pdd_cruise``); results are the same bit for bit.
+(``network``) and the handoff is the last flow's end.  Runs of identical pure-decode steps
+advance as one event (``CI_CRUISE``, ``decode``); results are the same bit for bit.
 
 Events are ordered by ``(time, kind, seq)``: network flow completions (in flow order),
 prefill step ends (ties to the lower instance), decode events, transfer-heap events (ties to
@@ -34,30 +34,31 @@ the lower request: handoffs, or the last flow's start with a fabric), arrivals (
 input).  The run stops when no event is left or the next is later than ``CF_HORIZON_S``.
 At one prefill step end, its finished prefills are handled first (in running order), then
 the next step is formed and its admissions bound (in admission order).
-Returns the number of events processed.  ``net_in`` / ``net_out`` are ``pdd_net``'s inputs
-(dummies without a fabric) and its per-flow outputs ``(fl_t, fl_i, net_stats)``.
+Arguments and outputs: ``state`` (``PddRequests``, ``PddConfig``, ``FabricInputs``: dummies without
+a fabric, ``PddOutputs``).  Returns the number of events processed.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from fleetplan.sim._kernels import pdd_codes as c
 from fleetplan.sim._kernels.heaps import tree_build, tree_leaves, tree_update
 from fleetplan.sim._kernels.jit import njit
-from fleetplan.sim._kernels.pdd_assign import choose_decode, heap_pop_tr
-from fleetplan.sim._kernels.pdd_cruise import cruise_plan, cruise_sync, cruise_walk
-from fleetplan.sim._kernels.pdd_decode import dec_commit, dec_schedule, ps_event
-from fleetplan.sim._kernels.pdd_flow import bind, grant, handoff, try_transfer
-from fleetplan.sim._kernels.pdd_net import net_alloc, net_next_event_s, net_pop, net_refresh, net_start
-from fleetplan.sim._kernels.pdd_prefill import pf_commit, pf_schedule
+from fleetplan.sim._kernels.pdd import codes as c
+from fleetplan.sim._kernels.pdd.assign import choose_decode, heap_pop_tr
+from fleetplan.sim._kernels.pdd.decode import cruise_plan, cruise_sync, cruise_walk, dec_commit, dec_schedule, ps_event
+from fleetplan.sim._kernels.pdd.network import net_alloc, net_next_event_s, net_pop, net_refresh, net_start
+from fleetplan.sim._kernels.pdd.prefill import pf_commit, pf_schedule
+from fleetplan.sim._kernels.pdd.transfer import bind, grant, handoff, try_transfer
 
 
 @njit
-def run_pdd(
-    arrival_s, prompt, output, est_handoff_s, xfer_overlap_s, xfer_tail_s, cfg_i, cfg_f, pf_coef, dec_coef,
-    out_t, out_i, pf_busy_s, dec_busy_s, net_in, net_out,
-):
+def run_pdd(requests, config, fabric, outputs):
+    arrival_s, prompt, output = requests.arrival_s, requests.prompt_tokens, requests.output_tokens
+    est_handoff_s, xfer_overlap_s, xfer_tail_s = requests.est_handoff_s, requests.xfer_overlap_s, requests.xfer_tail_s
+    cfg_i, cfg_f, pf_coef, dec_coef = config.cfg_i, config.cfg_f, config.pf_coef, config.dec_coef
+    out_t, out_i, fl_t, fl_i = outputs.request_t, outputs.request_i, outputs.flow_t, outputs.flow_i
+    pf_busy_s, dec_busy_s = outputs.prefill_busy_s, outputs.decode_busy_s
     n = arrival_s.shape[0]
     n_pf = cfg_i[c.CI_N_PREFILL]
     n_dec = cfg_i[c.CI_N_DECODE]
@@ -78,10 +79,9 @@ def run_pdd(
     out_i[:, c.OI_STATUS] = c.ST_UNFINISHED
     pf_busy_s[:] = 0.0
     dec_busy_s[:] = 0.0
-    fl_t, fl_i, net_stats = net_out
     fl_t[:, :] = np.inf
     fl_i[:, :] = -1
-    net = net_alloc(n if networked else 0, net_in[4].shape[0], net_in[2].shape[1])
+    net = net_alloc(n if networked else 0, fabric.capacity_bytes_per_s.shape[0], fabric.path_links.shape[1])
     R_i = np.zeros((n, c.N_RI), dtype=np.int64)
     R_i[:, c.RI_NXT] = -1
     R_i[:, c.RI_PPREV] = -1
@@ -122,7 +122,7 @@ def run_pdd(
     while True:
         tn = np.inf
         if networked:
-            net_refresh(net_in, net)
+            net_refresh(fabric, net)
             tn = net_next_event_s(net)
         kp = tree_p[1]
         kd = tree_d[1]
@@ -145,7 +145,7 @@ def run_pdd(
             if fl_i[f, c.FI_KIND] == c.FLOW_LAYERS:
                 R_i[r, c.RI_NET] = c.NET_READY
                 try_transfer(r, t, cfg_i, cfg_f, xfer_overlap_s, xfer_tail_s, R_i, out_t, out_i, heap_t, heap_r,
-                             G_i, net_in, net, fl_t, fl_i)
+                             G_i, fabric, net, fl_t, fl_i)
                 continue
         elif tp == t:  # prefill step end
             incl = False
@@ -155,7 +155,7 @@ def run_pdd(
                 q = scratch[j]
                 if early:
                     try_transfer(q, t, cfg_i, cfg_f, xfer_overlap_s, xfer_tail_s, R_i, out_t, out_i, heap_t, heap_r,
-                                 G_i, net_in, net, fl_t, fl_i)
+                                 G_i, fabric, net, fl_t, fl_i)
                 else:
                     scratch[bind_list] = q
                     bind_list += 1
@@ -169,7 +169,7 @@ def run_pdd(
                 dec_commit(kd, t, cfg_f, prompt, output, R_i, D_i, D_f, D_run, out_t, out_i, S, G_f, dec_busy_s)
                 dec_schedule(kd, t, cfg_i, dec_coef, prompt, R_i, D_i, D_f, D_run, dec_end_s, out_i)
                 grant(kd, t, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, out_t, out_i, heap_t,
-                      heap_r, G_i, net_in, net, fl_t, fl_i)
+                      heap_r, G_i, fabric, net, fl_t, fl_i)
                 cruise_plan(kd, cfg_i, dec_coef, output, R_i, D_i, D_f, D_run, dec_end_s)
             tree_update(dec_end_s, tree_d, ld, kd)
             continue
@@ -177,7 +177,7 @@ def run_pdd(
             r = heap_r[0]
             G_i[c.GI_HEAP] = heap_pop_tr(heap_t, heap_r, G_i[c.GI_HEAP])
             if networked:
-                net_start(r, c.FLOW_LAST, t, cfg_i, out_i, net_in, net, fl_t, fl_i)
+                net_start(r, c.FLOW_LAST, t, cfg_i, out_i, fabric, net, fl_t, fl_i)
                 continue
         else:  # arrival
             q = i
@@ -215,7 +215,7 @@ def run_pdd(
             P_i[k, c.PI_NOUT] -= 1
             d = out_i[r, c.OI_DEC_INST]
             handoff(r, d, t, incl, cfg_i, cfg_f, prompt, output, dec_coef, xfer_overlap_s, xfer_tail_s, R_i, R_f,
-                    D_i, D_f, D_run, dec_end_s, out_t, out_i, heap_t, heap_r, G_i, dec_busy_s, net_in, net, fl_t,
+                    D_i, D_f, D_run, dec_end_s, out_t, out_i, heap_t, heap_r, G_i, dec_busy_s, fabric, net, fl_t,
                     fl_i)
             tree_update(dec_end_s, tree_d, ld, d)
             kbind = k
@@ -239,11 +239,11 @@ def run_pdd(
             d = choose_decode(policy, q, t, est_handoff_s, cfg_i, cfg_f, prompt, R_i, R_f, D_i, D_f, D_run, out_t,
                               S, G_f, G_i)
             bind(q, d, t, incl, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, D_f, D_run, out_t, out_i,
-                 heap_t, heap_r, G_i, dec_end_s, dec_busy_s, net_in, net, fl_t, fl_i)
+                 heap_t, heap_r, G_i, dec_end_s, dec_busy_s, fabric, net, fl_t, fl_i)
             tree_update(dec_end_s, tree_d, ld, d)
     if not ps and cfg_f[c.CF_HORIZON_S] < np.inf:  # commit the cruise steps ending by the horizon
         for e in range(n_dec):
             cruise_sync(e, cfg_f[c.CF_HORIZON_S], True, cfg_i, R_i, D_i, D_f, D_run, out_t, dec_busy_s)
-    net_stats[0] = net[1][c.NI_FLOWS]
-    net_stats[1] = net[1][c.NI_PEAK]
+    outputs.net_stats[c.NS_FLOWS] = net.net_i[c.NI_FLOWS]
+    outputs.net_stats[c.NS_PEAK_ACTIVE] = net.net_i[c.NI_PEAK]
     return n_events

@@ -1,16 +1,16 @@
 """Binding, pull-based reservations, KV transfers and handoffs of the PDD kernel.
 
-Model in ``fleetplan.sim._kernels.pdd``.  Reservation (step mode): decode instance ``d``
+Model in ``fleetplan.sim._kernels.pdd.kernel``.  Reservation (step mode): decode instance ``d``
 grants the head of its FIFO reservation queue when ``ceil(prompt / block)`` blocks are free,
 no preempted request waits on ``d`` (they come first), and a running slot is free counting
 the transfers in flight (``DI_INFLIGHT``): a handed-off request joins the running batch
 directly, as vLLM allocates a remote-KV request's blocks when it schedules it, so KV is held
 only by running or in-flight requests.  Processor sharing grants at once.
 
-With a fabric (``CI_NETWORK``) the transfer is one or two flows (``pdd_net``); without, it
+With a fabric (``CI_NETWORK``) the transfer is one or two flows (``network``); without, it
 ends at ``max(prefill end, grant + overlap) + latency + tail`` (a transfer-heap event).  A
 grant or handoff on a decode instance in a cruise first brings it up to date and then ends
-the run after the step in progress (``pdd_cruise``).
+the run after the step in progress (``decode``).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from fleetplan.sim._kernels.jit import njit_helper, njit_inline
-from fleetplan.sim._kernels.pdd_assign import decode_load, heap_push_tr
-from fleetplan.sim._kernels.pdd_codes import (
+from fleetplan.sim._kernels.pdd.assign import decode_load, heap_push_tr
+from fleetplan.sim._kernels.pdd.codes import (
     CF_LATENCY_S,
     CI_DEC_BLOCK,
     CI_DEC_MAX_SEQS,
@@ -63,13 +63,20 @@ from fleetplan.sim._kernels.pdd_codes import (
     RI_SCHED,
     RI_TARGET,
 )
-from fleetplan.sim._kernels.pdd_cruise import cruise_cut, cruise_plan, cruise_sync, cruise_walk
-from fleetplan.sim._kernels.pdd_decode import dec_schedule, ps_admit_and_plan, ps_advance
-from fleetplan.sim._kernels.pdd_net import net_start
+from fleetplan.sim._kernels.pdd.decode import (
+    cruise_cut,
+    cruise_plan,
+    cruise_sync,
+    cruise_walk,
+    dec_schedule,
+    ps_admit_and_plan,
+    ps_advance,
+)
+from fleetplan.sim._kernels.pdd.network import net_start
 
 
 @njit_helper
-def try_transfer(r, t, cfg_i, cfg_f, xfer_overlap_s, xfer_tail_s, R_i, out_t, out_i, heap_t, heap_r, G_i, net_in,
+def try_transfer(r, t, cfg_i, cfg_f, xfer_overlap_s, xfer_tail_s, R_i, out_t, out_i, heap_t, heap_r, G_i, fabric,
                  net, fl_t, fl_i):
     """Advance ``r``'s transfer at ``t`` after a grant, a prefill end or its layers' flow end (not
     inlined: a few calls per request from many sites)."""
@@ -85,9 +92,9 @@ def try_transfer(r, t, cfg_i, cfg_f, xfer_overlap_s, xfer_tail_s, R_i, out_t, ou
     if phase == NET_IDLE:
         if out_t[r, OT_GRANT] == np.inf:
             return
-        if net_in[6][r] > 0.0:  # layer-wise: all but the last layer stream from the grant on
+        if fabric.layer_bytes[r] > 0.0:  # layer-wise: all but the last layer stream from the grant on
             R_i[r, RI_NET] = NET_LAYERS
-            net_start(r, FLOW_LAYERS, t, cfg_i, out_i, net_in, net, fl_t, fl_i)
+            net_start(r, FLOW_LAYERS, t, cfg_i, out_i, fabric, net, fl_t, fl_i)
             return
         phase = NET_READY
         R_i[r, RI_NET] = NET_READY
@@ -96,12 +103,12 @@ def try_transfer(r, t, cfg_i, cfg_f, xfer_overlap_s, xfer_tail_s, R_i, out_t, ou
         if cfg_f[CF_LATENCY_S] > 0.0:
             G_i[GI_HEAP] = heap_push_tr(heap_t, heap_r, G_i[GI_HEAP], t + cfg_f[CF_LATENCY_S], r)
         else:
-            net_start(r, FLOW_LAST, t, cfg_i, out_i, net_in, net, fl_t, fl_i)
+            net_start(r, FLOW_LAST, t, cfg_i, out_i, fabric, net, fl_t, fl_i)
 
 
 @njit_inline
 def grant(d, t, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, out_t, out_i, heap_t, heap_r, G_i,
-          net_in, net, fl_t, fl_i):
+          fabric, net, fl_t, fl_i):
     """Grant ``d``'s reservation queue FCFS while the prompt's blocks are free; returns how many."""
     block = cfg_i[CI_DEC_BLOCK]
     n_granted = 0
@@ -122,17 +129,17 @@ def grant(d, t, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, out
         D_i[d, DI_INFLIGHT] += 1
         out_t[r, OT_GRANT] = t
         n_granted += 1
-        try_transfer(r, t, cfg_i, cfg_f, xfer_overlap_s, xfer_tail_s, R_i, out_t, out_i, heap_t, heap_r, G_i, net_in,
+        try_transfer(r, t, cfg_i, cfg_f, xfer_overlap_s, xfer_tail_s, R_i, out_t, out_i, heap_t, heap_r, G_i, fabric,
                      net, fl_t, fl_i)
     return n_granted
 
 
 @njit_inline
 def bind(r, d, t, incl, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, D_f, D_run, out_t, out_i, heap_t,
-         heap_r, G_i, dec_end_s, dec_busy_s, net_in, net, fl_t, fl_i):
+         heap_r, G_i, dec_end_s, dec_busy_s, fabric, net, fl_t, fl_i):
     """Bind ``r`` to decode instance ``d`` at ``t``: pending list, reservation queue, grants.
 
-    ``incl``: decode steps ending at ``t`` count as done (``pdd_cruise``); the caller updates
+    ``incl``: decode steps ending at ``t`` count as done (``decode``); the caller updates
     the decode tree (a grant ends ``d``'s cruise)."""
     out_i[r, OI_DEC_INST] = d
     out_t[r, OT_BIND] = t
@@ -149,13 +156,13 @@ def bind(r, d, t, incl, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, 
     D_i[d, DI_RTAIL] = r
     cruise_sync(d, t, incl, cfg_i, R_i, D_i, D_f, D_run, out_t, dec_busy_s)
     if grant(d, t, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, out_t, out_i, heap_t, heap_r, G_i,
-             net_in, net, fl_t, fl_i) > 0:
+             fabric, net, fl_t, fl_i) > 0:
         cruise_cut(d, D_i, D_f, dec_end_s)
 
 
 @njit_inline
 def handoff(r, d, t, incl, cfg_i, cfg_f, prompt, output, dec_coef, xfer_overlap_s, xfer_tail_s, R_i, R_f, D_i, D_f,
-            D_run, dec_end_s, out_t, out_i, heap_t, heap_r, G_i, dec_busy_s, net_in, net, fl_t, fl_i):
+            D_run, dec_end_s, out_t, out_i, heap_t, heap_r, G_i, dec_busy_s, fabric, net, fl_t, fl_i):
     """``r``'s KV has arrived on ``d`` at ``t``: leave the pending list, score the assignment, join."""
     pv = R_i[r, RI_PPREV]
     nx = R_i[r, RI_PNEXT]
@@ -203,5 +210,5 @@ def handoff(r, d, t, incl, cfg_i, cfg_f, prompt, output, dec_coef, xfer_overlap_
     if dec_end_s[d] == np.inf:
         dec_schedule(d, t, cfg_i, dec_coef, prompt, R_i, D_i, D_f, D_run, dec_end_s, out_i)
         grant(d, t, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, out_t, out_i, heap_t, heap_r, G_i,
-              net_in, net, fl_t, fl_i)
+              fabric, net, fl_t, fl_i)
         cruise_plan(d, cfg_i, dec_coef, output, R_i, D_i, D_f, D_run, dec_end_s)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from fleetplan.sim._kernels.jit import njit, njit_inline
-from fleetplan.sim._kernels.pdd_codes import (
+from fleetplan.sim._kernels.pdd.codes import (
     CI_PF_BLOCK,
     CI_PF_BUDGET,
     CI_PF_MAX_SEQS,

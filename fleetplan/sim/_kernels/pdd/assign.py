@@ -52,7 +52,7 @@ from __future__ import annotations
 import numpy as np
 
 from fleetplan.sim._kernels.jit import njit_inline
-from fleetplan.sim._kernels.pdd_codes import (
+from fleetplan.sim._kernels.pdd.codes import (
     ABLATE_PROB,
     ABLATE_TYPE1,
     ABLATE_TYPE2,

@@ -37,8 +37,8 @@ PF_ROUTE_ROUND_ROBIN = 0
 PF_ROUTE_LEAST_OUTSTANDING = 1  # fewest requests queued, running or holding KV
 
 # cfg_i layout (int64).  CI_CRUISE: 1 to advance runs of identical decode steps as one event
-# (``pdd_cruise``; results are identical, only the event count changes).  CI_NETWORK: 1 when
-# KV transfers are flows on a fabric (``pdd_net``), with path policy ``CI_NET_POLICY``
+# (``decode``; results are identical, only the event count changes).  CI_NETWORK: 1 when
+# KV transfers are flows on a fabric (``network``), with path policy ``CI_NET_POLICY``
 # (``flows.POLICY_*``) over ``CI_N_HOSTS`` hosts and ``CI_N_SPINES`` spines.
 # CI_SIBYL_PRESSURE: ``PRESSURE_*`` above; CI_SIBYL_ABLATE: ``ABLATE_*`` bits above.
 (CI_N_PREFILL, CI_N_DECODE, CI_PF_MAX_SEQS, CI_PF_BUDGET, CI_PF_KV_BLOCKS, CI_PF_BLOCK, CI_PF_STEP_CODE,
@@ -72,7 +72,7 @@ PI_LEN, PI_WHEAD, PI_WTAIL, PI_FREE, PI_NOUT = range(5)
 N_PI = 5
 
 # Per-decode-instance int state (D_i columns).
-# DI_CR_*: the run of decode steps in flight (``pdd_cruise``): steps in the run, steps committed
+# DI_CR_*: the run of decode steps in flight (``decode``): steps in the run, steps committed
 # (time, load), steps applied to the requests, requests in the run (0: not pure decode), context.
 (DI_LEN, DI_WHEAD, DI_WTAIL, DI_FREE, DI_RHEAD, DI_RTAIL, DI_PHEAD, DI_PTAIL, DI_LOAD_TOKENS,
  DI_N_IN_DECODE, DI_INFLIGHT, DI_CR_M, DI_CR_K, DI_CR_KREQ, DI_CR_N, DI_CR_CTX) = range(16)
@@ -109,3 +109,7 @@ NF_NOW, NF_NEXT = range(2)
 N_NF = 2
 NI_ACTIVE, NI_FLOWS, NI_DIRTY, NI_PEAK, NI_PENDING, NI_PHEAD = range(6)
 N_NI = 6
+
+# Network statistics (``PddOutputs.net_stats``): flows started, peak flows active at once.
+NS_FLOWS, NS_PEAK_ACTIVE = range(2)
+N_NS = 2
