@@ -46,6 +46,21 @@ _ABLATE = {SibylAblation.TYPE1: pc.ABLATE_TYPE1, SibylAblation.TYPE2: pc.ABLATE_
 _PF_ROUTER = {InstanceRouter.ROUND_ROBIN: pc.PF_ROUTE_ROUND_ROBIN,
               InstanceRouter.LEAST_OUTSTANDING: pc.PF_ROUTE_LEAST_OUTSTANDING}
 
+# cfg_i slots of a pool: max_num_seqs, token budget of a step, KV blocks, block size, step-model code, max context
+_PREFILL_SLOTS = (pc.CI_PF_MAX_SEQS, pc.CI_PF_BUDGET, pc.CI_PF_KV_BLOCKS, pc.CI_PF_BLOCK, pc.CI_PF_STEP_CODE,
+                  pc.CI_PF_MAX_CONTEXT)
+_DECODE_SLOTS = (pc.CI_DEC_MAX_SEQS, pc.CI_DEC_BUDGET, pc.CI_DEC_KV_BLOCKS, pc.CI_DEC_BLOCK, pc.CI_DEC_STEP_CODE,
+                 pc.CI_DEC_MAX_CONTEXT)
+
+
+def _set_pool_slots(cfg_i: np.ndarray, slots: tuple[int, ...], pool, step_code: int) -> None:
+    """Write a pool's limits, step-model code and context window into its ``cfg_i`` slots."""
+    lim = pool.limits
+    values = (lim.max_num_seqs, lim.max_num_batched_tokens, lim.kv_blocks, lim.block_size_tokens, step_code,
+              pool.max_context_tokens)
+    for slot, value in zip(slots, values, strict=True):
+        cfg_i[slot] = value
+
 
 @dataclass(frozen=True, eq=False)
 class CompiledPdd:
@@ -139,19 +154,9 @@ def compile_pdd(spec: PddSpec, arrival_s, prompt_tokens, output_tokens, horizon_
     cfg_i = np.zeros(pc.N_CFG_I, dtype=np.int64)
     cfg_i[pc.CI_N_PREFILL] = pf.n_instances
     cfg_i[pc.CI_N_DECODE] = dec.n_instances
-    cfg_i[pc.CI_PF_MAX_SEQS] = pf.limits.max_num_seqs
-    cfg_i[pc.CI_PF_BUDGET] = pf.limits.max_num_batched_tokens
-    cfg_i[pc.CI_PF_KV_BLOCKS] = pf.limits.kv_blocks
-    cfg_i[pc.CI_PF_BLOCK] = pf.limits.block_size_tokens
-    cfg_i[pc.CI_PF_STEP_CODE] = pf_code
+    _set_pool_slots(cfg_i, _PREFILL_SLOTS, pf, pf_code)
     cfg_i[pc.CI_PF_ROUTER] = _PF_ROUTER[pf.router]
-    cfg_i[pc.CI_PF_MAX_CONTEXT] = pf.max_context_tokens
-    cfg_i[pc.CI_DEC_MAX_SEQS] = dec.limits.max_num_seqs
-    cfg_i[pc.CI_DEC_BUDGET] = dec.limits.max_num_batched_tokens
-    cfg_i[pc.CI_DEC_KV_BLOCKS] = dec.limits.kv_blocks
-    cfg_i[pc.CI_DEC_BLOCK] = dec.limits.block_size_tokens
-    cfg_i[pc.CI_DEC_STEP_CODE] = dec_code
-    cfg_i[pc.CI_DEC_MAX_CONTEXT] = dec.max_context_tokens
+    _set_pool_slots(cfg_i, _DECODE_SLOTS, dec, dec_code)
     cfg_i[pc.CI_DECODE_MODEL] = _DECODE[spec.decode_model]
     cfg_i[pc.CI_POLICY] = _POLICY[spec.policy]
     cfg_i[pc.CI_BINDING] = _BINDING[spec.binding]

@@ -12,7 +12,6 @@ ASSIGN_ILS_REQUESTS = 2  # fewest requests in decode at the binding moment
 ASSIGN_SIBYL = 3  # projected load at the handoff moment (SIBYL §4, Algorithm 1)
 ASSIGN_ORACLE = 4  # late binding to the least-loaded instance (tokens) at prefill end
 ASSIGN_REQ_LEVEL = 5  # fewest requests bound and not finished, pending ones included (SIBYL's REQ LEVEL)
-N_ASSIGN = 5
 
 # When the decode instance is bound (``CI_BINDING``).
 BIND_EARLY = 0  # when the prefill instance first schedules the request (prefill start)

@@ -124,6 +124,15 @@ def _add_to_step(num, c, target, n_seqs, n_dec, ctx, tokens, attn2):
 
 
 @njit_inline
+def _chunk(c, target, budget, block, held_blocks):
+    """Tokens a request at ``c`` of ``target`` gets from ``budget``, and the blocks it needs beyond
+    ``held_blocks``."""
+    num = target - c if target - c < budget else budget
+    new_blocks = (c + num + block - 1) // block - held_blocks
+    return num, (new_blocks if new_blocks > 0 else 0)
+
+
+@njit_inline
 def dec_schedule(d, t, cfg_i, dec_coef, prompt, R_i, D_i, D_f, D_run, dec_end_s, out_i):
     """Form the next decode step of instance ``d`` at ``t`` (sets ``dec_end_s[d]``)."""
     budget = cfg_i[CI_DEC_BUDGET]
@@ -139,10 +148,7 @@ def dec_schedule(d, t, cfg_i, dec_coef, prompt, R_i, D_i, D_f, D_run, dec_end_s,
             continue
         c = R_i[r, RI_COMP]
         target = R_i[r, RI_TARGET]
-        num = target - c if target - c < budget else budget
-        new_blocks = (c + num + block - 1) // block - R_i[r, RI_HELD_D]
-        if new_blocks < 0:
-            new_blocks = 0
+        num, new_blocks = _chunk(c, target, budget, block, R_i[r, RI_HELD_D])
         while new_blocks > D_i[d, DI_FREE]:  # preempt the most recently admitted (recompute)
             last = D_i[d, DI_LEN] - 1
             v = D_run[d, last]
@@ -173,10 +179,7 @@ def dec_schedule(d, t, cfg_i, dec_coef, prompt, R_i, D_i, D_f, D_run, dec_end_s,
         r = D_i[d, DI_WHEAD]
         c = R_i[r, RI_COMP]
         target = R_i[r, RI_TARGET]
-        num = target - c if target - c < budget else budget
-        new_blocks = (c + num + block - 1) // block - R_i[r, RI_HELD_D]
-        if new_blocks < 0:
-            new_blocks = 0
+        num, new_blocks = _chunk(c, target, budget, block, R_i[r, RI_HELD_D])
         if new_blocks > D_i[d, DI_FREE]:
             break
         _pop_wait(d, D_i, R_i)
