@@ -85,7 +85,9 @@ N_DF = 7
 # Global state: G_i = (rr prefill, rr decode, transfer-heap size);
 # G_f = (tokens of completed decodes, their decode seconds) for the system-average rate.
 GI_RR_P, GI_RR_D, GI_HEAP = range(3)
+N_GI = 3
 GF_TOKENS, GF_SECONDS = range(2)
+N_GF = 2
 
 # Request status (same values as ``codes.STATUS_*``: done, unfinished, rejected).
 ST_DONE, ST_UNFINISHED, ST_REJECTED = 0, 1, 2

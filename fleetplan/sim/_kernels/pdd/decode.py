@@ -105,7 +105,9 @@ CRUISE_MAX_STEPS = 512  # bounds the re-summing of a run; ending a run early is 
 
 
 @njit_inline
-def _pop_wait(d, D_i, R_i):
+def _pop_wait(d, reqs, dec):
+    R_i = reqs.ri
+    D_i = dec.di
     r = D_i[d, DI_WHEAD]
     D_i[d, DI_WHEAD] = R_i[r, RI_NXT]
     if R_i[r, RI_NXT] < 0:
@@ -133,8 +135,13 @@ def _chunk(c, target, budget, block, held_blocks):
 
 
 @njit_inline
-def dec_schedule(d, t, cfg_i, dec_coef, prompt, R_i, D_i, D_f, D_run, dec_end_s, out_i):
+def dec_schedule(d, t, config, requests, reqs, dec, outputs):
     """Form the next decode step of instance ``d`` at ``t`` (sets ``dec_end_s[d]``)."""
+    cfg_i, dec_coef = config.cfg_i, config.dec_coef
+    prompt = requests.prompt_tokens
+    R_i = reqs.ri
+    D_i, D_f, D_run, dec_end_s = dec.di, dec.df, dec.run, dec.step_end_s
+    out_i = outputs.request_i
     budget = cfg_i[CI_DEC_BUDGET]
     block = cfg_i[CI_DEC_BLOCK]
     n_seqs = n_dec = tokens = ctx = attn2 = 0
@@ -182,7 +189,7 @@ def dec_schedule(d, t, cfg_i, dec_coef, prompt, R_i, D_i, D_f, D_run, dec_end_s,
         num, new_blocks = _chunk(c, target, budget, block, R_i[r, RI_HELD_D])
         if new_blocks > D_i[d, DI_FREE]:
             break
-        _pop_wait(d, D_i, R_i)
+        _pop_wait(d, reqs, dec)
         D_i[d, DI_FREE] -= new_blocks
         R_i[r, RI_HELD_D] += new_blocks
         D_run[d, D_i[d, DI_LEN]] = r
@@ -204,17 +211,24 @@ def dec_schedule(d, t, cfg_i, dec_coef, prompt, R_i, D_i, D_f, D_run, dec_end_s,
 
 
 @njit_inline
-def _finish(r, d, t, output, prompt, cfg_f, D_i, out_t, out_i, S, G_f, gen_tokens):
+def _finish(r, d, t, gen_tokens, config, requests, dec, stats, outputs):
+    output, prompt = requests.output_tokens, requests.prompt_tokens
+    D_i = dec.di
+    out_t, out_i = outputs.request_t, outputs.request_i
     out_t[r, OT_DONE] = t
     out_i[r, OI_STATUS] = ST_DONE
     D_i[d, DI_LOAD_TOKENS] -= prompt[r] + gen_tokens
     D_i[d, DI_N_IN_DECODE] -= 1
-    completion_stats(output[r], t - out_t[r, OT_HANDOFF], cfg_f, S, G_f)
+    completion_stats(output[r], t - out_t[r, OT_HANDOFF], config, stats)
 
 
 @njit_inline
-def dec_commit(d, t, cfg_f, prompt, output, R_i, D_i, D_f, D_run, out_t, out_i, S, G_f, dec_busy_s):
+def dec_commit(d, t, config, requests, reqs, dec, stats, outputs):
     """Commit the step of decode instance ``d`` ending at ``t`` (emissions, completions)."""
+    output = requests.output_tokens
+    R_i = reqs.ri
+    D_i, D_f, D_run = dec.di, dec.df, dec.run
+    out_t, dec_busy_s = outputs.request_t, outputs.decode_busy_s
     dec_busy_s[d] += t - D_f[d, DF_STEP_START]
     kept = 0
     for s in range(D_i[d, DI_LEN]):
@@ -233,7 +247,7 @@ def dec_commit(d, t, cfg_f, prompt, output, R_i, D_i, D_f, D_run, out_t, out_i, 
                 if R_i[r, RI_GEN] == output[r]:
                     D_i[d, DI_FREE] += R_i[r, RI_HELD_D]
                     R_i[r, RI_HELD_D] = 0
-                    _finish(r, d, t, output, prompt, cfg_f, D_i, out_t, out_i, S, G_f, output[r])
+                    _finish(r, d, t, output[r], config, requests, dec, stats, outputs)
                     continue
         D_run[d, kept] = r
         kept += 1
@@ -241,8 +255,11 @@ def dec_commit(d, t, cfg_f, prompt, output, R_i, D_i, D_f, D_run, out_t, out_i, 
 
 
 @njit_inline
-def ps_advance(d, t, cfg_f, D_i, D_f, dec_busy_s):
+def ps_advance(d, t, config, dec, outputs):
     """Bring instance ``d``'s virtual time to ``t``."""
+    cfg_f = config.cfg_f
+    D_i, D_f = dec.di, dec.df
+    dec_busy_s = outputs.decode_busy_s
     n = D_i[d, DI_LEN]
     if n > 0:
         D_f[d, DF_V] += ps_rate(n, cfg_f) * (t - D_f[d, DF_T_LAST])
@@ -251,8 +268,12 @@ def ps_advance(d, t, cfg_f, D_i, D_f, dec_busy_s):
 
 
 @njit_inline
-def _ps_target(d, output, R_f, D_i, D_run, out_t):
+def _ps_target(d, requests, reqs, dec, outputs):
     """Smallest virtual time at which a running task of ``d`` emits its first token or finishes."""
+    output = requests.output_tokens
+    R_f = reqs.v_join_tokens
+    D_i, D_run = dec.di, dec.run
+    out_t = outputs.request_t
     best = np.inf
     for s in range(D_i[d, DI_LEN]):
         r = D_run[d, s]
@@ -263,10 +284,13 @@ def _ps_target(d, output, R_f, D_i, D_run, out_t):
 
 
 @njit_inline
-def ps_admit_and_plan(d, cfg_i, cfg_f, output, R_i, R_f, D_i, D_f, D_run, dec_end_s, out_t):
+def ps_admit_and_plan(d, config, requests, reqs, dec, outputs):
     """Admit waiting tasks FCFS (``V_join = V``) and set ``d``'s next event time."""
+    cfg_i, cfg_f = config.cfg_i, config.cfg_f
+    R_f = reqs.v_join_tokens
+    D_i, D_f, D_run, dec_end_s = dec.di, dec.df, dec.run, dec.step_end_s
     while D_i[d, DI_WHEAD] >= 0 and D_i[d, DI_LEN] < cfg_i[CI_DEC_MAX_SEQS]:
-        r = _pop_wait(d, D_i, R_i)
+        r = _pop_wait(d, reqs, dec)
         R_f[r] = D_f[d, DF_V]
         D_run[d, D_i[d, DI_LEN]] = r
         D_i[d, DI_LEN] += 1
@@ -274,16 +298,19 @@ def ps_admit_and_plan(d, cfg_i, cfg_f, output, R_i, R_f, D_i, D_f, D_run, dec_en
     if n == 0:
         dec_end_s[d] = np.inf
         return
-    gap = _ps_target(d, output, R_f, D_i, D_run, out_t) - D_f[d, DF_V]
+    gap = _ps_target(d, requests, reqs, dec, outputs) - D_f[d, DF_V]
     dec_end_s[d] = D_f[d, DF_T_LAST] + (gap if gap > 0.0 else 0.0) / ps_rate(n, cfg_f)
 
 
 @njit_inline
-def ps_event(d, t, cfg_i, cfg_f, prompt, output, R_i, R_f, D_i, D_f, D_run, dec_end_s, out_t, out_i, S, G_f,
-             dec_busy_s):
+def ps_event(d, t, config, requests, reqs, dec, stats, outputs):
     """The first-token or completion event of processor-sharing instance ``d`` at ``t``."""
+    output = requests.output_tokens
+    R_f = reqs.v_join_tokens
+    D_i, D_f, D_run = dec.di, dec.df, dec.run
+    out_t, dec_busy_s = outputs.request_t, outputs.decode_busy_s
     dec_busy_s[d] += t - D_f[d, DF_T_LAST]
-    v = _ps_target(d, output, R_f, D_i, D_run, out_t)
+    v = _ps_target(d, requests, reqs, dec, outputs)
     D_f[d, DF_V] = v
     D_f[d, DF_T_LAST] = t
     kept = 0
@@ -292,17 +319,21 @@ def ps_event(d, t, cfg_i, cfg_f, prompt, output, R_i, R_f, D_i, D_f, D_run, dec_
         if out_t[r, OT_FIRST_TOKEN] == np.inf and R_f[r] + 1.0 <= v:
             out_t[r, OT_FIRST_TOKEN] = t
         if R_f[r] + output[r] <= v:
-            _finish(r, d, t, output, prompt, cfg_f, D_i, out_t, out_i, S, G_f, 0)
+            _finish(r, d, t, 0, config, requests, dec, stats, outputs)
             continue
         D_run[d, kept] = r
         kept += 1
     D_i[d, DI_LEN] = kept
-    ps_admit_and_plan(d, cfg_i, cfg_f, output, R_i, R_f, D_i, D_f, D_run, dec_end_s, out_t)
+    ps_admit_and_plan(d, config, requests, reqs, dec, outputs)
 
 
 @njit_inline
-def cruise_plan(d, cfg_i, dec_coef, output, R_i, D_i, D_f, D_run, dec_end_s):
+def cruise_plan(d, config, requests, reqs, dec):
     """Extend the pure-decode step just formed on ``d`` into a run (module docstring)."""
+    cfg_i, dec_coef = config.cfg_i, config.dec_coef
+    output = requests.output_tokens
+    R_i = reqs.ri
+    D_i, D_f, D_run, dec_end_s = dec.di, dec.df, dec.run, dec.step_end_s
     n = D_i[d, DI_CR_N]
     if cfg_i[CI_CRUISE] == 0 or n == 0 or dec_end_s[d] == np.inf:
         return
@@ -331,8 +362,10 @@ def cruise_plan(d, cfg_i, dec_coef, output, R_i, D_i, D_f, D_run, dec_end_s):
 
 
 @njit_inline
-def cruise_walk(d, t, incl, D_i, D_f, dec_busy_s):
+def cruise_walk(d, t, incl, dec, outputs):
     """Commit the run's steps of ``d`` ending before ``t`` (at or before with ``incl``), time and load."""
+    D_i, D_f = dec.di, dec.df
+    dec_busy_s = outputs.decode_busy_s
     m = D_i[d, DI_CR_M]
     k = D_i[d, DI_CR_K]
     if k >= m - 1:
@@ -355,8 +388,12 @@ def cruise_walk(d, t, incl, D_i, D_f, dec_busy_s):
 
 
 @njit_inline
-def cruise_apply(d, cfg_i, R_i, D_i, D_f, D_run, out_t):
+def cruise_apply(d, config, reqs, dec, outputs):
     """Bring the requests of ``d``'s run up to the walked steps (module docstring)."""
+    cfg_i = config.cfg_i
+    R_i = reqs.ri
+    D_i, D_f, D_run = dec.di, dec.df, dec.run
+    out_t = outputs.request_t
     delta = D_i[d, DI_CR_K] - D_i[d, DI_CR_KREQ]
     if delta == 0:
         return
@@ -377,15 +414,16 @@ def cruise_apply(d, cfg_i, R_i, D_i, D_f, D_run, out_t):
 
 
 @njit_inline
-def cruise_sync(d, t, incl, cfg_i, R_i, D_i, D_f, D_run, out_t, dec_busy_s):
+def cruise_sync(d, t, incl, config, reqs, dec, outputs):
     """Walk and apply: ``d``'s state exactly as the one-step-at-a-time simulation has it at ``t``."""
-    cruise_walk(d, t, incl, D_i, D_f, dec_busy_s)
-    cruise_apply(d, cfg_i, R_i, D_i, D_f, D_run, out_t)
+    cruise_walk(d, t, incl, dec, outputs)
+    cruise_apply(d, config, reqs, dec, outputs)
 
 
 @njit_inline
-def cruise_cut(d, D_i, D_f, dec_end_s):
+def cruise_cut(d, dec):
     """End ``d``'s run after the step in progress (call ``cruise_sync`` first)."""
+    D_i, D_f, dec_end_s = dec.di, dec.df, dec.step_end_s
     if D_i[d, DI_CR_M] > D_i[d, DI_CR_K] + 1:
         D_i[d, DI_CR_M] = D_i[d, DI_CR_K] + 1
         dec_end_s[d] = D_f[d, DF_CR_END]

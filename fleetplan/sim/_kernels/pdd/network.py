@@ -70,10 +70,12 @@ def net_alloc(n_requests, n_links, max_hops):
 
 
 @njit_helper
-def net_start(r, kind, t, cfg_i, out_i, fabric, net, fl_t, fl_i):
+def net_start(r, kind, t, config, outputs, fabric, net):
     """Start request ``r``'s flow of ``kind`` at ``t`` (rates are recomputed before the next event).
 
     Not inlined: called about twice per request from many sites, it would bloat compile time."""
+    cfg_i = config.cfg_i
+    out_i, fl_t, fl_i = outputs.request_i, outputs.flow_t, outputs.flow_i
     net_f, net_i, active = net.net_f, net.net_i, net.active
     remaining, rate = net.remaining_bytes, net.rate_bytes_per_s
     dt = t - net_f[NF_NOW]
@@ -124,8 +126,9 @@ def net_next_event_s(net):
 
 
 @njit_inline
-def net_pop(t, net, fl_t):
+def net_pop(t, outputs, net):
     """The next flow completing at ``t`` (retiring every flow due by ``t`` first when none is pending)."""
+    fl_t = outputs.flow_t
     net_f, net_i, active, done = net.net_f, net.net_i, net.active, net.done
     remaining, rate, flow_links, flow_hops = net.remaining_bytes, net.rate_bytes_per_s, net.flow_links, net.flow_hops
     if net_i[NI_PENDING] == net_i[NI_PHEAD]:

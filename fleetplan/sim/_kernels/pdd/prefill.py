@@ -39,8 +39,13 @@ from fleetplan.sim._kernels.step_model import step_time_s
 
 
 @njit_inline
-def pf_schedule(k, t, cfg_i, pf_coef, prompt, R_i, P_i, P_f, P_run, pf_end_s, out_t, scratch):
+def pf_schedule(k, t, config, requests, reqs, pf, outputs, scratch):
     """Form the next prefill step of instance ``k`` at ``t``; sets ``pf_end_s[k]`` (inf if idle)."""
+    cfg_i, pf_coef = config.cfg_i, config.pf_coef
+    prompt = requests.prompt_tokens
+    R_i = reqs.ri
+    P_i, P_f, P_run, pf_end_s = pf.pi, pf.step_start_s, pf.run, pf.step_end_s
+    out_t = outputs.request_t
     budget = cfg_i[CI_PF_BUDGET]
     block = cfg_i[CI_PF_BLOCK]
     n_seqs = 0
@@ -93,8 +98,12 @@ def pf_schedule(k, t, cfg_i, pf_coef, prompt, R_i, P_i, P_f, P_run, pf_end_s, ou
 
 
 @njit_inline
-def pf_commit(k, t, prompt, R_i, P_i, P_f, P_run, out_t, pf_busy_s, scratch):
+def pf_commit(k, t, requests, reqs, pf, outputs, scratch):
     """Commit the step of prefill instance ``k`` ending at ``t``; returns how many prefills ended."""
+    prompt = requests.prompt_tokens
+    R_i = reqs.ri
+    P_i, P_f, P_run = pf.pi, pf.step_start_s, pf.run
+    out_t, pf_busy_s = outputs.request_t, outputs.prefill_busy_s
     pf_busy_s[k] += t - P_f[k]
     kept = 0
     n_fin = 0

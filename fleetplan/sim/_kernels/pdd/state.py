@@ -35,7 +35,32 @@ of each instance (s); ``flow_t`` f8[F, N_FT] start and end time of each flow (s)
 i8[F, N_FI] request, kind and spine of each flow; ``net_stats`` i8[N_NS] flows started and peak
 flows active at once (``NS_*``).
 
-Kernel state (built by ``run_pdd``):
+Kernel state (built by ``run_pdd``; the helpers take these groups whole):
+
+``RequestState``: ``ri`` i8[N, N_RI] per-request counters and links (``RI_*``: computed, target
+and generated tokens, KV blocks held on the decode and on the prefill side, FIFO link, pending-list
+links, tokens scheduled in the step in flight, network phase ``NET_*``); ``v_join_tokens`` f8[N]
+processor-sharing virtual time at which the request joined the running set (tokens).
+
+``PrefillState``: ``pi`` i8[P, N_PI] (``PI_*``: running requests, waiting queue head and tail, free
+KV blocks, requests outstanding: queued, prefilling or holding KV); ``step_start_s`` f8[P] start of
+the step in flight (s); ``run`` i8[P, prefill max_num_seqs] running requests in admission order;
+``step_end_s`` f8[leaves(P)] end of the step in flight (s, inf when idle; keys of the event tree).
+
+``DecodeState``: ``di`` i8[D, N_DI] (``DI_*``: running requests, waiting (preempted) queue,
+reservation queue and pending list (heads and tails), free KV blocks, token load, requests in
+decode, transfers in flight, the cruise's step counts and context); ``df`` f8[D, N_DF] (``DF_*``:
+processor-sharing virtual time (tokens) and its last update (s), step start (s), the cruise's
+step ends (s) and step-time parts (s, s per context token)); ``run`` i8[D, decode max_num_seqs];
+``step_end_s`` f8[leaves(D)] next event of each instance (s, inf when idle).
+
+``Statistics`` (SIBYL's estimators): ``survival`` f8[B] survival of the output length per bucket of
+``CF_BUCKET_TOKENS`` tokens; ``completed`` f8[N_GF] tokens and decode seconds of the completed
+decodes (``GF_*``; their ratio is the system decode rate, tokens/s).
+
+``Transfers``: the transfer heap, ``heap_end_s`` f8[N] event times (s) and ``heap_req`` i8[N]
+requests, ordered by (time, request); ``counters`` i8[N_GI] round-robin cursors of the prefill
+router and of decode assignment, and the heap's size (``GI_*``).
 
 ``FabricState`` (``network``; sized for F flows): ``net_f`` f8[N_NF] network clock and next
 completion time (s, ``NF_*``); ``net_i`` i8[N_NI] active flows, flows started, rates stale, peak
@@ -51,7 +76,8 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-__all__ = ["FabricInputs", "FabricState", "PddConfig", "PddOutputs", "PddRequests"]
+__all__ = ["DecodeState", "FabricInputs", "FabricState", "PddConfig", "PddOutputs", "PddRequests", "PrefillState",
+           "RequestState", "Statistics", "Transfers"]
 
 PddRequests = namedtuple("PddRequests", ["arrival_s", "prompt_tokens", "output_tokens", "est_handoff_s",
                                          "xfer_overlap_s", "xfer_tail_s"])
@@ -63,3 +89,8 @@ PddOutputs = namedtuple("PddOutputs", ["request_t", "request_i", "prefill_busy_s
 FabricState = namedtuple("FabricState", ["net_f", "net_i", "active", "remaining_bytes", "rate_bytes_per_s", "frozen",
                                          "flow_links", "flow_hops", "link_flows", "cap_left_bytes_per_s", "n_left",
                                          "done"])
+RequestState = namedtuple("RequestState", ["ri", "v_join_tokens"])
+PrefillState = namedtuple("PrefillState", ["pi", "step_start_s", "run", "step_end_s"])
+DecodeState = namedtuple("DecodeState", ["di", "df", "run", "step_end_s"])
+Statistics = namedtuple("Statistics", ["survival", "completed"])
+Transfers = namedtuple("Transfers", ["heap_end_s", "heap_req", "counters"])

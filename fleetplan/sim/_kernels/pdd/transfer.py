@@ -76,10 +76,14 @@ from fleetplan.sim._kernels.pdd.network import net_start
 
 
 @njit_helper
-def try_transfer(r, t, cfg_i, cfg_f, xfer_overlap_s, xfer_tail_s, R_i, out_t, out_i, heap_t, heap_r, G_i, fabric,
-                 net, fl_t, fl_i):
+def try_transfer(r, t, config, requests, reqs, xfers, outputs, fabric, net):
     """Advance ``r``'s transfer at ``t`` after a grant, a prefill end or its layers' flow end (not
     inlined: a few calls per request from many sites)."""
+    cfg_i, cfg_f = config.cfg_i, config.cfg_f
+    xfer_overlap_s, xfer_tail_s = requests.xfer_overlap_s, requests.xfer_tail_s
+    R_i = reqs.ri
+    heap_t, heap_r, G_i = xfers.heap_end_s, xfers.heap_req, xfers.counters
+    out_t = outputs.request_t
     if cfg_i[CI_NETWORK] == 0:  # both granted and prefilled: push the handoff
         if out_t[r, OT_GRANT] < np.inf and out_t[r, OT_PF_END] < np.inf:
             start = out_t[r, OT_GRANT] + xfer_overlap_s[r]
@@ -94,7 +98,7 @@ def try_transfer(r, t, cfg_i, cfg_f, xfer_overlap_s, xfer_tail_s, R_i, out_t, ou
             return
         if fabric.layer_bytes[r] > 0.0:  # layer-wise: all but the last layer stream from the grant on
             R_i[r, RI_NET] = NET_LAYERS
-            net_start(r, FLOW_LAYERS, t, cfg_i, out_i, fabric, net, fl_t, fl_i)
+            net_start(r, FLOW_LAYERS, t, config, outputs, fabric, net)
             return
         phase = NET_READY
         R_i[r, RI_NET] = NET_READY
@@ -103,13 +107,17 @@ def try_transfer(r, t, cfg_i, cfg_f, xfer_overlap_s, xfer_tail_s, R_i, out_t, ou
         if cfg_f[CF_LATENCY_S] > 0.0:
             G_i[GI_HEAP] = heap_push_tr(heap_t, heap_r, G_i[GI_HEAP], t + cfg_f[CF_LATENCY_S], r)
         else:
-            net_start(r, FLOW_LAST, t, cfg_i, out_i, fabric, net, fl_t, fl_i)
+            net_start(r, FLOW_LAST, t, config, outputs, fabric, net)
 
 
 @njit_inline
-def grant(d, t, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, out_t, out_i, heap_t, heap_r, G_i,
-          fabric, net, fl_t, fl_i):
+def grant(d, t, config, requests, reqs, dec, xfers, outputs, fabric, net):
     """Grant ``d``'s reservation queue FCFS while the prompt's blocks are free; returns how many."""
+    cfg_i = config.cfg_i
+    prompt = requests.prompt_tokens
+    R_i = reqs.ri
+    D_i = dec.di
+    out_t = outputs.request_t
     block = cfg_i[CI_DEC_BLOCK]
     n_granted = 0
     while D_i[d, DI_RHEAD] >= 0:
@@ -129,18 +137,19 @@ def grant(d, t, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, out
         D_i[d, DI_INFLIGHT] += 1
         out_t[r, OT_GRANT] = t
         n_granted += 1
-        try_transfer(r, t, cfg_i, cfg_f, xfer_overlap_s, xfer_tail_s, R_i, out_t, out_i, heap_t, heap_r, G_i, fabric,
-                     net, fl_t, fl_i)
+        try_transfer(r, t, config, requests, reqs, xfers, outputs, fabric, net)
     return n_granted
 
 
 @njit_inline
-def bind(r, d, t, incl, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, D_f, D_run, out_t, out_i, heap_t,
-         heap_r, G_i, dec_end_s, dec_busy_s, fabric, net, fl_t, fl_i):
+def bind(r, d, t, incl, config, requests, reqs, dec, xfers, outputs, fabric, net):
     """Bind ``r`` to decode instance ``d`` at ``t``: pending list, reservation queue, grants.
 
     ``incl``: decode steps ending at ``t`` count as done (``decode``); the caller updates
     the decode tree (a grant ends ``d``'s cruise)."""
+    R_i = reqs.ri
+    D_i = dec.di
+    out_t, out_i = outputs.request_t, outputs.request_i
     out_i[r, OI_DEC_INST] = d
     out_t[r, OT_BIND] = t
     if D_i[d, DI_PTAIL] < 0:
@@ -154,16 +163,19 @@ def bind(r, d, t, incl, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, 
     else:
         R_i[D_i[d, DI_RTAIL], RI_NXT] = r
     D_i[d, DI_RTAIL] = r
-    cruise_sync(d, t, incl, cfg_i, R_i, D_i, D_f, D_run, out_t, dec_busy_s)
-    if grant(d, t, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, out_t, out_i, heap_t, heap_r, G_i,
-             fabric, net, fl_t, fl_i) > 0:
-        cruise_cut(d, D_i, D_f, dec_end_s)
+    cruise_sync(d, t, incl, config, reqs, dec, outputs)
+    if grant(d, t, config, requests, reqs, dec, xfers, outputs, fabric, net) > 0:
+        cruise_cut(d, dec)
 
 
 @njit_inline
-def handoff(r, d, t, incl, cfg_i, cfg_f, prompt, output, dec_coef, xfer_overlap_s, xfer_tail_s, R_i, R_f, D_i, D_f,
-            D_run, dec_end_s, out_t, out_i, heap_t, heap_r, G_i, dec_busy_s, fabric, net, fl_t, fl_i):
+def handoff(r, d, t, incl, config, requests, reqs, dec, xfers, outputs, fabric, net):
     """``r``'s KV has arrived on ``d`` at ``t``: leave the pending list, score the assignment, join."""
+    cfg_i = config.cfg_i
+    prompt = requests.prompt_tokens
+    R_i = reqs.ri
+    D_i, D_run, dec_end_s = dec.di, dec.run, dec.step_end_s
+    out_t, out_i = outputs.request_t, outputs.request_i
     pv = R_i[r, RI_PPREV]
     nx = R_i[r, RI_PNEXT]
     if pv >= 0:
@@ -176,11 +188,11 @@ def handoff(r, d, t, incl, cfg_i, cfg_f, prompt, output, dec_coef, xfer_overlap_
         D_i[d, DI_PTAIL] = pv
     n_dec = cfg_i[CI_N_DECODE]
     for e in range(n_dec):
-        cruise_walk(e, t, incl, D_i, D_f, dec_busy_s)
+        cruise_walk(e, t, incl, dec, outputs)
     low = np.inf
     for e in range(n_dec):
-        low = min(low, decode_load(e, t, cfg_i, cfg_f, D_i, D_f, D_run, R_f))
-    out_i[r, OI_OPTIMAL] = 1 if decode_load(d, t, cfg_i, cfg_f, D_i, D_f, D_run, R_f) <= low else 0
+        low = min(low, decode_load(e, t, config, reqs, dec))
+    out_i[r, OI_OPTIMAL] = 1 if decode_load(d, t, config, reqs, dec) <= low else 0
     fewest = D_i[0, DI_N_IN_DECODE]
     for e in range(1, n_dec):
         fewest = min(fewest, D_i[e, DI_N_IN_DECODE])
@@ -193,22 +205,21 @@ def handoff(r, d, t, incl, cfg_i, cfg_f, prompt, output, dec_coef, xfer_overlap_
     D_i[d, DI_N_IN_DECODE] += 1
     D_i[d, DI_INFLIGHT] -= 1
     if cfg_i[CI_DECODE_MODEL] == DECODE_PS:
-        ps_advance(d, t, cfg_f, D_i, D_f, dec_busy_s)
+        ps_advance(d, t, config, dec, outputs)
         if D_i[d, DI_WTAIL] < 0:
             D_i[d, DI_WHEAD] = r
         else:
             R_i[D_i[d, DI_WTAIL], RI_NXT] = r
         D_i[d, DI_WTAIL] = r
-        ps_admit_and_plan(d, cfg_i, cfg_f, output, R_i, R_f, D_i, D_f, D_run, dec_end_s, out_t)
+        ps_admit_and_plan(d, config, requests, reqs, dec, outputs)
         return
     # straight into the running batch: its slot and blocks were reserved at the grant
-    cruise_sync(d, t, incl, cfg_i, R_i, D_i, D_f, D_run, out_t, dec_busy_s)
-    cruise_cut(d, D_i, D_f, dec_end_s)
+    cruise_sync(d, t, incl, config, reqs, dec, outputs)
+    cruise_cut(d, dec)
     R_i[r, RI_SCHED] = 0
     D_run[d, D_i[d, DI_LEN]] = r
     D_i[d, DI_LEN] += 1
     if dec_end_s[d] == np.inf:
-        dec_schedule(d, t, cfg_i, dec_coef, prompt, R_i, D_i, D_f, D_run, dec_end_s, out_i)
-        grant(d, t, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, out_t, out_i, heap_t, heap_r, G_i,
-              fabric, net, fl_t, fl_i)
-        cruise_plan(d, cfg_i, dec_coef, output, R_i, D_i, D_f, D_run, dec_end_s)
+        dec_schedule(d, t, config, requests, reqs, dec, outputs)
+        grant(d, t, config, requests, reqs, dec, xfers, outputs, fabric, net)
+        cruise_plan(d, config, requests, reqs, dec)
