@@ -8,15 +8,16 @@ decode steps or SIBYL's processor sharing.  Attention/FFN disaggregation (AFD) r
 kernel: each decode instance is one attention+FFN unit whose step model the planner linearises
 (``fleetplan.plan.disagg_verify``).  numpy + numba only, like the rest of ``_kernels``.
 
-Entry point: ``kernel.run_pdd`` (called through ``fleetplan.sim.pdd.engine``).  Modules, in the
-order a request goes through them:
+Entry point: ``kernel.run_pdd`` (called through ``fleetplan.sim.pdd.engine``).  Modules:
 
 * ``codes``: integer codes (policies, binding, decode model, statuses) and the ``cfg_i`` / ``cfg_f``
   and state-column layouts; ``state``: the named tuples the kernel's arrays travel in (fields and
-  units in its docstring);
+  units in its docstring); ``queues``: FIFO lists threaded through the requests, the transfer heap;
+
+then in the order a request goes through them:
+
 * ``prefill``: the prefill instances' chunked-prefill steps;
-* ``assign``: decode-instance assignment (loads, SIBYL's projection, survival estimator) and the
-  transfer heap;
+* ``assign``: decode-instance assignment (loads, SIBYL's projection, survival estimator);
 * ``transfer``: binding, pull-based reservations, KV transfers and handoffs;
 * ``network``: KV transfers as flows on a fabric (max-min sharing from ``_kernels.flows``);
 * ``decode``: decode steps with their cruise (runs of identical pure-decode steps as one event),

@@ -43,8 +43,7 @@ once, so after a long completion SIBYL binds runs of requests to that instance; 
 depends on the number of tasks (processor sharing) this raises P99 TPOT far above
 round-robin's (figures in ``tests/pdd/test_sibyl_qualitative.py``).
 
-Ties go to the lowest instance index.  Transfers wait in a binary heap ordered by
-``(end time, request)``.
+Ties go to the lowest instance index.
 """
 
 from __future__ import annotations
@@ -269,44 +268,3 @@ def completion_stats(out_tokens, decode_s, config, stats):
     G_f[GF_TOKENS] += out_tokens
     G_f[GF_SECONDS] += decode_s
     survival_update(S, out_tokens, cfg_f[CF_BUCKET_TOKENS], cfg_f[CF_EMA_ALPHA])
-
-
-@njit_inline
-def heap_push_tr(keys, ids, size, key, r):
-    """Push ``(key, r)`` onto the transfer heap ordered by ``(key, r)``; returns the new size."""
-    pos = size
-    while pos > 0:
-        parent = (pos - 1) >> 1
-        if keys[parent] < key or (keys[parent] == key and ids[parent] < r):
-            break
-        keys[pos] = keys[parent]
-        ids[pos] = ids[parent]
-        pos = parent
-    keys[pos] = key
-    ids[pos] = r
-    return size + 1
-
-
-@njit_inline
-def heap_pop_tr(keys, ids, size):
-    """Remove the minimum ``(key, r)``; returns the new size (read ``keys[0], ids[0]`` first)."""
-    size -= 1
-    key = keys[size]
-    r = ids[size]
-    pos = 0
-    while True:
-        child = 2 * pos + 1
-        if child >= size:
-            break
-        c2 = child + 1
-        if c2 < size and (keys[c2] < keys[child] or (keys[c2] == keys[child] and ids[c2] < ids[child])):
-            child = c2
-        if keys[child] < key or (keys[child] == key and ids[child] < r):
-            keys[pos] = keys[child]
-            ids[pos] = ids[child]
-            pos = child
-        else:
-            break
-    keys[pos] = key
-    ids[pos] = r
-    return size

@@ -99,21 +99,10 @@ from fleetplan.sim._kernels.pdd.codes import (
     RI_TARGET,
     ST_DONE,
 )
+from fleetplan.sim._kernels.pdd.queues import fifo_pop
 from fleetplan.sim._kernels.step_model import decode_step_parts, step_time_s
 
 CRUISE_MAX_STEPS = 512  # bounds the re-summing of a run; ending a run early is exact
-
-
-@njit_inline
-def _pop_wait(d, reqs, dec):
-    R_i = reqs.ri
-    D_i = dec.di
-    r = D_i[d, DI_WHEAD]
-    D_i[d, DI_WHEAD] = R_i[r, RI_NXT]
-    if R_i[r, RI_NXT] < 0:
-        D_i[d, DI_WTAIL] = -1
-    R_i[r, RI_NXT] = -1
-    return r
 
 
 @njit_inline
@@ -189,7 +178,7 @@ def dec_schedule(d, t, config, requests, reqs, dec, outputs):
         num, new_blocks = _chunk(c, target, budget, block, R_i[r, RI_HELD_D])
         if new_blocks > D_i[d, DI_FREE]:
             break
-        _pop_wait(d, reqs, dec)
+        fifo_pop(D_i, d, DI_WHEAD, DI_WTAIL, R_i)
         D_i[d, DI_FREE] -= new_blocks
         R_i[r, RI_HELD_D] += new_blocks
         D_run[d, D_i[d, DI_LEN]] = r
@@ -287,10 +276,10 @@ def _ps_target(d, requests, reqs, dec, outputs):
 def ps_admit_and_plan(d, config, requests, reqs, dec, outputs):
     """Admit waiting tasks FCFS (``V_join = V``) and set ``d``'s next event time."""
     cfg_i, cfg_f = config.cfg_i, config.cfg_f
-    R_f = reqs.v_join_tokens
+    R_i, R_f = reqs.ri, reqs.v_join_tokens
     D_i, D_f, D_run, dec_end_s = dec.di, dec.df, dec.run, dec.step_end_s
     while D_i[d, DI_WHEAD] >= 0 and D_i[d, DI_LEN] < cfg_i[CI_DEC_MAX_SEQS]:
-        r = _pop_wait(d, reqs, dec)
+        r = fifo_pop(D_i, d, DI_WHEAD, DI_WTAIL, R_i)
         R_f[r] = D_f[d, DF_V]
         D_run[d, D_i[d, DI_LEN]] = r
         D_i[d, DI_LEN] += 1

@@ -45,10 +45,11 @@ import numpy as np
 from fleetplan.sim._kernels.heaps import tree_build, tree_leaves, tree_update
 from fleetplan.sim._kernels.jit import njit
 from fleetplan.sim._kernels.pdd import codes as c
-from fleetplan.sim._kernels.pdd.assign import choose_decode, heap_pop_tr
+from fleetplan.sim._kernels.pdd.assign import choose_decode
 from fleetplan.sim._kernels.pdd.decode import cruise_plan, cruise_sync, cruise_walk, dec_commit, dec_schedule, ps_event
 from fleetplan.sim._kernels.pdd.network import net_alloc, net_next_event_s, net_pop, net_refresh, net_start
 from fleetplan.sim._kernels.pdd.prefill import pf_commit, pf_schedule
+from fleetplan.sim._kernels.pdd.queues import fifo_push, heap_pop_tr
 from fleetplan.sim._kernels.pdd.state import DecodeState, PrefillState, RequestState, Statistics, Transfers
 from fleetplan.sim._kernels.pdd.transfer import bind, grant, handoff, try_transfer
 
@@ -201,11 +202,7 @@ def run_pdd(requests, config, fabric, outputs):
                         k = e
             out_i[q, c.OI_PF_INST] = k
             P_i[k, c.PI_NOUT] += 1
-            if P_i[k, c.PI_WTAIL] < 0:
-                P_i[k, c.PI_WHEAD] = q
-            else:
-                R_i[P_i[k, c.PI_WTAIL], c.RI_NXT] = q
-            P_i[k, c.PI_WTAIL] = q
+            fifo_push(P_i, k, c.PI_WHEAD, c.PI_WTAIL, R_i, q)
             kbind = k
             if pf_end_s[k] != np.inf:
                 continue

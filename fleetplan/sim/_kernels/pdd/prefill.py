@@ -32,9 +32,9 @@ from fleetplan.sim._kernels.pdd.codes import (
     PI_WTAIL,
     RI_COMP,
     RI_HELD_P,
-    RI_NXT,
     RI_SCHED,
 )
+from fleetplan.sim._kernels.pdd.queues import fifo_pop
 from fleetplan.sim._kernels.step_model import step_time_s
 
 
@@ -71,10 +71,7 @@ def pf_schedule(k, t, config, requests, reqs, pf, outputs, scratch):
         need = (prompt[r] + block - 1) // block
         if need > P_i[k, PI_FREE]:
             break
-        P_i[k, PI_WHEAD] = R_i[r, RI_NXT]
-        if R_i[r, RI_NXT] < 0:
-            P_i[k, PI_WTAIL] = -1
-        R_i[r, RI_NXT] = -1
+        fifo_pop(P_i, k, PI_WHEAD, PI_WTAIL, R_i)
         P_i[k, PI_FREE] -= need
         R_i[r, RI_HELD_P] = need
         P_run[k, P_i[k, PI_LEN]] = r

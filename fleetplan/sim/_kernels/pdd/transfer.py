@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from fleetplan.sim._kernels.jit import njit_helper, njit_inline
-from fleetplan.sim._kernels.pdd.assign import decode_load, heap_push_tr
+from fleetplan.sim._kernels.pdd.assign import decode_load
 from fleetplan.sim._kernels.pdd.codes import (
     CF_LATENCY_S,
     CI_DEC_BLOCK,
@@ -57,7 +57,6 @@ from fleetplan.sim._kernels.pdd.codes import (
     RI_GEN,
     RI_HELD_D,
     RI_NET,
-    RI_NXT,
     RI_PNEXT,
     RI_PPREV,
     RI_SCHED,
@@ -73,6 +72,7 @@ from fleetplan.sim._kernels.pdd.decode import (
     ps_advance,
 )
 from fleetplan.sim._kernels.pdd.network import net_start
+from fleetplan.sim._kernels.pdd.queues import fifo_pop, fifo_push, heap_push_tr
 
 
 @njit_helper
@@ -128,10 +128,7 @@ def grant(d, t, config, requests, reqs, dec, xfers, outputs, fabric, net):
             if (need > D_i[d, DI_FREE] or D_i[d, DI_WHEAD] >= 0
                     or D_i[d, DI_LEN] + D_i[d, DI_INFLIGHT] >= cfg_i[CI_DEC_MAX_SEQS]):
                 break
-        D_i[d, DI_RHEAD] = R_i[r, RI_NXT]
-        if R_i[r, RI_NXT] < 0:
-            D_i[d, DI_RTAIL] = -1
-        R_i[r, RI_NXT] = -1
+        fifo_pop(D_i, d, DI_RHEAD, DI_RTAIL, R_i)
         D_i[d, DI_FREE] -= need
         R_i[r, RI_HELD_D] = need
         D_i[d, DI_INFLIGHT] += 1
@@ -158,11 +155,7 @@ def bind(r, d, t, incl, config, requests, reqs, dec, xfers, outputs, fabric, net
         R_i[D_i[d, DI_PTAIL], RI_PNEXT] = r
     R_i[r, RI_PPREV] = D_i[d, DI_PTAIL]
     D_i[d, DI_PTAIL] = r
-    if D_i[d, DI_RTAIL] < 0:
-        D_i[d, DI_RHEAD] = r
-    else:
-        R_i[D_i[d, DI_RTAIL], RI_NXT] = r
-    D_i[d, DI_RTAIL] = r
+    fifo_push(D_i, d, DI_RHEAD, DI_RTAIL, R_i, r)
     cruise_sync(d, t, incl, config, reqs, dec, outputs)
     if grant(d, t, config, requests, reqs, dec, xfers, outputs, fabric, net) > 0:
         cruise_cut(d, dec)
@@ -206,11 +199,7 @@ def handoff(r, d, t, incl, config, requests, reqs, dec, xfers, outputs, fabric, 
     D_i[d, DI_INFLIGHT] -= 1
     if cfg_i[CI_DECODE_MODEL] == DECODE_PS:
         ps_advance(d, t, config, dec, outputs)
-        if D_i[d, DI_WTAIL] < 0:
-            D_i[d, DI_WHEAD] = r
-        else:
-            R_i[D_i[d, DI_WTAIL], RI_NXT] = r
-        D_i[d, DI_WTAIL] = r
+        fifo_push(D_i, d, DI_WHEAD, DI_WTAIL, R_i, r)
         ps_admit_and_plan(d, config, requests, reqs, dec, outputs)
         return
     # straight into the running batch: its slot and blocks were reserved at the grant
