@@ -34,7 +34,7 @@ _WHERE = {
     Kernel.FAILURES: ("fleetplan.sim._kernels.iteration_level", "run_iteration_level_failures"),
     Kernel.FEATURES: ("fleetplan.sim._kernels.features_level", "run_iteration_features"),
     Kernel.REQUEST: ("fleetplan.sim._kernels.request_level", "run_request_level"),
-    Kernel.PDD: ("fleetplan.sim._kernels.pdd", "run_pdd"),
+    Kernel.PDD: ("fleetplan.sim._kernels.pdd.kernel", "run_pdd"),
 }
 
 #: Cold compile time of each kernel, seconds, on a 2-core machine (numba 0.68; helpers compiled as

@@ -54,6 +54,7 @@ __all__ = [
     "STATUS_NAMES",
     "TPOT_DEFINITION",
     "summarise",
+    "too_long_rejections",
     "write_text_atomic",
 ]
 
@@ -207,6 +208,16 @@ class SimResult:
         write_text_atomic(path, json.dumps(self.to_json_dict(), indent=2, allow_nan=False) + "\n")
 
 
+def too_long_rejections(status: np.ndarray, tokens: np.ndarray,
+                        max_model_len_tokens: int | None) -> tuple[np.ndarray, float]:
+    """Requests rejected because ``tokens`` (prompt + output) exceed ``max_model_len_tokens``: their
+    mask (all false without a limit) and their share of the tokens (0 when there are none)."""
+    too_long = np.zeros(status.size, dtype=bool) if max_model_len_tokens is None else (
+        (status == "rejected") & (tokens > max_model_len_tokens))
+    share = float(tokens[too_long].sum() / tokens.sum()) if tokens.sum() > 0 else 0.0
+    return too_long, share
+
+
 def _group(
     name: str,
     gpu: str,
@@ -222,8 +233,7 @@ def _group(
     done = status == "done"
     n = len(rows)
     tokens = (rows["original_prompt_tokens"] + rows["output_tokens"]).to_numpy(dtype=np.float64)
-    too_long = np.zeros(n, dtype=bool) if max_model_len_tokens is None else (
-        (status == "rejected") & (tokens > max_model_len_tokens))
+    too_long, too_long_share = too_long_rejections(status, tokens, max_model_len_tokens)
     timed = rows[~too_long]
     good = None
     attainment = goodput = None
@@ -257,7 +267,7 @@ def _group(
         instance_utilisation=tuple(float(x) for x in inst_util),
         instance_mean_batch=tuple(float(x) for x in inst_batch),
         n_too_long=int(too_long.sum()),
-        too_long_token_share=float(tokens[too_long].sum() / tokens.sum()) if tokens.sum() > 0 else 0.0,
+        too_long_token_share=too_long_share,
     )
 
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from fleetplan.sim._kernels import pdd_codes as pc
+from fleetplan.sim._kernels.pdd import codes as pc
 from tests.reference.pdd import Decode, Estimator, Req
 from tests.reference.pdd_decode import DecodeEngine
 

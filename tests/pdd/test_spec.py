@@ -62,7 +62,8 @@ def test_prefill_router_must_be_supported():
 
 
 def test_pdd_status_codes_mirror_the_simulator_codes():
-    from fleetplan.sim._kernels import codes, pdd_codes
+    from fleetplan.sim._kernels import codes
+    from fleetplan.sim._kernels.pdd import codes as pdd_codes
 
     assert (pdd_codes.ST_DONE, pdd_codes.ST_UNFINISHED, pdd_codes.ST_REJECTED) == (
         codes.STATUS_DONE, codes.STATUS_UNFINISHED, codes.STATUS_REJECTED)

@@ -21,8 +21,7 @@ from tests.reference.pdd_sim import run_pdd as twin_run_pdd
 def _check(spec, arrival, prompt, output, horizon_s=None):
     flows: list = []
     run = compile_pdd(spec, arrival, prompt, output, horizon_s, seed=3)
-    want = twin_run_pdd(run.arrival_s, run.prompt_tokens, run.output_tokens, run.est_handoff_s, run.xfer_overlap_s,
-                        run.xfer_tail_s, run.cfg_i, run.cfg_f, run.pf_coef, run.dec_coef, run.net_in, flows)
+    want = twin_run_pdd(run.kernel_requests(), run.kernel_config(), run.net_in, flows)
     for cruise in (True, False):
         run = compile_pdd(spec, arrival, prompt, output, horizon_s, seed=3, cruise=cruise)
         out_t, out_i, pf_busy, dec_busy, n_events, fl_t, fl_i, stats = run_compiled_pdd_net(run)

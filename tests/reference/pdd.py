@@ -1,8 +1,8 @@
-"""Slow, readable twin of ``fleetplan.sim._kernels.pdd.run_pdd`` (same inputs, same outputs).
+"""Slow, readable twin of ``fleetplan.sim._kernels.pdd.kernel.run_pdd`` (same inputs, same outputs).
 
 Objects and lists instead of arrays; every float is computed with the kernel's operations
 in the kernel's order, so small cases match exactly.  The model is documented in the
-kernel modules ``pdd``, ``pdd_prefill``, ``pdd_decode`` and ``pdd_assign``.
+kernel modules ``pdd``, ``prefill``, ``decode`` and ``assign``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from fleetplan.perf.linear import roofline_step_s
-from fleetplan.sim._kernels import pdd_codes as pc
+from fleetplan.sim._kernels.pdd import codes as pc
 
 INF = math.inf
 
@@ -39,7 +39,7 @@ class Req:
     held_p: int = 0
     held_d: int = 0
     v_join: float = 0.0
-    net: int = pc.NET_IDLE  # network phase (``pdd_codes.NET_*``)
+    net: int = pc.NET_IDLE  # network phase (``codes.NET_*``)
     t: list = field(default_factory=lambda: [INF] * pc.N_OUT_T)
     pf_inst: int = -1
     dec_inst: int = -1

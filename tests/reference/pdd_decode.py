@@ -1,8 +1,8 @@
-"""Decode steps and processor sharing of the PDD twin (model in ``fleetplan.sim._kernels.pdd_decode``)."""
+"""Decode steps and processor sharing of the PDD twin (model in ``fleetplan.sim._kernels.pdd.decode``)."""
 
 from __future__ import annotations
 
-from fleetplan.sim._kernels import pdd_codes as pc
+from fleetplan.sim._kernels.pdd import codes as pc
 from tests.reference.pdd import INF, step_time_s
 from tests.reference.pdd_parts import DecodeSide
 

@@ -1,4 +1,4 @@
-"""Network side of the PDD twin (model in ``fleetplan.sim._kernels.pdd_net``).
+"""Network side of the PDD twin (model in ``fleetplan.sim._kernels.pdd.network``).
 
 Flows are kept in dicts keyed by flow number; rates come from ``tests.reference.flows``'
 ``progressive_filling`` and spines from its ``pick_spine`` (the twins of the flow kernel's
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from fleetplan.sim._kernels import pdd_codes as pc
+from fleetplan.sim._kernels.pdd import codes as pc
 from tests.reference.flows import pick_spine, progressive_filling
 
 INF = float("inf")
@@ -17,8 +17,9 @@ INF = float("inf")
 
 class NetTwin:
     def __init__(self, ci, net_in) -> None:
-        (self.host_p, self.host_d, self.links, self.hops, self.capacity, self.ecmp, self.layer_bytes,
-         self.last_bytes) = net_in
+        self.host_p, self.host_d = net_in.prefill_host, net_in.decode_host
+        self.links, self.hops, self.capacity = net_in.path_links, net_in.path_hops, net_in.capacity_bytes_per_s
+        self.ecmp, self.layer_bytes, self.last_bytes = net_in.ecmp_spine, net_in.layer_bytes, net_in.last_bytes
         self.policy, self.n_hosts, self.n_spines = ci[pc.CI_NET_POLICY], ci[pc.CI_N_HOSTS], ci[pc.CI_N_SPINES]
         self.now, self.next, self.dirty, self.peak = 0.0, INF, False, 0
         self.paths: dict[int, list[int]] = {}

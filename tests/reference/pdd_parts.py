@@ -1,9 +1,9 @@
-"""Prefill and decode sides of the PDD twin (models in ``fleetplan.sim._kernels.pdd_prefill``,
-``pdd_decode`` and ``pdd_assign``)."""
+"""Prefill and decode sides of the PDD twin (models in ``fleetplan.sim._kernels.pdd.prefill``,
+``decode`` and ``assign``)."""
 
 from __future__ import annotations
 
-from fleetplan.sim._kernels import pdd_codes as pc
+from fleetplan.sim._kernels.pdd import codes as pc
 from tests.reference.pdd import INF, Estimator, Req, step_time_s
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import heapq
 
-from fleetplan.sim._kernels import pdd_codes as pc
+from fleetplan.sim._kernels.pdd import codes as pc
 from tests.reference.pdd import INF, Decode, Estimator, Prefill, Req
 from tests.reference.pdd_decode import DecodeEngine
 from tests.reference.pdd_net import NetTwin
@@ -186,12 +186,15 @@ class PddTwin:
                 self.bind(q, t)
 
 
-def run_pdd(arrival, prompt, output, est_handoff, overlap, tail, cfg_i, cfg_f, pf_coef, dec_coef, net_in=None,
-            flows=None):
+def run_pdd(requests, config, fabric=None, flows=None):
     """``(out_t rows, out_i rows, pf_busy, dec_busy, n_events)`` as the kernel fills them (one decode
-    step per event: the kernel's cruise changes only its event count).  With a network, ``flows``
-    (a list) receives ``[request, kind, spine, start, done]`` per flow and then the peak count."""
-    twin = PddTwin(arrival, prompt, output, est_handoff, overlap, tail, cfg_i, cfg_f, pf_coef, dec_coef, net_in)
+    step per event: the kernel's cruise changes only its event count), from the kernel's argument
+    groups (``fleetplan.sim._kernels.pdd.state``: ``PddRequests``, ``PddConfig``, ``FabricInputs``).
+    With a network, ``flows`` (a list) receives ``[request, kind, spine, start, done]`` per flow and
+    then the peak count."""
+    twin = PddTwin(requests.arrival_s, requests.prompt_tokens, requests.output_tokens, requests.est_handoff_s,
+                   requests.xfer_overlap_s, requests.xfer_tail_s, config.cfg_i, config.cfg_f, config.pf_coef,
+                   config.dec_coef, fabric)
     n_events = twin.run()
     if flows is not None and twin.net is not None:
         flows.extend(twin.net.flows)

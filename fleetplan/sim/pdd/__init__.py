@@ -12,7 +12,7 @@ the decode side.  Sources: SIBYL (XPYD scheduling) §3-4, Algorithm 1, appendix 
 FrontierSim's PDD event graph and backpressure; the vidur-ns3 co-simulation and
 inference-fleet-sim §4.7 for the first-order KV-transfer model; with ``PddSpec.network`` the
 transfers are flows on a leaf-spine fabric sharing links max-min fairly (``fabric``, ``flows``).  Kernel:
-``fleetplan.sim._kernels.pdd`` (twin in ``tests/reference/pdd_sim.py``).
+``fleetplan.sim._kernels.pdd`` (entry ``kernel.run_pdd``; twin in ``tests/reference/pdd_sim.py``).
 """
 
 from fleetplan.sim.pdd.engine import simulate_pdd, simulate_pdd_arrays

@@ -1,13 +1,13 @@
 """Compile a ``PddSpec`` and a request stream into the PDD kernel's arrays.
 
 * ``cfg_i`` / ``cfg_f``: pool limits, step-model codes, policy codes and scalars (layouts in
-  ``fleetplan.sim._kernels.pdd_codes``); ``pf_coef`` / ``dec_coef``: step-model coefficients.
+  ``fleetplan.sim._kernels.pdd.codes``); ``pf_coef`` / ``dec_coef``: step-model coefficients.
 * Per request: ``est_handoff_s`` = (estimated prefill alone on an idle instance when bound
   early, SIBYL's ESTPREFILL) + latency + transfer tail; ``xfer_overlap_s`` and
   ``xfer_tail_s`` (``bytes / bw`` split ``(L-1)/L`` and ``1/L`` with layer-wise streaming).
-* With ``spec.network``: ``net_in = (host of each prefill instance, host of each decode
+* With ``spec.network``: ``net_in`` (``state.FabricInputs``: host of each prefill and decode
   instance, path links, path hops, link capacities, ECMP spine of each flow (drawn from the
-  stream ``(seed, "ecmp")``), layers' flow bytes, last flow bytes)`` (``pdd_net``): bytes =
+  stream ``(seed, "ecmp")``), layers' flow bytes, last flow bytes; kernel module ``network``): bytes =
   prompt x KV bytes per token, split ``(L-1)/L`` and ``1/L`` with layer-wise streaming; the
   estimates above then use the fabric's slowest link as the bandwidth.  Without: one-element
   dummies.
@@ -24,8 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from fleetplan.rng import stream
-from fleetplan.sim._kernels import pdd_codes as pc
-from fleetplan.sim._kernels.pdd_prefill import prefill_alone_s
+from fleetplan.sim._kernels.pdd import codes as pc
+from fleetplan.sim._kernels.pdd.prefill import prefill_alone_s
+from fleetplan.sim._kernels.pdd.state import FabricInputs, PddConfig, PddRequests
 from fleetplan.sim.network import FlowNetwork
 from fleetplan.sim.pdd.spec import AssignPolicy, Binding, DecodeModel, PddSpec, SibylAblation, SibylPressure
 from fleetplan.sim.spec import InstanceRouter
@@ -45,6 +46,21 @@ _ABLATE = {SibylAblation.TYPE1: pc.ABLATE_TYPE1, SibylAblation.TYPE2: pc.ABLATE_
 _PF_ROUTER = {InstanceRouter.ROUND_ROBIN: pc.PF_ROUTE_ROUND_ROBIN,
               InstanceRouter.LEAST_OUTSTANDING: pc.PF_ROUTE_LEAST_OUTSTANDING}
 
+# cfg_i slots of a pool: max_num_seqs, token budget of a step, KV blocks, block size, step-model code, max context
+_PREFILL_SLOTS = (pc.CI_PF_MAX_SEQS, pc.CI_PF_BUDGET, pc.CI_PF_KV_BLOCKS, pc.CI_PF_BLOCK, pc.CI_PF_STEP_CODE,
+                  pc.CI_PF_MAX_CONTEXT)
+_DECODE_SLOTS = (pc.CI_DEC_MAX_SEQS, pc.CI_DEC_BUDGET, pc.CI_DEC_KV_BLOCKS, pc.CI_DEC_BLOCK, pc.CI_DEC_STEP_CODE,
+                 pc.CI_DEC_MAX_CONTEXT)
+
+
+def _set_pool_slots(cfg_i: np.ndarray, slots: tuple[int, ...], pool, step_code: int) -> None:
+    """Write a pool's limits, step-model code and context window into its ``cfg_i`` slots."""
+    lim = pool.limits
+    values = (lim.max_num_seqs, lim.max_num_batched_tokens, lim.kv_blocks, lim.block_size_tokens, step_code,
+              pool.max_context_tokens)
+    for slot, value in zip(slots, values, strict=True):
+        cfg_i[slot] = value
+
 
 @dataclass(frozen=True, eq=False)
 class CompiledPdd:
@@ -61,11 +77,21 @@ class CompiledPdd:
     cfg_f: np.ndarray
     pf_coef: np.ndarray
     dec_coef: np.ndarray
-    net_in: tuple = ()
+    net_in: FabricInputs | None = None
 
     @property
     def n_requests(self) -> int:
         return int(self.arrival_s.size)
+
+    def kernel_requests(self) -> PddRequests:
+        """The kernel's per-request inputs (``state.PddRequests``)."""
+        return PddRequests(arrival_s=self.arrival_s, prompt_tokens=self.prompt_tokens, output_tokens=self.output_tokens,
+                           est_handoff_s=self.est_handoff_s, xfer_overlap_s=self.xfer_overlap_s,
+                           xfer_tail_s=self.xfer_tail_s)
+
+    def kernel_config(self) -> PddConfig:
+        """The kernel's configuration (``state.PddConfig``)."""
+        return PddConfig(cfg_i=self.cfg_i, cfg_f=self.cfg_f, pf_coef=self.pf_coef, dec_coef=self.dec_coef)
 
 
 def _prior_rate(spec: PddSpec) -> float:
@@ -78,25 +104,29 @@ def _prior_rate(spec: PddSpec) -> float:
     return 1.0 / step_s if step_s > 0 else 1.0
 
 
-def _net_in(spec: PddSpec, prompt: np.ndarray, seed: int) -> tuple:
+def _net_in(spec: PddSpec, prompt: np.ndarray, seed: int) -> FabricInputs:
     """The kernel's network inputs (module docstring); dummies without a network."""
     net = spec.network
     if net is None:
         one_i, one_f = np.zeros(1, dtype=np.int64), np.zeros(1)
-        return (one_i, one_i, np.full((1, 1), -1, dtype=np.int64), np.zeros((1, 1), dtype=np.int64), one_f, one_i,
-                one_f, one_f)
+        return FabricInputs(prefill_host=one_i, decode_host=one_i, path_links=np.full((1, 1), -1, dtype=np.int64),
+                            path_hops=np.zeros((1, 1), dtype=np.int64), capacity_bytes_per_s=one_f, ecmp_spine=one_i,
+                            layer_bytes=one_f, last_bytes=one_f)
     pf_hosts, dec_hosts = net.hosts(spec.prefill.n_instances, spec.decode.n_instances)
     links, hops, capacity = FlowNetwork(net.fabric).kernel_inputs()
     full = prompt * float(spec.transfer.kv_bytes_per_token)
     n_layers = spec.transfer.n_layers if spec.transfer.layerwise else 1
     ecmp = stream(seed, "ecmp").integers(0, net.fabric.n_spines, size=max(2 * prompt.size, 1)).astype(np.int64)
-    return (np.asarray(pf_hosts, dtype=np.int64), np.asarray(dec_hosts, dtype=np.int64), links, hops, capacity, ecmp,
-            np.ascontiguousarray(full * (n_layers - 1) / n_layers), np.ascontiguousarray(full / n_layers))
+    return FabricInputs(prefill_host=np.asarray(pf_hosts, dtype=np.int64),
+                        decode_host=np.asarray(dec_hosts, dtype=np.int64), path_links=links, path_hops=hops,
+                        capacity_bytes_per_s=capacity, ecmp_spine=ecmp,
+                        layer_bytes=np.ascontiguousarray(full * (n_layers - 1) / n_layers),
+                        last_bytes=np.ascontiguousarray(full / n_layers))
 
 
 def compile_pdd(spec: PddSpec, arrival_s, prompt_tokens, output_tokens, horizon_s: float | None = None, *,
                 seed: int = 0, cruise: bool = True) -> CompiledPdd:
-    """Arrays for ``fleetplan.sim._kernels.pdd.run_pdd`` (module docstring).
+    """Arrays for ``fleetplan.sim._kernels.pdd.kernel.run_pdd`` (module docstring).
 
     ``seed`` names the ECMP stream (network only); ``cruise=False`` advances decode steps one
     at a time (same results, more events: for tests and benchmarks)."""
@@ -124,19 +154,9 @@ def compile_pdd(spec: PddSpec, arrival_s, prompt_tokens, output_tokens, horizon_
     cfg_i = np.zeros(pc.N_CFG_I, dtype=np.int64)
     cfg_i[pc.CI_N_PREFILL] = pf.n_instances
     cfg_i[pc.CI_N_DECODE] = dec.n_instances
-    cfg_i[pc.CI_PF_MAX_SEQS] = pf.limits.max_num_seqs
-    cfg_i[pc.CI_PF_BUDGET] = pf.limits.max_num_batched_tokens
-    cfg_i[pc.CI_PF_KV_BLOCKS] = pf.limits.kv_blocks
-    cfg_i[pc.CI_PF_BLOCK] = pf.limits.block_size_tokens
-    cfg_i[pc.CI_PF_STEP_CODE] = pf_code
+    _set_pool_slots(cfg_i, _PREFILL_SLOTS, pf, pf_code)
     cfg_i[pc.CI_PF_ROUTER] = _PF_ROUTER[pf.router]
-    cfg_i[pc.CI_PF_MAX_CONTEXT] = pf.max_context_tokens
-    cfg_i[pc.CI_DEC_MAX_SEQS] = dec.limits.max_num_seqs
-    cfg_i[pc.CI_DEC_BUDGET] = dec.limits.max_num_batched_tokens
-    cfg_i[pc.CI_DEC_KV_BLOCKS] = dec.limits.kv_blocks
-    cfg_i[pc.CI_DEC_BLOCK] = dec.limits.block_size_tokens
-    cfg_i[pc.CI_DEC_STEP_CODE] = dec_code
-    cfg_i[pc.CI_DEC_MAX_CONTEXT] = dec.max_context_tokens
+    _set_pool_slots(cfg_i, _DECODE_SLOTS, dec, dec_code)
     cfg_i[pc.CI_DECODE_MODEL] = _DECODE[spec.decode_model]
     cfg_i[pc.CI_POLICY] = _POLICY[spec.policy]
     cfg_i[pc.CI_BINDING] = _BINDING[spec.binding]

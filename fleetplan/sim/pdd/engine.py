@@ -9,19 +9,21 @@ arrays (tests, traces).  Model and definitions: ``fleetplan.sim._kernels.pdd`` a
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
 from fleetplan.errors import ConfigError
-from fleetplan.sim._kernels import pdd_codes as pc
-from fleetplan.sim._kernels.pdd import run_pdd
+from fleetplan.sim._kernels.pdd import codes as pc
+from fleetplan.sim._kernels.pdd.kernel import run_pdd
+from fleetplan.sim._kernels.pdd.state import PddOutputs
 from fleetplan.sim.compile import draw_requests
 from fleetplan.sim.pdd.compile import CompiledPdd, compile_pdd
 from fleetplan.sim.pdd.flows import add_flow_columns, flow_frame, summarise_network
 from fleetplan.sim.pdd.result import PddResult, request_frame, summarise_pdd
 from fleetplan.sim.pdd.spec import PddSpec
 
-__all__ = ["run_compiled_pdd", "run_compiled_pdd_net", "simulate_pdd", "simulate_pdd_arrays"]
+__all__ = ["PddRun", "run_compiled_pdd", "run_compiled_pdd_net", "simulate_pdd", "simulate_pdd_arrays"]
 
 DEFAULT_N_REQUESTS = 20_000
 DEFAULT_WARMUP_FRACTION = 0.1
@@ -42,28 +44,39 @@ def _check_run_args(rate_per_s, n_requests, seed, horizon_s, warmup_fraction) ->
         raise ConfigError(f"warmup_fraction = {wf!r} must be in [0, 1); 0.1 trims the first 10% of arrivals")
 
 
-def run_compiled_pdd_net(run: CompiledPdd) -> tuple:
-    """Allocate outputs and call the kernel: ``(out_t, out_i, pf_busy_s, dec_busy_s, n_events, fl_t, fl_i,
-    net_stats)``; the flow arrays are cut to the flows started (none without a network)."""
+class PddRun(NamedTuple):
+    """The kernel's raw outputs (``fleetplan.sim._kernels.pdd.state.PddOutputs``) and its event count;
+    the flow arrays cut to the flows started (none without a network)."""
+
+    request_t: np.ndarray
+    request_i: np.ndarray
+    prefill_busy_s: np.ndarray
+    decode_busy_s: np.ndarray
+    n_events: int
+    flow_t: np.ndarray
+    flow_i: np.ndarray
+    net_stats: np.ndarray
+
+
+def run_compiled_pdd_net(run: CompiledPdd) -> PddRun:
+    """Allocate outputs and call the kernel (``PddRun``)."""
     n = run.n_requests
-    out_t = np.empty((n, pc.N_OUT_T), dtype=np.float64)
-    out_i = np.empty((n, pc.N_OUT_I), dtype=np.int64)
-    pf_busy = np.zeros(int(run.cfg_i[pc.CI_N_PREFILL]))
-    dec_busy = np.zeros(int(run.cfg_i[pc.CI_N_DECODE]))
     n_flows = 2 * n if run.cfg_i[pc.CI_NETWORK] else 0
-    fl_t = np.empty((n_flows, pc.N_FT))
-    fl_i = np.empty((n_flows, pc.N_FI), dtype=np.int64)
-    net_stats = np.zeros(2, dtype=np.int64)
-    n_events = run_pdd(run.arrival_s, run.prompt_tokens, run.output_tokens, run.est_handoff_s,
-                       run.xfer_overlap_s, run.xfer_tail_s, run.cfg_i, run.cfg_f, run.pf_coef, run.dec_coef,
-                       out_t, out_i, pf_busy, dec_busy, run.net_in, (fl_t, fl_i, net_stats))
-    started = int(net_stats[0])
-    return out_t, out_i, pf_busy, dec_busy, int(n_events), fl_t[:started], fl_i[:started], net_stats
+    out = PddOutputs(
+        request_t=np.empty((n, pc.N_OUT_T), dtype=np.float64), request_i=np.empty((n, pc.N_OUT_I), dtype=np.int64),
+        prefill_busy_s=np.zeros(int(run.cfg_i[pc.CI_N_PREFILL])),
+        decode_busy_s=np.zeros(int(run.cfg_i[pc.CI_N_DECODE])),
+        flow_t=np.empty((n_flows, pc.N_FT)), flow_i=np.empty((n_flows, pc.N_FI), dtype=np.int64),
+        net_stats=np.zeros(pc.N_NS, dtype=np.int64))
+    n_events = run_pdd(run.kernel_requests(), run.kernel_config(), run.net_in, out)
+    started = int(out.net_stats[pc.NS_FLOWS])
+    return PddRun(out.request_t, out.request_i, out.prefill_busy_s, out.decode_busy_s, int(n_events),
+                  out.flow_t[:started], out.flow_i[:started], out.net_stats)
 
 
 def run_compiled_pdd(run: CompiledPdd) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """Allocate outputs and call the kernel: ``(out_t, out_i, pf_busy_s, dec_busy_s, n_events)``."""
-    return run_compiled_pdd_net(run)[:5]
+    return tuple(run_compiled_pdd_net(run))[:5]
 
 
 def simulate_pdd_arrays(spec: PddSpec, arrival_s, prompt_tokens, output_tokens, rate_per_s: float = math.nan,
@@ -93,7 +106,7 @@ def simulate_pdd_arrays(spec: PddSpec, arrival_s, prompt_tokens, output_tokens, 
     if spec.network is not None:
         flows = flow_frame(spec.network, run.net_in, out_i, fl_t, fl_i)
         add_flow_columns(frame, flows)
-        network = summarise_network(spec.network, flows, frame, int(net_stats[1]))
+        network = summarise_network(spec.network, flows, frame, int(net_stats[pc.NS_PEAK_ACTIVE]))
     summary = summarise_pdd(frame, policy=spec.policy.value, binding=spec.binding.value,
                             decode_model=spec.decode_model.value, rate_per_s=rate_per_s, pf_busy_s=pf_busy,
                             dec_busy_s=dec_busy, n_events=n_events, network=network,

@@ -3,7 +3,7 @@ which host each prefill and decode instance sits on (``PddSpec.network``).
 
 With a ``FabricSpec`` each prefill-to-decode KV transfer is a flow from the prefill
 instance's host to the decode instance's host whose rate is its max-min fair share of the
-links (``fleetplan.sim.network``; kernel ``fleetplan.sim._kernels.pdd_net``), so concurrent
+links (``fleetplan.sim.network``; kernel ``fleetplan.sim._kernels.pdd.network``), so concurrent
 transfers slow each other and that feeds back into TTFT and decode start.  The fabric's
 links then set the transfer rate: ``KvTransferSpec.bandwidth_bytes_per_s`` is not used (its
 latency, KV bytes per token and layer-wise streaming are).  ``load_fabric_toml`` reads one

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from fleetplan.sim._kernels import pdd_codes as pc
+from fleetplan.sim._kernels.pdd import codes as pc
+from fleetplan.sim._kernels.pdd.state import FabricInputs
 from fleetplan.sim.pdd.fabric import FabricSpec
 
 __all__ = ["NetworkSummary", "add_flow_columns", "flow_frame", "summarise_network"]
@@ -44,15 +45,14 @@ class NetworkSummary:
     peak_active_flows: int
 
 
-def flow_frame(network: FabricSpec, net_in: tuple, out_i: np.ndarray, fl_t: np.ndarray,
+def flow_frame(network: FabricSpec, net_in: FabricInputs, out_i: np.ndarray, fl_t: np.ndarray,
                fl_i: np.ndarray) -> pd.DataFrame:
-    """The flow table from the kernel's per-flow outputs (``pdd_codes`` ``FT_*`` / ``FI_*``)."""
-    host_p, host_d, layer_bytes, last_bytes = net_in[0], net_in[1], net_in[6], net_in[7]
+    """The flow table from the kernel's per-flow outputs (``codes`` ``FT_*`` / ``FI_*``)."""
     req = fl_i[:, pc.FI_REQ]
     kind = fl_i[:, pc.FI_KIND]
-    src = host_p[out_i[req, pc.OI_PF_INST]]
-    dst = host_d[out_i[req, pc.OI_DEC_INST]]
-    size = np.where(kind == pc.FLOW_LAYERS, layer_bytes[req], last_bytes[req])
+    src = net_in.prefill_host[out_i[req, pc.OI_PF_INST]]
+    dst = net_in.decode_host[out_i[req, pc.OI_DEC_INST]]
+    size = np.where(kind == pc.FLOW_LAYERS, net_in.layer_bytes[req], net_in.last_bytes[req])
     start, done = fl_t[:, pc.FT_START], fl_t[:, pc.FT_DONE]
     ideal = network.fabric.ideal_s(src, dst, size)
     fct = done - start

@@ -31,7 +31,14 @@ import numpy as np
 import pandas as pd
 
 from fleetplan.sim.pdd.flows import NetworkSummary
-from fleetplan.sim.result import STATUS_NAMES, TPOT_DEFINITION, LatencyStats, _json_safe, write_text_atomic
+from fleetplan.sim.result import (
+    STATUS_NAMES,
+    TPOT_DEFINITION,
+    LatencyStats,
+    _json_safe,
+    too_long_rejections,
+    write_text_atomic,
+)
 from fleetplan.units import MS_PER_S
 
 __all__ = ["PddResult", "PddSummary", "TTFT_DEFINITION", "summarise_pdd", "write_requests_csv", "write_summary_json"]
@@ -93,8 +100,8 @@ def _span(start_s: np.ndarray, end_s: np.ndarray) -> np.ndarray:
 
 
 def request_frame(arrival_s, prompt, output, out_t, out_i, n_warmup: int) -> pd.DataFrame:
-    """The per-request table from the kernel's ``out_t`` / ``out_i`` (layouts in ``pdd_codes``)."""
-    from fleetplan.sim._kernels import pdd_codes as pc
+    """The per-request table from the kernel's ``out_t`` / ``out_i`` (layouts in ``codes``)."""
+    from fleetplan.sim._kernels.pdd import codes as pc
 
     status = out_i[:, pc.OI_STATUS]
     done = status == pc.ST_DONE
@@ -141,8 +148,7 @@ def summarise_pdd(frame: pd.DataFrame, *, policy: str, binding: str, decode_mode
     measured = frame[~frame["warmup"].to_numpy()]
     status = measured["status"].to_numpy()
     tokens = (measured["prompt_tokens"] + measured["output_tokens"]).to_numpy(dtype=np.float64)
-    too_long = np.zeros(len(measured), dtype=bool) if max_model_len_tokens is None else (
-        (status == "rejected") & (tokens > max_model_len_tokens))
+    too_long, too_long_share = too_long_rejections(status, tokens, max_model_len_tokens)
     timed = measured[~too_long]
     handed = measured["optimal"].to_numpy() >= 0
 
@@ -168,7 +174,7 @@ def summarise_pdd(frame: pd.DataFrame, *, policy: str, binding: str, decode_mode
         optimal_assignment_ratio_requests=share("optimal_requests"),
         prefill_utilisation=util(pf_busy_s), decode_utilisation=util(dec_busy_s),
         n_events=int(n_events), network=network, n_too_long=int(too_long.sum()),
-        too_long_token_share=float(tokens[too_long].sum() / tokens.sum()) if tokens.sum() > 0 else 0.0,
+        too_long_token_share=too_long_share,
     )
 
 

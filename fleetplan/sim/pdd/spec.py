@@ -77,7 +77,7 @@ class SibylPressure(NameRegistry):
     token occupancy, prompt + generated (eq. 2; right where a decode step's cost grows with the
     KV it reads); ``tasks`` = one per task (right where speed depends on the number of tasks
     alone, as in the paper's own processor-sharing simulator, appendix I).  Survival weights and
-    the Type 1/2/3 projection are the same for both (``fleetplan.sim._kernels.pdd_assign``)."""
+    the Type 1/2/3 projection are the same for both (``fleetplan.sim._kernels.pdd.assign``)."""
 
     TOKENS = "tokens"
     TASKS = "tasks"

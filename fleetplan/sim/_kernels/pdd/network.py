@@ -1,7 +1,7 @@
 """KV transfers of the PDD kernel as flows on a leaf-spine fabric (``CI_NETWORK = 1``).
 
 Each transfer is a flow from the prefill instance's host to the decode instance's host
-(``host_p``, ``host_d``) whose rate is its max-min fair share of the links it crosses,
+(``prefill_host``, ``decode_host``) whose rate is its max-min fair share of the links it crosses,
 recomputed at every flow start and finish (``fleetplan.sim._kernels.flows``: progressive
 filling, ECMP or path reservation).  Per request (phases ``NET_*`` in ``R_i[:, RI_NET]``):
 
@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from fleetplan.sim._kernels.flows import admit_flow, maxmin_rates
+from fleetplan.sim._kernels.flows import admit_flow, maxmin_rates, next_done_at_s
 from fleetplan.sim._kernels.jit import njit_helper, njit_inline
-from fleetplan.sim._kernels.pdd_codes import (
+from fleetplan.sim._kernels.pdd.codes import (
     CI_N_HOSTS,
     CI_N_SPINES,
     CI_NET_POLICY,
@@ -39,6 +39,8 @@ from fleetplan.sim._kernels.pdd_codes import (
     FLOW_LAYERS,
     FT_DONE,
     FT_START,
+    N_NF,
+    N_NI,
     NF_NEXT,
     NF_NOW,
     NI_ACTIVE,
@@ -50,38 +52,43 @@ from fleetplan.sim._kernels.pdd_codes import (
     OI_DEC_INST,
     OI_PF_INST,
 )
+from fleetplan.sim._kernels.pdd.state import FabricState
 
 
 @njit_helper
 def net_alloc(n_requests, n_links, max_hops):
-    """Network state for at most two flows per request (``net`` tuple of ``run_pdd``)."""
+    """Network state (``state.FabricState``) for at most two flows per request."""
     n_flows = 2 * n_requests
-    net_f = np.zeros(2)
+    net_f = np.zeros(N_NF)
     net_f[NF_NEXT] = np.inf
-    net_i = np.zeros(6, dtype=np.int64)
-    return (net_f, net_i, np.zeros(n_flows, dtype=np.int64), np.zeros(n_flows), np.zeros(n_flows),
-            np.zeros(n_flows, dtype=np.bool_), np.full((n_flows, max_hops), -1, dtype=np.int64),
-            np.zeros(n_flows, dtype=np.int64), np.zeros(n_links, dtype=np.int64), np.zeros(n_links),
-            np.zeros(n_links, dtype=np.int64), np.zeros(n_flows, dtype=np.int64))
+    return FabricState(
+        net_f=net_f, net_i=np.zeros(N_NI, dtype=np.int64), active=np.zeros(n_flows, dtype=np.int64),
+        remaining_bytes=np.zeros(n_flows), rate_bytes_per_s=np.zeros(n_flows), frozen=np.zeros(n_flows, dtype=np.bool_),
+        flow_links=np.full((n_flows, max_hops), -1, dtype=np.int64), flow_hops=np.zeros(n_flows, dtype=np.int64),
+        link_flows=np.zeros(n_links, dtype=np.int64), cap_left_bytes_per_s=np.zeros(n_links),
+        n_left=np.zeros(n_links, dtype=np.int64), done=np.zeros(n_flows, dtype=np.int64))
 
 
 @njit_helper
-def net_start(r, kind, t, cfg_i, out_i, net_in, net, fl_t, fl_i):
+def net_start(r, kind, t, config, outputs, fabric, net):
     """Start request ``r``'s flow of ``kind`` at ``t`` (rates are recomputed before the next event).
 
     Not inlined: called about twice per request from many sites, it would bloat compile time."""
-    host_p, host_d, path_links, path_hops, capacity, ecmp, layer_bytes, last_bytes = net_in
-    net_f, net_i, active, remaining, rate, frozen, flow_links, flow_hops, link_flows, cap_left, n_left, done = net
+    cfg_i = config.cfg_i
+    out_i, fl_t, fl_i = outputs.request_i, outputs.flow_t, outputs.flow_i
+    net_f, net_i, active = net.net_f, net.net_i, net.active
+    remaining, rate = net.remaining_bytes, net.rate_bytes_per_s
     dt = t - net_f[NF_NOW]
     for k in range(net_i[NI_ACTIVE]):
         f = active[k]
         remaining[f] -= rate[f] * dt
     net_f[NF_NOW] = t
     f = net_i[NI_FLOWS]
-    size = layer_bytes[r] if kind == FLOW_LAYERS else last_bytes[r]
-    spine = admit_flow(f, host_p[out_i[r, OI_PF_INST]], host_d[out_i[r, OI_DEC_INST]], size, cfg_i[CI_NET_POLICY],
-                       ecmp, cfg_i[CI_N_HOSTS], cfg_i[CI_N_SPINES], path_links, path_hops, flow_links, flow_hops,
-                       link_flows, remaining, active, net_i[NI_ACTIVE])
+    size = fabric.layer_bytes[r] if kind == FLOW_LAYERS else fabric.last_bytes[r]
+    spine = admit_flow(f, fabric.prefill_host[out_i[r, OI_PF_INST]], fabric.decode_host[out_i[r, OI_DEC_INST]], size,
+                       cfg_i[CI_NET_POLICY], fabric.ecmp_spine, cfg_i[CI_N_HOSTS], cfg_i[CI_N_SPINES],
+                       fabric.path_links, fabric.path_hops, net.flow_links, net.flow_hops, net.link_flows, remaining,
+                       active, net_i[NI_ACTIVE])
     rate[f] = 0.0
     net_i[NI_ACTIVE] += 1
     net_i[NI_FLOWS] = f + 1
@@ -95,38 +102,35 @@ def net_start(r, kind, t, cfg_i, out_i, net_in, net, fl_t, fl_i):
 
 
 @njit_inline
-def net_refresh(net_in, net):
+def net_refresh(fabric, net):
     """Recompute the max-min rates and the next completion time if flows started or ended."""
-    capacity = net_in[4]
-    net_f, net_i, active, remaining, rate, frozen, flow_links, flow_hops, link_flows, cap_left, n_left, done = net
+    net_f, net_i = net.net_f, net.net_i
     if net_i[NI_DIRTY] == 0:
         return
     net_i[NI_DIRTY] = 0
     n_active = net_i[NI_ACTIVE]
-    maxmin_rates(active, n_active, flow_links, flow_hops, capacity, link_flows, rate, cap_left, n_left, frozen)
+    maxmin_rates(net.active, n_active, net.flow_links, net.flow_hops, fabric.capacity_bytes_per_s, net.link_flows,
+                 net.rate_bytes_per_s, net.cap_left_bytes_per_s, net.n_left, net.frozen)
     now = net_f[NF_NOW]
-    t_next = np.inf
-    for k in range(n_active):
-        f = active[k]
-        t_f = now + remaining[f] / rate[f]
-        if t_f < t_next:
-            t_next = t_f
+    t_next = next_done_at_s(net.active, n_active, now, net.remaining_bytes, net.rate_bytes_per_s)
     net_f[NF_NEXT] = t_next if t_next > now else now
 
 
 @njit_inline
 def net_next_event_s(net):
     """Time of the next network event: a pending completion now, else the next completion."""
-    net_f, net_i = net[0], net[1]
+    net_f, net_i = net.net_f, net.net_i
     if net_i[NI_PENDING] > net_i[NI_PHEAD]:
         return net_f[NF_NOW]
     return net_f[NF_NEXT]
 
 
 @njit_inline
-def net_pop(t, net, fl_t):
+def net_pop(t, outputs, net):
     """The next flow completing at ``t`` (retiring every flow due by ``t`` first when none is pending)."""
-    net_f, net_i, active, remaining, rate, frozen, flow_links, flow_hops, link_flows, cap_left, n_left, done = net
+    fl_t = outputs.flow_t
+    net_f, net_i, active, done = net.net_f, net.net_i, net.active, net.done
+    remaining, rate, flow_links, flow_hops = net.remaining_bytes, net.rate_bytes_per_s, net.flow_links, net.flow_hops
     if net_i[NI_PENDING] == net_i[NI_PHEAD]:
         now = net_f[NF_NOW]
         dt = t - now
@@ -137,7 +141,7 @@ def net_pop(t, net, fl_t):
             if now + remaining[f] / rate[f] <= t:
                 fl_t[f, FT_DONE] = t
                 for h in range(flow_hops[f]):
-                    link_flows[flow_links[f, h]] -= 1
+                    net.link_flows[flow_links[f, h]] -= 1
                 done[n_done] = f
                 n_done += 1
             else:

@@ -1,16 +1,16 @@
 """Binding, pull-based reservations, KV transfers and handoffs of the PDD kernel.
 
-Model in ``fleetplan.sim._kernels.pdd``.  Reservation (step mode): decode instance ``d``
+Model in ``fleetplan.sim._kernels.pdd.kernel``.  Reservation (step mode): decode instance ``d``
 grants the head of its FIFO reservation queue when ``ceil(prompt / block)`` blocks are free,
 no preempted request waits on ``d`` (they come first), and a running slot is free counting
 the transfers in flight (``DI_INFLIGHT``): a handed-off request joins the running batch
 directly, as vLLM allocates a remote-KV request's blocks when it schedules it, so KV is held
 only by running or in-flight requests.  Processor sharing grants at once.
 
-With a fabric (``CI_NETWORK``) the transfer is one or two flows (``pdd_net``); without, it
+With a fabric (``CI_NETWORK``) the transfer is one or two flows (``network``); without, it
 ends at ``max(prefill end, grant + overlap) + latency + tail`` (a transfer-heap event).  A
 grant or handoff on a decode instance in a cruise first brings it up to date and then ends
-the run after the step in progress (``pdd_cruise``).
+the run after the step in progress (``decode``).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from fleetplan.sim._kernels.jit import njit_helper, njit_inline
-from fleetplan.sim._kernels.pdd_assign import decode_load, heap_push_tr
-from fleetplan.sim._kernels.pdd_codes import (
+from fleetplan.sim._kernels.pdd.assign import decode_load
+from fleetplan.sim._kernels.pdd.codes import (
     CF_LATENCY_S,
     CI_DEC_BLOCK,
     CI_DEC_MAX_SEQS,
@@ -57,22 +57,33 @@ from fleetplan.sim._kernels.pdd_codes import (
     RI_GEN,
     RI_HELD_D,
     RI_NET,
-    RI_NXT,
     RI_PNEXT,
     RI_PPREV,
     RI_SCHED,
     RI_TARGET,
 )
-from fleetplan.sim._kernels.pdd_cruise import cruise_cut, cruise_plan, cruise_sync, cruise_walk
-from fleetplan.sim._kernels.pdd_decode import dec_schedule, ps_admit_and_plan, ps_advance
-from fleetplan.sim._kernels.pdd_net import net_start
+from fleetplan.sim._kernels.pdd.decode import (
+    cruise_cut,
+    cruise_plan,
+    cruise_sync,
+    cruise_walk,
+    dec_schedule,
+    ps_admit_and_plan,
+    ps_advance,
+)
+from fleetplan.sim._kernels.pdd.network import net_start
+from fleetplan.sim._kernels.pdd.queues import fifo_pop, fifo_push, heap_push_tr
 
 
 @njit_helper
-def try_transfer(r, t, cfg_i, cfg_f, xfer_overlap_s, xfer_tail_s, R_i, out_t, out_i, heap_t, heap_r, G_i, net_in,
-                 net, fl_t, fl_i):
+def try_transfer(r, t, config, requests, reqs, xfers, outputs, fabric, net):
     """Advance ``r``'s transfer at ``t`` after a grant, a prefill end or its layers' flow end (not
     inlined: a few calls per request from many sites)."""
+    cfg_i, cfg_f = config.cfg_i, config.cfg_f
+    xfer_overlap_s, xfer_tail_s = requests.xfer_overlap_s, requests.xfer_tail_s
+    R_i = reqs.ri
+    heap_t, heap_r, G_i = xfers.heap_end_s, xfers.heap_req, xfers.counters
+    out_t = outputs.request_t
     if cfg_i[CI_NETWORK] == 0:  # both granted and prefilled: push the handoff
         if out_t[r, OT_GRANT] < np.inf and out_t[r, OT_PF_END] < np.inf:
             start = out_t[r, OT_GRANT] + xfer_overlap_s[r]
@@ -85,9 +96,9 @@ def try_transfer(r, t, cfg_i, cfg_f, xfer_overlap_s, xfer_tail_s, R_i, out_t, ou
     if phase == NET_IDLE:
         if out_t[r, OT_GRANT] == np.inf:
             return
-        if net_in[6][r] > 0.0:  # layer-wise: all but the last layer stream from the grant on
+        if fabric.layer_bytes[r] > 0.0:  # layer-wise: all but the last layer stream from the grant on
             R_i[r, RI_NET] = NET_LAYERS
-            net_start(r, FLOW_LAYERS, t, cfg_i, out_i, net_in, net, fl_t, fl_i)
+            net_start(r, FLOW_LAYERS, t, config, outputs, fabric, net)
             return
         phase = NET_READY
         R_i[r, RI_NET] = NET_READY
@@ -96,13 +107,17 @@ def try_transfer(r, t, cfg_i, cfg_f, xfer_overlap_s, xfer_tail_s, R_i, out_t, ou
         if cfg_f[CF_LATENCY_S] > 0.0:
             G_i[GI_HEAP] = heap_push_tr(heap_t, heap_r, G_i[GI_HEAP], t + cfg_f[CF_LATENCY_S], r)
         else:
-            net_start(r, FLOW_LAST, t, cfg_i, out_i, net_in, net, fl_t, fl_i)
+            net_start(r, FLOW_LAST, t, config, outputs, fabric, net)
 
 
 @njit_inline
-def grant(d, t, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, out_t, out_i, heap_t, heap_r, G_i,
-          net_in, net, fl_t, fl_i):
+def grant(d, t, config, requests, reqs, dec, xfers, outputs, fabric, net):
     """Grant ``d``'s reservation queue FCFS while the prompt's blocks are free; returns how many."""
+    cfg_i = config.cfg_i
+    prompt = requests.prompt_tokens
+    R_i = reqs.ri
+    D_i = dec.di
+    out_t = outputs.request_t
     block = cfg_i[CI_DEC_BLOCK]
     n_granted = 0
     while D_i[d, DI_RHEAD] >= 0:
@@ -113,27 +128,25 @@ def grant(d, t, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, out
             if (need > D_i[d, DI_FREE] or D_i[d, DI_WHEAD] >= 0
                     or D_i[d, DI_LEN] + D_i[d, DI_INFLIGHT] >= cfg_i[CI_DEC_MAX_SEQS]):
                 break
-        D_i[d, DI_RHEAD] = R_i[r, RI_NXT]
-        if R_i[r, RI_NXT] < 0:
-            D_i[d, DI_RTAIL] = -1
-        R_i[r, RI_NXT] = -1
+        fifo_pop(D_i, d, DI_RHEAD, DI_RTAIL, R_i)
         D_i[d, DI_FREE] -= need
         R_i[r, RI_HELD_D] = need
         D_i[d, DI_INFLIGHT] += 1
         out_t[r, OT_GRANT] = t
         n_granted += 1
-        try_transfer(r, t, cfg_i, cfg_f, xfer_overlap_s, xfer_tail_s, R_i, out_t, out_i, heap_t, heap_r, G_i, net_in,
-                     net, fl_t, fl_i)
+        try_transfer(r, t, config, requests, reqs, xfers, outputs, fabric, net)
     return n_granted
 
 
 @njit_inline
-def bind(r, d, t, incl, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, D_f, D_run, out_t, out_i, heap_t,
-         heap_r, G_i, dec_end_s, dec_busy_s, net_in, net, fl_t, fl_i):
+def bind(r, d, t, incl, config, requests, reqs, dec, xfers, outputs, fabric, net):
     """Bind ``r`` to decode instance ``d`` at ``t``: pending list, reservation queue, grants.
 
-    ``incl``: decode steps ending at ``t`` count as done (``pdd_cruise``); the caller updates
+    ``incl``: decode steps ending at ``t`` count as done (``decode``); the caller updates
     the decode tree (a grant ends ``d``'s cruise)."""
+    R_i = reqs.ri
+    D_i = dec.di
+    out_t, out_i = outputs.request_t, outputs.request_i
     out_i[r, OI_DEC_INST] = d
     out_t[r, OT_BIND] = t
     if D_i[d, DI_PTAIL] < 0:
@@ -142,21 +155,20 @@ def bind(r, d, t, incl, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, 
         R_i[D_i[d, DI_PTAIL], RI_PNEXT] = r
     R_i[r, RI_PPREV] = D_i[d, DI_PTAIL]
     D_i[d, DI_PTAIL] = r
-    if D_i[d, DI_RTAIL] < 0:
-        D_i[d, DI_RHEAD] = r
-    else:
-        R_i[D_i[d, DI_RTAIL], RI_NXT] = r
-    D_i[d, DI_RTAIL] = r
-    cruise_sync(d, t, incl, cfg_i, R_i, D_i, D_f, D_run, out_t, dec_busy_s)
-    if grant(d, t, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, out_t, out_i, heap_t, heap_r, G_i,
-             net_in, net, fl_t, fl_i) > 0:
-        cruise_cut(d, D_i, D_f, dec_end_s)
+    fifo_push(D_i, d, DI_RHEAD, DI_RTAIL, R_i, r)
+    cruise_sync(d, t, incl, config, reqs, dec, outputs)
+    if grant(d, t, config, requests, reqs, dec, xfers, outputs, fabric, net) > 0:
+        cruise_cut(d, dec)
 
 
 @njit_inline
-def handoff(r, d, t, incl, cfg_i, cfg_f, prompt, output, dec_coef, xfer_overlap_s, xfer_tail_s, R_i, R_f, D_i, D_f,
-            D_run, dec_end_s, out_t, out_i, heap_t, heap_r, G_i, dec_busy_s, net_in, net, fl_t, fl_i):
+def handoff(r, d, t, incl, config, requests, reqs, dec, xfers, outputs, fabric, net):
     """``r``'s KV has arrived on ``d`` at ``t``: leave the pending list, score the assignment, join."""
+    cfg_i = config.cfg_i
+    prompt = requests.prompt_tokens
+    R_i = reqs.ri
+    D_i, D_run, dec_end_s = dec.di, dec.run, dec.step_end_s
+    out_t, out_i = outputs.request_t, outputs.request_i
     pv = R_i[r, RI_PPREV]
     nx = R_i[r, RI_PNEXT]
     if pv >= 0:
@@ -169,11 +181,11 @@ def handoff(r, d, t, incl, cfg_i, cfg_f, prompt, output, dec_coef, xfer_overlap_
         D_i[d, DI_PTAIL] = pv
     n_dec = cfg_i[CI_N_DECODE]
     for e in range(n_dec):
-        cruise_walk(e, t, incl, D_i, D_f, dec_busy_s)
+        cruise_walk(e, t, incl, dec, outputs)
     low = np.inf
     for e in range(n_dec):
-        low = min(low, decode_load(e, t, cfg_i, cfg_f, D_i, D_f, D_run, R_f))
-    out_i[r, OI_OPTIMAL] = 1 if decode_load(d, t, cfg_i, cfg_f, D_i, D_f, D_run, R_f) <= low else 0
+        low = min(low, decode_load(e, t, config, reqs, dec))
+    out_i[r, OI_OPTIMAL] = 1 if decode_load(d, t, config, reqs, dec) <= low else 0
     fewest = D_i[0, DI_N_IN_DECODE]
     for e in range(1, n_dec):
         fewest = min(fewest, D_i[e, DI_N_IN_DECODE])
@@ -186,22 +198,17 @@ def handoff(r, d, t, incl, cfg_i, cfg_f, prompt, output, dec_coef, xfer_overlap_
     D_i[d, DI_N_IN_DECODE] += 1
     D_i[d, DI_INFLIGHT] -= 1
     if cfg_i[CI_DECODE_MODEL] == DECODE_PS:
-        ps_advance(d, t, cfg_f, D_i, D_f, dec_busy_s)
-        if D_i[d, DI_WTAIL] < 0:
-            D_i[d, DI_WHEAD] = r
-        else:
-            R_i[D_i[d, DI_WTAIL], RI_NXT] = r
-        D_i[d, DI_WTAIL] = r
-        ps_admit_and_plan(d, cfg_i, cfg_f, output, R_i, R_f, D_i, D_f, D_run, dec_end_s, out_t)
+        ps_advance(d, t, config, dec, outputs)
+        fifo_push(D_i, d, DI_WHEAD, DI_WTAIL, R_i, r)
+        ps_admit_and_plan(d, config, requests, reqs, dec, outputs)
         return
     # straight into the running batch: its slot and blocks were reserved at the grant
-    cruise_sync(d, t, incl, cfg_i, R_i, D_i, D_f, D_run, out_t, dec_busy_s)
-    cruise_cut(d, D_i, D_f, dec_end_s)
+    cruise_sync(d, t, incl, config, reqs, dec, outputs)
+    cruise_cut(d, dec)
     R_i[r, RI_SCHED] = 0
     D_run[d, D_i[d, DI_LEN]] = r
     D_i[d, DI_LEN] += 1
     if dec_end_s[d] == np.inf:
-        dec_schedule(d, t, cfg_i, dec_coef, prompt, R_i, D_i, D_f, D_run, dec_end_s, out_i)
-        grant(d, t, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, out_t, out_i, heap_t, heap_r, G_i,
-              net_in, net, fl_t, fl_i)
-        cruise_plan(d, cfg_i, dec_coef, output, R_i, D_i, D_f, D_run, dec_end_s)
+        dec_schedule(d, t, config, requests, reqs, dec, outputs)
+        grant(d, t, config, requests, reqs, dec, xfers, outputs, fabric, net)
+        cruise_plan(d, config, requests, reqs, dec)

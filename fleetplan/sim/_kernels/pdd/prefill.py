@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from fleetplan.sim._kernels.jit import njit, njit_inline
-from fleetplan.sim._kernels.pdd_codes import (
+from fleetplan.sim._kernels.pdd.codes import (
     CI_PF_BLOCK,
     CI_PF_BUDGET,
     CI_PF_MAX_SEQS,
@@ -32,15 +32,20 @@ from fleetplan.sim._kernels.pdd_codes import (
     PI_WTAIL,
     RI_COMP,
     RI_HELD_P,
-    RI_NXT,
     RI_SCHED,
 )
+from fleetplan.sim._kernels.pdd.queues import fifo_pop
 from fleetplan.sim._kernels.step_model import step_time_s
 
 
 @njit_inline
-def pf_schedule(k, t, cfg_i, pf_coef, prompt, R_i, P_i, P_f, P_run, pf_end_s, out_t, scratch):
+def pf_schedule(k, t, config, requests, reqs, pf, outputs, scratch):
     """Form the next prefill step of instance ``k`` at ``t``; sets ``pf_end_s[k]`` (inf if idle)."""
+    cfg_i, pf_coef = config.cfg_i, config.pf_coef
+    prompt = requests.prompt_tokens
+    R_i = reqs.ri
+    P_i, P_f, P_run, pf_end_s = pf.pi, pf.step_start_s, pf.run, pf.step_end_s
+    out_t = outputs.request_t
     budget = cfg_i[CI_PF_BUDGET]
     block = cfg_i[CI_PF_BLOCK]
     n_seqs = 0
@@ -66,10 +71,7 @@ def pf_schedule(k, t, cfg_i, pf_coef, prompt, R_i, P_i, P_f, P_run, pf_end_s, ou
         need = (prompt[r] + block - 1) // block
         if need > P_i[k, PI_FREE]:
             break
-        P_i[k, PI_WHEAD] = R_i[r, RI_NXT]
-        if R_i[r, RI_NXT] < 0:
-            P_i[k, PI_WTAIL] = -1
-        R_i[r, RI_NXT] = -1
+        fifo_pop(P_i, k, PI_WHEAD, PI_WTAIL, R_i)
         P_i[k, PI_FREE] -= need
         R_i[r, RI_HELD_P] = need
         P_run[k, P_i[k, PI_LEN]] = r
@@ -93,8 +95,12 @@ def pf_schedule(k, t, cfg_i, pf_coef, prompt, R_i, P_i, P_f, P_run, pf_end_s, ou
 
 
 @njit_inline
-def pf_commit(k, t, prompt, R_i, P_i, P_f, P_run, out_t, pf_busy_s, scratch):
+def pf_commit(k, t, requests, reqs, pf, outputs, scratch):
     """Commit the step of prefill instance ``k`` ending at ``t``; returns how many prefills ended."""
+    prompt = requests.prompt_tokens
+    R_i = reqs.ri
+    P_i, P_f, P_run = pf.pi, pf.step_start_s, pf.run
+    out_t, pf_busy_s = outputs.request_t, outputs.prefill_busy_s
     pf_busy_s[k] += t - P_f[k]
     kept = 0
     n_fin = 0

@@ -5,12 +5,12 @@ Request path (FrontierSim's PDD event graph; SIBYL §3.1 for early binding):
 1. Arrival: REJECTED if the prompt exceeds the prefill pool (``PF_MAX_CONTEXT`` or its
    blocks), or prompt + output exceeds the decode pool (``DEC_MAX_CONTEXT``; in step mode
    also its blocks).  Else routed to a prefill instance (round-robin or fewest outstanding
-   requests: queued, prefilling or holding KV) and queued there (``pdd_prefill``).
-2. Binding: the assignment policy (``pdd_assign``) picks the decode instance at prefill
+   requests: queued, prefilling or holding KV) and queued there (``prefill``).
+2. Binding: the assignment policy (``assign``) picks the decode instance at prefill
    start (``BIND_EARLY``: the step that admits the request) or at prefill end
    (``BIND_LATE``; the oracle always binds late).  The request joins ``d``'s pending list
    (SIBYL's shadow tasks) and ``d``'s FIFO reservation queue.
-3. Pull-based backpressure (``pdd_flow``): ``d`` grants reservations FCFS when the prompt's
+3. Pull-based backpressure (``transfer``): ``d`` grants reservations FCFS when the prompt's
    blocks and a running slot are free and no preempted request waits on ``d`` (checked at
    binding and after each decode step is formed, so running requests come first); until
    then the prefill instance keeps the KV.  Processor-sharing decode grants at once.
@@ -20,13 +20,13 @@ Request path (FrontierSim's PDD event graph; SIBYL §3.1 for early binding):
    (``bytes = prompt * KV bytes per token``, computed by the wrapper).
 5. Handoff (transfer end): the prefill instance frees the request's blocks; the request
    leaves ``d``'s pending list; it is counted OPTIMAL if ``d``'s load then is the minimum
-   over decode instances (SIBYL Table 1; load in ``pdd_assign``); it joins ``d``'s running
-   batch (steps) or queue (processor sharing) (``pdd_decode``).
+   over decode instances (SIBYL Table 1; load in ``assign``); it joins ``d``'s running
+   batch (steps) or queue (processor sharing) (``decode``).
 6. TTFT = queue + prefill + transfer (incl. backpressure wait) + first decode step.
 
 With a fabric (``CI_NETWORK``), step 4 is one or two flows sharing the links max-min fairly
-(``pdd_net``) and the handoff is the last flow's end.  Runs of identical pure-decode steps
-advance as one event (``CI_CRUISE``, ``pdd_cruise``); results are the same bit for bit.
+(``network``) and the handoff is the last flow's end.  Runs of identical pure-decode steps
+advance as one event (``CI_CRUISE``, ``decode``); results are the same bit for bit.
 
 Events are ordered by ``(time, kind, seq)``: network flow completions (in flow order),
 prefill step ends (ties to the lower instance), decode events, transfer-heap events (ties to
@@ -34,30 +34,32 @@ the lower request: handoffs, or the last flow's start with a fabric), arrivals (
 input).  The run stops when no event is left or the next is later than ``CF_HORIZON_S``.
 At one prefill step end, its finished prefills are handled first (in running order), then
 the next step is formed and its admissions bound (in admission order).
-Returns the number of events processed.  ``net_in`` / ``net_out`` are ``pdd_net``'s inputs
-(dummies without a fabric) and its per-flow outputs ``(fl_t, fl_i, net_stats)``.
+Arguments and outputs: ``state`` (``PddRequests``, ``PddConfig``, ``FabricInputs``: dummies without
+a fabric, ``PddOutputs``).  Returns the number of events processed.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from fleetplan.sim._kernels import pdd_codes as c
 from fleetplan.sim._kernels.heaps import tree_build, tree_leaves, tree_update
 from fleetplan.sim._kernels.jit import njit
-from fleetplan.sim._kernels.pdd_assign import choose_decode, heap_pop_tr
-from fleetplan.sim._kernels.pdd_cruise import cruise_plan, cruise_sync, cruise_walk
-from fleetplan.sim._kernels.pdd_decode import dec_commit, dec_schedule, ps_event
-from fleetplan.sim._kernels.pdd_flow import bind, grant, handoff, try_transfer
-from fleetplan.sim._kernels.pdd_net import net_alloc, net_next_event_s, net_pop, net_refresh, net_start
-from fleetplan.sim._kernels.pdd_prefill import pf_commit, pf_schedule
+from fleetplan.sim._kernels.pdd import codes as c
+from fleetplan.sim._kernels.pdd.assign import choose_decode
+from fleetplan.sim._kernels.pdd.decode import cruise_plan, cruise_sync, cruise_walk, dec_commit, dec_schedule, ps_event
+from fleetplan.sim._kernels.pdd.network import net_alloc, net_next_event_s, net_pop, net_refresh, net_start
+from fleetplan.sim._kernels.pdd.prefill import pf_commit, pf_schedule
+from fleetplan.sim._kernels.pdd.queues import fifo_push, heap_pop_tr
+from fleetplan.sim._kernels.pdd.state import DecodeState, PrefillState, RequestState, Statistics, Transfers
+from fleetplan.sim._kernels.pdd.transfer import bind, grant, handoff, try_transfer
 
 
 @njit
-def run_pdd(
-    arrival_s, prompt, output, est_handoff_s, xfer_overlap_s, xfer_tail_s, cfg_i, cfg_f, pf_coef, dec_coef,
-    out_t, out_i, pf_busy_s, dec_busy_s, net_in, net_out,
-):
+def run_pdd(requests, config, fabric, outputs):
+    arrival_s, prompt, output = requests.arrival_s, requests.prompt_tokens, requests.output_tokens
+    cfg_i, cfg_f = config.cfg_i, config.cfg_f
+    out_t, out_i, fl_t, fl_i = outputs.request_t, outputs.request_i, outputs.flow_t, outputs.flow_i
+    pf_busy_s, dec_busy_s = outputs.prefill_busy_s, outputs.decode_busy_s
     n = arrival_s.shape[0]
     n_pf = cfg_i[c.CI_N_PREFILL]
     n_dec = cfg_i[c.CI_N_DECODE]
@@ -78,10 +80,9 @@ def run_pdd(
     out_i[:, c.OI_STATUS] = c.ST_UNFINISHED
     pf_busy_s[:] = 0.0
     dec_busy_s[:] = 0.0
-    fl_t, fl_i, net_stats = net_out
     fl_t[:, :] = np.inf
     fl_i[:, :] = -1
-    net = net_alloc(n if networked else 0, net_in[4].shape[0], net_in[2].shape[1])
+    net = net_alloc(n if networked else 0, fabric.capacity_bytes_per_s.shape[0], fabric.path_links.shape[1])
     R_i = np.zeros((n, c.N_RI), dtype=np.int64)
     R_i[:, c.RI_NXT] = -1
     R_i[:, c.RI_PPREV] = -1
@@ -101,8 +102,8 @@ def run_pdd(
     D_f = np.zeros((n_dec, c.N_DF))
     D_run = np.zeros((n_dec, cfg_i[c.CI_DEC_MAX_SEQS]), dtype=np.int64)
     S = np.ones(cfg_i[c.CI_N_BUCKETS])
-    G_i = np.zeros(3, dtype=np.int64)
-    G_f = np.zeros(2)
+    G_i = np.zeros(c.N_GI, dtype=np.int64)
+    G_f = np.zeros(c.N_GF)
     heap_t = np.empty(max(n, 1))
     heap_r = np.empty(max(n, 1), dtype=np.int64)
     scratch = np.empty(2 * cfg_i[c.CI_PF_MAX_SEQS] + 1, dtype=np.int64)
@@ -114,6 +115,11 @@ def run_pdd(
     dec_end_s = np.full(ld, np.inf)
     tree_d = np.empty(2 * ld, dtype=np.int64)
     tree_build(dec_end_s, tree_d, ld)
+    reqs = RequestState(ri=R_i, v_join_tokens=R_f)
+    pf = PrefillState(pi=P_i, step_start_s=P_f, run=P_run, step_end_s=pf_end_s)
+    dec = DecodeState(di=D_i, df=D_f, run=D_run, step_end_s=dec_end_s)
+    stats = Statistics(survival=S, completed=G_f)
+    xfers = Transfers(heap_end_s=heap_t, heap_req=heap_r, counters=G_i)
     pf_blk = cfg_i[c.CI_PF_BLOCK]
     dec_blk = cfg_i[c.CI_DEC_BLOCK]
 
@@ -122,7 +128,7 @@ def run_pdd(
     while True:
         tn = np.inf
         if networked:
-            net_refresh(net_in, net)
+            net_refresh(fabric, net)
             tn = net_next_event_s(net)
         kp = tree_p[1]
         kd = tree_d[1]
@@ -139,45 +145,41 @@ def run_pdd(
         r = -1  # request handed off at t
         pf_event = False
         if tn == t:  # a flow completes
-            f = net_pop(t, net, fl_t)
+            f = net_pop(t, outputs, net)
             r = fl_i[f, c.FI_REQ]
             incl = False
             if fl_i[f, c.FI_KIND] == c.FLOW_LAYERS:
                 R_i[r, c.RI_NET] = c.NET_READY
-                try_transfer(r, t, cfg_i, cfg_f, xfer_overlap_s, xfer_tail_s, R_i, out_t, out_i, heap_t, heap_r,
-                             G_i, net_in, net, fl_t, fl_i)
+                try_transfer(r, t, config, requests, reqs, xfers, outputs, fabric, net)
                 continue
         elif tp == t:  # prefill step end
             incl = False
             pf_event = True
-            n_fin = pf_commit(kp, t, prompt, R_i, P_i, P_f, P_run, out_t, pf_busy_s, scratch)
+            n_fin = pf_commit(kp, t, requests, reqs, pf, outputs, scratch)
             for j in range(n_fin):
                 q = scratch[j]
                 if early:
-                    try_transfer(q, t, cfg_i, cfg_f, xfer_overlap_s, xfer_tail_s, R_i, out_t, out_i, heap_t, heap_r,
-                                 G_i, net_in, net, fl_t, fl_i)
+                    try_transfer(q, t, config, requests, reqs, xfers, outputs, fabric, net)
                 else:
                     scratch[bind_list] = q
                     bind_list += 1
             kbind = kp
         elif td == t:  # decode step end (or the last step of a cruise) / processor-sharing event
             if ps:
-                ps_event(kd, t, cfg_i, cfg_f, prompt, output, R_i, R_f, D_i, D_f, D_run, dec_end_s, out_t, out_i,
-                         S, G_f, dec_busy_s)
+                ps_event(kd, t, config, requests, reqs, dec, stats, outputs)
             else:
-                cruise_sync(kd, t, True, cfg_i, R_i, D_i, D_f, D_run, out_t, dec_busy_s)
-                dec_commit(kd, t, cfg_f, prompt, output, R_i, D_i, D_f, D_run, out_t, out_i, S, G_f, dec_busy_s)
-                dec_schedule(kd, t, cfg_i, dec_coef, prompt, R_i, D_i, D_f, D_run, dec_end_s, out_i)
-                grant(kd, t, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, out_t, out_i, heap_t,
-                      heap_r, G_i, net_in, net, fl_t, fl_i)
-                cruise_plan(kd, cfg_i, dec_coef, output, R_i, D_i, D_f, D_run, dec_end_s)
+                cruise_sync(kd, t, True, config, reqs, dec, outputs)
+                dec_commit(kd, t, config, requests, reqs, dec, stats, outputs)
+                dec_schedule(kd, t, config, requests, reqs, dec, outputs)
+                grant(kd, t, config, requests, reqs, dec, xfers, outputs, fabric, net)
+                cruise_plan(kd, config, requests, reqs, dec)
             tree_update(dec_end_s, tree_d, ld, kd)
             continue
         elif tx == t:  # transfer-heap event: handoff, or (fabric) the last flow's start
             r = heap_r[0]
             G_i[c.GI_HEAP] = heap_pop_tr(heap_t, heap_r, G_i[c.GI_HEAP])
             if networked:
-                net_start(r, c.FLOW_LAST, t, cfg_i, out_i, net_in, net, fl_t, fl_i)
+                net_start(r, c.FLOW_LAST, t, config, outputs, fabric, net)
                 continue
         else:  # arrival
             q = i
@@ -200,11 +202,7 @@ def run_pdd(
                         k = e
             out_i[q, c.OI_PF_INST] = k
             P_i[k, c.PI_NOUT] += 1
-            if P_i[k, c.PI_WTAIL] < 0:
-                P_i[k, c.PI_WHEAD] = q
-            else:
-                R_i[P_i[k, c.PI_WTAIL], c.RI_NXT] = q
-            P_i[k, c.PI_WTAIL] = q
+            fifo_push(P_i, k, c.PI_WHEAD, c.PI_WTAIL, R_i, q)
             kbind = k
             if pf_end_s[k] != np.inf:
                 continue
@@ -214,17 +212,14 @@ def run_pdd(
             R_i[r, c.RI_HELD_P] = 0
             P_i[k, c.PI_NOUT] -= 1
             d = out_i[r, c.OI_DEC_INST]
-            handoff(r, d, t, incl, cfg_i, cfg_f, prompt, output, dec_coef, xfer_overlap_s, xfer_tail_s, R_i, R_f,
-                    D_i, D_f, D_run, dec_end_s, out_t, out_i, heap_t, heap_r, G_i, dec_busy_s, net_in, net, fl_t,
-                    fl_i)
+            handoff(r, d, t, incl, config, requests, reqs, dec, xfers, outputs, fabric, net)
             tree_update(dec_end_s, tree_d, ld, d)
             kbind = k
             if pf_end_s[k] != np.inf:
                 continue
         # (re)form the step of prefill instance kbind if it is idle, then bind
         if pf_end_s[kbind] == np.inf or pf_event:
-            n_adm = pf_schedule(kbind, t, cfg_i, pf_coef, prompt, R_i, P_i, P_f, P_run, pf_end_s, out_t,
-                                scratch[bind_list:])
+            n_adm = pf_schedule(kbind, t, config, requests, reqs, pf, outputs, scratch[bind_list:])
             if early:
                 bind_list += n_adm
             tree_update(pf_end_s, tree_p, lp, kbind)
@@ -233,17 +228,15 @@ def run_pdd(
             if sync_all and not ps:
                 for e in range(n_dec):
                     if policy == c.ASSIGN_SIBYL:
-                        cruise_sync(e, t, incl, cfg_i, R_i, D_i, D_f, D_run, out_t, dec_busy_s)
+                        cruise_sync(e, t, incl, config, reqs, dec, outputs)
                     else:
-                        cruise_walk(e, t, incl, D_i, D_f, dec_busy_s)
-            d = choose_decode(policy, q, t, est_handoff_s, cfg_i, cfg_f, prompt, R_i, R_f, D_i, D_f, D_run, out_t,
-                              S, G_f, G_i)
-            bind(q, d, t, incl, cfg_i, cfg_f, prompt, xfer_overlap_s, xfer_tail_s, R_i, D_i, D_f, D_run, out_t, out_i,
-                 heap_t, heap_r, G_i, dec_end_s, dec_busy_s, net_in, net, fl_t, fl_i)
+                        cruise_walk(e, t, incl, dec, outputs)
+            d = choose_decode(policy, q, t, config, requests, reqs, dec, stats, xfers, outputs)
+            bind(q, d, t, incl, config, requests, reqs, dec, xfers, outputs, fabric, net)
             tree_update(dec_end_s, tree_d, ld, d)
     if not ps and cfg_f[c.CF_HORIZON_S] < np.inf:  # commit the cruise steps ending by the horizon
         for e in range(n_dec):
-            cruise_sync(e, cfg_f[c.CF_HORIZON_S], True, cfg_i, R_i, D_i, D_f, D_run, out_t, dec_busy_s)
-    net_stats[0] = net[1][c.NI_FLOWS]
-    net_stats[1] = net[1][c.NI_PEAK]
+            cruise_sync(e, cfg_f[c.CF_HORIZON_S], True, config, reqs, dec, outputs)
+    outputs.net_stats[c.NS_FLOWS] = net.net_i[c.NI_FLOWS]
+    outputs.net_stats[c.NS_PEAK_ACTIVE] = net.net_i[c.NI_PEAK]
     return n_events

@@ -43,8 +43,7 @@ once, so after a long completion SIBYL binds runs of requests to that instance; 
 depends on the number of tasks (processor sharing) this raises P99 TPOT far above
 round-robin's (figures in ``tests/pdd/test_sibyl_qualitative.py``).
 
-Ties go to the lowest instance index.  Transfers wait in a binary heap ordered by
-``(end time, request)``.
+Ties go to the lowest instance index.
 """
 
 from __future__ import annotations
@@ -52,7 +51,7 @@ from __future__ import annotations
 import numpy as np
 
 from fleetplan.sim._kernels.jit import njit_inline
-from fleetplan.sim._kernels.pdd_codes import (
+from fleetplan.sim._kernels.pdd.codes import (
     ABLATE_PROB,
     ABLATE_TYPE1,
     ABLATE_TYPE2,
@@ -115,8 +114,10 @@ def ps_rate(n, cfg_f):
 
 
 @njit_inline
-def ps_v_now(d, t, cfg_f, D_i, D_f):
+def ps_v_now(d, t, config, dec):
     """Processor-sharing virtual time (tokens served per task) of instance ``d`` at ``t``."""
+    cfg_f = config.cfg_f
+    D_i, D_f = dec.di, dec.df
     n = D_i[d, DI_LEN]
     if n == 0:
         return D_f[d, DF_V]
@@ -124,19 +125,24 @@ def ps_v_now(d, t, cfg_f, D_i, D_f):
 
 
 @njit_inline
-def system_rate(cfg_f, G_f):
+def system_rate(config, stats):
     """``v_sys`` (tokens/s): completed decode tokens / decode seconds, or the prior."""
+    cfg_f = config.cfg_f
+    G_f = stats.completed
     if G_f[GF_SECONDS] > 0.0:
         return G_f[GF_TOKENS] / G_f[GF_SECONDS]
     return cfg_f[CF_PRIOR_RATE_TOKENS_PER_S]
 
 
 @njit_inline
-def decode_load(d, t, cfg_i, cfg_f, D_i, D_f, D_run, R_f):
+def decode_load(d, t, config, reqs, dec):
     """Token occupancy of decode instance ``d`` at ``t`` (module docstring)."""
+    cfg_i = config.cfg_i
+    R_f = reqs.v_join_tokens
+    D_i, D_run = dec.di, dec.run
     load = float(D_i[d, DI_LOAD_TOKENS])
     if cfg_i[CI_DECODE_MODEL] == DECODE_PS:
-        v_now = ps_v_now(d, t, cfg_f, D_i, D_f)
+        v_now = ps_v_now(d, t, config, dec)
         for s in range(D_i[d, DI_LEN]):
             load += v_now - R_f[D_run[d, s]]
     return load
@@ -177,17 +183,23 @@ def _shadow(l_in, gap, S, bucket, tasks, ablate):
 
 
 @njit_inline
-def sibyl_load(d, t, tau, cfg_i, cfg_f, prompt, est_handoff_s, R_i, R_f, D_i, D_f, D_run, out_t, S, G_f):
+def sibyl_load(d, t, tau, config, requests, reqs, dec, stats, outputs):
     """Projected load of decode instance ``d`` at ``tau`` (SIBYL eq. 1)."""
+    cfg_i, cfg_f = config.cfg_i, config.cfg_f
+    prompt, est_handoff_s = requests.prompt_tokens, requests.est_handoff_s
+    R_i, R_f = reqs.ri, reqs.v_join_tokens
+    D_i, D_run = dec.di, dec.run
+    S = stats.survival
+    out_t = outputs.request_t
     bucket = cfg_f[CF_BUCKET_TOKENS]
-    v_sys = system_rate(cfg_f, G_f)
+    v_sys = system_rate(config, stats)
     ps = cfg_i[CI_DECODE_MODEL] == DECODE_PS
     tasks = cfg_i[CI_SIBYL_PRESSURE] == PRESSURE_TASKS
     ablate = cfg_i[CI_SIBYL_ABLATE]
     prob1 = (ablate & ABLATE_PROB) != 0
     total = 0.0
     if not ablate & ABLATE_TYPE1:
-        v_now = ps_v_now(d, t, cfg_f, D_i, D_f) if ps else 0.0
+        v_now = ps_v_now(d, t, config, dec) if ps else 0.0
         for s in range(D_i[d, DI_LEN]):
             r = D_run[d, s]
             l_now = v_now - R_f[r] if ps else float(R_i[r, RI_GEN])
@@ -206,8 +218,10 @@ def sibyl_load(d, t, tau, cfg_i, cfg_f, prompt, est_handoff_s, R_i, R_f, D_i, D_
 
 
 @njit_inline
-def bound_requests(d, R_i, D_i):
+def bound_requests(d, reqs, dec):
     """REQ LEVEL's load: requests in decode on ``d`` plus those bound to it and still pending."""
+    R_i = reqs.ri
+    D_i = dec.di
     n = D_i[d, DI_N_IN_DECODE]
     r = D_i[d, DI_PHEAD]
     while r >= 0:
@@ -217,9 +231,12 @@ def bound_requests(d, R_i, D_i):
 
 
 @njit_inline
-def choose_decode(policy, r, t, est_handoff_s, cfg_i, cfg_f, prompt, R_i, R_f, D_i, D_f, D_run, out_t, S,
-                  G_f, G_i):
+def choose_decode(policy, r, t, config, requests, reqs, dec, stats, xfers, outputs):
     """The decode instance the policy binds request ``r`` to at time ``t``."""
+    cfg_i = config.cfg_i
+    est_handoff_s = requests.est_handoff_s
+    D_i = dec.di
+    G_i = xfers.counters
     n_dec = cfg_i[CI_N_DECODE]
     if policy == ASSIGN_ROUND_ROBIN:
         d = G_i[GI_RR_D]
@@ -232,12 +249,11 @@ def choose_decode(policy, r, t, est_handoff_s, cfg_i, cfg_f, prompt, R_i, R_f, D
         if policy == ASSIGN_ILS_REQUESTS:
             load = float(D_i[d, DI_N_IN_DECODE])
         elif policy == ASSIGN_REQ_LEVEL:
-            load = float(bound_requests(d, R_i, D_i))
+            load = float(bound_requests(d, reqs, dec))
         elif policy == ASSIGN_SIBYL:
-            load = sibyl_load(d, t, tau, cfg_i, cfg_f, prompt, est_handoff_s, R_i, R_f, D_i, D_f, D_run,
-                              out_t, S, G_f)
+            load = sibyl_load(d, t, tau, config, requests, reqs, dec, stats, outputs)
         else:  # ILS on tokens, oracle
-            load = decode_load(d, t, cfg_i, cfg_f, D_i, D_f, D_run, R_f)
+            load = decode_load(d, t, config, reqs, dec)
         if load < best_load:
             best_load = load
             best = d
@@ -245,49 +261,10 @@ def choose_decode(policy, r, t, est_handoff_s, cfg_i, cfg_f, prompt, R_i, R_f, D
 
 
 @njit_inline
-def completion_stats(out_tokens, decode_s, cfg_f, S, G_f):
+def completion_stats(out_tokens, decode_s, config, stats):
     """Feed a finished decode to ``v_sys`` and the survival estimator."""
+    cfg_f = config.cfg_f
+    S, G_f = stats.survival, stats.completed
     G_f[GF_TOKENS] += out_tokens
     G_f[GF_SECONDS] += decode_s
     survival_update(S, out_tokens, cfg_f[CF_BUCKET_TOKENS], cfg_f[CF_EMA_ALPHA])
-
-
-@njit_inline
-def heap_push_tr(keys, ids, size, key, r):
-    """Push ``(key, r)`` onto the transfer heap ordered by ``(key, r)``; returns the new size."""
-    pos = size
-    while pos > 0:
-        parent = (pos - 1) >> 1
-        if keys[parent] < key or (keys[parent] == key and ids[parent] < r):
-            break
-        keys[pos] = keys[parent]
-        ids[pos] = ids[parent]
-        pos = parent
-    keys[pos] = key
-    ids[pos] = r
-    return size + 1
-
-
-@njit_inline
-def heap_pop_tr(keys, ids, size):
-    """Remove the minimum ``(key, r)``; returns the new size (read ``keys[0], ids[0]`` first)."""
-    size -= 1
-    key = keys[size]
-    r = ids[size]
-    pos = 0
-    while True:
-        child = 2 * pos + 1
-        if child >= size:
-            break
-        c2 = child + 1
-        if c2 < size and (keys[c2] < keys[child] or (keys[c2] == keys[child] and ids[c2] < ids[child])):
-            child = c2
-        if keys[child] < key or (keys[child] == key and ids[child] < r):
-            keys[pos] = keys[child]
-            ids[pos] = ids[child]
-            pos = child
-        else:
-            break
-    keys[pos] = key
-    ids[pos] = r
-    return size
