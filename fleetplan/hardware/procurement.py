@@ -4,7 +4,7 @@ The bundled file ``gpu_profiles/procurement/prices.toml`` (layout there) gives p
 ``capex_usd`` (absent: the GPU can only be rented) and optionally ``reserved_usd_per_h``;
 ``[defaults]`` gives the amortisation period, the resale value as a fraction of capex and, for
 GPUs without their own reserved price, reserved = fraction x on-demand.  The on-demand price is
-the GPU profile's ``price_usd_per_h`` (with any ``--price`` override).
+the GPU profile's ``price_usd_per_h`` (with any price override).
 """
 
 from __future__ import annotations

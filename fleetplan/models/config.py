@@ -128,7 +128,7 @@ class ModelConfig:
         Zero for GQA, where the value head width is ``head_dim``.
     context_window_tokens : int or None
         The model's context window (config.json ``max_position_embeddings``): the longest
-        prompt + output it serves, vLLM's default ``--max-model-len``.  None when the config
+        prompt + output it serves, vLLM's default ``max_model_len``.  None when the config
         gives none (then a serving limit must be given explicitly; ``fleetplan.models.context``).
     """
 

@@ -61,7 +61,7 @@ def served_context_limit(model: ModelConfig | None, max_model_len_tokens: int | 
     model : ModelConfig, optional
         The served model; its ``context_window_tokens`` is the default limit.
     max_model_len_tokens : int, optional
-        An explicit limit (vLLM ``--max-model-len``).
+        An explicit limit (vLLM ``max_model_len``).
     allow_long : bool
         Let ``max_model_len_tokens`` exceed the model's window (VLLM_ALLOW_LONG_MAX_MODEL_LEN=1).
     """

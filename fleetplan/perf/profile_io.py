@@ -15,7 +15,7 @@ vLLM's scheduler output per step (``SchedulerOutput.num_scheduled_tokens`` and t
 ``num_computed_tokens``) gives all of them; a profiler trace gives ``step_ms``.  Errors name
 the file and the row (1-based, counting the header as row 1).
 
-Profile JSON or TOML (``--perf-profile FILE``; TOML when the name ends in ``.toml``, same keys,
+Profile JSON or TOML (TOML when the name ends in ``.toml``, same keys,
 ``scales`` as a table): ``{"format": "fleetplan-perf-profile", "version": 1,
 "step_model": "roofline", "coefficients": [18 floats], "scales": {...}, "model", "gpu",
 "parallelism", "weight_dtype", "kv_dtype", "holdout_mape", "n_rows", "source"}``.

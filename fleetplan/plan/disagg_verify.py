@@ -7,7 +7,7 @@ Both topologies are *simulated* (never only analytic):
   (latency + prompt x KV bytes per token / bandwidth); the decode pool is D instances of g_d
   with ``max_num_seqs`` = the screen's batch n; decode instances are assigned by ILS (fewest
   decode tokens) bound at prefill start (early).  Step models: the GPU's linear constants, or
-  with ``--model`` the operator-level predictor (``VerifySettings.step_models``).
+  for a served model the operator-level predictor (``VerifySettings.step_models``).
 * AFD: the same simulator, each decode instance one AFD unit whose step is the screen's AFD step
   linearised through t_afd(1) and t_afd(n) at the mean context c̄ (``DisaggCandidate.decode_fit``:
   step = base + slope x the batch's context tokens, exact at both points), with the unit's KV

@@ -1,4 +1,4 @@
-"""A fleet file's pools serving a chosen model (``simulate --model``, ``simulate sessions --model``).
+"""A fleet file's pools serving a chosen model (the CLI's ``simulate`` and ``simulate sessions`` with a model).
 
 Each pool's instance becomes a tensor-parallel group of its GPU (``plan.placement``): the one
 given, else the smallest whose KV cache holds one request of the pool's ``max_context_tokens``.

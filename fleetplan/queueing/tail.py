@@ -53,7 +53,7 @@ __all__ = ["TailModel", "tail_model", "wait_quantile_s", "mean_wait_s", "wait_su
 
 
 class TailModel(enum.Enum):
-    """How the wait percentile is approximated (CLI ``--tail-model exp|paper``)."""
+    """How the wait percentile is approximated (``exp`` or ``paper``)."""
 
     EXP = "exp"
     PAPER = "paper"

@@ -51,7 +51,7 @@ _WEIGHT_SUM_ATOL = 1e-9
 
 
 class TtftModel(enum.Enum):
-    """How the wait percentile and the prefill distribution combine (``--ttft-model``)."""
+    """How the wait percentile and the prefill distribution combine (``PlanSettings.ttft_model``)."""
 
     QUANTILE = "quantile"
     MEAN_PREFILL = "mean-prefill"

@@ -212,7 +212,7 @@ def candidate_dict(c: Candidate, percentile: float, econ: Economics | None = Non
 
 
 def perf_profile_dict(gpu: str, p) -> dict[str, Any]:
-    """A calibrated profile as used (``--perf-profile``): what it was fitted to and its coefficients."""
+    """A calibrated profile as used (``perf.calibrate``): what it was fitted to and its coefficients."""
     return {"gpu_type": gpu, "model": p.model, "gpu": p.gpu, "parallelism": p.parallelism,
             "weight_dtype": p.weight_dtype, "kv_dtype": p.kv_dtype, "source": p.source, "n_rows": p.n_rows,
             "holdout_mape": _finite(p.holdout_mape), "scales": dict(p.scales), "coefficients": list(p.coefficients)}

@@ -160,10 +160,11 @@ def load_run(path: str | os.PathLike, kind: str | None = None) -> dict[str, Any]
         doc = json.loads(p.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise DataFormatError(str(p), f"line {exc.lineno}", f"not valid JSON ({exc.msg})",
-                              "give a file written by fleetplan optimize --json") from exc
+                              "give a run file fleetplan wrote (optimize, whatif or grid flex as JSON)") from exc
     if not isinstance(doc, dict) or doc.get("kind") not in KINDS:
         raise DataFormatError(str(p), None, f"kind {doc.get('kind') if isinstance(doc, dict) else None!r} "
-                              f"is not one of {', '.join(KINDS)}", "give a file written by fleetplan --json")
+                              f"is not one of {', '.join(KINDS)}",
+                              "give a run file fleetplan wrote (optimize, whatif or grid flex as JSON)")
     if kind is not None and doc["kind"] != kind:
         raise DataFormatError(str(p), None, f"is a {doc['kind']!r} document, expected {kind!r}",
                               f"pass a {kind} JSON here")

@@ -16,7 +16,7 @@ Definitions (seconds inside; milliseconds only in ``to_csv``):
 * Warm-up: the first ``warmup_fraction`` of arrivals are simulated but excluded
   from every statistic (instance utilisation excepted: it covers the whole run).
 * SLO attainment = share of measured requests that finished and met every given
-  SLO.  Goodput follows vLLM ``benchmark_serving --goodput``: completed requests
+  SLO.  Goodput follows vLLM ``benchmark_serving``'s goodput: completed requests
   meeting all given SLOs (TTFT <= SLO, TPOT <= SLO with TPOT taken as 0 for
   one-token outputs) divided by the measured duration, first measured arrival
   to last completion (or the horizon, if something is still unfinished).
