@@ -71,7 +71,7 @@ FLAG_OF_PARAM: dict[str, CliParam] = {
     "compress_gamma": CliParam("--compress-gamma"),
     "availability": CliParam("--node-avail"),
     "gpus": CliParam("--gpus"),
-    "gpu": CliParam("--gpus"),
+    "gpu": CliParam("--gpu"),
     "topologies": CliParam("--topology"),
     "thresholds_tokens": CliParam("--b-short"),
     "step_time_margin": CliParam("--step-time-margin"),
@@ -119,10 +119,35 @@ FLAG_OF_PARAM: dict[str, CliParam] = {
     "arrival": CliParam("--arrival"),
     "arrival_cv": CliParam("--cv"),
     "decode_max_num_seqs": CliParam("--decode-max-num-seqs"),
+    # bench serve / perf calibrate: vLLM's own names (EngineArgs, BenchServeConfig, DatasetSpec)
+    "num_prompts": CliParam("--num-prompts"),
+    "request_rate_per_s": CliParam("--request-rate"),
+    "burstiness": CliParam("--burstiness"),
+    "max_concurrency": CliParam("--max-concurrency"),
+    "seed": CliParam("--seed"),
+    "percentile_metrics": CliParam("--percentile-metrics"),
+    "metric_percentiles": CliParam("--metric-percentiles"),
+    "dataset_name": CliParam("--dataset-name"),
+    "dataset_path": CliParam("--dataset-path"),
+    "random_input_len": CliParam("--random-input-len"),
+    "random_output_len": CliParam("--random-output-len"),
+    "random_prefix_len": CliParam("--random-prefix-len"),
+    "random_range_ratio": CliParam("--random-range-ratio"),
+    "sharegpt_output_len": CliParam("--sharegpt-output-len"),
+    "custom_output_len": CliParam("--custom-output-len"),
+    "instances": CliParam("--instances"),
+    "max_num_seqs": CliParam("--max-num-seqs"),
+    "max_num_batched_tokens": CliParam("--max-num-batched-tokens"),
+    "max_model_len": CliParam("--max-model-len"),
+    "kv_cache_dtype": CliParam("--kv-cache-dtype"),
+    "bench_result": CliParam("--bench-result"),
+    "metrics": CliParam("--metrics"),
 }
 
 #: Where a command spells a parameter its own way (command path without the program name).
-FLAG_OF_COMMAND: dict[str, dict[str, CliParam]] = {}
+FLAG_OF_COMMAND: dict[str, dict[str, CliParam]] = {
+    "grid-flex": {"gpu": CliParam("--gpus")},  # grid-flex takes its one GPU type as --gpus
+}
 
 #: Fix hint, naming flags, for each reason code of an infeasible plan (``fleetplan.errors.REASONS``).
 FIX_OF_REASON: dict[str, str] = {
