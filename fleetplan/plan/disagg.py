@@ -92,7 +92,7 @@ def check_disagg_inputs(topologies: Sequence[Topology], slo_tpot_s: float | None
     if names and slo_tpot_s is None:
         raise ConfigError(f"`topologies` {','.join(names)} needs `slo_tpot_s`: the decode pool is sized by the "
                           "largest batch within the TPOT target", param="slo_tpot_s",
-                          fix="give e.g. `slo_tpot_s` 0.05")
+                          fix="give a TPOT target (`slo_tpot_s`), e.g. 50 ms")
     if names and disagg is None:
         from fleetplan.models.catalog import load_model
 
