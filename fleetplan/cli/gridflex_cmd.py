@@ -29,7 +29,7 @@ from fleetplan.cli.options import (
     workload_option,
 )
 from fleetplan.cli.progress import progress_reporter
-from fleetplan.cli.report_cmd import render_documents, report_console
+from fleetplan.cli.report_output import render_documents, report_console
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import load_catalog
 from fleetplan.plan.gridflex import (

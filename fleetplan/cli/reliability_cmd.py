@@ -10,11 +10,11 @@ import math
 import click
 from rich.table import Table
 
+from fleetplan.cli.failure_options import failure_options, failures_from_options
 from fleetplan.cli.first_run import Kernel, announce_compile
 from fleetplan.cli.options import (
     FRACTION,
     POSITIVE,
-    declare,
     deprecated_spelling,
     fleet_option,
     input_fraction_option,
@@ -27,45 +27,14 @@ from fleetplan.cli.options import (
     workload_option,
 )
 from fleetplan.cli.tables import make_console
-from fleetplan.hardware import load_catalog
 from fleetplan.plan.reliability import DEFAULT_TARGET, ReliabilityReport, reliability_table
-from fleetplan.sim.failures import FailureSpec, RepairTimes, failure_spec_from_catalog
 from fleetplan.sim.fleet_toml import load_fleet_toml
-from fleetplan.sim.spec import FleetSpec
 from fleetplan.units import ms_to_s, s_to_ms
 from fleetplan.workload import load_workload
 
 DEFAULT_RATE_PER_S = 100.0
 DEFAULT_HORIZON_DAYS = 30.0
 SECONDS_PER_HOUR = 3600.0
-
-FAILURE_OPTIONS = (
-    declare("MTBF", "--mtbf-h", "mtbf_h", type=POSITIVE, default=None,
-            help="Mean time between failures of one instance, hours (default: the GPU catalog's "
-            "failure rate per node-day, applied per instance).")(),
-    declare("MTTR", "--mttr-h", "mttr_h", type=click.FloatRange(min=0), default=None,
-            help="Mean time to repair, hours (default: the GPU catalog's mttr_days).")(),
-    declare("repair-time distribution", "--repair", "repair", type=click.Choice(RepairTimes.names()),
-            default=RepairTimes.EXPONENTIAL.value, show_default=True,
-            help="Repair-time distribution (fixed: every repair lasts the MTTR).")(),
-)
-
-
-def failure_options(func):
-    for option in reversed(FAILURE_OPTIONS):
-        func = option(func)
-    return func
-
-
-def failures_from_options(spec: FleetSpec, mtbf_h: float | None, mttr_h: float | None, repair: str) -> FailureSpec:
-    """Per-pool MTBF/MTTR: the flags where given, else each pool's GPU catalog entry."""
-    return failure_spec_from_catalog(
-        spec, load_catalog(),
-        mtbf_s=None if mtbf_h is None else mtbf_h * SECONDS_PER_HOUR,
-        mttr_s=None if mttr_h is None else mttr_h * SECONDS_PER_HOUR,
-        repair=repair,
-    )
-
 
 def _hours(value_s: float) -> str:
     return "never" if math.isinf(value_s) else f"{value_s / SECONDS_PER_HOUR:,.4g} h"

@@ -8,6 +8,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from fleetplan.cli.failure_options import failure_options, failures_from_options
 from fleetplan.cli.feature_options import (
     FEATURE_OPTION_NAMES,
     feature_table,
@@ -38,7 +39,6 @@ from fleetplan.cli.options import (
     warmup_fraction_option,
     workload_option,
 )
-from fleetplan.cli.reliability_cmd import failure_options, failures_from_options
 from fleetplan.cli.tables import make_console
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import load_catalog
