@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from fleetplan.errors import ConfigError, DataFormatError
-from fleetplan.sim.names import NameRegistry
+from fleetplan.names import NameRegistry
 
 __all__ = ["CHARS_PER_TOKEN", "DatasetName", "DatasetSpec", "sample_lengths"]
 

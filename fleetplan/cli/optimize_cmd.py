@@ -45,6 +45,7 @@ from fleetplan.plan.optimize import (
 )
 from fleetplan.plan.optimize_errors import infeasible_error, no_verified_fleet_error
 from fleetplan.sim.kernel_cache import load_iteration_kernel
+from fleetplan.units import fmt_ms
 from fleetplan.workload import load_workload
 
 _EXAMPLES = """\b
@@ -150,7 +151,7 @@ def optimize(rate_per_s, top, csv_path, candidates_csv, json_path, json_full, ht
         f"Workload {wl.name}: λ = {rate:g} req/s ({rate_source}), {plan_arrivals(opts).label()} arrivals "
         f"(Ca² {request.arrival_cv2:.3g}); SLO P{percentile:g} TTFT <= "
         f"{slo_ttft_ms:g} ms{tpot}; {len(result.candidates)} candidates sized analytically in "
-        f"{result.analytic_time_s * 1e3:.0f} ms"
+        f"{fmt_ms(result.analytic_time_s, '.0f')}"
         + ("." if verify is None else f"; top {len(result.verification)} simulated in {result.verify_time_s:.1f} s.")
     )
     if fmt == "table":

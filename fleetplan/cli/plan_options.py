@@ -65,6 +65,7 @@ from fleetplan.plan.verify import (
     DEFAULT_WARMUP_LIFETIMES,
     VerifySettings,
 )
+from fleetplan.units import ms_to_s, s_to_ms
 from fleetplan.workload import load_workload
 
 
@@ -154,7 +155,7 @@ _PLAN_OPTIONS = [
     click.option("--min-ce-gain", type=click.FloatRange(min=0), default=DEFAULT_MIN_CE_GAIN, show_default=True,
                  help="Reject pdd/afd candidates whose cost efficiency vs the all-premium baseline is below this "
                  "(Frontier §6.2)."),
-    click.option("--kv-latency-ms", type=click.FloatRange(min=0), default=DEFAULT_KV_LATENCY_S * 1e3,
+    click.option("--kv-latency-ms", type=click.FloatRange(min=0), default=s_to_ms(DEFAULT_KV_LATENCY_S),
                  show_default=True, help="pdd/afd: KV transfer latency per request."),
     click.option("--kv-bandwidth-gb-per-s", type=POSITIVE, default=None,
                  help="pdd/afd: KV transfer bandwidth (default: the slower GPU's network_gbps / 8)."),
@@ -198,7 +199,7 @@ def _disagg_settings(opts: dict) -> DisaggSettings | None:
 
     bw = opts["kv_bandwidth_gb_per_s"]
     return DisaggSettings(ModelShape.of(load_model(opts.get("model") or CALIBRATION_MODEL)),
-                          kv_latency_s=opts["kv_latency_ms"] / 1e3, kv_bandwidth_bytes_per_s=None if bw is None
+                          kv_latency_s=ms_to_s(opts["kv_latency_ms"]), kv_bandwidth_bytes_per_s=None if bw is None
                           else bw * GBPS, af_ratios=_af_ratios(opts["af_ratios"]),
                           n_micro_batches=opts["micro_batches"])
 
@@ -213,7 +214,7 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
         rate, rate_source = wl.arrival_rate_per_s, "the workload's own arrival rate"
     else:
         rate, rate_source = DEFAULT_RATE_PER_S, "default (the workload records no rate)"
-    slo_s = opts["slo_ttft_ms"] / 1e3
+    slo_s = ms_to_s(opts["slo_ttft_ms"])
     gpus, per_instance, step_models = serving_setup(catalog, opts)
     limit = context_limit(opts["model"], opts["max_model_len"], opts["allow_long_max_model_len"])
     arrivals = plan_arrivals(opts)
@@ -236,7 +237,7 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
         n_prefill_seqs=opts["prefill_seqs"],
         min_spare_gpus=opts["min_spare_gpus"],
         rate_source=rate_source,
-        slo_tpot_s=None if opts["slo_tpot_ms"] is None else opts["slo_tpot_ms"] / 1e3,
+        slo_tpot_s=None if opts["slo_tpot_ms"] is None else ms_to_s(opts["slo_tpot_ms"]),
         min_ce_gain=opts["min_ce_gain"],
         disagg=_disagg_settings(opts),
         service_model=opts["service_model"],
@@ -249,7 +250,7 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
     if not opts["no_verify"]:
         verify = VerifySettings(
             slo_ttft_s=slo_s,
-            slo_tpot_s=None if opts["slo_tpot_ms"] is None else opts["slo_tpot_ms"] / 1e3,
+            slo_tpot_s=None if opts["slo_tpot_ms"] is None else ms_to_s(opts["slo_tpot_ms"]),
             rate_per_s=rate,
             max_gpus=opts["max_gpus"],
             top_k=opts["verify_top"],

@@ -26,10 +26,10 @@ from fleetplan.cli.options import (
     slo_ttft_option,
     workload_option,
 )
-from fleetplan.cli.tables import make_console
+from fleetplan.cli.tables import make_console, ms_cell
 from fleetplan.plan.reliability import DEFAULT_TARGET, ReliabilityReport, reliability_table
 from fleetplan.sim.fleet_toml import load_fleet_toml
-from fleetplan.units import ms_to_s, s_to_ms
+from fleetplan.units import ms_to_s
 from fleetplan.workload import load_workload
 
 DEFAULT_RATE_PER_S = 100.0
@@ -40,10 +40,6 @@ def _hours(value_s: float) -> str:
     return "never" if math.isinf(value_s) else f"{value_s / SECONDS_PER_HOUR:,.4g} h"
 
 
-def _ms(value_s: float) -> str:
-    return "inf" if math.isinf(value_s) else f"{s_to_ms(value_s):,.1f}"
-
-
 def _table(report: ReliabilityReport, horizon_days: float) -> Table:
     table = Table(title="spares per pool")
     for col in ("spares/pool", "instances", "P(>= n up), random time", f"P(never short, {horizon_days:g} d)",
@@ -51,8 +47,8 @@ def _table(report: ReliabilityReport, horizon_days: float) -> Table:
         table.add_column(col, justify="right")
     for r in report.rows:
         table.add_row(str(r.spares), str(r.n_instances), f"{r.prob_up:.6f}", f"{r.prob_hold_horizon:.6f}",
-                      f"{r.shortfall_h:,.2f}", f"{_ms(r.p99_ttft_s)} ({_ms(r.p99_ttft_bound_s)})",
-                      f"{_ms(r.p99_tpot_s)} ({_ms(r.p99_tpot_bound_s)})", "yes" if r.meets_slo else "no")
+                      f"{r.shortfall_h:,.2f}", f"{ms_cell(r.p99_ttft_s)} ({ms_cell(r.p99_ttft_bound_s)})",
+                      f"{ms_cell(r.p99_tpot_s)} ({ms_cell(r.p99_tpot_bound_s)})", "yes" if r.meets_slo else "no")
     return table
 
 
@@ -119,5 +115,5 @@ def reliability(fleet_path, workload, input_fraction, rate_per_s, slo_ttft_ms, s
     con.print(f"simulated: {sim} meet(s) P99 TTFT <= {slo_ttft_ms:g} ms"
               + (f" and P99 TPOT <= {slo_tpot_ms:g} ms" if slo_tpot_ms else "")
               + " (upper 95% bound over replications).")
-    con.print(f"without failures (no spares, same seeds): P99 TTFT {_ms(report.p99_ttft_no_failures_s)} ms, "
-              f"P99 TPOT {_ms(report.p99_tpot_no_failures_s)} ms.")
+    con.print(f"without failures (no spares, same seeds): P99 TTFT {ms_cell(report.p99_ttft_no_failures_s)} ms, "
+              f"P99 TPOT {ms_cell(report.p99_tpot_no_failures_s)} ms.")

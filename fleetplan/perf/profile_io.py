@@ -32,6 +32,7 @@ import numpy as np
 
 from fleetplan.errors import ConfigError, DataFormatError
 from fleetplan.perf.calibrate import CalibratedStepModel, CalibrationData
+from fleetplan.units import ms_to_s
 
 __all__ = ["CSV_COLUMNS", "PROFILE_FORMAT", "PROFILE_VERSION", "read_calibration_csv", "save_perf_profile",
            "load_perf_profile"]
@@ -104,7 +105,7 @@ def read_calibration_csv(path: str | Path) -> CalibrationData:
     ints = {c: np.array(cols[c], dtype=np.int64) for c in _INT_COLUMNS}
     return CalibrationData(ints["n_seqs"], ints["n_decode"], ints["prefill_tokens"], ints["decode_context_tokens"],
                            np.array(cols["prefill_attention_work"], dtype=np.int64),
-                           np.array(cols["step_ms"], dtype=np.float64) / 1e3, name)
+                           ms_to_s(np.array(cols["step_ms"], dtype=np.float64)), name)
 
 
 def _toml_value(value) -> str:

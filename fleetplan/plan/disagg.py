@@ -39,7 +39,7 @@ from fleetplan.plan.pools import REASON_CODE, PlanSettings, PoolPlan
 from fleetplan.plan.space import DISAGGREGATED, SizingRouter, Topology
 from fleetplan.plan.sweep import Candidate
 from fleetplan.queueing import InfeasibleReason, size_pool
-from fleetplan.units import H_PER_YEAR, S_PER_H
+from fleetplan.units import H_PER_YEAR, S_PER_H, fmt_ms
 
 #: The architecture of the catalog's calibrated Llama-3-70B serving constants (80 layers, GQA 8 KV heads).
 CALIBRATION_MODEL = "llama-3.1-70b"
@@ -171,7 +171,7 @@ def _prefill(ctx: _Context, gpu: GpuProfile, after_s: np.ndarray, key: tuple) ->
     reason = None
     if sized.reason is InfeasibleReason.PREFILL_EXCEEDS_SLO:
         reason = (f"prefill + KV transfer + first decode step alone exceed the SLO "
-                  f"(P{s.percentile:g} with no queue > {s.slo_ttft_s * 1e3:.0f} ms)")
+                  f"(P{s.percentile:g} with no queue > {fmt_ms(s.slo_ttft_s, '.0f')})")
     elif sized.reason is not None:
         reason = f"prefill pool {sized.reason.value} within max_gpus {s.max_gpus}"
     plan = _role(ctx, gpu, sized.n_gpus, 1, sized.rho, sized.ttft_p_s, sized.wait_p_s, moments.mean_s, moments.cs2,
@@ -186,8 +186,8 @@ def _decode_roles(ctx: _Context, gpus: Sequence[GpuProfile], batch: int, step_s:
     s, load = ctx.settings, ctx.load
     reason = None
     if batch < 1:
-        reason = (f"TPOT target {ctx.slo_tpot_s * 1e3:g} ms is below one sequence's decode step "
-                  f"({step_s * 1e3:.1f} ms) or the KV cache holds no mean context")
+        reason = (f"TPOT target {fmt_ms(ctx.slo_tpot_s)} is below one sequence's decode step "
+                  f"({fmt_ms(step_s, '.1f')}) or the KV cache holds no mean context")
     d = decode_instances(s.rate_per_s, load, step_s, batch, s.rho_max) if reason is None else 0
     rho = s.rate_per_s * load.mean_output_tokens * step_s / (d * batch) if d else math.inf
     return tuple(_role(ctx, g, d * k, batch, rho, ttft_s, 0.0, k * load.mean_output_tokens * step_s / max(batch, 1),

@@ -67,7 +67,7 @@ from fleetplan.plan.verify import (
 from fleetplan.rng import task_seed
 from fleetplan.sim.builders import build_pool
 from fleetplan.sim.spec import InstanceRouter
-from fleetplan.units import H_PER_YEAR
+from fleetplan.units import H_PER_YEAR, fmt_ms
 from fleetplan.workload import Workload
 
 if TYPE_CHECKING:  # the PDD simulator and its kernels are imported when a PDD / AFD fleet is built
@@ -182,8 +182,8 @@ def verify_disagg(candidate: DisaggCandidate, gpus: Mapping[str, GpuProfile], wo
     steps, reason = 0, None
     while not check.passes(s):
         if sum(counts) >= s.max_gpus:
-            reason = (f"simulated P{s.percentile:g} TTFT upper bound {check.upper_ttft_s * 1e3:.0f} ms / TPOT "
-                      f"{check.upper_tpot_s * 1e3:.1f} ms still above the SLO after {steps} growth steps")
+            reason = (f"simulated P{s.percentile:g} TTFT upper bound {fmt_ms(check.upper_ttft_s, '.0f')} / TPOT "
+                      f"{fmt_ms(check.upper_tpot_s, '.1f')} still above the SLO after {steps} growth steps")
             break
         _grow(candidate, counts, check, s)
         steps += 1

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from fleetplan.errors import InfeasibleError
 from fleetplan.plan.optimize import OptimizeRequest, OptimizeResult
 from fleetplan.plan.sweep import Candidate
+from fleetplan.units import fmt_ms
 
 __all__ = ["infeasible_error", "no_verified_fleet_error", "FIX_OF_REASON"]
 
@@ -41,8 +42,8 @@ def infeasible_error(request: OptimizeRequest, candidates: Sequence[Candidate]) 
     binding = binding_reason(candidates)
     example = next((c.reason for c in candidates if c.reason), "no candidate")
     return InfeasibleError(
-        f"no fleet meets P{request.percentile:g} TTFT <= {request.slo_ttft_s * 1e3:g} ms"
-        + ("" if request.slo_tpot_s is None else f" and TPOT <= {request.slo_tpot_s * 1e3:g} ms")
+        f"no fleet meets P{request.percentile:g} TTFT <= {fmt_ms(request.slo_ttft_s)}"
+        + ("" if request.slo_tpot_s is None else f" and TPOT <= {fmt_ms(request.slo_tpot_s)}")
         + " at "
         f"{request.rate_per_s:g} req/s within `max_gpus` {request.max_gpus}: infeasible up to "
         f"{request.max_gpus} GPUs; binding constraint: {example}",
@@ -55,7 +56,7 @@ def no_verified_fleet_error(request: OptimizeRequest, result: OptimizeResult) ->
     reasons = [v.reason for v in result.verification if v.reason]
     return InfeasibleError(
         f"none of the {len(result.verification)} cheapest analytic fleets passed simulation at "
-        f"{request.rate_per_s:g} req/s (P99 TTFT <= {request.slo_ttft_s * 1e3:g} ms): "
+        f"{request.rate_per_s:g} req/s (P99 TTFT <= {fmt_ms(request.slo_ttft_s)}): "
         f"{reasons[0] if reasons else 'see the table'}",
         reason="verification-failed", fix=FIX_OF_REASON["verification-failed"],
     )

@@ -53,6 +53,7 @@ from fleetplan.queueing.engine import (
 )
 from fleetplan.queueing.sizing import min_gpus_for_cap
 from fleetplan.queueing.ttft import ttft_model, zero_wait_ttft_quantile_s
+from fleetplan.units import fmt_ms
 
 SERVICE_ENGINE = "engine"
 SERVICE_PAPER = "paper"
@@ -244,13 +245,13 @@ def _reason_text(reason: InfeasibleReason | None, ttft_s: float, settings: PlanS
     if reason is InfeasibleReason.PREFILL_EXCEEDS_SLO:
         return (
             f"prefill alone exceeds the SLO (P{settings.percentile:g} TTFT with no queue "
-            f"{ttft_s * 1e3:.0f} ms > {settings.slo_ttft_s * 1e3:.0f} ms)"
+            f"{fmt_ms(ttft_s, '.0f')} > {fmt_ms(settings.slo_ttft_s, '.0f')})"
         )
     if reason is InfeasibleReason.EXCEEDS_MAX_GPUS:
         return f"needs more than max_gpus {settings.max_gpus} GPUs"
     if reason is InfeasibleReason.DECODE_EXCEEDS_TPOT_SLO:
-        return (f"decode alone exceeds the TPOT SLO (a lone request's decode step {tpot_s * 1e3:.3g} ms > "
-                f"{settings.slo_tpot_s * 1e3:g} ms)")
+        return (f"decode alone exceeds the TPOT SLO (a lone request's decode step {fmt_ms(tpot_s, '.3g')} > "
+                f"{fmt_ms(settings.slo_tpot_s)})")
     return "unstable (utilisation >= 1)"
 
 

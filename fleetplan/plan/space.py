@@ -33,7 +33,8 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from fleetplan.errors import ConfigError, UnknownNameError
+from fleetplan.errors import ConfigError
+from fleetplan.names import lookup
 
 #: Default split-threshold grid (tokens), the core paper's §4.1 sweep extended both ways.
 DEFAULT_THRESHOLDS_TOKENS = (512, 1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 32768, 65536)
@@ -69,24 +70,14 @@ class SizingRouter(enum.Enum):
     COMPRESS = "compress"
 
 
-def _lookup(enum_cls: type[enum.Enum], kind: str, name: str | enum.Enum) -> enum.Enum:
-    if isinstance(name, enum_cls):
-        return name
-    table = {m.value: m for m in enum_cls}
-    key = str(name).strip().lower()
-    if key not in table:
-        raise UnknownNameError(kind, str(name), tuple(table))
-    return table[key]
-
-
 def topology(name: str | Topology) -> Topology:
     """Look up a ``Topology`` by its CLI name."""
-    return _lookup(Topology, "topology", name)  # type: ignore[return-value]
+    return lookup(Topology, "topology", name)
 
 
 def sizing_router(name: str | SizingRouter) -> SizingRouter:
     """Look up a ``SizingRouter`` by its CLI name."""
-    return _lookup(SizingRouter, "sizing router", name)  # type: ignore[return-value]
+    return lookup(SizingRouter, "sizing router", name)
 
 
 @dataclass(frozen=True)

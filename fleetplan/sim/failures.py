@@ -32,7 +32,7 @@ import numpy as np
 
 from fleetplan import rng as fp_rng
 from fleetplan.errors import ConfigError
-from fleetplan.sim.names import NameRegistry
+from fleetplan.names import NameRegistry
 from fleetplan.sim.spec import FleetSpec
 
 __all__ = [

@@ -36,8 +36,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fleetplan.errors import ConfigError
+from fleetplan.names import NameRegistry
 from fleetplan.sim.features_speculative import SpeculativeConfig
-from fleetplan.sim.names import NameRegistry
 from fleetplan.units import ms_to_s, s_to_ms
 
 __all__ = [

@@ -58,6 +58,7 @@ from fleetplan.sim._kernels import codes
 from fleetplan.sim.features import GraphMode, RuntimeFeatures, SchedulerPolicy
 from fleetplan.sim.features_arrays import SPEC_K_MAX, CompiledFeatures
 from fleetplan.sim.spec import FleetSpec, InstanceRouter, PoolSpec
+from fleetplan.units import fmt_ms
 
 __all__ = ["compile_features", "draft_cost_fraction", "eager_launch_s", "eager_step_coefficients", "features_on",
            "graph_kv_blocks_lost", "graph_times_s", "no_features", "pool_model"]
@@ -120,7 +121,7 @@ def eager_launch_s(pool: PoolSpec) -> float:
     added = feats.cudagraph.mode is not None and _kernel_only(pool)
     if feats.launch_overhead_s is not None and not (feats.cudagraph.on or added):
         raise ConfigError(
-            f"pool {pool.name!r}: launch overhead {feats.launch_overhead_s * 1e3:.3g} ms is given but no step reads "
+            f"pool {pool.name!r}: launch overhead {fmt_ms(feats.launch_overhead_s, '.3g')} is given but no step reads "
             "it: it is taken out of graphed steps (`cudagraph_mode` full_decode_only|piecewise) or added to every "
             "step of a `model` pool with `cudagraph_mode` none; set the mode or drop `launch_overhead_ms`")
     return graph_times_s(pool)[0] if added else 0.0
@@ -207,8 +208,8 @@ def compile_features(spec: FleetSpec, seed: int) -> CompiledFeatures:
             fixed_s = eager_step_coefficients(pool)[1][0]
             if graph_time[i, 0] >= fixed_s:
                 raise ConfigError(
-                    f"pool {pool.name!r}: launch overhead {graph_time[i, 0] * 1e3:.3g} ms is not below the step "
-                    f"model's fixed cost per step {fixed_s * 1e3:.3g} ms, so a graphed step would take no time; "
+                    f"pool {pool.name!r}: launch overhead {fmt_ms(graph_time[i, 0], '.3g')} is not below the step "
+                    f"model's fixed cost per step {fmt_ms(fixed_s, '.3g')}, so a graphed step would take no time; "
                     "the constants look like CUDA-graph measurements: give a smaller `launch_overhead_ms` or `model`")
         if f.speculative is not None:
             spec_accept[i, :f.speculative.num_speculative_tokens] = f.speculative.acceptance

@@ -21,9 +21,9 @@ import math
 from dataclasses import dataclass
 
 from fleetplan.errors import ConfigError
+from fleetplan.names import NameRegistry
 from fleetplan.perf.seam import StepModel
 from fleetplan.sim.features import RuntimeFeatures
-from fleetplan.sim.names import NameRegistry
 
 __all__ = [
     "ArrivalProcess",

@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass, field
 
 from fleetplan.errors import ConfigError
-from fleetplan.sim.names import NameRegistry
+from fleetplan.names import NameRegistry
 from fleetplan.sim.pdd.fabric import FabricSpec
 from fleetplan.sim.spec import InstanceRouter, PoolSpec
 
