@@ -45,8 +45,8 @@ REASONS = (
 )
 
 _UNSET = object()
-#: A parameter reference inside a message: an identifier in backticks.
-_PARAM_REF = re.compile(r"`([A-Za-z_][A-Za-z0-9_]*)`")
+#: A parameter reference inside a message: an identifier in single backticks (not ``literal``).
+_PARAM_REF = re.compile(r"(?<!`)`([A-Za-z_][A-Za-z0-9_]*)`(?!`)")
 
 
 def param_refs(text: str) -> tuple[str, ...]:
