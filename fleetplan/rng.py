@@ -1,6 +1,6 @@
 """Reproducible random streams.
 
-One integer seed enters at the edge (``--seed``).  It becomes a
+One integer seed enters at the edge (the caller's ``seed``).  It becomes a
 ``np.random.SeedSequence``; each consumer asks for a *named* child stream
 (``"arrivals"``, ``"lengths"``, ``"routing"``, ...), so adding a new consumer never
 shifts the numbers another consumer sees, and a task's stream depends only on

@@ -21,6 +21,11 @@ def s_to_ms(value_s: float) -> float:
     return value_s * MS_PER_S
 
 
+def fmt_ms(value_s: float, spec: str = "g") -> str:
+    """``value_s`` seconds as milliseconds in a message: ``"500 ms"`` (``spec``: the number's format)."""
+    return f"{s_to_ms(value_s):{spec}} ms"
+
+
 def usd_per_year(usd_per_h: float, n_gpus: float = 1.0) -> float:
     """Annual cost of ``n_gpus`` rented at ``usd_per_h`` each, running all year."""
     return usd_per_h * n_gpus * H_PER_YEAR

@@ -5,9 +5,9 @@ its measured means, read from
 
 * a ``vllm bench serve`` result JSON (``read_bench_result``): client settings ``num_prompts``,
   ``request_rate``, ``burstiness``, ``max_concurrency``; request lengths from ``input_lens`` /
-  ``output_lens`` when saved (``--save-detailed``), else the mean lengths
+  ``output_lens`` when saved (its ``save_detailed`` option), else the mean lengths
   ``total_input_tokens / completed`` and ``total_output_tokens / completed`` (exact for the
-  random dataset with ``--random-range-ratio 0``); measured ``mean_ttft_ms``, ``mean_tpot_ms``
+  random dataset with ``random_range_ratio`` 0); measured ``mean_ttft_ms``, ``mean_tpot_ms``
   (else ``mean_itl_ms``) and ``output_throughput``.  fleetplan's own result JSON carries the
   simulated configuration under ``fleetplan`` and is read the same way.
 * a vLLM server's Prometheus ``/metrics`` text (``read_prometheus_metrics``) plus the client
@@ -21,7 +21,7 @@ streaming efficiency, host time per step) minimise the sum of squared relative e
 measured mean, each run simulated with ``run_bench_serve``, by ``scipy.optimize.least_squares``
 (trust-region reflective) within ``FIT_BOUNDS``; finite-difference step ``FIT_DIFF_STEP``.
 Residuals before (the engine profile's options) and after are returned.  The fitted predictor's
-kernel coefficients become a ``CalibratedStepModel`` (``--perf-profile``).
+kernel coefficients become a ``CalibratedStepModel`` (``EngineArgs.perf_profile``).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def read_bench_result(path: str | Path, input_len: int | None = None,
         raise DataFormatError(name, None, f"cannot read: {err.strerror}", "check the path") from None
     except json.JSONDecodeError as err:
         raise DataFormatError(name, f"line {err.lineno}", "is not JSON",
-                              "give the file vllm bench serve --save-result wrote") from None
+                              "give the result file vllm bench serve saves (its save_result option)") from None
     missing = [k for k in REQUIRED_RESULT_KEYS if not isinstance(doc, dict) or k not in doc]
     measured = {k: float(doc[k]) for k in METRIC_KEYS if isinstance(doc, dict) and isinstance(doc.get(k), int | float)}
     if "mean_tpot_ms" not in measured and isinstance(doc, dict) and isinstance(doc.get("mean_itl_ms"), int | float):
@@ -92,7 +92,7 @@ def read_bench_result(path: str | Path, input_len: int | None = None,
     if missing or not ({"mean_ttft_ms", "mean_tpot_ms"} & set(measured)):
         lacking = missing or ["mean_ttft_ms or mean_tpot_ms"]
         raise DataFormatError(name, None, f"is not a vllm bench serve result (no {', '.join(lacking)})",
-                              "give the JSON written by vllm bench serve --save-result")
+                              "give the result file vllm bench serve saves (its save_result option)")
     completed = int(doc["completed"])
     if completed < 1:
         raise DataFormatError(name, "completed", "no completed request", "give a run that completed requests")
@@ -199,9 +199,11 @@ def fit_serving(engine: EngineArgs, measurements: list[ServingMeasurement], seed
     from scipy.optimize import least_squares
 
     if not measurements:
-        raise ConfigError("no serving measurements to calibrate on; give --bench-result FILE or --metrics FILE")
+        raise ConfigError("no serving measurements to calibrate on; give `bench_result` FILE or `metrics` FILE",
+                          param="measurements")
     if engine.perf_profile is not None:
-        raise ConfigError("calibrate from the predictor, not from a --perf-profile; drop --perf-profile")
+        raise ConfigError("calibrate from the predictor, not from a `perf_profile`; drop `perf_profile`",
+                          param="perf_profile")
     labels = tuple(f"{Path(m.source).name}:{k}" for m in measurements for k in m.measured)
     if len(labels) < len(FIT_OPTIONS):
         raise ConfigError(f"{len(labels)} measured means cannot fix {len(FIT_OPTIONS)} parameters; give more runs")

@@ -5,16 +5,16 @@ Each dataset gives ``num_prompts`` pairs ``(prompt_tokens, output_tokens)`` the 
 009e6d4a1cd6ba3fb2a9fc00f4ec06f5297232a1):
 
 * ``random``: input lengths uniform integers on ``[floor(I (1 - r)), ceil(I (1 + r))]``,
-  outputs likewise from ``O``, ``r = --random-range-ratio`` in ``[0, 1)``; every prompt starts
-  with the same ``--random-prefix-len`` tokens (counted in the prompt).
+  outputs likewise from ``O``, ``r = random_range_ratio`` in ``[0, 1)``; every prompt starts
+  with the same ``random_prefix_len`` tokens (counted in the prompt).
 * ``sharegpt``: the first two turns of each conversation with at least two turns, shuffled
   with the seed; pairs with a prompt or output under ``SHAREGPT_MIN_TOKENS`` tokens, a prompt
   over ``SHAREGPT_MAX_PROMPT_TOKENS`` or a total over ``SHAREGPT_MAX_TOTAL_TOKENS`` are skipped
-  (vLLM's ``is_valid_sequence`` defaults); ``--sharegpt-output-len`` fixes the outputs.
+  (vLLM's ``is_valid_sequence`` defaults); ``sharegpt_output_len`` fixes the outputs.
 * ``burstgpt``: rows of the BurstGPT CSV (``Model``, ``Request tokens``, ``Response tokens``)
   of model ``GPT-4`` with a non-zero response, sampled with replacement when too few.
 * ``custom``: JSONL, one object per line with ``prompt`` (text), output length
-  ``--custom-output-len``; an object may instead carry integer ``prompt_tokens`` and
+  ``custom_output_len``; an object may instead carry integer ``prompt_tokens`` and
   ``output_tokens`` (fleetplan's extension, for token counts you already have).
 
 Text is measured without a tokenizer at ``CHARS_PER_TOKEN`` characters per token (OpenAI's
@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from fleetplan.errors import ConfigError, DataFormatError
-from fleetplan.sim.names import NameRegistry
+from fleetplan.names import NameRegistry
 
 __all__ = ["CHARS_PER_TOKEN", "DatasetName", "DatasetSpec", "sample_lengths"]
 
@@ -47,7 +47,7 @@ DEFAULT_CUSTOM_OUTPUT_LEN = 256
 
 
 class DatasetName(NameRegistry):
-    """``--dataset-name`` values ``bench serve`` models."""
+    """``dataset_name`` values ``bench serve`` models."""
 
     RANDOM = "random"
     SHAREGPT = "sharegpt"
@@ -76,21 +76,24 @@ class DatasetSpec:
         object.__setattr__(self, "name", DatasetName.parse(self.name))
         needs_path = self.name is not DatasetName.RANDOM
         if needs_path and not self.path:
-            raise ConfigError(f"--dataset-name {self.name.value} needs --dataset-path FILE")
+            raise ConfigError(f"`dataset_name` {self.name.value} needs `dataset_path` FILE", param="dataset_path")
         if not needs_path and self.path:
-            raise ConfigError(f"--dataset-path {self.path} cannot be used with --dataset-name random; "
-                              "give --dataset-name sharegpt, burstgpt or custom for a file")
-        for flag, value, lo in (("random-input-len", self.random_input_len, 1),
-                                ("random-output-len", self.random_output_len, 1),
-                                ("random-prefix-len", self.random_prefix_len, 0),
-                                ("custom-output-len", self.custom_output_len, 1)):
+            raise ConfigError(f"`dataset_path` {self.path} cannot be used with `dataset_name` random; "
+                              "give `dataset_name` sharegpt, burstgpt or custom for a file", param="dataset_path",
+                              value=self.path)
+        for name, value, lo in (("random_input_len", self.random_input_len, 1),
+                                ("random_output_len", self.random_output_len, 1),
+                                ("random_prefix_len", self.random_prefix_len, 0),
+                                ("custom_output_len", self.custom_output_len, 1)):
             if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-                raise ConfigError(f"--{flag} {value!r} must be an integer >= {lo}")
+                raise ConfigError(f"`{name}` {value!r} must be an integer >= {lo}", param=name, value=value)
         r = self.random_range_ratio
         if isinstance(r, bool) or not isinstance(r, int | float) or not 0 <= r < 1:
-            raise ConfigError(f"--random-range-ratio {r!r} must be in [0, 1) (vLLM's rule); e.g. 0.5")
+            raise ConfigError(f"`random_range_ratio` {r!r} must be in [0, 1) (vLLM's rule); e.g. 0.5",
+                              param="random_range_ratio", value=r)
         if self.sharegpt_output_len is not None and self.sharegpt_output_len < 1:
-            raise ConfigError(f"--sharegpt-output-len {self.sharegpt_output_len} must be >= 1")
+            raise ConfigError(f"`sharegpt_output_len` {self.sharegpt_output_len} must be >= 1",
+                              param="sharegpt_output_len", value=self.sharegpt_output_len)
 
 
 def _text_tokens(text: object) -> int:
@@ -110,7 +113,7 @@ def _read_text(path: str) -> str:
     try:
         return Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
-        raise DataFormatError(path, None, f"cannot read: {err}", "check --dataset-path") from None
+        raise DataFormatError(path, None, f"cannot read: {err}", "check `dataset_path`") from None
 
 
 def _sharegpt(spec: DatasetSpec, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -144,8 +147,8 @@ def _sharegpt(spec: DatasetSpec, n: int, rng: np.random.Generator) -> tuple[np.n
         if len(prompt) == n:
             break
     if len(prompt) < n:
-        raise DataFormatError(path, None, f"yields {len(prompt)} valid conversations, fewer than --num-prompts {n}",
-                              "lower --num-prompts")
+        raise DataFormatError(path, None, f"yields {len(prompt)} valid conversations, fewer than `num_prompts` {n}",
+                              "lower `num_prompts`")
     return np.array(prompt, dtype=np.int64), np.array(output, dtype=np.int64)
 
 
@@ -199,15 +202,16 @@ def _custom(spec: DatasetSpec, n: int) -> tuple[np.ndarray, np.ndarray]:
         if len(prompt) == n:
             break
     if len(prompt) < n:
-        raise DataFormatError(path, None, f"holds {len(prompt)} prompts, fewer than --num-prompts {n}",
-                              "lower --num-prompts")
+        raise DataFormatError(path, None, f"holds {len(prompt)} prompts, fewer than `num_prompts` {n}",
+                              "lower `num_prompts`")
     return np.array(prompt, dtype=np.int64), np.array(output, dtype=np.int64)
 
 
 def sample_lengths(spec: DatasetSpec, num_prompts: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """``(prompt_tokens, output_tokens)`` of ``num_prompts`` requests of ``spec`` (module docstring)."""
     if isinstance(num_prompts, bool) or not isinstance(num_prompts, int) or num_prompts < 1:
-        raise ConfigError(f"--num-prompts {num_prompts!r} must be an integer >= 1")
+        raise ConfigError(f"`num_prompts` {num_prompts!r} must be an integer >= 1", param="num_prompts",
+                          value=num_prompts)
     if spec.name is DatasetName.RANDOM:
         return _random(spec, num_prompts, rng)
     if spec.name is DatasetName.SHAREGPT:

@@ -4,22 +4,22 @@
 and tokens inside) and ``serving_fleet`` turns them into a one-pool ``FleetSpec``:
 
 * step model: the operator-level ``StepTimePredictor`` of the model on the GPU at
-  ``--tensor-parallel-size`` (MoE models with expert parallelism over the TP group), with the
+  ``tensor_parallel_size`` (MoE models with expert parallelism over the TP group), with the
   engine profile's efficiencies and overheads (``fleetplan.perf.engine_profile``), or a
-  calibrated ``--perf-profile`` (``fleetplan perf calibrate``);
-* KV blocks: ``fleetplan.perf.kv_budget`` at ``--gpu-memory-utilization`` (vLLM's accounting);
-* limits: ``--max-num-seqs`` and ``--max-num-batched-tokens`` default to vLLM's API-server
+  calibrated ``perf_profile`` (``fleetplan perf calibrate``);
+* KV blocks: ``fleetplan.perf.kv_budget`` at ``gpu_memory_utilization`` (vLLM's accounting);
+* limits: ``max_num_seqs`` and ``max_num_batched_tokens`` default to vLLM's API-server
   defaults (``EngineArgs.get_batch_defaults`` in vllm-project/vllm ``vllm/engine/arg_utils.py``):
   1024 sequences / 8192 tokens on GPUs with at least 70 GiB that are not A100s, else 256 /
-  2048; ``--enable-chunked-prefill false`` raises the token budget to ``--max-model-len``
+  2048; ``enable_chunked_prefill false`` raises the token budget to ``max_model_len``
   (a whole prompt per step, vLLM's rule without chunking);
-* ``--max-model-len`` defaults to the KV capacity of the instance, capped at
+* ``max_model_len`` defaults to the KV capacity of the instance, capped at
   ``DEFAULT_MAX_MODEL_LEN_TOKENS``;
-* runtime features: ``--cudagraph-capture-sizes`` (graphs on, ``piecewise`` mode; without
-  it, every step kernel-only, vLLM's default graphs without padding), ``--speculative-config``,
-  ``--enable-prefix-caching`` (``fleetplan.sim.features``).
+* runtime features: ``cudagraph_capture_sizes`` (graphs on, ``piecewise`` mode; without
+  it, every step kernel-only, vLLM's default graphs without padding), ``speculative_config``,
+  ``enable_prefix_caching`` (``fleetplan.sim.features``).
 
-``--instances N`` puts N identical instances behind a least-outstanding-requests router.
+``instances N`` puts N identical instances behind a least-outstanding-requests router.
 """
 
 from __future__ import annotations
@@ -77,17 +77,18 @@ class EngineArgs:
         for name in ("tensor_parallel_size", "instances"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"--{name.replace('_', '-')} {value!r} must be an integer >= 1")
+                raise ConfigError(f"`{name}` {value!r} must be an integer >= 1", param=name, value=value)
         for name in ("max_num_seqs", "max_num_batched_tokens", "max_model_len"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ConfigError(f"--{name.replace('_', '-')} {value!r} must be an integer >= 1")
+                raise ConfigError(f"`{name}` {value!r} must be an integer >= 1", param=name, value=value)
         u = self.gpu_memory_utilization
         if isinstance(u, bool) or not isinstance(u, int | float) or not 0 < u <= 1:
-            raise ConfigError(f"--gpu-memory-utilization {u!r} must be in (0, 1], e.g. 0.9")
+            raise ConfigError(f"`gpu_memory_utilization` {u!r} must be in (0, 1], e.g. 0.9",
+                              param="gpu_memory_utilization", value=u)
         if self.perf_profile is not None and self.perf_profile.model != self.model.name:
-            raise ConfigError(f"--perf-profile was calibrated for {self.perf_profile.model}, not {self.model.name}; "
-                              "give the matching --model or recalibrate")
+            raise ConfigError(f"`perf_profile` was calibrated for {self.perf_profile.model}, not {self.model.name}; "
+                              "give the matching `model` or recalibrate", param="perf_profile")
 
     @property
     def parallelism(self) -> Parallelism:
@@ -110,9 +111,9 @@ def serving_fleet(args: EngineArgs) -> FleetSpec:
     capacity = budget.kv_blocks_per_replica * DEFAULT_BLOCK_SIZE_TOKENS
     max_len = args.max_model_len or min(capacity, DEFAULT_MAX_MODEL_LEN_TOKENS)
     if max_len > capacity:
-        raise ConfigError(f"--max-model-len {max_len} exceeds the KV cache of one instance ({capacity} tokens at "
-                          f"--gpu-memory-utilization {args.gpu_memory_utilization}); lower it, raise "
-                          "--tensor-parallel-size or use --kv-cache-dtype fp8")
+        raise ConfigError(f"`max_model_len` {max_len} exceeds the KV cache of one instance ({capacity} tokens at "
+                          f"`gpu_memory_utilization` {args.gpu_memory_utilization}); lower it, raise "
+                          "`tensor_parallel_size` or use `kv_cache_dtype` fp8", param="max_model_len", value=max_len)
     tokens = args.max_num_batched_tokens or tokens_default
     if not args.enable_chunked_prefill:
         tokens = max(tokens, max_len)

@@ -4,12 +4,12 @@ Client model (vllm-project/vllm ``vllm/benchmarks/serve.py``, read at commit
 009e6d4a1cd6ba3fb2a9fc00f4ec06f5297232a1, functions ``get_request``, ``benchmark`` and
 ``calculate_metrics``):
 
-* Send times.  ``--request-rate inf``: every request at t = 0.  Otherwise gaps are gamma with
-  shape ``b = --burstiness`` and scale ``1 / (rate b)`` (b = 1 is Poisson, ``b = inf`` a constant
+* Send times.  ``request_rate inf``: every request at t = 0.  Otherwise gaps are gamma with
+  shape ``b = burstiness`` and scale ``1 / (rate b)`` (b = 1 is Poisson, ``b = inf`` a constant
   ``1 / rate``); the cumulative send times are rescaled so the last one is exactly
   ``num_prompts / rate`` (vLLM's normalisation).  Draws come from the stream ``arrivals`` of
-  ``--seed``.
-* ``--max-concurrency N``: a FIFO semaphore; a request sent while N are outstanding starts when
+  ``seed``.
+* ``max_concurrency N``: a FIFO semaphore; a request sent while N are outstanding starts when
   one completes.  The simulator's closed loop (``CompiledRun.max_in_flight``) releases request i
   at ``max(send_i, the completion that frees a slot)``; latencies run from the release, as
   vLLM's clock starts inside the semaphore.
@@ -29,7 +29,7 @@ Client model (vllm-project/vllm ``vllm/benchmarks/serve.py``, read at commit
   spread misses decode steps slowed by a co-scheduled prefill chunk.  The result states which
   method in ``itl_percentiles_method``.
 
-Requests rejected by the instance (longer than ``--max-model-len``) count as failed, like
+Requests rejected by the instance (longer than ``max_model_len``) count as failed, like
 vLLM's HTTP errors.
 """
 
@@ -90,26 +90,30 @@ class BenchServeConfig:
     def __post_init__(self) -> None:
         n = self.num_prompts
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ConfigError(f"--num-prompts {n!r} must be an integer >= 1")
+            raise ConfigError(f"`num_prompts` {n!r} must be an integer >= 1", param="num_prompts", value=n)
         rate = self.request_rate_per_s
         if not isinstance(rate, int | float) or isinstance(rate, bool) or math.isnan(rate) or rate <= 0:
-            raise ConfigError(f"--request-rate {rate!r} must be > 0 requests/s, or inf (all at once)")
+            raise ConfigError(f"`request_rate_per_s` {rate!r} must be > 0 requests/s, or inf (all at once)",
+                              param="request_rate_per_s", value=rate)
         b = self.burstiness
         if not isinstance(b, int | float) or isinstance(b, bool) or math.isnan(b) or b <= 0:
-            raise ConfigError(f"--burstiness {b!r} must be > 0 (1 = Poisson, < 1 burstier, > 1 more regular)")
+            raise ConfigError(f"`burstiness` {b!r} must be > 0 (1 = Poisson, < 1 burstier, > 1 more regular)",
+                              param="burstiness", value=b)
         c = self.max_concurrency
         if c is not None and (isinstance(c, bool) or not isinstance(c, int) or c < 1):
-            raise ConfigError(f"--max-concurrency {c!r} must be an integer >= 1")
+            raise ConfigError(f"`max_concurrency` {c!r} must be an integer >= 1", param="max_concurrency", value=c)
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ConfigError(f"--seed {self.seed!r} must be an integer >= 0")
+            raise ConfigError(f"`seed` {self.seed!r} must be an integer >= 0", param="seed", value=self.seed)
         for m in self.percentile_metrics:
             if m not in METRICS:
-                raise ConfigError(f"--percentile-metrics {m!r} is not one of {','.join(METRICS)}")
+                raise ConfigError(f"`percentile_metrics` {m!r} is not one of {','.join(METRICS)}",
+                                  param="percentile_metrics", value=m)
         if not self.percentile_metrics:
-            raise ConfigError("--percentile-metrics is empty; give e.g. ttft,tpot,itl")
+            raise ConfigError("`percentile_metrics` is empty; give e.g. ttft,tpot,itl", param="percentile_metrics")
         for p in self.metric_percentiles:
             if not isinstance(p, int | float) or not 0 <= p <= 100:
-                raise ConfigError(f"--metric-percentiles {p!r} must be in [0, 100], e.g. 50,90,99")
+                raise ConfigError(f"`metric_percentiles` {p!r} must be in [0, 100], e.g. 50,90,99",
+                                  param="metric_percentiles", value=p)
 
 
 @dataclass(frozen=True, eq=False)

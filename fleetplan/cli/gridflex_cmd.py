@@ -29,7 +29,8 @@ from fleetplan.cli.options import (
     workload_option,
 )
 from fleetplan.cli.progress import progress_reporter
-from fleetplan.cli.report_cmd import render_documents, report_console
+from fleetplan.cli.report_output import render_documents, report_console
+from fleetplan.cli.tables import ms_cell
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import load_catalog
 from fleetplan.plan.gridflex import (
@@ -40,6 +41,7 @@ from fleetplan.plan.gridflex import (
     size_fleet_analytic,
 )
 from fleetplan.report.run_json import gridflex_dict, write_json
+from fleetplan.units import ms_to_s
 from fleetplan.workload import load_workload
 
 _EXAMPLES = """\b
@@ -59,12 +61,6 @@ def _levels(text: str) -> tuple[float, ...]:
     if not out:
         raise ConfigError("--levels is empty: give comma-separated percentages, e.g. 0,10,20,30")
     return out
-
-
-def _ms(x_s: float | None) -> str:
-    if x_s is None:
-        return "-"
-    return "unstable" if x_s == float("inf") else f"{x_s * 1e3:,.1f}"
 
 
 @click.command("grid-flex", epilog=_EXAMPLES)
@@ -106,15 +102,15 @@ def grid_flex_command(workload, rate_per_s, gpus, n_gpus, slo_ttft_ms, levels, w
     wl = load_workload(workload, input_fraction)
     gpu = load_catalog(gpu_profiles).get(gpus[0])
     if n_gpus is None:
-        sized = size_fleet_analytic(wl, gpu, rate_per_s, slo_ttft_ms / 1e3, ttft_model=ttft_model)
+        sized = size_fleet_analytic(wl, gpu, rate_per_s, ms_to_s(slo_ttft_ms), ttft_model=ttft_model)
         n_gpus = sized.n_gpus
         click.echo(f"assumed --n-gpus {n_gpus}: the fewest {gpu.name} GPUs (one pool) meeting P99 TTFT <= "
                    f"{slo_ttft_ms:g} ms at λ = {rate_per_s:g} req/s in optimize's analytic sweep (P99 "
-                   f"{sized.analytic_p_ttft_s * 1e3:,.0f} ms, rho {sized.rho:.2f})", err=True)
+                   f"{ms_cell(sized.analytic_p_ttft_s, 0)} ms, rho {sized.rho:.2f})", err=True)
     if not no_sim:
         announce_compile([Kernel.ITERATION])
     with progress_reporter(quiet) as progress:
-        res = grid_flex(wl, gpu, rate_per_s, n_gpus, slo_ttft_ms / 1e3, _levels(levels),
+        res = grid_flex(wl, gpu, rate_per_s, n_gpus, ms_to_s(slo_ttft_ms), _levels(levels),
                         max_context_tokens=max_model_len, window_s=None if no_sim else window_s,
                         steady_requests=None if no_sim else n_requests,
                         ttft_model=ttft_model, seed=seed, progress=progress,
@@ -133,8 +129,9 @@ def grid_flex_command(workload, rate_per_s, gpus, n_gpus, slo_ttft_ms, levels, w
         ok = ("yes" if lv.slo_ok_steady else "no") + ("" if lv.slo_ok_window is None else
                                                       f" / window {'yes' if lv.slo_ok_window else 'no'}")
         table.add_row(f"{lv.flex_pct:g}", str(lv.n_max), f"{lv.power_w_per_gpu:.0f}", f"{lv.fleet_kw:.1f}",
-                      f"{lv.rho:.2f}", _ms(lv.p99_ttft_s_analytic), _ms(lv.p99_ttft_s_window),
-                      _ms(lv.p99_ttft_s_steady), ok)
+                      f"{lv.rho:.2f}", ms_cell(lv.p99_ttft_s_analytic, inf="unstable"),
+                      ms_cell(lv.p99_ttft_s_window, inf="unstable"),
+                      ms_cell(lv.p99_ttft_s_steady, inf="unstable"), ok)
     console.print(table)
     console.print("Curtailment is relative to the GPU's nominal power; n_max = largest batch whose logistic-curve "
                   "power fits; W/GPU = P(n_max). Steady = replicated upper 95% bound (unstable when rho >= 1).")

@@ -23,10 +23,10 @@ from fleetplan.hardware import GpuCatalog, GpuProfile
 from fleetplan.models import ContextLimitError, ContextLimitRule, dtype, load_model, served_context_limit
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.profile_io import load_perf_profile
-from fleetplan.plan.model_fleet import ModelServing, serve_model
+from fleetplan.plan.model_fleet import ModelServing, fleet_for_serving
 from fleetplan.plan.optimize import resolve_gpus
 from fleetplan.plan.placement import DEFAULT_MAX_TP, calibrate_placements, place_model
-from fleetplan.sim.fleet_toml import FleetFile, build_fleet
+from fleetplan.sim.fleet_toml import FleetFile
 from fleetplan.sim.spec import FleetSpec
 
 DEFAULT_DTYPE = "bf16"
@@ -181,20 +181,22 @@ def limits_line(spec: FleetSpec) -> str:
     return "limits: " + "; ".join(parts)
 
 
-def apply_model(fleet: FleetFile, opts: dict, max_model_len_tokens: int | None) -> tuple[FleetSpec, str]:
-    """``fleet`` built on its GPUs' calibrated constants, or serving ``--model``
-    (``fleetplan.plan.model_fleet.serve_model``: every explicit setting of the file kept), limited
-    to ``max_model_len_tokens``; and the step-time note to print."""
+def model_serving(opts: dict) -> ModelServing | None:
+    """The served model the options give (``--model``, ``-tp``, dtypes, ``--perf-profile``), or None."""
     if opts.get("model") is None:
         _without_model(opts, ("perf_profile",))
-        return (build_fleet(fleet, max_model_len_tokens),
-                "step time: the calibrated linear model (W + H·n) of each pool's GPU")
+        return None
     model = load_model(opts["model"])
-    profile = _perf_profile(opts, model)
-    par = None if opts["tensor_parallel_size"] is None else Parallelism.vllm(
-        tensor_parallel_size=opts["tensor_parallel_size"], enable_expert_parallel=model.is_moe)
-    serving = ModelServing(model, par, *_dtypes(opts), profile)
-    served = serve_model(fleet, serving, max_model_len_tokens)
+    return ModelServing.vllm(model, opts["tensor_parallel_size"], *_dtypes(opts), _perf_profile(opts, model))
+
+
+def apply_model(fleet: FleetFile, opts: dict, max_model_len_tokens: int | None) -> tuple[FleetSpec, str]:
+    """``fleet`` as the library builds it for the options (``plan.model_fleet.fleet_for_serving``:
+    every setting of the file kept), limited to ``max_model_len_tokens``; and the step-time note."""
+    serving = model_serving(opts)
+    served = fleet_for_serving(fleet, serving, max_model_len_tokens)
+    if serving is None:
+        return served.spec, "step time: the calibrated linear model (W + H·n) of each pool's GPU"
     notes = [f"{p.pool}: {p.placement.gpu.name} ({p.placement.parallelism.flags()}, "
              f"{'calibrated profile' if p.calibrated else 'roofline predictor'})" for p in served.pools]
-    return served.spec, f"model {model.name}: " + "; ".join(notes)
+    return served.spec, f"model {serving.model.name}: " + "; ".join(notes)

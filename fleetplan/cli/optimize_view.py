@@ -5,8 +5,10 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from fleetplan.cli.tables import ms_cell
 from fleetplan.plan.optimize import OptimizeResult
 from fleetplan.report.optimize_report import shown_pools
+from fleetplan.units import fmt_ms
 
 
 def tpot_note(percentile: float) -> str:
@@ -22,10 +24,9 @@ def tpot_note(percentile: float) -> str:
     )
 
 
-def fmt_ms(x_s: float | None) -> str:
-    if x_s is None:
-        return "-"
-    return "unstable" if x_s == float("inf") else f"{x_s * 1e3:,.0f}"
+def ttft_cell(x_s: float | None) -> str:
+    """A TTFT cell: whole milliseconds, ``unstable`` when infinite."""
+    return ms_cell(x_s, 0, inf="unstable")
 
 
 def _verdict(c) -> str:
@@ -46,12 +47,7 @@ def _verdict(c) -> str:
 
 
 def _pair(analytic_s: float | None, sim_s: float | None, digits: int = 0) -> str:
-    def one(x: float | None) -> str:
-        if x is None or x != x:  # None or nan: not modelled / not simulated
-            return "-"
-        return "inf" if x == float("inf") else f"{x * 1e3:,.{digits}f}"
-
-    return f"{one(analytic_s)}/{one(sim_s)}"
+    return f"{ms_cell(analytic_s, digits)}/{ms_cell(sim_s, digits)}"
 
 
 def _ratio(x: float | None) -> str:
@@ -140,7 +136,7 @@ def candidates_table(result: OptimizeResult, top: int) -> Table:
     for c in result.candidates[:top]:
         topo = c.topology.value + ("" if c.router.value == "length" else f" [{c.router.value}]")
         v = c.verification
-        sim = "-" if v is None else fmt_ms(v.p99_ttft_s_sim)
+        sim = "-" if v is None else ttft_cell(v.p99_ttft_s_sim)
         at = None if v is None else getattr(v, "at_analytic", None)
         fleet = _pair(c.ttft_p_s, None if at is None else at.ttft_p_s_sim) + (" !" if v is not None and v.flagged
                                                                                 else "")
@@ -189,13 +185,13 @@ def recommendation_line(result: OptimizeResult) -> str:
     )
     v = best.verification
     check = (
-        f"P{pct:g} TTFT {fmt_ms(best.ttft_p_s)} ms (analytic)"
+        f"P{pct:g} TTFT {ttft_cell(best.ttft_p_s)} ms (analytic)"
         if v is None
-        else f"simulated P{pct:g} TTFT <= {fmt_ms(v.p99_ttft_s_sim)} ms (95% upper bound), verified"
+        else f"simulated P{pct:g} TTFT <= {ttft_cell(v.p99_ttft_s_sim)} ms (95% upper bound), verified"
     )
     e = result.economics_of(best)
     econ = "" if e is None else f"; SR {e.spend_ratio:.2f}, CE {e.ce_gain:.2f}"
-    how = "" if not roles else (f" (decode batch {best.decode_batch}, TPOT <= {best.tpot_p_s * 1e3:.1f} ms "
+    how = "" if not roles else (f" (decode batch {best.decode_batch}, TPOT <= {fmt_ms(best.tpot_p_s, '.1f')} "
                                 "analytic)")
     router = "" if roles else f" ({best.router.value} router)"  # disaggregated roles: no length router
     return (

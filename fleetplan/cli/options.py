@@ -31,6 +31,7 @@ import contextlib
 import functools
 import math
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,132 @@ import click
 from fleetplan.cli.groups import deprecation_note
 from fleetplan.errors import ConfigError
 from fleetplan.exec import Executor, default_workers, make_executor
+
+
+@dataclass(frozen=True)
+class CliParam:
+    """How the CLI spells a library parameter: its flag, and its value in the flag's unit."""
+
+    flag: str
+    scale: float = 1.0  # flag value = library value x scale (seconds -> ms: 1e3)
+    unit: str = ""  # shown after a scaled value
+
+    def show(self, value: object) -> str:
+        """``value`` (the library's) as the flag takes it."""
+        if self.scale != 1.0 and isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = value * self.scale
+        return f"{value!r} {self.unit}" if self.unit else repr(value)
+
+
+#: Library parameter name (the Python API's spelling) -> the flag of the CLI that sets it.  Library
+#: errors name parameters; ``fleetplan.cli.errors.render_error`` respells them with this table.
+FLAG_OF_PARAM: dict[str, CliParam] = {
+    "rate_per_s": CliParam("--lam"),
+    "rates_per_s": CliParam("--lam-range"),
+    "start_rate_per_s": CliParam("--start-lam"),
+    "slo_ttft_s": CliParam("--slo-ttft", 1e3, "ms"),
+    "slo_tpot_s": CliParam("--slo-tpot", 1e3, "ms"),
+    "percentile": CliParam("--percentile"),
+    "max_gpus": CliParam("--max-gpus"),
+    "rho_max": CliParam("--rho-max"),
+    "compress_gamma": CliParam("--compress-gamma"),
+    "availability": CliParam("--node-avail"),
+    "gpus": CliParam("--gpus"),
+    "gpu": CliParam("--gpu"),
+    "topologies": CliParam("--topology"),
+    "thresholds_tokens": CliParam("--b-short"),
+    "step_time_margin": CliParam("--step-time-margin"),
+    "top_k": CliParam("--verify-top"),
+    "n_requests": CliParam("--sim-requests"),
+    "n_replications": CliParam("--replications"),
+    "kv_latency_s": CliParam("--kv-latency-ms", 1e3, "ms"),
+    "kv_bandwidth_bytes_per_s": CliParam("--kv-bandwidth-gb-per-s", 1e-9),
+    "af_ratios": CliParam("--af-ratios"),
+    "n_micro_batches": CliParam("--micro-batches"),
+    "min_ce_gain": CliParam("--min-ce-gain"),
+    "n_gpus": CliParam("--n-gpus"),
+    "window_s": CliParam("--window-s"),
+    "max_context_tokens": CliParam("--max-model-len"),
+    "max_model_len_tokens": CliParam("--max-model-len"),
+    "growth_per_month": CliParam("--growth"),
+    "months": CliParam("--months"),
+    "lead_time_weeks": CliParam("--lead-time-weeks"),
+    "perf_profile": CliParam("--perf-profile"),
+    "tensor_parallel_size": CliParam("--tensor-parallel-size"),
+    "pipeline_parallel_size": CliParam("--pipeline-parallel-size"),
+    "data_parallel_size": CliParam("--data-parallel-size"),
+    "enable_expert_parallel": CliParam("--enable-expert-parallel"),
+    "model": CliParam("--model"),
+    "executor": CliParam("--executor"),
+    "workers": CliParam("--workers"),
+    "ray_address": CliParam("--ray-address"),
+    "kv_dtype": CliParam("--kv-cache-dtype"),
+    "weight_dtype": CliParam("--weight-dtype"),
+    "gpu_memory_utilization": CliParam("--gpu-memory-utilization"),
+    "extra_toml": CliParam("--gpu-profiles"),
+    "price_overrides": CliParam("--price"),
+    "tool_delay": CliParam("--tool-delay-s"),
+    "out": CliParam("--out"),
+    "input_fraction": CliParam("--input-fraction"),
+    "cudagraph_mode": CliParam("--cudagraph-mode"),
+    "enable_prefix_caching": CliParam("--enable-prefix-caching"),
+    "launch_overhead_ms": CliParam("--launch-overhead-ms"),
+    "level": CliParam("--level"),
+    "failures": CliParam("--failures"),
+    "max_in_flight": CliParam("--max-concurrency"),
+    "shared_prefix": CliParam("--shared-prefix"),
+    "mtbf_s": CliParam("--mtbf-h", 1 / 3600),
+    "mttr_s": CliParam("--mttr-h", 1 / 3600),
+    "arrival": CliParam("--arrival"),
+    "arrival_cv": CliParam("--cv"),
+    "decode_max_num_seqs": CliParam("--decode-max-num-seqs"),
+    # bench serve / perf calibrate: vLLM's own names (EngineArgs, BenchServeConfig, DatasetSpec)
+    "num_prompts": CliParam("--num-prompts"),
+    "request_rate_per_s": CliParam("--request-rate"),
+    "burstiness": CliParam("--burstiness"),
+    "max_concurrency": CliParam("--max-concurrency"),
+    "seed": CliParam("--seed"),
+    "percentile_metrics": CliParam("--percentile-metrics"),
+    "metric_percentiles": CliParam("--metric-percentiles"),
+    "dataset_name": CliParam("--dataset-name"),
+    "dataset_path": CliParam("--dataset-path"),
+    "random_input_len": CliParam("--random-input-len"),
+    "random_output_len": CliParam("--random-output-len"),
+    "random_prefix_len": CliParam("--random-prefix-len"),
+    "random_range_ratio": CliParam("--random-range-ratio"),
+    "sharegpt_output_len": CliParam("--sharegpt-output-len"),
+    "custom_output_len": CliParam("--custom-output-len"),
+    "instances": CliParam("--instances"),
+    "max_num_seqs": CliParam("--max-num-seqs"),
+    "max_num_batched_tokens": CliParam("--max-num-batched-tokens"),
+    "max_model_len": CliParam("--max-model-len"),
+    "kv_cache_dtype": CliParam("--kv-cache-dtype"),
+    "bench_result": CliParam("--bench-result"),
+    "metrics": CliParam("--metrics"),
+}
+
+#: Where a command spells a parameter its own way (command path without the program name).
+FLAG_OF_COMMAND: dict[str, dict[str, CliParam]] = {
+    "grid-flex": {"gpu": CliParam("--gpus")},  # grid-flex takes its one GPU type as --gpus
+}
+
+#: Fix hint, naming flags, for each reason code of an infeasible plan (``fleetplan.errors.REASONS``).
+FIX_OF_REASON: dict[str, str] = {
+    "prefill-alone": "raise --slo-ttft, add a lower --b-short so long prompts get their own pool, or use faster GPUs",
+    "decode": "raise --slo-tpot, or use faster GPUs (with --model: a larger --tensor-parallel-size)",
+    "max-gpus": "raise --max-gpus or lower --lam",
+    "unstable": "raise --max-gpus or lower --lam",
+    "verification-failed": "raise --verify-top, raise --max-gpus, relax the SLO or lower --lam",
+    "other": "relax the SLO or widen the candidate space",
+}
+
+
+def cli_param(name: str, command: str | None = None) -> CliParam | None:
+    """The CLI spelling of library parameter ``name`` for ``command`` (None: the CLI has none)."""
+    for path, table in FLAG_OF_COMMAND.items():
+        if command is not None and (command == path or command.startswith(path + " ")) and name in table:
+            return table[name]
+    return FLAG_OF_PARAM.get(name)
 
 #: Simulated requests (tasks x requests x replications) up to which a local run without --workers stays
 #: in this process.  A pool's start-up (its fork server imports the simulator and loads the kernels from

@@ -32,7 +32,7 @@ from fleetplan.cli.options import (
     warmup_fraction_option,
     workload_option,
 )
-from fleetplan.cli.tables import make_console
+from fleetplan.cli.tables import make_console, ms_cell
 from fleetplan.hardware import load_catalog
 from fleetplan.models.catalog import load_model
 from fleetplan.sim.builders import build_pool
@@ -51,7 +51,7 @@ from fleetplan.sim.pdd import (
 from fleetplan.sim.pdd.engine import DEFAULT_N_REQUESTS, DEFAULT_WARMUP_FRACTION
 from fleetplan.sim.pdd.result import TPOT_DEFINITION, TTFT_DEFINITION, write_requests_csv, write_summary_json
 from fleetplan.sim.pdd.spec import DEFAULT_BUCKET_TOKENS, DEFAULT_EMA_ALPHA, SibylAblation, SibylParams, SibylPressure
-from fleetplan.units import ms_to_s, s_to_ms
+from fleetplan.units import ms_to_s
 from fleetplan.workload import load_workload
 
 DEFAULT_RATE_PER_S = 10.0
@@ -132,10 +132,6 @@ def _pressure_note(spec: PddSpec) -> str:
         return ""
     off = "" if not spec.sibyl.ablate else f", without {', '.join(a.value for a in spec.sibyl.ablate)}"
     return f" (pressure {spec.sibyl.pressure.value}{off})"
-
-
-def _ms(value_s: float) -> str:
-    return "-" if math.isnan(value_s) else ("inf" if math.isinf(value_s) else f"{s_to_ms(value_s):,.1f}")
 
 
 @click.command("pdd", epilog=EXAMPLES)
@@ -233,7 +229,7 @@ def simulate_pdd_cmd(workload, input_fraction, rate_per_s, n_requests, prefill_g
         table.add_column(col, justify="left" if col == "metric" else "right")
     for name in ("queue", "prefill", "transfer", "first_decode", "ttft", "tpot", "e2e"):
         st = getattr(s, name)
-        table.add_row(name, _ms(st.mean_s), _ms(st.p50_s), _ms(st.p90_s), _ms(st.p99_s))
+        table.add_row(name, ms_cell(st.mean_s), ms_cell(st.p50_s), ms_cell(st.p90_s), ms_cell(st.p99_s))
     con.print(table)
     con.print(f"done {s.n_done:,}, unfinished {s.n_unfinished:,}, rejected {s.n_rejected:,} (of which "
               f"{s.n_too_long:,} too long for --max-model-len {max_model_len:,}: vLLM's error reply, "
@@ -246,7 +242,7 @@ def simulate_pdd_cmd(workload, input_fraction, rate_per_s, n_requests, prefill_g
         fab = network.fabric
         con.print(f"fabric {fab.n_leaves} leaves x {fab.hosts_per_leaf} hosts, {fab.n_spines} spines "
                   f"({fab.host_link_gbps:g}/{fab.spine_link_gbps:g} Gb/s), {net.path_policy}: {net.n_flows_done:,} "
-                  f"KV flows, FCT mean {_ms(net.mean_fct_s)} ms, p99 {_ms(net.p99_fct_s)} ms; slowdown mean "
+                  f"KV flows, FCT mean {ms_cell(net.mean_fct_s)} ms, p99 {ms_cell(net.p99_fct_s)} ms; slowdown mean "
                   f"{net.mean_slowdown:.2f}, p99 {net.p99_slowdown:.2f}, max {net.max_slowdown:.2f}; peak "
                   f"{net.peak_active_flows} flows")
     con.print(f"{TTFT_DEFINITION}. {TPOT_DEFINITION}. First {100 * warmup_fraction:g}% of arrivals excluded.")

@@ -1,6 +1,6 @@
 """``--rate-profile`` / ``--peak-window-s`` and the peak-and-valley figures (``optimize``, ``whatif``).
 
-Apart from ``horizon_cmd`` so that ``optimize`` imports neither the horizon planner nor its reports
+Apart from ``horizon_options`` so that ``optimize`` imports neither the horizon planner nor its reports
 unless a rate profile is given (start-up time of the README command).
 """
 

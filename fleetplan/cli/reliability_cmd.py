@@ -10,11 +10,11 @@ import math
 import click
 from rich.table import Table
 
+from fleetplan.cli.failure_options import failure_options, failures_from_options
 from fleetplan.cli.first_run import Kernel, announce_compile
 from fleetplan.cli.options import (
     FRACTION,
     POSITIVE,
-    declare,
     deprecated_spelling,
     fleet_option,
     input_fraction_option,
@@ -26,53 +26,18 @@ from fleetplan.cli.options import (
     slo_ttft_option,
     workload_option,
 )
-from fleetplan.cli.tables import make_console
-from fleetplan.hardware import load_catalog
+from fleetplan.cli.tables import make_console, ms_cell
 from fleetplan.plan.reliability import DEFAULT_TARGET, ReliabilityReport, reliability_table
-from fleetplan.sim.failures import FailureSpec, RepairTimes, failure_spec_from_catalog
 from fleetplan.sim.fleet_toml import load_fleet_toml
-from fleetplan.sim.spec import FleetSpec
-from fleetplan.units import ms_to_s, s_to_ms
+from fleetplan.units import ms_to_s
 from fleetplan.workload import load_workload
 
 DEFAULT_RATE_PER_S = 100.0
 DEFAULT_HORIZON_DAYS = 30.0
 SECONDS_PER_HOUR = 3600.0
 
-FAILURE_OPTIONS = (
-    declare("MTBF", "--mtbf-h", "mtbf_h", type=POSITIVE, default=None,
-            help="Mean time between failures of one instance, hours (default: the GPU catalog's "
-            "failure rate per node-day, applied per instance).")(),
-    declare("MTTR", "--mttr-h", "mttr_h", type=click.FloatRange(min=0), default=None,
-            help="Mean time to repair, hours (default: the GPU catalog's mttr_days).")(),
-    declare("repair-time distribution", "--repair", "repair", type=click.Choice(RepairTimes.names()),
-            default=RepairTimes.EXPONENTIAL.value, show_default=True,
-            help="Repair-time distribution (fixed: every repair lasts the MTTR).")(),
-)
-
-
-def failure_options(func):
-    for option in reversed(FAILURE_OPTIONS):
-        func = option(func)
-    return func
-
-
-def failures_from_options(spec: FleetSpec, mtbf_h: float | None, mttr_h: float | None, repair: str) -> FailureSpec:
-    """Per-pool MTBF/MTTR: the flags where given, else each pool's GPU catalog entry."""
-    return failure_spec_from_catalog(
-        spec, load_catalog(),
-        mtbf_s=None if mtbf_h is None else mtbf_h * SECONDS_PER_HOUR,
-        mttr_s=None if mttr_h is None else mttr_h * SECONDS_PER_HOUR,
-        repair=repair,
-    )
-
-
 def _hours(value_s: float) -> str:
     return "never" if math.isinf(value_s) else f"{value_s / SECONDS_PER_HOUR:,.4g} h"
-
-
-def _ms(value_s: float) -> str:
-    return "inf" if math.isinf(value_s) else f"{s_to_ms(value_s):,.1f}"
 
 
 def _table(report: ReliabilityReport, horizon_days: float) -> Table:
@@ -82,8 +47,8 @@ def _table(report: ReliabilityReport, horizon_days: float) -> Table:
         table.add_column(col, justify="right")
     for r in report.rows:
         table.add_row(str(r.spares), str(r.n_instances), f"{r.prob_up:.6f}", f"{r.prob_hold_horizon:.6f}",
-                      f"{r.shortfall_h:,.2f}", f"{_ms(r.p99_ttft_s)} ({_ms(r.p99_ttft_bound_s)})",
-                      f"{_ms(r.p99_tpot_s)} ({_ms(r.p99_tpot_bound_s)})", "yes" if r.meets_slo else "no")
+                      f"{r.shortfall_h:,.2f}", f"{ms_cell(r.p99_ttft_s)} ({ms_cell(r.p99_ttft_bound_s)})",
+                      f"{ms_cell(r.p99_tpot_s)} ({ms_cell(r.p99_tpot_bound_s)})", "yes" if r.meets_slo else "no")
     return table
 
 
@@ -150,5 +115,5 @@ def reliability(fleet_path, workload, input_fraction, rate_per_s, slo_ttft_ms, s
     con.print(f"simulated: {sim} meet(s) P99 TTFT <= {slo_ttft_ms:g} ms"
               + (f" and P99 TPOT <= {slo_tpot_ms:g} ms" if slo_tpot_ms else "")
               + " (upper 95% bound over replications).")
-    con.print(f"without failures (no spares, same seeds): P99 TTFT {_ms(report.p99_ttft_no_failures_s)} ms, "
-              f"P99 TPOT {_ms(report.p99_tpot_no_failures_s)} ms.")
+    con.print(f"without failures (no spares, same seeds): P99 TTFT {ms_cell(report.p99_ttft_no_failures_s)} ms, "
+              f"P99 TPOT {ms_cell(report.p99_tpot_no_failures_s)} ms.")

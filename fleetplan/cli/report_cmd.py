@@ -1,28 +1,21 @@
 """``fleetplan report``: re-render a saved run as HTML / plots without recomputing.
 
-Also home of ``write_optimize_reports``, the exports ``optimize`` writes (procurement CSV,
-candidate CSV, full-run JSON, HTML, plots).
+The exports the planning commands write are in ``fleetplan.cli.report_output``.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
 
 from fleetplan.cli.errors import one_line_errors
 from fleetplan.cli.options import html_option, plots_option
-from fleetplan.cli.tables import make_console
+from fleetplan.cli.report_output import render_documents
 from fleetplan.errors import ConfigError
 
 if TYPE_CHECKING:
-    from fleetplan.plan.optimize import OptimizeResult
-
-# The report modules (HTML, plots, JSON, procurement CSV) are imported where a file is written:
-# ``optimize`` without exports, the README command, never loads them.
+    pass
 
 _EXAMPLES = """\b
 Examples:
@@ -31,66 +24,6 @@ Examples:
   fleetplan report run.json --whatif growth.json --html report.html --plots plots/
   fleetplan report flex.json --html flex.html
 """
-
-
-def report_console() -> Console:
-    """Console on stdout; when stdout is not a terminal, as wide as the tables (no cell is cut)."""
-    return make_console(file=sys.stdout)
-
-
-def write_optimize_reports(result: OptimizeResult, verify, seed: int, paths: dict, progress,
-                           extra: dict | None = None) -> list[str]:
-    """Write every requested export of an ``optimize`` run; returns notes for the console.
-    ``extra`` keys are added to the run document (e.g. ``peak_valley`` with a rate profile).
-
-    When the run was simulated, the recommendation is simulated once more (``verify``'s
-    request count, the run's seed) to keep per-pool latency quantiles for CDF plots and the
-    procurement report's simulated P99 column.
-    """
-    notes: list[str] = []
-    if paths.get("candidates_csv"):
-        from fleetplan.report.optimize_report import write_candidates_csv
-
-        write_candidates_csv(result, paths["candidates_csv"])
-    if not any(paths.get(k) for k in ("csv", "json", "html", "plots")):
-        return notes
-    from fleetplan.plan.frontier import latency_profile
-    from fleetplan.report.procurement import write_procurement_csv
-    from fleetplan.report.run_json import optimize_run_dict, write_json
-
-    profiles = ()
-    if verify is not None and result.recommendation is not None:
-        if progress is not None:
-            progress("profile", 0, 1)
-        gpus = {g.name: g for g in result.request.gpus}
-        profiles = latency_profile(result.recommendation, gpus, result.request.workload, result.request.rate_per_s,
-                                   verify.fixed_requests(), seed, result.request.max_model_len_tokens,
-                                   dict(verify.step_models), verify.step_time_margin)
-        if progress is not None:
-            progress("profile", 1, 1)
-    doc = {**optimize_run_dict(result, seed, profiles, all_candidates=bool(paths.get("json_full"))), **(extra or {})}
-    if paths.get("csv"):
-        write_procurement_csv(doc["procurement"], paths["csv"])
-    if paths.get("json"):
-        write_json(doc, paths["json"])
-    notes += render_documents(doc, None, None, paths.get("html"), paths.get("plots"))
-    return notes
-
-
-def render_documents(run, whatif, gridflex, html_path, plots_dir) -> list[str]:
-    """HTML and/or plot files from documents; returns console notes (the install hint)."""
-    from fleetplan.report.html import write_html, write_plots
-    from fleetplan.report.plots import PLOT_HINT, plots_available
-
-    notes = []
-    if html_path:
-        write_html(html_path, run, whatif, gridflex)
-    if plots_dir:
-        Path(plots_dir).mkdir(parents=True, exist_ok=True)
-        write_plots(plots_dir, run, whatif, gridflex)
-    if (html_path or plots_dir) and not plots_available():
-        notes.append(PLOT_HINT)
-    return notes
 
 
 @click.command("report", epilog=_EXAMPLES)

@@ -33,7 +33,7 @@ from fleetplan.cli.options import (
     slo_ttft_option,
     warmup_fraction_option,
 )
-from fleetplan.cli.tables import make_console
+from fleetplan.cli.tables import make_console, ms_cell
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import load_catalog
 from fleetplan.sim.engine import DEFAULT_WARMUP_FRACTION
@@ -41,7 +41,7 @@ from fleetplan.sim.fleet_toml import FleetFile, PoolEntry, read_fleet_toml
 from fleetplan.sim.session_metrics import TAIL_QUANTILE, SessionMetrics
 from fleetplan.sim.sessions import SessionResult, session_table, simulate_sessions
 from fleetplan.sim.spec import DEFAULT_COMPRESS_GAMMA, PoolRouter
-from fleetplan.units import ms_to_s, s_to_ms
+from fleetplan.units import ms_to_s
 from fleetplan.workload.rollouts import LENGTH_KINDS, OutputLengths, RlRollout
 from fleetplan.workload.session_io import load_session_workload
 from fleetplan.workload.session_table import DELAY_KINDS, ToolDelay
@@ -60,12 +60,6 @@ Examples:
   fleetplan simulate sessions --gpu h100 --instances 8 --rl-rollout 4000 --rl-prompt-tokens 1024 \\
       --rl-output lognormal --rl-output-scale 2000 --rl-output-shape 1.2 --rl-output-cap 32768
 """
-
-
-def _ms(value_s: float) -> str:
-    if math.isnan(value_s):
-        return "-"
-    return "inf" if math.isinf(value_s) else f"{s_to_ms(value_s):,.1f}"
 
 
 def _fleet(fleet_path: str | None, gpu: str | None, instances: int | None, max_model_len: int | None,
@@ -104,7 +98,7 @@ def _metrics_table(result: SessionResult) -> Table:
     rows = [("aTTFT (arrival -> answer's first token)", m.attft), ("aTPOT (answer round)", m.atpot)]
     rows += [(f"round {r.round_number} TTFT (release -> first token)", r.ttft) for r in m.round_ttft]
     for label, s in rows:
-        table.add_row(label, _ms(s.mean_s), _ms(s.p50_s), _ms(s.p95_s), _ms(s.p99_s))
+        table.add_row(label, ms_cell(s.mean_s), ms_cell(s.p50_s), ms_cell(s.p95_s), ms_cell(s.p99_s))
     return table
 
 

@@ -8,6 +8,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from fleetplan.cli.failure_options import failure_options, failures_from_options
 from fleetplan.cli.feature_options import (
     FEATURE_OPTION_NAMES,
     feature_table,
@@ -38,8 +39,7 @@ from fleetplan.cli.options import (
     warmup_fraction_option,
     workload_option,
 )
-from fleetplan.cli.reliability_cmd import failure_options, failures_from_options
-from fleetplan.cli.tables import make_console
+from fleetplan.cli.tables import make_console, ms_cell
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import load_catalog
 from fleetplan.sim.engine import DEFAULT_N_REQUESTS, DEFAULT_WARMUP_FRACTION
@@ -50,20 +50,12 @@ from fleetplan.sim.result import TPOT_DEFINITION, GroupSummary, SimResult
 from fleetplan.sim.shared_prefix import parse_shared_prefix
 from fleetplan.sim.spec import ArrivalProcess, Level
 from fleetplan.sim.split import STATELESS_POOL_ROUTERS, simulate_pools_parallel
-from fleetplan.units import ms_to_s, s_to_ms
+from fleetplan.units import ms_to_s
 from fleetplan.workload import load_workload
 
 DEFAULT_RATE_PER_S = 100.0  # used when the workload carries no arrival rate of its own
 DEFAULT_GAMMA_CV = 1.0  # --arrival gamma without --cv: exponential gaps' variability
 SHOWN_PERCENTILES = (("P50", "p50_s"), ("P90", "p90_s"), ("P99", "p99_s"))
-
-
-def _ms(value_s: float) -> str:
-    if math.isnan(value_s):
-        return "-"
-    if math.isinf(value_s):
-        return "inf"
-    return f"{s_to_ms(value_s):,.1f}"
 
 
 def _frac(value: float | None) -> str:
@@ -96,7 +88,7 @@ def _latency_table(result: SimResult) -> Table:
     for g in _groups(result):
         cells = [_label(g, result)]
         for stats in (g.ttft, g.tpot, g.e2e):
-            cells += [_ms(getattr(stats, attr)) for _, attr in SHOWN_PERCENTILES]
+            cells += [ms_cell(getattr(stats, attr)) for _, attr in SHOWN_PERCENTILES]
         table.add_row(*cells)
     return table
 
@@ -123,8 +115,8 @@ def _print_failures(con: Console, result: SimResult, no_failures: SimResult) -> 
     con.print(f"failures ({f.repair} repairs; {pools}): {f.n_outages:,} outage(s), instances up "
               f"{100 * f.up_fraction:.2f}% of the time (fewest up at once: {f.min_instances_up}), "
               f"{f.n_evictions:,} running request(s) lost their KV cache and were recomputed elsewhere.")
-    con.print(f"same seed without failures: P99 TTFT {_ms(off.ttft.p99_s)} ms -> {_ms(on.ttft.p99_s)} ms with "
-              f"failures; P99 TPOT {_ms(off.tpot.p99_s)} ms -> {_ms(on.tpot.p99_s)} ms.")
+    con.print(f"same seed without failures: P99 TTFT {ms_cell(off.ttft.p99_s)} ms -> {ms_cell(on.ttft.p99_s)} ms with "
+              f"failures; P99 TPOT {ms_cell(off.tpot.p99_s)} ms -> {ms_cell(on.tpot.p99_s)} ms.")
 
 
 EXAMPLES = """\b
@@ -268,9 +260,9 @@ def simulate_cmd(fleet_path, workload, input_fraction, rate_per_s, n_requests, l
     if rep is not None:
         lo, hi = rep.p99_ttft_interval_s
         tlo, thi = rep.p99_tpot_interval_s
-        con.print(f"{replications} replications: P99 TTFT {rep.mean_p99_ttft_s * 1e3:,.1f} ms "
-                  f"(95% CI {lo * 1e3:,.1f} to {hi * 1e3:,.1f}); P99 TPOT {rep.mean_p99_tpot_s * 1e3:,.2f} ms "
-                  f"(95% CI {tlo * 1e3:,.2f} to {thi * 1e3:,.2f}).")
+        con.print(f"{replications} replications: P99 TTFT {ms_cell(rep.mean_p99_ttft_s)} ms "
+                  f"(95% CI {ms_cell(lo)} to {ms_cell(hi)}); P99 TPOT {ms_cell(rep.mean_p99_tpot_s, 2)} ms "
+                  f"(95% CI {ms_cell(tlo, 2)} to {ms_cell(thi, 2)}).")
     if requests_csv:
         result.to_csv(requests_csv)
         con.print(f"wrote {requests_csv} ({len(result.requests):,} rows)")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import sys
 from typing import Any
 
@@ -20,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fleetplan.cli.options import FORMATS  # the --format choices (format_option, with the shared options)
+from fleetplan.units import s_to_ms
 
 __all__ = [
     "FORMATS", "details_table", "emit_table", "emit_tables", "make_console", "render", "table_rows",
@@ -109,3 +111,13 @@ def details_table(title: str, items: list[tuple[str, str]]) -> Table:
     for key, value in items:
         table.add_row(key, value)
     return table
+
+
+def ms_cell(value_s: float | None, digits: int = 1, inf: str = "inf") -> str:
+    """Seconds shown as milliseconds (``1,234.5``): ``-`` when None or NaN (not modelled, not
+    simulated), ``inf`` (or e.g. ``"unstable"``) when infinite.  The CLI's one latency formatter."""
+    if value_s is None or math.isnan(value_s):
+        return "-"
+    if math.isinf(value_s):
+        return inf
+    return f"{s_to_ms(value_s):,.{digits}f}"

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from fleetplan.cli.errors import one_line_errors
 from fleetplan.cli.first_run import Kernel, announce_compile
-from fleetplan.cli.horizon_cmd import (
+from fleetplan.cli.horizon_options import (
     HORIZON_OPTIONS,
     IN_PROCESS_MAX_PERIODS,
     forecast_from_options,
@@ -19,7 +19,6 @@ from fleetplan.cli.horizon_cmd import (
     run_horizon,
     write_and_render,
 )
-from fleetplan.cli.optimize_cmd import plan_arrivals, plan_inputs, plan_options
 from fleetplan.cli.optimize_view import context_limit_line
 from fleetplan.cli.options import (
     csv_option,
@@ -29,8 +28,9 @@ from fleetplan.cli.options import (
     json_option,
     quiet_option,
 )
+from fleetplan.cli.plan_options import plan_arrivals, plan_inputs, plan_options
 from fleetplan.cli.progress import progress_reporter
-from fleetplan.cli.report_cmd import render_documents, report_console
+from fleetplan.cli.report_output import render_documents, report_console
 from fleetplan.errors import ConfigError
 from fleetplan.plan.growth import procurement_schedule
 from fleetplan.plan.optimize import verification_requests

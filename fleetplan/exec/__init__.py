@@ -35,12 +35,12 @@ def make_executor(
         raise UnknownNameError("executor", str(name), EXECUTOR_NAMES)
     if key == "local":
         if ray_address is not None:
-            raise ConfigError(f"--ray-address {ray_address!r} applies to --executor ray only; drop it or add "
-                              "--executor ray")
+            raise ConfigError(f"`ray_address` {ray_address!r} applies to `executor` ray only", param="ray_address",
+                              value=ray_address, fix="drop it or choose `executor` ray")
         return LocalExecutor(workers, task_timeout_s=task_timeout_s)
     if workers is not None:
-        raise ConfigError(f"--workers {workers} applies to --executor local only; Ray uses the cluster's CPUs "
-                          "(drop --workers)")
+        raise ConfigError(f"`workers` {workers} applies to `executor` local only; Ray uses the cluster's CPUs "
+                          "(drop `workers`)", param="workers", value=workers)
     from fleetplan.exec.ray_exec import RayExecutor
 
     return RayExecutor(ray_address or "auto", task_timeout_s=task_timeout_s)

@@ -82,7 +82,7 @@ class AttemptLedger:
 class Executor(abc.ABC):
     """Runs independent tasks; see the module docstring."""
 
-    #: registry name (``--executor``)
+    #: registry name (``EXECUTOR_NAMES``)
     name: str = ""
 
     def __init__(self, task_timeout_s: float | None = DEFAULT_TASK_TIMEOUT_S, poll_s: float = DEFAULT_POLL_S) -> None:

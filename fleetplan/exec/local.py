@@ -85,7 +85,7 @@ class LocalExecutor(Executor):
         super().__init__(task_timeout_s, poll_s)
         n = default_workers() if workers is None else workers
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ConfigError(f"--workers {workers!r} is invalid: give a whole number of processes >= 1")
+            raise ConfigError(param="workers", value=workers, rule="give a whole number of processes >= 1")
         if start_method not in START_METHODS:
             raise ConfigError(f"start method {start_method!r} is invalid: use one of {', '.join(START_METHODS)}")
         if task_timeout_s is not None and not task_timeout_s > 0:

@@ -40,7 +40,8 @@ def import_ray():
     try:
         import ray
     except ImportError as exc:
-        raise ConfigError(f"--executor ray needs Ray, which is not installed ({exc}); run: {INSTALL_HINT}") from None
+        raise ConfigError(f"`executor` ray needs Ray, which is not installed ({exc}); run: {INSTALL_HINT}",
+                          param="executor", value="ray") from None
     return ray
 
 
@@ -64,8 +65,9 @@ class RayExecutor(Executor):
                 ray.init(address=address, include_dashboard=False, log_to_driver=False)
             except Exception as exc:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ValueError
                 raise ConfigError(
-                    f"--ray-address {address!r}: cannot connect to a Ray cluster ({' '.join(str(exc).split())[:200]}); "
-                    "start one with `ray start --head` or give the head node as HOST:PORT"
+                    f"`ray_address` {address!r}: cannot connect to a Ray cluster ({' '.join(str(exc).split())[:200]}); "
+                    "start one with `ray start --head` or give the head node as HOST:PORT",
+                    param="ray_address", value=address,
                 ) from None
         self._remote = ray.remote(max_retries=0, num_cpus=1)(call_task)
 

@@ -9,7 +9,7 @@ of the time.  A pool sized analytically to ``n`` GPUs therefore needs ``ceil(n /
 GPUs in production.  Availability is independent of the queueing utilisation cap:
 both apply.
 
-Presets (``AVAILABILITY_PRESETS``, the names ``--avail-preset`` accepts) reproduce the
+Presets (``AVAILABILITY_PRESETS``, the preset names) reproduce the
 paper's constants:
 
 * ``a100-soft``: RSC-1 failure rate 6.50 per 1000 node-days (Kokolis et al., 2024) with

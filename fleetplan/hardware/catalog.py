@@ -40,7 +40,7 @@ Bundled profile format (one file per GPU)::
     nominal_w = 600.0
     source = "..."
 
-User TOML (``--gpu-profiles FILE``) holds one ``[gpu.<NAME>]`` table per GPU::
+User TOML (``load_catalog(extra_toml)``) holds one ``[gpu.<NAME>]`` table per GPU::
 
     [gpu.H100-SXM]                 # NAME resolves like GpuCatalog.get (name or alias):
     price_usd_per_h = 2.49         # an existing GPU -> only the keys given change

@@ -107,7 +107,7 @@ def _curve(profile: GpuProfile) -> PowerCurve:
     if profile.power is None:
         raise ConfigError(
             f"GPU {profile.name!r} has no published power curve; add a [power] table "
-            f"(k, x0_log2_batch, floor_w, nominal_w) for it in a --gpu-profiles TOML"
+            f"(k, x0_log2_batch, floor_w, nominal_w) for it in a `extra_toml` TOML"
         )
     return profile.power
 

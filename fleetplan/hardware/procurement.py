@@ -5,7 +5,7 @@ The bundled file ``gpu_profiles/procurement/prices.toml`` (layout there) gives p
 ``[defaults]`` gives the amortisation period, the resale value as a fraction of capex, the term of a
 reserved rental (``reserved_term_months``: reserved GPUs are paid for the whole term, used or not)
 and, for GPUs without their own reserved price, reserved = fraction x on-demand.  The on-demand price is
-the GPU profile's ``price_usd_per_h`` (with any ``--price`` override).
+the GPU profile's ``price_usd_per_h`` (with any price override).
 """
 
 from __future__ import annotations

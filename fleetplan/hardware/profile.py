@@ -165,7 +165,7 @@ class GpuProfile:
         if self.serving is None:
             raise ConfigError(
                 f"GPU {self.name!r} has no calibrated serving constants (W, H, KV blocks); "
-                f"use A10G, A100-80GB or H100-SXM, or add a [serving] table in a --gpu-profiles TOML"
+                f"use A10G, A100-80GB or H100-SXM, or add a [serving] table in a `extra_toml` TOML"
             )
         return self.serving
 
@@ -174,7 +174,7 @@ class GpuProfile:
         if self.price_usd_per_h is None:
             raise ConfigError(
                 f"GPU {self.name!r} has no default price (no public on-demand listing); "
-                f"give one with --price {self.name}=USD_PER_HOUR or price_usd_per_h in a --gpu-profiles TOML"
+                f"give one with `price_overrides` {self.name}=USD_PER_HOUR or price_usd_per_h in a `extra_toml` TOML"
             )
         return self.price_usd_per_h
 

@@ -39,7 +39,8 @@ import enum
 import math
 from dataclasses import dataclass
 
-from fleetplan.errors import ConfigError, UnknownNameError
+from fleetplan.errors import ConfigError
+from fleetplan.names import lookup
 
 __all__ = ["AttentionKind", "Dtype", "ModelConfig", "attention_kind", "dtype"]
 
@@ -69,24 +70,12 @@ class AttentionKind(enum.Enum):
 
 def dtype(name: str | Dtype) -> Dtype:
     """The ``Dtype`` called ``name`` (case-insensitive); unknown -> ``UnknownNameError``."""
-    if isinstance(name, Dtype):
-        return name
-    key = str(name).strip().lower()
-    for member in Dtype:
-        if member.value == key:
-            return member
-    raise UnknownNameError("dtype", str(name), [m.value for m in Dtype])
+    return lookup(Dtype, "dtype", name)
 
 
 def attention_kind(name: str | AttentionKind) -> AttentionKind:
     """The ``AttentionKind`` called ``name``; unknown -> ``UnknownNameError``."""
-    if isinstance(name, AttentionKind):
-        return name
-    key = str(name).strip().lower()
-    for member in AttentionKind:
-        if member.value == key:
-            return member
-    raise UnknownNameError("attention kind", str(name), [m.value for m in AttentionKind])
+    return lookup(AttentionKind, "attention kind", name)
 
 
 _POSITIVE = ("n_layers", "hidden_size", "n_heads", "n_kv_heads", "head_dim", "vocab_size")
@@ -128,7 +117,7 @@ class ModelConfig:
         Zero for GQA, where the value head width is ``head_dim``.
     context_window_tokens : int or None
         The model's context window (config.json ``max_position_embeddings``): the longest
-        prompt + output it serves, vLLM's default ``--max-model-len``.  None when the config
+        prompt + output it serves, vLLM's default ``max_model_len``.  None when the config
         gives none (then a serving limit must be given explicitly; ``fleetplan.models.context``).
     """
 

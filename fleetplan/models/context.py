@@ -34,7 +34,6 @@ class ContextLimitError(ConfigError):
 
     def __init__(self, rule: ContextLimitRule, max_model_len_tokens: int | None, model: str | None,
                  context_window_tokens: int | None) -> None:
-        self.rule = rule
         self.max_model_len_tokens = max_model_len_tokens
         self.model = model
         self.context_window_tokens = context_window_tokens
@@ -49,7 +48,8 @@ class ContextLimitError(ConfigError):
         else:
             text = ("allowing a long max_model_len needs a max_model_len above the model's context window; "
                     "give both or neither")
-        super().__init__(text)
+        super().__init__(text, param="max_model_len_tokens", value=max_model_len_tokens)
+        self.rule = rule  # the ContextLimitRule broken (a closed set, unlike the base class's text)
 
 
 def served_context_limit(model: ModelConfig | None, max_model_len_tokens: int | None,
@@ -61,7 +61,7 @@ def served_context_limit(model: ModelConfig | None, max_model_len_tokens: int | 
     model : ModelConfig, optional
         The served model; its ``context_window_tokens`` is the default limit.
     max_model_len_tokens : int, optional
-        An explicit limit (vLLM ``--max-model-len``).
+        An explicit limit (vLLM ``max_model_len``).
     allow_long : bool
         Let ``max_model_len_tokens`` exceed the model's window (VLLM_ALLOW_LONG_MAX_MODEL_LEN=1).
     """

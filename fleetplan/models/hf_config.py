@@ -34,7 +34,7 @@ tie_word_embeddings         ``tie_word_embeddings``; absent -> false (the Llama,
 context_window_tokens       the smallest of ``max_position_embeddings``, ``n_positions``,
                             ``max_seq_len``, ``seq_length``, ``max_sequence_length``,
                             ``max_seq_length``, ``seq_len`` present (vLLM's derivation of the default
-                            ``--max-model-len``; rope scaling is not applied on top: Llama-3.1's
+                            ``max_model_len``; rope scaling is not applied on top: Llama-3.1's
                             and DeepSeek-V3's configs already give the extended window); none
                             present -> unknown (None)
 ==========================  ====================================================================

@@ -1,6 +1,6 @@
 """One engine step's batch: prefill chunks with their context offsets and decode contexts.
 
-Batch syntax (``fleetplan perf explain --batch``), parts separated by ``;``:
+Batch syntax (``parse_batch``; the CLI's ``perf explain`` batch), parts separated by ``;``:
 
     prefill=TOKENS@OFFSET[,TOKENS@OFFSET...]   chunks of TOKENS new prompt tokens whose KV
                                                already holds OFFSET tokens (``@0`` = first chunk)

@@ -88,7 +88,7 @@ def derive_serving_constants(
     gpu_memory_utilization, block_size_tokens : float, int
         vLLM's memory fraction and KV block size (for ``kv_budget``).
     max_num_seqs : int
-        Cap on the operating batch ``n_ref`` (vLLM ``--max-num-seqs``).
+        Cap on the operating batch ``n_ref`` (vLLM ``max_num_seqs``).
     chunk_tokens : int or None
         Chunked-prefill size; None picks ``chunk_tokens_for`` (module docstring).
 
@@ -106,7 +106,7 @@ def derive_serving_constants(
         raise InfeasibleError(
             f"{model.name} on {par.gpus_per_replica}x {gpu.name} ({par.flags()}): {budget.kv_blocks_per_replica} "
             f"KV blocks cannot hold one {context_tokens}-token sequence; raise the tensor-parallel size, "
-            f"quantise the KV cache (--kv-cache-dtype fp8) or lower the reference context"
+            f"quantise the KV cache (`kv_dtype` fp8) or lower the reference context"
         )
     n_ref = min(n_max, max_num_seqs)
     w_s, h_s = linear_constants(predictor, n_ref, context_tokens)

@@ -28,7 +28,7 @@ analytical estimates here, not a profile; pass measured values when you have the
   gate-up plus activation output) or ``top_k * (3*I_moe/ffn_tp + h)`` (fused-MoE
   caches, one row per routed token copy); the last term is fp32 logits for ``S``
   sampled rows.
-* ``cudagraph_pool_bytes``: memory of captured decode graphs; 0 with ``--enforce-eager``.
+* ``cudagraph_pool_bytes``: memory of captured decode graphs; 0 with vLLM's ``enforce_eager``.
 * ``comm_workspace_bytes``: NCCL / custom all-reduce buffers; 0 on a single GPU.
 
 KV bytes per token per GPU = (layers on the stage) x (one layer's KV bytes) x
@@ -59,9 +59,9 @@ __all__ = [
     "weight_bytes_per_gpu",
 ]
 
-#: Chunked-prefill token budget of the profiling run (vLLM ``--max-num-batched-tokens``).
+#: Chunked-prefill token budget of the profiling run (vLLM ``max_num_batched_tokens``).
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
-#: Sequences per step (vLLM ``--max-num-seqs``; 256 is vLLM's long-standing default).
+#: Sequences per step (vLLM ``max_num_seqs``; 256 is vLLM's long-standing default).
 DEFAULT_MAX_NUM_SEQS = 256
 #: Decode CUDA-graph pool: vLLM logs 0.3-1.5 GiB ("Graph capturing finished ... took X GiB")
 #: for 8B-70B models at its default capture sizes; 1 GiB is a mid value, not a measurement.
@@ -118,7 +118,8 @@ class KvBudget:
 
 def _check_knobs(utilization: float, ints: dict[str, int]) -> None:
     if isinstance(utilization, bool) or not isinstance(utilization, (int, float)) or not 0 < utilization <= 1:
-        raise ConfigError(f"--gpu-memory-utilization {utilization!r} must be in (0, 1]; vLLM's default is 0.9")
+        raise ConfigError(f"`gpu_memory_utilization` {utilization!r} must be in (0, 1]; vLLM's default is 0.9",
+                          param="gpu_memory_utilization", value=utilization)
     for name, value in ints.items():
         low = 1 if name in ("block_size_tokens", "max_num_batched_tokens", "max_num_seqs") else 0
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -195,7 +196,7 @@ def kv_budget(
     ConfigError
         ``par`` breaks a model rule, a knob is out of range, or the weights or the
         overheads leave no KV block; the message gives the numbers and the smallest
-        ``--tensor-parallel-size`` (or ``--pipeline-parallel-size``) that fits.
+        ``tensor_parallel_size`` (or ``pipeline_parallel_size``) that fits.
     """
     weight_dtype, kv_dtype = dtype(weight_dtype), dtype(kv_dtype)
     _check_knobs(gpu_memory_utilization, dict(
@@ -278,9 +279,9 @@ def _fit_error(model: ModelConfig, gpu: GpuProfile, par: Parallelism, numbers: d
     if fits is None:
         fix = "quantize the weights (fp8, int4) or use a GPU with more memory"
     elif fits.tp != par.tp:
-        fix = f"use --tensor-parallel-size >= {fits.tp}"
+        fix = f"use `tensor_parallel_size` >= {fits.tp}"
     else:
-        fix = f"use --pipeline-parallel-size >= {fits.pp}"
+        fix = f"use `pipeline_parallel_size` >= {fits.pp}"
     at = f"at {par.flags()}"
     if numbers["weight_bytes"] > numbers["usable_bytes"]:
         return ConfigError(f"{model.name} in {weight_dtype.value} needs {_gib(numbers['weight_bytes'])} of weights "

@@ -53,7 +53,8 @@ import enum
 import math
 from dataclasses import dataclass
 
-from fleetplan.errors import ConfigError, UnknownNameError
+from fleetplan.errors import ConfigError
+from fleetplan.names import fold_dashes, lookup
 from fleetplan.perf.comm import NETWORK_ALPHA_S, NVLINK_ALPHA_S
 from fleetplan.perf.roofline import TILE_M_TOKENS
 
@@ -77,13 +78,7 @@ class ExecutionMode(enum.Enum):
 
 def execution_mode(name: str | ExecutionMode) -> ExecutionMode:
     """The ``ExecutionMode`` called ``name``; unknown -> ``UnknownNameError``."""
-    if isinstance(name, ExecutionMode):
-        return name
-    key = str(name).strip().lower().replace("-", "_")
-    for member in ExecutionMode:
-        if member.value == key:
-            return member
-    raise UnknownNameError("execution mode", str(name), [m.value for m in ExecutionMode])
+    return lookup(ExecutionMode, "execution mode", name, fold_dashes)
 
 
 def _fraction(name: str, value: float) -> None:

@@ -11,16 +11,16 @@ and its world size is ``W_R = pp * tp_attn * dp_attn`` (Frontier eq. 2).
 
 ``Parallelism`` is written in vLLM's vocabulary and resolved to the two domains:
 
-* ``tp`` (``--tensor-parallel-size``) and ``dp`` (``--data-parallel-size``) give the
+* ``tp`` (vLLM ``tensor_parallel_size``) and ``dp`` (``data_parallel_size``) give the
   attention domain ``(tp, dp)``: heads sharded over ``tp`` GPUs, each of ``dp`` ranks
   holding its own batch and KV cache.  Dense FFN layers and shared experts are sharded
   like attention.
 * ``ep`` is the expert-parallel size of the routed experts.  As in vLLM, the experts
   span all ``tp * dp`` GPUs of a stage: ``ep_ffn = ep`` and ``tp_ffn = tp * dp / ep``
-  (``--enable-expert-parallel`` sets ``ep = tp * dp``; without it ``ep = 1`` and each
+  (``enable_expert_parallel`` sets ``ep = tp * dp``; without it ``ep = 1`` and each
   expert is split ``tp * dp`` ways).  So ``ep`` must divide ``tp * dp``.
 * ``tp_attn, dp_attn, tp_ffn, ep_ffn`` state the domains explicitly (SGLang
-  ``--enable-dp-attention`` layouts, Frontier configs): all four or none, eq. 1 must
+  ``enable_dp_attention`` layouts, Frontier configs): all four or none, eq. 1 must
   hold and ``tp_attn * dp_attn`` must equal ``tp * dp``.  ``ep`` is then 1 or ``ep_ffn``.
 
 Model rules (``check_model``): query heads divisible by ``tp_attn``; GQA KV heads
@@ -45,7 +45,7 @@ DOMAIN_FIELDS = ("tp_attn", "dp_attn", "tp_ffn", "ep_ffn")
 
 def _positive_int(name: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{name}={value!r} must be an integer >= 1")
+        raise ConfigError(f"{name}={value!r} must be an integer >= 1", param=name, value=value)
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ class Parallelism:
             if stage_gpus % self.ep:
                 raise ConfigError(f"expert parallel size ep={self.ep} must divide tp*dp={stage_gpus} (the GPUs "
                                   f"of a stage); use ep in {{1, ..., {stage_gpus}}} dividing it, or ep=tp*dp "
-                                  f"as --enable-expert-parallel does")
+                                  f"as `enable_expert_parallel` does", param="ep", value=self.ep)
             return
         for name in DOMAIN_FIELDS:
             _positive_int(name, getattr(self, name))
@@ -100,10 +100,10 @@ class Parallelism:
     @classmethod
     def vllm(cls, tensor_parallel_size: int = 1, pipeline_parallel_size: int = 1, data_parallel_size: int = 1,
              enable_expert_parallel: bool = False) -> Parallelism:
-        """From vLLM flags: ``--enable-expert-parallel`` gives ``ep = tp * dp``."""
+        """From vLLM's engine arguments: ``enable_expert_parallel`` gives ``ep = tp * dp``."""
         tp, dp = tensor_parallel_size, data_parallel_size
-        _positive_int("--tensor-parallel-size", tp)
-        _positive_int("--data-parallel-size", dp)
+        _positive_int("tensor_parallel_size", tp)
+        _positive_int("data_parallel_size", dp)
         return cls(tp=tp, pp=pipeline_parallel_size, dp=dp, ep=tp * dp if enable_expert_parallel else 1)
 
     # ---- resolved domains ---------------------------------------------------------------------
@@ -165,11 +165,12 @@ class Parallelism:
                               f"(shard or replicate whole KV heads); use one of "
                               f"{_join(valid_tensor_parallel_sizes(model))}")
         if self.pp > model.n_layers:
-            raise ConfigError(f"{where}: --pipeline-parallel-size {self.pp} exceeds the {model.n_layers} layers")
+            raise ConfigError(f"{where}: `pipeline_parallel_size` {self.pp} exceeds the {model.n_layers} layers",
+                              param="pipeline_parallel_size", value=self.pp)
         if not model.is_moe:
             if self.ep > 1:
                 raise ConfigError(f"{where}: expert parallelism (ep={self.ep}) needs an MoE model; "
-                                  f"{model.name} is dense: drop --enable-expert-parallel")
+                                  f"{model.name} is dense: drop `enable_expert_parallel`", param="ep", value=self.ep)
             return
         if model.n_experts % self.ffn_ep:
             raise ConfigError(f"{where}: {model.n_experts} routed experts are not divisible by expert parallel "
@@ -185,7 +186,8 @@ def pp_stage_layers(n_layers: int, pp: int) -> tuple[int, ...]:
     remainder one each to the stages before the last, from the second-to-last backwards."""
     _positive_int("pp", pp)
     if pp > n_layers:
-        raise ConfigError(f"--pipeline-parallel-size {pp} exceeds the {n_layers} layers")
+        raise ConfigError(f"`pipeline_parallel_size` {pp} exceeds the {n_layers} layers",
+                          param="pipeline_parallel_size", value=pp)
     parts = [n_layers // pp] * pp
     for i in range(2, n_layers % pp + 2):
         parts[-i] += 1

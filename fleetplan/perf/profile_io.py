@@ -15,7 +15,7 @@ vLLM's scheduler output per step (``SchedulerOutput.num_scheduled_tokens`` and t
 ``num_computed_tokens``) gives all of them; a profiler trace gives ``step_ms``.  Errors name
 the file and the row (1-based, counting the header as row 1).
 
-Profile JSON or TOML (``--perf-profile FILE``; TOML when the name ends in ``.toml``, same keys,
+Profile JSON or TOML (TOML when the name ends in ``.toml``, same keys,
 ``scales`` as a table): ``{"format": "fleetplan-perf-profile", "version": 1,
 "step_model": "roofline", "coefficients": [18 floats], "scales": {...}, "model", "gpu",
 "parallelism", "weight_dtype", "kv_dtype", "holdout_mape", "n_rows", "source"}``.
@@ -32,6 +32,7 @@ import numpy as np
 
 from fleetplan.errors import ConfigError, DataFormatError
 from fleetplan.perf.calibrate import CalibratedStepModel, CalibrationData
+from fleetplan.units import ms_to_s
 
 __all__ = ["CSV_COLUMNS", "PROFILE_FORMAT", "PROFILE_VERSION", "read_calibration_csv", "save_perf_profile",
            "load_perf_profile"]
@@ -104,7 +105,7 @@ def read_calibration_csv(path: str | Path) -> CalibrationData:
     ints = {c: np.array(cols[c], dtype=np.int64) for c in _INT_COLUMNS}
     return CalibrationData(ints["n_seqs"], ints["n_decode"], ints["prefill_tokens"], ints["decode_context_tokens"],
                            np.array(cols["prefill_attention_work"], dtype=np.int64),
-                           np.array(cols["step_ms"], dtype=np.float64) / 1e3, name)
+                           ms_to_s(np.array(cols["step_ms"], dtype=np.float64)), name)
 
 
 def _toml_value(value) -> str:

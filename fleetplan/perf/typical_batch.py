@@ -1,4 +1,4 @@
-"""A typical engine step of a model on a GPU: the batch ``perf explain`` assumes without ``--batch``.
+"""A typical engine step of a model on a GPU: the batch ``perf explain`` assumes when given none.
 
 The operating batch is the number of requests a replica keeps running in steady state: vLLM's
 ``max_num_seqs`` (default ``DEFAULT_MAX_NUM_SEQS``), or fewer when the KV cache cannot hold that many

@@ -7,7 +7,7 @@ instances, spares for node availability as co-located pools), so costs, tables a
 treat a disaggregated fleet like any other; ``DisaggCandidate`` adds the roles, the decode
 batch, the analytic TPOT and the AFD unit.
 
-KV transfer: bytes per token from the served model (``--model``) or, without it, from the
+KV transfer: bytes per token from the served model or, without it, from the
 model the GPU profiles' serving constants were calibrated on (``CALIBRATION_MODEL``);
 bandwidth the slower of the two GPUs' per-GPU network (``network_gbps``) unless given.
 """
@@ -35,11 +35,11 @@ from fleetplan.plan.disagg_screen import (
     prefill_moments,
     transfer_s,
 )
-from fleetplan.plan.pools import PlanSettings, PoolPlan
+from fleetplan.plan.pools import REASON_CODE, PlanSettings, PoolPlan
 from fleetplan.plan.space import DISAGGREGATED, SizingRouter, Topology
 from fleetplan.plan.sweep import Candidate
 from fleetplan.queueing import InfeasibleReason, size_pool
-from fleetplan.units import H_PER_YEAR, S_PER_H
+from fleetplan.units import H_PER_YEAR, S_PER_H, fmt_ms
 
 #: The architecture of the catalog's calibrated Llama-3-70B serving constants (80 layers, GQA 8 KV heads).
 CALIBRATION_MODEL = "llama-3.1-70b"
@@ -64,14 +64,14 @@ class DisaggSettings:
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.kv_latency_s) and self.kv_latency_s >= 0):
-            raise ConfigError(f"--kv-latency-ms {self.kv_latency_s * 1e3!r} is invalid: give a latency >= 0 ms")
+            raise ConfigError(param="kv_latency_s", value=self.kv_latency_s, rule="give a latency >= 0")
         bw = self.kv_bandwidth_bytes_per_s
         if bw is not None and not (math.isfinite(bw) and bw > 0):
-            raise ConfigError(f"--kv-bandwidth-gb-per-s {bw / GBPS!r} is invalid: give a bandwidth > 0 GB/s")
+            raise ConfigError(param="kv_bandwidth_bytes_per_s", value=bw, rule="give a bandwidth > 0")
         if not self.af_ratios or any(int(a) != a or int(f) != f or a < 1 or f < 1 for a, f in self.af_ratios):
-            raise ConfigError(f"--af-ratios {self.af_ratios!r} is invalid: give A:F integer pairs >= 1, e.g. 1:1,2:1")
+            raise ConfigError(param="af_ratios", value=self.af_ratios, rule="give A:F integer pairs >= 1, e.g. 1:1,2:1")
         if int(self.n_micro_batches) != self.n_micro_batches or self.n_micro_batches < 1:
-            raise ConfigError(f"--micro-batches {self.n_micro_batches!r} is invalid: give an integer >= 1")
+            raise ConfigError(param="n_micro_batches", value=self.n_micro_batches, rule="give an integer >= 1")
 
     def bandwidth(self, *gpus: GpuProfile) -> float:
         if self.kv_bandwidth_bytes_per_s is not None:
@@ -84,14 +84,15 @@ def check_disagg_inputs(topologies: Sequence[Topology], slo_tpot_s: float | None
     """Validate the TPOT target and CE gate; the settings (defaults for ``CALIBRATION_MODEL`` when
     a disaggregated topology is swept without them)."""
     if slo_tpot_s is not None and not (math.isfinite(slo_tpot_s) and slo_tpot_s > 0):
-        raise ConfigError(f"--slo-tpot {slo_tpot_s * 1e3!r} ms is invalid: the TPOT SLO must be > 0 ms")
+        raise ConfigError(param="slo_tpot_s", value=slo_tpot_s, rule="the TPOT SLO must be > 0")
     if not (math.isfinite(min_ce_gain) and min_ce_gain >= 0):
-        raise ConfigError(f"--min-ce-gain {min_ce_gain!r} is invalid: give a ratio >= 0 (1.08 = 8% more "
+        raise ConfigError(param="min_ce_gain", value=min_ce_gain, rule="give a ratio >= 0 (1.08 = 8% more "
                           "tokens per dollar than the all-premium baseline)")
     names = [t.value for t in topologies if t in DISAGGREGATED]
     if names and slo_tpot_s is None:
-        raise ConfigError(f"--topology {','.join(names)} needs --slo-tpot: the decode pool is sized by the "
-                          "largest batch within the TPOT target; give e.g. --slo-tpot 50")
+        raise ConfigError(f"`topologies` {','.join(names)} needs `slo_tpot_s`: the decode pool is sized by the "
+                          "largest batch within the TPOT target", param="slo_tpot_s",
+                          fix="give a TPOT target (`slo_tpot_s`), e.g. 50 ms")
     if names and disagg is None:
         from fleetplan.models.catalog import load_model
 
@@ -151,10 +152,12 @@ class _Context:
 
 
 def _role(ctx: _Context, gpu: GpuProfile, count: int, n_slots: int, rho: float, ttft_s: float, wait_s: float,
-          mean_s: float, cs2: float, reason: str | None, gpus_per_instance: int) -> PoolPlan:
+          mean_s: float, cs2: float, reason: str | None, gpus_per_instance: int,
+          reason_code: str | None = None) -> PoolPlan:
     spares = with_spares(count, ctx.availability(gpu)) - count if reason is None else 0
     return PoolPlan(gpu.name, 0, ctx.max_tokens, n_slots, 1.0, ctx.settings.rate_per_s, count, spares, rho, ttft_s,
-                    wait_s, mean_s, cs2, gpu.require_price_usd_per_h(), reason is None, reason, gpus_per_instance)
+                    wait_s, mean_s, cs2, gpu.require_price_usd_per_h(), reason is None, reason, gpus_per_instance,
+                    reason_code=None if reason is None else reason_code or "other")
 
 
 def _prefill(ctx: _Context, gpu: GpuProfile, after_s: np.ndarray, key: tuple) -> PoolPlan:
@@ -168,11 +171,11 @@ def _prefill(ctx: _Context, gpu: GpuProfile, after_s: np.ndarray, key: tuple) ->
     reason = None
     if sized.reason is InfeasibleReason.PREFILL_EXCEEDS_SLO:
         reason = (f"prefill + KV transfer + first decode step alone exceed the SLO "
-                  f"(P{s.percentile:g} with no queue > {s.slo_ttft_s * 1e3:.0f} ms)")
+                  f"(P{s.percentile:g} with no queue > {fmt_ms(s.slo_ttft_s, '.0f')})")
     elif sized.reason is not None:
-        reason = f"prefill pool {sized.reason.value} within --max-gpus {s.max_gpus}"
+        reason = f"prefill pool {sized.reason.value} within max_gpus {s.max_gpus}"
     plan = _role(ctx, gpu, sized.n_gpus, 1, sized.rho, sized.ttft_p_s, sized.wait_p_s, moments.mean_s, moments.cs2,
-                 reason, ctx.per_instance(gpu))
+                 reason, ctx.per_instance(gpu), REASON_CODE[sized.reason])
     ctx.cache[key] = plan
     return plan
 
@@ -183,12 +186,12 @@ def _decode_roles(ctx: _Context, gpus: Sequence[GpuProfile], batch: int, step_s:
     s, load = ctx.settings, ctx.load
     reason = None
     if batch < 1:
-        reason = (f"TPOT target {ctx.slo_tpot_s * 1e3:g} ms is below one sequence's decode step "
-                  f"({step_s * 1e3:.1f} ms) or the KV cache holds no mean context")
+        reason = (f"TPOT target {fmt_ms(ctx.slo_tpot_s)} is below one sequence's decode step "
+                  f"({fmt_ms(step_s, '.1f')}) or the KV cache holds no mean context")
     d = decode_instances(s.rate_per_s, load, step_s, batch, s.rho_max) if reason is None else 0
     rho = s.rate_per_s * load.mean_output_tokens * step_s / (d * batch) if d else math.inf
     return tuple(_role(ctx, g, d * k, batch, rho, ttft_s, 0.0, k * load.mean_output_tokens * step_s / max(batch, 1),
-                       load.output_cs2, reason, ctx.per_instance(g))
+                       load.output_cs2, reason, ctx.per_instance(g), "decode")
                  for g, k in zip(gpus, units, strict=True))
 
 
@@ -199,9 +202,10 @@ def _candidate(ctx: _Context, topo: Topology, roles: tuple[str, ...], pools: tup
     total = sum(p.total_gpus for p in pools)
     cost = sum(p.total_gpus * p.price_usd_per_h for p in pools) * H_PER_YEAR
     tokens_per_year = s.rate_per_s * ctx.mean_tokens * H_PER_YEAR * S_PER_H
-    reason = next((f"{r} ({p.gpu}): {p.reason}" for r, p in zip(roles, pools, strict=True) if not p.feasible), None)
+    reason, code = next(((f"{r} ({p.gpu}): {p.reason}", p.reason_code)
+                         for r, p in zip(roles, pools, strict=True) if not p.feasible), (None, None))
     if reason is None and total > s.max_gpus:
-        reason = f"needs {total} GPUs, more than --max-gpus {s.max_gpus}"
+        reason, code = f"needs {total} GPUs, more than max_gpus {s.max_gpus}", "max-gpus"
     pf = pools[0]
     n_floor = max(1, math.ceil(s.rate_per_s * pf.mean_service_s / s.rho_max - 1e-9))
     binding = (f"prefill: {'TTFT' if pf.count > n_floor else 'rho cap'}; "
@@ -209,7 +213,7 @@ def _candidate(ctx: _Context, topo: Topology, roles: tuple[str, ...], pools: tup
     return DisaggCandidate(
         topology=topo, router=SizingRouter.LENGTH, pools=pools, total_gpus_needed=total, cost_usd_per_year=cost,
         cost_usd_per_mtok=cost / tokens_per_year * 1e6 if tokens_per_year > 0 else math.inf,
-        ttft_p_s=pf.ttft_p_s, feasible=reason is None, reason=reason, roles=roles, unit=unit,
+        ttft_p_s=pf.ttft_p_s, feasible=reason is None, reason=reason, reason_code=code, roles=roles, unit=unit,
         decode_batch=batch, decode_step_s=step_s,
         mean_context_tokens=ctx.load.mean_context_tokens, p_transfer_s=xfer_s, binding=binding,
         decode_fit=fit, kv_link=(ctx.disagg.model.kv_bytes_per_token, bandwidth, ctx.disagg.kv_latency_s))

@@ -23,7 +23,7 @@ sizing and the simulator); CE measures headroom per dollar.
 
 Baseline per family (co-located, pdd, afd): the cheapest feasible candidate of the family whose
 every pool uses the premium GPU type (the highest price per GPU-hour among the swept types),
-sized by the same screen.  The gate (``--min-ce-gain``, default Frontier's 1.08) rejects PDD and
+sized by the same screen.  The gate (``min_ce_gain``, default Frontier's 1.08) rejects PDD and
 AFD candidates other than their baseline whose CE is below it; co-located candidates get SR and
 CE for comparison but are not gated (the issue's rule is for disaggregated placements).
 """
@@ -101,8 +101,8 @@ def apply_ce_gate(candidates: Sequence[Candidate], base: dict[str, Candidate], m
         if c.feasible and c.topology in DISAGGREGATED and b is not None and c.key() != b.key():
             e = economics(c, b, rho_max)
             if e is not None and not e.ce_gain >= min_ce_gain:
-                c = replace(c, feasible=False, reason=(
-                    f"cost-efficiency gain {e.ce_gain:.3f} < --min-ce-gain {min_ce_gain:g} against the "
+                c = replace(c, feasible=False, reason_code="other", reason=(
+                    f"cost-efficiency gain {e.ce_gain:.3f} < min_ce_gain {min_ce_gain:g} against the "
                     f"all-{e.baseline_gpu} {c.topology.value} baseline (spend ratio {e.spend_ratio:.3f})"))
         out.append(c)
     return out

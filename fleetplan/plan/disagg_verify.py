@@ -7,7 +7,7 @@ Both topologies are *simulated* (never only analytic):
   (latency + prompt x KV bytes per token / bandwidth); the decode pool is D instances of g_d
   with ``max_num_seqs`` = the screen's batch n; decode instances are assigned by ILS (fewest
   decode tokens) bound at prefill start (early).  Step models: the GPU's linear constants, or
-  with ``--model`` the operator-level predictor (``VerifySettings.step_models``).
+  for a served model the operator-level predictor (``VerifySettings.step_models``).
 * AFD: the same simulator, each decode instance one AFD unit whose step is the screen's AFD step
   linearised through t_afd(1) and t_afd(n) at the mean context c̄ (``DisaggCandidate.decode_fit``:
   step = base + slope x the batch's context tokens, exact at both points), with the unit's KV
@@ -67,7 +67,7 @@ from fleetplan.plan.verify import (
 from fleetplan.rng import task_seed
 from fleetplan.sim.builders import build_pool
 from fleetplan.sim.spec import InstanceRouter
-from fleetplan.units import H_PER_YEAR
+from fleetplan.units import H_PER_YEAR, fmt_ms
 from fleetplan.workload import Workload
 
 if TYPE_CHECKING:  # the PDD simulator and its kernels are imported when a PDD / AFD fleet is built
@@ -182,8 +182,8 @@ def verify_disagg(candidate: DisaggCandidate, gpus: Mapping[str, GpuProfile], wo
     steps, reason = 0, None
     while not check.passes(s):
         if sum(counts) >= s.max_gpus:
-            reason = (f"simulated P{s.percentile:g} TTFT upper bound {check.upper_ttft_s * 1e3:.0f} ms / TPOT "
-                      f"{check.upper_tpot_s * 1e3:.1f} ms still above the SLO after {steps} growth steps")
+            reason = (f"simulated P{s.percentile:g} TTFT upper bound {fmt_ms(check.upper_ttft_s, '.0f')} / TPOT "
+                      f"{fmt_ms(check.upper_tpot_s, '.1f')} still above the SLO after {steps} growth steps")
             break
         _grow(candidate, counts, check, s)
         steps += 1

@@ -188,19 +188,20 @@ def grid_flex(
     """
     if gpu.power is None:
         raise ConfigError(
-            f"GPU {gpu.name!r} has no power curve: grid flex needs one; give --gpus h100 or add a [power] table"
+            f"GPU {gpu.name!r} has no power curve: grid flex needs one; give `gpu` h100 or add a [power] table"
         )
     if int(n_gpus) != n_gpus or n_gpus < 1:
-        raise ConfigError(f"--n-gpus {n_gpus!r} is invalid: give a whole number of GPUs >= 1")
+        raise ConfigError(param="n_gpus", value=n_gpus, rule="give a whole number of GPUs >= 1")
     if not (math.isfinite(rate_per_s) and rate_per_s > 0):
-        raise ConfigError(f"--lam {rate_per_s!r} is invalid: the arrival rate must be > 0 req/s")
+        raise ConfigError(param="rate_per_s", value=rate_per_s, rule="the arrival rate must be > 0 req/s")
     if window_s is not None and not (math.isfinite(window_s) and window_s > 0):
-        raise ConfigError(f"--window-s {window_s!r} is invalid: give the event length in seconds > 0")
+        raise ConfigError(param="window_s", value=window_s, rule="give the event length in seconds > 0")
     serving = gpu.require_serving()
     ctx = default_context_tokens(workload) if max_context_tokens is None else int(max_context_tokens)
     n_max = int(serving.n_max(ctx))
     if n_max < 1:
-        raise ConfigError(f"context {ctx} tokens does not fit one sequence on {gpu.name}; lower --max-model-len")
+        raise ConfigError(f"context {ctx} tokens does not fit one sequence on {gpu.name}",
+                          param="max_context_tokens", value=ctx, fix="lower `max_context_tokens`")
     levels = sorted(float(x) for x in levels_pct)
     caps = [batch_cap(gpu.power, f, n_max) for f in levels]  # validates every level first
     prompt, output, weight = workload.quadrature(DEFAULT_QUADRATURE_POINTS)
@@ -261,7 +262,7 @@ class SizedFleet:
 def size_fleet_analytic(workload: Workload, gpu: GpuProfile, rate_per_s: float, slo_ttft_s: float,
                         percentile: float = 99.0, ttft_model: str = "quantile") -> SizedFleet:
     """The fewest ``gpu`` GPUs, in one pool serving every request, that meet the percentile TTFT SLO under
-    the utilisation cap, from ``optimize``'s analytic sweep (``grid-flex`` without ``--n-gpus``).
+    the utilisation cap, from ``optimize``'s analytic sweep (``grid_flex`` without ``n_gpus``).
 
     Raises the sweep's ``InfeasibleError`` (naming the binding constraint) when no count fits."""
     from fleetplan.plan.optimize import OptimizeRequest, optimize

@@ -84,17 +84,18 @@ def procurement_schedule(
 ) -> ProcurementSchedule:
     """Purchases needed over ``months`` months of growth (see module docstring)."""
     if not (start_rate_per_s > 0 and math.isfinite(start_rate_per_s)):
-        raise ConfigError(f"--start-lam {start_rate_per_s!r} is invalid: give a rate > 0 req/s")
+        raise ConfigError(param="start_rate_per_s", value=start_rate_per_s, rule="give a rate > 0 req/s")
     if not (growth_per_month > 0 and math.isfinite(growth_per_month)):
-        raise ConfigError(f"--growth {growth_per_month!r} is invalid: give a growth > 0, e.g. 15%/month")
+        raise ConfigError(param="growth_per_month", value=growth_per_month, rule="give a growth > 0, e.g. 15%/month")
     if int(months) != months or months < 1:
-        raise ConfigError(f"--months {months!r} is invalid: give a whole number of months >= 1")
+        raise ConfigError(param="months", value=months, rule="give a whole number of months >= 1")
     if not (lead_time_weeks >= 0 and math.isfinite(lead_time_weeks)):
-        raise ConfigError(f"--lead-time-weeks {lead_time_weeks!r} is invalid: give weeks >= 0")
+        raise ConfigError(param="lead_time_weeks", value=lead_time_weeks, rule="give weeks >= 0")
     usable = sorted((p for p in points if p.fleet is not None and p.holds_until_rate_per_s is not None),
                     key=lambda p: p.rate_per_s)
     if not usable:
-        raise ConfigError("the what-if run found no fleet at any rate; widen --lam-range or relax the SLO")
+        raise ConfigError("the what-if run found no fleet at any rate", param="rates_per_s",
+                          fix="widen `rates_per_s` or relax the SLO")
     lead = dt.timedelta(days=lead_time_weeks * DAYS_PER_WEEK)
 
     def fleet_for(rate: float) -> WhatIfPoint | None:

@@ -5,7 +5,7 @@ For a co-located fleet at its verified counts (``plan.verify``), two searches wi
     step_slowdown_max   = the largest s on the grid  margin, margin + r, ..., <= max_step_slowdown
                           at which the fleet passes with every step (1 + s) times the step model's
                           (``perf.scaled``; s is relative to the step model as given, so a fleet sized
-                          with ``--step-time-margin`` m starts the search at s = m)
+                          with ``step_time_margin`` m starts the search at s = m)
     rate_multiplier_max = the largest x on the grid  1, 1 + r, ..., <= max_rate_multiplier
                           at which the fleet passes at x · λ (steps at the margin it was sized for)
 
@@ -17,7 +17,7 @@ its SLO-percentile TTFT (and TPOT with a TPOT SLO) is within the SLO; the fleet 
 pool does.  Run length: verification's rule (``verify.run_length_requests``) with the pool's rate
 λ_p · x and its mean request lifetime R · (1 + s) / (1 + margin) (a request's life is a sum of steps;
 the warm-up floor scales alike; a rate point runs as the slowdown below, the same number of requests);
-a fixed ``--sim-requests`` stays fixed.  Seeds: verification's own
+a fixed ``VerifySettings.n_requests`` stays fixed.  Seeds: verification's own
 per pool (common random numbers), so every point of both grids sees the same traffic and the bottom
 of each grid (s = margin, x = 1) is verification's passing check, which is not run again.
 
@@ -178,7 +178,7 @@ def fleet_headroom(fleet: Candidate, gpus: Mapping[str, GpuProfile], workload: W
         s = replace(verify, step_time_margin=slowdown)
         st = steady[i]
         if verify.n_requests is not None or st is None or not math.isfinite(st.lifetime_s):
-            return pool_tasks(fleet, i, gpus, workload, s, verify.fixed_requests(), 0.0)  # --sim-requests
+            return pool_tasks(fleet, i, gpus, workload, s, verify.fixed_requests(), 0.0)  # n_requests
         lifetime_s = st.lifetime_s * (1.0 + slowdown) / (1.0 + margin)
         n = run_length_requests(s.rate_per_s * fleet.pools[i].traffic_share, lifetime_s, s)
         return pool_tasks(fleet, i, gpus, workload, s, n, s.warmup_lifetimes * lifetime_s)

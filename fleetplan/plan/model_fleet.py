@@ -1,4 +1,4 @@
-"""A fleet file's pools serving a chosen model (``simulate --model``, ``simulate sessions --model``).
+"""A fleet file's pools serving a chosen model (the CLI's ``simulate`` and ``simulate sessions`` with a model).
 
 Each pool's instance becomes a tensor-parallel group of its GPU (``plan.placement``): the one
 given, else the smallest whose KV cache holds one request of the pool's ``max_context_tokens``.
@@ -22,10 +22,10 @@ from fleetplan.perf.calibrate import CalibratedStepModel
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.plan.placement import ModelPlacement, place_model
 from fleetplan.sim.builders import build_pool
-from fleetplan.sim.fleet_toml import FleetFile, PoolEntry, build_entry, fleet_spec_of
+from fleetplan.sim.fleet_toml import FleetFile, PoolEntry, build_entry, build_fleet, fleet_spec_of
 from fleetplan.sim.spec import FleetSpec, PoolSpec
 
-__all__ = ["ModelFleet", "ModelServing", "PoolServing", "serve_model"]
+__all__ = ["ModelFleet", "ModelServing", "PoolServing", "fleet_for_serving", "serve_model"]
 
 
 @dataclass(frozen=True)
@@ -41,9 +41,17 @@ class ModelServing:
 
     def __post_init__(self) -> None:
         if self.perf_profile is not None and self.perf_profile.model != self.model.name:
-            raise ConfigError(f"the step-time profile was calibrated for {self.perf_profile.model}, not "
-                              f"{self.model.name}; serve {self.perf_profile.model} or recalibrate for "
-                              f"{self.model.name}")
+            raise ConfigError(f"`perf_profile` was calibrated for {self.perf_profile.model}, not "
+                              f"{self.model.name}; give the matching `model` or recalibrate", param="perf_profile")
+
+    @classmethod
+    def vllm(cls, model: ModelConfig, tensor_parallel_size: int | None = None, weight_dtype: Dtype = Dtype.BF16,
+             kv_dtype: Dtype = Dtype.BF16, perf_profile: CalibratedStepModel | None = None) -> ModelServing:
+        """Serving as ``vllm serve`` would at ``tensor_parallel_size`` (None: the smallest that fits each
+        pool), with expert parallelism over the TP group for an MoE model."""
+        par = None if tensor_parallel_size is None else Parallelism.vllm(
+            tensor_parallel_size=tensor_parallel_size, enable_expert_parallel=model.is_moe)
+        return cls(model, par, weight_dtype, kv_dtype, perf_profile)
 
 
 @dataclass(frozen=True)
@@ -96,3 +104,16 @@ def serve_model(fleet: FleetFile, serving: ModelServing, max_model_len_tokens: i
 
     pools = tuple(build_entry(fleet, e, build) for e in fleet.pools)
     return ModelFleet(fleet_spec_of(fleet, pools, max_model_len_tokens), tuple(placed))
+
+
+def fleet_for_serving(fleet: FleetFile, serving: ModelServing | None,
+                      max_model_len_tokens: int | None = None) -> ModelFleet:
+    """The simulator's fleet of a fleet file, every setting the file gives kept as given.
+
+    ``serving`` None: each pool runs its GPU's calibrated serving constants
+    (``fleetplan.sim.fleet_toml.build_fleet``; ``pools`` is empty).  Otherwise every pool serves
+    ``serving.model`` (``serve_model``; ``pools`` holds each pool's placement).
+    """
+    if serving is None:
+        return ModelFleet(build_fleet(fleet, max_model_len_tokens), ())
+    return serve_model(fleet, serving, max_model_len_tokens)

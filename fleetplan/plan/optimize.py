@@ -123,7 +123,7 @@ class OptimizeRequest:
     ttft_model: str = "quantile"
     n_prefill_seqs: float | None = None
     min_spare_gpus: int = 0
-    # With --model: GPUs per serving instance of each GPU type (name -> TP/PP group size)
+    # With a served model: GPUs per serving instance of each GPU type (name -> TP/PP group size)
     gpus_per_instance: tuple[tuple[str, int], ...] = ()
     quadrature_points: int = DEFAULT_QUADRATURE_POINTS
     pool_points: int = DEFAULT_POOL_POINTS
@@ -134,7 +134,7 @@ class OptimizeRequest:
     # "engine" (default): the simulator's step model and engine limits (fleetplan.queueing.engine);
     # "paper": the core paper's eqs. 3-5 (kept to reproduce its Table 1)
     service_model: str = SERVICE_ENGINE
-    # Step model per GPU type (with --model: the operator-level predictor); the simulator runs the same
+    # Step model per GPU type (with a served model: the operator-level predictor); the simulator runs the same
     step_models: tuple[tuple[str, StepModel], ...] = ()
     arrival_cv2: float = 1.0  # Ca² of the arrival stream (1: Poisson)
     # The served model's context limit (fleetplan.models.context.served_context_limit); None: no limit.
@@ -146,33 +146,34 @@ class OptimizeRequest:
     def __post_init__(self) -> None:
         object.__setattr__(self, "step_time_margin", check_step_time_margin(self.step_time_margin))
         if self.step_time_margin > 0 and any(t in DISAGGREGATED for t in self.topologies):
-            raise ConfigError("--step-time-margin applies to co-located fleets (homo, two-pool, multi-pool); the "
-                              "pdd/afd screen does not take it yet: drop pdd/afd from --topology or drop the margin")
+            raise ConfigError("`step_time_margin` applies to co-located fleets (homo, two-pool, multi-pool); the "
+                              "pdd/afd screen does not take it yet: drop pdd/afd from `topologies` or drop the margin",
+                              param="step_time_margin", value=self.step_time_margin)
         if not (math.isfinite(self.rate_per_s) and self.rate_per_s > 0):
-            raise ConfigError(
-                f"--lam {self.rate_per_s!r} is invalid: the arrival rate must be a finite number > 0 req/s"
-            )
+            raise ConfigError(param="rate_per_s", value=self.rate_per_s,
+                              rule="the arrival rate must be a finite number > 0 req/s")
         if not (math.isfinite(self.slo_ttft_s) and self.slo_ttft_s > 0):
-            raise ConfigError(f"--slo-ttft {self.slo_ttft_s * 1e3!r} ms is invalid: the TTFT SLO must be > 0 ms")
+            raise ConfigError(param="slo_ttft_s", value=self.slo_ttft_s, rule="the TTFT SLO must be > 0")
         if not 0 < self.percentile < 100:
-            raise ConfigError(f"--percentile {self.percentile!r} is invalid: give a percentile in (0, 100), e.g. 99")
+            raise ConfigError(param="percentile", value=self.percentile, rule="give a percentile in (0, 100), e.g. 99")
         if not self.gpus:
-            raise ConfigError("no GPU types to sweep: give --gpus with at least one catalog name")
+            raise ConfigError("no GPU types to sweep: give `gpus` with at least one catalog name", param="gpus")
         if not self.topologies:
-            raise ConfigError("no topology to sweep: give --topology homo,two-pool,multi-pool or a subset")
+            raise ConfigError("no topology to sweep: give `topologies` homo,two-pool,multi-pool or a subset",
+                              param="topologies")
         if not 0 < self.rho_max <= 1:
-            raise ConfigError(f"--rho-max {self.rho_max!r} is invalid: the utilisation cap must lie in (0, 1]")
+            raise ConfigError(param="rho_max", value=self.rho_max, rule="the utilisation cap must lie in (0, 1]")
         if int(self.max_gpus) != self.max_gpus or self.max_gpus < 1:
-            raise ConfigError(f"--max-gpus {self.max_gpus!r} is invalid: give a whole number >= 1")
+            raise ConfigError(param="max_gpus", value=self.max_gpus, rule="give a whole number >= 1")
         if self.compress_gamma <= 1:
-            raise ConfigError(f"--compress-gamma {self.compress_gamma!r} is invalid: the band factor must be > 1")
+            raise ConfigError(param="compress_gamma", value=self.compress_gamma, rule="the band factor must be > 1")
         if isinstance(self.availability, str):
             if self.availability != AVAILABILITY_FROM_CATALOG:
-                raise ConfigError(
-                    f"availability {self.availability!r} is invalid: give a number in (0, 1] or 'catalog'"
-                )
+                raise ConfigError(param="availability", value=self.availability,
+                                  rule="give a number in (0, 1] or 'catalog'")
         elif not 0 < self.availability <= 1:
-            raise ConfigError(f"--node-avail {self.availability!r} is invalid: node availability must lie in (0, 1]")
+            raise ConfigError(param="availability", value=self.availability,
+                              rule="node availability must lie in (0, 1]")
         for g in self.gpus:
             g.require_serving()
             g.require_price_usd_per_h()
@@ -185,7 +186,7 @@ class OptimizeRequest:
         return rejected_traffic(self.workload, self.max_model_len_tokens)
 
     def calibrated_profiles(self) -> tuple[tuple[str, CalibratedStepModel], ...]:
-        """(GPU type, profile) of every GPU type whose step model is a calibrated profile (``--perf-profile``)."""
+        """(GPU type, profile) of every GPU type whose step model is a calibrated profile (``perf.calibrate``)."""
         return tuple((name, m) for name, m in self.step_models if isinstance(m, CalibratedStepModel))
 
     def availability_of(self, gpu: GpuProfile) -> float:

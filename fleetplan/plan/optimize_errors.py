@@ -1,50 +1,54 @@
-"""One-line explanations when ``optimize`` finds no fleet: the binding constraint and the fix."""
+"""One-line explanations when ``optimize`` finds no fleet: the binding constraint and the fix.
+
+The binding constraint is the most common reason code (``fleetplan.errors.REASONS``) among the
+candidates, as the sweep, the pool sizing and the verifier recorded it (``Candidate.reason_code``);
+the error carries it as ``InfeasibleError.reason`` for a front end to give its own fix hint.
+"""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from fleetplan.errors import InfeasibleError
 from fleetplan.plan.optimize import OptimizeRequest, OptimizeResult
 from fleetplan.plan.sweep import Candidate
+from fleetplan.units import fmt_ms
 
-__all__ = ["infeasible_error", "no_verified_fleet_error"]
+__all__ = ["infeasible_error", "no_verified_fleet_error", "FIX_OF_REASON"]
+
+#: The fix for each binding constraint, in the Python API's parameter names.
+FIX_OF_REASON = {
+    "prefill-alone": "raise `slo_ttft_s`, add a lower `thresholds_tokens` so long prompts get their own pool, "
+                     "or use faster GPUs",
+    "decode": "raise `slo_tpot_s`, or use faster GPUs (with a served model: a larger `tensor_parallel_size`)",
+    "max-gpus": "raise `max_gpus` or lower `rate_per_s`",
+    "unstable": "raise `max_gpus` or lower `rate_per_s`",
+    "verification-failed": "raise `top_k`, raise `max_gpus`, relax the SLO or lower `rate_per_s`",
+    "other": "relax the SLO or widen the candidate space",
+}
+
+
+def binding_reason(candidates: Sequence[Candidate]) -> str:
+    """The most common reason code among ``candidates`` (a candidate without one counts as ``"other"``).
+
+    Ties go to the code met first, in the order the sweep gave the candidates."""
+    counts = Counter(c.reason_code or "other" for c in candidates)
+    return counts.most_common(1)[0][0] if counts else "other"
 
 
 def infeasible_error(request: OptimizeRequest, candidates: Sequence[Candidate]) -> InfeasibleError:
     """One-line explanation of why no candidate fits, naming the binding constraint."""
-    reasons: dict[str, int] = {}
-    for c in candidates:
-        text = c.reason or ""
-        kind = (
-            "prefill"
-            if "prefill alone" in text
-            else "decode"
-            if "decode alone" in text
-            else "max-gpus"
-            if "max-gpus" in text
-            else "unstable"
-            if "unstable" in text
-            else "other"
-        )
-        reasons[kind] = reasons.get(kind, 0) + 1
-    binding = max(reasons, key=reasons.get) if reasons else "other"
+    binding = binding_reason(candidates)
     example = next((c.reason for c in candidates if c.reason), "no candidate")
-    fixes = {
-        "prefill": "raise --slo-ttft, add a lower --b-short so long prompts get their own pool, or use faster GPUs",
-        "decode": "raise --slo-tpot, or use faster GPUs (with --model: a larger --tensor-parallel-size)",
-        "max-gpus": "raise --max-gpus or lower --lam",
-        "unstable": "raise --max-gpus or lower --lam",
-        "other": "relax the SLO or widen the candidate space",
-    }
     return InfeasibleError(
-        f"no fleet meets P{request.percentile:g} TTFT <= {request.slo_ttft_s * 1e3:g} ms"
-        + ("" if request.slo_tpot_s is None else f" and TPOT <= {request.slo_tpot_s * 1e3:g} ms")
+        f"no fleet meets P{request.percentile:g} TTFT <= {fmt_ms(request.slo_ttft_s)}"
+        + ("" if request.slo_tpot_s is None else f" and TPOT <= {fmt_ms(request.slo_tpot_s)}")
         + " at "
-        f"{request.rate_per_s:g} req/s within --max-gpus {request.max_gpus}: infeasible up to "
-        f"{request.max_gpus} GPUs; binding constraint: {example}; fix: {fixes[binding]}"
+        f"{request.rate_per_s:g} req/s within `max_gpus` {request.max_gpus}: infeasible up to "
+        f"{request.max_gpus} GPUs; binding constraint: {example}",
+        param="max_gpus", value=request.max_gpus, reason=binding, fix=FIX_OF_REASON[binding],
     )
-
 
 
 def no_verified_fleet_error(request: OptimizeRequest, result: OptimizeResult) -> InfeasibleError:
@@ -52,7 +56,7 @@ def no_verified_fleet_error(request: OptimizeRequest, result: OptimizeResult) ->
     reasons = [v.reason for v in result.verification if v.reason]
     return InfeasibleError(
         f"none of the {len(result.verification)} cheapest analytic fleets passed simulation at "
-        f"{request.rate_per_s:g} req/s (P99 TTFT <= {request.slo_ttft_s * 1e3:g} ms): "
-        f"{reasons[0] if reasons else 'see the table'}; fix: raise --verify-top, raise --max-gpus, relax the SLO "
-        "or lower --lam"
+        f"{request.rate_per_s:g} req/s (P99 TTFT <= {fmt_ms(request.slo_ttft_s)}): "
+        f"{reasons[0] if reasons else 'see the table'}",
+        reason="verification-failed", fix=FIX_OF_REASON["verification-failed"],
     )

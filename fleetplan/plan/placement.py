@@ -1,4 +1,4 @@
-"""Serving a chosen model on each catalog GPU (``--model``): parallelism, constants, step model.
+"""Serving a chosen model on each catalog GPU: parallelism, constants, step model.
 
 For a model (HuggingFace ``config.json``) and a GPU, every tensor-parallel size the
 model's heads allow (up to ``max_tp``) whose weights, activations and KV cache fit
@@ -12,7 +12,7 @@ request depends on the workload.  One serving instance is ``par.gpus_per_replica
   of the core paper's three hand-calibrated Llama-3-70B profiles;
 * the simulator runs the operator-level ``StepTimePredictor`` itself for that GPU.
 
-A calibrated profile (``--perf-profile``, ``perf.calibrate``) replaces the predictor of the placement
+A calibrated profile (``perf.calibrate``) replaces the predictor of the placement
 it was calibrated for (same GPU, parallelism and storage types; ``calibrate_placements``): its
 step model in both phases, and W, H of its serving constants re-derived from the profile by
 ``perf.derive.linear_constants`` (what the paper's eqs. 3-5 and the pdd/afd screen read).
@@ -105,8 +105,9 @@ def place_model(
             last = exc
     if not found:
         raise ConfigError(
-            f"{model.name} in {weight_dtype.value} does not fit on {gpu.name} with --tensor-parallel-size up to "
-            f"{max_tp} ({last}); use a larger GPU, FP8/INT4 weights or give --pipeline-parallel-size"
+            f"{model.name} in {weight_dtype.value} does not fit on {gpu.name} with `tensor_parallel_size` up to "
+            f"{max_tp} ({last}); use a larger GPU, FP8/INT4 weights or give `pipeline_parallel_size`",
+            param="tensor_parallel_size", value=max_tp,
         )
     return tuple(found)
 
@@ -126,8 +127,9 @@ def calibrate_placements(placements: Sequence[ModelPlacement],
         n_ref = max(1, min(int(serving.n_max(ref)), DEFAULT_MAX_NUM_SEQS))
         w_s, h_s = linear_constants(profile, n_ref, ref)
         if not (w_s >= 0 and h_s >= 0):
-            raise ConfigError(f"--perf-profile for {profile.gpu} gives a negative eq. 3 constant (W {w_s:.3g} s, H "
-                              f"{h_s:.3g} s) from its decode steps; recalibrate with more decode-only rows")
+            raise ConfigError(f"`perf_profile` for {profile.gpu} gives a negative eq. 3 constant (W {w_s:.3g} s, H "
+                              f"{h_s:.3g} s) from its decode steps; recalibrate with more decode-only rows",
+                              param="perf_profile")
         sources = {**p.gpu.sources, "serving": f"W, H from the calibrated profile of {profile.source}"}
         gpu = replace(p.gpu, serving=replace(serving, iter_base_s=w_s, iter_per_seq_s=h_s), sources=sources)
         out.append(replace(p, gpu=gpu, calibrated=profile))
@@ -135,7 +137,8 @@ def calibrate_placements(placements: Sequence[ModelPlacement],
         swept = ", ".join(f"{p.gpu.name} ({p.predictor.weight_dtype.value}/{p.predictor.kv_dtype.value})"
                           for p in placements) or "none"
         raise ConfigError(
-            f"--perf-profile was calibrated for {profile.model} on {profile.gpu} at {profile.parallelism} with "
+            f"`perf_profile` was calibrated for {profile.model} on {profile.gpu} at {profile.parallelism} with "
             f"{profile.weight_dtype} weights and {profile.kv_dtype} KV cache; no swept placement matches (swept: "
-            f"{swept}); add its GPU to --gpus, give its --tensor-parallel-size and storage types, or recalibrate")
+            f"{swept}); add its GPU to `gpus`, give its `tensor_parallel_size` and storage types, or recalibrate",
+            param="perf_profile")
     return tuple(out)

@@ -15,7 +15,7 @@ For a pool range (lo, hi] on one GPU type:
    availability A (§3.5, eq. 6).
 
 Step model of a pool (``pool_step_model``, the one place both phases take it from): the GPU
-type's entry of ``PlanSettings.step_models`` (with ``--model``: the operator-level predictor or a
+type's entry of ``PlanSettings.step_models`` (with a served model: the operator-level predictor or a
 calibrated profile), else the linear model of its serving constants (``sim.build_pool``'s
 default), every step times 1 + ``step_time_margin`` (``fleetplan.perf.scaled``: all cost
 coefficients scaled, exact up to rounding).  The engine model (``engine_of``) and the simulator
@@ -53,6 +53,7 @@ from fleetplan.queueing.engine import (
 )
 from fleetplan.queueing.sizing import min_gpus_for_cap
 from fleetplan.queueing.ttft import ttft_model, zero_wait_ttft_quantile_s
+from fleetplan.units import fmt_ms
 
 SERVICE_ENGINE = "engine"
 SERVICE_PAPER = "paper"
@@ -65,8 +66,8 @@ def check_step_time_margin(margin: float) -> float:
     """``margin`` as a float in [0, ``MAX_STEP_TIME_MARGIN``), else ``ConfigError``."""
     m = float(margin)
     if not (math.isfinite(m) and 0.0 <= m < MAX_STEP_TIME_MARGIN):
-        raise ConfigError(f"--step-time-margin {margin!r} is invalid: give a slowdown in [0 %, "
-                          f"{MAX_STEP_TIME_MARGIN:.0%}), e.g. 15% or 0.15")
+        raise ConfigError(param="step_time_margin", value=margin,
+                          rule=f"give a slowdown in [0 %, {MAX_STEP_TIME_MARGIN:.0%}), e.g. 15% or 0.15")
     return m
 
 
@@ -84,12 +85,12 @@ class PlanSettings:
     compress_gamma: float
     n_prefill_seqs: float | None
     min_spare_gpus: int = 0  # extra GPUs above the offered load (fleet-sim's search starts at +1)
-    # GPUs per serving instance of a GPU type (a tensor-parallel group with --model); absent = 1
+    # GPUs per serving instance of a GPU type (a tensor-parallel group for a served model); absent = 1
     gpus_per_instance: tuple[tuple[str, int], ...] = ()
     # "engine": the simulator's step model and limits (queueing.engine); "paper": eqs. 3-5
     service_model: str = SERVICE_ENGINE
     slo_tpot_s: float | None = None  # prunes pools in phase 1 (engine model)
-    # Step model per GPU type (with --model: the operator-level predictor the simulator runs);
+    # Step model per GPU type (with a served model: the operator-level predictor the simulator runs);
     # GPU types not listed run the linear model of their serving constants, as in the simulator.
     step_models: tuple[tuple[str, StepModel], ...] = ()
     arrival_cv2: float = 1.0  # Ca² of the arrival stream (1: Poisson)
@@ -135,6 +136,8 @@ class PoolPlan:
     # TTFT and TPOT survival tables at ``count`` (engine model), for fleet-wide percentiles
     ttft_table: SurvivalTable | None = field(default=None, compare=False, repr=False)
     tpot_table: SurvivalTable | None = field(default=None, compare=False, repr=False)
+    # Why the pool is infeasible, as a code of ``fleetplan.errors.REASONS`` (None when feasible)
+    reason_code: str | None = None
 
     @property
     def total_instances(self) -> int:
@@ -187,16 +190,9 @@ def size_one_pool(
     if share <= 0.0:
         return plan(0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, None)
     if n_max < 1:
-        return plan(
-            0,
-            0,
-            float("inf"),
-            float("inf"),
-            float("inf"),
-            0.0,
-            0.0,
-            f"context {rng_.hi_tokens} tokens does not fit one request in {gpu.name}'s KV cache",
-        )
+        return replace(plan(0, 0, float("inf"), float("inf"), float("inf"), 0.0, 0.0,
+                            f"context {rng_.hi_tokens} tokens does not fit one request in {gpu.name}'s KV cache"),
+                       reason_code="other")
     if settings.service_model == SERVICE_ENGINE:
         return _size_engine(sub, rng_, gpu, settings, availability, plan, lam)
     model = ServiceModel(
@@ -229,9 +225,19 @@ def size_one_pool(
         sized.n_gpus, spares, sized.rho, sized.ttft_p_s, sized.wait_p_s, moments.mean_gpu_s, moments.cs2, reason
     )
     if not sized.feasible:
-        return out
+        return replace(out, reason_code=REASON_CODE[sized.reason])
     floor = min_gpus_for_cap(lam * moments.mean_gpu_s, settings.rho_max, settings.min_spare_gpus)
     return replace(out, floor_count=min(floor, sized.n_gpus))
+
+
+#: The reason code (``fleetplan.errors.REASONS``) of each way sizing fails.
+REASON_CODE = {
+    InfeasibleReason.PREFILL_EXCEEDS_SLO: "prefill-alone",
+    InfeasibleReason.DECODE_EXCEEDS_TPOT_SLO: "decode",
+    InfeasibleReason.EXCEEDS_MAX_GPUS: "max-gpus",
+    InfeasibleReason.UNSTABLE: "unstable",
+    None: "other",
+}
 
 
 def _reason_text(reason: InfeasibleReason | None, ttft_s: float, settings: PlanSettings,
@@ -239,13 +245,13 @@ def _reason_text(reason: InfeasibleReason | None, ttft_s: float, settings: PlanS
     if reason is InfeasibleReason.PREFILL_EXCEEDS_SLO:
         return (
             f"prefill alone exceeds the SLO (P{settings.percentile:g} TTFT with no queue "
-            f"{ttft_s * 1e3:.0f} ms > {settings.slo_ttft_s * 1e3:.0f} ms)"
+            f"{fmt_ms(ttft_s, '.0f')} > {fmt_ms(settings.slo_ttft_s, '.0f')})"
         )
     if reason is InfeasibleReason.EXCEEDS_MAX_GPUS:
-        return f"needs more than --max-gpus {settings.max_gpus} GPUs"
+        return f"needs more than max_gpus {settings.max_gpus} GPUs"
     if reason is InfeasibleReason.DECODE_EXCEEDS_TPOT_SLO:
-        return (f"decode alone exceeds the TPOT SLO (a lone request's decode step {tpot_s * 1e3:.3g} ms > "
-                f"{settings.slo_tpot_s * 1e3:g} ms)")
+        return (f"decode alone exceeds the TPOT SLO (a lone request's decode step {fmt_ms(tpot_s, '.3g')} > "
+                f"{fmt_ms(settings.slo_tpot_s)})")
     return "unstable (utilisation >= 1)"
 
 
@@ -298,4 +304,5 @@ def _size_engine(sub, rng_: PoolRange, gpu: GpuProfile, settings: PlanSettings, 
     return replace(out, n_max=int(profile.n_cap), tpot_p_s=sized.tpot_p_s, mean_residence_s=sized.mean_residence_s,
                    decode_batch=sized.decode_batch, mean_step_s=sized.mean_step_s, binding=sized.binding,
                    floor_count=sized.floor_instances if sized.feasible else 0,
-                   ttft_table=sized.ttft_table, tpot_table=sized.tpot_table)
+                   ttft_table=sized.ttft_table, tpot_table=sized.tpot_table,
+                   reason_code=None if sized.feasible else REASON_CODE[sized.reason])

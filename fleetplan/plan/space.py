@@ -2,7 +2,7 @@
 
 A candidate fleet is a list of pools that partition requests by total tokens
 (prompt + output): pool i takes ``lo_i < L <= hi_i`` with ``lo_0 = 0`` and
-``hi_last`` = the workload's longest request.  Topologies (``--topology``):
+``hi_last`` = the workload's longest request.  Topologies (``Topology``):
 
 * ``homo``: one pool for every request;
 * ``two-pool``: one split threshold B_short (core paper §2.1);
@@ -20,7 +20,7 @@ for 3-4 pools each GPU type alone plus the cheapest type per pool (pools are
 independent once thresholds fix their traffic, so the cheapest mix is the
 per-pool cheapest, and enumerating every |G|^k mix adds no cheaper fleet).
 
-Sizing router (``--router``): ``length`` (send to the pool whose range holds L) or
+Sizing router (``SizingRouter``): ``length`` (send to the pool whose range holds L) or
 ``compress`` (compress-and-route, Chen et al. 2026: requests with
 B < L <= gamma*B are squeezed to B at the gateway and served by the pool ending
 at B; core paper §3.4).
@@ -33,7 +33,8 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from fleetplan.errors import ConfigError, UnknownNameError
+from fleetplan.errors import ConfigError
+from fleetplan.names import lookup
 
 #: Default split-threshold grid (tokens), the core paper's §4.1 sweep extended both ways.
 DEFAULT_THRESHOLDS_TOKENS = (512, 1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 32768, 65536)
@@ -69,24 +70,14 @@ class SizingRouter(enum.Enum):
     COMPRESS = "compress"
 
 
-def _lookup(enum_cls: type[enum.Enum], kind: str, name: str | enum.Enum) -> enum.Enum:
-    if isinstance(name, enum_cls):
-        return name
-    table = {m.value: m for m in enum_cls}
-    key = str(name).strip().lower()
-    if key not in table:
-        raise UnknownNameError(kind, str(name), tuple(table))
-    return table[key]
-
-
 def topology(name: str | Topology) -> Topology:
     """Look up a ``Topology`` by its CLI name."""
-    return _lookup(Topology, "topology", name)  # type: ignore[return-value]
+    return lookup(Topology, "topology", name)
 
 
 def sizing_router(name: str | SizingRouter) -> SizingRouter:
     """Look up a ``SizingRouter`` by its CLI name."""
-    return _lookup(SizingRouter, "sizing router", name)  # type: ignore[return-value]
+    return lookup(SizingRouter, "sizing router", name)
 
 
 @dataclass(frozen=True)
@@ -118,7 +109,8 @@ def check_thresholds(thresholds_tokens: tuple[int, ...]) -> tuple[int, ...]:
     """Sorted, de-duplicated thresholds; each must be a positive integer."""
     for b in thresholds_tokens:
         if int(b) != b or b <= 0:
-            raise ConfigError(f"split threshold {b!r} is invalid: --b-short values must be integers > 0")
+            raise ConfigError(f"split threshold {b!r} is invalid: `thresholds_tokens` must be integers > 0",
+                              param="thresholds_tokens", value=b)
     return tuple(sorted(set(int(b) for b in thresholds_tokens)))
 
 

@@ -52,6 +52,8 @@ class Candidate:
     rank: int = 0
     verification: Verification | None = None  # set for candidates simulated in phase 2
     tpot_p_s: float = float("nan")  # analytic TPOT at the SLO percentile over all requests (nan: not modelled)
+    # Why the fleet is infeasible, as a code of ``fleetplan.errors.REASONS`` (None when feasible)
+    reason_code: str | None = None
 
     @property
     def thresholds_tokens(self) -> tuple[int, ...]:
@@ -82,13 +84,14 @@ def _combine(
     cost = sum(p.total_gpus * p.price_usd_per_h for p in pools) * H_PER_YEAR
     tokens_per_year = settings.rate_per_s * mean_tokens * H_PER_YEAR * S_PER_H
     ttft, tpot = fleet_latency_p_s(pools, settings.percentile)
-    reason = None
+    reason = code = None
     for i, p in enumerate(pools):
         if not p.feasible:
             reason = f"pool {i + 1} ({p.lo_tokens}-{p.hi_tokens} tokens, {p.gpu}): {p.reason}"
+            code = p.reason_code or "other"
             break
     if reason is None and total > settings.max_gpus:
-        reason = f"needs {total} GPUs, more than --max-gpus {settings.max_gpus}"
+        reason, code = f"needs {total} GPUs, more than max_gpus {settings.max_gpus}", "max-gpus"
     return Candidate(
         topology=layout.topology,
         router=router,
@@ -100,6 +103,7 @@ def _combine(
         feasible=reason is None,
         reason=reason,
         tpot_p_s=tpot,
+        reason_code=code,
     )
 
 

@@ -19,7 +19,7 @@ time n_max·E[S]) and λ_p the pool's rate, each replication simulates
 requests, i.e. a warm-up allowance of ``warmup_lifetimes`` lifetimes plus a measured window of at
 least ``measured_lifetimes`` lifetimes and at least ``min_completions`` completions.  The same n is
 used at every count of the pool (and the same seeds: common random numbers, so P99 is compared
-between counts on the same traffic).  ``VerifySettings.n_requests`` overrides n (``--sim-requests``).
+between counts on the same traffic).  ``VerifySettings.n_requests`` overrides n.
 
 **Warm-up and drift.**  Warm-up is cut by MSER-5 on the TTFT series in arrival order (per
 replication; ``fleetplan.sim.steady.mser5_truncation``), but never shorter than the warm-up
@@ -135,7 +135,7 @@ class VerifySettings:
     disagreement_threshold: float = DEFAULT_DISAGREEMENT
     seed: int = 0
     percentile: float = 99.0  # the SLO percentile; one the simulator summarises
-    # Step model per GPU type for the simulator (with --model: the operator-level predictor);
+    # Step model per GPU type for the simulator (with a served model: the operator-level predictor);
     # GPU types not listed run the linear model of their serving constants.
     step_models: tuple[tuple[str, StepModel], ...] = ()
     # The served model's limit (fleetplan.models.context); longer requests are rejected and reported.
@@ -158,13 +158,15 @@ class VerifySettings:
         object.__setattr__(self, "step_time_margin", check_step_time_margin(self.step_time_margin))
         if self.percentile not in _STAT_OF_PERCENTILE:
             raise ConfigError(
-                f"--percentile {self.percentile:g} cannot be verified by simulation: the simulator reports "
-                f"P{', P'.join(f'{p:g}' for p in _STAT_OF_PERCENTILE)}; use one of them or --no-verify"
+                f"`percentile` {self.percentile:g} cannot be verified by simulation: the simulator reports "
+                f"P{', P'.join(f'{p:g}' for p in _STAT_OF_PERCENTILE)}; use one of them or skip the simulation",
+                param="percentile", value=self.percentile,
             )
         if self.n_requests is not None and (isinstance(self.n_requests, bool) or int(self.n_requests) < 100):
-            raise ConfigError(f"--sim-requests {self.n_requests!r} is invalid: give at least 100 requests")
+            raise ConfigError(param="n_requests", value=self.n_requests, rule="give at least 100 requests")
         if self.n_replications < 2:
-            raise ConfigError(f"--replications {self.n_replications!r} is invalid: the confidence bound needs >= 2")
+            raise ConfigError(param="n_replications", value=self.n_replications,
+                              rule="the confidence bound needs >= 2")
         for name in ("warmup_lifetimes", "measured_lifetimes", "pilot_lifetimes"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} = {getattr(self, name)!r} must be > 0 lifetimes")
@@ -208,7 +210,7 @@ class SteadyState:
 
     n_requests: int  # per replication
     lifetime_s: float  # R of the run-length rule
-    lifetime_source: str  # "analytic", "pilot" or "fixed" (--sim-requests)
+    lifetime_source: str  # "analytic", "pilot" or "fixed" (n_requests given)
     warmup_s: float  # simulated time cut by MSER-5
     n_warmup: int
     measured_s: float
@@ -769,7 +771,7 @@ def _assemble(c: Candidate, members: list[tuple[int, tuple[PoolKey, int]]],
     per = [p.gpus_per_instance for p in c.pools]
     total = sum((n + sp) * g for n, sp, g in zip(counts, spares, per, strict=True))
     if passed and total > s.max_gpus:
-        passed, reason = False, f"the verified fleet needs {total} GPUs, more than --max-gpus {s.max_gpus}"
+        passed, reason = False, f"the verified fleet needs {total} GPUs, more than max_gpus {s.max_gpus}"
     cost = sum((n + sp) * g * p.price_usd_per_h for p, n, sp, g in zip(c.pools, counts, spares, per, strict=True))
     a = c.ttft_p_s
     disagreement = (t_mean - a) / a if a > 0 else float("inf")

@@ -15,7 +15,7 @@ Core paper §4.4 (Table 4, "when do I need to add GPUs?").  For every rate λ_i 
      default; and TPOT when a TPOT SLO is set) is within the SLO, as verification checks it.
      Every λ uses the same seed (common random numbers), so the pass test is monotone in λ up
      to simulation noise; the replications run on the command's executor (``map_fn``);
-   * analytic (``--no-verify``): every pool, at its share of λ, still needs no more GPUs
+   * analytic (no simulation): every pool, at its share of λ, still needs no more GPUs
      than it has (``pools.size_one_pool`` with the run's ρ cap, spares rule and TTFT model).
 
 A fleet that already fails at λ_i under the threshold test gets λ*_i = λ_i, flagged.
@@ -85,11 +85,12 @@ class WhatIfResult:
 
 
 def rate_grid(start_per_s: float, stop_per_s: float, step_per_s: float) -> tuple[float, ...]:
-    """``start, start+step, ..., <= stop`` (the ``--lam-range START:STOP:STEP`` grid)."""
+    """``start, start+step, ..., <= stop`` (a START:STOP:STEP grid of arrival rates)."""
     if not (start_per_s > 0 and step_per_s > 0 and stop_per_s >= start_per_s):
         raise ConfigError(
-            f"--lam-range {start_per_s:g}:{stop_per_s:g}:{step_per_s:g} is invalid: "
-            "give START:STOP:STEP with 0 < START <= STOP and STEP > 0, e.g. 25:400:25"
+            f"`rates_per_s` {start_per_s:g}:{stop_per_s:g}:{step_per_s:g} is invalid: "
+            "give START:STOP:STEP with 0 < START <= STOP and STEP > 0, e.g. 25:400:25",
+            param="rates_per_s", value=(start_per_s, stop_per_s, step_per_s),
         )
     n = int((stop_per_s - start_per_s) / step_per_s + 1e-9) + 1
     return tuple(round(start_per_s + i * step_per_s, 9) for i in range(n))
@@ -185,7 +186,8 @@ def whatif(
     """
     rates = sorted(float(r) for r in rates_per_s)
     if not rates:
-        raise ConfigError("no arrival rates given: pass --lam-range START:STOP:STEP, e.g. 25:400:25")
+        raise ConfigError("no arrival rates given: pass `rates_per_s` START:STOP:STEP, e.g. 25:400:25",
+                          param="rates_per_s")
     points = LengthPoints(request.workload, request.pool_points, request.quadrature_points,
                           request.max_model_len_tokens)
     out = []

@@ -50,7 +50,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fleetplan.errors import ConfigError, UnknownNameError
+from fleetplan.errors import ConfigError
+from fleetplan.names import exact, lookup
 from fleetplan.perf.linear import LinearStepModel
 from fleetplan.queueing.ttft import ZeroWaitTtft
 
@@ -67,17 +68,9 @@ class SeqCostScaling(enum.Enum):
     FIXED = "fixed"
 
 
-_SEQ_COST: dict[str, SeqCostScaling] = {m.value: m for m in SeqCostScaling}
-
-
 def seq_cost_scaling(name: str | SeqCostScaling) -> SeqCostScaling:
     """Look up a ``SeqCostScaling`` by name (``"request-length"``, ``"fixed"``)."""
-    if isinstance(name, SeqCostScaling):
-        return name
-    try:
-        return _SEQ_COST[name]
-    except (KeyError, TypeError):
-        raise UnknownNameError("sequence-cost scaling", str(name), tuple(_SEQ_COST)) from None
+    return lookup(SeqCostScaling, "sequence-cost scaling", name, exact)
 
 
 @dataclass(frozen=True)

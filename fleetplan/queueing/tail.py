@@ -46,29 +46,22 @@ import enum
 
 import numpy as np
 
-from fleetplan.errors import ConfigError, UnknownNameError
+from fleetplan.errors import ConfigError
+from fleetplan.names import exact, lookup
 from fleetplan.queueing.erlang import _as_output, _erlang_c_raw, _validated
 
 __all__ = ["TailModel", "tail_model", "wait_quantile_s", "mean_wait_s", "wait_survival_params"]
 
 
 class TailModel(enum.Enum):
-    """How the wait percentile is approximated (CLI ``--tail-model exp|paper``)."""
+    """How the wait percentile is approximated (``exp`` or ``paper``)."""
 
     EXP = "exp"
     PAPER = "paper"
 
 
-_TAIL_MODELS: dict[str, TailModel] = {m.value: m for m in TailModel}
-
-
 def _resolve(name: str | TailModel) -> TailModel:
-    if isinstance(name, TailModel):
-        return name
-    try:
-        return _TAIL_MODELS[name]
-    except (KeyError, TypeError):
-        raise UnknownNameError("tail model", str(name), tuple(_TAIL_MODELS)) from None
+    return lookup(TailModel, "tail model", name, exact)
 
 
 def tail_model(name: str | TailModel) -> TailModel:

@@ -40,7 +40,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fleetplan.errors import ConfigError, UnknownNameError
+from fleetplan.errors import ConfigError
+from fleetplan.names import exact, lookup
 from fleetplan.queueing.tail import _quantile_from_params, check_probability_level
 
 __all__ = ["TtftModel", "ttft_model", "ZeroWaitTtft", "ttft_quantile_s", "zero_wait_ttft_quantile_s"]
@@ -51,22 +52,14 @@ _WEIGHT_SUM_ATOL = 1e-9
 
 
 class TtftModel(enum.Enum):
-    """How the wait percentile and the prefill distribution combine (``--ttft-model``)."""
+    """How the wait percentile and the prefill distribution combine (``PlanSettings.ttft_model``)."""
 
     QUANTILE = "quantile"
     MEAN_PREFILL = "mean-prefill"
 
 
-_TTFT_MODELS: dict[str, TtftModel] = {m.value: m for m in TtftModel}
-
-
 def _resolve(name: str | TtftModel) -> TtftModel:
-    if isinstance(name, TtftModel):
-        return name
-    try:
-        return _TTFT_MODELS[name]
-    except (KeyError, TypeError):
-        raise UnknownNameError("TTFT model", str(name), tuple(_TTFT_MODELS)) from None
+    return lookup(TtftModel, "TTFT model", name, exact)
 
 
 def ttft_model(name: str | TtftModel) -> TtftModel:

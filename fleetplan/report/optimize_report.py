@@ -37,7 +37,7 @@ from fleetplan.plan.optimize import OptimizeResult
 from fleetplan.plan.pools import PoolPlan
 from fleetplan.plan.sweep import Candidate
 from fleetplan.report.atomic import atomic_write_text
-from fleetplan.units import MS_PER_S
+from fleetplan.units import s_to_ms
 
 
 def _finite(x: float | None) -> float | None:
@@ -49,7 +49,7 @@ def _finite(x: float | None) -> float | None:
 
 def _ms(x_s: float) -> float | None:
     v = _finite(x_s)
-    return None if v is None else round(v * MS_PER_S, 3)
+    return None if v is None else round(s_to_ms(v), 3)
 
 
 def latency_key(percentile: float) -> str:
@@ -212,7 +212,7 @@ def candidate_dict(c: Candidate, percentile: float, econ: Economics | None = Non
 
 
 def perf_profile_dict(gpu: str, p) -> dict[str, Any]:
-    """A calibrated profile as used (``--perf-profile``): what it was fitted to and its coefficients."""
+    """A calibrated profile as used (``perf.calibrate``): what it was fitted to and its coefficients."""
     return {"gpu_type": gpu, "model": p.model, "gpu": p.gpu, "parallelism": p.parallelism,
             "weight_dtype": p.weight_dtype, "kv_dtype": p.kv_dtype, "source": p.source, "n_rows": p.n_rows,
             "holdout_mape": _finite(p.holdout_mape), "scales": dict(p.scales), "coefficients": list(p.coefficients)}
@@ -244,7 +244,7 @@ def inputs_dict(result: OptimizeResult, seed: int) -> dict[str, Any]:
         "lam_per_s": r.rate_per_s,
         "lam_source": r.rate_source,
         "arrival_cv2": r.arrival_cv2,
-        "slo_ttft_ms": r.slo_ttft_s * MS_PER_S,
+        "slo_ttft_ms": s_to_ms(r.slo_ttft_s),
         "percentile": r.percentile,
         "gpus": [g.name for g in r.gpus],
         "topologies": [t.value for t in r.topologies],
@@ -259,7 +259,7 @@ def inputs_dict(result: OptimizeResult, seed: int) -> dict[str, Any]:
         "prefill_seqs": r.n_prefill_seqs,
         "input_fraction": None if r.workload.has_split else r.workload.input_fraction,
         "seed": seed,
-        "slo_tpot_ms": None if r.slo_tpot_s is None else r.slo_tpot_s * MS_PER_S,
+        "slo_tpot_ms": None if r.slo_tpot_s is None else s_to_ms(r.slo_tpot_s),
         "min_ce_gain": r.min_ce_gain,
         "max_model_len_tokens": r.max_model_len_tokens,
         "step_time_margin": r.step_time_margin,
@@ -267,7 +267,7 @@ def inputs_dict(result: OptimizeResult, seed: int) -> dict[str, Any]:
         "disagg": None if r.disagg is None else {
             "model": r.disagg.model.name,
             "kv_bytes_per_token": r.disagg.model.kv_bytes_per_token,
-            "kv_latency_ms": r.disagg.kv_latency_s * MS_PER_S,
+            "kv_latency_ms": s_to_ms(r.disagg.kv_latency_s),
             "kv_bandwidth_gb_per_s": None if r.disagg.kv_bandwidth_bytes_per_s is None
             else r.disagg.kv_bandwidth_bytes_per_s / 1e9,
             "af_ratios": [f"{a}:{f}" for a, f in r.disagg.af_ratios],

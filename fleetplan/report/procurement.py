@@ -1,6 +1,6 @@
 """Procurement report: one row per pool of the recommendation plus a total row (formats only).
 
-Columns (units in the names): pool, gpu, count (GPUs serving load; with ``--model`` every GPU of
+Columns (units in the names): pool, gpu, count (GPUs serving load; for a served model every GPU of
 an instance's tensor-parallel group), spares (availability),
 total_gpus, min_tokens/max_tokens (the pool's length range), traffic_share, lam_per_s,
 utilisation (ρ at the pool's count = λ_pool · E[S per GPU] / count), mean_batch (the engine
@@ -67,7 +67,7 @@ def procurement_rows(result: OptimizeResult, pool_p99_sim_s: dict[str, float] | 
         # else the paper model's busy KV slots ρ · n_max
         busy = p.decode_batch / p.n_max if math.isfinite(p.decode_batch) and p.n_max > 0 else rho
         watts, basis = pool_power_w(gpus[p.gpu], busy, p.n_max)
-        per = p.gpus_per_instance  # with --model an instance is a TP group: counts here are GPUs
+        per = p.gpus_per_instance  # for a served model an instance is a TP group: counts here are GPUs
         total = p.total_gpus
         rows.append({
             "pool": f"pool{i}",

@@ -35,7 +35,7 @@ from fleetplan.report.atomic import atomic_write_text
 from fleetplan.report.html import DEFAULT_MAX_CANDIDATES
 from fleetplan.report.optimize_report import _ms, perf_profile_dict, result_dict, verification_dict
 from fleetplan.report.procurement import cost_latency_rows, procurement_rows, schedule_rows, whatif_rows
-from fleetplan.units import MS_PER_S
+from fleetplan.units import s_to_ms
 
 KINDS = ("optimize-run", "whatif", "grid-flex")
 
@@ -89,7 +89,7 @@ def whatif_dict(result: WhatIfResult, seed: int, schedule: ProcurementSchedule |
         "seed": seed,
         "inputs": {
             "workload": r.workload.name,
-            "slo_ttft_ms": r.slo_ttft_s * MS_PER_S,
+            "slo_ttft_ms": s_to_ms(r.slo_ttft_s),
             "gpus": [g.name for g in r.gpus],
             "topologies": [t.value for t in r.topologies],
             "threshold_method": result.threshold_method,
@@ -142,7 +142,7 @@ def gridflex_dict(result: GridFlexResult, workload: str, seed: int) -> dict[str,
         "version": fleetplan.__version__,
         "seed": seed,
         "inputs": {"workload": workload, "gpu": result.gpu, "n_gpus": result.n_gpus, "lam_per_s": result.rate_per_s,
-                   "slo_ttft_ms": result.slo_ttft_s * MS_PER_S, "max_context_tokens": result.max_context_tokens,
+                   "slo_ttft_ms": s_to_ms(result.slo_ttft_s), "max_context_tokens": result.max_context_tokens,
                    "n_max_uncapped": result.n_max_uncapped, "window_s": result.window_s},
         "levels": gridflex_rows(result),
     })
@@ -160,10 +160,11 @@ def load_run(path: str | os.PathLike, kind: str | None = None) -> dict[str, Any]
         doc = json.loads(p.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise DataFormatError(str(p), f"line {exc.lineno}", f"not valid JSON ({exc.msg})",
-                              "give a file written by fleetplan optimize --json") from exc
+                              "give a run file fleetplan wrote (optimize, whatif or grid flex as JSON)") from exc
     if not isinstance(doc, dict) or doc.get("kind") not in KINDS:
         raise DataFormatError(str(p), None, f"kind {doc.get('kind') if isinstance(doc, dict) else None!r} "
-                              f"is not one of {', '.join(KINDS)}", "give a file written by fleetplan --json")
+                              f"is not one of {', '.join(KINDS)}",
+                              "give a run file fleetplan wrote (optimize, whatif or grid flex as JSON)")
     if kind is not None and doc["kind"] != kind:
         raise DataFormatError(str(p), None, f"is a {doc['kind']!r} document, expected {kind!r}",
                               f"pass a {kind} JSON here")

@@ -128,7 +128,7 @@ class CompiledRun:
     # arrays (None = plain standalone requests); docs/runtime_features_contract.md
     features: CompiledFeatures | None = None
     extras: RequestExtras | None = None
-    # closed-loop clients (vllm bench serve --max-concurrency): at most this many requests
+    # closed-loop clients (vLLM bench serve's max concurrency): at most this many requests
     # outstanding, the next released when one completes; 0 = open loop (iteration_level.py)
     max_in_flight: int = 0
     # log every step's duration and non-first tokens (featureless iteration kernel; SimResult.step_log)

@@ -85,7 +85,7 @@ def _run_kernel(run: CompiledRun, level: Level) -> dict[str, np.ndarray]:
     """Allocate outputs, call the level's kernel, return the raw output arrays."""
     if run.max_in_flight and (level is not Level.ITERATION or run.fail_event_s is not None):
         raise ConfigError(f"a closed-loop client (max_in_flight = {run.max_in_flight}) needs level iteration without "
-                          "failures; drop --max-concurrency or --failures")
+                          "failures; drop `max_in_flight` or `failures`")
     if uses_feature_kernel(run):
         return run_feature_kernel(run, level)
     f, r = run.fleet, run.requests

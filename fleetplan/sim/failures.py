@@ -32,7 +32,7 @@ import numpy as np
 
 from fleetplan import rng as fp_rng
 from fleetplan.errors import ConfigError
-from fleetplan.sim.names import NameRegistry
+from fleetplan.names import NameRegistry
 from fleetplan.sim.spec import FleetSpec
 
 __all__ = [
@@ -175,14 +175,14 @@ def failure_spec_from_catalog(
             rate = profile.failure_rate_per_day
             if rate is None:
                 raise ConfigError(f"pool {pool.name!r}: GPU {pool.gpu} publishes no failure rate; "
-                                  "give the MTBF (--mtbf-h)")
+                                  "give the MTBF (`mtbf_s`)", param="mtbf_s")
             mtbfs.append(math.inf if rate == 0 else SECONDS_PER_DAY / rate)
         else:
             mtbfs.append(float(mtbf_s))
         if mttr_s is None:
             if profile.mttr_days is None:
                 raise ConfigError(f"pool {pool.name!r}: GPU {pool.gpu} publishes no repair time; "
-                                  "give the MTTR (--mttr-h)")
+                                  "give the MTTR (`mttr_s`)", param="mttr_s")
             mttrs.append(SECONDS_PER_DAY * profile.mttr_days)
         else:
             mttrs.append(float(mttr_s))

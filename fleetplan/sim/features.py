@@ -36,8 +36,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fleetplan.errors import ConfigError
+from fleetplan.names import NameRegistry
 from fleetplan.sim.features_speculative import SpeculativeConfig
-from fleetplan.sim.names import NameRegistry
 from fleetplan.units import ms_to_s, s_to_ms
 
 __all__ = [
@@ -118,7 +118,7 @@ class CudaGraphConfig:
             return
         if not self.on:
             raise ConfigError(f"cudagraph capture sizes {list(sizes)} are given but the mode is "
-                              f"{'not set' if self.mode is None else 'none'}; set --cudagraph-mode "
+                              f"{'not set' if self.mode is None else 'none'}; set `cudagraph_mode` "
                               "full_decode_only or piecewise, or drop the sizes")
         sizes = tuple(sizes)
         if not sizes:
@@ -155,7 +155,7 @@ class PrefixCacheConfig:
         if self.entries_per_instance is not None:
             if not self.enabled:
                 raise ConfigError(f"prefix_cache_entries = {self.entries_per_instance} is given but prefix caching "
-                                  "is off; add --enable-prefix-caching or drop the entries")
+                                  "is off; add `enable_prefix_caching` or drop the entries")
             _int_at_least("prefix cache", "entries_per_instance", self.entries_per_instance, 1)
         _int_at_least("prefix cache", "affinity_slack_requests", self.affinity_slack_requests, 0)
 
@@ -282,7 +282,7 @@ class RuntimeFeatures:
         if lo is not None:
             if isinstance(lo, bool) or not isinstance(lo, int | float) or not math.isfinite(lo) or lo < 0:
                 raise ConfigError(f"launch overhead = {lo!r} s must be a finite number >= 0; "
-                                  "give the eager launch time of one step, e.g. --launch-overhead-ms 2")
+                                  "give the eager launch time of one step, e.g. `launch_overhead_ms` 2")
             object.__setattr__(self, "launch_overhead_s", float(lo))
 
     @property

@@ -58,6 +58,7 @@ from fleetplan.sim._kernels import codes
 from fleetplan.sim.features import GraphMode, RuntimeFeatures, SchedulerPolicy
 from fleetplan.sim.features_arrays import SPEC_K_MAX, CompiledFeatures
 from fleetplan.sim.spec import FleetSpec, InstanceRouter, PoolSpec
+from fleetplan.units import fmt_ms
 
 __all__ = ["compile_features", "draft_cost_fraction", "eager_launch_s", "eager_step_coefficients", "features_on",
            "graph_kv_blocks_lost", "graph_times_s", "no_features", "pool_model"]
@@ -101,8 +102,8 @@ def graph_times_s(pool: PoolSpec) -> tuple[float, float, float]:
         model = pool_model(pool)
         if model is None:
             raise ConfigError(f"pool {pool.name!r}: cudagraph mode {feats.cudagraph.mode.value} needs the eager launch "
-                              "overhead, but the step model does not know its model; give --model or "
-                              "--launch-overhead-ms (launch_overhead_ms in [pool.features])")
+                              "overhead, but the step model does not know its model; give `model` or "
+                              "`launch_overhead_ms` (in [pool.features])")
         launch_s = (KERNELS_PER_LAYER * model.n_layers + KERNELS_PER_STEP) * per_kernel_s
     return launch_s, min(per_kernel_s, launch_s), launch_s * PIECEWISE_LAUNCHES_PER_LAYER / KERNELS_PER_LAYER
 
@@ -120,9 +121,9 @@ def eager_launch_s(pool: PoolSpec) -> float:
     added = feats.cudagraph.mode is not None and _kernel_only(pool)
     if feats.launch_overhead_s is not None and not (feats.cudagraph.on or added):
         raise ConfigError(
-            f"pool {pool.name!r}: launch overhead {feats.launch_overhead_s * 1e3:.3g} ms is given but no step reads "
-            "it: it is taken out of graphed steps (--cudagraph-mode full_decode_only|piecewise) or added to every "
-            "step of a --model pool with --cudagraph-mode none; set the mode or drop --launch-overhead-ms")
+            f"pool {pool.name!r}: launch overhead {fmt_ms(feats.launch_overhead_s, '.3g')} is given but no step reads "
+            "it: it is taken out of graphed steps (`cudagraph_mode` full_decode_only|piecewise) or added to every "
+            "step of a `model` pool with `cudagraph_mode` none; set the mode or drop `launch_overhead_ms`")
     return graph_times_s(pool)[0] if added else 0.0
 
 
@@ -171,7 +172,7 @@ def _draft(pool: PoolSpec, code: int, coef: np.ndarray) -> tuple[int, np.ndarray
             model = pool_model(pool)
             if model is None:
                 raise ConfigError(f"pool {pool.name!r}: speculative method mtp needs the draft cost, but the step "
-                                  "model does not know its model; give --model or \"draft_cost_fraction\" in the JSON")
+                                  "model does not know its model; give `model` or \"draft_cost_fraction\" in the JSON")
             frac = draft_cost_fraction(model)
         scaled = coef * frac
         if code == STEP_MODEL_ROOFLINE:
@@ -181,7 +182,7 @@ def _draft(pool: PoolSpec, code: int, coef: np.ndarray) -> tuple[int, np.ndarray
     step = pool.step_model
     if not isinstance(step, StepTimePredictor):
         raise ConfigError(f"pool {pool.name!r}: draft model {spec.draft_model!r} needs the pool's GPU and dtypes from "
-                          "the operator-level predictor; give --model (without --perf-profile)")
+                          "the operator-level predictor; give `model` (without `perf_profile`)")
     draft = load_model(spec.draft_model)
     tp = spec.draft_tensor_parallel_size or step.parallelism.tp
     predictor = StepTimePredictor(draft, step.gpu, Parallelism.vllm(tensor_parallel_size=tp),
@@ -207,9 +208,9 @@ def compile_features(spec: FleetSpec, seed: int) -> CompiledFeatures:
             fixed_s = eager_step_coefficients(pool)[1][0]
             if graph_time[i, 0] >= fixed_s:
                 raise ConfigError(
-                    f"pool {pool.name!r}: launch overhead {graph_time[i, 0] * 1e3:.3g} ms is not below the step "
-                    f"model's fixed cost per step {fixed_s * 1e3:.3g} ms, so a graphed step would take no time; "
-                    "the constants look like CUDA-graph measurements: give a smaller --launch-overhead-ms or --model")
+                    f"pool {pool.name!r}: launch overhead {fmt_ms(graph_time[i, 0], '.3g')} is not below the step "
+                    f"model's fixed cost per step {fmt_ms(fixed_s, '.3g')}, so a graphed step would take no time; "
+                    "the constants look like CUDA-graph measurements: give a smaller `launch_overhead_ms` or `model`")
         if f.speculative is not None:
             spec_accept[i, :f.speculative.num_speculative_tokens] = f.speculative.acceptance
             draft_code[i], draft_coef[i] = _draft(pool, *eager_step_coefficients(pool))

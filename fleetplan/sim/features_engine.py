@@ -32,10 +32,10 @@ def run_feature_kernel(run: CompiledRun, level: Level) -> dict[str, np.ndarray]:
     """The feature kernel's raw outputs for ``run`` (``ConfigError`` at level request or with failures)."""
     if level is not Level.ITERATION:
         raise ConfigError("runtime features (CUDA graphs, speculative decoding, prefix caching, scheduler policies, "
-                          "prefix_affinity routing, sessions) need level iteration; use --level iteration")
+                          "prefix_affinity routing, sessions) need level iteration; use `level` iteration")
     if run.fail_event_s is not None:
         raise ConfigError("failures cannot be combined with runtime features (the feature kernel has no instance "
-                          "failures); drop --failures or turn the features off")
+                          "failures); drop `failures` or turn the features off")
     from fleetplan.sim.features_run import run_features  # the feature kernel compiles on first use
 
     f, r = run.fleet, run.requests

@@ -20,7 +20,7 @@ Format (every key is checked; unknown keys, unknown GPUs and bad numbers raise
     max_num_seqs = 256            # optional vLLM-spelled overrides; defaults from the
     max_num_batched_tokens = 512  #   GPU profile (n_max at max_context, chunk size)
     kv_blocks = 65536             # optional
-    block_size = 16               # optional (vLLM --block-size)
+    block_size = 16               # optional (vLLM block_size)
     price_usd_per_h = 2.21        # optional, default the GPU profile's price
     model_tag = "llama-70b"       # optional, model_tag routing only
     [pool.features]               # optional runtime features of this pool (CUDA graphs,

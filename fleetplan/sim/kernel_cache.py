@@ -23,10 +23,10 @@ class Kernel(Enum):
     """Top-level simulator kernels (one per engine)."""
 
     ITERATION = "iteration"  # featureless iteration level (optimize's verification, simulate)
-    FAILURES = "failures"  # iteration level with instance failures (simulate --failures, reliability)
+    FAILURES = "failures"  # iteration level with instance failures (instance failures, reliability)
     FEATURES = "features"  # runtime features and sessions
-    REQUEST = "request"  # request level (--level request, validate queueing)
-    PDD = "pdd"  # prefill-decode disaggregation (simulate pdd, optimize --topology pdd/afd)
+    REQUEST = "request"  # request level (Level.REQUEST, validate queueing)
+    PDD = "pdd"  # prefill-decode disaggregation (simulate pdd, optimize's pdd/afd topologies)
 
 
 _WHERE = {

@@ -16,7 +16,7 @@ Definitions (seconds inside; milliseconds only in ``to_csv``):
 * Warm-up: the first ``warmup_fraction`` of arrivals are simulated but excluded
   from every statistic (instance utilisation excepted: it covers the whole run).
 * SLO attainment = share of measured requests that finished and met every given
-  SLO.  Goodput follows vLLM ``benchmark_serving --goodput``: completed requests
+  SLO.  Goodput follows vLLM ``benchmark_serving``'s goodput: completed requests
   meeting all given SLOs (TTFT <= SLO, TPOT <= SLO with TPOT taken as 0 for
   one-token outputs) divided by the measured duration, first measured arrival
   to last completion (or the horizon, if something is still unfinished).
@@ -40,7 +40,7 @@ from fleetplan.atomic import atomic_write_text
 from fleetplan.errors import UnknownNameError
 from fleetplan.metrics import REPORTED_PERCENTILES, percentiles
 from fleetplan.sim.failures import FailureSummary
-from fleetplan.units import MS_PER_S
+from fleetplan.units import s_to_ms
 
 if TYPE_CHECKING:
     import pandas as pd  # imported where a table is built (start-up time)
@@ -188,10 +188,10 @@ class SimResult:
             "prompt_tokens": df["prompt_tokens"],
             "original_prompt_tokens": df["original_prompt_tokens"],
             "output_tokens": df["output_tokens"],
-            "queue_wait_ms": df["queue_wait_s"] * MS_PER_S,
-            "ttft_ms": df["ttft_s"] * MS_PER_S,
-            "tpot_ms": df["tpot_s"] * MS_PER_S,
-            "e2e_ms": df["e2e_s"] * MS_PER_S,
+            "queue_wait_ms": s_to_ms(df["queue_wait_s"]),
+            "ttft_ms": s_to_ms(df["ttft_s"]),
+            "tpot_ms": s_to_ms(df["tpot_s"]),
+            "e2e_ms": s_to_ms(df["e2e_s"]),
             "preemptions": df["preemptions"],
             "failures": df["failures"] if "failures" in df else 0,  # tables built before failures existed
             "status": df["status"],

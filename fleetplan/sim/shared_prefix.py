@@ -34,7 +34,7 @@ class SharedPrefix:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
                 raise ConfigError(f"shared prefix {name} = {value!r} must be an integer >= 1; "
-                                  "give e.g. --shared-prefix 1024x4 (4 system prompts of 1,024 tokens)")
+                                  "give e.g. `shared_prefix` 1024x4 (4 system prompts of 1,024 tokens)")
 
     def extras(self, prompt_tokens: np.ndarray, rng: np.random.Generator) -> RequestExtras:
         """``RequestExtras`` giving each request its system prompt's key and length."""
@@ -58,5 +58,6 @@ def parse_shared_prefix(text: str) -> SharedPrefix:
     except ValueError:
         numbers = []
     if len(numbers) not in (1, 2):
-        raise ConfigError(f"--shared-prefix {text!r} is not TOKENS or TOKENSxCOUNT; give e.g. 1024 or 1024x4")
+        raise ConfigError(f"`shared_prefix` {text!r} is not TOKENS or TOKENSxCOUNT; give e.g. 1024 or 1024x4",
+                          param="shared_prefix", value=text)
     return SharedPrefix(*numbers)

@@ -21,9 +21,9 @@ import math
 from dataclasses import dataclass
 
 from fleetplan.errors import ConfigError
+from fleetplan.names import NameRegistry
 from fleetplan.perf.seam import StepModel
 from fleetplan.sim.features import RuntimeFeatures
-from fleetplan.sim.names import NameRegistry
 
 __all__ = [
     "ArrivalProcess",
@@ -128,14 +128,14 @@ class SchedulerLimits:
     Parameters
     ----------
     max_num_seqs : int
-        Most sequences running at once (vLLM ``--max-num-seqs``).
+        Most sequences running at once (vLLM ``max_num_seqs``).
     max_num_batched_tokens : int
-        Token budget of one engine step (``--max-num-batched-tokens``); prefill is
+        Token budget of one engine step (vLLM ``max_num_batched_tokens``); prefill is
         chunked to fit it.
     kv_blocks : int
         PagedAttention blocks in the instance's KV cache.
     block_size_tokens : int
-        Tokens per block (vLLM ``--block-size``, default 16).
+        Tokens per block (vLLM ``block_size``, default 16).
     """
 
     max_num_seqs: int

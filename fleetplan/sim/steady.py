@@ -274,7 +274,8 @@ def pool_stream(spec: FleetSpec, pool: int, workload, rate_per_s: float, n_reque
         raise ConfigError(f"pool index {pool} is not one of the fleet's {len(spec.pools)} pools")
     if arrival not in ("poisson", "gamma"):
         raise ConfigError(f"arrival process {arrival!r} cannot be split into one pool's stream (poisson and gamma "
-                          "can); verify replayed traces with --arrival gamma --cv at the trace's burstiness")
+                          "can); verify replayed traces with `arrival` gamma and `arrival_cv` at the trace's "
+                          "burstiness")
     cv = 1.0 if arrival == "poisson" else float(cv)
     routing = (spec.pool_router, spec.compress_gamma, spec.tag_shares,
                tuple((p.max_context_tokens, p.model_tag) for p in spec.pools))

@@ -53,7 +53,7 @@ def _input_fraction(name: str, doc: CdfDocument, input_fraction: float | None) -
         if doc.input is not None:
             raise ConfigError(
                 f"input fraction {input_fraction} has no effect: workload {name} gives its own input "
-                "and output CDFs; drop --input-fraction"
+                "and output CDFs; drop `input_fraction`", param="input_fraction", value=input_fraction
             )
         return float(input_fraction)
     if doc.input_fraction is not None:

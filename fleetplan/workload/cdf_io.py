@@ -236,7 +236,8 @@ def write_cdf_json(path: str | os.PathLike, doc: dict[str, Any]) -> Path:
     target = Path(path)
     if not target.parent.is_dir():
         raise ConfigError(
-            f"output directory {str(target.parent)!r} does not exist; create it or choose another --out"
+            f"output directory {str(target.parent)!r} does not exist; create it or choose another `out`",
+            param="out", value=str(target),
         )
     text = format_cdf_json(doc)
     parse_cdf_document(json.loads(text), str(target))  # never write a file we could not read back

@@ -122,7 +122,7 @@ class RlRollout:
             raise ConfigError(f"{self.n_bursts} bursts need burst_interval_s > 0; give the time between bursts")
         if self.rounds_per_trajectory > 1 and self.tool_delay is None:
             raise ConfigError(f"{self.rounds_per_trajectory} rounds per trajectory need a tool_delay between rounds; "
-                              "give one, e.g. --tool-delay-s 1.0")
+                              "give one, e.g. `tool_delay` 1.0", param="tool_delay")
         if self.output.cap_tokens < self.rounds_per_trajectory:
             raise ConfigError(f"output cap {self.output.cap_tokens} < {self.rounds_per_trajectory} rounds; "
                               "each round needs at least one output token")

@@ -14,7 +14,7 @@ Frontier paper's Table 7 (appendix B.1; frontier-full-paper.txt lines 479-486): 
 4096/64, 256/192 (new prompt / decode tokens per round; round 5 is answer-visible).  The
 paper states neither the mix of the two templates nor the tool-call delay: the file mixes
 them equally (change it with ``with_mix("heavy_tail=0.3,short=0.7")``) and gives no delay,
-so the caller must give one (``with_tool_delay``; CLI ``--tool-delay-s``).
+so the caller must give one (``with_tool_delay``).
 
 JSON format of a user-defined session workload (``load_session_workload(path)``)::
 
@@ -179,7 +179,8 @@ class SessionWorkload:
         for t, s in zip(self.templates, share, strict=True):
             if s > 0 and t.n_rounds > 1 and self._delay_of(t) is None:
                 raise ConfigError(f"session workload {self.name} template {t.name!r} has no tool-call delay (its "
-                                  "source does not state one); give one, e.g. --tool-delay-s 1.0 or a tool_delay key")
+                                  "source does not state one); give one, e.g. `tool_delay` 1.0 or a tool_delay key",
+                                  param="tool_delay")
         r_arr, r_tpl, r_jit, r_del = rng.spawn(4)
         if self.arrival == "gamma":
             arrival_s = gamma_arrivals_s(r_arr, rate_per_s, self.cv, n)

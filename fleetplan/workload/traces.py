@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fleetplan.errors import ConfigError, DataFormatError
+from fleetplan.units import MS_PER_S
 
 if TYPE_CHECKING:
     import pandas as pd  # imported where a table is built (start-up time)
@@ -41,7 +42,6 @@ if TYPE_CHECKING:
 __all__ = ["Trace", "TraceFormat", "read_trace", "TRACE_SUFFIXES"]
 
 TRACE_SUFFIXES = (".csv", ".jsonl")
-_MS_PER_S = 1000.0
 
 
 class TraceFormat(enum.Enum):
@@ -65,7 +65,7 @@ class _Columns:
 _COLUMNS: dict[TraceFormat, _Columns] = {
     TraceFormat.AZURE_2023: _Columns("TIMESTAMP", "ContextTokens", "GeneratedTokens", None),
     TraceFormat.BURSTGPT: _Columns("Timestamp", "Request tokens", "Response tokens", 1.0),
-    TraceFormat.MOONCAKE: _Columns("timestamp", "input_length", "output_length", 1.0 / _MS_PER_S),
+    TraceFormat.MOONCAKE: _Columns("timestamp", "input_length", "output_length", 1.0 / MS_PER_S),
     TraceFormat.VIDUR: _Columns("arrived_at", "num_prefill_tokens", "num_decode_tokens", 1.0),
     TraceFormat.PLAIN: _Columns("arrival_s", "prompt_tokens", "output_tokens", 1.0),
 }

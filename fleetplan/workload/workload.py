@@ -46,7 +46,7 @@ total token budget per request, which decides routing; service time also needs t
 prompt/output split.  0.8 matches conversational traffic: in the Azure 2023
 conversation trace prompts are 85% of all tokens (median per request 78%); in the
 coding trace they are 99%.  Override per workload (``input_fraction`` key of a CDF
-file) or per run (``--input-fraction``)."""
+file) or per run (``input_fraction``)."""
 
 DEFAULT_QUADRATURE_POINTS = 2048
 """Points used by the analytical phase when the caller does not choose."""

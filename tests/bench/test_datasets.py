@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from fleetplan.bench.datasets import CHARS_PER_TOKEN, DatasetName, DatasetSpec, sample_lengths
+from fleetplan.cli.errors import render_error
 from fleetplan.errors import DataFormatError, UnknownNameError
 
 
@@ -29,8 +30,9 @@ def test_sharegpt_filters_and_fixed_output(tmp_path) -> None:
     spec = DatasetSpec(DatasetName.SHAREGPT, str(path))
     prompt, output = sample_lengths(spec, 1, np.random.default_rng(0))
     assert prompt[0] == 400 / CHARS_PER_TOKEN and output[0] == 800 / CHARS_PER_TOKEN
-    with pytest.raises(DataFormatError, match="fewer than --num-prompts 2"):
+    with pytest.raises(DataFormatError) as err:
         sample_lengths(spec, 2, np.random.default_rng(0))
+    assert "fewer than --num-prompts 2" in render_error(err.value, "bench serve")  # the CLI's wording
     fixed = DatasetSpec(DatasetName.SHAREGPT, str(path), sharegpt_output_len=32)
     assert sample_lengths(fixed, 2, np.random.default_rng(0))[1].tolist() == [32, 32]
 

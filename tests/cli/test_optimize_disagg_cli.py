@@ -33,7 +33,7 @@ def _check_run(doc: dict, rows: list[dict]) -> None:
     homo = next(c for c in feasible if c["topology"] == "homo")
     assert homo["roles"] == [] and homo["spend_ratio"] is not None
     assert set(doc["baselines"]) == {"colocated", "pdd", "afd"}
-    gated = [c for c in cands if c["reason"] and "--min-ce-gain 1.08" in c["reason"]]
+    gated = [c for c in cands if c["reason"] and "min_ce_gain 1.08" in c["reason"]]
     assert gated and all(c["topology"] in ("pdd", "afd") for c in gated)
     assert {p["topology"] for p in doc["cost_latency_frontier"]} >= {"homo", "pdd", "afd"}
     assert len(rows) == doc["n_candidates"]

@@ -42,7 +42,7 @@ def test_optimize_without_exports_imports_no_table_library_planner_or_report_wri
     (together about a third of the README command's start-up)."""
     loaded = _modules_after("import fleetplan.cli.optimize_cmd, fleetplan.plan.optimize, fleetplan.sim.steady")
     assert not {"pandas", "fleetplan.plan.horizon.plan", "fleetplan.report.html", "fleetplan.report.run_json",
-                "fleetplan.cli.horizon_cmd"} & loaded
+                "fleetplan.cli.horizon_options"} & loaded
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))

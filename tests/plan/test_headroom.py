@@ -17,6 +17,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from fleetplan.cli.errors import render_error
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import load_catalog
 from fleetplan.plan.headroom import GridSearch, HeadroomSettings, fleet_headroom, largest_passing
@@ -80,8 +81,9 @@ def test_margin_scales_the_paper_models_service_time_exactly():
 
 @pytest.mark.parametrize("margin", [-0.01, 3.0, math.nan])
 def test_bad_margins_are_refused(margin):
-    with pytest.raises(ConfigError, match="step-time-margin"):
+    with pytest.raises(ConfigError) as err:
         _settings(margin=margin)
+    assert "--step-time-margin" in render_error(err.value)
 
 
 @pytest.mark.parametrize("service_model", ["engine", "paper"])

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fleetplan.cli.errors import render_error
 from fleetplan.errors import ConfigError, UnknownNameError
 from fleetplan.hardware import load_catalog
 from fleetplan.plan.optimize import OptimizeRequest, optimize, resolve_gpus
@@ -137,8 +138,9 @@ def test_more_traffic_never_needs_fewer_gpus(lam, factor):
     ],
 )
 def test_bad_requests_are_config_errors(lmsys, catalog, kw, match):
-    with pytest.raises(ConfigError, match=match):
+    with pytest.raises(ConfigError) as err:
         _request(lmsys, catalog, **kw)
+    assert match in render_error(err.value, "optimize")  # the CLI's wording names the flag
 
 
 def test_uncalibrated_gpu_is_refused_not_substituted(lmsys, catalog):

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from fleetplan.cli.errors import render_error
 from fleetplan.errors import ConfigError, DataFormatError, UnknownNameError
 from fleetplan.workload.rollouts import OutputLengths, RlRollout
 from fleetplan.workload.session_io import (
@@ -165,8 +166,9 @@ def test_mix_leaves_out_templates_and_normalises():
 
 
 def test_missing_tool_delay_is_required_not_invented():
-    with pytest.raises(ConfigError, match="no tool-call delay .* give one, e.g. --tool-delay-s"):
+    with pytest.raises(ConfigError, match="no tool-call delay") as err:
         load_session_workload("frontier_agentic").sample(np.random.default_rng(0), 10, 1.0)
+    assert "give one, e.g. --tool-delay-s" in render_error(err.value)  # the CLI's wording
     with pytest.raises(ConfigError, match="must be a finite number >= 0 seconds"):
         ToolDelay("fixed", -0.1)
 

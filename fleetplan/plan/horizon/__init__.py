@@ -1,4 +1,4 @@
-"""Incremental, horizon-optimal procurement plans (``fleetplan whatif --plan``).
+"""Incremental, horizon-optimal procurement plans (what ``fleetplan whatif`` plans over a forecast).
 
 ``forecast`` (dated demand, P50/P90), ``solve`` (exact DP over per-period candidate fleets, owned
 GPUs as state), ``plan`` (the entry point: candidates per period from the analytic sweep, prices,

@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass, field
 
 from fleetplan.errors import ConfigError
-from fleetplan.sim.names import NameRegistry
+from fleetplan.names import NameRegistry
 from fleetplan.sim.pdd.fabric import FabricSpec
 from fleetplan.sim.spec import InstanceRouter, PoolSpec
 
@@ -242,7 +242,7 @@ class PddSpec:
                     raise ConfigError(
                         f"processor-sharing curve gives TPS({n}) = {self.ps_curve.tokens_per_s(n):.3g} <= 0 "
                         f"within max_num_seqs = {self.decode.limits.max_num_seqs}; lower the decode max_num_seqs "
-                        f"to {n - 1} or less (simulate pdd --decode-max-num-seqs)"
+                        f"to {n - 1} or less (`decode_max_num_seqs`)"
                     )
 
     @property
