@@ -40,8 +40,8 @@ from fleetplan.sim._kernels.codes import (
     SCHED_VLLM_V1,
 )
 from fleetplan.sim._kernels.features_level import run_iteration_features
-from fleetplan.sim.features_arrays import SPEC_K_MAX, no_extras
-from fleetplan.sim.features_run import allocate_outputs
+from fleetplan.sim.features.arrays import SPEC_K_MAX, no_extras
+from fleetplan.sim.features.run import allocate_outputs
 
 VLLM_LADDER = np.array([1, 2, 4] + list(range(8, 256, 8)) + list(range(256, 513, 16)), dtype=np.int64)
 SYSTEM_PROMPT_TOKENS = 256

@@ -15,7 +15,7 @@ arguments, compiles the spec and request stream into flat arrays
 ``"failures"`` before the run and passed to ``run_iteration_level_failures``; without it the
 failure-free kernel runs (failures off and MTTR = 0 give bit-identical results).
 
-Runtime features (``fleetplan.sim.features``) run the feature kernel (``features_engine``); a
+Runtime features (``fleetplan.sim.features``) run the feature kernel (``features.engine``); a
 round's TTFT/E2E are measured from its ``release_s``.
 
 ``replicate`` repeats ``simulate`` over independent seeds
@@ -43,7 +43,7 @@ from fleetplan.sim._kernels.iteration_level import (
 from fleetplan.sim._kernels.request_level import run_request_level
 from fleetplan.sim.compile import CompiledRun, compile_run, request_level_times
 from fleetplan.sim.failures import FailureSpec, draw_failure_schedule, summarise_failures
-from fleetplan.sim.features_engine import pool_feature_figures, run_feature_kernel, uses_feature_kernel
+from fleetplan.sim.features.engine import pool_feature_figures, run_feature_kernel, uses_feature_kernel
 from fleetplan.sim.result import STATUS_NAMES, SimResult, summarise
 from fleetplan.sim.shared_prefix import SharedPrefix
 from fleetplan.sim.spec import ArrivalProcess, FleetSpec, Level

@@ -66,7 +66,7 @@ def test_large_limit_is_the_open_loop(seed: int) -> None:
 
 
 def _run_features(fn, case, feats, extras, n_in_flight):
-    from fleetplan.sim.features_run import allocate_outputs
+    from fleetplan.sim.features.run import allocate_outputs
     from tests.reference.features_level import OUT_NAMES
     from tests.sim.test_features_cases import FLEET_KEYS
 

@@ -14,7 +14,7 @@ import pytest
 from fleetplan.sim._kernels import features_layout as lay
 from fleetplan.sim._kernels.features_h2q import h2q_prepare, h2q_replay, rank_of, sessions_local
 from fleetplan.sim._kernels.features_heap import ph_push
-from fleetplan.sim.features_arrays import RequestExtras
+from fleetplan.sim.features.arrays import RequestExtras
 from tests.reference.features_parts import Engine, Req, prepare_pass
 from tests.sim.test_features_cases import assert_twin, make_feature_case
 

@@ -61,7 +61,7 @@ from fleetplan.sim._kernels.jit import njit, njit_borrowed, njit_inline
 from fleetplan.sim._kernels.prefix_cache import pc_new
 from fleetplan.sim._kernels.routing import add_outstanding, build_outstanding_trees, least_loaded_pool, pick_instance
 
-SPEC_K_MAX = 16  # = fleetplan.sim.features_arrays.SPEC_K_MAX (kernels do not import the sim package)
+SPEC_K_MAX = 16  # = fleetplan.sim.features.arrays.SPEC_K_MAX (kernels do not import the sim package)
 
 
 @njit_borrowed

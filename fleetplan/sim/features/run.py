@@ -17,7 +17,7 @@ import numpy as np
 from fleetplan.sim._kernels import codes
 from fleetplan.sim._kernels.features_level import run_iteration_features
 from fleetplan.sim.compile import CompiledFleet, CompiledRequests
-from fleetplan.sim.features_arrays import SPEC_K_MAX, CompiledFeatures, RequestExtras
+from fleetplan.sim.features.arrays import SPEC_K_MAX, CompiledFeatures, RequestExtras
 
 __all__ = ["run_features", "allocate_outputs", "kernel_arguments"]
 

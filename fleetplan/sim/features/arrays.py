@@ -4,7 +4,7 @@
 ``RuntimeFeatures``; ``RequestExtras`` per request stream by ``fleetplan.sim.sessions``
 (multi-round sessions, RL bursts, shared prefixes).  The kernel
 (``fleetplan.sim._kernels.features_level``) is called through
-``fleetplan.sim.features_run.run_features``.  Semantics: docs/runtime_features_contract.md.
+``fleetplan.sim.features.run.run_features``.  Semantics: docs/runtime_features_contract.md.
 """
 
 from __future__ import annotations
