@@ -39,7 +39,7 @@ from fleetplan.sim._kernels.codes import (
     SCHED_SPF,
     SCHED_VLLM_V1,
 )
-from fleetplan.sim._kernels.features_level import run_iteration_features
+from fleetplan.sim._kernels.features.level import run_iteration_features
 from fleetplan.sim.features.arrays import SPEC_K_MAX, no_extras
 from fleetplan.sim.features.run import allocate_outputs
 

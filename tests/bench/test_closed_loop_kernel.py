@@ -83,7 +83,7 @@ def _run_features(fn, case, feats, extras, n_in_flight):
 @pytest.mark.parametrize("seed", range(20))
 @pytest.mark.parametrize("n_in_flight", [1, 5])
 def test_feature_kernel_equals_twin(seed: int, n_in_flight: int) -> None:
-    from fleetplan.sim._kernels.features_level import run_iteration_features
+    from fleetplan.sim._kernels.features.level import run_iteration_features
     from tests.reference.features_level import run_iteration_features as twin_features
     from tests.sim.test_features_cases import make_feature_case
 

@@ -1,4 +1,4 @@
-"""Slow, readable twin of ``fleetplan.sim._kernels.features_level.run_iteration_features``.
+"""Slow, readable twin of ``fleetplan.sim._kernels.features.level.run_iteration_features``.
 
 Same signature (plus ``checks``) and semantics (docs/runtime_features_contract.md and the
 kernel modules' docstrings); one engine step at a time (no cruise), ``heapq`` waiting queues,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fleetplan.sim._kernels.features_level import run_iteration_features
+from fleetplan.sim._kernels.features.level import run_iteration_features
 from fleetplan.sim.features.arrays import SPEC_K_MAX, RequestExtras, no_extras
 from fleetplan.sim.features.run import allocate_outputs
 from tests.reference.features_level import OUT_NAMES

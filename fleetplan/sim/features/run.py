@@ -1,4 +1,4 @@
-"""Python entry point of the feature kernel (``fleetplan.sim._kernels.features_level``).
+"""Python entry point of the feature kernel (``fleetplan.sim._kernels.features.level``).
 
 ``run_features`` allocates the outputs, calls ``run_iteration_features`` and returns the raw
 arrays: the featureless engine's keys (``fleetplan.sim.engine._run_kernel``; ``failures`` is
@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from fleetplan.sim._kernels import codes
-from fleetplan.sim._kernels.features_level import run_iteration_features
+from fleetplan.sim._kernels.features.level import run_iteration_features
 from fleetplan.sim.compile import CompiledFleet, CompiledRequests
 from fleetplan.sim.features.arrays import SPEC_K_MAX, CompiledFeatures, RequestExtras
 
@@ -76,7 +76,7 @@ def kernel_arguments(fleet: CompiledFleet, requests: CompiledRequests, features:
 def run_features(fleet: CompiledFleet, requests: CompiledRequests, features: CompiledFeatures,
                  extras: RequestExtras, horizon_s: float, max_in_flight: int = 0) -> dict[str, np.ndarray]:
     """Run the feature kernel; returns the raw output arrays (see the module doc).  ``max_in_flight > 0``:
-    closed-loop clients (``fleetplan.sim._kernels.features_level``)."""
+    closed-loop clients (``fleetplan.sim._kernels.features.level``)."""
     n, n_inst, n_pools = requests.n_requests, fleet.n_instances, int(fleet.pool_router.size)
     out = allocate_outputs(n, n_inst, n_pools)
     run_iteration_features(*kernel_arguments(fleet, requests, features, extras, horizon_s), *out.values(),

@@ -14,15 +14,14 @@ enters the waiting set of instance k (release or preemption; ``seq`` = global en
 
 Pass ranks (MLFQ, H2Q-BR: running and waiting compete in one order) are 4-tuples
 ``rq[r, RK0:RK3+1]``: MLFQ ``(level 2^40 + a, 0, 0, 0)`` (``mlfq_rank``); H2Q-BR's in
-``features_h2q`` (waiting requests have d = 1).  Running requests are kept sorted by rank
+``h2q`` (waiting requests have d = 1).  Running requests are kept sorted by rank
 (insertion sort, O(n) when nearly sorted); the preemption victim is the last.
 """
 
 from __future__ import annotations
 
 from fleetplan.sim._kernels.codes import SCHED_H2Q_BR, SCHED_MLFQ, SCHED_SPF
-from fleetplan.sim._kernels.features_heap import ph_push
-from fleetplan.sim._kernels.features_layout import (
+from fleetplan.sim._kernels.features.state import (
     ALL_SORTED,
     ASEQ,
     ATT,
@@ -47,6 +46,7 @@ from fleetplan.sim._kernels.features_layout import (
     UNKNOWN,
     WK0,
     WK1,
+    ph_push,
 )
 from fleetplan.sim._kernels.jit import njit_borrowed, njit_inline
 from fleetplan.sim._kernels.prefix_cache import pc_probe
@@ -96,7 +96,7 @@ def enqueue_wait(k, p, x, is_preempt, req, ses, ki, pools, fts, pc):
         sid = sess_id[r]
         if is_preempt:
             sess_c[sid] = 0
-            ki[k, K_HMIN] = ki[k, K_QMIN] = UNKNOWN  # (features_h2q)
+            ki[k, K_HMIN] = ki[k, K_QMIN] = UNKNOWN  # (h2q.py)
         ell = new_tokens[r]
         if sess_z[sid] != 0 or sess_h[sid] > policy_param[p, 1] or ell > policy_param[p, 0]:
             sess_z[sid] = 1

@@ -1,17 +1,17 @@
 """Commit of the feature kernel's steps: tokens, speculative acceptance, completions, releases.
 
-At the end of the ``m`` steps in flight on instance k (m > 1 only for a run, ``features_runs``),
-for every scheduled running request r (``features_steps``):
+At the end of the ``m`` steps in flight on instance k (m > 1 only for a run, ``timing``),
+for every scheduled running request r (``schedule``):
 
 * plain run: ``m`` decode tokens, blocks allocated lazily (as ``iteration_steps.commit_step``);
-  speculative run: the acceptances of its ``m`` steps as ``features_runs.spec_run`` drew them
+  speculative run: the acceptances of its ``m`` steps as ``timing.spec_run`` drew them
   ahead (``spec_replay``: the same draws, kept per slot), blocks to ``ceil(COMP / B)``; MLFQ
   run: ``mlfq_replay`` of steps 0..m-2 and the re-sort first; H2Q-BR run: ``h2q_replay`` of
   passes 2..m first (short streak, carryover credits, the last pass's order);
 * speculative decoding (``KSPEC = k_r > 0``): one draw per step, ``u = uniform01(seed, r,
   DRAWS)`` (r's own counter); position j is accepted while ``u < prod_{i <= j} spec_accept[p,
   i]`` (so j is accepted with probability ``spec_accept[p, j]`` given the positions before it
-  were; compared as integers, ``features_rng``); with ``a`` accepted, ``COMP += 1 + a`` and
+  were; compared as integers, ``rng``); with ``a`` accepted, ``COMP += 1 + a`` and
   ``a + 1`` tokens are emitted; blocks beyond ``ceil(COMP / B)`` go back to the free pool;
   drafts proposed / accepted are counted in the request's row (copied out when it leaves) and
   per position through ``counts`` (``fold_counts``, once per commit);
@@ -32,9 +32,11 @@ from __future__ import annotations
 import numpy as np
 
 from fleetplan.sim._kernels.codes import SCHED_H2Q_BR, SCHED_MLFQ, STATUS_DONE
-from fleetplan.sim._kernels.features_h2q import h2q_chunk, h2q_left, h2q_reinsert, h2q_replay
-from fleetplan.sim._kernels.features_heap import rel_push
-from fleetplan.sim._kernels.features_layout import (
+from fleetplan.sim._kernels.features.h2q import h2q_chunk, h2q_left, h2q_reinsert, h2q_replay
+from fleetplan.sim._kernels.features.policy import mlfq_prepare, mlfq_rank
+from fleetplan.sim._kernels.features.rng import keyed_bits53
+from fleetplan.sim._kernels.features.schedule import mlfq_replay, schedule_features
+from fleetplan.sim._kernels.features.state import (
     ACCEPTED,
     ALL_SORTED,
     ASEQ,
@@ -64,13 +66,10 @@ from fleetplan.sim._kernels.features_layout import (
     RK0,
     SCHED,
     TARGET,
+    rel_push,
+    row_close,
 )
-from fleetplan.sim._kernels.features_policy import mlfq_prepare, mlfq_rank
-from fleetplan.sim._kernels.features_rng import keyed_bits53
-from fleetplan.sim._kernels.features_rows import row_close
-from fleetplan.sim._kernels.features_runs import mlfq_replay
-from fleetplan.sim._kernels.features_steps import schedule_features
-from fleetplan.sim._kernels.features_time import add_step_stats, run_parts, run_step_s
+from fleetplan.sim._kernels.features.timing import add_step_stats, run_parts, run_step_s
 from fleetplan.sim._kernels.jit import njit_borrowed, njit_inline
 from fleetplan.sim._kernels.prefix_cache import pc_insert, pc_unpin
 from fleetplan.sim._kernels.routing import add_outstanding
@@ -112,7 +111,7 @@ def accept_drafts(p, x, kr, rq, spec_bits, counts):
     b = keyed_bits53(rq[x, DKEY], rq[x, DRAWS])
     rq[x, DRAWS] += 1
     a = 0
-    for j in range(kr):  # the accepted positions are a prefix (features_rng.accept_thresholds)
+    for j in range(kr):  # the accepted positions are a prefix (rng.accept_thresholds)
         a += 1 if b < spec_bits[p, j] else 0
     counts[0, kr] += 1
     counts[1, a] += 1

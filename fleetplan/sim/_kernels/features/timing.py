@@ -16,13 +16,13 @@ A run of ``m`` identical pure-decode steps (cruise, no drafts) has step j (>= 1)
 ``graph_adjust(base + per_ctx * (ctx + n_seqs * j))`` with ``(base, per_ctx) =
 decode_step_parts(code, coef, S or n_seqs)``: bit for bit the step-by-step value.  A
 speculative run (every request drafting ``k``; ``K_RSPEC = k``) keeps its step durations in
-``kf[k, F_D0 + j]``: its context grows by the accepted drafts (``features_steps.spec_run``).
+``kf[k, F_D0 + j]``: its context grows by the accepted drafts (``schedule.spec_run``).
 """
 
 from __future__ import annotations
 
 from fleetplan.sim._kernels.codes import GRAPH_FULL_DECODE_ONLY, GRAPH_PIECEWISE
-from fleetplan.sim._kernels.features_layout import (
+from fleetplan.sim._kernels.features.state import (
     F_D0,
     F_DT,
     F_START,
@@ -102,7 +102,7 @@ def run_step_s(k, j, base_s, per_ctx_s, ki, kf, gmode, gtime):
 @njit_inline
 def add_step_stats(k, p, n_done, ki, kf, code, coef, gmode, gtime, stats):
     """Account the first ``n_done`` steps of the run in flight on instance k (pool p's step model
-    ``code, coef``, graph mode and times ``gmode, gtime``; ``stats`` as in ``features_level``)."""
+    ``code, coef``, graph mode and times ``gmode, gtime``; ``stats`` as in ``level``)."""
     inst_busy_s, inst_seq_s, inst_steps, inst_tokens, pool_graph_tokens, pool_step_kind = stats[:6]
     n_seqs = ki[k, K_SEQS]
     n_eff = ki[k, K_GSIZE] if ki[k, K_GSIZE] > 0 else n_seqs

@@ -1,9 +1,9 @@
 """Iteration-level kernel with the runtime features of issue #5 (docs/runtime_features_contract.md).
 
 ``run_iteration_features`` generalises ``run_iteration_level`` (no failures): scheduler policies
-(``features_policy``), a shared batch builder with token budget, KV admission, prefix caching
-and recompute preemption (``features_steps``, ``features_admit``), CUDA-graph padding and
-speculative decoding (``features_time``, ``features_commit``), multi-round sessions and the
+(``policy``), a shared batch builder with token budget, KV admission, prefix caching
+and recompute preemption (``schedule``), CUDA-graph padding and
+speculative decoding (``timing``, ``commit``), multi-round sessions and the
 prefix-affinity router (this module).  With every feature off and ``prev_req == -1`` it gives
 bit-identical outputs to ``run_iteration_level`` (tested).
 
@@ -32,10 +32,12 @@ from fleetplan.sim._kernels.codes import (
     SCHED_H2Q_BR,
     STATUS_REJECTED,
 )
-from fleetplan.sim._kernels.features_commit import commit_features, drafts_by_horizon
-from fleetplan.sim._kernels.features_h2q import h2q_setup
-from fleetplan.sim._kernels.features_heap import rel_pop
-from fleetplan.sim._kernels.features_layout import (
+from fleetplan.sim._kernels.features.commit import commit_features, drafts_by_horizon
+from fleetplan.sim._kernels.features.h2q import h2q_setup
+from fleetplan.sim._kernels.features.policy import enqueue_wait
+from fleetplan.sim._kernels.features.rng import accept_thresholds
+from fleetplan.sim._kernels.features.schedule import schedule_features
+from fleetplan.sim._kernels.features.state import (
     ALL_SORTED,
     G_FRONT,
     G_SEED,
@@ -50,12 +52,11 @@ from fleetplan.sim._kernels.features_layout import (
     N_KI,
     N_RQ,
     SPEC_RUN_MAX,
+    rel_pop,
+    row_open,
+    rows_flush,
 )
-from fleetplan.sim._kernels.features_policy import enqueue_wait
-from fleetplan.sim._kernels.features_rng import accept_thresholds
-from fleetplan.sim._kernels.features_rows import row_open, rows_flush
-from fleetplan.sim._kernels.features_steps import schedule_features
-from fleetplan.sim._kernels.features_time import add_step_stats, cut_run, steps_by_horizon
+from fleetplan.sim._kernels.features.timing import add_step_stats, cut_run, steps_by_horizon
 from fleetplan.sim._kernels.heaps import tree_build, tree_leaves, tree_update
 from fleetplan.sim._kernels.jit import njit, njit_borrowed, njit_inline
 from fleetplan.sim._kernels.prefix_cache import pc_new
@@ -149,7 +150,7 @@ def run_iteration_features(
         if q >= 0:
             succ_next[i] = succ_head[q]
             succ_head[q] = i
-    rq = np.empty((n_req, N_RQ), dtype=np.int64)  # rows are reset when taken (features_rows)
+    rq = np.empty((n_req, N_RQ), dtype=np.int64)  # rows are reset when taken (state.py)
     row_free = np.empty(n_req, dtype=np.int64)
     n_sess_all = n_sessions + n_req if any_h2q else 0
     sess_z = np.zeros(n_sess_all, dtype=np.int64)
