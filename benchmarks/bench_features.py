@@ -40,6 +40,7 @@ from fleetplan.sim._kernels.codes import (
     SCHED_VLLM_V1,
 )
 from fleetplan.sim._kernels.features.level import run_iteration_features
+from fleetplan.sim._kernels.groups import FeatureInputs, FeatureKernelOutputs, FleetInputs, RequestInputs, RoundInputs
 from fleetplan.sim.features.arrays import SPEC_K_MAX, no_extras
 from fleetplan.sim.features.run import allocate_outputs
 
@@ -100,13 +101,13 @@ def extras_for(prompt: np.ndarray, shared_prefix: bool):
 def call_features(req: dict, fleet: dict, feats: dict, extras) -> tuple[int, dict]:
     n, n_inst, p = len(req["arrival_s"]), int(fleet["pool_inst_start"][-1]), len(fleet["pool_router"])
     out = allocate_outputs(n, n_inst, p)
-    keys = ("pool_inst_start", "pool_router", "pool_max_context", "pool_max_num_seqs", "pool_max_batched_tokens",
-            "pool_kv_blocks", "pool_block_tokens", "pool_step_code", "pool_step_coef", "horizon_s")
     e = extras
     n_steps = run_iteration_features(
-        req["arrival_s"], req["prompt_tokens"], req["output_tokens"], req["req_pool"], req["route_u"],
-        *[fleet[k] for k in keys], *feats.values(), e.prev_req, e.delay_s, e.session, e.n_sessions, e.new_tokens,
-        e.prefix_key, e.prefix_tokens, *out.values())
+        RequestInputs(**{k: req[k] for k in RequestInputs._fields}),
+        FleetInputs(**{k: fleet[k] for k in FleetInputs._fields}), FeatureInputs(**feats),
+        RoundInputs(prev_req=e.prev_req, delay_s=e.delay_s, session=e.session, n_sessions=e.n_sessions,
+                    new_tokens=e.new_tokens, prefix_key=e.prefix_key, prefix_tokens=e.prefix_tokens),
+        FeatureKernelOutputs(**out), fleet["horizon_s"])
     return n_steps, out
 
 

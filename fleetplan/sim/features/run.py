@@ -1,6 +1,7 @@
 """Python entry point of the feature kernel (``fleetplan.sim._kernels.features.level``).
 
-``run_features`` allocates the outputs, calls ``run_iteration_features`` and returns the raw
+``run_features`` builds the kernel's named argument groups (``fleetplan.sim._kernels.groups``:
+``kernel_arguments``, ``allocate_outputs``), calls ``run_iteration_features`` and returns the raw
 arrays: the featureless engine's keys (``fleetplan.sim.engine._run_kernel``; ``failures`` is
 all zeros, the feature kernel has no instance failures) plus, per request, ``release_s``
 (when the round entered the system), ``cached_tokens`` (prefix-cache hit at its last
@@ -16,6 +17,7 @@ import numpy as np
 
 from fleetplan.sim._kernels import codes
 from fleetplan.sim._kernels.features.level import run_iteration_features
+from fleetplan.sim._kernels.groups import FeatureInputs, FeatureKernelOutputs, FleetInputs, RequestInputs, RoundInputs
 from fleetplan.sim.compile import CompiledFleet, CompiledRequests
 from fleetplan.sim.features.arrays import SPEC_K_MAX, CompiledFeatures, RequestExtras
 
@@ -25,7 +27,7 @@ SEED_MASK = (1 << 63) - 1
 
 
 def allocate_outputs(n_requests: int, n_instances: int, n_pools: int) -> dict[str, np.ndarray]:
-    """Output arrays of one call, in the kernel's argument order."""
+    """Output arrays of one call, in the field order of ``groups.FeatureKernelOutputs``."""
     n, n_inst = n_requests, n_instances
     return {
         "inst": np.full(n, -1, dtype=np.int32),
@@ -51,25 +53,34 @@ def allocate_outputs(n_requests: int, n_instances: int, n_pools: int) -> dict[st
 
 
 def kernel_arguments(fleet: CompiledFleet, requests: CompiledRequests, features: CompiledFeatures,
-                     extras: RequestExtras, horizon_s: float) -> tuple:
-    """The kernel's input arguments (before the outputs), with the dtypes it is compiled for."""
+                     extras: RequestExtras) -> tuple[RequestInputs, FleetInputs, FeatureInputs, RoundInputs]:
+    """The kernel's named input groups (``groups.py``), with the dtypes it is compiled for."""
     f, r, x = fleet, requests, features
     i4, i8, f8 = np.int32, np.int64, np.float64
     return (
-        r.arrival_s.astype(f8), r.prompt_tokens.astype(i8), r.output_tokens.astype(i8), r.req_pool.astype(i4),
-        np.ascontiguousarray(r.route_u, dtype=f8),
-        f.pool_inst_start.astype(i4), f.pool_router.astype(i4), f.pool_max_context.astype(i8),
-        f.pool_max_num_seqs.astype(i4), f.pool_max_batched_tokens.astype(i4), f.pool_kv_blocks.astype(i8),
-        f.pool_block_tokens.astype(i4), f.pool_step_code.astype(i4), np.ascontiguousarray(f.pool_step_coef, f8),
-        float(horizon_s),
-        x.policy.astype(i4), np.ascontiguousarray(x.policy_param, f8), x.graph_mode.astype(i4),
-        np.ascontiguousarray(x.graph_sizes, i8), x.graph_n.astype(i4), np.ascontiguousarray(x.graph_time_s, f8),
-        x.spec_k.astype(i4), np.ascontiguousarray(x.spec_accept, f8), x.draft_code.astype(i4),
-        np.ascontiguousarray(x.draft_coef, f8), x.prefix_on.astype(i4), x.prefix_entries.astype(i8),
-        x.affinity_slack.astype(i8), int(x.spec_seed) & SEED_MASK,
-        extras.prev_req.astype(i8), extras.delay_s.astype(f8), extras.session.astype(i8), int(extras.n_sessions),
-        extras.new_tokens.astype(i8), np.ascontiguousarray(extras.prefix_key, i8),
-        np.ascontiguousarray(extras.prefix_tokens, i8),
+        RequestInputs(
+            arrival_s=r.arrival_s.astype(f8), prompt_tokens=r.prompt_tokens.astype(i8),
+            output_tokens=r.output_tokens.astype(i8), req_pool=r.req_pool.astype(i4),
+            route_u=np.ascontiguousarray(r.route_u, dtype=f8)),
+        FleetInputs(
+            pool_inst_start=f.pool_inst_start.astype(i4), pool_router=f.pool_router.astype(i4),
+            pool_max_context=f.pool_max_context.astype(i8), pool_max_num_seqs=f.pool_max_num_seqs.astype(i4),
+            pool_max_batched_tokens=f.pool_max_batched_tokens.astype(i4), pool_kv_blocks=f.pool_kv_blocks.astype(i8),
+            pool_block_tokens=f.pool_block_tokens.astype(i4), pool_step_code=f.pool_step_code.astype(i4),
+            pool_step_coef=np.ascontiguousarray(f.pool_step_coef, f8)),
+        FeatureInputs(
+            policy=x.policy.astype(i4), policy_param=np.ascontiguousarray(x.policy_param, f8),
+            graph_mode=x.graph_mode.astype(i4), graph_sizes=np.ascontiguousarray(x.graph_sizes, i8),
+            graph_n=x.graph_n.astype(i4), graph_time_s=np.ascontiguousarray(x.graph_time_s, f8),
+            spec_k=x.spec_k.astype(i4), spec_accept=np.ascontiguousarray(x.spec_accept, f8),
+            draft_code=x.draft_code.astype(i4), draft_coef=np.ascontiguousarray(x.draft_coef, f8),
+            prefix_on=x.prefix_on.astype(i4), prefix_entries=x.prefix_entries.astype(i8),
+            affinity_slack=x.affinity_slack.astype(i8), spec_seed=int(x.spec_seed) & SEED_MASK),
+        RoundInputs(
+            prev_req=extras.prev_req.astype(i8), delay_s=extras.delay_s.astype(f8),
+            session=extras.session.astype(i8), n_sessions=int(extras.n_sessions),
+            new_tokens=extras.new_tokens.astype(i8), prefix_key=np.ascontiguousarray(extras.prefix_key, i8),
+            prefix_tokens=np.ascontiguousarray(extras.prefix_tokens, i8)),
     )
 
 
@@ -79,7 +90,7 @@ def run_features(fleet: CompiledFleet, requests: CompiledRequests, features: Com
     closed-loop clients (``fleetplan.sim._kernels.features.level``)."""
     n, n_inst, n_pools = requests.n_requests, fleet.n_instances, int(fleet.pool_router.size)
     out = allocate_outputs(n, n_inst, n_pools)
-    run_iteration_features(*kernel_arguments(fleet, requests, features, extras, horizon_s), *out.values(),
-                           int(max_in_flight))
+    run_iteration_features(*kernel_arguments(fleet, requests, features, extras), FeatureKernelOutputs(**out),
+                           float(horizon_s), int(max_in_flight))
     out["failures"] = np.zeros(n, dtype=np.int32)
     return out

@@ -66,10 +66,11 @@ def mlfq_entry_level(code, coef, prompt, q0_s, n_levels):
 @njit_borrowed
 def enqueue_wait(k, p, x, is_preempt, req, ses, ki, pools, fts, pc):
     """Key the request of row x for instance k's waiting set and push it (see the module doc)."""
-    prompt_tokens, _, rq, _, new_tokens, prefix_key, prefix_tokens, sess_id = req
+    prompt_tokens, rq, new_tokens, sess_id = req.prompt_tokens, req.rq, req.new_tokens, req.sess_id
+    prefix_key, prefix_tokens = req.prefix_key, req.prefix_tokens
     r = rq[x, REQ]
-    sess_z, sess_h, sess_c, glob = ses
-    policy, policy_param, prefix_on = fts[0], fts[1], fts[10]
+    sess_z, sess_h, sess_c, glob = ses.sess_z, ses.sess_h, ses.sess_c, ses.glob
+    policy, policy_param, prefix_on = fts.policy, fts.policy_param, fts.prefix_on
     pol = policy[p]
     seq = glob[G_ENQ]
     glob[G_ENQ] = seq + 1
@@ -79,7 +80,7 @@ def enqueue_wait(k, p, x, is_preempt, req, ses, ki, pools, fts, pc):
     if pol == SCHED_SPF:
         rem = prompt_tokens[r] + rq[x, GEN]
         if prefix_on[p] != 0:
-            block = pools[3][p]
+            block = pools.pool_block_tokens[p]
             m, _ = pc_probe(pc, k, prefix_key[r, 0], prefix_tokens[r, 0] // block, prefix_key[r, 1],
                             prefix_tokens[r, 1] // block, (rem - 1) // block)
             rem -= m * block
@@ -87,8 +88,8 @@ def enqueue_wait(k, p, x, is_preempt, req, ses, ki, pools, fts, pc):
         rq[x, WK1] = seq
     elif pol == SCHED_MLFQ:
         if not is_preempt:
-            rq[x, LEVEL] = mlfq_entry_level(pools[4][p], pools[5][p], prompt_tokens[r], policy_param[p, 0],
-                                            int(policy_param[p, 1]))
+            rq[x, LEVEL] = mlfq_entry_level(pools.pool_step_code[p], pools.pool_step_coef[p], prompt_tokens[r],
+                                            policy_param[p, 0], int(policy_param[p, 1]))
             rq[x, ATT] = 0
         rq[x, WK0] = rq[x, LEVEL]
         rq[x, WK1] = rq[x, ASEQ]

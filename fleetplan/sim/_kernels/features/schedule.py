@@ -129,27 +129,25 @@ from fleetplan.sim._kernels.step_model import decode_step_parts, verify_step_par
 
 
 @njit_borrowed
-def schedule_features(k, p, t_s, req, ses, ins, pools, fts, so, pc, stack):
-    """Form the batch of instance k at ``t_s``; sets ``step_end_s[k]`` (inf if empty).
-
-    ``so = (out_first_sched_s, out_preemptions, out_cached_tokens, pool_prefix_tokens)``: only the
-    outputs a pass writes (every array argument of an out-of-line call costs a refcount pair)."""
-    rq, new_tokens, sess_id = req[2], req[4], req[7]
-    run_lo, run_req, ki, kf, step_end_s = ins[:5]
-    pol = fts[0][p]
-    kspec = fts[6][p]
-    pc_on = fts[10][p] != 0
-    block = pools[3][p]
-    max_seqs = pools[1][p]
-    full_budget = np.int64(pools[2][p])
+def schedule_features(k, p, t_s, req, ses, ins, pools, fts, outs, stats, pc, stack):
+    """Form the batch of instance k at ``t_s``; sets ``step_end_s[k]`` (inf if empty).  A pass writes
+    ``outs.first_sched_s``, ``outs.preemptions``, ``outs.cached_tokens`` and ``stats.pool_prefix_tokens``."""
+    rq, new_tokens, sess_id = req.rq, req.new_tokens, req.sess_id
+    run_lo, run_req, ki, kf, step_end_s = ins.run_lo, ins.run_req, ins.ki, ins.kf, ins.step_end_s
+    pol = fts.policy[p]
+    kspec = fts.spec_k[p]
+    pc_on = fts.prefix_on[p] != 0
+    block = pools.pool_block_tokens[p]
+    max_seqs = pools.pool_max_num_seqs[p]
+    full_budget = np.int64(pools.pool_max_batched_tokens[p])
     combined = pol == SCHED_MLFQ or pol == SCHED_H2Q_BR
     rel = -1
     live_wait = False
     if pol == SCHED_MLFQ:
         mlfq_prepare(k, rq, run_lo[k], run_req, ki)
     elif pol == SCHED_H2Q_BR:
-        rel, live_wait = h2q_prepare(k, fts[1][p, 2], ses[3][G_H2Q_RUNS] == 0, rq, new_tokens, sess_id, ses[2],
-                                     run_lo[k], run_req, ki, stack)
+        rel, live_wait = h2q_prepare(k, fts.policy_param[p, 2], ses.glob[G_H2Q_RUNS] == 0, rq, new_tokens, sess_id,
+                                     ses.sess_c, run_lo[k], run_req, ki, stack)
     lo = run_lo[k]
     prefill_step = False
     admit_ok = True
@@ -197,13 +195,13 @@ def schedule_features(k, p, t_s, req, ses, ins, pools, fts, so, pc, stack):
                 if not fits:
                     admit_ok = False
                     continue
-                admit(k, p, w, wcol, m, num, own, t_s, req, ins, pools, fts, so, pc)
+                admit(k, p, w, wcol, m, num, own, t_s, req, ins, pools, fts, outs, stats, pc)
                 run_req[lo + n_run + n_adm] = w
                 n_adm += 1
                 if wcol == K_ROOT1:
                     live_wait = False
                 if pol == SCHED_H2Q_BR:
-                    h2q_joined(ki, k, rq, w, ses[2][sess_id[rq[w, REQ]]] != 0)
+                    h2q_joined(ki, k, rq, w, ses.sess_c[sess_id[rq[w, REQ]]] != 0)
                 c0 = m * block
                 budget -= num
                 n_seqs += 1
@@ -244,7 +242,7 @@ def schedule_features(k, p, t_s, req, ses, ins, pools, fts, so, pc, stack):
                         break
                 end = lo + ki[k, K_RUN]
                 v = spf_victim(rq, run_req, s, end) if pol == SCHED_SPF else end - 1
-                preempt_at(k, p, v, end + n_adm, req, ses, ins, pools, fts, so, pc)
+                preempt_at(k, p, v, end + n_adm, req, ses, ins, pools, fts, outs, pc)
                 preempted = True
                 if v == s:
                     gone = True
@@ -292,16 +290,17 @@ def schedule_features(k, p, t_s, req, ses, ins, pools, fts, so, pc, stack):
         elif n_seqs > 0:
             ki[k, K_ETA] += 1
         if rel >= 0 and rq[rel, SCHED] > 0:
-            ses[2][sess_id[rq[rel, REQ]]] = 0
+            ses.sess_c[sess_id[rq[rel, REQ]]] = 0
             ki[k, K_HMIN] = UNKNOWN
     if n_seqs == 0:
         step_end_s[k] = np.inf
         ki[k, K_M] = 0
         return
-    gmode = fts[2][p]
-    size, t_tokens = graph_size(p, n_seqs, n_decode, prefill, spec_tokens, gmode, fts[3], fts[4])
+    gmode = fts.graph_mode[p]
+    size, t_tokens = graph_size(p, n_seqs, n_decode, prefill, spec_tokens, gmode, fts.graph_sizes, fts.graph_n)
+    code, coef, gtime = pools.pool_step_code[p], pools.pool_step_coef[p], fts.graph_time_s[p]
     dt = batch_time_s(n_seqs, n_decode, prefill, spec_tokens, ctx, attn2, k_max, n_d, ctx_d, size, t_tokens,
-                      pools[4][p], pools[5][p], gmode, fts[5][p], fts[8][p], fts[9][p])
+                      code, coef, gmode, gtime, fts.draft_code[p], fts.draft_coef[p])
     m = 1
     if not preempted and prefill == 0 and n_seqs == ki[k, K_RUN]:
         top_s, top_l = ki[k, K_ROOT0], ki[k, K_ROOT1]
@@ -311,12 +310,12 @@ def schedule_features(k, p, t_s, req, ses, ins, pools, fts, so, pc, stack):
             can_admit = top_s >= 0 and may_admit(k, p, top_s, min_budget, reserved, req, ki, pools, fts, pc)
             if not can_admit and top_l >= 0 and (top_s < 0 or not any_ql):  # QL top: alone or as liveness slice
                 can_admit = may_admit(k, p, top_l, min_budget, reserved, req, ki, pools, fts, pc)
-        if pol == SCHED_H2Q_BR and ses[3][G_H2Q_RUNS] == 0:
+        if pol == SCHED_H2Q_BR and ses.glob[G_H2Q_RUNS] == 0:
             can_admit = True  # sessions shared by instances: no runs (h2q.py)
         m = run_length(pol, kspec, n_seqs, spec_tokens, min_rem, ki[k, K_FREE], block, can_admit)
         if m > 1 and kspec > 0:  # exact length from the acceptance draws, durations into kf
-            m = spec_run(k, p, m, kspec, n_seqs, ctx, size, t_tokens, rq, run_req, lo, kf, ins[5], fts[7],
-                         pools[4][p], pools[5][p], gmode, fts[5][p], fts[8][p], fts[9][p])
+            m = spec_run(k, p, m, kspec, n_seqs, ctx, size, t_tokens, rq, run_req, lo, kf, ins.run_acc, fts.spec_bits,
+                         code, coef, gmode, gtime, fts.draft_code[p], fts.draft_coef[p])
     kf[k, F_START] = t_s
     kf[k, F_DT] = dt
     ki[k, K_SEQS] = n_seqs
@@ -328,8 +327,7 @@ def schedule_features(k, p, t_s, req, ses, ins, pools, fts, so, pc, stack):
     ki[k, K_RSPEC] = kspec if m > 1 else 0
     t_end = t_s + dt
     if m > 1:
-        gtime = fts[5][p]
-        base_s, per_ctx_s = run_parts(k, ki, pools[4][p], pools[5][p])
+        base_s, per_ctx_s = run_parts(k, ki, code, coef)
         for j in range(1, m):
             t_end += run_step_s(k, j, base_s, per_ctx_s, ki, kf, gmode, gtime)
     step_end_s[k] = t_end
@@ -338,13 +336,13 @@ def schedule_features(k, p, t_s, req, ses, ins, pools, fts, so, pc, stack):
 @njit_inline
 def admit_fits(k, p, w, budget, req, ki, pools, fts, pc):
     """``(fits, matched blocks, first chunk tokens, own blocks)`` of waiting request w."""
-    prompt_tokens, rq, prefix_key, prefix_tokens = req[0], req[2], req[5], req[6]
-    block = pools[3][p]
+    prompt_tokens, rq, prefix_key, prefix_tokens = req.prompt_tokens, req.rq, req.prefix_key, req.prefix_tokens
+    block = pools.pool_block_tokens[p]
     i = rq[w, REQ]
     target = prompt_tokens[i] + rq[w, GEN]
     m = 0
     avail = ki[k, K_FREE]
-    if fts[10][p] != 0:
+    if fts.prefix_on[p] != 0:
         m, pinned = pc_probe(pc, k, prefix_key[i, 0], prefix_tokens[i, 0] // block, prefix_key[i, 1],
                              prefix_tokens[i, 1] // block, (target - 1) // block)
         avail += pc_evictable(pc, k) - pinned
@@ -357,24 +355,24 @@ def admit_fits(k, p, w, budget, req, ki, pools, fts, pc):
 
 
 @njit_inline
-def admit(k, p, w, root_col, m, num, own, t_s, req, ins, pools, fts, so, pc):
+def admit(k, p, w, root_col, m, num, own, t_s, req, ins, pools, fts, outs, stats, pc):
     """Pop w from its heap and start it with ``num`` tokens at offset ``m`` blocks (fits)."""
-    prompt_tokens, rq, prefix_key, prefix_tokens = req[0], req[2], req[5], req[6]
-    ki = ins[2]
-    block = pools[3][p]
+    prompt_tokens, rq, prefix_key, prefix_tokens = req.prompt_tokens, req.rq, req.prefix_key, req.prefix_tokens
+    ki = ins.ki
+    block = pools.pool_block_tokens[p]
     i = rq[w, REQ]
     ki[k, root_col] = ph_pop(rq, ki[k, root_col])
     e0 = -1
     e1 = -1
-    if fts[10][p] != 0:
+    if fts.prefix_on[p] != 0:
         _, e0, e1 = pc_match(pc, k, prefix_key[i, 0], prefix_tokens[i, 0] // block, prefix_key[i, 1],
                              prefix_tokens[i, 1] // block, (prompt_tokens[i] + rq[w, GEN] - 1) // block)
         if own > ki[k, K_FREE]:
             ki[k, K_FREE] += pc_evict(pc, k, own - ki[k, K_FREE])
-        pool_prefix_tokens = so[3]
+        pool_prefix_tokens = stats.pool_prefix_tokens
         pool_prefix_tokens[p, 0] += prompt_tokens[i]
         pool_prefix_tokens[p, 1] += m * block
-        so[2][i] = m * block
+        outs.cached_tokens[i] = m * block
     ki[k, K_FREE] -= own
     rq[w, COMP] = m * block
     rq[w, TARGET] = prompt_tokens[i] + rq[w, GEN]
@@ -385,21 +383,21 @@ def admit(k, p, w, root_col, m, num, own, t_s, req, ins, pools, fts, so, pc):
     rq[w, SCHED] = num
     rq[w, KSPEC] = 0
     rq[w, DEC] = 0
-    if so[0][i] == np.inf:
-        so[0][i] = t_s
+    if outs.first_sched_s[i] == np.inf:
+        outs.first_sched_s[i] = t_s
 
 
 @njit_borrowed
-def preempt_at(k, p, v, n_end, req, ses, ins, pools, fts, so, pc):
+def preempt_at(k, p, v, n_end, req, ses, ins, pools, fts, outs, pc):
     """Preempt (recompute) the running request at slot ``v``; slots up to ``n_end`` shift down."""
-    rq = req[2]
-    run_req, ki = ins[1], ins[2]
+    rq = req.rq
+    run_req, ki = ins.run_req, ins.ki
     r = run_req[v]
     for s in range(v, n_end - 1):
         run_req[s] = run_req[s + 1]
     ki[k, K_RUN] -= 1
     ki[k, K_FREE] += rq[r, HELD]
-    if fts[10][p] != 0:
+    if fts.prefix_on[p] != 0:
         pc_unpin(pc, k, rq[r, E0])
         pc_unpin(pc, k, rq[r, E1])
     rq[r, E0] = -1
@@ -409,7 +407,7 @@ def preempt_at(k, p, v, n_end, req, ses, ins, pools, fts, so, pc):
     rq[r, COMP] = 0
     rq[r, SCHED] = 0
     rq[r, KSPEC] = 0
-    so[1][rq[r, REQ]] += 1
+    outs.preemptions[rq[r, REQ]] += 1
     enqueue_wait(k, p, r, True, req, ses, ki, pools, fts, pc)
     return r
 
@@ -430,9 +428,9 @@ def spf_victim(rq, run_req, s, end):
 def sglang_can_admit(k, p, req, ki, pools, fts, pc):
     """SGLang prefill-first test at the start of a pass: the waiting head fits (full budget)."""
     w = ki[k, K_ROOT0]
-    if w < 0 or ki[k, K_RUN] >= pools[1][p]:
+    if w < 0 or ki[k, K_RUN] >= pools.pool_max_num_seqs[p]:
         return False
-    fits, _, _, _ = admit_fits(k, p, w, np.int64(pools[2][p]), req, ki, pools, fts, pc)
+    fits, _, _, _ = admit_fits(k, p, w, np.int64(pools.pool_max_batched_tokens[p]), req, ki, pools, fts, pc)
     return fits
 
 

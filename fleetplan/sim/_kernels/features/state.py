@@ -3,29 +3,31 @@
 Layout
 ------
 
-Struct of arrays, grouped in tuples that the inlined helpers unpack (numba passes them as
-typed tuples):
+Struct of arrays, grouped in the named tuples of ``fleetplan.sim._kernels.groups`` (fields and units
+listed there), built once by ``level.run_iteration_features`` and passed whole; helpers read
+fields by name (``req.rq``, ``outs.first_token_s``):
 
-* ``req = (prompt_tokens, output_tokens, rq, row_free, new_tokens, prefix_key, prefix_tokens,
-  sess_id)``: a request in the system (released, not completed) owns a row ``x`` of ``rq``, four
-  cache lines of int64 (columns below; ``rq[x, REQ]`` is its index into the per-request arrays).
-  Rows are taken at release and given back at completion (below), so only as many
-  rows as requests are ever in the system at once are touched, and those stay hot.  Running
-  lists, waiting heaps and ranks hold rows; outputs and inputs are indexed by ``rq[x, REQ]``.
-  ``sess_id[r]`` is the H2Q-BR session (a request without a session is its own).
-* ``ses = (sess_z, sess_h, sess_c, glob)``: H2Q-BR session state (sticky long flag z,
-  cumulative executed prefill tokens H, carryover credit c); ``glob = (enqueue counter,
-  front counter, spec seed, rows ever taken, rows on the free list, 1 if H2Q-BR may form runs
-  (its sessions are local, ``h2q.sessions_local``))``.
-* ``ins = (run_lo, run_req, ki, kf, step_end_s, run_acc, acc_count)``: instance k's running
-  requests are ``run_req[run_lo[k] : run_lo[k] + ki[k, K_RUN]]`` in admission order (rank
-  order for MLFQ and H2Q-BR after each pass); ``ki``/``kf`` int / float columns below;
-  ``step_end_s[k]`` the end of the steps in flight (inf when idle), the key of the event
-  tournament tree; ``run_acc[s, j]`` the drafts the request in slot s accepts in step j of a
-  speculative run (drawn ahead, ``timing.spec_run``); ``acc_count`` a scratch row.
-* ``pools``: the featureless kernel's pool tuple; ``fts``: the ``CompiledFeatures`` arrays.
-* ``outs``, ``stats``, ``load`` (routing counters), ``rel`` (release heap, successors) and the
-  prefix cache ``pc`` (``prefix_cache.py``).
+* ``req`` (``FeatureRequests``): a request in the system (released, not completed) owns a row
+  ``x`` of ``req.rq``, four cache lines of int64 (columns below; ``rq[x, REQ]`` is its index into
+  the per-request arrays).  Rows are taken at release and given back at completion (below), so
+  only as many rows as requests are ever in the system at once are touched, and those stay hot.
+  Running lists, waiting heaps and ranks hold rows; outputs and inputs are indexed by
+  ``rq[x, REQ]``.  ``req.sess_id[r]`` is the H2Q-BR session (a request without a session is its own).
+* ``ses`` (``Sessions``): H2Q-BR session state (sticky long flag z, cumulative executed prefill
+  tokens H, carryover credit c) and ``ses.glob`` (``G_*`` below: enqueue counter, front counter,
+  spec seed, rows ever taken, rows on the free list, 1 if H2Q-BR may form runs (its sessions are
+  local, ``h2q.sessions_local``)).
+* ``ins`` (``FeatureInstances``): instance k's running requests are ``run_req[run_lo[k] :
+  run_lo[k] + ki[k, K_RUN]]`` in admission order (rank order for MLFQ and H2Q-BR after each
+  pass); ``ki``/``kf`` int / float columns below; ``step_end_s[k]`` the end of the steps in flight
+  (inf when idle), the key of the event tournament tree; ``run_acc[s, j]`` the drafts the request
+  in slot s accepts in step j of a speculative run (drawn ahead, ``schedule.spec_run``);
+  ``acc_count`` a scratch row.
+* ``pools`` (``Pools``, as the featureless kernel's); ``fts`` (``Features``: the
+  ``CompiledFeatures`` arrays).
+* ``outs`` (``FeatureOutputs``), ``stats`` (``FeatureStatistics``), ``load`` (``Load``: routing
+  counters), ``rel`` (``Releases``: release heap, successors), ``route`` (``FeatureRouting``) and
+  the prefix cache ``pc`` (``PrefixCache``, ``prefix_cache.py``).
 
 Waiting requests of instance k are in pairing heaps rooted at ``ki[k, K_ROOT0]`` (the only
 queue, or H2Q-BR's QS) and ``ki[k, K_ROOT1]`` (H2Q-BR's QL), ordered by ``(rq[x, WK0],
