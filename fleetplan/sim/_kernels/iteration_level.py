@@ -55,6 +55,17 @@ import numpy as np
 
 from fleetplan.sim._kernels.codes import FAIL_EVENT_DOWN, N_STEP_MODELS, POOL_LEAST_LOADED, STATUS_REJECTED
 from fleetplan.sim._kernels.failures import check_fail_events, dispatch, instance_down, instance_up
+from fleetplan.sim._kernels.groups import (
+    Health,
+    Instances,
+    Load,
+    Outputs,
+    Pools,
+    Requests,
+    Routing,
+    Slots,
+    Statistics,
+)
 from fleetplan.sim._kernels.heaps import tree_build, tree_leaves, tree_update
 from fleetplan.sim._kernels.iteration_steps import (
     N_SLOT_FIELDS,
@@ -222,16 +233,16 @@ def _iteration_core(
     fail_tree = np.empty(2 * n_leaves, dtype=np.int64)
     tree_build(fail_next_s, fail_tree, n_leaves)
 
-    reqs = (prompt_tokens, output_tokens, generated, next_waiting)
-    slots = (run_lo, run_len, run_req, run_state)
-    inst = (wait_ends, free_blocks, step_f, step_i, step_end_s)
-    pools = (pool_inst_start, pool_max_num_seqs, pool_max_batched_tokens, pool_block_tokens,
-             pool_step_code, pool_step_coef)
-    outs = (out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_status)
-    stats = (inst_busy_s, inst_seq_s, inst_steps, inst_tokens, log_dt_s, log_n, log_len)
-    load = (inst_outstanding, tree_out, tree_out_lo, tree_out_leaves, pool_tokens)
-    route = (pool_router, route_u, rr_next, out_inst)
-    health = (inst_up, pool_n_up, hold_ends, pool_kv_blocks)
+    reqs = Requests(prompt_tokens, output_tokens, generated, next_waiting)
+    slots = Slots(run_lo, run_len, run_req, run_state)
+    inst = Instances(wait_ends, free_blocks, step_f, step_i, step_end_s)
+    pools = Pools(pool_inst_start, pool_max_num_seqs, pool_max_batched_tokens, pool_block_tokens,
+                  pool_step_code, pool_step_coef)
+    outs = Outputs(out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_status)
+    stats = Statistics(inst_busy_s, inst_seq_s, inst_steps, inst_tokens, log_dt_s, log_n, log_len)
+    load = Load(inst_outstanding, tree_out, tree_out_lo, tree_out_leaves, pool_tokens)
+    route = Routing(pool_router, route_u, rr_next, out_inst)
+    health = Health(inst_up, pool_n_up, hold_ends, pool_kv_blocks)
 
     n_steps = 0
     i = 0
