@@ -40,7 +40,14 @@ from fleetplan.sim._kernels.codes import (
     SCHED_VLLM_V1,
 )
 from fleetplan.sim._kernels.features.level import run_iteration_features
-from fleetplan.sim._kernels.groups import FeatureInputs, FeatureKernelOutputs, FleetInputs, RequestInputs, RoundInputs
+from fleetplan.sim._kernels.groups import (
+    FeatureInputs,
+    FeatureKernelOutputs,
+    FleetInputs,
+    RequestInputs,
+    RoundInputs,
+    iteration_groups,
+)
 from fleetplan.sim.features.arrays import SPEC_K_MAX, no_extras
 from fleetplan.sim.features.run import allocate_outputs
 
@@ -159,7 +166,7 @@ def main() -> None:
     fleet = two_pool_fleet(3, 5)
     tiny, _ = workload(np.random.default_rng(0), 10.0, 20)
     for label, fn in (("run_iteration_level", lambda: run_iteration_level(
-            **tiny, **fleet, **iteration_outputs(20, 8))),
+            *iteration_groups(tiny | fleet | iteration_outputs(20, 8)), fleet["horizon_s"])),
             ("run_iteration_features", lambda: call_features(
                 tiny, fleet, features(fleet, True, policies[0]), extras_for(tiny["prompt_tokens"], True)))):
         t0 = time.perf_counter()
@@ -171,7 +178,7 @@ def main() -> None:
     feats_off = features(fleet, False, policies[0])
     feats_on = {pol: features(fleet, True, pol) for pol in policies}
     extras_off, extras_on = no_extras(req["prompt_tokens"]), extras_for(req["prompt_tokens"], True)
-    runs = {"ref": lambda: run_iteration_level(**req, **fleet, **out_ref),
+    runs = {"ref": lambda: run_iteration_level(*iteration_groups(req | fleet | out_ref), fleet["horizon_s"]),
             "off": lambda: call_features(req, fleet, feats_off, extras_off)}
     for pol in policies:
         runs[pol] = lambda f=feats_on[pol]: call_features(req, fleet, f, extras_on)

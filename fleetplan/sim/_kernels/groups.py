@@ -75,7 +75,8 @@ i8[K]; per pool i8: ``pool_graph_tokens`` [P, 2] (useful, padding), ``pool_step_
 ``PrefixCache`` (``prefix_cache.py``): ``inst`` i8[K, N_INST_FIELDS], ``ent`` i8[E, N_ENT_FIELDS],
 ``tab`` i8[T] (hash table of entry ids).
 
-The feature kernel's arguments (built by ``fleetplan.sim.features.run``):
+Kernel arguments (built by ``fleetplan.sim.engine`` for the iteration-level kernels and by
+``fleetplan.sim.features.run`` for the feature kernel):
 
 ``RequestInputs``: ``arrival_s`` f8[N], ``prompt_tokens``, ``output_tokens`` i8[N], ``req_pool``
 i4[N] (``POOL_LEAST_LOADED`` = chosen at arrival), ``route_u`` f8[N, 2].
@@ -88,17 +89,24 @@ acceptance of draft position j) instead of ``spec_bits``, plus ``prefix_entries`
 ``n_sessions`` (int), ``new_tokens`` i8[N], ``prefix_key`` i8[N, 2], ``prefix_tokens`` i8[N, 2].
 ``FeatureKernelOutputs``: the raw outputs (``fleetplan.sim.features.run`` docstring), written by
 the kernel.
+``IterationOutputs`` (iteration-level kernels, written by the kernel): per request ``inst`` i4[N],
+``first_sched_s``, ``first_token_s``, ``done_s`` f8[N], ``preemptions`` i4[N], ``status`` i1[N];
+per instance ``busy_s``, ``seq_s`` f8[K], ``steps``, ``tokens`` i8[K].
+``FailureInputs``: ``fail_event_s`` f8[E] alternating down / up times of each instance, instance
+k's from ``fail_lo[k]`` to ``fail_lo[k + 1]`` (i8[K + 1]).
+``StepLog`` (``run_iteration_level_logged``): ``log_dt_s`` f8[L], ``log_n`` i8[L], ``log_len`` i8[2].
 """
 
 from __future__ import annotations
 
 from collections import namedtuple
+from collections.abc import Mapping
 
 __all__ = [
-    "FeatureInputs", "FeatureInstances", "FeatureKernelOutputs", "FeatureOutputs", "FeatureRequests",
+    "FailureInputs", "FeatureInputs", "FeatureInstances", "FeatureKernelOutputs", "FeatureOutputs", "FeatureRequests",
     "FeatureRouting", "FeatureStatistics", "Features", "FleetInputs", "Health", "Instances", "Load", "Outputs",
-    "Pools", "PrefixCache", "Releases", "RequestInputs", "Requests", "RoundInputs", "Routing", "Sessions",
-    "Slots", "Statistics",
+    "IterationOutputs", "Pools", "PrefixCache", "Releases", "RequestInputs", "Requests", "RoundInputs",
+    "Routing", "Sessions", "Slots", "Statistics", "StepLog", "iteration_groups",
 ]
 
 # shared
@@ -147,3 +155,18 @@ FeatureKernelOutputs = namedtuple("FeatureKernelOutputs", [
     "inst", "first_sched_s", "first_token_s", "done_s", "preemptions", "status", "busy_s", "seq_s", "steps",
     "tokens", "release_s", "cached_tokens", "drafted", "accepted", "pool_graph_tokens", "pool_step_kind",
     "pool_accept_pos", "pool_draft_pos", "pool_prefix_tokens"])
+IterationOutputs = namedtuple("IterationOutputs", ["inst", "first_sched_s", "first_token_s", "done_s", "preemptions",
+                                                   "status", "busy_s", "seq_s", "steps", "tokens"])
+FailureInputs = namedtuple("FailureInputs", ["fail_event_s", "fail_lo"])
+StepLog = namedtuple("StepLog", ["log_dt_s", "log_n", "log_len"])
+
+
+def iteration_groups(arrays: Mapping) -> tuple:
+    """``(RequestInputs, FleetInputs, IterationOutputs)`` from flat arrays named as the fields, the
+    outputs as ``out_<field>`` (per request) and ``inst_<field>`` (per instance): for tests and
+    benchmarks that keep their cases in flat dicts."""
+    def output(field: str):
+        return arrays[f"out_{field}"] if f"out_{field}" in arrays else arrays[f"inst_{field}"]
+    return (RequestInputs(**{k: arrays[k] for k in RequestInputs._fields}),
+            FleetInputs(**{k: arrays[k] for k in FleetInputs._fields}),
+            IterationOutputs(**{k: output(k) for k in IterationOutputs._fields}))
