@@ -40,22 +40,8 @@ from fleetplan.sim._kernels.codes import (
 from fleetplan.sim._kernels.heaps import tree_update
 from fleetplan.sim._kernels.iteration_steps import GEN, commit_step, cut_cruise, schedule_step, steps_by_horizon
 from fleetplan.sim._kernels.jit import njit_helper, njit_inline
-from fleetplan.sim._kernels.routing import _scaled_index, add_outstanding, pick_instance
+from fleetplan.sim._kernels.routing import _scaled_index, add_outstanding, pick_instance, set_route_key
 from fleetplan.sim._kernels.step_model import decode_step_parts
-
-
-@njit_inline
-def set_route_key(k, p, key, pool_inst_start, tree, tree_lo, tree_leaves):
-    """Set instance ``k``'s key in pool ``p``'s least-outstanding min tree (counts untouched)."""
-    base = tree_lo[p]
-    node = tree_leaves[p] + k - pool_inst_start[p]
-    tree[base + node] = key
-    node >>= 1
-    while node >= 1:
-        a = tree[base + 2 * node]
-        b = tree[base + 2 * node + 1]
-        tree[base + node] = a if a < b else b
-        node >>= 1
 
 
 @njit_inline

@@ -100,7 +100,6 @@ k's from ``fail_lo[k]`` to ``fail_lo[k + 1]`` (i8[K + 1]).
 from __future__ import annotations
 
 from collections import namedtuple
-from collections.abc import Mapping
 
 __all__ = [
     "FailureInputs", "FeatureInputs", "FeatureInstances", "FeatureKernelOutputs", "FeatureOutputs", "FeatureRequests",
@@ -161,7 +160,7 @@ FailureInputs = namedtuple("FailureInputs", ["fail_event_s", "fail_lo"])
 StepLog = namedtuple("StepLog", ["log_dt_s", "log_n", "log_len"])
 
 
-def iteration_groups(arrays: Mapping) -> tuple:
+def iteration_groups(arrays: dict) -> tuple:
     """``(RequestInputs, FleetInputs, IterationOutputs)`` from flat arrays named as the fields, the
     outputs as ``out_<field>`` (per request) and ``inst_<field>`` (per instance): for tests and
     benchmarks that keep their cases in flat dicts."""

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fleetplan.sim._kernels.codes import FAIL_EVENT_DOWN, N_STEP_MODELS, POOL_LEAST_LOADED, STATUS_REJECTED
+from fleetplan.sim._kernels.codes import FAIL_EVENT_DOWN, POOL_LEAST_LOADED, STATUS_REJECTED
 from fleetplan.sim._kernels.failures import check_fail_events, dispatch, instance_down, instance_up
 from fleetplan.sim._kernels.groups import (
     FailureInputs,
@@ -77,6 +77,7 @@ from fleetplan.sim._kernels.iteration_steps import (
 )
 from fleetplan.sim._kernels.jit import njit, njit_helper
 from fleetplan.sim._kernels.routing import build_outstanding_trees, least_loaded_pool
+from fleetplan.sim._kernels.step_model import check_step_codes
 
 
 @njit
@@ -142,9 +143,7 @@ def _iteration_core(requests, fleet, failures, out, out_failures, horizon_s, max
     n_pools = pool_router.shape[0]
     n_inst = pool_inst_start[n_pools]
 
-    for p in range(n_pools):
-        if pool_step_code[p] < 0 or pool_step_code[p] >= N_STEP_MODELS:
-            raise ValueError("unknown step-model code")
+    check_step_codes(pool_step_code)
     check_fail_events(inst_fail_event_s, inst_fail_lo, n_inst)
     for i in range(n_req):
         if prompt_tokens[i] < 1 or output_tokens[i] < 1:

@@ -73,6 +73,7 @@ from fleetplan.sim._kernels.heaps import tree_build, tree_leaves, tree_update
 from fleetplan.sim._kernels.jit import njit, njit_borrowed, njit_inline
 from fleetplan.sim._kernels.prefix_cache import pc_new
 from fleetplan.sim._kernels.routing import add_outstanding, build_outstanding_trees, least_loaded_pool, pick_instance
+from fleetplan.sim._kernels.step_model import check_step_codes
 
 SPEC_K_MAX = 16  # = fleetplan.sim.features.arrays.SPEC_K_MAX (kernels do not import the sim package)
 
@@ -121,9 +122,8 @@ def run_iteration_features(requests, fleet, features, rounds, out, horizon_s, ma
     n_req = arrival_s.shape[0]
     n_pools = pool_router.shape[0]
     n_inst = pool_inst_start[n_pools]
+    check_step_codes(pool_step_code)
     for p in range(n_pools):
-        if pool_step_code[p] < 0 or pool_step_code[p] >= N_STEP_MODELS:
-            raise ValueError("unknown step-model code")
         if spec_k[p] < 0 or spec_k[p] > SPEC_K_MAX or (spec_k[p] > 0 and (draft_code[p] < 0
                                                                           or draft_code[p] >= N_STEP_MODELS)):
             raise ValueError("spec_k must be in [0, SPEC_K_MAX] with a known draft step-model code")
