@@ -12,35 +12,10 @@ Pipeline (entry point of the specs: ``spec``; of a run: ``engine``):
 * ``engine``: when the feature kernel runs and the per-pool figures it yields; ``run``: the
   kernel's Python wrapper (``fleetplan.sim._kernels.features``), imported on first use.
 
-The names below were public as ``fleetplan.sim.features`` before it became a package.
+Its public names are ``spec.__all__``, as when ``fleetplan.sim.features`` was one module.
 """
 
 from __future__ import annotations
 
-from fleetplan.sim.features.spec import (
-    FRONTIER_CAPTURE_SIZES,
-    POLICY_PARAM_KEYS,
-    CudaGraphConfig,
-    GraphMode,
-    PolicyConfig,
-    PrefixCacheConfig,
-    RuntimeFeatures,
-    SchedulerPolicy,
-    SpeculativeConfig,
-    policy_params_from_json,
-    vllm_default_capture_sizes,
-)
-
-__all__ = [
-    "CudaGraphConfig",
-    "FRONTIER_CAPTURE_SIZES",
-    "GraphMode",
-    "POLICY_PARAM_KEYS",
-    "PolicyConfig",
-    "PrefixCacheConfig",
-    "RuntimeFeatures",
-    "SchedulerPolicy",
-    "SpeculativeConfig",
-    "policy_params_from_json",
-    "vllm_default_capture_sizes",
-]
+from fleetplan.sim.features.spec import *  # noqa: F403
+from fleetplan.sim.features.spec import __all__  # noqa: F401
