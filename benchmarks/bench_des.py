@@ -29,6 +29,7 @@ import tracemalloc
 import numpy as np
 
 from fleetplan.sim._kernels import STATUS_DONE, run_iteration_level, run_request_level
+from fleetplan.sim._kernels.groups import iteration_groups
 
 SPLIT_TOKENS, LONG_CONTEXT = 4096, 65_536
 MEAN_TOTAL_TOKENS, PROMPT_FRACTION, LOGNORMAL_SIGMA = 600.0, 0.8, 1.281  # sigma: F(4096) ~ 0.984
@@ -86,7 +87,7 @@ def run_iteration(req: dict, fleet: dict, repeats: int = 1) -> tuple[list[float]
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
-        n_steps = run_iteration_level(**req, **fleet, **out)
+        n_steps = run_iteration_level(*iteration_groups(req | fleet | out), fleet["horizon_s"])
         times.append(time.perf_counter() - t0)
     return times, n_steps, out
 
@@ -199,7 +200,7 @@ def memory_child(kind: str, n: int) -> None:
         for a in out.values():
             a.fill(0)  # commit the output pages before measuring
         rss0 = _reset_peak_rss()
-        run_iteration_level(**req, **fleet, **out)
+        run_iteration_level(*iteration_groups(req | fleet | out), fleet["horizon_s"])
         internal_analytic = ITER_INTERNAL_BYTES
     else:
         bench_quiet_request()

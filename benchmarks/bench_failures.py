@@ -24,6 +24,7 @@ import numpy as np
 from bench_des import iteration_outputs, two_pool_fleet, workload
 
 from fleetplan.sim._kernels import STATUS_DONE
+from fleetplan.sim._kernels.groups import FailureInputs, iteration_groups
 from fleetplan.sim._kernels.iteration_level import run_iteration_level, run_iteration_level_failures
 from fleetplan.sim.failures import FailureSpec, draw_failure_schedule
 
@@ -45,10 +46,11 @@ def run_one(req: dict, fleet: dict, schedule) -> tuple[float, int, dict]:
     out_failures = np.zeros(n, np.int32)
     t0 = time.perf_counter()
     if schedule is None:
-        n_steps = run_iteration_level(**req, **fleet, **out)
+        n_steps = run_iteration_level(*iteration_groups(req | fleet | out), fleet["horizon_s"])
     else:
-        n_steps = run_iteration_level_failures(**req, **fleet, inst_fail_event_s=schedule[0],
-                                               inst_fail_lo=schedule[1], out_failures=out_failures, **out)
+        requests, pools, outputs = iteration_groups(req | fleet | out)
+        n_steps = run_iteration_level_failures(requests, pools, FailureInputs(schedule[0], schedule[1]), outputs,
+                                               out_failures, fleet["horizon_s"])
     elapsed = time.perf_counter() - t0
     return elapsed, n_steps, dict(out, out_failures=out_failures)
 

@@ -39,9 +39,17 @@ from fleetplan.sim._kernels.codes import (
     SCHED_SPF,
     SCHED_VLLM_V1,
 )
-from fleetplan.sim._kernels.features_level import run_iteration_features
-from fleetplan.sim.features_arrays import SPEC_K_MAX, no_extras
-from fleetplan.sim.features_run import allocate_outputs
+from fleetplan.sim._kernels.features.level import run_iteration_features
+from fleetplan.sim._kernels.groups import (
+    FeatureInputs,
+    FeatureKernelOutputs,
+    FleetInputs,
+    RequestInputs,
+    RoundInputs,
+    iteration_groups,
+)
+from fleetplan.sim.features.arrays import SPEC_K_MAX, no_extras
+from fleetplan.sim.features.run import allocate_outputs
 
 VLLM_LADDER = np.array([1, 2, 4] + list(range(8, 256, 8)) + list(range(256, 513, 16)), dtype=np.int64)
 SYSTEM_PROMPT_TOKENS = 256
@@ -100,13 +108,13 @@ def extras_for(prompt: np.ndarray, shared_prefix: bool):
 def call_features(req: dict, fleet: dict, feats: dict, extras) -> tuple[int, dict]:
     n, n_inst, p = len(req["arrival_s"]), int(fleet["pool_inst_start"][-1]), len(fleet["pool_router"])
     out = allocate_outputs(n, n_inst, p)
-    keys = ("pool_inst_start", "pool_router", "pool_max_context", "pool_max_num_seqs", "pool_max_batched_tokens",
-            "pool_kv_blocks", "pool_block_tokens", "pool_step_code", "pool_step_coef", "horizon_s")
     e = extras
     n_steps = run_iteration_features(
-        req["arrival_s"], req["prompt_tokens"], req["output_tokens"], req["req_pool"], req["route_u"],
-        *[fleet[k] for k in keys], *feats.values(), e.prev_req, e.delay_s, e.session, e.n_sessions, e.new_tokens,
-        e.prefix_key, e.prefix_tokens, *out.values())
+        RequestInputs(**{k: req[k] for k in RequestInputs._fields}),
+        FleetInputs(**{k: fleet[k] for k in FleetInputs._fields}), FeatureInputs(**feats),
+        RoundInputs(prev_req=e.prev_req, delay_s=e.delay_s, session=e.session, n_sessions=e.n_sessions,
+                    new_tokens=e.new_tokens, prefix_key=e.prefix_key, prefix_tokens=e.prefix_tokens),
+        FeatureKernelOutputs(**out), fleet["horizon_s"])
     return n_steps, out
 
 
@@ -158,7 +166,7 @@ def main() -> None:
     fleet = two_pool_fleet(3, 5)
     tiny, _ = workload(np.random.default_rng(0), 10.0, 20)
     for label, fn in (("run_iteration_level", lambda: run_iteration_level(
-            **tiny, **fleet, **iteration_outputs(20, 8))),
+            *iteration_groups(tiny | fleet | iteration_outputs(20, 8)), fleet["horizon_s"])),
             ("run_iteration_features", lambda: call_features(
                 tiny, fleet, features(fleet, True, policies[0]), extras_for(tiny["prompt_tokens"], True)))):
         t0 = time.perf_counter()
@@ -170,7 +178,7 @@ def main() -> None:
     feats_off = features(fleet, False, policies[0])
     feats_on = {pol: features(fleet, True, pol) for pol in policies}
     extras_off, extras_on = no_extras(req["prompt_tokens"]), extras_for(req["prompt_tokens"], True)
-    runs = {"ref": lambda: run_iteration_level(**req, **fleet, **out_ref),
+    runs = {"ref": lambda: run_iteration_level(*iteration_groups(req | fleet | out_ref), fleet["horizon_s"]),
             "off": lambda: call_features(req, fleet, feats_off, extras_off)}
     for pol in policies:
         runs[pol] = lambda f=feats_on[pol]: call_features(req, fleet, f, extras_on)

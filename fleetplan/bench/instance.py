@@ -35,7 +35,7 @@ from fleetplan.perf.overheads import PredictorOptions
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.sim.features import CudaGraphConfig, GraphMode, PrefixCacheConfig, RuntimeFeatures
-from fleetplan.sim.features_speculative import SpeculativeConfig
+from fleetplan.sim.features.speculative import SpeculativeConfig
 from fleetplan.sim.spec import DEFAULT_BLOCK_SIZE_TOKENS, FleetSpec, InstanceRouter, PoolSpec, SchedulerLimits
 
 __all__ = ["DEFAULT_MAX_MODEL_LEN_TOKENS", "EngineArgs", "default_batch_limits", "serving_fleet"]

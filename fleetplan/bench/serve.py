@@ -47,7 +47,7 @@ from fleetplan.bench.instance import EngineArgs, serving_fleet
 from fleetplan.errors import ConfigError
 from fleetplan.sim.compile import CompiledRun, compile_fleet, compile_requests
 from fleetplan.sim.engine import run_compiled
-from fleetplan.sim.features_compile import compile_features
+from fleetplan.sim.features.compile import compile_features
 from fleetplan.sim.spec import FleetSpec, Level
 
 __all__ = ["BenchServeConfig", "BenchServeResult", "METRICS", "ITL_METHOD", "ITL_METHOD_APPROX", "run_bench_serve",

@@ -43,7 +43,7 @@ from fleetplan.hardware import load_catalog
 from fleetplan.models import Dtype, load_model
 from fleetplan.perf.engine_profile import ENGINE_NAMES, load_engine_profile
 from fleetplan.perf.profile_io import load_perf_profile
-from fleetplan.sim.features_speculative import SpeculativeConfig
+from fleetplan.sim.features.speculative import SpeculativeConfig
 
 #: vLLM ``--quantization`` methods and the weight storage they mean for the predictor.
 QUANTIZATION_WEIGHTS = {"fp8": Dtype.FP8, "awq": Dtype.INT4, "awq_marlin": Dtype.INT4, "gptq": Dtype.INT4,

@@ -30,8 +30,8 @@ from fleetplan.sim.features import (
     SchedulerPolicy,
     policy_params_from_json,
 )
-from fleetplan.sim.features_compile import features_on, graph_times_s
-from fleetplan.sim.features_speculative import SpeculativeConfig
+from fleetplan.sim.features.compile import features_on, graph_times_s
+from fleetplan.sim.features.speculative import SpeculativeConfig
 from fleetplan.sim.fleet_toml import FleetFile
 from fleetplan.sim.result import SimResult
 from fleetplan.sim.spec import FleetSpec, PoolSpec

@@ -38,16 +38,18 @@ one tile of ``c[5]`` tokens) and the wave factor
 (the context term last: within a run of identical decode steps everything before it is
 loop-invariant, which the compiler hoists out of the kernel's cruise loop)
 
-``roofline_step_s`` is that expression in the kernel's exact order.  ``N_STEP_COEFS`` was
+``roofline_step_s`` is that expression in the kernel's exact order (its GEMM and MoE terms are
+``fleetplan.perf.step_terms``, which the kernel compiles).  ``N_STEP_COEFS`` was
 raised from 8 to 18 for it (mirrored in ``fleetplan.sim._kernels.codes``).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from fleetplan.perf.step_terms import roofline_gemm_s, roofline_moe_s
 
 STEP_MODEL_LINEAR = 0
 STEP_MODEL_ROOFLINE = 1
@@ -115,22 +117,8 @@ def roofline_step_s(coef: np.ndarray, n_seqs: int, n_decode: int, prefill_tokens
                     decode_context_tokens: int, attn2: int) -> float:
     """``STEP_MODEL_ROOFLINE`` step time (s), in the simulator kernel's exact order (module docstring)."""
     n_tokens = prefill_tokens + n_decode
-    tile = int(coef[5])
-    m_tiles = (n_tokens + tile - 1) // tile
-    pad = m_tiles * tile if n_tokens >= tile else n_tokens
-    wf = 1.0
-    if coef[6] > 0.0 and n_tokens > 0:
-        work = m_tiles * coef[6]
-        wf = math.ceil(work) / work
-    gc = coef[1] * pad * wf + coef[8] * n_seqs
-    gm = coef[2] + coef[7] * n_tokens + coef[9] * n_seqs
-    gemm = gc if gc > gm else gm
-    moe = 0.0
-    if coef[12] > 0.0 or coef[14] > 0.0:
-        mc = coef[12] * n_tokens + coef[13] * math.sqrt(n_tokens)
-        q = 1.0 - math.exp(coef[15] * n_tokens)
-        mm = coef[14] * q + coef[16] * math.sqrt(q * (1.0 - q)) + coef[17] * n_tokens
-        moe = mc if mc > mm else mm
+    gemm = roofline_gemm_s(coef, n_seqs, n_tokens)
+    moe = roofline_moe_s(coef, n_tokens)
     return (coef[0] + gemm + coef[3] * (attn2 * 0.5) + coef[10] * n_tokens + coef[11] * n_seqs + moe
             + coef[4] * decode_context_tokens)
 

@@ -45,8 +45,8 @@ from fleetplan import workload as fp_workload
 from fleetplan.errors import ConfigError
 from fleetplan.perf.linear import N_STEP_COEFS
 from fleetplan.sim._kernels import codes
-from fleetplan.sim.features_arrays import CompiledFeatures, RequestExtras
-from fleetplan.sim.features_compile import (
+from fleetplan.sim.features.arrays import CompiledFeatures, RequestExtras
+from fleetplan.sim.features.compile import (
     compile_features,
     eager_launch_s,
     eager_step_coefficients,
@@ -290,7 +290,7 @@ def compile_run(
     """Spec + workload + rate + seed -> the arrays of one simulation run.
 
     ``horizon_s = None`` runs until every accepted request finishes.  ``features`` holds the
-    pools' runtime features (``fleetplan.sim.features_compile``; acceptance draws from the stream
+    pools' runtime features (``fleetplan.sim.features.compile``; acceptance draws from the stream
     ``acceptance`` of ``seed``); ``extras`` stays None (sessions set it).
     """
     arrival_s, prompt, output = draw_requests(workload, rate_per_s, n_requests, seed, arrival, cv)

@@ -15,7 +15,7 @@ arguments, compiles the spec and request stream into flat arrays
 ``"failures"`` before the run and passed to ``run_iteration_level_failures``; without it the
 failure-free kernel runs (failures off and MTTR = 0 give bit-identical results).
 
-Runtime features (``fleetplan.sim.features``) run the feature kernel (``features_engine``); a
+Runtime features (``fleetplan.sim.features``) run the feature kernel (``features.engine``); a
 round's TTFT/E2E are measured from its ``release_s``.
 
 ``replicate`` repeats ``simulate`` over independent seeds
@@ -35,6 +35,7 @@ import numpy as np
 from fleetplan import rng as fp_rng
 from fleetplan.errors import ConfigError
 from fleetplan.sim._kernels import codes
+from fleetplan.sim._kernels.groups import FailureInputs, FleetInputs, IterationOutputs, RequestInputs, StepLog
 from fleetplan.sim._kernels.iteration_level import (
     run_iteration_level,
     run_iteration_level_failures,
@@ -43,7 +44,7 @@ from fleetplan.sim._kernels.iteration_level import (
 from fleetplan.sim._kernels.request_level import run_request_level
 from fleetplan.sim.compile import CompiledRun, compile_run, request_level_times
 from fleetplan.sim.failures import FailureSpec, draw_failure_schedule, summarise_failures
-from fleetplan.sim.features_engine import pool_feature_figures, run_feature_kernel, uses_feature_kernel
+from fleetplan.sim.features.engine import pool_feature_figures, run_feature_kernel, uses_feature_kernel
 from fleetplan.sim.result import STATUS_NAMES, SimResult, summarise
 from fleetplan.sim.shared_prefix import SharedPrefix
 from fleetplan.sim.spec import ArrivalProcess, FleetSpec, Level
@@ -112,28 +113,29 @@ def _run_kernel(run: CompiledRun, level: Level) -> dict[str, np.ndarray]:
         for key, dtype in (("busy_s", np.float64), ("seq_s", np.float64), ("steps", np.int64), ("tokens", np.int64)):
             out[key] = np.zeros(n_inst, dtype=dtype)
         arrival_s = r.arrival_s.copy() if run.max_in_flight else r.arrival_s  # the kernel writes releases
-        args = (arrival_s, r.prompt_tokens, r.output_tokens, r.req_pool, r.route_u,
-                f.pool_inst_start, f.pool_router, f.pool_max_context, f.pool_max_num_seqs,
-                f.pool_max_batched_tokens, f.pool_kv_blocks, f.pool_block_tokens, f.pool_step_code,
-                f.pool_step_coef, float(run.horizon_s))
-        firsts = (out["inst"], out["first_sched_s"], out["first_token_s"], out["done_s"], out["preemptions"])
-        lasts = (out["status"], out["busy_s"], out["seq_s"], out["steps"], out["tokens"])
+        requests = RequestInputs(arrival_s=arrival_s, prompt_tokens=r.prompt_tokens, output_tokens=r.output_tokens,
+                                 req_pool=r.req_pool, route_u=r.route_u)
+        fleet = FleetInputs(**{name: getattr(f, name) for name in FleetInputs._fields})
+        outputs = IterationOutputs(**{name: out[name] for name in IterationOutputs._fields})
+        horizon_s = float(run.horizon_s)
         if run.log_steps and run.fail_event_s is None:
             # a step schedules >= 1 token; recomputation after preemption can add more: 2x plus slack
             cap = 2 * int(r.prompt_tokens.sum() + r.output_tokens.sum()) + 1024
-            log_dt, log_n, log_len = np.zeros(cap), np.zeros(cap, dtype=np.int64), np.zeros(2, dtype=np.int64)
-            run_iteration_level_logged(*args, *firsts, *lasts, int(run.max_in_flight), log_dt, log_n, log_len)
-            if log_len[1] == 0:
-                out["step_log_dt_s"], out["step_log_n"] = log_dt[:log_len[0]], log_n[:log_len[0]]
+            log = StepLog(log_dt_s=np.zeros(cap), log_n=np.zeros(cap, dtype=np.int64),
+                          log_len=np.zeros(2, dtype=np.int64))
+            run_iteration_level_logged(requests, fleet, outputs, horizon_s, int(run.max_in_flight), log)
+            if log.log_len[1] == 0:
+                out["step_log_dt_s"], out["step_log_n"] = log.log_dt_s[:log.log_len[0]], log.log_n[:log.log_len[0]]
             if run.max_in_flight:
                 out["release_s"] = arrival_s
         elif run.max_in_flight:
-            run_iteration_level(*args, *firsts, *lasts, int(run.max_in_flight))
+            run_iteration_level(requests, fleet, outputs, horizon_s, int(run.max_in_flight))
             out["release_s"] = arrival_s
         elif run.fail_event_s is None:
-            run_iteration_level(*args, *firsts, *lasts)
+            run_iteration_level(requests, fleet, outputs, horizon_s)
         else:
-            run_iteration_level_failures(*args, run.fail_event_s, run.fail_lo, *firsts, out["failures"], *lasts)
+            run_iteration_level_failures(requests, fleet, FailureInputs(run.fail_event_s, run.fail_lo), outputs,
+                                         out["failures"], horizon_s)
     return out
 
 

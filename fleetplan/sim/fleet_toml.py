@@ -25,7 +25,7 @@ Format (every key is checked; unknown keys, unknown GPUs and bad numbers raise
     model_tag = "llama-70b"       # optional, model_tag routing only
     [pool.features]               # optional runtime features of this pool (CUDA graphs,
     cudagraph_mode = "piecewise"  #   speculative decoding, prefix caching, scheduler policy;
-                                  #   keys in fleetplan.sim.features_toml)
+                                  #   keys in fleetplan.sim.features.toml)
 
 Reading and building are two steps: ``read_fleet_toml`` / ``parse_fleet_file`` check the file
 and keep each pool's settings as given (``PoolEntry``: the explicit vLLM limits stay marked as
@@ -48,7 +48,7 @@ from typing import Any
 from fleetplan.errors import DataFormatError, FleetplanError
 from fleetplan.sim.builders import build_pool
 from fleetplan.sim.features import RuntimeFeatures
-from fleetplan.sim.features_toml import parse_features_table
+from fleetplan.sim.features.toml import parse_features_table
 from fleetplan.sim.spec import DEFAULT_COMPRESS_GAMMA, DEFAULT_MODEL_TAG, FleetSpec, PoolRouter, PoolSpec
 
 __all__ = ["FleetFile", "PoolEntry", "build_entry", "build_fleet", "fleet_spec_of", "load_fleet_toml", "parse_fleet",

@@ -32,7 +32,7 @@ class Kernel(Enum):
 _WHERE = {
     Kernel.ITERATION: ("fleetplan.sim._kernels.iteration_level", "run_iteration_level"),
     Kernel.FAILURES: ("fleetplan.sim._kernels.iteration_level", "run_iteration_level_failures"),
-    Kernel.FEATURES: ("fleetplan.sim._kernels.features_level", "run_iteration_features"),
+    Kernel.FEATURES: ("fleetplan.sim._kernels.features.level", "run_iteration_features"),
     Kernel.REQUEST: ("fleetplan.sim._kernels.request_level", "run_request_level"),
     Kernel.PDD: ("fleetplan.sim._kernels.pdd.kernel", "run_pdd"),
 }

@@ -22,7 +22,7 @@ Definitions (seconds inside; milliseconds only in ``to_csv``):
   to last completion (or the horizon, if something is still unfinished).
 * ``failures`` (per request): times the request lost its KV cache because its instance failed
   (``fleetplan.sim.failures``); 0 when failures are off.
-* Runtime features: latencies from ``release_s`` (= arrival but for session rounds); figures: ``features_result``.
+* Runtime features: latencies from ``release_s`` (= arrival but for session rounds); figures: ``features.engine``.
 * ``to_json_dict`` maps inf and NaN to ``null`` (JSON has neither).
 """
 
@@ -111,7 +111,7 @@ class GroupSummary:
     mean_batch: float
     instance_utilisation: tuple[float, ...] = field(default=())
     instance_mean_batch: tuple[float, ...] = field(default=())
-    padding_inflation: float | None = None  # runtime features: fleetplan.sim.features_result
+    padding_inflation: float | None = None  # runtime features: fleetplan.sim.features.engine
     graph_step_share: float | None = None
     spec_acceptance_rate: float | None = None
     spec_mean_accepted_tokens: float | None = None

@@ -21,7 +21,7 @@ served as a prefix-cache hit."  ``compile_session_run`` turns a ``SessionTable``
   (disjoint ranges, so no session key equals a system-prompt key or another session's);
   ``prefix_tokens = (system tokens, previous context tokens)``: round k + 1 hits the blocks
   round k left (its prompt and output) under ``key1``;
-* the pools' runtime features (``fleetplan.sim.features_compile``) when any is on.
+* the pools' runtime features (``fleetplan.sim.features.compile``) when any is on.
 
 ``simulate_sessions`` samples (stream ``"sessions"`` of the seed; routing from ``"routing"``),
 runs the iteration-level feature kernel through ``run_compiled`` and adds ``SessionMetrics``
@@ -42,8 +42,8 @@ from fleetplan.atomic import atomic_write_text
 from fleetplan.errors import ConfigError
 from fleetplan.sim.compile import CompiledRequests, CompiledRun, compile_fleet
 from fleetplan.sim.engine import DEFAULT_WARMUP_FRACTION, run_compiled
-from fleetplan.sim.features_arrays import RequestExtras
-from fleetplan.sim.features_compile import compile_features, features_on
+from fleetplan.sim.features.arrays import RequestExtras
+from fleetplan.sim.features.compile import compile_features, features_on
 from fleetplan.sim.pool_routing import route_pools
 from fleetplan.sim.result import SimResult
 from fleetplan.sim.session_metrics import SessionMetrics, release_times, round_frame, session_metrics

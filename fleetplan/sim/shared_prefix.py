@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fleetplan.errors import ConfigError
-from fleetplan.sim.features_arrays import RequestExtras, no_extras
+from fleetplan.sim.features.arrays import RequestExtras, no_extras
 
 __all__ = ["SharedPrefix", "parse_shared_prefix"]
 

@@ -36,7 +36,7 @@ from fleetplan.sim.engine import (  # the engine's own steps, so the merge canno
     _run_kernel,
     _validate,
 )
-from fleetplan.sim.features_compile import features_on
+from fleetplan.sim.features.compile import features_on
 from fleetplan.sim.result import SimResult, summarise
 from fleetplan.sim.spec import ArrivalProcess, FleetSpec, Level, PoolRouter
 

@@ -95,7 +95,7 @@ def test_bad_client_values_are_one_line_errors() -> None:
 def test_closed_loop_with_speculative_decoding(engine: EngineArgs) -> None:
     from dataclasses import replace
 
-    from fleetplan.sim.features_speculative import SpeculativeConfig
+    from fleetplan.sim.features.speculative import SpeculativeConfig
 
     spec = SpeculativeConfig.from_json('{"method": "mtp", "num_speculative_tokens": 2, "acceptance_rate": 0.8}')
     cfg = BenchServeConfig(DatasetSpec(random_input_len=256, random_output_len=64), num_prompts=40,
@@ -110,7 +110,7 @@ def test_speculative_itl_is_per_streamed_chunk(engine: EngineArgs) -> None:
     mean ITL = decode time / chunks exceeds TPOT by about the tokens per step (1 + 0.8 + 0.64 expected)."""
     from dataclasses import replace
 
-    from fleetplan.sim.features_speculative import SpeculativeConfig
+    from fleetplan.sim.features.speculative import SpeculativeConfig
 
     spec = SpeculativeConfig.from_json('{"method": "mtp", "num_speculative_tokens": 2, "acceptance_rate": 0.8}')
     cfg = BenchServeConfig(DatasetSpec(random_input_len=256, random_output_len=64), num_prompts=40,

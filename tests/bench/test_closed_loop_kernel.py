@@ -66,24 +66,22 @@ def test_large_limit_is_the_open_loop(seed: int) -> None:
 
 
 def _run_features(fn, case, feats, extras, n_in_flight):
-    from fleetplan.sim.features_run import allocate_outputs
+    from fleetplan.sim.features.run import allocate_outputs
     from tests.reference.features_level import OUT_NAMES
-    from tests.sim.test_features_cases import FLEET_KEYS
+    from tests.sim.test_features_cases import kernel_groups
 
     n, n_inst, p = len(case["arrival_s"]), int(case["pool_inst_start"][-1]), len(case["pool_router"])
     out = allocate_outputs(n, n_inst, p)
     for a in out.values():
         a.fill(77)
-    e = extras
-    n_steps = fn(*[case[k] for k in FLEET_KEYS], *feats.values(), e.prev_req, e.delay_s, e.session, e.n_sessions,
-                 e.new_tokens, e.prefix_key, e.prefix_tokens, *out.values(), n_in_flight)
+    n_steps = fn(*kernel_groups(case, feats, extras, out), n_in_flight)
     return n_steps, dict(zip(OUT_NAMES, out.values(), strict=True))
 
 
 @pytest.mark.parametrize("seed", range(20))
 @pytest.mark.parametrize("n_in_flight", [1, 5])
 def test_feature_kernel_equals_twin(seed: int, n_in_flight: int) -> None:
-    from fleetplan.sim._kernels.features_level import run_iteration_features
+    from fleetplan.sim._kernels.features.level import run_iteration_features
     from tests.reference.features_level import run_iteration_features as twin_features
     from tests.sim.test_features_cases import make_feature_case
 

@@ -16,7 +16,7 @@ from fleetplan.cli.main import cli
 from fleetplan.errors import ConfigError, DataFormatError
 from fleetplan.sim.engine import simulate
 from fleetplan.sim.features import PolicyConfig, RuntimeFeatures, SchedulerPolicy
-from fleetplan.sim.features_compile import compile_features
+from fleetplan.sim.features.compile import compile_features
 from fleetplan.sim.fleet_toml import load_fleet_toml
 from fleetplan.workload import load_workload
 

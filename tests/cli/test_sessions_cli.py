@@ -123,7 +123,7 @@ def test_model_pools_take_the_models_kv_budget_less_graph_capture_memory():
     from fleetplan.plan.placement import place_model
     from fleetplan.sim.builders import build_pool
     from fleetplan.sim.compile import compile_fleet
-    from fleetplan.sim.features_compile import graph_kv_blocks_lost
+    from fleetplan.sim.features.compile import graph_kv_blocks_lost
     from fleetplan.sim.fleet_toml import FleetFile, PoolEntry
     from fleetplan.sim.spec import PoolRouter
 

@@ -1,4 +1,4 @@
-"""Slow, readable twin of ``fleetplan.sim._kernels.features_level.run_iteration_features``.
+"""Slow, readable twin of ``fleetplan.sim._kernels.features.level.run_iteration_features``.
 
 Same signature (plus ``checks``) and semantics (docs/runtime_features_contract.md and the
 kernel modules' docstrings); one engine step at a time (no cruise), ``heapq`` waiting queues,
@@ -131,19 +131,25 @@ def enter(st, k: int, r: Req, t: float) -> None:
         schedule(st, k, t)
 
 
-def run_iteration_features(
+def run_iteration_features(requests, fleet, features, rounds, out, horizon_s, max_in_flight: int = 0,
+                           checks: dict | None = None) -> int:
+    """The kernel's calling convention: the named groups of ``fleetplan.sim._kernels.groups``
+    (``RequestInputs``, ``FleetInputs``, ``FeatureInputs``, ``RoundInputs``, ``FeatureKernelOutputs``)."""
+    return _run(**requests._asdict(), **fleet._asdict(), horizon_s=horizon_s, **features._asdict(),
+                **rounds._asdict(), outs=dict(zip(OUT_NAMES, out, strict=True)), max_in_flight=max_in_flight,
+                checks=checks)
+
+
+def _run(
     arrival_s, prompt_tokens, output_tokens, req_pool, route_u,
     pool_inst_start, pool_router, pool_max_context, pool_max_num_seqs, pool_max_batched_tokens,
     pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
     policy, policy_param, graph_mode, graph_sizes, graph_n, graph_time_s, spec_k, spec_accept,
     draft_code, draft_coef, prefix_on, prefix_entries, affinity_slack, spec_seed,
     prev_req, delay_s, session, n_sessions, new_tokens, prefix_key, prefix_tokens,
-    *outs, checks: dict | None = None,
+    outs: dict, max_in_flight: int, checks: dict | None,
 ) -> int:
-    max_in_flight = 0
-    if len(outs) == len(OUT_NAMES) + 1:  # the kernel's trailing closed-loop argument
-        *outs, max_in_flight = outs
-    o = dict(zip(OUT_NAMES, outs, strict=True))
+    o = outs
     f = dict(graph_mode=graph_mode, graph_sizes=graph_sizes, graph_n=graph_n, graph_time_s=graph_time_s,
              draft_code=draft_code, draft_coef=draft_coef)
     n_req, n_pools = len(arrival_s), len(pool_router)

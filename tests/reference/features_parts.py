@@ -1,7 +1,7 @@
 """Parts of the feature-kernel twin (``tests.reference.features_level``): request and engine
-state, the counter-based uniform (twin of ``_kernels/features_rng.py``), step times with CUDA
-graphs and drafts (twin of ``_kernels/features_time.py``, same floating-point order) and the
-policies' keys and ranks (``_kernels/features_policy.py``), written plainly.
+state, the counter-based uniform (twin of ``_kernels/features/rng.py``), step times with CUDA
+graphs and drafts (twin of ``_kernels/features/timing.py``, same floating-point order) and the
+policies' keys and ranks (``_kernels/features/policy.py``), written plainly.
 """
 
 from __future__ import annotations

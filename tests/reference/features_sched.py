@@ -2,7 +2,7 @@
 entry per policy, admission fit, preemption and one scheduler pass (``schedule``).
 
 Functions take the twin's state ``st`` (a ``types.SimpleNamespace`` built by
-``features_level.run_iteration_features``: the run's input arrays, outputs ``st.o`` and the
+``_kernels.features.level.run_iteration_features``: the run's input arrays, outputs ``st.o`` and the
 engines, prefix cache and H2Q-BR session state); semantics in docs/runtime_features_contract.md.
 """
 

@@ -1,9 +1,9 @@
 """Slow, readable twin of ``fleetplan.sim._kernels.iteration_level.run_iteration_level`` and
 ``run_iteration_level_failures``.
 
-Same signatures and semantics (read the kernel module docstrings, ``iteration_level.py`` for the
-engine and ``failures.py`` for instance failures; this twin steps one engine step at a time and
-has no decode runs to cut); one
+Same calling convention (the named groups of ``fleetplan.sim._kernels.groups``) and semantics
+(read the kernel module docstrings, ``iteration_level.py`` for the engine and ``failures.py`` for
+instance failures; this twin steps one engine step at a time and has no decode runs to cut); one
 ``Engine`` object per instance with a ``deque`` waiting queue and a ``list`` running in
 admission order.  The twin also asserts the engine invariants after every scheduling
 decision (free KV blocks never negative, blocks held == ceil(computed / block), generated
@@ -28,38 +28,42 @@ from fleetplan.sim._kernels.codes import (
     STEP_MODEL_LINEAR,
     STEP_MODEL_ROOFLINE,
 )
+from fleetplan.sim._kernels.groups import FailureInputs
 from tests.reference.iteration_parts import Engine, Request, ceil_div, parse_fail_events, pick_healthy, step_time_s
 from tests.reference.request_level import least_loaded_pool
 
 
-def run_iteration_level(
-    arrival_s, prompt_tokens, output_tokens, req_pool, route_u,
-    pool_inst_start, pool_router, pool_max_context, pool_max_num_seqs, pool_max_batched_tokens,
-    pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
-    out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_status,
-    inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight=0, *, checks: dict | None = None,
-    step_log: list | None = None,
-) -> int:
-    n_inst = int(pool_inst_start[-1])
-    return run_iteration_level_failures(
-        arrival_s, prompt_tokens, output_tokens, req_pool, route_u,
-        pool_inst_start, pool_router, pool_max_context, pool_max_num_seqs, pool_max_batched_tokens,
-        pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
-        np.empty(0), np.zeros(n_inst + 1, dtype=np.int64),
-        out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions,
-        np.zeros(len(arrival_s), dtype=np.int32), out_status,
-        inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight, checks=checks, step_log=step_log,
-    )
+def run_iteration_level(requests, fleet, out, horizon_s, max_in_flight: int = 0, *, checks: dict | None = None,
+                        step_log: list | None = None) -> int:
+    """The kernel's calling convention: ``RequestInputs``, ``FleetInputs``, ``IterationOutputs``
+    (``fleetplan.sim._kernels.groups``)."""
+    n_inst = int(fleet.pool_inst_start[-1])
+    no_failures = FailureInputs(np.empty(0), np.zeros(n_inst + 1, dtype=np.int64))
+    return run_iteration_level_failures(requests, fleet, no_failures, out,
+                                        np.zeros(len(requests.arrival_s), dtype=np.int32), horizon_s, max_in_flight,
+                                        checks=checks, step_log=step_log)
 
 
-def run_iteration_level_failures(
+def run_iteration_level_failures(requests, fleet, failures, out, out_failures, horizon_s, max_in_flight: int = 0, *,
+                                 checks: dict | None = None, step_log: list | None = None) -> int:
+    """The kernel's calling convention, plus ``FailureInputs`` and ``out_failures``."""
+    return _run(**requests._asdict(), **fleet._asdict(), horizon_s=horizon_s, inst_fail_event_s=failures.fail_event_s,
+                inst_fail_lo=failures.fail_lo, out_failures=out_failures,
+                **{("out_" if f in _REQUEST_OUTPUTS else "inst_") + f: a for f, a in out._asdict().items()},
+                max_in_flight=max_in_flight, checks=checks, step_log=step_log)
+
+
+_REQUEST_OUTPUTS = ("inst", "first_sched_s", "first_token_s", "done_s", "preemptions", "status")
+
+
+def _run(
     arrival_s, prompt_tokens, output_tokens, req_pool, route_u,
     pool_inst_start, pool_router, pool_max_context, pool_max_num_seqs, pool_max_batched_tokens,
     pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
     inst_fail_event_s, inst_fail_lo,
     out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_failures, out_status,
-    inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight=0, *, checks: dict | None = None,
-    step_log: list | None = None,
+    inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight, *, checks: dict | None,
+    step_log: list | None,
 ) -> int:
     """``step_log``: when a list, every committed step emitting tokens past a request's first appends
     ``(duration_s, tokens)`` (the kernel's ``run_iteration_level_logged``)."""

@@ -28,7 +28,7 @@ from fleetplan.sim._kernels.prefix_cache import (
 def kernel_snapshot(pc, k: int) -> tuple[dict[int, tuple[int, int]], list[int], int, int]:
     """Observable state of instance k of the kernel's ``pc``: ``({key: (len, ref)}, LRU keys least
     recent first, cached blocks, evictable blocks)`` (the kernel's running counters)."""
-    inst, ent, _ = pc
+    inst, ent = pc.inst, pc.ent
     lo, n = int(inst[k, I_ENT_LO]), int(inst[k, I_ENT_N])
     entries = {int(ent[e, E_KEY]): (int(ent[e, E_LEN]), int(ent[e, E_REF]))
                for e in range(lo, lo + n) if ent[e, E_KEY] >= 0}

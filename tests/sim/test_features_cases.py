@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from fleetplan.sim._kernels.features_level import run_iteration_features
-from fleetplan.sim.features_arrays import SPEC_K_MAX, RequestExtras, no_extras
-from fleetplan.sim.features_run import allocate_outputs
+from fleetplan.sim._kernels.features.level import run_iteration_features
+from fleetplan.sim._kernels.groups import FeatureInputs, FeatureKernelOutputs, FleetInputs, RequestInputs, RoundInputs
+from fleetplan.sim.features.arrays import SPEC_K_MAX, RequestExtras, no_extras
+from fleetplan.sim.features.run import allocate_outputs
 from tests.reference.features_level import OUT_NAMES
 from tests.reference.features_level import run_iteration_features as twin_features
 from tests.sim.test_kernels_iteration import make_case
 
-FLEET_KEYS = ("arrival_s", "prompt_tokens", "output_tokens", "req_pool", "route_u", "pool_inst_start", "pool_router",
-              "pool_max_context", "pool_max_num_seqs", "pool_max_batched_tokens", "pool_kv_blocks",
-              "pool_block_tokens", "pool_step_code", "pool_step_coef", "horizon_s")
 VLLM_LADDER = np.array([1, 2, 4, 8] + list(range(16, 513, 8)), dtype=np.int64)
 
 
@@ -115,10 +113,20 @@ def run_one(fn, case: dict, feats: dict, extras: RequestExtras, **kw) -> tuple[i
     out = allocate_outputs(n, n_inst, p)
     for a in out.values():
         a.fill(77)  # kernels must initialise their outputs
-    e = extras
-    n_steps = fn(*[case[k] for k in FLEET_KEYS], *feats.values(), e.prev_req, e.delay_s, e.session, e.n_sessions,
-                 e.new_tokens, e.prefix_key, e.prefix_tokens, *out.values(), **kw)
+    n_steps = fn(*kernel_groups(case, feats, extras, out), **kw)
     return n_steps, dict(zip(OUT_NAMES, out.values(), strict=True))
+
+
+def kernel_groups(case: dict, feats: dict, extras: RequestExtras, out: dict) -> tuple:
+    """The feature kernel's arguments (``fleetplan.sim._kernels.groups``) from a case, its features,
+    extras and outputs (``allocate_outputs``): ``(requests, fleet, features, rounds, out, horizon_s)``."""
+    e = extras
+    return (RequestInputs(**{k: case[k] for k in RequestInputs._fields}),
+            FleetInputs(**{k: case[k] for k in FleetInputs._fields}),
+            FeatureInputs(**feats),
+            RoundInputs(prev_req=e.prev_req, delay_s=e.delay_s, session=e.session, n_sessions=e.n_sessions,
+                        new_tokens=e.new_tokens, prefix_key=e.prefix_key, prefix_tokens=e.prefix_tokens),
+            FeatureKernelOutputs(**out), case["horizon_s"])
 
 
 def assert_twin(case, feats, extras, checks: dict | None = None) -> dict:

@@ -19,7 +19,7 @@ from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.sim.compile import compile_fleet
 from fleetplan.sim.engine import simulate
 from fleetplan.sim.features import CudaGraphConfig, GraphMode, RuntimeFeatures
-from fleetplan.sim.features_toml import features_table, parse_features_table
+from fleetplan.sim.features.toml import features_table, parse_features_table
 from fleetplan.sim.spec import FleetSpec, PoolSpec, SchedulerLimits
 from tests.sim.test_features_spec_compile import linear_pool
 from tests.sim.test_features_validation import FixedLengths

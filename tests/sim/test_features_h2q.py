@@ -1,4 +1,4 @@
-"""H2Q-BR runs of decode steps (``_kernels/features_h2q.py``): the kernel replays the passes of a run
+"""H2Q-BR runs of decode steps (``_kernels/features/h2q.py``): the kernel replays the passes of a run
 (short streak, carryover credits, the last pass's order) bit for bit as the twin's single steps.
 
 The cases put every pool on H2Q-BR with small thresholds (QL rounds, spilled chunks and their
@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fleetplan.sim._kernels import features_layout as lay
-from fleetplan.sim._kernels.features_h2q import h2q_prepare, h2q_replay, rank_of, sessions_local
-from fleetplan.sim._kernels.features_heap import ph_push
-from fleetplan.sim.features_arrays import RequestExtras
+from fleetplan.sim._kernels.features import state as lay
+from fleetplan.sim._kernels.features.h2q import h2q_prepare, h2q_replay, rank_of, sessions_local
+from fleetplan.sim._kernels.features.state import ph_push
+from fleetplan.sim.features.arrays import RequestExtras
 from tests.reference.features_parts import Engine, Req, prepare_pass
 from tests.sim.test_features_cases import assert_twin, make_feature_case
 
@@ -141,7 +141,7 @@ def test_h2q_replay_of_a_run_is_the_twins_passes(seed: int) -> None:
     rel, _ = h2q_prepare(0, float(streak), False, rq, new_tokens, sess_id, sess_c, 0, run_req, ki, stack)
     _twin_pass(eng, streak, twin_c, sess_id, new_tokens)
     assert [r.idx for r in eng.running] == run_req.tolist()
-    if rel >= 0:  # spent at the end of the pass (features_steps)
+    if rel >= 0:  # spent at the end of the pass (_kernels/features/schedule.py)
         sess_c[sess_id[rel]] = 0
         ki[0, lay.K_HMIN] = lay.UNKNOWN
     ki[0, lay.K_ETA] = 0 if (rq[run_req, lay.QCLS] == lay.QL).any() else ki[0, lay.K_ETA] + 1

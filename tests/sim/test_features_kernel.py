@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from fleetplan.sim._kernels import STATUS_DONE, run_iteration_level
 from fleetplan.sim._kernels.codes import SCHED_SGLANG
-from fleetplan.sim.features_arrays import no_extras
+from fleetplan.sim.features.arrays import no_extras
 from tests.sim.test_features_cases import (
     assert_twin,
     features_off,
@@ -202,7 +202,7 @@ def test_speculative_acceptance_extremes() -> None:
 def test_h2q_br_sticky_history_keeps_a_small_answer_round_in_ql() -> None:
     """Session round 1 has 32768 new tokens (QL, sticky); its 256-token answer round stays in QL,
     so a standalone 256-token request arriving later is admitted first (FCFS: the other way)."""
-    from fleetplan.sim.features_arrays import RequestExtras
+    from fleetplan.sim.features.arrays import RequestExtras
 
     prompts = [32768, 100, 32768 + 4 + 256, 256]
     coef = np.zeros((1, 18))

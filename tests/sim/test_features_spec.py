@@ -17,7 +17,7 @@ from fleetplan.sim.features import (
     SchedulerPolicy,
     vllm_default_capture_sizes,
 )
-from fleetplan.sim.features_speculative import SpeculativeConfig, conditional_from_table
+from fleetplan.sim.features.speculative import SpeculativeConfig, conditional_from_table
 
 MTP = '{"method": "mtp", "num_speculative_tokens": 3, "acceptance_rate": 0.6}'
 

@@ -20,14 +20,14 @@ from fleetplan.sim._kernels import codes
 from fleetplan.sim.compile import compile_fleet, compile_run
 from fleetplan.sim.engine import simulate
 from fleetplan.sim.features import CudaGraphConfig, PolicyConfig, PrefixCacheConfig, RuntimeFeatures
-from fleetplan.sim.features_compile import (
+from fleetplan.sim.features.compile import (
     CUDAGRAPH_BYTES_PER_CAPTURE,
     compile_features,
     draft_cost_fraction,
     graph_kv_blocks_lost,
 )
-from fleetplan.sim.features_speculative import SpeculativeConfig
-from fleetplan.sim.features_toml import features_table, parse_features_table
+from fleetplan.sim.features.speculative import SpeculativeConfig
+from fleetplan.sim.features.toml import features_table, parse_features_table
 from fleetplan.sim.fleet_toml import parse_fleet
 from fleetplan.sim.spec import FleetSpec, PoolSpec, SchedulerLimits
 from fleetplan.workload import load_workload
@@ -190,7 +190,7 @@ def test_engine_refuses_request_level_and_failures_with_features():
 
 def test_all_off_features_kernel_matches_featureless_run():
     from fleetplan.sim.engine import run_compiled
-    from fleetplan.sim.features_arrays import no_extras
+    from fleetplan.sim.features.arrays import no_extras
 
     spec = FleetSpec(pools=(linear_pool("a"),))
     run = compile_run(spec, load_workload("lmsys"), 20.0, 400, seed=2)

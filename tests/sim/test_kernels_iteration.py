@@ -19,6 +19,7 @@ from fleetplan.sim._kernels import (
     STATUS_UNFINISHED,
     run_iteration_level,
 )
+from fleetplan.sim._kernels.groups import FailureInputs, StepLog, iteration_groups
 from tests.reference.iteration_level import run_iteration_level as twin_iteration_level
 
 REQ_OUT = (("out_inst", np.int32), ("out_first_sched_s", np.float64), ("out_first_token_s", np.float64),
@@ -69,8 +70,22 @@ def run_case(fn, case: dict, **kwargs) -> tuple[int, dict]:
     n_inst = int(case["pool_inst_start"][-1])
     outs = {name: np.full(n_req, 77, dtype=dt) for name, dt in REQ_OUT}
     outs.update({name: np.full(n_inst, 77, dtype=dt) for name, dt in INST_OUT})
-    n_steps = fn(**case, **outs, **kwargs)
+    n_steps = call_kernel(fn, case, outs, **kwargs)
     return n_steps, outs
+
+
+def call_kernel(fn, case: dict, outs: dict, out_failures=None, log_dt_s=None, log_n=None, log_len=None,
+                max_in_flight: int = 0, **kwargs) -> int:
+    """Call an iteration-level kernel (or its twin) with its named groups (``groups.py``) built from
+    the flat ``case`` and ``outs``: with failures when the case has ``inst_fail_event_s``, logged
+    when ``log_dt_s`` is given."""
+    requests, fleet, out = iteration_groups(case | outs)
+    if "inst_fail_event_s" in case:
+        failures = FailureInputs(case["inst_fail_event_s"], case["inst_fail_lo"])
+        return fn(requests, fleet, failures, out, out_failures, case["horizon_s"], max_in_flight, **kwargs)
+    if log_dt_s is not None:
+        return fn(requests, fleet, out, case["horizon_s"], max_in_flight, StepLog(log_dt_s, log_n, log_len), **kwargs)
+    return fn(requests, fleet, out, case["horizon_s"], max_in_flight, **kwargs)
 
 
 def assert_same(case: dict) -> dict:

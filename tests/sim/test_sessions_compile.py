@@ -187,8 +187,8 @@ def test_simulated_sessions_respect_release_and_affinity():
 
 
 def test_kernel_releases_rounds_as_the_metrics_assume():
-    from fleetplan.sim.features_compile import no_features
-    from fleetplan.sim.features_run import run_features
+    from fleetplan.sim.features.compile import no_features
+    from fleetplan.sim.features.run import run_features
 
     table = frontier_table(20, seed=4)
     run = compile_session_run(two_pools(), table, seed=2)

@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fleetplan.sim._kernels.codes import STEP_MODEL_LINEAR, STEP_MODEL_ROOFLINE
-from fleetplan.sim._kernels.features_rng import accept_thresholds
+from fleetplan.sim._kernels.features.rng import accept_thresholds
 from fleetplan.sim._kernels.jit import njit
 from fleetplan.sim._kernels.step_model import decode_step_parts, step_time_s, verify_step_parts, verify_step_s
-from fleetplan.sim.features_arrays import SPEC_K_MAX
+from fleetplan.sim.features.arrays import SPEC_K_MAX
 from tests.perf.test_step_kernel import PREDICTORS, roofline_case
 from tests.sim.test_features_cases import assert_twin, make_feature_case, random_extras, random_features
 

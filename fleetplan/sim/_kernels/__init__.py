@@ -6,7 +6,9 @@ Two kernels, each with a pure-Python twin in ``tests/reference/``:
 * ``run_iteration_level`` — continuous batching with chunked prefill, KV blocks and
   recompute preemption (vLLM v1 style).
 
-Integer codes shared with the Python side live in ``codes``; all jit options in ``jit``.
+Integer codes shared with the Python side live in ``codes``; all jit options in ``jit``; the named
+tuples that carry the kernels' arguments and state in ``groups``.  The feature kernel (runtime
+features, sessions) is the package ``features/``.
 """
 
 from fleetplan.sim._kernels.codes import (

@@ -40,22 +40,8 @@ from fleetplan.sim._kernels.codes import (
 from fleetplan.sim._kernels.heaps import tree_update
 from fleetplan.sim._kernels.iteration_steps import GEN, commit_step, cut_cruise, schedule_step, steps_by_horizon
 from fleetplan.sim._kernels.jit import njit_helper, njit_inline
-from fleetplan.sim._kernels.routing import _scaled_index, add_outstanding, pick_instance
+from fleetplan.sim._kernels.routing import _scaled_index, add_outstanding, pick_instance, set_route_key
 from fleetplan.sim._kernels.step_model import decode_step_parts
-
-
-@njit_inline
-def set_route_key(k, p, key, pool_inst_start, tree, tree_lo, tree_leaves):
-    """Set instance ``k``'s key in pool ``p``'s least-outstanding min tree (counts untouched)."""
-    base = tree_lo[p]
-    node = tree_leaves[p] + k - pool_inst_start[p]
-    tree[base + node] = key
-    node >>= 1
-    while node >= 1:
-        a = tree[base + 2 * node]
-        b = tree[base + 2 * node + 1]
-        tree[base + node] = a if a < b else b
-        node >>= 1
 
 
 @njit_inline
@@ -95,8 +81,8 @@ def pick_healthy(router, p, pool_inst_start, inst_up, pool_n_up, inst_outstandin
 @njit_inline
 def enqueue(k, p, r, t_s, reqs, slots, inst, pools, outs, tree, n_leaves):
     """Append request ``r`` to instance ``k``'s waiting queue at ``t_s``; start or cut its step."""
-    next_waiting = reqs[3]
-    wait_ends, _, _, step_i, step_end_s = inst
+    next_waiting = reqs.next_waiting
+    wait_ends, step_i, step_end_s = inst.wait_ends, inst.step_i, inst.step_end_s
     tail = wait_ends[k, 1]
     if tail < 0:
         wait_ends[k, 0] = r
@@ -114,30 +100,31 @@ def enqueue(k, p, r, t_s, reqs, slots, inst, pools, outs, tree, n_leaves):
 @njit_inline
 def dispatch(r, p, t_s, route, health, reqs, slots, inst, pools, outs, load, tree, n_leaves):
     """Route request ``r`` to a healthy instance of pool ``p`` and enqueue it (or hold it)."""
-    pool_router, route_u, rr_next, out_inst = route
-    inst_up, pool_n_up, hold_ends = health[0], health[1], health[2]
-    inst_outstanding, tree_out, tree_out_lo, tree_out_leaves, _ = load
+    pool_router, route_u, rr_next, out_inst = route.pool_router, route.route_u, route.rr_next, route.out_inst
+    inst_up, pool_n_up, hold_ends = health.inst_up, health.pool_n_up, health.hold_ends
+    inst_outstanding, tree_out = load.inst_outstanding, load.tree
+    tree_out_lo, tree_out_leaves = load.tree_lo, load.tree_leaves
     if pool_n_up[p] == 0:  # no healthy instance: hold in the pool's queue
-        next_waiting = reqs[3]
+        next_waiting = reqs.next_waiting
         if hold_ends[p, 1] < 0:
             hold_ends[p, 0] = r
         else:
             next_waiting[hold_ends[p, 1]] = r
         hold_ends[p, 1] = r
         return
-    k = pick_healthy(pool_router[p], p, pools[0], inst_up, pool_n_up, inst_outstanding, tree_out, tree_out_lo,
-                     tree_out_leaves, rr_next, route_u[r, 0], route_u[r, 1])
+    k = pick_healthy(pool_router[p], p, pools.pool_inst_start, inst_up, pool_n_up, inst_outstanding, tree_out,
+                     tree_out_lo, tree_out_leaves, rr_next, route_u[r, 0], route_u[r, 1])
     out_inst[r] = k
-    add_outstanding(k, p, 1, inst_outstanding, pools[0], tree_out, tree_out_lo, tree_out_leaves)
+    add_outstanding(k, p, 1, inst_outstanding, pools.pool_inst_start, tree_out, tree_out_lo, tree_out_leaves)
     enqueue(k, p, r, t_s, reqs, slots, inst, pools, outs, tree, n_leaves)
 
 
 @njit_inline
 def _run_end_s(k, p, n_done, inst, pools):
     """End time of step ``n_done`` (>= 1) of the run in flight on instance ``k``."""
-    _, _, step_f, step_i, _ = inst
+    step_f, step_i = inst.step_f, inst.step_i
     n_seqs = step_i[k, 0]
-    base_s, per_ctx_s = decode_step_parts(pools[4][p], pools[5][p], n_seqs)
+    base_s, per_ctx_s = decode_step_parts(pools.pool_step_code[p], pools.pool_step_coef[p], n_seqs)
     t_end = step_f[k, 0] + step_f[k, 1]
     for j in range(1, n_done):
         t_end += base_s + per_ctx_s * (step_i[k, 3] + n_seqs * j)
@@ -148,11 +135,12 @@ def _run_end_s(k, p, n_done, inst, pools):
 def instance_down(k, p, t_s, out_failures, route, health, reqs, slots, inst, pools, outs, stats, load, tree,
                   n_leaves):
     """Instance ``k`` fails at ``t_s`` (see the module doc); returns the steps committed."""
-    generated, next_waiting = reqs[2], reqs[3]
-    run_lo, run_len, run_req, st = slots
-    wait_ends, free_blocks, _, step_i, step_end_s = inst
-    inst_up, pool_n_up = health[0], health[1]
-    inst_outstanding, tree_out, tree_out_lo, tree_out_leaves, _ = load
+    generated, next_waiting = reqs.generated, reqs.next_waiting
+    run_lo, run_len, run_req, st = slots.run_lo, slots.run_len, slots.run_req, slots.run_state
+    wait_ends, free_blocks, step_i, step_end_s = inst.wait_ends, inst.free_blocks, inst.step_i, inst.step_end_s
+    inst_up, pool_n_up = health.inst_up, health.pool_n_up
+    inst_outstanding, tree_out = load.inst_outstanding, load.tree
+    tree_out_lo, tree_out_leaves = load.tree_lo, load.tree_leaves
     n_committed = 0
     if step_end_s[k] < np.inf and step_i[k, 2] > 1:
         n_done = steps_by_horizon(k, p, t_s, inst, pools)
@@ -194,9 +182,9 @@ def instance_down(k, p, t_s, out_failures, route, health, reqs, slots, inst, poo
     run_len[k] = 0
     wait_ends[k, 0] = -1
     wait_ends[k, 1] = -1
-    free_blocks[k] = health[3][p]
+    free_blocks[k] = health.pool_kv_blocks[p]
     inst_outstanding[k] = 0
-    set_route_key(k, p, ROUTE_KEY_DOWN, pools[0], tree_out, tree_out_lo, tree_out_leaves)
+    set_route_key(k, p, ROUTE_KEY_DOWN, pools.pool_inst_start, tree_out, tree_out_lo, tree_out_leaves)
     inst_up[k] = False
     pool_n_up[p] -= 1
     for j in range(moved.shape[0]):
@@ -207,12 +195,13 @@ def instance_down(k, p, t_s, out_failures, route, health, reqs, slots, inst, poo
 @njit_helper
 def instance_up(k, p, t_s, route, health, reqs, slots, inst, pools, outs, load, tree, n_leaves):
     """Instance ``k`` is repaired at ``t_s``: it rejoins empty; the pool's held requests are dispatched."""
-    next_waiting = reqs[3]
-    inst_up, pool_n_up, hold_ends = health[0], health[1], health[2]
-    inst_outstanding, tree_out, tree_out_lo, tree_out_leaves, _ = load
+    next_waiting = reqs.next_waiting
+    inst_up, pool_n_up, hold_ends = health.inst_up, health.pool_n_up, health.hold_ends
+    inst_outstanding, tree_out = load.inst_outstanding, load.tree
+    tree_out_lo, tree_out_leaves = load.tree_lo, load.tree_leaves
     inst_up[k] = True
     pool_n_up[p] += 1
-    set_route_key(k, p, inst_outstanding[k], pools[0], tree_out, tree_out_lo, tree_out_leaves)
+    set_route_key(k, p, inst_outstanding[k], pools.pool_inst_start, tree_out, tree_out_lo, tree_out_leaves)
     r = hold_ends[p, 0]
     hold_ends[p, 0] = -1
     hold_ends[p, 1] = -1

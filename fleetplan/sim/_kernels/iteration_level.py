@@ -53,8 +53,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from fleetplan.sim._kernels.codes import FAIL_EVENT_DOWN, N_STEP_MODELS, POOL_LEAST_LOADED, STATUS_REJECTED
+from fleetplan.sim._kernels.codes import FAIL_EVENT_DOWN, POOL_LEAST_LOADED, STATUS_REJECTED
 from fleetplan.sim._kernels.failures import check_fail_events, dispatch, instance_down, instance_up
+from fleetplan.sim._kernels.groups import (
+    FailureInputs,
+    Health,
+    Instances,
+    Load,
+    Outputs,
+    Pools,
+    Requests,
+    Routing,
+    Slots,
+    Statistics,
+    StepLog,
+)
 from fleetplan.sim._kernels.heaps import tree_build, tree_leaves, tree_update
 from fleetplan.sim._kernels.iteration_steps import (
     N_SLOT_FIELDS,
@@ -64,29 +77,24 @@ from fleetplan.sim._kernels.iteration_steps import (
 )
 from fleetplan.sim._kernels.jit import njit, njit_helper
 from fleetplan.sim._kernels.routing import build_outstanding_trees, least_loaded_pool
+from fleetplan.sim._kernels.step_model import check_step_codes
 
 
 @njit
-def run_iteration_level(
-    arrival_s, prompt_tokens, output_tokens, req_pool, route_u,
-    pool_inst_start, pool_router, pool_max_context, pool_max_num_seqs, pool_max_batched_tokens,
-    pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
-    out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_status,
-    inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight=0,
-):
+def run_iteration_level(requests, fleet, out, horizon_s, max_in_flight=0):
     """The engine without failures: ``run_iteration_level_failures`` with no down events (the
-    shared core called directly: one compiled layer fewer on a cold start)."""
-    n_inst = pool_inst_start[pool_router.shape[0]]
-    return _iteration_core(
-        arrival_s, prompt_tokens, output_tokens, req_pool, route_u,
-        pool_inst_start, pool_router, pool_max_context, pool_max_num_seqs, pool_max_batched_tokens,
-        pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
-        np.empty(0, dtype=np.float64), np.zeros(n_inst + 1, dtype=np.int64),
-        out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions,
-        None, out_status,  # None: numba prunes the failure branches, so they are never compiled here
-        inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight,
-        np.empty(0, dtype=np.float64), np.empty(0, dtype=np.int64), np.zeros(2, dtype=np.int64),
-    )
+    shared core called directly: one compiled layer fewer on a cold start).  Arguments: the
+    ``RequestInputs``, ``FleetInputs`` and ``IterationOutputs`` groups of ``groups.py``."""
+    n_inst = fleet.pool_inst_start[fleet.pool_router.shape[0]]
+    no_failures = FailureInputs(np.empty(0, dtype=np.float64), np.zeros(n_inst + 1, dtype=np.int64))
+    # None: numba prunes the failure branches, so they are never compiled here
+    return _iteration_core(requests, fleet, no_failures, out, None, horizon_s, max_in_flight, _no_log())
+
+
+@njit_helper
+def _no_log():
+    """An empty step log (``iteration_steps`` docstring): nothing is logged."""
+    return StepLog(np.empty(0, dtype=np.float64), np.empty(0, dtype=np.int64), np.zeros(2, dtype=np.int64))
 
 
 @njit_helper
@@ -101,65 +109,41 @@ def _released_s(t_arr, t_now, max_in_flight, inst_outstanding, n_inst):
 
 
 @njit
-def run_iteration_level_failures(
-    arrival_s, prompt_tokens, output_tokens, req_pool, route_u,
-    pool_inst_start, pool_router, pool_max_context, pool_max_num_seqs, pool_max_batched_tokens,
-    pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
-    inst_fail_event_s, inst_fail_lo,
-    out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_failures, out_status,
-    inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight=0,
-):
-    """The engine (module docstring), without a step log."""
-    return _iteration_core(
-        arrival_s, prompt_tokens, output_tokens, req_pool, route_u,
-        pool_inst_start, pool_router, pool_max_context, pool_max_num_seqs, pool_max_batched_tokens,
-        pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
-        inst_fail_event_s, inst_fail_lo,
-        out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_failures, out_status,
-        inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight,
-        np.empty(0, dtype=np.float64), np.empty(0, dtype=np.int64), np.zeros(2, dtype=np.int64),
-    )
+def run_iteration_level_failures(requests, fleet, failures, out, out_failures, horizon_s, max_in_flight=0):
+    """The engine (module docstring), without a step log: ``failures`` (``FailureInputs``) are the
+    instances' down/up times, ``out_failures`` i4[N] counts each request's lost KV caches."""
+    return _iteration_core(requests, fleet, failures, out, out_failures, horizon_s, max_in_flight, _no_log())
 
 
 @njit
-def run_iteration_level_logged(
-    arrival_s, prompt_tokens, output_tokens, req_pool, route_u,
-    pool_inst_start, pool_router, pool_max_context, pool_max_num_seqs, pool_max_batched_tokens,
-    pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
-    out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_status,
-    inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight, log_dt_s, log_n, log_len,
-):
-    """``run_iteration_level`` that also fills the step log (``iteration_steps`` docstring)."""
-    n_inst = pool_inst_start[pool_router.shape[0]]
-    log_len[0] = 0
-    log_len[1] = 0
-    return _iteration_core(
-        arrival_s, prompt_tokens, output_tokens, req_pool, route_u,
-        pool_inst_start, pool_router, pool_max_context, pool_max_num_seqs, pool_max_batched_tokens,
-        pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
-        np.empty(0, dtype=np.float64), np.zeros(n_inst + 1, dtype=np.int64),
-        out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions,
-        None, out_status,  # None: no failures, so the failure branches are pruned here too
-        inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight, log_dt_s, log_n, log_len,
-    )
+def run_iteration_level_logged(requests, fleet, out, horizon_s, max_in_flight, log):
+    """``run_iteration_level`` that also fills the step log ``log`` (``StepLog``; ``iteration_steps``
+    docstring)."""
+    n_inst = fleet.pool_inst_start[fleet.pool_router.shape[0]]
+    log.log_len[0] = 0
+    log.log_len[1] = 0
+    no_failures = FailureInputs(np.empty(0, dtype=np.float64), np.zeros(n_inst + 1, dtype=np.int64))
+    # None: no failures, so the failure branches are pruned here too
+    return _iteration_core(requests, fleet, no_failures, out, None, horizon_s, max_in_flight, log)
 
 
 @njit_helper
-def _iteration_core(
-    arrival_s, prompt_tokens, output_tokens, req_pool, route_u,
-    pool_inst_start, pool_router, pool_max_context, pool_max_num_seqs, pool_max_batched_tokens,
-    pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
-    inst_fail_event_s, inst_fail_lo,
-    out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_failures, out_status,
-    inst_busy_s, inst_seq_s, inst_steps, inst_tokens, max_in_flight, log_dt_s, log_n, log_len,
-):
+def _iteration_core(requests, fleet, failures, out, out_failures, horizon_s, max_in_flight, log):
+    arrival_s, prompt_tokens, output_tokens = requests.arrival_s, requests.prompt_tokens, requests.output_tokens
+    req_pool, route_u = requests.req_pool, requests.route_u
+    pool_inst_start, pool_router, pool_max_context = fleet.pool_inst_start, fleet.pool_router, fleet.pool_max_context
+    pool_max_num_seqs, pool_max_batched_tokens = fleet.pool_max_num_seqs, fleet.pool_max_batched_tokens
+    pool_kv_blocks, pool_block_tokens = fleet.pool_kv_blocks, fleet.pool_block_tokens
+    pool_step_code, pool_step_coef = fleet.pool_step_code, fleet.pool_step_coef
+    inst_fail_event_s, inst_fail_lo = failures.fail_event_s, failures.fail_lo
+    out_inst, out_first_sched_s, out_first_token_s = out.inst, out.first_sched_s, out.first_token_s
+    out_done_s, out_preemptions, out_status = out.done_s, out.preemptions, out.status
+    inst_busy_s, inst_seq_s, inst_steps, inst_tokens = out.busy_s, out.seq_s, out.steps, out.tokens
     n_req = arrival_s.shape[0]
     n_pools = pool_router.shape[0]
     n_inst = pool_inst_start[n_pools]
 
-    for p in range(n_pools):
-        if pool_step_code[p] < 0 or pool_step_code[p] >= N_STEP_MODELS:
-            raise ValueError("unknown step-model code")
+    check_step_codes(pool_step_code)
     check_fail_events(inst_fail_event_s, inst_fail_lo, n_inst)
     for i in range(n_req):
         if prompt_tokens[i] < 1 or output_tokens[i] < 1:
@@ -222,16 +206,16 @@ def _iteration_core(
     fail_tree = np.empty(2 * n_leaves, dtype=np.int64)
     tree_build(fail_next_s, fail_tree, n_leaves)
 
-    reqs = (prompt_tokens, output_tokens, generated, next_waiting)
-    slots = (run_lo, run_len, run_req, run_state)
-    inst = (wait_ends, free_blocks, step_f, step_i, step_end_s)
-    pools = (pool_inst_start, pool_max_num_seqs, pool_max_batched_tokens, pool_block_tokens,
-             pool_step_code, pool_step_coef)
-    outs = (out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_status)
-    stats = (inst_busy_s, inst_seq_s, inst_steps, inst_tokens, log_dt_s, log_n, log_len)
-    load = (inst_outstanding, tree_out, tree_out_lo, tree_out_leaves, pool_tokens)
-    route = (pool_router, route_u, rr_next, out_inst)
-    health = (inst_up, pool_n_up, hold_ends, pool_kv_blocks)
+    reqs = Requests(prompt_tokens, output_tokens, generated, next_waiting)
+    slots = Slots(run_lo, run_len, run_req, run_state)
+    inst = Instances(wait_ends, free_blocks, step_f, step_i, step_end_s)
+    pools = Pools(pool_inst_start, pool_max_num_seqs, pool_max_batched_tokens, pool_block_tokens,
+                  pool_step_code, pool_step_coef)
+    outs = Outputs(out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_status)
+    stats = Statistics(inst_busy_s, inst_seq_s, inst_steps, inst_tokens, log.log_dt_s, log.log_n, log.log_len)
+    load = Load(inst_outstanding, tree_out, tree_out_lo, tree_out_leaves, pool_tokens)
+    route = Routing(pool_router, route_u, rr_next, out_inst)
+    health = Health(inst_up, pool_n_up, hold_ends, pool_kv_blocks)
 
     n_steps = 0
     i = 0

@@ -25,15 +25,11 @@ instance cuts the run after the step in progress (``cut_cruise``).  Nothing else
 observe a cruising instance: routing reads outstanding counts and pool tokens, which
 change only at completions.
 
-Arrays travel in tuples (numba passes them as typed tuples; helpers are inlined):
-``reqs = (prompt_tokens, output_tokens, generated, next_waiting)``,
-``slots = (run_lo, run_len, run_req, run_state)``,
-``inst = (wait_ends, free_blocks, step_f, step_i, step_end_s)``,
-``pools = (pool_inst_start, pool_max_num_seqs, pool_max_batched_tokens, pool_block_tokens,
-pool_step_code, pool_step_coef)``,
-``outs = (out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_status)``,
-``stats = (inst_busy_s, inst_seq_s, inst_steps, inst_tokens, log_dt_s, log_n, log_len)``,
-``load = (inst_outstanding, tree, tree_lo, tree_leaves, pool_tokens)``.
+Arrays travel in the named tuples of ``groups.py`` (fields and units listed there), built once by
+``iteration_level`` and read by name in the helpers: ``reqs`` (``Requests``), ``slots``
+(``Slots``), ``inst`` (``Instances``), ``pools`` (``Pools``), ``outs`` (``Outputs``), ``stats``
+(``Statistics``), ``load`` (``Load``); with failures also ``route`` (``Routing``) and ``health``
+(``Health``).
 
 Step log (``log_dt_s`` non-empty; ``run_iteration_level_logged``): every committed step that emits
 tokens to requests past their first token appends its duration ``log_dt_s[j]`` and that token
@@ -64,11 +60,15 @@ N_SLOT_FIELDS = 6
 @njit_inline
 def schedule_step(k, p, t_s, reqs, slots, inst, pools, outs):
     """Form the batch of instance ``k`` at ``t_s``; sets ``step_end_s[k]`` (inf if empty)."""
-    prompt_tokens, output_tokens, generated, next_waiting = reqs
-    run_lo, run_len, run_req, st = slots
-    wait_ends, free_blocks, step_f, step_i, step_end_s = inst
-    _, pool_max_num_seqs, pool_max_batched_tokens, pool_block_tokens, pool_step_code, pool_step_coef = pools
-    out_first_sched_s, _, _, out_preemptions, _ = outs
+    prompt_tokens, output_tokens = reqs.prompt_tokens, reqs.output_tokens
+    generated, next_waiting = reqs.generated, reqs.next_waiting
+    run_lo, run_len, run_req, st = slots.run_lo, slots.run_len, slots.run_req, slots.run_state
+    wait_ends, free_blocks, step_f = inst.wait_ends, inst.free_blocks, inst.step_f
+    step_i, step_end_s = inst.step_i, inst.step_end_s
+    pool_max_num_seqs, pool_max_batched_tokens = pools.pool_max_num_seqs, pools.pool_max_batched_tokens
+    pool_block_tokens = pools.pool_block_tokens
+    pool_step_code, pool_step_coef = pools.pool_step_code, pools.pool_step_coef
+    out_first_sched_s, out_preemptions = outs.first_sched_s, outs.preemptions
     block = pool_block_tokens[p]
     budget = np.int64(pool_max_batched_tokens[p])
     lo = run_lo[k]
@@ -184,8 +184,8 @@ def schedule_step(k, p, t_s, reqs, slots, inst, pools, outs):
 @njit_inline
 def cut_cruise(k, p, t_s, inst, pools):
     """An arrival joins instance ``k`` at ``t_s``: end its cruise after the step in progress."""
-    _, _, step_f, step_i, step_end_s = inst
-    pool_step_code, pool_step_coef = pools[4], pools[5]
+    step_f, step_i, step_end_s = inst.step_f, inst.step_i, inst.step_end_s
+    pool_step_code, pool_step_coef = pools.pool_step_code, pools.pool_step_coef
     m = step_i[k, 2]
     if m <= 1:
         return
@@ -204,9 +204,10 @@ def cut_cruise(k, p, t_s, inst, pools):
 @njit_inline
 def add_step_stats(k, p, n_done, inst, pools, stats):
     """Account the first ``n_done`` steps of the run in flight on instance ``k``."""
-    _, _, step_f, step_i, _ = inst
-    pool_step_code, pool_step_coef = pools[4], pools[5]
-    inst_busy_s, inst_seq_s, inst_steps, inst_tokens = stats[0], stats[1], stats[2], stats[3]
+    step_f, step_i = inst.step_f, inst.step_i
+    pool_step_code, pool_step_coef = pools.pool_step_code, pools.pool_step_coef
+    inst_busy_s, inst_seq_s = stats.inst_busy_s, stats.inst_seq_s
+    inst_steps, inst_tokens = stats.inst_steps, stats.inst_tokens
     n_seqs = step_i[k, 0]
     ctx = step_i[k, 3]
     base_s, per_ctx_s = decode_step_parts(pool_step_code[p], pool_step_coef[p], n_seqs)
@@ -221,10 +222,10 @@ def add_step_stats(k, p, n_done, inst, pools, stats):
 @njit_inline
 def log_steps(k, p, n_emit, inst, pools, stats):
     """Append the steps just committed on instance ``k`` to the step log (module docstring)."""
-    log_dt_s, log_n, log_len = stats[4], stats[5], stats[6]
+    log_dt_s, log_n, log_len = stats.log_dt_s, stats.log_n, stats.log_len
     if log_dt_s.shape[0] == 0:
         return
-    _, _, step_f, step_i, _ = inst
+    step_f, step_i = inst.step_f, inst.step_i
     m = step_i[k, 2]
     n_seqs = step_i[k, 0]
     if m <= 1:
@@ -238,7 +239,7 @@ def log_steps(k, p, n_emit, inst, pools, stats):
                 log_len[1] = 1
         return
     ctx = step_i[k, 3]
-    base_s, per_ctx_s = decode_step_parts(pools[4][p], pools[5][p], n_seqs)
+    base_s, per_ctx_s = decode_step_parts(pools.pool_step_code[p], pools.pool_step_coef[p], n_seqs)
     for i in range(m):
         j = log_len[0]
         if j >= log_dt_s.shape[0]:
@@ -252,8 +253,8 @@ def log_steps(k, p, n_emit, inst, pools, stats):
 @njit_helper
 def steps_by_horizon(k, p, horizon_s, inst, pools):
     """How many steps of the run in flight on instance ``k`` end by ``horizon_s``."""
-    _, _, step_f, step_i, _ = inst
-    pool_step_code, pool_step_coef = pools[4], pools[5]
+    step_f, step_i = inst.step_f, inst.step_i
+    pool_step_code, pool_step_coef = pools.pool_step_code, pools.pool_step_coef
     n_seqs = step_i[k, 0]
     ctx = step_i[k, 3]
     t_end = step_f[k, 0] + step_f[k, 1]
@@ -270,12 +271,13 @@ def commit_step(k, p, t_s, reqs, slots, inst, pools, outs, stats, load):
     """Commit the ``m`` steps of instance ``k`` ending at ``t_s``, schedule the next one.
 
     Returns the number of steps committed."""
-    prompt_tokens = reqs[0]
-    run_lo, run_len, run_req, st = slots
-    wait_ends, free_blocks, _, step_i, step_end_s = inst
-    pool_inst_start, pool_block_tokens = pools[0], pools[3]
-    _, out_first_token_s, out_done_s, _, out_status = outs
-    inst_outstanding, tree, tree_lo, tree_leaves, pool_tokens = load
+    prompt_tokens = reqs.prompt_tokens
+    run_lo, run_len, run_req, st = slots.run_lo, slots.run_len, slots.run_req, slots.run_state
+    wait_ends, free_blocks, step_i, step_end_s = inst.wait_ends, inst.free_blocks, inst.step_i, inst.step_end_s
+    pool_inst_start, pool_block_tokens = pools.pool_inst_start, pools.pool_block_tokens
+    out_first_token_s, out_done_s, out_status = outs.first_token_s, outs.done_s, outs.status
+    inst_outstanding, tree, tree_lo = load.inst_outstanding, load.tree, load.tree_lo
+    tree_leaves, pool_tokens = load.tree_leaves, load.pool_tokens
     m = step_i[k, 2]
     add_step_stats(k, p, m, inst, pools, stats)
     n_emit = 0  # tokens emitted to requests past their first (step log)

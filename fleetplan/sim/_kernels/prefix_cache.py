@@ -6,7 +6,7 @@ entries.  Request segments: 0 = blocks ``[0, nb0)`` keyed ``key0`` (a shared sys
 1 = ``[nb0, nb1)`` keyed ``key1`` (a session's previous context); key -1 = none.  Eviction trims
 the LRU unpinned entry's TAIL first (as vLLM's free-block queue); an entry at 0 blocks is removed.
 
-State ``pc = (inst, ent, tab)`` of int64: ``inst[k, I_*]`` entry range (``I_ENT_N == 0``: caching
+State ``pc = groups.PrefixCache(inst, ent, tab)`` of int64: ``inst[k, I_*]`` entry range (``I_ENT_N == 0``: caching
 off, all calls no-ops returning 0 / -1), hash range, LRU head (least recent) / tail, free-entry
 list, cached / evictable block counts; ``ent[e, E_*]`` key, len, ref, LRU prev / next (``E_NEXT``
 also links free entries); ``tab`` open addressing, linear probing, backward-shift deletion, slot =
@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fleetplan.sim._kernels.groups import PrefixCache
 from fleetplan.sim._kernels.jit import njit_borrowed, njit_helper, njit_inline
 
 I_ENT_LO, I_ENT_N, I_TAB_LO, I_TAB_MASK, I_HEAD, I_TAIL, I_FREE, I_CACHED, I_EVICTABLE, N_INST_FIELDS = range(10)
@@ -69,7 +70,7 @@ def pc_new(n_inst, entries_per_inst):
         for e in range(inst[k, I_ENT_LO], end):
             ent[e, E_KEY] = -1
             ent[e, E_NEXT] = e + 1 if e + 1 < end else -1
-    return (inst, ent, np.full(n_tab, -1, np.int64))
+    return PrefixCache(inst, ent, np.full(n_tab, -1, np.int64))
 
 
 @njit_inline
@@ -81,7 +82,7 @@ def _home(key, mask):
 @njit_inline
 def _slot(pc, k, key):
     """Table index (relative to ``I_TAB_LO``) holding ``key``, or the empty one where it would go."""
-    inst, ent, tab = pc
+    inst, ent, tab = pc.inst, pc.ent, pc.tab
     lo = inst[k, I_TAB_LO]
     mask = inst[k, I_TAB_MASK]
     i = _home(key, mask)
@@ -93,15 +94,15 @@ def _slot(pc, k, key):
 @njit_inline
 def _find(pc, k, key):
     """Global entry id of ``key`` on instance k, or -1."""
-    if key < 0 or pc[0][k, I_ENT_N] == 0:
+    if key < 0 or pc.inst[k, I_ENT_N] == 0:
         return -1
-    return pc[2][pc[0][k, I_TAB_LO] + _slot(pc, k, key)]
+    return pc.tab[pc.inst[k, I_TAB_LO] + _slot(pc, k, key)]
 
 
 @njit_inline
 def _pin(pc, k, e):
     """One more pin of entry ``e``; at the first it leaves the LRU list and stops being evictable."""
-    inst, ent, _ = pc
+    inst, ent = pc.inst, pc.ent
     if ent[e, E_REF] == 0:
         p = ent[e, E_PREV]
         n = ent[e, E_NEXT]
@@ -120,7 +121,7 @@ def _pin(pc, k, e):
 @njit_inline
 def pc_unpin(pc, k, e):
     """Release one pin of entry ``e`` (-1: no-op); at refcount 0 it becomes the MRU entry."""
-    inst, ent, _ = pc
+    inst, ent = pc.inst, pc.ent
     if e < 0:
         return
     ent[e, E_REF] -= 1
@@ -139,7 +140,7 @@ def pc_unpin(pc, k, e):
 @njit_inline
 def _remove(pc, k, e):
     """Delete unpinned entry ``e`` (its blocks leave the evictable count, not the cached one)."""
-    inst, ent, tab = pc
+    inst, ent, tab = pc.inst, pc.ent, pc.tab
     _pin(pc, k, e)  # out of the LRU list
     lo = inst[k, I_TAB_LO]
     mask = inst[k, I_TAB_MASK]
@@ -165,13 +166,13 @@ def _remove(pc, k, e):
 @njit_inline
 def pc_evictable(pc, k):
     """Blocks held by unpinned entries of instance k (what ``pc_evict`` can free)."""
-    return pc[0][k, I_EVICTABLE]
+    return pc.inst[k, I_EVICTABLE]
 
 
 @njit_inline
 def _lookup(pc, k, key0, nb0, key1, nb1, cap_blocks):
     """``pc_match`` without the pins: ``(matched, e0, e1)``."""
-    ent = pc[1]
+    ent = pc.ent
     f0 = _find(pc, k, key0)
     m0 = min(ent[f0, E_LEN], nb0) if f0 >= 0 else 0
     f1 = _find(pc, k, key1) if m0 == nb0 else -1
@@ -201,7 +202,7 @@ def pc_probe(pc, k, key0, nb0, key1, nb1, cap_blocks):
 
     For fit checks before admitting (``own need <= free + evictable - second value``) and the
     SGLang "can a waiting request be admitted" test; a failed admission then leaves the LRU as is."""
-    ent = pc[1]
+    ent = pc.ent
     matched, e0, e1 = _lookup(pc, k, key0, nb0, key1, nb1, cap_blocks)
     pinned = 0
     for e in (e0, e1):
@@ -213,7 +214,7 @@ def pc_probe(pc, k, key0, nb0, key1, nb1, cap_blocks):
 @njit_borrowed
 def pc_evict(pc, k, need):
     """Free and return ``min(need, evictable)`` cached blocks of instance k: LRU entry first, tail first."""
-    inst, ent, _ = pc
+    inst, ent = pc.inst, pc.ent
     freed = 0
     while freed < need and inst[k, I_HEAD] >= 0:
         e = inst[k, I_HEAD]
@@ -231,7 +232,7 @@ def pc_evict(pc, k, need):
 def _take_slot(pc, k, key, keep):
     """``(entry, blocks freed)``: a new entry for ``key`` (len 0, ref 1, not in the LRU) or -1; with no
     free slot the LRU unpinned entry other than ``keep`` is evicted whole first."""
-    inst, ent, tab = pc
+    inst, ent, tab = pc.inst, pc.ent, pc.tab
     freed = 0
     if inst[k, I_FREE] < 0:
         v = inst[k, I_HEAD]
@@ -254,7 +255,7 @@ def _take_slot(pc, k, key, keep):
 def _extend(pc, k, key, target, own_lo, keep):
     """Make entry ``key`` cover ``target`` blocks, taking over the request's blocks from relative
     position ``own_lo`` on.  Returns (entry or -1, own blocks kept, cached blocks freed)."""
-    inst, ent, _ = pc
+    inst, ent = pc.inst, pc.ent
     e = _find(pc, k, key)
     cur = ent[e, E_LEN] if e >= 0 else 0
     if target <= cur or cur < own_lo:
@@ -285,7 +286,7 @@ def pc_insert(pc, k, key0, nb0, key1, matched_blocks, own_end_blocks):
     entries become MRU.  Returns ``(kept_own, freed_cached)``; the caller frees
     ``(held - kept_own) + freed_cached`` blocks.
     """
-    inst, ent, _ = pc
+    inst, ent = pc.inst, pc.ent
     if inst[k, I_ENT_N] == 0:
         return 0, 0
     e0, kept, freed = -1, 0, 0

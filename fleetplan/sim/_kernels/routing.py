@@ -75,9 +75,16 @@ def add_outstanding(k, p, delta, inst_outstanding, pool_inst_start, tree, tree_l
     """``inst_outstanding[k] += delta`` and refresh pool ``p``'s min tree (O(log n))."""
     value = inst_outstanding[k] + delta
     inst_outstanding[k] = value
+    set_route_key(k, p, value, pool_inst_start, tree, tree_lo, tree_leaves)
+
+
+@njit_inline
+def set_route_key(k, p, key, pool_inst_start, tree, tree_lo, tree_leaves):
+    """Set instance ``k``'s key in pool ``p``'s least-outstanding min tree to ``key`` (the outstanding
+    count, or ``codes.ROUTE_KEY_DOWN`` for a down instance; counts untouched)."""
     base = tree_lo[p]
     node = tree_leaves[p] + k - pool_inst_start[p]
-    tree[base + node] = value
+    tree[base + node] = key
     node >>= 1
     while node >= 1:
         a = tree[base + 2 * node]

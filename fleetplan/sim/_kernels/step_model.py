@@ -26,35 +26,13 @@ is what makes float results match bit for bit).
 
 from __future__ import annotations
 
-import math
+from fleetplan.perf.step_terms import roofline_gemm_s, roofline_moe_s
+from fleetplan.sim._kernels.codes import N_STEP_MODELS, STEP_MODEL_LINEAR, STEP_MODEL_ROOFLINE
+from fleetplan.sim._kernels.jit import njit_helper, njit_inline
 
-from fleetplan.sim._kernels.codes import STEP_MODEL_LINEAR, STEP_MODEL_ROOFLINE
-from fleetplan.sim._kernels.jit import njit_inline
-
-
-@njit_inline
-def _roofline_gemm_s(coef, n_seqs, n_tokens):
-    tile = int(coef[5])
-    m_tiles = (n_tokens + tile - 1) // tile
-    pad = m_tiles * tile if n_tokens >= tile else n_tokens
-    wf = 1.0
-    if coef[6] > 0.0 and n_tokens > 0:
-        work = m_tiles * coef[6]
-        wf = math.ceil(work) / work
-    gc = coef[1] * pad * wf + coef[8] * n_seqs
-    gm = coef[2] + coef[7] * n_tokens + coef[9] * n_seqs
-    return gc if gc > gm else gm
-
-
-@njit_inline
-def _roofline_moe_s(coef, n_tokens):
-    moe = 0.0
-    if coef[12] > 0.0 or coef[14] > 0.0:
-        mc = coef[12] * n_tokens + coef[13] * math.sqrt(n_tokens)
-        q = 1.0 - math.exp(coef[15] * n_tokens)
-        mm = coef[14] * q + coef[16] * math.sqrt(q * (1.0 - q)) + coef[17] * n_tokens
-        moe = mc if mc > mm else mm
-    return moe
+# the roofline's GEMM and MoE terms: the same functions perf evaluates in Python (perf.step_terms)
+_roofline_gemm_s = njit_inline(roofline_gemm_s)
+_roofline_moe_s = njit_inline(roofline_moe_s)
 
 
 @njit_inline
@@ -111,3 +89,11 @@ def verify_step_s(code, coef, parts, ctx, attn2):
     if code == STEP_MODEL_LINEAR:
         return parts[0] + coef[3] * ctx + coef[4] * (attn2 * 0.5)
     return -1.0
+
+
+@njit_helper
+def check_step_codes(codes):
+    """ValueError unless every entry of ``codes`` is a known step-model code (a kernel precondition)."""
+    for p in range(codes.shape[0]):
+        if codes[p] < 0 or codes[p] >= N_STEP_MODELS:
+            raise ValueError("unknown step-model code")

@@ -55,8 +55,8 @@ from fleetplan.perf.overheads import DEFAULT_LAUNCH_OVERHEAD_S, KERNELS_PER_LAYE
 from fleetplan.perf.parallelism import Parallelism, pp_stage_layers
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.sim._kernels import codes
-from fleetplan.sim.features import GraphMode, RuntimeFeatures, SchedulerPolicy
-from fleetplan.sim.features_arrays import SPEC_K_MAX, CompiledFeatures
+from fleetplan.sim.features.arrays import SPEC_K_MAX, CompiledFeatures
+from fleetplan.sim.features.spec import GraphMode, RuntimeFeatures, SchedulerPolicy
 from fleetplan.sim.spec import FleetSpec, InstanceRouter, PoolSpec
 from fleetplan.units import fmt_ms
 

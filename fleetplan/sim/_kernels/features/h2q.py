@@ -22,7 +22,7 @@ next pass (``restore_front``).  What a pass looks for:
   older than every running QL request (then it is ranked -1 as a candidate), else the oldest
   running QL request (QL requests are the tail of the sorted list).
 
-A run (``features_runs``) is formed by a decode-only pass that scheduled every running request
+A run (``timing``) is formed by a decode-only pass that scheduled every running request
 and after which nothing can be admitted, so its later passes schedule the same requests with
 the same tokens; only their order and the H2Q-BR state change from pass to pass, and nothing
 outside the instance reads them until the run's last step is committed (runs only with
@@ -42,8 +42,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fleetplan.sim._kernels.features_heap import ph_min_aseq
-from fleetplan.sim._kernels.features_layout import (
+from fleetplan.sim._kernels.features.policy import insert_ranked, set_rank
+from fleetplan.sim._kernels.features.state import (
     ASEQ,
     COMP,
     G_H2Q_RUNS,
@@ -63,8 +63,8 @@ from fleetplan.sim._kernels.features_layout import (
     RK0,
     TARGET,
     UNKNOWN,
+    ph_min_aseq,
 )
-from fleetplan.sim._kernels.features_policy import insert_ranked, set_rank
 from fleetplan.sim._kernels.jit import njit_borrowed, njit_helper, njit_inline
 
 

@@ -1,9 +1,9 @@
 """Iteration-level kernel with the runtime features of issue #5 (docs/runtime_features_contract.md).
 
 ``run_iteration_features`` generalises ``run_iteration_level`` (no failures): scheduler policies
-(``features_policy``), a shared batch builder with token budget, KV admission, prefix caching
-and recompute preemption (``features_steps``, ``features_admit``), CUDA-graph padding and
-speculative decoding (``features_time``, ``features_commit``), multi-round sessions and the
+(``policy``), a shared batch builder with token budget, KV admission, prefix caching
+and recompute preemption (``schedule``), CUDA-graph padding and
+speculative decoding (``timing``, ``commit``), multi-round sessions and the
 prefix-affinity router (this module).  With every feature off and ``prev_req == -1`` it gives
 bit-identical outputs to ``run_iteration_level`` (tested).
 
@@ -32,10 +32,12 @@ from fleetplan.sim._kernels.codes import (
     SCHED_H2Q_BR,
     STATUS_REJECTED,
 )
-from fleetplan.sim._kernels.features_commit import commit_features, drafts_by_horizon
-from fleetplan.sim._kernels.features_h2q import h2q_setup
-from fleetplan.sim._kernels.features_heap import rel_pop
-from fleetplan.sim._kernels.features_layout import (
+from fleetplan.sim._kernels.features.commit import commit_features, drafts_by_horizon
+from fleetplan.sim._kernels.features.h2q import h2q_setup
+from fleetplan.sim._kernels.features.policy import enqueue_wait
+from fleetplan.sim._kernels.features.rng import accept_thresholds
+from fleetplan.sim._kernels.features.schedule import schedule_features
+from fleetplan.sim._kernels.features.state import (
     ALL_SORTED,
     G_FRONT,
     G_SEED,
@@ -50,30 +52,42 @@ from fleetplan.sim._kernels.features_layout import (
     N_KI,
     N_RQ,
     SPEC_RUN_MAX,
+    rel_pop,
+    row_open,
+    rows_flush,
 )
-from fleetplan.sim._kernels.features_policy import enqueue_wait
-from fleetplan.sim._kernels.features_rng import accept_thresholds
-from fleetplan.sim._kernels.features_rows import row_open, rows_flush
-from fleetplan.sim._kernels.features_steps import schedule_features
-from fleetplan.sim._kernels.features_time import add_step_stats, cut_run, steps_by_horizon
+from fleetplan.sim._kernels.features.timing import add_step_stats, cut_run, steps_by_horizon
+from fleetplan.sim._kernels.groups import (
+    FeatureInstances,
+    FeatureOutputs,
+    FeatureRequests,
+    FeatureRouting,
+    Features,
+    FeatureStatistics,
+    Load,
+    Pools,
+    Releases,
+    Sessions,
+)
 from fleetplan.sim._kernels.heaps import tree_build, tree_leaves, tree_update
 from fleetplan.sim._kernels.jit import njit, njit_borrowed, njit_inline
 from fleetplan.sim._kernels.prefix_cache import pc_new
 from fleetplan.sim._kernels.routing import add_outstanding, build_outstanding_trees, least_loaded_pool, pick_instance
+from fleetplan.sim._kernels.step_model import check_step_codes
 
-SPEC_K_MAX = 16  # = fleetplan.sim.features_arrays.SPEC_K_MAX (kernels do not import the sim package)
+SPEC_K_MAX = 16  # = fleetplan.sim.features.arrays.SPEC_K_MAX (kernels do not import the sim package)
 
 
 @njit_borrowed
 def route_prefix_affinity(p, r, pools, load, route, prefix_key, slack):
     """``ROUTE_PREFIX_AFFINITY``: the key's home instance unless it is ``slack`` above the least loaded."""
-    pool_inst_start = pools[0]
-    inst_outstanding, tree, tree_lo, tree_leaves_, _ = load
-    route_u = route[1]
+    pool_inst_start = pools.pool_inst_start
+    inst_outstanding = load.inst_outstanding
+    route_u = route.route_u
     first = pool_inst_start[p]
     n = pool_inst_start[p + 1] - first
-    least = pick_instance(ROUTE_LEAST_OUTSTANDING, p, pool_inst_start, inst_outstanding, tree, tree_lo,
-                          tree_leaves_, route[2], route_u[r, 0], route_u[r, 1])
+    least = pick_instance(ROUTE_LEAST_OUTSTANDING, p, pool_inst_start, inst_outstanding, load.tree, load.tree_lo,
+                          load.tree_leaves, route.rr_next, route_u[r, 0], route_u[r, 1])
     key = prefix_key[r, 0] if prefix_key[r, 0] >= 0 else prefix_key[r, 1]
     if key < 0:
         return least
@@ -86,33 +100,30 @@ def route_prefix_affinity(p, r, pools, load, route, prefix_key, slack):
 @njit_inline
 def enter(k, p, x, t_s, req, ses, ins, pools, fts, outs, stats, load, pc, stack):
     """The request of row x joins instance k's waiting set at ``t_s`` (routed, counted outstanding)."""
-    add_outstanding(k, p, 1, load[0], pools[0], load[1], load[2], load[3])
-    enqueue_wait(k, p, x, False, req, ses, ins[2], pools, fts, pc)
-    if ins[4][k] == np.inf:
-        schedule_features(k, p, t_s, req, ses, ins, pools, fts, (outs[0], outs[3], outs[5], stats[8]), pc, stack)
+    add_outstanding(k, p, 1, load.inst_outstanding, pools.pool_inst_start, load.tree, load.tree_lo, load.tree_leaves)
+    enqueue_wait(k, p, x, False, req, ses, ins.ki, pools, fts, pc)
+    if ins.step_end_s[k] == np.inf:
+        schedule_features(k, p, t_s, req, ses, ins, pools, fts, outs, stats, pc, stack)
     else:
         cut_run(k, p, t_s, ins, pools, fts)
 
 
 @njit
-def run_iteration_features(
-    arrival_s, prompt_tokens, output_tokens, req_pool, route_u,
-    pool_inst_start, pool_router, pool_max_context, pool_max_num_seqs, pool_max_batched_tokens,
-    pool_kv_blocks, pool_block_tokens, pool_step_code, pool_step_coef, horizon_s,
-    policy, policy_param, graph_mode, graph_sizes, graph_n, graph_time_s, spec_k, spec_accept,
-    draft_code, draft_coef, prefix_on, prefix_entries, affinity_slack, spec_seed,
-    prev_req, delay_s, session, n_sessions, new_tokens, prefix_key, prefix_tokens,
-    out_inst, out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_status,
-    inst_busy_s, inst_seq_s, inst_steps, inst_tokens,
-    out_release_s, out_cached_tokens, out_drafted, out_accepted,
-    pool_graph_tokens, pool_step_kind, pool_accept_pos, pool_draft_pos, pool_prefix_tokens, max_in_flight=0,
-):
+def run_iteration_features(requests, fleet, features, rounds, out, horizon_s, max_in_flight=0):
+    """Run the feature kernel (module docstring) and return the committed steps.  Arguments are the
+    named groups of ``groups.py``: ``RequestInputs``, ``FleetInputs``, ``FeatureInputs``,
+    ``RoundInputs`` and the outputs ``FeatureKernelOutputs`` (written here)."""
+    arrival_s, prompt_tokens, output_tokens = requests.arrival_s, requests.prompt_tokens, requests.output_tokens
+    pool_inst_start, pool_router, pool_max_num_seqs = fleet.pool_inst_start, fleet.pool_router, fleet.pool_max_num_seqs
+    pool_kv_blocks, pool_step_code = fleet.pool_kv_blocks, fleet.pool_step_code
+    policy, spec_k, draft_code, spec_seed = features.policy, features.spec_k, features.draft_code, features.spec_seed
+    prefix_on, prefix_entries = features.prefix_on, features.prefix_entries
+    prev_req, session, n_sessions = rounds.prev_req, rounds.session, rounds.n_sessions
     n_req = arrival_s.shape[0]
     n_pools = pool_router.shape[0]
     n_inst = pool_inst_start[n_pools]
+    check_step_codes(pool_step_code)
     for p in range(n_pools):
-        if pool_step_code[p] < 0 or pool_step_code[p] >= N_STEP_MODELS:
-            raise ValueError("unknown step-model code")
         if spec_k[p] < 0 or spec_k[p] > SPEC_K_MAX or (spec_k[p] > 0 and (draft_code[p] < 0
                                                                           or draft_code[p] >= N_STEP_MODELS)):
             raise ValueError("spec_k must be in [0, SPEC_K_MAX] with a known draft step-model code")
@@ -134,22 +145,22 @@ def run_iteration_features(
             last_arrival_s = arrival_s[i]
         if any_h2q:
             sess_id[i] = session[i] if session[i] >= 0 else n_sessions + i
-        out_inst[i] = -1
-        out_first_sched_s[i] = np.inf
-        out_first_token_s[i] = np.inf
-        out_done_s[i] = np.inf
-        out_release_s[i] = np.inf
-        out_preemptions[i] = 0
-        out_status[i] = 1  # STATUS_UNFINISHED until proven otherwise
-        out_cached_tokens[i] = 0
-        out_drafted[i] = 0
-        out_accepted[i] = 0
+        out.inst[i] = -1
+        out.first_sched_s[i] = np.inf
+        out.first_token_s[i] = np.inf
+        out.done_s[i] = np.inf
+        out.release_s[i] = np.inf
+        out.preemptions[i] = 0
+        out.status[i] = 1  # STATUS_UNFINISHED until proven otherwise
+        out.cached_tokens[i] = 0
+        out.drafted[i] = 0
+        out.accepted[i] = 0
     for i in range(n_req - 1, -1, -1):  # successors in index order
         q = prev_req[i]
         if q >= 0:
             succ_next[i] = succ_head[q]
             succ_head[q] = i
-    rq = np.empty((n_req, N_RQ), dtype=np.int64)  # rows are reset when taken (features_rows)
+    rq = np.empty((n_req, N_RQ), dtype=np.int64)  # rows are reset when taken (state.py)
     row_free = np.empty(n_req, dtype=np.int64)
     n_sess_all = n_sessions + n_req if any_h2q else 0
     sess_z = np.zeros(n_sess_all, dtype=np.int64)
@@ -180,15 +191,15 @@ def run_iteration_features(
     pool_tokens = np.zeros(n_pools, dtype=np.int64)
     rr_next = np.zeros(n_pools, dtype=np.int32)
     for k in range(n_inst):
-        inst_busy_s[k] = 0.0
-        inst_seq_s[k] = 0.0
-        inst_steps[k] = 0
-        inst_tokens[k] = 0
-    pool_graph_tokens[:] = 0
-    pool_step_kind[:] = 0
-    pool_accept_pos[:] = 0
-    pool_draft_pos[:] = 0
-    pool_prefix_tokens[:] = 0
+        out.busy_s[k] = 0.0
+        out.seq_s[k] = 0.0
+        out.steps[k] = 0
+        out.tokens[k] = 0
+    out.pool_graph_tokens[:] = 0
+    out.pool_step_kind[:] = 0
+    out.pool_accept_pos[:] = 0
+    out.pool_draft_pos[:] = 0
+    out.pool_prefix_tokens[:] = 0
     n_leaves = tree_leaves(n_inst)
     step_end_s = np.full(n_leaves, np.inf)
     tree = np.empty(2 * n_leaves, dtype=np.int32)
@@ -198,25 +209,27 @@ def run_iteration_features(
     rel_n = np.zeros(1, dtype=np.int64)
     stack = np.empty(n_req + 1, dtype=np.int64)
 
-    req = (prompt_tokens, output_tokens, rq, row_free, new_tokens, prefix_key, prefix_tokens, sess_id)
-    ses = (sess_z, sess_h, sess_c, glob)
+    req = FeatureRequests(prompt_tokens, output_tokens, rq, row_free, rounds.new_tokens, rounds.prefix_key,
+                          rounds.prefix_tokens, sess_id)
+    ses = Sessions(sess_z, sess_h, sess_c, glob)
     run_acc = np.zeros((run_lo[n_inst] if np.any(spec_k > 0) else 0, SPEC_RUN_MAX), dtype=np.int8)
-    ins = (run_lo, run_req, ki, kf, step_end_s, run_acc, np.zeros((2, SPEC_K_MAX + 1), dtype=np.int64))
-    pools = (pool_inst_start, pool_max_num_seqs, pool_max_batched_tokens, pool_block_tokens, pool_step_code,
-             pool_step_coef)
-    fts = (policy, policy_param, graph_mode, graph_sizes, graph_n, graph_time_s, spec_k,
-           accept_thresholds(spec_accept), draft_code, draft_coef, prefix_on)
-    outs = (out_first_sched_s, out_first_token_s, out_done_s, out_preemptions, out_status, out_cached_tokens,
-            out_drafted, out_accepted)
-    stats = (inst_busy_s, inst_seq_s, inst_steps, inst_tokens, pool_graph_tokens, pool_step_kind,
-             pool_accept_pos, pool_draft_pos, pool_prefix_tokens)
-    load = (inst_outstanding, tree_out, tree_out_lo, tree_out_leaves, pool_tokens)
-    rel = (succ_head, succ_next, delay_s, rel_t, rel_i, rel_n)
-    route = (pool_router, route_u, rr_next)
+    ins = FeatureInstances(run_lo, run_req, ki, kf, step_end_s, run_acc, np.zeros((2, SPEC_K_MAX + 1), dtype=np.int64))
+    pools = Pools(pool_inst_start, pool_max_num_seqs, fleet.pool_max_batched_tokens, fleet.pool_block_tokens,
+                  pool_step_code, fleet.pool_step_coef)
+    fts = Features(policy, features.policy_param, features.graph_mode, features.graph_sizes, features.graph_n,
+                   features.graph_time_s, spec_k, accept_thresholds(features.spec_accept), draft_code,
+                   features.draft_coef, prefix_on)
+    outs = FeatureOutputs(out.first_sched_s, out.first_token_s, out.done_s, out.preemptions, out.status,
+                          out.cached_tokens, out.drafted, out.accepted)
+    stats = FeatureStatistics(out.busy_s, out.seq_s, out.steps, out.tokens, out.pool_graph_tokens,
+                              out.pool_step_kind, out.pool_accept_pos, out.pool_draft_pos, out.pool_prefix_tokens)
+    load = Load(inst_outstanding, tree_out, tree_out_lo, tree_out_leaves, pool_tokens)
+    rel = Releases(succ_head, succ_next, rounds.delay_s, rel_t, rel_i, rel_n)
+    route = FeatureRouting(pool_router, requests.route_u, rr_next)
 
-    return event_loop(n_inst, n_leaves, tree, horizon_s, arrival_s, prev_req, req_pool, inst_pool, out_inst,
-                      out_release_s, pool_max_context, pool_kv_blocks, affinity_slack, req, ses, ins, pools, fts, outs,
-                      stats, load, rel, route, pc, stack, max_in_flight)
+    return event_loop(n_inst, n_leaves, tree, horizon_s, arrival_s, prev_req, requests.req_pool, inst_pool, out.inst,
+                      out.release_s, fleet.pool_max_context, pool_kv_blocks, features.affinity_slack, req, ses, ins,
+                      pools, fts, outs, stats, load, rel, route, pc, stack, max_in_flight)
 
 
 @njit_borrowed
@@ -227,15 +240,17 @@ def event_loop(n_inst, n_leaves, tree, horizon_s, arrival_s, prev_req, req_pool,
 
     Compiled without reference counting (``njit_borrowed``): it allocates nothing and the caller
     holds every array, so the per-event calls and inlined helpers pay no refcount pairs."""
-    prompt_tokens, output_tokens, rq, row_free, prefix_key = req[0], req[1], req[2], req[3], req[5]
-    glob = ses[3]
-    ki, kf, step_end_s = ins[2], ins[3], ins[4]
-    pool_inst_start, pool_block_tokens, pool_step_code, pool_step_coef = pools[0], pools[3], pools[4], pools[5]
-    graph_mode, graph_time_s = fts[2], fts[5]
-    out_status = outs[4]
-    inst_outstanding, tree_out, tree_out_lo, tree_out_leaves, pool_tokens = load
-    rel_t, rel_i, rel_n = rel[3], rel[4], rel[5]
-    pool_router, route_u, rr_next = route
+    prompt_tokens, output_tokens, rq, row_free = req.prompt_tokens, req.output_tokens, req.rq, req.row_free
+    prefix_key, glob = req.prefix_key, ses.glob
+    ki, kf, step_end_s = ins.ki, ins.kf, ins.step_end_s
+    pool_inst_start, pool_block_tokens = pools.pool_inst_start, pools.pool_block_tokens
+    pool_step_code, pool_step_coef = pools.pool_step_code, pools.pool_step_coef
+    graph_mode, graph_time_s = fts.graph_mode, fts.graph_time_s
+    out_status = outs.status
+    inst_outstanding, tree_out, tree_out_lo = load.inst_outstanding, load.tree, load.tree_lo
+    tree_out_leaves, pool_tokens = load.tree_leaves, load.pool_tokens
+    rel_t, rel_i, rel_n = rel.heap_s, rel.heap_req, rel.heap_n
+    pool_router, route_u, rr_next = route.pool_router, route.route_u, route.rr_next
     n_req = arrival_s.shape[0]
     n_steps = 0
     i = 0
@@ -303,9 +318,9 @@ def event_loop(n_inst, n_leaves, tree, horizon_s, arrival_s, prev_req, req_pool,
             n_done = steps_by_horizon(k, inst_pool[k], horizon_s, ins, pools, fts)
             p = inst_pool[k]
             add_step_stats(k, p, n_done, ki, kf, pool_step_code[p], pool_step_coef[p], graph_mode[p], graph_time_s[p],
-                           stats[:6])
+                           stats)
             if ki[k, K_RSPEC] > 0:
                 drafts_by_horizon(k, p, n_done, req, ses, ins, fts, outs, stats)
             n_steps += n_done
-    rows_flush(rq, glob, outs[6], outs[7])
+    rows_flush(rq, glob, outs.drafted, outs.accepted)
     return n_steps

@@ -14,15 +14,14 @@ enters the waiting set of instance k (release or preemption; ``seq`` = global en
 
 Pass ranks (MLFQ, H2Q-BR: running and waiting compete in one order) are 4-tuples
 ``rq[r, RK0:RK3+1]``: MLFQ ``(level 2^40 + a, 0, 0, 0)`` (``mlfq_rank``); H2Q-BR's in
-``features_h2q`` (waiting requests have d = 1).  Running requests are kept sorted by rank
+``h2q`` (waiting requests have d = 1).  Running requests are kept sorted by rank
 (insertion sort, O(n) when nearly sorted); the preemption victim is the last.
 """
 
 from __future__ import annotations
 
 from fleetplan.sim._kernels.codes import SCHED_H2Q_BR, SCHED_MLFQ, SCHED_SPF
-from fleetplan.sim._kernels.features_heap import ph_push
-from fleetplan.sim._kernels.features_layout import (
+from fleetplan.sim._kernels.features.state import (
     ALL_SORTED,
     ASEQ,
     ATT,
@@ -47,6 +46,7 @@ from fleetplan.sim._kernels.features_layout import (
     UNKNOWN,
     WK0,
     WK1,
+    ph_push,
 )
 from fleetplan.sim._kernels.jit import njit_borrowed, njit_inline
 from fleetplan.sim._kernels.prefix_cache import pc_probe
@@ -66,10 +66,11 @@ def mlfq_entry_level(code, coef, prompt, q0_s, n_levels):
 @njit_borrowed
 def enqueue_wait(k, p, x, is_preempt, req, ses, ki, pools, fts, pc):
     """Key the request of row x for instance k's waiting set and push it (see the module doc)."""
-    prompt_tokens, _, rq, _, new_tokens, prefix_key, prefix_tokens, sess_id = req
+    prompt_tokens, rq, new_tokens, sess_id = req.prompt_tokens, req.rq, req.new_tokens, req.sess_id
+    prefix_key, prefix_tokens = req.prefix_key, req.prefix_tokens
     r = rq[x, REQ]
-    sess_z, sess_h, sess_c, glob = ses
-    policy, policy_param, prefix_on = fts[0], fts[1], fts[10]
+    sess_z, sess_h, sess_c, glob = ses.sess_z, ses.sess_h, ses.sess_c, ses.glob
+    policy, policy_param, prefix_on = fts.policy, fts.policy_param, fts.prefix_on
     pol = policy[p]
     seq = glob[G_ENQ]
     glob[G_ENQ] = seq + 1
@@ -79,7 +80,7 @@ def enqueue_wait(k, p, x, is_preempt, req, ses, ki, pools, fts, pc):
     if pol == SCHED_SPF:
         rem = prompt_tokens[r] + rq[x, GEN]
         if prefix_on[p] != 0:
-            block = pools[3][p]
+            block = pools.pool_block_tokens[p]
             m, _ = pc_probe(pc, k, prefix_key[r, 0], prefix_tokens[r, 0] // block, prefix_key[r, 1],
                             prefix_tokens[r, 1] // block, (rem - 1) // block)
             rem -= m * block
@@ -87,8 +88,8 @@ def enqueue_wait(k, p, x, is_preempt, req, ses, ki, pools, fts, pc):
         rq[x, WK1] = seq
     elif pol == SCHED_MLFQ:
         if not is_preempt:
-            rq[x, LEVEL] = mlfq_entry_level(pools[4][p], pools[5][p], prompt_tokens[r], policy_param[p, 0],
-                                            int(policy_param[p, 1]))
+            rq[x, LEVEL] = mlfq_entry_level(pools.pool_step_code[p], pools.pool_step_coef[p], prompt_tokens[r],
+                                            policy_param[p, 0], int(policy_param[p, 1]))
             rq[x, ATT] = 0
         rq[x, WK0] = rq[x, LEVEL]
         rq[x, WK1] = rq[x, ASEQ]
@@ -96,7 +97,7 @@ def enqueue_wait(k, p, x, is_preempt, req, ses, ki, pools, fts, pc):
         sid = sess_id[r]
         if is_preempt:
             sess_c[sid] = 0
-            ki[k, K_HMIN] = ki[k, K_QMIN] = UNKNOWN  # (features_h2q)
+            ki[k, K_HMIN] = ki[k, K_QMIN] = UNKNOWN  # (h2q.py)
         ell = new_tokens[r]
         if sess_z[sid] != 0 or sess_h[sid] > policy_param[p, 1] or ell > policy_param[p, 0]:
             sess_z[sid] = 1

@@ -3,8 +3,8 @@
 ``CompiledFeatures`` is built per fleet by ``fleetplan.sim.features`` from the pools'
 ``RuntimeFeatures``; ``RequestExtras`` per request stream by ``fleetplan.sim.sessions``
 (multi-round sessions, RL bursts, shared prefixes).  The kernel
-(``fleetplan.sim._kernels.features_level``) is called through
-``fleetplan.sim.features_run.run_features``.  Semantics: docs/runtime_features_contract.md.
+(``fleetplan.sim._kernels.features.level``) is called through
+``fleetplan.sim.features.run.run_features``.  Semantics: docs/runtime_features_contract.md.
 """
 
 from __future__ import annotations

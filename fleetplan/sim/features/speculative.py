@@ -15,7 +15,7 @@ and have no effect.  Our keys (exactly one acceptance key is required; there is 
   With S_j = sum_{i >= j} q_i = P(A >= j), the conditional rate is p_j = S_{j+1} / S_j
   (0 where S_j = 0), so P(A = j) = (prod_{i<j} p_i) (1 - p_j) reproduces q exactly;
 * ``draft_cost_fraction`` (mtp only): one MTP draft pass as a fraction of a target step;
-  without it it is derived from the model (``fleetplan.sim.features_compile``).
+  without it it is derived from the model (``fleetplan.sim.features.compile``).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleetplan.errors import ConfigError, UnknownNameError
-from fleetplan.sim.features_arrays import SPEC_K_MAX
+from fleetplan.sim.features.arrays import SPEC_K_MAX
 
 __all__ = ["SpeculativeConfig", "SPEC_METHODS", "conditional_from_table"]
 

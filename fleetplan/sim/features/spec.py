@@ -1,6 +1,6 @@
 """Runtime features of one pool (#5): CUDA graphs, speculative decoding, prefix caching, scheduler policy.
 
-Frozen, validated specs; ``fleetplan.sim.features_compile.compile_features`` turns a fleet's
+Frozen, validated specs; ``fleetplan.sim.features.compile.compile_features`` turns a fleet's
 features into ``CompiledFeatures`` (semantics: docs/runtime_features_contract.md).  The
 default ``RuntimeFeatures()`` has everything off and leaves a run bit-identical to the
 featureless simulator.
@@ -9,12 +9,12 @@ featureless simulator.
   ``full_decode_only``, ``piecewise``) and ``--cudagraph-capture-sizes``.  ``mode = None`` (not
   set, the default) times steps as the step model gives them; ``none`` times every step eagerly, so
   a ``--model`` predictor (kernel-only, CUDA-graph execution) gets the launch overhead added to
-  every step (``fleetplan.sim.features_compile.eager_step_coefficients``).  ``None`` sizes mean
+  every step (``fleetplan.sim.features.compile.eager_step_coefficients``).  ``None`` sizes mean
   vLLM's default ladder (``vllm/config/compilation.py``): ``max = min(2 * max_num_seqs, 512)``,
   ``[1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16)``; ``FRONTIER_CAPTURE_SIZES`` is the
   Frontier paper's decode bins {1, 2, 4, 8, 16, 32, 64} (frontier-full-paper.txt §2, with Table 2's
   padding inflation).
-* ``SpeculativeConfig`` (``fleetplan.sim.features_speculative``): vLLM ``--speculative-config``.
+* ``SpeculativeConfig`` (``fleetplan.sim.features.speculative``): vLLM ``--speculative-config``.
 * ``PrefixCacheConfig(enabled, entries_per_instance)``: vLLM ``--enable-prefix-caching``;
   ``entries_per_instance = None`` means one per KV block, at most 8192 (an entry holds at least one block).
   ``affinity_slack_requests`` is read by the ``prefix_affinity`` router: the sgl-router
@@ -37,7 +37,7 @@ from typing import Any
 
 from fleetplan.errors import ConfigError
 from fleetplan.names import NameRegistry
-from fleetplan.sim.features_speculative import SpeculativeConfig
+from fleetplan.sim.features.speculative import SpeculativeConfig
 from fleetplan.units import ms_to_s, s_to_ms
 
 __all__ = [

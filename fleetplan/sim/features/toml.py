@@ -26,14 +26,14 @@ import json
 from typing import Any
 
 from fleetplan.errors import DataFormatError, FleetplanError
-from fleetplan.sim.features import (
+from fleetplan.sim.features.spec import (
     POLICY_PARAM_KEYS,
     CudaGraphConfig,
     PolicyConfig,
     PrefixCacheConfig,
     RuntimeFeatures,
 )
-from fleetplan.sim.features_speculative import SpeculativeConfig
+from fleetplan.sim.features.speculative import SpeculativeConfig
 from fleetplan.units import MS_PER_S
 
 __all__ = ["FEATURE_KEYS", "features_table", "parse_features_table"]

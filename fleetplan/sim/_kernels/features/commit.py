@@ -1,17 +1,17 @@
 """Commit of the feature kernel's steps: tokens, speculative acceptance, completions, releases.
 
-At the end of the ``m`` steps in flight on instance k (m > 1 only for a run, ``features_runs``),
-for every scheduled running request r (``features_steps``):
+At the end of the ``m`` steps in flight on instance k (m > 1 only for a run, ``timing``),
+for every scheduled running request r (``schedule``):
 
 * plain run: ``m`` decode tokens, blocks allocated lazily (as ``iteration_steps.commit_step``);
-  speculative run: the acceptances of its ``m`` steps as ``features_runs.spec_run`` drew them
+  speculative run: the acceptances of its ``m`` steps as ``timing.spec_run`` drew them
   ahead (``spec_replay``: the same draws, kept per slot), blocks to ``ceil(COMP / B)``; MLFQ
   run: ``mlfq_replay`` of steps 0..m-2 and the re-sort first; H2Q-BR run: ``h2q_replay`` of
   passes 2..m first (short streak, carryover credits, the last pass's order);
 * speculative decoding (``KSPEC = k_r > 0``): one draw per step, ``u = uniform01(seed, r,
   DRAWS)`` (r's own counter); position j is accepted while ``u < prod_{i <= j} spec_accept[p,
   i]`` (so j is accepted with probability ``spec_accept[p, j]`` given the positions before it
-  were; compared as integers, ``features_rng``); with ``a`` accepted, ``COMP += 1 + a`` and
+  were; compared as integers, ``rng``); with ``a`` accepted, ``COMP += 1 + a`` and
   ``a + 1`` tokens are emitted; blocks beyond ``ceil(COMP / B)`` go back to the free pool;
   drafts proposed / accepted are counted in the request's row (copied out when it leaves) and
   per position through ``counts`` (``fold_counts``, once per commit);
@@ -32,9 +32,11 @@ from __future__ import annotations
 import numpy as np
 
 from fleetplan.sim._kernels.codes import SCHED_H2Q_BR, SCHED_MLFQ, STATUS_DONE
-from fleetplan.sim._kernels.features_h2q import h2q_chunk, h2q_left, h2q_reinsert, h2q_replay
-from fleetplan.sim._kernels.features_heap import rel_push
-from fleetplan.sim._kernels.features_layout import (
+from fleetplan.sim._kernels.features.h2q import h2q_chunk, h2q_left, h2q_reinsert, h2q_replay
+from fleetplan.sim._kernels.features.policy import mlfq_prepare, mlfq_rank
+from fleetplan.sim._kernels.features.rng import keyed_bits53
+from fleetplan.sim._kernels.features.schedule import mlfq_replay, schedule_features
+from fleetplan.sim._kernels.features.state import (
     ACCEPTED,
     ALL_SORTED,
     ASEQ,
@@ -64,27 +66,25 @@ from fleetplan.sim._kernels.features_layout import (
     RK0,
     SCHED,
     TARGET,
+    rel_push,
+    row_close,
 )
-from fleetplan.sim._kernels.features_policy import mlfq_prepare, mlfq_rank
-from fleetplan.sim._kernels.features_rng import keyed_bits53
-from fleetplan.sim._kernels.features_rows import row_close
-from fleetplan.sim._kernels.features_runs import mlfq_replay
-from fleetplan.sim._kernels.features_steps import schedule_features
-from fleetplan.sim._kernels.features_time import add_step_stats, run_parts, run_step_s
+from fleetplan.sim._kernels.features.timing import add_step_stats, run_parts, run_step_s
 from fleetplan.sim._kernels.jit import njit_borrowed, njit_inline
 from fleetplan.sim._kernels.prefix_cache import pc_insert, pc_unpin
 from fleetplan.sim._kernels.routing import add_outstanding
 
 
 @njit_borrowed
-def complete(k, p, x, t_s, req, ki, pool_inst_start, block, pc_on, co, load, rel, pc, glob):
+def complete(k, p, x, t_s, req, ki, pool_inst_start, block, pc_on, outs, load, rel, pc, glob):
     """The request of row x emitted its last token at ``t_s`` on instance k (pool p: ``block``
-    tokens per KV block, prefix caching ``pc_on``; ``co = (out_done_s, out_status, out_drafted,
-    out_accepted)``); its row goes back.  Only the arrays it uses are passed."""
-    out_done_s, out_status, out_drafted, out_accepted = co
-    prompt_tokens, output_tokens, rq, row_free, prefix_key, prefix_tokens = req
-    inst_outstanding, tree, tree_lo, tree_leaves, pool_tokens = load
-    succ_head, succ_next, delay_s, rel_t, rel_i, rel_n = rel
+    tokens per KV block, prefix caching ``pc_on``); its row goes back."""
+    out_done_s, out_status, out_drafted, out_accepted = outs.done_s, outs.status, outs.drafted, outs.accepted
+    prompt_tokens, output_tokens, rq, row_free = req.prompt_tokens, req.output_tokens, req.rq, req.row_free
+    prefix_key, prefix_tokens = req.prefix_key, req.prefix_tokens
+    inst_outstanding, pool_tokens = load.inst_outstanding, load.pool_tokens
+    succ_head, succ_next, delay_s = rel.succ_head, rel.succ_next, rel.delay_s
+    rel_t, rel_i, rel_n = rel.heap_s, rel.heap_req, rel.heap_n
     r = rq[x, REQ]
     out_done_s[r] = t_s
     out_status[r] = STATUS_DONE
@@ -97,7 +97,7 @@ def complete(k, p, x, t_s, req, ki, pool_inst_start, block, pc_on, co, load, rel
     else:
         ki[k, K_FREE] += rq[x, HELD]
     row_close(x, rq, row_free, glob, out_drafted, out_accepted)
-    add_outstanding(k, p, -1, inst_outstanding, pool_inst_start, tree, tree_lo, tree_leaves)
+    add_outstanding(k, p, -1, inst_outstanding, pool_inst_start, load.tree, load.tree_lo, load.tree_leaves)
     pool_tokens[p] -= prompt_tokens[r] + output_tokens[r]
     j = succ_head[r]
     while j >= 0:
@@ -112,7 +112,7 @@ def accept_drafts(p, x, kr, rq, spec_bits, counts):
     b = keyed_bits53(rq[x, DKEY], rq[x, DRAWS])
     rq[x, DRAWS] += 1
     a = 0
-    for j in range(kr):  # the accepted positions are a prefix (features_rng.accept_thresholds)
+    for j in range(kr):  # the accepted positions are a prefix (rng.accept_thresholds)
         a += 1 if b < spec_bits[p, j] else 0
     counts[0, kr] += 1
     counts[1, a] += 1
@@ -168,46 +168,48 @@ def spec_replay(k, p, m, kr, block, rq, run_req, lo, n, ki, run_acc, counts, poo
 def drafts_by_horizon(k, p, n_done, req, ses, ins, fts, outs, stats):
     """Acceptance counts of the first ``n_done`` steps of the speculative run in flight on instance
     k at the horizon (the twin commits those steps; their other effects are not reported)."""
-    rq = req[2]
-    run_lo, run_req, ki = ins[0], ins[1], ins[2]
+    rq = req.rq
+    run_lo, run_req, ki = ins.run_lo, ins.run_req, ins.ki
     lo = run_lo[k]
     for s in range(lo, lo + ki[k, K_RUN]):
         r = run_req[s]
         for _ in range(n_done):
-            accept_drafts(p, r, rq[r, KSPEC], rq, fts[7], ins[6])
-    fold_counts(p, fts[6][p], ins[6], stats[6], stats[7])
+            accept_drafts(p, r, rq[r, KSPEC], rq, fts.spec_bits, ins.acc_count)
+    fold_counts(p, fts.spec_k[p], ins.acc_count, stats.pool_accept_pos, stats.pool_draft_pos)
 
 
 @njit_inline
 def commit_features(k, p, t_s, req, ses, ins, pools, fts, outs, stats, load, rel, pc, stack):
     """Commit the ``m`` steps of instance k ending at ``t_s``, schedule the next; returns m."""
-    rq, sess_id = req[2], req[7]
-    run_lo, run_req, ki, kf, step_end_s, run_acc, counts = ins
-    pol = fts[0][p]
+    rq, sess_id = req.rq, req.sess_id
+    run_lo, run_req, ki, kf, step_end_s = ins.run_lo, ins.run_req, ins.ki, ins.kf, ins.step_end_s
+    run_acc, counts = ins.run_acc, ins.acc_count
+    pol = fts.policy[p]
     m = ki[k, K_M]
-    add_step_stats(k, p, m, ki, kf, pools[4][p], pools[5][p], fts[2][p], fts[5][p], stats[:6])
-    block = pools[3][p]
+    add_step_stats(k, p, m, ki, kf, pools.pool_step_code[p], pools.pool_step_coef[p], fts.graph_mode[p],
+                   fts.graph_time_s[p], stats)
+    block = pools.pool_block_tokens[p]
     # arrays and pool values the loop reads, bound once: every array a helper call in the loop
     # binds costs a refcount pair per request and step
-    spec_bits, out_first_token_s = fts[7], outs[1]
-    pool_accept_pos, pool_draft_pos = stats[6], stats[7]
-    sess_z, sess_h, sess_c = ses[0], ses[1], ses[2]
-    q0_ns = np.int64(fts[1][p, 0] * 1e9 + 0.5)
-    last_level = int(fts[1][p, 1]) - 1
+    spec_bits, out_first_token_s = fts.spec_bits, outs.first_token_s
+    pool_accept_pos, pool_draft_pos = stats.pool_accept_pos, stats.pool_draft_pos
+    sess_z, sess_h, sess_c = ses.sess_z, ses.sess_h, ses.sess_c
+    q0_ns = np.int64(fts.policy_param[p, 0] * 1e9 + 0.5)
+    last_level = int(fts.policy_param[p, 1]) - 1
     lo = run_lo[k]
     dt_last_ns = np.int64(kf[k, F_DT] * 1e9 + 0.5)  # MLFQ's attained service of the last step
     if m > 1 and ki[k, K_RSPEC] > 0:  # a speculative run: its tokens from the draws made ahead
         spec_replay(k, p, m, ki[k, K_RSPEC], block, rq, run_req, lo, ki[k, K_RUN], ki, run_acc, counts,
                     pool_accept_pos, pool_draft_pos)
     if m > 1 and pol == SCHED_MLFQ:  # steps 0..m-2, then the twin's sort before the last step
-        base_s, per_ctx_s = run_parts(k, ki, pools[4][p], pools[5][p])
-        gmode, gtime = fts[2][p], fts[5][p]
+        base_s, per_ctx_s = run_parts(k, ki, pools.pool_step_code[p], pools.pool_step_coef[p])
+        gmode, gtime = fts.graph_mode[p], fts.graph_time_s[p]
         mlfq_replay(k, m, q0_ns, last_level, rq, run_req, lo, ki[k, K_RUN], ki, kf, base_s, per_ctx_s, gmode,
                     gtime)
         mlfq_prepare(k, rq, lo, run_req, ki)
         dt_last_ns = np.int64(run_step_s(k, m - 1, base_s, per_ctx_s, ki, kf, gmode, gtime) * 1e9 + 0.5)
     elif m > 1 and pol == SCHED_H2Q_BR:  # passes 2..m: streak, credits spent, the last pass's order
-        h2q_replay(k, m, fts[1][p, 2], rq, req[4], sess_id, sess_c, lo, run_req, ki, stack)
+        h2q_replay(k, m, fts.policy_param[p, 2], rq, req.new_tokens, sess_id, sess_c, lo, run_req, ki, stack)
     kept = lo
     n_moved = 0
     sorted_n = ki[k, K_SORTED]  # MLFQ's sorted prefix, renumbered as completed requests leave
@@ -270,8 +272,8 @@ def commit_features(k, p, t_s, req, ses, ins, pools, fts, outs, stats, load, rel
                     rq[r, TARGET] = target
                     if pol == SCHED_H2Q_BR:
                         h2q_left(ki, k, rq, r)
-                    complete(k, p, r, t_s, (req[0], req[1], rq, req[3], req[5], req[6]), ki, pools[0], block,
-                             fts[10][p] != 0, (outs[2], outs[4], outs[6], outs[7]), load, rel, pc, ses[3])
+                    complete(k, p, r, t_s, req, ki, pools.pool_inst_start, block, fts.prefix_on[p] != 0, outs, load,
+                             rel, pc, ses.glob)
                     continue
             rq[r, GEN] = gen
             rq[r, TARGET] = target
@@ -281,13 +283,12 @@ def commit_features(k, p, t_s, req, ses, ins, pools, fts, outs, stats, load, rel
                 continue
         run_req[kept] = r
         kept += 1
-    kept = h2q_reinsert(rq, req[4], run_req, lo, kept, stack, n_moved)  # (H2Q-BR's prefill chunks)
+    kept = h2q_reinsert(rq, req.new_tokens, run_req, lo, kept, stack, n_moved)  # (H2Q-BR's prefill chunks)
     ki[k, K_RUN] = kept - lo
-    if fts[6][p] > 0:  # the speculative steps' per-position counts
-        fold_counts(p, fts[6][p], counts, pool_accept_pos, pool_draft_pos)
+    if fts.spec_k[p] > 0:  # the speculative steps' per-position counts
+        fold_counts(p, fts.spec_k[p], counts, pool_accept_pos, pool_draft_pos)
     if kept > lo or ki[k, K_ROOT0] >= 0 or ki[k, K_ROOT1] >= 0:
-        schedule_features(k, p, t_s, req, ses, ins, pools, fts, (outs[0], outs[3], outs[5], stats[8]), pc,
-                          stack)
+        schedule_features(k, p, t_s, req, ses, ins, pools, fts, outs, stats, pc, stack)
     else:
         step_end_s[k] = np.inf
         ki[k, K_M] = 0

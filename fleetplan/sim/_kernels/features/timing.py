@@ -16,13 +16,13 @@ A run of ``m`` identical pure-decode steps (cruise, no drafts) has step j (>= 1)
 ``graph_adjust(base + per_ctx * (ctx + n_seqs * j))`` with ``(base, per_ctx) =
 decode_step_parts(code, coef, S or n_seqs)``: bit for bit the step-by-step value.  A
 speculative run (every request drafting ``k``; ``K_RSPEC = k``) keeps its step durations in
-``kf[k, F_D0 + j]``: its context grows by the accepted drafts (``features_steps.spec_run``).
+``kf[k, F_D0 + j]``: its context grows by the accepted drafts (``schedule.spec_run``).
 """
 
 from __future__ import annotations
 
 from fleetplan.sim._kernels.codes import GRAPH_FULL_DECODE_ONLY, GRAPH_PIECEWISE
-from fleetplan.sim._kernels.features_layout import (
+from fleetplan.sim._kernels.features.state import (
     F_D0,
     F_DT,
     F_START,
@@ -102,8 +102,10 @@ def run_step_s(k, j, base_s, per_ctx_s, ki, kf, gmode, gtime):
 @njit_inline
 def add_step_stats(k, p, n_done, ki, kf, code, coef, gmode, gtime, stats):
     """Account the first ``n_done`` steps of the run in flight on instance k (pool p's step model
-    ``code, coef``, graph mode and times ``gmode, gtime``; ``stats`` as in ``features_level``)."""
-    inst_busy_s, inst_seq_s, inst_steps, inst_tokens, pool_graph_tokens, pool_step_kind = stats[:6]
+    ``code, coef``, graph mode and times ``gmode, gtime``; ``stats``: ``groups.FeatureStatistics``)."""
+    inst_busy_s, inst_seq_s = stats.inst_busy_s, stats.inst_seq_s
+    inst_steps, inst_tokens = stats.inst_steps, stats.inst_tokens
+    pool_graph_tokens, pool_step_kind = stats.pool_graph_tokens, stats.pool_step_kind
     n_seqs = ki[k, K_SEQS]
     n_eff = ki[k, K_GSIZE] if ki[k, K_GSIZE] > 0 else n_seqs
     base_s, per_ctx_s = decode_step_parts(code, coef, n_eff)
@@ -124,12 +126,12 @@ def add_step_stats(k, p, n_done, ki, kf, code, coef, gmode, gtime, stats):
 @njit_borrowed
 def cut_run(k, p, t_s, ins, pools, fts):
     """A request joins instance k at ``t_s``: end its cruise after the step in progress."""
-    ki, kf, step_end_s = ins[2], ins[3], ins[4]
+    ki, kf, step_end_s = ins.ki, ins.kf, ins.step_end_s
     m = ki[k, K_M]
     if m <= 1:
         return
-    base_s, per_ctx_s = run_parts(k, ki, pools[4][p], pools[5][p])
-    gmode, gtime = fts[2][p], fts[5][p]
+    base_s, per_ctx_s = run_parts(k, ki, pools.pool_step_code[p], pools.pool_step_coef[p])
+    gmode, gtime = fts.graph_mode[p], fts.graph_time_s[p]
     t_end = kf[k, F_START] + kf[k, F_DT]
     j = 1
     while t_end <= t_s and j < m:
@@ -142,9 +144,9 @@ def cut_run(k, p, t_s, ins, pools, fts):
 @njit_borrowed
 def steps_by_horizon(k, p, horizon_s, ins, pools, fts):
     """How many steps of the run in flight on instance k end by ``horizon_s``."""
-    ki, kf = ins[2], ins[3]
-    base_s, per_ctx_s = run_parts(k, ki, pools[4][p], pools[5][p])
-    gmode, gtime = fts[2][p], fts[5][p]
+    ki, kf = ins.ki, ins.kf
+    base_s, per_ctx_s = run_parts(k, ki, pools.pool_step_code[p], pools.pool_step_coef[p])
+    gmode, gtime = fts.graph_mode[p], fts.graph_time_s[p]
     t_end = kf[k, F_START] + kf[k, F_DT]
     j = 0
     while j < ki[k, K_M] and t_end <= horizon_s:
