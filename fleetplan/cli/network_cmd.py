@@ -56,7 +56,8 @@ def network_cmd(n_flows, rate_per_s, size_gb, n_leaves, hosts_per_leaf, n_spines
                 prefill_hosts, path_policy, replications, csv_path, seed) -> None:
     """KV transfers on a leaf-spine fabric: completion time and slowdown by path policy.
 
-    The setting of vidur-ns3-pd-cosim.txt by default: 8 prefill + 8 decode hosts, 4 leaves x 4
+    The setting of the Vidur x NS-3 PD co-simulation report (Lin et al. 2026) by default: 8 prefill
+    + 8 decode hosts, 4 leaves x 4
     hosts, 2 spines, 100 Gb/s links, Poisson 6 req/s, 2.28 GB per transfer.  Slowdown = completion
     time / (bytes / the path's slowest link), with rates max-min fair at every instant.
     """

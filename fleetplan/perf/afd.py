@@ -1,6 +1,6 @@
 """Attention-FFN disaggregation (AFD): the time of one decode step as its critical path.
 
-Frontier (frontier-full-paper.txt, section 3.2 and appendix A.3, Algorithm 1 lines 10-20) splits
+Frontier (Feng et al. 2026, arXiv:2605.21312, section 3.2 and appendix A.3, Algorithm 1 lines 10-20) splits
 decode into an attention cluster A and an FFN cluster F: every layer of a decode iteration sends
 activations A -> F, runs the FFN (MoE: EP dispatch, expert sub-batches, combine once the slowest
 rank is ready) and sends them back F -> A.  With ``m`` micro-batches ("ping-pong", MegaScale-

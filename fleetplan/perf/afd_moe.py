@@ -9,7 +9,7 @@ experts with Zipf popularity ``p_e ~ 1 / (e + 1) ** s``, placed ``E / ep`` per r
     rank_s[l, r] = max(n_r flop_per_row / gemm FLOP/s,
                        (a_r expert_weight_bytes + n_r activation_bytes_per_row) / weight bytes/s)
 
-Frontier's EP barrier (frontier-full-paper.txt, Algorithm 1 line 16: "combine at
+Frontier's EP barrier (Feng et al. 2026, arXiv:2605.21312, Algorithm 1 line 16: "combine at
 max_i t_ready^i + Delta_EP"): a layer's FFN ends when the slowest rank is done plus the
 collective, so
 

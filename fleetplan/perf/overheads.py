@@ -5,7 +5,7 @@ Per-kernel launch overhead.  Eager PyTorch launches every kernel from Python; a 
 kernels, each costing ``launch_overhead_s`` of host time that the GPU waits for when
 kernels are short.  CUDA-graph replay (vLLM's default, ``enforce_eager=False``) issues the
 captured kernels with no per-kernel host cost: the kernel-only variant.  Frontier
-(frontier-full-paper.txt §2.2, Fig. 1) measured CUDA graphs cutting vLLM decode TPOT by
+(Feng et al. 2026, arXiv:2605.21312, §2.2, Fig. 1) measured CUDA graphs cutting vLLM decode TPOT by
 32-46 % on 8xA800, which is the size of effect this term produces for 70B-class models.
 Capture-bin padding of decode batches (Frontier Table 2) is not modelled.
 

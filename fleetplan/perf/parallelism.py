@@ -1,6 +1,6 @@
 """How one serving replica is sharded over GPUs, and the rules a model imposes on it.
 
-Frontier (frontier-full-paper.txt §3.2, "Parallel primitives") describes a replica by
+Frontier (Feng et al. 2026, arXiv:2605.21312, §3.2, "Parallel primitives") describes a replica by
 its pipeline size ``pp``, an attention domain ``(tp_attn, dp_attn)`` and an FFN domain
 ``(tp_ffn, ep_ffn)``.  A role hosting both domains (co-located, prefill, decode) must
 span one device set per stage:

@@ -324,7 +324,8 @@ def verification_requests(request: OptimizeRequest, verify: VerifySettings | Non
 #: Largest margin of analytic cost above the cheapest verified fleet's within which phase 2's bound
 #: still verifies a candidate.  The margin used is the largest share by which verification has shrunk
 #: a candidate so far (0 when it never did: ties only), capped here: verification moves a pool's count
-#: by up to about 10 % ([One physics] measures the share of candidates within max(1, 10 %)).
+#: by up to about 10 % (``benchmarks/bench_agreement.py`` measures the share of candidates within
+#: max(1, 10 %)).
 BOUND_SLACK = 0.10
 
 

@@ -1,6 +1,6 @@
 """Compile and simulate multi-round sessions and RL-rollout bursts.
 
-Frontier paper §3.2 "Agentic Reasoning" (frontier-full-paper.txt line 160): each
+Frontier paper §3.2 "Agentic Reasoning" (Feng et al. 2026, arXiv:2605.21312): each
 intermediate round "runs as an ordinary prefill->decode cycle; on completion it emits a
 ThinkingRequeue event that re-admits the request after the tool-execution delay, with session
 affinity to the same replica so that the KV cache populated in the previous round can be

@@ -1,6 +1,6 @@
 """RL-rollout bursts: N trajectories released together, with heavy-tailed lengths.
 
-Agentic RL rollouts (Frontier paper §6.4, frontier-full-paper.txt lines 332-339): "the
+Agentic RL rollouts (Frontier paper §6.4, Feng et al. 2026, arXiv:2605.21312): "the
 trainer launches many trajectories in parallel ... once most short trajectories terminate,
 a heavy-tail subset continues decoding alone and dictates when the trainer can advance"
 (the paper's scenario: a 4,000-trajectory burst whose heavy-tail fraction is 5%).

@@ -9,7 +9,7 @@ A ``SessionWorkload`` draws each session's template from the mix weights (normal
 and session arrivals from a Poisson or Gamma renewal process (``fleetplan.workload.arrivals``).
 
 Bundled (``fleetplan/_data/sessions/``): ``frontier_agentic``, the two templates of the
-Frontier paper's Table 7 (appendix B.1; frontier-full-paper.txt lines 479-486): Short
+Frontier paper's Table 7 (appendix B.1; Feng et al. 2026, arXiv:2605.21312): Short
 4096/96, 1024/64, 512/64, 512/64, 256/192 and Heavy tail 32768/96, 16384/64, 8192/64,
 4096/64, 256/192 (new prompt / decode tokens per round; round 5 is answer-visible).  The
 paper states neither the mix of the two templates nor the tool-call delay: the file mixes

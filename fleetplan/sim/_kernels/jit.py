@@ -202,12 +202,11 @@ def njit_inline(fn):
     ``njit_borrowed``), called out of line; LLVM inlines it where that pays.
 
     Helpers take dozens of array arguments; a call with reference counting costs an increment
-    and decrement per array, which dominated the event loop.  They used to be inlined at
-    numba-IR level (``inline="always"``) to avoid that, which made every kernel one huge function:
-    typing and IR inlining took 70-80 % of a cold compile (the iteration kernel: about 100 s of
-    the README command's 103 s on two cores).  Borrowed (NRT-free) helpers avoid the reference
-    counts without the copies: the iteration kernel compiles about 6x faster and runs 10-15 %
-    faster (``benchmarks/bench_des.py``).  Keep the scalar arguments' types stable at call sites
+    and decrement per array, which dominated the event loop.  Inlining them at numba-IR level
+    (``inline="always"``) avoids that but makes every kernel one huge function: typing and IR
+    inlining take 70-80 % of a cold compile.  Borrowed (NRT-free) helpers avoid the reference
+    counts without the copies: the iteration kernel compiles about 6x faster than IR-inlined and
+    runs 10-15 % faster (``benchmarks/bench_des.py``).  Keep the scalar arguments' types stable at call sites
     (``KernelDispatcher`` folds literals and narrow integers into int64)."""
     return _jit(fn, BORROWED_OPTIONS, helper=True)
 

@@ -12,7 +12,7 @@ featureless simulator.
   every step (``fleetplan.sim.features.compile.eager_step_coefficients``).  ``None`` sizes mean
   vLLM's default ladder (``vllm/config/compilation.py``): ``max = min(2 * max_num_seqs, 512)``,
   ``[1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16)``; ``FRONTIER_CAPTURE_SIZES`` is the
-  Frontier paper's decode bins {1, 2, 4, 8, 16, 32, 64} (frontier-full-paper.txt §2, with Table 2's
+  Frontier paper's decode bins {1, 2, 4, 8, 16, 32, 64} (Feng et al. 2026, arXiv:2605.21312, §2, with Table 2's
   padding inflation).
 * ``SpeculativeConfig`` (``fleetplan.sim.features.speculative``): vLLM ``--speculative-config``.
 * ``PrefixCacheConfig(enabled, entries_per_instance)``: vLLM ``--enable-prefix-caching``;
@@ -23,7 +23,7 @@ featureless simulator.
   FCFS), ``sglang`` (prefill first), ``spf`` (shortest remaining prompt first), ``mlfq``
   (FastServe skip-join MLFQ, Wu et al. 2023: level quantum ``q0 * 2**l``; ``q0 = 50 ms`` and
   8 levels are estimates, not from the paper) and ``h2q_br`` (Frontier appendix B.3,
-  frontier-full-paper.txt lines 497-545: long-round threshold L = 8192 tokens, service cap
+  Feng et al. 2026, arXiv:2605.21312: long-round threshold L = 8192 tokens, service cap
   C = 16384 tokens, short streak B = 8).
 """
 
@@ -54,7 +54,7 @@ __all__ = [
     "vllm_default_capture_sizes",
 ]
 
-FRONTIER_CAPTURE_SIZES = (1, 2, 4, 8, 16, 32, 64)  # Frontier (frontier-full-paper.txt §2) decode capture bins
+FRONTIER_CAPTURE_SIZES = (1, 2, 4, 8, 16, 32, 64)  # Frontier (arXiv:2605.21312 §2) decode bins
 VLLM_MAX_CAPTURE_SIZE = 512  # vLLM: max_cudagraph_capture_size = min(2 * max_num_seqs, 512)
 DEFAULT_MLFQ_QUANTUM0_S = 0.05  # estimate: the order of one short prefill step
 DEFAULT_MLFQ_LEVELS = 8  # estimate: 50 ms * 2**7 = 6.4 s covers long prefills

@@ -3,7 +3,7 @@
 ``fabric`` (leaf-spine topology as directed links), ``flows`` (flow lists, path policies,
 results), ``simulate`` (``FlowNetwork.simulate_flows``: max-min fair sharing, exact, numba kernel
 ``fleetplan.sim._kernels.flows``), ``session`` (incremental interface for an event-driven engine),
-``kv_setting`` (the vidur-ns3-pd-cosim.txt experiment, ``compare_policies``).
+``kv_setting`` (the Vidur x NS-3 PD co-simulation report (Lin et al. 2026) experiment, ``compare_policies``).
 """
 
 from __future__ import annotations

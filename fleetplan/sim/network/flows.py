@@ -3,7 +3,7 @@
 A flow is ``(src host, dst host, bytes, start time)``.  ``FlowResult`` gives, per flow, the
 completion time, the ideal time (bytes over the bottleneck capacity of its path with the
 network otherwise empty) and the slowdown ``(completion - start) / ideal`` (>= 1; the metric of
-vidur-ns3-pd-cosim.txt, section 7.2, whose ideal is size over one 100 Gb/s link).
+the Vidur x NS-3 PD co-simulation report (Lin et al. 2026), section 7.2, whose ideal is size over one 100 Gb/s link).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class PathPolicy(enum.Enum):
       port, so the hash is a uniform draw over the spines from the caller's seeded stream.
     * ``RESERVATION``: a central controller puts the flow on the currently least-loaded spine path
       (fewest active flows on its busier leaf-spine link, then in total, then lowest spine), as the
-      Elephant Flow Path Reservation controller of vidur-ns3-pd-cosim.txt does.
+      Elephant Flow Path Reservation controller of the Vidur x NS-3 PD co-simulation report (Lin et al. 2026) does.
     """
 
     ECMP = "ecmp"

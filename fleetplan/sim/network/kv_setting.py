@@ -1,4 +1,4 @@
-"""The KV-transfer experiment of vidur-ns3-pd-cosim.txt (section 7), as a flow list.
+"""The KV-transfer experiment of the Vidur x NS-3 PD co-simulation report (Lin et al. 2026) (section 7), as a flow list.
 
 The paper: LLaMA-3-8B on 16 replicas, 8 prefill + 8 decode, on a leaf-spine ("DCN+") fabric of
 100 Gb/s links simulated in NS-3; Poisson arrivals at 6 requests/s; transfers go from prefill
@@ -49,7 +49,7 @@ from fleetplan.sim.network.simulate import FlowNetwork
 
 __all__ = ["KvTransferSetting", "PAPER_KV_BYTES", "MEAN_KV_BYTES", "compare_policies", "SUMMARY_COLUMNS"]
 
-PAPER_KV_BYTES = 941_359_104  # vidur-ns3-pd-cosim.txt section 3.2, fct.txt size column
+PAPER_KV_BYTES = 941_359_104  # Vidur x NS-3 report (Lin et al. 2026) §3.2, flow size
 MEAN_KV_BYTES = 0.0212 * 800 * 2**30 / 8  # 2.28 GB: section 7.3 trivial mean FCT x Vidur's 800 Gb/s
 
 

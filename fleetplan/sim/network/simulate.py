@@ -8,7 +8,7 @@ Bertsekas & Gallager 1992, section 6.5); it omits packet-level effects (slow sta
 delay, incast loss, DCQCN dynamics), so it is a lower bound on a packet simulator's FCT under
 the same path choices.  Paths: ECMP hashing or a path-reservation controller (``PathPolicy``).
 
-Offline use (a whole trace, as vidur-ns3-pd-cosim.txt phase 2 runs NS-3 once)::
+Offline use (a whole trace, as the Vidur x NS-3 PD co-simulation report (Lin et al. 2026) phase 2 runs NS-3 once)::
 
     net = FlowNetwork(LeafSpineFabric(n_leaves=4, hosts_per_leaf=4, n_spines=2))
     result = net.simulate_flows(flows, PathPolicy.ECMP, rng=stream(seed, "ecmp"))

@@ -9,7 +9,7 @@ model.  The decode instance is bound at prefill start (early) or end (late) by r
 ILS (least tokens or requests now), SIBYL (projected load at the handoff moment, §4) or a
 late-binding oracle.  ``TTFT = queue + prefill + transfer + first decode step``; TPOT from
 the decode side.  Sources: SIBYL (XPYD scheduling) §3-4, Algorithm 1, appendix I;
-FrontierSim's PDD event graph and backpressure; the vidur-ns3 co-simulation and
+FrontierSim's PDD event graph and backpressure; the Vidur x NS-3 PD co-simulation report (Lin et al. 2026) and
 inference-fleet-sim §4.7 for the first-order KV-transfer model; with ``PddSpec.network`` the
 transfers are flows on a leaf-spine fabric sharing links max-min fairly (``fabric``, ``flows``).  Kernel:
 ``fleetplan.sim._kernels.pdd`` (entry ``kernel.run_pdd``; twin in ``tests/reference/pdd_sim.py``).

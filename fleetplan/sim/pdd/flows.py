@@ -5,7 +5,7 @@
   layer's KV, or the whole KV without layer-wise), hosts, bytes, start, done, completion time
   ``fct_s = done - start``, ``ideal_s`` (bytes over the slowest link of its path, the fabric
   otherwise empty) and ``slowdown = fct / ideal`` (>= 1 up to rounding; the metric of
-  vidur-ns3-pd-cosim.txt §7.2), spine (-1 within a leaf).  Flows unfinished at the horizon
+  Vidur x NS-3 report, Lin et al. 2026, §7.2), spine (-1 within a leaf).  Flows unfinished at the horizon
   have infinite ``done_s``.
 * Per request: ``kv_flow_s`` (sum of its flows' completion times), ``kv_ideal_s`` and
   ``kv_slowdown`` (their ratio); NaN for requests that started no flow.

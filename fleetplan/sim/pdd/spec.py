@@ -6,7 +6,7 @@ decode-instance assignment policy, the binding moment and the decode model.  The
 pool's ``router`` (``round_robin`` or ``least_outstanding``) picks prefill instances; the
 decode pool's ``router`` is not used (``policy`` assigns decode instances).
 
-KV transfer (vidur-ns3 co-simulation's first-order model; inference-fleet-sim §4.7):
+KV transfer (the Vidur x NS-3 co-simulation's first-order model; inference-fleet-sim §4.7):
 ``time = latency_s + prompt_tokens * kv_bytes_per_token / bandwidth_bytes_per_s``; with
 ``layerwise`` the first ``n_layers - 1`` layers' share streams while prefill runs and only
 the last layer's share (plus the latency) remains after it (see ``fleetplan.sim._kernels.pdd``).

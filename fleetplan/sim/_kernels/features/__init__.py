@@ -1,4 +1,4 @@
-"""The feature kernel: iteration-level simulation with the runtime features of issue #5
+"""The feature kernel: iteration-level simulation with the runtime features
 (docs/runtime_features_contract.md): CUDA-graph padding, speculative decoding / MTP, prefix caching,
 scheduler policies (vLLM v1, SGLang, SPF, MLFQ, H2Q-BR), multi-round sessions and the
 prefix-affinity router.  numpy + numba only, like the rest of ``_kernels``.

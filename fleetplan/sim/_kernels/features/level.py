@@ -1,4 +1,4 @@
-"""Iteration-level kernel with the runtime features of issue #5 (docs/runtime_features_contract.md).
+"""Iteration-level kernel with the runtime features (docs/runtime_features_contract.md).
 
 ``run_iteration_features`` generalises ``run_iteration_level`` (no failures): scheduler policies
 (``policy``), a shared batch builder with token budget, KV admission, prefix caching
