@@ -60,7 +60,7 @@ from fleetplan.cli.tables import emit_table, make_console
 from fleetplan.errors import ConfigError
 from fleetplan.exec.fork import fork_map
 from fleetplan.hardware import availability_preset, load_catalog
-from fleetplan.plan.disagg import (
+from fleetplan.plan.disagg.candidates import (
     CALIBRATION_MODEL,
     DEFAULT_AF_RATIOS,
     DEFAULT_KV_LATENCY_S,
@@ -68,8 +68,8 @@ from fleetplan.plan.disagg import (
     GBPS,
     DisaggSettings,
 )
-from fleetplan.plan.disagg_economics import DEFAULT_MIN_CE_GAIN
-from fleetplan.plan.disagg_screen import ModelShape
+from fleetplan.plan.disagg.economics import DEFAULT_MIN_CE_GAIN
+from fleetplan.plan.disagg.screen import ModelShape
 from fleetplan.plan.headroom import HeadroomSettings
 from fleetplan.plan.optimize import (
     AVAILABILITY_FROM_CATALOG,

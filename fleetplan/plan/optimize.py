@@ -28,12 +28,12 @@ Headroom (``plan.headroom``, with ``headroom`` settings and verification): for a
 recommendation, the largest uniform step slowdown and the largest arrival-rate multiplier at which
 it still passes verification's check, each found by bisection with the simulator.
 
-Disaggregated topologies (``pdd``, ``afd``; ``plan.disagg``) need a TPOT target (``slo_tpot_s``).
+Disaggregated topologies (``pdd``, ``afd``; ``plan.disagg.candidates``) need a TPOT target (``slo_tpot_s``).
 Their candidates join the co-located ones in one ranking by annual cost; spend ratio and cost
-efficiency against each family's all-premium baseline come from ``plan.disagg_economics`` and
+efficiency against each family's all-premium baseline come from ``plan.disagg.economics`` and
 disaggregated candidates below ``min_ce_gain`` are rejected there.  Phase 2 simulates the
 ``top_k`` cheapest feasible candidates overall plus the ``top_k`` cheapest of each requested
-disaggregated topology (PDD and AFD through ``plan.disagg_verify``); then, as a bound, the next
+disaggregated topology (PDD and AFD through ``plan.disagg.verify``); then, as a bound, the next
 ``top_k`` co-located candidates whose analytic cost is at most the slack above the cheapest
 verified fleet's (the largest share by which verification shrank a candidate so far, at most
 ``BOUND_SLACK`` = 10 %; or all
@@ -55,15 +55,15 @@ from fleetplan.parallel import MapFn, TaskOutcome, in_input_order, serial_map
 from fleetplan.perf.calibrate import CalibratedStepModel
 from fleetplan.perf.seam import StepModel
 from fleetplan.plan.context_limit import RejectedTraffic, rejected_traffic
-from fleetplan.plan.disagg import DisaggCandidate, DisaggSettings, check_disagg_inputs, disagg_candidates
-from fleetplan.plan.disagg_economics import (
+from fleetplan.plan.disagg.candidates import DisaggCandidate, DisaggSettings, check_disagg_inputs, disagg_candidates
+from fleetplan.plan.disagg.economics import (
     DEFAULT_MIN_CE_GAIN,
     Economics,
     economics,
     premium_gpu,
     rank_with_baselines,
 )
-from fleetplan.plan.disagg_verify import verify_any
+from fleetplan.plan.disagg.verify import verify_any
 from fleetplan.plan.headroom import Headroom, HeadroomSettings, fleet_headroom
 from fleetplan.plan.points import LengthPoints
 from fleetplan.plan.pools import SERVICE_ENGINE, PlanSettings, PoolPlan, check_step_time_margin, size_one_pool

@@ -9,7 +9,7 @@ listed in the JSON, whose ``pool_index`` is a pool's 1-based place in the candid
 candidates share the rows: ``roles`` names a disaggregated candidate's pools (prefill, decode /
 attention, ffn; co-located: empty),
 ``spend_ratio`` and ``ce_gain`` are Frontier §6.2's SR and CE against the family's all-premium
-baseline (``plan.disagg_economics``), ``p99_tpot_ms_analytic`` the screen's TPOT (pdd/afd: the
+baseline (``plan.disagg.economics``), ``p99_tpot_ms_analytic`` the screen's TPOT (pdd/afd: the
 decode step at the sized batch), ``verified_by`` how the row was checked.  These columns (and
 ``pool{i}_role``) are written when the run swept ``pdd`` or ``afd``; co-located-only runs keep the
 original columns.  JSON: ``{"inputs", "rejected", "candidates", "pareto",
@@ -31,8 +31,8 @@ import os
 from typing import Any
 
 import fleetplan
-from fleetplan.plan.disagg_economics import Economics
-from fleetplan.plan.disagg_verify import VERIFIED_BY
+from fleetplan.plan.disagg.economics import Economics
+from fleetplan.plan.disagg.verify import VERIFIED_BY
 from fleetplan.plan.optimize import OptimizeResult
 from fleetplan.plan.pools import PoolPlan
 from fleetplan.plan.sweep import Candidate

@@ -41,7 +41,7 @@ from fleetplan.hardware import GpuProfile, with_spares
 from fleetplan.metrics import student_t_interval
 from fleetplan.perf.linear import LinearStepModel
 from fleetplan.perf.seam import StepModel
-from fleetplan.plan.disagg import (
+from fleetplan.plan.disagg.candidates import (
     BITS_PER_BYTE,
     CALIBRATION_MODEL,
     DEFAULT_AFD_LINK_LATENCY_S,
@@ -49,7 +49,7 @@ from fleetplan.plan.disagg import (
     GBPS,
     DisaggCandidate,
 )
-from fleetplan.plan.disagg_screen import AfdUnit, ModelShape, decode_load, linear_fit
+from fleetplan.plan.disagg.screen import AfdUnit, ModelShape, decode_load, linear_fit
 from fleetplan.plan.space import Topology
 from fleetplan.plan.sweep import Candidate
 from fleetplan.plan.verify import (

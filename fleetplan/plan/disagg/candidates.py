@@ -1,4 +1,4 @@
-"""The disaggregated planner: PDD and AFD candidates, sized by ``plan.disagg_screen``.
+"""The disaggregated planner: PDD and AFD candidates, sized by ``plan.disagg.screen``.
 
 PDD: one prefill pool of GPU type g_p and one decode pool of g_d, every (g_p, g_d) of the swept
 types.  AFD: a prefill pool of g_p and D decode units of ``a`` attention GPUs of g_a and ``f``
@@ -22,7 +22,7 @@ import numpy as np
 
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuProfile, with_spares
-from fleetplan.plan.disagg_screen import (
+from fleetplan.plan.disagg.screen import (
     AfdUnit,
     DecodeLoad,
     ModelShape,
