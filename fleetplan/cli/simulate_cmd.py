@@ -271,11 +271,13 @@ def simulate_cmd(fleet_path, workload, input_fraction, rate_per_s, n_requests, l
         con.print(f"{replications} replications: P99 TTFT {rep.mean_p99_ttft_s * 1e3:,.1f} ms "
                   f"(95% CI {lo * 1e3:,.1f} to {hi * 1e3:,.1f}); P99 TPOT {rep.mean_p99_tpot_s * 1e3:,.2f} ms "
                   f"(95% CI {tlo * 1e3:,.2f} to {thi * 1e3:,.2f}).")
+    if requests_csv or json_path:
+        from fleetplan.report.sim_export import write_requests_csv, write_summary_json
     if requests_csv:
-        result.to_csv(requests_csv)
+        write_requests_csv(result, requests_csv)
         con.print(f"wrote {requests_csv} ({len(result.requests):,} rows)")
     if json_path:
-        result.write_json(json_path)
+        write_summary_json(result, json_path)
         con.print(f"wrote {json_path}")
 
 
