@@ -36,7 +36,7 @@ from fleetplan.hardware import GpuProfile
 from fleetplan.metrics import percentiles
 from fleetplan.perf.seam import StepModel
 from fleetplan.plan.optimize import OptimizeResult
-from fleetplan.plan.sweep import Candidate, ProgressFn, pareto_frontier
+from fleetplan.plan.sweep import Candidate, ProgressFn, candidate_label, pareto_frontier
 from fleetplan.plan.verify import fleet_spec
 from fleetplan.rng import task_seed
 from fleetplan.sim import FleetSpec, Level, PoolRouter, build_pool, simulate
@@ -82,12 +82,6 @@ class ThroughputPoint:
     meets_ttft: bool
     on_frontier: bool = False
     n_prefill: int = 0  # PDD/AFD: prefill instances (the rest decode)
-
-
-def candidate_label(c: Candidate) -> str:
-    pools = "+".join(f"{p.count + p.spares}x{p.gpu}" for p in c.pools if p.count + p.spares)
-    split = "/".join(str(b) for b in c.thresholds_tokens)
-    return f"{c.topology.value}{'@' + split if split else ''} {pools}"
 
 
 def cost_latency_frontier(result: OptimizeResult) -> tuple[CostLatencyPoint, ...]:

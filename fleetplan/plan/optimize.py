@@ -46,8 +46,9 @@ from __future__ import annotations
 import functools
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuCatalog, GpuProfile
@@ -66,7 +67,14 @@ from fleetplan.plan.disagg.economics import (
 from fleetplan.plan.disagg.verify import verify_any
 from fleetplan.plan.headroom import Headroom, HeadroomSettings, fleet_headroom
 from fleetplan.plan.points import LengthPoints
-from fleetplan.plan.pools import SERVICE_ENGINE, PlanSettings, PoolPlan, check_step_time_margin, size_one_pool
+from fleetplan.plan.pools import (
+    SERVICE_ENGINE,
+    PlanSettings,
+    PoolPlan,
+    check_step_time_margin,
+    fleet_usd_per_h,
+    size_one_pool,
+)
 from fleetplan.plan.space import (
     DEFAULT_COMPRESS_GAMMA,
     DEFAULT_MAX_POOLS,
@@ -89,6 +97,10 @@ from fleetplan.plan.verify import (
 )
 from fleetplan.units import H_PER_YEAR
 from fleetplan.workload import Workload
+
+if TYPE_CHECKING:
+    from fleetplan.plan.figures import ProcurementLine
+    from fleetplan.plan.frontier import CostLatencyPoint, PoolLatencyProfile
 
 #: Quadrature points used to integrate over the length distribution (§3.1 step 2):
 #: per pool range for totals-only CDFs, and globally for prompt/output CDFs.
@@ -231,6 +243,12 @@ class OptimizeResult:
     # The recommendation's step-time and rate headroom (with headroom settings, a verified co-located
     # recommendation; None otherwise)
     headroom: Headroom | None = None
+    # What the reports show beyond the sweep (``plan.figures.with_report_figures``; empty until then)
+    latency_profiles: tuple[PoolLatencyProfile, ...] = ()
+    procurement: tuple[ProcurementLine, ...] = ()
+    cost_latency: tuple[CostLatencyPoint, ...] = ()
+    candidate_economics: Mapping[tuple, Economics] = field(default_factory=dict)  # by ``Candidate.key()``
+    rejected_traffic: RejectedTraffic | None = None
 
     @property
     def feasible(self) -> bool:
@@ -297,7 +315,7 @@ def verified_fleet(candidate: Candidate) -> Candidate:
         pools.append(replace(p, count=int(n), spares=int(spares)))
     sized = replace(candidate, pools=tuple(pools))
     total = sum(p.total_gpus for p in pools)
-    cost = sum(p.total_gpus * p.price_usd_per_h for p in pools) * H_PER_YEAR
+    cost = fleet_usd_per_h(pools) * H_PER_YEAR
     return replace(sized, total_gpus_needed=total, cost_usd_per_year=cost,
                    cost_usd_per_mtok=candidate.cost_usd_per_mtok * cost / candidate.cost_usd_per_year
                    if candidate.cost_usd_per_year > 0 else candidate.cost_usd_per_mtok)
