@@ -55,7 +55,7 @@ def _period_row(plan: HorizonPlan, p: PeriodPlan, b: PeriodPlan, cap: float) -> 
 
 def horizon_dict(plan: HorizonPlan, workload: str, seed: int, version: str = "") -> dict[str, Any]:
     s = plan.settings
-    saving = plan.baseline_cost_usd - plan.total_cost_usd
+    saving = plan.saving_usd
     return {
         "kind": "horizon_plan",
         "version": version,

@@ -11,7 +11,8 @@ estimate was used (``plan.gridflex.pool_power_w``; every figure from the result'
 ``procurement`` lines, ``plan.figures``), price_usd_per_h, cost_usd_per_year,
 p99_ttft_ms_analytic (the pool's analytic percentile TTFT at its sized count) and
 p99_ttft_ms_sim (the pool's simulated P99 from the run's latency profile, when simulated).
-The total row sums counts, kW and cost and gives the fleet's worst P99s.  With a context limit
+The total row sums the counts, kW and cost of the rows as written (so the file adds up) and gives
+the fleet's worst P99s.  With a context limit
 (``max_model_len``, ``plan.context_limit``) a last row ``rejected`` holds the requests longer than
 it: no GPUs, min_tokens = the limit, traffic_share and lam_per_s of those requests and
 rejected_token_share (their share of prompt + output tokens; empty on every other row).

@@ -124,6 +124,11 @@ class HorizonPlan:
     def baseline_cost_usd(self) -> float:
         return sum(p.cost_usd for p in self.baseline)
 
+    @property
+    def saving_usd(self) -> float:
+        """What the horizon-optimal plan saves against the per-step baseline (discounted USD)."""
+        return self.baseline_cost_usd - self.total_cost_usd
+
 
 def fleet_needs(c: Candidate, types: tuple[str, ...]) -> tuple[int, ...]:
     """GPUs of each type ``c`` needs (spares and TP groups included)."""
