@@ -16,6 +16,7 @@ import platform
 import time
 
 from fleetplan.hardware import load_catalog
+from fleetplan.plan.figures import with_report_figures
 from fleetplan.plan.frontier import throughput_frontier
 from fleetplan.plan.gridflex import grid_flex
 from fleetplan.plan.optimize import OptimizeRequest, optimize, resolve_gpus
@@ -59,7 +60,7 @@ def main() -> None:
     timed("throughput frontier, 6 caps x 4 rates", lambda: throughput_frontier(
         wl, h100, 4, (20.0, 40.0, 80.0, 160.0), SLO_S, n_requests=args.sim_requests))
     result = optimize(req)
-    doc = optimize_run_dict(result, 0)
+    doc = optimize_run_dict(with_report_figures(result), 0)
     page = timed("HTML report (tables + plots when matplotlib is present)", lambda: render_html(doc))
     print(f"HTML size: {len(page) / 1024:.0f} KiB")
 

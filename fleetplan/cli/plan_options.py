@@ -46,8 +46,8 @@ from fleetplan.plan.disagg import (
     GBPS,
     DisaggSettings,
 )
-from fleetplan.plan.disagg_economics import DEFAULT_MIN_CE_GAIN
-from fleetplan.plan.disagg_screen import ModelShape
+from fleetplan.plan.disagg.economics import DEFAULT_MIN_CE_GAIN
+from fleetplan.plan.disagg.screen import ModelShape
 from fleetplan.plan.optimize import (
     AVAILABILITY_FROM_CATALOG,
     DEFAULT_MAX_GPUS,

@@ -29,32 +29,28 @@ def write_optimize_reports(result: OptimizeResult, verify, seed: int, paths: dic
     """Write every requested export of an ``optimize`` run; returns notes for the console.
     ``extra`` keys are added to the run document (e.g. ``peak_valley`` with a rate profile).
 
-    When the run was simulated, the recommendation is simulated once more (``verify``'s
-    request count, the run's seed) to keep per-pool latency quantiles for CDF plots and the
-    procurement report's simulated P99 column.
+    The figures the reports show come with the result (``plan.figures.with_report_figures``): when the
+    run was simulated and a document is written, the recommendation is simulated once more
+    (``verify``'s request count, the run's seed) for per-pool latency quantiles (CDF plots and the
+    procurement report's simulated P99 column).
     """
     notes: list[str] = []
+    if not any(paths.get(k) for k in ("candidates_csv", "csv", "json", "html", "plots")):
+        return notes
+    from fleetplan.plan.figures import with_report_figures
+
+    documents = any(paths.get(k) for k in ("csv", "json", "html", "plots"))
+    result = with_report_figures(result, verify if documents else None, seed, progress)
     if paths.get("candidates_csv"):
         from fleetplan.report.optimize_report import write_candidates_csv
 
         write_candidates_csv(result, paths["candidates_csv"])
-    if not any(paths.get(k) for k in ("csv", "json", "html", "plots")):
+    if not documents:
         return notes
-    from fleetplan.plan.frontier import latency_profile
     from fleetplan.report.procurement import write_procurement_csv
     from fleetplan.report.run_json import optimize_run_dict, write_json
 
-    profiles = ()
-    if verify is not None and result.recommendation is not None:
-        if progress is not None:
-            progress("profile", 0, 1)
-        gpus = {g.name: g for g in result.request.gpus}
-        profiles = latency_profile(result.recommendation, gpus, result.request.workload, result.request.rate_per_s,
-                                   verify.fixed_requests(), seed, result.request.max_model_len_tokens,
-                                   dict(verify.step_models), verify.step_time_margin)
-        if progress is not None:
-            progress("profile", 1, 1)
-    doc = {**optimize_run_dict(result, seed, profiles, all_candidates=bool(paths.get("json_full"))), **(extra or {})}
+    doc = {**optimize_run_dict(result, seed, all_candidates=bool(paths.get("json_full"))), **(extra or {})}
     if paths.get("csv"):
         write_procurement_csv(doc["procurement"], paths["csv"])
     if paths.get("json"):

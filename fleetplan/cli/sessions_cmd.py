@@ -234,11 +234,13 @@ def simulate_sessions_cmd(fleet_path, gpu, instances, max_model_len, sessions, m
         con.print(_burst_table(result))
         con.print(f"tail share = (makespan - t{round(100 * TAIL_QUANTILE)}) / makespan: the fraction of a burst's "
                   f"makespan after {100 * TAIL_QUANTILE:g}% of its trajectories finished.")
+    if json_path or csv_path:
+        from fleetplan.report.sim_export import write_rounds_csv, write_sessions_json
     if json_path:
-        result.write_json(json_path)
+        write_sessions_json(result, json_path)
         con.print(f"wrote {json_path}")
     if csv_path:
-        result.write_csv(csv_path)
+        write_rounds_csv(result, csv_path)
         con.print(f"wrote {csv_path} ({table.n_rows:,} rows)")
 
 

@@ -263,11 +263,13 @@ def simulate_cmd(fleet_path, workload, input_fraction, rate_per_s, n_requests, l
         con.print(f"{replications} replications: P99 TTFT {ms_cell(rep.mean_p99_ttft_s)} ms "
                   f"(95% CI {ms_cell(lo)} to {ms_cell(hi)}); P99 TPOT {ms_cell(rep.mean_p99_tpot_s, 2)} ms "
                   f"(95% CI {ms_cell(tlo, 2)} to {ms_cell(thi, 2)}).")
+    if requests_csv or json_path:
+        from fleetplan.report.sim_export import write_requests_csv, write_summary_json
     if requests_csv:
-        result.to_csv(requests_csv)
+        write_requests_csv(result, requests_csv)
         con.print(f"wrote {requests_csv} ({len(result.requests):,} rows)")
     if json_path:
-        result.write_json(json_path)
+        write_summary_json(result, json_path)
         con.print(f"wrote {json_path}")
 
 

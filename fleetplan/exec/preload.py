@@ -2,7 +2,7 @@
 
 Every worker is forked from the fork server, so whatever this module loads is in every worker
 before its first task: the planning modules whose functions are the tasks
-(``plan.disagg_verify.verify_any`` for ``optimize``, ``plan.whatif``; unpickling a task imports
+(``plan.disagg.verify.verify_any`` for ``optimize``, ``plan.whatif``; unpickling a task imports
 its function's module), and the featureless iteration kernel, loaded from numba's on-disk cache
 (about 0.3 s per process) by one tiny simulation.  Without this each worker paid both after its
 fork, on the critical path of the first task.  Nothing here is needed for correctness: if the warm-up
@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from fleetplan.perf.linear import LinearStepModel
-from fleetplan.plan import disagg_verify, verify, whatif  # noqa: F401 - imported for the workers
+from fleetplan.plan import verify, whatif  # noqa: F401 - imported for the workers
+from fleetplan.plan.disagg import verify as disagg_verify  # noqa: F401 - imported for the workers
 from fleetplan.sim.engine import simulate
 from fleetplan.sim.spec import FleetSpec, PoolSpec, SchedulerLimits
 

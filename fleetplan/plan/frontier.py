@@ -3,7 +3,7 @@
 1. *Cost-latency* (from an ``OptimizeResult``): per topology, the feasible candidates no
    other candidate of that topology beats on both annual cost and analytic P99 TTFT
    (``sweep.pareto_frontier`` applied per topology); ``pdd`` and ``afd`` candidates
-   (``plan.disagg``) give their own frontiers next to the co-located ones.
+   (``plan.disagg.candidates``) give their own frontiers next to the co-located ones.
 2. *Throughput-interactivity* (Frontier, Feng et al. 2026, §6.1 and Fig. 13): for a
    serving architecture, sweep the batching limit (vLLM ``max_num_seqs``) and the offered
    rate with the simulator; each run gives
@@ -17,7 +17,7 @@
    of ``prefill_shares`` and the rest decoding (the cap applies to the decode batch).
    ``AFD``: the same with the decode GPUs paired into 1:1 attention-FFN units whose step is
    the screen's AFD step linearised at the workload's mean decode context
-   (``plan.disagg_screen``); an odd GPU left over is idle and not counted.
+   (``plan.disagg.screen``); an odd GPU left over is idle and not counted.
 3. ``latency_profile``: one run of a fleet, keeping per-pool TTFT and TPOT quantiles, from
    which reports draw per-pool latency CDFs (a PDD/AFD fleet: the PDD simulator; every role
    gets the fleet's TTFT and TPOT quantiles, since each request passes every role).
@@ -36,7 +36,7 @@ from fleetplan.hardware import GpuProfile
 from fleetplan.metrics import percentiles
 from fleetplan.perf.seam import StepModel
 from fleetplan.plan.optimize import OptimizeResult
-from fleetplan.plan.sweep import Candidate, ProgressFn, pareto_frontier
+from fleetplan.plan.sweep import Candidate, ProgressFn, candidate_label, pareto_frontier
 from fleetplan.plan.verify import fleet_spec
 from fleetplan.rng import task_seed
 from fleetplan.sim import FleetSpec, Level, PoolRouter, build_pool, simulate
@@ -82,12 +82,6 @@ class ThroughputPoint:
     meets_ttft: bool
     on_frontier: bool = False
     n_prefill: int = 0  # PDD/AFD: prefill instances (the rest decode)
-
-
-def candidate_label(c: Candidate) -> str:
-    pools = "+".join(f"{p.count + p.spares}x{p.gpu}" for p in c.pools if p.count + p.spares)
-    split = "/".join(str(b) for b in c.thresholds_tokens)
-    return f"{c.topology.value}{'@' + split if split else ''} {pools}"
 
 
 def cost_latency_frontier(result: OptimizeResult) -> tuple[CostLatencyPoint, ...]:
@@ -183,7 +177,7 @@ def _point(arch: Architecture, gpu: str, n_gpus: int, n_prefill: int, cap: int, 
 
 def _disagg_frontier(arch, workload, gpu, n_instances, rates_per_s, ttft_limit_s, max_num_seqs, ctx, shares,
                      n_requests, seed, progress) -> tuple[ThroughputPoint, ...]:
-    from fleetplan.plan.disagg_verify import frontier_pdd_spec
+    from fleetplan.plan.disagg.verify import frontier_pdd_spec
     from fleetplan.sim.pdd import simulate_pdd
 
     per_unit = 2 if arch is Architecture.AFD else 1
@@ -254,7 +248,7 @@ def latency_profile(candidate: Candidate, gpus: dict[str, GpuProfile], workload:
 
 def _disagg_profile(candidate, gpus, workload, rate_per_s, n_requests, seed,
                     limit: int | None, step_models=None) -> tuple[PoolLatencyProfile, ...]:
-    from fleetplan.plan.disagg_verify import pdd_spec
+    from fleetplan.plan.disagg.verify import pdd_spec
     from fleetplan.sim.pdd import simulate_pdd
 
     spec = pdd_spec(candidate, gpus, [p.count for p in candidate.pools], step_models=step_models,

@@ -28,12 +28,12 @@ Headroom (``plan.headroom``, with ``headroom`` settings and verification): for a
 recommendation, the largest uniform step slowdown and the largest arrival-rate multiplier at which
 it still passes verification's check, each found by bisection with the simulator.
 
-Disaggregated topologies (``pdd``, ``afd``; ``plan.disagg``) need a TPOT target (``slo_tpot_s``).
+Disaggregated topologies (``pdd``, ``afd``; ``plan.disagg.candidates``) need a TPOT target (``slo_tpot_s``).
 Their candidates join the co-located ones in one ranking by annual cost; spend ratio and cost
-efficiency against each family's all-premium baseline come from ``plan.disagg_economics`` and
+efficiency against each family's all-premium baseline come from ``plan.disagg.economics`` and
 disaggregated candidates below ``min_ce_gain`` are rejected there.  Phase 2 simulates the
 ``top_k`` cheapest feasible candidates overall plus the ``top_k`` cheapest of each requested
-disaggregated topology (PDD and AFD through ``plan.disagg_verify``); then, as a bound, the next
+disaggregated topology (PDD and AFD through ``plan.disagg.verify``); then, as a bound, the next
 ``top_k`` co-located candidates whose analytic cost is at most the slack above the cheapest
 verified fleet's (the largest share by which verification shrank a candidate so far, at most
 ``BOUND_SLACK`` = 10 %; or all
@@ -46,8 +46,9 @@ from __future__ import annotations
 import functools
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuCatalog, GpuProfile
@@ -55,18 +56,25 @@ from fleetplan.parallel import MapFn, TaskOutcome, in_input_order, serial_map
 from fleetplan.perf.calibrate import CalibratedStepModel
 from fleetplan.perf.seam import StepModel
 from fleetplan.plan.context_limit import RejectedTraffic, rejected_traffic
-from fleetplan.plan.disagg import DisaggCandidate, DisaggSettings, check_disagg_inputs, disagg_candidates
-from fleetplan.plan.disagg_economics import (
+from fleetplan.plan.disagg.candidates import DisaggCandidate, DisaggSettings, check_disagg_inputs, disagg_candidates
+from fleetplan.plan.disagg.economics import (
     DEFAULT_MIN_CE_GAIN,
     Economics,
     economics,
     premium_gpu,
     rank_with_baselines,
 )
-from fleetplan.plan.disagg_verify import verify_any
+from fleetplan.plan.disagg.verify import verify_any
 from fleetplan.plan.headroom import Headroom, HeadroomSettings, fleet_headroom
 from fleetplan.plan.points import LengthPoints
-from fleetplan.plan.pools import SERVICE_ENGINE, PlanSettings, PoolPlan, check_step_time_margin, size_one_pool
+from fleetplan.plan.pools import (
+    SERVICE_ENGINE,
+    PlanSettings,
+    PoolPlan,
+    check_step_time_margin,
+    fleet_usd_per_h,
+    size_one_pool,
+)
 from fleetplan.plan.space import (
     DEFAULT_COMPRESS_GAMMA,
     DEFAULT_MAX_POOLS,
@@ -89,6 +97,10 @@ from fleetplan.plan.verify import (
 )
 from fleetplan.units import H_PER_YEAR
 from fleetplan.workload import Workload
+
+if TYPE_CHECKING:
+    from fleetplan.plan.figures import ProcurementLine
+    from fleetplan.plan.frontier import CostLatencyPoint, PoolLatencyProfile
 
 #: Quadrature points used to integrate over the length distribution (§3.1 step 2):
 #: per pool range for totals-only CDFs, and globally for prompt/output CDFs.
@@ -232,6 +244,12 @@ class OptimizeResult:
     # The recommendation's step-time and rate headroom (with headroom settings, a verified co-located
     # recommendation; None otherwise)
     headroom: Headroom | None = None
+    # What the reports show beyond the sweep (``plan.figures.with_report_figures``; empty until then)
+    latency_profiles: tuple[PoolLatencyProfile, ...] = ()
+    procurement: tuple[ProcurementLine, ...] = ()
+    cost_latency: tuple[CostLatencyPoint, ...] = ()
+    candidate_economics: Mapping[tuple, Economics] = field(default_factory=dict)  # by ``Candidate.key()``
+    rejected_traffic: RejectedTraffic | None = None
 
     @property
     def feasible(self) -> bool:
@@ -298,7 +316,7 @@ def verified_fleet(candidate: Candidate) -> Candidate:
         pools.append(replace(p, count=int(n), spares=int(spares)))
     sized = replace(candidate, pools=tuple(pools))
     total = sum(p.total_gpus for p in pools)
-    cost = sum(p.total_gpus * p.price_usd_per_h for p in pools) * H_PER_YEAR
+    cost = fleet_usd_per_h(pools) * H_PER_YEAR
     return replace(sized, total_gpus_needed=total, cost_usd_per_year=cost,
                    cost_usd_per_mtok=candidate.cost_usd_per_mtok * cost / candidate.cost_usd_per_year
                    if candidate.cost_usd_per_year > 0 else candidate.cost_usd_per_mtok)

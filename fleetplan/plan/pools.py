@@ -26,7 +26,7 @@ constants, both times 1 + margin (the same scaling of eq. 3).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -146,6 +146,17 @@ class PoolPlan:
     @property
     def total_gpus(self) -> int:
         return (self.count + self.spares) * self.gpus_per_instance
+
+
+def fleet_usd_per_h(pools: Sequence[PoolPlan], counts: Sequence[int] | None = None,
+                    spares: Sequence[int] | None = None) -> float:
+    """Σ GPUs (with spares) x price per GPU-hour of ``pools``: at their own counts, or at ``counts`` and
+    ``spares`` (instances per pool, e.g. phase 2's verified ones).  The one fleet-cost rule of the planner
+    (annual: x ``units.H_PER_YEAR``)."""
+    if counts is None:
+        return sum(p.total_gpus * p.price_usd_per_h for p in pools)
+    return sum((n + sp) * p.gpus_per_instance * p.price_usd_per_h
+               for p, n, sp in zip(pools, counts, spares, strict=True))
 
 
 def size_one_pool(

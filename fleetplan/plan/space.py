@@ -8,12 +8,12 @@ A candidate fleet is a list of pools that partition requests by total tokens
 * ``two-pool``: one split threshold B_short (core paper §2.1);
 * ``multi-pool``: 3 or 4 pools from 2 or 3 thresholds (``max_pools``);
 * ``pdd``: prefill-decode disaggregation, a prefill pool and a decode pool, each its own GPU
-  type (``plan.disagg``); no length split;
+  type (``plan.disagg.candidates``); no length split;
 * ``afd``: PDD whose decode instances are attention-FFN disaggregated units of ``a``
-  attention and ``f`` FFN GPUs (``plan.disagg``).
+  attention and ``f`` FFN GPUs (``plan.disagg.candidates``).
 
 ``layouts`` enumerates the co-located topologies only; ``DISAGGREGATED`` ones are sized by
-``plan.disagg``.
+``plan.disagg.candidates``.
 
 GPU type per pool: every combination for homo and two-pool (mixed types allowed);
 for 3-4 pools each GPU type alone plus the cheapest type per pool (pools are

@@ -25,7 +25,7 @@ import numpy as np
 
 from fleetplan.hardware import GpuProfile
 from fleetplan.plan.points import LengthPoints
-from fleetplan.plan.pools import PlanSettings, PoolPlan, size_one_pool
+from fleetplan.plan.pools import PlanSettings, PoolPlan, fleet_usd_per_h, size_one_pool
 from fleetplan.plan.space import Layout, PoolRange, SizingRouter, Topology
 from fleetplan.queueing.engine import mixture_quantile_s
 from fleetplan.units import H_PER_YEAR, S_PER_H
@@ -77,11 +77,18 @@ class Candidate:
         return (self.topology.value, self.router.value, live)
 
 
+def candidate_label(c: Candidate) -> str:
+    """``two-pool@4096 3xH100-SXM+1xA100``: topology, thresholds and GPUs with spares."""
+    pools = "+".join(f"{p.count + p.spares}x{p.gpu}" for p in c.pools if p.count + p.spares)
+    split = "/".join(str(b) for b in c.thresholds_tokens)
+    return f"{c.topology.value}{'@' + split if split else ''} {pools}"
+
+
 def _combine(
     layout: Layout, router: SizingRouter, pools: Sequence[PoolPlan], settings: PlanSettings, mean_tokens: float
 ) -> Candidate:
     total = sum(p.total_gpus for p in pools)
-    cost = sum(p.total_gpus * p.price_usd_per_h for p in pools) * H_PER_YEAR
+    cost = fleet_usd_per_h(pools) * H_PER_YEAR
     tokens_per_year = settings.rate_per_s * mean_tokens * H_PER_YEAR * S_PER_H
     ttft, tpot = fleet_latency_p_s(pools, settings.percentile)
     reason = code = None

@@ -83,7 +83,7 @@ from fleetplan.hardware import GpuProfile, with_spares
 from fleetplan.metrics import student_t_interval
 from fleetplan.parallel import MapFn, in_input_order, serial_map
 from fleetplan.perf.seam import StepModel
-from fleetplan.plan.pools import check_step_time_margin, pool_step_model
+from fleetplan.plan.pools import check_step_time_margin, fleet_usd_per_h, pool_step_model
 from fleetplan.plan.space import SizingRouter
 from fleetplan.plan.sweep import Candidate
 from fleetplan.rng import task_seed
@@ -772,7 +772,7 @@ def _assemble(c: Candidate, members: list[tuple[int, tuple[PoolKey, int]]],
     total = sum((n + sp) * g for n, sp, g in zip(counts, spares, per, strict=True))
     if passed and total > s.max_gpus:
         passed, reason = False, f"the verified fleet needs {total} GPUs, more than max_gpus {s.max_gpus}"
-    cost = sum((n + sp) * g * p.price_usd_per_h for p, n, sp, g in zip(c.pools, counts, spares, per, strict=True))
+    cost = fleet_usd_per_h(c.pools, counts, spares)
     a = c.ttft_p_s
     disagreement = (t_mean - a) / a if a > 0 else float("inf")
     pool_dir = tuple(_direction(a_n, v_n) for a_n, v_n in zip(analytic, counts, strict=True))

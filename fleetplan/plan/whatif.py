@@ -30,6 +30,7 @@ from dataclasses import dataclass, replace
 from fleetplan.errors import ConfigError
 from fleetplan.parallel import MapFn
 from fleetplan.plan.arrivals import ArrivalSpec
+from fleetplan.plan.context_limit import RejectedTraffic
 from fleetplan.plan.optimize import OptimizeRequest, optimize, verified_fleet
 from fleetplan.plan.points import LengthPoints
 from fleetplan.plan.pools import size_one_pool
@@ -82,6 +83,7 @@ class WhatIfResult:
     verify: VerifySettings | None
     threshold_method: str  # "simulated" or "analytic"
     points: tuple[WhatIfPoint, ...]
+    rejected_traffic: RejectedTraffic | None = None  # requests above max_model_len (the request's)
 
 
 def rate_grid(start_per_s: float, stop_per_s: float, step_per_s: float) -> tuple[float, ...]:
@@ -209,4 +211,5 @@ def whatif(
         out.append(WhatIfPoint(rate, fleet, thr, capped, fails, None))
     if progress is not None:
         progress("whatif", len(rates), len(rates))
-    return WhatIfResult(request, verify, "analytic" if verify is None else "simulated", tuple(out))
+    return WhatIfResult(request, verify, "analytic" if verify is None else "simulated", tuple(out),
+                        request.rejected())

@@ -14,13 +14,16 @@ import base64
 import html
 import math
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fleetplan.plan.horizon.plan import HorizonPlan, PeriodPlan
-from fleetplan.plan.horizon.schedule import actions, capacity_per_s, fleet_label
+from fleetplan.plan.horizon.schedule import fleet_label
 from fleetplan.report.atomic import atomic_write_text
 from fleetplan.report.html import _STYLE, table
 from fleetplan.report.plots import PLOT_HINT, _bytes, _figure, plots_available
+
+if TYPE_CHECKING:
+    from fleetplan.plan.horizon.plan import HorizonPlan, PeriodPlan
+    from fleetplan.plan.horizon.schedule import Action
 
 PLAN_COLUMNS = ("date", "order_by", "action", "gpu", "count", "pool", "fleet_after", "cost_usd_period",
                 "cumulative_cost_usd", "terms")
@@ -29,20 +32,20 @@ PERIOD_COLUMNS = ("date", "p50_per_s", "p90_per_s", "arrival_cv2", "fleet", "cap
 MONEY_DIGITS = 2
 
 
-def plan_rows(plan: HorizonPlan, periods: tuple[PeriodPlan, ...] | None = None) -> list[dict[str, Any]]:
+def plan_rows(actions: tuple[Action, ...]) -> list[dict[str, Any]]:
+    """One row per action (``HorizonPlan.actions`` / ``baseline_actions``)."""
     return [{"date": a.date.isoformat(), "order_by": a.order_by.isoformat(), "action": a.action, "gpu": a.gpu,
              "count": a.count, "pool": a.pool, "fleet_after": a.fleet_after,
              "cost_usd_period": round(a.cost_usd_period, MONEY_DIGITS),
              "cumulative_cost_usd": round(a.cumulative_cost_usd, MONEY_DIGITS), "terms": a.terms}
-            for a in actions(plan, periods)]
+            for a in actions]
 
 
 def _counts(types: tuple[str, ...], values: tuple[int, ...]) -> str:
     return ", ".join(f"{n}x {g}" for g, n in zip(types, values, strict=True) if n) or "-"
 
 
-def _period_row(plan: HorizonPlan, p: PeriodPlan, b: PeriodPlan) -> dict[str, Any]:
-    cap = capacity_per_s(p.fleet)
+def _period_row(plan: HorizonPlan, p: PeriodPlan, b: PeriodPlan, cap: float) -> dict[str, Any]:
     return {"date": p.date.isoformat(), "p50_per_s": round(p.p50_per_s, 4), "p90_per_s": round(p.p90_per_s, 4),
             "arrival_cv2": round(p.arrival_cv2, 4), "fleet": fleet_label(p.fleet),
             "capacity_per_s": None if math.isinf(cap) else round(cap, 3),
@@ -55,7 +58,7 @@ def _period_row(plan: HorizonPlan, p: PeriodPlan, b: PeriodPlan) -> dict[str, An
 
 def horizon_dict(plan: HorizonPlan, workload: str, seed: int, version: str = "") -> dict[str, Any]:
     s = plan.settings
-    saving = plan.baseline_cost_usd - plan.total_cost_usd
+    saving = plan.saving_usd
     return {
         "kind": "horizon_plan",
         "version": version,
@@ -79,9 +82,10 @@ def horizon_dict(plan: HorizonPlan, workload: str, seed: int, version: str = "")
                        "capex_usd": pr.capex_usd, "amortisation_months": pr.amortisation_months,
                        "resale_fraction": pr.resale_fraction, "sources": dict(pr.sources)}
                    for g, pr in s.prices.items() if g in plan.types},
-        "periods": [_period_row(plan, p, b) for p, b in zip(plan.periods, plan.baseline, strict=True)],
-        "actions": plan_rows(plan),
-        "baseline_actions": plan_rows(plan, plan.baseline),
+        "periods": [_period_row(plan, p, b, cap) for p, b, cap
+                    in zip(plan.periods, plan.baseline, plan.capacities_per_s, strict=True)],
+        "actions": plan_rows(plan.actions),
+        "baseline_actions": plan_rows(plan.baseline_actions),
     }
 
 

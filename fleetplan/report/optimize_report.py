@@ -9,10 +9,11 @@ listed in the JSON, whose ``pool_index`` is a pool's 1-based place in the candid
 candidates share the rows: ``roles`` names a disaggregated candidate's pools (prefill, decode /
 attention, ffn; co-located: empty),
 ``spend_ratio`` and ``ce_gain`` are Frontier §6.2's SR and CE against the family's all-premium
-baseline (``plan.disagg_economics``), ``p99_tpot_ms_analytic`` the screen's TPOT (pdd/afd: the
+baseline (``plan.disagg.economics``), ``p99_tpot_ms_analytic`` the screen's TPOT (pdd/afd: the
 decode step at the sized batch), ``verified_by`` how the row was checked.  These columns (and
 ``pool{i}_role``) are written when the run swept ``pdd`` or ``afd``; co-located-only runs keep the
-original columns.  JSON: ``{"inputs", "rejected", "candidates", "pareto",
+original columns.  Every figure comes with the result (``plan.figures.with_report_figures``:
+economics, rejected traffic).  JSON: ``{"inputs", "rejected", "candidates", "pareto",
 "recommendation", "headroom", "version", "seed"}`` (``rejected``: share of requests and tokens above the
 served model's ``max_model_len``, served by no pool; ``headroom``: the recommendation's largest step
 slowdown and arrival-rate multiplier with the SLOs met, ``plan.headroom``, or null; ``inputs`` carry
@@ -28,16 +29,18 @@ import io
 import json
 import math
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fleetplan
-from fleetplan.plan.disagg_economics import Economics
-from fleetplan.plan.disagg_verify import VERIFIED_BY
-from fleetplan.plan.optimize import OptimizeResult
-from fleetplan.plan.pools import PoolPlan
-from fleetplan.plan.sweep import Candidate
+from fleetplan.plan.disagg.candidates import VERIFIED_BY
 from fleetplan.report.atomic import atomic_write_text
 from fleetplan.units import s_to_ms
+
+if TYPE_CHECKING:
+    from fleetplan.plan.disagg.economics import Economics
+    from fleetplan.plan.optimize import OptimizeResult
+    from fleetplan.plan.pools import PoolPlan
+    from fleetplan.plan.sweep import Candidate
 
 
 def _finite(x: float | None) -> float | None:
@@ -277,9 +280,19 @@ def inputs_dict(result: OptimizeResult, seed: int) -> dict[str, Any]:
     }
 
 
+def _economics(result: OptimizeResult, c: Candidate) -> Economics | None:
+    return result.candidate_economics.get(c.key())
+
+
+def _rejected(result: OptimizeResult):
+    if result.rejected_traffic is None:
+        raise ValueError("the result carries no report figures: pass it through plan.figures.with_report_figures")
+    return result.rejected_traffic
+
+
 def rejected_dict(result: OptimizeResult) -> dict[str, Any]:
     """Requests above the served model's max_model_len: rejected, sized into no pool (analytic shares)."""
-    r = result.request.rejected()
+    r = _rejected(result)
     return {
         "max_model_len_tokens": r.max_model_len_tokens,
         "request_share": round(r.request_share, 6),
@@ -313,11 +326,11 @@ def result_dict(result: OptimizeResult, seed: int, top: int | None = None) -> di
         },
         "rejected": rejected_dict(result),
         "n_candidates": len(result.candidates),
-        "baselines": {fam: candidate_dict(b, pct, result.economics_of(b)) for fam, b in result.baselines},
-        "candidates": [candidate_dict(c, pct, result.economics_of(c)) for c in cands],
-        "pareto": [candidate_dict(c, pct, result.economics_of(c)) for c in result.pareto],
+        "baselines": {fam: candidate_dict(b, pct, _economics(result, b)) for fam, b in result.baselines},
+        "candidates": [candidate_dict(c, pct, _economics(result, c)) for c in cands],
+        "pareto": [candidate_dict(c, pct, _economics(result, c)) for c in result.pareto],
         "recommendation": None if result.recommendation is None
-        else candidate_dict(result.recommendation, pct, result.economics_of(result.recommendation)),
+        else candidate_dict(result.recommendation, pct, _economics(result, result.recommendation)),
         "headroom": headroom_dict(result.headroom),
     }
 
@@ -354,7 +367,7 @@ def candidate_rows(result: OptimizeResult) -> tuple[list[str], list[dict[str, An
         header += [f"pool{i}_{f}" for f in pool_fields]
     rows = []
     for c in result.candidates:
-        d = candidate_dict(c, pct, result.economics_of(c))
+        d = candidate_dict(c, pct, _economics(result, c))
         row = {k: d[k] for k in header[:n_top]}
         row["thresholds_tokens"] = ";".join(str(b) for b in c.thresholds_tokens)
         if disagg:

@@ -7,10 +7,12 @@ utilisation (ρ at the pool's count = λ_pool · E[S per GPU] / count), mean_bat
 model's operating batch n*, or ρ · n_max with the paper's model),
 power_w_per_gpu and power_kw (all GPUs of the pool, spares idle at the same draw, i.e. an
 upper bound) with power_basis saying whether the GPU's logistic power curve or a TDP-based
-estimate was used (``plan.gridflex.pool_power_w``), price_usd_per_h, cost_usd_per_year,
+estimate was used (``plan.gridflex.pool_power_w``; every figure from the result's
+``procurement`` lines, ``plan.figures``), price_usd_per_h, cost_usd_per_year,
 p99_ttft_ms_analytic (the pool's analytic percentile TTFT at its sized count) and
 p99_ttft_ms_sim (the pool's simulated P99 from the run's latency profile, when simulated).
-The total row sums counts, kW and cost and gives the fleet's worst P99s.  With a context limit
+The total row sums the counts, kW and cost of the rows as written (so the file adds up) and gives
+the fleet's worst P99s.  With a context limit
 (``max_model_len``, ``plan.context_limit``) a last row ``rejected`` holds the requests longer than
 it: no GPUs, min_tokens = the limit, traffic_share and lam_per_s of those requests and
 rejected_token_share (their share of prompt + output tokens; empty on every other row).
@@ -23,18 +25,17 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fleetplan.plan.frontier import candidate_label
-from fleetplan.plan.gridflex import W_PER_KW, pool_power_w
-from fleetplan.plan.growth import ProcurementSchedule
-from fleetplan.plan.optimize import OptimizeResult
-from fleetplan.plan.whatif import WhatIfResult
+from fleetplan.plan.sweep import candidate_label
 from fleetplan.report.atomic import atomic_write_text
-from fleetplan.report.optimize_report import _finite, _ms
-from fleetplan.units import H_PER_YEAR
+from fleetplan.report.optimize_report import _finite, _ms, _rejected
+
+if TYPE_CHECKING:
+    from fleetplan.plan.growth import ProcurementSchedule
+    from fleetplan.plan.optimize import OptimizeResult
+    from fleetplan.plan.whatif import WhatIfResult
 
 PROCUREMENT_COLUMNS = (
     "pool", "gpu", "count", "spares", "total_gpus", "min_tokens", "max_tokens", "traffic_share", "lam_per_s",
@@ -51,44 +52,34 @@ def _r(x: float | None, digits: int = ROUND_DIGITS) -> float | None:
     return None if v is None else round(v, digits)
 
 
-def procurement_rows(result: OptimizeResult, pool_p99_sim_s: dict[str, float] | None = None) -> list[dict[str, Any]]:
-    """Rows for the recommendation (empty when there is none); see module docstring."""
+def procurement_rows(result: OptimizeResult) -> list[dict[str, Any]]:
+    """Rows for the recommendation (empty when there is none) from the result's ``procurement`` lines
+    (``plan.figures``); the total row adds the rows as written; see module docstring."""
     best = result.recommendation
     if best is None:
         return []
-    gpus = {g.name: g for g in result.request.gpus}
-    rows: list[dict[str, Any]] = []
-    sim = pool_p99_sim_s or {}
-    for i, p in enumerate(best.pools, start=1):
-        if p.count + p.spares == 0:
-            continue
-        rho = p.lam_per_s * p.mean_service_s / p.count if p.count else 0.0
-        # the power curve reads the busy batch: the engine model's operating batch where it has one,
-        # else the paper model's busy KV slots ρ · n_max
-        busy = p.decode_batch / p.n_max if math.isfinite(p.decode_batch) and p.n_max > 0 else rho
-        watts, basis = pool_power_w(gpus[p.gpu], busy, p.n_max)
-        per = p.gpus_per_instance  # for a served model an instance is a TP group: counts here are GPUs
-        total = p.total_gpus
-        rows.append({
-            "pool": f"pool{i}",
-            "gpu": p.gpu,
-            "count": p.count * per,
-            "spares": p.spares * per,
-            "total_gpus": total,
-            "min_tokens": p.lo_tokens,
-            "max_tokens": p.hi_tokens,
-            "traffic_share": _r(p.traffic_share, 6),
-            "lam_per_s": _r(p.lam_per_s, 6),
-            "utilisation": _r(rho),
-            "mean_batch": _r(busy * p.n_max, 2),
-            "power_w_per_gpu": _r(watts, 1),
-            "power_kw": _r(total * watts / W_PER_KW, 3),
-            "power_basis": basis,
-            "price_usd_per_h": p.price_usd_per_h,
-            "cost_usd_per_year": round(total * p.price_usd_per_h * H_PER_YEAR, 2),
-            "p99_ttft_ms_analytic": _ms(p.ttft_p_s),
-            "p99_ttft_ms_sim": _ms(sim[f"pool{i}"]) if f"pool{i}" in sim else None,
-        })
+    if not result.procurement:
+        raise ValueError("the result carries no procurement lines: pass it through plan.figures.with_report_figures")
+    rows: list[dict[str, Any]] = [{
+        "pool": ln.pool,
+        "gpu": ln.gpu,
+        "count": ln.count,
+        "spares": ln.spares,
+        "total_gpus": ln.total_gpus,
+        "min_tokens": ln.min_tokens,
+        "max_tokens": ln.max_tokens,
+        "traffic_share": _r(ln.traffic_share, 6),
+        "lam_per_s": _r(ln.rate_per_s, 6),
+        "utilisation": _r(ln.utilisation),
+        "mean_batch": _r(ln.mean_batch, 2),
+        "power_w_per_gpu": _r(ln.power_w_per_gpu, 1),
+        "power_kw": _r(ln.power_kw, 3),
+        "power_basis": ln.power_basis,
+        "price_usd_per_h": ln.price_usd_per_h,
+        "cost_usd_per_year": round(ln.cost_usd_per_year, 2),
+        "p99_ttft_ms_analytic": _ms(ln.ttft_p_s_analytic),
+        "p99_ttft_ms_sim": None if ln.ttft_p_s_sim is None else _ms(ln.ttft_p_s_sim),
+    } for ln in result.procurement]
     sims = [r["p99_ttft_ms_sim"] for r in rows if r["p99_ttft_ms_sim"] is not None]
     rows.append({
         "pool": TOTAL_LABEL,
@@ -111,7 +102,7 @@ def procurement_rows(result: OptimizeResult, pool_p99_sim_s: dict[str, float] | 
                                      if r["p99_ttft_ms_analytic"] is not None), default=None),
         "p99_ttft_ms_sim": max(sims) if sims else None,
     })
-    rejected = result.request.rejected()
+    rejected = _rejected(result)
     if rejected.max_model_len_tokens is not None:
         rows.append({
             "pool": REJECTED_LABEL, "gpu": None, "count": 0, "spares": 0, "total_gpus": 0,

@@ -22,20 +22,22 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import fleetplan
 from fleetplan.errors import DataFormatError
-from fleetplan.plan.frontier import PoolLatencyProfile, cost_latency_frontier
-from fleetplan.plan.gridflex import GridFlexResult
-from fleetplan.plan.growth import ProcurementSchedule
-from fleetplan.plan.optimize import OptimizeResult
-from fleetplan.plan.whatif import WhatIfResult
 from fleetplan.report.atomic import atomic_write_text
 from fleetplan.report.html import DEFAULT_MAX_CANDIDATES
 from fleetplan.report.optimize_report import _ms, perf_profile_dict, result_dict, verification_dict
 from fleetplan.report.procurement import cost_latency_rows, procurement_rows, schedule_rows, whatif_rows
 from fleetplan.units import s_to_ms
+
+if TYPE_CHECKING:
+    from fleetplan.plan.frontier import PoolLatencyProfile
+    from fleetplan.plan.gridflex import GridFlexResult
+    from fleetplan.plan.growth import ProcurementSchedule
+    from fleetplan.plan.optimize import OptimizeResult
+    from fleetplan.plan.whatif import WhatIfResult
 
 KINDS = ("optimize-run", "whatif", "grid-flex")
 
@@ -61,13 +63,12 @@ def profile_dict(p: PoolLatencyProfile) -> dict[str, Any]:
             "utilisation_sim": None if p.utilisation is None else round(p.utilisation, 6)}
 
 
-def optimize_run_dict(result: OptimizeResult, seed: int, profiles: tuple[PoolLatencyProfile, ...] = (),
-                      all_candidates: bool = False) -> dict[str, Any]:
-    """The ``optimize-run`` document (see module docstring).
+def optimize_run_dict(result: OptimizeResult, seed: int, all_candidates: bool = False) -> dict[str, Any]:
+    """The ``optimize-run`` document (see module docstring) of a result carrying its report figures
+    (``plan.figures.with_report_figures``: latency profiles, procurement, frontier, economics).
 
     ``all_candidates=False`` keeps the ``DEFAULT_JSON_CANDIDATES`` cheapest candidates and every simulated
     one (what the report shows; well under 1 MB), ``True`` every swept candidate (megabytes)."""
-    sim_p99 = {p.pool: p.ttft_s[p.levels_pct.index(99.0)] for p in profiles if 99.0 in p.levels_pct}
     top = None
     if not all_candidates:
         simulated = [c.rank for c in result.candidates if c.verification is not None]
@@ -75,9 +76,9 @@ def optimize_run_dict(result: OptimizeResult, seed: int, profiles: tuple[PoolLat
     out = {"kind": "optimize-run", **result_dict(result, seed, top)}
     out["candidates_in_file"] = "all" if top is None else f"the {len(out['candidates'])} cheapest"
     out["verification_results"] = [{"rank": v.rank, **verification_dict(v)} for v in result.verification]
-    out["procurement"] = procurement_rows(result, sim_p99)
-    out["cost_latency_frontier"] = cost_latency_rows(cost_latency_frontier(result))
-    out["latency_profiles"] = [profile_dict(p) for p in profiles]
+    out["procurement"] = procurement_rows(result)
+    out["cost_latency_frontier"] = cost_latency_rows(result.cost_latency)
+    out["latency_profiles"] = [profile_dict(p) for p in result.latency_profiles]
     return _strict(out)
 
 
@@ -99,8 +100,8 @@ def whatif_dict(result: WhatIfResult, seed: int, schedule: ProcurementSchedule |
             "sim_requests": None if result.verify is None else result.verify.n_requests,
             "replications": None if result.verify is None else result.verify.n_replications,
             "max_model_len_tokens": r.max_model_len_tokens,
-            "rejected_request_share": round(r.rejected().request_share, 6),
-            "rejected_token_share": round(r.rejected().token_share, 6),
+            "rejected_request_share": round(result.rejected_traffic.request_share, 6),
+            "rejected_token_share": round(result.rejected_traffic.token_share, 6),
             "step_time_margin": r.step_time_margin,
             "perf_profile": [perf_profile_dict(g, p) for g, p in r.calibrated_profiles()] or None,
         },

@@ -1,6 +1,7 @@
 """Simulation results: the per-request table and its frozen summary.
 
-Definitions (seconds inside; milliseconds only in ``to_csv``):
+Definitions (seconds inside; milliseconds only in ``csv_table``, the export table that
+``fleetplan.report.sim_export`` writes):
 
 * TTFT = first token - arrival.  E2E = done - arrival.  Queue wait = first scheduled - arrival.
 * TPOT = (E2E - TTFT) / (output tokens - 1), vLLM's benchmark definition
@@ -28,7 +29,6 @@ Definitions (seconds inside; milliseconds only in ``to_csv``):
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import asdict, dataclass, field, replace
@@ -175,8 +175,8 @@ class SimResult:
     summary: SimSummary
     step_log: tuple[np.ndarray, np.ndarray] | None = None
 
-    def to_csv(self, path: str | os.PathLike) -> None:
-        """Write ``CSV_COLUMNS`` atomically; latencies in ms, ``inf`` where unfinished/rejected."""
+    def csv_table(self) -> pd.DataFrame:
+        """The export table: ``CSV_COLUMNS``, latencies in ms, ``inf`` where unfinished/rejected."""
         import pandas as pd
 
         df = self.requests
@@ -197,15 +197,11 @@ class SimResult:
             "status": df["status"],
             "warmup": df["warmup"],
         })
-        write_text_atomic(path, out.to_csv(index=False, lineterminator="\n"))
+        return out
 
     def to_json_dict(self) -> dict:
         """The summary as plain JSON types; inf/NaN become ``None`` (``null``)."""
         return _json_safe(asdict(self.summary))
-
-    def write_json(self, path: str | os.PathLike) -> None:
-        """``to_json_dict`` written atomically (strict JSON: no NaN/Infinity)."""
-        write_text_atomic(path, json.dumps(self.to_json_dict(), indent=2, allow_nan=False) + "\n")
 
 
 def too_long_rejections(status: np.ndarray, tokens: np.ndarray,

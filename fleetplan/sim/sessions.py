@@ -31,14 +31,11 @@ runs the iteration-level feature kernel through ``run_compiled`` and adds ``Sess
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import os
 
 import numpy as np
 
 from fleetplan import rng as fp_rng
-from fleetplan.atomic import atomic_write_text
 from fleetplan.errors import ConfigError
 from fleetplan.sim.compile import CompiledRequests, CompiledRun, compile_fleet
 from fleetplan.sim.engine import DEFAULT_WARMUP_FRACTION, run_compiled
@@ -66,14 +63,10 @@ class SessionResult:
         """``{"sessions": metrics, "requests": the per-round summary}``; inf/NaN as ``None``."""
         return {"sessions": self.metrics.to_json_dict(), "requests": self.sim.to_json_dict()}
 
-    def write_json(self, path: str | os.PathLike) -> None:
-        """``to_json_dict`` written atomically (strict JSON)."""
-        atomic_write_text(path, json.dumps(self.to_json_dict(), indent=2, allow_nan=False) + "\n")
-
-    def write_csv(self, path: str | os.PathLike) -> None:
-        """One row per round (``ROUND_CSV_COLUMNS``, seconds; ``inf`` where never reached), atomically."""
-        frame = round_frame(self.sim.requests, self.table)
-        atomic_write_text(path, frame.to_csv(index=False, lineterminator="\n"))
+    def round_table(self):
+        """One row per round (``ROUND_CSV_COLUMNS``, seconds; ``inf`` where never reached): the export
+        table ``fleetplan.report.sim_export.write_rounds_csv`` writes."""
+        return round_frame(self.sim.requests, self.table)
 
 
 def _session_pools(spec: FleetSpec, prompt: np.ndarray, output: np.ndarray, table: SessionTable,

@@ -114,11 +114,12 @@ def test_verification_uses_the_slo_percentile():
 
 def test_reports_put_analytic_and_simulated_side_by_side(run):
     """JSON ``verification.at_analytic`` and the HTML verification table carry both phases' figures."""
+    from fleetplan.plan.figures import with_report_figures
     from fleetplan.report.html import render_html, verification_rows
     from fleetplan.report.run_json import optimize_run_dict
 
     _, result = run
-    doc = optimize_run_dict(result, seed=0)
+    doc = optimize_run_dict(with_report_figures(result), seed=0)
     rows = verification_rows(doc)
     fleet_rows = [r for r in rows if r["pool"] == "fleet"]
     assert len(fleet_rows) == len(result.verification)

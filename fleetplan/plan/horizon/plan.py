@@ -26,6 +26,7 @@ import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from fleetplan.errors import ConfigError
 from fleetplan.hardware.procurement import GpuPrices
@@ -36,6 +37,9 @@ from fleetplan.plan.horizon.solve import Plan, PlanBudgetError, Problem, TypeCos
 from fleetplan.plan.optimize import OptimizeRequest, analytical_phase, verified_fleet
 from fleetplan.plan.sweep import Candidate, ProgressFn
 from fleetplan.plan.verify import VerifySettings, verify_candidate
+
+if TYPE_CHECKING:
+    from fleetplan.plan.horizon.schedule import Action
 
 DEFAULT_CANDIDATES_PER_PERIOD = 8
 DAYS_PER_YEAR = 365.25
@@ -110,6 +114,12 @@ class HorizonPlan:
     baseline: tuple[PeriodPlan, ...]
     settings: HorizonSettings
     n_solves: int
+    # What the report shows, from ``plan.horizon.schedule`` (``plan_horizon`` fills them): the buy / rent /
+    # release / move / retire actions of the plan and of the baseline, and each period's fleet capacity (req/s)
+    actions: tuple[Action, ...] = ()
+    baseline_actions: tuple[Action, ...] = ()
+    capacities_per_s: tuple[float, ...] = ()
+    baseline_capacities_per_s: tuple[float, ...] = ()
 
     @property
     def total_cost_usd(self) -> float:
@@ -118,6 +128,11 @@ class HorizonPlan:
     @property
     def baseline_cost_usd(self) -> float:
         return sum(p.cost_usd for p in self.baseline)
+
+    @property
+    def saving_usd(self) -> float:
+        """What the horizon-optimal plan saves against the per-step baseline (discounted USD)."""
+        return self.baseline_cost_usd - self.total_cost_usd
 
 
 def fleet_needs(c: Candidate, types: tuple[str, ...]) -> tuple[int, ...]:
@@ -319,5 +334,15 @@ def plan_horizon(
                                   f"{f.dates[t].isoformat()}): raise the GPU limit or relax the SLO")
             options[t] = kept
     baseline = evaluate(problem(), base_choice)
-    return HorizonPlan(types, initial, _periods(best, options, settings, cv2, types),
-                       _periods(baseline, options, settings, cv2, types), settings, n_solves)
+    out = HorizonPlan(types, initial, _periods(best, options, settings, cv2, types),
+                      _periods(baseline, options, settings, cv2, types), settings, n_solves)
+    return with_schedule(out)
+
+
+def with_schedule(plan: HorizonPlan) -> HorizonPlan:
+    """``plan`` carrying its actions and per-period capacities (``plan.horizon.schedule``)."""
+    from fleetplan.plan.horizon.schedule import actions, capacity_per_s
+
+    return replace(plan, actions=actions(plan), baseline_actions=actions(plan, plan.baseline),
+                   capacities_per_s=tuple(capacity_per_s(p.fleet) for p in plan.periods),
+                   baseline_capacities_per_s=tuple(capacity_per_s(p.fleet) for p in plan.baseline))

@@ -6,7 +6,7 @@ REQ LEVEL), pulled when that instance can hold it, over a link (latency + bytes 
 optionally layer-wise) or as flows on a leaf-spine fabric; the decode instance runs vLLM-style
 decode steps or SIBYL's processor sharing.  Attention/FFN disaggregation (AFD) runs on the same
 kernel: each decode instance is one attention+FFN unit whose step model the planner linearises
-(``fleetplan.plan.disagg_verify``).  numpy + numba only, like the rest of ``_kernels``.
+(``fleetplan.plan.disagg.verify``).  numpy + numba only, like the rest of ``_kernels``.
 
 Entry point: ``kernel.run_pdd`` (called through ``fleetplan.sim.pdd.engine``).  Modules:
 

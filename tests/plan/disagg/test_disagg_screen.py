@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from fleetplan.hardware import load_catalog
 from fleetplan.perf.afd import AfdLink, afd_step
-from fleetplan.plan.disagg_screen import (
+from fleetplan.plan.disagg.screen import (
     AfdUnit,
     ModelShape,
     afd_step_s,

@@ -1,4 +1,4 @@
-"""The disaggregated planner: PDD and AFD candidates, sized by ``plan.disagg_screen``.
+"""The disaggregated planner: PDD and AFD candidates, sized by ``plan.disagg.screen``.
 
 PDD: one prefill pool of GPU type g_p and one decode pool of g_d, every (g_p, g_d) of the swept
 types.  AFD: a prefill pool of g_p and D decode units of ``a`` attention GPUs of g_a and ``f``
@@ -22,7 +22,7 @@ import numpy as np
 
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuProfile, with_spares
-from fleetplan.plan.disagg_screen import (
+from fleetplan.plan.disagg.screen import (
     AfdUnit,
     DecodeLoad,
     ModelShape,
@@ -35,7 +35,7 @@ from fleetplan.plan.disagg_screen import (
     prefill_moments,
     transfer_s,
 )
-from fleetplan.plan.pools import REASON_CODE, PlanSettings, PoolPlan
+from fleetplan.plan.pools import REASON_CODE, PlanSettings, PoolPlan, fleet_usd_per_h
 from fleetplan.plan.space import DISAGGREGATED, SizingRouter, Topology
 from fleetplan.plan.sweep import Candidate
 from fleetplan.queueing import InfeasibleReason, size_pool
@@ -49,6 +49,10 @@ DEFAULT_KV_LATENCY_S = 0.0
 DEFAULT_AFD_LINK_LATENCY_S = 0.0
 BITS_PER_BYTE = 8.0
 GBPS = 1e9
+
+#: How phase 2 checked a disaggregated candidate (reports' ``verified_by``; co-located: iteration level).
+VERIFIED_BY = {Topology.PDD: "simulated (PDD simulator)",
+               Topology.AFD: "simulated (PDD simulator, AFD step linearised)"}
 
 
 @dataclass(frozen=True)
@@ -200,7 +204,7 @@ def _candidate(ctx: _Context, topo: Topology, roles: tuple[str, ...], pools: tup
                fit: tuple[float, float], n_kv: int, bandwidth: float) -> DisaggCandidate:
     s = ctx.settings
     total = sum(p.total_gpus for p in pools)
-    cost = sum(p.total_gpus * p.price_usd_per_h for p in pools) * H_PER_YEAR
+    cost = fleet_usd_per_h(pools) * H_PER_YEAR
     tokens_per_year = s.rate_per_s * ctx.mean_tokens * H_PER_YEAR * S_PER_H
     reason, code = next(((f"{r} ({p.gpu}): {p.reason}", p.reason_code)
                          for r, p in zip(roles, pools, strict=True) if not p.feasible), (None, None))

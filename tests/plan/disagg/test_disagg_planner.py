@@ -10,8 +10,8 @@ import pytest
 from fleetplan.cli.errors import render_error
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import load_catalog
-from fleetplan.plan.disagg import DisaggCandidate
-from fleetplan.plan.disagg_economics import apply_ce_gate, baselines, capacity_per_s, economics
+from fleetplan.plan.disagg.candidates import DisaggCandidate
+from fleetplan.plan.disagg.economics import apply_ce_gate, baselines, capacity_per_s, economics
 from fleetplan.plan.frontier import cost_latency_frontier
 from fleetplan.plan.optimize import OptimizeRequest, analytical_phase_with_baselines, optimize, resolve_gpus
 from fleetplan.plan.pools import PoolPlan

@@ -41,7 +41,7 @@ from fleetplan.hardware import GpuProfile, with_spares
 from fleetplan.metrics import student_t_interval
 from fleetplan.perf.linear import LinearStepModel
 from fleetplan.perf.seam import StepModel
-from fleetplan.plan.disagg import (
+from fleetplan.plan.disagg.candidates import (
     BITS_PER_BYTE,
     CALIBRATION_MODEL,
     DEFAULT_AFD_LINK_LATENCY_S,
@@ -49,7 +49,8 @@ from fleetplan.plan.disagg import (
     GBPS,
     DisaggCandidate,
 )
-from fleetplan.plan.disagg_screen import AfdUnit, ModelShape, decode_load, linear_fit
+from fleetplan.plan.disagg.screen import AfdUnit, ModelShape, decode_load, linear_fit
+from fleetplan.plan.pools import fleet_usd_per_h
 from fleetplan.plan.space import Topology
 from fleetplan.plan.sweep import Candidate
 from fleetplan.plan.verify import (
@@ -74,10 +75,6 @@ if TYPE_CHECKING:  # the PDD simulator and its kernels are imported when a PDD /
     from fleetplan.sim.pdd import PddSpec
 
 FRONTIER_QUADRATURE_POINTS = 4096
-VERIFIED_BY = {Topology.PDD: "simulated (PDD simulator)",
-               Topology.AFD: "simulated (PDD simulator, AFD step linearised)"}
-
-
 def decode_units(c: DisaggCandidate, counts: Sequence[int]) -> int:
     return int(counts[1]) // c.unit[0]
 
@@ -219,8 +216,7 @@ def verify_disagg(candidate: DisaggCandidate, gpus: Mapping[str, GpuProfile], wo
     spares = [with_spares(n, availability(gpus[p.gpu])) - n for p, n in zip(candidate.pools, counts, strict=True)]
     per = [p.gpus_per_instance for p in candidate.pools]
     total = sum((n + sp) * g for n, sp, g in zip(counts, spares, per, strict=True))
-    cost = sum((n + sp) * g * p.price_usd_per_h
-               for p, n, sp, g in zip(candidate.pools, counts, spares, per, strict=True))
+    cost = fleet_usd_per_h(candidate.pools, counts, spares)
     shown = check if passed else first
     nan = float("nan")
     roles = [PoolFigures(p.ttft_p_s, first.mean_ttft_s, nan, nan, False) if i == 0 else

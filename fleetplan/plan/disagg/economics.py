@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from fleetplan.hardware import GpuProfile
+from fleetplan.plan.pools import fleet_usd_per_h
 from fleetplan.plan.space import DISAGGREGATED, family
 from fleetplan.plan.sweep import Candidate
 
@@ -64,7 +65,7 @@ def capacity_per_s(c: Candidate, rho_max: float) -> float:
 
 def hourly_spend_usd(c: Candidate) -> float:
     """Price(g) = Σ GPUs (with spares) x price per GPU-hour."""
-    return sum(p.total_gpus * p.price_usd_per_h for p in c.pools)
+    return fleet_usd_per_h(c.pools)
 
 
 def baselines(candidates: Sequence[Candidate], premium: str) -> dict[str, Candidate]:

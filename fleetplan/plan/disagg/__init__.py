@@ -1,0 +1,38 @@
+"""Disaggregated fleets: prefill/decode (``pdd``) and attention/FFN (``afd``) split across GPU pools.
+
+Entry point: ``candidates.disagg_candidates`` (``plan.optimize`` calls it for ``--topology pdd,afd``),
+which sizes every role with the analytical ``screen`` (prefill M/G/c, KV transfer, decode batch at
+the TPOT target, AFD step).  ``economics`` ranks the candidates by spend ratio and cost efficiency
+against each family's all-premium baseline; ``verify`` is phase 2, the PDD simulator deciding the
+counts (imported on use: it loads the simulator).
+"""
+
+from fleetplan.plan.disagg.candidates import (
+    CALIBRATION_MODEL,
+    DEFAULT_AF_RATIOS,
+    DEFAULT_KV_LATENCY_S,
+    DEFAULT_MICRO_BATCHES,
+    GBPS,
+    DisaggCandidate,
+    DisaggSettings,
+    check_disagg_inputs,
+    disagg_candidates,
+)
+from fleetplan.plan.disagg.economics import DEFAULT_MIN_CE_GAIN, Economics, economics
+from fleetplan.plan.disagg.screen import ModelShape
+
+__all__ = [
+    "CALIBRATION_MODEL",
+    "DEFAULT_AF_RATIOS",
+    "DEFAULT_KV_LATENCY_S",
+    "DEFAULT_MICRO_BATCHES",
+    "DEFAULT_MIN_CE_GAIN",
+    "GBPS",
+    "DisaggCandidate",
+    "DisaggSettings",
+    "Economics",
+    "ModelShape",
+    "check_disagg_inputs",
+    "disagg_candidates",
+    "economics",
+]
