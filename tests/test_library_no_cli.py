@@ -30,19 +30,7 @@ ALLOWED: dict[tuple[str, str], str] = {
 #: Docstrings in modules other helpers own this round (runtime features, PDD, kernels: only their
 #: error messages could change here).  Reword them (vLLM's ``speculative_config``, "a served model")
 #: and empty this list once that work has landed.
-PENDING: dict[tuple[str, str], str] = {
-    (rel, flag): "docstring in a module owned by another helper this round"
-    for rel, flags in {
-        "sim/_kernels/iteration_level.py": ("--max-concurrency",),
-        "sim/features.py": ("--cudagraph-capture-sizes", "--cudagraph-mode", "--enable-prefix-caching", "--model",
-                            "--speculative-config", "--scheduler-config"),
-        "sim/features_compile.py": ("--model",),
-        "sim/features_speculative.py": ("--speculative-config",),
-        "sim/features_toml.py": ("--model", "--speculative-config"),
-        "sim/pdd/fabric.py": ("--fabric",),
-    }.items()
-    for flag in flags
-}
+PENDING: dict[tuple[str, str], str] = {}  # places still to reword (none)
 
 
 def _flags(tree: ast.AST):

@@ -40,7 +40,7 @@ tokens computed before it emits its next token; ``computed`` counts tokens whose
   times each request lost its KV cache to a failure.  ``run_iteration_level`` is this kernel
   with no events (bit-identical outputs); it passes ``out_failures=None``, so numba prunes the
   failure branches at compile time and the featureless engine never compiles the failure handlers.
-* Closed-loop clients (``max_in_flight = N > 0``, ``vllm bench serve --max-concurrency N``): at
+* Closed-loop clients (``max_in_flight = N > 0``, ``vllm bench serve``'s ``max_concurrency``): at
   most N routed requests are outstanding (dispatched, not completed).  Request ``i`` is released
   at ``max(arrival_s[i], t)``, ``t`` the event that brings the outstanding count below N (a
   completion); releases stay in index order (the client's FIFO semaphore).  The release time is

@@ -14,11 +14,11 @@ CUDA-graph timing triple per pool, ``(launch_s, replay_s, piecewise_eager_s)``:
 linear constants) needs ``launch_overhead_s``: no default is invented.
 
 The step model is the EAGER time whenever a cudagraph mode is set (``none`` included).  A
-``StepTimePredictor`` in ``cuda_graph`` execution (the ``--model`` default) is kernel-only: with a
+``StepTimePredictor`` in ``cuda_graph`` execution (a served model's default) is kernel-only: with a
 mode set, ``launch_s`` is added to its constant term (``eager_step_coefficients``), which is the
 predictor's own eager execution (``ExecutionMode.EAGER``, up to float rounding) when
 ``launch_overhead_s`` is not given.  With no mode set, it runs as it is: every step kernel-only, i.e.
-vLLM's default graphs without capture padding or replay cost (the timing ``optimize --model``
+vLLM's default graphs without capture padding or replay cost (the timing ``optimize`` of a served model
 sweeps).  Linear constants, calibrated profiles and eager predictors are eager time already.
 ``launch_overhead_s`` given where nothing reads it (graphs off, and no kernel-only predictor with
 mode ``none``) is refused rather than ignored.

@@ -5,17 +5,17 @@ features into ``CompiledFeatures`` (semantics: docs/runtime_features_contract.md
 default ``RuntimeFeatures()`` has everything off and leaves a run bit-identical to the
 featureless simulator.
 
-* ``CudaGraphConfig(mode, capture_sizes_tokens)``: vLLM ``--cudagraph-mode`` (``none``,
-  ``full_decode_only``, ``piecewise``) and ``--cudagraph-capture-sizes``.  ``mode = None`` (not
+* ``CudaGraphConfig(mode, capture_sizes_tokens)``: vLLM's ``cudagraph_mode`` (``none``,
+  ``full_decode_only``, ``piecewise``) and ``cudagraph_capture_sizes``.  ``mode = None`` (not
   set, the default) times steps as the step model gives them; ``none`` times every step eagerly, so
-  a ``--model`` predictor (kernel-only, CUDA-graph execution) gets the launch overhead added to
+  a served model's predictor (kernel-only, CUDA-graph execution) gets the launch overhead added to
   every step (``fleetplan.sim.features.compile.eager_step_coefficients``).  ``None`` sizes mean
   vLLM's default ladder (``vllm/config/compilation.py``): ``max = min(2 * max_num_seqs, 512)``,
   ``[1, 2, 4] + range(8, 256, 8) + range(256, max + 1, 16)``; ``FRONTIER_CAPTURE_SIZES`` is the
   Frontier paper's decode bins {1, 2, 4, 8, 16, 32, 64} (Feng et al. 2026, arXiv:2605.21312, §2, with Table 2's
   padding inflation).
-* ``SpeculativeConfig`` (``fleetplan.sim.features.speculative``): vLLM ``--speculative-config``.
-* ``PrefixCacheConfig(enabled, entries_per_instance)``: vLLM ``--enable-prefix-caching``;
+* ``SpeculativeConfig`` (``fleetplan.sim.features.speculative``): vLLM's ``speculative_config``.
+* ``PrefixCacheConfig(enabled, entries_per_instance)``: vLLM's ``enable_prefix_caching``;
   ``entries_per_instance = None`` means one per KV block, at most 8192 (an entry holds at least one block).
   ``affinity_slack_requests`` is read by the ``prefix_affinity`` router: the sgl-router
   cache-aware policy's default ``balance_abs_threshold = 32`` (sgl-router README).
@@ -65,7 +65,7 @@ DEFAULT_AFFINITY_SLACK_REQUESTS = 32  # sgl-router cache-aware balance_abs_thres
 
 
 class GraphMode(NameRegistry):
-    """vLLM ``--cudagraph-mode`` values the simulator models."""
+    """vLLM's ``cudagraph_mode`` values the simulator models."""
 
     NONE = "none"
     FULL_DECODE_ONLY = "full_decode_only"
@@ -177,7 +177,7 @@ def _valid_param_keys() -> str:
 
 
 def policy_params_from_json(text: str) -> dict[str, Any]:
-    """The object of ``--scheduler-config`` JSON text (keys checked by ``PolicyConfig.with_params``)."""
+    """The object of vLLM's ``scheduler_config`` JSON text (keys checked by ``PolicyConfig.with_params``)."""
     try:
         params = json.loads(text)
     except (json.JSONDecodeError, TypeError) as exc:

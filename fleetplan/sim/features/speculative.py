@@ -1,4 +1,4 @@
-"""Speculative decoding / MTP of one pool: vLLM's ``--speculative-config`` plus acceptance.
+"""Speculative decoding / MTP of one pool: vLLM's ``speculative_config`` plus acceptance.
 
 ``SpeculativeConfig.from_json`` reads vLLM's spelling (``vllm/config/speculative.py``):
 ``method`` (``mtp``, also ``deepseek_mtp``; ``draft_model``; ``ngram``), ``num_speculative_tokens``
@@ -148,7 +148,7 @@ class SpeculativeConfig:
 
     @classmethod
     def from_json(cls, text: str) -> SpeculativeConfig:
-        """Parse ``--speculative-config`` JSON text."""
+        """Parse vLLM ``speculative_config`` JSON text."""
         try:
             config = json.loads(text)
         except (json.JSONDecodeError, TypeError) as exc:

@@ -5,11 +5,11 @@
     ...
     [pool.features]                       # every key optional; absent = off / default
     cudagraph_mode = "full_decode_only"   # none | full_decode_only | piecewise (absent: the step model's timing;
-                                          # none: every step eager, a --model predictor pays the launch overhead)
+                                          # none: every step eager, a served model's predictor pays the launch overhead)
     cudagraph_capture_sizes = [1, 2, 4, 8, 16, 32, 64]   # default: vLLM's ladder
-    launch_overhead_ms = 2.0              # eager launch time per step (default: from --model)
+    launch_overhead_ms = 2.0              # eager launch time per step (default: from the served model)
     speculative_config = { method = "mtp", num_speculative_tokens = 2, acceptance_rate = 0.7 }
-                                          # or the same as a JSON string (vLLM --speculative-config)
+                                          # or the same as a JSON string (vLLM speculative_config)
     enable_prefix_caching = true
     prefix_cache_entries = 4096           # default: the pool's KV blocks
     prefix_affinity_slack = 32            # prefix_affinity router: outstanding-request slack

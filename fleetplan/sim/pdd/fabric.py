@@ -7,7 +7,7 @@ links (``fleetplan.sim.network``; kernel ``fleetplan.sim._kernels.pdd.network``)
 transfers slow each other and that feeds back into TTFT and decode start.  The fabric's
 links then set the transfer rate: ``KvTransferSpec.bandwidth_bytes_per_s`` is not used (its
 latency, KV bytes per token and layer-wise streaming are).  ``load_fabric_toml`` reads one
-from a TOML file (the CLI's ``--fabric PATH``).
+from a TOML file (a fabric file).
 """
 
 from __future__ import annotations
