@@ -8,8 +8,8 @@
 Scenarios: two workloads (azure_conv, lmsys) x two demand curves (15 %/month compound from 50 req/s;
 an S-curve 20 -> 300 req/s with P50 = 80 % of P90), SLO P99 TTFT 500 ms, the calibrated GPU trio,
 bundled prices (``gpu_profiles/procurement/prices.toml``), no owned fleet.  Both plans are costed
-with the same prices and candidate fleets (``plan.horizon``); the DP's plan is never dearer.  The
-wall time covers the periods' analytic sweeps (on ``--workers`` processes), the DP and, with
+with the same prices and candidate fleets (``plan.horizon``); the horizon program's plan is never dearer.  The
+wall time covers the periods' analytic sweeps (on ``--workers`` processes), the program and, with
 ``--verify``, the simulations; the first repeat loads numba's cache, so read the best.
 """
 

@@ -7,12 +7,12 @@ Per period t (the forecast's dates; planned rate = its P90):
    run's arrival process (Ca² at that rate); the ``n_candidates`` cheapest feasible fleets with
    distinct GPU needs, plus the cheapest fleet of every GPU-type combination, so owned types stay
    in reach.  Fleets using a GPU type before its availability date are left out;
-2. the horizon DP (``horizon.solve``; prices ``hardware.procurement``) picks one candidate per
+2. the horizon program (``horizon.solve``, exact, HiGHS; prices ``hardware.procurement``) picks one candidate per
    period and each type's owned count (buy / retire) and how its shortfall is rented (a reserved
    contract for the prices' term, paid used or not, or on demand for the period);
 3. with ``verify``, every chosen fleet is simulated at its period's rate and arrival process
    (``plan.verify.verify_candidate``: grown until it passes); a grown fleet replaces its candidate, a
-   failing one is dropped, and the DP is solved again until every chosen fleet has passed.
+   failing one is dropped, and the program is solved again until every chosen fleet has passed.
 
 The per-step baseline (today's ``whatif``: each period's cheapest fleet from scratch, its shortfall
 bought) is costed with the same prices and verified the same way.  Fleets re-split pools freely

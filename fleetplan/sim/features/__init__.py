@@ -1,4 +1,4 @@
-"""Runtime features of a pool (#5): CUDA graphs, speculative decoding / MTP, prefix caching,
+"""Runtime features of a pool: CUDA graphs, speculative decoding / MTP, prefix caching,
 scheduler policies (vLLM v1, SGLang, SPF, MLFQ, H2Q-BR), prefix-affinity routing and multi-round
 sessions.  Semantics: docs/runtime_features_contract.md.
 
