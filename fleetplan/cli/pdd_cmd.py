@@ -35,6 +35,7 @@ from fleetplan.cli.options import (
 from fleetplan.cli.tables import make_console, ms_cell
 from fleetplan.hardware import load_catalog
 from fleetplan.models.catalog import load_model
+from fleetplan.report.sim_export import write_requests_csv, write_summary_json
 from fleetplan.sim.builders import build_pool
 from fleetplan.sim.network import LeafSpineFabric
 from fleetplan.sim.pdd import (
@@ -49,7 +50,7 @@ from fleetplan.sim.pdd import (
     simulate_pdd,
 )
 from fleetplan.sim.pdd.engine import DEFAULT_N_REQUESTS, DEFAULT_WARMUP_FRACTION
-from fleetplan.sim.pdd.result import TPOT_DEFINITION, TTFT_DEFINITION, write_requests_csv, write_summary_json
+from fleetplan.sim.pdd.result import TPOT_DEFINITION, TTFT_DEFINITION
 from fleetplan.sim.pdd.spec import DEFAULT_BUCKET_TOKENS, DEFAULT_EMA_ALPHA, SibylAblation, SibylParams, SibylPressure
 from fleetplan.units import ms_to_s
 from fleetplan.workload import load_workload

@@ -30,13 +30,11 @@ Definitions (seconds inside; milliseconds only in ``csv_table``, the export tabl
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fleetplan.atomic import atomic_write_text
 from fleetplan.errors import UnknownNameError
 from fleetplan.metrics import REPORTED_PERCENTILES, percentiles
 from fleetplan.sim.failures import FailureSummary
@@ -55,7 +53,6 @@ __all__ = [
     "TPOT_DEFINITION",
     "summarise",
     "too_long_rejections",
-    "write_text_atomic",
 ]
 
 TPOT_DEFINITION = "TPOT = (E2E - TTFT) / (output tokens - 1), as vLLM's benchmark defines it"
@@ -157,11 +154,6 @@ def _json_safe(value):
     if isinstance(value, np.generic):
         return _json_safe(value.item())
     return value
-
-
-def write_text_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (``fleetplan.atomic``; the directory must exist)."""
-    atomic_write_text(path, text)
 
 
 @dataclass(frozen=True, eq=False)

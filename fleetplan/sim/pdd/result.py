@@ -23,8 +23,6 @@ Definitions (seconds):
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -37,11 +35,10 @@ from fleetplan.sim.result import (
     LatencyStats,
     _json_safe,
     too_long_rejections,
-    write_text_atomic,
 )
 from fleetplan.units import MS_PER_S
 
-__all__ = ["PddResult", "PddSummary", "TTFT_DEFINITION", "summarise_pdd", "write_requests_csv", "write_summary_json"]
+__all__ = ["PddResult", "PddSummary", "TTFT_DEFINITION", "summarise_pdd"]
 
 TTFT_DEFINITION = ("TTFT = queue + prefill + transfer + first decode step "
                    "(arrival to the first token, emitted by the decode instance's first step)")
@@ -87,6 +84,15 @@ class PddResult:
     requests: pd.DataFrame
     summary: PddSummary
     flows: pd.DataFrame | None = None
+
+    def csv_table(self) -> pd.DataFrame:
+        """Per-request export table: latencies in ms (``*_ms``), inf where not reached (the file is
+        written by ``fleetplan.report.sim_export``)."""
+        df = self.requests.copy()
+        for col in CSV_COLUMNS_MS:
+            if col in df:
+                df[col.removesuffix("_s") + "_ms"] = df.pop(col) * MS_PER_S
+        return df
 
     def to_json_dict(self) -> dict:
         """The summary as plain JSON types (inf/NaN as ``None``)."""
@@ -180,17 +186,3 @@ def summarise_pdd(frame: pd.DataFrame, *, policy: str, binding: str, decode_mode
 
 CSV_COLUMNS_MS = ("queue_s", "prefill_s", "transfer_s", "first_decode_s", "ttft_s", "tpot_s", "e2e_s", "kv_flow_s",
                   "kv_ideal_s")
-
-
-def write_requests_csv(result: PddResult, path: str | os.PathLike) -> None:
-    """Per-request CSV, written atomically; latencies in ms (``*_ms``), inf where not reached."""
-    df = result.requests.copy()
-    for col in CSV_COLUMNS_MS:
-        if col in df:
-            df[col.removesuffix("_s") + "_ms"] = df.pop(col) * MS_PER_S
-    write_text_atomic(path, df.to_csv(index=False, lineterminator="\n"))
-
-
-def write_summary_json(result: PddResult, path: str | os.PathLike) -> None:
-    """The summary as strict JSON (inf/NaN as null), written atomically."""
-    write_text_atomic(path, json.dumps(result.to_json_dict(), indent=2, allow_nan=False) + "\n")
