@@ -100,7 +100,8 @@ def with_report_figures(result: OptimizeResult, verify: VerifySettings | None = 
         if progress is not None:
             progress("profile", 0, 1)
         profiles = latency_profile(result.recommendation, gpus, r.workload, r.rate_per_s, verify.fixed_requests(),
-                                   seed, r.max_model_len_tokens, dict(verify.step_models), verify.step_time_margin)
+                                   seed, r.max_model_len_tokens, dict(verify.step_models), verify.step_time_margin,
+                                   verify.arrival, verify.arrival_cv)
         if progress is not None:
             progress("profile", 1, 1)
     sim_p99 = {p.pool: p.ttft_s[p.levels_pct.index(SIM_P99_LEVEL_PCT)] for p in profiles

@@ -221,17 +221,19 @@ def _timed(df, limit: int | None):
 def latency_profile(candidate: Candidate, gpus: dict[str, GpuProfile], workload: Workload, rate_per_s: float,
                     n_requests: int, seed: int = 0, max_model_len_tokens: int | None = None,
                     step_models: Mapping[str, StepModel] | None = None,
-                    step_time_margin: float = 0.0) -> tuple[PoolLatencyProfile, ...]:
+                    step_time_margin: float = 0.0, arrival: str = "poisson",
+                    arrival_cv: float = 1.0) -> tuple[PoolLatencyProfile, ...]:
     """One run of ``candidate``: per-pool TTFT/TPOT quantiles (warm-up trimmed; module docstring), with
     the served model's limit (requests above it are rejected and left out of the quantiles) and the
-    step models verification ran (``step_models`` per GPU type, ``step_time_margin``)."""
+    step models verification ran (``step_models`` per GPU type, ``step_time_margin``) and its arrival
+    process (``arrival``, ``arrival_cv``: a ``fleetplan.sim.ArrivalProcess`` name and the gaps' CV)."""
     counts = [p.count for p in candidate.pools]
     if getattr(candidate, "roles", ()):
         return _disagg_profile(candidate, gpus, workload, rate_per_s, n_requests, seed, max_model_len_tokens,
-                               step_models)
+                               step_models, arrival, arrival_cv)
     spec = fleet_spec(candidate, gpus, counts, step_models, max_model_len_tokens, step_time_margin)
     res = simulate(spec, workload, rate_per_s, int(n_requests), Level.ITERATION,
-                   task_seed(seed, "latency-profile", repr(candidate.key())))
+                   task_seed(seed, "latency-profile", repr(candidate.key())), arrival=arrival, cv=arrival_cv)
     df = _timed(res.requests, max_model_len_tokens)
     out = []
     for pool in spec.pools:
@@ -246,15 +248,16 @@ def latency_profile(candidate: Candidate, gpus: dict[str, GpuProfile], workload:
     return tuple(out)
 
 
-def _disagg_profile(candidate, gpus, workload, rate_per_s, n_requests, seed,
-                    limit: int | None, step_models=None) -> tuple[PoolLatencyProfile, ...]:
+def _disagg_profile(candidate, gpus, workload, rate_per_s, n_requests, seed, limit: int | None,
+                    step_models=None, arrival: str = "poisson", arrival_cv: float = 1.0
+                    ) -> tuple[PoolLatencyProfile, ...]:
     from fleetplan.plan.disagg.verify import pdd_spec
     from fleetplan.sim.pdd import simulate_pdd
 
     spec = pdd_spec(candidate, gpus, [p.count for p in candidate.pools], step_models=step_models,
                     max_model_len_tokens=limit)
-    res = simulate_pdd(spec, workload, rate_per_s, int(n_requests), task_seed(seed, "latency-profile",
-                                                                               repr(candidate.key())))
+    res = simulate_pdd(spec, workload, rate_per_s, int(n_requests),
+                       task_seed(seed, "latency-profile", repr(candidate.key())), arrival=arrival, cv=arrival_cv)
     df = _timed(res.requests, limit)
     ttft = percentiles(df["ttft_s"].to_numpy(), CDF_LEVELS_PCT)
     tpot_arr = df["tpot_s"].to_numpy()

@@ -74,3 +74,18 @@ def test_bad_arrays_are_config_errors():
     with pytest.raises(ConfigError, match="rate_per_s"):
         simulate_pdd(_spec(), load_workload("lmsys"), -1.0)
     assert np.isnan(simulate_pdd_arrays(_spec(), [0.0], [10], [1]).summary.tpot.p99_s)
+
+
+def test_arrival_process_is_the_simulators_and_burstiness_lengthens_the_queue():
+    """``simulate_pdd(arrival="gamma", cv=...)`` draws the same arrival stream as ``fleetplan.sim.simulate``
+    (``sim.compile.draw_requests``); with gaps of CV 3 the P99 prefill queue is longer than with Poisson
+    gaps at the same rate and lengths."""
+    from fleetplan.sim.compile import draw_requests
+
+    wl = load_workload("lmsys")
+    gamma = simulate_pdd(_spec(), wl, 6.0, n_requests=3_000, seed=5, arrival="gamma", cv=3.0)
+    arrival_s, prompt, _ = draw_requests(wl, 6.0, 3_000, 5, "gamma", 3.0)
+    df = gamma.requests
+    assert np.array_equal(df["arrival_s"].to_numpy(), arrival_s) and np.array_equal(df["prompt_tokens"], prompt)
+    poisson = simulate_pdd(_spec(), wl, 6.0, n_requests=3_000, seed=5)
+    assert gamma.summary.queue.p99_s > 1.5 * poisson.summary.queue.p99_s

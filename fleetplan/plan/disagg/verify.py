@@ -131,7 +131,8 @@ def _simulate(c: DisaggCandidate, gpus, counts, workload: Workload, s: VerifySet
     stat = _STAT_OF_PERCENTILE[s.percentile]
     # common random numbers: the same streams at every count, so counts are compared on the same traffic
     runs = [simulate_pdd(spec, workload, s.rate_per_s, s.fixed_requests(),
-                         task_seed(s.seed, "verify-disagg", repr(c.key()), i)).summary
+                         task_seed(s.seed, "verify-disagg", repr(c.key()), i), arrival=s.arrival,
+                         cv=s.arrival_cv).summary
             for i in range(s.n_replications)]
     mean, _, hi = student_t_interval([getattr(r.ttft, stat) for r in runs])
     tpot_mean, _, tpot_hi = student_t_interval([getattr(r.tpot, stat) for r in runs])

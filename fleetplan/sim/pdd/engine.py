@@ -22,6 +22,7 @@ from fleetplan.sim.pdd.compile import CompiledPdd, compile_pdd
 from fleetplan.sim.pdd.flows import add_flow_columns, flow_frame, summarise_network
 from fleetplan.sim.pdd.result import PddResult, request_frame, summarise_pdd
 from fleetplan.sim.pdd.spec import PddSpec
+from fleetplan.sim.spec import ArrivalProcess
 
 __all__ = ["PddRun", "run_compiled_pdd", "run_compiled_pdd_net", "simulate_pdd", "simulate_pdd_arrays"]
 
@@ -115,8 +116,9 @@ def simulate_pdd_arrays(spec: PddSpec, arrival_s, prompt_tokens, output_tokens, 
 
 
 def simulate_pdd(spec: PddSpec, workload, rate_per_s: float, n_requests: int = DEFAULT_N_REQUESTS, seed: int = 0,
-                 horizon_s: float | None = None, warmup_fraction: float = DEFAULT_WARMUP_FRACTION) -> PddResult:
-    """Simulate ``n_requests`` Poisson arrivals at ``rate_per_s`` of ``workload`` on ``spec``.
+                 horizon_s: float | None = None, warmup_fraction: float = DEFAULT_WARMUP_FRACTION,
+                 arrival: ArrivalProcess | str = ArrivalProcess.POISSON, cv: float = 1.0) -> PddResult:
+    """Simulate ``n_requests`` arrivals at ``rate_per_s`` of ``workload`` on ``spec``.
 
     Parameters
     ----------
@@ -132,8 +134,11 @@ def simulate_pdd(spec: PddSpec, workload, rate_per_s: float, n_requests: int = D
         Stop time (s); requests not finished by then are ``unfinished``.
     warmup_fraction : float
         Share of the earliest arrivals excluded from statistics.
+    arrival, cv : ArrivalProcess, float
+        Arrival process (Poisson by default; gamma gaps with coefficient of variation ``cv``; replay of
+        the workload's trace), drawn as ``fleetplan.sim.simulate`` draws it.
     """
     _check_run_args(rate_per_s, n_requests, seed, horizon_s, warmup_fraction)
-    arrival_s, prompt, output = draw_requests(workload, float(rate_per_s), int(n_requests), int(seed))
+    arrival_s, prompt, output = draw_requests(workload, float(rate_per_s), int(n_requests), int(seed), arrival, cv)
     return simulate_pdd_arrays(spec, arrival_s, prompt, output, float(rate_per_s), horizon_s, warmup_fraction,
                                seed=int(seed))
