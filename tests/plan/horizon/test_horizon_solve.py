@@ -1,4 +1,4 @@
-"""The horizon DP against brute force over every integer owned count, and its invariants."""
+"""The horizon program against exhaustive search over every integer owned and reserved count, and its invariants."""
 
 from __future__ import annotations
 
@@ -24,31 +24,6 @@ def _problem(needs, initial=(0, 0), allow_retire=False, budget=None, buy_from=0,
     return Problem(("big", "small")[:n_types], needs, period_h, disc, costs, initial, allow_retire, budget)
 
 
-def brute_force(p: Problem, max_owned: int) -> float:
-    best = float("inf")
-    n_types = len(p.types)
-
-    def rec(t, owned, retired, acc):
-        nonlocal best
-        if t == len(p.needs):
-            best = min(best, acc)
-            return
-        for need in p.needs[t]:
-            for new in itertools.product(range(max_owned + 1), repeat=n_types):
-                ret = tuple(r + max(0, o - n) for r, o, n in zip(retired, owned, new, strict=True))
-                if any(n < o for n, o in zip(new, owned, strict=True)) and not p.allow_retire:
-                    continue
-                if any(r > i for r, i in zip(ret, p.initial, strict=True)):
-                    continue
-                out = _step(p, t, owned, new, need)
-                if out is None or (p.budget_usd is not None and out[1] > p.budget_usd):
-                    continue
-                rec(t + 1, new, ret, acc + out[0])
-
-    rec(0, tuple(p.initial), (0,) * n_types, 0.0)
-    return best
-
-
 NEEDS = (
     ((1, 0), (0, 3)),
     ((2, 0), (1, 2), (0, 5)),
@@ -57,14 +32,14 @@ NEEDS = (
 
 
 @pytest.mark.parametrize("initial,allow_retire", [((0, 0), False), ((1, 2), False), ((3, 1), True)])
-def test_dp_matches_brute_force(initial, allow_retire):
+def test_program_matches_brute_force(initial, allow_retire):
     p = _problem(NEEDS, initial, allow_retire)
-    assert solve(p).total_cost_usd == pytest.approx(brute_force(p, 5), rel=1e-12)
+    assert solve(p).total_cost_usd == pytest.approx(exhaustive_cost(p, 5, 6), rel=1e-12)
 
 
-def test_dp_with_lead_time_and_budget_matches_brute_force():
+def test_program_with_lead_time_and_budget_matches_brute_force():
     p = _problem(NEEDS, (0, 0), False, budget=70_000.0, buy_from=1)
-    assert solve(p).total_cost_usd == pytest.approx(brute_force(p, 5), rel=1e-12)
+    assert solve(p).total_cost_usd == pytest.approx(exhaustive_cost(p, 5, 6), rel=1e-12)
 
 
 def test_budget_too_small_names_the_period():
@@ -78,7 +53,7 @@ def test_budget_too_small_names_the_period():
 @given(st.lists(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4)), min_size=1, max_size=3),
                 min_size=1, max_size=4),
        st.tuples(st.integers(0, 3), st.integers(0, 3)))
-def test_owned_gpus_never_disappear_without_retire_and_dp_never_worse(needs, initial):
+def test_owned_gpus_never_disappear_without_retire_and_program_never_worse(needs, initial):
     p = _problem(tuple(tuple(n) for n in needs), initial)
     plan = solve(p)
     owned = initial
@@ -106,7 +81,7 @@ def _rent_problem(needs, term, initial=(0, 0), allow_retire=False, budget=None, 
     return Problem(("big", "small"), needs, period_h, disc, costs, initial, allow_retire, budget)
 
 
-def brute_force_rent(p: Problem, max_owned: int, max_sign: int) -> float:
+def exhaustive_cost(p: Problem, max_owned: int, max_sign: int) -> float:
     """Every integer owned count and every integer number of newly reserved GPUs, per type and period
     (cost-to-go memoised on the full state, so exhaustive without enumerating every path)."""
 
@@ -146,14 +121,14 @@ RENT_NEEDS = (
 
 
 @pytest.mark.parametrize("term", [1, 2, 3])
-def test_dp_with_reserved_terms_and_on_demand_matches_brute_force(term):
+def test_program_with_reserved_terms_and_on_demand_matches_brute_force(term):
     p = _rent_problem(RENT_NEEDS, term, buy_from=2)
-    assert solve(p).total_cost_usd == pytest.approx(brute_force_rent(p, 2, 4), rel=1e-12)
+    assert solve(p).total_cost_usd == pytest.approx(exhaustive_cost(p, 2, 4), rel=1e-12)
 
 
-def test_dp_with_reserved_terms_budget_and_retire_matches_brute_force():
+def test_program_with_reserved_terms_budget_and_retire_matches_brute_force():
     p = _rent_problem(RENT_NEEDS, 2, initial=(1, 0), allow_retire=True, budget=9_000.0, buy_from=1)
-    assert solve(p).total_cost_usd == pytest.approx(brute_force_rent(p, 2, 4), rel=1e-12)
+    assert solve(p).total_cost_usd == pytest.approx(exhaustive_cost(p, 2, 4), rel=1e-12)
 
 
 def test_short_need_is_rented_on_demand_and_lasting_need_reserved():
@@ -174,7 +149,7 @@ def test_short_need_is_rented_on_demand_and_lasting_need_reserved():
 @given(st.lists(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=1, max_size=2),
                 min_size=1, max_size=4),
        st.integers(1, 4))
-def test_rented_covers_every_shortfall_and_dp_never_worse_than_baseline(needs, term):
+def test_rented_covers_every_shortfall_and_program_never_worse_than_baseline(needs, term):
     p = _rent_problem(tuple(tuple(n) for n in needs), term)
     plan = solve(p)
     for t, s in enumerate(plan.steps):
@@ -188,6 +163,6 @@ def test_rented_covers_every_shortfall_and_dp_never_worse_than_baseline(needs, t
 @given(st.lists(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 3)), min_size=1, max_size=2),
                 min_size=1, max_size=3),
        st.integers(1, 3), st.integers(0, 3))
-def test_dp_with_rent_options_matches_brute_force_on_random_problems(needs, term, buy_from):
+def test_program_with_rent_options_matches_brute_force_on_random_problems(needs, term, buy_from):
     p = _rent_problem(tuple(tuple(n) for n in needs), term, buy_from=buy_from)
-    assert solve(p).total_cost_usd == pytest.approx(brute_force_rent(p, 2, 3), rel=1e-9, abs=1e-6)
+    assert solve(p).total_cost_usd == pytest.approx(exhaustive_cost(p, 2, 3), rel=1e-9, abs=1e-6)
