@@ -11,34 +11,16 @@ fails, the workers load the kernel on their first task, which reports any error.
 
 from __future__ import annotations
 
-import numpy as np
-
-from fleetplan.perf.linear import LinearStepModel
 from fleetplan.plan import verify, whatif  # noqa: F401 - imported for the workers
 from fleetplan.plan.disagg import verify as disagg_verify  # noqa: F401 - imported for the workers
-from fleetplan.sim.engine import simulate
-from fleetplan.sim.spec import FleetSpec, PoolSpec, SchedulerLimits
+from fleetplan.sim.kernel_cache import load_iteration_kernel
 
 __all__ = ["load_kernels"]
-
-_WARM_REQUESTS = 2  # enough to call the kernel once
-
-
-class _TwoRequests:
-    """A workload of short requests (the kernel's argument types, not its figures, matter)."""
-
-    name = "preload"
-
-    def sample(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
-        return np.full(n, 8, dtype=np.int64), np.full(n, 2, dtype=np.int64)
 
 
 def load_kernels() -> None:
     """Call the featureless iteration kernel once (numba loads it from its cache, or compiles it)."""
-    pool = PoolSpec(name="p", gpu="preload", n_instances=1, max_context_tokens=64,
-                    step_model=LinearStepModel(1e-3, 1e-4, 0.0, 64.0),
-                    limits=SchedulerLimits(max_num_seqs=2, max_num_batched_tokens=64, kv_blocks=16))
-    simulate(FleetSpec((pool,)), _TwoRequests(), 1.0, _WARM_REQUESTS, warmup_fraction=0.0)
+    load_iteration_kernel()
 
 
 try:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -253,6 +254,27 @@ def run_compiled(
         summary = dataclasses.replace(summary, failures=fails)
     step_log = (out["step_log_dt_s"], out["step_log_n"]) if "step_log_dt_s" in out else None
     return SimResult(requests=frame, summary=summary, step_log=step_log)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """``simulate``'s keyword options, for the entry points that pass them through
+    (``split.simulate_pools_parallel``); ``of`` refuses a name ``simulate`` does not take."""
+
+    arrival: ArrivalProcess | str = ArrivalProcess.POISSON
+    cv: float = 1.0
+    horizon_s: float | None = None
+    warmup_fraction: float = DEFAULT_WARMUP_FRACTION
+    slo_ttft_s: float | None = None
+    slo_tpot_s: float | None = None
+
+    @classmethod
+    def of(cls, options: dict) -> RunOptions:
+        unknown = sorted(set(options) - {f.name for f in dataclasses.fields(cls)})
+        if unknown:
+            raise ConfigError(f"unknown simulation option(s) {', '.join(unknown)}: valid options are "
+                              f"{', '.join(f.name for f in dataclasses.fields(cls))}")
+        return cls(**options)
 
 
 def simulate(

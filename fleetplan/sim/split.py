@@ -30,7 +30,7 @@ from fleetplan.sim._kernels import codes
 from fleetplan.sim.compile import CompiledFleet, CompiledRequests, CompiledRun, compile_run
 from fleetplan.sim.engine import (  # the engine's own steps, so the merge cannot drift from simulate
     DEFAULT_N_REQUESTS,
-    DEFAULT_WARMUP_FRACTION,
+    RunOptions,
     _instance_stats,
     _request_frame,
     _run_kernel,
@@ -38,7 +38,7 @@ from fleetplan.sim.engine import (  # the engine's own steps, so the merge canno
 )
 from fleetplan.sim.features.compile import features_on
 from fleetplan.sim.result import SimResult, summarise
-from fleetplan.sim.spec import ArrivalProcess, FleetSpec, Level, PoolRouter
+from fleetplan.sim.spec import FleetSpec, Level, PoolRouter
 
 __all__ = ["SPLIT_NOTE", "STATELESS_POOL_ROUTERS", "PoolSplitResult", "simulate_pools_parallel"]
 
@@ -132,16 +132,13 @@ def simulate_pools_parallel(
     n_requests: int = DEFAULT_N_REQUESTS,
     level: Level | str = Level.ITERATION,
     seed: int = 0,
-    arrival: ArrivalProcess | str = ArrivalProcess.POISSON,
-    cv: float = 1.0,
-    horizon_s: float | None = None,
-    warmup_fraction: float = DEFAULT_WARMUP_FRACTION,
-    slo_ttft_s: float | None = None,
-    slo_tpot_s: float | None = None,
     map_fn: MapFn | None = None,
     progress: ProgressFn | None = None,
+    **options,
 ) -> PoolSplitResult:
-    """``simulate`` (same arguments, same result) with each pool run as a task through ``map_fn``.
+    """``simulate`` (same arguments, same result) with each pool run as a task through ``map_fn``;
+    ``options`` are ``simulate``'s keyword options (``RunOptions``: arrival, cv, horizon_s,
+    warmup_fraction, slo_ttft_s, slo_tpot_s).
 
     ``progress(done, total)`` counts finished pools.  Raises ``ConfigError`` for the
     ``least_loaded`` pool router and ``TaskFailedError`` when a pool's task fails every attempt.
@@ -155,9 +152,10 @@ def simulate_pools_parallel(
     if features_on(spec):
         raise ConfigError("pools with runtime features (CUDA graphs, speculative decoding, prefix caching, a "
                           "scheduler policy other than vllm_v1) run in the feature kernel as one task; use simulate()")
-    _validate(rate_per_s, n_requests, warmup_fraction, cv, horizon_s, slo_ttft_s, slo_tpot_s, seed)
+    o = RunOptions.of(options)
+    _validate(rate_per_s, n_requests, o.warmup_fraction, o.cv, o.horizon_s, o.slo_ttft_s, o.slo_tpot_s, seed)
     level = Level.parse(level)
-    run = compile_run(spec, workload, float(rate_per_s), int(n_requests), int(seed), arrival, cv, horizon_s)
+    run = compile_run(spec, workload, float(rate_per_s), int(n_requests), int(seed), o.arrival, o.cv, o.horizon_s)
     counts = np.bincount(run.requests.req_pool, minlength=len(spec.pools))
     pools = [p for p in range(len(spec.pools)) if counts[p] > 0]  # a pool with no requests stays idle
     tasks = [(_pool_run(run, p), level) for p in pools]
@@ -174,12 +172,12 @@ def simulate_pools_parallel(
         outputs.append(outcome.value)
     out = _merge(run, pools, outputs)  # every request has a pool: outputs is never empty
     n = run.requests.n_requests
-    frame = _request_frame(run, out, min(int(math.floor(warmup_fraction * n)), n - 1))
+    frame = _request_frame(run, out, min(int(math.floor(o.warmup_fraction * n)), n - 1))
     util, batch = _instance_stats(run, out, level)
     summary = summarise(
         frame, pool_names=run.fleet.pool_names, pool_gpus=tuple(p.gpu for p in spec.pools),
         inst_pool=run.fleet.inst_pool, inst_utilisation=util, inst_mean_batch=batch, level=level.value,
-        rate_per_s=float(rate_per_s), warmup_fraction=warmup_fraction, slo_ttft_s=slo_ttft_s,
-        slo_tpot_s=slo_tpot_s, horizon_s=run.horizon_s, max_model_len_tokens=spec.max_model_len_tokens,
+        rate_per_s=float(rate_per_s), warmup_fraction=o.warmup_fraction, slo_ttft_s=o.slo_ttft_s,
+        slo_tpot_s=o.slo_tpot_s, horizon_s=run.horizon_s, max_model_len_tokens=spec.max_model_len_tokens,
     )
     return PoolSplitResult(requests=frame, summary=summary, n_pool_tasks=len(tasks))

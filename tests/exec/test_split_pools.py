@@ -115,3 +115,15 @@ def test_runtime_features_are_refused_in_one_line(setup):
     pools = (dataclasses.replace(spec.pools[0], features=RuntimeFeatures(policy="spf")),) + spec.pools[1:]
     with pytest.raises(ConfigError, match="feature kernel as one task"):
         simulate_pools_parallel(dataclasses.replace(spec, pools=pools), wl, 10.0, 100)
+
+
+def test_options_pass_through_and_unknown_ones_are_refused(setup):
+    """``simulate_pools_parallel`` takes ``simulate``'s options by name (``RunOptions``): the same
+    gamma arrivals and warm-up give the same table; a misspelt option is refused with the valid names."""
+    a100, h100, wl = setup
+    spec = _fleet(a100, h100)
+    opts = {"arrival": "gamma", "cv": 2.0, "warmup_fraction": 0.2, "slo_ttft_s": 0.5}
+    _assert_same(simulate(spec, wl, 60.0, 800, seed=3, **opts), simulate_pools_parallel(spec, wl, 60.0, 800, seed=3,
+                                                                                         **opts))
+    with pytest.raises(ConfigError, match="unknown simulation option.*warmup.*valid options are arrival, cv"):
+        simulate_pools_parallel(spec, wl, 60.0, 800, warmup=0.2)

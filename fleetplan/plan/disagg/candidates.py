@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -169,7 +169,9 @@ def _prefill(ctx: _Context, gpu: GpuProfile, after_s: np.ndarray, key: tuple) ->
         return ctx.cache[key]
     s = ctx.settings
     moments = prefill_moments(ctx.prompt, ctx.weight, gpu.require_serving(), after_s)
-    sized = size_pool(s.rate_per_s, moments, s.slo_ttft_s, s.percentile / 100.0, rho_max=s.rho_max,
+    # the whole stream reaches the prefill pool: GI/G/c, Kimura's (Ca² + Cs²)/2 for (1 + Cs²)/2
+    bursty = replace(moments, cs2=max(moments.cs2 + s.arrival_cv2 - 1.0, 0.0))
+    sized = size_pool(s.rate_per_s, bursty, s.slo_ttft_s, s.percentile / 100.0, rho_max=s.rho_max,
                       max_gpus=s.max_gpus, min_spare_gpus=s.min_spare_gpus, tail_model=s.tail_model,
                       ttft_model=s.ttft_model)
     reason = None

@@ -11,7 +11,8 @@ Prefill pool: M/G/c on prefill work (inference-fleet-sim eqs. 2-5 with prefill a
                  the PDD kernel's ``prefill_alone_s``: one prompt alone on an instance)
     T_x(L_in)  = latency + L_in * kv_bytes_per_token / bandwidth      (KV transfer, first-order)
     T0(L_in)   = S_p + T_x + t_dec(n)                                 (TTFT with no queue)
-    TTFT_p     = p-quantile of W_q + T0,  P(W_q > t) = C(P, λE[S_p]) exp(-2 (Pμ - λ) t / (1 + Cs²))
+    TTFT_p     = p-quantile of W_q + T0,  P(W_q > t) = C(P, λE[S_p]) exp(-2 (Pμ - λ) t / (Ca² + Cs²))
+                 (Kimura's two-moment GI/G/c form; Ca² of the arrival stream, 1 for Poisson)
     P          = min{P : TTFT_p(P) <= SLO, λ E[S_p] / P <= ρ_max}    (``queueing.size_pool``, 1 slot)
 
 Each instance is one server taking one prompt at a time; the simulator packs short prompts

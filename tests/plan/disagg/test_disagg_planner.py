@@ -130,3 +130,20 @@ def test_pdd_verification_agrees_with_the_screen(lmsys):
         assert -0.7 <= ver.disagreement <= 0.2, (c.topology, ver.disagreement)
         assert ver.p99_tpot_s_sim <= 0.05
     assert res.recommendation is not None and res.recommendation.verification.passed
+
+
+def test_bursty_arrivals_need_at_least_as_many_prefill_instances(lmsys):
+    """The prefill screen is GI/G/c (Kimura's (Ca² + Cs²)/2): with the same candidates, gaps of CV 2
+    (Ca² = 4) never need fewer prefill instances than Poisson, and some need more; Ca² = 1 is the
+    Poisson screen exactly."""
+    from fleetplan.plan.optimize import analytical_phase
+
+    def prefill_counts(ca2):
+        req = _request(lmsys, topologies=(topology("pdd"),), arrival_cv2=ca2, min_ce_gain=0.0, rate_per_s=300.0,
+                       slo_ttft_s=0.2)
+        return {c.key(): c.pools[0].count for c in analytical_phase(req) if getattr(c, "roles", ()) and c.feasible}
+
+    poisson, bursty = prefill_counts(1.0), prefill_counts(4.0)
+    common = set(poisson) & set(bursty)
+    assert common and all(bursty[k] >= poisson[k] for k in common)
+    assert any(bursty[k] > poisson[k] for k in common)
