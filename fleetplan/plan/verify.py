@@ -598,6 +598,14 @@ def _check_router(candidate: Candidate, gpus: Mapping[str, GpuProfile], s: Verif
                           "verification simulates pools on their own and needs a stateless router")
 
 
+def new_pool_searches(candidate: Candidate, gpus: Mapping[str, GpuProfile], searches: dict) -> int:
+    """How many of ``candidate``'s pools ``verify_colocated`` would search anew given the settled
+    ``searches`` (0: its verification reuses every pool's search and simulates nothing new)."""
+    gamma = fleet_spec(candidate, dict(gpus), [p.count for p in candidate.pools]).compress_gamma
+    return sum((pool_key(candidate, i, gamma), int(candidate.pools[i].count)) not in searches
+               for i in _existing(candidate))
+
+
 def verify_colocated(candidates: Sequence[Candidate], gpus: Mapping[str, GpuProfile], workload: Workload,
                      s: VerifySettings, availability: Callable[[GpuProfile], float],
                      map_fn: MapFn | None = None,

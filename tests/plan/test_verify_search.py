@@ -102,3 +102,16 @@ def test_a_shared_pool_is_searched_once(case):
     two = verify_colocated([cand, replace(cand, rank=cand.rank + 1)], gpus, req.workload, vs, req.availability_of,
                            map_fn=counting_map)
     assert sum(calls) == n_one and two[0].verified_counts == two[1].verified_counts == one[0].verified_counts
+
+
+def test_new_pool_searches_counts_what_a_verification_would_simulate_anew(case):
+    """Before any verification every pool is new; after it, the same pool (same starting count) is
+    settled and verifying it again simulates nothing; another starting count is a new search."""
+    from fleetplan.plan.verify import new_pool_searches
+
+    req, cand, vs, gpus, _ = case
+    searches: dict = {}
+    assert new_pool_searches(cand, gpus, searches) == 1
+    verify_colocated([cand], gpus, req.workload, vs, req.availability_of, searches=searches)
+    assert new_pool_searches(cand, gpus, searches) == 0
+    assert new_pool_searches(_sized(cand, cand.pools[0].count + 1), gpus, searches) == 1
