@@ -94,6 +94,7 @@ from fleetplan.plan.verify import (
     VerifySettings,
     failed_verification,
     new_pool_searches,
+    verified_cost_floor_usd_per_year,
     verify_colocated,
 )
 from fleetplan.units import H_PER_YEAR
@@ -346,12 +347,13 @@ def verification_requests(request: OptimizeRequest, verify: VerifySettings | Non
 #: by up to about 10 % (``benchmarks/bench_agreement.py`` measures the share of candidates within
 #: max(1, 10 %)).
 BOUND_SLACK = 0.10
-#: A candidate within BOUND_SLACK of the bound is verified when it needs at most this many pool
-#: searches that no verified candidate has run (0: only candidates whose every pool is already
-#: settled, which verify without a new simulation).  1 meets ``benchmarks/bench_regret.py``'s
-#: targets (13 of 14 scenarios, largest regret 1.6 %) but adds 0.2-0.4 s to the README command's
-#: 2.9 s warm run (three more candidates verified); 0 keeps the first run's time (12 of 14, 5.3 %).
-CHEAP_NEW_SEARCHES = 0
+#: A candidate within BOUND_SLACK of the bound is also verified when it needs at most this many pool
+#: searches that no verified candidate has run and could still verify cheaper: its settled pools at
+#: their verified counts plus the others' analytic counts shrunk by BOUND_SLACK cost no more than the
+#: bound (``plan.verify.verified_cost_floor_usd_per_year``).  ``benchmarks/bench_regret.py``: 13 of
+#: 14 scenarios, largest regret 1.6 % (12 of 14, 5.3 % without this rule); the README command still
+#: verifies 5 candidates.
+CHEAP_NEW_SEARCHES = 1
 
 
 def optimize(
@@ -433,11 +435,15 @@ def optimize(
             # slack: the most verification has shrunk a candidate so far (0 when it never did), at most
             # BOUND_SLACK: how much dearer an unverified candidate may be and still verify cheaper
             slack = min(max((1.0 - v / a for a, v in done if a > 0), default=0.0), BOUND_SLACK)
-            # and, within BOUND_SLACK, candidates that need at most one new pool search (cheap to verify)
+            # and, within BOUND_SLACK, candidates that need at most CHEAP_NEW_SEARCHES new pool searches
+            # and could still verify cheaper: their settled pools at verified counts, the rest shrunk by
+            # BOUND_SLACK, cost no more than the bound
             more = [c for c in feasible if c.rank not in checked and not isinstance(c, DisaggCandidate)
                     and (c.cost_usd_per_year <= bound * (1.0 + max(slack, 0.0) + 1e-9)
                          or (c.cost_usd_per_year <= bound * (1.0 + BOUND_SLACK + 1e-9)
-                             and new_pool_searches(c, gpus, searches) <= CHEAP_NEW_SEARCHES))]
+                             and new_pool_searches(c, gpus, searches) <= CHEAP_NEW_SEARCHES
+                             and verified_cost_floor_usd_per_year(c, gpus, searches, BOUND_SLACK)
+                             <= bound * (1.0 + 1e-9)))]
             more = more[: min(verify.top_k, verify.extend_max - extra)]
             if not more:
                 break

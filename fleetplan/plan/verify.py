@@ -606,6 +606,26 @@ def new_pool_searches(candidate: Candidate, gpus: Mapping[str, GpuProfile], sear
                for i in _existing(candidate))
 
 
+def verified_cost_floor_usd_per_year(candidate: Candidate, gpus: Mapping[str, GpuProfile], searches: dict,
+                                     shrink: float) -> float:
+    """A lower bound on ``candidate``'s verified cost (USD/year, spares left out): settled pools at their
+    verified counts, pools not yet searched at their analytic counts shrunk by ``shrink``; inf when a
+    settled pool found no passing count."""
+    gamma = fleet_spec(candidate, dict(gpus), [p.count for p in candidate.pools]).compress_gamma
+    usd_per_h = 0.0
+    for i in _existing(candidate):
+        p = candidate.pools[i]
+        sr = searches.get((pool_key(candidate, i, gamma), int(p.count)))
+        if sr is not None and sr.done:
+            if sr.error is not None or sr.found is None:
+                return math.inf
+            n = float(sr.found)
+        else:
+            n = p.count * (1.0 - shrink)
+        usd_per_h += n * p.gpus_per_instance * p.price_usd_per_h
+    return usd_per_h * H_PER_YEAR
+
+
 def verify_colocated(candidates: Sequence[Candidate], gpus: Mapping[str, GpuProfile], workload: Workload,
                      s: VerifySettings, availability: Callable[[GpuProfile], float],
                      map_fn: MapFn | None = None,

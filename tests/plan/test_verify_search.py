@@ -115,3 +115,20 @@ def test_new_pool_searches_counts_what_a_verification_would_simulate_anew(case):
     verify_colocated([cand], gpus, req.workload, vs, req.availability_of, searches=searches)
     assert new_pool_searches(cand, gpus, searches) == 0
     assert new_pool_searches(_sized(cand, cand.pools[0].count + 1), gpus, searches) == 1
+
+
+def test_verified_cost_floor_uses_settled_counts_and_shrinks_the_rest(case):
+    """Unsearched, the floor is the analytic instances shrunk by ``shrink`` (spares left out); once the
+    pool is settled it is the verified count's cost, never above the verified fleet's cost."""
+    from fleetplan.plan.verify import verified_cost_floor_usd_per_year
+    from fleetplan.units import H_PER_YEAR
+
+    req, cand, vs, gpus, _ = case
+    p = cand.pools[0]
+    per_count = p.gpus_per_instance * p.price_usd_per_h * H_PER_YEAR
+    searches: dict = {}
+    assert verified_cost_floor_usd_per_year(cand, gpus, searches, 0.1) == pytest.approx(0.9 * p.count * per_count)
+    v = verify_colocated([cand], gpus, req.workload, vs, req.availability_of, searches=searches)[0]
+    floor = verified_cost_floor_usd_per_year(cand, gpus, searches, 0.1)
+    assert floor == pytest.approx(v.verified_counts[0] * per_count)
+    assert floor <= v.cost_usd_per_year + 1e-6
