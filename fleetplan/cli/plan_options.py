@@ -215,6 +215,7 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
     else:
         rate, rate_source = DEFAULT_RATE_PER_S, "default (the workload records no rate)"
     slo_s = ms_to_s(opts["slo_ttft_ms"])
+    slo_tpot_s = None if opts["slo_tpot_ms"] is None else ms_to_s(opts["slo_tpot_ms"])
     gpus, per_instance, step_models = serving_setup(catalog, opts)
     limit = context_limit(opts["model"], opts["max_model_len"], opts["allow_long_max_model_len"])
     arrivals = plan_arrivals(opts)
@@ -237,7 +238,7 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
         n_prefill_seqs=opts["prefill_seqs"],
         min_spare_gpus=opts["min_spare_gpus"],
         rate_source=rate_source,
-        slo_tpot_s=None if opts["slo_tpot_ms"] is None else ms_to_s(opts["slo_tpot_ms"]),
+        slo_tpot_s=slo_tpot_s,
         min_ce_gain=opts["min_ce_gain"],
         disagg=_disagg_settings(opts),
         service_model=opts["service_model"],
@@ -250,7 +251,7 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
     if not opts["no_verify"]:
         verify = VerifySettings(
             slo_ttft_s=slo_s,
-            slo_tpot_s=None if opts["slo_tpot_ms"] is None else ms_to_s(opts["slo_tpot_ms"]),
+            slo_tpot_s=slo_tpot_s,
             rate_per_s=rate,
             max_gpus=opts["max_gpus"],
             top_k=opts["verify_top"],

@@ -598,12 +598,16 @@ def _check_router(candidate: Candidate, gpus: Mapping[str, GpuProfile], s: Verif
                           "verification simulates pools on their own and needs a stateless router")
 
 
+def _search_keys(candidate: Candidate, gpus: Mapping[str, GpuProfile]) -> list[tuple[int, tuple[PoolKey, int]]]:
+    """``(pool index, search key)`` of every pool with instances: one search per pool and starting count."""
+    gamma = fleet_spec(candidate, dict(gpus), [p.count for p in candidate.pools]).compress_gamma
+    return [(i, (pool_key(candidate, i, gamma), int(candidate.pools[i].count))) for i in _existing(candidate)]
+
+
 def new_pool_searches(candidate: Candidate, gpus: Mapping[str, GpuProfile], searches: dict) -> int:
     """How many of ``candidate``'s pools ``verify_colocated`` would search anew given the settled
     ``searches`` (0: its verification reuses every pool's search and simulates nothing new)."""
-    gamma = fleet_spec(candidate, dict(gpus), [p.count for p in candidate.pools]).compress_gamma
-    return sum((pool_key(candidate, i, gamma), int(candidate.pools[i].count)) not in searches
-               for i in _existing(candidate))
+    return sum(one not in searches for _, one in _search_keys(candidate, gpus))
 
 
 def verified_cost_floor_usd_per_year(candidate: Candidate, gpus: Mapping[str, GpuProfile], searches: dict,
@@ -611,11 +615,10 @@ def verified_cost_floor_usd_per_year(candidate: Candidate, gpus: Mapping[str, Gp
     """A lower bound on ``candidate``'s verified cost (USD/year, spares left out): settled pools at their
     verified counts, pools not yet searched at their analytic counts shrunk by ``shrink``; inf when a
     settled pool found no passing count."""
-    gamma = fleet_spec(candidate, dict(gpus), [p.count for p in candidate.pools]).compress_gamma
     usd_per_h = 0.0
-    for i in _existing(candidate):
+    for i, one in _search_keys(candidate, gpus):
         p = candidate.pools[i]
-        sr = searches.get((pool_key(candidate, i, gamma), int(p.count)))
+        sr = searches.get(one)
         if sr is not None and sr.done:
             if sr.error is not None or sr.found is None:
                 return math.inf
@@ -640,12 +643,9 @@ def verify_colocated(candidates: Sequence[Candidate], gpus: Mapping[str, GpuProf
     members: list[list[tuple[int, tuple[PoolKey, int]]]] = []
     for c in candidates:
         _check_router(c, gpus, s)
-        mine = []
-        for i in _existing(c):
-            key = pool_key(c, i, fleet_spec(c, dict(gpus), [p.count for p in c.pools]).compress_gamma)
-            one = (key, int(c.pools[i].count))  # one search per pool and starting count
-            searches.setdefault(one, _PoolSearch(key, c, i, gpus, s))
-            mine.append((i, one))
+        mine = _search_keys(c, gpus)
+        for i, one in mine:
+            searches.setdefault(one, _PoolSearch(one[0], c, i, gpus, s))
         members.append(mine)
     order = list(searches)  # insertion order: deterministic
     n_sims = dict.fromkeys(order, 0)
