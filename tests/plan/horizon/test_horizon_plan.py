@@ -128,3 +128,21 @@ def test_bridge_to_a_later_gpu_type_is_rented_on_demand_and_lasting_need_reserve
     assert p0.signed[0] == p0.rented[0] > 0 and p0.on_demand[0] == 0
     assert p0.reserved_until[0] == dt.date(2027, 1, 1)
     assert only.total_cost_usd <= only.baseline_cost_usd + 1e-6
+
+
+def test_prices_file_without_a_reserved_term_is_one_line_naming_the_field(tmp_path):
+    """The reserved term is read from the prices file, never defaulted: a file without it is refused,
+    naming the file, the missing field and the fix; a bad term names the rule."""
+    from fleetplan.hardware.procurement import default_prices_path
+
+    text = default_prices_path().read_text()
+    missing = tmp_path / "prices.toml"
+    missing.write_text(text.replace("reserved_term_months = 12\n", "", 1))
+    with pytest.raises(DataFormatError) as err:
+        load_gpu_prices(load_catalog(), ("H100-SXM",), missing)
+    msg = str(err.value)
+    assert "\n" not in msg and "reserved_term_months" in msg and "prices.toml" in msg
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace("reserved_term_months = 12\n", "reserved_term_months = 0\n", 1))
+    with pytest.raises(ConfigError, match="reserved_term_months = 0 must be a whole number >= 1"):
+        load_gpu_prices(load_catalog(), ("H100-SXM",), bad)
