@@ -113,8 +113,9 @@ def optimize(rate_per_s, top, csv_path, candidates_csv, json_path, json_full, ht
 
     Phase 1 sizes every candidate (topology x split threshold x GPU type per pool x
     sizing router) with M/G/c queueing (Erlang-C, two-moment tail) and ranks them by
-    annual cost.  TTFT is time to first token; P99 the 99th percentile; rho the
-    utilisation of a pool's KV slots.
+    annual cost.  TTFT is time to first token; P99 the 99th percentile; rho a pool's
+    load: its rate over its capacity (the throughput with every KV slot busy, or of its
+    prefill server), at most --rho-max.
     """
     profile, window_s = rate_profile_from_options(rate_profile, peak_window_s, rate_per_s,
                                                   load_workload(opts["workload"], opts["input_fraction"]))

@@ -109,7 +109,7 @@ def candidates_table(result: OptimizeResult, top: int) -> Table:
     columns on each candidate's first row."""
     table = Table(
         title=f"Top {min(top, len(result.candidates))} of {len(result.candidates)} candidates "
-        f"(cheapest first; rho = KV-slot utilisation; latencies: P{result.request.percentile:g} ms)"
+        f"(cheapest first; rho = load / capacity; latencies: P{result.request.percentile:g} ms)"
     )
     cols = (
         "#",

@@ -39,7 +39,8 @@ SIM_P99_LEVEL_PCT = 99.0
 @dataclass(frozen=True)
 class ProcurementLine:
     """One pool of the recommendation as bought: counts in GPUs (for a served model an instance is a
-    tensor-parallel group), utilisation ρ = λ_pool · E[S per GPU] / count, the busy batch the power
+    tensor-parallel group), utilisation ρ = λ_pool · E[S per GPU] / count (the engine model's load: the
+    rate over the throughput with every KV slot busy, or over the prefill server's), the busy batch the power
     curve reads (the engine model's operating batch where it has one, else ρ · n_max), power for every
     GPU of the pool (spares idle at the same draw: an upper bound), annual cost and P99 TTFT (s)."""
 

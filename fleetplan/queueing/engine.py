@@ -3,8 +3,9 @@
 One physics: the step time ``f`` is the simulator kernel's (``fleetplan.perf.linear.step_time_array_s``
 evaluates the same expression as ``fleetplan.sim._kernels.step_model``), and the engine limits
 are the simulator pool's (``max_num_seqs``, ``max_num_batched_tokens`` = B, KV blocks).  The pool
-stays an M/G/c queue with a two-moment (Kimura) tail; the servers and service moments come from
-the engine's operating point.
+stays an M/G/c queue — the slot queue's servers slow down as they fill (a birth-death chain), its
+tail exponential with the two-moment burst factor; the prefill server a two-moment (Kingman)
+GI/G/1 — and the servers and service moments come from the engine's operating point.
 
 Legend (per instance; G instances share the pool's rate λ, so λ_i = λ / G under the balanced
 within-pool router):  request point j has prompt p_j, output o_j, d_j = o_j - 1 decode steps and
@@ -29,9 +30,20 @@ is found on a grid of n (the per-n quantities are computed once per pool) and in
 root below the concurrency cap n_cap = min(max_num_seqs, KV tokens / time-averaged context) means
 the engine runs at the cap and requests queue for a slot.
 
-Queues.  (1) Slots: c = G · n_cap servers, each request holds one for S_j = T_pf,j + d_j t̄,
-arrival rate λ: M/G/c with the exponential-tail (Kimura two-moment) form of ``tail.py``,
-A₁ = C(c, λE[S]), k₁ = 2(cμ - λ)/(1 + Cs²).  (2) Prefill: the engine prefills B - n tokens per step
+Queues.  (1) Slots: c = G · n_cap servers; with the instance's batch at n a request holds its
+slot for h(n) = T_pf(n) + E[d] t_d(n) / (1 - λ_i Φ(n)) (+ the mean prefill wait below: an admitted
+request holds its slot while it waits for the token budget).  A balancing router keeps the
+instances' counts even, so l busy slots of the pool release at μ_l = l / h(l / G), and at
+c / h(n_cap) beyond c: the engine at its cap is slower than at n*, and the slot queue is a
+birth-death chain, p_l ∝ Π_{m<=l} λ/μ_m (a plain M/M/c would use h(n*) throughout and miss the
+slow-down exactly when slots run out).  The decode batch varies more than such a count: a prompt's
+prefill work stops every decoding sequence of its instance, so the departures it displaces arrive
+with it (a cluster of index of dispersion I_eff, ``EngineProfile._dispersion``), and bursty arrivals
+add (1 + Ca²)/2; the chain's log-probabilities are divided by that factor φ (the diffusion whose
+variance is φ times the chain's).  A₁ = P(L >= c) and a waiting request leaves the queue at
+k₁ = (c / h(n_cap) - λ) / ((1 + Ca²)/2).  The slot load is ρ_s = λ h(n_cap) / c (the rate against
+the pool's throughput with every slot busy; stable iff ρ_s < 1).
+(2) Prefill: the engine prefills B - n tokens per step
 of t_full = t_d + Δ(B - n), one FCFS server per instance: GI/G/1 with X_j = p_j t_full / (B - n),
 load ρ_p = λ_i E[X] and Kingman's wait ρ E[X] (Ca² + Cs²_X) / (2 (1 - ρ)).  The decode batch n
 drifts (Ornstein-Uhlenbeck, Var n = n*/(1 - ε), correlation time τ = E[S]/(1 - ε)) and moves ρ_p
@@ -59,7 +71,7 @@ Poisson at λ_i E[k] chunks/s of second moment E[ΔΣ²/k]) and of the decode ba
 window (Var n ≈ n* E[S] / (E[S] + d_j t̄), M/G/∞ counts); each request's TPOT is a gamma variable
 with that mean and variance and the p-quantile is taken over the mixture.
 
-Utilisation ρ = max(λE[S]/c, ρ_p) (slots, prefill server); ρ >= 1 or no stable step is unstable.
+Utilisation ρ = max(ρ_s, ρ_p) (slots at their busy throughput, prefill server); ρ >= 1 or no stable step is unstable.
 Not modelled: preemption under KV pressure beyond the slot cap (the cap uses the time-averaged
 context), and runtime features (CUDA graphs, speculation, prefix caching) — pools with them
 are sized for the plain engine.
@@ -75,9 +87,9 @@ from scipy import special
 
 from fleetplan.errors import ConfigError
 from fleetplan.perf.linear import step_time_array_s
-from fleetplan.queueing import tail, ttft
+from fleetplan.queueing import ttft
 from fleetplan.queueing.sizing import InfeasibleReason
-from fleetplan.queueing.tail import TailModel, check_probability_level
+from fleetplan.queueing.tail import check_probability_level
 
 __all__ = ["EngineLimits", "EngineModel", "EngineProfile", "EngineState", "EngineSizing", "size_engine_pool",
            "SurvivalTable", "ttft_table", "tpot_table", "mixture_quantile_s"]
@@ -113,6 +125,8 @@ MIN_TPOT_SD = 0.01
 #: qwen3-30b-a3b H200 TP4 x6 at 160, azure_conv/llama-3.1-8b H100 x2 at 187): P99 TTFT ratios
 #: 0.97-1.10 at 32 against 0.90-1.07 at 8 and 0.72-1.0 at the limits (0: Ca²/G, inf: Ca²).
 ROUTER_MIXING_BATCH = 32.0
+#: Levels of the slot queue's birth-death chain summed exactly (larger pools: on a grid).
+SLOT_CHAIN_POINTS = 2048
 
 
 @dataclass(frozen=True)
@@ -420,7 +434,6 @@ class EngineProfile:
         t_bar = np.where(stable, np.maximum(t_bar, (np.interp(levels, self.grid, self.t_d) / den_l) @ zw), t_bar)
         residence = prefill + self.decode_steps[None, :] * np.where(stable, t_bar, 0.0)[:, None]
         mean_s = residence @ self.weight
-        var_s = ((residence - mean_s[:, None]) ** 2) @ self.weight
         # (2) prefill server: GI/G/1 per instance (Kingman's two-moment form), quasi-static over
         # the decode batch: n drifts on the time scale of a request's life (E[S]), far slower than a
         # prefill, so the prefill capacity (B - n) / t_full(n) is averaged as a mixture over
@@ -464,19 +477,19 @@ class EngineProfile:
         wait_l = ((rho_c * ex * (ca2 + cs2_x) + 2.0 * (fast2 * relax_s)[:, None]) / (2.0 * (1.0 - rho_c))
                   + np.maximum(rho_l - RHO_TRANSIENT, 0.0) * relax_s[:, None] / 2.0)
         a2_l = np.minimum(rho_l, 1.0)
-        # (1) slot queue: GI/G/c over G * n_cap slots.  An admitted request holds its slot while it
-        # waits for the token budget too (vLLM's running list), so a slot is held for the prefill
-        # wait as well: E[S_slot] = E[S] + E[W_prefill].
-        # The balancing router sends a request to an instance with a free slot while there is one
-        # and to the least-loaded one otherwise: close to one pooled GI/G/(G n_cap) queue.
         servers = counts * self.n_cap
-        hold_s = mean_s + np.where(rho_p < 1.0, wait_l @ zw, 0.0)
-        hold_safe = np.where(hold_s > 0, hold_s, 1.0)
-        cs2_hold = np.where(hold_s > 0, var_s / hold_safe**2, 0.0)
-        a1, k1 = tail._survival_params(servers, np.full(counts.shape, lam), 1.0 / hold_safe, cs2_hold,
-                                       TailModel.EXP)
-        k1 = k1 * (1.0 + cs2_hold) / (arrival_cv2 + cs2_hold)  # (Ca² + Cs²)/2 for (1 + Cs²)/2
-        rho_slot = lam * hold_s / servers
+        prefill_wait = np.where(rho_p < 1.0, wait_l @ zw, 0.0)
+        # (1) slot queue: a birth-death chain over the pool's busy slots (``_slot_queue``), its death
+        # rates from the holding time at each batch: an admitted request holds its slot while it
+        # waits for the token budget too (vLLM's running list), E[S_slot] = E[S] + E[W_prefill].
+        hold_tab = self._hold_table(lam_i, phi_tab, r_tab) + prefill_wait[:, None]  # (K, grid)
+        hold_full = np.array([np.interp(self.n_cap, self.grid, hold_tab[i]) for i in range(counts.size)])
+        burst = (1.0 + arrival_cv2) / 2.0  # the arrival half of the chain's noise is Ca² times Poisson's
+        a1, k1 = self._slot_queue(lam, counts, hold_tab, hold_full, self._dispersion(lam_i, n_star) * burst)
+        k1 = k1 / burst
+        # Slot load: the rate against the slots' throughput with every slot busy (c / h(n_cap)), the
+        # most the pool can serve; below the cap the slots are busy a share λ E[S_slot] / c of the time.
+        rho_slot = lam * hold_full / servers
         stable = stable & (rho_slot < 1.0) & (rho_p < 1.0) & ((k1 > 0) | (a1 <= 0))
         # Per level, the slot and prefill waits as one atom-exponential (same P(W > 0) and mean).
         a1_l = np.where(overflow_wait > 0, 1.0, a1[:, None])
@@ -503,6 +516,84 @@ class EngineProfile:
         t_full_l = np.interp(levels, self.grid, self.t_full)  # (K, L)
         return EngineState(counts, lam_i, n_star, t_d, t_bar, mean_s, rho, stable, mass, decay, idle, binned, phi,
                            prefill_levels, t_full_l, spread, relax_s)
+
+    def _hold_table(self, lam_i: np.ndarray, phi_tab: np.ndarray, r_tab: np.ndarray) -> np.ndarray:
+        """h(n) (K, grid): mean slot holding time with the instance's batch at n, T_pf(n) + E[d] t̄(n),
+        t̄(n) = t_d(n) / (1 - λ_i Φ(n)) (its headroom floored at ``MIN_STEP_HEADROOM``)."""
+        den = np.maximum(1.0 - lam_i[:, None] * phi_tab, MIN_STEP_HEADROOM)
+        t_bar = self.t_d[None, :] / den
+        pre_alone = self.prefill_s @ self.weight
+        pre_full = self.prefill_full_s @ self.weight
+        prefill = (1.0 - r_tab) * pre_alone[None, :] + r_tab * pre_full[None, :]
+        return prefill + self.mean_decode_steps * t_bar
+
+    def _dispersion(self, lam_i: np.ndarray, n_star: np.ndarray) -> np.ndarray:
+        """I_eff (K,): how much more the decode batch varies than an M/G/inf count slowed by its own size.
+
+        A prompt's prefill work ΣΔ_j stops every decoding sequence of its instance for ΣΔ_j, so the
+        departures it displaces, λ_i ΣΔ_j / (1 - m) with m = λ_i Φ, arrive with it: in decode-step
+        time, arrivals come in clusters (a branching process of offspring mean m and variance
+        σ² = m + λ_i² Var ΣΔ), whose index of dispersion is I = 1/(1 - m) + σ²/(1 - m)².  The members
+        of a cluster leave independently, so at long lags (where the batch's feedback acts) only
+        a share 1/(1 + Cs²_d) of the pair covariance remains (Cs²_d of the decode steps):
+        I_eff = 1 + (I - 1)/(1 + Cs²_d), and Var n ≈ I_eff n* / (1 - ε)."""
+        work = self.prefill_s - self.k_chunks * self.t_d[:, None]  # ΣΔ_j(n) (grid, J)
+        out = np.ones(lam_i.shape)
+        d = self.decode_steps
+        cs2_d = float(self.weight @ d**2) / max(self.mean_decode_steps, 1e-12) ** 2 - 1.0
+        for i in range(lam_i.size):
+            w = _interp_rows(np.array([n_star[i]]), self.grid, work)[0]
+            mean = float(self.weight @ w)
+            m = min(lam_i[i] * mean, 0.95)
+            sigma2 = m + lam_i[i] ** 2 * max(float(self.weight @ w**2) - mean**2, 0.0)
+            index = 1.0 / (1.0 - m) + sigma2 / (1.0 - m) ** 2
+            out[i] = 1.0 + (index - 1.0) / (1.0 + max(cs2_d, 0.0))
+        return out
+
+    def _slot_queue(self, lam: float, counts: np.ndarray, hold_tab: np.ndarray, h_full: np.ndarray,
+                    phi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(A₁, k₁, h_full) of the slot queue, a birth-death chain over the pool's occupied slots l.
+
+        A balancing router keeps the instances' counts even, so with l slots held each instance
+        runs l / G requests and releases them at rate (l / G) / h(l / G); the pool's death rate at
+        l <= c = G n_cap is μ_l = l / h(l / G) and c / h(n_cap) = c / h_full beyond (every slot busy:
+        the engine at its cap is slower than at n*).  p_l ∝ Π_{m<=l} λ / μ_m below c and
+        geometric of ratio r = λ h_full / c above it, so A₁ = P(L >= c) = (p_c / (1 - r)) / Z and a
+        waiting request leaves the queue at k₁ = c / h_full - λ (M/M/c beyond c).  Pools of more
+        than ``SLOT_CHAIN_POINTS`` slots sum the chain on a grid (Euler-Maclaurin)."""
+        K = counts.size
+        a1 = np.zeros(K)
+        k1 = np.zeros(K)
+        if lam <= 0:
+            return a1, np.full(K, np.inf)
+        for i in range(K):
+            g = float(counts[i])
+            c = int(round(g * self.n_cap))
+            r = lam * h_full[i] / c
+            scale = 1.0 / phi[i]
+            if not r < 1.0:
+                a1[i], k1[i] = 1.0, 0.0
+                continue
+            if c <= SLOT_CHAIN_POINTS:
+                lv = np.arange(1.0, c + 1.0)
+                f = math.log(lam) + np.log(np.interp(lv / g, self.grid, hold_tab[i]))
+                logp = (np.cumsum(f) - special.gammaln(lv + 1.0)) * scale
+                top = max(0.0, float(logp.max()))
+                p = np.exp(logp - top)
+                below = math.exp(-top) + p[:-1].sum()
+            else:
+                lv = np.linspace(1.0, float(c), SLOT_CHAIN_POINTS)
+                f = math.log(lam) + np.log(np.interp(lv / g, self.grid, hold_tab[i]))
+                step = lv[1] - lv[0]
+                integral = np.concatenate([[0.0], np.cumsum(0.5 * (f[1:] + f[:-1]) * step)])
+                logp = (integral + 0.5 * (f[0] + f) - special.gammaln(lv + 1.0)) * scale
+                top = max(0.0, float(logp.max()))
+                p = np.exp(logp - top)
+                below = math.exp(-top) + float(np.sum(0.5 * (p[1:] + p[:-1])) * step) + 0.5 * (p[0] - p[-1])
+            tail_mass = p[-1] / (1.0 - r**scale)
+            a1[i] = tail_mass / (below + tail_mass)
+            k1[i] = c / h_full[i] - lam
+        return a1, k1
 
     # ------------------------------------------------------------------ distributions
     def ttft_survival(self, st: EngineState, i: int, x_s: np.ndarray) -> np.ndarray:

@@ -50,9 +50,15 @@ def _minimal(passes: dict[int, bool]) -> int:
     return flips[0]
 
 
+def _answer(cand, passes: dict[int, bool]) -> int:
+    """The smallest passing count the sizing rules allow: the search never goes below the pool's floor
+    (the utilisation cap, stability, spares), whatever the simulator would pass."""
+    return max(_minimal(passes), cand.pools[0].floor_count)
+
+
 def test_search_shrinks_an_oversized_pool_to_the_minimal_passing_count(case):
     req, cand, vs, gpus, passes = case
-    n_star = _minimal(passes)
+    n_star = _answer(cand, passes)
     v = verify_candidate(_sized(cand, n_star + 4), gpus, req.workload, vs, req.availability_of)
     assert v.passed and v.verified_counts == (n_star,)
     assert v.pool_direction == ("too_high",) and v.direction == "too_high"
@@ -60,7 +66,7 @@ def test_search_shrinks_an_oversized_pool_to_the_minimal_passing_count(case):
 
 def test_search_grows_an_undersized_pool_to_the_minimal_passing_count(case):
     req, cand, vs, gpus, passes = case
-    n_star = _minimal(passes)
+    n_star = _answer(cand, passes)
     assert n_star > 1, "the case needs a pool that fails with one instance"
     v = verify_candidate(_sized(cand, max(1, n_star - 2)), gpus, req.workload, vs, req.availability_of)
     assert v.passed and v.verified_counts == (n_star,)
@@ -70,7 +76,7 @@ def test_search_grows_an_undersized_pool_to_the_minimal_passing_count(case):
 def test_search_from_the_analytic_count(case):
     req, cand, vs, gpus, passes = case
     v = verify_candidate(cand, gpus, req.workload, vs, req.availability_of)
-    assert v.verified_counts == (_minimal(passes),)
+    assert v.verified_counts == (_answer(cand, passes),)
     assert v.at_analytic is not None and v.at_analytic.pools[0] is not None
 
 
