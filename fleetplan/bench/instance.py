@@ -30,7 +30,7 @@ from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuProfile
 from fleetplan.models import Dtype, ModelConfig
 from fleetplan.perf.calibrate import CalibratedStepModel
-from fleetplan.perf.kv_budget import kv_budget
+from fleetplan.perf.kv_budget import kv_budget, vllm_batch_defaults
 from fleetplan.perf.overheads import PredictorOptions
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
@@ -41,15 +41,10 @@ from fleetplan.sim.spec import DEFAULT_BLOCK_SIZE_TOKENS, FleetSpec, InstanceRou
 __all__ = ["DEFAULT_MAX_MODEL_LEN_TOKENS", "EngineArgs", "default_batch_limits", "serving_fleet"]
 
 DEFAULT_MAX_MODEL_LEN_TOKENS = 131_072  # Llama-3.1's context; longer only when asked
-LARGE_GPU_GIB = 70.0  # vLLM's threshold for the larger batch defaults
 POOL_NAME = "instance"
 
 
-def default_batch_limits(gpu: GpuProfile) -> tuple[int, int]:
-    """vLLM's API-server ``(max_num_seqs, max_num_batched_tokens)`` defaults on ``gpu`` (module docstring)."""
-    if gpu.hbm_gib >= LARGE_GPU_GIB and "a100" not in gpu.name.lower():
-        return 1024, 8192
-    return 256, 2048
+default_batch_limits = vllm_batch_defaults  # vLLM's API-server defaults on a GPU (module docstring)
 
 
 @dataclass(frozen=True)

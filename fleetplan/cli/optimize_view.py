@@ -180,6 +180,7 @@ def recommendation_line(result: OptimizeResult) -> str:
         f"{p.count}x {p.gpu}"
         + (f" (+{p.spares} spare)" if p.spares else "")
         + (f" {roles[i]}" if roles else f" for {p.lo_tokens + 1}-{p.hi_tokens} tokens")
+        + _engine_flags(result.request, p)
         for i, p in enumerate(best.pools)
         if p.count or p.spares
     )
@@ -198,6 +199,15 @@ def recommendation_line(result: OptimizeResult) -> str:
         f"Recommendation: {best.topology.value}{how}{router}: {pools}; "
         f"{best.total_gpus_needed} GPUs, ${best.cost_usd_per_year:,.0f}/yr{econ}; {check}."
     )
+
+
+def _engine_flags(request, p) -> str:
+    """A served model's (or user-limited) pool's engine limits as vLLM flags; empty for the paper's GPUs."""
+    served = p.gpu in dict(request.step_models)
+    given = request.max_num_seqs is not None or request.max_num_batched_tokens is not None
+    if not p.max_num_batched_tokens or not (served or given):
+        return ""
+    return f" (vLLM --max-num-seqs {p.max_num_seqs} --max-num-batched-tokens {p.max_num_batched_tokens})"
 
 
 def _pct(fraction: float) -> str:

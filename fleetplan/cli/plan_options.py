@@ -26,6 +26,8 @@ from fleetplan.cli.options import (
     gpu_profiles_option,
     gpus_option,
     input_fraction_option,
+    max_num_batched_tokens_option,
+    max_num_seqs_option,
     percentile_option,
     price_option,
     replications_option,
@@ -128,6 +130,13 @@ _PLAN_OPTIONS = [
                  help="Analytic service model: engine = the simulator's own step model and vLLM limits at the "
                  "load-dependent operating batch (prefill charged, TPOT modelled); paper = the core paper's eqs. 3-5 "
                  "(reproduces its Table 1; --tail-model, --ttft-model and --prefill-seqs apply to it)."),
+    max_num_seqs_option(help="Sequences per engine step of every co-located pool, in both phases (vLLM "
+                        "--max-num-seqs; default: the pool's KV slots at its longest request, so nothing is "
+                        "preempted)."),
+    max_num_batched_tokens_option(help="Tokens per engine step of every co-located pool, in both phases (vLLM "
+                                  "--max-num-batched-tokens; default: the pool's slots plus its chunk and, with "
+                                  "--model, vLLM's own default (8192, or 2048 on A100 and GPUs under 70 GiB) where "
+                                  "it needs fewer GPUs)."),
     click.option("--step-time-margin", "step_time_margin", type=StepTimeMargin(), default=0.0,
                  help="Size and verify the fleet for engine steps this much slower than the step model says, e.g. "
                  "15% (or 0.15): every step time x 1.15 in the analytic phase and the simulator [default: 0%]."),
@@ -246,6 +255,8 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
         max_model_len_tokens=limit,
         arrival_cv2=arrivals.ca2(wl, rate),
         step_time_margin=opts["step_time_margin"],
+        max_num_seqs=opts["max_num_seqs"],
+        max_num_batched_tokens=opts["max_num_batched_tokens"],
     )
     verify = None
     if not opts["no_verify"]:

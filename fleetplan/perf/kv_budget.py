@@ -55,7 +55,9 @@ __all__ = [
     "DEFAULT_MAX_NUM_BATCHED_TOKENS",
     "DEFAULT_MAX_NUM_SEQS",
     "KvBudget",
+    "LARGE_GPU_GIB",
     "kv_budget",
+    "vllm_batch_defaults",
     "weight_bytes_per_gpu",
 ]
 
@@ -63,6 +65,8 @@ __all__ = [
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
 #: Sequences per step (vLLM ``max_num_seqs``; 256 is vLLM's long-standing default).
 DEFAULT_MAX_NUM_SEQS = 256
+#: vLLM's threshold for its larger batch defaults (``vllm_batch_defaults``).
+LARGE_GPU_GIB = 70.0
 #: Decode CUDA-graph pool: vLLM logs 0.3-1.5 GiB ("Graph capturing finished ... took X GiB")
 #: for 8B-70B models at its default capture sizes; 1 GiB is a mid value, not a measurement.
 DEFAULT_CUDAGRAPH_POOL_BYTES = int(1.0 * BYTES_PER_GIB)
@@ -294,3 +298,12 @@ def _fit_error(model: ModelConfig, gpu: GpuProfile, par: Parallelism, numbers: d
         f"buffers = {_gib(numbers['kv_available_bytes'])}, one {numbers['block_size_tokens']}-token block needs "
         f"{block / 2**20:.1f} MiB: {fix}"
     )
+
+
+def vllm_batch_defaults(gpu: GpuProfile) -> tuple[int, int]:
+    """vLLM's API-server ``(max_num_seqs, max_num_batched_tokens)`` defaults on ``gpu``: 1024 sequences /
+    8192 tokens on GPUs with at least 70 GiB that are not A100s, else 256 / 2048
+    (``EngineArgs.get_batch_defaults`` in vllm-project/vllm ``vllm/engine/arg_utils.py``)."""
+    if gpu.hbm_gib >= LARGE_GPU_GIB and "a100" not in gpu.name.lower():
+        return 1024, 8192
+    return 256, 2048

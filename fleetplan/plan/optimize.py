@@ -156,9 +156,27 @@ class OptimizeRequest:
     max_model_len_tokens: int | None = None
     # Size (and verify) for steps this much slower than the step models say: 0.15 = 15 % (module docstring)
     step_time_margin: float = 0.0
+    # vLLM engine limits of every co-located pool, in both phases (None: the pool's KV slots at its context
+    # and, for a served model, the better of the derived chunk and vLLM's default budget; plan.pools)
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "step_time_margin", check_step_time_margin(self.step_time_margin))
+        for name in ("max_num_seqs", "max_num_batched_tokens"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or int(value) != value or value < 1:
+                raise ConfigError(param=name, value=value, rule="give a whole number >= 1")
+            if self.service_model != SERVICE_ENGINE:
+                raise ConfigError(f"`{name}` sets the engine the simulator runs; the paper's service model "
+                                  "(eqs. 3-5) has no such limit: drop it or use the engine service model",
+                                  param=name, value=value)
+            if any(t in DISAGGREGATED for t in self.topologies):
+                raise ConfigError(f"`{name}` applies to co-located fleets (homo, two-pool, multi-pool); the pdd/afd "
+                                  "planner sizes its prefill and decode instances itself: drop pdd/afd from "
+                                  f"`topologies` or drop `{name}`", param=name, value=value)
         if self.step_time_margin > 0 and any(t in DISAGGREGATED for t in self.topologies):
             raise ConfigError("`step_time_margin` applies to co-located fleets (homo, two-pool, multi-pool); the "
                               "pdd/afd screen does not take it yet: drop pdd/afd from `topologies` or drop the margin",
@@ -227,6 +245,8 @@ class OptimizeRequest:
             step_models=tuple(self.step_models),
             arrival_cv2=float(self.arrival_cv2),
             step_time_margin=self.step_time_margin,
+            max_num_seqs=None if self.max_num_seqs is None else int(self.max_num_seqs),
+            max_num_batched_tokens=None if self.max_num_batched_tokens is None else int(self.max_num_batched_tokens),
         )
 
 

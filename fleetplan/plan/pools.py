@@ -33,6 +33,7 @@ import numpy as np
 
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuProfile, with_spares
+from fleetplan.perf.kv_budget import vllm_batch_defaults
 from fleetplan.perf.linear import LinearStepModel
 from fleetplan.perf.scaled import slowed
 from fleetplan.perf.seam import StepModel
@@ -96,6 +97,10 @@ class PlanSettings:
     arrival_cv2: float = 1.0  # Ca² of the arrival stream (1: Poisson)
     # Size for steps this much slower than the step model says (0.15: every step 15 % longer)
     step_time_margin: float = 0.0
+    # vLLM engine limits for every pool (None: ``sim.build_pool``'s defaults at the pool's context; for a
+    # served model's pools the sweep then also tries vLLM's own token budget, ``token_budget_choices``)
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.service_model not in SERVICE_MODELS:
@@ -138,6 +143,10 @@ class PoolPlan:
     tpot_table: SurvivalTable | None = field(default=None, compare=False, repr=False)
     # Why the pool is infeasible, as a code of ``fleetplan.errors.REASONS`` (None when feasible)
     reason_code: str | None = None
+    # The engine limits both phases serve the pool with (vLLM --max-num-seqs, --max-num-batched-tokens);
+    # 0: the simulator's defaults for the pool (``sim.build_pool``; the paper's service model)
+    max_num_seqs: int = 0
+    max_num_batched_tokens: int = 0
 
     @property
     def total_instances(self) -> int:
@@ -278,30 +287,57 @@ def pool_step_model(gpu: GpuProfile, step_models: Mapping[str, StepModel], step_
 
 
 def engine_of(gpu: GpuProfile, max_context_tokens: int, step_models: Mapping[str, StepModel],
-              step_time_margin: float = 0.0) -> EngineModel:
+              step_time_margin: float = 0.0, max_num_seqs: int | None = None,
+              max_num_batched_tokens: int | None = None) -> EngineModel:
     """The serving instance the simulator would run for a pool of ``gpu`` holding requests of up to
-    ``max_context_tokens`` (``sim.build_pool``'s limits; the step model the verifier gives it,
-    ``pool_step_model``)."""
+    ``max_context_tokens`` (``sim.build_pool``'s limits, or the ``max_num_seqs`` /
+    ``max_num_batched_tokens`` given; the step model the verifier gives it, ``pool_step_model``)."""
     from fleetplan.sim import build_pool  # plan sits above sim; imported here to keep sweeps light
 
-    pool = build_pool(gpu, "pool", 1, int(max_context_tokens))
+    pool = build_pool(gpu, "pool", 1, int(max_context_tokens), max_num_seqs=max_num_seqs,
+                      max_num_batched_tokens=max_num_batched_tokens)
     step = pool_step_model(gpu, step_models, step_time_margin, pool.step_model)
     lim = pool.limits
     return EngineModel.of(step, EngineLimits(lim.max_num_seqs, lim.max_num_batched_tokens, lim.kv_blocks,
                                              lim.block_size_tokens))
 
 
+def token_budget_choices(gpu: GpuProfile, settings: PlanSettings) -> tuple[int | None, ...]:
+    """The batched-token budgets a pool of ``gpu`` may be sized with: the one given
+    (``settings.max_num_batched_tokens``); else the simulator's default (None: the pool's slots plus its
+    chunk) and, for a served model's pool (a step model for ``gpu``), vLLM's own default for the GPU
+    (``perf.kv_budget.vllm_batch_defaults``: 8192 on GPUs of at least 70 GiB that are not A100s, else
+    2048) when it is larger: a long prompt's prefill takes fewer, fuller steps."""
+    if settings.max_num_batched_tokens is not None:
+        return (int(settings.max_num_batched_tokens),)
+    if gpu.name not in dict(settings.step_models):
+        return (None,)
+    return (None, vllm_batch_defaults(gpu)[1])
+
+
 def _size_engine(sub, rng_: PoolRange, gpu: GpuProfile, settings: PlanSettings, availability: float, plan,
                  lam: float) -> PoolPlan:
-    """Engine-model sizing of one pool (``fleetplan.queueing.engine``)."""
-    engine = engine_of(gpu, rng_.hi_tokens, dict(settings.step_models), settings.step_time_margin)
-    profile = EngineProfile(engine, np.maximum(sub.prompt_tokens, 1.0), np.maximum(sub.output_tokens, 1.0),
-                            sub.weight)
-    sized, _ = size_engine_pool(
-        profile, lam, settings.slo_ttft_s, settings.percentile / 100.0, slo_tpot_s=settings.slo_tpot_s,
-        rho_max=settings.rho_max, max_instances=settings.max_gpus, min_spare_instances=settings.min_spare_gpus,
-        arrival_cv2=settings.arrival_cv2,
-    )
+    """Engine-model sizing of one pool (``fleetplan.queueing.engine``): at each token budget of
+    ``token_budget_choices`` (the second only when the first leaves the pool bound by its TTFT), the
+    fewest instances win, the first budget on a tie."""
+    best = None
+    for budget in token_budget_choices(gpu, settings):
+        engine = engine_of(gpu, rng_.hi_tokens, dict(settings.step_models), settings.step_time_margin,
+                           settings.max_num_seqs, budget)
+        if best is not None and engine.limits.max_num_batched_tokens <= best[1].engine.limits.max_num_batched_tokens:
+            continue
+        profile = EngineProfile(engine, np.maximum(sub.prompt_tokens, 1.0), np.maximum(sub.output_tokens, 1.0),
+                                sub.weight)
+        sized, _ = size_engine_pool(
+            profile, lam, settings.slo_ttft_s, settings.percentile / 100.0, slo_tpot_s=settings.slo_tpot_s,
+            rho_max=settings.rho_max, max_instances=settings.max_gpus, min_spare_instances=settings.min_spare_gpus,
+            arrival_cv2=settings.arrival_cv2,
+        )
+        if best is None or (sized.feasible and (not best[0].feasible or sized.n_instances < best[0].n_instances)):
+            best = (sized, profile)
+        if best[0].feasible and best[0].binding != "ttft":
+            break  # the budget only shortens prefills: a pool not bound by its TTFT keeps the first
+    sized, profile = best
     reason = None if sized.feasible else _reason_text(sized.reason, sized.ttft_p_s, settings, sized.tpot_p_s)
     if sized.reason is InfeasibleReason.PREFILL_EXCEEDS_SLO:
         # what the pool lacks, in the fleet's terms: the requests no count can serve within the SLO
@@ -312,8 +348,10 @@ def _size_engine(sub, rng_: PoolRange, gpu: GpuProfile, settings: PlanSettings, 
     # GPU-seconds of the binding resource per request, so that λ · mean_service_s / count = ρ
     per_request_s = sized.rho * sized.n_instances / lam if lam > 0 else 0.0
     out = plan(sized.n_instances, spares, sized.rho, sized.ttft_p_s, float("nan"), per_request_s, 0.0, reason)
+    lim = profile.engine.limits
     return replace(out, n_max=int(profile.n_cap), tpot_p_s=sized.tpot_p_s, mean_residence_s=sized.mean_residence_s,
                    decode_batch=sized.decode_batch, mean_step_s=sized.mean_step_s, binding=sized.binding,
                    floor_count=sized.floor_instances if sized.feasible else 0,
                    ttft_table=sized.ttft_table, tpot_table=sized.tpot_table,
-                   reason_code=None if sized.feasible else REASON_CODE[sized.reason])
+                   reason_code=None if sized.feasible else REASON_CODE[sized.reason],
+                   max_num_seqs=int(lim.max_num_seqs), max_num_batched_tokens=int(lim.max_num_batched_tokens))

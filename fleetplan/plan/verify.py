@@ -256,7 +256,8 @@ def fleet_spec(candidate: Candidate, gpus: dict[str, GpuProfile], counts: Sequen
     1 + ``step_time_margin`` times as long; ``max_model_len_tokens`` the served model's limit)."""
     models = step_models or {}
     pools = tuple(
-        build_pool(gpus[p.gpu], f"pool{i + 1}", int(n), int(p.hi_tokens))
+        build_pool(gpus[p.gpu], f"pool{i + 1}", int(n), int(p.hi_tokens), max_num_seqs=p.max_num_seqs or None,
+                   max_num_batched_tokens=p.max_num_batched_tokens or None)
         for i, (p, n) in enumerate(zip(candidate.pools, counts, strict=True))
         if n > 0
     )
@@ -346,6 +347,14 @@ class PoolKey:
     lower_tokens: tuple[int, ...]
     hi_tokens: int
     last: bool
+    max_num_seqs: int = 0  # the engine limits (``PoolPlan``; 0: the simulator's defaults)
+    max_num_batched_tokens: int = 0
+
+    def traffic(self) -> str:
+        """The key's traffic and GPU, without the engine limits: the replications' seeds, so that one pool
+        under different limits is simulated on the same streams (common random numbers)."""
+        return (f"PoolKey(router={self.router!r}, gpu={self.gpu!r}, gamma={self.gamma!r}, "
+                f"lower_tokens={self.lower_tokens!r}, hi_tokens={self.hi_tokens!r}, last={self.last!r})")
 
 
 def _existing(candidate: Candidate) -> list[int]:
@@ -363,9 +372,10 @@ def pool_key(candidate: Candidate, i: int, gamma: float = DEFAULT_COMPRESS_GAMMA
     prev = below[-1] if below else 0
     if candidate.router is SizingRouter.COMPRESS:
         lower = tuple(h for h in below if gamma * h > prev)
-        return PoolKey(candidate.router.value, candidate.pools[i].gpu, float(gamma), lower, own, j == len(live) - 1)
+        return PoolKey(candidate.router.value, candidate.pools[i].gpu, float(gamma), lower, own, j == len(live) - 1,
+                       candidate.pools[i].max_num_seqs, candidate.pools[i].max_num_batched_tokens)
     return PoolKey(candidate.router.value, candidate.pools[i].gpu, 1.0, (prev,) if below else (), own,
-                   j == len(live) - 1)
+                   j == len(live) - 1, candidate.pools[i].max_num_seqs, candidate.pools[i].max_num_batched_tokens)
 
 
 @dataclass(frozen=True)
@@ -567,7 +577,7 @@ def failed_verification(candidate: Candidate, error: str) -> Verification:
 
 
 def _pool_seeds(s: VerifySettings, key: PoolKey) -> list[int]:
-    return [task_seed(s.seed, "verify-pool", repr(key), r) for r in range(s.n_replications)]
+    return [task_seed(s.seed, "verify-pool", key.traffic(), r) for r in range(s.n_replications)]
 
 
 def check_pool(candidate: Candidate, i: int, count: int, gpus: Mapping[str, GpuProfile], workload: Workload,

@@ -295,6 +295,9 @@ class EngineProfile:
         k = full + (rem > 0)
         self.t_d = t_d
         self.prefill_s = k * base + sum_delta  # T_pf,j(n), shape (grid, J)
+        self.work_table = sum_delta  # ΣΔ_j(n): the decode time a prompt's prefill displaces
+        d = self.decode_steps
+        self._cs2_decode = max(float(self.weight @ d**2) / max(self.mean_decode_steps, 1e-12) ** 2 - 1.0, 0.0)
         self.prefill_binned = self._binned(self.prefill_s)  # (grid, B)
         self.k_binned = self._binned(k)  # chunks per prompt bin, (grid, B)
         self._mean_prompt = float(self.weight @ self.prompt)
@@ -483,7 +486,7 @@ class EngineProfile:
         # rates from the holding time at each batch: an admitted request holds its slot while it
         # waits for the token budget too (vLLM's running list), E[S_slot] = E[S] + E[W_prefill].
         hold_tab = self._hold_table(lam_i, phi_tab, r_tab) + prefill_wait[:, None]  # (K, grid)
-        hold_full = np.array([np.interp(self.n_cap, self.grid, hold_tab[i]) for i in range(counts.size)])
+        hold_full = hold_tab[:, -1]  # the grid ends at n_cap
         burst = (1.0 + arrival_cv2) / 2.0  # the arrival half of the chain's noise is Ca² times Poisson's
         a1, k1 = self._slot_queue(lam, counts, hold_tab, hold_full, self._dispersion(lam_i, n_star) * burst)
         k1 = k1 / burst
@@ -537,18 +540,13 @@ class EngineProfile:
         of a cluster leave independently, so at long lags (where the batch's feedback acts) only
         a share 1/(1 + Cs²_d) of the pair covariance remains (Cs²_d of the decode steps):
         I_eff = 1 + (I - 1)/(1 + Cs²_d), and Var n ≈ I_eff n* / (1 - ε)."""
-        work = self.prefill_s - self.k_chunks * self.t_d[:, None]  # ΣΔ_j(n) (grid, J)
-        out = np.ones(lam_i.shape)
-        d = self.decode_steps
-        cs2_d = float(self.weight @ d**2) / max(self.mean_decode_steps, 1e-12) ** 2 - 1.0
-        for i in range(lam_i.size):
-            w = _interp_rows(np.array([n_star[i]]), self.grid, work)[0]
-            mean = float(self.weight @ w)
-            m = min(lam_i[i] * mean, 0.95)
-            sigma2 = m + lam_i[i] ** 2 * max(float(self.weight @ w**2) - mean**2, 0.0)
-            index = 1.0 / (1.0 - m) + sigma2 / (1.0 - m) ** 2
-            out[i] = 1.0 + (index - 1.0) / (1.0 + max(cs2_d, 0.0))
-        return out
+        work = _interp_rows(n_star, self.grid, self.work_table)  # ΣΔ_j at n* (K, J)
+        mean = work @ self.weight
+        m = np.minimum(lam_i * mean, 0.95)
+        var = np.maximum((work**2) @ self.weight - mean**2, 0.0)
+        sigma2 = m + lam_i**2 * var
+        index = 1.0 / (1.0 - m) + sigma2 / (1.0 - m) ** 2
+        return 1.0 + (index - 1.0) / (1.0 + self._cs2_decode)
 
     def _slot_queue(self, lam: float, counts: np.ndarray, hold_tab: np.ndarray, h_full: np.ndarray,
                     phi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -919,7 +917,10 @@ def ttft_table(profile: EngineProfile, st: EngineState, i: int = 0) -> SurvivalT
     if not st.stable[i]:
         return _UNSTABLE
     lo = float(st.prefill_levels[i].min()) * 0.99
-    hi = float(st.prefill_levels[i].max() + st.t_d[i])
+    # the longest no-wait TTFT (step boundary, then the prompt alone) and queued one (token time behind
+    # the queue, then the rest of a full-budget step) before the wait's tail
+    hi = float(max(st.prefill_levels[i][:, 0].max() + st.t_d[i],
+                   st.prefill_levels[i][:, 1].max() + st.t_full_levels[i].max()))
     mass, decay = st.wait_mass[i], st.wait_decay_per_s[i]
     tail = mass > TABLE_TAIL
     if tail.any():

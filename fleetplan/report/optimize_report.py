@@ -77,6 +77,8 @@ def pool_dict(p: PoolPlan, percentile: float) -> dict[str, Any]:
         "price_usd_per_h": p.price_usd_per_h,
         "feasible": p.feasible,
         "reason": p.reason,
+        "max_num_seqs": p.max_num_seqs or None,  # the engine limits both phases served it with
+        "max_num_batched_tokens": p.max_num_batched_tokens or None,
     }
 
 

@@ -140,7 +140,8 @@ def _utilisation(run: dict[str, Any]):
     fig, ax = _figure()
     x = list(range(len(rows)))
     width = 0.38
-    ax.bar([i - width / 2 for i in x], [r["utilisation"] for r in rows], width, label="analytic load ρ (rate / capacity)")
+    ax.bar([i - width / 2 for i in x], [r["utilisation"] for r in rows], width,
+           label="analytic load ρ (rate / capacity)")
     sim_x = [(i, sim[r["pool"]]) for i, r in zip(x, rows, strict=True) if sim.get(r["pool"]) is not None]
     if sim_x:
         ax.bar([i + width / 2 for i, _ in sim_x], [u for _, u in sim_x], width,
