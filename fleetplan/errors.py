@@ -41,6 +41,7 @@ REASONS = (
     "max-gpus",  # the targets need more GPUs than the cap allows
     "unstable",  # utilisation >= 1 at every count within the cap
     "verification-failed",  # analytic fleets exist but none passed simulation
+    "prefill-bound",  # the simulated percentile stopped falling with more instances: prefills alone set it
     "other",
 )
 

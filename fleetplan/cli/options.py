@@ -156,6 +156,9 @@ FIX_OF_REASON: dict[str, str] = {
     "max-gpus": "raise --max-gpus or lower --lam",
     "unstable": "raise --max-gpus or lower --lam",
     "verification-failed": "raise --verify-top, raise --max-gpus, relax the SLO or lower --lam",
+    "prefill-bound": "the percentile is set by prompts' own prefill, not by queueing: raise --slo-ttft, use faster "
+                     "GPUs (with --model: a larger --tensor-parallel-size), raise --max-num-batched-tokens, or "
+                     "serve a shorter --max-model-len",
     "other": "relax the SLO or widen the candidate space",
 }
 

@@ -25,6 +25,9 @@ FIX_OF_REASON = {
     "max-gpus": "raise `max_gpus` or lower `rate_per_s`",
     "unstable": "raise `max_gpus` or lower `rate_per_s`",
     "verification-failed": "raise `top_k`, raise `max_gpus`, relax the SLO or lower `rate_per_s`",
+    "prefill-bound": "the percentile is set by prompts' own prefill, not by queueing: raise `slo_ttft_s`, use "
+                     "faster GPUs (with a served model: a larger `tensor_parallel_size`), raise "
+                     "`max_num_batched_tokens`, or serve a shorter `max_model_len_tokens`",
     "other": "relax the SLO or widen the candidate space",
 }
 
@@ -53,10 +56,14 @@ def infeasible_error(request: OptimizeRequest, candidates: Sequence[Candidate]) 
 
 def no_verified_fleet_error(request: OptimizeRequest, result: OptimizeResult) -> InfeasibleError:
     """One line when analytic candidates exist but none passed the simulator."""
-    reasons = [v.reason for v in result.verification if v.reason]
+    failed = [v for v in result.verification if v.reason]
+    codes = {v.reason_code for v in failed}
+    # every candidate prefill-bound: no count helps, say what would; otherwise the general fix
+    code = "prefill-bound" if codes == {"prefill-bound"} else "verification-failed"
+    closest = min(failed, key=lambda v: v.cost_usd_per_year) if failed else None
     return InfeasibleError(
         f"none of the {len(result.verification)} cheapest analytic fleets passed simulation at "
         f"{request.rate_per_s:g} req/s (P99 TTFT <= {fmt_ms(request.slo_ttft_s)}): "
-        f"{reasons[0] if reasons else 'see the table'}",
-        reason="verification-failed", fix=FIX_OF_REASON["verification-failed"],
+        + (f"the cheapest, candidate {closest.rank}: {closest.reason}" if closest else "see the table"),
+        reason=code, fix=FIX_OF_REASON[code],
     )

@@ -91,7 +91,7 @@ from fleetplan.sim import FleetSpec, PoolRouter, build_pool
 from fleetplan.sim.spec import DEFAULT_COMPRESS_GAMMA
 from fleetplan.sim.split import STATELESS_POOL_ROUTERS
 from fleetplan.sim.steady import PoolRun, mixture_quantile, simulate_pool
-from fleetplan.units import H_PER_YEAR
+from fleetplan.units import H_PER_YEAR, fmt_ms
 from fleetplan.workload import Workload
 
 DEFAULT_VERIFY_TOP = 5
@@ -246,6 +246,9 @@ class Verification:
     steady: tuple[SteadyState | None, ...] = ()
     n_simulations: int = 0  # pool runs (replications included)
     drifting_pools: tuple[int, ...] = field(default=())  # pools (1-based) drifting at the analytic count
+    # Why it failed, as a code of ``fleetplan.errors.REASONS`` (None when it passed): prefill-bound (more
+    # instances stopped lowering a pool's percentile), max-gpus, or verification-failed (a run's error)
+    reason_code: str | None = None
 
 
 def fleet_spec(candidate: Candidate, gpus: dict[str, GpuProfile], counts: Sequence[int],
@@ -570,6 +573,7 @@ def failed_verification(candidate: Candidate, error: str) -> Verification:
         total_gpus=candidate.total_gpus_needed,
         cost_usd_per_year=candidate.cost_usd_per_year,
         reason=f"verification task failed: {error}",
+        reason_code="verification-failed",
     )
 
 
@@ -777,16 +781,18 @@ def _assemble(c: Candidate, members: list[tuple[int, tuple[PoolKey, int]]],
     if errors:
         return failed_verification(c, errors[0])
     counts = list(analytic)
-    reason = None
+    reason = reason_code = None
     for i, k in members:
         sr = searches[k]
         if sr.found is None:
             worst = sr.checks[max(sr.checks)]
             reason = reason or (
                 f"pool {i + 1} ({c.pools[i].lo_tokens + 1}-{c.pools[i].hi_tokens} tokens, {c.pools[i].gpu}): "
-                f"simulated P{s.percentile:g} fails the SLO (ratio {worst.ratio:.2f}"
-                + (", drifting" if worst.drifting else "") + f") even at {worst.count} instances"
+                f"simulated P{s.percentile:g} fails the SLO (ratio {worst.ratio:.2f}, TTFT up to "
+                f"{fmt_ms(worst.upper_ttft_s, '.0f')}" + (", drifting" if worst.drifting else "")
+                + f") even at {worst.count} instances"
                 + (": more instances no longer lower it (prefill-bound)" if sr.saturated else " (max-gpus)"))
+            reason_code = reason_code or ("prefill-bound" if sr.saturated else "max-gpus")
         else:
             counts[i] = int(sr.found)
     at_checks = {i: searches[k].checks[analytic[i]] for i, k in members}
@@ -840,4 +846,5 @@ def _assemble(c: Candidate, members: list[tuple[int, tuple[PoolKey, int]]],
         steady=tuple(steady),
         n_simulations=sum(n_sims[k] for k in {k for _, k in members}),
         drifting_pools=tuple(i + 1 for i, _ in members if at_checks[i].drifting),
+        reason_code=reason_code,
     )

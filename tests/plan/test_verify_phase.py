@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from fleetplan.hardware import load_catalog
@@ -154,3 +156,29 @@ def test_the_bound_leaves_no_candidate_within_its_slack_unverified(run):
         for c in result.candidates:
             if c.feasible and c.rank not in verified:
                 assert c.cost_usd_per_year > best * (1.0 + max(slack, 0.0))
+
+
+def test_every_reason_code_has_a_fix_in_the_library_and_the_cli():
+    from fleetplan.cli.options import FIX_OF_REASON as CLI_FIX
+    from fleetplan.errors import REASONS
+    from fleetplan.plan.optimize_errors import FIX_OF_REASON
+
+    assert set(FIX_OF_REASON) == set(REASONS) == set(CLI_FIX)
+
+
+def test_prefill_bound_failures_say_no_count_helps(run):
+    """When every verified candidate failed because more instances stopped lowering its percentile, the
+    one-line error names the cheapest of them and a fix that can work (not more GPUs)."""
+    from fleetplan.cli.errors import render_error
+    from fleetplan.plan.optimize_errors import no_verified_fleet_error
+
+    req, result = run
+    failed = tuple(replace(v, passed=False, reason=f"pool 1: simulated P99 fails the SLO ({v.rank})",
+                           reason_code="prefill-bound") for v in result.verification)
+    err = no_verified_fleet_error(req, replace(result, verification=failed))
+    cheapest = min(failed, key=lambda v: v.cost_usd_per_year)
+    assert err.reason == "prefill-bound" and f"candidate {cheapest.rank}:" in str(err)
+    line = render_error(err, "optimize")
+    assert "--slo-ttft" in line and "--max-num-batched-tokens" in line and "--max-gpus" not in line
+    mixed = failed[:-1] + (replace(failed[-1], reason_code="max-gpus"),)
+    assert no_verified_fleet_error(req, replace(result, verification=mixed)).reason == "verification-failed"
