@@ -258,12 +258,22 @@ def fleet_spec(candidate: Candidate, gpus: dict[str, GpuProfile], counts: Sequen
     step model ``plan.pools.pool_step_model``: ``step_models[gpu]`` where given, steps
     1 + ``step_time_margin`` times as long; ``max_model_len_tokens`` the served model's limit)."""
     models = step_models or {}
-    pools = tuple(
-        build_pool(gpus[p.gpu], f"pool{i + 1}", int(n), int(p.hi_tokens), max_num_seqs=p.max_num_seqs or None,
-                   max_num_batched_tokens=p.max_num_batched_tokens or None)
-        for i, (p, n) in enumerate(zip(candidate.pools, counts, strict=True))
-        if n > 0
-    )
+    live = [i for i, n in enumerate(counts) if n > 0]
+    top = max(live, key=lambda i: candidate.pools[i].hi_tokens) if live else -1
+    pools = []
+    for i in live:
+        p = candidate.pools[i]
+        pool = build_pool(gpus[p.gpu], f"pool{i + 1}", int(counts[i]), int(p.hi_tokens),
+                          max_num_seqs=p.max_num_seqs or None, max_num_batched_tokens=p.max_num_batched_tokens or None)
+        if i == top:
+            # The largest pool takes every request above the others, also those a workload's sampler draws
+            # above the total-length CDF's last point (prompt and output drawn apart); it rejects only what
+            # its KV cache, or the served model's context, cannot hold.  Its slots stay the sized ones.
+            kv_tokens = pool.limits.kv_blocks * pool.limits.block_size_tokens
+            cap = kv_tokens if max_model_len_tokens is None else min(kv_tokens, int(max_model_len_tokens))
+            pool = replace(pool, max_context_tokens=max(int(p.hi_tokens), cap))
+        pools.append(pool)
+    pools = tuple(pools)
     pools = tuple(replace(pool, step_model=pool_step_model(gpus[pool.gpu], models, step_time_margin, pool.step_model))
                   for pool in pools)
     router = PoolRouter.COMPRESS_AND_ROUTE if candidate.router is SizingRouter.COMPRESS else PoolRouter.LENGTH

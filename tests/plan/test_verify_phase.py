@@ -83,7 +83,13 @@ def test_fleet_spec_mirrors_the_candidate(run):
     for c in result.candidates[:20]:
         spec = fleet_spec(c, gpus, [p.count for p in c.pools])
         kept = [p for p in c.pools if p.count > 0]
-        assert [p.max_context_tokens for p in spec.pools] == [p.hi_tokens for p in kept]
+        # every pool's context is its range's top, but the largest pool's: it takes every longer request its
+        # KV cache holds (a sampler may draw totals above the length CDF's last point), with its sized slots
+        assert [p.max_context_tokens for p in spec.pools[:-1]] == [p.hi_tokens for p in kept[:-1]]
+        top, sized = spec.pools[-1], kept[-1]
+        assert top.max_context_tokens == top.limits.kv_blocks * top.limits.block_size_tokens >= sized.hi_tokens
+        assert (top.limits.max_num_seqs, top.limits.max_num_batched_tokens) == (sized.max_num_seqs,
+                                                                                sized.max_num_batched_tokens)
         assert [p.n_instances for p in spec.pools] == [p.count for p in kept]
         assert [p.gpu for p in spec.pools] == [p.gpu for p in kept]
         expected = PoolRouter.COMPRESS_AND_ROUTE if c.router is SizingRouter.COMPRESS else PoolRouter.LENGTH
@@ -182,3 +188,27 @@ def test_prefill_bound_failures_say_no_count_helps(run):
     assert "--slo-ttft" in line and "--max-num-batched-tokens" in line and "--max-gpus" not in line
     mixed = failed[:-1] + (replace(failed[-1], reason_code="max-gpus"),)
     assert no_verified_fleet_error(req, replace(result, verification=mixed)).reason == "verification-failed"
+
+
+def test_the_largest_pool_serves_requests_drawn_above_the_length_cdf():
+    """azure_conv's sampler draws prompt and output apart, so a few totals exceed the total-length CDF's last
+    point (14,089 tokens), which the analytic ranges end at.  The largest pool takes them (they are ~2 % of a
+    6,145-14,089-token pool's traffic): none is rejected and its percentile stays finite."""
+    from fleetplan.plan.verify import _existing, check_pool
+    from fleetplan.sim.steady import pool_stream
+
+    cat = load_catalog()
+    req = OptimizeRequest(workload=load_workload("azure_conv"), gpus=resolve_gpus(cat, ["a100"]), slo_ttft_s=SLO_S,
+                          rate_per_s=100.0, topologies=(Topology.TWO_POOL,), thresholds_tokens=(6144,),
+                          routers=(SizingRouter.LENGTH,))
+    cand = optimize(req).recommendation
+    gpus = {g.name: g for g in req.gpus}
+    top = len(cand.pools) - 1
+    assert cand.pools[top].lo_tokens == 6144
+    spec = fleet_spec(cand, gpus, [p.count for p in cand.pools])
+    drawn, _ = pool_stream(spec, _existing(cand).index(top), req.workload, 100.0, 3000, 1)
+    assert drawn.total_tokens.max() > cand.pools[top].hi_tokens  # the precondition: totals above the CDF
+    vs = VerifySettings(slo_ttft_s=SLO_S, slo_tpot_s=None, rate_per_s=100.0, max_gpus=100, n_requests=3000,
+                        n_replications=2, seed=1)
+    check = check_pool(cand, top, cand.pools[top].count, gpus, req.workload, vs)
+    assert all(r.n_not_done == 0 for r in check.runs) and check.upper_ttft_s < 10.0
