@@ -146,6 +146,10 @@ def _total_bounds(spec: FleetSpec, pool: int) -> tuple[float, float]:
     return 0.0, math.inf
 
 
+#: Bins of a copula cell's position r that ``_u1_region`` checks (the region's resolution within a cell).
+_CELL_BINS = 64
+
+
 def _u1_region(workload, a: float, b: float) -> tuple[np.ndarray, np.ndarray] | None:
     """Intervals of the first uniform of ``Workload.lengths_at`` outside which the total is never in
     ``(a, b]`` (``None``: no such structure known, draw from the whole square).
@@ -174,8 +178,21 @@ def _u1_region(workload, a: float, b: float) -> tuple[np.ndarray, np.ndarray] | 
     q_out = workload.output.quantile(np.arange(k + 1) / k)
     t_min, t_max = q_in[row] + q_out[col], q_in[row + 1] + q_out[col + 1]
     keep = (flat > 0) & (t_max >= lo) & (t_min <= hi)
-    start = np.concatenate([[0.0], cum[:-1]])
-    return start[keep], flat[keep]
+    start = np.concatenate([[0.0], cum[:-1]])[keep]
+    width = flat[keep]
+    # Within a kept cell the prompt grows with the position r: keep only the r-bins whose totals can
+    # reach (a, b] (a cell straddling a bound is mostly outside it; a pool of a tiny share then draws
+    # from a region of about its own size, not of the cells').
+    r = np.linspace(0.0, 1.0, _CELL_BINS + 1)
+    q_r = workload.input.quantile(np.clip((row[keep][:, None] + r[None, :]) / k, 0.0, 1.0))  # (cells, bins + 1)
+    most = q_r[:, 1:] + q_out[col[keep] + 1][:, None]  # a bin's largest total: its right end, the longest output
+    least = q_r[:, :-1] + q_out[col[keep]][:, None]  # its smallest: its left end, the shortest output
+    ok = (most >= lo) & (least <= hi)
+    has = ok.any(axis=1)
+    first = np.argmax(ok, axis=1)
+    last = _CELL_BINS - 1 - np.argmax(ok[:, ::-1], axis=1)
+    lo_r, hi_r = r[first], r[last + 1]
+    return (start + width * lo_r)[has], (width * (hi_r - lo_r))[has]
 
 
 class _Drawn:
