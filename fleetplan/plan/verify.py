@@ -65,9 +65,15 @@ figures are means over replications (the pass rule uses the upper bound).  A rel
 
 Stateful between-pool routing would couple the pools; the co-located routers are all stateless,
 and a candidate whose fleet spec has another router is refused (``ConfigError``) rather than
-verified on the wrong physics.  Seeds: ``task_seed(seed, "verify-pool", key, replication)`` (the
-pilot runs replication 0's stream, which the later runs extend); the search is a deterministic
-function of the simulated figures, so every executor gives identical numbers.
+verified on the wrong physics.  Seeds: ``task_seed(seed, "verify-pool", key.traffic(), replication)``
+(the pool's traffic and GPU, not its engine limits, so one pool under other limits runs on the same
+streams; the pilot runs replication 0's stream, which the later runs extend); the search is a
+deterministic function of the simulated figures, so every executor gives identical numbers.
+
+**Engine limits.**  Each pool is simulated with the engine limits it was sized with
+(``PoolPlan.max_num_seqs`` / ``max_num_batched_tokens``), and the largest pool takes every request above
+the others that its KV cache (or the served model's context) holds, also totals a workload's sampler
+draws above the length CDF's last point, with its sized slots (``fleet_spec``).
 """
 
 from __future__ import annotations
