@@ -9,7 +9,8 @@ and tokens inside) and ``serving_fleet`` turns them into a one-pool ``FleetSpec`
   calibrated ``perf_profile`` (``fleetplan perf calibrate``);
 * KV blocks: ``fleetplan.perf.kv_budget`` at ``gpu_memory_utilization`` (vLLM's accounting);
 * limits: ``max_num_seqs`` and ``max_num_batched_tokens`` default to vLLM's API-server
-  defaults (``EngineArgs.get_batch_defaults`` in vllm-project/vllm ``vllm/engine/arg_utils.py``):
+  defaults (``fleetplan.perf.kv_budget.vllm_batch_defaults``; ``EngineArgs.get_batch_defaults`` in
+  vllm-project/vllm ``vllm/engine/arg_utils.py``):
   1024 sequences / 8192 tokens on GPUs with at least 70 GiB that are not A100s, else 256 /
   2048; ``enable_chunked_prefill false`` raises the token budget to ``max_model_len``
   (a whole prompt per step, vLLM's rule without chunking);
@@ -38,13 +39,10 @@ from fleetplan.sim.features import CudaGraphConfig, GraphMode, PrefixCacheConfig
 from fleetplan.sim.features.speculative import SpeculativeConfig
 from fleetplan.sim.spec import DEFAULT_BLOCK_SIZE_TOKENS, FleetSpec, InstanceRouter, PoolSpec, SchedulerLimits
 
-__all__ = ["DEFAULT_MAX_MODEL_LEN_TOKENS", "EngineArgs", "default_batch_limits", "serving_fleet"]
+__all__ = ["DEFAULT_MAX_MODEL_LEN_TOKENS", "EngineArgs", "serving_fleet"]
 
 DEFAULT_MAX_MODEL_LEN_TOKENS = 131_072  # Llama-3.1's context; longer only when asked
 POOL_NAME = "instance"
-
-
-default_batch_limits = vllm_batch_defaults  # vLLM's API-server defaults on a GPU (module docstring)
 
 
 @dataclass(frozen=True)
@@ -97,7 +95,7 @@ class EngineArgs:
 
 def serving_fleet(args: EngineArgs) -> FleetSpec:
     """The one-pool ``FleetSpec`` of ``args.instances`` instances (module docstring)."""
-    seqs_default, tokens_default = default_batch_limits(args.gpu)
+    seqs_default, tokens_default = vllm_batch_defaults(args.gpu)
     max_seqs = args.max_num_seqs or seqs_default
     budget = kv_budget(args.model, args.gpu, args.parallelism, weight_dtype=args.weight_dtype,
                        kv_dtype=args.kv_cache_dtype, gpu_memory_utilization=args.gpu_memory_utilization,
