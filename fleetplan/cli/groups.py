@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from fleetplan.cli.deprecation import deprecation_note
 from fleetplan.cli.errors import FleetplanGroup
 
 #: Where a lazily imported command lives: (module, attribute).
@@ -26,11 +27,6 @@ def load(target: Target) -> click.Command:
     """The click command ``target`` names (importing its module)."""
     module, attr = target
     return getattr(importlib.import_module(module), attr)
-
-
-def deprecation_note(old: str, new: str, what: str = "option") -> str:
-    """The one line printed when an old spelling or command name is used."""
-    return f"note: {old} is deprecated; use {new} (the old {what} goes away in the next release)"
 
 
 def deprecated_command(command: click.Command, old: str, new: str, hidden: bool = True) -> click.Command:

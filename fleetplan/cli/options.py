@@ -37,7 +37,7 @@ from typing import Any
 
 import click
 
-from fleetplan.cli.groups import deprecation_note
+from fleetplan.cli.deprecation import deprecation_note
 from fleetplan.errors import ConfigError
 from fleetplan.exec import Executor, default_workers, make_executor
 

@@ -23,14 +23,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from fleetplan.errors import ConfigError
-
-if TYPE_CHECKING:  # profile imports this module; the annotation only needs the name
-    from fleetplan.hardware.profile import GpuProfile
 
 __all__ = ["PowerCurve", "power_w", "batch_for_power"]
 
@@ -103,7 +100,15 @@ class PowerCurve:
         return float(out) if out.ndim == 0 else out
 
 
-def _curve(profile: GpuProfile) -> PowerCurve:
+class HasPowerCurve(Protocol):
+    """What the functions below read of a GPU (``hardware.profile.GpuProfile`` is one; that module
+    imports this one, so the functions name the fields they need rather than the class)."""
+
+    name: str
+    power: PowerCurve | None
+
+
+def _curve(profile: HasPowerCurve) -> PowerCurve:
     if profile.power is None:
         raise ConfigError(
             f"GPU {profile.name!r} has no published power curve; add a [power] table "
@@ -112,12 +117,12 @@ def _curve(profile: GpuProfile) -> PowerCurve:
     return profile.power
 
 
-def power_w(profile: GpuProfile, batch: float | np.ndarray) -> float | np.ndarray:
+def power_w(profile: HasPowerCurve, batch: float | np.ndarray) -> float | np.ndarray:
     """Board power in watts of ``profile`` serving ``batch`` concurrent sequences.
 
     Parameters
     ----------
-    profile : GpuProfile
+    profile : GpuProfile (or any HasPowerCurve)
         A GPU with a fitted ``power`` curve (else ``ConfigError``).
     batch : float or array
         Concurrent sequences, > 0.
@@ -130,12 +135,12 @@ def power_w(profile: GpuProfile, batch: float | np.ndarray) -> float | np.ndarra
     return _curve(profile).power_w(batch)
 
 
-def batch_for_power(profile: GpuProfile, watts: float | np.ndarray) -> float | np.ndarray:
+def batch_for_power(profile: HasPowerCurve, watts: float | np.ndarray) -> float | np.ndarray:
     """Inverse of :func:`power_w`: the (real-valued) batch at which ``profile`` draws ``watts``.
 
     Parameters
     ----------
-    profile : GpuProfile
+    profile : GpuProfile (or any HasPowerCurve)
         A GPU with a fitted ``power`` curve (else ``ConfigError``).
     watts : float or array
         Power per GPU in watts, strictly between the curve's floor and nominal power.

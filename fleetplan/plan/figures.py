@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from fleetplan.hardware import GpuProfile
-from fleetplan.plan.frontier import PoolLatencyProfile, cost_latency_frontier, latency_profile
+from fleetplan.plan.figure_types import PoolLatencyProfile, ProcurementLine
+from fleetplan.plan.frontier import cost_latency_frontier, latency_profile
 from fleetplan.plan.gridflex import W_PER_KW, pool_power_w
 from fleetplan.plan.optimize import OptimizeResult
 from fleetplan.plan.sweep import Candidate
@@ -34,34 +35,6 @@ if TYPE_CHECKING:
 
 #: Level of the latency profile whose TTFT is the procurement report's simulated P99.
 SIM_P99_LEVEL_PCT = 99.0
-
-
-@dataclass(frozen=True)
-class ProcurementLine:
-    """One pool of the recommendation as bought: counts in GPUs (for a served model an instance is a
-    tensor-parallel group), utilisation ρ = λ_pool · E[S per GPU] / count (the engine model's load: the
-    rate over the throughput with every KV slot busy, or over the prefill server's), the busy batch the power
-    curve reads (the engine model's operating batch where it has one, else ρ · n_max), power for every
-    GPU of the pool (spares idle at the same draw: an upper bound), annual cost and P99 TTFT (s)."""
-
-    pool: str
-    gpu: str
-    count: int
-    spares: int
-    total_gpus: int
-    min_tokens: int
-    max_tokens: int
-    traffic_share: float
-    rate_per_s: float
-    utilisation: float
-    mean_batch: float
-    power_w_per_gpu: float
-    power_kw: float
-    power_basis: str
-    price_usd_per_h: float
-    cost_usd_per_year: float
-    ttft_p_s_analytic: float
-    ttft_p_s_sim: float | None
 
 
 def procurement_lines(best: Candidate | None, gpus: dict[str, GpuProfile],

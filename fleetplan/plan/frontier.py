@@ -35,6 +35,7 @@ from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuProfile
 from fleetplan.metrics import percentiles
 from fleetplan.perf.seam import StepModel
+from fleetplan.plan.figure_types import CostLatencyPoint, PoolLatencyProfile
 from fleetplan.plan.optimize import OptimizeResult
 from fleetplan.plan.sweep import Candidate, ProgressFn, candidate_label, pareto_frontier
 from fleetplan.plan.verify import fleet_spec
@@ -55,15 +56,6 @@ class Architecture(enum.Enum):
     COLOCATED = "colocated"
     PDD = "pdd"
     AFD = "afd"
-
-
-@dataclass(frozen=True)
-class CostLatencyPoint:
-    topology: str
-    label: str
-    total_gpus: int
-    cost_usd_per_year: float
-    p99_ttft_s: float
 
 
 @dataclass(frozen=True)
@@ -196,18 +188,6 @@ def _disagg_frontier(arch, workload, gpu, n_instances, rates_per_s, ttft_limit_s
     if progress is not None:
         progress("frontier", len(runs), len(runs))
     return tuple(_mark_frontier(points))
-
-
-@dataclass(frozen=True)
-class PoolLatencyProfile:
-    """Quantiles (s) at ``CDF_LEVELS_PCT`` of one pool's simulated TTFT and TPOT, and its simulated utilisation."""
-
-    pool: str
-    gpu: str
-    levels_pct: tuple[float, ...]
-    ttft_s: tuple[float, ...]
-    tpot_s: tuple[float, ...]
-    utilisation: float | None = None  # simulated busy fraction of the pool's instances (co-located pools)
 
 
 def _timed(df, limit: int | None):

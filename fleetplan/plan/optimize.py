@@ -48,7 +48,6 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
 
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuCatalog, GpuProfile
@@ -65,6 +64,7 @@ from fleetplan.plan.disagg.economics import (
     rank_with_baselines,
 )
 from fleetplan.plan.disagg.verify import verify_any
+from fleetplan.plan.figure_types import CostLatencyPoint, PoolLatencyProfile, ProcurementLine
 from fleetplan.plan.headroom import Headroom, HeadroomSettings, fleet_headroom
 from fleetplan.plan.points import LengthPoints
 from fleetplan.plan.pools import (
@@ -99,10 +99,6 @@ from fleetplan.plan.verify import (
 )
 from fleetplan.units import H_PER_YEAR
 from fleetplan.workload import Workload
-
-if TYPE_CHECKING:
-    from fleetplan.plan.figures import ProcurementLine
-    from fleetplan.plan.frontier import CostLatencyPoint, PoolLatencyProfile
 
 #: Quadrature points used to integrate over the length distribution (§3.1 step 2):
 #: per pool range for totals-only CDFs, and globally for prompt/output CDFs.

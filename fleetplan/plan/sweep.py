@@ -19,7 +19,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,13 +26,11 @@ from fleetplan.hardware import GpuProfile
 from fleetplan.plan.points import LengthPoints
 from fleetplan.plan.pools import PlanSettings, PoolPlan, fleet_usd_per_h, size_one_pool
 from fleetplan.plan.space import Layout, PoolRange, SizingRouter, Topology
+from fleetplan.plan.verification import Verification
 from fleetplan.queueing.engine import mixture_quantile_s
 from fleetplan.units import H_PER_YEAR, S_PER_H
 
 ProgressFn = Callable[[str, int, int], None]
-
-if TYPE_CHECKING:
-    from fleetplan.plan.verify import Verification
 
 
 @dataclass(frozen=True)

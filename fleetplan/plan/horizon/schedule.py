@@ -18,26 +18,9 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from dataclasses import dataclass
 
-from fleetplan.plan.horizon.plan import HorizonPlan, PeriodPlan
+from fleetplan.plan.horizon.result import BUY, MOVE, RELEASE, RENT, RETIRE, Action, HorizonPlan, PeriodPlan
 from fleetplan.plan.sweep import Candidate
-
-BUY, RETIRE, RENT, RELEASE, MOVE = "buy", "retire", "rent", "release", "move"
-
-
-@dataclass(frozen=True)
-class Action:
-    date: dt.date
-    order_by: dt.date
-    action: str
-    gpu: str
-    count: int
-    pool: str
-    fleet_after: str
-    cost_usd_period: float
-    cumulative_cost_usd: float
-    terms: str = ""  # rent / release: "reserved until YYYY-MM-DD", "on demand", "reserved term ended"
 
 
 def pool_label(lo: int, hi: int) -> str:
