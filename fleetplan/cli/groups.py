@@ -1,7 +1,8 @@
 """Command groups: subcommands imported on first use, a default command, and old names kept for a release.
 
-``LazyGroup`` imports a subcommand's module only when that subcommand runs (``--help`` of the group
-imports them all, to show their summaries).  ``DefaultCommandGroup`` (``fleetplan simulate``) runs
+``LazyGroup`` imports a subcommand's module only when that subcommand runs; ``--help`` of the group
+lists the commands not yet imported from their registered summaries (``summaries``), so it imports
+none of them.  ``DefaultCommandGroup`` (``fleetplan simulate``) runs
 its default command when the first argument is an option, so ``fleetplan simulate --fleet ...`` works
 as it always did, while ``fleetplan simulate pdd ...`` runs a subcommand.  ``deprecated_command``
 keeps an old command path working, hidden, with a one-line note on stderr.
@@ -12,15 +13,22 @@ from __future__ import annotations
 import copy
 import functools
 import importlib
+import inspect
 from typing import Any
 
 import click
+from click.utils import make_default_short_help
 
 from fleetplan.cli.deprecation import deprecation_note
 from fleetplan.cli.errors import FleetplanGroup
 
 #: Where a lazily imported command lives: (module, attribute).
 Target = tuple[str, str]
+
+
+class ShortHelp(str):
+    """A registered summary that is the command's ``short_help``: listed whole, as click lists one (a
+    plain ``str`` summary is the first paragraph of the command's help, shortened to the width)."""
 
 
 def load(target: Target) -> click.Command:
@@ -53,16 +61,39 @@ def deprecated_command(command: click.Command, old: str, new: str, hidden: bool 
 class LazyGroup(FleetplanGroup):
     """A ``FleetplanGroup`` whose subcommands are imported on first use.
 
-    ``lazy_commands``: name -> (module, attribute).  ``deprecated_commands``: old path -> new path
-    (tuples of command words below this group), each served by ``deprecated_command``; an old path of
-    two words gets a hidden group for its first word.
+    ``lazy_commands``: name -> (module, attribute).  ``summaries``: name -> the command's summary (the
+    first paragraph of its help, which click shortens for the group's help, or its ``ShortHelp``),
+    so that the group's help imports no command; a command without one is imported to be listed.
+    ``deprecated_commands``: old path -> new path (tuples of command words below this group), each
+    served by ``deprecated_command``; an old path of two words gets a hidden group for its first word.
     """
 
     def __init__(self, *args: Any, lazy_commands: dict[str, Target] | None = None,
-                 deprecated_commands: dict[tuple[str, ...], tuple[str, ...]] | None = None, **kwargs: Any) -> None:
+                 deprecated_commands: dict[tuple[str, ...], tuple[str, ...]] | None = None,
+                 summaries: dict[str, str] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.lazy_commands = dict(lazy_commands or {})
         self.deprecated_commands = dict(deprecated_commands or {})
+        self.summaries = dict(summaries or {})
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands and their summaries, as ``click.Group`` lists them, without importing a command
+        that has a registered summary (old names are hidden: not listed, not imported)."""
+        rows: list[tuple[str, click.Command | str]] = []
+        for name in self.list_commands(ctx):
+            if name not in self.commands and name in self.summaries:
+                rows.append((name, self.summaries[name]))
+                continue
+            if name not in self.commands and name not in self.lazy_commands:
+                continue  # an old name: always hidden
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command))
+        if not rows:
+            return
+        limit = formatter.width - 6 - max(len(name) for name, _ in rows)
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, _short(c, limit)) for name, c in rows])
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         old = {path[0] for path in self.deprecated_commands}
@@ -105,6 +136,15 @@ class LazyGroup(FleetplanGroup):
             command = deprecated_command(self.resolve_path(ctx, new), " ".join(old), " ".join(new), hidden=False)
             group.add_command(command, old[1])
         return group
+
+
+def _short(command: click.Command | str, limit: int) -> str:
+    """What ``click.Command.get_short_help_str`` gives for ``command`` or its registered summary."""
+    if isinstance(command, ShortHelp):
+        return inspect.cleandoc(command).strip()
+    if isinstance(command, str):
+        return make_default_short_help(command, limit).strip()
+    return command.get_short_help_str(limit)
 
 
 class DefaultCommandGroup(LazyGroup):

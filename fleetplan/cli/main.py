@@ -1,9 +1,10 @@
 """``fleetplan`` entry point: registers the subcommands, each imported only when it runs.
 
 A command module imports its part of the library (the simulator, the PDD kernels, scipy's
-statistics, ...); importing all of them costs about half a second before any work, so the
-group imports only the module of the command being run (``--help`` of the group imports them
-all, to show their summaries).
+statistics, ...); importing all of them costs about two seconds on two cores before any work, so
+the group imports only the module of the command being run, and ``fleetplan --help`` none: it
+lists each command's summary from ``SUMMARIES`` (``tests/cli/test_startup.py`` checks that each
+is the command's own).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 
 import click
 
-from fleetplan.cli.groups import LazyGroup
+from fleetplan.cli.groups import LazyGroup, ShortHelp
 
 # command name -> (module, attribute); a module defines one click command or group with that name.
 COMMANDS = {
@@ -32,6 +33,23 @@ COMMANDS = {
     "bench": ("fleetplan.cli.bench_cmd", "bench"),
 }
 
+#: command name -> its summary: the first paragraph of its help, or its ``short_help`` (``ShortHelp``).
+SUMMARIES = {
+    "optimize": "Find the cheapest fleet whose P99 TTFT meets --slo-ttft at --lam requests/s.",
+    "workloads": "Bundled request-length workloads (CDFs) and trace fitting.",
+    "gpus": "Inspect the GPU catalog: specs, default prices, calibration and sources.",
+    "simulate": ShortHelp("Simulate a fleet; commands: pdd, sessions, network."),
+    "reliability": "Spares per pool so that P(at least n of n+s instances up) >= TARGET (binomial, eq. 6 "
+                   "availability), and the simulated P99 TTFT/TPOT with failure injection for each spares count.",
+    "validate": "Check the simulator against exact queueing theory.",
+    "models": "Inspect model configs: shape, parameters, weight and KV-cache sizes, KV budget on a GPU.",
+    "perf": "Step-time predictor: per-operator breakdown and calibration from measured steps.",
+    "whatif": 'Cheapest fleet per λ and the rate up to which each one holds ("buy before then").',
+    "grid-flex": "Batch-cap (vLLM --max-num-seqs) curtailment levels: n_max, W/GPU, fleet kW, P99 TTFT.",
+    "report": "Render RUN_JSON (from optimize, whatif or grid-flex --json) without recomputing.",
+    "bench": "Serving benchmarks against the simulator (vLLM's client, predicted).",
+}
+
 #: Old command paths, kept for one release (hidden, each with a one-line note): old -> new.
 DEPRECATED_COMMANDS = {
     ("simulate-pdd",): ("simulate", "pdd"),
@@ -40,7 +58,7 @@ DEPRECATED_COMMANDS = {
 }
 
 
-@click.group(cls=LazyGroup, lazy_commands=COMMANDS, deprecated_commands=DEPRECATED_COMMANDS,
+@click.group(cls=LazyGroup, lazy_commands=COMMANDS, summaries=SUMMARIES, deprecated_commands=DEPRECATED_COMMANDS,
              context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="fleetplan")
 def cli() -> None:

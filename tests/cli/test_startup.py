@@ -12,8 +12,10 @@ import sys
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from click.utils import make_default_short_help
 
-from fleetplan.cli.main import COMMANDS, cli
+from fleetplan.cli.groups import ShortHelp
+from fleetplan.cli.main import COMMANDS, SUMMARIES, cli
 from fleetplan.cli.options import IN_PROCESS_MAX_REQUESTS, executor_from_options, local_workers
 from fleetplan.exec import default_workers
 from fleetplan.metrics import student_t_interval
@@ -56,6 +58,26 @@ def test_group_help_lists_every_command():
     assert res.exit_code == 0
     for name in COMMANDS:
         assert f"  {name} " in res.output
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_registered_summary_is_the_commands_own(name):
+    """``fleetplan --help`` lists ``SUMMARIES`` instead of importing the commands: each must shorten
+    exactly as the command's own help does, at any terminal width."""
+    module, attr = COMMANDS[name]
+    command = getattr(importlib.import_module(module), attr)
+    summary = SUMMARIES[name]
+    assert isinstance(summary, ShortHelp) == bool(command.short_help)
+    for limit in (30, 45, 80, 400):
+        listed = summary if isinstance(summary, ShortHelp) else make_default_short_help(summary, limit).strip()
+        assert listed == command.get_short_help_str(limit)
+
+
+def test_group_help_imports_no_command_and_no_numba():
+    loaded = _modules_after("from click.testing import CliRunner\nfrom fleetplan.cli.main import cli\n"
+                            "assert CliRunner().invoke(cli, ['--help']).exit_code == 0")
+    assert not {module for module, _ in COMMANDS.values()} & loaded
+    assert "numba" not in loaded and "fleetplan.plan.sweep" not in loaded and "scipy" not in loaded
 
 
 def test_unknown_command_is_one_line():
