@@ -69,9 +69,14 @@ class Candidate:
         """Identity of the fleet as built: the pools that have traffic or GPUs, with their token
         ranges, GPU and count.  Layouts that differ only in a pool nobody is routed to (a threshold
         above the longest request, with any GPU type named for it) are the same fleet."""
-        live = tuple((p.lo_tokens, p.hi_tokens, p.gpu, p.total_gpus) for p in self.pools
-                     if p.traffic_share > 0 or p.total_gpus > 0)
-        return (self.topology.value, self.router.value, live)
+        return fleet_key_of(self.topology, self.router, self.pools)
+
+
+def fleet_key_of(topology: Topology, router: SizingRouter, pools: Sequence[PoolPlan]) -> tuple:
+    """``Candidate.fleet_key`` of a fleet of ``pools`` (known before the candidate is built)."""
+    live = tuple((p.lo_tokens, p.hi_tokens, p.gpu, p.total_gpus) for p in pools
+                 if p.traffic_share > 0 or p.total_gpus > 0)
+    return (topology.value, router.value, live)
 
 
 def candidate_label(c: Candidate) -> str:
@@ -173,14 +178,13 @@ def sweep(
             if router is SizingRouter.COMPRESS and pool(layout.ranges[-1], gpus[0], router).traffic_share <= 0:
                 continue  # the last pool gets nothing: it would exist only to let compress-and-route
                 # squeeze requests into the pool below it, which a fleet without it cannot do
-            for combo in assignments:
-                plans = [pool(r, g, router) for r, g in zip(layout.ranges, combo, strict=True)]
-                cand = _combine(layout, router, plans, settings, mean_tokens)
-                candidates.setdefault(cand.fleet_key(), cand)
+            fleets = [[pool(r, g, router) for r, g in zip(layout.ranges, combo, strict=True)] for combo in assignments]
             if k > 2 and len(gpus) > 1:
-                plans = [cheapest([pool(r, g, router) for g in gpus]) for r in layout.ranges]
-                cand = _combine(layout, router, plans, settings, mean_tokens)
-                candidates.setdefault(cand.fleet_key(), cand)
+                fleets.append([cheapest([pool(r, g, router) for g in gpus]) for r in layout.ranges])
+            for plans in fleets:
+                key = fleet_key_of(layout.topology, router, plans)
+                if key not in candidates:  # the first layout to build a fleet keeps it
+                    candidates[key] = _combine(layout, router, plans, settings, mean_tokens)
     if progress is not None:
         progress("sweep", n_layouts, n_layouts)
     ranked = sorted(candidates.values(), key=_rank_key)

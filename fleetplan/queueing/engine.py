@@ -79,6 +79,7 @@ are sized for the plain engine.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field, replace
 
@@ -211,13 +212,32 @@ def _bisect(survival, lo: float, hi: float, q: float) -> float:
     return hi
 
 
-def _interp_rows(x: np.ndarray, grid: np.ndarray, table: np.ndarray) -> np.ndarray:
-    """Linear interpolation of ``table`` (rows on ``grid``) at each x; shape (K, *table.shape[1:])."""
-    g = np.clip(np.searchsorted(grid, x, side="right") - 1, 0, grid.size - 2)
+def _grid_cells(x: np.ndarray, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(cell index g, fraction within the cell) of each x on ``grid`` (clamped to its ends): what
+    ``_interp_rows`` needs, computed once for several tables at the same x."""
+    g = np.minimum(np.maximum(np.searchsorted(grid, x, side="right") - 1, 0), grid.size - 2)
     lo, hi = grid[g], grid[g + 1]
-    frac = np.clip((x - lo) / (hi - lo), 0.0, 1.0)
+    return g, np.minimum(np.maximum((x - lo) / (hi - lo), 0.0), 1.0)
+
+
+def _interp_rows(x: np.ndarray, grid: np.ndarray, table: np.ndarray,
+                 cells: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """Linear interpolation of ``table`` (rows on ``grid``) at each x; shape (K, *table.shape[1:]).
+    ``cells``: ``_grid_cells(x, grid)`` when already known."""
+    g, frac = cells if cells is not None else _grid_cells(x, grid)
     frac = frac.reshape((-1,) + (1,) * (table.ndim - 1))
     return table[g] * (1.0 - frac) + table[g + 1] * frac
+
+
+@functools.lru_cache(maxsize=256)
+def _log_factorials(c: int, n_points: int) -> np.ndarray:
+    """ln l! at the levels the slot chain sums (``EngineProfile._slot_queue``): l = 1..c when c <=
+    ``n_points``, else ``n_points`` levels evenly spaced on [1, c]; cached (read-only) because a sweep
+    meets the same slot counts in many pools."""
+    lv = np.arange(1.0, c + 1.0) if c <= n_points else np.linspace(1.0, float(c), n_points)
+    out = special.gammaln(lv + 1.0)
+    out.flags.writeable = False
+    return out
 
 
 class EngineProfile:
@@ -327,6 +347,9 @@ class EngineProfile:
         # queue ahead ends: p t_full / (B - n) of token time, then the step it ends in completes
         # (U t_full more, U uniform); the TTFT distribution adds U (``ttft_survival``).
         self.prefill_fluid_binned = self._binned(p * (self.t_full / full_budget)[:, None] + attn)
+        # a request's own prefill by batch (grid,), alone and in full-budget steps (``_hold_table``)
+        self._prefill_alone_mean = self.prefill_s @ self.weight
+        self._prefill_full_mean = self.prefill_full_s @ self.weight
 
     # ------------------------------------------------------------------ operating point
     def _shared(self, lam_i: np.ndarray) -> np.ndarray:
@@ -354,7 +377,7 @@ class EngineProfile:
             a, b = np.where(den > 0, np.interp(xs, self.grid, self.t_d) / np.where(den > 0, den, 1.0), math.inf)
             if lo > 0 and math.isfinite(a) and math.isfinite(b) and a > 0:
                 out[i] = (math.log(b) - math.log(a)) / (math.log(hi) - math.log(lo))
-        return np.clip(out, 0.0, MAX_ELASTICITY)
+        return np.minimum(np.maximum(out, 0.0), MAX_ELASTICITY)
 
     def _prefill_service_s(self, n_star: np.ndarray, spread: np.ndarray) -> np.ndarray:
         """E[X] (K, L): the mean prompt's time on the prefill server, B - n tokens per full step
@@ -362,7 +385,7 @@ class EngineProfile:
         Gauss-Hermite levels n* + spread z of the decode batch; a level's decode context
         exceeds n κ by the spread of Σ ctx beyond that of n (its step costs that much more)."""
         z = _HERMITE[0]
-        levels = np.clip(n_star[:, None] + spread[:, None] * z[None, :], 0.0, self.n_cap)
+        levels = np.minimum(np.maximum(n_star[:, None] + spread[:, None] * z[None, :], 0.0), self.n_cap)
         ctx_excess = ((np.sqrt(n_star * self._ctx2) - np.sqrt(n_star) * self.mean_ctx) * spread
                       / np.maximum(np.sqrt(n_star), 1e-12))[:, None] * z[None, :]
         budget = np.interp(levels, self.grid, self.budget_tokens)
@@ -414,8 +437,9 @@ class EngineProfile:
         stable = denom > 0
         with np.errstate(divide="ignore", invalid="ignore"):
             t_bar = np.where(stable, t_d / np.where(stable, denom, 1.0), np.inf)
-        prefill = ((1.0 - shared)[:, None] * _interp_rows(n_star, self.grid, self.prefill_s)
-                   + shared[:, None] * _interp_rows(n_star, self.grid, self.prefill_full_s))  # (K, J)
+        at_n = _grid_cells(n_star, self.grid)  # n*'s cell on the grid, for every table below
+        prefill = ((1.0 - shared)[:, None] * _interp_rows(n_star, self.grid, self.prefill_s, at_n)
+                   + shared[:, None] * _interp_rows(n_star, self.grid, self.prefill_full_s, at_n))  # (K, J)
         mean_s = (prefill + self.decode_steps[None, :] * np.where(stable, t_bar, 0.0)[:, None]) @ self.weight
         # The decode batch fluctuates (below); the mean step over its levels exceeds the step at the
         # mean batch where the step is convex in n (Jensen), so decode steps use the level average.
@@ -431,7 +455,7 @@ class EngineProfile:
         burst = max(1.0 + (arrival_cv2 - 1.0) / 2.0, 0.0)
         spread = np.sqrt(n_star * burst / (1.0 - elastic) / (counts if balanced_split else 1.0))
         raw = n_star[:, None] + spread[:, None] * z[None, :]
-        levels = np.clip(raw, 0.0, self.n_cap)  # (K, L)
+        levels = np.minimum(np.maximum(raw, 0.0), self.n_cap)  # (K, L)
         phi_l = np.stack([np.interp(levels[i], self.grid, phi_tab[i]) for i in range(n_star.size)])
         den_l = np.maximum(1.0 - lam_i[:, None] * phi_l, MIN_STEP_HEADROOM)
         t_bar = np.where(stable, np.maximum(t_bar, (np.interp(levels, self.grid, self.t_d) / den_l) @ zw), t_bar)
@@ -488,7 +512,7 @@ class EngineProfile:
         hold_tab = self._hold_table(lam_i, phi_tab, r_tab) + prefill_wait[:, None]  # (K, grid)
         hold_full = hold_tab[:, -1]  # the grid ends at n_cap
         burst = (1.0 + arrival_cv2) / 2.0  # the arrival half of the chain's noise is Ca² times Poisson's
-        a1, k1 = self._slot_queue(lam, counts, hold_tab, hold_full, self._dispersion(lam_i, n_star) * burst)
+        a1, k1 = self._slot_queue(lam, counts, hold_tab, hold_full, self._dispersion(lam_i, n_star, at_n) * burst)
         k1 = k1 / burst
         # Slot load: the rate against the slots' throughput with every slot busy (c / h(n_cap)), the
         # most the pool can serve; below the cap the slots are busy a share λ E[S_slot] / c of the time.
@@ -504,8 +528,8 @@ class EngineProfile:
         util = np.maximum(lam * mean_s / servers, rho_p)  # slots held for service, prefill server
         rho = np.where(stable, np.maximum(rho_slot, rho_p), np.maximum(util, 1.0))
         idle = np.exp(-lam_i * np.where(stable, mean_s, 0.0))
-        binned = ((1.0 - shared)[:, None] * _interp_rows(n_star, self.grid, self.prefill_binned)
-                  + shared[:, None] * _interp_rows(n_star, self.grid, self.prefill_full_binned))  # (K, B)
+        binned = ((1.0 - shared)[:, None] * _interp_rows(n_star, self.grid, self.prefill_binned, at_n)
+                  + shared[:, None] * _interp_rows(n_star, self.grid, self.prefill_full_binned, at_n))  # (K, B)
         # The own prefill as a mixture: per batch level (the quasi-static levels of the wait), alone
         # (probability 1 - r) or in full-budget steps shared with other prompts (r).
         flat = levels.ravel()
@@ -525,12 +549,11 @@ class EngineProfile:
         t̄(n) = t_d(n) / (1 - λ_i Φ(n)) (its headroom floored at ``MIN_STEP_HEADROOM``)."""
         den = np.maximum(1.0 - lam_i[:, None] * phi_tab, MIN_STEP_HEADROOM)
         t_bar = self.t_d[None, :] / den
-        pre_alone = self.prefill_s @ self.weight
-        pre_full = self.prefill_full_s @ self.weight
-        prefill = (1.0 - r_tab) * pre_alone[None, :] + r_tab * pre_full[None, :]
+        prefill = (1.0 - r_tab) * self._prefill_alone_mean[None, :] + r_tab * self._prefill_full_mean[None, :]
         return prefill + self.mean_decode_steps * t_bar
 
-    def _dispersion(self, lam_i: np.ndarray, n_star: np.ndarray) -> np.ndarray:
+    def _dispersion(self, lam_i: np.ndarray, n_star: np.ndarray,
+                    cells: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """I_eff (K,): how much more the decode batch varies than an M/G/inf count slowed by its own size.
 
         A prompt's prefill work ΣΔ_j stops every decoding sequence of its instance for ΣΔ_j, so the
@@ -540,7 +563,7 @@ class EngineProfile:
         of a cluster leave independently, so at long lags (where the batch's feedback acts) only
         a share 1/(1 + Cs²_d) of the pair covariance remains (Cs²_d of the decode steps):
         I_eff = 1 + (I - 1)/(1 + Cs²_d), and Var n ≈ I_eff n* / (1 - ε)."""
-        work = _interp_rows(n_star, self.grid, self.work_table)  # ΣΔ_j at n* (K, J)
+        work = _interp_rows(n_star, self.grid, self.work_table, cells)  # ΣΔ_j at n* (K, J)
         mean = work @ self.weight
         m = np.minimum(lam_i * mean, 0.95)
         var = np.maximum((work**2) @ self.weight - mean**2, 0.0)
@@ -575,7 +598,7 @@ class EngineProfile:
             if c <= SLOT_CHAIN_POINTS:
                 lv = np.arange(1.0, c + 1.0)
                 f = math.log(lam) + np.log(np.interp(lv / g, self.grid, hold_tab[i]))
-                logp = (np.cumsum(f) - special.gammaln(lv + 1.0)) * scale
+                logp = (np.cumsum(f) - _log_factorials(c, SLOT_CHAIN_POINTS)) * scale
                 top = max(0.0, float(logp.max()))
                 p = np.exp(logp - top)
                 below = math.exp(-top) + p[:-1].sum()
@@ -584,7 +607,7 @@ class EngineProfile:
                 f = math.log(lam) + np.log(np.interp(lv / g, self.grid, hold_tab[i]))
                 step = lv[1] - lv[0]
                 integral = np.concatenate([[0.0], np.cumsum(0.5 * (f[1:] + f[:-1]) * step)])
-                logp = (integral + 0.5 * (f[0] + f) - special.gammaln(lv + 1.0)) * scale
+                logp = (integral + 0.5 * (f[0] + f) - _log_factorials(c, SLOT_CHAIN_POINTS)) * scale
                 top = max(0.0, float(logp.max()))
                 p = np.exp(logp - top)
                 below = math.exp(-top) + float(np.sum(0.5 * (p[1:] + p[:-1])) * step) + 0.5 * (p[0] - p[-1])
@@ -901,11 +924,16 @@ class SurvivalTable:
     def at(self, x_s: np.ndarray) -> np.ndarray:
         return np.interp(x_s, self.x_s, self.survival, left=1.0, right=0.0)
 
+    @functools.cached_property
+    def strictly_increasing(self) -> bool:
+        """Whether ``x_s`` rises strictly (then ``at(x_s)`` is ``survival`` itself)."""
+        return bool(np.all(self.x_s[1:] > self.x_s[:-1]))
+
 
 def _table(survival, lo_s: float, hi_s: float) -> SurvivalTable:
     lo_s = max(lo_s, 1e-7)
     x = np.geomspace(lo_s, max(hi_s, 1.5 * lo_s), N_TABLE_POINTS)
-    surv = np.minimum.accumulate(np.clip(survival(x), 0.0, 1.0))
+    surv = np.minimum.accumulate(np.minimum(np.maximum(survival(x), 0.0), 1.0))
     return SurvivalTable(np.concatenate([[0.0], x]), np.concatenate([[1.0], surv]))
 
 
@@ -949,11 +977,16 @@ def mixture_quantile_s(tables, shares, p: float) -> float:
     w = np.array([s for s in shares if s > 0], dtype=np.float64)
     if not tables:
         return 0.0
-    w = w / w.sum()
-    xs = np.unique(np.concatenate([t.x_s for t in tables]))
-    if not np.isfinite(xs).all():
-        return math.inf
-    surv = sum(wi * t.at(xs) for wi, t in zip(w, tables, strict=True))
+    if len(tables) == 1 and tables[0].strictly_increasing:  # its own grid: the survival at its points
+        xs, surv = tables[0].x_s, tables[0].survival
+        if not math.isfinite(xs[-1]):
+            return math.inf
+    else:
+        w = w / w.sum()
+        xs = np.unique(np.concatenate([t.x_s for t in tables]))
+        if not np.isfinite(xs).all():
+            return math.inf
+        surv = sum(wi * t.at(xs) for wi, t in zip(w, tables, strict=True))
     q = 1.0 - p
     j = int(np.argmax(surv <= q))
     if surv[j] > q:
