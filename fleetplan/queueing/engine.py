@@ -104,8 +104,6 @@ N_TPOT_BINS = 16
 #: Prompt bins of the TTFT distribution (tail-refined; see ``EngineProfile._bin_prompts``).
 N_TTFT_BINS = 48
 _BISECT_ITERS = 48
-#: Counts evaluated at once by the sizing search (``_first_count``).
-_SEARCH_GRID = 24
 #: Gauss-Hermite levels of the decode batch in the quasi-static prefill queue (nodes, weights).
 _HERMITE = (lambda z, w: (z, w / w.sum()))(*np.polynomial.hermite_e.hermegauss(5))
 #: Cap of the step's elasticity ε in the batch's variance n* / (1 - ε) (a batch this self-slowing is
@@ -821,10 +819,12 @@ def size_engine_pool(
     def state(n: int) -> EngineState:
         return state_at(np.array([float(n)]))
 
-    def capped(counts: np.ndarray) -> np.ndarray:
+    def capped(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Stable within the utilisation cap (and spares above the load); score ρ / ρ_max."""
         st = state_at(counts)
         need = np.ceil(st.rho * counts - 1e-9) + min_spare_instances
-        return st.stable & (st.rho <= rho_max * (1.0 + 1e-12)) & (counts >= need)
+        ok = st.stable & (st.rho <= rho_max * (1.0 + 1e-12)) & (counts >= need)
+        return ok, st.rho / rho_max  # unstable: ρ is the offered load over capacity (>= 1), still ∝ 1/n
 
     def result(n: int, st: EngineState, reason: InfeasibleReason | None, binding: str,
                ttft_s: float | None = None, tpot_s: float | None = None) -> tuple[EngineSizing, EngineState]:
@@ -857,15 +857,20 @@ def size_engine_pool(
                       tpot_s=profile.zero_load_tpot_s())
     q = 1.0 - p
 
-    def meets(counts: np.ndarray) -> np.ndarray:
-        """The latency targets hold: P(TTFT > SLO) <= 1 - p (and TPOT), one survival point per count."""
+    def meets(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The latency targets hold: P(TTFT > SLO) <= 1 - p (and TPOT), one survival point per count;
+        score the larger survival over 1 - p."""
         st = state_at(counts)
         good = st.stable.copy()
+        score = np.full(counts.shape, np.inf)
         for i in np.nonzero(good)[0]:
-            good[i] = profile.ttft_survival(st, i, np.array([slo_ttft_s]))[0] <= q
+            miss = profile.ttft_survival(st, i, np.array([slo_ttft_s]))[0]
+            good[i] = miss <= q
             if good[i] and slo_tpot_s is not None:
-                good[i] = profile.tpot_survival(st, i, np.array([slo_tpot_s]))[0] <= q
-        return good
+                miss = max(miss, profile.tpot_survival(st, i, np.array([slo_tpot_s]))[0])
+                good[i] = miss <= q
+            score[i] = miss / q
+        return good, score
 
     # 3. the smallest count from there that meets the latency targets
     n = _first_count(meets, n_lo, top)
@@ -881,31 +886,61 @@ def size_engine_pool(
 def _first_count(test, lo: int, hi: int) -> int | None:
     """Smallest n in [lo, hi] with ``test`` true, for a monotone ``test`` vectorised over counts.
 
-    ``lo`` is tried alone first (often the answer); then windows growing fourfold are probed at
-    their top end until one holds the answer, inside which a geometric grid of up to
-    ``_SEARCH_GRID`` counts brackets it and every count of the bracket is tried at once."""
-    if test(np.array([lo]))[0]:
+    ``test(counts)`` gives (ok, score): the verdict per count, and a positive figure that falls with
+    the count and is about 1 where the verdict turns (the utilisation over its cap, the latency
+    violation share over 1 - p).  Only the verdict decides; the score only guesses.  ``lo`` is tried
+    alone first (often the answer).  Then each round tries up to three counts at once: the guess
+    where log score reaches 0 on the line through the two nearest counts tried (against log n; from
+    one count, score ∝ 1/n), the count below it, and a safety count: the midpoint of the bracket once
+    a count passed, else the top of a window above the largest failing count that grows fourfold
+    each round.  A good guess ends the search in one round; otherwise the bracket halves or the
+    window grows, so the search takes O(log) rounds whatever the scores say."""
+    ok, score = test(np.array([lo]))
+    if ok[0]:
         return lo
-    start = lo + 1
+    below: tuple[int, float] = (lo, float(score[0]))  # the largest count known to fail, its score
+    above: tuple[int, float] | None = None  # the smallest count known to pass, its score
+    before: tuple[int, float] | None = None  # the failing count tried before ``below``
     width = max(4, lo // 4)
-    while True:
-        if start > hi:
-            return None
-        end = min(hi, start + width)
-        if test(np.array([end]))[0]:
-            break
-        start, width = end + 1, width * 4
-    lo, hi = start, end
-    while True:
-        if hi - lo + 1 <= _SEARCH_GRID:
-            counts = np.arange(lo, hi + 1)
+    while above is None or above[0] - below[0] > 1:
+        a = below[0]
+        if above is None:
+            if a >= hi:
+                return None
+            top = hi
+            guess = _crossing(before, below) if before is not None else _crossing(None, below)
+            safety = min(hi, a + width)
+            width *= 4
         else:
-            counts = np.unique(np.round(np.geomspace(lo, hi, _SEARCH_GRID)).astype(np.int64))
-        ok = test(counts)
-        j = int(np.argmax(ok))
-        if j == 0 or counts[j] - counts[j - 1] == 1:
-            return int(counts[j])
-        lo, hi = int(counts[j - 1]) + 1, int(counts[j])
+            top = above[0] - 1
+            guess = _crossing(below, above)
+            safety = (a + above[0]) // 2
+        counts = np.unique(np.clip(np.array([guess - 1, guess, safety]), a + 1, top))
+        ok, score = test(counts)
+        for n, good, sc in zip(counts.tolist(), ok.tolist(), score.tolist(), strict=True):
+            if good:
+                above = (n, sc)
+                break
+            before, below = below, (n, sc)
+    return above[0]
+
+
+def _crossing(a: tuple[int, float] | None, b: tuple[int, float], log_n: bool = True) -> int:
+    """The count where log score reaches 0 (score 1) on the line through ``a`` and ``b`` (log score
+    against log n, or against n with ``log_n`` False: a tail exp(-k t) whose decay k grows with the
+    count; without ``a``, score ∝ 1/n), rounded up; ``b``'s count + 1 when the scores give no such
+    line (not finite, not falling)."""
+    nb, sb = b
+    if not (math.isfinite(sb) and sb > 0):
+        return nb + 1
+    if a is None:
+        return int(math.ceil(min(nb * sb, 1e15) - 1e-9))
+    na, sa = a
+    if not (math.isfinite(sa) and sa > 0 and sa > sb and na != nb):
+        return nb + 1
+    xa, xb = (math.log(na), math.log(nb)) if log_n else (float(na), float(nb))
+    x = xb - math.log(sb) * (xb - xa) / (math.log(sb) - math.log(sa))
+    return int(math.ceil(min(math.exp(min(x, 50.0)) if log_n else x, 1e15) - 1e-9))
 
 
 #: Points of a survival table (``SurvivalTable``), geometric in x.
