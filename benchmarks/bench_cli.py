@@ -1,8 +1,19 @@
-"""Wall time of the README's main command, end to end (plain script; prints figures, asserts nothing).
+"""Wall time of the README's main command, end to end, and where it goes (plain script; prints figures,
+asserts nothing).
 
     python benchmarks/bench_cli.py                       # best of 3, warm caches
     python benchmarks/bench_cli.py --repeats 5 -- --sim-requests 100000
     python benchmarks/bench_cli.py --baseline /tmp/old   # also time another checkout (e.g. `git archive`)
+    python benchmarks/bench_cli.py --phases-only --baseline /tmp/old   # the phase split, before / after
+
+First (skip with ``--no-phases``) the phase split of three commands: the README's, a 70B model
+(``--model llama-3.1-70b --weight-dtype fp8``) and λ = 20,000 (``azure_conv``), each one warm run
+per checkout in a fresh interpreter, back to back: imports (the entry point and the optimize
+command's modules), the analytic phase (its own timer, and candidates per second), simulation
+(phase 2), the headroom search, and the rest (workload loading, the report figures' extra
+simulation, writing the reports), with the total wall time of the process and the load average
+before each run.  The analytic timer and candidates/s are the least load-sensitive figures; on a
+shared machine read the load first.
 
 Runs ``fleetplan optimize --workload lmsys.json --slo-ttft 500`` (plus any arguments after ``--``)
 as a fresh process (``python -m fleetplan.cli.main``, so the checkout on ``PYTHONPATH`` is the one
@@ -40,6 +51,26 @@ VARIANTS = {"default executor": (), "--workers 1": ("--workers", "1"), "--worker
 TIMING_KEYS = ("elapsed_s", "verify_time_s", "analytic_time_s")
 SCALE_ARGS = ("optimize", "--workload", "azure_conv", "--slo-ttft", "500")
 SCALE_TARGETS_S = {1_000: 10.0, 20_000: 60.0, 100_000: 300.0}
+#: The commands of the phase split (``phases``): README, a 70B model, a high rate.
+PHASE_COMMANDS = {
+    "README": README_ARGS,
+    "70B fp8": README_ARGS + ("--model", "llama-3.1-70b", "--weight-dtype", "fp8"),
+    "λ = 20,000": SCALE_ARGS + ("--lam", "20000"),
+}
+#: Run in a fresh interpreter: imports timed apart, then the command in-process with --json.
+_PHASE_CODE = """
+import json, sys, time
+t0 = time.perf_counter()
+import fleetplan.cli.main as m
+m.cli.get_command(None, "optimize")
+t1 = time.perf_counter()
+try:
+    m.cli.main(args=sys.argv[2:], standalone_mode=False)
+except SystemExit:
+    pass
+t2 = time.perf_counter()
+print(json.dumps({"imports_s": t1 - t0, "run_s": t2 - t1}))
+"""
 
 
 def _strip_timing(doc):
@@ -100,11 +131,45 @@ def scale(checkout: str) -> None:
                   flush=True)
 
 
+def phase_split(args: tuple[str, ...], checkout: str, json_path: Path) -> dict[str, float]:
+    """Seconds per phase of one run of ``optimize`` ``args`` from ``checkout`` (module docstring)."""
+    cmd = [sys.executable, "-c", _PHASE_CODE, "-", *args, "--quiet", "--json", str(json_path)]
+    load = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": checkout},
+                         cwd=json_path.parent)
+    total = time.perf_counter() - t0
+    timed = json.loads(out.stdout.strip().splitlines()[-1])
+    doc = json.loads(json_path.read_text())
+    analytic, verify = doc["analytic_time_s"], doc.get("verify_time_s") or 0.0
+    room = doc.get("headroom_time_s") or 0.0
+    return {"load": load, "total": total, "imports": timed["imports_s"], "analytic": analytic,
+            "candidates": doc["n_candidates"], "simulation": verify, "headroom": room,
+            "rest": timed["run_s"] - analytic - verify - room}
+
+
+def phases(checkouts: dict[str, str]) -> None:
+    """The phase split of ``PHASE_COMMANDS`` for each checkout, back to back (module docstring)."""
+    print("phase split (s; one warm run each, fresh interpreter; analytic: its own timer):")
+    print(f"  {'command':<11s} {'checkout':<14s} {'load':>5s} {'total':>7s} {'imports':>8s} {'analytic':>9s} "
+          f"{'cand/s':>7s} {'simulation':>10s} {'headroom':>9s} {'rest':>6s}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, args in PHASE_COMMANDS.items():
+            for where, path in checkouts.items():
+                f = phase_split(args, path, Path(tmp) / "phases.json")
+                rate = f["candidates"] / f["analytic"] if f["analytic"] > 0 else float("inf")
+                print(f"  {name:<11s} {where:<14s} {f['load']:5.2f} {f['total']:7.2f} {f['imports']:8.2f} "
+                      f"{f['analytic']:9.2f} {rate:7,.0f} {f['simulation']:10.2f} {f['headroom']:9.2f} "
+                      f"{f['rest']:6.2f}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per variant (best is shown)")
     parser.add_argument("--baseline", default=None, help="another checkout to time the same way")
     parser.add_argument("--no-scale", action="store_true", help="skip the λ = 1,000 / 20,000 / 100,000 timings")
+    parser.add_argument("--no-phases", action="store_true", help="skip the phase split of the three commands")
+    parser.add_argument("--phases-only", action="store_true", help="only the phase split (and the load)")
     parser.add_argument("extra", nargs="*", help="more optimize arguments (after --)")
     args = parser.parse_args()
     extra = tuple(args.extra)
@@ -114,6 +179,13 @@ def main() -> None:
     checkouts = {"this checkout": str(Path(__file__).resolve().parents[1])}
     if args.baseline:
         checkouts["baseline"] = str(Path(args.baseline).resolve())
+    if not args.no_phases:
+        for path in checkouts.values():  # load (or fill) numba's cache once per checkout
+            with tempfile.TemporaryDirectory() as tmp:
+                run_once(("--workers", "1"), Path(tmp) / "warm.json", path)
+        phases(checkouts)
+        if args.phases_only:
+            return
     runs = [(where, name) for where in checkouts for name in VARIANTS]
     best = dict.fromkeys(runs, float("inf"))
     with tempfile.TemporaryDirectory() as tmp:

@@ -8,7 +8,9 @@
     builds it (``fleetplan.sim.builders.build_pool`` from the A100-80GB profile and
     ``fleetplan.sim.compile.compile_fleet``: W = 8 ms, H = 0.65 ms per sequence at 8K context
     scaled by each sequence's context, 65,536 KV blocks of 16 tokens, max_num_seqs 256 / 16,
-    token budget max_num_seqs + 512).  Its stability is printed with the timing.
+    token budget max_num_seqs + 512).  Its stability is printed with the timing: STABLE only when
+    every request finished, the verifier's warm-up rule passes and the wait no longer rises
+    (``drift_check`` says what it compared; RISING: not yet steady, UNSTABLE: drifting or unfinished).
 (2) the same fleet scaled x128 to 1,024 GPUs with lambda scaled proportionally.
 (3) request level, 10^7 requests at rho 0.8: one M/M/64 instance, and 8 instances x 64 slots
     with random and with least-outstanding routing (the latter keeps the departure heap).
@@ -28,8 +30,11 @@ import tracemalloc
 
 import numpy as np
 
+from fleetplan.metrics import student_t_interval
+from fleetplan.plan.verify import DEFAULT_DRIFT_TOLERANCE
 from fleetplan.sim._kernels import STATUS_DONE, run_iteration_level, run_request_level
 from fleetplan.sim._kernels.groups import iteration_groups
+from fleetplan.sim.steady import mser5_truncation
 
 SPLIT_TOKENS, LONG_CONTEXT = 4096, 65_536
 MEAN_TOTAL_TOKENS, PROMPT_FRACTION, LOGNORMAL_SIGMA = 600.0, 0.8, 1.281  # sigma: F(4096) ~ 0.984
@@ -92,18 +97,60 @@ def run_iteration(req: dict, fleet: dict, repeats: int = 1) -> tuple[list[float]
     return times, n_steps, out
 
 
+#: Batches of consecutive requests per half of the measured run whose mean waits the drift check pairs.
+DRIFT_BATCHES = 20
+#: A rise in mean wait below this is noise for fleets whose SLOs are hundreds of milliseconds.
+MIN_DRIFT_S = 1e-3
+
+
+def drift_check(wait_s: np.ndarray, ttft_s: np.ndarray, done: np.ndarray) -> tuple[str, str]:
+    """(label, what was checked) of one run: STABLE only when every check passes.
+
+    1. Every request finished (else UNSTABLE).
+    2. Warm-up: MSER-5 on the TTFT series in arrival order (``fleetplan.sim.steady.mser5_truncation``,
+       the verifier's); a cut at its limit (half the run) means the run never settled (UNSTABLE).
+    3. Drift: after the cut, the second half's mean wait against the first half's, ``DRIFT_BATCHES``
+       batch means of each half paired in order (they stand in for the verifier's replications), the
+       rise's 95 % Student-t interval: the verifier's rule (``fleetplan.plan.verify.pool_check``: a rise
+       above ``DEFAULT_DRIFT_TOLERANCE`` = 50 % of the first half's with the interval above 0) gives
+       UNSTABLE; any rise above ``MIN_DRIFT_S`` with the interval above 0 gives RISING: the wait still
+       grows, so the run is not yet steady (too short for its fleet, or slowly overloaded) and its
+       speed is not a steady-state figure."""
+    if not done.all():
+        return "UNSTABLE", f"{int((~done).sum()):,} requests unfinished"
+    cut, at_limit = mser5_truncation(ttft_s)
+    if at_limit:
+        return "UNSTABLE", f"warm-up check: MSER-5's cut reached its limit ({cut:,} of {len(ttft_s):,} requests)"
+    halves = np.array_split(np.arange(cut, len(wait_s)), 2)
+    means = [[float(np.mean(wait_s[b])) for b in np.array_split(h, DRIFT_BATCHES)] for h in halves]
+    rise = np.array(means[1]) - np.array(means[0])
+    base = float(np.mean(means[0]))
+    rise_mean, rise_lo, rise_hi = student_t_interval(rise)
+    if rise_lo > 0 and rise_mean > max(DEFAULT_DRIFT_TOLERANCE * base, MIN_DRIFT_S):
+        label = "UNSTABLE"
+    elif rise_lo > 0 and rise_mean > MIN_DRIFT_S:
+        label = "RISING"
+    else:
+        label = "STABLE"
+    return label, (f"checks: all done; MSER-5 warm-up cut {cut:,} requests (limit {len(ttft_s) // 2:,}); after it the "
+                   f"second vs first half's mean wait {1e3 * rise_mean:+.2f} ms ({rise_mean / base:+.0%} of "
+                   f"{1e3 * base:.2f} ms), 95 % interval [{1e3 * rise_lo:+.2f}, {1e3 * rise_hi:+.2f}] ms "
+                   f"(UNSTABLE above +{DEFAULT_DRIFT_TOLERANCE:.0%}, RISING above {1e3 * MIN_DRIFT_S:g} ms, "
+                   "when the interval is above 0)")
+
+
 def stability(req: dict, out: dict) -> str:
-    """Mean queueing delay (first schedule - arrival) by quarter of the run, and P99 TTFT."""
+    """The run's label and checks (``drift_check``), the mean queueing delay (first schedule - arrival)
+    by quarter of the run, and P99 TTFT."""
     done = out["out_status"] == STATUS_DONE
     wait = out["out_first_sched_s"] - req["arrival_s"]
     q = np.array_split(np.arange(len(wait)), 4)
     quarters = [float(np.mean(wait[i][done[i]])) if done[i].any() else math.nan for i in q]
-    ttft = (out["out_first_token_s"] - req["arrival_s"])[done]
-    stable = done.all() and quarters[3] <= 2 * quarters[1] + 0.05
-    return (f"{'STABLE' if stable else 'UNSTABLE'}: mean wait by quarter (ms) "
-            + ", ".join(f"{1e3 * w:.1f}" for w in quarters)
-            + f"; P99 TTFT {1e3 * np.quantile(ttft, 0.99):.1f} ms; done {done.mean():.4f}; "
-            f"preemptions {int(out['out_preemptions'].sum())}")
+    ttft = out["out_first_token_s"] - req["arrival_s"]
+    label, checked = drift_check(wait, ttft, done)
+    return (f"{label}: mean wait by quarter (ms) " + ", ".join(f"{1e3 * w:.1f}" for w in quarters)
+            + f"; P99 TTFT {1e3 * np.quantile(ttft[done], 0.99):.1f} ms; done {done.mean():.4f}; "
+            f"preemptions {int(out['out_preemptions'].sum())}\n    {checked}")
 
 
 def bench_iteration(n: int, rate_per_s: float, label: str, fleet_sizes: tuple[int, int]) -> float:
