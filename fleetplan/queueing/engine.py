@@ -635,8 +635,12 @@ class EngineProfile:
                    + u[None, None, :] * st.t_full_levels[i][:, None, None]).reshape(mass.size, -1)
         w_queue = np.repeat(self.bin_weight / N_RESIDUAL_POINTS, N_RESIDUAL_POINTS)
         y = x[:, None, None] - t_queue[None, :, :]
+        surv_q = np.maximum(y, 0.0)  # before the token time: exp(-k · 0) = 1 exactly for a finite k
+        surv_q *= -decay[None, :, None]
         with np.errstate(over="ignore"):
-            surv_q = np.where(y < 0, 1.0, np.exp(-decay[None, :, None] * np.maximum(y, 0.0)))
+            np.exp(surv_q, out=surv_q)
+        if not np.all(np.isfinite(decay)):  # an infinite k: 0 · inf is no survival of 1
+            surv_q = np.where(y < 0, 1.0, surv_q)
         queued = surv_q @ w_queue  # (X, L)
         return ((1.0 - mass) * alone + mass * queued) @ zw
 
