@@ -894,57 +894,56 @@ def _first_count(test, lo: int, hi: int) -> int | None:
     the count and is about 1 where the verdict turns (the utilisation over its cap, the latency
     violation share over 1 - p).  Only the verdict decides; the score only guesses.  ``lo`` is tried
     alone first (often the answer).  Then each round tries up to three counts at once: the guess
-    where log score reaches 0 on the line through the two nearest counts tried (against log n; from
-    one count, score ∝ 1/n), the count below it, and a safety count: the midpoint of the bracket once
-    a count passed, else the top of a window above the largest failing count that grows fourfold
-    each round.  A good guess ends the search in one round; otherwise the bracket halves or the
-    window grows, so the search takes O(log) rounds whatever the scores say."""
+    where log score reaches 0 on the line (against log n) through the two counts tried so far whose
+    scores are nearest 1 (from one count: score ∝ 1/n, as ρ is), the count below it, and a safety
+    count: the midpoint of the bracket once a count passed, else the top of a window above the
+    largest failing count that grows fourfold each round.  A good guess ends the search in one round;
+    otherwise the bracket halves or the window grows, so the search takes O(log) rounds whatever the
+    scores say."""
     ok, score = test(np.array([lo]))
     if ok[0]:
         return lo
-    below: tuple[int, float] = (lo, float(score[0]))  # the largest count known to fail, its score
-    above: tuple[int, float] | None = None  # the smallest count known to pass, its score
-    before: tuple[int, float] | None = None  # the failing count tried before ``below``
+    tried = [(lo, float(score[0]))]
+    below = lo  # the largest count known to fail
+    above: int | None = None  # the smallest count known to pass
     width = max(4, lo // 4)
-    while above is None or above[0] - below[0] > 1:
-        a = below[0]
+    while above is None or above - below > 1:
+        guess = _crossing(tried)
         if above is None:
-            if a >= hi:
+            if below >= hi:
                 return None
-            top = hi
-            guess = _crossing(before, below) if before is not None else _crossing(None, below)
-            safety = min(hi, a + width)
+            top, safety = hi, min(hi, below + width)
             width *= 4
         else:
-            top = above[0] - 1
-            guess = _crossing(below, above)
-            safety = (a + above[0]) // 2
-        counts = np.unique(np.clip(np.array([guess - 1, guess, safety]), a + 1, top))
+            top, safety = above - 1, (below + above) // 2
+        counts = np.unique(np.clip(np.array([guess - 1, guess, safety]), below + 1, top))
         ok, score = test(counts)
         for n, good, sc in zip(counts.tolist(), ok.tolist(), score.tolist(), strict=True):
+            tried.append((n, sc))
             if good:
-                above = (n, sc)
+                above = n
                 break
-            before, below = below, (n, sc)
-    return above[0]
+            below = n
+    return above
 
 
-def _crossing(a: tuple[int, float] | None, b: tuple[int, float], log_n: bool = True) -> int:
-    """The count where log score reaches 0 (score 1) on the line through ``a`` and ``b`` (log score
-    against log n, or against n with ``log_n`` False: a tail exp(-k t) whose decay k grows with the
-    count; without ``a``, score ∝ 1/n), rounded up; ``b``'s count + 1 when the scores give no such
-    line (not finite, not falling)."""
-    nb, sb = b
-    if not (math.isfinite(sb) and sb > 0):
-        return nb + 1
-    if a is None:
-        return int(math.ceil(min(nb * sb, 1e15) - 1e-9))
-    na, sa = a
-    if not (math.isfinite(sa) and sa > 0 and sa > sb and na != nb):
-        return nb + 1
-    xa, xb = (math.log(na), math.log(nb)) if log_n else (float(na), float(nb))
-    x = xb - math.log(sb) * (xb - xa) / (math.log(sb) - math.log(sa))
-    return int(math.ceil(min(math.exp(min(x, 50.0)) if log_n else x, 1e15) - 1e-9))
+def _crossing(tried: list[tuple[int, float]]) -> int:
+    """The count where log score reaches 0 (score 1) on the line (log score against log n) through the
+    two counts of ``tried`` whose scores are nearest 1, rounded up; through the nearest alone with
+    slope -1 (score ∝ 1/n) when there is no second count or the two give no falling line; the largest
+    count tried + 1 when no score is a positive number."""
+    usable = sorted((abs(math.log(sc)), n, sc) for n, sc in tried if math.isfinite(sc) and sc > 0)
+    if not usable:
+        return max(n for n, _ in tried) + 1
+    _, nb, sb = usable[0]
+    for _, na, sa in usable[1:]:
+        if na != nb:
+            if (sa - sb) * (na - nb) < 0:  # falling: a line through both
+                xa, xb = math.log(na), math.log(nb)
+                x = xb - math.log(sb) * (xb - xa) / (math.log(sb) - math.log(sa))
+                return int(math.ceil(min(math.exp(min(x, 50.0)), 1e15) - 1e-9))
+            break
+    return int(math.ceil(min(nb * sb, 1e15) - 1e-9))
 
 
 #: Points of a survival table (``SurvivalTable``), geometric in x.
