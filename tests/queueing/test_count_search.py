@@ -1,0 +1,63 @@
+"""The engine sizing's count search (``queueing.engine._first_count``): the smallest passing count of any
+monotone verdict, whatever its score says, in few rounds when the score is informative.
+
+The score only guides the guesses, so a misleading one (constant, rising, infinite, noisy) must never
+change the answer, only the number of rounds; an exact one (ρ ∝ 1/n, the utilisation rule) must end
+the search in a couple of rounds.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fleetplan.queueing.engine import _crossing, _first_count
+
+SCORES = {
+    "proportional": lambda n, answer: answer / n,  # ρ / ρ_max for the utilisation rule: exactly ∝ 1/n
+    "steep": lambda n, answer: math.exp(8.0 * (answer - n) / answer),  # a latency tail
+    "constant": lambda n, answer: 1.0,
+    "rising": lambda n, answer: float(n),  # wrong way round
+    "infinite": lambda n, answer: math.inf,  # an unstable count
+    "noisy": lambda n, answer: (answer / n) * (1.0 + 0.5 * math.sin(n)),
+}
+
+
+def _search(answer: int, lo: int, hi: int, shape: str) -> tuple[int | None, list[np.ndarray]]:
+    calls: list[np.ndarray] = []
+
+    def test(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        calls.append(np.asarray(counts).copy())
+        score = np.array([SCORES[shape](int(n), answer) for n in counts], dtype=np.float64)
+        return np.asarray(counts) >= answer, score
+
+    return _first_count(test, lo, hi), calls
+
+
+@settings(max_examples=300, deadline=None)
+@given(answer=st.integers(1, 20_000), lo=st.integers(1, 20_000), span=st.integers(0, 30_000),
+       shape=st.sampled_from(sorted(SCORES)))
+def test_the_answer_is_the_smallest_passing_count_whatever_the_score(answer, lo, span, shape):
+    hi = lo + span
+    found, calls = _search(answer, lo, hi, shape)
+    expected = max(lo, answer) if max(lo, answer) <= hi else None
+    assert found == expected
+    tried = np.concatenate(calls)
+    assert tried.min() >= lo and tried.max() <= hi  # never outside the range
+    assert len(calls) <= 2 * math.ceil(math.log2(span + 2)) + 4  # O(log) rounds whatever the score
+    assert all(c.size <= 3 for c in calls)  # at most three counts per round
+
+
+def test_an_exact_score_ends_the_search_in_two_rounds():
+    for answer in (2, 17, 130, 2_080, 9_999):
+        found, calls = _search(answer, 1, 10_000, "proportional")
+        assert found == answer and len(calls) <= 2
+
+
+def test_the_guess_is_where_the_line_through_the_scores_nearest_one_crosses_one():
+    assert _crossing([(10, 4.0)]) == 40  # one count: score ∝ 1/n
+    assert _crossing([(10, 4.0), (20, 2.0), (1000, 50.0)]) == 40  # 4/n through the two nearest 1
+    assert _crossing([(10, math.inf)]) == 11  # nothing to draw a line through: the next count
