@@ -895,11 +895,11 @@ def _first_count(test, lo: int, hi: int) -> int | None:
     violation share over 1 - p).  Only the verdict decides; the score only guesses.  ``lo`` is tried
     alone first (often the answer).  Then each round tries up to three counts at once: the guess
     where log score reaches 0 on the line (against log n) through the two counts tried so far whose
-    scores are nearest 1 (from one count: score ∝ 1/n, as ρ is), the count below it, and a safety
-    count: the midpoint of the bracket once a count passed, else the top of a window above the
-    largest failing count that grows fourfold each round.  A good guess ends the search in one round;
-    otherwise the bracket halves or the window grows, so the search takes O(log) rounds whatever the
-    scores say."""
+    scores are nearest 1 (from one count: score ∝ 1/n, as ρ is; none when that line is flat or
+    rising), the count below it, and a safety count: the midpoint of the bracket once a count
+    passed, else the top of a window above the largest failing count that grows fourfold each
+    round.  A good guess ends the search in one round; otherwise the bracket halves or the window
+    grows, so the search takes O(log) rounds whatever the scores say."""
     ok, score = test(np.array([lo]))
     if ok[0]:
         return lo
@@ -916,7 +916,8 @@ def _first_count(test, lo: int, hi: int) -> int | None:
             width *= 4
         else:
             top, safety = above - 1, (below + above) // 2
-        counts = np.unique(np.clip(np.array([guess - 1, guess, safety]), below + 1, top))
+        trial = [safety] if guess is None else [guess - 1, guess, safety]
+        counts = np.unique(np.clip(np.array(trial), below + 1, top))
         ok, score = test(counts)
         for n, good, sc in zip(counts.tolist(), ok.tolist(), score.tolist(), strict=True):
             tried.append((n, sc))
@@ -927,23 +928,25 @@ def _first_count(test, lo: int, hi: int) -> int | None:
     return above
 
 
-def _crossing(tried: list[tuple[int, float]]) -> int:
+def _crossing(tried: list[tuple[int, float]]) -> int | None:
     """The count where log score reaches 0 (score 1) on the line (log score against log n) through the
     two counts of ``tried`` whose scores are nearest 1, rounded up; through the nearest alone with
-    slope -1 (score ∝ 1/n) when there is no second count or the two give no falling line; the largest
-    count tried + 1 when no score is a positive number."""
-    usable = sorted((abs(math.log(sc)), n, sc) for n, sc in tried if math.isfinite(sc) and sc > 0)
+    slope -1 (score ∝ 1/n) when there is no second count; the largest count tried + 1 when no score
+    is a positive number.  None (no guess: the caller bisects) when the two nearest give no falling
+    line in logs: rising, or flat, which includes two different scores with equal logs (99.99999999999993
+    and 99.99999999999991), where the line's slope would divide by zero."""
+    usable = sorted((abs(math.log(sc)), n, math.log(sc)) for n, sc in tried if math.isfinite(sc) and sc > 0)
     if not usable:
         return max(n for n, _ in tried) + 1
-    _, nb, sb = usable[0]
-    for _, na, sa in usable[1:]:
+    _, nb, lb = usable[0]
+    for _, na, la in usable[1:]:
         if na != nb:
-            if (sa - sb) * (na - nb) < 0:  # falling: a line through both
-                xa, xb = math.log(na), math.log(nb)
-                x = xb - math.log(sb) * (xb - xa) / (math.log(sb) - math.log(sa))
-                return int(math.ceil(min(math.exp(min(x, 50.0)), 1e15) - 1e-9))
-            break
-    return int(math.ceil(min(nb * sb, 1e15) - 1e-9))
+            if (la - lb) * (na - nb) >= 0:  # flat or rising in logs: no line to follow
+                return None
+            xa, xb = math.log(na), math.log(nb)
+            x = xb - lb * (xb - xa) / (lb - la)
+            return int(math.ceil(min(math.exp(min(x, 50.0)), 1e15) - 1e-9))
+    return int(math.ceil(min(nb * math.exp(lb), 1e15) - 1e-9))
 
 
 #: Points of a survival table (``SurvivalTable``), geometric in x.
