@@ -8,6 +8,8 @@ placement is swept as its own GPU type, and the simulator runs the operator-leve
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from fleetplan.cli.options import (
     KV_CACHE_DTYPES,
     declare,
@@ -23,11 +25,12 @@ from fleetplan.hardware import GpuCatalog, GpuProfile
 from fleetplan.models import ContextLimitError, ContextLimitRule, dtype, load_model, served_context_limit
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.profile_io import load_perf_profile
-from fleetplan.plan.model_fleet import ModelServing, fleet_for_serving
-from fleetplan.plan.optimize import resolve_gpus
-from fleetplan.plan.placement import DEFAULT_MAX_TP, calibrate_placements, place_model
-from fleetplan.sim.fleet_toml import FleetFile
-from fleetplan.sim.spec import FleetSpec
+from fleetplan.plan.defaults import DEFAULT_MAX_TP
+
+if TYPE_CHECKING:  # the planner and the simulator load on use, not for --help
+    from fleetplan.plan.model_fleet import ModelServing
+    from fleetplan.sim.fleet_toml import FleetFile
+    from fleetplan.sim.spec import FleetSpec
 
 DEFAULT_DTYPE = "bf16"
 MODEL_OPTIONS = [
@@ -82,6 +85,9 @@ def serving_setup(
 ) -> tuple[tuple[GpuProfile, ...], tuple[tuple[str, int], ...], tuple[tuple[str, object], ...]]:
     """(GPU types to sweep, GPUs per instance of each, step model of each, for both phases); with
     ``--perf-profile`` the placement it was calibrated for runs it (``plan.placement.calibrate_placements``)."""
+    from fleetplan.plan.optimize import resolve_gpus
+    from fleetplan.plan.placement import calibrate_placements, place_model
+
     if opts.get("model") is None:
         _without_model(opts, ("perf_profile",))
         return resolve_gpus(catalog, opts["gpus"]), (), ()
@@ -183,6 +189,8 @@ def limits_line(spec: FleetSpec) -> str:
 
 def model_serving(opts: dict) -> ModelServing | None:
     """The served model the options give (``--model``, ``-tp``, dtypes, ``--perf-profile``), or None."""
+    from fleetplan.plan.model_fleet import ModelServing
+
     if opts.get("model") is None:
         _without_model(opts, ("perf_profile",))
         return None
@@ -193,6 +201,8 @@ def model_serving(opts: dict) -> ModelServing | None:
 def apply_model(fleet: FleetFile, opts: dict, max_model_len_tokens: int | None) -> tuple[FleetSpec, str]:
     """``fleet`` as the library builds it for the options (``plan.model_fleet.fleet_for_serving``:
     every setting of the file kept), limited to ``max_model_len_tokens``; and the step-time note."""
+    from fleetplan.plan.model_fleet import fleet_for_serving
+
     serving = model_serving(opts)
     served = fleet_for_serving(fleet, serving, max_model_len_tokens)
     if serving is None:

@@ -35,16 +35,7 @@ from fleetplan.cli.report_output import report_console, write_optimize_reports
 from fleetplan.cli.tables import emit_table, make_console
 from fleetplan.errors import ConfigError
 from fleetplan.exec.fork import fork_map
-from fleetplan.plan.headroom import HeadroomSettings
-from fleetplan.plan.optimize import (
-    DEFAULT_RATE_PER_S,
-    verification_requests,
-)
-from fleetplan.plan.optimize import (
-    optimize as run_optimize,
-)
-from fleetplan.plan.optimize_errors import infeasible_error, no_verified_fleet_error
-from fleetplan.sim.kernel_cache import load_iteration_kernel
+from fleetplan.plan.defaults import DEFAULT_RATE_PER_S
 from fleetplan.units import fmt_ms
 from fleetplan.workload import load_workload
 
@@ -72,6 +63,8 @@ def sweep_map(executor: str, workers: int | None, verifies: bool):
         return None
     if not verifies:
         return fork_map
+    from fleetplan.sim.kernel_cache import load_iteration_kernel
+
     return functools.partial(fork_map, meanwhile=load_iteration_kernel)
 
 
@@ -117,6 +110,12 @@ def optimize(rate_per_s, top, csv_path, candidates_csv, json_path, json_full, ht
     load: its rate over its capacity (the throughput with every KV slot busy, or of its
     prefill server), at most --rho-max.
     """
+    # the planner and the simulator load here, when the command runs (not for --help)
+    from fleetplan.plan.headroom import HeadroomSettings
+    from fleetplan.plan.optimize import optimize as run_optimize
+    from fleetplan.plan.optimize import verification_requests
+    from fleetplan.plan.optimize_errors import infeasible_error, no_verified_fleet_error
+
     profile, window_s = rate_profile_from_options(rate_profile, peak_window_s, rate_per_s,
                                                   load_workload(opts["workload"], opts["input_fraction"]))
     if profile is not None:

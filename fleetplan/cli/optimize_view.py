@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.table import Table
 
 from fleetplan.cli.tables import ms_cell
-from fleetplan.plan.optimize import OptimizeResult
-from fleetplan.report.optimize_report import shown_pools
 from fleetplan.units import fmt_ms
+
+if TYPE_CHECKING:  # the planner loads when a run needs it, not for --help
+    from fleetplan.plan.optimize import OptimizeResult
 
 
 def tpot_note(percentile: float) -> str:
@@ -107,6 +110,8 @@ def print_candidates(console: Console, result: OptimizeResult, top: int) -> None
 def candidates_table(result: OptimizeResult, top: int) -> Table:
     """The candidate table: one row per pool (not pools with no GPUs and no traffic); candidate-level
     columns on each candidate's first row."""
+    from fleetplan.report.optimize_report import shown_pools
+
     table = Table(
         title=f"Top {min(top, len(result.candidates))} of {len(result.candidates)} candidates "
         f"(cheapest first; rho = load / capacity; latencies: P{result.request.percentile:g} ms)"

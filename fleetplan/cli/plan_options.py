@@ -7,6 +7,8 @@ Commands import these from here, never from each other.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from fleetplan.cli.model_options import (
@@ -40,35 +42,30 @@ from fleetplan.cli.options import (
 )
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import availability_preset, load_catalog
-from fleetplan.plan.disagg import (
+from fleetplan.plan.defaults import (
+    AVAILABILITY_FROM_CATALOG,
     CALIBRATION_MODEL,
     DEFAULT_AF_RATIOS,
     DEFAULT_KV_LATENCY_S,
-    DEFAULT_MICRO_BATCHES,
-    GBPS,
-    DisaggSettings,
-)
-from fleetplan.plan.disagg.economics import DEFAULT_MIN_CE_GAIN
-from fleetplan.plan.disagg.screen import ModelShape
-from fleetplan.plan.optimize import (
-    AVAILABILITY_FROM_CATALOG,
     DEFAULT_MAX_GPUS,
-    DEFAULT_RATE_PER_S,
-    DEFAULT_RHO_MAX,
-    OptimizeRequest,
-)
-from fleetplan.plan.pools import MAX_STEP_TIME_MARGIN
-from fleetplan.plan.space import DEFAULT_COMPRESS_GAMMA, DEFAULT_THRESHOLDS_TOKENS, sizing_router, topology
-from fleetplan.plan.verify import (
     DEFAULT_MEASURED_LIFETIMES,
+    DEFAULT_MICRO_BATCHES,
+    DEFAULT_MIN_CE_GAIN,
     DEFAULT_MIN_COMPLETIONS,
+    DEFAULT_RATE_PER_S,
     DEFAULT_REPLICATIONS,
+    DEFAULT_RHO_MAX,
     DEFAULT_VERIFY_TOP,
     DEFAULT_WARMUP_LIFETIMES,
-    VerifySettings,
+    GBPS,
+    MAX_STEP_TIME_MARGIN,
 )
+from fleetplan.plan.space import DEFAULT_COMPRESS_GAMMA, DEFAULT_THRESHOLDS_TOKENS, sizing_router, topology
 from fleetplan.units import ms_to_s, s_to_ms
 from fleetplan.workload import load_workload
+
+if TYPE_CHECKING:
+    from fleetplan.plan.disagg import DisaggSettings
 
 
 class StepTimeMargin(click.ParamType):
@@ -205,6 +202,7 @@ def _disagg_settings(opts: dict) -> DisaggSettings | None:
     if not {"pdd", "afd"} & {str(t).strip().lower() for t in opts["topologies"]}:
         return None
     from fleetplan.models.catalog import load_model
+    from fleetplan.plan.disagg import DisaggSettings, ModelShape
 
     bw = opts["kv_bandwidth_gb_per_s"]
     return DisaggSettings(ModelShape.of(load_model(opts.get("model") or CALIBRATION_MODEL)),
@@ -215,6 +213,9 @@ def _disagg_settings(opts: dict) -> DisaggSettings | None:
 
 def plan_inputs(opts: dict, rate_per_s: float | None):
     """(workload, OptimizeRequest, VerifySettings | None, rate source) from parsed plan options."""
+    from fleetplan.plan.optimize import OptimizeRequest  # the planner loads on use, not for --help
+    from fleetplan.plan.verify import VerifySettings
+
     catalog = load_catalog(opts["gpu_profiles"], dict(opts["prices"]) if opts["prices"] else None)
     wl = load_workload(opts["workload"], opts["input_fraction"])
     if rate_per_s is not None:

@@ -55,9 +55,14 @@ from fleetplan.parallel import MapFn, TaskOutcome, in_input_order, serial_map
 from fleetplan.perf.calibrate import CalibratedStepModel
 from fleetplan.perf.seam import StepModel
 from fleetplan.plan.context_limit import RejectedTraffic, rejected_traffic
+from fleetplan.plan.defaults import (  # light: shown by --help
+    AVAILABILITY_FROM_CATALOG,
+    DEFAULT_MAX_GPUS,
+    DEFAULT_MIN_CE_GAIN,
+    DEFAULT_RHO_MAX,
+)
 from fleetplan.plan.disagg.candidates import DisaggCandidate, DisaggSettings, check_disagg_inputs, disagg_candidates
 from fleetplan.plan.disagg.economics import (
-    DEFAULT_MIN_CE_GAIN,
     Economics,
     economics,
     premium_gpu,
@@ -106,10 +111,6 @@ DEFAULT_POOL_POINTS = 512
 DEFAULT_QUADRATURE_POINTS = 16384
 #: Default GPU types swept: the three with the core paper's calibrated constants.
 DEFAULT_GPUS = ("A10G", "A100-80GB", "H100-SXM")
-DEFAULT_RATE_PER_S = 100.0
-DEFAULT_RHO_MAX = 0.85
-DEFAULT_MAX_GPUS = 10_000
-AVAILABILITY_FROM_CATALOG = "catalog"
 
 
 @dataclass(frozen=True)

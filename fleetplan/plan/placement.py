@@ -34,9 +34,7 @@ from fleetplan.perf.kv_budget import DEFAULT_MAX_NUM_SEQS
 from fleetplan.perf.parallelism import Parallelism, valid_tensor_parallel_sizes
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.perf.seam import StepModel
-
-#: Largest tensor-parallel size tried automatically (one 8-GPU node).
-DEFAULT_MAX_TP = 8
+from fleetplan.plan.defaults import DEFAULT_MAX_TP  # light: shown by --help
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from fleetplan.perf.kv_budget import vllm_batch_defaults
 from fleetplan.perf.linear import LinearStepModel
 from fleetplan.perf.scaled import slowed
 from fleetplan.perf.seam import StepModel
+from fleetplan.plan.defaults import MAX_STEP_TIME_MARGIN  # light: shown by --help
 from fleetplan.plan.points import LengthPoints, pool_points
 from fleetplan.plan.space import PoolRange, SizingRouter
 from fleetplan.queueing import (
@@ -59,8 +60,6 @@ from fleetplan.units import fmt_ms
 SERVICE_ENGINE = "engine"
 SERVICE_PAPER = "paper"
 SERVICE_MODELS = (SERVICE_ENGINE, SERVICE_PAPER)
-#: Largest step-time margin accepted (steps up to 4x as long as modelled).
-MAX_STEP_TIME_MARGIN = 3.0
 
 
 def check_step_time_margin(margin: float) -> float:

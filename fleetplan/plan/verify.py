@@ -89,6 +89,13 @@ from fleetplan.hardware import GpuProfile, with_spares
 from fleetplan.metrics import student_t_interval
 from fleetplan.parallel import MapFn, in_input_order, serial_map
 from fleetplan.perf.seam import StepModel
+from fleetplan.plan.defaults import (  # light: shown by --help
+    DEFAULT_MEASURED_LIFETIMES,
+    DEFAULT_MIN_COMPLETIONS,
+    DEFAULT_REPLICATIONS,
+    DEFAULT_VERIFY_TOP,
+    DEFAULT_WARMUP_LIFETIMES,
+)
 from fleetplan.plan.pools import check_step_time_margin, fleet_usd_per_h, pool_step_model
 from fleetplan.plan.space import SizingRouter
 from fleetplan.plan.sweep import Candidate
@@ -101,18 +108,13 @@ from fleetplan.sim.steady import PoolRun, mixture_quantile, simulate_pool
 from fleetplan.units import H_PER_YEAR, fmt_ms
 from fleetplan.workload import Workload
 
-DEFAULT_VERIFY_TOP = 5
 #: Further co-located candidates phase 2 may verify beyond ``top_k`` while their analytic cost
 #: undercuts the cheapest verified fleet (``plan.optimize``: the bound).
 DEFAULT_VERIFY_EXTEND = 25
 #: Requests per run for callers that simulate a fixed count (what-if, latency profiles).
 DEFAULT_SIM_REQUESTS = 20_000
-DEFAULT_REPLICATIONS = 3
 DEFAULT_DISAGREEMENT = 0.20
 #: Run-length rule (module docstring).
-DEFAULT_WARMUP_LIFETIMES = 2.0
-DEFAULT_MEASURED_LIFETIMES = 4.0
-DEFAULT_MIN_COMPLETIONS = 10_000
 DEFAULT_PILOT_LIFETIMES = 1.0
 #: Search resolution as a share of the count (1 GPU below 100 instances).
 DEFAULT_RESOLUTION = 0.01

@@ -7,6 +7,7 @@ against each family's all-premium baseline; ``verify`` is phase 2, the PDD simul
 counts (imported on use: it loads the simulator).
 """
 
+from fleetplan.plan.defaults import DEFAULT_MIN_CE_GAIN
 from fleetplan.plan.disagg.candidates import (
     CALIBRATION_MODEL,
     DEFAULT_AF_RATIOS,
@@ -18,7 +19,7 @@ from fleetplan.plan.disagg.candidates import (
     check_disagg_inputs,
     disagg_candidates,
 )
-from fleetplan.plan.disagg.economics import DEFAULT_MIN_CE_GAIN, Economics, economics
+from fleetplan.plan.disagg.economics import Economics, economics
 from fleetplan.plan.disagg.screen import ModelShape
 
 __all__ = [

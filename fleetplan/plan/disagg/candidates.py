@@ -22,6 +22,13 @@ import numpy as np
 
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuProfile, with_spares
+from fleetplan.plan.defaults import (  # light: shown by --help
+    CALIBRATION_MODEL,
+    DEFAULT_AF_RATIOS,
+    DEFAULT_KV_LATENCY_S,
+    DEFAULT_MICRO_BATCHES,
+    GBPS,
+)
 from fleetplan.plan.disagg.screen import (
     AfdUnit,
     DecodeLoad,
@@ -41,14 +48,8 @@ from fleetplan.plan.sweep import Candidate
 from fleetplan.queueing import InfeasibleReason, size_pool
 from fleetplan.units import H_PER_YEAR, S_PER_H, fmt_ms
 
-#: The architecture of the catalog's calibrated Llama-3-70B serving constants (80 layers, GQA 8 KV heads).
-CALIBRATION_MODEL = "llama-3.1-70b"
-DEFAULT_AF_RATIOS = ((1, 1), (2, 1), (1, 2))
-DEFAULT_MICRO_BATCHES = 2  # ping-pong (MegaScale-Infer / Step-3; Frontier §3.2)
-DEFAULT_KV_LATENCY_S = 0.0
 DEFAULT_AFD_LINK_LATENCY_S = 0.0
 BITS_PER_BYTE = 8.0
-GBPS = 1e9
 
 #: How phase 2 checked a disaggregated candidate (reports' ``verified_by``; co-located: iteration level).
 VERIFIED_BY = {Topology.PDD: "simulated (PDD simulator)",

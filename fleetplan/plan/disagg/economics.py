@@ -38,8 +38,6 @@ from fleetplan.plan.pools import fleet_usd_per_h
 from fleetplan.plan.space import DISAGGREGATED, family
 from fleetplan.plan.sweep import Candidate
 
-DEFAULT_MIN_CE_GAIN = 1.08  # Frontier §6.2
-
 
 @dataclass(frozen=True)
 class Economics:

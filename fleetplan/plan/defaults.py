@@ -1,0 +1,39 @@
+"""The planner's default settings, in a module that imports nothing, so option declarations
+(``cli/plan_options``, ``cli/model_options``) and each command's ``--help`` can show them without
+loading the planner, the queueing models, the simulator or numba.
+
+Each value is the one its computing module uses; those modules import it from here
+(``plan.optimize``, ``plan.verify``, ``plan.pools``, ``plan.placement``, ``plan.disagg``).
+Where a value comes from is said at the definition or in the module that uses it.
+"""
+
+from __future__ import annotations
+
+# plan.optimize
+DEFAULT_RATE_PER_S = 100.0
+DEFAULT_RHO_MAX = 0.85
+DEFAULT_MAX_GPUS = 10_000
+AVAILABILITY_FROM_CATALOG = "catalog"
+
+# plan.pools: largest step-time margin accepted (steps up to 4x as long as modelled)
+MAX_STEP_TIME_MARGIN = 3.0
+
+# plan.placement: largest tensor-parallel size tried automatically (one 8-GPU node)
+DEFAULT_MAX_TP = 8
+
+# plan.verify: candidates verified, replications, and the run-length rule (plan.verify's docstring)
+DEFAULT_VERIFY_TOP = 5
+DEFAULT_REPLICATIONS = 3
+DEFAULT_WARMUP_LIFETIMES = 2.0
+DEFAULT_MEASURED_LIFETIMES = 4.0
+DEFAULT_MIN_COMPLETIONS = 10_000
+
+# plan.disagg: the architecture of the catalog's calibrated Llama-3-70B serving constants (80 layers,
+# GQA 8 KV heads); attention:FFN ratios; micro-batches (ping-pong: MegaScale-Infer / Step-3; Frontier
+# §3.2); KV transfer latency; bytes/s per GB/s; the smallest cost-efficiency gain (Frontier §6.2)
+CALIBRATION_MODEL = "llama-3.1-70b"
+DEFAULT_AF_RATIOS = ((1, 1), (2, 1), (1, 2))
+DEFAULT_MICRO_BATCHES = 2
+DEFAULT_KV_LATENCY_S = 0.0
+GBPS = 1e9
+DEFAULT_MIN_CE_GAIN = 1.08
