@@ -1,5 +1,5 @@
 """The planner's default settings, in a module that imports nothing, so option declarations
-(``cli/plan_options``, ``cli/model_options``) and each command's ``--help`` can show them without
+(``cli/plan_options``, ``cli/model_options``) can show them in a command's help without
 loading the planner, the queueing models, the simulator or numba.
 
 Each value is the one its computing module uses; those modules import it from here

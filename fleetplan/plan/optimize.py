@@ -55,7 +55,7 @@ from fleetplan.parallel import MapFn, TaskOutcome, in_input_order, serial_map
 from fleetplan.perf.calibrate import CalibratedStepModel
 from fleetplan.perf.seam import StepModel
 from fleetplan.plan.context_limit import RejectedTraffic, rejected_traffic
-from fleetplan.plan.defaults import (  # light: shown by --help
+from fleetplan.plan.defaults import (  # light: shown in the help
     AVAILABILITY_FROM_CATALOG,
     DEFAULT_MAX_GPUS,
     DEFAULT_MIN_CE_GAIN,

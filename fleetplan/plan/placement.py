@@ -34,7 +34,7 @@ from fleetplan.perf.kv_budget import DEFAULT_MAX_NUM_SEQS
 from fleetplan.perf.parallelism import Parallelism, valid_tensor_parallel_sizes
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.perf.seam import StepModel
-from fleetplan.plan.defaults import DEFAULT_MAX_TP  # light: shown by --help
+from fleetplan.plan.defaults import DEFAULT_MAX_TP  # light: shown in the help
 
 
 @dataclass(frozen=True)

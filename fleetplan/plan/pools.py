@@ -37,7 +37,7 @@ from fleetplan.perf.kv_budget import vllm_batch_defaults
 from fleetplan.perf.linear import LinearStepModel
 from fleetplan.perf.scaled import slowed
 from fleetplan.perf.seam import StepModel
-from fleetplan.plan.defaults import MAX_STEP_TIME_MARGIN  # light: shown by --help
+from fleetplan.plan.defaults import MAX_STEP_TIME_MARGIN  # light: shown in the help
 from fleetplan.plan.points import LengthPoints, pool_points
 from fleetplan.plan.space import PoolRange, SizingRouter
 from fleetplan.queueing import (

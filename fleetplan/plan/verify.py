@@ -89,7 +89,7 @@ from fleetplan.hardware import GpuProfile, with_spares
 from fleetplan.metrics import student_t_interval
 from fleetplan.parallel import MapFn, in_input_order, serial_map
 from fleetplan.perf.seam import StepModel
-from fleetplan.plan.defaults import (  # light: shown by --help
+from fleetplan.plan.defaults import (  # light: shown in the help
     DEFAULT_MEASURED_LIFETIMES,
     DEFAULT_MIN_COMPLETIONS,
     DEFAULT_REPLICATIONS,

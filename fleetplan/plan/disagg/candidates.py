@@ -22,7 +22,7 @@ import numpy as np
 
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuProfile, with_spares
-from fleetplan.plan.defaults import (  # light: shown by --help
+from fleetplan.plan.defaults import (  # light: shown in the help
     CALIBRATION_MODEL,
     DEFAULT_AF_RATIOS,
     DEFAULT_KV_LATENCY_S,
