@@ -30,12 +30,19 @@ from fleetplan.sim.features import (
     SchedulerPolicy,
     policy_params_from_json,
 )
-from fleetplan.sim.features.compile import features_on, graph_times_s
 from fleetplan.sim.features.speculative import SpeculativeConfig
 from fleetplan.sim.fleet_toml import FleetFile
 from fleetplan.sim.result import SimResult
 from fleetplan.sim.spec import FleetSpec, PoolSpec
 from fleetplan.units import ms_to_s, s_to_ms
+
+
+def features_on(spec: FleetSpec) -> bool:
+    """``sim.features.compile.features_on``, imported on use (it loads the simulator's kernels)."""
+    from fleetplan.sim.features.compile import features_on as on
+
+    return on(spec)
+
 
 __all__ = ["FEATURE_OPTION_NAMES", "apply_feature_options", "feature_table", "features_on",
            "policy_label", "runtime_feature_options", "serving_fleet"]
@@ -203,6 +210,8 @@ def _predictor_timing(pool: PoolSpec) -> str | None:
         return None
     if mode is None:
         return "kernel-only (vLLM's default CUDA graphs without capture padding; --cudagraph-mode models them)"
+    from fleetplan.sim.features.compile import graph_times_s  # loads the kernels: on use, not for --help
+
     launch_ms = s_to_ms(graph_times_s(pool)[0])
     if mode is GraphMode.NONE:
         return f"eager (--cudagraph-mode none: every step pays {launch_ms:.2f} ms of kernel launches)"

@@ -17,12 +17,8 @@ from fleetplan.cli.peak_options import (  # noqa: F401 - re-exported for the com
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import load_catalog
 from fleetplan.hardware.procurement import load_gpu_prices
+from fleetplan.plan.defaults import DEFAULT_CANDIDATES_PER_PERIOD
 from fleetplan.plan.horizon.forecast import compound_forecast, read_forecast_csv
-from fleetplan.plan.horizon.plan import DEFAULT_CANDIDATES_PER_PERIOD, HorizonSettings, plan_horizon
-from fleetplan.report.atomic import atomic_write_text
-from fleetplan.report.horizon import PLAN_COLUMNS, horizon_dict, write_horizon_html
-from fleetplan.report.procurement import rows_to_csv
-from fleetplan.report.run_json import write_json
 
 #: Plans of at most this many periods sweep in this process (no worker start-up) unless --workers is given.
 IN_PROCESS_MAX_PERIODS = 3
@@ -93,6 +89,8 @@ def run_horizon(opts: dict, forecast, request, verify, arrivals, lead_time_weeks
     catalog = load_catalog(opts["gpu_profiles"], dict(opts["prices"]) if opts["prices"] else None)
     current = _current_fleet(opts["current_fleet"], catalog)
     types = tuple(sorted({g.name for g in request.gpus} | {g for g, _ in current}))
+    from fleetplan.plan.horizon.plan import HorizonSettings, plan_horizon  # the planner: on use, not for --help
+
     settings = HorizonSettings(
         forecast=forecast,
         prices=load_gpu_prices(catalog, types, opts["procurement_prices"]),
@@ -108,6 +106,11 @@ def run_horizon(opts: dict, forecast, request, verify, arrivals, lead_time_weeks
 
 
 def write_and_render(plan, console, workload: str, seed: int, json_path, csv_path, html_path) -> None:
+    from fleetplan.report.atomic import atomic_write_text
+    from fleetplan.report.horizon import PLAN_COLUMNS, horizon_dict, write_horizon_html
+    from fleetplan.report.procurement import rows_to_csv
+    from fleetplan.report.run_json import write_json
+
     doc = horizon_dict(plan, workload, seed)
     if json_path:
         write_json(doc, json_path)

@@ -42,14 +42,11 @@ from fleetplan.cli.options import (
 from fleetplan.cli.tables import make_console, ms_cell
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import load_catalog
-from fleetplan.sim.engine import DEFAULT_N_REQUESTS, DEFAULT_WARMUP_FRACTION
-from fleetplan.sim.engine import simulate as run_simulation
+from fleetplan.sim.defaults import DEFAULT_N_REQUESTS, DEFAULT_WARMUP_FRACTION
 from fleetplan.sim.fleet_toml import read_fleet_toml
-from fleetplan.sim.replications import replicate
 from fleetplan.sim.result import TPOT_DEFINITION, GroupSummary, SimResult
 from fleetplan.sim.shared_prefix import parse_shared_prefix
 from fleetplan.sim.spec import ArrivalProcess, Level
-from fleetplan.sim.split import STATELESS_POOL_ROUTERS, simulate_pools_parallel
 from fleetplan.units import ms_to_s
 from fleetplan.workload import load_workload
 
@@ -184,6 +181,11 @@ def simulate_cmd(fleet_path, workload, input_fraction, rate_per_s, n_requests, l
     with an error, so they are counted ("too long") and left out of the percentiles.  Every limit the
     fleet file gives (max_num_seqs, max_num_batched_tokens, kv_blocks, block_size) is kept with --model.
     """
+    # the simulator loads here, when the command runs (not for --help)
+    from fleetplan.sim.engine import simulate as run_simulation
+    from fleetplan.sim.replications import replicate
+    from fleetplan.sim.split import STATELESS_POOL_ROUTERS, simulate_pools_parallel
+
     feature_opts = {key: model_opts.pop(key) for key in FEATURE_OPTION_NAMES}
     if arrival_cv is not None and arrival != ArrivalProcess.GAMMA.value:
         raise ConfigError(f"--cv applies to --arrival gamma only (got --arrival {arrival}); add --arrival gamma or "

@@ -16,9 +16,16 @@ SUBCOMMANDS = {
     "network": ("fleetplan.cli.network_cmd", "network_cmd"),
 }
 DEFAULT = ("fleetplan.cli.simulate_cmd", "simulate_cmd")
+#: command -> the first paragraph of its help, listed by ``simulate --help`` without importing the command
+#: (``tests/cli/test_startup.py`` checks each against the command's own)
+SUMMARIES = {
+    "pdd": "Simulate prefill pool -> KV transfer -> decode pool; print the TTFT breakdown and TPOT.",
+    "sessions": "Simulate multi-round sessions (agents, reasoning) or RL-rollout bursts; print session metrics.",
+    "network": "KV transfers on a leaf-spine fabric: completion time and slowdown by path policy.",
+}
 
 simulate = DefaultCommandGroup(
-    "simulate", lazy_commands=SUBCOMMANDS, default=DEFAULT,
+    "simulate", lazy_commands=SUBCOMMANDS, summaries=SUMMARIES, default=DEFAULT,
     short_help="Simulate a fleet; commands: pdd, sessions, network.",
     help="Simulate a fleet serving a workload (no command: the options below); print P50/P90/P99 TTFT, TPOT, "
     "E2E per pool. The commands simulate a prefill-decode disaggregated fleet (pdd), multi-round sessions "

@@ -32,18 +32,6 @@ from fleetplan.cli.plan_options import plan_arrivals, plan_inputs, plan_options
 from fleetplan.cli.progress import progress_reporter
 from fleetplan.cli.report_output import render_documents, report_console
 from fleetplan.errors import ConfigError
-from fleetplan.plan.growth import procurement_schedule
-from fleetplan.plan.optimize import verification_requests
-from fleetplan.plan.whatif import rate_grid, threshold_requests, whatif
-from fleetplan.report.atomic import atomic_write_text
-from fleetplan.report.procurement import (
-    SCHEDULE_COLUMNS,
-    WHATIF_COLUMNS,
-    rows_to_csv,
-    schedule_rows,
-    whatif_rows,
-)
-from fleetplan.report.run_json import whatif_dict, write_json
 
 _EXAMPLES = """\b
 Examples:
@@ -70,6 +58,8 @@ def parse_lam_range(text: str) -> tuple[float, ...]:
         start, stop, step = (float(p) for p in parts)
     except ValueError as exc:
         raise ConfigError(f"--lam-range {text!r} is invalid: write START:STOP:STEP in req/s, e.g. 25:400:25") from exc
+    from fleetplan.plan.whatif import rate_grid
+
     return rate_grid(start, stop, step)
 
 
@@ -127,6 +117,20 @@ def whatif_command(lam_range, growth, months, start_lam, lead_time_weeks, start_
     the owned fleet, only adds GPUs (retires with --allow-retire) and minimises the total cost over the
     horizon, every period's fleet simulated at its rate.
     """
+    # the planner and the report writers load here, when the command runs (not for --help)
+    from fleetplan.plan.growth import procurement_schedule
+    from fleetplan.plan.optimize import verification_requests
+    from fleetplan.plan.whatif import threshold_requests, whatif
+    from fleetplan.report.atomic import atomic_write_text
+    from fleetplan.report.procurement import (
+        SCHEDULE_COLUMNS,
+        WHATIF_COLUMNS,
+        rows_to_csv,
+        schedule_rows,
+        whatif_rows,
+    )
+    from fleetplan.report.run_json import whatif_dict, write_json
+
     growth_per_month = None if growth is None else parse_growth(growth)
     start = parse_date(start_date)
     if horizon_requested(opts):

@@ -28,6 +28,9 @@ DEFAULT_WARMUP_LIFETIMES = 2.0
 DEFAULT_MEASURED_LIFETIMES = 4.0
 DEFAULT_MIN_COMPLETIONS = 10_000
 
+# plan.horizon: candidates kept per forecast period
+DEFAULT_CANDIDATES_PER_PERIOD = 8
+
 # plan.disagg: the architecture of the catalog's calibrated Llama-3-70B serving constants (80 layers,
 # GQA 8 KV heads); attention:FFN ratios; micro-batches (ping-pong: MegaScale-Infer / Step-3; Frontier
 # §3.2); KV transfer latency; bytes/s per GB/s; the smallest cost-efficiency gain (Frontier §6.2)

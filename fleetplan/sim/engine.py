@@ -44,6 +44,7 @@ from fleetplan.sim._kernels.iteration_level import (
 )
 from fleetplan.sim._kernels.request_level import run_request_level
 from fleetplan.sim.compile import CompiledRun, compile_run, request_level_times
+from fleetplan.sim.defaults import DEFAULT_N_REQUESTS, DEFAULT_WARMUP_FRACTION
 from fleetplan.sim.failures import FailureSpec, draw_failure_schedule, summarise_failures
 from fleetplan.sim.features.engine import pool_feature_figures, run_feature_kernel, uses_feature_kernel
 from fleetplan.sim.result import STATUS_NAMES, SimResult, summarise
@@ -55,8 +56,6 @@ if TYPE_CHECKING:
 
 __all__ = ["run_compiled", "simulate", "uses_feature_kernel", "with_failures"]
 
-DEFAULT_N_REQUESTS = 20_000
-DEFAULT_WARMUP_FRACTION = 0.1
 NO_POOL = "(none)"  # a rejected request that no pool could take (least_loaded routing)
 
 

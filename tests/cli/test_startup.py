@@ -80,6 +80,40 @@ def test_group_help_imports_no_command_and_no_numba():
     assert "numba" not in loaded and "fleetplan.plan.sweep" not in loaded and "scipy" not in loaded
 
 
+#: What a command's ``--help`` must not import: numba, the simulator's kernels and engine, the planner's
+#: computation (sweep, pool sizing, optimisation, verification) and the queueing models.
+HEAVY = ("numba", "fleetplan.sim.engine", "fleetplan.sim._kernels", "fleetplan.plan.sweep", "fleetplan.plan.pools",
+         "fleetplan.plan.optimize", "fleetplan.plan.verify", "fleetplan.queueing.engine")
+#: Commands whose modules still load the planner or the simulator at import (strict: a fix must drop them).
+HEAVY_HELP = {"bench", "grid-flex", "reliability", "validate"}
+
+
+def _help_modules(*args: str) -> set[str]:
+    return _modules_after("from click.testing import CliRunner\nfrom fleetplan.cli.main import cli\n"
+                          f"res = CliRunner().invoke(cli, {list(args)!r})\n"
+                          "assert res.exit_code == 0 and 'Usage:' in res.output, res.output")
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="imports at load"))
+                                  if n in HEAVY_HELP else n for n in sorted(COMMANDS)])
+def test_every_commands_help_imports_no_planner_simulator_or_numba(name):
+    """``fleetplan NAME --help`` shows the options and their defaults (``plan.defaults``,
+    ``sim.defaults``) without the planner's computation, the simulator's kernels or numba."""
+    loaded = _help_modules(name, "--help")
+    assert not {m for m in loaded if any(m == h or m.startswith(h + ".") for h in HEAVY)}
+
+
+@pytest.mark.parametrize("name", ["pdd", "sessions", "network"])
+def test_simulate_help_lists_each_command_with_its_own_summary(name):
+    from fleetplan.cli.simulate_group import SUBCOMMANDS, SUMMARIES
+
+    module, attr = SUBCOMMANDS[name]
+    command = getattr(importlib.import_module(module), attr)
+    assert SUMMARIES[name] == command.get_short_help_str(400)
+    res = CliRunner().invoke(cli, ["simulate", "--help"])
+    assert res.exit_code == 0 and f"  {name} " in res.output
+
+
 def test_unknown_command_is_one_line():
     res = CliRunner().invoke(cli, ["optimise"])
     assert res.exit_code == 2 and "No such command 'optimise'" in res.output

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 from fleetplan.errors import ConfigError
 from fleetplan.hardware.procurement import GpuPrices
+from fleetplan.plan.defaults import DEFAULT_CANDIDATES_PER_PERIOD
 from fleetplan.plan.horizon.forecast import Forecast
 from fleetplan.plan.sweep import Candidate
 
-DEFAULT_CANDIDATES_PER_PERIOD = 8
 DAYS_PER_WEEK = 7.0
 #: The kinds of ``Action`` (``plan.horizon.schedule``).
 BUY, RETIRE, RENT, RELEASE, MOVE = "buy", "retire", "rent", "release", "move"
