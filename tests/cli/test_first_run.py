@@ -89,10 +89,16 @@ def test_grid_flex_without_n_gpus_sizes_the_fleet_analytically():
     assert same.exit_code == 0 and same.stdout == res.stdout
 
 
-def test_optimize_and_simulate_import_no_kernel_they_do_not_run():
-    code = ("import sys, fleetplan.cli.optimize_cmd, fleetplan.cli.simulate_cmd\n"
+def _kernels_after(modules: str) -> list[str]:
+    code = (f"import sys, {modules}\n"
             "print(' '.join(m for m in sys.modules if m.startswith('fleetplan.sim._kernels.')))")
-    loaded = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout.split()
+    return subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout.split()
+
+
+def test_optimize_and_simulate_import_no_kernel_they_do_not_run():
+    assert _kernels_after("fleetplan.cli.optimize_cmd, fleetplan.cli.simulate_cmd") == []  # none until they run
+    loaded = _kernels_after("fleetplan.cli.optimize_cmd, fleetplan.cli.simulate_cmd, fleetplan.plan.optimize, "
+                            "fleetplan.sim.engine")  # what they load when they run
     assert "fleetplan.sim._kernels.iteration_level" in loaded
     kernels = [m.removeprefix("fleetplan.sim._kernels.") for m in loaded]
     assert not [m for m in kernels if m.startswith(("features", "pdd", "prefix_cache", "flows"))]
