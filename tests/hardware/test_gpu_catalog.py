@@ -124,6 +124,7 @@ hbm_gib = 96.0
 hbm_tb_per_s = 3.0
 nvlink_gb_per_s = "none"
 network_gbps = 200.0
+gpus_per_node = 4
 tdp_w = 500.0
 idle_w = 60.0
 price_usd_per_h = 1.5
