@@ -109,13 +109,15 @@ class MoeShape:
 
 
 def moe_shape(model: ModelConfig, par: Parallelism, weight_dtype: Dtype, min_rows_per_expert: int = 0,
-              load_imbalance: float = 1.0) -> MoeShape:
-    """The routed-expert shard of ``model`` under ``par``."""
+              load_imbalance: float = 1.0, weight_bytes_per_param: float | None = None) -> MoeShape:
+    """The routed-expert shard of ``model`` under ``par`` (weights streamed as ``weight_bytes_per_param``
+    bytes each when given, else the dtype's)."""
+    wb = weight_dtype.bytes_per_param if weight_bytes_per_param is None else weight_bytes_per_param
     width = model.moe_intermediate_size // par.ffn_tp
     params = 3 * model.hidden_size * width
     return MoeShape(
         n_experts=model.n_experts, top_k=model.n_experts_per_token, ep=par.ffn_ep, n_layers=model.n_moe_layers,
-        flop_per_row=2.0 * params, expert_weight_bytes=params * weight_dtype.bytes_per_param,
+        flop_per_row=2.0 * params, expert_weight_bytes=params * wb,
         activation_bytes_per_row=2.0 * (model.hidden_size + width) * ACTIVATION_BYTES,
         tokens_per_step_token=par.attn_dp, min_rows_per_expert=min_rows_per_expert, load_imbalance=load_imbalance,
     )

@@ -39,7 +39,7 @@ from fleetplan.perf.attention import AttentionCost, attention_cost
 from fleetplan.perf.batch import BatchComposition
 from fleetplan.perf.linear import N_STEP_COEFS, STEP_MODEL_ROOFLINE, roofline_step_s
 from fleetplan.perf.moe import MoeShape, expected_moe_terms, moe_shape, sample_moe_s
-from fleetplan.perf.operators import GemmBlock, gemm_block, gemm_block_s, step_gemms
+from fleetplan.perf.operators import GemmBlock, GemmShape, gemm_block, gemm_block_s, step_gemms
 from fleetplan.perf.overheads import PredictorOptions, launch_overhead_s
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.quant import BLOCK_FP8_MOE_TILE_M_TOKENS, Fp8Scaling, fp8_scaling
@@ -115,8 +115,17 @@ class StepTimePredictor:
                             weight_bandwidth_efficiency=o.weight_bandwidth_efficiency,
                             kv_bandwidth_efficiency=o.kv_bandwidth_efficiency, wave_quantisation=o.wave_quantisation,
                             fp8_gemm_efficiency=o.fp8_gemm_efficiency, fp8_block=self.block_fp8,
-                            fp8_block_gemm_efficiency=o.fp8_block_gemm_efficiency,
-                            fp8_block_bandwidth_efficiency=o.fp8_block_bandwidth_efficiency)
+                            fp8_block_gemm_efficiency=o.fp8_block_gemm_efficiency)
+
+    @property
+    def weight_stream_bytes_per_param(self) -> float:
+        """Bytes per weight as the dense GEMMs stream them: the dtype's, times ``weight_bandwidth_efficiency /
+        fp8_block_bandwidth_efficiency`` for block-scaled FP8 whose profile gives it (the block kernels'
+        slower small-M weight streaming; activations, the KV cache and the routed experts keep theirs)."""
+        o, wb = self.options, self.weight_dtype.bytes_per_param
+        if self.block_fp8 and o.fp8_block_bandwidth_efficiency is not None:
+            return wb * o.weight_bandwidth_efficiency / o.fp8_block_bandwidth_efficiency
+        return wb
 
     @property
     def block_fp8(self) -> bool:
@@ -125,7 +134,8 @@ class StepTimePredictor:
 
     @functools.cached_property
     def gemms(self) -> GemmBlock:
-        return gemm_block(step_gemms(self.model, self.parallelism, self.weight_dtype), self.rates)
+        return gemm_block(step_gemms(self.model, self.parallelism, self.weight_dtype,
+                                     self.weight_stream_bytes_per_param), self.rates)
 
     @functools.cached_property
     def attention(self) -> AttentionCost:
@@ -138,6 +148,9 @@ class StepTimePredictor:
         tile = self.options.moe_tile_m_tokens
         if self.block_fp8:
             tile = max(tile, BLOCK_FP8_MOE_TILE_M_TOKENS)
+        # the routed experts keep the dtype's bytes: the block-FP8 streaming read-back is of dense GEMMs, and
+        # applied to vLLM's fused-MoE experts it overshoots AIConfigurator's block-FP8 MoE decode steps
+        # (Qwen3-30B-A3B, H100/H200: ratio 1.58 with it, 0.66 without; benchmarks/bench_mechanisms.py)
         return moe_shape(self.model, self.parallelism, self.weight_dtype, min_rows_per_expert=tile,
                          load_imbalance=self.options.moe_load_imbalance)
 
@@ -268,6 +281,34 @@ class StepTimePredictor:
         coef[10] = c.tp_all_reduce[1] + c.ep_all_to_all[1] + c.pp_send_recv[1]
         coef[12:18] = self._moe_coefficients
         return STEP_MODEL_ROOFLINE, coef
+
+    # ---- MTP speculative decoding -----------------------------------------------------------------
+    def mtp_draft_predictor(self) -> StepTimePredictor:
+        """The predictor of one MTP draft pass: one decoder layer of the model (MoE layer for an MoE
+        model, as DeepSeek-V3's ``num_nextn_predict_layers`` module), the shared LM head, no host
+        overhead of its own (the draft runs inside the engine's step), the last pipeline stage only."""
+        m = self.model
+        if m.is_moe:
+            layer = dataclasses.replace(m, n_layers=1, n_dense_layers=0, intermediate_size=0)
+        else:
+            layer = dataclasses.replace(m, n_layers=1, n_dense_layers=0)
+        options = dataclasses.replace(self.options, cpu_overhead_s=0.0)
+        return dataclasses.replace(self, model=layer, parallelism=dataclasses.replace(self.parallelism, pp=1),
+                                   options=options)
+
+    def mtp_draft_coefficients(self) -> tuple[int, np.ndarray]:
+        """``(STEP_MODEL_ROOFLINE, coef)`` of one MTP draft pass: ``mtp_draft_predictor``'s plus the MTP
+        module's ``eh_proj`` (K = 2h, N = h, replicated: it joins the embedding and the previous hidden
+        state) in the GEMM terms; the wave ratio stays the decoder layer's.  The simulator's
+        ``draft_coef`` for ``--speculative-config '{"method": "mtp", ...}'`` (one pass per draft token)."""
+        draft = self.mtp_draft_predictor()
+        code, coef = draft.kernel_coefficients()
+        h = self.model.hidden_size
+        eh = gemm_block((GemmShape("eh_proj", 2 * h, h, 1, False, self.weight_stream_bytes_per_param),), draft.rates)
+        coef[1] += eh.compute_s_per_padded_token
+        coef[2] += eh.memory_s
+        coef[7] += eh.memory_s_per_token
+        return code, coef
 
     def step_s(self, n_seqs: int, n_decode: int, prefill_tokens: int, decode_context_tokens: int,
                attn2: int) -> float:
