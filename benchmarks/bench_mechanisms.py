@@ -65,9 +65,6 @@ def mechanisms(baseline: bool) -> None:
     catalog, options = load_catalog(), load_engine_profile("vllm").options
     print(f"step ms: decode {', '.join(str(b) for b in BATCHES)} x {CONTEXT_TOKENS} ctx | prefill {PREFILL_TOKENS}")
     for name, model, gpu, par, wdt, scaling in SCENARIOS:
-        if baseline and (par.get("tp", 1) * par.get("dp", 1) > 8):
-            print(f"{name:44s} (not expressible before: instance spans nodes)")
-            continue
         args = (load_model(model), catalog.get(gpu), Parallelism(**par), Dtype(wdt), Dtype.BF16)
         if baseline:
             print(f"{name:44s} before        {_fmt(_steps_ms(StepTimePredictor(*args, options), parse_batch))}")
