@@ -38,6 +38,7 @@ from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.perf.profile_io import read_calibration_csv, save_perf_profile
 from fleetplan.perf.quant import Fp8Scaling
+from fleetplan.perf.speculative import DEEPSEEK_V3_MTP_ACCEPTANCE, mtp_step, verify_batch
 from fleetplan.perf.typical_batch import typical_step
 from fleetplan.units import ms_to_s, s_to_ms
 
@@ -190,9 +191,12 @@ def perf() -> None:
 @click.option("--fp8-scaling", type=click.Choice([m.value for m in Fp8Scaling]), default="per_tensor",
               show_default=True, help="FP8 weights: per-tensor scales or 128x128 blocks (DeepSeek-V3's checkpoint).")
 @click.option("--mtp-tokens", type=click.IntRange(min=0), default=0, show_default=True,
-              help="MTP draft passes per step (DeepSeek num_nextn_predict_layers heads): adds their time.")
+              help="MTP speculative tokens per step (DeepSeek num_nextn_predict_layers heads): times the verify "
+              "step and the draft passes, and the time per output token.")
+@click.option("--mtp-acceptance", type=FRACTION, default=DEEPSEEK_V3_MTP_ACCEPTANCE, show_default=True,
+              help="Conditional acceptance of each draft position (DeepSeek-V3 report: 0.85-0.90).")
 def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: bool, enable_dp_attention: bool,
-            nnodes: int | None, fp8_scaling: str, mtp_tokens: int, **kw) -> None:
+            nnodes: int | None, fp8_scaling: str, mtp_tokens: int, mtp_acceptance: float, **kw) -> None:
     """Per-operator time of one engine step, which source timed it, and the replica's KV-cache budget.
 
     A batch whose requests hold more KV blocks than the replica's cache is still timed (a what-if),
@@ -211,14 +215,17 @@ def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: 
         batch_text = step.batch_text
         click.echo(f"assumed --batch \"{batch_text}\": {step.reason}", err=True)
     batch = parse_batch(batch_text)
-    breakdown = p.predict(batch)
-    rows = [(name, seconds, breakdown.source.get(name, "roofline")) for name, seconds in breakdown.seconds.items()]
+    mtp = None
     if mtp_tokens:
-        if not p.model.is_moe and p.model.attention.value != "mla":
-            click.echo(f"note: {p.model.name} ships no MTP heads in its config; timing {mtp_tokens} passes of one "
-                       "decoder layer as a draft", err=True)
-        draft = p.mtp_draft_predictor().predict(batch).total_s
-        rows.append((f"mtp_draft x{mtp_tokens}", mtp_tokens * draft, "roofline"))
+        if batch.n_decode == 0:
+            raise ConfigError("--mtp-tokens needs decoding requests in --batch (drafts extend decodes), e.g. "
+                              "\"decode=16x2048\"", param="mtp_tokens", value=mtp_tokens)
+        mtp = mtp_step(p, batch, (mtp_acceptance,) * mtp_tokens)
+    plain_batch = batch
+    breakdown = p.predict(batch if mtp is None else verify_batch(batch, mtp_tokens))
+    rows = [(name, seconds, breakdown.source.get(name, "roofline")) for name, seconds in breakdown.seconds.items()]
+    if mtp is not None:
+        rows.append((f"mtp_draft x{mtp_tokens}", mtp.draft_s, "roofline"))
     total = sum(seconds for _, seconds, _ in rows)
     fp8 = f" ({p.fp8_scaling.value})" if p.weight_dtype is Dtype.FP8 else ""
     table = Table(title=f"{p.model.name} on {p.parallelism.gpus_per_replica}x {p.gpu.name}, {nodes} "
@@ -232,6 +239,11 @@ def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: 
     table.add_row("total", f"{s_to_ms(total):.3f}", "100.0%", "", style="bold")
     console = make_console()
     console.print(table)
+    if mtp is not None:
+        console.print(f"MTP: {mtp_tokens} draft pass{'es' if mtp_tokens > 1 else ''} and a verify step of "
+                      f"{mtp_tokens + 1} tokens per decoding request (timed above); acceptance {mtp_acceptance:g} per "
+                      f"position -> {mtp.tokens_per_step:.2f} tokens per step, {s_to_ms(mtp.s_per_token):.3f} ms per "
+                      f"output token against {s_to_ms(mtp.plain_step_s):.3f} ms without MTP ({mtp.speedup:.2f}x)")
     console.print(f"batch: {batch.n_seqs} requests ({batch.n_decode} decoding), {batch.n_tokens} tokens through the "
                   f"GEMMs ({breakdown.gemm_bound}-bound), decode context {batch.decode_context_sum} tokens")
     per_seq = -(-KV_REPORT_CONTEXT_TOKENS // budget.block_size_tokens)

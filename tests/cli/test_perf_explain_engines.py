@@ -51,6 +51,11 @@ def test_two_node_instance_and_a_wrong_nnodes() -> None:
     assert "--nnodes 3" in bad.text and "use --nnodes 2" in bad.text and "Traceback" not in bad.output
 
 
+def test_mtp_needs_decodes() -> None:
+    r = run(*DSV3, "-tp", "8", "--mtp-tokens", "1", "--batch", "prefill=512@0")
+    assert r.exit_code == 2 and "--mtp-tokens needs decoding requests" in r.text
+
+
 def test_bad_parallelism_is_one_line() -> None:
     dp_attn_vllm = run("perf", "explain", "--model", "llama-3.1-70b", "--gpu", "h100", "-tp", "4",
                        "--enable-dp-attention")

@@ -29,6 +29,7 @@ from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import EP_FP8_DISPATCH_BYTES_PER_VALUE, StepTimePredictor
 from fleetplan.perf.quant import BLOCK_FP8_MOE_TILE_M_TOKENS, Fp8Scaling, fp8_scaling, fp8_scaling_of
 from fleetplan.perf.roofline import ACTIVATION_BYTES, DeviceRates
+from fleetplan.perf.speculative import expected_tokens_per_step, mtp_step, verify_batch
 
 RATES = DeviceRates(gemm_flop_per_s=100e12, attention_flop_per_s=50e12, weight_bytes_per_s=2e12,
                     kv_bytes_per_s=1e12, n_sms=0)
@@ -235,3 +236,22 @@ def test_kernel_coefficients_are_the_predictor(catalog, spec: str) -> None:
         n = int(rng.integers(1, 200))
         b = parse_batch(f"decode={n}x{int(rng.integers(0, 8192))}")
         assert p.step_s(n, n, 0, b.decode_context_sum, 0) == pytest.approx(p.predict(b).total_s, rel=1e-9)
+
+
+def test_mtp_tokens_per_step_and_time_per_token_by_hand(catalog) -> None:
+    """E[tokens] = 1 + a1 + a1 a2: 1 + 0.8 + 0.8 x 0.5 = 2.2; the verify step holds each decode plus a
+    k-token chunk at its context, and time per token = (verify + k draft) / E[tokens]."""
+    assert expected_tokens_per_step((0.8, 0.5)) == pytest.approx(2.2)
+    assert expected_tokens_per_step(()) == 1.0
+    with pytest.raises(ConfigError, match="acceptance"):
+        expected_tokens_per_step((1.2,))
+    batch = parse_batch("prefill=100@0;decode=3x1000")
+    v = verify_batch(batch, 2)
+    assert v.n_decode == 3 and v.n_tokens == 100 + 3 * 3 and v.decode_context_sum == 3000
+    assert list(v.prefill_offsets) == [0, 1000, 1000, 1000]
+    p = StepTimePredictor(load_model("deepseek-v3"), catalog.get("h200"), Parallelism(tp=8, ep=8), Dtype.FP8)
+    plain = parse_batch("decode=16x2048")
+    step = mtp_step(p, plain, (0.85,))
+    assert step.s_per_token == pytest.approx((p.predict(verify_batch(plain, 1)).total_s
+                                              + p.mtp_draft_predictor().predict(plain).total_s) / 1.85)
+    assert 1.0 < step.speedup < 1.85  # the verify step and the draft cost something
