@@ -4,7 +4,7 @@ vLLM's V1 engine runs its OpenAI-compatible server in its own process(es), apart
 engine core that schedules steps: HTTP handling, input processing (tokenisation) and output
 streaming (detokenisation) happen there and communicate with the engine core over ZMQ
 (vllm-project/vllm ``docs/design/arch_overview.md``; one API server process by default,
-``--api-server-count`` more, scaled to the data-parallel size with DP).  So this work is not on the
+vLLM's ``api_server_count`` engine argument for more, scaled to the data-parallel size with DP).  So this work is not on the
 step's critical path; it is a second server in front of the engine, busy per request
 
     busy_s = s_per_request + s_per_token * (prompt_tokens + output_tokens)
@@ -41,7 +41,7 @@ def api_server_max_request_rate_per_s(options: PredictorOptions, prompt_tokens: 
                                       n_api_servers: int = 1) -> float:
     """Requests per second ``n_api_servers`` processes can serve (``inf`` when the cost is not modelled)."""
     if isinstance(n_api_servers, bool) or not isinstance(n_api_servers, int) or n_api_servers < 1:
-        raise ConfigError(f"n_api_servers={n_api_servers!r} must be an integer >= 1 (vLLM --api-server-count)",
+        raise ConfigError(f"n_api_servers={n_api_servers!r} must be an integer >= 1 (vLLM's api_server_count)",
                           param="n_api_servers", value=n_api_servers)
     busy = api_server_busy_s(options, prompt_tokens, output_tokens)
     return math.inf if busy == 0.0 else n_api_servers / busy

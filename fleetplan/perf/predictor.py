@@ -300,7 +300,7 @@ class StepTimePredictor:
         """``(STEP_MODEL_ROOFLINE, coef)`` of one MTP draft pass: ``mtp_draft_predictor``'s plus the MTP
         module's ``eh_proj`` (K = 2h, N = h, replicated: it joins the embedding and the previous hidden
         state) in the GEMM terms; the wave ratio stays the decoder layer's.  The simulator's
-        ``draft_coef`` for ``--speculative-config '{"method": "mtp", ...}'`` (one pass per draft token)."""
+        ``draft_coef`` for a ``speculative_config`` of method ``mtp`` (one pass per draft token)."""
         draft = self.mtp_draft_predictor()
         code, coef = draft.kernel_coefficients()
         h = self.model.hidden_size

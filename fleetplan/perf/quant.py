@@ -17,8 +17,8 @@ Both store one byte per weight (``Dtype.FP8``); they differ in the GEMM kernels 
 
 Wiring with the model: once ``ModelConfig`` carries its ``quantization_config`` (weight block
 size), ``fp8_scaling_of(block_size)`` gives the scheme to pass as
-``StepTimePredictor(fp8_scaling=...)``; until then callers state it (``perf explain
---fp8-scaling block``).
+``StepTimePredictor(fp8_scaling=...)``; until then callers state it (the ``perf explain`` command
+takes it as an option).
 """
 
 from __future__ import annotations

@@ -218,7 +218,7 @@ def test_api_server_ceiling_by_hand() -> None:
     assert api_server_busy_s(o, 1000, 200) == pytest.approx(2e-3 + 1.2e-3)
     assert api_server_max_request_rate_per_s(o, 1000, 200, n_api_servers=4) == pytest.approx(4 / 3.2e-3)
     assert api_server_max_request_rate_per_s(PredictorOptions(), 10, 10) == math.inf
-    with pytest.raises(ConfigError, match="api-server-count"):
+    with pytest.raises(ConfigError, match="api_server_count"):
         api_server_max_request_rate_per_s(o, 1, 1, n_api_servers=0)
 
 
