@@ -221,7 +221,6 @@ def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: 
             raise ConfigError("--mtp-tokens needs decoding requests in --batch (drafts extend decodes), e.g. "
                               "\"decode=16x2048\"", param="mtp_tokens", value=mtp_tokens)
         mtp = mtp_step(p, batch, (mtp_acceptance,) * mtp_tokens)
-    plain_batch = batch
     breakdown = p.predict(batch if mtp is None else verify_batch(batch, mtp_tokens))
     rows = [(name, seconds, breakdown.source.get(name, "roofline")) for name, seconds in breakdown.seconds.items()]
     if mtp is not None:
