@@ -5,8 +5,7 @@ engine core that schedules steps: HTTP handling, input processing (tokenisation)
 streaming (detokenisation) happen there and communicate with the engine core over ZMQ
 (vllm-project/vllm ``docs/design/arch_overview.md``; one API server process by default, vLLM's
 ``api_server_count`` engine argument for more, scaled to the data-parallel size with DP).  So this work
-is not on the
-step's critical path; it is a second server in front of the engine, busy per request
+is not on the step's critical path; it is a second server in front of the engine, busy per request
 
     busy_s = s_per_request + s_per_token * (prompt_tokens + output_tokens)
 
