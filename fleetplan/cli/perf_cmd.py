@@ -209,7 +209,8 @@ def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: 
     options = None if engine is None else load_engine_profile(engine).options
     p = _build(**kw, par=par, options=options, fp8_scaling=Fp8Scaling(fp8_scaling))
     nodes = _check_nodes(p.parallelism, p.gpu.gpus_per_node, nnodes)
-    budget = kv_budget(p.model, p.gpu, p.parallelism, weight_dtype=p.weight_dtype, kv_dtype=p.kv_dtype)
+    budget = kv_budget(p.model, p.gpu, p.parallelism, weight_dtype=p.weight_dtype, kv_dtype=p.kv_dtype,
+                       n_mtp_layers=1 if mtp_tokens else 0)
     if batch_text is None:
         step = typical_step(budget)
         batch_text = step.batch_text

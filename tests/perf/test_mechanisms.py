@@ -255,3 +255,20 @@ def test_mtp_tokens_per_step_and_time_per_token_by_hand(catalog) -> None:
     assert step.s_per_token == pytest.approx((p.predict(verify_batch(plain, 1)).total_s
                                               + p.mtp_draft_predictor().predict(plain).total_s) / 1.85)
     assert 1.0 < step.speedup < 1.85  # the verify step and the draft cost something
+
+
+def test_mtp_layer_weights_and_kv_on_the_last_stage(catalog) -> None:
+    """One MTP layer of DeepSeek-V3 on 8x H200 (TP 8, EP 8), FP8: its attention shard, 32 of 256 routed
+    experts and the shared expert over TP 8, the router, eh_proj 2h x h and two norms; and one more layer of
+    latent KV per token."""
+    from fleetplan.perf.kv_budget import _attention_split, kv_budget
+
+    model, h200, par = load_model("deepseek-v3"), catalog.get("h200"), Parallelism(tp=8, ep=8)
+    h = model.hidden_size
+    base = kv_budget(model, h200, par, weight_dtype="fp8", kv_dtype="bf16")
+    mtp = kv_budget(model, h200, par, weight_dtype="fp8", kv_dtype="bf16", n_mtp_layers=1)
+    layer = (_attention_split(model, par) + 2 * h + 256 / 8 * model.expert_params() + model.expert_params() / 8
+             + model.router_params() + 2 * h * h + 2 * h)
+    assert mtp.weight_bytes - base.weight_bytes == pytest.approx(layer, abs=2)
+    assert mtp.kv_bytes_per_token - base.kv_bytes_per_token == pytest.approx(576 * 2, abs=1)
+    assert mtp.kv_blocks_per_replica < base.kv_blocks_per_replica
