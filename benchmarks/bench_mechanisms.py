@@ -11,8 +11,10 @@ of one 8,192-token prefill, with every mechanism on, then with one turned off at
 
 * ``per-tensor``: FP8 weights timed as per-tensor instead of 128x128 block-scaled (the published
   DeepSeek-V3 and Qwen3-235B-A22B-FP8 checkpoints are block-scaled; Llama-3.1-70B FP8 is per-tensor);
-* ``no tile floor``: grouped-GEMM tile floor per hit expert off (``moe_tile_m_tokens = 0``);
+* ``no tile floor``: grouped-GEMM tile floor per hit expert off (``moe_tile_m_tokens = 0`` and no block-FP8
+  64-row tile);
 * ``dp-attn``: DeepSeek-V3 with attention data parallelism (TP 1 x DP 8, EP 8; batch per DP rank);
+* ``fp8 dispatch``: EP dispatch in FP8 (DeepEP) instead of BF16;
 * ``mtp draft``: the cost of one MTP draft pass at the same batch.
 
 ``--fp8-block-readback`` instead prints the ``fp8_block_bandwidth_efficiency`` read back from
@@ -41,7 +43,9 @@ SCENARIOS = (
     ("Qwen3-235B-A22B FP8, 8x H100, TP8", "qwen3-235b-a22b", "h100", {"tp": 8}, "fp8", "block"),
     ("Qwen3-235B-A22B FP8, 16x H100, TP8 PP2", "qwen3-235b-a22b", "h100", {"tp": 8, "pp": 2}, "fp8", "block"),
     ("Qwen3-235B-A22B FP8, 16x H100, TP16 EP16", "qwen3-235b-a22b", "h100", {"tp": 16, "ep": 16}, "fp8", "block"),
+    ("DeepSeek-V3 FP8, 16x H100, TP16 EP16", "deepseek-v3", "h100", {"tp": 16, "ep": 16}, "fp8", "block"),
     ("Qwen3-30B-A3B BF16, 1x H100", "qwen3-30b-a3b", "h100", {"tp": 1}, "bf16", None),
+    ("Qwen3-30B-A3B FP8, 1x H100", "qwen3-30b-a3b", "h100", {"tp": 1}, "fp8", "block"),
     ("Llama-3.1-70B FP8, 4x H100, TP4", "llama-3.1-70b", "h100", {"tp": 4}, "fp8", "per_tensor"),
 )
 
@@ -56,6 +60,7 @@ def _fmt(values: list[float]) -> str:
 
 
 def mechanisms(baseline: bool) -> None:
+    import fleetplan.perf.predictor as predictor_module
     from fleetplan.hardware import load_catalog
     from fleetplan.models import Dtype, load_model
     from fleetplan.perf import StepTimePredictor, parse_batch
@@ -76,9 +81,14 @@ def mechanisms(baseline: bool) -> None:
             q = StepTimePredictor(*args, options, fp8_scaling="per_tensor")
             print(f"{'':44s} per-tensor    {_fmt(_steps_ms(q, parse_batch))}")
         if p.model.is_moe:
+            block_tile = predictor_module.BLOCK_FP8_MOE_TILE_M_TOKENS
+            predictor_module.BLOCK_FP8_MOE_TILE_M_TOKENS = 0  # the grouped-GEMM tile floor off, block FP8 too
             q = StepTimePredictor(*args, dataclasses.replace(options, moe_tile_m_tokens=0), **kw)
-            if scaling != "block":
-                print(f"{'':44s} no tile floor {_fmt(_steps_ms(q, parse_batch))}")
+            print(f"{'':44s} no tile floor {_fmt(_steps_ms(q, parse_batch))}")
+            predictor_module.BLOCK_FP8_MOE_TILE_M_TOKENS = block_tile
+            if p.parallelism.ffn_ep > 1:
+                q = StepTimePredictor(*args, dataclasses.replace(options, ep_dispatch_fp8=True), **kw)
+                print(f"{'':44s} fp8 dispatch  {_fmt(_steps_ms(q, parse_batch))}")
             if p.model.attention.value == "mla":
                 draft = p.mtp_draft_predictor()
                 print(f"{'':44s} mtp draft     {_fmt(_steps_ms(draft, parse_batch))}")
