@@ -272,3 +272,16 @@ def test_mtp_layer_weights_and_kv_on_the_last_stage(catalog) -> None:
     assert mtp.weight_bytes - base.weight_bytes == pytest.approx(layer, abs=2)
     assert mtp.kv_bytes_per_token - base.kv_bytes_per_token == pytest.approx(576 * 2, abs=1)
     assert mtp.kv_blocks_per_replica < base.kv_blocks_per_replica
+
+
+@settings(max_examples=25, deadline=None)
+@given(tp=st.sampled_from([1, 2, 4, 8]), pp=st.integers(2, 8), node=st.sampled_from([1, 2, 4, 8]),
+       tokens=st.integers(1, 8192))
+def test_smaller_nodes_never_speed_up_pipeline_or_tensor_collectives(catalog, tp: int, pp: int, node: int,
+                                                                     tokens: int) -> None:
+    model, h100 = load_model("llama-3.1-70b"), catalog.get("h100")
+    big = StepTimePredictor(model, dataclasses.replace(h100, gpus_per_node=64), Parallelism(tp=tp, pp=pp))
+    small = StepTimePredictor(model, dataclasses.replace(h100, gpus_per_node=node), Parallelism(tp=tp, pp=pp))
+    for kind in ("pp_send_recv", "tp_all_reduce"):
+        (f_big, s_big), (f_small, s_small) = getattr(big.comm_terms, kind), getattr(small.comm_terms, kind)
+        assert f_small + s_small * tokens >= f_big + s_big * tokens
