@@ -62,3 +62,11 @@ def test_bad_parallelism_is_one_line() -> None:
     assert dp_attn_vllm.exit_code == 2 and "--engine sglang" in dp_attn_vllm.text
     ep_too_big = run(*DSV3, "--engine", "sglang", "--tp", "8", "--ep-size", "3")
     assert ep_too_big.exit_code == 2 and "--ep-size 3 must divide --tp 8" in ep_too_big.text
+
+
+def test_vllm_data_parallel_attention_with_expert_parallel() -> None:
+    r = run(*DSV3, "--engine", "vllm", "-tp", "1", "--data-parallel-size", "8", "--enable-expert-parallel",
+            "--batch", "decode=4x1024")
+    assert r.exit_code == 0, r.output
+    assert "--tensor-parallel-size 1 --data-parallel-size 8 --enable-expert-parallel" in r.text
+    assert "8x H200" in r.text and "ep_all_to_all" in r.text
