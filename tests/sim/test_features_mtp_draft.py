@@ -9,6 +9,8 @@ the verify steps differ by at most those n LM-head rows (~3e-7 of a step each he
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -16,6 +18,7 @@ from fleetplan.hardware import load_catalog
 from fleetplan.models import Dtype, load_model
 from fleetplan.perf.batch import parse_batch
 from fleetplan.perf.linear import roofline_step_s
+from fleetplan.perf.overheads import DEFAULT_LAUNCH_OVERHEAD_S, KERNELS_PER_LAYER, KERNELS_PER_STEP
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.perf.speculative import mtp_draft_pass_s, mtp_step, verify_batch
@@ -23,7 +26,7 @@ from fleetplan.sim._kernels.features.timing import batch_time_s
 from fleetplan.sim._kernels.jit import njit
 from fleetplan.sim._kernels.step_model import step_time_s
 from fleetplan.sim.compile import compile_fleet
-from fleetplan.sim.features import RuntimeFeatures
+from fleetplan.sim.features import CudaGraphConfig, RuntimeFeatures
 from fleetplan.sim.features.compile import compile_features
 from fleetplan.sim.features.speculative import SpeculativeConfig
 from fleetplan.sim.spec import FleetSpec, PoolSpec, SchedulerLimits
@@ -85,3 +88,17 @@ def test_draft_pass_is_the_draft_predictor_plus_eh_proj(predictors) -> None:
     one = mtp_draft_pass_s(p, 32, 32 * 4096)
     assert bare < one < bare * 1.2
     assert one < p.predict(batch).total_s / 10
+
+
+@pytest.mark.parametrize("mode", ["none", "full_decode_only", "piecewise"])
+def test_draft_launches_only_when_the_pool_runs_eager(predictors, mode: str) -> None:
+    """``cudagraph_mode`` none on a kernel-only predictor: the draft pass pays one layer's eager launches,
+    (14 + 6) x 5 us = 0.1 ms; under graphs it replays (vLLM's proposer captures its own)."""
+    p = predictors[1]
+    pool = dataclasses.replace(_pool(p, 1), features=RuntimeFeatures(
+        cudagraph=CudaGraphConfig(mode), speculative=_pool(p, 1).features.speculative))
+    coef = compile_features(FleetSpec(pools=(pool,)), 0).draft_coef[0]
+    base = p.mtp_draft_coefficients()[1]
+    extra = (KERNELS_PER_LAYER + KERNELS_PER_STEP) * DEFAULT_LAUNCH_OVERHEAD_S if mode == "none" else 0.0
+    assert coef[0] == pytest.approx(base[0] + extra) and np.array_equal(coef[1:], base[1:])
+    assert extra == 0.0 or extra == pytest.approx(1e-4)
