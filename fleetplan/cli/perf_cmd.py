@@ -12,6 +12,7 @@ from fleetplan.cli.errors import FleetplanGroup
 from fleetplan.cli.options import (
     FRACTION,
     KV_CACHE_DTYPES,
+    api_server_count_option,
     data_parallel_option,
     gpu_option,
     gpu_profiles_option,
@@ -195,9 +196,7 @@ def perf() -> None:
               "step and the draft passes, and the time per output token.")
 @click.option("--mtp-acceptance", type=FRACTION, default=DEEPSEEK_V3_MTP_ACCEPTANCE, show_default=True,
               help="Conditional acceptance of each draft position (DeepSeek-V3 report: 0.85-0.90).")
-@click.option("--api-server-count", type=click.IntRange(min=1), default=1, show_default=True,
-              help="vLLM API server processes per instance: the request-rate ceiling they give (engine profiles "
-              "with an API server cost, e.g. --engine vllm).")
+@api_server_count_option
 def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: bool, enable_dp_attention: bool,
             nnodes: int | None, fp8_scaling: str, mtp_tokens: int, mtp_acceptance: float, api_server_count: int,
             **kw) -> None:
