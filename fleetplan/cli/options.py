@@ -453,6 +453,9 @@ num_prompts_option = declare(  # vLLM bench's simulation length
 max_concurrency_option = declare("client concurrency", "--max-concurrency", "max_concurrency",
                                  type=click.IntRange(min=1), default=None,
                                  help="At most N requests in flight (vLLM bench serve; closed loop).")
+enable_expert_parallel_option = declare(
+    "expert parallelism", "--enable-expert-parallel", "enable_expert_parallel", is_flag=True, default=False,
+    help="Spread routed experts over TP x DP GPUs instead of splitting each expert (vLLM's flag).")
 api_server_count_option = declare(
     "API server processes", "--api-server-count", "api_server_count", type=click.IntRange(min=1), default=1,
     show_default=True, help="vLLM's API server processes per instance (api_server_count): a request-rate ceiling "

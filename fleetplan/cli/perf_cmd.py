@@ -14,6 +14,8 @@ from fleetplan.cli.options import (
     KV_CACHE_DTYPES,
     api_server_count_option,
     data_parallel_option,
+    enable_expert_parallel_option,
+    engine_option,
     gpu_option,
     gpu_profiles_option,
     kv_cache_dtype_option,
@@ -180,11 +182,10 @@ def perf() -> None:
 @click.option("--batch", "batch_text", default=None,
               help=f"The step's batch: {BATCH_SYNTAX} (default: a typical step, printed: the model's operating "
               "batch decoding plus one prefill chunk).")
-@click.option("--engine", type=click.Choice(ENGINE_NAMES), default=None,
-              help="Engine profile (efficiencies, overheads) and the meaning of the parallel flags "
-              "(default: the predictor's defaults, vLLM flag meaning).")
-@click.option("--enable-expert-parallel", is_flag=True,
-              help="vLLM: experts spread over all tp x dp GPUs (ep = tp*dp); SGLang: ep = --tp.")
+@engine_option(default=None, show_default=False,
+               help=f"Engine profile ({'|'.join(ENGINE_NAMES)}): efficiencies, overheads and the meaning of the "
+               "parallel flags (default: the predictor's defaults, vLLM flag meaning).")
+@enable_expert_parallel_option(help="vLLM: experts spread over all tp x dp GPUs (ep = tp*dp); SGLang: ep = --tp.")
 @click.option("--enable-dp-attention", is_flag=True,
               help="SGLang (--engine sglang): attention in --dp ranks of tp/dp GPUs, experts over all --tp GPUs.")
 @click.option("--nnodes", type=click.IntRange(min=1), default=None,
@@ -205,11 +206,13 @@ def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: 
     A batch whose requests hold more KV blocks than the replica's cache is still timed (a what-if),
     with a note that vLLM would never run it.
     """
+    profile = None if engine is None else load_engine_profile(engine)  # unknown names: one line, exit 2
+    engine = None if profile is None else profile.name
     par, note = _engine_parallelism(engine, kw["tensor_parallel_size"], kw["pipeline_parallel_size"],
                                     kw["data_parallel_size"], kw["ep"], enable_expert_parallel, enable_dp_attention)
     if note:
         click.echo(note, err=True)
-    options = None if engine is None else load_engine_profile(engine).options
+    options = None if profile is None else profile.options
     p = _build(**kw, par=par, options=options, fp8_scaling=Fp8Scaling(fp8_scaling))
     nodes = _check_nodes(p.parallelism, p.gpu.gpus_per_node, nnodes)
     budget = kv_budget(p.model, p.gpu, p.parallelism, weight_dtype=p.weight_dtype, kv_dtype=p.kv_dtype,
