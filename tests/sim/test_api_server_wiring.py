@@ -82,12 +82,15 @@ def test_fleet_without_api_cost_compiles_exactly_as_drawn():
     assert np.all(np.diff(run.requests.arrival_s) >= 0)
 
 
-def test_simulate_measures_from_the_drawn_arrival_and_keeps_the_warmup_in_arrival_order():
-    """Poisson arrivals at 3 req/s into one process of 0.5 s + tokens: every latency is at least the
-    tokenisation, the rows are in arrival order and the warm-up is the first 10 % of arrivals."""
+@pytest.mark.parametrize("level", ["iteration", "request"])
+def test_simulate_measures_from_the_drawn_arrival_and_keeps_the_warmup_in_arrival_order(level):
+    """Poisson arrivals at 1.5 req/s into one process of 0.5 s + tokens (ρ 0.9): every TTFT is at least
+    the tokenisation above the engine's fastest, the rows are in arrival order and the warm-up is the
+    first 10 % of arrivals."""
     spec = FleetSpec(pools=(_pool(n_api_servers=1),))
-    staged = simulate(spec, FixedLengths(100, 8), 1.5, 200, seed=4).requests
-    plain = simulate(FleetSpec(pools=(_pool(0.0, 0.0),)), FixedLengths(100, 8), 1.5, 200, seed=4).requests
+    staged = simulate(spec, FixedLengths(100, 8), 1.5, 200, level=level, seed=4).requests
+    plain = simulate(FleetSpec(pools=(_pool(0.0, 0.0),)), FixedLengths(100, 8), 1.5, 200, level=level,
+                     seed=4).requests
     assert staged["arrival_s"].tolist() == plain["arrival_s"].tolist()  # the same draws, in drawn order
     assert staged["warmup"].tolist() == plain["warmup"].tolist()
     assert np.all(staged["ttft_s"] >= plain["ttft_s"].min() + 100 * S_PER_TOKEN - 1e-12)
