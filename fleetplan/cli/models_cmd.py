@@ -18,6 +18,7 @@ from fleetplan.cli.errors import FleetplanGroup
 from fleetplan.cli.options import (
     KV_CACHE_DTYPES,
     data_parallel_option,
+    enable_expert_parallel_option,
     format_option,
     gpu_memory_utilization_option,
     gpu_option,
@@ -61,8 +62,7 @@ def parallelism_options(func: Callable[..., Any]) -> Callable[..., Any]:
         tensor_parallel_option(help="GPUs sharing each layer (attention heads split), as in vLLM."),
         pipeline_parallel_option,
         data_parallel_option,
-        click.option("--enable-expert-parallel", is_flag=True, default=False,
-                     help="Spread routed experts over TP x DP GPUs instead of splitting each expert."),
+        enable_expert_parallel_option,
     )):
         wrapper = decorator(wrapper)
     return wrapper

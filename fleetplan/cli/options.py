@@ -124,6 +124,8 @@ FLAG_OF_PARAM: dict[str, CliParam] = {
     "request_rate_per_s": CliParam("--request-rate"),
     "burstiness": CliParam("--burstiness"),
     "max_concurrency": CliParam("--max-concurrency"),
+    "n_api_servers": CliParam("--api-server-count"),
+    "api_server_count": CliParam("--api-server-count"),
     "seed": CliParam("--seed"),
     "percentile_metrics": CliParam("--percentile-metrics"),
     "metric_percentiles": CliParam("--metric-percentiles"),
@@ -451,6 +453,14 @@ num_prompts_option = declare(  # vLLM bench's simulation length
 max_concurrency_option = declare("client concurrency", "--max-concurrency", "max_concurrency",
                                  type=click.IntRange(min=1), default=None,
                                  help="At most N requests in flight (vLLM bench serve; closed loop).")
+enable_expert_parallel_option = declare(
+    "expert parallelism", "--enable-expert-parallel", "enable_expert_parallel", is_flag=True, default=False,
+    help="Spread routed experts over TP x DP GPUs instead of splitting each expert (vLLM's flag).")
+api_server_count_option = declare(
+    "API server processes", "--api-server-count", "api_server_count", type=click.IntRange(min=1), default=1,
+    show_default=True, help="vLLM's API server processes per instance (api_server_count): a request-rate ceiling "
+    "n / E[t_api] and a wait before the engine, for engine profiles with an API server cost (--engine vllm; "
+    "SGLang's tokenizer manager is one process, its profile has none).")
 seed_option = declare(
     "seed", "--seed", "seed", type=click.IntRange(min=0), default=0, show_default=True,
     help="One seed for every random stream of the run (arrivals, lengths, routing).")

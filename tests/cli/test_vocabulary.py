@@ -78,6 +78,8 @@ VOCABULARY: dict[str, tuple[str, tuple[str, ...]]] = {
     "max_num_batched_tokens": ("--max-num-batched-tokens", ()),
     "GPU memory utilisation": ("--gpu-memory-utilization", ()),
     "client concurrency": ("--max-concurrency", ()),
+    "API server processes": ("--api-server-count", ()),
+    "expert parallelism": ("--enable-expert-parallel", ()),
     "host link rate": ("--link-gbps", ()),
     "spine link rate": ("--spine-gbps", ()),
     "path policy": ("--path-policy", ()),
