@@ -298,7 +298,7 @@ def engine_of(gpu: GpuProfile, max_context_tokens: int, step_models: Mapping[str
     step = pool_step_model(gpu, step_models, step_time_margin, pool.step_model)
     lim = pool.limits
     return EngineModel.of(step, EngineLimits(lim.max_num_seqs, lim.max_num_batched_tokens, lim.kv_blocks,
-                                             lim.block_size_tokens))
+                                             lim.block_size_tokens), pool.n_api_servers)
 
 
 def token_budget_choices(gpu: GpuProfile, settings: PlanSettings) -> tuple[int | None, ...]:

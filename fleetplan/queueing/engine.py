@@ -87,8 +87,10 @@ import numpy as np
 from scipy import special
 
 from fleetplan.errors import ConfigError
+from fleetplan.perf.api_server import ApiServerCost
 from fleetplan.perf.linear import step_time_array_s
 from fleetplan.queueing import ttft
+from fleetplan.queueing.api_server import ApiServerLoad
 from fleetplan.queueing.sizing import InfeasibleReason
 from fleetplan.queueing.tail import check_probability_level
 
@@ -151,12 +153,15 @@ class EngineModel:
     step_code: int
     step_coef: np.ndarray
     limits: EngineLimits
+    api: ApiServerCost = ApiServerCost()  # the API server processes in front (fleetplan.queueing.api_server)
 
     @classmethod
-    def of(cls, step_model, limits: EngineLimits) -> EngineModel:
-        """From any ``fleetplan.perf.seam.StepModel`` (what the simulator runs)."""
+    def of(cls, step_model, limits: EngineLimits, n_api_servers: int = 1) -> EngineModel:
+        """From any ``fleetplan.perf.seam.StepModel`` (what the simulator runs); its API server cost
+        with ``n_api_servers`` processes per instance (none for calibrated and linear step models)."""
         code, coef = step_model.kernel_coefficients()
-        return cls(int(code), np.array(coef, dtype=np.float64), limits)
+        return cls(int(code), np.array(coef, dtype=np.float64), limits,
+                   ApiServerCost.of_step_model(step_model, n_api_servers))
 
     def step_s(self, n_seqs, n_decode, prefill_tokens, ctx_tokens, attn2) -> np.ndarray:
         return step_time_array_s(self.step_code, self.step_coef, n_seqs, n_decode, prefill_tokens, ctx_tokens,
@@ -193,6 +198,7 @@ class EngineState:
     t_full_levels: np.ndarray  # (K, L) full-budget step per batch level
     batch_sd: np.ndarray  # (K,) standard deviation of one instance's decode batch
     batch_relax_s: np.ndarray  # (K,) its correlation time E[S] / (1 - ε)
+    api_wait_s: np.ndarray | None = None  # (K,) mean wait for an API server process (Allen-Cunneen)
 
 
 def _bisect(survival, lo: float, hi: float, q: float) -> float:
@@ -262,6 +268,8 @@ class EngineProfile:
         p, o, w = np.round(p[order]), np.round(o[order]), w[order]
         self.engine = engine
         self.prompt, self.output, self.weight = p, o, w / w.sum()
+        self.api = ApiServerLoad.of(engine.api, p, o, self.weight)
+        self.tokenize_s = engine.api.tokenize_s(p)  # (J,) before the engine sees the request
         lim = engine.limits
         d = o - 1.0
         self.decode_steps = d
@@ -276,6 +284,7 @@ class EngineProfile:
         self.grid = grid
         self._bins: tuple[np.ndarray, np.ndarray] | None = None
         self._bin_prompts()
+        self.tokenize_binned = self._binned(self.tokenize_s)  # (B,)
         self._tabulate()
 
     def _bin_prompts(self) -> None:
@@ -523,8 +532,11 @@ class EngineProfile:
             mean_w = np.where(a1 > 0, a1 / k1, 0.0)[:, None] + overflow_wait + wait_l
             decay = np.where(mean_w > 0, mass / mean_w, 1.0)
         decay = np.where(stable[:, None], decay, 0.0)
-        util = np.maximum(lam * mean_s / servers, rho_p)  # slots held for service, prefill server
-        rho = np.where(stable, np.maximum(rho_slot, rho_p), np.maximum(util, 1.0))
+        # (3) the API server processes in front: ρ_api = λ_i E[t_api] / n (fleetplan.queueing.api_server)
+        rho_api = self.api.utilisation(lam_i)
+        stable = stable & (rho_api < 1.0)
+        util = np.maximum(np.maximum(lam * mean_s / servers, rho_p), rho_api)  # slots, prefill, API servers
+        rho = np.where(stable, np.maximum(np.maximum(rho_slot, rho_p), rho_api), np.maximum(util, 1.0))
         idle = np.exp(-lam_i * np.where(stable, mean_s, 0.0))
         binned = ((1.0 - shared)[:, None] * _interp_rows(n_star, self.grid, self.prefill_binned, at_n)
                   + shared[:, None] * _interp_rows(n_star, self.grid, self.prefill_full_binned, at_n))  # (K, B)
@@ -540,7 +552,8 @@ class EngineProfile:
         prefill_levels = np.stack([alone_l, fluid_l], axis=2)  # (K, L, 2, B)
         t_full_l = np.interp(levels, self.grid, self.t_full)  # (K, L)
         return EngineState(counts, lam_i, n_star, t_d, t_bar, mean_s, rho, stable, mass, decay, idle, binned, phi,
-                           prefill_levels, t_full_l, spread, relax_s)
+                           prefill_levels, t_full_l, spread, relax_s,
+                           api_wait_s=self.api.mean_wait_s(lam, counts, arrival_cv2))
 
     def _hold_table(self, lam_i: np.ndarray, phi_tab: np.ndarray, r_tab: np.ndarray) -> np.ndarray:
         """h(n) (K, grid): mean slot holding time with the instance's batch at n, T_pf(n) + E[d] t̄(n),
@@ -616,22 +629,24 @@ class EngineProfile:
 
     # ------------------------------------------------------------------ distributions
     def ttft_survival(self, st: EngineState, i: int, x_s: np.ndarray) -> np.ndarray:
-        """P(TTFT > x) at count ``st.n_instances[i]`` for each x (seconds): W + R + T_pf (binned)."""
+        """P(TTFT > x) at count ``st.n_instances[i]`` for each x (seconds): W_api + tokenisation + W + R +
+        T_pf (binned; the API server's wait at its mean, fleetplan.queueing.api_server)."""
         x = np.atleast_1d(np.asarray(x_s, dtype=np.float64))
         if not st.stable[i]:
             return np.ones(x.shape)
+        api_s = (0.0 if st.api_wait_s is None else st.api_wait_s[i]) + self.tokenize_binned  # (B,)
         u = (np.arange(N_RESIDUAL_POINTS) + 0.5) / N_RESIDUAL_POINTS
         offsets = np.concatenate([[0.0], u * st.t_d[i]])
         probs = np.concatenate([[st.idle[i]], np.full(N_RESIDUAL_POINTS, (1.0 - st.idle[i]) / N_RESIDUAL_POINTS)])
         zw = _HERMITE[1]
         mass, decay = st.wait_mass[i], st.wait_decay_per_s[i]  # (L,)
         # No wait (probability 1 - A_l): the step boundary R, then the prompt's steps alone.
-        t_alone = (st.prefill_levels[i][:, 0, :, None] + offsets).reshape(mass.size, -1)  # (L, B·R')
+        t_alone = (st.prefill_levels[i][:, 0, :, None] + api_s[None, :, None] + offsets).reshape(mass.size, -1)
         w_alone = (self.bin_weight[:, None] * probs).ravel()
         alone = (x[:, None, None] < t_alone[None, :, :]).astype(np.float64) @ w_alone  # (X, L)
         # A wait (A_l): W | W > 0 ~ Exp(k_l), then token time behind the queue and the rest of the
         # step the prompt ends in (U t_full, U uniform on N_RESIDUAL_POINTS points).
-        t_queue = (st.prefill_levels[i][:, 1, :, None]
+        t_queue = (st.prefill_levels[i][:, 1, :, None] + api_s[None, :, None]
                    + u[None, None, :] * st.t_full_levels[i][:, None, None]).reshape(mass.size, -1)
         w_queue = np.repeat(self.bin_weight / N_RESIDUAL_POINTS, N_RESIDUAL_POINTS)
         y = x[:, None, None] - t_queue[None, :, :]
@@ -651,13 +666,13 @@ class EngineProfile:
 
     def zero_load_ttft_s(self, p: float) -> float:
         """The p-quantile TTFT of a lone request on an idle instance: the floor no count beats."""
-        dist = ttft.ZeroWaitTtft(*_sorted(self.prefill_s[0], self.weight))
+        dist = ttft.ZeroWaitTtft(*_sorted(self.prefill_s[0] + self.tokenize_s, self.weight))
         return dist.quantile_s(check_probability_level(p))
 
     def zero_load_violation(self, slo_s: float) -> float:
         """Share of the pool's requests whose own prefill on an idle instance exceeds ``slo_s``: the
         TTFT misses no count can remove."""
-        return float(self.weight[self.prefill_s[0] > slo_s].sum())
+        return float(self.weight[self.prefill_s[0] + self.tokenize_s > slo_s].sum())
 
     def zero_load_tpot_s(self) -> float:
         """TPOT of a lone request (a decode step of one sequence at the mean context)."""
@@ -845,7 +860,8 @@ def size_engine_pool(
     # and a request's shortest life (own prefill and decode steps at an empty batch) must fit the slots
     phi_min = float(min(profile.phi.min(), profile.phi_full.min()))
     life_min_s = float(profile.weight @ profile.prefill_s[0]) + profile.mean_decode_steps * float(profile.t_d[0])
-    bound = max(lam * phi_min, lam * life_min_s / profile.n_cap) / rho_max
+    api_load = lam * profile.api.mean_busy_s / profile.api.cost.n_servers  # the API servers' share of one instance
+    bound = max(lam * phi_min, lam * life_min_s / profile.n_cap, api_load) / rho_max
     n_min = max(1, min(top, math.floor(bound)))
     n_lo = _first_count(capped, n_min, top)
     if n_lo is None:
@@ -985,11 +1001,12 @@ def ttft_table(profile: EngineProfile, st: EngineState, i: int = 0) -> SurvivalT
     """The TTFT survival of ``profile`` at count i of ``st`` as a table (see ``mixture_quantile_s``)."""
     if not st.stable[i]:
         return _UNSTABLE
-    lo = float(st.prefill_levels[i].min()) * 0.99
+    api_s = (0.0 if st.api_wait_s is None else float(st.api_wait_s[i])) + profile.tokenize_binned  # (B,)
+    lo = float((st.prefill_levels[i] + api_s).min()) * 0.99
     # the longest no-wait TTFT (step boundary, then the prompt alone) and queued one (token time behind
-    # the queue, then the rest of a full-budget step) before the wait's tail
-    hi = float(max(st.prefill_levels[i][:, 0].max() + st.t_d[i],
-                   st.prefill_levels[i][:, 1].max() + st.t_full_levels[i].max()))
+    # the queue, then the rest of a full-budget step) before the wait's tail, after the API server
+    hi = float(max((st.prefill_levels[i][:, 0] + api_s).max() + st.t_d[i],
+                   (st.prefill_levels[i][:, 1] + api_s).max() + st.t_full_levels[i].max()))
     mass, decay = st.wait_mass[i], st.wait_decay_per_s[i]
     tail = mass > TABLE_TAIL
     if tail.any():

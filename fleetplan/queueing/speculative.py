@@ -62,6 +62,11 @@ class SpeculativeEngineModel:
     def step_coef(self) -> np.ndarray:
         return self.base.step_coef
 
+    @property
+    def api(self):
+        """The plain engine's API server cost (drafting does not change the API server's work)."""
+        return self.base.api
+
     def speculative_step_s(self, n_seqs, n_decode, prefill_tokens, ctx_tokens, attn2) -> np.ndarray:
         """T: the simulator's step with every decode drafting k (module docstring)."""
         k = self.num_speculative_tokens
