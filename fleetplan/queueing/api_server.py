@@ -14,6 +14,10 @@ waiting (``fleetplan.queueing.erlang``; exact for exponential service, Kingman's
 
     W_api = C(c, a) E[t] / (c - a) · (Ca² + Cs²) / 2.
 
+For the TTFT's tail the wait is taken as a distribution, not its mean: 0 with probability 1 - C(c, a),
+else exponential with mean E[W_api] / C(c, a) (the M/M/c form, with Allen-Cunneen's mean; exact for
+exponential service, whose conditional wait is Exp((c - a) / E[t])).
+
 So TTFT_j gains ``W_api + s_per_token p_j`` and the instance's rate is capped at ``n / E[t]``.
 
 Hook for ``fleetplan.queueing.engine`` (the lead wires it): ``ApiServerLoad.of(cost, prompt, output,
@@ -62,6 +66,17 @@ class ApiServerLoad:
     def utilisation(self, lam_i) -> np.ndarray:
         """ρ_api = λ_i E[t] / n per instance rate ``lam_i`` (0 when not modelled)."""
         return np.asarray(lam_i, dtype=np.float64) * self.mean_busy_s / self.cost.n_servers
+
+    def wait_probability(self, lam_per_s, n_instances) -> np.ndarray:
+        """P(W_api > 0) = C(c, a), Erlang C with c = ``n_instances`` x n (1 where ρ_api >= 1; 0 when not modelled)."""
+        lam = np.asarray(lam_per_s, dtype=np.float64)
+        g = np.asarray(n_instances)
+        if self.mean_busy_s == 0.0:
+            return np.zeros(np.broadcast(lam, g).shape)
+        n = g.astype(np.int64) * self.cost.n_servers
+        a = lam * self.mean_busy_s
+        stable = a < n
+        return np.where(stable, erlang_c(n, np.where(stable, a, 0.0)), 1.0)
 
     def mean_wait_s(self, lam_per_s, n_instances, arrival_cv2: float = 1.0) -> np.ndarray:
         """Allen-Cunneen's mean wait for one of the pool's ``n_instances`` x n processes at pool rate

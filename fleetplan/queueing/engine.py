@@ -199,6 +199,23 @@ class EngineState:
     batch_sd: np.ndarray  # (K,) standard deviation of one instance's decode batch
     batch_relax_s: np.ndarray  # (K,) its correlation time E[S] / (1 - ε)
     api_wait_s: np.ndarray | None = None  # (K,) mean wait for an API server process (Allen-Cunneen)
+    api_wait_mass: np.ndarray | None = None  # (K,) P(that wait > 0), Erlang C
+
+
+def _two_exponentials(y: np.ndarray, k: np.ndarray, k_api: float) -> np.ndarray:
+    """P(W + A > y) for W ~ Exp(k) (k per level, the middle axis of ``y``; may be inf) and A ~ Exp(k_api):
+    (k e^{-k_a y} - k_a e^{-k y}) / (k - k_a), or (1 + k y) e^{-k y} where k and k_a agree to 1e-6;
+    1 for y < 0."""
+    yp = np.maximum(y, 0.0)
+    kk = np.broadcast_to(k[None, :, None], y.shape)
+    finite = np.isfinite(kk)
+    kf = np.where(finite, kk, 0.0)
+    near = np.abs(kf - k_api) <= 1e-6 * max(k_api, 1.0)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        apart = (kf * np.exp(-k_api * yp) - k_api * np.exp(-kf * yp)) / np.where(near, 1.0, kf - k_api)
+        same = (1.0 + kf * yp) * np.exp(-kf * yp)
+    out = np.where(finite, np.where(near, same, apart), np.exp(-k_api * yp))
+    return np.where(y < 0, 1.0, out)
 
 
 def _bisect(survival, lo: float, hi: float, q: float) -> float:
@@ -553,7 +570,8 @@ class EngineProfile:
         t_full_l = np.interp(levels, self.grid, self.t_full)  # (K, L)
         return EngineState(counts, lam_i, n_star, t_d, t_bar, mean_s, rho, stable, mass, decay, idle, binned, phi,
                            prefill_levels, t_full_l, spread, relax_s,
-                           api_wait_s=self.api.mean_wait_s(lam, counts, arrival_cv2))
+                           api_wait_s=self.api.mean_wait_s(lam, counts, arrival_cv2),
+                           api_wait_mass=self.api.wait_probability(lam, counts))
 
     def _hold_table(self, lam_i: np.ndarray, phi_tab: np.ndarray, r_tab: np.ndarray) -> np.ndarray:
         """h(n) (K, grid): mean slot holding time with the instance's batch at n, T_pf(n) + E[d] t̄(n),
@@ -630,11 +648,16 @@ class EngineProfile:
     # ------------------------------------------------------------------ distributions
     def ttft_survival(self, st: EngineState, i: int, x_s: np.ndarray) -> np.ndarray:
         """P(TTFT > x) at count ``st.n_instances[i]`` for each x (seconds): W_api + tokenisation + W + R +
-        T_pf (binned; the API server's wait at its mean, fleetplan.queueing.api_server)."""
+        T_pf (binned).  The API server's wait W_api is 0 with probability 1 - C, else Exp(k_a) with
+        k_a = C / E[W_api] (fleetplan.queueing.api_server), independent of the engine's: a point t with
+        no engine wait survives as exp(-k_a (x - t)) after t; one with an engine wait Exp(k) as
+        (1 - C) exp(-k y) + C (k exp(-k_a y) - k_a exp(-k y)) / (k - k_a), y = x - t (the sum of two
+        exponentials; (1 + k y) exp(-k y) where k = k_a)."""
         x = np.atleast_1d(np.asarray(x_s, dtype=np.float64))
         if not st.stable[i]:
             return np.ones(x.shape)
-        api_s = (0.0 if st.api_wait_s is None else st.api_wait_s[i]) + self.tokenize_binned  # (B,)
+        api_s = self.tokenize_binned  # (B,)
+        api_mass, k_api = self.api_wait_tail(st, i)
         u = (np.arange(N_RESIDUAL_POINTS) + 0.5) / N_RESIDUAL_POINTS
         offsets = np.concatenate([[0.0], u * st.t_d[i]])
         probs = np.concatenate([[st.idle[i]], np.full(N_RESIDUAL_POINTS, (1.0 - st.idle[i]) / N_RESIDUAL_POINTS)])
@@ -643,7 +666,11 @@ class EngineProfile:
         # No wait (probability 1 - A_l): the step boundary R, then the prompt's steps alone.
         t_alone = (st.prefill_levels[i][:, 0, :, None] + api_s[None, :, None] + offsets).reshape(mass.size, -1)
         w_alone = (self.bin_weight[:, None] * probs).ravel()
-        alone = (x[:, None, None] < t_alone[None, :, :]).astype(np.float64) @ w_alone  # (X, L)
+        if api_mass > 0.0:
+            y = x[:, None, None] - t_alone[None, :, :]
+            alone = np.where(y < 0, 1.0, api_mass * np.exp(-k_api * np.maximum(y, 0.0))) @ w_alone
+        else:
+            alone = (x[:, None, None] < t_alone[None, :, :]).astype(np.float64) @ w_alone  # (X, L)
         # A wait (A_l): W | W > 0 ~ Exp(k_l), then token time behind the queue and the rest of the
         # step the prompt ends in (U t_full, U uniform on N_RESIDUAL_POINTS points).
         t_queue = (st.prefill_levels[i][:, 1, :, None] + api_s[None, :, None]
@@ -656,8 +683,16 @@ class EngineProfile:
             np.exp(surv_q, out=surv_q)
         if not np.all(np.isfinite(decay)):  # an infinite k: 0 · inf is no survival of 1
             surv_q = np.where(y < 0, 1.0, surv_q)
+        if api_mass > 0.0:
+            surv_q = (1.0 - api_mass) * surv_q + api_mass * _two_exponentials(y, decay, k_api)
         queued = surv_q @ w_queue  # (X, L)
         return ((1.0 - mass) * alone + mass * queued) @ zw
+
+    def api_wait_tail(self, st: EngineState, i: int) -> tuple[float, float]:
+        """(C, k_a): the API server's wait at count i is 0 w.p. 1 - C, else Exp(k_a) ((0, inf) when none)."""
+        mass = 0.0 if st.api_wait_mass is None else float(st.api_wait_mass[i])
+        mean_s = 0.0 if st.api_wait_s is None else float(st.api_wait_s[i])
+        return (mass, mass / mean_s) if mass > 0.0 and mean_s > 0.0 else (0.0, math.inf)
 
     def ttft_quantile_s(self, st: EngineState, p: float) -> np.ndarray:
         """p-quantile TTFT at every count of ``st`` (inf where unstable), from its survival table."""
@@ -1001,16 +1036,19 @@ def ttft_table(profile: EngineProfile, st: EngineState, i: int = 0) -> SurvivalT
     """The TTFT survival of ``profile`` at count i of ``st`` as a table (see ``mixture_quantile_s``)."""
     if not st.stable[i]:
         return _UNSTABLE
-    api_s = (0.0 if st.api_wait_s is None else float(st.api_wait_s[i])) + profile.tokenize_binned  # (B,)
+    api_s = profile.tokenize_binned  # (B,)
     lo = float((st.prefill_levels[i] + api_s).min()) * 0.99
     # the longest no-wait TTFT (step boundary, then the prompt alone) and queued one (token time behind
-    # the queue, then the rest of a full-budget step) before the wait's tail, after the API server
+    # the queue, then the rest of a full-budget step) after the tokenisation, before the waits' tails
     hi = float(max((st.prefill_levels[i][:, 0] + api_s).max() + st.t_d[i],
                    (st.prefill_levels[i][:, 1] + api_s).max() + st.t_full_levels[i].max()))
     mass, decay = st.wait_mass[i], st.wait_decay_per_s[i]
     tail = mass > TABLE_TAIL
     if tail.any():
         hi += float((np.log(mass[tail] / TABLE_TAIL) / decay[tail]).max())
+    api_mass, k_api = profile.api_wait_tail(st, i)
+    if api_mass > TABLE_TAIL:
+        hi += math.log(api_mass / TABLE_TAIL) / k_api
     return _table(lambda x: profile.ttft_survival(st, i, x), lo, hi)
 
 

@@ -38,16 +38,47 @@ def test_api_servers_cap_the_rate_and_set_rho(n_api_servers: int) -> None:
 
 
 def test_ttft_gains_the_md1_wait_and_the_tokenisation() -> None:
-    """One process, every request 16 + 16 tokens: the stage is M/D/1, W = ρ t / (2 (1 - ρ))."""
+    """One process, every request 16 + 16 tokens: the stage is M/D/1, E[W] = ρ t / (2 (1 - ρ)), P(W > 0) = ρ.
+    The TTFT is the bare engine's plus the tokenisation plus that wait, 0 w.p. 1 - ρ else exponential:
+    its survival is the bare one convolved with it (checked by quadrature) and its mean grows by exactly
+    E[W] + the tokenisation (the integral of the survivals' difference)."""
     staged = _profile(VLLM)
     bare = _profile(dataclasses.replace(VLLM, api_server_s_per_request=0.0, api_server_s_per_token=0.0))
     t = VLLM.api_server_s_per_request + 32 * VLLM.api_server_s_per_token
     lam = 40.0
     st, st0 = staged.state(lam, [1]), bare.state(lam, [1])
     rho = lam * t
-    assert st.api_wait_s[0] == pytest.approx(rho * t / (2 * (1 - rho)), rel=1e-9)
-    shift = st.api_wait_s[0] + 16 * VLLM.api_server_s_per_token
-    x = np.linspace(0.0, 0.2, 401)
-    assert staged.ttft_survival(st, 0, x + shift) == pytest.approx(bare.ttft_survival(st0, 0, x), abs=1e-12)
-    assert staged.ttft_quantile_s(st, 0.99)[0] > bare.ttft_quantile_s(st0, 0.99)[0] + 0.9 * shift
-    assert staged.zero_load_ttft_s(0.5) == pytest.approx(bare.zero_load_ttft_s(0.5) + 16 * VLLM.api_server_s_per_token)
+    mean_wait = rho * t / (2 * (1 - rho))
+    assert st.api_wait_s[0] == pytest.approx(mean_wait, rel=1e-9)
+    assert st.api_wait_mass[0] == pytest.approx(rho, rel=1e-9)
+    tok = 16 * VLLM.api_server_s_per_token
+    x = np.linspace(0.0, 0.4, 401)
+    k = rho / mean_wait
+    u = (np.arange(4000) + 0.5) / 4000
+    w = -np.log1p(-u) / k  # the exponential's quantiles: E[S(x - w)] as a mean over u
+    conv = bare.ttft_survival(st0, 0, (x[:, None] - tok - w[None, :]).ravel()).reshape(x.size, w.size).mean(axis=1)
+    expected = (1 - rho) * bare.ttft_survival(st0, 0, x - tok) + rho * conv
+    assert staged.ttft_survival(st, 0, x) == pytest.approx(expected, abs=2e-3)
+    grid = np.linspace(0.0, 2.0, 200_001)
+    gain = np.trapezoid(staged.ttft_survival(st, 0, grid) - bare.ttft_survival(st0, 0, grid), grid)
+    assert gain == pytest.approx(mean_wait + tok, rel=2e-3)
+    assert staged.ttft_quantile_s(st, 0.99)[0] > bare.ttft_quantile_s(st0, 0.99)[0] + tok + mean_wait
+    assert staged.zero_load_ttft_s(0.5) == pytest.approx(bare.zero_load_ttft_s(0.5) + tok)
+
+
+@pytest.mark.parametrize("k", [3.0, 50.0, 50.0 * (1 + 1e-9), np.inf])
+def test_two_waits_sum_to_the_hypoexponential(k: float) -> None:
+    """P(W + A > y) for W ~ Exp(k), A ~ Exp(50/s): against a quadrature over A's density (k = k_a and an
+    infinite k, no engine wait, included)."""
+    from fleetplan.queueing.engine import _two_exponentials
+
+    k_api = 50.0
+    y = np.linspace(-0.05, 0.3, 36)
+    got = _two_exponentials(y[None, :, None], np.full(36, k), k_api)  # y per level: the middle axis
+    want = np.ones(y.size)  # 1 before 0; after: P(A > y) + ∫_0^y k_a e^{-k_a a} e^{-k (y - a)} da
+    for j, yj in enumerate(y):
+        if yj >= 0:
+            a = np.linspace(0.0, yj, 20_001)
+            inner = 0.0 if np.isinf(k) else np.trapezoid(k_api * np.exp(-k_api * a - k * (yj - a)), a)
+            want[j] = np.exp(-k_api * yj) + inner
+    assert got[0, :, 0] == pytest.approx(want, abs=1e-6)
