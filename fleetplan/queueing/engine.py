@@ -200,6 +200,7 @@ class EngineState:
     batch_relax_s: np.ndarray  # (K,) its correlation time E[S] / (1 - ε)
     api_wait_s: np.ndarray | None = None  # (K,) mean wait for an API server process (Allen-Cunneen)
     api_wait_mass: np.ndarray | None = None  # (K,) P(that wait > 0), Erlang C
+    api_wait_decay_per_s: np.ndarray | None = None  # (K,) its tail's rate (Cramér-Lundberg)
 
 
 def _two_exponentials(y: np.ndarray, k: np.ndarray, k_api: float) -> np.ndarray:
@@ -571,7 +572,8 @@ class EngineProfile:
         return EngineState(counts, lam_i, n_star, t_d, t_bar, mean_s, rho, stable, mass, decay, idle, binned, phi,
                            prefill_levels, t_full_l, spread, relax_s,
                            api_wait_s=self.api.mean_wait_s(lam, counts, arrival_cv2),
-                           api_wait_mass=self.api.wait_probability(lam, counts))
+                           api_wait_mass=self.api.wait_probability(lam, counts),
+                           api_wait_decay_per_s=self.api.wait_decay_per_s(lam, counts, arrival_cv2))
 
     def _hold_table(self, lam_i: np.ndarray, phi_tab: np.ndarray, r_tab: np.ndarray) -> np.ndarray:
         """h(n) (K, grid): mean slot holding time with the instance's batch at n, T_pf(n) + E[d] t̄(n),
@@ -649,7 +651,7 @@ class EngineProfile:
     def ttft_survival(self, st: EngineState, i: int, x_s: np.ndarray) -> np.ndarray:
         """P(TTFT > x) at count ``st.n_instances[i]`` for each x (seconds): W_api + tokenisation + W + R +
         T_pf (binned).  The API server's wait W_api is 0 with probability 1 - C, else Exp(k_a) with
-        k_a = C / E[W_api] (fleetplan.queueing.api_server), independent of the engine's: a point t with
+        k_a its tail's rate θ (fleetplan.queueing.api_server), independent of the engine's: a point t with
         no engine wait survives as exp(-k_a (x - t)) after t; one with an engine wait Exp(k) as
         (1 - C) exp(-k y) + C (k exp(-k_a y) - k_a exp(-k y)) / (k - k_a), y = x - t (the sum of two
         exponentials; (1 + k y) exp(-k y) where k = k_a)."""
@@ -691,8 +693,8 @@ class EngineProfile:
     def api_wait_tail(self, st: EngineState, i: int) -> tuple[float, float]:
         """(C, k_a): the API server's wait at count i is 0 w.p. 1 - C, else Exp(k_a) ((0, inf) when none)."""
         mass = 0.0 if st.api_wait_mass is None else float(st.api_wait_mass[i])
-        mean_s = 0.0 if st.api_wait_s is None else float(st.api_wait_s[i])
-        return (mass, mass / mean_s) if mass > 0.0 and mean_s > 0.0 else (0.0, math.inf)
+        decay = math.inf if st.api_wait_decay_per_s is None else float(st.api_wait_decay_per_s[i])
+        return (mass, decay) if mass > 0.0 and 0.0 < decay < math.inf else (0.0, math.inf)
 
     def ttft_quantile_s(self, st: EngineState, p: float) -> np.ndarray:
         """p-quantile TTFT at every count of ``st`` (inf where unstable), from its survival table."""

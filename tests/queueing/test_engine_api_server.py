@@ -39,9 +39,9 @@ def test_api_servers_cap_the_rate_and_set_rho(n_api_servers: int) -> None:
 
 def test_ttft_gains_the_md1_wait_and_the_tokenisation() -> None:
     """One process, every request 16 + 16 tokens: the stage is M/D/1, E[W] = ρ t / (2 (1 - ρ)), P(W > 0) = ρ.
-    The TTFT is the bare engine's plus the tokenisation plus that wait, 0 w.p. 1 - ρ else exponential:
-    its survival is the bare one convolved with it (checked by quadrature) and its mean grows by exactly
-    E[W] + the tokenisation (the integral of the survivals' difference)."""
+    The TTFT is the bare engine's plus the tokenisation plus that wait, 0 w.p. 1 - ρ else exponential at
+    the M/D/1 tail's rate θ (λ (e^{θ t} - 1) = θ): its survival is the bare one convolved with it (checked
+    by quadrature) and its mean grows by exactly ρ / θ + the tokenisation (the survivals' difference)."""
     staged = _profile(VLLM)
     bare = _profile(dataclasses.replace(VLLM, api_server_s_per_request=0.0, api_server_s_per_token=0.0))
     t = VLLM.api_server_s_per_request + 32 * VLLM.api_server_s_per_token
@@ -51,9 +51,11 @@ def test_ttft_gains_the_md1_wait_and_the_tokenisation() -> None:
     mean_wait = rho * t / (2 * (1 - rho))
     assert st.api_wait_s[0] == pytest.approx(mean_wait, rel=1e-9)
     assert st.api_wait_mass[0] == pytest.approx(rho, rel=1e-9)
+    k = st.api_wait_decay_per_s[0]
+    assert lam * (np.exp(k * t) - 1) == pytest.approx(k, rel=1e-9)  # the Cramér-Lundberg root
+    assert rho / k < mean_wait  # M/D/1's tail decays faster than the exponential with its mean
     tok = 16 * VLLM.api_server_s_per_token
     x = np.linspace(0.0, 0.4, 401)
-    k = rho / mean_wait
     u = (np.arange(4000) + 0.5) / 4000
     w = -np.log1p(-u) / k  # the exponential's quantiles: E[S(x - w)] as a mean over u
     conv = bare.ttft_survival(st0, 0, (x[:, None] - tok - w[None, :]).ravel()).reshape(x.size, w.size).mean(axis=1)
@@ -61,8 +63,8 @@ def test_ttft_gains_the_md1_wait_and_the_tokenisation() -> None:
     assert staged.ttft_survival(st, 0, x) == pytest.approx(expected, abs=2e-3)
     grid = np.linspace(0.0, 2.0, 200_001)
     gain = np.trapezoid(staged.ttft_survival(st, 0, grid) - bare.ttft_survival(st0, 0, grid), grid)
-    assert gain == pytest.approx(mean_wait + tok, rel=2e-3)
-    assert staged.ttft_quantile_s(st, 0.99)[0] > bare.ttft_quantile_s(st0, 0.99)[0] + tok + mean_wait
+    assert gain == pytest.approx(rho / k + tok, rel=2e-3)
+    assert staged.ttft_quantile_s(st, 0.99)[0] > bare.ttft_quantile_s(st0, 0.99)[0] + tok + rho / k
     assert staged.zero_load_ttft_s(0.5) == pytest.approx(bare.zero_load_ttft_s(0.5) + tok)
 
 
@@ -82,3 +84,18 @@ def test_two_waits_sum_to_the_hypoexponential(k: float) -> None:
             inner = 0.0 if np.isinf(k) else np.trapezoid(k_api * np.exp(-k_api * a - k * (yj - a)), a)
             want[j] = np.exp(-k_api * yj) + inner
     assert got[0, :, 0] == pytest.approx(want, abs=1e-6)
+
+
+def test_the_tail_rate_is_allen_cunneens_in_heavy_traffic_and_scales_with_the_arrivals() -> None:
+    """θ → 2 (c - a) / (E[t] (Ca² + Cs²)) as ρ_api → 1 (the diffusion limit), for one and for 3 x 2 processes;
+    burstier arrivals (Ca² = 4) slow it by (1 + Cs²) / (Ca² + Cs²)."""
+    load = _profile(VLLM, 2).api
+    t, cs2, n = load.mean_busy_s, load.busy_cs2, load.cost.n_servers
+    for g in (1, 3):
+        c = g * n
+        lam = 0.999 * c / t
+        theta = float(load.wait_decay_per_s(lam, g)[()])
+        assert theta == pytest.approx(2 * (c - lam * t) / (t * (1 + cs2)), rel=2e-3)
+        assert float(load.wait_decay_per_s(lam, g, 4.0)[()]) == pytest.approx(theta * (1 + cs2) / (4 + cs2),
+                                                                               rel=1e-12)
+    assert float(load.wait_decay_per_s(1.01 * n / t, 1)[()]) == 0.0  # past the ceiling: no tail
