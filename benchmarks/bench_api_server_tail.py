@@ -15,6 +15,7 @@ import argparse
 import dataclasses
 import os
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -31,16 +32,10 @@ from fleetplan.sim.spec import FleetSpec, PoolSpec, SchedulerLimits  # noqa: E40
 from fleetplan.workload import load_workload  # noqa: E402
 
 
-class FixedLengths:
-    """Every request ``prompt_tokens`` in, ``output_tokens`` out (``--fixed P:O``)."""
-
-    name = "fixed"
-
-    def __init__(self, prompt_tokens: int, output_tokens: int) -> None:
-        self.prompt_tokens, self.output_tokens = prompt_tokens, output_tokens
-
-    def sample(self, rng, n):
-        return np.full(n, self.prompt_tokens, dtype=np.int64), np.full(n, self.output_tokens, dtype=np.int64)
+def fixed_lengths(prompt_tokens: int, output_tokens: int) -> SimpleNamespace:
+    """A workload whose every request is ``prompt_tokens`` in, ``output_tokens`` out (``--fixed P:O``)."""
+    return SimpleNamespace(name="fixed", sample=lambda rng, n: (np.full(n, prompt_tokens, dtype=np.int64),
+                                                                np.full(n, output_tokens, dtype=np.int64)))
 
 
 def main() -> None:
@@ -51,7 +46,7 @@ def main() -> None:
     ap.add_argument("--rates", default="20,30,40,50,70")
     ap.add_argument("--points", type=int, default=2_000, help="request points of the analytic profile")
     args = ap.parse_args()
-    wl = load_workload(args.workload) if args.fixed is None else FixedLengths(*map(int, args.fixed.split(":")))
+    wl = load_workload(args.workload) if args.fixed is None else fixed_lengths(*map(int, args.fixed.split(":")))
     pred = StepTimePredictor(load_model("llama-3.1-8b"), load_catalog().get("H100-SXM"), Parallelism(tp=1),
                              options=load_engine_profile("vllm").options)
     limits = SchedulerLimits(max_num_seqs=256, max_num_batched_tokens=8192, kv_blocks=20000)
