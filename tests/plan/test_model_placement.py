@@ -30,8 +30,8 @@ def test_llama_70b_needs_a_tensor_parallel_group_on_a100():
 
 
 def test_a_model_that_fits_nowhere_is_refused_with_the_reason():
-    with pytest.raises(ConfigError, match="does not fit on A10G"):
-        place_model(load_model("deepseek-v3"), load_catalog().get("a10g"))
+    with pytest.raises(ConfigError, match="fits no instance of up to 8 A10G GPUs"):
+        place_model(load_model("deepseek-v3"), load_catalog().get("a10g"), max_gpus_per_instance=8)
 
 
 def test_costs_count_every_gpu_of_an_instance():
