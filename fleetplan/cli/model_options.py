@@ -43,8 +43,8 @@ from fleetplan.sim.spec import FleetSpec
 DEFAULT_KV_DTYPE = "bf16"
 MODEL_OPTIONS = [
     model_option(help="Served model: a bundled name (llama-3.1-70b, deepseek-v3, gpt-oss-120b, ...; `fleetplan models "
-                 "list`) or a HuggingFace config.json; derives step-time constants for every GPU instead of the paper's "
-                 "Llama-3-70B ones."),
+                 "list`) or a HuggingFace config.json; derives step-time constants for every GPU instead of the "
+                 "paper's Llama-3-70B ones."),
     tensor_parallel_option(default=None, show_default=False,
                            help="With --model: GPUs per instance (vLLM spelling); default: search the shardings that "
                            f"fit (TP within a {GPUS_PER_NODE}-GPU node, then PP or DP attention + EP across nodes)."),

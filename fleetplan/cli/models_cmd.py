@@ -241,10 +241,11 @@ def show_cmd(name: str, gpu: str | None, parallelism: Parallelism, weight_dtype:
     model = load_model(name)
     parallelism.check_model(model)
     budget = None
+    weights = dtype(weight_dtype) if weight_dtype else model.default_weight_dtype
     if gpu is not None:
         profile = load_catalog(gpu_profiles).get(gpu)
         budget = kv_budget(
-            model, profile, parallelism, weight_dtype=dtype(weight_dtype) if weight_dtype else model.default_weight_dtype,
+            model, profile, parallelism, weight_dtype=weights,
             kv_dtype=dtype(KV_CACHE_DTYPES[kv_cache_dtype]),
             gpu_memory_utilization=gpu_memory_utilization, block_size_tokens=block_size,
             max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,

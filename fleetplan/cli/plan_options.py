@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import click
 
+from fleetplan.cli.errors import render_error
 from fleetplan.cli.model_options import (
     CONTEXT_LIMIT_OPTIONS,
     MAX_GPUS_PER_INSTANCE_OPTION,
@@ -39,7 +40,6 @@ from fleetplan.cli.options import (
     ttft_model_option,
     workload_option,
 )
-from fleetplan.cli.errors import render_error
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import availability_preset, load_catalog
 from fleetplan.plan.disagg import (

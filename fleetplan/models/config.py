@@ -379,7 +379,8 @@ class ModelConfig:
 
     def _check_moe(self, who: str) -> None:
         if self.moe_layer_step > 1 and self.n_moe_layers != self.n_layers // self.moe_layer_step:
-            raise ConfigError(f"{who}: moe_layer_step={self.moe_layer_step} makes {self.n_layers // self.moe_layer_step} "
+            n_moe = self.n_layers // self.moe_layer_step
+            raise ConfigError(f"{who}: moe_layer_step={self.moe_layer_step} makes {n_moe} "
                               f"of {self.n_layers} layers MoE, but n_dense_layers={self.n_dense_layers} leaves "
                               f"{self.n_moe_layers}; make them agree")
         if not 1 <= self.n_experts_per_token <= self.n_experts:
@@ -525,7 +526,8 @@ class ModelConfig:
         mix = self.layers
         if mix.window_counts_as_full:
             return 0
-        return math.ceil(mix.n_window_layers * mix.attention_window_tokens * self.full_layer_kv_bytes_per_token(kv_dtype))
+        per_layer = self.full_layer_kv_bytes_per_token(kv_dtype)
+        return math.ceil(mix.n_window_layers * mix.attention_window_tokens * per_layer)
 
     def linear_state_bytes_per_seq(self, state_dtype: Dtype = Dtype.BF16) -> int:
         """Linear-attention state of one sequence over all linear layers (bytes; module docstring)."""
