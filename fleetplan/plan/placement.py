@@ -18,11 +18,11 @@ Instance sizes (GPUs per instance, at most ``max_gpus_per_instance``):
 Shardings of an instance of ``G`` GPUs (``Parallelism`` in perf's vocabulary):
 
 * tensor parallel within a node, pipeline stages across nodes: ``tp = min(G, 8)``,
-  ``pp = G / tp``; an MoE model spreads its experts over each stage's TP group (vLLM
-  ``--enable-expert-parallel``, ``ep = tp``);
+  ``pp = G / tp``; an MoE model spreads its experts over each stage's TP group (vLLM's
+  ``enable_expert_parallel``, ``ep = tp``);
 * for an MoE model, also data-parallel attention with expert parallelism over the whole
-  instance, ``Parallelism(tp=1, dp=G, ep=G)`` (SGLang ``--enable-dp-attention``, vLLM
-  ``--data-parallel-size G --enable-expert-parallel``): each GPU runs attention for its own
+  instance, ``Parallelism(tp=1, dp=G, ep=G)`` (SGLang's ``enable_dp_attention``, vLLM's
+  ``data_parallel_size = G`` with ``enable_expert_parallel``): each GPU runs attention for its own
   batch with its own KV cache and holds ``E / G`` experts.  Offered where it can win: MLA
   models (TP replicates the latent KV on every GPU), GQA models whose TP would replicate KV
   heads (``G > n_kv_heads``), and instances spanning nodes (the alternative is pipelining).
