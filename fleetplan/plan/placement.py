@@ -12,8 +12,9 @@ Instance sizes (GPUs per instance, at most ``max_gpus_per_instance``):
 * within one node (``GPUS_PER_NODE`` = 8): every tensor-parallel size the heads allow
   (``valid_tensor_parallel_sizes``), each one placement when it fits;
 * across nodes, only when no size within a node fits: ``GPUS_PER_NODE x 2, x 4, ...``, the
-  smallest that fits and the next ``EXTRA_MULTI_NODE_SIZES`` (1) larger.  DeepSeek-V3 in FP8
-  (625 GiB of weights) needs 16 H100s: two nodes.
+  smallest that fits (and the next ``EXTRA_MULTI_NODE_SIZES`` larger, 0 by default: each size
+  is one more GPU type for the sweep, whose time grows with them).  DeepSeek-V3 in FP8 (625 GiB
+  of weights) needs 16 H100s: two nodes.
 
 Shardings of an instance of ``G`` GPUs (``Parallelism`` in perf's vocabulary):
 
@@ -23,9 +24,10 @@ Shardings of an instance of ``G`` GPUs (``Parallelism`` in perf's vocabulary):
 * for an MoE model, also data-parallel attention with expert parallelism over the whole
   instance, ``Parallelism(tp=1, dp=G, ep=G)`` (SGLang's ``enable_dp_attention``, vLLM's
   ``data_parallel_size = G`` with ``enable_expert_parallel``): each GPU runs attention for its own
-  batch with its own KV cache and holds ``E / G`` experts.  Offered where it can win: MLA
-  models (TP replicates the latent KV on every GPU), GQA models whose TP would replicate KV
-  heads (``G > n_kv_heads``), and instances spanning nodes (the alternative is pipelining).
+  batch with its own KV cache and holds ``E / G`` experts.  Offered for whole nodes
+  (``G >= 8``, as deployed) where it can win: MLA models (TP replicates the latent KV on every
+  GPU), GQA models whose TP would replicate KV heads (``G > n_kv_heads``), and instances
+  spanning nodes (the alternative is pipelining).
 
 A GPU type that holds the model in no allowed instance is left out (``PlacementSearch.left_out``,
 one line each, rendered by the CLI); only when every GPU type is left out is it an error.
@@ -74,7 +76,7 @@ GPUS_PER_NODE = 8
 #: Largest instance tried automatically: 8 nodes (wide expert parallelism runs at 32-64 GPUs).
 DEFAULT_MAX_GPUS_PER_INSTANCE = 64
 #: Multi-node sizes kept beyond the smallest that fits (each costs the sweep one more GPU type).
-EXTRA_MULTI_NODE_SIZES = 1
+EXTRA_MULTI_NODE_SIZES = 0
 #: Kept for callers of the one-node search: the largest tensor-parallel size of one node.
 DEFAULT_MAX_TP = GPUS_PER_NODE
 
@@ -128,7 +130,8 @@ def _place(model: ModelConfig, gpu: GpuProfile, par: Parallelism, weight_dtype: 
 
 def _dp_attention_helps(model: ModelConfig, n_gpus: int) -> bool:
     """Data-parallel attention is offered (module docstring)."""
-    return (model.attention is AttentionKind.MLA or n_gpus > model.n_kv_heads or n_gpus > GPUS_PER_NODE)
+    return n_gpus >= GPUS_PER_NODE and (model.attention is AttentionKind.MLA or n_gpus > model.n_kv_heads
+                                        or n_gpus > GPUS_PER_NODE)
 
 
 def instance_shardings(model: ModelConfig, n_gpus: int) -> tuple[Parallelism, ...]:
