@@ -25,9 +25,11 @@ Shardings of an instance of ``G`` GPUs (``Parallelism`` in perf's vocabulary):
   instance, ``Parallelism(tp=1, dp=G, ep=G)`` (SGLang's ``enable_dp_attention``, vLLM's
   ``data_parallel_size = G`` with ``enable_expert_parallel``): each GPU runs attention for its own
   batch with its own KV cache and holds ``E / G`` experts.  Offered for whole nodes
-  (``G >= 8``, as deployed) where it can win: MLA models (TP replicates the latent KV on every
-  GPU), GQA models whose TP would replicate KV heads (``G > n_kv_heads``), and instances
-  spanning nodes (the alternative is pipelining).
+  (``G >= 8``, as deployed) where it wins most clearly: MLA models (TP replicates the latent KV
+  on every GPU; DeepSeek's own serving runs DP attention) and instances spanning nodes (the
+  alternative is pipelining).  A GQA model within one node keeps TP + EP only: each placement
+  is one more GPU type for the sweep, whose time grows with them (Qwen3-235B on the 10 priced
+  GPU types: 14 placements; with DP attention at 8 GPUs too, 19 and 2.9x the sweep's CPU time).
 
 A GPU type that holds the model in no allowed instance is left out (``PlacementSearch.left_out``,
 one line each, rendered by the CLI); only when every GPU type is left out is it an error.
@@ -130,8 +132,7 @@ def _place(model: ModelConfig, gpu: GpuProfile, par: Parallelism, weight_dtype: 
 
 def _dp_attention_helps(model: ModelConfig, n_gpus: int) -> bool:
     """Data-parallel attention is offered (module docstring)."""
-    return n_gpus >= GPUS_PER_NODE and (model.attention is AttentionKind.MLA or n_gpus > model.n_kv_heads
-                                        or n_gpus > GPUS_PER_NODE)
+    return n_gpus >= GPUS_PER_NODE and (model.attention is AttentionKind.MLA or n_gpus > GPUS_PER_NODE)
 
 
 def instance_shardings(model: ModelConfig, n_gpus: int) -> tuple[Parallelism, ...]:

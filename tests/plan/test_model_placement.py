@@ -99,12 +99,16 @@ def test_dense_models_keep_every_one_node_size():
     assert tps == [1, 2, 4, 8]
 
 
-def test_dp_attention_is_offered_where_tp_would_replicate_kv():
-    qwen = load_model("qwen3-235b-a22b")  # 4 KV heads: TP 8 replicates each twice
-    assert [p.flags() for p in instance_shardings(qwen, 8)] == [
+def test_dp_attention_is_offered_for_mla_nodes_and_across_nodes():
+    deepseek, qwen = load_model("deepseek-v3"), load_model("qwen3-235b-a22b")
+    assert [p.flags() for p in instance_shardings(deepseek, 8)] == [
         "--tensor-parallel-size 8 --enable-expert-parallel",
         "--tensor-parallel-size 1 --data-parallel-size 8 --enable-expert-parallel"]
-    assert len(instance_shardings(qwen, 4)) == 1  # TP 4 shards the 4 KV heads exactly
+    assert len(instance_shardings(deepseek, 4)) == 1  # not below a whole node
+    assert len(instance_shardings(qwen, 8)) == 1  # GQA within a node: TP + EP
+    assert [p.flags() for p in instance_shardings(qwen, 16)] == [
+        "--tensor-parallel-size 8 --pipeline-parallel-size 2 --enable-expert-parallel",
+        "--tensor-parallel-size 1 --data-parallel-size 16 --enable-expert-parallel"]
     assert len(instance_shardings(load_model("llama-3.1-70b"), 8)) == 1  # dense: TP only
     assert [p.pp for p in instance_shardings(load_model("llama-3.1-405b"), 32)] == [4]
 
