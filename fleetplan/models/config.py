@@ -263,6 +263,9 @@ class ModelConfig:
         query attends to; 0 without an indexer.
     layers : LayerMix
         Windowed and linear-attention layers (hybrid models); default: every layer full attention.
+    quantized_experts_only : bool
+        The checkpoint quantizes only the routed experts; attention, router, shared parts,
+        embeddings and LM head stay BF16 (gpt-oss's ``modules_to_not_convert``).
     moe_layer_step : int
         1: the ``n_dense_layers`` dense layers come first (DeepSeek ``first_k_dense_replace``).
         k > 1: layer i is MoE iff ``(i + 1) % k == 0`` (Llama-4 ``interleave_moe_layer_step``);
@@ -300,6 +303,7 @@ class ModelConfig:
     index_topk: int = 0
     layers: LayerMix = LayerMix()
     moe_layer_step: int = 1
+    quantized_experts_only: bool = False
 
     def __post_init__(self) -> None:
         who = f"model {self.name!r}"
@@ -360,6 +364,8 @@ class ModelConfig:
             raise ConfigError(f"{who}: weight_block_size={block!r} must be two integers >= 1, e.g. (128, 128)")
         if (scaling is WeightScaling.GROUP) != (group > 0):
             raise ConfigError(f"{who}: weight_group_size={group} goes with group scaling only (got {scaling.value})")
+        if self.quantized_experts_only and (self.n_experts == 0 or self.default_weight_dtype is Dtype.BF16):
+            raise ConfigError(f"{who}: quantized_experts_only needs an MoE model with quantized weights")
         if (self.default_weight_dtype is Dtype.BF16) != (self.quant_method == ""):
             raise ConfigError(f"{who}: quant_method={self.quant_method!r} with {self.default_weight_dtype.value} "
                               "weights; an unquantized checkpoint has quant_method '' and a quantized one names it")
@@ -478,9 +484,18 @@ class ModelConfig:
             layers += self.n_moe_layers * self._moe_layer_params(n_routed)
         return self.embedding_params() + layers + self.norm_params()
 
+    def routed_expert_params(self) -> int:
+        """Parameters of all routed experts (what an experts-only quantization stores quantized)."""
+        return self.n_moe_layers * self.n_experts * self.expert_params()
+
     def weight_bytes(self, dtype: Dtype | None = None) -> int:
-        """All weights stored in ``dtype`` (default: the checkpoint's), in bytes (rounded up)."""
-        return math.ceil(self.n_params() * (dtype or self.default_weight_dtype).bytes_per_param)
+        """All weights stored in ``dtype`` (default: the checkpoint's), in bytes (rounded up).  The
+        checkpoint's own type with ``quantized_experts_only`` keeps the non-expert weights in BF16."""
+        dtype = dtype or self.default_weight_dtype
+        if self.quantized_experts_only and dtype is self.default_weight_dtype:
+            experts = self.routed_expert_params()
+            return math.ceil(experts * dtype.bytes_per_param + (self.n_params() - experts) * Dtype.BF16.bytes_per_param)
+        return math.ceil(self.n_params() * dtype.bytes_per_param)
 
     def mtp_params(self) -> int:
         """Parameters of the ``n_mtp_layers`` prediction layers (DeepSeek-V3 §2.2: each a decoder layer

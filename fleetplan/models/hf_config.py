@@ -78,8 +78,11 @@ quant_method                weights
 ==========================  ========================================================================
 
 Any other method (or an NVFP4 / 8-bit integer format) is refused naming the method.  Every
-projection is taken to be in that type; the modules a checkpoint leaves unquantized (gpt-oss's
-attention, routers and embeddings; ``lm_head``) are < 3 % of parameters for the bundled MoE models.
+projection is taken to be in that type, except that an MoE checkpoint whose
+``modules_to_not_convert`` (or ``ignore``) names ``self_attn`` quantizes only its routed
+experts (``ModelConfig.quantized_experts_only``; gpt-oss keeps attention, router, embeddings
+and head in BF16: 60.7 GiB for gpt-oss-120b, not 57.8).  Other unquantized modules
+(``lm_head``, routers) are < 1 % of the bundled models' weights.
 """
 
 from __future__ import annotations
@@ -266,6 +269,8 @@ def model_config_from_dict(data: Mapping[str, Any], *, source: str, name: str) -
     windows = [f.int(k, low=1) for k in CONTEXT_WINDOW_KEYS if f.has(k)]
     fields["context_window_tokens"] = min(windows) if windows else None
     fields.update(_weight_format(data, table, source))
+    if n_experts and fields.get("default_weight_dtype", Dtype.BF16) is not Dtype.BF16:
+        fields["quantized_experts_only"] = _experts_only(data, table)
     fields["layers"] = _layer_mix(f, n_layers, arch)
     fields["n_mtp_layers"] = _mtp_layers(f)
     if f.has("index_head_dim"):
@@ -424,6 +429,14 @@ def _weight_format(data: Mapping[str, Any], table: Mapping[str, Any], source: st
     if method == "compressed-tensors":
         return _compressed_tensors(q, source, refuse, block)
     raise refuse(f"quant_method {method!r}")
+
+
+def _experts_only(data: Mapping[str, Any], table: Mapping[str, Any]) -> bool:
+    """The checkpoint leaves attention unquantized (``modules_to_not_convert`` / ``ignore`` names
+    ``self_attn``): only the experts are stored quantized (gpt-oss)."""
+    q = data.get("quantization_config", table.get("quantization_config"))
+    skipped = (q.get("modules_to_not_convert") or q.get("ignore") or []) if isinstance(q, Mapping) else []
+    return isinstance(skipped, list) and any(isinstance(m, str) and "self_attn" in m for m in skipped)
 
 
 def _compressed_tensors(q: Mapping[str, Any], source: str, refuse, block) -> dict[str, Any]:

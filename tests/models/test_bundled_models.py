@@ -130,3 +130,12 @@ def test_glm_and_minimax_mtp_heads():
     assert load_model("glm-4.5").n_mtp_layers == 1
     assert load_model("minimax-m2.5").n_mtp_layers == 3  # use_mtp with num_mtp_modules 3
     assert load_model("qwen3-235b-a22b").n_mtp_layers == 0
+
+
+@pytest.mark.parametrize(("name", "gib"), [("gpt-oss-120b", 60.8), ("gpt-oss-20b", 12.8)])
+def test_gpt_oss_checkpoint_size_quantizes_only_the_experts(name, gib):
+    # gpt-oss model card table 1: checkpoint sizes 60.8 GiB and 12.8 GiB (MXFP4 experts, BF16 elsewhere)
+    m = load_model(name)
+    assert m.quantized_experts_only
+    assert m.weight_bytes() / 2**30 == pytest.approx(gib, rel=0.01)
+    assert m.weight_bytes(Dtype.BF16) == 2 * m.n_params()  # an explicit dtype applies to every weight
