@@ -1,11 +1,40 @@
 """Serving a chosen model on each catalog GPU: parallelism, constants, step model.
 
-For a model (HuggingFace ``config.json``) and a GPU, every tensor-parallel size the
-model's heads allow (up to ``max_tp``) whose weights, activations and KV cache fit
-(``fleetplan.perf.kv_budget``) is a placement, unless the user fixed the parallelism; the
-planner sweeps them as if they were GPU types ("H100-SXM tp2", "H100-SXM tp4", ...), because
-a larger TP group costs more GPUs but holds far more KV cache, and which is cheaper per
-request depends on the workload.  One serving instance is ``par.gpus_per_replica`` GPUs, and:
+For a model (HuggingFace ``config.json``) and a GPU, ``place_model`` lists the shardings of one
+serving instance that hold the model's weights, activations and at least one 8K-token sequence
+of KV cache (``fleetplan.perf.kv_budget``, ``fleetplan.perf.derive``), unless the user fixed the
+parallelism.  The planner sweeps them as if they were GPU types ("H100-SXM tp2",
+"H100-SXM tp8 pp2", "H200 tp1 dp8"), because a larger instance costs more GPUs but holds far
+more KV cache, and which is cheaper per request depends on the workload.
+
+Instance sizes (GPUs per instance, at most ``max_gpus_per_instance``):
+
+* within one node (``GPUS_PER_NODE`` = 8): every tensor-parallel size the heads allow
+  (``valid_tensor_parallel_sizes``), each one placement when it fits;
+* across nodes, only when no size within a node fits: ``GPUS_PER_NODE x 2, x 4, ...``, the
+  smallest that fits (and the next ``EXTRA_MULTI_NODE_SIZES`` larger, 0 by default: each size
+  is one more GPU type for the sweep, whose time grows with them).  DeepSeek-V3 in FP8 (625 GiB
+  of weights) needs 16 H100s: two nodes.
+
+Shardings of an instance of ``G`` GPUs (``Parallelism`` in perf's vocabulary):
+
+* tensor parallel within a node, pipeline stages across nodes: ``tp = min(G, 8)``,
+  ``pp = G / tp``; an MoE model spreads its experts over each stage's TP group (vLLM's
+  ``enable_expert_parallel``, ``ep = tp``);
+* for an MoE model, also data-parallel attention with expert parallelism over the whole
+  instance, ``Parallelism(tp=1, dp=G, ep=G)`` (SGLang's ``enable_dp_attention``, vLLM's
+  ``data_parallel_size = G`` with ``enable_expert_parallel``): each GPU runs attention for its own
+  batch with its own KV cache and holds ``E / G`` experts.  Offered for whole nodes
+  (``G >= 8``, as deployed) where it wins most clearly: MLA models (TP replicates the latent KV
+  on every GPU; DeepSeek's own serving runs DP attention) and instances spanning nodes (the
+  alternative is pipelining).  A GQA model within one node keeps TP + EP only: each placement
+  is one more GPU type for the sweep, whose time grows with them (Qwen3-235B on the 10 priced
+  GPU types: 14 placements; with DP attention at 8 GPUs too, 19 and 2.9x the sweep's CPU time).
+
+A GPU type that holds the model in no allowed instance is left out (``PlacementSearch.left_out``,
+one line each, rendered by the CLI); only when every GPU type is left out is it an error.
+
+Everything else as before:
 
 * the analytical phase uses ``ServingConstants`` derived from the roofline predictor
   (``fleetplan.perf.derive``: W, H at 8K context, KV blocks of the replica, chunk), in place
@@ -17,17 +46,22 @@ it was calibrated for (same GPU, parallelism and storage types; ``calibrate_plac
 step model in both phases, and W, H of its serving constants re-derived from the profile by
 ``perf.derive.linear_constants`` (what the paper's eqs. 3-5 and the pdd/afd screen read).
 
-Costs count every GPU of an instance (``PoolPlan.gpus_per_instance``).
+Costs count every GPU of an instance (``PoolPlan.gpus_per_instance``).  Weights default to the
+checkpoint's storage type (``ModelConfig.default_weight_dtype``: FP8 for DeepSeek-V3).
+Multi-token prediction (MTP) is not searched: the analytic sweep has no speculative-decoding
+term yet (the simulator's ``sim.features`` has one, for fleet files).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from fleetplan.errors import ConfigError, FleetplanError
 from fleetplan.hardware import GpuProfile
 from fleetplan.models import Dtype, ModelConfig
+from fleetplan.models.config import AttentionKind
 from fleetplan.perf.calibrate import CalibratedStepModel
 from fleetplan.perf.derive import derive_serving_constants, linear_constants
 from fleetplan.perf.kv_budget import DEFAULT_MAX_NUM_SEQS
@@ -35,8 +69,18 @@ from fleetplan.perf.parallelism import Parallelism, valid_tensor_parallel_sizes
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.perf.seam import StepModel
 
-#: Largest tensor-parallel size tried automatically (one 8-GPU node).
-DEFAULT_MAX_TP = 8
+__all__ = ["DEFAULT_MAX_GPUS_PER_INSTANCE", "GPUS_PER_NODE", "LeftOut", "ModelPlacement", "PlacementSearch",
+           "calibrate_placements", "instance_shardings", "place_model", "place_on_gpus", "variant_name"]
+
+#: GPUs per node: NVIDIA HGX/DGX H100, H200 and B200 and AMD MI300X platforms carry 8 GPUs on one NVLink /
+#: Infinity Fabric domain (NVIDIA DGX H100/H200 and DGX B200 user guides; AMD Instinct MI300X platform brief).
+GPUS_PER_NODE = 8
+#: Largest instance tried automatically: 8 nodes (wide expert parallelism runs at 32-64 GPUs).
+DEFAULT_MAX_GPUS_PER_INSTANCE = 64
+#: Multi-node sizes kept beyond the smallest that fits (each costs the sweep one more GPU type).
+EXTRA_MULTI_NODE_SIZES = 0
+#: Kept for callers of the one-node search: the largest tensor-parallel size of one node.
+DEFAULT_MAX_TP = GPUS_PER_NODE
 
 
 @dataclass(frozen=True)
@@ -52,6 +96,11 @@ class ModelPlacement:
     @property
     def gpus_per_instance(self) -> int:
         return self.parallelism.gpus_per_replica
+
+    @property
+    def nodes_per_instance(self) -> int:
+        """Nodes of ``GPUS_PER_NODE`` GPUs one instance spans."""
+        return math.ceil(self.gpus_per_instance / GPUS_PER_NODE)
 
     @property
     def step_model(self) -> StepModel:
@@ -81,35 +130,184 @@ def _place(model: ModelConfig, gpu: GpuProfile, par: Parallelism, weight_dtype: 
     return ModelPlacement(model, placed, par, StepTimePredictor(model, gpu, par, weight_dtype, kv_dtype))
 
 
+def _dp_attention_helps(model: ModelConfig, n_gpus: int) -> bool:
+    """Data-parallel attention is offered (module docstring)."""
+    return n_gpus >= GPUS_PER_NODE and (model.attention is AttentionKind.MLA or n_gpus > GPUS_PER_NODE)
+
+
+def instance_shardings(model: ModelConfig, n_gpus: int) -> tuple[Parallelism, ...]:
+    """Shardings of one ``n_gpus``-GPU instance of ``model`` that pass ``Parallelism.check_model``, in
+    preference order (module docstring): TP within a node and PP across nodes; for an MoE model also
+    data-parallel attention with expert parallelism over the instance."""
+    out: list[Parallelism] = []
+    tp = min(n_gpus, GPUS_PER_NODE)
+    if n_gpus % tp == 0 and tp in valid_tensor_parallel_sizes(model):
+        out.append(Parallelism.vllm(tensor_parallel_size=tp, pipeline_parallel_size=n_gpus // tp,
+                                    enable_expert_parallel=model.is_moe and tp > 1))
+    if model.is_moe and n_gpus > 1 and _dp_attention_helps(model, n_gpus):
+        out.append(Parallelism(tp=1, dp=n_gpus, ep=n_gpus))
+    valid = []
+    for par in out:
+        try:
+            par.check_model(model)
+        except ConfigError:
+            continue
+        valid.append(par)
+    return tuple(valid)
+
+
+def _sizes(model: ModelConfig, max_gpus_per_instance: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(sizes within one node, sizes across nodes), each ascending and at most ``max_gpus_per_instance``."""
+    one_node = tuple(t for t in valid_tensor_parallel_sizes(model) if t <= min(GPUS_PER_NODE, max_gpus_per_instance))
+    multi, n = [], 2 * GPUS_PER_NODE
+    while n <= max_gpus_per_instance:
+        multi.append(n)
+        n *= 2
+    return one_node, tuple(multi)
+
+
+def _check_max(max_gpus_per_instance: int) -> None:
+    if isinstance(max_gpus_per_instance, bool) or not isinstance(max_gpus_per_instance, int) \
+            or max_gpus_per_instance < 1:
+        raise ConfigError(param="max_gpus_per_instance", value=max_gpus_per_instance,
+                          rule="give a whole number of GPUs >= 1, e.g. 64 (eight 8-GPU nodes)")
+
+
 def place_model(
     model: ModelConfig,
     gpu: GpuProfile,
     *,
     parallelism: Parallelism | None = None,
-    weight_dtype: Dtype = Dtype.BF16,
+    weight_dtype: Dtype | None = None,
     kv_dtype: Dtype = Dtype.BF16,
     gpu_memory_utilization: float = 0.9,
-    max_tp: int = DEFAULT_MAX_TP,
+    max_gpus_per_instance: int = DEFAULT_MAX_GPUS_PER_INSTANCE,
 ) -> tuple[ModelPlacement, ...]:
-    """Every placement of ``model`` on ``gpu`` (see the module docstring), smallest TP first; a
-    model that fits nowhere up to ``max_tp`` GPUs is a ``ConfigError`` with the reason."""
+    """Every placement of ``model`` on ``gpu`` (module docstring), smallest instance first.
+
+    ``weight_dtype`` None: the checkpoint's (``ModelConfig.default_weight_dtype``).
+
+    Raises
+    ------
+    ConfigError
+        The model fits in no allowed instance on ``gpu`` (the message gives the reason), or
+        ``parallelism`` breaks a rule of the model.
+    """
+    _check_max(max_gpus_per_instance)
+    weights = weight_dtype or model.default_weight_dtype
     if parallelism is not None:
-        return (_place(model, gpu, parallelism, weight_dtype, kv_dtype, gpu_memory_utilization),)
+        parallelism.check_model(model)
+        return (_place(model, gpu, parallelism, weights, kv_dtype, gpu_memory_utilization),)
+    one_node, multi_node = _sizes(model, max_gpus_per_instance)
     found: list[ModelPlacement] = []
     last: FleetplanError | None = None
-    for tp in (t for t in valid_tensor_parallel_sizes(model) if t <= max_tp):
-        par = Parallelism.vllm(tensor_parallel_size=tp, enable_expert_parallel=model.is_moe and tp > 1)
-        try:
-            found.append(_place(model, gpu, par, weight_dtype, kv_dtype, gpu_memory_utilization))
-        except FleetplanError as exc:  # does not fit at this size
-            last = exc
+
+    def fit(n_gpus: int) -> bool:
+        nonlocal last
+        hit = False
+        for i, par in enumerate(instance_shardings(model, n_gpus)):
+            try:
+                found.append(_place(model, gpu, par, weights, kv_dtype, gpu_memory_utilization))
+                hit = True
+            except FleetplanError as exc:  # does not fit at this size; the reason is the preferred sharding's
+                last = exc if i == 0 else last
+        return hit
+
+    for n in one_node:
+        fit(n)
+    extra = -1
+    for n in multi_node if not found else ():
+        if extra >= EXTRA_MULTI_NODE_SIZES:
+            break
+        if fit(n) or extra >= 0:
+            extra += 1
     if not found:
+        largest = max((*one_node, *multi_node), default=0)
         raise ConfigError(
-            f"{model.name} in {weight_dtype.value} does not fit on {gpu.name} with `tensor_parallel_size` up to "
-            f"{max_tp} ({last}); use a larger GPU, FP8/INT4 weights or give `pipeline_parallel_size`",
-            param="tensor_parallel_size", value=max_tp,
-        )
+            f"{model.name} in {weights.value} {_no_fit(gpu, largest, last, model, weights)}; {_FIT_FIX}",
+            param="max_gpus_per_instance", value=max_gpus_per_instance)
     return tuple(found)
+
+
+_FIT_FIX = "use GPUs with more memory, quantized weights (`weight_dtype` fp8/int4) or a larger `max_gpus_per_instance`"
+
+
+def _no_fit(gpu: GpuProfile, largest: int, exc: FleetplanError | None, model: ModelConfig, weights: Dtype) -> str:
+    nodes = math.ceil(largest / GPUS_PER_NODE)
+    return (f"fits no instance of up to {largest} {gpu.name} GPUs ({nodes} node{'s' if nodes > 1 else ''} of "
+            f"{GPUS_PER_NODE}): {_reason(exc, model, weights)}")
+
+
+def _reason(exc: FleetplanError | None, model: ModelConfig, weights: Dtype) -> str:
+    """The binding numbers of a fit failure, without the model's name or the failure's own fix."""
+    if exc is None:
+        return "no sharding of the model is valid at these sizes"
+    text = str(exc).removeprefix(f"{model.name} in {weights.value} ").removeprefix(f"{model.name} ")
+    return text.split(": use ")[0].split("; raise ")[0].rstrip(".")
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A GPU type that holds the model in no allowed instance, and why (``place_model``'s reason)."""
+
+    gpu: str
+    reason: str
+
+    def line(self) -> str:
+        """One line: the GPU type, the reason and the fix."""
+        return f"{self.gpu} left out: {self.reason}; {_FIT_FIX}"
+
+
+@dataclass(frozen=True)
+class PlacementSearch:
+    """Placements of a model on several GPU types (``place_on_gpus``) and the GPU types left out."""
+
+    model: ModelConfig
+    placements: tuple[ModelPlacement, ...]
+    left_out: tuple[LeftOut, ...] = ()
+
+    def notes(self) -> tuple[str, ...]:
+        """One line per GPU type left out."""
+        return tuple(x.line() for x in self.left_out)
+
+
+def place_on_gpus(
+    model: ModelConfig,
+    gpus: Sequence[GpuProfile],
+    *,
+    parallelism: Parallelism | None = None,
+    weight_dtype: Dtype | None = None,
+    kv_dtype: Dtype = Dtype.BF16,
+    gpu_memory_utilization: float = 0.9,
+    max_gpus_per_instance: int = DEFAULT_MAX_GPUS_PER_INSTANCE,
+) -> PlacementSearch:
+    """``place_model`` on each of ``gpus``; a GPU type where the model fits nowhere is left out
+    with its reason.
+
+    Raises
+    ------
+    ConfigError
+        Every GPU type is left out (the message gives each one's reason), or ``parallelism``
+        breaks a rule of the model (whatever the GPU).
+    """
+    _check_max(max_gpus_per_instance)
+    if parallelism is not None:
+        parallelism.check_model(model)
+    placed: list[ModelPlacement] = []
+    left: list[LeftOut] = []
+    for gpu in {g.name: g for g in gpus}.values():
+        try:
+            placed.extend(place_model(model, gpu, parallelism=parallelism, weight_dtype=weight_dtype,
+                                      kv_dtype=kv_dtype, gpu_memory_utilization=gpu_memory_utilization,
+                                      max_gpus_per_instance=max_gpus_per_instance))
+        except FleetplanError as exc:
+            left.append(LeftOut(gpu.name, str(exc).removesuffix(f"; {_FIT_FIX}")))
+    if not placed:
+        weights = (weight_dtype or model.default_weight_dtype).value
+        where = "; ".join(f"{x.gpu}: {x.reason.removeprefix(f'{model.name} in {weights} ')}" for x in left)
+        raise ConfigError(f"{model.name} in {weights} fits on no GPU type given ({where}); {_FIT_FIX}",
+                          param="max_gpus_per_instance", value=max_gpus_per_instance)
+    return PlacementSearch(model, tuple(placed), tuple(left))
 
 
 def calibrate_placements(placements: Sequence[ModelPlacement],

@@ -31,9 +31,11 @@ def test_list_shows_every_bundled_model():
     assert result.exit_code == 0, result.output
     rows = table_rows(result.stdout)
     assert tuple(rows) == list_models()
-    # attn, layers, hidden, heads/kv, experts, params, active, bf16 GiB, KV B/token
-    assert rows["llama-3.1-70b"] == ["gqa", "80", "8192", "64/8", "-", "70.6B", "70.6B", "131.4", "327,680"]
-    assert rows["deepseek-v3"][4:] == ["8/256+1", "671.0B", "37.6B", "1,249.9", "70,272"]
+    # attn, layers, hidden, heads/kv, experts, params, active, checkpoint dtype, its GiB, KV B/token
+    assert rows["llama-3.1-70b"] == ["gqa", "80", "8192", "64/8", "-", "70.6B", "70.6B", "bf16", "131.4", "327,680"]
+    # DeepSeek-V3's checkpoint is FP8 with 128 x 128 block scales (its config.json quantization_config)
+    assert rows["deepseek-v3"][4:] == ["8/256+1", "671.0B", "37.6B", "fp8 block 128x128", "624.9", "70,272"]
+    assert rows["gpt-oss-120b"][0] == "gqa+swa" and rows["gpt-oss-120b"][7] == "mxfp4 group 32"
 
 
 def test_show_prints_shape_and_sizes():
