@@ -259,6 +259,73 @@ def compare(rows: list[dict]) -> list[dict]:
     return [row | {"ours_ms": ms, "ratio": ms / row["aic_ms"]} for row, ms in zip(rows, _predict_ms(rows), strict=True)]
 
 
+# ---- agreement of the step model's sources with AIConfigurator (issue 26 target) -----------------------
+AGREEMENT_TOLERANCE = 0.10  # |ours / AIConfigurator - 1| <= 10 %
+AGREEMENT_TARGET = 0.90  # share of configurations within the tolerance
+
+
+def _batch_aggregates(row: dict) -> tuple[int, int, int, int, int]:
+    """(n_seqs, n_decode, prefill_tokens, decode_context_tokens, attn2) of a row's step."""
+    if row["phase"] == "prefill":
+        p = row["prompt_tokens"]
+        return 1, 0, p, 0, p * p
+    b, c = row["batch_size"], row["context_tokens"]
+    return b, b, 0, b * c, 0
+
+
+def measured_ms(rows: list[dict], *, log=None) -> list[float | None]:
+    """The measured source's step (ms) for each row (``fleetplan.perf.measured``: aiconfigurator-core's
+    tables at the grid, fitted to the roofline's coefficient form), kernels only (the engine's fitted
+    non-kernel overhead taken back out, as AIConfigurator's estimates have none of it); None where the
+    measured source does not cover the row or aiconfigurator-core is not installed."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from fleetplan.hardware import load_catalog
+    from fleetplan.models import Dtype, load_model
+    from fleetplan.perf import StepTimePredictor
+    from fleetplan.perf.engine_profile import load_engine_profile
+    from fleetplan.perf.measured import measured_step_model
+    from fleetplan.perf.measured.overhead import engine_overhead
+    from fleetplan.perf.parallelism import Parallelism
+
+    catalog = load_catalog()
+    models: dict[tuple, object] = {}
+    out: list[float | None] = []
+    for row in rows:
+        scheme = row["aic_quant_mode"] if row["aic_quant_mode"] != "bfloat16" else "fp8"
+        key = (row["engine"], row["gpu"], row["model"], row["tp"], row["weight_dtype"], scheme)
+        if key not in models:
+            gpu, dtype = catalog.get(row["gpu"]), Dtype(row["weight_dtype"])
+            options = load_engine_profile(row["engine"]).options_for(gpu, dtype)
+            model = load_model(row["model"])
+            par = Parallelism(tp=row["tp"])  # experts split tensor-parallel, as the CSV's moe_tp = tp
+            predictor = StepTimePredictor(model, gpu, par, dtype, Dtype.BF16, options)
+            models[key] = measured_step_model(predictor, row["engine"], scheme)
+            if log is not None:
+                log(f"{len(models)} pools: {key} -> {'measured' if models[key] is not None else 'not covered'}")
+        step = models[key]
+        if step is None:
+            out.append(None)
+            continue
+        over = engine_overhead(row["engine"])
+        agg = _batch_aggregates(row)
+        out.append((step.step_s(*agg) - over.step_s - over.per_seq_s * agg[0]) * 1e3)
+    return out
+
+
+def agreement(rows: list[dict], ours_ms: list[float | None]) -> list[dict]:
+    """Share of configurations within ``AGREEMENT_TOLERANCE`` of AIConfigurator, by engine x weights (FP8
+    schemes apart) x phase and over all rows; rows a source does not cover (None) count as misses."""
+    groups: dict[tuple, list[bool]] = {}
+    for row, ms in zip(rows, ours_ms, strict=True):
+        hit = ms is not None and abs(ms / row["aic_ms"] - 1.0) <= AGREEMENT_TOLERANCE
+        for g in ((row["engine"], row["aic_quant_mode"], row["phase"]), ("all", "all", "all"),
+                  ("all", "fp8 (both schemes)" if row["aic_quant_mode"] != "bfloat16" else "bfloat16", "all")):
+            groups.setdefault(g, []).append(hit)
+    return [{"engine": e, "aic_quant_mode": q, "phase": p, "n": len(h), "within": sum(h) / len(h)}
+            for (e, q, p), h in sorted(groups.items(), key=lambda kv: (kv[0][0] == "all", kv[0]))]
+
+
 FIT_MIN_PROMPT_TOKENS = 2048  # prefill rows long enough to be GEMM-compute-bound
 FIT_GRID = tuple(round(0.05 + 0.01 * i, 2) for i in range(86))  # 0.05 .. 0.90
 FIT_GROUPS = (("vllm", "fp8", ("h100_sxm", "h200_sxm")), ("vllm", "fp8_block", ("h100_sxm", "h200_sxm")),
@@ -471,6 +538,9 @@ def main() -> int:
     parser.add_argument("--gemm-tables", action="store_true",
                         help="print the FP8/BF16 efficiency of AIConfigurator's raw GEMM tables (needs aiconfigurator)")
     parser.add_argument("--csv", type=Path, default=CSV_PATH)
+    parser.add_argument("--agreement", action="store_true",
+                        help="also print the share within +-10 %% of AIConfigurator for the measured source "
+                        "(needs aiconfigurator-core) and the roofline fallback")
     args = parser.parse_args()
     if args.generate:
         return 0 if generate(args.csv) else 1
@@ -485,7 +555,29 @@ def main() -> int:
     for g in group_summary(results):
         print(f"{g['engine']:8s} {g['aic_quant_mode']:10s} {g['phase']:8s} {g['n']:4d} {g['geomean']:8.2f} "
               f"{g['min']:6.2f} {g['max']:6.2f}")
+    if args.agreement:
+        print_agreement(results)
     return 0
+
+
+def print_agreement(results: list[dict]) -> None:
+    """The target table: share within +-10 % of AIConfigurator, measured source and roofline fallback."""
+    sys.path.insert(0, str(ROOT))
+    from fleetplan.perf.measured.aic import package_version
+
+    version = package_version()
+    measured = measured_ms(results) if version is not None else [None] * len(results)
+    roofline = agreement(results, [r["ours_ms"] for r in results])
+    by_key = {(g["engine"], g["aic_quant_mode"], g["phase"]): g for g in agreement(results, measured)}
+    source = f"aiconfigurator-core {version}" if version else "aiconfigurator-core not installed: no measured source"
+    print(f"\nshare within +-{AGREEMENT_TOLERANCE:.0%} of AIConfigurator (target >= {AGREEMENT_TARGET:.0%}); "
+          f"measured = {source}, kernels only (the measured source is fitted on the same tables' steps at a grid "
+          "of batch shapes, so this measures its coefficient form, not an independent check)")
+    print(f"{'engine':8s} {'quant':18s} {'phase':8s} {'n':>4s} {'measured':>9s} {'roofline':>9s}")
+    for g in roofline:
+        m = by_key[(g["engine"], g["aic_quant_mode"], g["phase"])]
+        print(f"{g['engine']:8s} {g['aic_quant_mode']:18s} {g['phase']:8s} {g['n']:4d} {m['within']:9.1%} "
+              f"{g['within']:9.1%}")
 
 
 if __name__ == "__main__":
