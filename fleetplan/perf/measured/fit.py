@@ -27,7 +27,9 @@ import numpy as np
 from fleetplan.perf.calibrate import CalibrationData
 from fleetplan.perf.linear import STEP_MODEL_ROOFLINE, step_time_array_s
 
-__all__ = ["GROUPS", "MeasuredFit", "fit_coefficients", "step_s_of"]
+__all__ = ["FIT_VERSION", "GROUPS", "MeasuredFit", "fit_coefficients", "step_s_of"]
+
+FIT_VERSION = 1  # raised whenever the fit changes (cached fits of another version are not read)
 
 #: Scaled groups of ``STEP_MODEL_ROOFLINE`` cost coefficients (``fleetplan.perf.linear``).
 GROUPS = {
@@ -43,6 +45,10 @@ LOG_SCALE_BOUND = 6.0
 ADDITIVE = ("fixed_s", "per_token_s", "per_seq_s")
 _ADDITIVE_SCALE = (1e-3, 1e-6, 1e-5)  # typical sizes (s): conditioning of the solver only
 _ADDITIVE_BOUND = (1.0, 1e-3, 1e-2)
+LOSS_SCALE = 0.05  # soft-L1 loss: residuals beyond ~5 % weigh linearly, so a few kernel switches do not dominate
+#: (tile tokens, wave ratio) tried besides the roofline's: kernel switches between small-M and large-M GEMMs
+#: show as steps the wave term can express (one wave up to 1 / ratio tiles).
+SHAPE_CANDIDATES = ((16.0, 0.125), (16.0, 0.25), (32.0, 0.125), (64.0, 0.5), (64.0, 0.0), (128.0, 0.0))
 
 
 @dataclass(frozen=True)
@@ -72,15 +78,9 @@ def _coefficients(base: np.ndarray, groups: list[tuple[int, ...]], p: np.ndarray
     return c
 
 
-def fit_coefficients(base_code: int, base: np.ndarray, data: CalibrationData) -> MeasuredFit:
-    """Fit the scales of the module docstring to ``data`` (``base_code`` must be ``STEP_MODEL_ROOFLINE``)."""
+def _fit_shape(base: np.ndarray, names: list[str], data: CalibrationData):
     from scipy.optimize import least_squares
 
-    if base_code != STEP_MODEL_ROOFLINE:
-        raise ValueError(f"measured fits start from a roofline step model (code {STEP_MODEL_ROOFLINE}), "
-                         f"got code {base_code}")
-    base = np.asarray(base, dtype=np.float64)
-    names = [name for name, idx in GROUPS.items() if np.any(base[list(idx)] != 0.0)]
     groups = [GROUPS[name] for name in names]
     y = np.asarray(data.step_s, dtype=np.float64)
 
@@ -91,10 +91,29 @@ def fit_coefficients(base_code: int, base: np.ndarray, data: CalibrationData) ->
     p0 = np.r_[np.zeros(k), 0.5 * float(y.min()), 0.0, 0.0]
     lower = np.r_[np.full(k, -LOG_SCALE_BOUND), 0.0, 0.0, 0.0]
     upper = np.r_[np.full(k, LOG_SCALE_BOUND), _ADDITIVE_BOUND]
-    sol = least_squares(residual, p0, bounds=(lower, upper), x_scale=np.r_[np.ones(k), _ADDITIVE_SCALE])
-    coef = _coefficients(base, groups, sol.x)
-    ratio = np.exp(residual(sol.x))
+    sol = least_squares(residual, p0, bounds=(lower, upper), x_scale=np.r_[np.ones(k), _ADDITIVE_SCALE],
+                        loss="soft_l1", f_scale=LOSS_SCALE)
+    return sol, _coefficients(base, groups, sol.x), np.exp(residual(sol.x))
+
+
+def fit_coefficients(base_code: int, base: np.ndarray, data: CalibrationData) -> MeasuredFit:
+    """Fit the scales of the module docstring to ``data`` (``base_code`` must be ``STEP_MODEL_ROOFLINE``)."""
+    if base_code != STEP_MODEL_ROOFLINE:
+        raise ValueError(f"measured fits start from a roofline step model (code {STEP_MODEL_ROOFLINE}), "
+                         f"got code {base_code}")
+    base = np.asarray(base, dtype=np.float64)
+    names = [name for name, idx in GROUPS.items() if np.any(base[list(idx)] != 0.0)]
+    best = None
+    for tile, wave in [(base[5], base[6]), *SHAPE_CANDIDATES]:
+        shaped = base.copy()
+        shaped[5], shaped[6] = tile, wave
+        sol, coef, ratio = _fit_shape(shaped, names, data)
+        if best is None or sol.cost < best[0].cost:
+            best = (sol, coef, ratio)
+    sol, coef, ratio = best
+    k = len(names)
     scales = dict(zip(names, map(float, np.exp(sol.x[:k])), strict=True))
     scales.update(zip(ADDITIVE, map(float, sol.x[k:]), strict=True))
+    scales.update(tile_tokens=float(coef[5]), wave_ratio=float(coef[6]))
     return MeasuredFit(tuple(float(c) for c in coef), scales, float(np.max(np.abs(ratio - 1.0))),
                        float(np.mean(np.abs(ratio - 1.0) <= 0.1)))

@@ -18,12 +18,17 @@ print it per pool).
 
 Cost: the first pool of a (GPU system, engine) loads AIConfigurator's tables (seconds); each pool then
 compiles its operator list (about 2 s) and evaluates 98 shapes (milliseconds); the table is cached on
-disk (``table.cache_dir``), so later runs only read a JSON file and fit (tens of milliseconds).
+disk (``table.cache_dir``) and so is the fit (about a second: seven tile/wave shapes are tried), so later
+runs only read two JSON files.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
+import json
+from pathlib import Path
 
 import numpy as np
 
@@ -32,9 +37,17 @@ from fleetplan.perf.calibrate import CalibratedStepModel
 from fleetplan.perf.linear import LinearStepModel
 from fleetplan.perf.measured import aic
 from fleetplan.perf.measured.coverage import Fp8Scheme, MeasuredKey, coverage, fp8_scheme
-from fleetplan.perf.measured.fit import fit_coefficients, step_s_of
+from fleetplan.perf.measured.fit import FIT_VERSION, MeasuredFit, fit_coefficients, step_s_of
 from fleetplan.perf.measured.overhead import engine_overhead
-from fleetplan.perf.measured.table import GRID_VERSION, MeasuredTable, cache_dir, grid_shapes, read_cached, write_cached
+from fleetplan.perf.measured.table import (
+    GRID_VERSION,
+    MeasuredTable,
+    cache_dir,
+    grid_shapes,
+    read_cached,
+    write_cached,
+    write_text_cached,
+)
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.perf.scaled import ScaledStepModel
 
@@ -93,6 +106,25 @@ def measured_table(predictor: StepTimePredictor, engine: str = "vllm",
     return _table(key, aic.package_version())
 
 
+def _fit_path(key: MeasuredKey, version: str, base: np.ndarray) -> Path:
+    digest = hashlib.sha1(np.asarray(base, dtype=np.float64).tobytes()).hexdigest()[:16]
+    return cache_dir() / f"{MEASURED_PREFIX}-{version}-g{GRID_VERSION}-f{FIT_VERSION}-{key.slug()}-{digest}.json"
+
+
+def _fitted(key: MeasuredKey, version: str, table: MeasuredTable, code: int, base: np.ndarray) -> MeasuredFit:
+    """The fit of ``table`` from ``base`` (cached on disk beside the table: it takes about a second)."""
+    path = _fit_path(key, version, base)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        return MeasuredFit(tuple(float(c) for c in doc["coefficients"]), dict(doc["scales"]),
+                           float(doc["fit_max_abs"]), float(doc["fit_within_10pct"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    fit = fit_coefficients(code, base, table.calibration_data())
+    write_text_cached(path, json.dumps(dataclasses.asdict(fit)))
+    return fit
+
+
 def measured_step_model(predictor: StepTimePredictor, engine: str = "vllm",
                         scheme: Fp8Scheme | str = DEFAULT_FP8_SCHEME) -> CalibratedStepModel | None:
     """The measured step model of ``predictor``'s pool (module docstring), None where it is not covered.
@@ -109,12 +141,15 @@ def measured_step_model(predictor: StepTimePredictor, engine: str = "vllm",
     """
     if not isinstance(predictor, StepTimePredictor):
         raise ConfigError(f"measured_step_model needs the pool's StepTimePredictor, got {type(predictor).__name__}")
-    table = measured_table(predictor, engine, scheme)
+    key = measured_coverage(predictor, engine, scheme)
+    if isinstance(key, str):
+        return None
+    version = aic.package_version()
+    table = _table(key, version)
     if isinstance(table, str):
         return None
     code, base = predictor.kernel_coefficients()
-    data = table.calibration_data()
-    fit = fit_coefficients(code, base, data)
+    fit = _fitted(key, version, table, code, base)
     held = table.calibration_data(held_out=True)
     holdout_mape = float(np.mean(np.abs(step_s_of(np.array(fit.coefficients), held) / held.step_s - 1.0)))
     over = engine_overhead(engine)
@@ -126,7 +161,7 @@ def measured_step_model(predictor: StepTimePredictor, engine: str = "vllm",
         coefficients=tuple(coef), scales={**fit.scales, "overhead_step_s": over.step_s,
                                           "overhead_per_seq_s": over.per_seq_s},
         model=p.model.name, gpu=p.gpu.name, parallelism=p.parallelism.flags(), weight_dtype=p.weight_dtype.value,
-        kv_dtype=p.kv_dtype.value, holdout_mape=holdout_mape, n_rows=data.n_rows,
+        kv_dtype=p.kv_dtype.value, holdout_mape=holdout_mape, n_rows=table.calibration_data().n_rows,
         source=f"{table.label} + {over.label()}")
 
 

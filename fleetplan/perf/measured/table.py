@@ -136,10 +136,15 @@ def read_cached(path: Path) -> MeasuredTable | None:
 
 
 def write_cached(path: Path, table: MeasuredTable) -> None:
-    """Cache ``table`` at ``path``; a cache that cannot be written is skipped (the table is re-measured)."""
+    """Cache ``table`` at ``path`` (``write_text_cached``)."""
+    write_text_cached(path, table.to_json())
+
+
+def write_text_cached(path: Path, text: str) -> None:
+    """Write a cache file atomically; a cache that cannot be written is skipped (it is recomputed next time)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, table.to_json())
+        atomic_write_text(path, text)
     except (OSError, ConfigError):
         return
 
