@@ -326,6 +326,136 @@ def agreement(rows: list[dict], ours_ms: list[float | None]) -> list[dict]:
             for (e, q, p), h in sorted(groups.items(), key=lambda kv: (kv[0][0] == "all", kv[0]))]
 
 
+# ---- the engines' non-kernel step overhead, fitted on published serving runs ---------------------------
+SERVING_CSV = ROOT / "benchmarks" / "data" / "serving_measurements.csv"
+OVERHEAD_METRICS = ("median_itl_ms", "mean_tpot_ms", "median_tpot_ms", "mean_e2el_ms")  # decode-time metrics
+OVERHEAD_TRIAL_S = 2e-3  # the second simulation's overhead; metrics are close to linear in it
+#: Published runs not in the serving table (FITTED: they count as fitted rows, never held out).  SGLang's
+#: ``--random-range-ratio`` default 0 draws lengths on [1, L]; replayed as vLLM's L/2 +- r L/2, r = 1 - 2/L
+#: (the serving table's convention).
+SGLANG_COOKBOOK = ("sgl-project/sgl-cookbook@07e25b7be1a6e42acacbc7a4f1fe67a5f7313f64 docs/Qwen/Qwen3.md sec. 5.1.1 "
+                   "(8x B200, sglang 0.5.6, launch_server --tp 8, sglang.bench_serving random 1000/1000)")
+EXTRA_OVERHEAD_ROWS = (
+    {"engine": "sglang", "engine_version": "0.5.6", "model": "qwen3-235b-a22b", "gpu": "B200", "tp": "8",
+     "weight_dtype": "bf16", "input_tokens": "500", "output_tokens": "500", "random_range_ratio": "0.998",
+     "request_rate": "inf", "max_concurrency": "1", "num_prompts": "10", "metric": "median_itl_ms",
+     "measured": "10.28", "source": SGLANG_COOKBOOK + ", max-concurrency 1: median ITL 10.28 ms"},
+    {"engine": "sglang", "engine_version": "0.5.6", "model": "qwen3-235b-a22b", "gpu": "B200", "tp": "8",
+     "weight_dtype": "bf16", "input_tokens": "500", "output_tokens": "500", "random_range_ratio": "0.998",
+     "request_rate": "inf", "max_concurrency": "16", "num_prompts": "80", "metric": "median_itl_ms",
+     "measured": "14.73", "source": SGLANG_COOKBOOK + ", max-concurrency 16: median ITL 14.73 ms"},
+    {"engine": "sglang", "engine_version": "0.5.6", "model": "qwen3-235b-a22b", "gpu": "B200", "tp": "8",
+     "weight_dtype": "bf16", "input_tokens": "500", "output_tokens": "500", "random_range_ratio": "0.998",
+     "request_rate": "inf", "max_concurrency": "100", "num_prompts": "500", "metric": "median_itl_ms",
+     "measured": "23.78", "source": SGLANG_COOKBOOK + ", max-concurrency 100: median ITL 23.78 ms"},
+)
+
+
+def overhead_rows(path: Path = SERVING_CSV) -> list[dict]:
+    """The runs the non-kernel overhead is fitted on: the serving table's vLLM and SGLang rows on GPUs with
+    measured tables, decode-time metrics (``OVERHEAD_METRICS``) of runs below saturation (a finite rate or
+    concurrency, or a static batch), no listed outlier, BF16 weights; plus ``EXTRA_OVERHEAD_ROWS``."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from fleetplan.perf.measured.coverage import SYSTEM_OF_GPU
+
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if not line.startswith("#")]
+    rows = [r for r in csv.DictReader(lines)
+            if r["engine"] in ("vllm", "sglang") and r["gpu"] in SYSTEM_OF_GPU and r["metric"] in OVERHEAD_METRICS
+            and not r["outlier_reason"] and r["weight_dtype"] == "bf16"
+            and (r["request_rate"] != "inf" or r["max_concurrency"])]
+    return rows + [dict(r) for r in EXTRA_OVERHEAD_ROWS]
+
+
+def _simulate_with_overhead(row: dict, step, overhead_s: float) -> float:
+    """The row's metric from ``fleetplan bench serve`` with ``step`` (kernels only) plus ``overhead_s`` a step."""
+    import dataclasses
+
+    from fleetplan.bench import BenchServeConfig, DatasetSpec, EngineArgs, run_bench_serve
+    from fleetplan.hardware import load_catalog
+    from fleetplan.models import Dtype
+
+    coef = list(step.coefficients)
+    coef[0] += overhead_s
+    profile = dataclasses.replace(step, coefficients=tuple(coef))
+    gpu = load_catalog().get(row["gpu"])
+    args = EngineArgs(profile_model(row), gpu, int(row["tp"]), Dtype(row["weight_dtype"]), perf_profile=profile)
+    conc = int(row["max_concurrency"]) if row.get("max_concurrency") else None
+    rate = math.inf if row["request_rate"] == "inf" else float(row["request_rate"])
+    dataset = DatasetSpec(random_input_len=int(row["input_tokens"]), random_output_len=int(row["output_tokens"]),
+                          random_range_ratio=float(row.get("random_range_ratio") or 0.0))
+    cfg = BenchServeConfig(dataset, num_prompts=int(row["num_prompts"]), request_rate_per_s=rate,
+                           max_concurrency=conc, percentile_metrics=("ttft", "tpot", "itl", "e2el"),
+                           metric_percentiles=(50.0, 99.0))
+    return float(run_bench_serve(args, cfg).metrics[row["metric"]])
+
+
+def profile_model(row: dict):
+    from fleetplan.models import load_model
+
+    return load_model(str(ROOT / row["model"]) if row["model"].endswith(".json") else row["model"])
+
+
+def kernel_step_model(row: dict):
+    """The measured step model of a serving row's pool with no non-kernel overhead (None: not covered)."""
+    import dataclasses
+
+    from fleetplan.hardware import load_catalog
+    from fleetplan.models import Dtype
+    from fleetplan.perf import StepTimePredictor
+    from fleetplan.perf.engine_profile import load_engine_profile
+    from fleetplan.perf.measured import measured_step_model
+    from fleetplan.perf.measured.overhead import engine_overhead
+    from fleetplan.perf.parallelism import Parallelism
+
+    gpu, dtype, model = load_catalog().get(row["gpu"]), Dtype(row["weight_dtype"]), profile_model(row)
+    par = Parallelism.vllm(tensor_parallel_size=int(row["tp"]),
+                           enable_expert_parallel=model.is_moe and row["engine"] == "vllm" and int(row["tp"]) > 1)
+    predictor = StepTimePredictor(model, gpu, par, dtype, Dtype.BF16,
+                                  load_engine_profile(row["engine"]).options_for(gpu, dtype))
+    step = measured_step_model(predictor, row["engine"])
+    if step is None:
+        return None
+    over = engine_overhead(row["engine"])
+    coef = list(step.coefficients)
+    coef[0] -= over.step_s
+    coef[11] -= over.per_seq_s
+    return dataclasses.replace(step, coefficients=tuple(coef))
+
+
+def fit_overhead(rows: list[dict], *, log=print) -> dict[str, dict]:
+    """Per engine, the per-step overhead ``s`` minimising the squared relative error of the rows' metrics,
+    each metric simulated at s = 0 and s = ``OVERHEAD_TRIAL_S`` and taken as linear in s between them
+    (closed form: s = sum w (1 - a) / sum w^2 with a = metric(0) / measured, w = slope / measured);
+    then every row simulated again at the fitted s."""
+    fits: dict[str, dict] = {}
+    for engine in sorted({r["engine"] for r in rows}):
+        pts = []
+        for row in (r for r in rows if r["engine"] == engine):
+            step = kernel_step_model(row)
+            if step is None:
+                log(f"not covered: {row['model']} {row['gpu']} tp{row['tp']}")
+                continue
+            measured = float(row["measured"])
+            at0 = _simulate_with_overhead(row, step, 0.0)
+            at1 = _simulate_with_overhead(row, step, OVERHEAD_TRIAL_S)
+            pts.append((row, step, at0 / measured, (at1 - at0) / OVERHEAD_TRIAL_S / measured))
+        if not pts:
+            continue
+        s = max(0.0, sum(w * (1.0 - a) for _, _, a, w in pts) / sum(w * w for _, _, _, w in pts))
+        after = [_simulate_with_overhead(row, step, s) / float(row["measured"]) - 1.0 for row, step, _, _ in pts]
+        fits[engine] = {"step_s": s, "n": len(pts), "rows": [p[0] for p in pts],
+                        "error_kernels_only": [a - 1.0 for _, _, a, _ in pts], "error_fitted": after}
+        log(f"{engine}: overhead {s * 1e3:.3f} ms/step on {len(pts)} rows; kernels only: mean signed "
+            f"{sum(a - 1 for _, _, a, _ in pts) / len(pts):+.1%}; fitted: mean signed {sum(after) / len(after):+.1%}, "
+            f"mean abs {sum(abs(e) for e in after) / len(after):.1%}")
+        for (row, _, a, _), e in zip(pts, after, strict=True):
+            log(f"   {row['model']:16s} {row['gpu']:8s} tp{row['tp']} {row['input_tokens']}/{row['output_tokens']} "
+                f"rate {row['request_rate']} conc {row['max_concurrency'] or '-'} {row['metric']} {row['measured']}: "
+                f"kernels only {a - 1:+.1%}, fitted {e:+.1%}")
+    return fits
+
+
 FIT_MIN_PROMPT_TOKENS = 2048  # prefill rows long enough to be GEMM-compute-bound
 FIT_GRID = tuple(round(0.05 + 0.01 * i, 2) for i in range(86))  # 0.05 .. 0.90
 FIT_GROUPS = (("vllm", "fp8", ("h100_sxm", "h200_sxm")), ("vllm", "fp8_block", ("h100_sxm", "h200_sxm")),
@@ -538,12 +668,18 @@ def main() -> int:
     parser.add_argument("--gemm-tables", action="store_true",
                         help="print the FP8/BF16 efficiency of AIConfigurator's raw GEMM tables (needs aiconfigurator)")
     parser.add_argument("--csv", type=Path, default=CSV_PATH)
+    parser.add_argument("--fit-overhead", action="store_true",
+                        help="fit each engine's non-kernel step overhead on published serving runs against the "
+                        "measured source (needs aiconfigurator-core)")
     parser.add_argument("--agreement", action="store_true",
                         help="also print the share within +-10 %% of AIConfigurator for the measured source "
                         "(needs aiconfigurator-core) and the roofline fallback")
     args = parser.parse_args()
     if args.generate:
         return 0 if generate(args.csv) else 1
+    if args.fit_overhead:
+        fit_overhead(overhead_rows())
+        return 0
     if args.gemm_tables:
         for g in gemm_table_efficiency():
             print(f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:12s} {g['gemm_dtype']:10s} {g['n']:6d} "
