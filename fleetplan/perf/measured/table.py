@@ -155,6 +155,11 @@ def _grid(table: MeasuredTable, phase: str, batch: int | None = None) -> list[in
 
 
 def _check_inside(name: str, value: float, lo: float, hi: float) -> float:
+    """``log(value)`` for a value within [lo, hi] (up to a relative 1e-9: rounding of exp(log x))."""
+    if lo * (1 - 1e-9) <= value < lo:
+        value = lo
+    elif hi < value <= hi * (1 + 1e-9):
+        value = hi
     if not lo <= value <= hi:
         raise ConfigError(f"`{name}` {value:g} is outside the measured grid [{lo:g}, {hi:g}]; the table is not "
                           "extrapolated: stay within it or use the fitted step model", param=name, value=value)
