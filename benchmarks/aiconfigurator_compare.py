@@ -368,18 +368,24 @@ def overhead_rows(path: Path = SERVING_CSV) -> list[dict]:
 
 
 def _simulate_with_overhead(row: dict, step, overhead_s: float) -> float:
-    """The row's metric from ``fleetplan bench serve`` with ``step`` (kernels only) plus ``overhead_s`` a step."""
+    """The row's metric from ``fleetplan bench serve`` with ``step`` (kernels only) plus ``overhead_s`` a step;
+    ``step`` None: the roofline predictor with the row's engine profile."""
     import dataclasses
 
     from fleetplan.bench import BenchServeConfig, DatasetSpec, EngineArgs, run_bench_serve
     from fleetplan.hardware import load_catalog
     from fleetplan.models import Dtype
+    from fleetplan.perf.engine_profile import load_engine_profile
 
-    coef = list(step.coefficients)
-    coef[0] += overhead_s
-    profile = dataclasses.replace(step, coefficients=tuple(coef))
-    gpu = load_catalog().get(row["gpu"])
-    args = EngineArgs(profile_model(row), gpu, int(row["tp"]), Dtype(row["weight_dtype"]), perf_profile=profile)
+    gpu, dtype = load_catalog().get(row["gpu"]), Dtype(row["weight_dtype"])
+    if step is None:
+        args = EngineArgs(profile_model(row), gpu, int(row["tp"]), dtype,
+                          options=load_engine_profile(row["engine"]).options_for(gpu, dtype))
+    else:
+        coef = list(step.coefficients)
+        coef[0] += overhead_s
+        args = EngineArgs(profile_model(row), gpu, int(row["tp"]), dtype,
+                          perf_profile=dataclasses.replace(step, coefficients=tuple(coef)))
     conc = int(row["max_concurrency"]) if row.get("max_concurrency") else None
     rate = math.inf if row["request_rate"] == "inf" else float(row["request_rate"])
     dataset = DatasetSpec(random_input_len=int(row["input_tokens"]), random_output_len=int(row["output_tokens"]),
@@ -444,15 +450,20 @@ def fit_overhead(rows: list[dict], *, log=print) -> dict[str, dict]:
             continue
         s = max(0.0, sum(w * (1.0 - a) for _, _, a, w in pts) / sum(w * w for _, _, _, w in pts))
         after = [_simulate_with_overhead(row, step, s) / float(row["measured"]) - 1.0 for row, step, _, _ in pts]
+        roof = [_simulate_with_overhead(row, None, 0.0) / float(row["measured"]) - 1.0 for row, _, _, _ in pts]
         fits[engine] = {"step_s": s, "n": len(pts), "rows": [p[0] for p in pts],
-                        "error_kernels_only": [a - 1.0 for _, _, a, _ in pts], "error_fitted": after}
-        log(f"{engine}: overhead {s * 1e3:.3f} ms/step on {len(pts)} rows; kernels only: mean signed "
-            f"{sum(a - 1 for _, _, a, _ in pts) / len(pts):+.1%}; fitted: mean signed {sum(after) / len(after):+.1%}, "
-            f"mean abs {sum(abs(e) for e in after) / len(after):.1%}")
-        for (row, _, a, _), e in zip(pts, after, strict=True):
+                        "error_kernels_only": [a - 1.0 for _, _, a, _ in pts], "error_fitted": after,
+                        "error_roofline": roof}
+
+        def stats(errors: list[float]) -> str:
+            return (f"mean signed {sum(errors) / len(errors):+.1%}, mean abs "
+                    f"{sum(abs(e) for e in errors) / len(errors):.1%}")
+        log(f"{engine}: overhead {s * 1e3:.3f} ms/step on {len(pts)} rows; kernels only: "
+            f"{stats([a - 1 for _, _, a, _ in pts])}; fitted: {stats(after)}; roofline + engine profile: {stats(roof)}")
+        for (row, _, a, _), e, r in zip(pts, after, roof, strict=True):
             log(f"   {row['model']:16s} {row['gpu']:8s} tp{row['tp']} {row['input_tokens']}/{row['output_tokens']} "
                 f"rate {row['request_rate']} conc {row['max_concurrency'] or '-'} {row['metric']} {row['measured']}: "
-                f"kernels only {a - 1:+.1%}, fitted {e:+.1%}")
+                f"kernels only {a - 1:+.1%}, fitted {e:+.1%}, roofline {r:+.1%}")
     return fits
 
 

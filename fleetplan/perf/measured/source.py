@@ -10,8 +10,10 @@
   ``source`` is the timing-source label, e.g. ``"aiconfigurator-core 0.12.0 vllm 0.24.0 h100_sxm
   (meta-llama/Meta-Llama-3.1-8B, bfloat16 weights, bfloat16 KV; SILICON) + vllm non-kernel overhead
   0.9 ms/step"``, and ``holdout_mape`` its error on the held-out grid shapes (kernels only);
-* ``None`` when the package is absent or does not cover the pool (``coverage``), so the caller keeps
-  the roofline predictor, labelled ``ROOFLINE_SOURCE``.  ``measured_coverage`` gives the reason.
+* ``None`` when the package is absent or does not cover the pool (``coverage``), or when
+  ``$FLEETPLAN_TIMING_SOURCE`` is ``roofline``, so the caller keeps the roofline predictor, labelled
+  ``ROOFLINE_SOURCE``.  ``measured_coverage`` gives the reason.  Installing the extra is the choice:
+  where it is installed the measured tables time every pool they cover (``auto``).
 
 ``timing_source(step_model)`` names the source of any step model (``perf explain`` and the plan's JSON
 print it per pool).
@@ -25,14 +27,17 @@ runs only read two JSON files.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 
 from fleetplan.errors import ConfigError
+from fleetplan.names import lookup
 from fleetplan.perf.calibrate import CalibratedStepModel
 from fleetplan.perf.linear import LinearStepModel
 from fleetplan.perf.measured import aic
@@ -51,10 +56,13 @@ from fleetplan.perf.measured.table import (
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.perf.scaled import ScaledStepModel
 
-__all__ = ["DEFAULT_FP8_SCHEME", "MEASURED_PREFIX", "ROOFLINE_SOURCE", "measured_coverage", "measured_step_model",
-           "measured_table", "timing_source"]
+__all__ = ["DEFAULT_FP8_SCHEME", "MEASURED_PREFIX", "ROOFLINE_SOURCE", "TIMING_SOURCE_ENV", "TimingChoice",
+           "measured_coverage", "measured_step_model", "measured_table", "timing_choice", "timing_source"]
 
 ROOFLINE_SOURCE = "roofline+engine profile"
+#: Environment variable that turns the measured source off (``roofline``) where the package is installed:
+#: the one switch for runs that must reproduce roofline figures (golden files, comparisons).
+TIMING_SOURCE_ENV = "FLEETPLAN_TIMING_SOURCE"
 MEASURED_PREFIX = "aiconfigurator-core"
 LINEAR_SOURCE = "linear W + H n (serving constants)"
 #: FP8 weights without a stated scheme: per-tensor W8A8 (vLLM ``--quantization fp8`` and ModelOpt FP8
@@ -62,9 +70,23 @@ LINEAR_SOURCE = "linear W + H n (serving constants)"
 DEFAULT_FP8_SCHEME = Fp8Scheme.PER_TENSOR
 
 
+class TimingChoice(enum.Enum):
+    """Which sources may time a pool (``TIMING_SOURCE_ENV``)."""
+
+    AUTO = "auto"  # the measured tables where they cover the pool, else the roofline
+    ROOFLINE = "roofline"  # the roofline + engine profile everywhere (as without the package)
+
+
+def timing_choice() -> TimingChoice:
+    """``$FLEETPLAN_TIMING_SOURCE`` (default ``auto``); an unknown value is an ``UnknownNameError``."""
+    return lookup(TimingChoice, TIMING_SOURCE_ENV, os.environ.get(TIMING_SOURCE_ENV, TimingChoice.AUTO.value))
+
+
 def measured_coverage(predictor: StepTimePredictor, engine: str = "vllm",
                       scheme: Fp8Scheme | str = DEFAULT_FP8_SCHEME) -> MeasuredKey | str:
     """The pool's ``MeasuredKey``, or why the measured source does not time it (a sentence fragment)."""
+    if timing_choice() is TimingChoice.ROOFLINE:
+        return f"{TIMING_SOURCE_ENV}={TimingChoice.ROOFLINE.value}"
     version = aic.package_version()
     if version is None:
         return f"{aic.DISTRIBUTION} not installed (pip install 'fleetplan[aiconfigurator]')"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fleetplan.errors import ConfigError
+from fleetplan.errors import ConfigError, UnknownNameError
 from fleetplan.hardware import load_catalog
 from fleetplan.models import Dtype, load_model
 from fleetplan.perf.calibrate import CalibratedStepModel
@@ -58,13 +58,16 @@ def faked(monkeypatch, tmp_path):
     """The measured source with a synthetic table in place of aiconfigurator-core (cache in tmp_path)."""
     key = MeasuredKey("meta-llama/Llama-3.1-8B", "h100_sxm", "vllm", 1, None, None, "bfloat16", "bfloat16")
     monkeypatch.setenv("FLEETPLAN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv(source.TIMING_SOURCE_ENV, "auto")
     monkeypatch.setattr(aic, "package_version", lambda: "9.9.9")
-    monkeypatch.setattr(source, "measured_coverage", lambda p, engine="vllm", scheme=None: key)
+    monkeypatch.setattr(aic, "configs_dir", lambda: tmp_path)
+    monkeypatch.setattr(source, "coverage", lambda *args: key)
     monkeypatch.setattr(source, "_table", lambda k, v: fake_table(predictor_8b()))
     return key
 
 
 def test_without_the_package_the_roofline_times_the_pool(monkeypatch) -> None:
+    monkeypatch.setenv(source.TIMING_SOURCE_ENV, "auto")
     monkeypatch.setattr(aic, "package_version", lambda: None)
     p = predictor_8b()
     assert measured_step_model(p) is None
@@ -89,6 +92,15 @@ def test_placement_runs_the_measured_model_in_both_phases(faked) -> None:
     (place,) = place_model(load_model("llama-3.1-8b"), CATALOG.get("H100-SXM"), parallelism=Parallelism(tp=1))
     assert isinstance(place.step_model, CalibratedStepModel) and timing_source(place.step_model).startswith(LABEL)
     assert "W, H from the calibrated profile of aiconfigurator-core" in place.gpu.sources["serving"]
+
+
+def test_the_roofline_switch_turns_the_measured_source_off(faked, monkeypatch) -> None:
+    monkeypatch.setenv(source.TIMING_SOURCE_ENV, "roofline")
+    assert measured_step_model(predictor_8b()) is None
+    assert source.TIMING_SOURCE_ENV in source.measured_coverage(predictor_8b())
+    monkeypatch.setenv(source.TIMING_SOURCE_ENV, "measured-only")
+    with pytest.raises(UnknownNameError, match="auto"):
+        measured_step_model(predictor_8b())
 
 
 def test_label_of_other_step_models() -> None:
@@ -127,6 +139,7 @@ def test_analytic_and_simulator_steps_agree(faked) -> None:
 @needs_aic
 def test_real_tables_cover_h100_and_not_mi300x(monkeypatch, tmp_path) -> None:
     monkeypatch.setenv("FLEETPLAN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv(source.TIMING_SOURCE_ENV, "auto")
     source._table.cache_clear()
     p = predictor_8b()
     step = measured_step_model(p)
