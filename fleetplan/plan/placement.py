@@ -41,6 +41,10 @@ Everything else as before:
   of the core paper's three hand-calibrated Llama-3-70B profiles;
 * the simulator runs the operator-level ``StepTimePredictor`` itself for that GPU.
 
+Where NVIDIA ``aiconfigurator-core`` is installed and its measured tables cover the placement (GPU, model,
+parallelism, dtypes; vLLM's tables), the measured step model (``fleetplan.perf.measured``) is its step model
+in both phases, W and H re-derived from it as below; its ``source`` names the tables.
+
 A calibrated profile (``perf.calibrate``) replaces the predictor of the placement
 it was calibrated for (same GPU, parallelism and storage types; ``calibrate_placements``): its
 step model in both phases, and W, H of its serving constants re-derived from the profile by
@@ -65,6 +69,7 @@ from fleetplan.models.config import AttentionKind
 from fleetplan.perf.calibrate import CalibratedStepModel
 from fleetplan.perf.derive import derive_serving_constants, linear_constants
 from fleetplan.perf.kv_budget import DEFAULT_MAX_NUM_SEQS
+from fleetplan.perf.measured import measured_step_model
 from fleetplan.perf.parallelism import Parallelism, valid_tensor_parallel_sizes
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.perf.seam import StepModel
@@ -127,7 +132,9 @@ def _place(model: ModelConfig, gpu: GpuProfile, par: Parallelism, weight_dtype: 
                                        gpu_memory_utilization=gpu_memory_utilization)
     sources = {**gpu.sources, "serving": f"derived by fleetplan.perf.derive for {model.name} at {par.flags()}"}
     placed = replace(gpu, name=variant_name(gpu, par), aliases=(), serving=serving, sources=sources)
-    return ModelPlacement(model, placed, par, StepTimePredictor(model, gpu, par, weight_dtype, kv_dtype))
+    placement = ModelPlacement(model, placed, par, StepTimePredictor(model, gpu, par, weight_dtype, kv_dtype))
+    measured = measured_step_model(placement.predictor)  # aiconfigurator-core's tables where they cover the pool
+    return placement if measured is None else calibrate_placements((placement,), measured)[0]
 
 
 def _dp_attention_helps(model: ModelConfig, n_gpus: int) -> bool:
