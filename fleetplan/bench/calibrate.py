@@ -137,8 +137,8 @@ def _check_result_value(name: str, doc: dict, key: str) -> None:
         problem = f"`{key}` {value!r} must be above 0 ({RESULT_RULES.get(key, 'a measured mean')})"
     else:
         return
-    raise DataFormatError(name, key, problem, f"give the unedited result JSON of a run that completed requests "
-                          f"(vllm bench serve --save-result), or drop this file")
+    raise DataFormatError(name, key, problem, "give the unedited result JSON of a run that completed requests "
+                          "(vllm bench serve's save_result option), or drop this file")
 
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEinfNa]+)")
