@@ -72,7 +72,7 @@ class DatasetName(NameRegistry):
 
 
 class RangeRatioRule(NameRegistry):
-    """Whose meaning of ``--random-range-ratio`` a random dataset follows (module docstring)."""
+    """Whose meaning of ``random_range_ratio`` (the two clients' flag) a random dataset follows (module docstring)."""
 
     VLLM = "vllm"
     SGLANG = "sglang"

@@ -142,11 +142,12 @@ def engine_parallelism(engine: str, model: ModelConfig, tensor_parallel_size: in
     engine : str
         ``"sglang"`` for SGLang's meanings; any other engine profile (vllm, trtllm) reads vLLM's.
     tensor_parallel_size, pipeline_parallel_size, data_parallel_size : int
-        vLLM ``--tensor/--pipeline/--data-parallel-size``; SGLang ``--tp-size``, ``--pp-size``, ``--dp-size``.
+        vLLM's ``tensor_parallel_size``, ``pipeline_parallel_size``, ``data_parallel_size``; SGLang's
+        ``tp_size``, ``pp_size``, ``dp_size``.
     enable_expert_parallel : bool
         vLLM only.
     expert_parallel_size, enable_dp_attention :
-        SGLang only (``--ep-size``, ``--enable-dp-attention``).
+        SGLang only (its ``ep_size``, ``enable_dp_attention``).
     nnodes : int or None
         Nodes one instance spans (``None``: not stated).
     """
