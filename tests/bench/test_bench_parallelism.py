@@ -162,3 +162,20 @@ def test_a_complete_bench_result_reads_its_means(tmp_path) -> None:
     itl_only = {k: v for k, v in BENCH_RESULT.items() if k != "mean_tpot_ms"} | {"mean_itl_ms": 7.5}
     path.write_text(json.dumps(itl_only))
     assert read_bench_result(path).measured["mean_tpot_ms"] == 7.5
+
+
+def test_perf_calibrate_fits_a_data_and_expert_parallel_instance(tmp_path) -> None:
+    """``perf calibrate --bench-result`` takes -dp/--ep now: a run simulated with 2 DP ranks of TP2 and the
+    experts over the 4 GPUs is fitted back to itself, and the profile names that sharding."""
+    res = CliRunner().invoke(cli, [*BASE, "--model", "qwen3-30b-a3b", "-tp", "2", "-dp", "2",
+                                   "--enable-expert-parallel", "--num-prompts", "16", "--max-concurrency", "4",
+                                   "--save-result", "--result-dir", str(tmp_path), "--result-filename", "r.json"])
+    assert res.exit_code == 0, res.output
+    out = tmp_path / "p.json"
+    res = CliRunner().invoke(cli, ["perf", "calibrate", "--bench-result", str(tmp_path / "r.json"), "--model",
+                                   "qwen3-30b-a3b", "--gpu", "h100", "-tp", "2", "-dp", "2", "--ep", "4",
+                                   "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(out.read_text())
+    assert doc["parallelism"] == "--tensor-parallel-size 2 --data-parallel-size 2 --enable-expert-parallel"
+    assert doc["holdout_mape"] < 0.02
