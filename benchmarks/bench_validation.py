@@ -69,6 +69,47 @@ CITATION = r"([\w.-]+/[\w.-]+@[0-9a-f]{40}:\S+|https?://\S+|\b[\w-]+(\.[\w-]+)+/
 
 
 READING = """\
+Held-out sources (issue 26 item 5; `held_out` yes; no profile value fitted on them; each row cites its file
+and line or URL with the server and client commands, engine version, GPU count, dtype, lengths, spread rule,
+concurrency or rate, prompts, metric and unit):
+- sgl-project/sgl-cookbook (SGLang 0.5.6-0.5.9): DeepSeek-R1-0528 on 8 B200, DeepSeek-V3.1 on 8 MI300X,
+  Qwen3-235B-A22B-2507 on 8 B200, Qwen3-Coder-480B FP8 on 8 MI300X (EP 2), MiniMax-M2 on 4 MI300X, MiniMax-M2.5
+  on 8 B200 and 8 H100 (EP 8), Llama-4 Scout/Maverick on 8 MI300X, Llama-3.1-70B on 8 A100; `sglang.bench_serving`
+  random 1000/1000, 1000/8000, 8000/1000 at 1, 16, 64 or 100 clients, SGLang's default `--random-range-ratio 0`
+  read in SGLang's meaning (lengths uniform on [1, L]; the published token totals match, e.g. 6,101 input tokens
+  for 10 prompts of L = 1000).
+- gpustack/gpustack performance lab (vLLM 0.10.2-0.13, SGLang 0.5.3-0.5.6): DeepSeek-R1 and -V3.2 on 8 H200
+  (vLLM TP8; SGLang TP8 with dp-attention), GLM-4.6 on 8 H200 (vLLM BF16 TP8, SGLang FP8 TP4), Qwen3-235B-A22B on
+  8 A100 / 8 H100 (BF16 TP8, FP8 TP4), Qwen3-32B on 1 A100 / 1 H100, gpt-oss-120b/-20b on A100/H100 (TP1/TP2);
+  `vllm bench serve` random 32000/100, 4000/200, 2000/100, 128/4 with every request sent at once (rate inf, no
+  concurrency cap).  The client ran without `--ignore-eos`: where fewer tokens were generated than asked, the
+  row's output length is the published mean (stated in its source).
+- vllm-project/recipes: Kimi-K2-Thinking (INT4) on 8 H200 TP8, DeepSeek-V3.2 on 8 H20 TP8 (vLLM).
+- sgl-project/sglang benchmark/attention_backend/NVIDIA_H200.md: DeepSeek-V3 TP8 and Llama-3.1-8B TP1 on H200,
+  Poisson 16 req/s, output throughput (fa3 and flashinfer backends).
+- blogs.oracle.com (OCI): vLLM `benchmark_latency` of Llama-3.1-405B FP8 on 8 MI300X, batch 1-256, 128/128.
+Model names not bundled on this branch (deepseek-v3.2, glm-4.6, gpt-oss-120b, gpt-oss-20b, kimi-k2,
+llama-4-scout, llama-4-maverick, minimax-m2 for M2 and M2.5, qwen3-coder-480b-a35b) are misses until a model
+config of that name exists; DeepSeek-R1/-V3.1 rows use the DeepSeek-V3 shape (same architecture).  MXFP4
+(gpt-oss) and INT4 (Kimi-K2-Thinking) experts are read as 4-bit weights.  SGLang rows use the instance's
+vLLM-style scheduler and token budget (SGLang's prefill-first batches and its chunked-prefill size are not
+modelled).
+
+Left out by rule: ShareGPT runs (sgl-cookbook DeepSeek-V3 on MI300X, Kimi-K2 and gpt-oss on B200: prompt lengths
+not published); sgl-cookbook GLM-4.6 (one set of numbers under four GPU types); GPUStack GLM-4.5-Air (its A100 and
+H100 pages carry identical numbers); TensorRT-LLM and Ascend rows; speculative-decoding runs (EAGLE/MTP acceptance
+not published); FP4 checkpoints (no FP4 weight type); GPUs outside the catalog (GB300, MI355X, RTX 3090); recipe
+runs whose GPU or parallelism the page leaves open (GLM-4.5-FP8, Qwen3-Coder-480B-FP8 "8xH200 (or H20)",
+Kimi-K2 on 16 H200).
+
+Reading of the held-out rows: where the model is dense the step model is near (Llama-3.1-8B H200 +11 %
+throughput; Llama-3.1-70B A100 SGLang +15 % throughput, -13 % TPOT at one client); MoE models are predicted too
+fast, as issue 26 states: SGLang cookbook DeepSeek-R1/V3.1 output throughput +155 % (median), TPOT -59 %;
+Qwen3-235B +67 % / -37 %; GPUStack's all-at-once runs +40-80 % throughput.  TTFT under SGLang at 16-100 clients
+is predicted too long for Llama-3.1-70B (SGLang prefills first) and too short for the MoE rows.
+
+In-sample (the table the profiles were fitted on; `held_out` no):
+
 Covered: 7 sources (one table or one set of runs each, the `source` groups below); MHA (Llama-2-7B,
 -13B) and GQA (Llama-2-70B, Llama-3.1-8B/70B/405B, Mixtral-8x7B, Qwen3-235B-A22B) attention; dense
 and MoE (Mixtral-8x7B on 2 GPUs, Qwen3-235B-A22B on 8); 1, 2, 4 and 8 GPUs per instance (8: Llama-2-70B
