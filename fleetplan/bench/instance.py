@@ -4,7 +4,7 @@
 and tokens inside) and ``serving_fleet`` turns them into a one-pool ``FleetSpec``:
 
 * step model: the operator-level ``StepTimePredictor`` of the model on the GPU under
-  ``parallelism`` (a ``fleetplan.perf.parallelism.Parallelism``; ``None`` = tensor parallelism
+  ``parallelism_spec`` (a ``fleetplan.perf.parallelism.Parallelism``; ``None`` = tensor parallelism
   over ``tensor_parallel_size`` GPUs, MoE models with expert parallelism over the TP group), with
   the engine profile's efficiencies and overheads (``fleetplan.perf.engine_profile``), or a
   calibrated ``perf_profile`` (``fleetplan perf calibrate``).  ``engine_parallelism`` reads the
@@ -206,7 +206,8 @@ def serving_fleet(args: EngineArgs) -> FleetSpec:
     capacity = rank_blocks * DEFAULT_BLOCK_SIZE_TOKENS
     max_len = args.max_model_len or min(capacity, DEFAULT_MAX_MODEL_LEN_TOKENS)
     if max_len > capacity:
-        raise ConfigError(f"`max_model_len` {max_len} exceeds the KV cache of one instance ({capacity} tokens at "
+        where = "one instance" if ranks == 1 else f"one of the instance's {ranks} data-parallel ranks"
+        raise ConfigError(f"`max_model_len` {max_len} exceeds the KV cache of {where} ({capacity} tokens at "
                           f"`gpu_memory_utilization` {args.gpu_memory_utilization}); lower it, raise "
                           "`tensor_parallel_size` or use `kv_cache_dtype` fp8", param="max_model_len", value=max_len)
     tokens = args.max_num_batched_tokens or tokens_default
