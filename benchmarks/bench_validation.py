@@ -357,7 +357,7 @@ def held_out_lines(results: list[dict]) -> list[str]:
     return lines
 
 
-def markdown(results: list[dict], s: dict, wall_s: float, aic_results: list[dict] | None = None) -> str:
+def markdown(results: list[dict], s: dict, aic_results: list[dict] | None = None) -> str:
     in_sample = [r for r in results if not held_out(r) and r["error"] is not None]
     by_metric: dict[str, list[float]] = {}
     by_engine: dict[str, list[float]] = {}
@@ -382,7 +382,6 @@ def markdown(results: list[dict], s: dict, wall_s: float, aic_results: list[dict
         "the run states (`max_num_seqs`, `max_num_batched_tokens`), and the engine "
         "profile in the `profile` column; signed error = "
         "predicted / measured - 1.  The predictor is the default one (`fleetplan.perf.overheads`), no per-row term.",
-        f"Simulating every row took {wall_s:.0f} s.",
         "",
         *held_out_lines([r for r in results if held_out(r)]),
         "",
@@ -460,7 +459,7 @@ def main() -> int:
     s = summary([r for r in results if not held_out(r) and r["error"] is not None])
     h = held_out_summary([r for r in results if held_out(r)])
     aic = aiconfigurator_compare.compare(aiconfigurator_compare.read_estimates())
-    atomic_write_text(args.out, markdown(results, s, wall_s, aic))
+    atomic_write_text(args.out, markdown(results, s, aic))
     print(f"in-sample {s['n']} rows: mean signed {s['mean_signed']:+.1%}, mean absolute {s['mean_abs']:.1%}, "
           f"{s['within']} within {ROW_TOLERANCE:.0%}, {s['unexplained']} beyond without a reason")
     print(f"held out {h['n']} rows: {h['predicted']} predicted ({h['misses']} misses), mean signed "
