@@ -11,7 +11,7 @@ import pytest
 
 from fleetplan.errors import ConfigError, UnknownNameError
 from fleetplan.hardware import load_catalog
-from fleetplan.models import Dtype, load_model
+from fleetplan.models import load_model
 from fleetplan.perf.calibrate import CalibratedStepModel
 from fleetplan.perf.linear import STEP_MODEL_ROOFLINE, LinearStepModel, roofline_step_s
 from fleetplan.perf.measured import ROOFLINE_SOURCE, aic, measured_step_model, source, timing_source
