@@ -84,8 +84,6 @@ GPUS_PER_NODE = 8
 DEFAULT_MAX_GPUS_PER_INSTANCE = 64
 #: Multi-node sizes kept beyond the smallest that fits (each costs the sweep one more GPU type).
 EXTRA_MULTI_NODE_SIZES = 0
-#: Kept for callers of the one-node search: the largest tensor-parallel size of one node.
-DEFAULT_MAX_TP = GPUS_PER_NODE
 
 
 @dataclass(frozen=True)

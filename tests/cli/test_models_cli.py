@@ -126,3 +126,11 @@ def test_parallelism_options_give_one_parallelism_argument():
     assert seen == [Parallelism(tp=4, pp=2, dp=2, ep=8)]
     result = CliRunner().invoke(root, ["probe", "-tp", "0"])
     assert result.exit_code == 2 and "error:" in result.stderr
+
+
+def test_expert_parallel_above_the_expert_count_is_one_error_line():
+    result = run("show", "mixtral-8x7b", "-tp", "16", "--enable-expert-parallel")
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error:")
+    assert "8 routed experts are not divisible by expert parallel size 16" in lines[0]
+    assert result.stdout == ""
