@@ -61,6 +61,7 @@ from fleetplan.perf.kv_budget import kv_budget, vllm_batch_defaults
 from fleetplan.perf.overheads import PredictorOptions
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
+from fleetplan.perf.quant import fp8_scaling_of
 from fleetplan.sim.features import CudaGraphConfig, GraphMode, PrefixCacheConfig, RuntimeFeatures
 from fleetplan.sim.features.speculative import SpeculativeConfig
 from fleetplan.sim.spec import DEFAULT_BLOCK_SIZE_TOKENS, FleetSpec, InstanceRouter, PoolSpec, SchedulerLimits
@@ -126,8 +127,10 @@ class EngineArgs:
                                 enable_expert_parallel=self.model.is_moe and self.tensor_parallel_size > 1)
 
     def predictor(self) -> StepTimePredictor:
+        """The step model; FP8 weights are block-scaled when the checkpoint's ``quantization_config`` gives a
+        ``weight_block_size`` (``fleetplan.perf.quant.fp8_scaling_of``), else per-tensor."""
         return StepTimePredictor(self.model, self.gpu, self.parallelism, self.weight_dtype, self.kv_cache_dtype,
-                                 self.options)
+                                 self.options, fp8_scaling_of(self.model.weight_block_size))
 
 
 def engine_parallelism(engine: str, model: ModelConfig, tensor_parallel_size: int = 1, pipeline_parallel_size: int = 1,
