@@ -39,6 +39,8 @@ class EngineProfile:
     sources: MappingProxyType = field(hash=False)
     #: per GPU name (folded to lower case): option overrides of ``[gpu_options.<GPU>]``
     gpu_options: MappingProxyType = field(default_factory=lambda: MappingProxyType({}), hash=False)
+    #: per GPU name as written in the file: the source of each override (``[gpu_sources.<GPU>]``)
+    gpu_sources: MappingProxyType = field(default_factory=lambda: MappingProxyType({}), hash=False)
 
     def options_for(self, gpu, weight_dtype) -> PredictorOptions:  # noqa: ARG002 - per-dtype hook
         """The options for ``gpu`` (its ``[gpu_options]`` overrides, if any) and ``weight_dtype``."""
@@ -65,18 +67,19 @@ def load_engine_profile(name: str) -> EngineProfile:
     unsourced = sorted(set(opts) - set(sources))
     if unsourced:
         raise DataFormatError(str(path), "[sources]", f"option {unsourced[0]!r} has no source", "add one")
-    gpu_options = {}
+    gpu_options, gpu_sources = {}, doc.get("gpu_sources", {})
     for gpu, table in doc.get("gpu_options", {}).items():
         where = f"[gpu_options.{gpu}]"
         unknown = sorted(set(table) - _OPTION_FIELDS)
         if unknown:
             raise DataFormatError(str(path), where, f"unknown option {unknown[0]!r}",
                                   f"use PredictorOptions fields: {', '.join(sorted(_OPTION_FIELDS))}")
-        unsourced = sorted(set(table) - set(doc.get("gpu_sources", {}).get(gpu, {})))
+        unsourced = sorted(set(table) - set(gpu_sources.get(gpu, {})))
         if unsourced:
             raise DataFormatError(str(path), f"[gpu_sources.{gpu}]", f"option {unsourced[0]!r} has no source",
                                   "add one")
         PredictorOptions(**{**opts, **table})  # validated on load, not on first use
         gpu_options[gpu.lower()] = MappingProxyType(dict(table))
     return EngineProfile(str(doc.get("name", key)), str(doc.get("description", "")), PredictorOptions(**opts),
-                         MappingProxyType(dict(sources)), MappingProxyType(gpu_options))
+                         MappingProxyType(dict(sources)), MappingProxyType(gpu_options),
+                         MappingProxyType({gpu: MappingProxyType(dict(t)) for gpu, t in gpu_sources.items()}))

@@ -4,7 +4,8 @@ In-sample rows (``held_out`` no, the table the engine profiles were fitted on): 
 targets of issue "[Serving accuracy]" (mean signed error within +-10 %, mean absolute error at most 15 %, every
 row within 35 % or listed as an outlier with its reason, outliers at most 10 % of rows).
 
-Held-out rows (issue 26 item 5: published vLLM and SGLang runs): every row cited (repository@commit:path or
+Issue-26 rows (item 5: published vLLM and SGLang runs; ``held_out`` yes = held out, ``fit`` = the source
+engine-profile values are fitted on, split by source): every row cited (repository@commit:path or
 URL) with its run's flags, metrics in known units, the coverage pinned (row count, engines, GPUs, models), the
 parallelism flags valid in the engine's meaning, and every row whose model is bundled predicted.  Their
 accuracy is a benchmark figure (docs/serving_validation.md), not asserted here: it moves with the step model.
@@ -25,12 +26,15 @@ from fleetplan.perf.engine_profile import load_engine_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: Held-out coverage, pinned: rows per engine and per GPU, and the model names (MoE and dense).
-HELD_OUT_ROWS = 568
-HELD_OUT_ENGINES = {"sglang": 276, "vllm": 292}
-HELD_OUT_GPUS = {"A100-80GB": 136, "H100-SXM": 124, "H200": 112, "B200": 99, "MI300X": 93, "H20": 4}
-MOE_MODELS = {"deepseek-v3", "deepseek-v3.2", "qwen3-235b-a22b", "qwen3-coder-480b-a35b", "minimax-m2", "glm-4.6",
-              "gpt-oss-120b", "gpt-oss-20b", "llama-4-scout", "llama-4-maverick", "kimi-k2"}
+#: Issue-26 coverage, pinned: rows per engine and per GPU, and the model names (MoE and dense).
+HELD_OUT_ROWS = 567
+HELD_OUT_ENGINES = {"sglang": 275, "vllm": 292}
+HELD_OUT_GPUS = {"A100-80GB": 136, "H100-SXM": 124, "H200": 111, "B200": 99, "MI300X": 93, "H20": 4}
+MOE_MODELS = {"deepseek-v3", "deepseek-v3.2", "qwen3-235b-a22b", "qwen3-235b-a22b-fp8", "qwen3-coder-480b-a35b",
+              "minimax-m2.5", "glm-4.6", "gpt-oss-120b", "gpt-oss-20b", "llama-4-scout", "llama-4-maverick", "kimi-k2"}
+#: The split by source: the fitted source and its rows; every other issue-26 source is held out.
+FITTED_SOURCES = {"sgl-project/sgl-cookbook": 216}
+HELD_OUT_ONLY_ROWS = 351
 DENSE_MODELS = {"llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b", "qwen3-32b"}
 
 
@@ -59,7 +63,7 @@ def test_every_row_is_cited_and_well_formed(bv, rows) -> None:
         assert len(r["source"]) > 40 and float(r["measured"]) > 0
         assert r["metric"] in bv.METRIC_UNITS
         assert not r["outlier_reason"] or len(r["outlier_reason"]) > 80
-        assert r["held_out"] in ("yes", "no") and r["range_ratio_rule"] in ("", "vllm", "sglang")
+        assert r["held_out"] in ("yes", "fit", "no") and r["range_ratio_rule"] in ("", "vllm", "sglang")
         assert int(r["tp"]) >= 1 and int(r["num_prompts"]) >= 1 and int(r["input_tokens"]) >= 1
         load_engine_profile(r["profile"])
     in_sample = [r for r in rows if r["held_out"] == "no"]
@@ -72,8 +76,12 @@ def test_every_row_is_cited_and_well_formed(bv, rows) -> None:
     assert any(m.n_kv_heads < m.n_heads for m in models.values())  # GQA
 
 
+def _issue26(rows) -> list[dict]:
+    return [r for r in rows if r["held_out"] in ("yes", "fit")]
+
+
 def test_held_out_rows_cite_their_run_and_its_flags(bv, rows) -> None:
-    held = [r for r in rows if r["held_out"] == "yes"]
+    held = _issue26(rows)
     for r in held:
         src = r["source"]
         assert re.search(bv.CITATION, src), src[:80]
@@ -85,8 +93,16 @@ def test_held_out_rows_cite_their_run_and_its_flags(bv, rows) -> None:
         assert r["metric"].split("_")[0] in src.lower() or "throughput" in src.lower() or "latency" in src.lower()
 
 
+def test_split_is_by_source(bv, rows) -> None:
+    """A source is fitted or held out as a whole: every row of a fitted source is ``fit``, no other is."""
+    fit = Counter(bv.source_key(r) for r in rows if r["held_out"] == "fit")
+    assert dict(fit) == FITTED_SOURCES
+    assert not any(bv.source_key(r) in FITTED_SOURCES for r in rows if r["held_out"] == "yes")
+    assert sum(r["held_out"] == "yes" for r in rows) == HELD_OUT_ONLY_ROWS
+
+
 def test_held_out_coverage_is_pinned(rows) -> None:
-    held = [r for r in rows if r["held_out"] == "yes"]
+    held = _issue26(rows)
     assert len(held) == HELD_OUT_ROWS >= 150
     assert dict(Counter(r["engine"] for r in held)) == HELD_OUT_ENGINES
     assert dict(Counter(r["gpu"] for r in held)) == HELD_OUT_GPUS
@@ -99,13 +115,13 @@ def test_held_out_coverage_is_pinned(rows) -> None:
         except UnknownNameError:
             continue
         assert m.is_moe == (name in MOE_MODELS), name
-    assert Counter(r["range_ratio_rule"] for r in held) == {"vllm": 340, "sglang": 228}
+    assert Counter(r["range_ratio_rule"] for r in held) == {"vllm": 339, "sglang": 228}
     assert sum(r["dp_attention"] == "true" for r in held) == 32 and sum(r["ep"] not in ("", "1") for r in held) == 48
 
 
 def test_held_out_parallelism_flags_parse_in_the_engines_meaning(bv, rows) -> None:
     for r in rows:
-        if r["held_out"] != "yes" or (model := _bundled(bv, r["model"])) is None:
+        if r["held_out"] not in ("yes", "fit") or (model := _bundled(bv, r["model"])) is None:
             continue
         par, copies = bv.row_parallelism(r, model)
         assert par is not None and par.tp == int(r["tp"]) and copies >= 1
@@ -114,8 +130,8 @@ def test_held_out_parallelism_flags_parse_in_the_engines_meaning(bv, rows) -> No
 
 
 def test_every_expressible_held_out_row_is_predicted(bv, rows) -> None:
-    """Misses come only from models the tool does not bundle; every other held-out row is simulated."""
-    results = bv.evaluate([r for r in rows if r["held_out"] == "yes"])
+    """Misses come only from models the tool does not bundle; every other issue-26 row is simulated."""
+    results = bv.evaluate(_issue26(rows))
     for r in results:
         if r["predicted"] is None:
             assert r["miss"].startswith(f"unknown model '{r['model']}'"), r["miss"]
