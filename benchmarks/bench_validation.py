@@ -13,13 +13,13 @@ outlier with its reason (<= 10 % of rows).  ``--check`` exits 1 when a target is
 
 The rows added for issue 26 (published vLLM and SGLang runs) are split by source: ``held_out`` yes (no
 profile value fitted on them) is the held-out figure, ``fit`` the source engine-profile values are fitted on
-(reported in its own section, not a validation figure); both by engine, model, GPU, metric and source: mean signed error, mean absolute error, share within 35 %; a row the tool cannot
-express (a model not bundled, a parallelism or weight type the step model refuses) is a miss, counted
-against the share and listed with its reason, never dropped.  Parallelism columns (``tp``, ``pp``,
-``dp``, ``ep``, ``dp_attention``) are read in each engine's meaning
-(``fleetplan.bench.instance.engine_parallelism``); ``range_ratio_rule`` says whose
-``--random-range-ratio`` the run's client applied.  Rows without ``dp``/``ep`` keep the instance's
-default sharding (TP, MoE experts spread over the TP group), as their figures were fitted with it.
+(reported in its own section, not a validation figure); both by engine, model, GPU, metric and source: mean
+signed error, mean absolute error, share within 35 %; a row the tool cannot express (a model not bundled, a
+parallelism or weight type the step model refuses) is a miss, counted against the share and listed with its
+reason, never dropped. Parallelism columns (``tp``, ``pp``, ``dp``, ``ep``, ``dp_attention``) are read in
+each engine's meaning (``fleetplan.bench.instance.engine_parallelism``); ``range_ratio_rule`` says whose
+``--random-range-ratio`` the run's client applied. Rows without ``dp``/``ep`` keep the instance's default
+sharding (TP, MoE experts spread over the TP group), as their figures were fitted with it.
 
 A second section compares fleetplan's step-time predictor with NVIDIA AIConfigurator's estimates for the
 same configurations (``benchmarks/aiconfigurator_compare.py``), read from the checked-in
