@@ -363,7 +363,8 @@ def held_out_lines(results: list[dict], title: str = HELD_OUT_TITLE, column: str
         f"{h['n']} measured means from {len(groups['source'])} sources (column `held_out` {column}); {h['predicted']} "
         f"predicted, {h['misses']} misses (runs the tool cannot express, listed below, counted outside "
         f"{ROW_TOLERANCE:.0%}).  Errors are over predicted rows; the share within {ROW_TOLERANCE:.0%} is over all "
-        "rows.  Targets of issue 26 (serving table, held-out sources).",
+        "rows.  " + ("Targets of issue 26 (serving table, held-out sources)." if column == "yes" else
+                     "The held-out targets are shown for comparison only: these rows were fitted on."),
         "",
         "| | value | target |",
         "|---|---|---|",
