@@ -31,6 +31,10 @@ analytical estimates here, not a profile; pass measured values when you have the
 * ``cudagraph_pool_bytes``: memory of captured decode graphs; 0 with vLLM's ``enforce_eager``.
 * ``comm_workspace_bytes``: NCCL / custom all-reduce buffers; 0 on a single GPU.
 
+MTP draft layers (``n_mtp_layers``, DeepSeek-V3's ``num_nextn_predict_layers`` when MTP speculative
+decoding is on) sit on the last stage: each one decoder layer of the model's MoE (or dense) kind plus
+its ``eh_proj`` (2h x h) and two norms, with a KV cache of its own (vLLM allocates one per draft layer).
+
 KV bytes per token per GPU = (layers on the stage) x (one layer's KV bytes) x
 ``kv_heads_per_gpu / n_kv_heads`` (GQA), or the full latent (MLA, replicated).  Under
 pipeline parallelism every stage is budgeted and the stage with the fewest blocks is
@@ -141,8 +145,10 @@ def _attention_split(model: ModelConfig, par: Parallelism) -> float:
     return replicated + sharded / tp
 
 
-def weight_bytes_per_gpu(model: ModelConfig, par: Parallelism, weight_dtype: Dtype) -> tuple[int, ...]:
-    """Weight bytes on one GPU of each pipeline stage (module docstring for the sharding)."""
+def weight_bytes_per_gpu(model: ModelConfig, par: Parallelism, weight_dtype: Dtype,
+                         n_mtp_layers: int = 0) -> tuple[int, ...]:
+    """Weight bytes on one GPU of each pipeline stage (module docstring for the sharding), the last
+    stage holding ``n_mtp_layers`` MTP draft layers."""
     h, attn_tp = model.hidden_size, par.attn_tp
     attn = _attention_split(model, par) + 2 * h
     dense = model.dense_ffn_params() / attn_tp
@@ -160,6 +166,8 @@ def weight_bytes_per_gpu(model: ModelConfig, par: Parallelism, weight_dtype: Dty
             params += vocab
         if s == len(stages) - 1:
             params += h + (vocab if not (model.tie_word_embeddings and len(stages) == 1) else 0)
+            mtp_ffn = moe if model.is_moe else dense
+            params += n_mtp_layers * (attn + mtp_ffn + 2 * h * h + 2 * h)
         out.append(math.ceil(params * weight_dtype.bytes_per_param))
         start += n
     return tuple(out)
@@ -189,8 +197,10 @@ def kv_budget(
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
     cudagraph_pool_bytes: int = DEFAULT_CUDAGRAPH_POOL_BYTES,
     comm_workspace_bytes: int | None = None,
+    n_mtp_layers: int = 0,
 ) -> KvBudget:
-    """KV-cache budget of ``model`` on ``gpu`` sharded as ``par`` (module docstring).
+    """KV-cache budget of ``model`` on ``gpu`` sharded as ``par`` (module docstring), with
+    ``n_mtp_layers`` MTP draft layers loaded for speculative decoding.
 
     ``comm_workspace_bytes=None`` means ``DEFAULT_COMM_WORKSPACE_BYTES`` on a multi-GPU
     replica and 0 on one GPU.  Dtypes may be given by name (``"fp8"``).
@@ -208,10 +218,13 @@ def kv_budget(
         max_num_seqs=max_num_seqs, cudagraph_pool_bytes=cudagraph_pool_bytes,
         comm_workspace_bytes=0 if comm_workspace_bytes is None else comm_workspace_bytes,
     ))
+    if isinstance(n_mtp_layers, bool) or not isinstance(n_mtp_layers, int) or n_mtp_layers < 0:
+        raise ConfigError(f"n_mtp_layers={n_mtp_layers!r} must be an integer >= 0 (DeepSeek-V3 ships 1)",
+                          param="n_mtp_layers", value=n_mtp_layers)
     knobs = dict(weight_dtype=weight_dtype, kv_dtype=kv_dtype, gpu_memory_utilization=gpu_memory_utilization,
                  block_size_tokens=block_size_tokens, max_num_batched_tokens=max_num_batched_tokens,
                  max_num_seqs=max_num_seqs, cudagraph_pool_bytes=cudagraph_pool_bytes,
-                 comm_workspace_bytes=comm_workspace_bytes)
+                 comm_workspace_bytes=comm_workspace_bytes, n_mtp_layers=n_mtp_layers)
     budget = _try_budget(model, gpu, par, **knobs)
     if isinstance(budget, KvBudget):
         return budget
@@ -233,10 +246,12 @@ def _try_budget(model: ModelConfig, gpu: GpuProfile, par: Parallelism, **knobs) 
     if model.attention is AttentionKind.GQA:
         per_layer *= par.kv_heads_per_gpu(model) / model.n_kv_heads
     rows = []
-    for layers, weights in zip(pp_stage_layers(model.n_layers, par.pp),
-                               weight_bytes_per_gpu(model, par, knobs["weight_dtype"]), strict=True):
+    stages = pp_stage_layers(model.n_layers, par.pp)
+    mtp = knobs["n_mtp_layers"]
+    for i, (layers, weights) in enumerate(zip(stages, weight_bytes_per_gpu(model, par, knobs["weight_dtype"], mtp),
+                                              strict=True)):
         available = usable - weights - act - graphs - comm
-        per_token = math.ceil(layers * per_layer)
+        per_token = math.ceil((layers + (mtp if i == len(stages) - 1 else 0)) * per_layer)
         blocks = available // (per_token * block) if available > 0 else 0
         rows.append(dict(stage_layers=layers, weight_bytes=weights, kv_available_bytes=available,
                          kv_bytes_per_token=per_token, kv_blocks_per_gpu=blocks))
