@@ -9,23 +9,25 @@ more KV cache, and which is cheaper per request depends on the workload.
 
 Instance sizes (GPUs per instance, at most ``max_gpus_per_instance``):
 
-* within one node (``GPUS_PER_NODE`` = 8): every tensor-parallel size the heads allow
-  (``valid_tensor_parallel_sizes``), each one placement when it fits;
-* across nodes, only when no size within a node fits: ``GPUS_PER_NODE x 2, x 4, ...``, the
+* within one node (the GPU profile's ``gpus_per_node``, 8 for every catalog GPU: HGX/DGX boards and
+  8-GPU cloud instances): every tensor-parallel size the heads allow (``valid_tensor_parallel_sizes``),
+  each one placement when it fits;
+* across nodes, only when no size within a node fits: ``gpus_per_node x 2, x 4, ...``, the
   smallest that fits (and the next ``EXTRA_MULTI_NODE_SIZES`` larger, 0 by default: each size
   is one more GPU type for the sweep, whose time grows with them).  DeepSeek-V3 in FP8 (625 GiB
   of weights) needs 16 H100s: two nodes.
 
 Shardings of an instance of ``G`` GPUs (``Parallelism`` in perf's vocabulary):
 
-* tensor parallel within a node, pipeline stages across nodes: ``tp = min(G, 8)``,
-  ``pp = G / tp``; an MoE model spreads its experts over each stage's TP group (vLLM's
-  ``enable_expert_parallel``, ``ep = tp``);
+* tensor parallel within a node, pipeline stages across nodes: ``tp`` the largest valid size up to
+  ``min(G, gpus_per_node)`` dividing ``G`` (``min(G, 8)`` on the catalog's GPUs), ``pp = G / tp``;
+  an MoE model spreads its experts over each stage's TP group (vLLM's ``enable_expert_parallel``,
+  ``ep = tp``);
 * for an MoE model, also data-parallel attention with expert parallelism over the whole
   instance, ``Parallelism(tp=1, dp=G, ep=G)`` (SGLang's ``enable_dp_attention``, vLLM's
   ``data_parallel_size = G`` with ``enable_expert_parallel``): each GPU runs attention for its own
   batch with its own KV cache and holds ``E / G`` experts.  Offered for whole nodes
-  (``G >= 8``, as deployed) where it wins most clearly: MLA models (TP replicates the latent KV
+  (``G >= gpus_per_node``, as deployed) where it wins most clearly: MLA models (TP replicates the latent KV
   on every GPU; DeepSeek's own serving runs DP attention) and instances spanning nodes (the
   alternative is pipelining).  A GQA model within one node keeps TP + EP only: each placement
   is one more GPU type for the sweep, whose time grows with them (Qwen3-235B on the 10 priced
@@ -72,8 +74,9 @@ from fleetplan.perf.seam import StepModel
 __all__ = ["DEFAULT_MAX_GPUS_PER_INSTANCE", "GPUS_PER_NODE", "LeftOut", "ModelPlacement", "PlacementSearch",
            "calibrate_placements", "instance_shardings", "place_model", "place_on_gpus", "variant_name"]
 
-#: GPUs per node: NVIDIA HGX/DGX H100, H200 and B200 and AMD MI300X platforms carry 8 GPUs on one NVLink /
-#: Infinity Fabric domain (NVIDIA DGX H100/H200 and DGX B200 user guides; AMD Instinct MI300X platform brief).
+#: GPUs per node of every catalog GPU (``GpuProfile.gpus_per_node``, sourced per profile): NVIDIA HGX/DGX H100,
+#: H200 and B200 and AMD MI300X platforms carry 8 GPUs on one NVLink / Infinity Fabric domain.  Only help texts
+#: quote it; placements read the profile's field.
 GPUS_PER_NODE = 8
 #: Largest instance tried automatically: 8 nodes (wide expert parallelism runs at 32-64 GPUs).
 DEFAULT_MAX_GPUS_PER_INSTANCE = 64
@@ -97,8 +100,8 @@ class ModelPlacement:
 
     @property
     def nodes_per_instance(self) -> int:
-        """Nodes of ``GPUS_PER_NODE`` GPUs one instance spans."""
-        return math.ceil(self.gpus_per_instance / GPUS_PER_NODE)
+        """Nodes of ``gpu.gpus_per_node`` GPUs one instance spans."""
+        return math.ceil(self.gpus_per_instance / self.gpu.gpus_per_node)
 
     @property
     def step_model(self) -> StepModel:
@@ -128,21 +131,25 @@ def _place(model: ModelConfig, gpu: GpuProfile, par: Parallelism, weight_dtype: 
     return ModelPlacement(model, placed, par, StepTimePredictor(model, gpu, par, weight_dtype, kv_dtype))
 
 
-def _dp_attention_helps(model: ModelConfig, n_gpus: int) -> bool:
+def _dp_attention_helps(model: ModelConfig, n_gpus: int, gpus_per_node: int) -> bool:
     """Data-parallel attention is offered (module docstring)."""
-    return n_gpus >= GPUS_PER_NODE and (model.attention is AttentionKind.MLA or n_gpus > GPUS_PER_NODE)
+    return n_gpus >= gpus_per_node and (model.attention is AttentionKind.MLA or n_gpus > gpus_per_node)
 
 
-def instance_shardings(model: ModelConfig, n_gpus: int) -> tuple[Parallelism, ...]:
-    """Shardings of one ``n_gpus``-GPU instance of ``model`` that pass ``Parallelism.check_model``, in
-    preference order (module docstring): TP within a node and PP across nodes; for an MoE model also
-    data-parallel attention with expert parallelism over the instance."""
+def instance_shardings(model: ModelConfig, n_gpus: int, *, gpus_per_node: int) -> tuple[Parallelism, ...]:
+    """Shardings of one ``n_gpus``-GPU instance of ``model`` on nodes of ``gpus_per_node`` GPUs that pass
+    ``Parallelism.check_model``, in preference order (module docstring): TP within a node and PP across
+    nodes; for an MoE model also data-parallel attention with expert parallelism over the instance."""
+    if isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, int) or gpus_per_node < 1:
+        raise ConfigError(param="gpus_per_node", value=gpus_per_node,
+                          rule="give the GPUs of one node as a whole number >= 1, e.g. 8 (an HGX board)")
     out: list[Parallelism] = []
-    tp = min(n_gpus, GPUS_PER_NODE)
-    if n_gpus % tp == 0 and tp in valid_tensor_parallel_sizes(model):
+    tp = max((t for t in valid_tensor_parallel_sizes(model) if t <= min(n_gpus, gpus_per_node) and n_gpus % t == 0),
+             default=0)
+    if tp:
         out.append(Parallelism.vllm(tensor_parallel_size=tp, pipeline_parallel_size=n_gpus // tp,
                                     enable_expert_parallel=model.is_moe and tp > 1))
-    if model.is_moe and n_gpus > 1 and _dp_attention_helps(model, n_gpus):
+    if model.is_moe and n_gpus > 1 and _dp_attention_helps(model, n_gpus, gpus_per_node):
         out.append(Parallelism(tp=1, dp=n_gpus, ep=n_gpus))
     valid = []
     for par in out:
@@ -154,10 +161,11 @@ def instance_shardings(model: ModelConfig, n_gpus: int) -> tuple[Parallelism, ..
     return tuple(valid)
 
 
-def _sizes(model: ModelConfig, max_gpus_per_instance: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def _sizes(model: ModelConfig, max_gpus_per_instance: int,
+           gpus_per_node: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """(sizes within one node, sizes across nodes), each ascending and at most ``max_gpus_per_instance``."""
-    one_node = tuple(t for t in valid_tensor_parallel_sizes(model) if t <= min(GPUS_PER_NODE, max_gpus_per_instance))
-    multi, n = [], 2 * GPUS_PER_NODE
+    one_node = tuple(t for t in valid_tensor_parallel_sizes(model) if t <= min(gpus_per_node, max_gpus_per_instance))
+    multi, n = [], 2 * gpus_per_node
     while n <= max_gpus_per_instance:
         multi.append(n)
         n *= 2
@@ -196,14 +204,14 @@ def place_model(
     if parallelism is not None:
         parallelism.check_model(model)
         return (_place(model, gpu, parallelism, weights, kv_dtype, gpu_memory_utilization),)
-    one_node, multi_node = _sizes(model, max_gpus_per_instance)
+    one_node, multi_node = _sizes(model, max_gpus_per_instance, gpu.gpus_per_node)
     found: list[ModelPlacement] = []
     last: FleetplanError | None = None
 
     def fit(n_gpus: int) -> bool:
         nonlocal last
         hit = False
-        for i, par in enumerate(instance_shardings(model, n_gpus)):
+        for i, par in enumerate(instance_shardings(model, n_gpus, gpus_per_node=gpu.gpus_per_node)):
             try:
                 found.append(_place(model, gpu, par, weights, kv_dtype, gpu_memory_utilization))
                 hit = True
@@ -231,9 +239,9 @@ _FIT_FIX = "use GPUs with more memory, quantized weights (`weight_dtype` fp8/int
 
 
 def _no_fit(gpu: GpuProfile, largest: int, exc: FleetplanError | None, model: ModelConfig, weights: Dtype) -> str:
-    nodes = math.ceil(largest / GPUS_PER_NODE)
+    nodes = math.ceil(largest / gpu.gpus_per_node)
     return (f"fits no instance of up to {largest} {gpu.name} GPUs ({nodes} node{'s' if nodes > 1 else ''} of "
-            f"{GPUS_PER_NODE}): {_reason(exc, model, weights)}")
+            f"{gpu.gpus_per_node}): {_reason(exc, model, weights)}")
 
 
 def _reason(exc: FleetplanError | None, model: ModelConfig, weights: Dtype) -> str:
