@@ -49,7 +49,11 @@ step model in both phases, and W, H of its serving constants re-derived from the
 ``perf.derive.linear_constants`` (what the paper's eqs. 3-5 and the pdd/afd screen read).
 
 Costs count every GPU of an instance (``PoolPlan.gpus_per_instance``).  Weights default to the
-checkpoint's storage type (``ModelConfig.default_weight_dtype``: FP8 for DeepSeek-V3).
+checkpoint's storage type (``ModelConfig.default_weight_dtype``: FP8 for DeepSeek-V3), and a
+block-scaled FP8 checkpoint (``weight_block_size``, DeepSeek-V3 and Qwen3-*-FP8) is timed with the
+block-scaled GEMMs (``perf.quant``; ``checkpoint_fp8_scaling``) in both phases: the predictor the
+simulator runs and W, H and the chunk of the serving constants.  FP8 chosen for a BF16 checkpoint is
+vLLM's online per-tensor quantization.
 Multi-token prediction (MTP) is not searched: the analytic sweep has no speculative-decoding
 term yet (the simulator's ``sim.features`` has one, for fleet files).
 """
@@ -61,18 +65,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from fleetplan.errors import ConfigError, FleetplanError
-from fleetplan.hardware import GpuProfile
+from fleetplan.hardware import GpuProfile, ServingConstants
 from fleetplan.models import Dtype, ModelConfig
 from fleetplan.models.config import AttentionKind
 from fleetplan.perf.calibrate import CalibratedStepModel
-from fleetplan.perf.derive import derive_serving_constants, linear_constants
+from fleetplan.perf.derive import chunk_tokens_for, derive_serving_constants, linear_constants
 from fleetplan.perf.kv_budget import DEFAULT_MAX_NUM_SEQS
 from fleetplan.perf.parallelism import Parallelism, valid_tensor_parallel_sizes
 from fleetplan.perf.predictor import StepTimePredictor
+from fleetplan.perf.quant import Fp8Scaling, fp8_scaling_of
 from fleetplan.perf.seam import StepModel
 
 __all__ = ["DEFAULT_MAX_GPUS_PER_INSTANCE", "GPUS_PER_NODE", "LeftOut", "ModelPlacement", "PlacementSearch",
-           "calibrate_placements", "instance_shardings", "place_model", "place_on_gpus", "variant_name"]
+           "calibrate_placements", "checkpoint_fp8_scaling", "instance_shardings", "place_model", "place_on_gpus",
+           "variant_name"]
 
 #: GPUs per node of every catalog GPU (``GpuProfile.gpus_per_node``, sourced per profile): NVIDIA HGX/DGX H100,
 #: H200 and B200 and AMD MI300X platforms carry 8 GPUs on one NVLink / Infinity Fabric domain.  Only help texts
@@ -122,13 +128,37 @@ def variant_name(gpu: GpuProfile, par: Parallelism) -> str:
     return f"{gpu.name} tp{par.tp}{extra}"
 
 
+def checkpoint_fp8_scaling(model: ModelConfig, weight_dtype: Dtype) -> Fp8Scaling:
+    """How FP8 weights are scaled when ``model`` is served in ``weight_dtype``: the checkpoint's own scheme
+    (``fp8_scaling_of(model.weight_block_size)``: block-scaled for DeepSeek-V3, Qwen3-*-FP8) when it is
+    served in its own storage type, else per tensor (vLLM's ``--quantization fp8`` of a BF16 checkpoint
+    quantizes each tensor online with one scale)."""
+    if weight_dtype is model.default_weight_dtype:
+        return fp8_scaling_of(model.weight_block_size)
+    return Fp8Scaling.PER_TENSOR
+
+
+def _eq3_constants(serving: ServingConstants, step_model: StepModel) -> tuple[float, float]:
+    """(W, H) of eq. 3 from ``step_model`` at the serving constants' reference context and operating batch."""
+    ref = int(serving.ref_context_tokens)
+    n_ref = max(1, min(int(serving.n_max(ref)), DEFAULT_MAX_NUM_SEQS))
+    return linear_constants(step_model, n_ref, ref)
+
+
 def _place(model: ModelConfig, gpu: GpuProfile, par: Parallelism, weight_dtype: Dtype, kv_dtype: Dtype,
            gpu_memory_utilization: float) -> ModelPlacement:
     serving = derive_serving_constants(model, gpu, par, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
                                        gpu_memory_utilization=gpu_memory_utilization)
-    sources = {**gpu.sources, "serving": f"derived by fleetplan.perf.derive for {model.name} at {par.flags()}"}
+    predictor = StepTimePredictor(model, gpu, par, weight_dtype, kv_dtype,
+                                  fp8_scaling=checkpoint_fp8_scaling(model, weight_dtype))
+    if predictor.block_fp8:  # derive times per-tensor FP8: W, H and the chunk again from the block-scaled GEMMs
+        w_s, h_s = _eq3_constants(serving, predictor)
+        serving = replace(serving, iter_base_s=w_s, iter_per_seq_s=h_s, chunk_tokens=chunk_tokens_for(predictor))
+    scaled = " with block-scaled FP8 GEMMs" if predictor.block_fp8 else ""
+    sources = {**gpu.sources,
+               "serving": f"derived by fleetplan.perf.derive for {model.name} at {par.flags()}{scaled}"}
     placed = replace(gpu, name=variant_name(gpu, par), aliases=(), serving=serving, sources=sources)
-    return ModelPlacement(model, placed, par, StepTimePredictor(model, gpu, par, weight_dtype, kv_dtype))
+    return ModelPlacement(model, placed, par, predictor)
 
 
 def _dp_attention_helps(model: ModelConfig, n_gpus: int, gpus_per_node: int) -> bool:
@@ -327,9 +357,7 @@ def calibrate_placements(placements: Sequence[ModelPlacement],
             continue
         hit = True
         serving = p.gpu.require_serving()
-        ref = int(serving.ref_context_tokens)
-        n_ref = max(1, min(int(serving.n_max(ref)), DEFAULT_MAX_NUM_SEQS))
-        w_s, h_s = linear_constants(profile, n_ref, ref)
+        w_s, h_s = _eq3_constants(serving, profile)
         if not (w_s >= 0 and h_s >= 0):
             raise ConfigError(f"`perf_profile` for {profile.gpu} gives a negative eq. 3 constant (W {w_s:.3g} s, H "
                               f"{h_s:.3g} s) from its decode steps; recalibrate with more decode-only rows",

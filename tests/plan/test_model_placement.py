@@ -205,3 +205,26 @@ def test_a_parallelism_the_model_cannot_take_is_one_line_exit_2(args, fragment):
                                    "--no-verify", *args])
     lines = res.stderr.strip().splitlines()
     assert res.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error:") and fragment in lines[0]
+
+
+def test_block_scaled_checkpoints_are_timed_block_scaled():
+    """DeepSeek-V3 and Qwen3-235B-FP8 ship 128x128 block-scaled FP8: their placements' step models (simulator)
+    and the W, H, chunk of their serving constants (analytic) come from the block-scaled predictor; FP8 chosen
+    for a BF16 checkpoint is vLLM's online per-tensor quantization."""
+    from fleetplan.perf.derive import chunk_tokens_for, linear_constants
+    from fleetplan.perf.quant import Fp8Scaling
+    from fleetplan.plan.placement import checkpoint_fp8_scaling
+
+    h200 = load_catalog().get("h200")
+    for name in ("deepseek-v3", "qwen3-235b-a22b-fp8"):
+        for p in place_model(load_model(name), h200):
+            assert p.step_model is p.predictor and p.predictor.block_fp8
+            s = p.gpu.serving
+            n_ref = min(s.n_max(s.ref_context_tokens), 256)
+            assert (s.iter_base_s, s.iter_per_seq_s) == linear_constants(p.predictor, n_ref, s.ref_context_tokens)
+            assert s.chunk_tokens == chunk_tokens_for(p.predictor)
+    qwen32 = load_model("qwen3-32b")
+    assert all(p.predictor.fp8_scaling is Fp8Scaling.PER_TENSOR
+               for p in place_model(qwen32, h200, weight_dtype=Dtype.FP8))
+    assert checkpoint_fp8_scaling(load_model("qwen3-32b-fp8"), Dtype.FP8) is Fp8Scaling.BLOCK  # [128, 128] scales
+    assert checkpoint_fp8_scaling(load_model("deepseek-v3"), Dtype.BF16) is Fp8Scaling.PER_TENSOR
