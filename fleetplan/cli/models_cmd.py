@@ -42,7 +42,13 @@ from fleetplan.perf.kv_budget import (
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.units import BYTES_PER_GIB
 
-__all__ = ["models", "parallelism_options"]
+__all__ = ["ENABLE_EXPERT_PARALLEL_OPTION", "models", "parallelism_options"]
+
+#: ``--enable-expert-parallel`` of ``models show`` and ``perf explain`` (one declaration, one help).
+ENABLE_EXPERT_PARALLEL_OPTION = click.option(
+    "--enable-expert-parallel", is_flag=True, default=False,
+    help="Spread routed experts over all TP x DP GPUs (ep = tp*dp, vLLM) instead of splitting each expert; "
+    "perf explain --engine sglang: over the --tp GPUs (SGLang ep = tp).")
 
 def parallelism_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """Add vLLM's sharding flags; the command receives one ``parallelism: Parallelism`` argument.
@@ -61,8 +67,7 @@ def parallelism_options(func: Callable[..., Any]) -> Callable[..., Any]:
         tensor_parallel_option(help="GPUs sharing each layer (attention heads split), as in vLLM."),
         pipeline_parallel_option,
         data_parallel_option,
-        click.option("--enable-expert-parallel", is_flag=True, default=False,
-                     help="Spread routed experts over TP x DP GPUs instead of splitting each expert."),
+        ENABLE_EXPERT_PARALLEL_OPTION,
     )):
         wrapper = decorator(wrapper)
     return wrapper

@@ -131,8 +131,8 @@ def variant_name(gpu: GpuProfile, par: Parallelism) -> str:
 def checkpoint_fp8_scaling(model: ModelConfig, weight_dtype: Dtype) -> Fp8Scaling:
     """How FP8 weights are scaled when ``model`` is served in ``weight_dtype``: the checkpoint's own scheme
     (``fp8_scaling_of(model.weight_block_size)``: block-scaled for DeepSeek-V3, Qwen3-*-FP8) when it is
-    served in its own storage type, else per tensor (vLLM's ``--quantization fp8`` of a BF16 checkpoint
-    quantizes each tensor online with one scale)."""
+    served in its own storage type, else per tensor (vLLM quantizes a BF16 checkpoint served in FP8
+    online, one scale per tensor)."""
     if weight_dtype is model.default_weight_dtype:
         return fp8_scaling_of(model.weight_block_size)
     return Fp8Scaling.PER_TENSOR
