@@ -70,6 +70,7 @@ from fleetplan.models import Dtype, ModelConfig
 from fleetplan.models.config import AttentionKind
 from fleetplan.perf.calibrate import CalibratedStepModel
 from fleetplan.perf.derive import chunk_tokens_for, derive_serving_constants, linear_constants
+from fleetplan.perf.dp_instance import DataParallelInstance
 from fleetplan.perf.kv_budget import DEFAULT_MAX_NUM_SEQS
 from fleetplan.perf.parallelism import Parallelism, valid_tensor_parallel_sizes
 from fleetplan.perf.predictor import StepTimePredictor
@@ -111,8 +112,12 @@ class ModelPlacement:
 
     @property
     def step_model(self) -> StepModel:
-        """The calibrated profile when there is one, else the operator-level predictor."""
-        return self.calibrated if self.calibrated is not None else self.predictor
+        """The calibrated profile when there is one, else the operator-level predictor, over the whole
+        instance: with attention data parallelism the instance's batch split over its ranks
+        (``perf.dp_instance``; the predictor times one rank's batch)."""
+        if self.calibrated is not None:
+            return self.calibrated
+        return _instance_step_model(self.predictor, self.parallelism)
 
     def matches(self, profile: CalibratedStepModel) -> bool:
         """``profile`` was calibrated for this model on this GPU, parallelism and storage types."""
@@ -145,16 +150,24 @@ def _eq3_constants(serving: ServingConstants, step_model: StepModel) -> tuple[fl
     return linear_constants(step_model, n_ref, ref)
 
 
+def _instance_step_model(predictor: StepTimePredictor, par: Parallelism) -> StepModel:
+    """The predictor (one attention rank's batch) as the step model of the whole instance."""
+    return predictor if par.attn_dp == 1 else DataParallelInstance(predictor, par.attn_dp)
+
+
 def _place(model: ModelConfig, gpu: GpuProfile, par: Parallelism, weight_dtype: Dtype, kv_dtype: Dtype,
            gpu_memory_utilization: float) -> ModelPlacement:
     serving = derive_serving_constants(model, gpu, par, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
                                        gpu_memory_utilization=gpu_memory_utilization)
     predictor = StepTimePredictor(model, gpu, par, weight_dtype, kv_dtype,
                                   fp8_scaling=checkpoint_fp8_scaling(model, weight_dtype))
-    if predictor.block_fp8:  # derive times per-tensor FP8: W, H and the chunk again from the block-scaled GEMMs
-        w_s, h_s = _eq3_constants(serving, predictor)
-        serving = replace(serving, iter_base_s=w_s, iter_per_seq_s=h_s, chunk_tokens=chunk_tokens_for(predictor))
-    scaled = " with block-scaled FP8 GEMMs" if predictor.block_fp8 else ""
+    if predictor.block_fp8 or par.attn_dp > 1:
+        # derive times per-tensor FP8 and one DP rank's batch: W, H and the chunk again from the instance's steps
+        step = _instance_step_model(predictor, par)
+        w_s, h_s = _eq3_constants(serving, step)
+        serving = replace(serving, iter_base_s=w_s, iter_per_seq_s=h_s, chunk_tokens=chunk_tokens_for(step))
+    scaled = (" with block-scaled FP8 GEMMs" if predictor.block_fp8 else "") + \
+        (f", the batch split over {par.attn_dp} attention ranks" if par.attn_dp > 1 else "")
     sources = {**gpu.sources,
                "serving": f"derived by fleetplan.perf.derive for {model.name} at {par.flags()}{scaled}"}
     placed = replace(gpu, name=variant_name(gpu, par), aliases=(), serving=serving, sources=sources)

@@ -218,13 +218,27 @@ def test_block_scaled_checkpoints_are_timed_block_scaled():
     h200 = load_catalog().get("h200")
     for name in ("deepseek-v3", "qwen3-235b-a22b-fp8"):
         for p in place_model(load_model(name), h200):
-            assert p.step_model is p.predictor and p.predictor.block_fp8
+            assert p.predictor.block_fp8 and getattr(p.step_model, "base", p.step_model) is p.predictor
             s = p.gpu.serving
             n_ref = min(s.n_max(s.ref_context_tokens), 256)
-            assert (s.iter_base_s, s.iter_per_seq_s) == linear_constants(p.predictor, n_ref, s.ref_context_tokens)
-            assert s.chunk_tokens == chunk_tokens_for(p.predictor)
+            assert (s.iter_base_s, s.iter_per_seq_s) == linear_constants(p.step_model, n_ref, s.ref_context_tokens)
+            assert s.chunk_tokens == chunk_tokens_for(p.step_model)
     qwen32 = load_model("qwen3-32b")
     assert all(p.predictor.fp8_scaling is Fp8Scaling.PER_TENSOR
                for p in place_model(qwen32, h200, weight_dtype=Dtype.FP8))
     assert checkpoint_fp8_scaling(load_model("qwen3-32b-fp8"), Dtype.FP8) is Fp8Scaling.BLOCK  # [128, 128] scales
     assert checkpoint_fp8_scaling(load_model("deepseek-v3"), Dtype.BF16) is Fp8Scaling.PER_TENSOR
+
+
+def test_dp_attention_placements_time_the_instance_batch_split_over_the_ranks():
+    """DeepSeek-V3 tp1 dp8 on H200: the sweep's and simulator's step model is the predictor (one rank's batch)
+    at the instance's batch / 8, and W, H of the serving constants come from it."""
+    from fleetplan.perf.derive import linear_constants
+    from fleetplan.perf.dp_instance import DataParallelInstance
+
+    (dp,) = [p for p in place_model(load_model("deepseek-v3"), load_catalog().get("h200")) if p.parallelism.dp > 1]
+    assert isinstance(dp.step_model, DataParallelInstance) and dp.step_model.ranks == 8
+    assert dp.step_model.t_iter_s(128, 8192.0) == pytest.approx(dp.predictor.t_iter_s(16, 8192.0), rel=1e-9)
+    s = dp.gpu.serving
+    n_ref = min(s.n_max(s.ref_context_tokens), 256)
+    assert (s.iter_base_s, s.iter_per_seq_s) == linear_constants(dp.step_model, n_ref, s.ref_context_tokens)
