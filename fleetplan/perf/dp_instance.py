@@ -21,6 +21,13 @@ coefficients, so the simulator kernel and the analytic engine model evaluate it 
 * tile padding: ``ceil(T / (D t)) t = ceil(T / (D t)) (D t) / D``, so the tile ``c[5]`` is
   multiplied by D (and the wave ratio ``c[6]``, per tile, stays).
 
+The instance's chunked-prefill budget is its ranks' together (``D x`` a rank's chunk: each rank
+chunks its own prompts), so the instance prefills as many tokens per step as its ranks do.  What one
+engine cannot say: a prompt is prefilled by one rank, in ``p / chunk_rank`` steps, while the
+instance view takes ``p / (D chunk_rank)`` steps of the same cost -- a long prompt's TTFT comes out
+short by up to D (prompts within one rank's chunk are exact).  Sizing the pool in ranks (one engine
+per rank at ``lambda / D``, ``ceil(ranks / D)`` instances) would be exact; that is the pool sizer's.
+
 Without the split the sweep timed an instance batch of n sequences as n per rank: DeepSeek-V3
 or Qwen3-235B at ``tp1 dp16`` on H100 ran 4.2x too few sequences per second at 256 sequences.
 The balanced split is optimistic where ranks are unevenly loaded (the slowest rank sets the step).

@@ -165,7 +165,9 @@ def _place(model: ModelConfig, gpu: GpuProfile, par: Parallelism, weight_dtype: 
         # derive times per-tensor FP8 and one DP rank's batch: W, H and the chunk again from the instance's steps
         step = _instance_step_model(predictor, par)
         w_s, h_s = _eq3_constants(serving, step)
-        serving = replace(serving, iter_base_s=w_s, iter_per_seq_s=h_s, chunk_tokens=chunk_tokens_for(step))
+        # each attention rank chunks its own prompts: the instance's chunk is the ranks' chunks together
+        chunk = par.attn_dp * chunk_tokens_for(predictor)
+        serving = replace(serving, iter_base_s=w_s, iter_per_seq_s=h_s, chunk_tokens=chunk)
     scaled = (" with block-scaled FP8 GEMMs" if predictor.block_fp8 else "") + \
         (f", the batch split over {par.attn_dp} attention ranks" if par.attn_dp > 1 else "")
     sources = {**gpu.sources,

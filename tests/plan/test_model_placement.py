@@ -222,7 +222,7 @@ def test_block_scaled_checkpoints_are_timed_block_scaled():
             s = p.gpu.serving
             n_ref = min(s.n_max(s.ref_context_tokens), 256)
             assert (s.iter_base_s, s.iter_per_seq_s) == linear_constants(p.step_model, n_ref, s.ref_context_tokens)
-            assert s.chunk_tokens == chunk_tokens_for(p.step_model)
+            assert s.chunk_tokens == p.parallelism.attn_dp * chunk_tokens_for(p.predictor)  # each rank chunks
     qwen32 = load_model("qwen3-32b")
     assert all(p.predictor.fp8_scaling is Fp8Scaling.PER_TENSOR
                for p in place_model(qwen32, h200, weight_dtype=Dtype.FP8))
