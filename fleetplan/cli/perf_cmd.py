@@ -34,7 +34,7 @@ from fleetplan.perf.api_server import api_server_max_request_rate_per_s
 from fleetplan.perf.batch import BATCH_SYNTAX, parse_batch
 from fleetplan.perf.calibrate import DEFAULT_HOLDOUT_FRACTION, DEFAULT_SEED, calibrate
 from fleetplan.perf.engine_profile import ENGINE_NAMES, load_engine_profile
-from fleetplan.perf.kv_budget import kv_budget
+from fleetplan.perf.kv_budget import DEFAULT_MAX_NUM_SEQS, kv_budget
 from fleetplan.perf.overheads import DEFAULT_CPU_OVERHEAD_S, ExecutionMode, PredictorOptions
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
@@ -258,6 +258,11 @@ def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: 
     console.print(f"KV budget: {budget.kv_blocks_per_replica} blocks of {budget.block_size_tokens} tokens per "
                   f"replica ({budget.kv_blocks_per_replica * budget.block_size_tokens} tokens); "
                   f"n_max at {KV_REPORT_CONTEXT_TOKENS} tokens = {budget.kv_blocks_per_replica // per_seq}")
+    if budget.state_reserved_bytes:
+        console.print(f"fixed per-sequence state (linear-attention state, narrow-window KV): "
+                      f"{budget.state_bytes_per_seq / 2**20:.2f} MiB per sequence per GPU, "
+                      f"{budget.state_reserved_bytes / 2**30:.2f} GiB reserved per GPU for {DEFAULT_MAX_NUM_SEQS} "
+                      "sequences ahead of the KV blocks")
     o = p.options
     if o.api_server_s_per_request or o.api_server_s_per_token:
         ceiling = api_server_max_request_rate_per_s(o, KV_REPORT_CONTEXT_TOKENS, 0)

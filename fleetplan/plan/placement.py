@@ -33,6 +33,11 @@ Shardings of an instance of ``G`` GPUs (``Parallelism`` in perf's vocabulary):
   is one more GPU type for the sweep, whose time grows with them (Qwen3-235B on the 10 priced
   GPU types: 14 placements; with DP attention at 8 GPUs too, 19 and 2.9x the sweep's CPU time).
 
+A data-parallel-attention instance is one engine to the sweep and the simulator: its step model is
+the predictor (one rank's batch) at the instance's batch split evenly over the ranks
+(``perf.dp_instance.DataParallelInstance``, ``ModelPlacement.step_model``), and its chunked-prefill
+budget the ranks' together.
+
 A GPU type that holds the model in no allowed instance is left out (``PlacementSearch.left_out``,
 one line each, rendered by the CLI); only when every GPU type is left out is it an error.
 
@@ -299,7 +304,12 @@ def _reason(exc: FleetplanError | None, model: ModelConfig, weights: Dtype) -> s
 
 @dataclass(frozen=True)
 class LeftOut:
-    """A GPU type that holds the model in no allowed instance, and why (``place_model``'s reason)."""
+    """A data-parallel-attention instance is one engine to the sweep and the simulator: its step model is
+the predictor (one rank's batch) at the instance's batch split evenly over the ranks
+(``perf.dp_instance.DataParallelInstance``, ``ModelPlacement.step_model``), and its chunked-prefill
+budget the ranks' together.
+
+A GPU type that holds the model in no allowed instance, and why (``place_model``'s reason)."""
 
     gpu: str
     reason: str

@@ -28,7 +28,10 @@ def test_explain_defaults_to_the_checkpoint_storage_and_scaling() -> None:
     assert "fp8 (per_tensor) weights" in explain(*dsv3, "--fp8-scaling", "per_tensor")
     assert "fp8 (per_tensor) weights" in explain("--model", "qwen3-32b", "--weight-dtype", "fp8")  # online FP8
     assert "bf16 weights" in explain("--model", "qwen3-32b")
-    assert "mxfp4 weights" in explain("--model", "gpt-oss-120b")
+    gpt_oss = explain("--model", "gpt-oss-120b")
+    assert "mxfp4 weights" in gpt_oss
+    # 18 sliding layers x 128 tokens x 8 KV heads x 64 x 2 (K, V) x 2 B = 4.5 MiB; x 256 sequences = 1.12 GiB
+    assert "4.50 MiB per sequence per GPU, 1.12 GiB reserved per GPU for 256 sequences" in gpt_oss
 
 
 def test_calibrate_profile_records_the_checkpoint_storage(tmp_path) -> None:
