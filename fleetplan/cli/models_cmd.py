@@ -210,6 +210,8 @@ def _budget_table(b: KvBudget) -> Table:
         ("activation peak", f"-{_gib(b.activation_peak_bytes)} GiB"),
         ("CUDA graph pool", f"-{_gib(b.cudagraph_pool_bytes)} GiB"),
         ("comm workspace", f"-{_gib(b.comm_workspace_bytes)} GiB"),
+        *([(f"per-sequence state ({b.state_reserved_bytes // b.state_bytes_per_seq} sequences)",
+            f"-{_gib(b.state_reserved_bytes)} GiB")] if b.state_reserved_bytes else []),
         ("KV cache available", f"{_gib(b.kv_available_bytes)} GiB"),
         ("KV bytes / token", f"{b.kv_bytes_per_token:,}"),
         (f"KV blocks ({b.block_size_tokens} tokens)", f"{b.kv_blocks_per_gpu:,}"),
