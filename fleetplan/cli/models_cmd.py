@@ -18,6 +18,7 @@ from fleetplan.cli.errors import FleetplanGroup
 from fleetplan.cli.options import (
     KV_CACHE_DTYPES,
     data_parallel_option,
+    enable_expert_parallel_option,
     format_option,
     gpu_memory_utilization_option,
     gpu_option,
@@ -42,14 +43,9 @@ from fleetplan.perf.kv_budget import (
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.units import BYTES_PER_GIB
 
-__all__ = ["ENABLE_EXPERT_PARALLEL_OPTION", "models", "parallelism_options"]
+__all__ = ["models", "parallelism_options"]
 
 #: ``--enable-expert-parallel`` of ``models show`` and ``perf explain`` (one declaration, one help).
-ENABLE_EXPERT_PARALLEL_OPTION = click.option(
-    "--enable-expert-parallel", is_flag=True, default=False,
-    help="Spread routed experts over all TP x DP GPUs (ep = tp*dp, vLLM) instead of splitting each expert; "
-    "perf explain --engine sglang: over the --tp GPUs (SGLang ep = tp).")
-
 def parallelism_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """Add vLLM's sharding flags; the command receives one ``parallelism: Parallelism`` argument.
 
@@ -67,7 +63,7 @@ def parallelism_options(func: Callable[..., Any]) -> Callable[..., Any]:
         tensor_parallel_option(help="GPUs sharing each layer (attention heads split), as in vLLM."),
         pipeline_parallel_option,
         data_parallel_option,
-        ENABLE_EXPERT_PARALLEL_OPTION,
+        enable_expert_parallel_option,
     )):
         wrapper = decorator(wrapper)
     return wrapper

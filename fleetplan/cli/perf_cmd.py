@@ -9,11 +9,11 @@ import click
 from rich.table import Table
 
 from fleetplan.cli.errors import FleetplanGroup
-from fleetplan.cli.models_cmd import ENABLE_EXPERT_PARALLEL_OPTION
 from fleetplan.cli.options import (
     FRACTION,
     KV_CACHE_DTYPES,
     data_parallel_option,
+    enable_expert_parallel_option,
     engine_option,
     gpu_option,
     gpu_profiles_option,
@@ -190,7 +190,7 @@ def perf() -> None:
 @engine_option(default=None, show_default=False,
                help=f"Engine profile ({'|'.join(ENGINE_NAMES)}: efficiencies, overheads) and the meaning of the "
                "parallel flags [default: the predictor's defaults, vLLM flag meaning].")
-@ENABLE_EXPERT_PARALLEL_OPTION
+@enable_expert_parallel_option
 @click.option("--enable-dp-attention", is_flag=True,
               help="SGLang (--engine sglang): attention in --dp ranks of tp/dp GPUs, experts over all --tp GPUs.")
 @click.option("--nnodes", type=click.IntRange(min=1), default=None,
