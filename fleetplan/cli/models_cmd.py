@@ -18,6 +18,7 @@ from fleetplan.cli.errors import FleetplanGroup
 from fleetplan.cli.options import (
     KV_CACHE_DTYPES,
     data_parallel_option,
+    enable_expert_parallel_option,
     format_option,
     gpu_memory_utilization_option,
     gpu_option,
@@ -44,6 +45,7 @@ from fleetplan.units import BYTES_PER_GIB
 
 __all__ = ["models", "parallelism_options"]
 
+#: ``--enable-expert-parallel`` of ``models show`` and ``perf explain`` (one declaration, one help).
 def parallelism_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """Add vLLM's sharding flags; the command receives one ``parallelism: Parallelism`` argument.
 
@@ -61,8 +63,7 @@ def parallelism_options(func: Callable[..., Any]) -> Callable[..., Any]:
         tensor_parallel_option(help="GPUs sharing each layer (attention heads split), as in vLLM."),
         pipeline_parallel_option,
         data_parallel_option,
-        click.option("--enable-expert-parallel", is_flag=True, default=False,
-                     help="Spread routed experts over TP x DP GPUs instead of splitting each expert."),
+        enable_expert_parallel_option,
     )):
         wrapper = decorator(wrapper)
     return wrapper
@@ -205,6 +206,8 @@ def _budget_table(b: KvBudget) -> Table:
         ("activation peak", f"-{_gib(b.activation_peak_bytes)} GiB"),
         ("CUDA graph pool", f"-{_gib(b.cudagraph_pool_bytes)} GiB"),
         ("comm workspace", f"-{_gib(b.comm_workspace_bytes)} GiB"),
+        *([(f"per-sequence state ({b.state_reserved_bytes // b.state_bytes_per_seq} sequences)",
+            f"-{_gib(b.state_reserved_bytes)} GiB")] if b.state_reserved_bytes else []),
         ("KV cache available", f"{_gib(b.kv_available_bytes)} GiB"),
         ("KV bytes / token", f"{b.kv_bytes_per_token:,}"),
         (f"KV blocks ({b.block_size_tokens} tokens)", f"{b.kv_blocks_per_gpu:,}"),

@@ -507,6 +507,10 @@ data_parallel_option = declare(
     "data-parallel size", "--data-parallel-size", "-dp", "--dp", "data_parallel_size", type=click.IntRange(min=1),
     default=1, show_default=True,
     help="Attention data-parallel ranks per replica, each with its own batch and KV cache.")
+enable_expert_parallel_option = declare(
+    "expert parallelism", "--enable-expert-parallel", "enable_expert_parallel", is_flag=True, default=False,
+    help="Spread routed experts over all TP x DP GPUs (ep = tp*dp, vLLM) instead of splitting each expert; "
+    "perf explain --engine sglang: over the --tp GPUs (SGLang ep = tp).")
 weight_dtype_option = declare("weight dtype", "--weight-dtype", "weight_dtype", type=click.Choice(WEIGHT_DTYPES),
                               default="bf16", show_default=True,
                               help="Weight storage type (fp8/int4/mxfp4 = quantized checkpoint).")

@@ -13,6 +13,8 @@ from fleetplan.cli.options import (
     FRACTION,
     KV_CACHE_DTYPES,
     data_parallel_option,
+    enable_expert_parallel_option,
+    engine_option,
     gpu_option,
     gpu_profiles_option,
     kv_cache_dtype_option,
@@ -32,7 +34,7 @@ from fleetplan.perf.api_server import api_server_max_request_rate_per_s
 from fleetplan.perf.batch import BATCH_SYNTAX, parse_batch
 from fleetplan.perf.calibrate import DEFAULT_HOLDOUT_FRACTION, DEFAULT_SEED, calibrate
 from fleetplan.perf.engine_profile import ENGINE_NAMES, load_engine_profile
-from fleetplan.perf.kv_budget import kv_budget
+from fleetplan.perf.kv_budget import DEFAULT_MAX_NUM_SEQS, kv_budget
 from fleetplan.perf.overheads import DEFAULT_CPU_OVERHEAD_S, ExecutionMode, PredictorOptions
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
@@ -40,6 +42,7 @@ from fleetplan.perf.profile_io import read_calibration_csv, save_perf_profile
 from fleetplan.perf.quant import Fp8Scaling
 from fleetplan.perf.speculative import DEEPSEEK_V3_MTP_ACCEPTANCE, mtp_step, verify_batch
 from fleetplan.perf.typical_batch import typical_step
+from fleetplan.plan.placement import checkpoint_fp8_scaling
 from fleetplan.units import ms_to_s, s_to_ms
 
 SERVING_OPTION_NAMES = ("bench_results", "metrics_dumps", "engine", "input_len", "output_len", "num_prompts",
@@ -57,7 +60,9 @@ def _predictor_options(func):
         data_parallel_option,
         click.option("--ep", "--ep-size", "--expert-parallel-size", "ep", type=click.IntRange(min=1), default=1,
                      show_default=True, help="Expert parallel size (MoE; must divide tp*dp; SGLang --ep-size)."),
-        weight_dtype_option,
+        weight_dtype_option(default=None, show_default=False,
+                            help="Weight storage type (fp8/int4/mxfp4 = quantized) [default: the checkpoint's, from "
+                            "its config.json quantization_config; bf16 without one]."),
         kv_cache_dtype_option,
         click.option("--execution", type=click.Choice([m.value for m in ExecutionMode]), default="cuda_graph",
                      show_default=True, help="Kernel issue: eager pays per-kernel launch overhead."),
@@ -72,9 +77,13 @@ def _predictor_options(func):
 
 
 def _build(model, gpu, tensor_parallel_size, pipeline_parallel_size, data_parallel_size, ep, weight_dtype,
-           kv_cache_dtype, execution, cpu_overhead_ms, gpu_profiles, par=None, options=None,
-           fp8_scaling=Fp8Scaling.PER_TENSOR):
+           kv_cache_dtype, execution, cpu_overhead_ms, gpu_profiles, par=None, options=None, fp8_scaling=None):
+    """The predictor of the flags; weights in the checkpoint's type and FP8 scaling unless given
+    (``checkpoint_fp8_scaling``: block-scaled for a block-scaled FP8 checkpoint, else per tensor)."""
     profile = load_catalog(gpu_profiles).get(gpu)
+    model_cfg = load_model(model)
+    weights = model_cfg.default_weight_dtype if weight_dtype is None else Dtype(weight_dtype)
+    scaling = checkpoint_fp8_scaling(model_cfg, weights) if fp8_scaling is None else Fp8Scaling(fp8_scaling)
     if options is None:
         options = PredictorOptions(cpu_overhead_s=DEFAULT_CPU_OVERHEAD_S)
     opts = dataclasses.replace(options, execution=ExecutionMode(execution),
@@ -82,8 +91,7 @@ def _build(model, gpu, tensor_parallel_size, pipeline_parallel_size, data_parall
                                else ms_to_s(cpu_overhead_ms))
     if par is None:
         par = Parallelism(tp=tensor_parallel_size, pp=pipeline_parallel_size, dp=data_parallel_size, ep=ep)
-    return StepTimePredictor(load_model(model), profile, par, Dtype(weight_dtype),
-                             Dtype(KV_CACHE_DTYPES[kv_cache_dtype]), opts, fp8_scaling)
+    return StepTimePredictor(model_cfg, profile, par, weights, Dtype(KV_CACHE_DTYPES[kv_cache_dtype]), opts, scaling)
 
 
 def _engine_parallelism(engine: str | None, tp: int, pp: int, dp: int, ep: int, enable_expert_parallel: bool,
@@ -179,24 +187,28 @@ def perf() -> None:
 @click.option("--batch", "batch_text", default=None,
               help=f"The step's batch: {BATCH_SYNTAX} (default: a typical step, printed: the model's operating "
               "batch decoding plus one prefill chunk).")
-@click.option("--engine", type=click.Choice(ENGINE_NAMES), default=None,
-              help="Engine profile (efficiencies, overheads) and the meaning of the parallel flags "
-              "(default: the predictor's defaults, vLLM flag meaning).")
-@click.option("--enable-expert-parallel", is_flag=True,
-              help="vLLM: experts spread over all tp x dp GPUs (ep = tp*dp); SGLang: ep = --tp.")
+@engine_option(default=None, show_default=False,
+               help=f"Engine profile ({'|'.join(ENGINE_NAMES)}: efficiencies, overheads) and the meaning of the "
+               "parallel flags [default: the predictor's defaults, vLLM flag meaning].")
+@enable_expert_parallel_option
 @click.option("--enable-dp-attention", is_flag=True,
               help="SGLang (--engine sglang): attention in --dp ranks of tp/dp GPUs, experts over all --tp GPUs.")
 @click.option("--nnodes", type=click.IntRange(min=1), default=None,
               help="Nodes the instance spans (checked against the GPUs per node of the catalog).")
-@click.option("--fp8-scaling", type=click.Choice([m.value for m in Fp8Scaling]), default="per_tensor",
-              show_default=True, help="FP8 weights: per-tensor scales or 128x128 blocks (DeepSeek-V3's checkpoint).")
+@click.option("--fp8-scaling", type=click.Choice([m.value for m in Fp8Scaling]), default=None,
+              help="FP8 weights: per-tensor scales or 128x128 blocks [default: the checkpoint's (block for "
+              "DeepSeek-V3, Qwen3-*-FP8); per_tensor for FP8 chosen for a BF16 checkpoint].")
 @click.option("--mtp-tokens", type=click.IntRange(min=0), default=0, show_default=True,
               help="MTP speculative tokens per step (DeepSeek num_nextn_predict_layers heads): times the verify "
               "step and the draft passes, and the time per output token.")
 @click.option("--mtp-acceptance", type=FRACTION, default=DEEPSEEK_V3_MTP_ACCEPTANCE, show_default=True,
               help="Conditional acceptance of each draft position (DeepSeek-V3 report: 0.85-0.90).")
+@click.option("--api-server-count", type=click.IntRange(min=1), default=1, show_default=True,
+              help="vLLM API server processes per instance: the request-rate ceiling they give (engine profiles "
+              "with an API server cost, e.g. --engine vllm).")
 def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: bool, enable_dp_attention: bool,
-            nnodes: int | None, fp8_scaling: str, mtp_tokens: int, mtp_acceptance: float, **kw) -> None:
+            nnodes: int | None, fp8_scaling: str | None, mtp_tokens: int, mtp_acceptance: float,
+            api_server_count: int, **kw) -> None:
     """Per-operator time of one engine step, which source timed it, and the replica's KV-cache budget.
 
     A batch whose requests hold more KV blocks than the replica's cache is still timed (a what-if),
@@ -207,7 +219,7 @@ def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: 
     if note:
         click.echo(note, err=True)
     options = None if engine is None else load_engine_profile(engine).options
-    p = _build(**kw, par=par, options=options, fp8_scaling=Fp8Scaling(fp8_scaling))
+    p = _build(**kw, par=par, options=options, fp8_scaling=fp8_scaling)
     nodes = _check_nodes(p.parallelism, p.gpu.gpus_per_node, nnodes)
     budget = kv_budget(p.model, p.gpu, p.parallelism, weight_dtype=p.weight_dtype, kv_dtype=p.kv_dtype,
                        n_mtp_layers=1 if mtp_tokens else 0)
@@ -250,12 +262,18 @@ def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: 
     console.print(f"KV budget: {budget.kv_blocks_per_replica} blocks of {budget.block_size_tokens} tokens per "
                   f"replica ({budget.kv_blocks_per_replica * budget.block_size_tokens} tokens); "
                   f"n_max at {KV_REPORT_CONTEXT_TOKENS} tokens = {budget.kv_blocks_per_replica // per_seq}")
+    if budget.state_reserved_bytes:
+        console.print(f"fixed per-sequence state (linear-attention state, narrow-window KV): "
+                      f"{budget.state_bytes_per_seq / 2**20:.2f} MiB per sequence per GPU, "
+                      f"{budget.state_reserved_bytes / 2**30:.2f} GiB reserved per GPU for {DEFAULT_MAX_NUM_SEQS} "
+                      "sequences ahead of the KV blocks")
     o = p.options
     if o.api_server_s_per_request or o.api_server_s_per_token:
-        ceiling = api_server_max_request_rate_per_s(o, KV_REPORT_CONTEXT_TOKENS, 0)
+        ceiling = api_server_max_request_rate_per_s(o, KV_REPORT_CONTEXT_TOKENS, 0, api_server_count)
         console.print(f"API server: {s_to_ms(o.api_server_s_per_request):.3g} ms per request + "
                       f"{s_to_ms(o.api_server_s_per_token) * 1e3:.3g} us per token: at most {ceiling:,.0f} requests/s "
-                      f"of {KV_REPORT_CONTEXT_TOKENS} tokens per API server process")
+                      f"of {KV_REPORT_CONTEXT_TOKENS} tokens with {api_server_count} API server "
+                      f"process{'es' if api_server_count > 1 else ''} (--api-server-count)")
     held = batch.kv_blocks(budget.block_size_tokens)
     if held > budget.kv_blocks_per_replica:
         console.print(f"note: this batch holds {held:,} KV blocks ({held * budget.block_size_tokens:,} tokens), more "

@@ -76,8 +76,9 @@ def run_serving_calibrate(out_path: Path, bench_results, metrics_dumps, engine, 
     par = None  # the instance's default sharding, unless -pp/-dp/--ep say otherwise
     if (pipeline_parallel_size, data_parallel_size, ep) != (1, 1, 1):
         par = Parallelism(tp=tp, pp=pipeline_parallel_size, dp=data_parallel_size, ep=ep)
-    args = EngineArgs(model_cfg, gpu_profile, tp, Dtype(weight_dtype), Dtype(KV_CACHE_DTYPES[kv_cache_dtype]),
-                      options=profile.options_for(gpu_profile, Dtype(weight_dtype)), parallelism_spec=par)
+    weights = model_cfg.default_weight_dtype if weight_dtype is None else Dtype(weight_dtype)  # the checkpoint's
+    args = EngineArgs(model_cfg, gpu_profile, tp, weights, Dtype(KV_CACHE_DTYPES[kv_cache_dtype]),
+                      options=profile.options_for(gpu_profile, weights), parallelism_spec=par)
     measurements = [read_bench_result(p, input_len, output_len) for p in bench_results]
     if metrics_dumps:
         if input_len is None or output_len is None or num_prompts is None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import click
 from click.testing import CliRunner
 
@@ -134,3 +136,13 @@ def test_expert_parallel_above_the_expert_count_is_one_error_line():
     assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error:")
     assert "8 routed experts are not divisible by expert parallel size 16" in lines[0]
     assert result.stdout == ""
+
+
+def test_show_itemises_the_per_sequence_state_of_windowed_layers():
+    """gpt-oss-120b on one H100: 256 sequences x 18 sliding layers x 128 tokens x 2 KV x 8 heads x 64 x 2 B."""
+    result = run("show", "gpt-oss-120b", "--gpu", "h100")
+    assert result.exit_code == 0, result.output
+    gib = 256 * 18 * 128 * 2 * 8 * 64 * 2 / 2**30
+    assert re.search(rf"per-sequence state \(256 sequences\) +│ +-{gib:.1f} GiB", result.output)
+    llama = run("show", "llama-3.1-8b", "--gpu", "h100")
+    assert "per-sequence state" not in llama.output

@@ -3,6 +3,8 @@ GPU-counted costs, simulator step models."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
@@ -15,7 +17,7 @@ from fleetplan.models import Dtype, load_model
 from fleetplan.perf.kv_budget import kv_budget
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.plan.optimize import OptimizeRequest, optimize
-from fleetplan.plan.placement import GPUS_PER_NODE, instance_shardings, place_model, place_on_gpus
+from fleetplan.plan.placement import instance_shardings, place_model, place_on_gpus
 from fleetplan.plan.space import SizingRouter, Topology
 from fleetplan.units import H_PER_YEAR
 from fleetplan.workload import load_workload
@@ -101,16 +103,33 @@ def test_dense_models_keep_every_one_node_size():
 
 def test_dp_attention_is_offered_for_mla_nodes_and_across_nodes():
     deepseek, qwen = load_model("deepseek-v3"), load_model("qwen3-235b-a22b")
-    assert [p.flags() for p in instance_shardings(deepseek, 8)] == [
+    assert [p.flags() for p in instance_shardings(deepseek, 8, gpus_per_node=8)] == [
         "--tensor-parallel-size 8 --enable-expert-parallel",
         "--tensor-parallel-size 1 --data-parallel-size 8 --enable-expert-parallel"]
-    assert len(instance_shardings(deepseek, 4)) == 1  # not below a whole node
-    assert len(instance_shardings(qwen, 8)) == 1  # GQA within a node: TP + EP
-    assert [p.flags() for p in instance_shardings(qwen, 16)] == [
+    assert len(instance_shardings(deepseek, 4, gpus_per_node=8)) == 1  # not below a whole node
+    assert len(instance_shardings(qwen, 8, gpus_per_node=8)) == 1  # GQA within a node: TP + EP
+    assert [p.flags() for p in instance_shardings(qwen, 16, gpus_per_node=8)] == [
         "--tensor-parallel-size 8 --pipeline-parallel-size 2 --enable-expert-parallel",
         "--tensor-parallel-size 1 --data-parallel-size 16 --enable-expert-parallel"]
-    assert len(instance_shardings(load_model("llama-3.1-70b"), 8)) == 1  # dense: TP only
-    assert [p.pp for p in instance_shardings(load_model("llama-3.1-405b"), 32)] == [4]
+    assert len(instance_shardings(load_model("llama-3.1-70b"), 8, gpus_per_node=8)) == 1  # dense: TP only
+    assert [p.pp for p in instance_shardings(load_model("llama-3.1-405b"), 32, gpus_per_node=8)] == [4]
+
+
+def test_nodes_follow_the_gpu_profile():
+    """A 4-GPU node (as a 4x H100 PCIe server): TP stops at 4, Llama-3.1-405B in FP8 (~380 GiB) needs
+    pipeline stages across nodes (tp4 pp2 on 8 H100s, two nodes), where 8-GPU nodes run tp8 in one."""
+    h100 = load_catalog().get("h100")
+    model = load_model("llama-3.1-405b")
+    eight = place_model(model, h100, weight_dtype=Dtype.FP8, max_gpus_per_instance=16)
+    four = place_model(model, dataclasses.replace(h100, gpus_per_node=4), weight_dtype=Dtype.FP8,
+                       max_gpus_per_instance=16)
+    assert [(p.parallelism.tp, p.parallelism.pp, p.nodes_per_instance) for p in eight] == [(8, 1, 1)]
+    assert [(p.parallelism.tp, p.parallelism.pp, p.nodes_per_instance) for p in four] == [(4, 2, 2)]
+    assert [p.flags() for p in instance_shardings(load_model("deepseek-v3"), 4, gpus_per_node=4)] == [
+        "--tensor-parallel-size 4 --enable-expert-parallel",
+        "--tensor-parallel-size 1 --data-parallel-size 4 --enable-expert-parallel"]
+    with pytest.raises(ConfigError, match="gpus_per_node"):
+        instance_shardings(model, 8, gpus_per_node=0)
 
 
 def test_a_gpu_type_that_cannot_hold_the_model_is_left_out_with_one_line():
@@ -146,7 +165,8 @@ def test_every_placement_fits_memory_and_passes_the_model_rules(name, gpu, max_g
                            kv_dtype=Dtype.BF16)
         assert budget.kv_blocks_per_gpu >= 1 and budget.weight_bytes < budget.usable_bytes
         assert p.gpu.serving.kv_blocks == budget.kv_blocks_per_replica
-        assert p.parallelism.attn_tp <= GPUS_PER_NODE  # tensor parallelism never crosses a node
+        assert p.parallelism.attn_tp <= profile.gpus_per_node  # tensor parallelism never crosses a node
+        assert p.nodes_per_instance == -(-p.gpus_per_instance // profile.gpus_per_node)
         if p.parallelism.dp > 1:
             assert model.is_moe and p.parallelism.ep == p.gpus_per_instance
 
@@ -185,3 +205,40 @@ def test_a_parallelism_the_model_cannot_take_is_one_line_exit_2(args, fragment):
                                    "--no-verify", *args])
     lines = res.stderr.strip().splitlines()
     assert res.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error:") and fragment in lines[0]
+
+
+def test_block_scaled_checkpoints_are_timed_block_scaled():
+    """DeepSeek-V3 and Qwen3-235B-FP8 ship 128x128 block-scaled FP8: their placements' step models (simulator)
+    and the W, H, chunk of their serving constants (analytic) come from the block-scaled predictor; FP8 chosen
+    for a BF16 checkpoint is vLLM's online per-tensor quantization."""
+    from fleetplan.perf.derive import chunk_tokens_for, linear_constants
+    from fleetplan.perf.quant import Fp8Scaling
+    from fleetplan.plan.placement import checkpoint_fp8_scaling
+
+    h200 = load_catalog().get("h200")
+    for name in ("deepseek-v3", "qwen3-235b-a22b-fp8"):
+        for p in place_model(load_model(name), h200):
+            assert p.predictor.block_fp8 and getattr(p.step_model, "base", p.step_model) is p.predictor
+            s = p.gpu.serving
+            n_ref = min(s.n_max(s.ref_context_tokens), 256)
+            assert (s.iter_base_s, s.iter_per_seq_s) == linear_constants(p.step_model, n_ref, s.ref_context_tokens)
+            assert s.chunk_tokens == p.parallelism.attn_dp * chunk_tokens_for(p.predictor)  # each rank chunks
+    qwen32 = load_model("qwen3-32b")
+    assert all(p.predictor.fp8_scaling is Fp8Scaling.PER_TENSOR
+               for p in place_model(qwen32, h200, weight_dtype=Dtype.FP8))
+    assert checkpoint_fp8_scaling(load_model("qwen3-32b-fp8"), Dtype.FP8) is Fp8Scaling.BLOCK  # [128, 128] scales
+    assert checkpoint_fp8_scaling(load_model("deepseek-v3"), Dtype.BF16) is Fp8Scaling.PER_TENSOR
+
+
+def test_dp_attention_placements_time_the_instance_batch_split_over_the_ranks():
+    """DeepSeek-V3 tp1 dp8 on H200: the sweep's and simulator's step model is the predictor (one rank's batch)
+    at the instance's batch / 8, and W, H of the serving constants come from it."""
+    from fleetplan.perf.derive import linear_constants
+    from fleetplan.perf.dp_instance import DataParallelInstance
+
+    (dp,) = [p for p in place_model(load_model("deepseek-v3"), load_catalog().get("h200")) if p.parallelism.dp > 1]
+    assert isinstance(dp.step_model, DataParallelInstance) and dp.step_model.ranks == 8
+    assert dp.step_model.t_iter_s(128, 8192.0) == pytest.approx(dp.predictor.t_iter_s(16, 8192.0), rel=1e-9)
+    s = dp.gpu.serving
+    n_ref = min(s.n_max(s.ref_context_tokens), 256)
+    assert (s.iter_base_s, s.iter_per_seq_s) == linear_constants(dp.step_model, n_ref, s.ref_context_tokens)
