@@ -148,3 +148,31 @@ def test_real_tables_cover_h100_and_not_mi300x(monkeypatch, tmp_path) -> None:
     kernels -= over.step_s + over.per_seq_s * held.n_seqs
     assert np.all(np.abs(kernels / held.step_s - 1.0) <= 0.10)
     source._table.cache_clear()
+
+
+def test_perf_explain_names_the_timing_source(monkeypatch) -> None:
+    """``fleetplan perf explain`` says which source times the pool and, for the roofline, why (exit 0); with the
+    measured source, its label and this batch's measured step."""
+    from click.testing import CliRunner
+
+    from fleetplan.cli.main import cli
+
+    args = ["perf", "explain", "--model", "llama-3.1-8b", "--gpu", "h100", "--batch", "decode=32x2048"]
+    monkeypatch.setattr(aic, "package_version", lambda: None)
+    out = CliRunner().invoke(cli, args, env={"COLUMNS": "300"})
+    assert out.exit_code == 0, out.output
+    assert "timing source: roofline+engine profile (aiconfigurator-core not installed (pip install " \
+           "'fleetplan[aiconfigurator]'))" in out.output
+
+
+def test_perf_explain_prints_the_measured_label(faked) -> None:
+    from click.testing import CliRunner
+
+    from fleetplan.cli.main import cli
+
+    args = ["perf", "explain", "--model", "llama-3.1-8b", "--gpu", "h100", "--batch", "decode=32x2048"]
+    out = CliRunner().invoke(cli, args, env={"COLUMNS": "400"})
+    assert out.exit_code == 0, out.output
+    step = measured_step_model(predictor_8b())
+    assert f"timing source: {step.source}: this step {step.step_s(32, 32, 0, 32 * 2048, 0) * 1e3:.3f} ms" \
+        in " ".join(out.output.split())
