@@ -27,7 +27,7 @@ pandas 3.1.1, scipy 1.17.1).  It is the optional extra ``fleetplan[aiconfigurato
 dependency, by measurement (2026-11-28, two shared cores, load average 6-8): installed size 284 MB (the
 package 114 MB, of which 89 MB measured tables and an 8 MB compiled engine; pyarrow 170 MB), download 137 MB
 (81.7 + 55.0 MB wheels); first run 10.3 s for the first pool of a GPU system (tables loaded, operator list
-compiled, 98 shapes timed, seven fits), 0.7-4.9 s for each further pool, 0.10-0.18 s per pool once its
+compiled, 89 shapes timed, seven fits), 0.7-4.9 s for each further pool, 0.10-0.18 s per pool once its
 table and fit are cached (``fleetplan.perf.measured.table.cache_dir``) — a sweep over a dozen placements
 would spend a minute on its first run, against the README's first-run target; what it buys: the step within
 +-10 % of AIConfigurator on 95.3 % of the configurations below (roofline: 30.0 %), and on the published
