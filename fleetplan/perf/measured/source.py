@@ -101,10 +101,10 @@ def _table(key: MeasuredKey, version: str) -> MeasuredTable | str:
     cached = read_cached(path)
     if cached is not None:
         return cached
-    engine_version = aic.database_version(key.system, key.backend)
-    if engine_version is None:
-        return f"no {key.backend} tables for {key.system}"
     try:
+        engine_version = aic.database_version(key.system, key.backend)
+        if engine_version is None:
+            return f"no {key.backend} tables for {key.system}"
         engine = aic.AicEngine(key, engine_version)
         rows = grid_shapes()
         step_s = [(engine.prefill_ms(b, t) if phase == "prefill" else engine.decode_ms(b, t)) * 1e-3
