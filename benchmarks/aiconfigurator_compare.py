@@ -1,11 +1,11 @@
 """fleetplan's step-time predictor against NVIDIA AIConfigurator's estimates for the same configurations.
 
-AIConfigurator (PyPI ``aiconfigurator``, Apache-2.0, github.com/ai-dynamo/aiconfigurator) predicts a
-step from a database of per-operator timings measured per system, engine and engine version
-(``aiconfigurator_core/systems/data/<system>/<op>/<engine>/<version>/*.parquet``).  This script
-has two halves that run under different interpreters:
+AIConfigurator (github.com/ai-dynamo/aiconfigurator, Apache-2.0; its data and estimators are the PyPI
+distribution ``aiconfigurator-core``) predicts a step from a database of per-operator timings measured per
+system, engine and engine version (``aiconfigurator_core/systems/data/<system>/<op>/<engine>/<version>/
+*.parquet``).  This script has these parts:
 
-* ``generate`` (needs ``aiconfigurator``; standard library otherwise) asks AIConfigurator for the
+* ``generate`` (needs ``aiconfigurator-core``, through ``fleetplan.perf.measured.aic``) asks AIConfigurator for the
   grid below and writes ``benchmarks/data/aiconfigurator_estimates.csv``, one row per configuration
   with its source in columns (``aiconfigurator_version``, ``system``, ``engine_version``,
   ``database_mode``).  The CSV is checked in, so nothing else needs AIConfigurator.
@@ -14,19 +14,33 @@ has two halves that run under different interpreters:
   and returns ours / theirs.  ``benchmarks/bench_validation.py`` writes the result as a section of
   ``docs/serving_validation.md``.
 
-AIConfigurator 0.12.0 needs numpy>=2.1,<3, pandas>=2.2.3, scipy>=1.13.1 and brings pyarrow, plotly,
-bokeh and 114 MB of databases; it resolves alongside fleetplan's numpy/numba/pandas/scipy without
-moving them (checked: installed into a ``--system-site-packages`` venv over fleetplan's environment,
-it adds only its own packages and keeps numpy 2.4.6, numba 0.68.1, pandas 3.1.1), so it is the optional extra
-``fleetplan[aiconfigurator]`` (pinned: 0.13 moves its CLI and API to the ``aisimulate`` distribution).
-To keep the main environment untouched, use a separate venv; the CSV is regenerated with either::
+* ``--agreement`` (measured source needs ``aiconfigurator-core``): share of configurations within
+  +-10 % of AIConfigurator for fleetplan's measured source (``fleetplan.perf.measured``, kernels only) and
+  for the roofline fallback on the same configurations (issue 26 target: >= 90 %, FP8 included);
+* ``--fit-overhead`` (needs ``aiconfigurator-core``): each engine's non-kernel step overhead fitted on
+  published serving runs (``engine_profiles/*.toml`` ``[measured_overhead]``).
 
-    python -m venv /tmp/aicvenv && /tmp/aicvenv/bin/pip install aiconfigurator==0.12.0
-    /tmp/aicvenv/bin/python benchmarks/aiconfigurator_compare.py --generate   # about 4 min, 945 estimates
-    python benchmarks/aiconfigurator_compare.py                               # the comparison, printed
-    python benchmarks/bench_validation.py                                     # the doc section
+aiconfigurator-core 0.12.0 needs numpy>=2.1,<3, pandas>=2.2.3, scipy>=1.13.1, pyarrow>=15, pyyaml,
+packaging; it resolves alongside fleetplan's numpy/numba/pandas/scipy without moving them (checked with
+``pip install --dry-run``: it adds only itself and pyarrow 26.0.1, keeping numpy 2.4.6, numba 0.68.1,
+pandas 3.1.1, scipy 1.17.1).  It is the optional extra ``fleetplan[aiconfigurator]``, not a default
+dependency, by measurement (2026-11-28, two shared cores, load average 6-8): installed size 284 MB (the
+package 114 MB, of which 89 MB measured tables and an 8 MB compiled engine; pyarrow 170 MB), download 137 MB
+(81.7 + 55.0 MB wheels); first run 10.3 s for the first pool of a GPU system (tables loaded, operator list
+compiled, 89 shapes timed, seven fits), 0.7-4.9 s for each further pool, 0.10-0.18 s per pool once its
+table and fit are cached (``fleetplan.perf.measured.table.cache_dir``) — a sweep over a dozen placements
+would spend a minute on its first run, against the README's first-run target; what it buys: the step within
++-10 % of AIConfigurator on 95.3 % of the configurations below (roofline: 30.0 %), and on the published
+serving runs of ``--fit-overhead`` (fitted rows) SGLang -1.7 % / vLLM -3.4 % mean signed error against
+-13.7 % / -15.8 % for the roofline (Qwen3-235B-A22B on 8x B200 at concurrency 1: -6.6 % against -48.7 %).
+The CSV is regenerated with::
 
-or, with the extra installed, ``python benchmarks/bench_validation.py --regenerate-aiconfigurator``.
+    pip install 'fleetplan[aiconfigurator]'   # or a --system-site-packages venv with aiconfigurator-core==0.12.0
+    python benchmarks/aiconfigurator_compare.py --generate     # 2.5 min on two shared cores (135 pools);
+                                                               # 924 rows, identical to the CSV that
+                                                               # aiconfigurator 0.12.0's cli_estimate wrote
+    python benchmarks/aiconfigurator_compare.py --agreement    # the comparison and the target table
+    python benchmarks/bench_validation.py                      # the doc section
 
 Grid (``GRID_*``): Llama-3.1-8B TP1, Qwen3-32B TP2, Llama-3.1-70B TP4 and TP8, Qwen3-30B-A3B TP1
 (MoE, experts split TP-wise, no expert parallelism) on H100-SXM, H200 and B200; engines vLLM,
@@ -97,44 +111,57 @@ def grid() -> Iterable[dict]:
                         yield base | {"phase": "decode", "batch_size": b, "prompt_tokens": 0, "context_tokens": c}
 
 
-def _aic_estimate_ms(row: dict, engine_version: str) -> float:
-    from aiconfigurator.cli.api import cli_estimate
+def _aic_engine(row: dict, engine_version: str):
+    """aiconfigurator-core's compiled engine for a row's pool (``fleetplan.perf.measured.aic``); MoE experts
+    split tensor-parallel (moe_tp = tp, no expert parallelism)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from fleetplan.perf.measured.aic import AicEngine
+    from fleetplan.perf.measured.coverage import MeasuredKey
 
-    prefill = row["phase"] == "prefill"
     moe = row["model"] in MOE_MODELS
-    result = cli_estimate(row["aic_model"], row["system"], mode="static_ctx" if prefill else "static_gen",
-                          backend_name=row["engine"], backend_version=engine_version, database_mode=DATABASE_MODE,
-                          isl=row["prompt_tokens"] if prefill else row["context_tokens"], osl=2,
-                          batch_size=row["batch_size"], tp_size=row["tp"], pp_size=1,
-                          moe_tp_size=row["tp"] if moe else None, moe_ep_size=1 if moe else None,
-                          gemm_quant_mode=row["aic_quant_mode"], moe_quant_mode=row["aic_quant_mode"] if moe else None,
-                          kvcache_quant_mode="bfloat16", fmha_quant_mode="bfloat16")
-    return float(result.ttft if prefill else result.tpot)
+    key = MeasuredKey(row["aic_model"], row["system"], row["engine"], row["tp"], row["tp"] if moe else None,
+                      1 if moe else None, row["aic_quant_mode"], "bfloat16")
+    return AicEngine(key, engine_version)
+
+
+def _aic_estimate_ms(engine, row: dict) -> float:
+    """Its ``static_ctx`` TTFT at batch 1 (prefill) or ``static_gen`` TPOT at ``osl`` 2 (one decode step), ms:
+    ``predict_prefill_latency`` / ``predict_decode_latency`` of the compiled engine (the same figures
+    ``aiconfigurator.cli.api.cli_estimate`` 0.12.0 returns: checked equal on the Llama-3.1-8B H100 vLLM rows)."""
+    if row["phase"] == "prefill":
+        return engine.prefill_ms(1, row["prompt_tokens"])
+    return engine.decode_ms(row["batch_size"], row["context_tokens"])
 
 
 def generate(path: Path = CSV_PATH, *, log=print) -> int:
-    """Ask AIConfigurator for every grid row and write ``path``; configurations it cannot estimate
+    """Ask aiconfigurator-core for every grid row and write ``path``; configurations it cannot estimate
     (no database rows for the engine/quantisation, model too large) are logged and left out.
     Returns the number of rows written."""
-    import logging
-    from importlib.metadata import version
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from fleetplan.perf.measured.aic import database_version, package_version
 
-    from aiconfigurator_core.sdk.perf_database import get_latest_database_version
-
-    logging.getLogger("aiconfigurator").setLevel(logging.ERROR)
-    aic_version = version("aiconfigurator")
-    versions: dict[tuple[str, str], str | None] = {}
+    aic_version = package_version()
+    if aic_version is None:
+        raise RuntimeError("aiconfigurator-core is not installed: pip install 'fleetplan[aiconfigurator]'")
+    engines: dict[tuple, object] = {}
     rows, skipped = [], 0
     for row in grid():
-        key = (row["system"], row["engine"])
-        if key not in versions:
-            versions[key] = get_latest_database_version(system=key[0], backend=key[1])
-        if versions[key] is None:
+        version = database_version(row["system"], row["engine"])
+        if version is None:
+            skipped += 1
+            continue
+        key = (row["system"], row["engine"], row["model"], row["tp"], row["aic_quant_mode"])
+        if key in engines and engines[key] is None:
             skipped += 1
             continue
         try:
-            ms = _aic_estimate_ms(row, versions[key])
+            if key not in engines:
+                engines[key] = _aic_engine(row, version)
+            ms = _aic_estimate_ms(engines[key], row)
         except Exception as err:  # noqa: BLE001 - AIConfigurator raises many kinds; the row is left out
+            engines.setdefault(key, None)  # a pool that does not compile is not retried row by row
             skipped += 1
             log(f"skip {row['engine']} {row['system']} {row['model']} tp{row['tp']} {row['aic_quant_mode']} "
                 f"{row['phase']}: {type(err).__name__}: {str(err)[:120]}")
@@ -143,11 +170,8 @@ def generate(path: Path = CSV_PATH, *, log=print) -> int:
             skipped += 1
             log(f"skip {row}: estimate {ms!r}")
             continue
-        rows.append(row | {"engine_version": versions[key], "aic_ms": f"{ms:.4f}",
+        rows.append(row | {"engine_version": version, "aic_ms": f"{ms:.4f}",
                            "aiconfigurator_version": aic_version, "database_mode": DATABASE_MODE})
-        if len(rows) % 50 == 0:
-            log(f"{len(rows)} rows ({skipped} skipped)")
-            _write(path, rows, aic_version)
     _write(path, rows, aic_version)
     log(f"wrote {len(rows)} rows to {path} ({skipped} skipped)")
     return len(rows)

@@ -92,6 +92,8 @@ def _shape_of_config(doc: dict) -> dict[str, int]:
     for name, keys in _SHAPE_KEYS.items():
         value = next((text[k] for k in keys if isinstance(text.get(k), int)), 0)
         out[name] = int(value)
+    if out["n_experts"] and not out["moe_intermediate_size"]:  # Mixtral: experts of the dense FFN's size
+        out["moe_intermediate_size"] = out["intermediate_size"]
     return out
 
 

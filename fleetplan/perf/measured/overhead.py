@@ -12,8 +12,8 @@ engine profile (``engine_profiles/<engine>.toml``) may carry a section
     engine_versions = "..."  # the engine versions of the serving runs it was fitted on
     source = "..."           # the runs it was fitted on and how
 
-fitted on published serving runs of that engine against the measured step (``benchmarks/
-aiconfigurator_compare.py --fit-overhead``).  An engine without the section adds nothing, and the
+fitted on published serving runs of that engine against the measured step (``fit_overhead`` in ``benchmarks/
+aiconfigurator_compare.py``).  An engine without the section adds nothing, and the
 timing-source label says so.
 """
 

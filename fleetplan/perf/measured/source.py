@@ -9,17 +9,18 @@
   engine's non-kernel overhead (``overhead``): ``c[0] += step_s``, ``c[11] += per_seq_s``; its
   ``source`` is the timing-source label, e.g. ``"aiconfigurator-core 0.12.0 vllm 0.24.0 h100_sxm
   (meta-llama/Meta-Llama-3.1-8B, bfloat16 weights, bfloat16 KV; SILICON) + vllm non-kernel overhead
-  0.9 ms/step"``, and ``holdout_mape`` its error on the held-out grid shapes (kernels only);
+  1.66 ms/step"``, ``holdout_mape`` its error on the held-out grid shapes (kernels only) and ``scales`` the
+  fitted group scales, additive terms, tile and wave, the overhead and the fit's error on the grid;
 * ``None`` when the package is absent or does not cover the pool (``coverage``), or when
   ``$FLEETPLAN_TIMING_SOURCE`` is ``roofline``, so the caller keeps the roofline predictor, labelled
   ``ROOFLINE_SOURCE``.  ``measured_coverage`` gives the reason.  Installing the extra is the choice:
   where it is installed the measured tables time every pool they cover (``auto``).
 
-``timing_source(step_model)`` names the source of any step model (``perf explain`` and the plan's JSON
-print it per pool).
+``timing_source(step_model)`` names the source of any step model: ``perf explain`` prints it, and the plan's
+JSON carries the label of every measured pool (``inputs.perf_profile[].source``, as calibrated profiles).
 
 Cost: the first pool of a (GPU system, engine) loads AIConfigurator's tables (seconds); each pool then
-compiles its operator list (about 2 s) and evaluates 98 shapes (milliseconds); the table is cached on
+compiles its operator list (about 2 s) and evaluates 89 shapes (milliseconds); the table is cached on
 disk (``table.cache_dir``) and so is the fit (about a second: seven tile/wave shapes are tried), so later
 runs only read two JSON files.
 """
@@ -100,10 +101,10 @@ def _table(key: MeasuredKey, version: str) -> MeasuredTable | str:
     cached = read_cached(path)
     if cached is not None:
         return cached
-    engine_version = aic.database_version(key.system, key.backend)
-    if engine_version is None:
-        return f"no {key.backend} tables for {key.system}"
     try:
+        engine_version = aic.database_version(key.system, key.backend)
+        if engine_version is None:
+            return f"no {key.backend} tables for {key.system}"
         engine = aic.AicEngine(key, engine_version)
         rows = grid_shapes()
         step_s = [(engine.prefill_ms(b, t) if phase == "prefill" else engine.decode_ms(b, t)) * 1e-3
@@ -181,7 +182,8 @@ def measured_step_model(predictor: StepTimePredictor, engine: str = "vllm",
     p = predictor
     return CalibratedStepModel(
         coefficients=tuple(coef), scales={**fit.scales, "overhead_step_s": over.step_s,
-                                          "overhead_per_seq_s": over.per_seq_s},
+                                          "overhead_per_seq_s": over.per_seq_s, "grid_max_abs_error": fit.fit_max_abs,
+                                          "grid_within_10pct": fit.fit_within_10pct},
         model=p.model.name, gpu=p.gpu.name, parallelism=p.parallelism.flags(), weight_dtype=p.weight_dtype.value,
         kv_dtype=p.kv_dtype.value, holdout_mape=holdout_mape, n_rows=table.calibration_data().n_rows,
         source=f"{table.label} + {over.label()}")

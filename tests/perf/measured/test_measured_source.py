@@ -13,7 +13,7 @@ from fleetplan.errors import ConfigError, UnknownNameError
 from fleetplan.hardware import load_catalog
 from fleetplan.models import load_model
 from fleetplan.perf.calibrate import CalibratedStepModel
-from fleetplan.perf.linear import STEP_MODEL_ROOFLINE, LinearStepModel, roofline_step_s
+from fleetplan.perf.linear import STEP_MODEL_ROOFLINE, LinearStepModel
 from fleetplan.perf.measured import ROOFLINE_SOURCE, aic, measured_step_model, source, timing_source
 from fleetplan.perf.measured.coverage import MeasuredKey
 from fleetplan.perf.measured.fit import GROUPS, step_s_of
@@ -24,8 +24,7 @@ from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.perf.scaled import slowed
 from fleetplan.plan.placement import place_model
 from fleetplan.queueing.engine import EngineLimits, EngineModel
-from fleetplan.sim._kernels import run_iteration_level
-from tests.sim.test_kernels_iteration import run_case
+from tests.perf import test_step_kernel as step_kernel_tests
 
 CATALOG = load_catalog()
 AIC_VERSION = aic.package_version()
@@ -110,27 +109,14 @@ def test_label_of_other_step_models() -> None:
 
 
 def test_analytic_and_simulator_steps_agree(faked) -> None:
-    """One request (prompt 300, output 4, budget 128 tokens): the kernel's TTFT and completion equal the sums
-    of the measured model's steps (``roofline_step_s``, the kernel's own expression), and the analytic engine
-    model (``EngineModel.step_s``, vectorised) gives the same steps."""
+    """One request (prompt 300, output 4, budget 128 tokens; ``tests/perf/test_step_kernel.py``'s case): the
+    kernel's TTFT and completion equal the sums of the measured model's steps (``step_s``, the kernel's own
+    expression), and the analytic engine model (``EngineModel.step_s``, vectorised) gives the same steps."""
     step = measured_step_model(predictor_8b())
-    code, coef = step.kernel_coefficients()
-    assert code == STEP_MODEL_ROOFLINE
-    case = dict(
-        arrival_s=np.array([0.5]), prompt_tokens=np.array([300]), output_tokens=np.array([4]),
-        req_pool=np.array([0], dtype=np.int32), route_u=np.zeros((1, 2)),
-        pool_inst_start=np.array([0, 1], dtype=np.int32), pool_router=np.zeros(1, dtype=np.int32),
-        pool_max_context=np.array([4096]), pool_max_num_seqs=np.array([8], dtype=np.int32),
-        pool_max_batched_tokens=np.array([128], dtype=np.int32), pool_kv_blocks=np.array([64]),
-        pool_block_tokens=np.array([16], dtype=np.int32), pool_step_code=np.array([code], np.int32),
-        pool_step_coef=coef[None, :].copy(), horizon_s=np.inf,
-    )
-    _, out = run_case(run_iteration_level, case)
+    assert step.kernel_coefficients()[0] == STEP_MODEL_ROOFLINE
+    step_kernel_tests.test_single_request_steps_are_predictor_steps(step)  # the kernel runs step.step_s's steps
     prefill = [(1, 0, c, 0, c * (2 * o + c)) for c, o in ((128, 0), (128, 128), (44, 256))]
     decode = [(1, 1, 0, ctx, 0) for ctx in (300, 301, 302)]
-    ttft = 0.5 + sum(roofline_step_s(coef, *a) for a in prefill)
-    assert out["out_first_token_s"][0] == pytest.approx(ttft, rel=1e-12)
-    assert out["out_done_s"][0] == pytest.approx(ttft + sum(roofline_step_s(coef, *a) for a in decode), rel=1e-12)
     engine = EngineModel.of(step, EngineLimits(8, 128, 64, 16))
     agg = np.array(prefill + decode, dtype=np.float64).T
     np.testing.assert_allclose(engine.step_s(*agg), [step.step_s(*a) for a in prefill + decode], rtol=1e-12)
@@ -162,3 +148,31 @@ def test_real_tables_cover_h100_and_not_mi300x(monkeypatch, tmp_path) -> None:
     kernels -= over.step_s + over.per_seq_s * held.n_seqs
     assert np.all(np.abs(kernels / held.step_s - 1.0) <= 0.10)
     source._table.cache_clear()
+
+
+def test_perf_explain_names_the_timing_source(monkeypatch) -> None:
+    """``fleetplan perf explain`` says which source times the pool and, for the roofline, why (exit 0); with the
+    measured source, its label and this batch's measured step."""
+    from click.testing import CliRunner
+
+    from fleetplan.cli.main import cli
+
+    args = ["perf", "explain", "--model", "llama-3.1-8b", "--gpu", "h100", "--batch", "decode=32x2048"]
+    monkeypatch.setattr(aic, "package_version", lambda: None)
+    out = CliRunner().invoke(cli, args, env={"COLUMNS": "300"})
+    assert out.exit_code == 0, out.output
+    assert "timing source: roofline+engine profile (aiconfigurator-core not installed (pip install " \
+           "'fleetplan[aiconfigurator]'))" in out.output
+
+
+def test_perf_explain_prints_the_measured_label(faked) -> None:
+    from click.testing import CliRunner
+
+    from fleetplan.cli.main import cli
+
+    args = ["perf", "explain", "--model", "llama-3.1-8b", "--gpu", "h100", "--batch", "decode=32x2048"]
+    out = CliRunner().invoke(cli, args, env={"COLUMNS": "400"})
+    assert out.exit_code == 0, out.output
+    step = measured_step_model(predictor_8b())
+    assert f"timing source: {step.source}: this step {step.step_s(32, 32, 0, 32 * 2048, 0) * 1e3:.3f} ms" \
+        in " ".join(out.output.split())
