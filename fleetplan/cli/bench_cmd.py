@@ -31,7 +31,10 @@ from fleetplan.cli.options import (
     KV_CACHE_DTYPES,
     CliParam,
     data_parallel_option,
+    enable_dp_attention_option,
+    enable_expert_parallel_option,
     engine_option,
+    expert_parallel_size_option,
     gpu_memory_utilization_option,
     gpu_option,
     instances_option,
@@ -41,6 +44,7 @@ from fleetplan.cli.options import (
     max_num_batched_tokens_option,
     max_num_seqs_option,
     model_option,
+    nnodes_option,
     num_prompts_option,
     perf_profile_option,
     pipeline_parallel_option,
@@ -203,18 +207,14 @@ def bench() -> None:
 @pipeline_parallel_option
 @data_parallel_option(help="vLLM: data-parallel ranks, each -tp GPUs; SGLang (--dp-size/--dp): attention ranks "
                       "with --enable-dp-attention, else copies of the server.")
-@click.option("--enable-expert-parallel", is_flag=True, default=False,
-              help="Spread routed experts over TP x DP GPUs instead of splitting each expert.")
+@enable_expert_parallel_option(help="Spread routed experts over TP x DP GPUs instead of splitting each expert.")
 @click.option("--tp-size", "tp_size", type=click.IntRange(min=1), default=None,
               help="SGLang's spelling of -tp (with --engine sglang).")
 @click.option("--dp-size", "dp_size", type=click.IntRange(min=1), default=None,
               help="SGLang's spelling of -dp (with --engine sglang).")
-@click.option("--ep-size", "ep_size", type=click.IntRange(min=1), default=1, show_default=True,
-              help="SGLang: GPUs the routed experts are spread over (with --engine sglang).")
-@click.option("--enable-dp-attention", is_flag=True, default=False,
-              help="SGLang: --dp-size attention ranks of tp/dp GPUs each (with --engine sglang).")
-@click.option("--nnodes", type=click.IntRange(min=1), default=None,
-              help="Nodes one instance spans (the step model puts ceil(GPUs / 8) nodes under it).")
+@expert_parallel_size_option(help="SGLang: GPUs the routed experts are spread over (with --engine sglang).")
+@enable_dp_attention_option(help="SGLang: --dp-size attention ranks of tp/dp GPUs each (with --engine sglang).")
+@nnodes_option(help="Nodes one instance spans (the step model puts ceil(GPUs / 8) nodes under it).")
 @instances_option(default=1, show_default=True, help="Identical instances behind a least-outstanding-requests router.")
 @engine_option(help=f"Engine profile ({'|'.join(ENGINE_NAMES)}): efficiencies and per-step overheads.")
 @perf_profile_option(help="Calibrated step-time profile (fleetplan perf calibrate) instead of the engine profile.")
@@ -255,7 +255,7 @@ def bench() -> None:
               '"num_speculative_tokens": 2, "acceptance_rate": 0.7}\'.')
 @click.option("--cudagraph-capture-sizes", default=None, help="Capture sizes (tokens); turns on graph padding.")
 def serve(model, gpu, tensor_parallel_size, pipeline_parallel_size, data_parallel_size, enable_expert_parallel, tp_size,
-          dp_size, ep_size, enable_dp_attention, nnodes, instances, engine, perf_profile, dataset_name, dataset_path,
+          dp_size, ep, enable_dp_attention, nnodes, instances, engine, perf_profile, dataset_name, dataset_path,
           random_input_len, random_output_len, random_range_ratio, random_range_ratio_rule, random_prefix_len,
           sharegpt_output_len,
           custom_output_len, request_rate, burstiness, num_prompts, max_concurrency, seed, percentile_metrics,
@@ -275,7 +275,7 @@ def serve(model, gpu, tensor_parallel_size, pipeline_parallel_size, data_paralle
     tp = _sglang_alias(profile.name, "--tp-size", tp_size, "--tensor-parallel-size", tensor_parallel_size, 1)
     dp = _sglang_alias(profile.name, "--dp-size", dp_size, "--data-parallel-size", data_parallel_size, 1)
     par, copies = engine_parallelism(profile.name, model_cfg, tp, pipeline_parallel_size, dp, enable_expert_parallel,
-                                     ep_size, enable_dp_attention, nnodes)
+                                     ep, enable_dp_attention, nnodes)
     args = EngineArgs(
         model_cfg, gpu_profile, tp, weights, Dtype(KV_CACHE_DTYPES[kv_cache_dtype]), max_num_seqs,
         max_num_batched_tokens, max_model_len, gpu_memory_utilization, enable_chunked_prefill, enable_prefix_caching,

@@ -17,6 +17,7 @@ import click
 from fleetplan.cli.options import (
     KV_CACHE_DTYPES,
     declare,
+    engine_option,
     kv_cache_dtype_option,
     max_model_len_option,
     model_option,
@@ -27,6 +28,7 @@ from fleetplan.cli.options import (
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuCatalog, GpuProfile
 from fleetplan.models import ContextLimitError, ContextLimitRule, dtype, load_model, served_context_limit
+from fleetplan.perf.engine_profile import load_engine_profile
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.profile_io import load_perf_profile
 from fleetplan.plan.model_fleet import ModelServing, fleet_for_serving
@@ -60,6 +62,17 @@ MAX_GPUS_PER_INSTANCE_OPTION = declare(
     default=None,
     help=f"With --model: largest serving instance searched, in GPUs [default: {DEFAULT_MAX_GPUS_PER_INSTANCE}, "
     f"{DEFAULT_MAX_GPUS_PER_INSTANCE // GPUS_PER_NODE} nodes of {GPUS_PER_NODE}].")()
+
+
+PLAN_ENGINE_OPTION = engine_option(
+    help="Serving engine (vllm|sglang|trtllm): with --model its profile times every placement (fitted "
+    "efficiencies, per-step overhead, MoE layer latency, block-FP8 GEMMs; measured tables of that engine where "
+    "installed); the recommendation gives the pools' limits in its launch flags.")
+
+
+def plan_engine(opts: dict) -> str:
+    """The engine profile's name of ``--engine`` (an unknown name is one line listing the known ones)."""
+    return load_engine_profile(opts["engine"]).name
 
 
 def _without_model(opts: dict, extra: tuple[str, ...] = ()) -> None:
@@ -101,7 +114,8 @@ def serving_setup(
     catalog: GpuCatalog, opts: dict
 ) -> tuple[tuple[GpuProfile, ...], tuple[tuple[str, int], ...], tuple[tuple[str, object], ...], tuple[str, ...]]:
     """(GPU types to sweep, GPUs per instance of each, step model of each, for both phases; one line per
-    GPU type left out because it cannot hold the model, ``plan.placement.place_on_gpus``); with
+    GPU type left out because it cannot hold the model, ``plan.placement.place_on_gpus``, timed with the
+    ``--engine`` profile); with
     ``--perf-profile`` the placement it was calibrated for runs it (``plan.placement.calibrate_placements``)."""
     if opts.get("model") is None:
         _without_model(opts, ("perf_profile", "max_gpus_per_instance"))
@@ -114,7 +128,7 @@ def serving_setup(
     weights, kv = _dtypes(opts)
     max_gpus = opts.get("max_gpus_per_instance") or DEFAULT_MAX_GPUS_PER_INSTANCE
     search = place_on_gpus(model, [catalog.get(n) for n in names], parallelism=par, weight_dtype=weights,
-                           kv_dtype=kv, max_gpus_per_instance=max_gpus)
+                           kv_dtype=kv, max_gpus_per_instance=max_gpus, engine=plan_engine(opts))
     placed = search.placements
     if profile is not None:
         placed = calibrate_placements(placed, profile)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from fleetplan.cli.options import ENGINE_LIMIT_FLAGS
 from fleetplan.cli.tables import ms_cell
 from fleetplan.plan.optimize import OptimizeResult
 from fleetplan.report.optimize_report import shown_pools
@@ -202,12 +203,14 @@ def recommendation_line(result: OptimizeResult) -> str:
 
 
 def _engine_flags(request, p) -> str:
-    """A served model's (or user-limited) pool's engine limits as vLLM flags; empty for the paper's GPUs."""
+    """A served model's (or user-limited) pool's engine limits as the request's engine's launch flags
+    (``ENGINE_LIMIT_FLAGS``); empty for the paper's GPUs."""
     served = p.gpu in dict(request.step_models)
     given = request.max_num_seqs is not None or request.max_num_batched_tokens is not None
     if not p.max_num_batched_tokens or not (served or given):
         return ""
-    return f" (vLLM --max-num-seqs {p.max_num_seqs} --max-num-batched-tokens {p.max_num_batched_tokens})"
+    engine, seqs, tokens = ENGINE_LIMIT_FLAGS[request.engine]
+    return f" ({engine} {seqs} {p.max_num_seqs} {tokens} {p.max_num_batched_tokens})"
 
 
 def _pct(fraction: float) -> str:

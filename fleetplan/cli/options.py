@@ -511,6 +511,14 @@ enable_expert_parallel_option = declare(
     "expert parallelism", "--enable-expert-parallel", "enable_expert_parallel", is_flag=True, default=False,
     help="Spread routed experts over all TP x DP GPUs (ep = tp*dp, vLLM) instead of splitting each expert; "
     "perf explain --engine sglang: over the --tp GPUs (SGLang ep = tp).")
+expert_parallel_size_option = declare(
+    "expert-parallel size", "--ep", "--ep-size", "--expert-parallel-size", "ep", type=click.IntRange(min=1), default=1,
+    show_default=True, help="Expert parallel size (MoE; must divide tp*dp; SGLang --ep-size).")
+enable_dp_attention_option = declare(
+    "DP attention", "--enable-dp-attention", "enable_dp_attention", is_flag=True, default=False,
+    help="SGLang (--engine sglang): attention in --dp ranks of tp/dp GPUs, experts over all --tp GPUs.")
+nnodes_option = declare("nodes per instance", "--nnodes", "nnodes", type=click.IntRange(min=1), default=None,
+                        help="Nodes one instance spans (checked against the GPUs per node of the catalog).")
 weight_dtype_option = declare("weight dtype", "--weight-dtype", "weight_dtype", type=click.Choice(WEIGHT_DTYPES),
                               default="bf16", show_default=True,
                               help="Weight storage type (fp8/int4/mxfp4 = quantized checkpoint).")
@@ -530,6 +538,18 @@ gpu_memory_utilization_option = declare(
     show_default=True, help="Fraction of HBM the engine may use, as in vLLM.")
 engine_option = declare("engine profile", "--engine", "engine", default="vllm", show_default=True,
                         help="Engine profile (vllm|sglang|trtllm): efficiencies and per-step overheads.")
+#: engine profile -> (engine's name, its flag for sequences per step, its flag for tokens per step): the
+#: recommendation's engine limits in the engine's own launch flags.  vLLM: docs.vllm.ai engine arguments
+#: (--max-num-seqs, --max-num-batched-tokens); SGLang: docs.sglang.ai server arguments (--max-running-requests,
+#: --chunked-prefill-size); TensorRT-LLM: nvidia.github.io/TensorRT-LLM commands/trtllm-serve.html
+#: (--max_batch_size, --max_num_tokens); LMDeploy: `lmdeploy serve api_server -h` (--max-batch-size,
+#: --max-prefill-token-num).
+ENGINE_LIMIT_FLAGS = {
+    "vllm": ("vLLM", "--max-num-seqs", "--max-num-batched-tokens"),
+    "sglang": ("SGLang", "--max-running-requests", "--chunked-prefill-size"),
+    "trtllm": ("TensorRT-LLM", "--max_batch_size", "--max_num_tokens"),
+    "lmdeploy": ("LMDeploy", "--max-batch-size", "--max-prefill-token-num"),
+}
 perf_profile_option = declare(
     "perf profile", "--perf-profile", "perf_profile", type=click.Path(dir_okay=False), default=None,
     help="Calibrated step-time profile (from `fleetplan perf calibrate`).")

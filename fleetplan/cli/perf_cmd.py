@@ -14,12 +14,15 @@ from fleetplan.cli.options import (
     FRACTION,
     KV_CACHE_DTYPES,
     data_parallel_option,
+    enable_dp_attention_option,
     enable_expert_parallel_option,
     engine_option,
+    expert_parallel_size_option,
     gpu_option,
     gpu_profiles_option,
     kv_cache_dtype_option,
     model_option,
+    nnodes_option,
     out_option,
     pipeline_parallel_option,
     seed_option,
@@ -61,8 +64,7 @@ def _predictor_options(func):
         tensor_parallel_option,
         pipeline_parallel_option,
         data_parallel_option,
-        click.option("--ep", "--ep-size", "--expert-parallel-size", "ep", type=click.IntRange(min=1), default=1,
-                     show_default=True, help="Expert parallel size (MoE; must divide tp*dp; SGLang --ep-size)."),
+        expert_parallel_size_option,
         weight_dtype_option(default=None, show_default=False,
                             help="Weight storage type (fp8/int4/mxfp4 = quantized) [default: the checkpoint's, from "
                             "its config.json quantization_config; bf16 without one]."),
@@ -80,15 +82,16 @@ def _predictor_options(func):
 
 
 def _build(model, gpu, tensor_parallel_size, pipeline_parallel_size, data_parallel_size, ep, weight_dtype,
-           kv_cache_dtype, execution, cpu_overhead_ms, gpu_profiles, par=None, options=None, fp8_scaling=None):
+           kv_cache_dtype, execution, cpu_overhead_ms, gpu_profiles, par=None, engine=None, fp8_scaling=None):
     """The predictor of the flags; weights in the checkpoint's type and FP8 scaling unless given
-    (``checkpoint_fp8_scaling``: block-scaled for a block-scaled FP8 checkpoint, else per tensor)."""
+    (``checkpoint_fp8_scaling``: block-scaled for a block-scaled FP8 checkpoint, else per tensor);
+    options: the ``engine`` profile's for this GPU and weight type (its per-GPU overrides), or the defaults."""
     profile = load_catalog(gpu_profiles).get(gpu)
     model_cfg = load_model(model)
     weights = model_cfg.default_weight_dtype if weight_dtype is None else Dtype(weight_dtype)
     scaling = checkpoint_fp8_scaling(model_cfg, weights) if fp8_scaling is None else Fp8Scaling(fp8_scaling)
-    if options is None:
-        options = PredictorOptions(cpu_overhead_s=DEFAULT_CPU_OVERHEAD_S)
+    options = PredictorOptions(cpu_overhead_s=DEFAULT_CPU_OVERHEAD_S) if engine is None else \
+        load_engine_profile(engine).options_for(profile, weights)
     opts = dataclasses.replace(options, execution=ExecutionMode(execution),
                                cpu_overhead_s=options.cpu_overhead_s if cpu_overhead_ms is None
                                else ms_to_s(cpu_overhead_ms))
@@ -194,10 +197,8 @@ def perf() -> None:
                help=f"Engine profile ({'|'.join(ENGINE_NAMES)}: efficiencies, overheads) and the meaning of the "
                "parallel flags [default: the predictor's defaults, vLLM flag meaning].")
 @enable_expert_parallel_option
-@click.option("--enable-dp-attention", is_flag=True,
-              help="SGLang (--engine sglang): attention in --dp ranks of tp/dp GPUs, experts over all --tp GPUs.")
-@click.option("--nnodes", type=click.IntRange(min=1), default=None,
-              help="Nodes the instance spans (checked against the GPUs per node of the catalog).")
+@enable_dp_attention_option
+@nnodes_option
 @click.option("--fp8-scaling", type=click.Choice([m.value for m in Fp8Scaling]), default=None,
               help="FP8 weights: per-tensor scales or 128x128 blocks [default: the checkpoint's (block for "
               "DeepSeek-V3, Qwen3-*-FP8); per_tensor for FP8 chosen for a BF16 checkpoint].")
@@ -221,8 +222,7 @@ def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: 
                                     kw["data_parallel_size"], kw["ep"], enable_expert_parallel, enable_dp_attention)
     if note:
         click.echo(note, err=True)
-    options = None if engine is None else load_engine_profile(engine).options
-    p = _build(**kw, par=par, options=options, fp8_scaling=fp8_scaling)
+    p = _build(**kw, par=par, engine=engine, fp8_scaling=fp8_scaling)
     nodes = _check_nodes(p.parallelism, p.gpu.gpus_per_node, nnodes)
     budget = kv_budget(p.model, p.gpu, p.parallelism, weight_dtype=p.weight_dtype, kv_dtype=p.kv_dtype,
                        n_mtp_layers=1 if mtp_tokens else 0)

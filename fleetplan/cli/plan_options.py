@@ -15,7 +15,9 @@ from fleetplan.cli.model_options import (
     MAX_GPUS_PER_INSTANCE_OPTION,
     MODEL_OPTIONS,
     PERF_PROFILE_OPTION,
+    PLAN_ENGINE_OPTION,
     context_limit,
+    plan_engine,
     serving_setup,
 )
 from fleetplan.cli.options import (
@@ -178,6 +180,7 @@ _PLAN_OPTIONS = [
     input_fraction_option,
     gpu_profiles_option,
     *MODEL_OPTIONS,
+    PLAN_ENGINE_OPTION,
     MAX_GPUS_PER_INSTANCE_OPTION,
     PERF_PROFILE_OPTION,
     *CONTEXT_LIMIT_OPTIONS,
@@ -262,6 +265,7 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
         step_time_margin=opts["step_time_margin"],
         max_num_seqs=opts["max_num_seqs"],
         max_num_batched_tokens=opts["max_num_batched_tokens"],
+        engine=plan_engine(opts),
     )
     verify = None
     if not opts["no_verify"]:

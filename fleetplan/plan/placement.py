@@ -48,6 +48,10 @@ Everything else as before:
   of the core paper's three hand-calibrated Llama-3-70B profiles;
 * the simulator runs the operator-level ``StepTimePredictor`` itself for that GPU.
 
+Both take the serving engine's profile (``engine``, vLLM by default: ``perf.engine_profile``,
+``options_for(gpu, weights)``): its fitted efficiencies and per-step overheads, the MoE layer latency
+(``moe_layer_overhead_s``) and the block-FP8 GEMM and weight-streaming efficiencies.
+
 Where NVIDIA ``aiconfigurator-core`` is installed and its measured tables cover the placement (GPU, model,
 parallelism, dtypes; vLLM's tables), the measured step model (``fleetplan.perf.measured``) is its step model
 in both phases, W and H re-derived from it as below; its ``source`` names the tables.
@@ -80,8 +84,10 @@ from fleetplan.models.config import AttentionKind
 from fleetplan.perf.calibrate import CalibratedStepModel
 from fleetplan.perf.derive import chunk_tokens_for, derive_serving_constants, linear_constants
 from fleetplan.perf.dp_instance import DataParallelInstance
+from fleetplan.perf.engine_profile import load_engine_profile
 from fleetplan.perf.kv_budget import DEFAULT_MAX_NUM_SEQS
 from fleetplan.perf.measured import measured_step_model
+from fleetplan.perf.measured.coverage import Fp8Scheme
 from fleetplan.perf.parallelism import Parallelism, valid_tensor_parallel_sizes
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.perf.quant import Fp8Scaling, fp8_scaling_of
@@ -166,10 +172,11 @@ def _instance_step_model(predictor: StepTimePredictor, par: Parallelism) -> Step
 
 
 def _place(model: ModelConfig, gpu: GpuProfile, par: Parallelism, weight_dtype: Dtype, kv_dtype: Dtype,
-           gpu_memory_utilization: float) -> ModelPlacement:
+           gpu_memory_utilization: float, engine: str) -> ModelPlacement:
+    options = load_engine_profile(engine).options_for(gpu, weight_dtype)  # the engine's efficiencies on this GPU
     serving = derive_serving_constants(model, gpu, par, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-                                       gpu_memory_utilization=gpu_memory_utilization)
-    predictor = StepTimePredictor(model, gpu, par, weight_dtype, kv_dtype,
+                                       options=options, gpu_memory_utilization=gpu_memory_utilization)
+    predictor = StepTimePredictor(model, gpu, par, weight_dtype, kv_dtype, options,
                                   fp8_scaling=checkpoint_fp8_scaling(model, weight_dtype))
     if predictor.block_fp8 or par.attn_dp > 1:
         # derive times per-tensor FP8 and one DP rank's batch: W, H and the chunk again from the instance's steps
@@ -184,7 +191,8 @@ def _place(model: ModelConfig, gpu: GpuProfile, par: Parallelism, weight_dtype: 
                "serving": f"derived by fleetplan.perf.derive for {model.name} at {par.flags()}{scaled}"}
     placed = replace(gpu, name=variant_name(gpu, par), aliases=(), serving=serving, sources=sources)
     placement = ModelPlacement(model, placed, par, predictor)
-    measured = measured_step_model(predictor)  # aiconfigurator-core's tables where they cover the pool
+    # aiconfigurator-core's tables of the same engine and FP8 scaling, where they cover the pool
+    measured = measured_step_model(predictor, engine, Fp8Scheme.BLOCK if predictor.block_fp8 else Fp8Scheme.PER_TENSOR)
     return placement if measured is None else calibrate_placements((placement,), measured)[0]
 
 
@@ -245,10 +253,14 @@ def place_model(
     kv_dtype: Dtype = Dtype.BF16,
     gpu_memory_utilization: float = 0.9,
     max_gpus_per_instance: int = DEFAULT_MAX_GPUS_PER_INSTANCE,
+    engine: str = "vllm",
 ) -> tuple[ModelPlacement, ...]:
     """Every placement of ``model`` on ``gpu`` (module docstring), smallest instance first.
 
-    ``weight_dtype`` None: the checkpoint's (``ModelConfig.default_weight_dtype``).
+    ``weight_dtype`` None: the checkpoint's (``ModelConfig.default_weight_dtype``).  ``engine``: the
+    engine profile (``perf.engine_profile``, ``engine_profiles/<engine>.toml``) whose options the
+    predictor and the serving constants use (``options_for(gpu, weights)``: its per-GPU overrides) and
+    whose measured tables the measured source reads; vLLM by default, the engine most deployments run.
 
     Raises
     ------
@@ -257,10 +269,11 @@ def place_model(
         ``parallelism`` breaks a rule of the model.
     """
     _check_max(max_gpus_per_instance)
+    load_engine_profile(engine)  # an unknown engine is its own error, not a reason the model fits nowhere
     weights = weight_dtype or model.default_weight_dtype
     if parallelism is not None:
         parallelism.check_model(model)
-        return (_place(model, gpu, parallelism, weights, kv_dtype, gpu_memory_utilization),)
+        return (_place(model, gpu, parallelism, weights, kv_dtype, gpu_memory_utilization, engine),)
     one_node, multi_node = _sizes(model, max_gpus_per_instance, gpu.gpus_per_node)
     found: list[ModelPlacement] = []
     last: FleetplanError | None = None
@@ -270,7 +283,7 @@ def place_model(
         hit = False
         for i, par in enumerate(instance_shardings(model, n_gpus, gpus_per_node=gpu.gpus_per_node)):
             try:
-                found.append(_place(model, gpu, par, weights, kv_dtype, gpu_memory_utilization))
+                found.append(_place(model, gpu, par, weights, kv_dtype, gpu_memory_utilization, engine))
                 hit = True
             except FleetplanError as exc:  # does not fit at this size; the reason is the preferred sharding's
                 last = exc if i == 0 else last
@@ -348,9 +361,10 @@ def place_on_gpus(
     kv_dtype: Dtype = Dtype.BF16,
     gpu_memory_utilization: float = 0.9,
     max_gpus_per_instance: int = DEFAULT_MAX_GPUS_PER_INSTANCE,
+    engine: str = "vllm",
 ) -> PlacementSearch:
-    """``place_model`` on each of ``gpus``; a GPU type where the model fits nowhere is left out
-    with its reason.
+    """``place_model`` on each of ``gpus`` (with ``engine``'s profile); a GPU type where the model fits
+    nowhere is left out with its reason.
 
     Raises
     ------
@@ -359,6 +373,7 @@ def place_on_gpus(
         breaks a rule of the model (whatever the GPU).
     """
     _check_max(max_gpus_per_instance)
+    load_engine_profile(engine)  # an unknown engine fails once, before any GPU is tried
     if parallelism is not None:
         parallelism.check_model(model)
     placed: list[ModelPlacement] = []
@@ -367,7 +382,7 @@ def place_on_gpus(
         try:
             placed.extend(place_model(model, gpu, parallelism=parallelism, weight_dtype=weight_dtype,
                                       kv_dtype=kv_dtype, gpu_memory_utilization=gpu_memory_utilization,
-                                      max_gpus_per_instance=max_gpus_per_instance))
+                                      max_gpus_per_instance=max_gpus_per_instance, engine=engine))
         except FleetplanError as exc:
             left.append(LeftOut(gpu.name, str(exc).removesuffix(f"; {_FIT_FIX}")))
     if not placed:
