@@ -356,12 +356,12 @@ def place_on_gpus(
     model: ModelConfig,
     gpus: Sequence[GpuProfile],
     *,
+    engine: str = "vllm",
     parallelism: Parallelism | None = None,
     weight_dtype: Dtype | None = None,
     kv_dtype: Dtype = Dtype.BF16,
     gpu_memory_utilization: float = 0.9,
     max_gpus_per_instance: int = DEFAULT_MAX_GPUS_PER_INSTANCE,
-    engine: str = "vllm",
 ) -> PlacementSearch:
     """``place_model`` on each of ``gpus`` (with ``engine``'s profile); a GPU type where the model fits
     nowhere is left out with its reason.
