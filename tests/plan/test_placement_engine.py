@@ -88,3 +88,18 @@ def test_the_request_records_a_known_engine(catalog):
     assert OptimizeRequest(workload=wl, gpus=(catalog.get("h100"),), slo_ttft_s=1.0, rate_per_s=1.0).engine == "vllm"
     with pytest.raises(ConfigError, match="engine"):
         OptimizeRequest(workload=wl, gpus=(catalog.get("h100"),), slo_ttft_s=1.0, rate_per_s=1.0, engine="vLLM 0.11")
+
+
+def test_the_measured_source_is_asked_for_the_same_engine_and_fp8_scheme(catalog, monkeypatch):
+    """Where aiconfigurator-core is installed, the placement reads the tables of its engine and of the
+    checkpoint's FP8 scaling (block for Qwen3-235B-A22B-FP8); recorded here without the package."""
+    import fleetplan.plan.placement as placement
+    from fleetplan.perf.measured.coverage import Fp8Scheme
+
+    asked = []
+    monkeypatch.setattr(placement, "measured_step_model", lambda p, engine, scheme: asked.append((engine, scheme)))
+    par = Parallelism.vllm(tensor_parallel_size=4, enable_expert_parallel=True)
+    place_model(load_model("qwen3-235b-a22b-fp8"), catalog.get("h200"), parallelism=par, engine="sglang")
+    place_model(load_model("llama-3.1-8b"), catalog.get("h200"), parallelism=Parallelism.vllm(tensor_parallel_size=1),
+                weight_dtype=Dtype.FP8, engine="trtllm")
+    assert asked == [("sglang", Fp8Scheme.BLOCK), ("trtllm", Fp8Scheme.PER_TENSOR)]
