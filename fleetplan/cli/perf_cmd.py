@@ -39,10 +39,9 @@ from fleetplan.perf.overheads import DEFAULT_CPU_OVERHEAD_S, ExecutionMode, Pred
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.perf.profile_io import read_calibration_csv, save_perf_profile
-from fleetplan.perf.quant import Fp8Scaling
+from fleetplan.perf.quant import Fp8Scaling, checkpoint_fp8_scaling
 from fleetplan.perf.speculative import DEEPSEEK_V3_MTP_ACCEPTANCE, mtp_step, verify_batch
 from fleetplan.perf.typical_batch import typical_step
-from fleetplan.plan.placement import checkpoint_fp8_scaling
 from fleetplan.units import ms_to_s, s_to_ms
 
 SERVING_OPTION_NAMES = ("bench_results", "metrics_dumps", "engine", "input_len", "output_len", "num_prompts",

@@ -83,7 +83,11 @@ class DataParallelInstance:
         split_step_coefficients(STEP_MODEL_LINEAR, np.zeros(5), self.ranks)  # validates ranks
 
     def kernel_coefficients(self) -> tuple[int, np.ndarray]:
-        code, coef = self.base.kernel_coefficients()
+        return self.instance_coefficients(*self.base.kernel_coefficients())
+
+    def instance_coefficients(self, code: int, coef: np.ndarray) -> tuple[int, np.ndarray]:
+        """A rank's step ``(code, coef)`` (the base's step, or a pass every rank runs over its own batch,
+        e.g. an MTP draft) as the instance's: the batch split over the ranks."""
         return code, split_step_coefficients(code, coef, self.ranks)
 
     def t_iter_s(self, n_seqs: float | np.ndarray, context_tokens: float | np.ndarray | None = None):
