@@ -85,3 +85,18 @@ def test_a_dp_instance_keeps_its_mtp_draft_split_over_the_ranks(rank, mode):
         inst = step_time_array_s(code, cf.draft_coef[0], RANKS * n, RANKS * n, 0.0, RANKS * n * ctx, 0.0)
         one = step_time_array_s(code, cf_rank.draft_coef[0], n, n, 0.0, n * ctx, 0.0)
         assert float(inst) == pytest.approx(float(one), rel=1e-9)
+
+
+def test_a_slowed_dp_instance_slows_its_draft_and_keeps_its_launches(rank):
+    """``perf.scaled.slowed`` (step-time margin, headroom) over a DP instance: the draft is the instance's
+    draft times the factor; the eager launches are still added."""
+    from fleetplan.perf.scaled import scale_step_coefficients, slowed
+
+    mtp = SpeculativeConfig.from_json('{"method": "mtp", "num_speculative_tokens": 1, "acceptance_rate": 0.85}')
+    feats = RuntimeFeatures(cudagraph=CudaGraphConfig("full_decode_only"), speculative=mtp)
+    dp = DataParallelInstance(rank, RANKS)
+    cf = compile_features(FleetSpec(pools=(_pool(slowed(dp, 1.25), feats),)), 0)
+    cf_dp = compile_features(FleetSpec(pools=(_pool(dp, feats),)), 0)
+    code = int(cf_dp.draft_code[0])
+    assert np.array_equal(cf.draft_coef[0], scale_step_coefficients(code, cf_dp.draft_coef[0], 1.25))
+    assert np.array_equal(cf.graph_time_s, cf_dp.graph_time_s) and cf.graph_time_s[0, 0] > 0

@@ -47,7 +47,8 @@ Wrapped step models: a step model with a ``base`` (``perf.dp_instance.DataParall
 data-parallel-attention instance) is read through it (``pool_predictor``): the launch overhead, the
 kernel-only test, the capture memory and the draft pass are its base predictor's, and a pass every rank
 runs over its own batch (an MTP or draft-model draft) is mapped to the instance by the wrapper's
-``instance_coefficients`` (the batch split over the ranks) like its step.
+``instance_coefficients`` (the batch split over the ranks) like its step; a ``perf.scaled.ScaledStepModel``
+(step-time margin, headroom search) slows it by its factor.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ from fleetplan.perf.linear import N_STEP_COEFS, ROOFLINE_SHAPE_COEFS, STEP_MODEL
 from fleetplan.perf.overheads import DEFAULT_LAUNCH_OVERHEAD_S, KERNELS_PER_LAYER, KERNELS_PER_STEP, ExecutionMode
 from fleetplan.perf.parallelism import Parallelism, pp_stage_layers
 from fleetplan.perf.predictor import StepTimePredictor
+from fleetplan.perf.scaled import ScaledStepModel, scale_step_coefficients
 from fleetplan.sim._kernels import codes
 from fleetplan.sim.features.arrays import SPEC_K_MAX, CompiledFeatures
 from fleetplan.sim.features.spec import GraphMode, RuntimeFeatures, SchedulerPolicy
@@ -103,15 +105,18 @@ def pool_predictor(pool: PoolSpec) -> StepTimePredictor | None:
 
 
 def _as_instance(pool: PoolSpec, code: int, coef: np.ndarray) -> tuple[int, np.ndarray]:
-    """A rank's pass ``(code, coef)`` as the pool's step model sees it: through each wrapper's
-    ``instance_coefficients``, innermost first."""
+    """A rank's pass ``(code, coef)`` as the pool's step model sees it: through each wrapper, innermost
+    first (a DP instance's ``instance_coefficients``; a ``ScaledStepModel``'s factor)."""
     wrappers = []
     step = pool.step_model
     while getattr(step, "base", None) is not None:
         wrappers.append(step)
         step = step.base
     for wrapper in reversed(wrappers):
-        code, coef = wrapper.instance_coefficients(code, coef)
+        if isinstance(wrapper, ScaledStepModel):  # a uniform slowdown slows the draft alike
+            coef = scale_step_coefficients(code, coef, wrapper.factor)
+        else:
+            code, coef = wrapper.instance_coefficients(code, coef)
     return code, coef
 
 
