@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fleetplan.cli.tables import ms_cell
+from fleetplan.perf.dp_instance import attention_dp_ranks, per_rank_limit
 from fleetplan.plan.optimize import OptimizeResult
 from fleetplan.report.optimize_report import shown_pools
 from fleetplan.units import fmt_ms
@@ -202,12 +203,18 @@ def recommendation_line(result: OptimizeResult) -> str:
 
 
 def _engine_flags(request, p) -> str:
-    """A served model's (or user-limited) pool's engine limits as vLLM flags; empty for the paper's GPUs."""
+    """A served model's (or user-limited) pool's engine limits as vLLM flags; empty for the paper's GPUs.
+    A data-parallel-attention instance's are vLLM's per DP rank (vLLM reads both flags per rank;
+    ``perf.dp_instance.per_rank_limit``)."""
     served = p.gpu in dict(request.step_models)
     given = request.max_num_seqs is not None or request.max_num_batched_tokens is not None
     if not p.max_num_batched_tokens or not (served or given):
         return ""
-    return f" (vLLM --max-num-seqs {p.max_num_seqs} --max-num-batched-tokens {p.max_num_batched_tokens})"
+    ranks = attention_dp_ranks(dict(request.step_models).get(p.gpu))
+    if ranks == 1:
+        return f" (vLLM --max-num-seqs {p.max_num_seqs} --max-num-batched-tokens {p.max_num_batched_tokens})"
+    return (f" (vLLM per DP rank: --max-num-seqs {per_rank_limit(p.max_num_seqs, ranks)} --max-num-batched-tokens "
+            f"{per_rank_limit(p.max_num_batched_tokens, ranks)}, {ranks} ranks)")
 
 
 def _pct(fraction: float) -> str:
