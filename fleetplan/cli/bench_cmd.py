@@ -22,6 +22,7 @@ from fleetplan.bench.serve import METRICS, BenchServeConfig, BenchServeResult, r
 from fleetplan.cli.errors import FleetplanGroup
 from fleetplan.cli.options import (
     KV_CACHE_DTYPES,
+    api_server_count_option,
     engine_option,
     gpu_memory_utilization_option,
     gpu_option,
@@ -133,7 +134,8 @@ def result_json(result: BenchServeResult, label: str, model_id: str, engine: str
            "max_concurrency": cfg.max_concurrency, **dict(result.metrics)}
     doc["fleetplan"] = {
         "engine": engine, "gpu": eng.gpu.name, "tensor_parallel_size": eng.tensor_parallel_size,
-        "instances": eng.instances, "weight_dtype": eng.weight_dtype.value, "kv_cache_dtype": eng.kv_cache_dtype.value,
+        "instances": eng.instances, "api_server_count": eng.api_server_count,
+        "weight_dtype": eng.weight_dtype.value, "kv_cache_dtype": eng.kv_cache_dtype.value,
         "max_num_seqs": pool.limits.max_num_seqs, "max_num_batched_tokens": pool.limits.max_num_batched_tokens,
         "max_model_len": pool.max_context_tokens, "kv_blocks": pool.limits.kv_blocks,
         "gpu_memory_utilization": eng.gpu_memory_utilization, "enable_prefix_caching": eng.enable_prefix_caching,
@@ -164,6 +166,7 @@ def bench() -> None:
 @gpu_option(required=True, help="GPU name (fleetplan gpus list).")
 @tensor_parallel_option(help="GPUs per instance.")
 @instances_option(default=1, show_default=True, help="Identical instances behind a least-outstanding-requests router.")
+@api_server_count_option
 @engine_option(help=f"Engine profile ({'|'.join(ENGINE_NAMES)}): efficiencies and per-step overheads.")
 @perf_profile_option(help="Calibrated step-time profile (fleetplan perf calibrate) instead of the engine profile.")
 @click.option("--dataset-name", default="random", show_default=True, help="random|sharegpt|burstgpt|custom")
@@ -204,7 +207,7 @@ def serve(model, gpu, tensor_parallel_size, instances, engine, perf_profile, dat
           custom_output_len, request_rate, burstiness, num_prompts, max_concurrency, seed, percentile_metrics,
           metric_percentiles, save_result, result_dir, result_filename, label, max_num_seqs, max_num_batched_tokens,
           max_model_len, gpu_memory_utilization, kv_cache_dtype, quantization, enable_chunked_prefill,
-          enable_prefix_caching, speculative_config, cudagraph_capture_sizes) -> None:
+          enable_prefix_caching, speculative_config, cudagraph_capture_sizes, api_server_count) -> None:
     """Predict `vllm bench serve` against one serving instance: vLLM's result block and JSON."""
     dataset = DatasetSpec(DatasetName.parse(dataset_name), dataset_path, random_input_len, random_output_len,
                           random_range_ratio, random_prefix_len, sharegpt_output_len, custom_output_len)
@@ -219,7 +222,7 @@ def serve(model, gpu, tensor_parallel_size, instances, engine, perf_profile, dat
         max_num_batched_tokens, max_model_len, gpu_memory_utilization, enable_chunked_prefill, enable_prefix_caching,
         None if speculative_config is None else SpeculativeConfig.from_json(speculative_config),
         _sizes(cudagraph_capture_sizes), profile.options_for(gpu_profile, weights),
-        None if perf_profile is None else load_perf_profile(perf_profile), instances,
+        None if perf_profile is None else load_perf_profile(perf_profile), instances, api_server_count,
     )
     result = run_bench_serve(args, cfg)
     click.echo(f"fleetplan bench serve (simulated): {model_cfg.name} on {instances} x {tensor_parallel_size} "

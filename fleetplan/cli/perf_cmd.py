@@ -12,6 +12,7 @@ from fleetplan.cli.errors import FleetplanGroup
 from fleetplan.cli.options import (
     FRACTION,
     KV_CACHE_DTYPES,
+    api_server_count_option,
     data_parallel_option,
     enable_expert_parallel_option,
     engine_option,
@@ -187,9 +188,9 @@ def perf() -> None:
               help=f"The step's batch: {BATCH_SYNTAX} (default: a typical step, printed: the model's operating "
               "batch decoding plus one prefill chunk).")
 @engine_option(default=None, show_default=False,
-               help=f"Engine profile ({'|'.join(ENGINE_NAMES)}: efficiencies, overheads) and the meaning of the "
-               "parallel flags [default: the predictor's defaults, vLLM flag meaning].")
-@enable_expert_parallel_option
+               help=f"Engine profile ({'|'.join(ENGINE_NAMES)}): efficiencies, overheads and the meaning of the "
+               "parallel flags (default: the predictor's defaults, vLLM flag meaning).")
+@enable_expert_parallel_option(help="vLLM: experts spread over all tp x dp GPUs (ep = tp*dp); SGLang: ep = --tp.")
 @click.option("--enable-dp-attention", is_flag=True,
               help="SGLang (--engine sglang): attention in --dp ranks of tp/dp GPUs, experts over all --tp GPUs.")
 @click.option("--nnodes", type=click.IntRange(min=1), default=None,
@@ -202,9 +203,7 @@ def perf() -> None:
               "step and the draft passes, and the time per output token.")
 @click.option("--mtp-acceptance", type=FRACTION, default=DEEPSEEK_V3_MTP_ACCEPTANCE, show_default=True,
               help="Conditional acceptance of each draft position (DeepSeek-V3 report: 0.85-0.90).")
-@click.option("--api-server-count", type=click.IntRange(min=1), default=1, show_default=True,
-              help="vLLM API server processes per instance: the request-rate ceiling they give (engine profiles "
-              "with an API server cost, e.g. --engine vllm).")
+@api_server_count_option
 def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: bool, enable_dp_attention: bool,
             nnodes: int | None, fp8_scaling: str | None, mtp_tokens: int, mtp_acceptance: float,
             api_server_count: int, **kw) -> None:
@@ -213,11 +212,13 @@ def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: 
     A batch whose requests hold more KV blocks than the replica's cache is still timed (a what-if),
     with a note that vLLM would never run it.
     """
+    profile = None if engine is None else load_engine_profile(engine)  # unknown names: one line, exit 2
+    engine = None if profile is None else profile.name
     par, note = _engine_parallelism(engine, kw["tensor_parallel_size"], kw["pipeline_parallel_size"],
                                     kw["data_parallel_size"], kw["ep"], enable_expert_parallel, enable_dp_attention)
     if note:
         click.echo(note, err=True)
-    options = None if engine is None else load_engine_profile(engine).options
+    options = None if profile is None else profile.options
     p = _build(**kw, par=par, options=options, fp8_scaling=fp8_scaling)
     nodes = _check_nodes(p.parallelism, p.gpu.gpus_per_node, nnodes)
     budget = kv_budget(p.model, p.gpu, p.parallelism, weight_dtype=p.weight_dtype, kv_dtype=p.kv_dtype,

@@ -112,8 +112,8 @@ def attention_dp_ranks(step: object) -> int:
 
 
 def per_rank_limit(instance_limit: int, ranks: int) -> int:
-    """vLLM's per-rank value of an instance-wide engine limit (``--max-num-seqs`` and
-    ``--max-num-batched-tokens`` are read per DP rank): ``floor(instance_limit / ranks)``.
+    """vLLM's per-rank value of an instance-wide engine limit (vLLM reads ``max_num_seqs`` and
+    ``max_num_batched_tokens`` per DP rank): ``floor(instance_limit / ranks)``.
 
     The instance's sequence limit is its KV cache's ``n_max = floor(ranks b / c)`` (``b`` blocks per rank,
     ``c`` per sequence), and ``floor(floor(ranks b / c) / ranks) = floor(b / c)``: one rank's own ``n_max``;

@@ -18,7 +18,7 @@ Both store one byte per weight (``Dtype.FP8``); they differ in the GEMM kernels 
 Wiring with the model: ``ModelConfig.weight_block_size`` is the checkpoint's
 ``quantization_config.weight_block_size``; ``checkpoint_fp8_scaling(model, weight_dtype)`` gives the
 scheme to pass as ``StepTimePredictor(fp8_scaling=...)`` (the placement and ``perf explain`` use it;
-``perf explain --fp8-scaling`` overrides it).
+an ``fp8_scaling`` given to ``perf explain`` overrides it).
 """
 
 from __future__ import annotations
