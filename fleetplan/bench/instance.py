@@ -93,6 +93,7 @@ class EngineArgs:
     perf_profile: CalibratedStepModel | None = None
     instances: int = 1
     parallelism_spec: Parallelism | None = None
+    api_server_count: int = 1  # API server processes per instance (fleetplan.sim.api_server)
 
     def __post_init__(self) -> None:
         for name in ("tensor_parallel_size", "instances"):
@@ -227,6 +228,6 @@ def serving_fleet(args: EngineArgs) -> FleetSpec:
         step_model=step,
         limits=SchedulerLimits(max_num_seqs=int(max_seqs), max_num_batched_tokens=int(tokens),
                                kv_blocks=int(rank_blocks)),
-        router=InstanceRouter.LEAST_OUTSTANDING, features=features,
+        router=InstanceRouter.LEAST_OUTSTANDING, features=features, n_api_servers=args.api_server_count,
     )
     return FleetSpec(pools=(pool,))

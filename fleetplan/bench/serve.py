@@ -45,6 +45,7 @@ from fleetplan import rng as fp_rng
 from fleetplan.bench.datasets import DatasetSpec, sample_lengths
 from fleetplan.bench.instance import EngineArgs, serving_fleet
 from fleetplan.errors import ConfigError
+from fleetplan.sim.api_server import with_api_servers
 from fleetplan.sim.compile import CompiledRun, compile_fleet, compile_requests
 from fleetplan.sim.engine import run_compiled
 from fleetplan.sim.features.compile import compile_features
@@ -219,6 +220,7 @@ def run_bench_serve(engine: EngineArgs, cfg: BenchServeConfig,
     run = CompiledRun(fleet=compile_fleet(fleet), requests=requests, horizon_s=math.inf,
                       features=compile_features(fleet, cfg.seed), max_in_flight=int(cfg.max_concurrency or 0),
                       log_steps="itl" in cfg.percentile_metrics)
+    run = with_api_servers(fleet, run)  # open loop: the API server stage before the engine (fleetplan.sim.api_server)
     rate = float(cfg.request_rate_per_s) if math.isfinite(cfg.request_rate_per_s) else 1.0  # labels only
     sim = run_compiled(fleet, run, Level.ITERATION, rate, warmup_fraction=0.0)
     frame = sim.requests

@@ -30,6 +30,7 @@ from fleetplan.cli.options import (
     FLAG_OF_COMMAND,
     KV_CACHE_DTYPES,
     CliParam,
+    api_server_count_option,
     data_parallel_option,
     enable_dp_attention_option,
     enable_expert_parallel_option,
@@ -172,7 +173,8 @@ def result_json(result: BenchServeResult, label: str, model_id: str, engine: str
     doc["fleetplan"] = {
         "engine": engine, "gpu": eng.gpu.name, "tensor_parallel_size": eng.tensor_parallel_size,
         "parallelism": eng.parallelism.flags(), "gpus_per_instance": eng.parallelism.gpus_per_replica,
-        "instances": eng.instances, "weight_dtype": eng.weight_dtype.value, "kv_cache_dtype": eng.kv_cache_dtype.value,
+        "instances": eng.instances, "api_server_count": eng.api_server_count,
+        "weight_dtype": eng.weight_dtype.value, "kv_cache_dtype": eng.kv_cache_dtype.value,
         "max_num_seqs": pool.limits.max_num_seqs, "max_num_batched_tokens": pool.limits.max_num_batched_tokens,
         "max_model_len": pool.max_context_tokens, "kv_blocks": pool.limits.kv_blocks,
         "gpu_memory_utilization": eng.gpu_memory_utilization, "enable_prefix_caching": eng.enable_prefix_caching,
@@ -216,6 +218,7 @@ def bench() -> None:
 @enable_dp_attention_option(help="SGLang: --dp-size attention ranks of tp/dp GPUs each (with --engine sglang).")
 @nnodes_option(help="Nodes one instance spans (the step model puts ceil(GPUs / 8) nodes under it).")
 @instances_option(default=1, show_default=True, help="Identical instances behind a least-outstanding-requests router.")
+@api_server_count_option
 @engine_option(help=f"Engine profile ({'|'.join(ENGINE_NAMES)}): efficiencies and per-step overheads.")
 @perf_profile_option(help="Calibrated step-time profile (fleetplan perf calibrate) instead of the engine profile.")
 @click.option("--dataset-name", default="random", show_default=True, help="random|sharegpt|burstgpt|custom")
@@ -261,7 +264,7 @@ def serve(model, gpu, tensor_parallel_size, pipeline_parallel_size, data_paralle
           custom_output_len, request_rate, burstiness, num_prompts, max_concurrency, seed, percentile_metrics,
           metric_percentiles, save_result, result_dir, result_filename, label, max_num_seqs, max_num_batched_tokens,
           max_model_len, gpu_memory_utilization, kv_cache_dtype, quantization, enable_chunked_prefill,
-          enable_prefix_caching, speculative_config, cudagraph_capture_sizes) -> None:
+          enable_prefix_caching, speculative_config, cudagraph_capture_sizes, api_server_count) -> None:
     """Predict `vllm bench serve` against one serving instance: vLLM's result block and JSON."""
     dataset = DatasetSpec(DatasetName.parse(dataset_name), dataset_path, random_input_len, random_output_len,
                           random_range_ratio, random_prefix_len, sharegpt_output_len, custom_output_len,
@@ -281,7 +284,7 @@ def serve(model, gpu, tensor_parallel_size, pipeline_parallel_size, data_paralle
         max_num_batched_tokens, max_model_len, gpu_memory_utilization, enable_chunked_prefill, enable_prefix_caching,
         None if speculative_config is None else SpeculativeConfig.from_json(speculative_config),
         _sizes(cudagraph_capture_sizes), profile.options_for(gpu_profile, weights),
-        None if perf_profile is None else load_perf_profile(perf_profile), instances * copies, par,
+        None if perf_profile is None else load_perf_profile(perf_profile), instances * copies, par, api_server_count,
     )
     result = run_bench_serve(args, cfg)
     click.echo(f"fleetplan bench serve (simulated): {model_cfg.name} on {args.instances} x {par.gpus_per_replica} "

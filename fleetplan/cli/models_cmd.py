@@ -45,7 +45,7 @@ from fleetplan.units import BYTES_PER_GIB
 
 __all__ = ["models", "parallelism_options"]
 
-#: ``--enable-expert-parallel`` of ``models show`` and ``perf explain`` (one declaration, one help).
+
 def parallelism_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """Add vLLM's sharding flags; the command receives one ``parallelism: Parallelism`` argument.
 

@@ -7,6 +7,7 @@ from rich.table import Table
 
 from fleetplan.cli.options import ENGINE_LIMIT_FLAGS
 from fleetplan.cli.tables import ms_cell
+from fleetplan.perf.dp_instance import attention_dp_ranks, per_rank_limit
 from fleetplan.plan.optimize import OptimizeResult
 from fleetplan.report.optimize_report import shown_pools
 from fleetplan.units import fmt_ms
@@ -204,13 +205,18 @@ def recommendation_line(result: OptimizeResult) -> str:
 
 def _engine_flags(request, p) -> str:
     """A served model's (or user-limited) pool's engine limits as the request's engine's launch flags
-    (``ENGINE_LIMIT_FLAGS``); empty for the paper's GPUs."""
+    (``ENGINE_LIMIT_FLAGS``); empty for the paper's GPUs.  A data-parallel-attention instance's are given
+    per DP rank, as vLLM reads both flags (``perf.dp_instance.per_rank_limit``)."""
     served = p.gpu in dict(request.step_models)
     given = request.max_num_seqs is not None or request.max_num_batched_tokens is not None
     if not p.max_num_batched_tokens or not (served or given):
         return ""
     engine, seqs, tokens = ENGINE_LIMIT_FLAGS[request.engine]
-    return f" ({engine} {seqs} {p.max_num_seqs} {tokens} {p.max_num_batched_tokens})"
+    ranks = attention_dp_ranks(dict(request.step_models).get(p.gpu))
+    if ranks == 1:
+        return f" ({engine} {seqs} {p.max_num_seqs} {tokens} {p.max_num_batched_tokens})"
+    return (f" ({engine} per DP rank: {seqs} {per_rank_limit(p.max_num_seqs, ranks)} {tokens} "
+            f"{per_rank_limit(p.max_num_batched_tokens, ranks)}, {ranks} ranks)")
 
 
 def _pct(fraction: float) -> str:

@@ -125,6 +125,8 @@ FLAG_OF_PARAM: dict[str, CliParam] = {
     "request_rate_per_s": CliParam("--request-rate"),
     "burstiness": CliParam("--burstiness"),
     "max_concurrency": CliParam("--max-concurrency"),
+    "n_api_servers": CliParam("--api-server-count"),
+    "api_server_count": CliParam("--api-server-count"),
     "seed": CliParam("--seed"),
     "percentile_metrics": CliParam("--percentile-metrics"),
     "metric_percentiles": CliParam("--metric-percentiles"),
@@ -452,6 +454,14 @@ num_prompts_option = declare(  # vLLM bench's simulation length
 max_concurrency_option = declare("client concurrency", "--max-concurrency", "max_concurrency",
                                  type=click.IntRange(min=1), default=None,
                                  help="At most N requests in flight (vLLM bench serve; closed loop).")
+enable_expert_parallel_option = declare(
+    "expert parallelism", "--enable-expert-parallel", "enable_expert_parallel", is_flag=True, default=False,
+    help="Spread routed experts over TP x DP GPUs instead of splitting each expert (vLLM's flag).")
+api_server_count_option = declare(
+    "API server processes", "--api-server-count", "api_server_count", type=click.IntRange(min=1), default=1,
+    show_default=True, help="vLLM's API server processes per instance (api_server_count): a request-rate ceiling "
+    "n / E[t_api] and a wait before the engine, for engine profiles with an API server cost (--engine vllm; "
+    "SGLang's tokenizer manager is one process, its profile has none).")
 seed_option = declare(
     "seed", "--seed", "seed", type=click.IntRange(min=0), default=0, show_default=True,
     help="One seed for every random stream of the run (arrivals, lengths, routing).")
@@ -507,10 +517,6 @@ data_parallel_option = declare(
     "data-parallel size", "--data-parallel-size", "-dp", "--dp", "data_parallel_size", type=click.IntRange(min=1),
     default=1, show_default=True,
     help="Attention data-parallel ranks per replica, each with its own batch and KV cache.")
-enable_expert_parallel_option = declare(
-    "expert parallelism", "--enable-expert-parallel", "enable_expert_parallel", is_flag=True, default=False,
-    help="Spread routed experts over all TP x DP GPUs (ep = tp*dp, vLLM) instead of splitting each expert; "
-    "perf explain --engine sglang: over the --tp GPUs (SGLang ep = tp).")
 expert_parallel_size_option = declare(
     "expert-parallel size", "--ep", "--ep-size", "--expert-parallel-size", "ep", type=click.IntRange(min=1), default=1,
     show_default=True, help="Expert parallel size (MoE; must divide tp*dp; SGLang --ep-size).")

@@ -13,6 +13,7 @@ from fleetplan.cli.errors import FleetplanGroup
 from fleetplan.cli.options import (
     FRACTION,
     KV_CACHE_DTYPES,
+    api_server_count_option,
     data_parallel_option,
     enable_dp_attention_option,
     enable_expert_parallel_option,
@@ -45,10 +46,9 @@ from fleetplan.perf.overheads import DEFAULT_CPU_OVERHEAD_S, ExecutionMode, Pred
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.perf.profile_io import read_calibration_csv, save_perf_profile
-from fleetplan.perf.quant import Fp8Scaling
+from fleetplan.perf.quant import Fp8Scaling, checkpoint_fp8_scaling
 from fleetplan.perf.speculative import DEEPSEEK_V3_MTP_ACCEPTANCE, mtp_step, verify_batch
 from fleetplan.perf.typical_batch import typical_step
-from fleetplan.plan.placement import checkpoint_fp8_scaling
 from fleetplan.units import ms_to_s, s_to_ms
 
 SERVING_OPTION_NAMES = ("bench_results", "metrics_dumps", "engine", "input_len", "output_len", "num_prompts",
@@ -194,9 +194,9 @@ def perf() -> None:
               help=f"The step's batch: {BATCH_SYNTAX} (default: a typical step, printed: the model's operating "
               "batch decoding plus one prefill chunk).")
 @engine_option(default=None, show_default=False,
-               help=f"Engine profile ({'|'.join(ENGINE_NAMES)}: efficiencies, overheads) and the meaning of the "
-               "parallel flags [default: the predictor's defaults, vLLM flag meaning].")
-@enable_expert_parallel_option
+               help=f"Engine profile ({'|'.join(ENGINE_NAMES)}): efficiencies, overheads and the meaning of the "
+               "parallel flags (default: the predictor's defaults, vLLM flag meaning).")
+@enable_expert_parallel_option(help="vLLM: experts spread over all tp x dp GPUs (ep = tp*dp); SGLang: ep = --tp.")
 @enable_dp_attention_option
 @nnodes_option
 @click.option("--fp8-scaling", type=click.Choice([m.value for m in Fp8Scaling]), default=None,
@@ -207,9 +207,7 @@ def perf() -> None:
               "step and the draft passes, and the time per output token.")
 @click.option("--mtp-acceptance", type=FRACTION, default=DEEPSEEK_V3_MTP_ACCEPTANCE, show_default=True,
               help="Conditional acceptance of each draft position (DeepSeek-V3 report: 0.85-0.90).")
-@click.option("--api-server-count", type=click.IntRange(min=1), default=1, show_default=True,
-              help="vLLM API server processes per instance: the request-rate ceiling they give (engine profiles "
-              "with an API server cost, e.g. --engine vllm).")
+@api_server_count_option
 def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: bool, enable_dp_attention: bool,
             nnodes: int | None, fp8_scaling: str | None, mtp_tokens: int, mtp_acceptance: float,
             api_server_count: int, **kw) -> None:
@@ -218,6 +216,8 @@ def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: 
     A batch whose requests hold more KV blocks than the replica's cache is still timed (a what-if),
     with a note that vLLM would never run it.
     """
+    profile = None if engine is None else load_engine_profile(engine)  # unknown names: one line, exit 2
+    engine = None if profile is None else profile.name
     par, note = _engine_parallelism(engine, kw["tensor_parallel_size"], kw["pipeline_parallel_size"],
                                     kw["data_parallel_size"], kw["ep"], enable_expert_parallel, enable_dp_attention)
     if note:

@@ -44,7 +44,7 @@ from fleetplan.errors import ConfigError
 from fleetplan.perf.linear import STEP_MODEL_LINEAR, STEP_MODEL_ROOFLINE, step_time_array_s
 from fleetplan.perf.seam import StepModel
 
-__all__ = ["DataParallelInstance", "split_step_coefficients"]
+__all__ = ["DataParallelInstance", "attention_dp_ranks", "per_rank_limit", "split_step_coefficients"]
 
 #: ``STEP_MODEL_ROOFLINE`` coefficients per unit of a batch aggregate (divided by D).
 _ROOFLINE_PER_UNIT = (1, 3, 4, 7, 8, 9, 10, 11, 12, 15, 17)
@@ -83,7 +83,11 @@ class DataParallelInstance:
         split_step_coefficients(STEP_MODEL_LINEAR, np.zeros(5), self.ranks)  # validates ranks
 
     def kernel_coefficients(self) -> tuple[int, np.ndarray]:
-        code, coef = self.base.kernel_coefficients()
+        return self.instance_coefficients(*self.base.kernel_coefficients())
+
+    def instance_coefficients(self, code: int, coef: np.ndarray) -> tuple[int, np.ndarray]:
+        """A rank's step ``(code, coef)`` (the base's step, or a pass every rank runs over its own batch,
+        e.g. an MTP draft) as the instance's: the batch split over the ranks."""
         return code, split_step_coefficients(code, coef, self.ranks)
 
     def t_iter_s(self, n_seqs: float | np.ndarray, context_tokens: float | np.ndarray | None = None):
@@ -94,3 +98,27 @@ class DataParallelInstance:
         ctx = n * (0.0 if context_tokens is None else np.asarray(context_tokens, dtype=np.float64))
         out = step_time_array_s(code, coef, n, n, 0.0, ctx, 0.0)
         return float(out) if np.ndim(out) == 0 else out
+
+
+def attention_dp_ranks(step: object) -> int:
+    """Attention data-parallel ranks of the instance ``step`` times (1: one engine), read through any
+    wrapper with a ``base`` (``perf.scaled.ScaledStepModel``)."""
+    ranks = 1
+    while step is not None:
+        if isinstance(step, DataParallelInstance):
+            ranks *= step.ranks
+        step = getattr(step, "base", None)
+    return ranks
+
+
+def per_rank_limit(instance_limit: int, ranks: int) -> int:
+    """vLLM's per-rank value of an instance-wide engine limit (vLLM reads ``max_num_seqs`` and
+    ``max_num_batched_tokens`` per DP rank): ``floor(instance_limit / ranks)``.
+
+    The instance's sequence limit is its KV cache's ``n_max = floor(ranks b / c)`` (``b`` blocks per rank,
+    ``c`` per sequence), and ``floor(floor(ranks b / c) / ranks) = floor(b / c)``: one rank's own ``n_max``;
+    its token budget ``n_max + ranks x chunk`` gives ``floor(n_max / ranks) + chunk``, a rank's."""
+    if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
+        raise ConfigError(f"data-parallel ranks {ranks!r} must be a whole number >= 1", param="data_parallel_size",
+                          value=ranks)
+    return int(instance_limit) // ranks

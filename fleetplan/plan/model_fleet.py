@@ -8,7 +8,8 @@ defaults), and the per-instance price (GPU price x GPUs per instance).  Every se
 gives (``max_num_seqs``, ``max_num_batched_tokens``, ``kv_blocks``, ``block_size``, router,
 ``price_usd_per_h``, model tag, runtime features) is kept as given.  Placement derives the
 serving constants from the model, so a GPU without calibrated constants (H200, B200, ...) serves
-it too.  The step model is the operator-level predictor of the placement, or a calibrated
+it too.  The step model is the placement's (``ModelPlacement.step_model``: the operator-level
+predictor, over a data-parallel-attention instance's ranks when it has them), or a calibrated
 profile for pools on the profile's GPU.
 """
 
@@ -101,7 +102,7 @@ def serve_model(fleet: FleetFile, serving: ModelServing, max_model_len_tokens: i
         profile = serving.perf_profile
         calibrated = profile is not None and profile.gpu == entry.gpu.name
         placed.append(PoolServing(entry.name, place, calibrated))
-        return replace(pool, step_model=profile if calibrated else place.predictor)
+        return replace(pool, step_model=profile if calibrated else place.step_model)
 
     pools = tuple(build_entry(fleet, e, build) for e in fleet.pools)
     return ModelFleet(fleet_spec_of(fleet, pools, max_model_len_tokens), tuple(placed))

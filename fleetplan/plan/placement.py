@@ -90,11 +90,11 @@ from fleetplan.perf.measured import measured_step_model
 from fleetplan.perf.measured.coverage import Fp8Scheme
 from fleetplan.perf.parallelism import Parallelism, valid_tensor_parallel_sizes
 from fleetplan.perf.predictor import StepTimePredictor
-from fleetplan.perf.quant import Fp8Scaling, fp8_scaling_of
+from fleetplan.perf.quant import checkpoint_fp8_scaling
 from fleetplan.perf.seam import StepModel
 
 __all__ = ["DEFAULT_MAX_GPUS_PER_INSTANCE", "GPUS_PER_NODE", "LeftOut", "ModelPlacement", "PlacementSearch",
-           "calibrate_placements", "checkpoint_fp8_scaling", "instance_shardings", "place_model", "place_on_gpus",
+           "calibrate_placements", "instance_shardings", "place_model", "place_on_gpus",
            "variant_name"]
 
 #: GPUs per node of every catalog GPU (``GpuProfile.gpus_per_node``, sourced per profile): NVIDIA HGX/DGX H100,
@@ -147,16 +147,6 @@ def variant_name(gpu: GpuProfile, par: Parallelism) -> str:
     """Name of a GPU type serving one replica at ``par``: ``"H100-SXM tp4"`` (``pp``, ``dp`` too)."""
     extra = "".join(f" {k}{v}" for k, v in (("pp", par.pp), ("dp", par.dp)) if v > 1)
     return f"{gpu.name} tp{par.tp}{extra}"
-
-
-def checkpoint_fp8_scaling(model: ModelConfig, weight_dtype: Dtype) -> Fp8Scaling:
-    """How FP8 weights are scaled when ``model`` is served in ``weight_dtype``: the checkpoint's own scheme
-    (``fp8_scaling_of(model.weight_block_size)``: block-scaled for DeepSeek-V3, Qwen3-*-FP8) when it is
-    served in its own storage type, else per tensor (vLLM quantizes a BF16 checkpoint served in FP8
-    online, one scale per tensor)."""
-    if weight_dtype is model.default_weight_dtype:
-        return fp8_scaling_of(model.weight_block_size)
-    return Fp8Scaling.PER_TENSOR
 
 
 def _eq3_constants(serving: ServingConstants, step_model: StepModel) -> tuple[float, float]:
@@ -324,12 +314,7 @@ def _reason(exc: FleetplanError | None, model: ModelConfig, weights: Dtype) -> s
 
 @dataclass(frozen=True)
 class LeftOut:
-    """A data-parallel-attention instance is one engine to the sweep and the simulator: its step model is
-the predictor (one rank's batch) at the instance's batch split evenly over the ranks
-(``perf.dp_instance.DataParallelInstance``, ``ModelPlacement.step_model``), and its chunked-prefill
-budget the ranks' together.
-
-A GPU type that holds the model in no allowed instance, and why (``place_model``'s reason)."""
+    """A GPU type that holds the model in no allowed instance, and why (``place_model``'s reason)."""
 
     gpu: str
     reason: str

@@ -45,6 +45,7 @@ from fleetplan import workload as fp_workload
 from fleetplan.errors import ConfigError
 from fleetplan.perf.linear import N_STEP_COEFS
 from fleetplan.sim._kernels import codes
+from fleetplan.sim.api_server import ApiStage, with_api_servers
 from fleetplan.sim.features.arrays import CompiledFeatures, RequestExtras
 from fleetplan.sim.features.compile import (
     compile_features,
@@ -133,6 +134,9 @@ class CompiledRun:
     max_in_flight: int = 0
     # log every step's duration and non-first tokens (featureless iteration kernel; SimResult.step_log)
     log_steps: bool = False
+    # the API server stage (fleetplan.sim.api_server): requests sorted by release, arrival_s = release;
+    # None = requests as drawn (no modelled API server cost, closed loop or sessions)
+    api_stage: ApiStage | None = None
 
 
 def compile_fleet(spec: FleetSpec) -> CompiledFleet:
@@ -291,10 +295,11 @@ def compile_run(
 
     ``horizon_s = None`` runs until every accepted request finishes.  ``features`` holds the
     pools' runtime features (``fleetplan.sim.features.compile``; acceptance draws from the stream
-    ``acceptance`` of ``seed``); ``extras`` stays None (sessions set it).
+    ``acceptance`` of ``seed``); ``extras`` stays None (sessions set it).  Pools whose step model
+    carries an API server cost put their requests through it (``fleetplan.sim.api_server.with_api_servers``).
     """
     arrival_s, prompt, output = draw_requests(workload, rate_per_s, n_requests, seed, arrival, cv)
     requests = compile_requests(spec, arrival_s, prompt, output, fp_rng.stream(seed, "routing"))
     horizon = float("inf") if horizon_s is None else float(horizon_s)
-    return CompiledRun(fleet=compile_fleet(spec), requests=requests, horizon_s=horizon,
-                       features=compile_features(spec, seed))
+    return with_api_servers(spec, CompiledRun(fleet=compile_fleet(spec), requests=requests, horizon_s=horizon,
+                                              features=compile_features(spec, seed)))

@@ -152,8 +152,10 @@ def _request_frame(run: CompiledRun, out: dict[str, np.ndarray], n_warmup: int) 
     names = np.array(list(f.pool_names) + [NO_POOL], dtype=object)
     pool_label = names[np.where(pool_idx >= 0, pool_idx, len(f.pool_names))]
     zeros = np.zeros(n, dtype=np.int64)
-    arrival = r.arrival_s
-    release = out["release_s"] if "release_s" in out else arrival  # sessions: a round starts at its release
+    stage = run.api_stage  # through the API servers: measured from the drawn arrival, rows back in drawn order
+    arrival = r.arrival_s if stage is None else stage.arrival_s
+    # sessions and closed loops: a request starts at its release (never staged, with_api_servers)
+    release = arrival if stage is not None or "release_s" not in out else out["release_s"]
     done_s = np.where(done, out["done_s"], np.inf)
     multi = r.output_tokens > 1
     with np.errstate(invalid="ignore", divide="ignore"):  # inf - inf of never-released session rounds
@@ -162,8 +164,7 @@ def _request_frame(run: CompiledRun, out: dict[str, np.ndarray], n_warmup: int) 
         tpot = np.where(done, (e2e - ttft) / np.maximum(r.output_tokens - 1, 1), np.inf)
         queue_wait = np.where(np.isfinite(release), out["first_sched_s"] - release, np.inf)
     tpot = np.where(multi, tpot, np.nan)
-    return pd.DataFrame({
-        "request_id": np.arange(n, dtype=np.int64),
+    columns = {
         "pool": pool_label,
         "instance": inst,
         "arrival_s": arrival,
@@ -181,12 +182,17 @@ def _request_frame(run: CompiledRun, out: dict[str, np.ndarray], n_warmup: int) 
         # split.py merges per-pool outputs without failures (they need the whole fleet's state)
         "failures": out["failures"] if "failures" in out else np.zeros(n, dtype=np.int32),
         "status": np.array(STATUS_NAMES, dtype=object)[status],
-        "warmup": np.arange(n) < n_warmup,
+        "warmup": None,
         "release_s": release,
         "cached_tokens": out.get("cached_tokens", zeros),
         "drafted": out.get("drafted", zeros),
         "accepted": out.get("accepted", zeros),
-    })
+    }
+    if stage is not None:
+        rows = stage.drawn_rows()
+        columns = {name: None if col is None else np.asarray(col)[rows] for name, col in columns.items()}
+    columns["warmup"] = np.arange(n) < n_warmup
+    return pd.DataFrame({"request_id": np.arange(n, dtype=np.int64), **columns})
 
 
 def _instance_stats(

@@ -161,7 +161,9 @@ class PoolSpec:
     then NaN, never a made-up number); ``model_tag`` names the model the pool
     serves (read only by ``PoolRouter.MODEL_TAG``); ``features`` are the pool's runtime
     features (``fleetplan.sim.features``: CUDA graphs, speculative decoding, prefix caching,
-    scheduler policy; all off by default).
+    scheduler policy; all off by default); ``n_api_servers`` the API server processes in front of
+    each instance (vLLM's ``api_server_count``; ``fleetplan.sim.api_server``, read only when the step
+    model carries an API server cost).
     """
 
     name: str
@@ -174,11 +176,16 @@ class PoolSpec:
     price_usd_per_h: float | None = None
     model_tag: str = DEFAULT_MODEL_TAG
     features: RuntimeFeatures = RuntimeFeatures()
+    n_api_servers: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
             raise ConfigError(f"pool name {self.name!r} must be a non-empty string; name each pool")
         owner = f"pool {self.name!r}"
+        n = self.n_api_servers
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ConfigError(f"{owner}: n_api_servers = {n!r} must be an integer >= 1 (vLLM's api_server_count)",
+                              param="n_api_servers", value=n)
         if not isinstance(self.gpu, str) or not self.gpu.strip():
             raise ConfigError(f"{owner}: gpu {self.gpu!r} must be a GPU name such as 'a100'")
         _positive_int(owner, "n_instances", self.n_instances)

@@ -212,8 +212,7 @@ def test_block_scaled_checkpoints_are_timed_block_scaled():
     and the W, H, chunk of their serving constants (analytic) come from the block-scaled predictor; FP8 chosen
     for a BF16 checkpoint is vLLM's online per-tensor quantization."""
     from fleetplan.perf.derive import chunk_tokens_for, linear_constants
-    from fleetplan.perf.quant import Fp8Scaling
-    from fleetplan.plan.placement import checkpoint_fp8_scaling
+    from fleetplan.perf.quant import Fp8Scaling, checkpoint_fp8_scaling
 
     h200 = load_catalog().get("h200")
     for name in ("deepseek-v3", "qwen3-235b-a22b-fp8"):
