@@ -206,15 +206,17 @@ def recommendation_line(result: OptimizeResult) -> str:
 def _engine_flags(request, p) -> str:
     """A served model's (or user-limited) pool's engine limits as the request's engine's launch flags
     (``ENGINE_LIMIT_FLAGS``); empty for the paper's GPUs.  A data-parallel-attention instance's are given
-    per DP rank, as vLLM reads both flags (``perf.dp_instance.per_rank_limit``)."""
+    per DP rank where the engine reads them so (vLLM; ``perf.dp_instance.per_rank_limit``), else for the
+    whole instance (SGLang divides both over its DP ranks)."""
     served = p.gpu in dict(request.step_models)
     given = request.max_num_seqs is not None or request.max_num_batched_tokens is not None
     if not p.max_num_batched_tokens or not (served or given):
         return ""
-    engine, seqs, tokens = ENGINE_LIMIT_FLAGS[request.engine]
+    engine, seqs, tokens, per_rank = ENGINE_LIMIT_FLAGS[request.engine]
     ranks = attention_dp_ranks(dict(request.step_models).get(p.gpu))
-    if ranks == 1:
-        return f" ({engine} {seqs} {p.max_num_seqs} {tokens} {p.max_num_batched_tokens})"
+    if ranks == 1 or not per_rank:
+        over = "" if ranks == 1 else f", over {ranks} DP attention ranks"
+        return f" ({engine} {seqs} {p.max_num_seqs} {tokens} {p.max_num_batched_tokens}{over})"
     return (f" ({engine} per DP rank: {seqs} {per_rank_limit(p.max_num_seqs, ranks)} {tokens} "
             f"{per_rank_limit(p.max_num_batched_tokens, ranks)}, {ranks} ranks)")
 

@@ -544,17 +544,19 @@ gpu_memory_utilization_option = declare(
     show_default=True, help="Fraction of HBM the engine may use, as in vLLM.")
 engine_option = declare("engine profile", "--engine", "engine", default="vllm", show_default=True,
                         help="Engine profile (vllm|sglang|trtllm): efficiencies and per-step overheads.")
-#: engine profile -> (engine's name, its flag for sequences per step, its flag for tokens per step): the
-#: recommendation's engine limits in the engine's own launch flags.  vLLM: docs.vllm.ai engine arguments
-#: (--max-num-seqs, --max-num-batched-tokens); SGLang: docs.sglang.ai server arguments (--max-running-requests,
-#: --chunked-prefill-size); TensorRT-LLM: nvidia.github.io/TensorRT-LLM commands/trtllm-serve.html
+#: engine profile -> (engine's name, its flag for sequences per step, its flag for tokens per step, whether a
+#: data-parallel-attention instance takes them per DP rank): the recommendation's engine limits in the
+#: engine's own launch flags.  vLLM: docs.vllm.ai engine arguments (--max-num-seqs, --max-num-batched-tokens,
+#: read per DP rank); SGLang: docs.sglang.ai server arguments (--max-running-requests, --chunked-prefill-size;
+#: both for the whole server: sgl-project/sglang python/sglang/srt/server_args.py divides them by dp_size under
+#: --enable-dp-attention); TensorRT-LLM: nvidia.github.io/TensorRT-LLM commands/trtllm-serve.html
 #: (--max_batch_size, --max_num_tokens); LMDeploy: `lmdeploy serve api_server -h` (--max-batch-size,
-#: --max-prefill-token-num).
+#: --max-prefill-token-num).  TensorRT-LLM and LMDeploy are given per rank as vLLM (not checked).
 ENGINE_LIMIT_FLAGS = {
-    "vllm": ("vLLM", "--max-num-seqs", "--max-num-batched-tokens"),
-    "sglang": ("SGLang", "--max-running-requests", "--chunked-prefill-size"),
-    "trtllm": ("TensorRT-LLM", "--max_batch_size", "--max_num_tokens"),
-    "lmdeploy": ("LMDeploy", "--max-batch-size", "--max-prefill-token-num"),
+    "vllm": ("vLLM", "--max-num-seqs", "--max-num-batched-tokens", True),
+    "sglang": ("SGLang", "--max-running-requests", "--chunked-prefill-size", False),
+    "trtllm": ("TensorRT-LLM", "--max_batch_size", "--max_num_tokens", True),
+    "lmdeploy": ("LMDeploy", "--max-batch-size", "--max-prefill-token-num", True),
 }
 perf_profile_option = declare(
     "perf profile", "--perf-profile", "perf_profile", type=click.Path(dir_okay=False), default=None,

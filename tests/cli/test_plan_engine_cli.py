@@ -55,3 +55,24 @@ def test_perf_explain_applies_the_profile_per_gpu(gpu, ms):
               "decode=16x2048")
     assert res.exit_code == 0, res.output + res.stderr
     assert re.search(rf"moe_layer_latency\s*│\s*{re.escape(ms)}\s*│", res.stdout), res.stdout
+
+
+def test_sglang_limits_of_a_dp_attention_instance_are_the_servers():
+    """SGLang divides --max-running-requests and --chunked-prefill-size over the DP attention ranks
+    (server_args.py), so the line gives the instance's totals; vLLM's per rank (test_optimize_dp_limits)."""
+    base = ("optimize", "--workload", "lmsys", "--model", "deepseek-v3", "--gpus", "h200", "--slo-ttft", "2000",
+            "--topology", "homo", "--no-verify", "--lam", "20", "--quiet")
+    lines = {}
+    for engine in ("vllm", "sglang"):
+        res = run(*base, "--engine", engine)
+        assert res.exit_code == 0, res.stderr
+        lines[engine] = next(ln for ln in res.stdout.splitlines() if ln.startswith("Recommendation:"))
+    got = re.search(r"\(SGLang --max-running-requests (\d+) --chunked-prefill-size (\d+), over 8 DP attention "
+                    r"ranks\)", lines["sglang"])
+    rank = re.search(r"\(vLLM per DP rank: --max-num-seqs (\d+) --max-num-batched-tokens (\d+), 8 ranks\)",
+                     lines["vllm"])
+    assert got and rank, lines
+    seqs, tokens = int(got[1]), int(got[2])
+    # the same placement (H200 tp1 dp8) and context: the sequence limit comes from the same KV cache, so
+    # SGLang's server total falls to vLLM's per-rank figure on each rank; the token budget is every rank's chunk
+    assert seqs // 8 == int(rank[1]) >= 1 and tokens >= 8 * 512
