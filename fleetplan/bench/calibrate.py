@@ -9,7 +9,11 @@ its measured means, read from
   ``total_input_tokens / completed`` and ``total_output_tokens / completed`` (exact for the
   random dataset with ``random_range_ratio`` 0); measured ``mean_ttft_ms``, ``mean_tpot_ms``
   (else ``mean_itl_ms``) and ``output_throughput``.  fleetplan's own result JSON carries the
-  simulated configuration under ``fleetplan`` and is read the same way.
+  simulated configuration under ``fleetplan`` and is read the same way.  Every one of those
+  measured means, and ``completed``, ``duration``, ``total_input_tokens`` and
+  ``total_output_tokens``, must be present as a finite number above 0 (``RESULT_RULES``): a run
+  file with a missing, null, negative or zero value is refused in one line naming the field,
+  never fitted on.
 * a vLLM server's Prometheus ``/metrics`` text (``read_prometheus_metrics``) plus the client
   settings of the run that produced it (given by the caller): the means ``_sum / _count`` of the
   histograms ``vllm:time_to_first_token_seconds`` and ``vllm:time_per_output_token_seconds``
@@ -54,6 +58,11 @@ REQUIRED_RESULT_KEYS = ("completed", "duration", "total_input_tokens", "total_ou
 TTFT_HISTOGRAM = "vllm:time_to_first_token_seconds"
 TPOT_HISTOGRAMS = ("vllm:time_per_output_token_seconds", "vllm:inter_token_latency_seconds")
 ITERATION_TOKENS_HISTOGRAM = "vllm:iteration_tokens_total"
+#: What each value of a result file counts; each must be a finite number above 0.
+RESULT_RULES = {"completed": "requests that completed", "duration": "seconds the run took",
+                "total_input_tokens": "prompt tokens sent", "total_output_tokens": "tokens generated",
+                "mean_ttft_ms": "a latency in ms", "mean_tpot_ms": "a latency in ms", "mean_itl_ms": "a latency in ms",
+                "output_throughput": "tokens/s"}
 
 
 @dataclass(frozen=True, eq=False)
@@ -86,16 +95,16 @@ def read_bench_result(path: str | Path, input_len: int | None = None,
         raise DataFormatError(name, f"line {err.lineno}", "is not JSON",
                               "give the result file vllm bench serve saves (its save_result option)") from None
     missing = [k for k in REQUIRED_RESULT_KEYS if not isinstance(doc, dict) or k not in doc]
-    measured = {k: float(doc[k]) for k in METRIC_KEYS if isinstance(doc, dict) and isinstance(doc.get(k), int | float)}
-    if "mean_tpot_ms" not in measured and isinstance(doc, dict) and isinstance(doc.get("mean_itl_ms"), int | float):
-        measured["mean_tpot_ms"] = float(doc["mean_itl_ms"])
-    if missing or not ({"mean_ttft_ms", "mean_tpot_ms"} & set(measured)):
-        lacking = missing or ["mean_ttft_ms or mean_tpot_ms"]
+    if missing or not any(k in doc for k in (*METRIC_KEYS, "mean_itl_ms")):
+        lacking = missing or ["mean_ttft_ms, mean_tpot_ms, output_throughput"]
         raise DataFormatError(name, None, f"is not a vllm bench serve result (no {', '.join(lacking)})",
                               "give the result file vllm bench serve saves (its save_result option)")
+    tpot_key = "mean_tpot_ms" if "mean_tpot_ms" in doc or "mean_itl_ms" not in doc else "mean_itl_ms"
+    for key in (*REQUIRED_RESULT_KEYS, "mean_ttft_ms", tpot_key, "output_throughput"):
+        _check_result_value(name, doc, key)
+    measured = {k: float(doc[k]) for k in ("mean_ttft_ms", "output_throughput")}
+    measured["mean_tpot_ms"] = float(doc[tpot_key])
     completed = int(doc["completed"])
-    if completed < 1:
-        raise DataFormatError(name, "completed", "no completed request", "give a run that completed requests")
     rate = doc.get("request_rate", "inf")
     rate_per_s = math.inf if rate in ("inf", None) else float(rate)
     conc = doc.get("max_concurrency")
@@ -115,6 +124,21 @@ def read_bench_result(path: str | Path, input_len: int | None = None,
         n = int(doc.get("num_prompts") or completed)
     return ServingMeasurement(name, n, rate_per_s, float(doc.get("burstiness") or 1.0),
                               None if conc is None else int(conc), dataset, MappingProxyType(measured), lengths)
+
+
+def _check_result_value(name: str, doc: dict, key: str) -> None:
+    """``DataFormatError`` naming ``key`` unless ``doc[key]`` is a finite number above 0 (``RESULT_RULES``)."""
+    value = doc.get(key)
+    if key not in doc or value is None:
+        problem = f"the measured value `{key}` is missing" if key not in doc else f"`{key}` is null"
+    elif isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        problem = f"`{key}` {value!r} is not a finite number"
+    elif value <= 0:
+        problem = f"`{key}` {value!r} must be above 0 ({RESULT_RULES.get(key, 'a measured mean')})"
+    else:
+        return
+    raise DataFormatError(name, key, problem, "give the unedited result JSON of a run that completed requests "
+                          "(vllm bench serve's save_result option), or drop this file")
 
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([-+0-9.eEinfNa]+)")

@@ -4,9 +4,20 @@ Each dataset gives ``num_prompts`` pairs ``(prompt_tokens, output_tokens)`` the 
 ``vllm/benchmarks/datasets.py`` samples them (vllm-project/vllm, read at commit
 009e6d4a1cd6ba3fb2a9fc00f4ec06f5297232a1):
 
-* ``random``: input lengths uniform integers on ``[floor(I (1 - r)), ceil(I (1 + r))]``,
-  outputs likewise from ``O``, ``r = random_range_ratio`` in ``[0, 1)``; every prompt starts
-  with the same ``random_prefix_len`` tokens (counted in the prompt).
+* ``random``: ``r = random_range_ratio`` read by the client named in ``random_range_ratio_rule``
+  (the two benchmark clients give the same flag different meanings):
+
+  - ``vllm`` (``vllm bench serve``): input lengths uniform integers on
+    ``[floor(I (1 - r)), ceil(I (1 + r))]``, outputs likewise from ``O``, ``r`` in ``[0, 1)``;
+  - ``sglang`` (``python -m sglang.bench_serving``, ``sample_random_requests`` in
+    sgl-project/sglang ``python/sglang/bench_serving.py``): inputs uniform integers on
+    ``[max(int(I r), 1), I]``, outputs on ``[int(O r), O]``, ``r`` in ``[0, 1]`` (``r = 1``: fixed
+    lengths; SGLang's default ``r = 0``: uniform from 1).  An output of 0 tokens (SGLang draws it
+    with probability ``1 / (O + 1)`` at ``r = 0``) is served as 1 token, the first token every
+    request returns.
+
+  Under vLLM's rule the draw starts at 1 when the lower bound is below 1; every prompt starts with the same
+  ``random_prefix_len`` tokens (counted in the prompt).
 * ``sharegpt``: the first two turns of each conversation with at least two turns, shuffled
   with the seed; pairs with a prompt or output under ``SHAREGPT_MIN_TOKENS`` tokens, a prompt
   over ``SHAREGPT_MAX_PROMPT_TOKENS`` or a total over ``SHAREGPT_MAX_TOTAL_TOKENS`` are skipped
@@ -36,7 +47,8 @@ import numpy as np
 from fleetplan.errors import ConfigError, DataFormatError
 from fleetplan.names import NameRegistry
 
-__all__ = ["CHARS_PER_TOKEN", "DatasetName", "DatasetSpec", "sample_lengths"]
+__all__ = ["CHARS_PER_TOKEN", "DatasetName", "DatasetSpec", "RangeRatioRule", "random_length_bounds",
+           "sample_lengths"]
 
 CHARS_PER_TOKEN = 4.0
 SHAREGPT_MIN_TOKENS = 4
@@ -59,6 +71,17 @@ class DatasetName(NameRegistry):
         return "dataset"
 
 
+class RangeRatioRule(NameRegistry):
+    """Whose meaning of ``random_range_ratio`` (the two clients' flag) a random dataset follows (module docstring)."""
+
+    VLLM = "vllm"
+    SGLANG = "sglang"
+
+    @classmethod
+    def kind(cls) -> str:
+        return "range-ratio rule"
+
+
 @dataclass(frozen=True)
 class DatasetSpec:
     """Which dataset and its length options (vLLM's flag names without the dashes)."""
@@ -71,9 +94,11 @@ class DatasetSpec:
     random_prefix_len: int = 0
     sharegpt_output_len: int | None = None
     custom_output_len: int = DEFAULT_CUSTOM_OUTPUT_LEN
+    random_range_ratio_rule: RangeRatioRule = RangeRatioRule.VLLM
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "name", DatasetName.parse(self.name))
+        object.__setattr__(self, "random_range_ratio_rule", RangeRatioRule.parse(self.random_range_ratio_rule))
         needs_path = self.name is not DatasetName.RANDOM
         if needs_path and not self.path:
             raise ConfigError(f"`dataset_name` {self.name.value} needs `dataset_path` FILE", param="dataset_path")
@@ -88,8 +113,10 @@ class DatasetSpec:
             if isinstance(value, bool) or not isinstance(value, int) or value < lo:
                 raise ConfigError(f"`{name}` {value!r} must be an integer >= {lo}", param=name, value=value)
         r = self.random_range_ratio
-        if isinstance(r, bool) or not isinstance(r, int | float) or not 0 <= r < 1:
-            raise ConfigError(f"`random_range_ratio` {r!r} must be in [0, 1) (vLLM's rule); e.g. 0.5",
+        sglang = self.random_range_ratio_rule is RangeRatioRule.SGLANG
+        if isinstance(r, bool) or not isinstance(r, int | float) or not (0 <= r <= 1 if sglang else 0 <= r < 1):
+            interval = "[0, 1] (SGLang's rule: lengths on [r L, L])" if sglang else "[0, 1) (vLLM's rule)"
+            raise ConfigError(f"`random_range_ratio` {r!r} must be in {interval}; e.g. 0.5",
                               param="random_range_ratio", value=r)
         if self.sharegpt_output_len is not None and self.sharegpt_output_len < 1:
             raise ConfigError(f"`sharegpt_output_len` {self.sharegpt_output_len} must be >= 1",
@@ -100,12 +127,22 @@ def _text_tokens(text: object) -> int:
     return max(1, round(len(str(text)) / CHARS_PER_TOKEN))
 
 
-def _random(spec: DatasetSpec, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def random_length_bounds(spec: DatasetSpec) -> tuple[tuple[int, int], tuple[int, int]]:
+    """Inclusive ``((lo, hi) prompt, (lo, hi) output)`` token bounds a random dataset draws from, before the
+    prefix and before lengths below 1 are raised to 1 (module docstring, both rules)."""
     r = float(spec.random_range_ratio)
-    lo_in, hi_in = math.floor(spec.random_input_len * (1 - r)), math.ceil(spec.random_input_len * (1 + r))
-    lo_out, hi_out = math.floor(spec.random_output_len * (1 - r)), math.ceil(spec.random_output_len * (1 + r))
-    prompt = rng.integers(max(lo_in, 1), hi_in + 1, size=n) + spec.random_prefix_len
-    output = rng.integers(max(lo_out, 1), hi_out + 1, size=n)
+    i, o = spec.random_input_len, spec.random_output_len
+    if spec.random_range_ratio_rule is RangeRatioRule.SGLANG:
+        return (max(int(i * r), 1), i), (int(o * r), o)
+    return (math.floor(i * (1 - r)), math.ceil(i * (1 + r))), (math.floor(o * (1 - r)), math.ceil(o * (1 + r)))
+
+
+def _random(spec: DatasetSpec, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    (lo_in, hi_in), (lo_out, hi_out) = random_length_bounds(spec)
+    if spec.random_range_ratio_rule is RangeRatioRule.VLLM:  # vLLM's rule never draws below 1
+        lo_in, lo_out = max(lo_in, 1), max(lo_out, 1)
+    prompt = np.maximum(rng.integers(lo_in, hi_in + 1, size=n), 1) + spec.random_prefix_len
+    output = np.maximum(rng.integers(lo_out, hi_out + 1, size=n), 1)
     return prompt.astype(np.int64), output.astype(np.int64)
 
 

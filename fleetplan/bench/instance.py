@@ -3,10 +3,18 @@
 ``EngineArgs`` carries the ``vllm serve`` flags ``bench serve`` models (vLLM's names, seconds
 and tokens inside) and ``serving_fleet`` turns them into a one-pool ``FleetSpec``:
 
-* step model: the operator-level ``StepTimePredictor`` of the model on the GPU at
-  ``tensor_parallel_size`` (MoE models with expert parallelism over the TP group), with the
-  engine profile's efficiencies and overheads (``fleetplan.perf.engine_profile``), or a
-  calibrated ``perf_profile`` (``fleetplan perf calibrate``);
+* step model: the operator-level ``StepTimePredictor`` of the model on the GPU under
+  ``parallelism_spec`` (a ``fleetplan.perf.parallelism.Parallelism``; ``None`` = tensor parallelism
+  over ``tensor_parallel_size`` GPUs, MoE models with expert parallelism over the TP group), with
+  the engine profile's efficiencies and overheads (``fleetplan.perf.engine_profile``), or a
+  calibrated ``perf_profile`` (``fleetplan perf calibrate``).  ``engine_parallelism`` reads the
+  parallelism flags in each engine's own meaning (below);
+* attention data parallelism: the step model times one data-parallel rank's batch (its experts
+  see ``attn_dp`` times its tokens, ``fleetplan.perf.predictor``), so each of the ``attn_dp``
+  ranks of an instance is simulated as its own scheduler with its own KV cache
+  (``kv_blocks_per_replica / attn_dp`` blocks) and ``max_num_seqs``, the ranks of all instances
+  behind the least-outstanding-requests router (vLLM's data-parallel load balancer and SGLang's
+  DP controller both send a request to a lightly loaded rank);
 * KV blocks: ``fleetplan.perf.kv_budget`` at ``gpu_memory_utilization`` (vLLM's accounting);
 * limits: ``max_num_seqs`` and ``max_num_batched_tokens`` default to vLLM's API-server
   defaults (``fleetplan.perf.kv_budget.vllm_batch_defaults``; ``EngineArgs.get_batch_defaults`` in
@@ -21,25 +29,44 @@ and tokens inside) and ``serving_fleet`` turns them into a one-pool ``FleetSpec`
   ``enable_prefix_caching`` (``fleetplan.sim.features``).
 
 ``instances N`` puts N identical instances behind a least-outstanding-requests router.
+
+Parallelism flags in each engine's meaning (``engine_parallelism``):
+
+* vLLM (``vllm serve``; also used for the trtllm profile): ``tensor_parallel_size`` (TP),
+  ``pipeline_parallel_size`` (PP), ``data_parallel_size`` (DP ranks, each TP GPUs with its own
+  batch and KV cache), ``enable_expert_parallel`` (routed experts over all TP x DP GPUs, else
+  each expert split over them): ``Parallelism.vllm``;
+* SGLang (``python -m sglang.launch_server``, sgl-project/sglang ``python/sglang/srt/server_args.py``):
+  ``tp_size`` is the GPUs of one server; ``ep_size`` spreads the routed experts over ``ep_size``
+  of them (each split ``tp_size / ep_size`` ways); ``enable_dp_attention`` with ``dp_size`` D
+  splits attention into D ranks of ``tp_size / D`` GPUs each (Frontier domains
+  ``tp_attn = tp_size / D, dp_attn = D, tp_ffn = tp_size / ep_size, ep_ffn = ep_size``); without
+  ``enable_dp_attention``, ``dp_size`` D launches D copies of the server (D instances);
+  ``pp_size`` pipeline stages.
+* ``nnodes``: nodes one instance spans; the step model places an instance on
+  ``ceil(gpus / GPUS_PER_NODE)`` nodes (``fleetplan.perf.comm``), so any other count is refused.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuProfile
 from fleetplan.models import Dtype, ModelConfig
 from fleetplan.perf.calibrate import CalibratedStepModel
+from fleetplan.perf.comm import GPUS_PER_NODE
 from fleetplan.perf.kv_budget import kv_budget, vllm_batch_defaults
 from fleetplan.perf.overheads import PredictorOptions
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
+from fleetplan.perf.quant import fp8_scaling_of
 from fleetplan.sim.features import CudaGraphConfig, GraphMode, PrefixCacheConfig, RuntimeFeatures
 from fleetplan.sim.features.speculative import SpeculativeConfig
 from fleetplan.sim.spec import DEFAULT_BLOCK_SIZE_TOKENS, FleetSpec, InstanceRouter, PoolSpec, SchedulerLimits
 
-__all__ = ["DEFAULT_MAX_MODEL_LEN_TOKENS", "EngineArgs", "serving_fleet"]
+__all__ = ["DEFAULT_MAX_MODEL_LEN_TOKENS", "EngineArgs", "engine_parallelism", "serving_fleet"]
 
 DEFAULT_MAX_MODEL_LEN_TOKENS = 131_072  # Llama-3.1's context; longer only when asked
 POOL_NAME = "instance"
@@ -65,6 +92,7 @@ class EngineArgs:
     options: PredictorOptions = PredictorOptions()
     perf_profile: CalibratedStepModel | None = None
     instances: int = 1
+    parallelism_spec: Parallelism | None = None
     api_server_count: int = 1  # API server processes per instance (fleetplan.sim.api_server)
 
     def __post_init__(self) -> None:
@@ -80,32 +108,110 @@ class EngineArgs:
         if isinstance(u, bool) or not isinstance(u, int | float) or not 0 < u <= 1:
             raise ConfigError(f"`gpu_memory_utilization` {u!r} must be in (0, 1], e.g. 0.9",
                               param="gpu_memory_utilization", value=u)
+        par = self.parallelism_spec
+        if par is not None:
+            if par.tp != self.tensor_parallel_size:
+                raise ConfigError(f"`tensor_parallel_size` {self.tensor_parallel_size} differs from the parallelism's "
+                                  f"tp={par.tp} ({par.flags()}); give the same TP in both or leave `parallelism_spec` "
+                                  "unset", param="tensor_parallel_size", value=self.tensor_parallel_size)
+            par.check_model(self.model)
         if self.perf_profile is not None and self.perf_profile.model != self.model.name:
             raise ConfigError(f"`perf_profile` was calibrated for {self.perf_profile.model}, not {self.model.name}; "
                               "give the matching `model` or recalibrate", param="perf_profile")
 
     @property
     def parallelism(self) -> Parallelism:
+        """``parallelism_spec``, or TP over ``tensor_parallel_size`` GPUs with the MoE experts spread over them."""
+        if self.parallelism_spec is not None:
+            return self.parallelism_spec
         return Parallelism.vllm(tensor_parallel_size=self.tensor_parallel_size,
                                 enable_expert_parallel=self.model.is_moe and self.tensor_parallel_size > 1)
 
     def predictor(self) -> StepTimePredictor:
+        """The step model; FP8 weights are block-scaled when the checkpoint's ``quantization_config`` gives a
+        ``weight_block_size`` (``fleetplan.perf.quant.fp8_scaling_of``), else per-tensor."""
         return StepTimePredictor(self.model, self.gpu, self.parallelism, self.weight_dtype, self.kv_cache_dtype,
-                                 self.options)
+                                 self.options, fp8_scaling_of(self.model.weight_block_size))
+
+
+def engine_parallelism(engine: str, model: ModelConfig, tensor_parallel_size: int = 1, pipeline_parallel_size: int = 1,
+                       data_parallel_size: int = 1, enable_expert_parallel: bool = False, expert_parallel_size: int = 1,
+                       enable_dp_attention: bool = False, nnodes: int | None = None) -> tuple[Parallelism, int]:
+    """The ``Parallelism`` of one instance and the number of copies the flags launch, each flag read in
+    ``engine``'s own meaning (module docstring); ``ConfigError`` when a flag does not belong to the engine or
+    the model cannot take the sharding (``Parallelism.check_model``).
+
+    Parameters
+    ----------
+    engine : str
+        ``"sglang"`` for SGLang's meanings; any other engine profile (vllm, trtllm) reads vLLM's.
+    tensor_parallel_size, pipeline_parallel_size, data_parallel_size : int
+        vLLM's ``tensor_parallel_size``, ``pipeline_parallel_size``, ``data_parallel_size``; SGLang's
+        ``tp_size``, ``pp_size``, ``dp_size``.
+    enable_expert_parallel : bool
+        vLLM only.
+    expert_parallel_size, enable_dp_attention :
+        SGLang only (its ``ep_size``, ``enable_dp_attention``).
+    nnodes : int or None
+        Nodes one instance spans (``None``: not stated).
+    """
+    tp, pp, dp, ep = tensor_parallel_size, pipeline_parallel_size, data_parallel_size, expert_parallel_size
+    for name, value in (("tensor_parallel_size", tp), ("pipeline_parallel_size", pp), ("data_parallel_size", dp),
+                        ("expert_parallel_size", ep)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"`{name}` {value!r} must be an integer >= 1", param=name, value=value)
+    copies = 1
+    if engine == "sglang":
+        if enable_expert_parallel:
+            raise ConfigError("`enable_expert_parallel` is vLLM's flag; under the sglang engine give the expert "
+                              "parallel size as `expert_parallel_size`", param="enable_expert_parallel", value=True)
+        if tp % ep:
+            raise ConfigError(f"`expert_parallel_size` {ep} must divide `tensor_parallel_size` {tp} (SGLang splits "
+                              f"each expert tp/ep ways over the server's tp GPUs); use an ep dividing {tp}",
+                              param="expert_parallel_size", value=ep)
+        if enable_dp_attention:
+            if tp % dp:
+                raise ConfigError(f"`data_parallel_size` {dp} must divide `tensor_parallel_size` {tp} with "
+                                  f"`enable_dp_attention` (SGLang's attention ranks are tp/dp GPUs each); use a dp "
+                                  f"dividing {tp}", param="data_parallel_size", value=dp)
+            par = Parallelism(tp=tp, pp=pp, tp_attn=tp // dp, dp_attn=dp, tp_ffn=tp // ep, ep_ffn=ep)
+        else:
+            par, copies = Parallelism(tp=tp, pp=pp, ep=ep), dp
+    else:
+        if ep != 1 or enable_dp_attention:
+            flag = "expert_parallel_size" if ep != 1 else "enable_dp_attention"
+            raise ConfigError(f"`{flag}` is SGLang's flag; under vLLM give `enable_expert_parallel` (experts over "
+                              "all TP x DP GPUs) and `data_parallel_size`, or use the sglang engine",
+                              param=flag, value=ep if ep != 1 else True)
+        par = Parallelism.vllm(tp, pp, dp, enable_expert_parallel)
+    par.check_model(model)
+    if nnodes is not None:
+        need = math.ceil(par.gpus_per_replica / GPUS_PER_NODE)
+        if isinstance(nnodes, bool) or not isinstance(nnodes, int) or nnodes != need:
+            raise ConfigError(f"`nnodes` {nnodes!r} does not match the instance's {par.gpus_per_replica} GPUs "
+                              f"({par.flags()}): the step model places it on ceil({par.gpus_per_replica} / "
+                              f"{GPUS_PER_NODE}) = {need} node(s) of {GPUS_PER_NODE} GPUs; give `nnodes` {need} or "
+                              "change the parallel sizes", param="nnodes", value=nnodes)
+    return par, copies
 
 
 def serving_fleet(args: EngineArgs) -> FleetSpec:
-    """The one-pool ``FleetSpec`` of ``args.instances`` instances (module docstring)."""
+    """The one-pool ``FleetSpec`` of ``args.instances`` instances, each simulated as its ``attn_dp``
+    data-parallel ranks (module docstring)."""
+    par = args.parallelism
+    ranks = par.attn_dp
     seqs_default, tokens_default = vllm_batch_defaults(args.gpu)
     max_seqs = args.max_num_seqs or seqs_default
-    budget = kv_budget(args.model, args.gpu, args.parallelism, weight_dtype=args.weight_dtype,
+    budget = kv_budget(args.model, args.gpu, par, weight_dtype=args.weight_dtype,
                        kv_dtype=args.kv_cache_dtype, gpu_memory_utilization=args.gpu_memory_utilization,
                        block_size_tokens=DEFAULT_BLOCK_SIZE_TOKENS, max_num_seqs=max_seqs,
                        max_num_batched_tokens=args.max_num_batched_tokens or tokens_default)
-    capacity = budget.kv_blocks_per_replica * DEFAULT_BLOCK_SIZE_TOKENS
+    rank_blocks = budget.kv_blocks_per_replica // ranks
+    capacity = rank_blocks * DEFAULT_BLOCK_SIZE_TOKENS
     max_len = args.max_model_len or min(capacity, DEFAULT_MAX_MODEL_LEN_TOKENS)
     if max_len > capacity:
-        raise ConfigError(f"`max_model_len` {max_len} exceeds the KV cache of one instance ({capacity} tokens at "
+        where = "one instance" if ranks == 1 else f"one of the instance's {ranks} data-parallel ranks"
+        raise ConfigError(f"`max_model_len` {max_len} exceeds the KV cache of {where} ({capacity} tokens at "
                           f"`gpu_memory_utilization` {args.gpu_memory_utilization}); lower it, raise "
                           "`tensor_parallel_size` or use `kv_cache_dtype` fp8", param="max_model_len", value=max_len)
     tokens = args.max_num_batched_tokens or tokens_default
@@ -118,10 +224,10 @@ def serving_fleet(args: EngineArgs) -> FleetSpec:
                                prefix_cache=PrefixCacheConfig(enabled=bool(args.enable_prefix_caching)))
     step = args.perf_profile if args.perf_profile is not None else args.predictor()
     pool = PoolSpec(
-        name=POOL_NAME, gpu=args.gpu.name, n_instances=args.instances, max_context_tokens=int(max_len),
+        name=POOL_NAME, gpu=args.gpu.name, n_instances=args.instances * ranks, max_context_tokens=int(max_len),
         step_model=step,
         limits=SchedulerLimits(max_num_seqs=int(max_seqs), max_num_batched_tokens=int(tokens),
-                               kv_blocks=int(budget.kv_blocks_per_replica)),
+                               kv_blocks=int(rank_blocks)),
         router=InstanceRouter.LEAST_OUTSTANDING, features=features, n_api_servers=args.api_server_count,
     )
     return FleetSpec(pools=(pool,))

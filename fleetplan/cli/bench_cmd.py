@@ -4,6 +4,12 @@ Same flags and meanings as vLLM's client (``vllm bench serve``) plus the engine 
 ``vllm serve``; prints vLLM's "Serving Benchmark Result" block and, with ``--save-result``,
 writes a result JSON with vLLM's keys (and a ``fleetplan`` section with the simulated
 configuration), so a prediction diffs against a real run.
+
+Parallelism in each engine's spelling (``fleetplan.bench.instance.engine_parallelism`` reads them):
+vLLM ``--tensor-parallel-size/-tp``, ``--pipeline-parallel-size/-pp``, ``--data-parallel-size/-dp``,
+``--enable-expert-parallel``; under ``--engine sglang`` SGLang's ``--tp-size/--tp``, ``--dp-size/--dp``,
+``--ep-size``, ``--enable-dp-attention``; ``--nnodes`` for an instance spanning nodes.  A flag of the
+other engine, or a sharding the model cannot take, ends in one line (exit 2).
 """
 
 from __future__ import annotations
@@ -17,13 +23,19 @@ import click
 
 from fleetplan.atomic import atomic_write_text
 from fleetplan.bench.datasets import DatasetName, DatasetSpec
-from fleetplan.bench.instance import EngineArgs
+from fleetplan.bench.instance import EngineArgs, engine_parallelism
 from fleetplan.bench.serve import METRICS, BenchServeConfig, BenchServeResult, run_bench_serve
 from fleetplan.cli.errors import FleetplanGroup
 from fleetplan.cli.options import (
+    FLAG_OF_COMMAND,
     KV_CACHE_DTYPES,
+    CliParam,
     api_server_count_option,
+    data_parallel_option,
+    enable_dp_attention_option,
+    enable_expert_parallel_option,
     engine_option,
+    expert_parallel_size_option,
     gpu_memory_utilization_option,
     gpu_option,
     instances_option,
@@ -33,18 +45,26 @@ from fleetplan.cli.options import (
     max_num_batched_tokens_option,
     max_num_seqs_option,
     model_option,
+    nnodes_option,
     num_prompts_option,
     perf_profile_option,
+    pipeline_parallel_option,
     request_rate_option,
     seed_option,
     tensor_parallel_option,
 )
 from fleetplan.errors import ConfigError, UnknownNameError
 from fleetplan.hardware import load_catalog
-from fleetplan.models import Dtype, load_model
+from fleetplan.models import Dtype, ModelConfig, load_model
 from fleetplan.perf.engine_profile import ENGINE_NAMES, load_engine_profile
 from fleetplan.perf.profile_io import load_perf_profile
 from fleetplan.sim.features.speculative import SpeculativeConfig
+
+#: The flags of the parallelism parameters only ``bench serve`` has (library errors name the parameters).
+FLAG_OF_COMMAND.setdefault("bench serve", {}).update({
+    "expert_parallel_size": CliParam("--ep-size"), "enable_dp_attention": CliParam("--enable-dp-attention"),
+    "nnodes": CliParam("--nnodes"), "parallelism_spec": CliParam("--tensor-parallel-size"),
+})
 
 #: vLLM ``--quantization`` methods and the weight storage they mean for the predictor.
 QUANTIZATION_WEIGHTS = {"fp8": Dtype.FP8, "awq": Dtype.INT4, "awq_marlin": Dtype.INT4, "gptq": Dtype.INT4,
@@ -58,6 +78,10 @@ Examples:
       --num-prompts 500 --save-result --result-dir results/
   fleetplan bench serve --model qwen3-30b-a3b --gpu h200 -tp 2 --engine sglang --request-rate 8 \\
       --burstiness 0.5 --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,90,99
+  fleetplan bench serve --model deepseek-v3 --gpu h200 -tp 1 -dp 8 --enable-expert-parallel -q fp8 \\
+      --random-input-len 1000 --random-output-len 1000 --max-concurrency 64 --num-prompts 320
+  fleetplan bench serve --model deepseek-v3 --gpu b200 --engine sglang --tp-size 8 --dp-size 8 \\
+      --ep-size 8 --enable-dp-attention -q fp8 --random-range-ratio-rule sglang --max-concurrency 100
 """
 
 
@@ -78,13 +102,28 @@ def _sizes(text: str | None) -> tuple[int, ...] | None:
     return tuple(int(p) for p in parts)
 
 
-def _weights(quantization: str | None) -> Dtype:
+def _weights(quantization: str | None, model: ModelConfig) -> Dtype:
+    """Weight storage: ``--quantization``'s, else the checkpoint's (vLLM reads its quantization_config)."""
     if quantization is None:
-        return Dtype.BF16
+        return model.default_weight_dtype
     key = quantization.strip().lower()
     if key not in QUANTIZATION_WEIGHTS:
         raise UnknownNameError("quantization", quantization, sorted(QUANTIZATION_WEIGHTS))
     return QUANTIZATION_WEIGHTS[key]
+
+
+def _sglang_alias(engine: str, sglang_flag: str, sglang_value: int | None, vllm_flag: str, vllm_value: int,
+                  default: int) -> int:
+    """The value of a parallel size given in vLLM's spelling or SGLang's (``--tp-size``, ``--dp-size``, accepted
+    with ``--engine sglang`` only); one line when the two disagree."""
+    if sglang_value is None:
+        return vllm_value
+    if engine != "sglang":
+        raise click.UsageError(f"{sglang_flag} {sglang_value} is SGLang's spelling; under --engine {engine} give "
+                               f"{vllm_flag} {sglang_value}, or add --engine sglang")
+    if vllm_value != default and vllm_value != sglang_value:
+        raise click.UsageError(f"{sglang_flag} {sglang_value} and {vllm_flag} {vllm_value} disagree; give one of them")
+    return sglang_value
 
 
 def _line(label: str, value, fmt: str = "") -> str:
@@ -133,6 +172,7 @@ def result_json(result: BenchServeResult, label: str, model_id: str, engine: str
            "max_concurrency": cfg.max_concurrency, **dict(result.metrics)}
     doc["fleetplan"] = {
         "engine": engine, "gpu": eng.gpu.name, "tensor_parallel_size": eng.tensor_parallel_size,
+        "parallelism": eng.parallelism.flags(), "gpus_per_instance": eng.parallelism.gpus_per_replica,
         "instances": eng.instances, "api_server_count": eng.api_server_count,
         "weight_dtype": eng.weight_dtype.value, "kv_cache_dtype": eng.kv_cache_dtype.value,
         "max_num_seqs": pool.limits.max_num_seqs, "max_num_batched_tokens": pool.limits.max_num_batched_tokens,
@@ -140,7 +180,9 @@ def result_json(result: BenchServeResult, label: str, model_id: str, engine: str
         "gpu_memory_utilization": eng.gpu_memory_utilization, "enable_prefix_caching": eng.enable_prefix_caching,
         "dataset_name": cfg.dataset.name.value, "dataset_path": cfg.dataset.path,
         "random_input_len": cfg.dataset.random_input_len, "random_output_len": cfg.dataset.random_output_len,
-        "random_range_ratio": cfg.dataset.random_range_ratio, "random_prefix_len": cfg.dataset.random_prefix_len,
+        "random_range_ratio": cfg.dataset.random_range_ratio,
+        "random_range_ratio_rule": cfg.dataset.random_range_ratio_rule.value,
+        "random_prefix_len": cfg.dataset.random_prefix_len,
         "seed": cfg.seed, "perf_profile": None if eng.perf_profile is None else eng.perf_profile.source,
     }
     return doc
@@ -163,7 +205,18 @@ def bench() -> None:
 @bench.command("serve", epilog=EXAMPLES)
 @model_option(required=True, help="Bundled model name (fleetplan models list) or a config.json path.")
 @gpu_option(required=True, help="GPU name (fleetplan gpus list).")
-@tensor_parallel_option(help="GPUs per instance.")
+@tensor_parallel_option(help="GPUs sharing each layer (vLLM; SGLang --tp-size/--tp: GPUs of one server).")
+@pipeline_parallel_option
+@data_parallel_option(help="vLLM: data-parallel ranks, each -tp GPUs; SGLang (--dp-size/--dp): attention ranks "
+                      "with --enable-dp-attention, else copies of the server.")
+@enable_expert_parallel_option(help="Spread routed experts over TP x DP GPUs instead of splitting each expert.")
+@click.option("--tp-size", "tp_size", type=click.IntRange(min=1), default=None,
+              help="SGLang's spelling of -tp (with --engine sglang).")
+@click.option("--dp-size", "dp_size", type=click.IntRange(min=1), default=None,
+              help="SGLang's spelling of -dp (with --engine sglang).")
+@expert_parallel_size_option(help="SGLang: GPUs the routed experts are spread over (with --engine sglang).")
+@enable_dp_attention_option(help="SGLang: --dp-size attention ranks of tp/dp GPUs each (with --engine sglang).")
+@nnodes_option(help="Nodes one instance spans (the step model puts ceil(GPUs / 8) nodes under it).")
 @instances_option(default=1, show_default=True, help="Identical instances behind a least-outstanding-requests router.")
 @api_server_count_option
 @engine_option(help=f"Engine profile ({'|'.join(ENGINE_NAMES)}): efficiencies and per-step overheads.")
@@ -173,6 +226,9 @@ def bench() -> None:
 @click.option("--random-input-len", type=int, default=1024, show_default=True)
 @click.option("--random-output-len", type=int, default=128, show_default=True)
 @click.option("--random-range-ratio", type=float, default=0.0, show_default=True)
+@click.option("--random-range-ratio-rule", type=click.Choice(["vllm", "sglang"]), default="vllm", show_default=True,
+              help="Whose --random-range-ratio: vllm = lengths on [L(1-r), L(1+r)]; sglang (sglang.bench_serving) "
+              "= lengths on [rL, L], r = 0 meaning uniform from 1.")
 @click.option("--random-prefix-len", type=int, default=0, show_default=True)
 @click.option("--sharegpt-output-len", type=int, default=None)
 @click.option("--custom-output-len", type=int, default=256, show_default=True)
@@ -193,37 +249,46 @@ def bench() -> None:
 @max_model_len_option(help="Default: the KV capacity, at most 131072.")
 @gpu_memory_utilization_option
 @kv_cache_dtype_option
-@click.option("--quantization", "-q", default=None, help="fp8 | awq | gptq (+ _marlin): weight storage.")
+@click.option("--quantization", "-q", default=None,
+              help="fp8 | awq | gptq (+ _marlin): weight storage [default: the checkpoint's, from its config.json "
+              "quantization_config; bf16 without one].")
 @click.option("--enable-chunked-prefill/--no-enable-chunked-prefill", default=True, show_default=True)
 @click.option("--enable-prefix-caching/--no-enable-prefix-caching", default=False, show_default=True)
 @click.option("--speculative-config", default=None, help='vLLM JSON, e.g. \'{"method": "mtp", '
               '"num_speculative_tokens": 2, "acceptance_rate": 0.7}\'.')
 @click.option("--cudagraph-capture-sizes", default=None, help="Capture sizes (tokens); turns on graph padding.")
-def serve(model, gpu, tensor_parallel_size, instances, engine, perf_profile, dataset_name, dataset_path,
-          random_input_len, random_output_len, random_range_ratio, random_prefix_len, sharegpt_output_len,
+def serve(model, gpu, tensor_parallel_size, pipeline_parallel_size, data_parallel_size, enable_expert_parallel, tp_size,
+          dp_size, ep, enable_dp_attention, nnodes, instances, engine, perf_profile, dataset_name, dataset_path,
+          random_input_len, random_output_len, random_range_ratio, random_range_ratio_rule, random_prefix_len,
+          sharegpt_output_len,
           custom_output_len, request_rate, burstiness, num_prompts, max_concurrency, seed, percentile_metrics,
           metric_percentiles, save_result, result_dir, result_filename, label, max_num_seqs, max_num_batched_tokens,
           max_model_len, gpu_memory_utilization, kv_cache_dtype, quantization, enable_chunked_prefill,
           enable_prefix_caching, speculative_config, cudagraph_capture_sizes, api_server_count) -> None:
     """Predict `vllm bench serve` against one serving instance: vLLM's result block and JSON."""
     dataset = DatasetSpec(DatasetName.parse(dataset_name), dataset_path, random_input_len, random_output_len,
-                          random_range_ratio, random_prefix_len, sharegpt_output_len, custom_output_len)
+                          random_range_ratio, random_prefix_len, sharegpt_output_len, custom_output_len,
+                          random_range_ratio_rule)
     cfg = BenchServeConfig(dataset, num_prompts, request_rate, burstiness, max_concurrency, seed,
                            tuple(m.strip() for m in percentile_metrics.split(",") if m.strip()),
                            _floats("--metric-percentiles", metric_percentiles))
     model_cfg, gpu_profile = load_model(model), load_catalog().get(gpu)
-    weights = _weights(quantization)
+    weights = _weights(quantization, model_cfg)
     profile = load_engine_profile(engine)
+    tp = _sglang_alias(profile.name, "--tp-size", tp_size, "--tensor-parallel-size", tensor_parallel_size, 1)
+    dp = _sglang_alias(profile.name, "--dp-size", dp_size, "--data-parallel-size", data_parallel_size, 1)
+    par, copies = engine_parallelism(profile.name, model_cfg, tp, pipeline_parallel_size, dp, enable_expert_parallel,
+                                     ep, enable_dp_attention, nnodes)
     args = EngineArgs(
-        model_cfg, gpu_profile, tensor_parallel_size, weights, Dtype(KV_CACHE_DTYPES[kv_cache_dtype]), max_num_seqs,
+        model_cfg, gpu_profile, tp, weights, Dtype(KV_CACHE_DTYPES[kv_cache_dtype]), max_num_seqs,
         max_num_batched_tokens, max_model_len, gpu_memory_utilization, enable_chunked_prefill, enable_prefix_caching,
         None if speculative_config is None else SpeculativeConfig.from_json(speculative_config),
         _sizes(cudagraph_capture_sizes), profile.options_for(gpu_profile, weights),
-        None if perf_profile is None else load_perf_profile(perf_profile), instances, api_server_count,
+        None if perf_profile is None else load_perf_profile(perf_profile), instances * copies, par, api_server_count,
     )
     result = run_bench_serve(args, cfg)
-    click.echo(f"fleetplan bench serve (simulated): {model_cfg.name} on {instances} x {tensor_parallel_size} "
-               f"{gpu_profile.name}, engine profile {profile.name}"
+    click.echo(f"fleetplan bench serve (simulated): {model_cfg.name} on {args.instances} x {par.gpus_per_replica} "
+               f"{gpu_profile.name} ({par.flags()}), engine profile {profile.name}"
                + (f", perf profile {perf_profile}" if perf_profile else ""))
     click.echo(f"Traffic request rate: {request_rate:g}")
     click.echo(f"Burstiness factor: {burstiness} ({'Poisson process' if burstiness == 1.0 else 'Gamma distribution'})")

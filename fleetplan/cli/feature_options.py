@@ -21,7 +21,6 @@ from fleetplan.cli.model_options import apply_model, context_limit, limit_note, 
 from fleetplan.cli.options import declare
 from fleetplan.errors import ConfigError, UnknownNameError
 from fleetplan.perf.overheads import ExecutionMode
-from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.sim.features import (
     CudaGraphConfig,
     GraphMode,
@@ -205,8 +204,10 @@ def serving_fleet(fleet: FleetFile, model_opts: dict, feature_opts: dict,
 
 def _predictor_timing(pool: PoolSpec) -> str | None:
     """How a ``--model`` predictor pool's steps are timed (docs/runtime_features_contract.md, CUDA graphs)."""
-    step, mode = pool.step_model, pool.features.cudagraph.mode
-    if not isinstance(step, StepTimePredictor) or step.options.execution is not ExecutionMode.CUDA_GRAPH:
+    from fleetplan.sim.features.compile import pool_predictor  # loads the kernels: on use, not for --help
+
+    step, mode = pool_predictor(pool), pool.features.cudagraph.mode
+    if step is None or step.options.execution is not ExecutionMode.CUDA_GRAPH:
         return None
     if mode is None:
         return "kernel-only (vLLM's default CUDA graphs without capture padding; --cudagraph-mode models them)"

@@ -51,6 +51,7 @@ Examples:
   fleetplan optimize --workload lmsys.json --slo-ttft 500 --slo-tpot 50 --topology homo,pdd,afd --min-ce-gain 1.08
   fleetplan optimize --workload lmsys --slo-ttft 500 --step-time-margin 15%
   fleetplan optimize --workload lmsys --slo-ttft 500 --model llama-3.1-8b --gpus h100 -tp 1 --perf-profile h100.toml
+  fleetplan optimize --workload lmsys --slo-ttft 1000 --model qwen3-235b-a22b-fp8 --gpus h200,b200 --engine sglang
 """
 
 

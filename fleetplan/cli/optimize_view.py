@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
+from fleetplan.cli.options import ENGINE_LIMIT_FLAGS
 from fleetplan.cli.tables import ms_cell
+from fleetplan.perf.dp_instance import attention_dp_ranks, per_rank_limit
 from fleetplan.units import fmt_ms
 
 if TYPE_CHECKING:  # the planner loads when a run needs it, not for --help
@@ -207,12 +209,21 @@ def recommendation_line(result: OptimizeResult) -> str:
 
 
 def _engine_flags(request, p) -> str:
-    """A served model's (or user-limited) pool's engine limits as vLLM flags; empty for the paper's GPUs."""
+    """A served model's (or user-limited) pool's engine limits as the request's engine's launch flags
+    (``ENGINE_LIMIT_FLAGS``); empty for the paper's GPUs.  A data-parallel-attention instance's are given
+    per DP rank where the engine reads them so (vLLM; ``perf.dp_instance.per_rank_limit``), else for the
+    whole instance (SGLang divides both over its DP ranks)."""
     served = p.gpu in dict(request.step_models)
     given = request.max_num_seqs is not None or request.max_num_batched_tokens is not None
     if not p.max_num_batched_tokens or not (served or given):
         return ""
-    return f" (vLLM --max-num-seqs {p.max_num_seqs} --max-num-batched-tokens {p.max_num_batched_tokens})"
+    engine, seqs, tokens, per_rank = ENGINE_LIMIT_FLAGS[request.engine]
+    ranks = attention_dp_ranks(dict(request.step_models).get(p.gpu))
+    if ranks == 1 or not per_rank:
+        over = "" if ranks == 1 else f", over {ranks} DP attention ranks"
+        return f" ({engine} {seqs} {p.max_num_seqs} {tokens} {p.max_num_batched_tokens}{over})"
+    return (f" ({engine} per DP rank: {seqs} {per_rank_limit(p.max_num_seqs, ranks)} {tokens} "
+            f"{per_rank_limit(p.max_num_batched_tokens, ranks)}, {ranks} ranks)")
 
 
 def _pct(fraction: float) -> str:

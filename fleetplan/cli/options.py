@@ -92,6 +92,7 @@ FLAG_OF_PARAM: dict[str, CliParam] = {
     "lead_time_weeks": CliParam("--lead-time-weeks"),
     "perf_profile": CliParam("--perf-profile"),
     "tensor_parallel_size": CliParam("--tensor-parallel-size"),
+    "max_gpus_per_instance": CliParam("--max-gpus-per-instance"),
     "pipeline_parallel_size": CliParam("--pipeline-parallel-size"),
     "data_parallel_size": CliParam("--data-parallel-size"),
     "enable_expert_parallel": CliParam("--enable-expert-parallel"),
@@ -425,7 +426,7 @@ class RateOrInf(click.ParamType):
 
 #: vLLM ``--kv-cache-dtype`` spellings -> fleetplan's storage dtype name ("auto" = the model dtype, bf16 here).
 KV_CACHE_DTYPES = {"auto": "bf16", "bf16": "bf16", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
-WEIGHT_DTYPES = ("bf16", "fp8", "int4")
+WEIGHT_DTYPES = ("bf16", "fp8", "int4", "mxfp4")
 
 # arrivals, SLOs, simulation length, seed
 lam_option = declare(
@@ -516,9 +517,17 @@ data_parallel_option = declare(
     "data-parallel size", "--data-parallel-size", "-dp", "--dp", "data_parallel_size", type=click.IntRange(min=1),
     default=1, show_default=True,
     help="Attention data-parallel ranks per replica, each with its own batch and KV cache.")
+expert_parallel_size_option = declare(
+    "expert-parallel size", "--ep", "--ep-size", "--expert-parallel-size", "ep", type=click.IntRange(min=1), default=1,
+    show_default=True, help="Expert parallel size (MoE; must divide tp*dp; SGLang --ep-size).")
+enable_dp_attention_option = declare(
+    "DP attention", "--enable-dp-attention", "enable_dp_attention", is_flag=True, default=False,
+    help="SGLang (--engine sglang): attention in --dp ranks of tp/dp GPUs, experts over all --tp GPUs.")
+nnodes_option = declare("nodes per instance", "--nnodes", "nnodes", type=click.IntRange(min=1), default=None,
+                        help="Nodes one instance spans (checked against the GPUs per node of the catalog).")
 weight_dtype_option = declare("weight dtype", "--weight-dtype", "weight_dtype", type=click.Choice(WEIGHT_DTYPES),
                               default="bf16", show_default=True,
-                              help="Weight storage type (fp8/int4 = quantized checkpoint).")
+                              help="Weight storage type (fp8/int4/mxfp4 = quantized checkpoint).")
 kv_cache_dtype_option = declare(
     "KV-cache dtype", "--kv-cache-dtype", "--kv-dtype", "kv_cache_dtype", type=click.Choice(list(KV_CACHE_DTYPES)),
     default="auto", show_default=True, help="KV-cache storage type, vLLM spelling (auto = bf16).")
@@ -535,6 +544,20 @@ gpu_memory_utilization_option = declare(
     show_default=True, help="Fraction of HBM the engine may use, as in vLLM.")
 engine_option = declare("engine profile", "--engine", "engine", default="vllm", show_default=True,
                         help="Engine profile (vllm|sglang|trtllm): efficiencies and per-step overheads.")
+#: engine profile -> (engine's name, its flag for sequences per step, its flag for tokens per step, whether a
+#: data-parallel-attention instance takes them per DP rank): the recommendation's engine limits in the
+#: engine's own launch flags.  vLLM: docs.vllm.ai engine arguments (--max-num-seqs, --max-num-batched-tokens,
+#: read per DP rank); SGLang: docs.sglang.ai server arguments (--max-running-requests, --chunked-prefill-size;
+#: both for the whole server: sgl-project/sglang python/sglang/srt/server_args.py divides them by dp_size under
+#: --enable-dp-attention); TensorRT-LLM: nvidia.github.io/TensorRT-LLM commands/trtllm-serve.html
+#: (--max_batch_size, --max_num_tokens); LMDeploy: `lmdeploy serve api_server -h` (--max-batch-size,
+#: --max-prefill-token-num).  TensorRT-LLM and LMDeploy are given per rank as vLLM (not checked).
+ENGINE_LIMIT_FLAGS = {
+    "vllm": ("vLLM", "--max-num-seqs", "--max-num-batched-tokens", True),
+    "sglang": ("SGLang", "--max-running-requests", "--chunked-prefill-size", False),
+    "trtllm": ("TensorRT-LLM", "--max_batch_size", "--max_num_tokens", True),
+    "lmdeploy": ("LMDeploy", "--max-batch-size", "--max-prefill-token-num", True),
+}
 perf_profile_option = declare(
     "perf profile", "--perf-profile", "perf_profile", type=click.Path(dir_okay=False), default=None,
     help="Calibrated step-time profile (from `fleetplan perf calibrate`).")

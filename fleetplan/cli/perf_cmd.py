@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from fleetplan.cli.errors import FleetplanGroup
@@ -14,12 +15,15 @@ from fleetplan.cli.options import (
     KV_CACHE_DTYPES,
     api_server_count_option,
     data_parallel_option,
+    enable_dp_attention_option,
     enable_expert_parallel_option,
     engine_option,
+    expert_parallel_size_option,
     gpu_option,
     gpu_profiles_option,
     kv_cache_dtype_option,
     model_option,
+    nnodes_option,
     out_option,
     pipeline_parallel_option,
     seed_option,
@@ -35,12 +39,14 @@ from fleetplan.perf.api_server import api_server_max_request_rate_per_s
 from fleetplan.perf.batch import BATCH_SYNTAX, parse_batch
 from fleetplan.perf.calibrate import DEFAULT_HOLDOUT_FRACTION, DEFAULT_SEED, calibrate
 from fleetplan.perf.engine_profile import ENGINE_NAMES, load_engine_profile
-from fleetplan.perf.kv_budget import kv_budget
+from fleetplan.perf.kv_budget import DEFAULT_MAX_NUM_SEQS, kv_budget
+from fleetplan.perf.measured import ROOFLINE_SOURCE, measured_step_model, timing_source
+from fleetplan.perf.measured.source import measured_coverage
 from fleetplan.perf.overheads import DEFAULT_CPU_OVERHEAD_S, ExecutionMode, PredictorOptions
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.perf.profile_io import read_calibration_csv, save_perf_profile
-from fleetplan.perf.quant import Fp8Scaling
+from fleetplan.perf.quant import Fp8Scaling, checkpoint_fp8_scaling
 from fleetplan.perf.speculative import DEEPSEEK_V3_MTP_ACCEPTANCE, mtp_step, verify_batch
 from fleetplan.perf.typical_batch import typical_step
 from fleetplan.units import ms_to_s, s_to_ms
@@ -58,9 +64,10 @@ def _predictor_options(func):
         tensor_parallel_option,
         pipeline_parallel_option,
         data_parallel_option,
-        click.option("--ep", "--ep-size", "--expert-parallel-size", "ep", type=click.IntRange(min=1), default=1,
-                     show_default=True, help="Expert parallel size (MoE; must divide tp*dp; SGLang --ep-size)."),
-        weight_dtype_option,
+        expert_parallel_size_option,
+        weight_dtype_option(default=None, show_default=False,
+                            help="Weight storage type (fp8/int4/mxfp4 = quantized) [default: the checkpoint's, from "
+                            "its config.json quantization_config; bf16 without one]."),
         kv_cache_dtype_option,
         click.option("--execution", type=click.Choice([m.value for m in ExecutionMode]), default="cuda_graph",
                      show_default=True, help="Kernel issue: eager pays per-kernel launch overhead."),
@@ -75,18 +82,22 @@ def _predictor_options(func):
 
 
 def _build(model, gpu, tensor_parallel_size, pipeline_parallel_size, data_parallel_size, ep, weight_dtype,
-           kv_cache_dtype, execution, cpu_overhead_ms, gpu_profiles, par=None, options=None,
-           fp8_scaling=Fp8Scaling.PER_TENSOR):
+           kv_cache_dtype, execution, cpu_overhead_ms, gpu_profiles, par=None, engine=None, fp8_scaling=None):
+    """The predictor of the flags; weights in the checkpoint's type and FP8 scaling unless given
+    (``checkpoint_fp8_scaling``: block-scaled for a block-scaled FP8 checkpoint, else per tensor);
+    options: the ``engine`` profile's for this GPU and weight type (its per-GPU overrides), or the defaults."""
     profile = load_catalog(gpu_profiles).get(gpu)
-    if options is None:
-        options = PredictorOptions(cpu_overhead_s=DEFAULT_CPU_OVERHEAD_S)
+    model_cfg = load_model(model)
+    weights = model_cfg.default_weight_dtype if weight_dtype is None else Dtype(weight_dtype)
+    scaling = checkpoint_fp8_scaling(model_cfg, weights) if fp8_scaling is None else Fp8Scaling(fp8_scaling)
+    options = PredictorOptions(cpu_overhead_s=DEFAULT_CPU_OVERHEAD_S) if engine is None else \
+        load_engine_profile(engine).options_for(profile, weights)
     opts = dataclasses.replace(options, execution=ExecutionMode(execution),
                                cpu_overhead_s=options.cpu_overhead_s if cpu_overhead_ms is None
                                else ms_to_s(cpu_overhead_ms))
     if par is None:
         par = Parallelism(tp=tensor_parallel_size, pp=pipeline_parallel_size, dp=data_parallel_size, ep=ep)
-    return StepTimePredictor(load_model(model), profile, par, Dtype(weight_dtype),
-                             Dtype(KV_CACHE_DTYPES[kv_cache_dtype]), opts, fp8_scaling)
+    return StepTimePredictor(model_cfg, profile, par, weights, Dtype(KV_CACHE_DTYPES[kv_cache_dtype]), opts, scaling)
 
 
 def _engine_parallelism(engine: str | None, tp: int, pp: int, dp: int, ep: int, enable_expert_parallel: bool,
@@ -186,12 +197,11 @@ def perf() -> None:
                help=f"Engine profile ({'|'.join(ENGINE_NAMES)}): efficiencies, overheads and the meaning of the "
                "parallel flags (default: the predictor's defaults, vLLM flag meaning).")
 @enable_expert_parallel_option(help="vLLM: experts spread over all tp x dp GPUs (ep = tp*dp); SGLang: ep = --tp.")
-@click.option("--enable-dp-attention", is_flag=True,
-              help="SGLang (--engine sglang): attention in --dp ranks of tp/dp GPUs, experts over all --tp GPUs.")
-@click.option("--nnodes", type=click.IntRange(min=1), default=None,
-              help="Nodes the instance spans (checked against the GPUs per node of the catalog).")
-@click.option("--fp8-scaling", type=click.Choice([m.value for m in Fp8Scaling]), default="per_tensor",
-              show_default=True, help="FP8 weights: per-tensor scales or 128x128 blocks (DeepSeek-V3's checkpoint).")
+@enable_dp_attention_option
+@nnodes_option
+@click.option("--fp8-scaling", type=click.Choice([m.value for m in Fp8Scaling]), default=None,
+              help="FP8 weights: per-tensor scales or 128x128 blocks [default: the checkpoint's (block for "
+              "DeepSeek-V3, Qwen3-*-FP8); per_tensor for FP8 chosen for a BF16 checkpoint].")
 @click.option("--mtp-tokens", type=click.IntRange(min=0), default=0, show_default=True,
               help="MTP speculative tokens per step (DeepSeek num_nextn_predict_layers heads): times the verify "
               "step and the draft passes, and the time per output token.")
@@ -199,8 +209,8 @@ def perf() -> None:
               help="Conditional acceptance of each draft position (DeepSeek-V3 report: 0.85-0.90).")
 @api_server_count_option
 def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: bool, enable_dp_attention: bool,
-            nnodes: int | None, fp8_scaling: str, mtp_tokens: int, mtp_acceptance: float, api_server_count: int,
-            **kw) -> None:
+            nnodes: int | None, fp8_scaling: str | None, mtp_tokens: int, mtp_acceptance: float,
+            api_server_count: int, **kw) -> None:
     """Per-operator time of one engine step, which source timed it, and the replica's KV-cache budget.
 
     A batch whose requests hold more KV blocks than the replica's cache is still timed (a what-if),
@@ -212,8 +222,7 @@ def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: 
                                     kw["data_parallel_size"], kw["ep"], enable_expert_parallel, enable_dp_attention)
     if note:
         click.echo(note, err=True)
-    options = None if profile is None else profile.options
-    p = _build(**kw, par=par, options=options, fp8_scaling=Fp8Scaling(fp8_scaling))
+    p = _build(**kw, par=par, engine=engine, fp8_scaling=fp8_scaling)
     nodes = _check_nodes(p.parallelism, p.gpu.gpus_per_node, nnodes)
     budget = kv_budget(p.model, p.gpu, p.parallelism, weight_dtype=p.weight_dtype, kv_dtype=p.kv_dtype,
                        n_mtp_layers=1 if mtp_tokens else 0)
@@ -252,10 +261,16 @@ def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: 
                       f"output token against {s_to_ms(mtp.plain_step_s):.3f} ms without MTP ({mtp.speedup:.2f}x)")
     console.print(f"batch: {batch.n_seqs} requests ({batch.n_decode} decoding), {batch.n_tokens} tokens through the "
                   f"GEMMs ({breakdown.gemm_bound}-bound), decode context {batch.decode_context_sum} tokens")
+    console.print(escape(_timing_source_line(p, batch)))
     per_seq = -(-KV_REPORT_CONTEXT_TOKENS // budget.block_size_tokens)
     console.print(f"KV budget: {budget.kv_blocks_per_replica} blocks of {budget.block_size_tokens} tokens per "
                   f"replica ({budget.kv_blocks_per_replica * budget.block_size_tokens} tokens); "
                   f"n_max at {KV_REPORT_CONTEXT_TOKENS} tokens = {budget.kv_blocks_per_replica // per_seq}")
+    if budget.state_reserved_bytes:
+        console.print(f"fixed per-sequence state (linear-attention state, narrow-window KV): "
+                      f"{budget.state_bytes_per_seq / 2**20:.2f} MiB per sequence per GPU, "
+                      f"{budget.state_reserved_bytes / 2**30:.2f} GiB reserved per GPU for {DEFAULT_MAX_NUM_SEQS} "
+                      "sequences ahead of the KV blocks")
     o = p.options
     if o.api_server_s_per_request or o.api_server_s_per_token:
         ceiling = api_server_max_request_rate_per_s(o, KV_REPORT_CONTEXT_TOKENS, 0, api_server_count)
@@ -269,6 +284,18 @@ def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: 
                       f"than the replica's {budget.kv_blocks_per_replica:,}: vLLM never runs it (it would preempt or "
                       "queue requests to stay within the cache); the step time above is hypothetical. Shrink the "
                       "batch, or give more GPUs (-tp) or --kv-cache-dtype fp8.")
+
+
+def _timing_source_line(p: StepTimePredictor, batch) -> str:
+    """Which source times this pool in planning (``fleetplan.perf.measured``): the measured tables with their
+    step for the batch, or the roofline above and why."""
+    measured = measured_step_model(p)
+    if measured is None:
+        return f"timing source: {ROOFLINE_SOURCE} ({measured_coverage(p)})"
+    step_s = measured.step_s(batch.n_seqs, batch.n_decode, batch.n_prefill_tokens, batch.decode_context_sum,
+                             batch.attn2)
+    return (f"timing source: {timing_source(measured)}: this step {s_to_ms(step_s):.3f} ms (planning and simulation "
+            "use it; the operator rows above are the roofline's)")
 
 
 @perf.command("calibrate", epilog=_CALIBRATE_EXAMPLES)

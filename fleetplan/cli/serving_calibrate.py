@@ -26,6 +26,7 @@ from fleetplan.errors import ConfigError
 from fleetplan.hardware import load_catalog
 from fleetplan.models import Dtype, load_model
 from fleetplan.perf.engine_profile import ENGINE_NAMES, load_engine_profile
+from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.profile_io import save_perf_profile
 
 SERVING_OPTIONS = [
@@ -68,13 +69,16 @@ def run_serving_calibrate(out_path: Path, bench_results, metrics_dumps, engine, 
     from fleetplan.bench.instance import EngineArgs
     from fleetplan.bench.serve import BenchServeConfig
 
-    if (pipeline_parallel_size, data_parallel_size, ep) != (1, 1, 1):
-        raise ConfigError("serving calibration models one tensor-parallel instance; drop -pp/-dp/--ep")
     profile = load_engine_profile(engine)
     tp = tensor_parallel_size
     gpu_profile = load_catalog(gpu_profiles).get(gpu)
-    args = EngineArgs(load_model(model), gpu_profile, tp, Dtype(weight_dtype), Dtype(KV_CACHE_DTYPES[kv_cache_dtype]),
-                      options=profile.options_for(gpu_profile, Dtype(weight_dtype)))
+    model_cfg = load_model(model)
+    par = None  # the instance's default sharding, unless -pp/-dp/--ep say otherwise
+    if (pipeline_parallel_size, data_parallel_size, ep) != (1, 1, 1):
+        par = Parallelism(tp=tp, pp=pipeline_parallel_size, dp=data_parallel_size, ep=ep)
+    weights = model_cfg.default_weight_dtype if weight_dtype is None else Dtype(weight_dtype)  # the checkpoint's
+    args = EngineArgs(model_cfg, gpu_profile, tp, weights, Dtype(KV_CACHE_DTYPES[kv_cache_dtype]),
+                      options=profile.options_for(gpu_profile, weights), parallelism_spec=par)
     measurements = [read_bench_result(p, input_len, output_len) for p in bench_results]
     if metrics_dumps:
         if input_len is None or output_len is None or num_prompts is None:
@@ -85,7 +89,8 @@ def run_serving_calibrate(out_path: Path, bench_results, metrics_dumps, engine, 
         measurements += [measurement_from_metrics(p, cfg) for p in metrics_dumps]
     fit = fit_serving(args, measurements)
     save_perf_profile(fit.profile, out_path)
-    table = Table(title=f"serving calibration of {args.model.name} on {tp}x {gpu_profile.name} (relative error, "
+    table = Table(title=f"serving calibration of {args.model.name} on {args.parallelism.gpus_per_replica}x "
+                        f"{gpu_profile.name}, {args.parallelism.flags()} (relative error, "
                         f"predicted / measured - 1; start: engine profile {profile.name})")
     for col in ("measurement", "before", "after"):
         table.add_column(col, justify="left" if col == "measurement" else "right")

@@ -34,6 +34,7 @@ from fleetplan.perf.kv_budget import DEFAULT_MAX_NUM_SEQS, kv_budget
 from fleetplan.perf.overheads import PredictorOptions
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
+from fleetplan.perf.quant import fp8_scaling_of
 
 __all__ = ["derive_serving_constants", "linear_constants", "chunk_tokens_for", "MIN_CHUNK_TOKENS", "MAX_CHUNK_TOKENS",
            "CHUNK_RIDGE_MULTIPLE"]
@@ -97,7 +98,8 @@ def derive_serving_constants(
     InfeasibleError
         The KV cache cannot hold one sequence of ``context_tokens``.
     """
-    predictor = StepTimePredictor(model, gpu, par, weight_dtype, kv_dtype, options or PredictorOptions())
+    predictor = StepTimePredictor(model, gpu, par, weight_dtype, kv_dtype, options or PredictorOptions(),
+                                  fp8_scaling_of(model.weight_block_size))
     budget = kv_budget(model, gpu, par, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
                        gpu_memory_utilization=gpu_memory_utilization, block_size_tokens=block_size_tokens)
     blocks_per_seq = -(-context_tokens // block_size_tokens)

@@ -6,6 +6,10 @@ One TOML file per engine in ``engine_profiles/`` (shipped in the wheel as
 source of every option.  ``load_engine_profile("vllm")`` reads one; an unknown engine is an
 ``UnknownNameError`` listing the known ones, a file without a source for a value a
 ``DataFormatError``.
+
+A ``[gpu_options.<GPU>]`` table overrides options on one GPU type (its catalog name, e.g. ``MI300X``: ROCm
+kernels where the other GPUs run CUDA ones), each override sourced in ``[gpu_sources.<GPU>]``;
+``options_for(gpu, weight_dtype)`` applies them.
 """
 
 from __future__ import annotations
@@ -33,10 +37,15 @@ class EngineProfile:
     description: str
     options: PredictorOptions
     sources: MappingProxyType = field(hash=False)
+    #: per GPU name (folded to lower case): option overrides of ``[gpu_options.<GPU>]``
+    gpu_options: MappingProxyType = field(default_factory=lambda: MappingProxyType({}), hash=False)
+    #: per GPU name as written in the file: the source of each override (``[gpu_sources.<GPU>]``)
+    gpu_sources: MappingProxyType = field(default_factory=lambda: MappingProxyType({}), hash=False)
 
-    def options_for(self, gpu, weight_dtype) -> PredictorOptions:  # noqa: ARG002 - per-GPU/dtype hook
-        """The options for ``gpu`` and ``weight_dtype`` (today the same for all)."""
-        return self.options
+    def options_for(self, gpu, weight_dtype) -> PredictorOptions:  # noqa: ARG002 - per-dtype hook
+        """The options for ``gpu`` (its ``[gpu_options]`` overrides, if any) and ``weight_dtype``."""
+        override = self.gpu_options.get(str(gpu.name).lower())
+        return dataclasses.replace(self.options, **override) if override else self.options
 
 
 def load_engine_profile(name: str) -> EngineProfile:
@@ -58,5 +67,19 @@ def load_engine_profile(name: str) -> EngineProfile:
     unsourced = sorted(set(opts) - set(sources))
     if unsourced:
         raise DataFormatError(str(path), "[sources]", f"option {unsourced[0]!r} has no source", "add one")
+    gpu_options, gpu_sources = {}, doc.get("gpu_sources", {})
+    for gpu, table in doc.get("gpu_options", {}).items():
+        where = f"[gpu_options.{gpu}]"
+        unknown = sorted(set(table) - _OPTION_FIELDS)
+        if unknown:
+            raise DataFormatError(str(path), where, f"unknown option {unknown[0]!r}",
+                                  f"use PredictorOptions fields: {', '.join(sorted(_OPTION_FIELDS))}")
+        unsourced = sorted(set(table) - set(gpu_sources.get(gpu, {})))
+        if unsourced:
+            raise DataFormatError(str(path), f"[gpu_sources.{gpu}]", f"option {unsourced[0]!r} has no source",
+                                  "add one")
+        PredictorOptions(**{**opts, **table})  # validated on load, not on first use
+        gpu_options[gpu.lower()] = MappingProxyType(dict(table))
     return EngineProfile(str(doc.get("name", key)), str(doc.get("description", "")), PredictorOptions(**opts),
-                         MappingProxyType(dict(sources)))
+                         MappingProxyType(dict(sources)), MappingProxyType(gpu_options),
+                         MappingProxyType({gpu: MappingProxyType(dict(t)) for gpu, t in gpu_sources.items()}))

@@ -55,6 +55,13 @@ each range:
   values) when the weights are FP8, as DeepEP's dispatch does (deepseek-ai/DeepEP README: "low-latency
   kernels support FP8 dispatching and BF16 combining"; vLLM's DeepEP backends quantise dispatch inputs
   in 128-element blocks); the combine stays BF16.  Engine profiles that use DeepEP set it.
+* ``moe_layer_overhead_s`` 0 -- time of one MoE layer per step that the roofline does not see: the
+  layer's chain of small dependent kernels (router GEMM, top-k softmax, token sort / block alignment,
+  the grouped-GEMM launches, activation, combine and the shared expert) each has a fixed latency
+  (launch, ramp-up, tail) of microseconds that CUDA-graph replay does not remove, and at decode sizes
+  that chain, not the weight stream, sets the layer's time.  Paid once per MoE layer per step whatever the
+  batch (``n_moe_layers * moe_layer_overhead_s``).  Engine profiles give it, fitted on published
+  serving runs of MoE models (each value's source says which); 0 keeps the roofline alone.
 * ``api_server_s_per_request``, ``api_server_s_per_token`` 0 -- host time of the engine's API server
   per request (HTTP, request setup) and per prompt or output token (tokenise, detokenise): a throughput
   ceiling off the step's critical path (``fleetplan.perf.api_server``); engine profiles give them.
@@ -133,13 +140,14 @@ class PredictorOptions:
     ep_dispatch_fp8: bool = False
     api_server_s_per_request: float = 0.0
     api_server_s_per_token: float = 0.0
+    moe_layer_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "execution", execution_mode(self.execution))
         for name in ("fp8_gemm_efficiency", "fp8_block_gemm_efficiency", "fp8_block_bandwidth_efficiency"):
             if getattr(self, name) is not None:
                 _fraction(name, getattr(self, name))
-        for name in ("api_server_s_per_request", "api_server_s_per_token"):
+        for name in ("api_server_s_per_request", "api_server_s_per_token", "moe_layer_overhead_s"):
             _non_negative(name, getattr(self, name))
         imbalance = self.moe_load_imbalance
         if isinstance(imbalance, bool) or not isinstance(imbalance, int | float) or not (

@@ -3,13 +3,14 @@
 One engine step (continuous batching, chunked prefill) of batch ``b`` costs
 
     step_s = cpu_overhead + launch + GEMMs + prefill attention + decode attention
-             + routed experts (MoE) + TP all-reduce + EP all-to-all + PP send/recv
+             + routed experts (MoE) + MoE layer latency + TP all-reduce + EP all-to-all + PP send/recv
 
 * GEMMs: one roofline over all dense GEMMs of the step (``operators``, ``roofline``), with
   tile and wave quantisation over the token dimension; ``lm_head`` runs on ``n_seqs`` rows.
 * attention from the batch's per-request lengths (``attention``); MoE from sampled
   routing, the slowest EP rank deciding (``moe``); collectives alpha-beta (``comm``);
-  overheads (``overheads``).
+  overheads (``overheads``); the MoE layers' fixed kernel-chain latency
+  ``n_moe_layers * moe_layer_overhead_s`` (``overheads``, a per-step constant of the engine profile).
 * Pipeline parallelism: the step's latency crosses all ``pp`` stages (counts cover every
   layer) plus ``pp - 1`` activation transfers -- the latency of one iteration, not the
   throughput of ``pp`` interleaved micro-batches.  Attention data parallelism: the batch
@@ -221,6 +222,12 @@ class StepTimePredictor:
         """(cpu scheduling/sampling, kernel launch) seconds per step."""
         return self.options.cpu_overhead_s, launch_overhead_s(self.options, self.model.n_layers)
 
+    @property
+    def moe_layer_latency_s(self) -> float:
+        """Fixed kernel-chain latency of the step's MoE layers: ``n_moe_layers * moe_layer_overhead_s``
+        (``fleetplan.perf.overheads``); 0 for a dense model."""
+        return self.model.n_moe_layers * self.options.moe_layer_overhead_s if self.model.is_moe else 0.0
+
     # ---- full predictor -----------------------------------------------------------------------
     def predict(self, batch: BatchComposition, rng: np.random.Generator | None = None) -> StepBreakdown:
         """Per-operator seconds of one step of ``batch``.
@@ -239,13 +246,15 @@ class StepTimePredictor:
             "attention_prefill": self.attention.prefill_s_per_work * batch.attention_work,
             "attention_decode": self.attention.decode_s_per_context_token * batch.decode_context_sum,
             "moe_experts": self._moe_s(n_tok, rng),
+            "moe_layer_latency": self.moe_layer_latency_s,
             "tp_all_reduce": c.tp_all_reduce[0] + c.tp_all_reduce[1] * n_tok,
             "ep_all_to_all": c.ep_all_to_all[0] + c.ep_all_to_all[1] * n_tok,
             "pp_send_recv": c.pp_send_recv[0] + c.pp_send_recv[1] * n_tok,
             "kernel_launch": launch,
             "cpu_overhead": cpu,
         }
-        source = {name: ENGINE_PROFILE_SOURCE if name in ("kernel_launch", "cpu_overhead") else ROOFLINE_SOURCE
+        source = {name: ENGINE_PROFILE_SOURCE if name in ("kernel_launch", "cpu_overhead", "moe_layer_latency")
+                  else ROOFLINE_SOURCE
                   for name in seconds}
         return StepBreakdown(MappingProxyType(seconds), "compute" if compute > memory else "memory",
                              MappingProxyType(source))
@@ -273,7 +282,8 @@ class StepTimePredictor:
         g, a, c = self.gemms, self.attention, self.comm_terms
         cpu, launch = self.fixed_overhead_s
         coef = np.zeros(N_STEP_COEFS, dtype=np.float64)
-        coef[0] = cpu + launch + c.tp_all_reduce[0] + c.ep_all_to_all[0] + c.pp_send_recv[0]
+        coef[0] = (cpu + launch + self.moe_layer_latency_s + c.tp_all_reduce[0] + c.ep_all_to_all[0]
+                   + c.pp_send_recv[0])
         coef[1], coef[2] = g.compute_s_per_padded_token, g.memory_s
         coef[3], coef[4] = a.prefill_s_per_work, a.decode_s_per_context_token
         coef[5], coef[6] = float(self.options.tile_m_tokens), g.wave_ratio

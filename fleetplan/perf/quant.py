@@ -15,19 +15,23 @@ Both store one byte per weight (``Dtype.FP8``); they differ in the GEMM kernels 
   streaming) where an engine profile gives them, else with the per-tensor values; block-scaled
   MoE experts compute at least ``BLOCK_FP8_MOE_TILE_M_TOKENS`` rows per hit expert (``moe``).
 
-Wiring with the model: once ``ModelConfig`` carries its ``quantization_config`` (weight block
-size), ``fp8_scaling_of(block_size)`` gives the scheme to pass as
-``StepTimePredictor(fp8_scaling=...)``; until then callers state it (the ``perf explain`` command
-takes it as an option).
+Wiring with the model: ``ModelConfig.weight_block_size`` is the checkpoint's
+``quantization_config.weight_block_size``; ``checkpoint_fp8_scaling(model, weight_dtype)`` gives the
+scheme to pass as ``StepTimePredictor(fp8_scaling=...)`` (the placement and ``perf explain`` use it;
+an ``fp8_scaling`` given to ``perf explain`` overrides it).
 """
 
 from __future__ import annotations
 
 import enum
+from typing import TYPE_CHECKING
 
 from fleetplan.names import fold_dashes, lookup
 
-__all__ = ["Fp8Scaling", "fp8_scaling", "fp8_scaling_of", "BLOCK_FP8_MOE_TILE_M_TOKENS"]
+if TYPE_CHECKING:
+    from fleetplan.models import Dtype, ModelConfig
+
+__all__ = ["Fp8Scaling", "checkpoint_fp8_scaling", "fp8_scaling", "fp8_scaling_of", "BLOCK_FP8_MOE_TILE_M_TOKENS"]
 
 #: Rows of the fused-MoE tile for block-scaled FP8 in vLLM (``BLOCK_SIZE_M`` of
 #: vllm-project/vllm ``model_executor/layers/fused_moe/fused_moe.py`` ``get_default_config``,
@@ -51,3 +55,13 @@ def fp8_scaling(name: str | Fp8Scaling) -> Fp8Scaling:
 def fp8_scaling_of(weight_block_size: tuple[int, int] | None) -> Fp8Scaling:
     """The scheme of a checkpoint whose ``quantization_config.weight_block_size`` is given (None: per tensor)."""
     return Fp8Scaling.PER_TENSOR if weight_block_size is None else Fp8Scaling.BLOCK
+
+
+def checkpoint_fp8_scaling(model: ModelConfig, weight_dtype: Dtype) -> Fp8Scaling:
+    """How FP8 weights are scaled when ``model`` is served in ``weight_dtype``: the checkpoint's own scheme
+    (``fp8_scaling_of(model.weight_block_size)``: block-scaled for DeepSeek-V3, Qwen3-*-FP8) when it is
+    served in its own storage type, else per tensor (vLLM quantizes a BF16 checkpoint served in FP8
+    online, one scale per tensor)."""
+    if weight_dtype is model.default_weight_dtype:
+        return fp8_scaling_of(model.weight_block_size)
+    return Fp8Scaling.PER_TENSOR

@@ -18,8 +18,13 @@ AVAILABILITY_FROM_CATALOG = "catalog"
 # plan.pools: largest step-time margin accepted (steps up to 4x as long as modelled)
 MAX_STEP_TIME_MARGIN = 3.0
 
-# plan.placement: largest tensor-parallel size tried automatically (one 8-GPU node)
-DEFAULT_MAX_TP = 8
+# plan.placement: GPUs per node of every
+# catalog GPU (``GpuProfile.gpus_per_node``, sourced per profile: NVIDIA HGX/DGX H100, H200 and B200 and AMD
+# MI300X platforms carry 8 GPUs on one NVLink / Infinity Fabric domain; only help texts quote it, placements
+# read the profile's field); the largest instance tried automatically: 8 nodes (wide expert parallelism runs
+# at 32-64 GPUs)
+GPUS_PER_NODE = 8
+DEFAULT_MAX_GPUS_PER_INSTANCE = 64
 
 # plan.verify: candidates verified, replications, and the run-length rule (plan.verify's docstring)
 DEFAULT_VERIFY_TOP = 5

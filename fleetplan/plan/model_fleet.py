@@ -8,7 +8,8 @@ defaults), and the per-instance price (GPU price x GPUs per instance).  Every se
 gives (``max_num_seqs``, ``max_num_batched_tokens``, ``kv_blocks``, ``block_size``, router,
 ``price_usd_per_h``, model tag, runtime features) is kept as given.  Placement derives the
 serving constants from the model, so a GPU without calibrated constants (H200, B200, ...) serves
-it too.  The step model is the operator-level predictor of the placement, or a calibrated
+it too.  The step model is the placement's (``ModelPlacement.step_model``: the operator-level
+predictor, over a data-parallel-attention instance's ranks when it has them), or a calibrated
 profile for pools on the profile's GPU.
 """
 
@@ -31,11 +32,12 @@ __all__ = ["ModelFleet", "ModelServing", "PoolServing", "fleet_for_serving", "se
 @dataclass(frozen=True)
 class ModelServing:
     """How the model is served: fixed parallelism (None: smallest fitting per pool), storage types
-    and an optional calibrated step-time profile (used for the pools on its GPU)."""
+    (weights None: the checkpoint's, ``ModelConfig.default_weight_dtype``) and an optional
+    calibrated step-time profile (used for the pools on its GPU)."""
 
     model: ModelConfig
     parallelism: Parallelism | None = None
-    weight_dtype: Dtype = Dtype.BF16
+    weight_dtype: Dtype | None = None
     kv_dtype: Dtype = Dtype.BF16
     perf_profile: CalibratedStepModel | None = None
 
@@ -45,7 +47,7 @@ class ModelServing:
                               f"{self.model.name}; give the matching `model` or recalibrate", param="perf_profile")
 
     @classmethod
-    def vllm(cls, model: ModelConfig, tensor_parallel_size: int | None = None, weight_dtype: Dtype = Dtype.BF16,
+    def vllm(cls, model: ModelConfig, tensor_parallel_size: int | None = None, weight_dtype: Dtype | None = None,
              kv_dtype: Dtype = Dtype.BF16, perf_profile: CalibratedStepModel | None = None) -> ModelServing:
         """Serving as ``vllm serve`` would at ``tensor_parallel_size`` (None: the smallest that fits each
         pool), with expert parallelism over the TP group for an MoE model."""
@@ -100,7 +102,7 @@ def serve_model(fleet: FleetFile, serving: ModelServing, max_model_len_tokens: i
         profile = serving.perf_profile
         calibrated = profile is not None and profile.gpu == entry.gpu.name
         placed.append(PoolServing(entry.name, place, calibrated))
-        return replace(pool, step_model=profile if calibrated else place.predictor)
+        return replace(pool, step_model=profile if calibrated else place.step_model)
 
     pools = tuple(build_entry(fleet, e, build) for e in fleet.pools)
     return ModelFleet(fleet_spec_of(fleet, pools, max_model_len_tokens), tuple(placed))

@@ -53,6 +53,7 @@ from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuCatalog, GpuProfile
 from fleetplan.parallel import MapFn, TaskOutcome, in_input_order, serial_map
 from fleetplan.perf.calibrate import CalibratedStepModel
+from fleetplan.perf.engine_profile import ENGINE_NAMES
 from fleetplan.perf.seam import StepModel
 from fleetplan.plan.context_limit import RejectedTraffic, rejected_traffic
 from fleetplan.plan.defaults import (  # light: shown in the help
@@ -157,8 +158,14 @@ class OptimizeRequest:
     # and, for a served model, the better of the derived chunk and vLLM's default budget; plan.pools)
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
+    # The serving engine whose profile timed the served model's placements (plan.placement, ``engine``) and
+    # whose limits the recommendation names; recorded in the run's inputs
+    engine: str = "vllm"
 
     def __post_init__(self) -> None:
+        if self.engine not in ENGINE_NAMES:
+            raise ConfigError(param="engine", value=self.engine,
+                              rule=f"give an engine profile name: {', '.join(ENGINE_NAMES)}")
         object.__setattr__(self, "step_time_margin", check_step_time_margin(self.step_time_margin))
         for name in ("max_num_seqs", "max_num_batched_tokens"):
             value = getattr(self, name)

@@ -29,9 +29,11 @@ import io
 import json
 import math
 import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import fleetplan
+from fleetplan.perf.dp_instance import attention_dp_ranks, per_rank_limit
 from fleetplan.plan.disagg.candidates import VERIFIED_BY
 from fleetplan.report.atomic import atomic_write_text
 from fleetplan.units import s_to_ms
@@ -60,7 +62,9 @@ def latency_key(percentile: float) -> str:
     return f"p{percentile:g}_ttft_ms".replace(".", "_")
 
 
-def pool_dict(p: PoolPlan, percentile: float) -> dict[str, Any]:
+def pool_dict(p: PoolPlan, percentile: float, ranks: int = 1) -> dict[str, Any]:
+    """One pool of a candidate; ``ranks``: the attention data-parallel ranks of its instance, whose engine
+    limits are given as vLLM reads them, per DP rank (``perf.dp_instance.per_rank_limit``)."""
     return {
         "gpu": p.gpu,
         "count": p.count,
@@ -77,8 +81,10 @@ def pool_dict(p: PoolPlan, percentile: float) -> dict[str, Any]:
         "price_usd_per_h": p.price_usd_per_h,
         "feasible": p.feasible,
         "reason": p.reason,
-        "max_num_seqs": p.max_num_seqs or None,  # the engine limits both phases served it with
-        "max_num_batched_tokens": p.max_num_batched_tokens or None,
+        # the engine limits both phases served it with, as vLLM's flags (per DP rank)
+        "max_num_seqs": per_rank_limit(p.max_num_seqs, ranks) or None,
+        "max_num_batched_tokens": per_rank_limit(p.max_num_batched_tokens, ranks) or None,
+        "data_parallel_size": ranks,
     }
 
 
@@ -180,7 +186,11 @@ def run_length_dict(s) -> dict[str, Any]:
     }
 
 
-def candidate_dict(c: Candidate, percentile: float, econ: Economics | None = None) -> dict[str, Any]:
+def candidate_dict(c: Candidate, percentile: float, econ: Economics | None = None,
+                   ranks: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """One candidate; ``ranks``: attention data-parallel ranks per GPU type of a served model
+    (``dp_ranks``; absent: 1)."""
+    ranks = ranks or {}
     roles = list(getattr(c, "roles", ()))
     tpot = getattr(c, "tpot_p_s", None)
     out: dict[str, Any] = {
@@ -210,8 +220,8 @@ def candidate_dict(c: Candidate, percentile: float, econ: Economics | None = Non
         "ce_gain": None if econ is None else _finite(round(econ.ce_gain, 6)),
         "capacity_per_s": None if econ is None else _finite(round(econ.capacity_per_s, 6)),
         "binding": getattr(c, "binding", None) or None,
-        "pools": [{"pool_index": i + 1, "role": roles[i] if roles else None, **pool_dict(p, percentile)}
-                  for i, p in shown_pools(c)],
+        "pools": [{"pool_index": i + 1, "role": roles[i] if roles else None,
+                   **pool_dict(p, percentile, ranks.get(p.gpu, 1))} for i, p in shown_pools(c)],
     }
     return out
 
@@ -269,6 +279,7 @@ def inputs_dict(result: OptimizeResult, seed: int) -> dict[str, Any]:
         "max_model_len_tokens": r.max_model_len_tokens,
         "step_time_margin": r.step_time_margin,
         "perf_profile": [perf_profile_dict(g, p) for g, p in r.calibrated_profiles()] or None,
+        "engine": r.engine,  # the engine profile of a served model's placements; its limits' flags
         "disagg": None if r.disagg is None else {
             "model": r.disagg.model.name,
             "kv_bytes_per_token": r.disagg.model.kv_bytes_per_token,
@@ -284,6 +295,13 @@ def inputs_dict(result: OptimizeResult, seed: int) -> dict[str, Any]:
 
 def _economics(result: OptimizeResult, c: Candidate) -> Economics | None:
     return result.candidate_economics.get(c.key())
+
+
+def dp_ranks(result: OptimizeResult) -> dict[str, int]:
+    """Attention data-parallel ranks of each served GPU type with more than one
+    (``perf.dp_instance.attention_dp_ranks`` of its step model)."""
+    ranks = {gpu: attention_dp_ranks(step) for gpu, step in result.request.step_models}
+    return {gpu: r for gpu, r in ranks.items() if r > 1}
 
 
 def _rejected(result: OptimizeResult):
@@ -307,6 +325,7 @@ def rejected_dict(result: OptimizeResult) -> dict[str, Any]:
 def result_dict(result: OptimizeResult, seed: int, top: int | None = None) -> dict[str, Any]:
     """The whole run as a JSON-ready dict (strict JSON: no NaN/Infinity)."""
     pct = result.request.percentile
+    ranks = dp_ranks(result)
     cands = result.candidates if top is None else result.candidates[:top]
     return {
         "version": fleetplan.__version__,
@@ -328,11 +347,11 @@ def result_dict(result: OptimizeResult, seed: int, top: int | None = None) -> di
         },
         "rejected": rejected_dict(result),
         "n_candidates": len(result.candidates),
-        "baselines": {fam: candidate_dict(b, pct, _economics(result, b)) for fam, b in result.baselines},
-        "candidates": [candidate_dict(c, pct, _economics(result, c)) for c in cands],
-        "pareto": [candidate_dict(c, pct, _economics(result, c)) for c in result.pareto],
+        "baselines": {fam: candidate_dict(b, pct, _economics(result, b), ranks) for fam, b in result.baselines},
+        "candidates": [candidate_dict(c, pct, _economics(result, c), ranks) for c in cands],
+        "pareto": [candidate_dict(c, pct, _economics(result, c), ranks) for c in result.pareto],
         "recommendation": None if result.recommendation is None
-        else candidate_dict(result.recommendation, pct, _economics(result, result.recommendation)),
+        else candidate_dict(result.recommendation, pct, _economics(result, result.recommendation), ranks),
         "headroom": headroom_dict(result.headroom),
     }
 
@@ -340,6 +359,7 @@ def result_dict(result: OptimizeResult, seed: int, top: int | None = None) -> di
 def candidate_rows(result: OptimizeResult) -> tuple[list[str], list[dict[str, Any]]]:
     """Header and one flat row per candidate."""
     pct = result.request.percentile
+    ranks = dp_ranks(result)
     key = latency_key(pct)
     n_pools = max((len(c.pools) for c in result.candidates), default=1)
     header = [
@@ -369,7 +389,7 @@ def candidate_rows(result: OptimizeResult) -> tuple[list[str], list[dict[str, An
         header += [f"pool{i}_{f}" for f in pool_fields]
     rows = []
     for c in result.candidates:
-        d = candidate_dict(c, pct, _economics(result, c))
+        d = candidate_dict(c, pct, _economics(result, c), ranks)
         row = {k: d[k] for k in header[:n_top]}
         row["thresholds_tokens"] = ";".join(str(b) for b in c.thresholds_tokens)
         if disagg:

@@ -104,6 +104,7 @@ def whatif_dict(result: WhatIfResult, seed: int, schedule: ProcurementSchedule |
             "rejected_token_share": round(result.rejected_traffic.token_share, 6),
             "step_time_margin": r.step_time_margin,
             "perf_profile": [perf_profile_dict(g, p) for g, p in r.calibrated_profiles()] or None,
+            "engine": r.engine,  # the engine profile of a served model's placements; its limits' flags
         },
         "points": whatif_rows(result),
         "schedule": None,

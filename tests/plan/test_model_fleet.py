@@ -60,3 +60,25 @@ def test_a_profile_of_another_model_is_refused():
     with pytest.raises(FleetplanError) as err:
         ModelServing.vllm(load_model("llama-3.1-8b"), perf_profile=other)
     assert err.value.param == "perf_profile" and "calibrated for Llama-3.1-70B, not Llama-3.1-8B" in str(err.value)
+
+
+def test_a_dp_placement_of_a_fleet_file_simulates_the_placements_step(tmp_path):
+    """A fleet file (read by ``sim.fleet_toml``) serving DeepSeek-V3 (block-FP8 checkpoint) at vLLM ``-tp 1 -dp 8
+    --enable-expert-parallel``: the simulated pool steps as the placement's step model (the instance's batch split
+    over its 8 ranks), not as the bare predictor (one rank given the whole batch)."""
+    from fleetplan.perf.parallelism import Parallelism
+    from fleetplan.sim.fleet_toml import read_fleet_toml
+
+    path = tmp_path / "fleet.toml"
+    path.write_text('[[pool]]\nname = "dsv3"\ngpu = "h200"\ninstances = 2\nmax_context_tokens = 8192\n')
+    par = Parallelism.vllm(tensor_parallel_size=1, data_parallel_size=8, enable_expert_parallel=True)
+    served = fleet_for_serving(read_fleet_toml(path), ModelServing(load_model("deepseek-v3"), parallelism=par))
+    place, pool = served.pools[0].placement, served.spec.pools[0]
+    assert place.predictor.block_fp8 and place.parallelism.attn_dp == 8 and pool.gpu == "H200 tp1 dp8"
+    code, coef = pool.step_model.kernel_coefficients()
+    want_code, want_coef = place.step_model.kernel_coefficients()
+    assert code == want_code and list(coef) == list(want_coef)
+    for n, ctx in ((8, 1024), (256, 4096)):
+        assert pool.step_model.t_iter_s(n, ctx) == place.step_model.t_iter_s(n, ctx)
+        assert pool.step_model.t_iter_s(n, ctx) == place.predictor.t_iter_s(n / 8, ctx)  # a rank's share
+    assert pool.step_model.t_iter_s(256, 4096) < place.predictor.t_iter_s(256, 4096)

@@ -42,6 +42,13 @@ costs); the fraction defaults to one MTP layer plus the LM head over the model's
 parameters, ``(P_layer + V h) / P_active`` with ``P_layer = (P_active - P_embedding) / n_layers``.
 ``draft_model`` = the operator-level predictor of the bundled draft model on the pool's GPU (TP =
 ``draft_tensor_parallel_size``, else the pool's).  ``ngram`` costs nothing (CPU lookup).
+
+Wrapped step models: a step model with a ``base`` (``perf.dp_instance.DataParallelInstance``, a
+data-parallel-attention instance) is read through it (``pool_predictor``): the launch overhead, the
+kernel-only test, the capture memory and the draft pass are its base predictor's, and a pass every rank
+runs over its own batch (an MTP or draft-model draft) is mapped to the instance by the wrapper's
+``instance_coefficients`` (the batch split over the ranks) like its step; a ``perf.scaled.ScaledStepModel``
+(step-time margin, headroom search) slows it by its factor.
 """
 
 from __future__ import annotations
@@ -59,6 +66,7 @@ from fleetplan.perf.linear import N_STEP_COEFS, ROOFLINE_SHAPE_COEFS, STEP_MODEL
 from fleetplan.perf.overheads import DEFAULT_LAUNCH_OVERHEAD_S, KERNELS_PER_LAYER, KERNELS_PER_STEP, ExecutionMode
 from fleetplan.perf.parallelism import Parallelism, pp_stage_layers
 from fleetplan.perf.predictor import StepTimePredictor
+from fleetplan.perf.scaled import ScaledStepModel, scale_step_coefficients
 from fleetplan.sim._kernels import codes
 from fleetplan.sim.features.arrays import SPEC_K_MAX, CompiledFeatures
 from fleetplan.sim.features.spec import GraphMode, RuntimeFeatures, SchedulerPolicy
@@ -66,7 +74,7 @@ from fleetplan.sim.spec import FleetSpec, InstanceRouter, PoolSpec
 from fleetplan.units import fmt_ms
 
 __all__ = ["compile_features", "draft_cost_fraction", "eager_launch_s", "eager_step_coefficients", "features_on",
-           "graph_kv_blocks_lost", "graph_times_s", "no_features", "pool_model"]
+           "graph_kv_blocks_lost", "graph_times_s", "no_features", "pool_model", "pool_predictor"]
 
 CUDAGRAPH_BYTES_PER_CAPTURE = 26 * 2**20  # vllm PR #22897 capture log, see module docstring
 DEFAULT_MAX_PREFIX_ENTRIES = 8192  # distinct cached prefixes per instance when prefix_cache_entries is not given
@@ -82,9 +90,39 @@ def _features(pool: PoolSpec) -> RuntimeFeatures:
     return getattr(pool, "features", None) or RuntimeFeatures()
 
 
+def _unwrapped(step: object) -> object:
+    """The step model under every wrapper (``base``) of ``step`` (module docstring)."""
+    while (base := getattr(step, "base", None)) is not None:
+        step = base
+    return step
+
+
+def pool_predictor(pool: PoolSpec) -> StepTimePredictor | None:
+    """The operator-level predictor timing the pool's steps, through any wrapper (a DP instance times one
+    rank's batch with it), or None (calibrated or linear constants)."""
+    step = _unwrapped(pool.step_model)
+    return step if isinstance(step, StepTimePredictor) else None
+
+
+def _as_instance(pool: PoolSpec, code: int, coef: np.ndarray) -> tuple[int, np.ndarray]:
+    """A rank's pass ``(code, coef)`` as the pool's step model sees it: through each wrapper, innermost
+    first (a DP instance's ``instance_coefficients``; a ``ScaledStepModel``'s factor)."""
+    wrappers = []
+    step = pool.step_model
+    while getattr(step, "base", None) is not None:
+        wrappers.append(step)
+        step = step.base
+    for wrapper in reversed(wrappers):
+        if isinstance(wrapper, ScaledStepModel):  # a uniform slowdown slows the draft alike
+            coef = scale_step_coefficients(code, coef, wrapper.factor)
+        else:
+            code, coef = wrapper.instance_coefficients(code, coef)
+    return code, coef
+
+
 def pool_model(pool: PoolSpec) -> ModelConfig | None:
     """The model a pool's step model was built for, or None (the paper's linear constants)."""
-    step = pool.step_model
+    step = _unwrapped(pool.step_model)
     if isinstance(step, StepTimePredictor):
         return step.model
     if isinstance(step, CalibratedStepModel):
@@ -93,8 +131,8 @@ def pool_model(pool: PoolSpec) -> ModelConfig | None:
 
 
 def _launch_per_kernel_s(pool: PoolSpec) -> float:
-    step = pool.step_model
-    return step.options.launch_overhead_s if isinstance(step, StepTimePredictor) else DEFAULT_LAUNCH_OVERHEAD_S
+    step = pool_predictor(pool)
+    return DEFAULT_LAUNCH_OVERHEAD_S if step is None else step.options.launch_overhead_s
 
 
 def graph_times_s(pool: PoolSpec) -> tuple[float, float, float]:
@@ -114,8 +152,8 @@ def graph_times_s(pool: PoolSpec) -> tuple[float, float, float]:
 
 
 def _kernel_only(pool: PoolSpec) -> bool:
-    step = pool.step_model
-    return isinstance(step, StepTimePredictor) and step.options.execution is ExecutionMode.CUDA_GRAPH
+    step = pool_predictor(pool)
+    return step is not None and step.options.execution is ExecutionMode.CUDA_GRAPH
 
 
 def eager_launch_s(pool: PoolSpec) -> float:
@@ -145,8 +183,8 @@ def eager_step_coefficients(pool: PoolSpec) -> tuple[int, np.ndarray]:
 
 def graph_kv_blocks_lost(pool: PoolSpec) -> int:
     """KV blocks a predictor pool gives up for capture memory beyond kv_budget's reserve (module docstring)."""
-    feats, step = _features(pool), pool.step_model
-    if not feats.cudagraph.on or not isinstance(step, StepTimePredictor):
+    feats, step = _features(pool), pool_predictor(pool)
+    if not feats.cudagraph.on or step is None:
         return 0
     n_sizes = len(feats.cudagraph.sizes_for(pool.limits.max_num_seqs))
     extra_bytes = n_sizes * CUDAGRAPH_BYTES_PER_CAPTURE - DEFAULT_CUDAGRAPH_POOL_BYTES
@@ -173,8 +211,8 @@ def _draft(pool: PoolSpec, code: int, coef: np.ndarray) -> tuple[int, np.ndarray
         return STEP_MODEL_LINEAR, np.zeros(N_STEP_COEFS)
     if spec.method == "mtp":
         frac = spec.draft_cost_fraction
-        if frac is None and isinstance(pool.step_model, StepTimePredictor):
-            draft_code, draft_coef = pool.step_model.mtp_draft_coefficients()
+        if frac is None and (predictor := pool_predictor(pool)) is not None:
+            draft_code, draft_coef = _as_instance(pool, *predictor.mtp_draft_coefficients())
             if eager_launch_s(pool) and not _features(pool).cudagraph.on:  # enforce-eager: the draft launches too
                 draft_coef[0] += (KERNELS_PER_LAYER + KERNELS_PER_STEP) * _launch_per_kernel_s(pool)
             return draft_code, draft_coef
@@ -189,15 +227,15 @@ def _draft(pool: PoolSpec, code: int, coef: np.ndarray) -> tuple[int, np.ndarray
             for i in ROOFLINE_SHAPE_COEFS:
                 scaled[i] = coef[i]
         return code, scaled
-    step = pool.step_model
-    if not isinstance(step, StepTimePredictor):
+    step = pool_predictor(pool)
+    if step is None:
         raise ConfigError(f"pool {pool.name!r}: draft model {spec.draft_model!r} needs the pool's GPU and dtypes from "
                           "the operator-level predictor; give `model` (without `perf_profile`)")
     draft = load_model(spec.draft_model)
     tp = spec.draft_tensor_parallel_size or step.parallelism.tp
     predictor = StepTimePredictor(draft, step.gpu, Parallelism.vllm(tensor_parallel_size=tp),
                                   step.weight_dtype, step.kv_dtype, step.options)
-    return predictor.kernel_coefficients()
+    return _as_instance(pool, *predictor.kernel_coefficients())
 
 
 def compile_features(spec: FleetSpec, seed: int) -> CompiledFeatures:

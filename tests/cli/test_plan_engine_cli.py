@@ -1,0 +1,78 @@
+"""``--engine`` on ``optimize`` / ``whatif`` (one declaration with ``bench serve`` and ``perf explain``):
+the recommendation gives the pools' limits in the engine's own launch flags, the run's JSON records the
+engine, the placements are timed with its profile; ``perf explain`` applies the profile's per-GPU
+overrides (``options_for``)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from fleetplan.cli.options import ENGINE_LIMIT_FLAGS
+from fleetplan.perf.engine_profile import ENGINE_NAMES
+from tests.cli.cli_check import one_line_error, run
+
+PLAN = ("--workload", "lmsys", "--slo-ttft", "1000", "--model", "qwen3-30b-a3b", "--gpus", "h100", "--lam", "20",
+        "--no-verify", "--quiet")
+
+
+def test_every_engine_profile_has_its_limit_flags():
+    assert set(ENGINE_LIMIT_FLAGS) == set(ENGINE_NAMES)
+
+
+@pytest.mark.parametrize(("engine", "seqs", "tokens"), [
+    (None, "vLLM --max-num-seqs", "--max-num-batched-tokens"),
+    ("sglang", "SGLang --max-running-requests", "--chunked-prefill-size"),
+    ("trtllm", "TensorRT-LLM --max_batch_size", "--max_num_tokens"),
+])
+def test_optimize_recommends_in_the_engine_vocabulary_and_records_it(tmp_path, engine, seqs, tokens):
+    out = tmp_path / "run.json"
+    res = run("optimize", *PLAN, *(() if engine is None else ("--engine", engine)), "--json", str(out))
+    assert res.exit_code == 0, res.output + res.stderr
+    (line,) = [ln for ln in res.stdout.splitlines() if ln.startswith("Recommendation:")]
+    assert re.search(rf"\({re.escape(seqs)} \d+ {re.escape(tokens)} \d+\)", line), line
+    assert json.loads(out.read_text())["inputs"]["engine"] == (engine or "vllm")
+
+
+def test_whatif_records_the_engine(tmp_path):
+    out = tmp_path / "whatif.json"
+    res = run("whatif", *PLAN[:-4], "--lam-range", "10:20:10", "--no-verify", "--quiet", "--engine", "sglang",
+              "--json", str(out))
+    assert res.exit_code == 0, res.output + res.stderr
+    assert json.loads(out.read_text())["inputs"]["engine"] == "sglang"
+
+
+def test_an_unknown_engine_is_one_line():
+    one_line_error(run("optimize", *PLAN, "--engine", "vllmx"), "vllmx", "vllm, sglang, trtllm")
+
+
+@pytest.mark.parametrize(("gpu", "ms"), [("h100", "4.800"), ("mi300x", "14.400")])
+def test_perf_explain_applies_the_profile_per_gpu(gpu, ms):
+    """SGLang's profile: 100 us per MoE layer, 300 us on MI300X ([gpu_options]); Qwen3-30B-A3B has 48."""
+    res = run("perf", "explain", "--model", "qwen3-30b-a3b", "--gpu", gpu, "--engine", "sglang", "--batch",
+              "decode=16x2048")
+    assert res.exit_code == 0, res.output + res.stderr
+    assert re.search(rf"moe_layer_latency\s*│\s*{re.escape(ms)}\s*│", res.stdout), res.stdout
+
+
+def test_sglang_limits_of_a_dp_attention_instance_are_the_servers():
+    """SGLang divides --max-running-requests and --chunked-prefill-size over the DP attention ranks
+    (server_args.py), so the line gives the instance's totals; vLLM's per rank (test_optimize_dp_limits)."""
+    base = ("optimize", "--workload", "lmsys", "--model", "deepseek-v3", "--gpus", "h200", "--slo-ttft", "2000",
+            "--topology", "homo", "--no-verify", "--lam", "20", "--quiet")
+    lines = {}
+    for engine in ("vllm", "sglang"):
+        res = run(*base, "--engine", engine)
+        assert res.exit_code == 0, res.stderr
+        lines[engine] = next(ln for ln in res.stdout.splitlines() if ln.startswith("Recommendation:"))
+    got = re.search(r"\(SGLang --max-running-requests (\d+) --chunked-prefill-size (\d+), over 8 DP attention "
+                    r"ranks\)", lines["sglang"])
+    rank = re.search(r"\(vLLM per DP rank: --max-num-seqs (\d+) --max-num-batched-tokens (\d+), 8 ranks\)",
+                     lines["vllm"])
+    assert got and rank, lines
+    seqs, tokens = int(got[1]), int(got[2])
+    # the same placement (H200 tp1 dp8) and context: the sequence limit comes from the same KV cache, so
+    # SGLang's server total falls to vLLM's per-rank figure on each rank; the token budget is every rank's chunk
+    assert seqs // 8 == int(rank[1]) >= 1 and tokens >= 8 * 512
