@@ -25,6 +25,26 @@ ALLOWED: dict[tuple[str, str], str] = {
                                       "of a placement, which the user passes to vLLM"
        for flag in ("--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size",
                     "--enable-expert-parallel")},
+    **{("plan/deployment.py", flag): "reads the vLLM parallelism flags a calibrated profile records"
+       for flag in ("--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size",
+                    "--enable-expert-parallel")},
+    # fleetplan deploy writes engine launch lines: vLLM's, SGLang's and Ray's own flags (tests/deploy checks each
+    # against the engine's argument list), and a README whose re-check is a `fleetplan simulate` command line
+    # (tests/deploy parses it with the CLI)
+    **{("deploy/engines.py", flag): "engine launch lines (vLLM, SGLang, Ray spellings)" for flag in (
+        "--pp-size", "--tensor-parallel-size", "--tp-size", "--pipeline-parallel-size", "--enable-expert-parallel",
+        "--ep-size", "--max-num-seqs", "--max-running-requests", "--chunked-prefill-size", "--max-num-batched-tokens",
+        "--max-prefill-tokens", "--context-length", "--max-model-len", "--max-total-tokens",
+        "--num-gpu-blocks-override",
+        "--block-size", "--quantization", "--kv-cache-dtype", "--gpu-memory-utilization", "--mem-fraction-static",
+        "--disable-radix-cache", "--no-enable-prefix-caching", "--enable-prefix-caching", "--speculative-config",
+        "--speculative-algorithm", "--address", "--head", "--block", "--distributed-executor-backend",
+        "--dist-init-addr", "--nnodes", "--node-rank", "--host", "--port", "--served-model-name", "--model-path")},
+    ("deploy/kubernetes.py", "--node-rank"): "SGLang's flag, given LWS's worker index in a manifest",
+    **{("deploy/readme.py", flag): "the deployment README's re-check command (fleetplan simulate) and kubectl line"
+       for flag in ("--fleet", "--workload", "--lam", "--replications", "--sim-requests", "--seed", "--slo-ttft",
+                    "--slo-tpot", "--input-fraction", "--arrival", "--cv", "--model", "--weight-dtype",
+                    "--kv-cache-dtype", "--max-model-len", "--perf-profile", "--from-literal")},
 }
 
 #: Docstrings in modules other helpers own this round (runtime features, PDD, kernels: only their

@@ -27,14 +27,21 @@ from fleetplan.report.run_json import write_json
 #: Plans of at most this many periods sweep in this process (no worker start-up) unless --workers is given.
 IN_PROCESS_MAX_PERIODS = 3
 
+#: The owned fleet, a fleet TOML (``fleetplan deploy``'s fleet.toml too): whatif --plan starts from it, optimize
+#: reports the GPUs to buy and retire against its recommendation.  One declaration for both commands.
+CURRENT_FLEET_OPTION = click.option(
+    "--current-fleet", "current_fleet", type=click.Path(exists=True, dir_okay=False), default=None,
+    help="The fleet the team owns: a fleet TOML, e.g. the fleet.toml `fleetplan deploy` wrote (instances x GPUs per "
+    "instance count as GPUs). whatif --plan starts from it; optimize reports the GPUs to buy and to retire against "
+    "its recommendation. Default: none.")
+
 HORIZON_OPTIONS = (
     click.option("--plan", "plan_mode", is_flag=True,
                  help="Plan procurement over the horizon: start from the owned fleet, only add (or retire with "
                  "--allow-retire), minimise the total cost (implied by --forecast or --current-fleet)."),
     click.option("--forecast", "forecast_csv", type=click.Path(exists=True, dir_okay=False), default=None,
                  help="Demand forecast CSV: date plus rate and/or p50,p90 (req/s); the plan meets p90."),
-    click.option("--current-fleet", "current_fleet", type=click.Path(exists=True, dir_okay=False), default=None,
-                 help="The fleet the team owns (simulator fleet TOML; instances count as GPUs). Default: none."),
+    CURRENT_FLEET_OPTION,
     click.option("--allow-retire", is_flag=True, help="Let the plan sell owned GPUs (at their resale value)."),
     click.option("--budget-per-period", type=click.FloatRange(min=0, min_open=True), default=None,
                  help="Most USD spent in one period (capex of purchases + rent)."),
@@ -65,15 +72,13 @@ def _available(values: tuple[str, ...], catalog) -> tuple[tuple[str, dt.date], .
     return tuple(out)
 
 
-def _current_fleet(path: str | None, catalog) -> tuple[tuple[str, int], ...]:
+def current_fleet_gpus(path: str | None, catalog) -> tuple[tuple[str, int], ...]:
     if path is None:
         return ()
+    from fleetplan.plan.deployment import owned_gpus
     from fleetplan.sim.fleet_toml import read_fleet_toml
 
-    owned: dict[str, int] = {}
-    for pool in read_fleet_toml(path, catalog).pools:
-        owned[pool.gpu.name] = owned.get(pool.gpu.name, 0) + int(pool.n_instances)
-    return tuple(sorted(owned.items()))
+    return tuple(sorted(owned_gpus(read_fleet_toml(path, catalog).pools).items()))
 
 
 def forecast_from_options(opts: dict, growth_per_month: float | None, start: dt.date, months: int,
@@ -91,7 +96,7 @@ def forecast_from_options(opts: dict, growth_per_month: float | None, start: dt.
 def run_horizon(opts: dict, forecast, request, verify, arrivals, lead_time_weeks: float, progress, map_fn):
     """The plan for the parsed options (library call only)."""
     catalog = load_catalog(opts["gpu_profiles"], dict(opts["prices"]) if opts["prices"] else None)
-    current = _current_fleet(opts["current_fleet"], catalog)
+    current = current_fleet_gpus(opts["current_fleet"], catalog)
     types = tuple(sorted({g.name for g in request.gpus} | {g for g, _ in current}))
     settings = HorizonSettings(
         forecast=forecast,

@@ -30,6 +30,7 @@ COMMANDS = {
     "grid-flex": ("fleetplan.cli.gridflex_cmd", "grid_flex_command"),
     "report": ("fleetplan.cli.report_cmd", "report"),
     "bench": ("fleetplan.cli.bench_cmd", "bench"),
+    "deploy": ("fleetplan.cli.deploy_cmd", "deploy"),
 }
 
 #: Old command paths, kept for one release (hidden, each with a one-line note): old -> new.

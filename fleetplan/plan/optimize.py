@@ -101,6 +101,7 @@ from fleetplan.units import H_PER_YEAR
 from fleetplan.workload import Workload
 
 if TYPE_CHECKING:
+    from fleetplan.plan.deployment import Deployment
     from fleetplan.plan.figures import ProcurementLine
     from fleetplan.plan.frontier import CostLatencyPoint, PoolLatencyProfile
 
@@ -272,6 +273,8 @@ class OptimizeResult:
     cost_latency: tuple[CostLatencyPoint, ...] = ()
     candidate_economics: Mapping[tuple, Economics] = field(default_factory=dict)  # by ``Candidate.key()``
     rejected_traffic: RejectedTraffic | None = None
+    # The fleets ``fleetplan deploy`` exports, by ``Candidate.key()`` (``plan.deployment``; empty until then)
+    deployments: Mapping[tuple, Deployment] = field(default_factory=dict)
 
     @property
     def feasible(self) -> bool:

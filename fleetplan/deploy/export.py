@@ -1,0 +1,306 @@
+"""A saved ``optimize`` run's fleet as files a platform engineer applies (the package's entry point).
+
+``deployment_files(doc, candidate, engine)`` picks the recommended fleet (or the candidate of rank
+``candidate``) from a run document (``report.run_json``, kind ``optimize-run``) and returns the folder's
+files by relative path:
+
+=================================  ==================================================================
+``fleet.toml``                     the verified fleet as the simulator's fleet-file reader reads it
+                                   (``deployment.fleet`` of the candidate, written as it was built)
+``engines/<pool>.sh``              the engine launch lines of one instance, one per node
+``kubernetes/<pool>.yaml``         Deployment (or LeaderWorkerSet) + Service (``deploy.kubernetes``)
+``router/semantic-router.yaml``    vLLM Semantic Router's configuration of the bands (``deploy.router``)
+``deployment.json``                what was exported: run, candidate, engine, versions of every format
+``README.md``                      what was verified, how to apply it, the command that re-checks it
+=================================  ==================================================================
+
+``write_deployment`` writes them into a temporary folder beside ``out_dir`` and renames it into place, so
+the folder is complete or absent; an existing non-empty ``out_dir`` is refused unless ``force`` (then it
+is replaced the same way).  Nothing is computed here that the run did not carry: every number comes from
+the candidate's ``deployment`` block (``plan.deployment``) and its verification.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fleetplan.deploy.engines import ENGINE_SOURCES, PORT, Engine, PoolServe, launch_lines, speculative_json
+from fleetplan.deploy.gpus import gpu_node
+from fleetplan.deploy.kubernetes import k8s_name, pool_manifests
+from fleetplan.deploy.readme import readme_text
+from fleetplan.deploy.router import SEMANTIC_ROUTER_COMMIT, Band, prompt_edges, semantic_router_config
+from fleetplan.deploy.text import toml_text, yaml_text
+from fleetplan.errors import ConfigError
+from fleetplan.paths import data_dir
+from fleetplan.sim.fleet_toml import parse_fleet_file
+
+__all__ = ["DeployResult", "ExportedPool", "deployment_files", "select_candidate", "write_deployment"]
+
+#: Placeholder model when the plan had no served model (the paper's calibrated per-GPU constants).
+MODEL_PLACEHOLDER = "REPLACE-WITH-MODEL"
+#: Kubernetes namespace the router's endpoints assume (Service DNS ``<name>.<namespace>.svc``).
+NAMESPACE = "default"
+#: Most requests the README's re-check command simulates (the smallest pool's share sets the rest).
+MAX_RECHECK_REQUESTS = 200_000
+MIN_RECHECK_REQUESTS = 20_000
+
+
+@dataclass(frozen=True)
+class ExportedPool:
+    """One pool as exported: its serving settings, instance count, band and launch lines."""
+
+    serve: PoolServe
+    gpu: str
+    instances: int
+    min_tokens: int
+    max_tokens: int
+    traffic_share: float
+    lam_per_s: float
+    launch: tuple  # engines.LaunchLine per node
+    manifest_kind: str
+    prompt_band: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class DeployResult:
+    """What ``write_deployment`` wrote: the folder, its files, the candidate and whether it was verified."""
+
+    out_dir: Path
+    files: tuple[str, ...]
+    rank: int
+    verified: bool
+
+
+def select_candidate(doc: dict[str, Any], candidate: int | None = None) -> dict[str, Any]:
+    """The candidate to export: the recommendation (``candidate`` None) or the candidate of rank
+    ``candidate``; ``ConfigError`` naming the parameter when the run has none to export."""
+    if doc.get("kind") != "optimize-run":
+        raise ConfigError(f"a {doc.get('kind')!r} run carries no fleet to deploy; give the JSON an optimize run wrote",
+                          param="run_json")
+    if candidate is None:
+        rec = doc.get("recommendation")
+        if rec is None or not rec.get("verified"):
+            state = "no recommendation" if rec is None else "a recommendation that was not verified by simulation"
+            raise ConfigError(f"the run has {state}, so there is no verified fleet to deploy; give `candidate` (a rank "
+                              "of the run's table) to export that fleet unverified, or re-run the plan with "
+                              "verification", param="candidate")
+        chosen = rec
+    else:
+        ranks = [c["rank"] for c in doc.get("candidates", [])]
+        found = [c for c in doc.get("candidates", []) if c["rank"] == candidate]
+        if not found:
+            shown = f"{min(ranks)}-{max(ranks)}" if ranks else "none"
+            raise ConfigError(f"`candidate` {candidate} is not in the run (ranks in the file: {shown})",
+                              param="candidate", value=candidate)
+        chosen = found[0]
+    if chosen.get("deployment") is None:
+        disaggregated = chosen["topology"] in ("pdd", "afd")
+        why = (f"a {chosen['topology']} fleet (disaggregated: no fleet-file form)" if disaggregated
+               else "neither among the cheapest, simulated nor feasible candidates the run keeps a fleet for")
+        raise ConfigError(f"candidate {chosen['rank']} is {why}; pick another `candidate`", param="candidate",
+                          value=chosen["rank"])
+    return chosen
+
+
+def _hf_repository(model: str) -> str:
+    """The HuggingFace repository of a bundled model's display name (its config's ``_source``), else the name."""
+    for path in sorted(data_dir("models").glob("*.json")):
+        source = json.loads(path.read_text(encoding="utf-8")).get("_source", "")
+        if source.split("/")[-1].lower() == model.lower() or path.stem == model.lower():
+            return source or model
+    return model
+
+
+def _prompt_share_edges(doc: dict[str, Any], edges: list[int]) -> tuple[list[int], str]:
+    """Prompt edges of the total-token ``edges`` (``router.prompt_edges``) and how they were found."""
+    inputs = doc["inputs"]
+    if inputs.get("input_fraction") is not None:
+        f = float(inputs["input_fraction"])
+        return prompt_edges(edges, prompt_share=f), f"prompt = {f:g} x total (the workload gives totals only)"
+    from fleetplan.workload import load_workload
+
+    wl = load_workload(inputs["workload"])
+    return (prompt_edges(edges, wl.total, wl.input),
+            "quantile matching on the workload's prompt and total CDFs (each pool keeps its traffic share)")
+
+
+def _engine_context(pool: dict[str, Any], info: dict[str, Any], dep: dict[str, Any]) -> int:
+    """The engine's ``max_model_len``: the pool's context as verified, which for the largest pool is what its
+    KV cache holds; without a served model's limit that can exceed any model's window, so the band's top
+    (the workload's longest request) is the engine's limit then."""
+    if dep.get("max_model_len_tokens") is not None:
+        return int(pool["max_context_tokens"])
+    return int(min(pool["max_context_tokens"], info["max_tokens"]))
+
+
+def _serve(pool: dict[str, Any], info: dict[str, Any], dep: dict[str, Any], served: str) -> PoolServe:
+    par = info["parallelism"]
+    if par.get("data_parallel_size", 1) > 1:
+        raise ConfigError(f"pool {pool['name']!r} is data-parallel inside an instance; its export is not written: "
+                          "serve each data-parallel rank as its own instance", param="parallelism")
+    features = pool.get("features", {})
+    kv = dep.get("kv_cache_dtype") or ""
+    return PoolServe(
+        pool=pool["name"], served_model_name=served,
+        tensor_parallel_size=int(par.get("tensor_parallel_size", info["gpus_per_instance"])),
+        pipeline_parallel_size=int(par.get("pipeline_parallel_size", 1)),
+        expert_parallel=bool(par.get("enable_expert_parallel", False)),
+        max_num_seqs=pool["max_num_seqs"], max_num_batched_tokens=pool["max_num_batched_tokens"],
+        max_model_len_tokens=_engine_context(pool, info, dep), kv_blocks=pool["kv_blocks"],
+        block_size_tokens=pool.get("block_size", 16), gpus_per_node=gpu_node(info["gpu"]).gpus_per_node,
+        weight_fp8=dep.get("weight_dtype") == "fp8", kv_cache_fp8=kv.startswith("fp8"),
+        prefix_caching=bool(features.get("enable_prefix_caching", False)),
+        speculative_config=speculative_json(features),
+    )
+
+
+def _sh(argv: tuple[str, ...], model_arg: str) -> str:
+    """One shell command line; arguments holding a ``$VARIABLE`` are double-quoted so the shell expands it."""
+    import shlex
+
+    words = [a.replace("{model}", model_arg).replace("{leader}", "${LEADER_ADDRESS}") for a in argv]
+    return " ".join(f'"{w}"' if "$" in w else shlex.quote(w) for w in words)
+
+
+def _shell(pool: ExportedPool, model_arg: str) -> str:
+    lines = ["#!/bin/sh", f"# Pool {pool.serve.pool}: one instance of {pool.instances} "
+             f"({pool.serve.gpus_per_instance} x {pool.gpu}, {pool.serve.n_nodes} node(s)).",
+             "# Written by fleetplan deploy; every flag is a limit the simulator verified (README.md).", "set -e"]
+    if model_arg.startswith("$"):
+        lines.append(': "${MODEL:?set MODEL to the served model (HuggingFace repository or path)}"')
+    if pool.serve.n_nodes > 1:
+        lines.append(': "${LEADER_ADDRESS:?set LEADER_ADDRESS to node 0 of this instance}"')
+        lines.append('case "${NODE_RANK:?set NODE_RANK to this node (0 = leader)}" in')
+    for line in pool.launch:
+        cmds = [_sh(p, model_arg) for p in (line.argv, *([line.then] if line.then else []))]
+        if pool.serve.n_nodes > 1:
+            lines.append(f"  {line.node_rank}) " + " && ".join(cmds) + " ;;")
+        else:
+            lines += cmds
+    if pool.serve.n_nodes > 1:
+        lines += ["  *) echo \"NODE_RANK must be 0..$(( " + str(pool.serve.n_nodes) + " - 1 ))\" >&2; exit 2 ;;",
+                  "esac"]
+    return "\n".join(lines) + "\n"
+
+
+def _recheck_requests(pools: list[ExportedPool]) -> int:
+    smallest = min(p.traffic_share for p in pools if p.traffic_share > 0) if any(p.traffic_share > 0 for p in pools) \
+        else 1.0
+    return int(min(MAX_RECHECK_REQUESTS, max(MIN_RECHECK_REQUESTS, math.ceil(2_000 / smallest))))
+
+
+def deployment_files(doc: dict[str, Any], candidate: int | None = None,
+                     engine: Engine | str = Engine.VLLM) -> tuple[dict[str, Any], dict[str, str]]:
+    """(the exported candidate, {relative path: text}) of the run ``doc`` (module docstring)."""
+    engine = Engine.parse(engine)
+    chosen = select_candidate(doc, candidate)
+    dep = chosen["deployment"]
+    fleet_doc = dep["fleet"]
+    parse_fleet_file(fleet_doc, "fleet.toml")  # the document is a valid fleet file (or a one-line error)
+    model = dep.get("model")
+    hf = None if model is None else _hf_repository(model)
+    served = hf or "fleet-model"
+    model_arg = hf if hf is not None else "${MODEL}"
+    image = ENGINE_SOURCES[engine]["image"]
+    infos = {p["name"]: p for p in dep["pools"]}
+    tables = fleet_doc["pool"]
+    edges = [infos[t["name"]]["max_tokens"] for t in tables]
+    prompt, translation = _prompt_share_edges(doc, edges)
+    compress = chosen["router"] == "compress"
+    gamma = float(fleet_doc.get("compress_gamma", doc["inputs"].get("compress_gamma", 1.5)))
+    compress_prompt = _prompt_share_edges(doc, [int(gamma * e) for e in edges])[0] if compress else None
+    pools: list[ExportedPool] = []
+    files: dict[str, str] = {}
+    bands: list[Band] = []
+    lo = 0
+    for i, t in enumerate(tables):
+        info = infos[t["name"]]
+        serve = _serve(t, info, dep, served)
+        top = i == len(tables) - 1
+        hi = serve.max_model_len_tokens if top else prompt[i]
+        node = gpu_node(info["gpu"])
+        manifests = pool_manifests(serve, t["instances"], engine, node, hf or MODEL_PLACEHOLDER, image)
+        pool = ExportedPool(serve, info["gpu"], t["instances"], info["min_tokens"], info["max_tokens"],
+                            info["traffic_share"], info["lam_per_s"], launch_lines(engine, serve), manifests.kind,
+                            (lo, hi))
+        pools.append(pool)
+        name = k8s_name(t["name"])
+        files[f"engines/{name}.sh"] = _shell(pool, model_arg)
+        files[f"kubernetes/{name}.yaml"] = yaml_text(*manifests.documents, header=(
+            f"Pool {t['name']}: {t['instances']} instance(s) of {serve.gpus_per_instance} x {info['gpu']} "
+            f"({manifests.kind}); written by fleetplan deploy."))
+        squeeze = {}
+        if compress and not top:
+            squeeze = {"compress_to_tokens": hi, "compress_max_prompt_tokens": max(compress_prompt[i], hi + 1),
+                       "compress_reserve_tokens": max(info["max_tokens"] - hi, 1)}
+        bands.append(Band(t["name"], lo, hi, f"{k8s_name('fleet-' + t['name'])}.{NAMESPACE}.svc.cluster.local:{PORT}",
+                          serve.max_model_len_tokens, **squeeze))
+        lo = (squeeze["compress_max_prompt_tokens"] if squeeze else hi) + 1
+    router_doc = semantic_router_config(bands, served)
+    header = (f"Written by fleetplan {doc.get('version')} deploy from run seed {doc.get('seed')}, candidate "
+              f"{chosen['rank']}\nvLLM Semantic Router configuration (v0.3 schema at "
+              f"vllm-project/semantic-router@{SEMANTIC_ROUTER_COMMIT})")
+    files["router/semantic-router.yaml"] = yaml_text(router_doc, header=header)
+    files["fleet.toml"] = toml_text(fleet_doc, header=(
+        f"The fleet of candidate {chosen['rank']} ({chosen['topology']}, {chosen['router']} router) as phase 2 "
+        "simulated "
+        f"it ({dep['counts']} counts).\nRe-check: the simulate command in README.md."))
+    recheck_n = _recheck_requests(pools)
+    summary = {
+        "fleetplan_version": doc.get("version"), "seed": doc.get("seed"), "rank": chosen["rank"],
+        "recommended": candidate is None, "verified": bool(chosen.get("verified")), "counts": dep["counts"],
+        "engine": engine.value, "engine_source": ENGINE_SOURCES[engine],
+        "model": model, "model_repository": hf,
+        "kubernetes": {"workloads": sorted({p.manifest_kind for p in pools}), "namespace": NAMESPACE},
+        "router": {"gateway": "vllm-project/semantic-router", "schema": "v0.3 CanonicalConfig",
+                   "commit": SEMANTIC_ROUTER_COMMIT, "band_translation": translation,
+                   "bands": [{"pool": p.serve.pool, "total_tokens": [p.min_tokens + 1, p.max_tokens],
+                              "prompt_tokens": list(p.prompt_band)} for p in pools]},
+        "recheck_requests": recheck_n,
+    }
+    files["deployment.json"] = json.dumps(summary, indent=2) + "\n"
+    files["README.md"] = readme_text(doc, chosen, pools, engine, model, hf, translation, recheck_n, compress)
+    return chosen, files
+
+
+def write_deployment(doc: dict[str, Any], out_dir: str | os.PathLike, candidate: int | None = None,
+                     engine: Engine | str = Engine.VLLM, force: bool = False) -> DeployResult:
+    """Write the folder (module docstring); complete or not at all."""
+    chosen, files = deployment_files(doc, candidate, engine)
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"`out_dir` {out} is a file; give a folder path", param="out_dir", value=str(out))
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise ConfigError(f"`out_dir` {out} exists and is not empty; give a new folder, or `force` to replace it",
+                          param="out_dir", value=str(out))
+    parent = out.parent if str(out.parent) else Path(".")
+    if not parent.is_dir():
+        raise ConfigError(f"cannot write {out}: folder {parent} does not exist; create it first", param="out_dir",
+                          value=str(out))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=parent))
+    try:
+        for rel, text in files.items():
+            path = tmp / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            if rel.endswith(".sh"):
+                path.chmod(0o755)
+        tmp.chmod(0o755)
+        old = None
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=parent))
+            os.replace(out, old / out.name)
+        os.replace(tmp, out)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return DeployResult(out, tuple(sorted(files)), chosen["rank"], bool(chosen.get("verified")))

@@ -1,0 +1,175 @@
+"""What a co-located candidate deploys: the simulator's fleet as a fleet-file document, and how each
+pool serves the model (``fleetplan deploy`` turns it into engine commands and manifests).
+
+``deployment_of(candidate, request)`` builds the fleet phase 2 simulated (``plan.verify.fleet_spec``:
+the verified counts when the candidate was verified, else the analytic ones; the largest pool's context
+widened to what its KV cache or the served model holds; each pool's engine limits as sized) and writes
+it with ``sim.fleet_toml.fleet_document``, every derived setting explicit (``max_num_seqs``,
+``max_num_batched_tokens``, ``kv_blocks``, price), so the simulator's fleet-file reader rebuilds the
+same pools.  With a served model each pool also records its catalog GPU and parallelism (a swept placement
+is named ``"H100-SXM tp2"``; the file names ``h100`` with ``tensor_parallel_size = 2``).  The steps'
+``step_time_margin`` is not part of the file (``Deployment.step_time_margin``).  Disaggregated
+candidates (pdd, afd) have no fleet-file form: None.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from fleetplan.perf.predictor import StepTimePredictor
+from fleetplan.plan.space import DISAGGREGATED
+from fleetplan.plan.verify import fleet_spec
+from fleetplan.sim.fleet_toml import fleet_document
+
+if TYPE_CHECKING:
+    from fleetplan.plan.optimize import OptimizeRequest
+    from fleetplan.plan.sweep import Candidate
+
+__all__ = ["DEFAULT_DEPLOY_CANDIDATES", "Deployment", "FleetDelta", "PoolDeployment", "deployment_of", "deployments_of",
+           "fleet_delta", "owned_gpus"]
+
+#: Cheapest candidates that carry a deployment besides every verified one and the recommendation.
+DEFAULT_DEPLOY_CANDIDATES = 10
+
+_FLAG_INT = {"--tensor-parallel-size": "tensor_parallel_size", "--pipeline-parallel-size": "pipeline_parallel_size",
+             "--data-parallel-size": "data_parallel_size"}
+
+
+@dataclass(frozen=True)
+class PoolDeployment:
+    """One pool as deployed: its fleet-file name, 1-based place in the candidate, catalog GPU, GPUs per
+    instance, vLLM parallelism keywords (empty without a served model), token band and traffic."""
+
+    name: str
+    pool_index: int
+    gpu: str
+    gpus_per_instance: int
+    parallelism: tuple[tuple[str, int | bool], ...]
+    min_tokens: int
+    max_tokens: int
+    traffic_share: float
+    lam_per_s: float
+    spares: int = 0  # instances kept for node availability (verification's, else the sizing's)
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """A candidate's fleet as the simulator ran it (module docstring)."""
+
+    rank: int
+    counts: str  # "verified" or "analytic"
+    fleet: dict[str, Any]  # sim.fleet_toml document
+    pools: tuple[PoolDeployment, ...]
+    model: str | None
+    weight_dtype: str | None
+    kv_cache_dtype: str | None
+    calibrated_gpus: tuple[str, ...]  # pools timed by a calibrated profile (--perf-profile) run on these
+    step_time_margin: float
+    max_model_len_tokens: int | None
+
+
+def _serving_of(step_model: Any) -> tuple[str | None, dict[str, int | bool], str | None, str | None, str | None]:
+    """(catalog GPU, parallelism keywords, model, weight dtype, KV dtype) of a served-model step model."""
+    if isinstance(step_model, StepTimePredictor):
+        par = step_model.parallelism
+        kw: dict[str, int | bool] = {"tensor_parallel_size": par.tp}
+        if par.pp > 1:
+            kw["pipeline_parallel_size"] = par.pp
+        if par.dp > 1:
+            kw["data_parallel_size"] = par.dp
+        if par.ep > 1:
+            kw["enable_expert_parallel"] = True
+        return (step_model.gpu.name, kw, step_model.model.name, step_model.weight_dtype.value,
+                step_model.kv_dtype.value)
+    flags = getattr(step_model, "parallelism", None)
+    if isinstance(flags, str) and isinstance(getattr(step_model, "gpu", None), str):  # a calibrated profile
+        kw = {key: int(m.group(1)) for flag, key in _FLAG_INT.items() if (m := re.search(rf"{flag} (\d+)", flags))}
+        if "--enable-expert-parallel" in flags:
+            kw["enable_expert_parallel"] = True
+        return step_model.gpu, kw, step_model.model, step_model.weight_dtype, step_model.kv_dtype
+    return None, {}, None, None, None
+
+
+def deployment_of(candidate: Candidate, request: OptimizeRequest) -> Deployment | None:
+    """The candidate's deployment (module docstring); None for a disaggregated candidate."""
+    if candidate.topology in DISAGGREGATED:
+        return None
+    v = candidate.verification
+    verified = v is not None and v.passed
+    counts = list(v.verified_counts) if verified else [p.count for p in candidate.pools]
+    gpus = {g.name: g for g in request.gpus}
+    models = dict(request.step_models)
+    spec = fleet_spec(candidate, gpus, counts, models, request.max_model_len_tokens, request.step_time_margin)
+    live = [i for i, n in enumerate(counts) if n > 0]
+    names, pars, pools = {}, {}, []
+    model = weight = kv = None
+    calibrated = []
+    for i, pool in zip(live, spec.pools, strict=True):
+        p = candidate.pools[i]
+        catalog, par, m, w, k = _serving_of(models.get(p.gpu))
+        if catalog is not None:
+            names[pool.name], pars[pool.name] = catalog, par
+            model, weight, kv = m, w, k
+            if not isinstance(models.get(p.gpu), StepTimePredictor):
+                calibrated.append(catalog)
+        spares = int(v.verified_spares[i]) if verified else int(p.spares)
+        pools.append(PoolDeployment(pool.name, i + 1, catalog or p.gpu, p.gpus_per_instance, tuple(par.items()),
+                                    p.lo_tokens, p.hi_tokens, p.traffic_share, p.lam_per_s, spares))
+    return Deployment(candidate.rank, "verified" if verified else "analytic", fleet_document(spec, names, pars),
+                      tuple(pools), model, weight, kv, tuple(sorted(set(calibrated))), request.step_time_margin,
+                      request.max_model_len_tokens)
+
+
+def deployments_of(candidates: Any, recommendation: Candidate | None, request: OptimizeRequest,
+                   n_cheapest: int = DEFAULT_DEPLOY_CANDIDATES) -> Mapping[tuple, Deployment]:
+    """Deployments of the ``n_cheapest`` candidates, every simulated one and the recommendation,
+    keyed by ``Candidate.key()``."""
+    chosen = [c for i, c in enumerate(candidates) if i < n_cheapest or c.verification is not None]
+    if recommendation is not None:
+        chosen.append(recommendation)
+    out = {}
+    for c in chosen:
+        if c.key() not in out and c.feasible:
+            d = deployment_of(c, request)
+            if d is not None:
+                out[c.key()] = d
+    return out
+
+
+def owned_gpus(pools: Any) -> dict[str, int]:
+    """GPUs per catalog type of a fleet file's pools (``sim.fleet_toml.PoolEntry``): instances times the
+    GPUs of one instance (its ``tensor_parallel_size`` x ``pipeline_parallel_size`` x ``data_parallel_size``;
+    1 without them)."""
+    owned: dict[str, int] = {}
+    for entry in pools:
+        par = dict(entry.parallelism)
+        per = (int(par.get("tensor_parallel_size", 1)) * int(par.get("pipeline_parallel_size", 1))
+               * int(par.get("data_parallel_size", 1)))
+        owned[entry.gpu.name] = owned.get(entry.gpu.name, 0) + int(entry.n_instances) * per
+    return owned
+
+
+@dataclass(frozen=True)
+class FleetDelta:
+    """What it takes to go from an owned fleet to a deployment, per catalog GPU type (GPUs, spares
+    included): ``buy`` = needed - owned where positive, ``retire`` = owned - needed where positive."""
+
+    owned: tuple[tuple[str, int], ...]
+    needed: tuple[tuple[str, int], ...]
+    buy: tuple[tuple[str, int], ...]
+    retire: tuple[tuple[str, int], ...]
+
+
+def fleet_delta(owned: Mapping[str, int], deployment: Deployment) -> FleetDelta:
+    """The GPUs to buy and to retire to turn ``owned`` into ``deployment`` (``FleetDelta``)."""
+    needed: dict[str, int] = {}
+    instances = {t["name"]: int(t["instances"]) for t in deployment.fleet["pool"]}
+    for p in deployment.pools:
+        needed[p.gpu] = needed.get(p.gpu, 0) + (instances[p.name] + p.spares) * p.gpus_per_instance
+    types = sorted(set(owned) | set(needed))
+    buy = tuple((g, needed.get(g, 0) - owned.get(g, 0)) for g in types if needed.get(g, 0) > owned.get(g, 0))
+    retire = tuple((g, owned.get(g, 0) - needed.get(g, 0)) for g in types if owned.get(g, 0) > needed.get(g, 0))
+    return FleetDelta(tuple(sorted(owned.items())), tuple(sorted(needed.items())), buy, retire)
