@@ -33,11 +33,10 @@ def deploy(run_json, out_path, candidate, engine, force) -> None:
     the fleet file `simulate --fleet` reads, per-pool engine launch lines and Kubernetes manifests, vLLM
     Semantic Router's length bands, and a README with what was verified and the command that re-checks it.
     """
-    from fleetplan.deploy import write_deployment
-    from fleetplan.report.run_json import load_run
+    from fleetplan.deploy import read_run, write_deployment
 
-    doc = load_run(run_json)
-    if candidate is None and doc["kind"] == "optimize-run":
+    doc = read_run(run_json)
+    if candidate is None:
         rec = doc.get("recommendation")
         if rec is None or not rec.get("verified"):
             state = "no recommendation" if rec is None else "a recommendation that was not verified by simulation"

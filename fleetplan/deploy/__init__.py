@@ -8,6 +8,6 @@ Router) and the README (``readme``); ``text`` writes TOML and YAML.  Every numbe
 """
 
 from fleetplan.deploy.engines import Engine
-from fleetplan.deploy.export import DeployResult, deployment_files, select_candidate, write_deployment
+from fleetplan.deploy.export import DeployResult, deployment_files, read_run, select_candidate, write_deployment
 
-__all__ = ["DeployResult", "Engine", "deployment_files", "select_candidate", "write_deployment"]
+__all__ = ["DeployResult", "Engine", "deployment_files", "read_run", "select_candidate", "write_deployment"]

@@ -37,11 +37,10 @@ from fleetplan.deploy.kubernetes import k8s_name, pool_manifests
 from fleetplan.deploy.readme import readme_text
 from fleetplan.deploy.router import SEMANTIC_ROUTER_COMMIT, Band, prompt_edges, semantic_router_config
 from fleetplan.deploy.text import toml_text, yaml_text
-from fleetplan.errors import ConfigError
+from fleetplan.errors import ConfigError, DataFormatError
 from fleetplan.paths import data_dir
-from fleetplan.sim.fleet_toml import parse_fleet_file
 
-__all__ = ["DeployResult", "ExportedPool", "deployment_files", "select_candidate", "write_deployment"]
+__all__ = ["DeployResult", "ExportedPool", "deployment_files", "read_run", "select_candidate", "write_deployment"]
 
 #: Placeholder model when the plan had no served model (the paper's calibrated per-GPU constants).
 MODEL_PLACEHOLDER = "REPLACE-WITH-MODEL"
@@ -76,6 +75,22 @@ class DeployResult:
     files: tuple[str, ...]
     rank: int
     verified: bool
+
+
+def read_run(path: str | os.PathLike) -> dict[str, Any]:
+    """The run document at ``path`` (an ``optimize --json`` file), read without the report package (the
+    export starts in a fraction of a second); ``DataFormatError`` naming the file when it is not one."""
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise DataFormatError(str(p), None, f"not a readable JSON file ({exc})",
+                              "give the JSON an optimize run wrote") from exc
+    if not isinstance(doc, dict) or doc.get("kind") != "optimize-run":
+        kind = doc.get("kind") if isinstance(doc, dict) else None
+        raise DataFormatError(str(p), None, f"is a {kind!r} document, not an optimize run",
+                              "give the JSON an optimize run wrote (optimize --json)")
+    return doc
 
 
 def select_candidate(doc: dict[str, Any], candidate: int | None = None) -> dict[str, Any]:
@@ -203,7 +218,6 @@ def deployment_files(doc: dict[str, Any], candidate: int | None = None,
     chosen = select_candidate(doc, candidate)
     dep = chosen["deployment"]
     fleet_doc = dep["fleet"]
-    parse_fleet_file(fleet_doc, "fleet.toml")  # the document is a valid fleet file (or a one-line error)
     model = dep.get("model")
     hf = None if model is None else _hf_repository(model)
     served = hf or "fleet-model"

@@ -96,8 +96,8 @@ def readme_text(doc: dict[str, Any], chosen: dict[str, Any], pools: list, engine
         out += ["**No served model.** The plan was sized on the core paper's calibrated per-GPU serving constants "
                 "(its Llama-3-70B figures), not on a model you named, so the engine commands and manifests carry the "
                 "placeholder `$MODEL` (`REPLACE-WITH-MODEL` in the manifests): set it to your model, and check that "
-                "one instance of it fits the GPU count below. Re-running `optimize` with `--model` derives the parallelism "
-                "and KV cache from the model itself.", ""]
+                "one instance of it fits the GPU count below. Re-running `optimize` with `--model` derives the "
+                "parallelism and KV cache from the model itself.", ""]
     else:
         out += [f"Served model: **{model}** (`{hf}`), weights {dep.get('weight_dtype')}, KV cache "
                 f"{dep.get('kv_cache_dtype')}.", ""]

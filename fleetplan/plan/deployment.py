@@ -118,7 +118,11 @@ def deployment_of(candidate: Candidate, request: OptimizeRequest) -> Deployment 
         spares = int(v.verified_spares[i]) if verified else int(p.spares)
         pools.append(PoolDeployment(pool.name, i + 1, catalog or p.gpu, p.gpus_per_instance, tuple(par.items()),
                                     p.lo_tokens, p.hi_tokens, p.traffic_share, p.lam_per_s, spares))
-    return Deployment(candidate.rank, "verified" if verified else "analytic", fleet_document(spec, names, pars),
+    fleet = fleet_document(spec, names, pars)
+    for table in fleet["pool"]:
+        if table["name"] in names:  # served model: the placement's price (GPU price x GPUs per instance) applies
+            table.pop("price_usd_per_h", None)
+    return Deployment(candidate.rank, "verified" if verified else "analytic", fleet,
                       tuple(pools), model, weight, kv, tuple(sorted(set(calibrated))), request.step_time_margin,
                       request.max_model_len_tokens)
 

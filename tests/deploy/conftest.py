@@ -1,0 +1,63 @@
+"""Runs to export: small verified plans made once per session through the CLI (seconds each).
+
+* ``small_run``: the README command's shape at λ = 20 (two H100 pools, compress-and-route, the paper's
+  calibrated constants, no served model);
+* ``fp8_run``: Llama-3.1-70B with FP8 weights and KV cache on H100, two length pools (the swept
+  placements give the pools different tensor-parallel sizes);
+* ``unverified_run``: the small plan with ``--no-verify``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli.cli_check import run
+
+DATA = Path(__file__).parent / "data"
+
+SMALL = ("--workload", "lmsys", "--slo-ttft", "500", "--lam", "20", "--gpus", "h100", "--topology", "two-pool",
+         "--b-short", "4096", "--router", "compress", "--sim-requests", "3000", "--replications", "3", "--no-headroom",
+         "-q")
+FP8 = ("--workload", "lmsys", "--slo-ttft", "2000", "--lam", "5", "--model", "llama-3.1-70b", "--weight-dtype", "fp8",
+       "--kv-cache-dtype", "fp8", "--gpus", "h100", "--topology", "two-pool", "--b-short", "8192", "--router", "length",
+       "--sim-requests", "2000", "--replications", "3", "--no-headroom", "-q")
+
+
+def _optimize(tmp: Path, name: str, *args: str) -> Path:
+    path = tmp / f"{name}.json"
+    result = run("optimize", *args, "--json", str(path))
+    assert result.exit_code == 0, result.output + result.stderr
+    return path
+
+
+@pytest.fixture(scope="session")
+def small_run(tmp_path_factory) -> Path:
+    return _optimize(tmp_path_factory.mktemp("runs"), "small", *SMALL)
+
+
+@pytest.fixture(scope="session")
+def fp8_run(tmp_path_factory) -> Path:
+    return _optimize(tmp_path_factory.mktemp("runs"), "fp8", *FP8)
+
+
+@pytest.fixture(scope="session")
+def unverified_run(tmp_path_factory) -> Path:
+    return _optimize(tmp_path_factory.mktemp("runs"), "unverified", *SMALL, "--no-verify")
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def multi_node_doc(doc: dict) -> dict:
+    """``doc`` with its recommendation's largest pool served at TP 8 x PP 2 (16 GPUs: two 8-GPU nodes), a
+    parallelism optimize does not sweep but a fleet file may give: exercises the multi-node writers."""
+    out = json.loads(json.dumps(doc))
+    dep = out["recommendation"]["deployment"]
+    dep["pools"][-1]["gpus_per_instance"] = 16
+    dep["pools"][-1]["parallelism"] = {"tensor_parallel_size": 8, "pipeline_parallel_size": 2}
+    dep["fleet"]["pool"][-1].update(tensor_parallel_size=8, pipeline_parallel_size=2)
+    return out
