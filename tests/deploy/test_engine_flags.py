@@ -26,11 +26,9 @@ PREFIXES = {("vllm", "serve"): (Engine.VLLM, 1), ("python", "-m", "sglang.launch
 
 def engine_problems(argv: list[str]) -> list[str]:
     """Unknown flags, valued flags without a value, switches with one (empty: the command parses)."""
-    for prefix, (engine, positionals) in PREFIXES.items():
-        if tuple(argv[:len(prefix)]) == prefix:
-            break
-    else:
-        raise AssertionError(f"not an engine command: {argv}")
+    found = [(prefix, spec) for prefix, spec in PREFIXES.items() if tuple(argv[:len(prefix)]) == prefix]
+    assert found, f"not an engine command: {argv}"
+    prefix, (engine, positionals) = found[0]
     flags, rest, problems = FLAGS[engine], argv[len(prefix) + positionals:], []
     i = 0
     while i < len(rest):
