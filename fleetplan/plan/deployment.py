@@ -25,11 +25,12 @@ from fleetplan.plan.verify import fleet_spec
 from fleetplan.sim.fleet_toml import fleet_document
 
 if TYPE_CHECKING:
-    from fleetplan.plan.optimize import OptimizeRequest
+    from fleetplan.plan.optimize import OptimizeRequest, OptimizeResult
     from fleetplan.plan.sweep import Candidate
+    from fleetplan.plan.whatif import WhatIfResult
 
 __all__ = ["DEFAULT_DEPLOY_CANDIDATES", "Deployment", "FleetDelta", "PoolDeployment", "deployment_of", "deployments_of",
-           "fleet_delta", "owned_gpus"]
+           "fleet_delta", "owned_gpus", "whatif_point_result"]
 
 #: Cheapest candidates that carry a deployment besides every verified one and the recommendation.
 DEFAULT_DEPLOY_CANDIDATES = 10
@@ -177,3 +178,20 @@ def fleet_delta(owned: Mapping[str, int], deployment: Deployment) -> FleetDelta:
     buy = tuple((g, needed.get(g, 0) - owned.get(g, 0)) for g in types if needed.get(g, 0) > owned.get(g, 0))
     retire = tuple((g, owned.get(g, 0) - needed.get(g, 0)) for g in types if owned.get(g, 0) > needed.get(g, 0))
     return FleetDelta(tuple(sorted(owned.items())), tuple(sorted(needed.items())), buy, retire)
+
+
+def whatif_point_result(result: WhatIfResult) -> OptimizeResult | None:
+    """The first rate's fleet of a what-if (the fleet to run now) as a one-candidate ``OptimizeResult`` at that
+    rate, recommended, with its verification: what ``fleetplan deploy`` exports; None when no rate has a fleet."""
+    from dataclasses import replace
+
+    from fleetplan.plan.optimize import OptimizeResult
+
+    point = next((p for p in result.points if p.fleet is not None), None)
+    if point is None:
+        return None
+    fleet = point.fleet
+    request = replace(result.request, rate_per_s=point.rate_per_s, rate_source="the what-if's first rate")
+    return OptimizeResult(request=request, candidates=(fleet,), pareto=(fleet,), recommendation=fleet,
+                          verification=() if fleet.verification is None else (fleet.verification,),
+                          verification_settings=result.verify)

@@ -130,3 +130,23 @@ def test_optimize_deploy_and_current_fleet(small_run, tmp_path):
     again = run("optimize", *SMALL, "--current-fleet", str(out / "fleet.toml"))  # the exported file, read back
     assert again.exit_code == 0, again.stderr
     assert "buy nothing; retire nothing" in again.output
+
+
+def test_whatif_deploy_and_plan_from_the_exported_fleet(fp8_run, tmp_path):
+    """whatif --deploy writes the first rate's fleet; whatif --plan --current-fleet starts from an exported
+    fleet.toml, counting each instance's GPUs (TP 2 + TP 4 instances of the 70B FP8 plan)."""
+    out = tmp_path / "w"
+    result = run("whatif", "--workload", "lmsys", "--slo-ttft", "500", "--lam-range", "10:20:10", "--gpus", "h100",
+                 "--topology", "two-pool", "--b-short", "4096", "--sim-requests", "2000", "--deploy", str(out), "-q")
+    assert result.exit_code == 0, result.stderr
+    assert FILES <= _tree(out) and "λ = 10 req/s" in (out / "README.md").read_text()
+    exported = tmp_path / "e"
+    assert run("deploy", str(fp8_run), "--out", str(exported)).exit_code == 0
+    dep = load(fp8_run)["recommendation"]["deployment"]
+    gpus = sum(t["instances"] * p["gpus_per_instance"] for t, p in zip(dep["fleet"]["pool"], dep["pools"], strict=True))
+    plan = tmp_path / "plan.json"
+    result = run("whatif", "--workload", "lmsys", "--slo-ttft", "500", "--plan", "--growth", "10%/month", "--months",
+                 "3", "--start-lam", "10", "--gpus", "h100", "--topology", "two-pool", "--b-short", "4096",
+                 "--sim-requests", "2000", "--current-fleet", str(exported / "fleet.toml"), "-q", "--json", str(plan))
+    assert result.exit_code == 0, result.stderr
+    assert load(plan)["initial_fleet"] == {"H100-SXM": gpus}
