@@ -78,7 +78,7 @@ class DeployResult:
 
 
 def read_run(path: str | os.PathLike) -> dict[str, Any]:
-    """The run document at ``path`` (an ``optimize --json`` file), read without the report package (the
+    """The run document at ``path`` (an optimize run saved as JSON), read without the report package (the
     export starts in a fraction of a second); ``DataFormatError`` naming the file when it is not one."""
     p = Path(path)
     try:
@@ -89,7 +89,7 @@ def read_run(path: str | os.PathLike) -> dict[str, Any]:
     if not isinstance(doc, dict) or doc.get("kind") != "optimize-run":
         kind = doc.get("kind") if isinstance(doc, dict) else None
         raise DataFormatError(str(p), None, f"is a {kind!r} document, not an optimize run",
-                              "give the JSON an optimize run wrote (optimize --json)")
+                              "give the JSON file an optimize run wrote")
     return doc
 
 

@@ -13,11 +13,12 @@ import json
 import shlex
 
 import pytest
-import yaml
 
 from fleetplan.deploy import Engine, deployment_files
 from fleetplan.deploy.engines import ENGINE_SOURCES, PoolServe, launch_lines
 from tests.deploy.conftest import DATA, load, multi_node_doc
+
+yaml = pytest.importorskip("yaml", reason="dev extra: pip install -e '.[dev]'")
 
 FLAGS = {e: json.loads((DATA / f"{e.value}_flags.json").read_text())["flags"] for e in Engine}
 #: argv prefix of an engine command -> (engine, positionals after the prefix)

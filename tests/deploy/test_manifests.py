@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
 
 from fleetplan.deploy import Engine, deployment_files
 from fleetplan.deploy.gpus import gpu_node
 from tests.deploy.conftest import DATA, load, multi_node_doc
+
+yaml = pytest.importorskip("yaml", reason="dev extra: pip install -e '.[dev]'")
 
 kv = pytest.importorskip("kubernetes_validate", reason="dev extra: pip install -e '.[dev]'")
 jsonschema = pytest.importorskip("jsonschema")

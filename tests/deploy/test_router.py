@@ -11,12 +11,13 @@ import json
 
 import numpy as np
 import pytest
-import yaml
 
 from fleetplan.deploy import deployment_files
 from fleetplan.deploy.router import prompt_edges
 from fleetplan.workload import load_workload
 from tests.deploy.conftest import DATA, load
+
+yaml = pytest.importorskip("yaml", reason="dev extra: pip install -e '.[dev]'")
 
 jsonschema = pytest.importorskip("jsonschema")
 SCHEMA = json.loads((DATA / "semantic_router_v0_3.schema.json").read_text())
