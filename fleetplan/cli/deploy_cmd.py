@@ -36,14 +36,15 @@ def deploy(run_json, out_path, candidate, engine, force) -> None:
     from fleetplan.deploy import read_run, write_deployment
 
     doc = read_run(run_json)
-    if candidate is None:
-        rec = doc.get("recommendation")
-        if rec is None or not rec.get("verified"):
-            state = "no recommendation" if rec is None else "a recommendation that was not verified by simulation"
-            raise ConfigError(f"{run_json} has {state} (was it run with --no-verify?): no verified fleet to deploy; "
-                              "give --candidate N to export the candidate of rank N unverified, or re-run optimize "
-                              "without --no-verify")
-    result = write_deployment(doc, out_path, candidate, engine, force)
+    try:
+        result = write_deployment(doc, out_path, candidate, engine, force)
+    except ConfigError as exc:
+        if candidate is not None or exc.param != "candidate":
+            raise
+        verified = doc.get("recommendation") is not None  # a recommendation, but an unverified one
+        raise ConfigError(f"{run_json} has {'an unverified recommendation' if verified else 'no recommendation'} "
+                          "(was it run with --no-verify?), so no verified fleet to deploy; give --candidate N to "
+                          "export the candidate of rank N unverified, or re-run optimize without --no-verify") from None
     state = "verified" if result.verified else "NOT verified (analytic counts)"
     click.echo(f"wrote {result.out_dir}/ ({len(result.files)} files): candidate {result.rank}, {state}; "
                f"re-check it with the simulate command in {result.out_dir}/README.md")

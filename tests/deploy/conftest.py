@@ -61,3 +61,13 @@ def multi_node_doc(doc: dict) -> dict:
     dep["pools"][-1]["parallelism"] = {"tensor_parallel_size": 8, "pipeline_parallel_size": 2}
     dep["fleet"]["pool"][-1].update(tensor_parallel_size=8, pipeline_parallel_size=2)
     return out
+
+
+WHICH = ["small", "fp8", "multi_node"]
+
+
+def recommended_doc(which: str, small_run: Path, fp8_run: Path) -> dict:
+    """The run document of ``which`` (``WHICH``): the small plan, the FP8 plan or the small plan made multi-node."""
+    if which == "multi_node":
+        return multi_node_doc(load(small_run))
+    return load(small_run if which == "small" else fp8_run)

@@ -93,7 +93,8 @@ def test_bad_input_is_one_line(small_run, unverified_run, tmp_path):
     out = str(tmp_path / "x")
     one_line_error(run("deploy", str(small_run), "--out", out, "--engine", "trtllm"), "trtllm", "vllm, sglang")
     one_line_error(run("deploy", str(small_run), "--out", out, "--candidate", "999"), "--candidate 999")
-    one_line_error(run("deploy", str(unverified_run), "--out", out), "not verified", "--candidate", "--no-verify")
+    one_line_error(run("deploy", str(unverified_run), "--out", out), "unverified recommendation", "--candidate",
+                   "--no-verify")
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"kind": "whatif"}))
     one_line_error(run("deploy", str(bad), "--out", out), "bad.json", "optimize")
@@ -150,3 +151,12 @@ def test_whatif_deploy_and_plan_from_the_exported_fleet(fp8_run, tmp_path):
                  "--sim-requests", "2000", "--current-fleet", str(exported / "fleet.toml"), "-q", "--json", str(plan))
     assert result.exit_code == 0, result.stderr
     assert load(plan)["initial_fleet"] == {"H100-SXM": gpus}
+
+
+def test_a_disaggregated_fleet_is_refused_in_one_line(tmp_path):
+    """PDD/AFD candidates have no fleet-file form (and no export yet): one line naming --candidate."""
+    path = tmp_path / "pdd.json"
+    result = run("optimize", "--workload", "lmsys", "--slo-ttft", "1000", "--slo-tpot", "100", "--topology", "pdd",
+                 "--lam", "20", "--gpus", "h100", "--sim-requests", "2000", "--no-headroom", "-q", "--json", str(path))
+    assert result.exit_code == 0, result.stderr
+    one_line_error(run("deploy", str(path), "--out", str(tmp_path / "x")), "pdd", "disaggregated", "--candidate")

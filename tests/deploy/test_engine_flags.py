@@ -16,7 +16,7 @@ import pytest
 
 from fleetplan.deploy import Engine, deployment_files
 from fleetplan.deploy.engines import ENGINE_SOURCES, PoolServe, launch_lines
-from tests.deploy.conftest import DATA, load, multi_node_doc
+from tests.deploy.conftest import DATA, WHICH, recommended_doc
 
 yaml = pytest.importorskip("yaml", reason="dev extra: pip install -e '.[dev]'")
 
@@ -73,10 +73,9 @@ def commands_of(files: dict[str, str]) -> list[list[str]]:
 
 
 @pytest.mark.parametrize("engine", list(Engine))
-@pytest.mark.parametrize("which", ["small", "fp8", "multi_node"])
+@pytest.mark.parametrize("which", WHICH)
 def test_every_written_command_parses(engine, which, small_run, fp8_run):
-    doc = {"small": lambda: load(small_run), "fp8": lambda: load(fp8_run),
-           "multi_node": lambda: multi_node_doc(load(small_run))}[which]()
+    doc = recommended_doc(which, small_run, fp8_run)
     _, files = deployment_files(doc, engine=engine)
     commands = commands_of(files)
     pools = len(doc["recommendation"]["deployment"]["pools"])

@@ -15,7 +15,7 @@ import pytest
 
 from fleetplan.deploy import Engine, deployment_files
 from fleetplan.deploy.gpus import gpu_node
-from tests.deploy.conftest import DATA, load, multi_node_doc
+from tests.deploy.conftest import DATA, WHICH, load, multi_node_doc, recommended_doc
 
 yaml = pytest.importorskip("yaml", reason="dev extra: pip install -e '.[dev]'")
 
@@ -64,10 +64,9 @@ def manifests(files: dict[str, str]) -> list[dict]:
 
 
 @pytest.mark.parametrize("engine", list(Engine))
-@pytest.mark.parametrize("which", ["small", "fp8", "multi_node"])
+@pytest.mark.parametrize("which", WHICH)
 def test_zero_schema_errors(engine, which, small_run, fp8_run):
-    doc = {"small": lambda: load(small_run), "fp8": lambda: load(fp8_run),
-           "multi_node": lambda: multi_node_doc(load(small_run))}[which]()
+    doc = recommended_doc(which, small_run, fp8_run)
     _, files = deployment_files(doc, engine=engine)
     docs = manifests(files)
     kinds = sorted(d["kind"] for d in docs)
