@@ -14,6 +14,7 @@ from fleetplan.cli.peak_options import (  # noqa: F401 - re-exported for the com
     print_peak_valley,
     rate_profile_from_options,
 )
+from fleetplan.cli.plan_options import CURRENT_FLEET_OPTION, current_fleet_gpus
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import load_catalog
 from fleetplan.hardware.procurement import load_gpu_prices
@@ -26,14 +27,6 @@ from fleetplan.report.run_json import write_json
 
 #: Plans of at most this many periods sweep in this process (no worker start-up) unless --workers is given.
 IN_PROCESS_MAX_PERIODS = 3
-
-#: The owned fleet, a fleet TOML (``fleetplan deploy``'s fleet.toml too): whatif --plan starts from it, optimize
-#: reports the GPUs to buy and retire against its recommendation.  One declaration for both commands.
-CURRENT_FLEET_OPTION = click.option(
-    "--current-fleet", "current_fleet", type=click.Path(exists=True, dir_okay=False), default=None,
-    help="The fleet the team owns: a fleet TOML, e.g. the fleet.toml `fleetplan deploy` wrote (instances x GPUs per "
-    "instance count as GPUs). whatif --plan starts from it; optimize reports the GPUs to buy and to retire against "
-    "its recommendation. Default: none.")
 
 HORIZON_OPTIONS = (
     click.option("--plan", "plan_mode", is_flag=True,
@@ -70,15 +63,6 @@ def _available(values: tuple[str, ...], catalog) -> tuple[tuple[str, dt.date], .
             raise ConfigError(f"--gpu-available {v!r} is invalid: write GPU=YYYY-MM-DD, e.g. h200=2026-06-01") from exc
         out.append((catalog.get(name.strip()).name, when))
     return tuple(out)
-
-
-def current_fleet_gpus(path: str | None, catalog) -> tuple[tuple[str, int], ...]:
-    if path is None:
-        return ()
-    from fleetplan.plan.deployment import owned_gpus
-    from fleetplan.sim.fleet_toml import read_fleet_toml
-
-    return tuple(sorted(owned_gpus(read_fleet_toml(path, catalog).pools).items()))
 
 
 def forecast_from_options(opts: dict, growth_per_month: float | None, start: dt.date, months: int,

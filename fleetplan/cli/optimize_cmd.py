@@ -8,7 +8,6 @@ import click
 
 from fleetplan.cli.errors import one_line_errors
 from fleetplan.cli.first_run import Kernel, announce_compile
-from fleetplan.cli.horizon_options import CURRENT_FLEET_OPTION
 from fleetplan.cli.optimize_view import (
     baseline_line,
     candidates_table,
@@ -31,7 +30,13 @@ from fleetplan.cli.options import (
     quiet_option,
 )
 from fleetplan.cli.peak_options import peak_valley_doc, print_peak_valley, rate_profile_from_options
-from fleetplan.cli.plan_options import plan_arrivals, plan_inputs, plan_options
+from fleetplan.cli.plan_options import (
+    CURRENT_FLEET_OPTION,
+    current_fleet_gpus,
+    plan_arrivals,
+    plan_inputs,
+    plan_options,
+)
 from fleetplan.cli.progress import progress_reporter
 from fleetplan.cli.report_output import report_console, write_optimize_reports
 from fleetplan.cli.tables import emit_table, make_console
@@ -81,7 +86,6 @@ def sweep_map(executor: str, workers: int | None, verifies: bool):
 def current_fleet_delta(path: str, opts: dict, result) -> dict:
     """The recommendation against the owned fleet of ``path`` (``plan.deployment.fleet_delta``), as the JSON's
     ``current_fleet`` block: GPUs per type owned, needed (spares included), to buy and to retire."""
-    from fleetplan.cli.horizon_options import current_fleet_gpus
     from fleetplan.hardware import load_catalog
     from fleetplan.plan.deployment import deployment_of, fleet_delta
 
