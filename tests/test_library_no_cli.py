@@ -41,10 +41,13 @@ ALLOWED: dict[tuple[str, str], str] = {
         "--speculative-algorithm", "--address", "--head", "--block", "--distributed-executor-backend",
         "--dist-init-addr", "--nnodes", "--node-rank", "--host", "--port", "--served-model-name", "--model-path")},
     ("deploy/kubernetes.py", "--node-rank"): "SGLang's flag, given LWS's worker index in a manifest",
+    **{("deploy/dynamo.py", flag): "Dynamo's vLLM worker arguments (vLLM's flags and Dynamo's --is-prefill-worker)"
+       for flag in ("--is-prefill-worker", "--max-num-seqs", "--host", "--port", "--model")},
     **{("deploy/readme.py", flag): "the deployment README's re-check command (fleetplan simulate) and kubectl line"
        for flag in ("--fleet", "--workload", "--lam", "--replications", "--sim-requests", "--seed", "--slo-ttft",
                     "--slo-tpot", "--input-fraction", "--arrival", "--cv", "--model", "--weight-dtype",
-                    "--kv-cache-dtype", "--max-model-len", "--perf-profile", "--from-literal")},
+                    "--kv-cache-dtype", "--max-model-len", "--perf-profile", "--from-literal", "--binding",
+                    "--latency-ms", "--policy", "--bandwidth-gb-per-s")},
 }
 
 #: Docstrings in modules other helpers own this round (runtime features, PDD, kernels: only their

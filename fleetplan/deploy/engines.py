@@ -181,7 +181,7 @@ def _sglang(s: PoolServe) -> list[str]:
         argv.append("--disable-radix-cache")
     if s.speculative_config is not None:
         raise ConfigError(f"pool {s.pool!r} runs speculative decoding ({s.speculative_config}); its SGLang spelling "
-                          "(--speculative-algorithm and its step/draft counts) is not exported: use engine 'vllm'",
+                          "(--speculative-algorithm and its step/draft counts) is not exported: use `engine` 'vllm'",
                           param="engine", value="sglang")
     return argv
 

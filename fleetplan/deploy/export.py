@@ -31,10 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fleetplan.deploy.dynamo import DYNAMO_COMMIT, dynamo_graph, worker_args
 from fleetplan.deploy.engines import ENGINE_SOURCES, PORT, Engine, PoolServe, launch_lines, speculative_json
 from fleetplan.deploy.gpus import gpu_node
 from fleetplan.deploy.kubernetes import k8s_name, pool_manifests
-from fleetplan.deploy.readme import readme_text
+from fleetplan.deploy.readme import pdd_readme_text, readme_text
 from fleetplan.deploy.router import SEMANTIC_ROUTER_COMMIT, Band, prompt_edges, semantic_router_config
 from fleetplan.deploy.text import toml_text, yaml_text
 from fleetplan.errors import ConfigError, DataFormatError
@@ -117,7 +118,7 @@ def select_candidate(doc: dict[str, Any], candidate: int | None = None) -> dict[
         chosen = found[0]
     if chosen.get("deployment") is None:
         disaggregated = chosen["topology"] in ("pdd", "afd")
-        why = (f"a {chosen['topology']} fleet (disaggregated: no fleet-file form)" if disaggregated
+        why = (f"a {chosen['topology']} fleet (attention-FFN: no export)" if disaggregated
                else "neither among the cheapest, simulated nor feasible candidates the run keeps a fleet for")
         raise ConfigError(f"candidate {chosen['rank']} is {why}; pick another `candidate`", param="candidate",
                           value=chosen["rank"])
@@ -217,6 +218,8 @@ def deployment_files(doc: dict[str, Any], candidate: int | None = None,
     engine = Engine.parse(engine)
     chosen = select_candidate(doc, candidate)
     dep = chosen["deployment"]
+    if dep.get("disaggregated"):
+        return chosen, _pdd_files(doc, chosen, engine)
     fleet_doc = dep["fleet"]
     model = dep.get("model")
     hf = None if model is None else _hf_repository(model)
@@ -282,6 +285,50 @@ def deployment_files(doc: dict[str, Any], candidate: int | None = None,
     files["deployment.json"] = json.dumps(summary, indent=2) + "\n"
     files["README.md"] = readme_text(doc, chosen, pools, engine, model, hf, translation, recheck_n, compress)
     return chosen, files
+
+
+def _pdd_files(doc: dict[str, Any], chosen: dict[str, Any], engine: Engine) -> dict[str, str]:
+    """A prefill-decode fleet: Dynamo's graph, each role's worker line, the README (``deploy.dynamo``)."""
+    if engine is not Engine.VLLM:
+        raise ConfigError(f"candidate {chosen['rank']} is a prefill-decode fleet, exported as NVIDIA Dynamo's graph of "
+                          "vLLM workers; give `engine` 'vllm'", param="engine", value=engine.value)
+    dep = chosen["deployment"]
+    model = dep.get("model")
+    hf = None if model is None else _hf_repository(model)
+    infos = {p["name"]: p for p in dep["pools"]}
+    roles, nodes, lines = [], {}, {}
+    for t in dep["fleet"]["pool"]:
+        info = infos[t["name"]]
+        serve = _serve(t, info, dep, hf or "fleet-model")
+        (line,) = launch_lines(Engine.VLLM, serve)  # Dynamo workers are single-node here
+        args = worker_args(line, hf or "$(MODEL)", t["name"] == "prefill")
+        roles.append((t["name"], t["instances"], args, serve.gpus_per_instance))
+        nodes[t["name"]] = gpu_node(info["gpu"])
+        lines[t["name"]] = args
+    graph = dynamo_graph(k8s_name(f"fleet-pdd-{chosen['rank']}"), roles, nodes)
+    if hf is None:
+        for svc in graph["spec"]["services"].values():
+            if svc["componentType"] == "worker":
+                svc["envs"] = [{"name": "MODEL", "value": MODEL_PLACEHOLDER}]
+    files = {"kubernetes/dynamo-graph.yaml": yaml_text(graph, header=(
+        f"Prefill-decode fleet of candidate {chosen['rank']} as NVIDIA Dynamo's DynamoGraphDeployment "
+        f"(ai-dynamo/dynamo@{DYNAMO_COMMIT} layout); written by fleetplan deploy."))}
+    for role, args in lines.items():
+        model_sh = hf or "${MODEL}"
+        words = [a.replace("$(MODEL)", model_sh) for a in args]
+        guard = [] if hf else [': "${MODEL:?set MODEL to the served model (HuggingFace repository or path)}"']
+        files[f"engines/{role}.sh"] = "\n".join([
+            "#!/bin/sh", f"# Role {role}: one Dynamo vLLM worker (python3 -m dynamo.vllm; Dynamo's frontend and "
+            "etcd/NATS run beside it, see README.md).", "set -e", *guard,
+            _sh(("python3", "-m", "dynamo.vllm", *words), model_sh)]) + "\n"
+    files["deployment.json"] = json.dumps({
+        "fleetplan_version": doc.get("version"), "seed": doc.get("seed"), "rank": chosen["rank"],
+        "verified": bool(chosen.get("verified")), "counts": dep["counts"], "topology": "pdd",
+        "framework": {"name": "NVIDIA Dynamo", "kind": "DynamoGraphDeployment", "apiVersion": "nvidia.com/v1alpha1",
+                      "commit": DYNAMO_COMMIT}, "engine_source": ENGINE_SOURCES[Engine.VLLM], "model": model,
+        "model_repository": hf, "disaggregated": dep["disaggregated"]}, indent=2) + "\n"
+    files["README.md"] = pdd_readme_text(doc, chosen, lines, model, hf)
+    return files
 
 
 def write_deployment(doc: dict[str, Any], out_dir: str | os.PathLike, candidate: int | None = None,

@@ -5,12 +5,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from fleetplan.deploy.dynamo import DYNAMO_COMMIT
 from fleetplan.deploy.engines import ENGINE_SOURCES, GPU_MEMORY_UTILIZATION, Engine
 from fleetplan.deploy.gpus import gpu_node
 from fleetplan.deploy.kubernetes import k8s_name
 from fleetplan.deploy.router import SEMANTIC_ROUTER_COMMIT
 
-__all__ = ["readme_text", "recheck_command"]
+__all__ = ["pdd_readme_text", "pdd_recheck_command", "readme_text", "recheck_command"]
 
 LWS_SOURCE = "kubernetes-sigs/lws@060ab4da17eea1f0865fcbd3236bb1075e2cea32:config/crd/bases/" \
              "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
@@ -187,4 +188,77 @@ def readme_text(doc: dict[str, Any], chosen: dict[str, Any], pools: list, engine
             f"- Router: vllm-project/semantic-router@{SEMANTIC_ROUTER_COMMIT} (v0.3 CanonicalConfig).",
             "- GPU labels: NVIDIA GPU feature discovery `nvidia.com/gpu.product`, AMD node labeller "
             "`amd.com/gpu.product-name` (`fleetplan.deploy.gpus`)."]
+    return "\n".join(out) + "\n"
+
+
+def pdd_recheck_command(doc: dict[str, Any], dep: dict[str, Any], model: str | None) -> str:
+    """``fleetplan simulate pdd`` on the run's workload and rate with the exported roles (one run)."""
+    inputs, d = doc["inputs"], dep["disaggregated"]
+    pools = {t["name"]: t for t in dep["fleet"]["pool"]}
+    gpus = {p["name"]: p["gpu"] for p in dep["pools"]}
+    parts = ["fleetplan simulate pdd", f"--workload {inputs['workload']}", f"--lam {inputs['lam_per_s']:g}",
+             "--sim-requests 20000", f"--seed {doc.get('seed', 0)}"]
+    for role in ("prefill", "decode"):
+        parts += [f"--{role}-gpu {gpus[role]}", f"--{role}-instances {pools[role]['instances']}",
+                  f"--{role}-max-num-seqs {pools[role]['max_num_seqs']}"]
+    parts += [f"--policy {d['policy']}", f"--binding {d['binding']}", f"--latency-ms {d['kv_latency_ms']:g}",
+              f"--max-model-len {pools['prefill']['max_context_tokens']}"]
+    if d.get("kv_bandwidth_gb_per_s") is not None:
+        parts.append(f"--bandwidth-gb-per-s {d['kv_bandwidth_gb_per_s']:g}")
+    if inputs.get("input_fraction") is not None:
+        parts.append(f"--input-fraction {inputs['input_fraction']:g}")
+    if model is not None:
+        parts.append(f"--model {model.lower()}")
+    return " \\\n    ".join(parts)
+
+
+def pdd_readme_text(doc: dict[str, Any], chosen: dict[str, Any], worker_args: dict[str, list[str]],
+                    model: str | None, hf: str | None) -> str:
+    """The README of a prefill-decode fleet exported as NVIDIA Dynamo's graph (``deploy.dynamo``)."""
+    dep, d = chosen["deployment"], chosen["deployment"]["disaggregated"]
+    pools = {t["name"]: t for t in dep["fleet"]["pool"]}
+    infos = {p["name"]: p for p in dep["pools"]}
+    v = chosen.get("verification") or {}
+    out = [f"# Deployment of candidate {chosen['rank']}: prefill-decode fleet on NVIDIA Dynamo", "",
+           f"Written by `fleetplan deploy` (fleetplan {doc.get('version')}) from an `optimize` run (seed "
+           f"{doc.get('seed')}).", "", "## What was verified", "", *_verified_lines(doc, chosen),
+           f"- Simulated with the PDD simulator: prefill and decode roles, KV transfer {d['kv_latency_ms']:g} ms + "
+           f"prompt x {d['kv_bytes_per_token']:,.0f} B / {d['kv_bandwidth_gb_per_s'] or 'inf'} GB/s, decode instance "
+           f"chosen by {d['policy']} at prefill start ({d['binding']} binding); at the analytic counts the simulated "
+           f"P99 TTFT was {_ms((v.get('at_analytic') or {}).get('p99_ttft_ms_sim'))} (mean over replications).", "",
+           "| role | GPU | instances | GPUs / instance | max_num_seqs | max_num_batched_tokens | max_model_len | "
+           "KV blocks |", "|---|---|---|---|---|---|---|---|"]
+    for role in ("prefill", "decode"):
+        t, info = pools[role], infos[role]
+        out.append(f"| {role} | {info['gpu']} | {t['instances']} | {info['gpus_per_instance']} | {t['max_num_seqs']} | "
+                   f"{t['max_num_batched_tokens']} | {t['max_context_tokens']} | {t['kv_blocks']} |")
+    if model is None:
+        out += ["", "**No served model**: the plan used the core paper's calibrated per-GPU constants; the workers "
+                "carry the placeholder `REPLACE-WITH-MODEL` (`$MODEL` in the scripts): set your model."]
+    else:
+        out += ["", f"Served model: **{model}** (`{hf}`)."]
+    out += ["", "## Why Dynamo", "",
+            "NVIDIA Dynamo's `DynamoGraphDeployment` names the roles as this plan does (a frontend that routes each "
+            "request through a prefill worker and then a decode worker, KV moved by NIXL), gives each role its "
+            "replicas and GPUs, and runs vLLM workers that take vLLM's engine flags, so the verified limits keep "
+            "their vLLM spelling. llm-d splits the same roles over Helm values of two deployments plus its "
+            "scheduler. The frontend is the router here: no length bands, every request is prefilled then decoded.",
+            "", "## Apply", "",
+            "1. Install the Dynamo platform (its operator and CRDs); check the GPU product labels in "
+            "`kubernetes/dynamo-graph.yaml` against `kubectl get nodes -L nvidia.com/gpu.product`.",
+            "2. `kubectl create secret generic hf-token --from-literal=HF_TOKEN=...` (the workers read it), then "
+            "`kubectl apply -f kubernetes/dynamo-graph.yaml`.",
+            "3. Without Kubernetes: start Dynamo's frontend (`python3 -m dynamo.frontend`) and run "
+            "`engines/prefill.sh` and `engines/decode.sh` on each worker's node.", "", "## Worker arguments", ""]
+    for role, args in worker_args.items():
+        out += [f"### {role}", "", "```sh", "python3 -m dynamo.vllm " + " ".join(args), "```", ""]
+    out += ["## Re-check the exported fleet", "", "```sh", pdd_recheck_command(doc, dep, model), "```", "",
+            "`simulate pdd` runs the exported roles with vLLM's default per-step budget on the prefill role, where "
+            f"verification gave it {pools['prefill']['max_num_batched_tokens']} tokens (one chunk), and one run "
+            "without replications: compare its P99 TTFT with the figures above as a check, not a proof; the tests "
+            "re-simulate the exact fleet through the Python API.", "",
+            "## Formats and versions", "",
+            f"- Dynamo graph: ai-dynamo/dynamo@{DYNAMO_COMMIT} "
+            "(components/backends/vllm/deploy/disagg.yaml layout; DynamoComponentDeploymentSharedSpec fields).",
+            f"- vLLM flags: {'; '.join(ENGINE_SOURCES[Engine.VLLM]['files'])}."]
     return "\n".join(out) + "\n"

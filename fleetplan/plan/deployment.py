@@ -8,8 +8,10 @@ it with ``sim.fleet_toml.fleet_document``, every derived setting explicit (``max
 ``max_num_batched_tokens``, ``kv_blocks``, price), so the simulator's fleet-file reader rebuilds the
 same pools.  With a served model each pool also records its catalog GPU and parallelism (a swept placement
 is named ``"H100-SXM tp2"``; the file names ``h100`` with ``tensor_parallel_size = 2``).  The steps'
-``step_time_margin`` is not part of the file (``Deployment.step_time_margin``).  Disaggregated
-candidates (pdd, afd) have no fleet-file form: None.
+``step_time_margin`` is not part of the file (``Deployment.step_time_margin``).  A prefill-decode (pdd)
+candidate records the PDD simulator's fleet (``plan.disagg.verify.pdd_spec``): its prefill and decode pools
+in the same pool format, the KV transfer and the decode assignment (``Deployment.disaggregated``; no fleet
+file holds it as one fleet).  Attention-FFN (afd) candidates have no deployment: None.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fleetplan.perf.predictor import StepTimePredictor
-from fleetplan.plan.space import DISAGGREGATED
+from fleetplan.plan.space import DISAGGREGATED, Topology
 from fleetplan.plan.verify import fleet_spec
 from fleetplan.sim.fleet_toml import fleet_document
+from fleetplan.sim.spec import FleetSpec
 
 if TYPE_CHECKING:
     from fleetplan.plan.optimize import OptimizeRequest, OptimizeResult
@@ -70,6 +73,9 @@ class Deployment:
     calibrated_gpus: tuple[str, ...]  # pools timed by a calibrated profile (--perf-profile) run on these
     step_time_margin: float
     max_model_len_tokens: int | None
+    # A prefill-decode fleet: the KV transfer and decode assignment the PDD simulator ran (``fleet`` then holds
+    # the two role pools, prefill first, in the fleet-file pool format; no fleet file reads them as one fleet)
+    disaggregated: dict[str, Any] | None = None
 
 
 def _serving_of(step_model: Any) -> tuple[str | None, dict[str, int | bool], str | None, str | None, str | None]:
@@ -94,17 +100,39 @@ def _serving_of(step_model: Any) -> tuple[str | None, dict[str, int | bool], str
     return None, {}, None, None, None
 
 
+def _pdd_fleet(candidate: Candidate, gpus: dict, counts: list[int], models: dict,
+               request: OptimizeRequest) -> tuple[FleetSpec, dict[str, Any]]:
+    """The PDD simulator's fleet of a prefill-decode candidate (``plan.disagg.verify.pdd_spec``) as two role
+    pools and its transfer / assignment settings."""
+    from fleetplan.plan.disagg.verify import pdd_spec
+
+    pdd = pdd_spec(candidate, gpus, counts, step_models=models, max_model_len_tokens=request.max_model_len_tokens)
+    t = pdd.transfer
+    return FleetSpec(pools=(pdd.prefill, pdd.decode)), {
+        "roles": ["prefill", "decode"],
+        "kv_latency_ms": t.latency_s * 1e3,
+        "kv_bandwidth_gb_per_s": None if t.bandwidth_bytes_per_s == float("inf") else t.bandwidth_bytes_per_s / 1e9,
+        "kv_bytes_per_token": t.kv_bytes_per_token,
+        "policy": pdd.policy.value,
+        "binding": pdd.binding.value,
+    }
+
+
 def deployment_of(candidate: Candidate, request: OptimizeRequest) -> Deployment | None:
-    """The candidate's deployment (module docstring); None for a disaggregated candidate."""
-    if candidate.topology in DISAGGREGATED:
+    """The candidate's deployment (module docstring); None for an attention-FFN candidate."""
+    if candidate.topology in DISAGGREGATED and candidate.topology is not Topology.PDD:
         return None
     v = candidate.verification
     verified = v is not None and v.passed
     counts = list(v.verified_counts) if verified else [p.count for p in candidate.pools]
     gpus = {g.name: g for g in request.gpus}
     models = dict(request.step_models)
-    spec = fleet_spec(candidate, gpus, counts, models, request.max_model_len_tokens, request.step_time_margin)
-    live = [i for i, n in enumerate(counts) if n > 0]
+    disaggregated = None
+    if candidate.topology is Topology.PDD:
+        spec, disaggregated = _pdd_fleet(candidate, gpus, counts, models, request)
+    else:
+        spec = fleet_spec(candidate, gpus, counts, models, request.max_model_len_tokens, request.step_time_margin)
+    live = [i for i, n in enumerate(counts) if n > 0] if disaggregated is None else [0, 1]
     names, pars, pools = {}, {}, []
     model = weight = kv = None
     calibrated = []
@@ -125,7 +153,7 @@ def deployment_of(candidate: Candidate, request: OptimizeRequest) -> Deployment 
             table.pop("price_usd_per_h", None)
     return Deployment(candidate.rank, "verified" if verified else "analytic", fleet,
                       tuple(pools), model, weight, kv, tuple(sorted(set(calibrated))), request.step_time_margin,
-                      request.max_model_len_tokens)
+                      request.max_model_len_tokens, disaggregated)
 
 
 def deployments_of(candidates: Any, recommendation: Candidate | None, request: OptimizeRequest,

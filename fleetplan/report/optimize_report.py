@@ -200,6 +200,7 @@ def deployment_dict(d: Deployment | None) -> dict[str, Any] | None:
         "calibrated_gpus": list(d.calibrated_gpus),
         "step_time_margin": d.step_time_margin,
         "max_model_len_tokens": d.max_model_len_tokens,
+        "disaggregated": getattr(d, "disaggregated", None),
     }
 
 

@@ -4,6 +4,7 @@
   calibrated constants, no served model);
 * ``fp8_run``: Llama-3.1-70B with FP8 weights and KV cache on H100, two length pools (the swept
   placements give the pools different tensor-parallel sizes);
+* ``pdd_run``: a prefill-decode plan (H100 prefill and decode roles, λ = 20);
 * ``unverified_run``: the small plan with ``--no-verify``.
 """
 
@@ -41,6 +42,15 @@ def small_run(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def fp8_run(tmp_path_factory) -> Path:
     return _optimize(tmp_path_factory.mktemp("runs"), "fp8", *FP8)
+
+
+PDD = ("--workload", "lmsys", "--slo-ttft", "1000", "--slo-tpot", "100", "--topology", "pdd", "--lam", "20", "--gpus",
+       "h100", "--sim-requests", "2000", "--replications", "3", "--no-headroom", "-q")
+
+
+@pytest.fixture(scope="session")
+def pdd_run(tmp_path_factory) -> Path:
+    return _optimize(tmp_path_factory.mktemp("runs"), "pdd", *PDD)
 
 
 @pytest.fixture(scope="session")

@@ -153,10 +153,10 @@ def test_whatif_deploy_and_plan_from_the_exported_fleet(fp8_run, tmp_path):
     assert load(plan)["initial_fleet"] == {"H100-SXM": gpus}
 
 
-def test_a_disaggregated_fleet_is_refused_in_one_line(tmp_path):
-    """PDD/AFD candidates have no fleet-file form (and no export yet): one line naming --candidate."""
-    path = tmp_path / "pdd.json"
-    result = run("optimize", "--workload", "lmsys", "--slo-ttft", "1000", "--slo-tpot", "100", "--topology", "pdd",
-                 "--lam", "20", "--gpus", "h100", "--sim-requests", "2000", "--no-headroom", "-q", "--json", str(path))
+def test_a_prefill_decode_fleet_exports_as_a_dynamo_graph(pdd_run, tmp_path):
+    out = tmp_path / "pdd"
+    result = run("deploy", str(pdd_run), "--out", str(out))
     assert result.exit_code == 0, result.stderr
-    one_line_error(run("deploy", str(path), "--out", str(tmp_path / "x")), "pdd", "disaggregated", "--candidate")
+    assert _tree(out) == {"README.md", "deployment.json", "engines/prefill.sh", "engines/decode.sh",
+                          "kubernetes/dynamo-graph.yaml"}
+    assert "simulate pdd" in (out / "README.md").read_text()
