@@ -40,7 +40,7 @@ from fleetplan.cli.options import (
 )
 from fleetplan.errors import ConfigError, UnknownNameError
 from fleetplan.hardware import load_catalog
-from fleetplan.models import Dtype, load_model
+from fleetplan.models import Dtype, ModelConfig, load_model
 from fleetplan.perf.engine_profile import ENGINE_NAMES, load_engine_profile
 from fleetplan.perf.profile_io import load_perf_profile
 from fleetplan.sim.features.speculative import SpeculativeConfig
@@ -77,9 +77,10 @@ def _sizes(text: str | None) -> tuple[int, ...] | None:
     return tuple(int(p) for p in parts)
 
 
-def _weights(quantization: str | None) -> Dtype:
+def _weights(quantization: str | None, model: ModelConfig) -> Dtype:
+    """Weight storage: ``--quantization``'s, else the checkpoint's (vLLM reads its quantization_config)."""
     if quantization is None:
-        return Dtype.BF16
+        return model.default_weight_dtype
     key = quantization.strip().lower()
     if key not in QUANTIZATION_WEIGHTS:
         raise UnknownNameError("quantization", quantization, sorted(QUANTIZATION_WEIGHTS))
@@ -190,7 +191,9 @@ def bench() -> None:
 @max_model_len_option(help="Default: the KV capacity, at most 131072.")
 @gpu_memory_utilization_option
 @kv_cache_dtype_option
-@click.option("--quantization", "-q", default=None, help="fp8 | awq | gptq (+ _marlin): weight storage.")
+@click.option("--quantization", "-q", default=None,
+              help="fp8 | awq | gptq (+ _marlin): weight storage [default: the checkpoint's, from its config.json "
+              "quantization_config; bf16 without one].")
 @click.option("--enable-chunked-prefill/--no-enable-chunked-prefill", default=True, show_default=True)
 @click.option("--enable-prefix-caching/--no-enable-prefix-caching", default=False, show_default=True)
 @click.option("--speculative-config", default=None, help='vLLM JSON, e.g. \'{"method": "mtp", '
@@ -209,7 +212,7 @@ def serve(model, gpu, tensor_parallel_size, instances, engine, perf_profile, dat
                            tuple(m.strip() for m in percentile_metrics.split(",") if m.strip()),
                            _floats("--metric-percentiles", metric_percentiles))
     model_cfg, gpu_profile = load_model(model), load_catalog().get(gpu)
-    weights = _weights(quantization)
+    weights = _weights(quantization, model_cfg)
     profile = load_engine_profile(engine)
     args = EngineArgs(
         model_cfg, gpu_profile, tensor_parallel_size, weights, Dtype(KV_CACHE_DTYPES[kv_cache_dtype]), max_num_seqs,

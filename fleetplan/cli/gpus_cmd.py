@@ -70,7 +70,7 @@ def list_gpus(gpu_profiles: Path | None, prices: tuple[tuple[str, float], ...], 
 
 _SPEC_UNITS = {
     "bf16_tflops": "TFLOPS", "fp8_tflops": "TFLOPS", "hbm_gib": "GiB", "hbm_tb_per_s": "TB/s",
-    "nvlink_gb_per_s": "GB/s", "network_gbps": "Gb/s", "tdp_w": "W", "idle_w": "W",
+    "nvlink_gb_per_s": "GB/s", "network_gbps": "Gb/s", "gpus_per_node": "GPUs", "tdp_w": "W", "idle_w": "W",
     "price_usd_per_h": "USD/GPU-h", "failure_rate_per_day": "/node-day", "mttr_days": "days",
 }
 

@@ -2,11 +2,17 @@
 
 Without ``--model`` the sweep uses the core paper's calibrated Llama-3-70B constants
 (A10G, A100-80GB, H100-SXM).  With it, every chosen GPU (default: every catalog GPU with a
-price) is placed at each tensor-parallel size that fits the model (or the one given), each
-placement is swept as its own GPU type, and the simulator runs the operator-level predictor.
+price) is placed at each instance sharding that fits the model (``plan.placement``: TP within
+a node, PP or data-parallel attention with expert parallelism across nodes, up to
+``--max-gpus-per-instance``; or the ``-tp`` given), each placement is swept as its own GPU
+type, and the simulator runs the operator-level predictor.  A GPU type that cannot hold the
+model is left out with one line on stderr; none holding it is an error.  Weights default to
+the checkpoint's type (its ``quantization_config``: FP8 for DeepSeek-V3, MXFP4 for gpt-oss).
 """
 
 from __future__ import annotations
+
+import click
 
 from fleetplan.cli.options import (
     KV_CACHE_DTYPES,
@@ -25,29 +31,42 @@ from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.profile_io import load_perf_profile
 from fleetplan.plan.model_fleet import ModelServing, fleet_for_serving
 from fleetplan.plan.optimize import resolve_gpus
-from fleetplan.plan.placement import DEFAULT_MAX_TP, calibrate_placements, place_model
+from fleetplan.plan.placement import (
+    DEFAULT_MAX_GPUS_PER_INSTANCE,
+    GPUS_PER_NODE,
+    calibrate_placements,
+    place_on_gpus,
+)
 from fleetplan.sim.fleet_toml import FleetFile
 from fleetplan.sim.spec import FleetSpec
 
-DEFAULT_DTYPE = "bf16"
+DEFAULT_KV_DTYPE = "bf16"
 MODEL_OPTIONS = [
-    model_option(help="Served model: a bundled name (llama-3.1-70b, qwen3-30b-a3b, ...) or a HuggingFace config.json; "
-                 "derives step-time constants for every GPU instead of the paper's Llama-3-70B ones."),
+    model_option(help="Served model: a bundled name (llama-3.1-70b, deepseek-v3, gpt-oss-120b, ...; `fleetplan models "
+                 "list`) or a HuggingFace config.json; derives step-time constants for every GPU instead of the "
+                 "paper's Llama-3-70B ones."),
     tensor_parallel_option(default=None, show_default=False,
-                           help="With --model: GPUs per instance (vLLM spelling); default: sweep every size that fits, "
-                           f"up to {DEFAULT_MAX_TP}."),
+                           help="With --model: GPUs per instance (vLLM spelling); default: search the shardings that "
+                           f"fit (TP within a {GPUS_PER_NODE}-GPU node, then PP or DP attention + EP across nodes)."),
     weight_dtype_option(default=None, show_default=False,
-                        help=f"With --model: weight storage type [default: {DEFAULT_DTYPE}]."),
+                        help="With --model: weight storage type [default: the checkpoint's, from its config.json "
+                        "quantization_config; bf16 without one]."),
     kv_cache_dtype_option(default=None, show_default=False,
                           help="With --model: KV-cache storage type, vLLM spelling "
-                          f"[default: auto = {DEFAULT_DTYPE}]."),
+                          f"[default: auto = {DEFAULT_KV_DTYPE}]."),
 ]
+MAX_GPUS_PER_INSTANCE_OPTION = declare(
+    "largest serving instance", "--max-gpus-per-instance", "max_gpus_per_instance", type=click.IntRange(min=1),
+    default=None,
+    help=f"With --model: largest serving instance searched, in GPUs [default: {DEFAULT_MAX_GPUS_PER_INSTANCE}, "
+    f"{DEFAULT_MAX_GPUS_PER_INSTANCE // GPUS_PER_NODE} nodes of {GPUS_PER_NODE}].")()
 
 
 def _without_model(opts: dict, extra: tuple[str, ...] = ()) -> None:
     """Refuse the options that only a served model reads when no ``--model`` is given."""
     flags = {"tensor_parallel_size": "--tensor-parallel-size", "weight_dtype": "--weight-dtype",
-             "kv_cache_dtype": "--kv-cache-dtype", "perf_profile": "--perf-profile"}
+             "kv_cache_dtype": "--kv-cache-dtype", "perf_profile": "--perf-profile",
+             "max_gpus_per_instance": "--max-gpus-per-instance"}
     given = [flag for key, flag in flags.items() if key in (*extra, "tensor_parallel_size", "weight_dtype",
                                                             "kv_cache_dtype") and opts.get(key) is not None]
     if given:
@@ -56,8 +75,9 @@ def _without_model(opts: dict, extra: tuple[str, ...] = ()) -> None:
 
 
 def _dtypes(opts: dict):
-    return (dtype(opts.get("weight_dtype") or DEFAULT_DTYPE),
-            dtype(KV_CACHE_DTYPES[opts.get("kv_cache_dtype") or "auto"]))
+    """(weights: the option's, or None for the checkpoint's; KV cache)."""
+    weights = opts.get("weight_dtype")
+    return (None if weights is None else dtype(weights), dtype(KV_CACHE_DTYPES[opts.get("kv_cache_dtype") or "auto"]))
 
 
 PERF_PROFILE_OPTION = perf_profile_option(
@@ -79,32 +99,28 @@ def _perf_profile(opts: dict, model):
 
 def serving_setup(
     catalog: GpuCatalog, opts: dict
-) -> tuple[tuple[GpuProfile, ...], tuple[tuple[str, int], ...], tuple[tuple[str, object], ...]]:
-    """(GPU types to sweep, GPUs per instance of each, step model of each, for both phases); with
+) -> tuple[tuple[GpuProfile, ...], tuple[tuple[str, int], ...], tuple[tuple[str, object], ...], tuple[str, ...]]:
+    """(GPU types to sweep, GPUs per instance of each, step model of each, for both phases; one line per
+    GPU type left out because it cannot hold the model, ``plan.placement.place_on_gpus``); with
     ``--perf-profile`` the placement it was calibrated for runs it (``plan.placement.calibrate_placements``)."""
     if opts.get("model") is None:
-        _without_model(opts, ("perf_profile",))
-        return resolve_gpus(catalog, opts["gpus"]), (), ()
+        _without_model(opts, ("perf_profile", "max_gpus_per_instance"))
+        return resolve_gpus(catalog, opts["gpus"]), (), (), ()
     model = load_model(opts["model"])
     profile = _perf_profile(opts, model)
     names = opts["gpus"] or tuple(g.name for g in catalog if g.price_usd_per_h is not None)
     par = None if opts["tensor_parallel_size"] is None else Parallelism.vllm(
         tensor_parallel_size=opts["tensor_parallel_size"], enable_expert_parallel=model.is_moe)
-    placed = []
-    for gpu in {g.name: g for g in (catalog.get(n) for n in names)}.values():
-        try:
-            weights, kv = _dtypes(opts)
-            placed.extend(place_model(model, gpu, parallelism=par, weight_dtype=weights, kv_dtype=kv))
-        except ConfigError:
-            if opts["gpus"]:  # a GPU the user asked for must fit; the default list skips misfits
-                raise
-    if not placed:
-        raise ConfigError(f"{model.name} fits on none of {', '.join(names)}; add larger GPUs or use FP8/INT4 weights")
+    weights, kv = _dtypes(opts)
+    max_gpus = opts.get("max_gpus_per_instance") or DEFAULT_MAX_GPUS_PER_INSTANCE
+    search = place_on_gpus(model, [catalog.get(n) for n in names], parallelism=par, weight_dtype=weights,
+                           kv_dtype=kv, max_gpus_per_instance=max_gpus)
+    placed = search.placements
     if profile is not None:
         placed = calibrate_placements(placed, profile)
     gpus = tuple(p.gpu for p in placed)
-    return gpus, tuple((p.gpu.name, p.gpus_per_instance) for p in placed), tuple((p.gpu.name, p.step_model)
-                                                                                 for p in placed)
+    return (gpus, tuple((p.gpu.name, p.gpus_per_instance) for p in placed),
+            tuple((p.gpu.name, p.step_model) for p in placed), search.notes())
 
 
 MAX_MODEL_LEN_OPTION = max_model_len_option(

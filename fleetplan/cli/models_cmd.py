@@ -31,7 +31,7 @@ from fleetplan.cli.options import (
 )
 from fleetplan.cli.tables import emit_table, emit_tables
 from fleetplan.hardware import load_catalog
-from fleetplan.models import Dtype, ModelConfig, dtype, list_models, load_model
+from fleetplan.models import Dtype, ModelConfig, WeightScaling, dtype, list_models, load_model
 from fleetplan.perf.kv_budget import (
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
     DEFAULT_MAX_NUM_SEQS,
@@ -42,7 +42,13 @@ from fleetplan.perf.kv_budget import (
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.units import BYTES_PER_GIB
 
-__all__ = ["models", "parallelism_options"]
+__all__ = ["ENABLE_EXPERT_PARALLEL_OPTION", "models", "parallelism_options"]
+
+#: ``--enable-expert-parallel`` of ``models show`` and ``perf explain`` (one declaration, one help).
+ENABLE_EXPERT_PARALLEL_OPTION = click.option(
+    "--enable-expert-parallel", is_flag=True, default=False,
+    help="Spread routed experts over all TP x DP GPUs (ep = tp*dp, vLLM) instead of splitting each expert; "
+    "perf explain --engine sglang: over the --tp GPUs (SGLang ep = tp).")
 
 def parallelism_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """Add vLLM's sharding flags; the command receives one ``parallelism: Parallelism`` argument.
@@ -61,8 +67,7 @@ def parallelism_options(func: Callable[..., Any]) -> Callable[..., Any]:
         tensor_parallel_option(help="GPUs sharing each layer (attention heads split), as in vLLM."),
         pipeline_parallel_option,
         data_parallel_option,
-        click.option("--enable-expert-parallel", is_flag=True, default=False,
-                     help="Spread routed experts over TP x DP GPUs instead of splitting each expert."),
+        ENABLE_EXPERT_PARALLEL_OPTION,
     )):
         wrapper = decorator(wrapper)
     return wrapper
@@ -113,21 +118,38 @@ def models() -> None:
 @format_option
 def list_cmd(fmt: str) -> None:
     """One row per bundled model (config.json under models/)."""
-    table = Table(title="Bundled models (bf16 weights; KV bytes per token over all layers, unsharded)")
-    headers = ("name", "attn", "layers", "hidden", "heads/kv", "experts", "params", "active", "GiB",
+    table = Table(title="Bundled models (weights in the checkpoint's dtype; KV bytes per token over all layers, "
+                  "bf16, unsharded)")
+    headers = ("name", "attn", "layers", "hidden", "heads/kv", "experts", "params", "active", "dtype", "GiB",
                "KV B/tok")
     for header in headers:
-        table.add_column(header, justify="left" if header in ("name", "attn") else "right", no_wrap=True)
+        table.add_column(header, justify="left" if header in ("name", "attn", "dtype") else "right", no_wrap=True)
     for key in list_models():
         m = load_model(key)
         experts = f"{m.n_experts_per_token}/{m.n_experts}" + (f"+{m.n_shared_experts}" if m.n_shared_experts
                                                                  else "") if m.is_moe else "-"
         table.add_row(
-            key, m.attention.value, str(m.n_layers), str(m.hidden_size), f"{m.n_heads}/{m.n_kv_heads}", experts,
-            _billions(m.n_params()), _billions(m.n_active_params()), _gib(m.weight_bytes(Dtype.BF16)),
+            key, _attention(m), str(m.n_layers), str(m.hidden_size), f"{m.n_heads}/{m.n_kv_heads}", experts,
+            _billions(m.n_params()), _billions(m.n_active_params()), _weights(m), _gib(m.weight_bytes()),
             f"{m.kv_bytes_per_token():,}",
         )
     emit_table(table, fmt)
+
+
+def _attention(m: ModelConfig) -> str:
+    """``gqa``/``mla`` plus the hybrid layers: ``gqa+swa``, ``gqa+linear``."""
+    mix = m.layers
+    return m.attention.value + ("+linear" if mix.n_linear_layers else "+swa" if mix.n_window_layers else "")
+
+
+def _weights(m: ModelConfig) -> str:
+    """The checkpoint's weight type and scaling: ``fp8 block 128x128``, ``mxfp4 group 32``, ``bf16``."""
+    if m.weight_block_size is not None:
+        return f"{m.default_weight_dtype.value} block {m.weight_block_size[0]}x{m.weight_block_size[1]}"
+    if m.weight_group_size:
+        return f"{m.default_weight_dtype.value} group {m.weight_group_size}"
+    extra = "" if m.weight_scaling is WeightScaling.NONE else f" {m.weight_scaling.value}"
+    return m.default_weight_dtype.value + extra
 
 
 def _shape_table(m: ModelConfig) -> Table:
@@ -139,14 +161,26 @@ def _shape_table(m: ModelConfig) -> Table:
     if m.attention.value == "mla":
         rows += [("kv_lora_rank", m.kv_lora_rank), ("qk_rope_head_dim", m.qk_rope_head_dim),
                  ("q_lora_rank", m.q_lora_rank), ("v_head_dim", m.v_head_dim)]
+    if m.index_head_dim:
+        rows.append(("sparse-attention indexer", f"{m.index_n_heads} heads x {m.index_head_dim}, top {m.index_topk:,}"))
+    mix = m.layers
+    if mix.n_window_layers:
+        sized = "sized as full" if mix.window_counts_as_full else "not in KV/token"
+        rows.append(("windowed layers", f"{mix.n_window_layers} x {mix.attention_window_tokens:,} tokens ({sized})"))
+    if mix.n_linear_layers:
+        rows.append(("linear-attention layers", f"{mix.n_linear_layers} (state {_gib(m.linear_state_bytes_per_seq())} "
+                                                f"GiB/seq)"))
     if m.is_moe:
         rows += [("experts", _experts(m)), ("expert width", m.moe_intermediate_size),
                  ("dense layers", f"{m.n_dense_layers} x width {m.intermediate_size}")]
     else:
         rows.append(("FFN width", m.intermediate_size))
     rows += [("tied embeddings", "yes" if m.tie_word_embeddings else "no"),
+             ("checkpoint weights", _weights(m) + (f" ({m.quant_method})" if m.quant_method else "")),
              ("params total", f"{m.n_params():,}"), ("params active / token", f"{m.n_active_params():,}"),
              ("matmul GFLOP / token", f"{m.flops_per_token_dense() / 1e9:,.1f}")]
+    if m.n_mtp_layers:
+        rows.append(("MTP layers (not in total)", f"{m.n_mtp_layers} ({_billions(m.mtp_params())} params)"))
     for name, value in rows:
         table.add_row(name, str(value))
     return table
@@ -159,7 +193,8 @@ def _sizes_table(m: ModelConfig, par: Parallelism) -> Table:
         table.add_column(header, justify="left" if header == "dtype" else "right")
     for d in Dtype:
         per_gpu = (_gib(max(weight_bytes_per_gpu(m, par, d))),) if sharded else ()
-        table.add_row(d.value, _gib(m.weight_bytes(d)), *per_gpu, f"{m.kv_bytes_per_token(d):,}")
+        kv = f"{m.kv_bytes_per_token(d):,}" if d.value in KV_CACHE_DTYPES.values() else "-"  # no int4/mxfp4 KV cache
+        table.add_row(d.value, _gib(m.weight_bytes(d)), *per_gpu, kv)
     return table
 
 
@@ -175,6 +210,8 @@ def _budget_table(b: KvBudget) -> Table:
         ("activation peak", f"-{_gib(b.activation_peak_bytes)} GiB"),
         ("CUDA graph pool", f"-{_gib(b.cudagraph_pool_bytes)} GiB"),
         ("comm workspace", f"-{_gib(b.comm_workspace_bytes)} GiB"),
+        *([(f"per-sequence state ({b.state_reserved_bytes // b.state_bytes_per_seq} sequences)",
+            f"-{_gib(b.state_reserved_bytes)} GiB")] if b.state_reserved_bytes else []),
         ("KV cache available", f"{_gib(b.kv_available_bytes)} GiB"),
         ("KV bytes / token", f"{b.kv_bytes_per_token:,}"),
         (f"KV blocks ({b.block_size_tokens} tokens)", f"{b.kv_blocks_per_gpu:,}"),
@@ -191,7 +228,8 @@ def _budget_table(b: KvBudget) -> Table:
 @click.argument("name")
 @gpu_option(help="GPU name or alias (see `fleetplan gpus list`): print the KV budget.")
 @parallelism_options
-@weight_dtype_option(help="Weight storage type for the budget (fp8/int4 = quantized checkpoint).")
+@weight_dtype_option(default=None, show_default=False,
+                     help="Weight storage type for the budget [default: the checkpoint's, from quantization_config].")
 @kv_cache_dtype_option
 @gpu_memory_utilization_option
 @click.option("--block-size", type=click.IntRange(min=1), default=16, show_default=True,
@@ -202,7 +240,7 @@ def _budget_table(b: KvBudget) -> Table:
                      help="Sequences per step (sizes the logits buffer).")
 @gpu_profiles_option
 @format_option
-def show_cmd(name: str, gpu: str | None, parallelism: Parallelism, weight_dtype: str, kv_cache_dtype: str,
+def show_cmd(name: str, gpu: str | None, parallelism: Parallelism, weight_dtype: str | None, kv_cache_dtype: str,
              gpu_memory_utilization: float, block_size: int, max_num_batched_tokens: int, max_num_seqs: int,
              gpu_profiles: Path | None, fmt: str) -> None:
     """Shape, parameter counts, weight and KV sizes of one model (bundled NAME or a config.json path);
@@ -210,10 +248,11 @@ def show_cmd(name: str, gpu: str | None, parallelism: Parallelism, weight_dtype:
     model = load_model(name)
     parallelism.check_model(model)
     budget = None
+    weights = dtype(weight_dtype) if weight_dtype else model.default_weight_dtype
     if gpu is not None:
         profile = load_catalog(gpu_profiles).get(gpu)
         budget = kv_budget(
-            model, profile, parallelism, weight_dtype=dtype(weight_dtype),
+            model, profile, parallelism, weight_dtype=weights,
             kv_dtype=dtype(KV_CACHE_DTYPES[kv_cache_dtype]),
             gpu_memory_utilization=gpu_memory_utilization, block_size_tokens=block_size,
             max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,

@@ -92,6 +92,7 @@ FLAG_OF_PARAM: dict[str, CliParam] = {
     "lead_time_weeks": CliParam("--lead-time-weeks"),
     "perf_profile": CliParam("--perf-profile"),
     "tensor_parallel_size": CliParam("--tensor-parallel-size"),
+    "max_gpus_per_instance": CliParam("--max-gpus-per-instance"),
     "pipeline_parallel_size": CliParam("--pipeline-parallel-size"),
     "data_parallel_size": CliParam("--data-parallel-size"),
     "enable_expert_parallel": CliParam("--enable-expert-parallel"),
@@ -428,7 +429,7 @@ class RateOrInf(click.ParamType):
 
 #: vLLM ``--kv-cache-dtype`` spellings -> fleetplan's storage dtype name ("auto" = the model dtype, bf16 here).
 KV_CACHE_DTYPES = {"auto": "bf16", "bf16": "bf16", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
-WEIGHT_DTYPES = ("bf16", "fp8", "int4")
+WEIGHT_DTYPES = ("bf16", "fp8", "int4", "mxfp4")
 
 # arrivals, SLOs, simulation length, seed
 lam_option = declare(
@@ -513,7 +514,7 @@ data_parallel_option = declare(
     help="Attention data-parallel ranks per replica, each with its own batch and KV cache.")
 weight_dtype_option = declare("weight dtype", "--weight-dtype", "weight_dtype", type=click.Choice(WEIGHT_DTYPES),
                               default="bf16", show_default=True,
-                              help="Weight storage type (fp8/int4 = quantized checkpoint).")
+                              help="Weight storage type (fp8/int4/mxfp4 = quantized checkpoint).")
 kv_cache_dtype_option = declare(
     "KV-cache dtype", "--kv-cache-dtype", "--kv-dtype", "kv_cache_dtype", type=click.Choice(list(KV_CACHE_DTYPES)),
     default="auto", show_default=True, help="KV-cache storage type, vLLM spelling (auto = bf16).")

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import click
 from rich.table import Table
 
 from fleetplan.cli.errors import FleetplanGroup
+from fleetplan.cli.models_cmd import ENABLE_EXPERT_PARALLEL_OPTION
 from fleetplan.cli.options import (
     FRACTION,
     KV_CACHE_DTYPES,
     data_parallel_option,
+    engine_option,
     gpu_option,
     gpu_profiles_option,
     kv_cache_dtype_option,
@@ -27,14 +30,19 @@ from fleetplan.cli.tables import make_console
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import load_catalog
 from fleetplan.models import Dtype, load_model
+from fleetplan.perf.api_server import api_server_max_request_rate_per_s
 from fleetplan.perf.batch import BATCH_SYNTAX, parse_batch
 from fleetplan.perf.calibrate import DEFAULT_HOLDOUT_FRACTION, DEFAULT_SEED, calibrate
-from fleetplan.perf.kv_budget import kv_budget
+from fleetplan.perf.engine_profile import ENGINE_NAMES, load_engine_profile
+from fleetplan.perf.kv_budget import DEFAULT_MAX_NUM_SEQS, kv_budget
 from fleetplan.perf.overheads import DEFAULT_CPU_OVERHEAD_S, ExecutionMode, PredictorOptions
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.perf.profile_io import read_calibration_csv, save_perf_profile
+from fleetplan.perf.quant import Fp8Scaling
+from fleetplan.perf.speculative import DEEPSEEK_V3_MTP_ACCEPTANCE, mtp_step, verify_batch
 from fleetplan.perf.typical_batch import typical_step
+from fleetplan.plan.placement import checkpoint_fp8_scaling
 from fleetplan.units import ms_to_s, s_to_ms
 
 SERVING_OPTION_NAMES = ("bench_results", "metrics_dumps", "engine", "input_len", "output_len", "num_prompts",
@@ -50,14 +58,17 @@ def _predictor_options(func):
         tensor_parallel_option,
         pipeline_parallel_option,
         data_parallel_option,
-        click.option("--ep", type=click.IntRange(min=1), default=1, show_default=True,
-                     help="Expert parallel size (MoE; must divide tp*dp)."),
-        weight_dtype_option,
+        click.option("--ep", "--ep-size", "--expert-parallel-size", "ep", type=click.IntRange(min=1), default=1,
+                     show_default=True, help="Expert parallel size (MoE; must divide tp*dp; SGLang --ep-size)."),
+        weight_dtype_option(default=None, show_default=False,
+                            help="Weight storage type (fp8/int4/mxfp4 = quantized) [default: the checkpoint's, from "
+                            "its config.json quantization_config; bf16 without one]."),
         kv_cache_dtype_option,
         click.option("--execution", type=click.Choice([m.value for m in ExecutionMode]), default="cuda_graph",
                      show_default=True, help="Kernel issue: eager pays per-kernel launch overhead."),
-        click.option("--cpu-overhead-ms", type=click.FloatRange(min=0), default=s_to_ms(DEFAULT_CPU_OVERHEAD_S),
-                     show_default=True, help="Host scheduling/sampling time per step (0 hides real TTFT cost)."),
+        click.option("--cpu-overhead-ms", type=click.FloatRange(min=0), default=None,
+                     help=f"Host scheduling/sampling time per step (0 hides real TTFT cost) [default: the engine "
+                     f"profile's, else {s_to_ms(DEFAULT_CPU_OVERHEAD_S):g}]."),
         gpu_profiles_option,
     ]
     for option in reversed(options):
@@ -66,12 +77,68 @@ def _predictor_options(func):
 
 
 def _build(model, gpu, tensor_parallel_size, pipeline_parallel_size, data_parallel_size, ep, weight_dtype,
-           kv_cache_dtype, execution, cpu_overhead_ms, gpu_profiles):
+           kv_cache_dtype, execution, cpu_overhead_ms, gpu_profiles, par=None, options=None, fp8_scaling=None):
+    """The predictor of the flags; weights in the checkpoint's type and FP8 scaling unless given
+    (``checkpoint_fp8_scaling``: block-scaled for a block-scaled FP8 checkpoint, else per tensor)."""
     profile = load_catalog(gpu_profiles).get(gpu)
-    opts = PredictorOptions(execution=execution, cpu_overhead_s=ms_to_s(cpu_overhead_ms))
-    par = Parallelism(tp=tensor_parallel_size, pp=pipeline_parallel_size, dp=data_parallel_size, ep=ep)
-    return StepTimePredictor(load_model(model), profile, par, Dtype(weight_dtype),
-                             Dtype(KV_CACHE_DTYPES[kv_cache_dtype]), opts)
+    model_cfg = load_model(model)
+    weights = model_cfg.default_weight_dtype if weight_dtype is None else Dtype(weight_dtype)
+    scaling = checkpoint_fp8_scaling(model_cfg, weights) if fp8_scaling is None else Fp8Scaling(fp8_scaling)
+    if options is None:
+        options = PredictorOptions(cpu_overhead_s=DEFAULT_CPU_OVERHEAD_S)
+    opts = dataclasses.replace(options, execution=ExecutionMode(execution),
+                               cpu_overhead_s=options.cpu_overhead_s if cpu_overhead_ms is None
+                               else ms_to_s(cpu_overhead_ms))
+    if par is None:
+        par = Parallelism(tp=tensor_parallel_size, pp=pipeline_parallel_size, dp=data_parallel_size, ep=ep)
+    return StepTimePredictor(model_cfg, profile, par, weights, Dtype(KV_CACHE_DTYPES[kv_cache_dtype]), opts, scaling)
+
+
+def _engine_parallelism(engine: str | None, tp: int, pp: int, dp: int, ep: int, enable_expert_parallel: bool,
+                        enable_dp_attention: bool) -> tuple[Parallelism, str | None]:
+    """The replica's ``Parallelism`` from the flags in the engine's own meaning, and a note for stderr.
+
+    vLLM: ``--tensor-parallel-size`` x ``--data-parallel-size`` GPUs per stage, attention TP inside each DP
+    rank; ``--enable-expert-parallel`` spreads the experts over all of them (ep = tp dp).
+    SGLang: ``--tp`` counts every GPU of the instance; ``--enable-dp-attention`` with ``--dp`` splits the
+    attention into ``dp`` ranks of ``tp / dp`` GPUs; ``--ep-size`` spreads the experts over ``ep`` of the
+    ``tp`` GPUs (the rest split each expert's width); without dp attention, ``--dp`` runs independent
+    replicas (one is timed)."""
+    if engine == "sglang":
+        note = None
+        if enable_dp_attention:
+            if tp % dp:
+                raise ConfigError(f"--dp {dp} must divide --tp {tp} with --enable-dp-attention (SGLang: tp counts "
+                                  f"every GPU; attention runs {dp} ranks of tp/dp GPUs); use --dp dividing {tp}",
+                                  param="data_parallel_size", value=dp)
+            attn_tp, attn_dp = tp // dp, dp
+        else:
+            if dp > 1:
+                note = (f"SGLang --dp {dp} without --enable-dp-attention runs {dp} independent replicas of --tp {tp}; "
+                        "timing one")
+            attn_tp, attn_dp = tp, 1
+        ep_size = tp if enable_expert_parallel else ep
+        if tp % ep_size:
+            raise ConfigError(f"--ep-size {ep_size} must divide --tp {tp} (SGLang spreads the experts over ep of the "
+                              f"tp GPUs); use a divisor of {tp}", param="ep", value=ep_size)
+        return Parallelism(tp=attn_tp, pp=pp, dp=attn_dp, ep=ep_size if ep_size > 1 else 1, tp_attn=attn_tp,
+                           dp_attn=attn_dp, tp_ffn=tp // ep_size, ep_ffn=ep_size), note
+    if enable_dp_attention:
+        raise ConfigError("--enable-dp-attention is SGLang's flag: give --engine sglang, or for vLLM use "
+                          "--data-parallel-size N with --enable-expert-parallel", param="enable_dp_attention",
+                          value=True)
+    return Parallelism(tp=tp, pp=pp, dp=dp, ep=tp * dp if enable_expert_parallel else ep), None
+
+
+def _check_nodes(par: Parallelism, gpus_per_node: int, nnodes: int | None) -> str:
+    """Nodes the replica spans; ``ConfigError`` when ``--nnodes`` cannot hold it or leaves a node empty."""
+    world = par.gpus_per_replica
+    needed = -(-world // gpus_per_node)
+    if nnodes is not None and nnodes != needed:
+        raise ConfigError(f"--nnodes {nnodes} does not fit {world} GPUs per replica on nodes of {gpus_per_node} "
+                          f"GPUs (they need exactly {needed}); use --nnodes {needed} or change the parallel sizes",
+                          param="nnodes", value=nnodes)
+    return f"{needed} node{'s' if needed > 1 else ''} of {gpus_per_node} GPUs"
 
 
 _GROUP_EXAMPLES = """\b
@@ -89,6 +156,12 @@ Examples:
   fleetplan perf explain --model qwen3-30b-a3b --gpu h100 -tp 4 --ep 4 --batch "decode=256x2048"
   fleetplan perf explain --model llama-3.1-8b --gpu a100 --execution eager --batch "decode=1x512"
   fleetplan perf explain --model llama-3.1-70b --gpu h100 -tp 4
+  fleetplan perf explain --model deepseek-v3 --gpu h200 --engine vllm -tp 8 --enable-expert-parallel \
+      --weight-dtype fp8 --fp8-scaling block --mtp-tokens 1 --batch "decode=64x2048"
+  fleetplan perf explain --model deepseek-v3 --gpu h200 --engine sglang --tp 8 --dp 8 --enable-dp-attention \
+      --ep-size 8 --weight-dtype fp8 --batch "decode=16x2048"
+  fleetplan perf explain --model qwen3-235b-a22b --gpu h100 -tp 16 --enable-expert-parallel --nnodes 2 \
+      --weight-dtype fp8 --batch "decode=64x2048"
 """
 _CALIBRATE_EXAMPLES = """\b
 CSV columns (fleetplan.perf.profile_io): n_seqs, n_decode, prefill_tokens,
@@ -114,37 +187,88 @@ def perf() -> None:
 @click.option("--batch", "batch_text", default=None,
               help=f"The step's batch: {BATCH_SYNTAX} (default: a typical step, printed: the model's operating "
               "batch decoding plus one prefill chunk).")
-def explain(batch_text: str | None, **kw) -> None:
-    """Per-operator time of one engine step, and the replica's KV-cache budget.
+@engine_option(default=None, show_default=False,
+               help=f"Engine profile ({'|'.join(ENGINE_NAMES)}: efficiencies, overheads) and the meaning of the "
+               "parallel flags [default: the predictor's defaults, vLLM flag meaning].")
+@ENABLE_EXPERT_PARALLEL_OPTION
+@click.option("--enable-dp-attention", is_flag=True,
+              help="SGLang (--engine sglang): attention in --dp ranks of tp/dp GPUs, experts over all --tp GPUs.")
+@click.option("--nnodes", type=click.IntRange(min=1), default=None,
+              help="Nodes the instance spans (checked against the GPUs per node of the catalog).")
+@click.option("--fp8-scaling", type=click.Choice([m.value for m in Fp8Scaling]), default=None,
+              help="FP8 weights: per-tensor scales or 128x128 blocks [default: the checkpoint's (block for "
+              "DeepSeek-V3, Qwen3-*-FP8); per_tensor for FP8 chosen for a BF16 checkpoint].")
+@click.option("--mtp-tokens", type=click.IntRange(min=0), default=0, show_default=True,
+              help="MTP speculative tokens per step (DeepSeek num_nextn_predict_layers heads): times the verify "
+              "step and the draft passes, and the time per output token.")
+@click.option("--mtp-acceptance", type=FRACTION, default=DEEPSEEK_V3_MTP_ACCEPTANCE, show_default=True,
+              help="Conditional acceptance of each draft position (DeepSeek-V3 report: 0.85-0.90).")
+def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: bool, enable_dp_attention: bool,
+            nnodes: int | None, fp8_scaling: str | None, mtp_tokens: int, mtp_acceptance: float, **kw) -> None:
+    """Per-operator time of one engine step, which source timed it, and the replica's KV-cache budget.
 
     A batch whose requests hold more KV blocks than the replica's cache is still timed (a what-if),
     with a note that vLLM would never run it.
     """
-    p = _build(**kw)
-    budget = kv_budget(p.model, p.gpu, p.parallelism, weight_dtype=p.weight_dtype, kv_dtype=p.kv_dtype)
+    par, note = _engine_parallelism(engine, kw["tensor_parallel_size"], kw["pipeline_parallel_size"],
+                                    kw["data_parallel_size"], kw["ep"], enable_expert_parallel, enable_dp_attention)
+    if note:
+        click.echo(note, err=True)
+    options = None if engine is None else load_engine_profile(engine).options
+    p = _build(**kw, par=par, options=options, fp8_scaling=fp8_scaling)
+    nodes = _check_nodes(p.parallelism, p.gpu.gpus_per_node, nnodes)
+    budget = kv_budget(p.model, p.gpu, p.parallelism, weight_dtype=p.weight_dtype, kv_dtype=p.kv_dtype,
+                       n_mtp_layers=1 if mtp_tokens else 0)
     if batch_text is None:
         step = typical_step(budget)
         batch_text = step.batch_text
         click.echo(f"assumed --batch \"{batch_text}\": {step.reason}", err=True)
     batch = parse_batch(batch_text)
-    breakdown = p.predict(batch)
-    total = breakdown.total_s
-    table = Table(title=f"{p.model.name} on {p.parallelism.gpus_per_replica}x {p.gpu.name} ({p.parallelism.flags()}, "
-                        f"{p.weight_dtype.value} weights, {p.kv_dtype.value} KV, {p.options.execution.value})")
-    for header in ("operator", "ms", "share"):
-        table.add_column(header, justify="left" if header == "operator" else "right")
-    for name, seconds in breakdown.seconds.items():
+    mtp = None
+    if mtp_tokens:
+        if batch.n_decode == 0:
+            raise ConfigError("--mtp-tokens needs decoding requests in --batch (drafts extend decodes), e.g. "
+                              "\"decode=16x2048\"", param="mtp_tokens", value=mtp_tokens)
+        mtp = mtp_step(p, batch, (mtp_acceptance,) * mtp_tokens)
+    breakdown = p.predict(batch if mtp is None else verify_batch(batch, mtp_tokens))
+    rows = [(name, seconds, breakdown.source.get(name, "roofline")) for name, seconds in breakdown.seconds.items()]
+    if mtp is not None:
+        rows.append((f"mtp_draft x{mtp_tokens}", mtp.draft_s, "roofline"))
+    total = sum(seconds for _, seconds, _ in rows)
+    fp8 = f" ({p.fp8_scaling.value})" if p.weight_dtype is Dtype.FP8 else ""
+    table = Table(title=f"{p.model.name} on {p.parallelism.gpus_per_replica}x {p.gpu.name}, {nodes} "
+                        f"({p.parallelism.flags()}, {p.weight_dtype.value}{fp8} weights, {p.kv_dtype.value} KV, "
+                        f"{p.options.execution.value}, {engine or 'default'} profile)")
+    for header in ("operator", "ms", "share", "source"):
+        table.add_column(header, justify="left" if header in ("operator", "source") else "right")
+    for name, seconds, source in rows:
         if seconds > 0:
-            table.add_row(name, f"{s_to_ms(seconds):.3f}", f"{seconds / total:.1%}")
-    table.add_row("total", f"{s_to_ms(total):.3f}", "100.0%", style="bold")
+            table.add_row(name, f"{s_to_ms(seconds):.3f}", f"{seconds / total:.1%}", source)
+    table.add_row("total", f"{s_to_ms(total):.3f}", "100.0%", "", style="bold")
     console = make_console()
     console.print(table)
+    if mtp is not None:
+        console.print(f"MTP: {mtp_tokens} draft pass{'es' if mtp_tokens > 1 else ''} and a verify step of "
+                      f"{mtp_tokens + 1} tokens per decoding request (timed above); acceptance {mtp_acceptance:g} per "
+                      f"position -> {mtp.tokens_per_step:.2f} tokens per step, {s_to_ms(mtp.s_per_token):.3f} ms per "
+                      f"output token against {s_to_ms(mtp.plain_step_s):.3f} ms without MTP ({mtp.speedup:.2f}x)")
     console.print(f"batch: {batch.n_seqs} requests ({batch.n_decode} decoding), {batch.n_tokens} tokens through the "
                   f"GEMMs ({breakdown.gemm_bound}-bound), decode context {batch.decode_context_sum} tokens")
     per_seq = -(-KV_REPORT_CONTEXT_TOKENS // budget.block_size_tokens)
     console.print(f"KV budget: {budget.kv_blocks_per_replica} blocks of {budget.block_size_tokens} tokens per "
                   f"replica ({budget.kv_blocks_per_replica * budget.block_size_tokens} tokens); "
                   f"n_max at {KV_REPORT_CONTEXT_TOKENS} tokens = {budget.kv_blocks_per_replica // per_seq}")
+    if budget.state_reserved_bytes:
+        console.print(f"fixed per-sequence state (linear-attention state, narrow-window KV): "
+                      f"{budget.state_bytes_per_seq / 2**20:.2f} MiB per sequence per GPU, "
+                      f"{budget.state_reserved_bytes / 2**30:.2f} GiB reserved per GPU for {DEFAULT_MAX_NUM_SEQS} "
+                      "sequences ahead of the KV blocks")
+    o = p.options
+    if o.api_server_s_per_request or o.api_server_s_per_token:
+        ceiling = api_server_max_request_rate_per_s(o, KV_REPORT_CONTEXT_TOKENS, 0)
+        console.print(f"API server: {s_to_ms(o.api_server_s_per_request):.3g} ms per request + "
+                      f"{s_to_ms(o.api_server_s_per_token) * 1e3:.3g} us per token: at most {ceiling:,.0f} requests/s "
+                      f"of {KV_REPORT_CONTEXT_TOKENS} tokens per API server process")
     held = batch.kv_blocks(budget.block_size_tokens)
     if held > budget.kv_blocks_per_replica:
         console.print(f"note: this batch holds {held:,} KV blocks ({held * budget.block_size_tokens:,} tokens), more "

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import click
 
+from fleetplan.cli.errors import render_error
 from fleetplan.cli.model_options import (
     CONTEXT_LIMIT_OPTIONS,
+    MAX_GPUS_PER_INSTANCE_OPTION,
     MODEL_OPTIONS,
     PERF_PROFILE_OPTION,
     context_limit,
@@ -176,6 +178,7 @@ _PLAN_OPTIONS = [
     input_fraction_option,
     gpu_profiles_option,
     *MODEL_OPTIONS,
+    MAX_GPUS_PER_INSTANCE_OPTION,
     PERF_PROFILE_OPTION,
     *CONTEXT_LIMIT_OPTIONS,
     price_option,
@@ -245,7 +248,9 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
         rate, rate_source = DEFAULT_RATE_PER_S, "default (the workload records no rate)"
     slo_s = ms_to_s(opts["slo_ttft_ms"])
     slo_tpot_s = None if opts["slo_tpot_ms"] is None else ms_to_s(opts["slo_tpot_ms"])
-    gpus, per_instance, step_models = serving_setup(catalog, opts)
+    gpus, per_instance, step_models, left_out = serving_setup(catalog, opts)
+    for line in left_out:  # GPU types that cannot hold the model (the others are swept), in the CLI's flags
+        click.echo(f"note: {render_error(ConfigError(line), 'optimize')}", err=True)
     limit = context_limit(opts["model"], opts["max_model_len"], opts["allow_long_max_model_len"])
     arrivals = plan_arrivals(opts)
     request = OptimizeRequest(

@@ -73,8 +73,10 @@ def run_serving_calibrate(out_path: Path, bench_results, metrics_dumps, engine, 
     profile = load_engine_profile(engine)
     tp = tensor_parallel_size
     gpu_profile = load_catalog(gpu_profiles).get(gpu)
-    args = EngineArgs(load_model(model), gpu_profile, tp, Dtype(weight_dtype), Dtype(KV_CACHE_DTYPES[kv_cache_dtype]),
-                      options=profile.options_for(gpu_profile, Dtype(weight_dtype)))
+    model_cfg = load_model(model)
+    weights = model_cfg.default_weight_dtype if weight_dtype is None else Dtype(weight_dtype)  # the checkpoint's
+    args = EngineArgs(model_cfg, gpu_profile, tp, weights, Dtype(KV_CACHE_DTYPES[kv_cache_dtype]),
+                      options=profile.options_for(gpu_profile, weights))
     measurements = [read_bench_result(p, input_len, output_len) for p in bench_results]
     if metrics_dumps:
         if input_len is None or output_len is None or num_prompts is None:

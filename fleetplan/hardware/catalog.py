@@ -11,6 +11,7 @@ Bundled profile format (one file per GPU)::
     hbm_tb_per_s = 3.35
     nvlink_gb_per_s = 900.0               # per GPU, bidirectional; "none" if PCIe only
     network_gbps = 400.0                  # scale-out NIC per GPU in the reference server
+    gpus_per_node = 8                     # GPUs per scale-up domain (server); larger groups cross the network
     tdp_w = 700.0
     idle_w = 70.0
     price_usd_per_h = 4.02                # "none" when no public on-demand price exists

@@ -28,7 +28,7 @@ __all__ = ["GpuProfile", "SPEC_FIELDS", "REQUIRED_SPEC_FIELDS", "OPTIONAL_SPEC_F
 #: Spec fields in display order.
 SPEC_FIELDS = (
     "bf16_tflops", "fp8_tflops", "hbm_gib", "hbm_tb_per_s", "nvlink_gb_per_s", "network_gbps",
-    "tdp_w", "idle_w", "price_usd_per_h", "failure_rate_per_day", "mttr_days",
+    "gpus_per_node", "tdp_w", "idle_w", "price_usd_per_h", "failure_rate_per_day", "mttr_days",
 )
 #: Spec fields that are a number, or ``None`` when the hardware or the literature has none.
 OPTIONAL_SPEC_FIELDS = (
@@ -64,6 +64,9 @@ class GpuProfile:
         Scale-up link bandwidth per GPU (GB/s, bidirectional); None for PCIe-only cards.
     network_gbps : float
         Scale-out NIC bandwidth per GPU in the reference server (Gb/s).
+    gpus_per_node : int
+        GPUs one scale-up domain (server) holds: a parallel group larger than this crosses the
+        scale-out network (``fleetplan.perf.comm``).  8 for HGX/DGX and MI300X platforms.
     tdp_w, idle_w : float
         Board power limit and idle draw (W).
     price_usd_per_h : float | None
@@ -87,6 +90,7 @@ class GpuProfile:
     hbm_tb_per_s: float
     nvlink_gb_per_s: float | None
     network_gbps: float
+    gpus_per_node: int
     tdp_w: float
     idle_w: float
     price_usd_per_h: float | None
@@ -115,6 +119,10 @@ class GpuProfile:
                 raise ConfigError(
                     f"GPU {self.name!r}: {name}={value!r} must be a finite number {rule}, or None when absent"
                 )
+        if float(self.gpus_per_node) != int(self.gpus_per_node):
+            raise ConfigError(f"GPU {self.name!r}: gpus_per_node={self.gpus_per_node!r} must be a whole number of "
+                              f"GPUs (8 for an HGX/DGX server)")
+        object.__setattr__(self, "gpus_per_node", int(self.gpus_per_node))
         if self.idle_w >= self.tdp_w:
             raise ConfigError(f"GPU {self.name!r}: idle_w={self.idle_w} must be below tdp_w={self.tdp_w}")
         if self.serving is not None and not isinstance(self.serving, ServingConstants):

@@ -4,7 +4,16 @@ Bundled configs live in ``models/*.json`` (``list_models``, ``load_model``).
 """
 
 from fleetplan.models.catalog import list_models, load_model, model_path
-from fleetplan.models.config import AttentionKind, Dtype, ModelConfig, attention_kind, dtype
+from fleetplan.models.config import (
+    AttentionKind,
+    Dtype,
+    LayerMix,
+    ModelConfig,
+    WeightScaling,
+    attention_kind,
+    dtype,
+    weight_scaling,
+)
 from fleetplan.models.context import ContextLimitError, ContextLimitRule, served_context_limit
 from fleetplan.models.hf_config import model_config_from_dict, read_hf_config
 
@@ -13,7 +22,9 @@ __all__ = [
     "ContextLimitError",
     "ContextLimitRule",
     "Dtype",
+    "LayerMix",
     "ModelConfig",
+    "WeightScaling",
     "attention_kind",
     "dtype",
     "list_models",
@@ -22,4 +33,5 @@ __all__ = [
     "model_path",
     "read_hf_config",
     "served_context_limit",
+    "weight_scaling",
 ]

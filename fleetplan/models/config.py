@@ -25,12 +25,44 @@ and ``n_layers - n_dense_layers`` MoE layers, each with ``n_experts`` routed exp
 (``n_experts_per_token`` active) and ``n_shared_experts`` always-active experts of
 width ``moe_intermediate_size``.
 
-KV cache per token, all layers (vLLM PagedAttention layout):
+Hybrid and windowed attention (layer kinds, ``LayerMix``): a layer is full attention,
+windowed (sliding-window or chunked-local attention over ``attention_window_tokens``) or
+linear attention (Qwen3-Next's Gated DeltaNet, arXiv:2412.06464: a fixed-size recurrent state
+per sequence instead of a KV cache).  A Gated DeltaNet layer with ``n_k`` key heads, ``n_v``
+value heads of widths ``d_k``, ``d_v`` and a causal convolution of ``c`` taps holds
 
-* GQA: ``2 * n_layers * K * d * bytes``   (a K and a V vector per KV head)
-* MLA: ``n_layers * (r_kv + d_r) * bytes`` (one compressed latent plus the rope key)
+* ``h*(2*n_k*d_k + 2*n_v*d_v)`` (q, k, v, z in) + ``2*h*n_v`` (beta, alpha in)
+  + ``c*(2*n_k*d_k + n_v*d_v)`` (conv) + ``2*n_v`` (A, dt bias) + ``d_v`` (norm)
+  + ``n_v*d_v*h`` (out) parameters (HF ``Qwen3NextGatedDeltaNet``), and
+* a state of ``n_v*d_k*d_v`` (recurrent) + ``(c-1)*(2*n_k*d_k + n_v*d_v)`` (conv) elements
+  per sequence, whatever its length (``linear_state_bytes_per_seq``).
 
-Published sizes (model cards) are reproduced within 2 % (``tests/models``).
+Qwen3-Next's full-attention layers gate their output with a second query-width projection
+(``attn_output_gate``): ``h*H*d`` more per full layer.
+
+KV cache per token, all layers (vLLM PagedAttention layout), over the ``n_kv_layers`` layers
+whose cache grows with the context:
+
+* GQA: ``2 * n_kv_layers * K * d * bytes``   (a K and a V vector per KV head)
+* MLA: ``n_kv_layers * (r_kv + d_r) * bytes`` (one compressed latent plus the rope key), plus
+  DeepSeek-V3.2's sparse-attention indexer key, ``index_head_dim`` FP8 bytes and one fp32
+  scale per 128 (vLLM's indexer cache), when the model has one.
+
+``n_kv_layers`` counts full-attention layers and windowed layers whose window is at least
+``WINDOW_AS_FULL_TOKENS`` (4,096): Llama-4's 8,192-token chunks hold a whole typical request,
+so they are sized as full attention (an upper bound past 8K).  Narrower windows (gpt-oss's
+128 tokens) hold at most ``W`` tokens per sequence, a constant left out of the per-token
+size, as are linear-attention states.  ``kv_bytes_per_token_per_layer`` is the per-token size
+averaged over all ``n_layers`` layers, so ``layers x per-layer`` budgets a pipeline stage.
+
+Weights: the checkpoint's storage (``quantization_config``; ``fleetplan.models.hf_config``)
+is ``default_weight_dtype`` with its ``quant_method``, ``weight_scaling`` (per-tensor,
+per-channel, block or group scales) and ``weight_block_size`` / ``weight_group_size``; a
+config without one is BF16.  Multi-token-prediction heads (``n_mtp_layers``, DeepSeek's
+``num_nextn_predict_layers``) are not counted in ``n_params`` (the published totals leave
+them out); ``mtp_params`` gives their size.
+
+Published sizes (model cards) are reproduced within 2-3 % (``tests/models``).
 """
 
 from __future__ import annotations
@@ -42,7 +74,8 @@ from dataclasses import dataclass
 from fleetplan.errors import ConfigError
 from fleetplan.names import lookup
 
-__all__ = ["AttentionKind", "Dtype", "ModelConfig", "attention_kind", "dtype"]
+__all__ = ["AttentionKind", "Dtype", "LayerMix", "ModelConfig", "WeightScaling", "attention_kind", "dtype",
+           "weight_scaling"]
 
 
 class Dtype(enum.Enum):
@@ -51,14 +84,38 @@ class Dtype(enum.Enum):
     BF16 = "bf16"
     FP8 = "fp8"
     INT4 = "int4"
+    MXFP4 = "mxfp4"
 
     @property
     def bytes_per_param(self) -> float:
-        """Bytes per stored element (INT4: 0.5, group scales ignored)."""
+        """Bytes per stored element (INT4: 0.5, group scales ignored; MXFP4: 4 bits plus one 8-bit
+        E8M0 scale per 32 elements = 4.25 bits, OCP Microscaling Formats spec v1.0 §5)."""
         return _BYTES_PER_PARAM[self]
 
 
-_BYTES_PER_PARAM = {Dtype.BF16: 2.0, Dtype.FP8: 1.0, Dtype.INT4: 0.5}
+_BYTES_PER_PARAM = {Dtype.BF16: 2.0, Dtype.FP8: 1.0, Dtype.INT4: 0.5, Dtype.MXFP4: 4.25 / 8}
+
+
+class WeightScaling(enum.Enum):
+    """How a quantized checkpoint scales its weights (what a GEMM kernel must dequantize)."""
+
+    NONE = "none"  # unquantized (BF16)
+    PER_TENSOR = "per-tensor"  # one scale per weight matrix (vLLM Fp8Config without weight_block_size)
+    PER_CHANNEL = "per-channel"  # one scale per output row
+    BLOCK = "block"  # one scale per weight_block_size tile (DeepSeek-V3: 128 x 128)
+    GROUP = "group"  # one scale per weight_group_size elements of a row (MXFP4: 32; GPTQ/AWQ: 128)
+
+
+def weight_scaling(name: str | WeightScaling) -> WeightScaling:
+    """The ``WeightScaling`` called ``name``; unknown -> ``UnknownNameError``."""
+    return lookup(WeightScaling, "weight scaling", name)
+
+
+#: Windowed layers with at least this window are sized as full attention (module docstring).
+WINDOW_AS_FULL_TOKENS = 4096
+#: vLLM's DeepSeek-V3.2 indexer cache: one fp32 scale per 128 FP8 key elements.
+INDEXER_SCALE_GROUP = 128
+INDEXER_SCALE_BYTES = 4
 
 
 class AttentionKind(enum.Enum):
@@ -78,11 +135,79 @@ def attention_kind(name: str | AttentionKind) -> AttentionKind:
     return lookup(AttentionKind, "attention kind", name)
 
 
+@dataclass(frozen=True)
+class LayerMix:
+    """Decoder layers that are not plain full attention (module docstring; all zero = none).
+
+    Attributes
+    ----------
+    n_window_layers, attention_window_tokens : int
+        Sliding-window or chunked-local attention layers and their window (config
+        ``layer_types`` "sliding_attention" with ``sliding_window``; Llama-4's rope layers with
+        ``attention_chunk_size``).
+    n_linear_layers : int
+        Linear-attention (Gated DeltaNet) layers (``layer_types`` "linear_attention", or all but
+        every ``full_attention_interval``-th layer).
+    linear_key_heads, linear_value_heads, linear_key_head_dim, linear_value_head_dim, linear_conv_kernel : int
+        Their shape (config ``linear_num_key_heads``, ``linear_num_value_heads``,
+        ``linear_key_head_dim``, ``linear_value_head_dim``, ``linear_conv_kernel_dim``).
+    output_gate : bool
+        Full-attention layers gate their output with a second query-width projection (Qwen3-Next).
+    """
+
+    n_window_layers: int = 0
+    attention_window_tokens: int = 0
+    n_linear_layers: int = 0
+    linear_key_heads: int = 0
+    linear_value_heads: int = 0
+    linear_key_head_dim: int = 0
+    linear_value_head_dim: int = 0
+    linear_conv_kernel: int = 0
+    output_gate: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("n_window_layers", "attention_window_tokens", "n_linear_layers", "linear_key_heads",
+                     "linear_value_heads", "linear_key_head_dim", "linear_value_head_dim", "linear_conv_kernel"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"layer mix: {name}={value!r} must be an integer >= 0")
+        if (self.n_window_layers > 0) != (self.attention_window_tokens > 0):
+            raise ConfigError(f"layer mix: n_window_layers={self.n_window_layers} and attention_window_tokens="
+                              f"{self.attention_window_tokens} go together; give both or neither")
+        shape = (self.linear_key_heads, self.linear_value_heads, self.linear_key_head_dim,
+                 self.linear_value_head_dim, self.linear_conv_kernel)
+        if self.n_linear_layers and min(shape) < 1:
+            raise ConfigError(f"layer mix: {self.n_linear_layers} linear-attention layers need linear key/value "
+                              f"heads, head dims and conv kernel >= 1 (got {shape})")
+        if not self.n_linear_layers and any(shape):
+            raise ConfigError("layer mix: linear-attention shape given without linear-attention layers")
+
+    @property
+    def window_counts_as_full(self) -> bool:
+        """Windowed layers are sized as full attention (window >= ``WINDOW_AS_FULL_TOKENS``)."""
+        return self.attention_window_tokens >= WINDOW_AS_FULL_TOKENS
+
+    def linear_params_per_layer(self, hidden_size: int) -> int:
+        """Parameters of one Gated DeltaNet layer (module docstring)."""
+        h, n_k, n_v = hidden_size, self.linear_key_heads, self.linear_value_heads
+        d_k, d_v, c = self.linear_key_head_dim, self.linear_value_head_dim, self.linear_conv_kernel
+        conv_width = 2 * n_k * d_k + n_v * d_v
+        return h * (2 * n_k * d_k + 2 * n_v * d_v) + 2 * h * n_v + c * conv_width + 2 * n_v + d_v + n_v * d_v * h
+
+    def linear_state_elements_per_seq(self) -> int:
+        """Recurrent plus convolution state of one sequence in one linear layer (elements)."""
+        n_k, n_v, d_k, d_v = self.linear_key_heads, self.linear_value_heads, self.linear_key_head_dim, \
+            self.linear_value_head_dim
+        return n_v * d_k * d_v + (self.linear_conv_kernel - 1) * (2 * n_k * d_k + n_v * d_v)
+
+
 _POSITIVE = ("n_layers", "hidden_size", "n_heads", "n_kv_heads", "head_dim", "vocab_size")
 _NON_NEGATIVE = (
     "intermediate_size", "n_experts", "n_experts_per_token", "n_shared_experts", "moe_intermediate_size",
-    "n_dense_layers", "kv_lora_rank", "qk_rope_head_dim", "q_lora_rank", "v_head_dim",
+    "n_dense_layers", "kv_lora_rank", "qk_rope_head_dim", "q_lora_rank", "v_head_dim", "n_mtp_layers",
+    "index_n_heads", "index_head_dim", "index_topk", "weight_group_size",
 )
+_AT_LEAST_ONE = ("moe_layer_step",)
 
 
 @dataclass(frozen=True)
@@ -119,6 +244,32 @@ class ModelConfig:
         The model's context window (config.json ``max_position_embeddings``): the longest
         prompt + output it serves, vLLM's default ``max_model_len``.  None when the config
         gives none (then a serving limit must be given explicitly; ``fleetplan.models.context``).
+    default_weight_dtype : Dtype
+        Storage type of the published weights (``quantization_config``; BF16 without one).
+    quant_method : str
+        The checkpoint's ``quantization_config`` method as written (``"fp8"``, ``"mxfp4"``,
+        ``"compressed-tensors"``, ``"modelopt"``, ...); ``""`` for an unquantized checkpoint.
+    weight_scaling : WeightScaling
+        Scale granularity of the quantized weights (per-tensor vs block-scaled FP8, ...).
+    weight_block_size : tuple of int or None
+        ``(rows, cols)`` of one scale tile for ``WeightScaling.BLOCK`` (DeepSeek-V3: (128, 128)).
+    weight_group_size : int
+        Elements per scale for ``WeightScaling.GROUP`` (MXFP4: 32); 0 otherwise.
+    n_mtp_layers : int
+        Multi-token-prediction layers shipped with the model (DeepSeek/GLM
+        ``num_nextn_predict_layers``, MiniMax ``num_mtp_modules``); not in ``n_params``.
+    index_n_heads, index_head_dim, index_topk : int
+        DeepSeek-V3.2 sparse-attention (DSA) lightning indexer: heads, key width, and keys each
+        query attends to; 0 without an indexer.
+    layers : LayerMix
+        Windowed and linear-attention layers (hybrid models); default: every layer full attention.
+    quantized_experts_only : bool
+        The checkpoint quantizes only the routed experts; attention, router, shared parts,
+        embeddings and LM head stay BF16 (gpt-oss's ``modules_to_not_convert``).
+    moe_layer_step : int
+        1: the ``n_dense_layers`` dense layers come first (DeepSeek ``first_k_dense_replace``).
+        k > 1: layer i is MoE iff ``(i + 1) % k == 0`` (Llama-4 ``interleave_moe_layer_step``);
+        ``moe_layer_indices`` lists them either way.
     """
 
     name: str
@@ -141,14 +292,37 @@ class ModelConfig:
     q_lora_rank: int = 0
     v_head_dim: int = 0
     context_window_tokens: int | None = None
+    default_weight_dtype: Dtype = Dtype.BF16
+    quant_method: str = ""
+    weight_scaling: WeightScaling = WeightScaling.NONE
+    weight_block_size: tuple[int, int] | None = None
+    weight_group_size: int = 0
+    n_mtp_layers: int = 0
+    index_n_heads: int = 0
+    index_head_dim: int = 0
+    index_topk: int = 0
+    layers: LayerMix = LayerMix()
+    moe_layer_step: int = 1
+    quantized_experts_only: bool = False
 
     def __post_init__(self) -> None:
         who = f"model {self.name!r}"
+        self._check_weights(who)
+        if not isinstance(self.layers, LayerMix):
+            raise ConfigError(f"{who}: layers={self.layers!r} must be a LayerMix")
+        mixed = self.layers.n_window_layers + self.layers.n_linear_layers
+        if mixed > self.n_layers:
+            raise ConfigError(f"{who}: {mixed} windowed + linear-attention layers exceed n_layers={self.n_layers}")
+        if self.layers.n_linear_layers and mixed == self.n_layers:
+            raise ConfigError(f"{who}: a hybrid model needs at least one full-attention layer")
+        if (self.index_n_heads > 0) != (self.index_head_dim > 0) or (self.index_topk > 0) != (self.index_head_dim > 0):
+            raise ConfigError(f"{who}: index_n_heads, index_head_dim and index_topk describe one sparse-attention "
+                              "indexer; give all three or none")
         if not isinstance(self.attention, AttentionKind):
             raise ConfigError(f"{who}: attention={self.attention!r} must be an AttentionKind (gqa or mla)")
-        for name in _POSITIVE + _NON_NEGATIVE:
+        for name in _POSITIVE + _NON_NEGATIVE + _AT_LEAST_ONE:
             value = getattr(self, name)
-            low = 1 if name in _POSITIVE else 0
+            low = 0 if name in _NON_NEGATIVE else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ConfigError(f"{who}: {name}={value!r} must be an integer >= {low}")
         window = self.context_window_tokens
@@ -170,7 +344,35 @@ class ModelConfig:
             raise ConfigError(f"{who}: kv_lora_rank, qk_rope_head_dim, q_lora_rank, v_head_dim are MLA-only; "
                               f"set them to 0 for gqa attention")
 
+    def _check_weights(self, who: str) -> None:
+        if not isinstance(self.default_weight_dtype, Dtype) or not isinstance(self.weight_scaling, WeightScaling):
+            raise ConfigError(f"{who}: default_weight_dtype must be a Dtype and weight_scaling a WeightScaling")
+        scaling, block, group = self.weight_scaling, self.weight_block_size, self.weight_group_size
+        allowed = {Dtype.BF16: {WeightScaling.NONE},
+                   Dtype.FP8: {WeightScaling.PER_TENSOR, WeightScaling.PER_CHANNEL, WeightScaling.BLOCK},
+                   Dtype.INT4: {WeightScaling.PER_CHANNEL, WeightScaling.GROUP},
+                   Dtype.MXFP4: {WeightScaling.GROUP}}[self.default_weight_dtype]
+        if scaling not in allowed:
+            raise ConfigError(f"{who}: {self.default_weight_dtype.value} weights with {scaling.value} scales; use one "
+                              f"of {', '.join(sorted(s.value for s in allowed))}")
+        if (scaling is WeightScaling.BLOCK) != (block is not None):
+            raise ConfigError(f"{who}: weight_block_size={block!r} goes with block scaling only (got "
+                              f"{scaling.value}); give (rows, cols) for block-scaled weights, else None")
+        if block is not None and not (isinstance(block, tuple) and len(block) == 2
+                                      and all(isinstance(b, int) and not isinstance(b, bool) and b >= 1
+                                              for b in block)):
+            raise ConfigError(f"{who}: weight_block_size={block!r} must be two integers >= 1, e.g. (128, 128)")
+        if (scaling is WeightScaling.GROUP) != (group > 0):
+            raise ConfigError(f"{who}: weight_group_size={group} goes with group scaling only (got {scaling.value})")
+        if self.quantized_experts_only and (self.n_experts == 0 or self.default_weight_dtype is Dtype.BF16):
+            raise ConfigError(f"{who}: quantized_experts_only needs an MoE model with quantized weights")
+        if (self.default_weight_dtype is Dtype.BF16) != (self.quant_method == ""):
+            raise ConfigError(f"{who}: quant_method={self.quant_method!r} with {self.default_weight_dtype.value} "
+                              "weights; an unquantized checkpoint has quant_method '' and a quantized one names it")
+
     def _check_dense(self, who: str) -> None:
+        if self.moe_layer_step != 1:
+            raise ConfigError(f"{who}: moe_layer_step={self.moe_layer_step} needs an MoE model; use 1")
         if self.n_experts_per_token or self.n_shared_experts or self.moe_intermediate_size:
             raise ConfigError(f"{who}: n_experts=0 (dense) but MoE fields are set; set n_experts >= 1 or clear them")
         if self.intermediate_size < 1:
@@ -182,6 +384,11 @@ class ModelConfig:
                               f"n_layers={self.n_layers} (or 0)")
 
     def _check_moe(self, who: str) -> None:
+        if self.moe_layer_step > 1 and self.n_moe_layers != self.n_layers // self.moe_layer_step:
+            n_moe = self.n_layers // self.moe_layer_step
+            raise ConfigError(f"{who}: moe_layer_step={self.moe_layer_step} makes {n_moe} "
+                              f"of {self.n_layers} layers MoE, but n_dense_layers={self.n_dense_layers} leaves "
+                              f"{self.n_moe_layers}; make them agree")
         if not 1 <= self.n_experts_per_token <= self.n_experts:
             raise ConfigError(f"{who}: n_experts_per_token={self.n_experts_per_token} must be in "
                               f"[1, n_experts={self.n_experts}]")
@@ -205,20 +412,44 @@ class ModelConfig:
         """Layers whose FFN is a mixture of experts."""
         return self.n_layers - self.n_dense_layers
 
+    def moe_layer_indices(self) -> tuple[int, ...]:
+        """Indices of the MoE layers (``moe_layer_step``): a pipeline stage's share of experts."""
+        if not self.is_moe:
+            return ()
+        if self.moe_layer_step > 1:
+            return tuple(range(self.moe_layer_step - 1, self.n_layers, self.moe_layer_step))
+        return tuple(range(self.n_dense_layers, self.n_layers))
+
     # ---- parameter counts (see module docstring) ---------------------------------------------
     def embedding_params(self) -> int:
         """Input embedding plus LM head parameters (one matrix when tied)."""
         return self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
 
     def attention_params_per_layer(self) -> int:
-        """Attention projection parameters of one layer (GQA or MLA formula)."""
+        """Attention projection parameters of one full-attention layer (GQA or MLA formula; plus
+        Qwen3-Next's output gate and DeepSeek-V3.2's indexer where present)."""
         h, n_h, d = self.hidden_size, self.n_heads, self.head_dim
         if self.attention is AttentionKind.GQA:
-            return 2 * h * n_h * d + 2 * h * self.n_kv_heads * d
+            gate = h * n_h * d if self.layers.output_gate else 0
+            return 2 * h * n_h * d + 2 * h * self.n_kv_heads * d + gate
         r_q, r_kv, d_r, d_v = self.q_lora_rank, self.kv_lora_rank, self.qk_rope_head_dim, self.v_head_dim
         q = h * r_q + r_q + r_q * n_h * d if r_q else h * n_h * d
         kv = h * (r_kv + d_r) + r_kv + r_kv * n_h * (d - d_r + d_v)
-        return q + kv + n_h * d_v * h
+        return q + kv + n_h * d_v * h + self.indexer_params_per_layer()
+
+    def indexer_params_per_layer(self) -> int:
+        """DeepSeek-V3.2 lightning indexer of one layer: query up-projection ``r_q * n_i * d_i``,
+        key ``h * d_i`` with its LayerNorm ``2 * d_i``, head weights ``h * n_i`` (vLLM ``Indexer``)."""
+        n_i, d_i, h = self.index_n_heads, self.index_head_dim, self.hidden_size
+        if not n_i:
+            return 0
+        return (self.q_lora_rank or h) * n_i * d_i + h * d_i + 2 * d_i + h * n_i
+
+    def attention_params(self) -> int:
+        """Attention (or linear-attention) parameters of all decoder layers."""
+        mix = self.layers
+        return ((self.n_layers - mix.n_linear_layers) * self.attention_params_per_layer()
+                + mix.n_linear_layers * mix.linear_params_per_layer(self.hidden_size))
 
     def dense_ffn_params(self) -> int:
         """Parameters of one dense (gated) FFN layer: ``3 * h * intermediate_size``."""
@@ -248,25 +479,75 @@ class ModelConfig:
         return self._params(self.n_experts_per_token)
 
     def _params(self, n_routed: int) -> int:
-        layers = self.n_layers * self.attention_params_per_layer() + self.n_dense_layers * self.dense_ffn_params()
+        layers = self.attention_params() + self.n_dense_layers * self.dense_ffn_params()
         if self.is_moe:
             layers += self.n_moe_layers * self._moe_layer_params(n_routed)
         return self.embedding_params() + layers + self.norm_params()
 
-    def weight_bytes(self, dtype: Dtype) -> int:
-        """All weights stored in ``dtype``, in bytes (rounded up)."""
+    def routed_expert_params(self) -> int:
+        """Parameters of all routed experts (what an experts-only quantization stores quantized)."""
+        return self.n_moe_layers * self.n_experts * self.expert_params()
+
+    def weight_bytes(self, dtype: Dtype | None = None) -> int:
+        """All weights stored in ``dtype`` (default: the checkpoint's), in bytes (rounded up).  The
+        checkpoint's own type with ``quantized_experts_only`` keeps the non-expert weights in BF16."""
+        dtype = dtype or self.default_weight_dtype
+        if self.quantized_experts_only and dtype is self.default_weight_dtype:
+            experts = self.routed_expert_params()
+            return math.ceil(experts * dtype.bytes_per_param + (self.n_params() - experts) * Dtype.BF16.bytes_per_param)
         return math.ceil(self.n_params() * dtype.bytes_per_param)
 
+    def mtp_params(self) -> int:
+        """Parameters of the ``n_mtp_layers`` prediction layers (DeepSeek-V3 §2.2: each a decoder layer
+        of the last kind, an ``eh_proj`` of ``2h x h`` and three norms; embedding and head shared)."""
+        if not self.n_mtp_layers:
+            return 0
+        h = self.hidden_size
+        ffn = self._moe_layer_params(self.n_experts) if self.is_moe else self.dense_ffn_params()
+        return self.n_mtp_layers * (self.attention_params_per_layer() + ffn + 2 * h * h + 5 * h)
+
     # ---- KV cache and FLOPs ------------------------------------------------------------------
-    def kv_bytes_per_token_per_layer(self, kv_dtype: Dtype = Dtype.BF16) -> float:
-        """KV-cache bytes one token occupies in one layer (unsharded)."""
+    @property
+    def n_kv_layers(self) -> int:
+        """Layers whose KV cache grows with the context (module docstring)."""
+        mix = self.layers
+        windowed = 0 if mix.window_counts_as_full else mix.n_window_layers
+        return self.n_layers - mix.n_linear_layers - windowed
+
+    def full_layer_kv_bytes_per_token(self, kv_dtype: Dtype = Dtype.BF16) -> float:
+        """KV-cache bytes one token occupies in one full-attention layer (unsharded)."""
         if self.attention is AttentionKind.MLA:
-            return (self.kv_lora_rank + self.qk_rope_head_dim) * kv_dtype.bytes_per_param
+            latent = (self.kv_lora_rank + self.qk_rope_head_dim) * kv_dtype.bytes_per_param
+            return latent + self.indexer_kv_bytes_per_token_per_layer()
         return 2 * self.n_kv_heads * self.head_dim * kv_dtype.bytes_per_param
+
+    def indexer_kv_bytes_per_token_per_layer(self) -> int:
+        """DeepSeek-V3.2 indexer key cache: ``index_head_dim`` FP8 bytes plus an fp32 scale per 128."""
+        d_i = self.index_head_dim
+        return d_i + math.ceil(d_i / INDEXER_SCALE_GROUP) * INDEXER_SCALE_BYTES if d_i else 0
+
+    def kv_bytes_per_token_per_layer(self, kv_dtype: Dtype = Dtype.BF16) -> float:
+        """KV-cache bytes one token occupies per layer (unsharded), averaged over all layers when some
+        hold no per-token cache (module docstring), so ``layers x this`` sizes a pipeline stage."""
+        full = self.full_layer_kv_bytes_per_token(kv_dtype)
+        return full if self.n_kv_layers == self.n_layers else full * self.n_kv_layers / self.n_layers
 
     def kv_bytes_per_token(self, kv_dtype: Dtype = Dtype.BF16) -> int:
         """KV-cache bytes one token occupies across all layers (unsharded), rounded up."""
-        return math.ceil(self.n_layers * self.kv_bytes_per_token_per_layer(kv_dtype))
+        return math.ceil(self.n_kv_layers * self.full_layer_kv_bytes_per_token(kv_dtype))
+
+    def window_kv_bytes_per_seq(self, kv_dtype: Dtype = Dtype.BF16) -> int:
+        """Most KV bytes one sequence holds in the narrow-window layers left out of the per-token size."""
+        mix = self.layers
+        if mix.window_counts_as_full:
+            return 0
+        per_layer = self.full_layer_kv_bytes_per_token(kv_dtype)
+        return math.ceil(mix.n_window_layers * mix.attention_window_tokens * per_layer)
+
+    def linear_state_bytes_per_seq(self, state_dtype: Dtype = Dtype.BF16) -> int:
+        """Linear-attention state of one sequence over all linear layers (bytes; module docstring)."""
+        mix = self.layers
+        return math.ceil(mix.n_linear_layers * mix.linear_state_elements_per_seq() * state_dtype.bytes_per_param)
 
     def flops_per_token_dense(self) -> float:
         """Matmul FLOPs per token, excluding attention scores: ``2 * (active params - gather)``.

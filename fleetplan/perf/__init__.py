@@ -9,6 +9,7 @@ Public surface:
 * ``calibrate`` (``calibrate``), ``read_calibration_csv`` / ``save_perf_profile`` /
   ``load_perf_profile`` (``profile_io``): fitted profiles (``CalibratedStepModel``).
 * ``LinearStepModel`` (``linear``): the core paper's eq. 3.
+* ``Fp8Scaling`` (``quant``): per-tensor or 128x128 block-scaled FP8 weights (``StepTimePredictor(fp8_scaling=)``).
 """
 
 from fleetplan.perf.batch import BatchComposition, parse_batch
@@ -18,6 +19,7 @@ from fleetplan.perf.linear import N_STEP_COEFS, STEP_MODEL_LINEAR, STEP_MODEL_RO
 from fleetplan.perf.overheads import ExecutionMode, PredictorOptions
 from fleetplan.perf.predictor import StepBreakdown, StepTimePredictor
 from fleetplan.perf.profile_io import load_perf_profile, read_calibration_csv, save_perf_profile
+from fleetplan.perf.quant import Fp8Scaling
 
 __all__ = [
     "N_STEP_COEFS",
@@ -27,6 +29,7 @@ __all__ = [
     "CalibratedStepModel",
     "CalibrationReport",
     "ExecutionMode",
+    "Fp8Scaling",
     "LinearStepModel",
     "PredictorOptions",
     "StepBreakdown",

@@ -9,9 +9,22 @@ collectives a serving step uses, for a group of ``g`` GPUs:
 
 with ``B`` the per-GPU payload (``tokens x hidden x 2`` bytes of BF16 activations).
 
-Link: a group that fits in one node (``GPUS_PER_NODE`` = 8, the DGX/HGX reference
-servers) uses the scale-up link, ``nvlink_gb_per_s / 2`` per direction (the catalog gives
-the bidirectional aggregate), or PCIe Gen4 x16 (``PCIE_GB_PER_S``) for cards without
+Instances spanning nodes.  A group of ``g`` GPUs on nodes of ``n = gpus_per_node`` (the GPU
+catalog's field; 8 for HGX/DGX and MI300X platforms) crosses the scale-out network once
+``g > n``.  Ring all-reduce and a pipeline send then run at the NIC's per-GPU bandwidth (the
+ring's slowest hop).  An all-to-all splits: of the ``(g - 1) / g`` of ``B`` a GPU sends,
+``(n - 1) / g`` stays on its node's scale-up link and ``(g - n) / g`` leaves over its NIC:
+
+    all-to-all across nodes  t = alpha_net + (n - 1) / g * B / bw_up + (g - n) / g * B / bw_net
+
+(the two legs added, as DeepEP's normal kernels forward RDMA traffic through NVLink; the NIC
+bandwidth is capped at the scale-up one, so crossing a node boundary never makes a collective
+faster: ``hierarchical_all_to_all_s``).  Pipeline stages of ``s`` GPUs on nodes of ``n``: of
+the ``pp - 1`` stage boundaries, ``nodes - 1`` cross the network (``pp_network_boundaries``).
+
+Link: a group that fits in one node (``gpu.gpus_per_node``; ``GPUS_PER_NODE`` = 8, the DGX/HGX
+reference servers, where no GPU is given) uses the scale-up link, ``nvlink_gb_per_s / 2`` per
+direction (the catalog gives the bidirectional aggregate), or PCIe Gen4 x16 (``PCIE_GB_PER_S``) for cards without
 NVLink; larger groups cross the scale-out NIC at ``network_gbps / 8`` GB/s.  Achieved
 bandwidth is ``link_efficiency`` of that.
 
@@ -30,7 +43,8 @@ from __future__ import annotations
 from fleetplan.hardware import GpuProfile
 
 __all__ = ["GPUS_PER_NODE", "PCIE_GB_PER_S", "NVLINK_ALPHA_S", "NETWORK_ALPHA_S", "link_bytes_per_s",
-           "alpha_s", "all_reduce_s", "all_to_all_s", "send_recv_s", "crosses_node"]
+           "alpha_s", "all_reduce_s", "all_to_all_s", "send_recv_s", "crosses_node", "scale_up_bytes_per_s",
+           "scale_out_bytes_per_s", "hierarchical_all_to_all_s", "pp_network_boundaries"]
 
 GPUS_PER_NODE = 8  # DGX/HGX A100, H100, H200, B200 and MI300X platforms hold 8 GPUs
 PCIE_GB_PER_S = 32.0  # PCIe 4.0 x16, per direction (PCI-SIG: 16 GT/s x 16 lanes, 128b/130b)
@@ -39,25 +53,58 @@ NETWORK_ALPHA_S = 20e-6  # estimate, see module docstring
 BITS_PER_BYTE = 8.0
 
 
-def crosses_node(group_gpus: int) -> bool:
-    """True when a group of ``group_gpus`` cannot fit in one node."""
-    return group_gpus > GPUS_PER_NODE
+def crosses_node(group_gpus: int, gpus_per_node: int = GPUS_PER_NODE) -> bool:
+    """True when a group of ``group_gpus`` cannot fit in one node of ``gpus_per_node``."""
+    return group_gpus > gpus_per_node
 
 
-def alpha_s(group_gpus: int, nvlink_alpha_s: float, network_alpha_s: float) -> float:
+def alpha_s(group_gpus: int, nvlink_alpha_s: float, network_alpha_s: float,
+            gpus_per_node: int = GPUS_PER_NODE) -> float:
     """Per-collective latency of a group: the scale-out figure once it spans nodes."""
-    return network_alpha_s if crosses_node(group_gpus) else nvlink_alpha_s
+    return network_alpha_s if crosses_node(group_gpus, gpus_per_node) else nvlink_alpha_s
+
+
+def scale_up_bytes_per_s(gpu: GpuProfile, link_efficiency: float) -> float:
+    """Achieved per-direction scale-up bandwidth (bytes/s): NVLink/xGMI half-duplex, or PCIe."""
+    gb_per_s = gpu.nvlink_gb_per_s / 2.0 if gpu.nvlink_gb_per_s is not None else PCIE_GB_PER_S
+    return gb_per_s * 1e9 * link_efficiency
+
+
+def scale_out_bytes_per_s(gpu: GpuProfile, link_efficiency: float) -> float:
+    """Achieved per-GPU scale-out bandwidth (bytes/s), never above the scale-up link's."""
+    return min(gpu.network_gbps / BITS_PER_BYTE * 1e9 * link_efficiency, scale_up_bytes_per_s(gpu, link_efficiency))
 
 
 def link_bytes_per_s(gpu: GpuProfile, group_gpus: int, link_efficiency: float) -> float:
-    """Achieved per-direction bandwidth (bytes/s) for a group of ``group_gpus``."""
-    if crosses_node(group_gpus):
-        gb_per_s = gpu.network_gbps / BITS_PER_BYTE
-    elif gpu.nvlink_gb_per_s is not None:
-        gb_per_s = gpu.nvlink_gb_per_s / 2.0
-    else:
-        gb_per_s = PCIE_GB_PER_S
-    return gb_per_s * 1e9 * link_efficiency
+    """Achieved per-direction bandwidth (bytes/s) for a group of ``group_gpus`` (the slowest hop)."""
+    if crosses_node(group_gpus, gpu.gpus_per_node):
+        return scale_out_bytes_per_s(gpu, link_efficiency)
+    return scale_up_bytes_per_s(gpu, link_efficiency)
+
+
+def hierarchical_all_to_all_s(payload_bytes: float, group_gpus: int, gpu: GpuProfile, link_efficiency: float,
+                              nvlink_alpha_s: float, network_alpha_s: float) -> float:
+    """All-to-all of ``payload_bytes`` per GPU over ``group_gpus`` GPUs on nodes of ``gpu.gpus_per_node``
+    (module docstring): one scale-up leg within a node, plus a scale-out leg once the group spans nodes."""
+    g, n = group_gpus, gpu.gpus_per_node
+    if g <= 1:
+        return 0.0
+    up = scale_up_bytes_per_s(gpu, link_efficiency)
+    if g <= n:
+        return all_to_all_s(payload_bytes, g, up, nvlink_alpha_s)
+    out = scale_out_bytes_per_s(gpu, link_efficiency)
+    return network_alpha_s + (n - 1) / g * payload_bytes / up + (g - n) / g * payload_bytes / out
+
+
+def pp_network_boundaries(pp: int, stage_gpus: int, gpus_per_node: int) -> int:
+    """Pipeline stage boundaries (of ``pp - 1``) that cross the scale-out network: stages of
+    ``stage_gpus`` placed in order on nodes of ``gpus_per_node``."""
+    if pp <= 1:
+        return 0
+    if stage_gpus >= gpus_per_node:
+        return pp - 1
+    stages_per_node = max(1, gpus_per_node // stage_gpus)
+    return (pp - 1) // stages_per_node
 
 
 def all_reduce_s(payload_bytes: float, group_gpus: int, bytes_per_s: float, alpha_s: float) -> float:

@@ -6,6 +6,7 @@ vLLM's start-up accounting (``gpu_worker.determine_available_memory``; Frontier 
     usable_bytes       = hbm_bytes * gpu_memory_utilization
     kv_available_bytes = usable_bytes - weight_bytes - activation_peak_bytes
                          - cudagraph_pool_bytes - comm_workspace_bytes
+                         - max_num_seqs * state_bytes_per_seq
     kv_blocks_per_gpu  = floor(kv_available_bytes / (kv_bytes_per_token * block_size_tokens))
 
 Frontier (§2.2) measured that "total minus weights" overestimates the KV budget by 8.1 %
@@ -17,7 +18,21 @@ analytical estimates here, not a profile; pass measured values when you have the
   ``attn_tp`` > KV heads; MLA's down-projections ``q_a``/``kv_a`` replicated), each routed
   expert split over ``ffn_tp`` with ``n_experts / ffn_ep`` experts per GPU, router and
   norms replicated, embedding and LM head vocab-split over ``attn_tp`` on the first and
-  last pipeline stage.  Quantisation scales are ignored.
+  last pipeline stage.  Quantisation scales are ignored.  A stage's MoE layers are the
+  ``model.moe_layer_indices()`` in its layer range (Llama-4 Maverick alternates dense and MoE
+  layers, so a stage holds the experts of its own MoE layers only); Gated DeltaNet layers
+  (Qwen3-Next) count ``LayerMix.linear_params_per_layer / attn_tp``, at their share of every
+  stage; DeepSeek-V3.2's indexer is replicated (vLLM builds it of ``ReplicatedLinear``).  A
+  checkpoint with ``quantized_experts_only`` (gpt-oss: MXFP4 experts) served in its own type
+  keeps everything but the routed experts in BF16.
+* ``state_bytes_per_seq`` (``state_bytes_per_seq_per_gpu``): what a sequence holds whatever its
+  length: the Gated DeltaNet recurrent and convolution state (BF16, vLLM's
+  ``mamba_cache_dtype`` "auto" = the model dtype: vllm-project/vllm
+  ``vllm/model_executor/layers/mamba/mamba_utils.py``
+  ``MambaStateDtypeCalculator.gated_delta_net_state_dtype``; heads split over ``attn_tp``) and
+  the KV of narrow-window layers (gpt-oss's 128-token sliding window: at most ``W`` tokens).
+  vLLM takes both from the same pool as the paged KV, one set per running request; at most
+  ``max_num_seqs`` requests run, so that many are reserved (an upper bound when fewer run).
 * ``activation_peak_bytes`` (the profiling run's torch peak), with ``T`` =
   ``max_num_batched_tokens``, ``S`` = ``max_num_seqs`` and 2-byte activations:
 
@@ -30,6 +45,10 @@ analytical estimates here, not a profile; pass measured values when you have the
   sampled rows.
 * ``cudagraph_pool_bytes``: memory of captured decode graphs; 0 with vLLM's ``enforce_eager``.
 * ``comm_workspace_bytes``: NCCL / custom all-reduce buffers; 0 on a single GPU.
+
+MTP draft layers (``n_mtp_layers``, DeepSeek-V3's ``num_nextn_predict_layers`` when MTP speculative
+decoding is on) sit on the last stage: each one decoder layer of the model's MoE (or dense) kind plus
+its ``eh_proj`` (2h x h) and two norms, with a KV cache of its own (vLLM allocates one per draft layer).
 
 KV bytes per token per GPU = (layers on the stage) x (one layer's KV bytes) x
 ``kv_heads_per_gpu / n_kv_heads`` (GQA), or the full latent (MLA, replicated).  Under
@@ -57,6 +76,7 @@ __all__ = [
     "KvBudget",
     "LARGE_GPU_GIB",
     "kv_budget",
+    "state_bytes_per_seq_per_gpu",
     "vllm_batch_defaults",
     "weight_bytes_per_gpu",
 ]
@@ -102,6 +122,8 @@ class KvBudget:
     block_size_tokens: int
     kv_blocks_per_gpu: int
     kv_blocks_per_replica: int
+    state_bytes_per_seq: int = 0
+    state_reserved_bytes: int = 0
 
     def __post_init__(self) -> None:
         if self.kv_blocks_per_gpu < 1 or self.kv_available_bytes < 0:
@@ -131,38 +153,75 @@ def _check_knobs(utilization: float, ints: dict[str, int]) -> None:
 
 
 def _attention_split(model: ModelConfig, par: Parallelism) -> float:
-    """One layer's attention parameters on one GPU."""
+    """One full-attention layer's attention parameters on one GPU (output gate and DSA indexer included)."""
     h, n_h, d, tp = model.hidden_size, model.n_heads, model.head_dim, par.attn_tp
     if model.attention is AttentionKind.GQA:
-        return 2 * h * n_h * d / tp + 2 * h * par.kv_heads_per_gpu(model) * d
+        gate = h * n_h * d if model.layers.output_gate else 0
+        return (2 * h * n_h * d + gate) / tp + 2 * h * par.kv_heads_per_gpu(model) * d
     r_q, r_kv, d_r, d_v = model.q_lora_rank, model.kv_lora_rank, model.qk_rope_head_dim, model.v_head_dim
-    replicated = h * (r_kv + d_r) + r_kv + (h * r_q + r_q if r_q else 0)
+    replicated = h * (r_kv + d_r) + r_kv + (h * r_q + r_q if r_q else 0) + model.indexer_params_per_layer()
     sharded = (r_q if r_q else h) * n_h * d + r_kv * n_h * (d - d_r + d_v) + n_h * d_v * h
     return replicated + sharded / tp
 
 
-def weight_bytes_per_gpu(model: ModelConfig, par: Parallelism, weight_dtype: Dtype) -> tuple[int, ...]:
-    """Weight bytes on one GPU of each pipeline stage (module docstring for the sharding)."""
+def _mean_attention_split(model: ModelConfig, par: Parallelism) -> float:
+    """Attention parameters of an average layer on one GPU: full-attention layers (``_attention_split``) and
+    Gated DeltaNet layers (``LayerMix.linear_params_per_layer / attn_tp``) weighted by their counts."""
+    mix = model.layers
+    linear = mix.linear_params_per_layer(model.hidden_size) / par.attn_tp if mix.n_linear_layers else 0.0
+    n_full = model.n_layers - mix.n_linear_layers
+    return (n_full * _attention_split(model, par) + mix.n_linear_layers * linear) / model.n_layers
+
+
+def _bytes_per_param(model: ModelConfig, weight_dtype: Dtype) -> tuple[float, float]:
+    """(routed experts, everything else) bytes per parameter: a checkpoint quantizing only its experts
+    (``ModelConfig.quantized_experts_only``, gpt-oss) keeps the rest in BF16 when served in its own type."""
+    rest = Dtype.BF16 if model.quantized_experts_only and weight_dtype is model.default_weight_dtype else weight_dtype
+    return weight_dtype.bytes_per_param, rest.bytes_per_param
+
+
+def weight_bytes_per_gpu(model: ModelConfig, par: Parallelism, weight_dtype: Dtype,
+                         n_mtp_layers: int = 0) -> tuple[int, ...]:
+    """Weight bytes on one GPU of each pipeline stage (module docstring for the sharding), the last
+    stage holding ``n_mtp_layers`` MTP draft layers.  A stage's MoE layers are those of
+    ``model.moe_layer_indices()`` in its layer range (Llama-4 interleaves them)."""
     h, attn_tp = model.hidden_size, par.attn_tp
-    attn = _attention_split(model, par) + 2 * h
+    expert_bytes, rest_bytes = _bytes_per_param(model, weight_dtype)
+    attn = _mean_attention_split(model, par) + 2 * h
     dense = model.dense_ffn_params() / attn_tp
-    moe = 0.0
+    routed = shared = 0.0
     if model.is_moe:
         routed = model.n_experts / par.ffn_ep * model.expert_params() / par.ffn_tp
-        moe = routed + model.n_shared_experts * model.expert_params() / attn_tp + model.router_params()
+        shared = model.n_shared_experts * model.expert_params() / attn_tp + model.router_params()
     vocab = model.vocab_size * h / attn_tp
+    moe_layers = model.moe_layer_indices()
     out, start = [], 0
     stages = pp_stage_layers(model.n_layers, par.pp)
     for s, n in enumerate(stages):
-        n_dense = max(0, min(start + n, model.n_dense_layers) - start)
-        params = n * attn + n_dense * dense + (n - n_dense) * moe
+        n_moe = sum(1 for i in moe_layers if start <= i < start + n)
+        rest = n * attn + (n - n_moe) * dense + n_moe * shared
+        experts = n_moe * routed
         if s == 0:
-            params += vocab
+            rest += vocab
         if s == len(stages) - 1:
-            params += h + (vocab if not (model.tie_word_embeddings and len(stages) == 1) else 0)
-        out.append(math.ceil(params * weight_dtype.bytes_per_param))
+            rest += h + (vocab if not (model.tie_word_embeddings and len(stages) == 1) else 0)
+            mtp_attn = _attention_split(model, par) + 2 * h + 2 * h * h + 2 * h
+            rest += n_mtp_layers * (mtp_attn + (shared if model.is_moe else dense))
+            experts += n_mtp_layers * routed
+        out.append(math.ceil(experts * expert_bytes + rest * rest_bytes))
         start += n
     return tuple(out)
+
+
+def state_bytes_per_seq_per_gpu(model: ModelConfig, par: Parallelism, kv_dtype: Dtype) -> float:
+    """Fixed memory of one sequence on one GPU over all layers, whatever its length: the Gated DeltaNet
+    state (``ModelConfig.linear_state_bytes_per_seq`` in BF16, heads split over ``attn_tp``) plus the KV
+    of narrow-window layers, at most ``W`` tokens (``ModelConfig.window_kv_bytes_per_seq``, KV heads as
+    the per-token cache).  A pipeline stage holds its ``layers / n_layers`` share."""
+    window = model.window_kv_bytes_per_seq(kv_dtype)
+    if model.attention is AttentionKind.GQA:
+        window *= par.kv_heads_per_gpu(model) / model.n_kv_heads
+    return model.linear_state_bytes_per_seq(Dtype.BF16) / par.attn_tp + window
 
 
 def _activation_peak_bytes(model: ModelConfig, par: Parallelism, tokens: int, seqs: int) -> int:
@@ -189,8 +248,10 @@ def kv_budget(
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
     cudagraph_pool_bytes: int = DEFAULT_CUDAGRAPH_POOL_BYTES,
     comm_workspace_bytes: int | None = None,
+    n_mtp_layers: int = 0,
 ) -> KvBudget:
-    """KV-cache budget of ``model`` on ``gpu`` sharded as ``par`` (module docstring).
+    """KV-cache budget of ``model`` on ``gpu`` sharded as ``par`` (module docstring), with
+    ``n_mtp_layers`` MTP draft layers loaded for speculative decoding.
 
     ``comm_workspace_bytes=None`` means ``DEFAULT_COMM_WORKSPACE_BYTES`` on a multi-GPU
     replica and 0 on one GPU.  Dtypes may be given by name (``"fp8"``).
@@ -208,10 +269,13 @@ def kv_budget(
         max_num_seqs=max_num_seqs, cudagraph_pool_bytes=cudagraph_pool_bytes,
         comm_workspace_bytes=0 if comm_workspace_bytes is None else comm_workspace_bytes,
     ))
+    if isinstance(n_mtp_layers, bool) or not isinstance(n_mtp_layers, int) or n_mtp_layers < 0:
+        raise ConfigError(f"n_mtp_layers={n_mtp_layers!r} must be an integer >= 0 (DeepSeek-V3 ships 1)",
+                          param="n_mtp_layers", value=n_mtp_layers)
     knobs = dict(weight_dtype=weight_dtype, kv_dtype=kv_dtype, gpu_memory_utilization=gpu_memory_utilization,
                  block_size_tokens=block_size_tokens, max_num_batched_tokens=max_num_batched_tokens,
                  max_num_seqs=max_num_seqs, cudagraph_pool_bytes=cudagraph_pool_bytes,
-                 comm_workspace_bytes=comm_workspace_bytes)
+                 comm_workspace_bytes=comm_workspace_bytes, n_mtp_layers=n_mtp_layers)
     budget = _try_budget(model, gpu, par, **knobs)
     if isinstance(budget, KvBudget):
         return budget
@@ -233,13 +297,19 @@ def _try_budget(model: ModelConfig, gpu: GpuProfile, par: Parallelism, **knobs) 
     if model.attention is AttentionKind.GQA:
         per_layer *= par.kv_heads_per_gpu(model) / model.n_kv_heads
     rows = []
-    for layers, weights in zip(pp_stage_layers(model.n_layers, par.pp),
-                               weight_bytes_per_gpu(model, par, knobs["weight_dtype"]), strict=True):
-        available = usable - weights - act - graphs - comm
-        per_token = math.ceil(layers * per_layer)
+    stages = pp_stage_layers(model.n_layers, par.pp)
+    mtp = knobs["n_mtp_layers"]
+    state = state_bytes_per_seq_per_gpu(model, par, knobs["kv_dtype"])
+    for i, (layers, weights) in enumerate(zip(stages, weight_bytes_per_gpu(model, par, knobs["weight_dtype"], mtp),
+                                              strict=True)):
+        per_seq = math.ceil(state * layers / model.n_layers)
+        reserved = per_seq * knobs["max_num_seqs"]
+        available = usable - weights - act - graphs - comm - reserved
+        per_token = math.ceil((layers + (mtp if i == len(stages) - 1 else 0)) * per_layer)
         blocks = available // (per_token * block) if available > 0 else 0
         rows.append(dict(stage_layers=layers, weight_bytes=weights, kv_available_bytes=available,
-                         kv_bytes_per_token=per_token, kv_blocks_per_gpu=blocks))
+                         kv_bytes_per_token=per_token, kv_blocks_per_gpu=blocks, state_bytes_per_seq=per_seq,
+                         state_reserved_bytes=reserved))
     worst = min(rows, key=lambda r: (r["kv_blocks_per_gpu"], -r["weight_bytes"]))
     common = dict(hbm_bytes=hbm, usable_bytes=usable, activation_peak_bytes=act, cudagraph_pool_bytes=graphs,
                   comm_workspace_bytes=comm, block_size_tokens=block)
@@ -291,11 +361,13 @@ def _fit_error(model: ModelConfig, gpu: GpuProfile, par: Parallelism, numbers: d
         return ConfigError(f"{model.name} in {weight_dtype.value} needs {_gib(numbers['weight_bytes'])} of weights "
                            f"per GPU {at}, has {have}: {fix}")
     block = numbers["kv_bytes_per_token"] * numbers["block_size_tokens"]
+    state = (f" - {_gib(numbers['state_reserved_bytes'])} fixed per-sequence state" if numbers["state_reserved_bytes"]
+             else "")
     return ConfigError(
         f"{model.name} in {weight_dtype.value} {at} leaves no KV-cache block per GPU: {have} - "
         f"{_gib(numbers['weight_bytes'])} weights - {_gib(numbers['activation_peak_bytes'])} activations - "
         f"{_gib(numbers['cudagraph_pool_bytes'])} CUDA graphs - {_gib(numbers['comm_workspace_bytes'])} comm "
-        f"buffers = {_gib(numbers['kv_available_bytes'])}, one {numbers['block_size_tokens']}-token block needs "
+        f"buffers{state} = {_gib(numbers['kv_available_bytes'])}, one {numbers['block_size_tokens']}-token block needs "
         f"{block / 2**20:.1f} MiB: {fix}"
     )
 

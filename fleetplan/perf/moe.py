@@ -10,9 +10,25 @@ map), so under skew rank 0 holds the hottest experts.
 Per rank ``r`` with ``n_r`` routed rows and ``a_r`` experts hit (grouped GEMM, one weight
 read per hit expert):
 
-    compute_r = n_r * 2 * 3 h I_moe / tp_ffn / gemm FLOP/s
-    memory_r  = (a_r * 3 h I_moe / tp_ffn * weight_bytes + n_r * (h + I_moe / tp_ffn) * 2 * 2) / bandwidth
+    compute_r = g n_r * 2 * 3 h I_moe / tp_ffn / gemm FLOP/s
+    memory_r  = (a_r * w_e + g n_r * (h + I_moe / tp_ffn) * 2 * 2) / bandwidth
+    w_e       = max(3 h I_moe / tp_ffn * weight_bytes,  m_tile * 2 * 3 h I_moe / tp_ffn * bandwidth / FLOP/s)
     layer_s   = max over r of max(compute_r, memory_r)
+
+Grouped-GEMM small-batch inefficiency.  With ``T k / E`` rows per expert below a tile, the
+expert GEMM is weight-bandwidth bound: every hit expert's weights are read once per step (the
+``a_r`` term), and its GEMM still computes a whole tile of ``m_tile`` rows
+(``MoeShape.min_rows_per_expert``; vLLM's fused-MoE Triton kernel pads each expert's rows to
+its ``BLOCK_SIZE_M``: 16 for small batches, 64 for block-scaled FP8 in
+vllm-project/vllm ``model_executor/layers/fused_moe/fused_moe.py`` ``get_default_config`` before
+PR #34846), so ``w_e`` is the larger of the weight read and one tile's compute, in seconds
+expressed as bytes at the weight bandwidth.  Expected hit experts under uniform routing with
+``k`` distinct experts per token: ``E[active] = E (1 - (1 - k / E) ** T)`` (each expert is
+missed by a token with probability ``1 - k / E``).
+
+Expert load imbalance ``g`` (``MoeShape.load_imbalance``, >= 1): the max-loaded EP rank's rows
+over the mean rank's beyond the multinomial spread and the Zipf skew modelled here (a measured
+figure of a deployment; 1 = routing statistics only, the default).
 
 summed over the ``n_moe_layers`` (each layer draws its own routing).  With attention data
 parallelism the experts see the tokens of all ``dp`` attention ranks (``T * dp``).
@@ -45,6 +61,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fleetplan.errors import ConfigError
 from fleetplan.models import Dtype, ModelConfig
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.roofline import ACTIVATION_BYTES, DeviceRates
@@ -70,17 +87,39 @@ class MoeShape:
     expert_weight_bytes: float
     activation_bytes_per_row: float
     tokens_per_step_token: int  # attention dp ranks feeding the experts
+    min_rows_per_expert: int = 0  # grouped-GEMM tile rows each hit expert computes at least (module docstring)
+    load_imbalance: float = 1.0  # max-loaded EP rank / mean beyond routing statistics (>= 1)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.min_rows_per_expert, bool) or not isinstance(self.min_rows_per_expert, int) \
+                or self.min_rows_per_expert < 0:
+            raise ConfigError(f"min_rows_per_expert={self.min_rows_per_expert!r} must be an integer >= 0 "
+                              f"(the grouped GEMM's tile rows, e.g. 16)")
+        if not (math.isfinite(self.load_imbalance) and self.load_imbalance >= 1.0):
+            raise ConfigError(f"moe_load_imbalance={self.load_imbalance!r} must be a finite factor >= 1 "
+                              f"(max-loaded EP rank over the mean; 1 = routing statistics only)",
+                              param="moe_load_imbalance", value=self.load_imbalance)
+
+    def hit_expert_bytes(self, rates: DeviceRates) -> float:
+        """``w_e`` (module docstring): one hit expert's weight read, or one tile of compute if longer, in
+        bytes at ``rates.weight_bytes_per_s``."""
+        tile_bytes = (self.min_rows_per_expert * self.flop_per_row / rates.gemm_flop_per_s
+                      * rates.weight_bytes_per_s)
+        return max(self.expert_weight_bytes, tile_bytes)
 
 
-def moe_shape(model: ModelConfig, par: Parallelism, weight_dtype: Dtype) -> MoeShape:
-    """The routed-expert shard of ``model`` under ``par``."""
+def moe_shape(model: ModelConfig, par: Parallelism, weight_dtype: Dtype, min_rows_per_expert: int = 0,
+              load_imbalance: float = 1.0, weight_bytes_per_param: float | None = None) -> MoeShape:
+    """The routed-expert shard of ``model`` under ``par`` (weights streamed as ``weight_bytes_per_param``
+    bytes each when given, else the dtype's)."""
+    wb = weight_dtype.bytes_per_param if weight_bytes_per_param is None else weight_bytes_per_param
     width = model.moe_intermediate_size // par.ffn_tp
     params = 3 * model.hidden_size * width
     return MoeShape(
         n_experts=model.n_experts, top_k=model.n_experts_per_token, ep=par.ffn_ep, n_layers=model.n_moe_layers,
-        flop_per_row=2.0 * params, expert_weight_bytes=params * weight_dtype.bytes_per_param,
+        flop_per_row=2.0 * params, expert_weight_bytes=params * wb,
         activation_bytes_per_row=2.0 * (model.hidden_size + width) * ACTIVATION_BYTES,
-        tokens_per_step_token=par.attn_dp,
+        tokens_per_step_token=par.attn_dp, min_rows_per_expert=min_rows_per_expert, load_imbalance=load_imbalance,
     )
 
 
@@ -103,10 +142,10 @@ def sample_moe_s(shape: MoeShape, rates: DeviceRates, n_tokens: int, zipf_s: flo
         return 0.0
     p = expert_probabilities(shape.n_experts, zipf_s)
     counts = rng.multinomial(rows, p, size=shape.n_layers).reshape(shape.n_layers, shape.ep, -1)
-    loads = counts.sum(axis=2)
+    loads = counts.sum(axis=2) * shape.load_imbalance
     hit = (counts > 0).sum(axis=2)
     compute = loads * shape.flop_per_row / rates.gemm_flop_per_s
-    memory = (hit * shape.expert_weight_bytes + loads * shape.activation_bytes_per_row) / rates.weight_bytes_per_s
+    memory = (hit * shape.hit_expert_bytes(rates) + loads * shape.activation_bytes_per_row) / rates.weight_bytes_per_s
     return float(np.maximum(compute, memory).max(axis=1).sum())
 
 
@@ -133,6 +172,11 @@ def _fit_log_miss(p_rank: np.ndarray, k_eff: float) -> float:
     n = p_rank.size
     if np.allclose(p_rank, p_rank[0]):
         return k_eff * math.log1p(-float(p_rank[0])) if p_rank[0] < 1.0 else -math.inf
+    return _fit_skewed_log_miss(p_rank, k_eff, n)
+
+
+def _fit_skewed_log_miss(p_rank: np.ndarray, k_eff: float, n: int) -> float:
+    """``_fit_log_miss`` under skew: least squares on the fit grid."""
     from scipy.optimize import minimize_scalar
 
     tokens = _fit_tokens()
@@ -155,8 +199,13 @@ def expected_moe_terms(shape: MoeShape, rates: DeviceRates, zipf_s: float) -> tu
     k_eff = shape.top_k * shape.tokens_per_step_token
     n = shape.n_experts // shape.ep
     per_row = shape.n_layers * shape.flop_per_row / rates.gemm_flop_per_s
-    per_expert = shape.n_layers * shape.expert_weight_bytes / rates.weight_bytes_per_s
-    d = _fit_log_miss(p.reshape(shape.ep, -1)[hot], k_eff)
+    if zipf_s == 0.0:  # uniform: k distinct experts per token, E[active] = E (1 - (1 - k/E)^T) exactly
+        k, n_e = shape.top_k, shape.n_experts
+        d = shape.tokens_per_step_token * math.log1p(-k / n_e) if k < n_e else -math.inf
+    else:
+        d = _fit_log_miss(p.reshape(shape.ep, -1)[hot], k_eff)
+    per_row *= shape.load_imbalance
+    per_expert = shape.n_layers * shape.hit_expert_bytes(rates) / rates.weight_bytes_per_s
     a, b, e = per_row * k_eff * share, 0.0, 0.0
     if shape.ep > 1:  # spread of the maximum over ranks, fitted to its Gaussian expectation
         tokens = _fit_tokens()
@@ -167,5 +216,6 @@ def expected_moe_terms(shape: MoeShape, rates: DeviceRates, zipf_s: float) -> tu
         hits = _expected_max(q_e.sum(axis=2), np.sqrt((q_e * (1.0 - q_e)).sum(axis=2)))
         q = -np.expm1(d * tokens)
         e = per_expert * _relative_ls(n * q, np.sqrt(q * (1.0 - q)), hits)
-    f = shape.n_layers * k_eff * share * shape.activation_bytes_per_row / rates.weight_bytes_per_s
+    f = (shape.n_layers * k_eff * share * shape.load_imbalance * shape.activation_bytes_per_row
+         / rates.weight_bytes_per_s)
     return a, b, n * per_expert, d, e, f

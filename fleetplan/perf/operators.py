@@ -73,9 +73,12 @@ def _attention_gemms(model: ModelConfig, tp: int, wb: float) -> list[GemmShape]:
                 GemmShape("o_proj", n_h * d_v // tp, h, L, False, wb)]
 
 
-def step_gemms(model: ModelConfig, par: Parallelism, weight_dtype: Dtype) -> tuple[GemmShape, ...]:
-    """Every dense GEMM of one step (routed experts excluded), sharded per ``par``."""
-    tp, wb, h = par.attn_tp, weight_dtype.bytes_per_param, model.hidden_size
+def step_gemms(model: ModelConfig, par: Parallelism, weight_dtype: Dtype,
+               weight_bytes_per_param: float | None = None) -> tuple[GemmShape, ...]:
+    """Every dense GEMM of one step (routed experts excluded), sharded per ``par``; weights streamed as
+    ``weight_bytes_per_param`` bytes each when given (block-scaled FP8, ``fleetplan.perf.quant``)."""
+    tp, h = par.attn_tp, model.hidden_size
+    wb = weight_dtype.bytes_per_param if weight_bytes_per_param is None else weight_bytes_per_param
     gemms = _attention_gemms(model, tp, wb)
     if model.n_dense_layers:
         width = model.intermediate_size // tp

@@ -45,6 +45,19 @@ each range:
   GEMMs reach far less of the FP8 peak than BF16 GEMMs reach of theirs; engine profiles set it
   (``engine_profiles/vllm.toml``, with its source).  Only the compute roofline uses it; weight
   streaming of FP8 weights keeps ``weight_bandwidth_efficiency``.
+* ``fp8_block_gemm_efficiency``, ``fp8_block_bandwidth_efficiency`` (None = the per-tensor values) --
+  the same for 128x128 block-scaled FP8 weights (``fleetplan.perf.quant``), read back from an
+  engine's measured block-FP8 steps where its profile gives them.
+* ``moe_tile_m_tokens`` 16 -- rows each hit expert's grouped GEMM computes at least (vLLM fused-MoE
+  Triton ``BLOCK_SIZE_M`` for M <= E, ``get_default_config``; ``fleetplan.perf.moe``).
+* ``moe_load_imbalance`` 1 -- max-loaded EP rank over the mean beyond routing statistics.
+* ``ep_dispatch_fp8`` False -- EP dispatch sends FP8 activations (1 byte + one FP32 scale per 128
+  values) when the weights are FP8, as DeepEP's dispatch does (deepseek-ai/DeepEP README: "low-latency
+  kernels support FP8 dispatching and BF16 combining"; vLLM's DeepEP backends quantise dispatch inputs
+  in 128-element blocks); the combine stays BF16.  Engine profiles that use DeepEP set it.
+* ``api_server_s_per_request``, ``api_server_s_per_token`` 0 -- host time of the engine's API server
+  per request (HTTP, request setup) and per prompt or output token (tokenise, detokenise): a throughput
+  ceiling off the step's critical path (``fleetplan.perf.api_server``); engine profiles give them.
 """
 
 from __future__ import annotations
@@ -113,11 +126,31 @@ class PredictorOptions:
     tile_m_tokens: int = TILE_M_TOKENS
     moe_zipf_s: float = 0.0
     fp8_gemm_efficiency: float | None = None
+    fp8_block_gemm_efficiency: float | None = None
+    fp8_block_bandwidth_efficiency: float | None = None
+    moe_tile_m_tokens: int = 16
+    moe_load_imbalance: float = 1.0
+    ep_dispatch_fp8: bool = False
+    api_server_s_per_request: float = 0.0
+    api_server_s_per_token: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "execution", execution_mode(self.execution))
-        if self.fp8_gemm_efficiency is not None:
-            _fraction("fp8_gemm_efficiency", self.fp8_gemm_efficiency)
+        for name in ("fp8_gemm_efficiency", "fp8_block_gemm_efficiency", "fp8_block_bandwidth_efficiency"):
+            if getattr(self, name) is not None:
+                _fraction(name, getattr(self, name))
+        for name in ("api_server_s_per_request", "api_server_s_per_token"):
+            _non_negative(name, getattr(self, name))
+        imbalance = self.moe_load_imbalance
+        if isinstance(imbalance, bool) or not isinstance(imbalance, int | float) or not (
+                math.isfinite(imbalance) and imbalance >= 1):
+            raise ConfigError(f"moe_load_imbalance={imbalance!r} must be a finite factor >= 1 (max-loaded EP rank "
+                              f"over the mean; 1 = routing statistics only); fix the predictor options")
+        if not isinstance(self.ep_dispatch_fp8, bool):
+            raise ConfigError(f"ep_dispatch_fp8={self.ep_dispatch_fp8!r} must be True or False")
+        moe_tile = self.moe_tile_m_tokens
+        if isinstance(moe_tile, bool) or not isinstance(moe_tile, int) or moe_tile < 0:
+            raise ConfigError(f"moe_tile_m_tokens={moe_tile!r} must be an integer >= 0 (16 for vLLM's fused MoE)")
         for name in ("gemm_efficiency", "attention_efficiency", "weight_bandwidth_efficiency",
                      "kv_bandwidth_efficiency", "link_efficiency"):
             _fraction(name, getattr(self, name))

@@ -23,6 +23,7 @@ experts use the expected slowest-rank load (``moe.expected_moe_terms``).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
@@ -38,13 +39,16 @@ from fleetplan.perf.attention import AttentionCost, attention_cost
 from fleetplan.perf.batch import BatchComposition
 from fleetplan.perf.linear import N_STEP_COEFS, STEP_MODEL_ROOFLINE, roofline_step_s
 from fleetplan.perf.moe import MoeShape, expected_moe_terms, moe_shape, sample_moe_s
-from fleetplan.perf.operators import GemmBlock, gemm_block, gemm_block_s, step_gemms
+from fleetplan.perf.operators import GemmBlock, GemmShape, gemm_block, gemm_block_s, step_gemms
 from fleetplan.perf.overheads import PredictorOptions, launch_overhead_s
 from fleetplan.perf.parallelism import Parallelism
+from fleetplan.perf.quant import BLOCK_FP8_MOE_TILE_M_TOKENS, Fp8Scaling, fp8_scaling
 from fleetplan.perf.roofline import ACTIVATION_BYTES, DeviceRates, device_rates
 
 __all__ = ["StepBreakdown", "StepTimePredictor", "CommTerms"]
 
+ROOFLINE_SOURCE = "roofline"  # peak rates x efficiencies (engine profile), alpha-beta collectives
+ENGINE_PROFILE_SOURCE = "engine profile"  # a per-step constant of the engine profile
 SINGLE_EXPERT_LOG_MISS = -50.0  # d for E = 1: every token hits the one expert (exp(-50) ~ 0)
 
 
@@ -54,6 +58,9 @@ class StepBreakdown:
 
     seconds: MappingProxyType = field(hash=False)
     gemm_bound: str  # "compute" or "memory"
+    #: which source timed each operator: "roofline" (peak rates x the engine profile's efficiencies),
+    #: "engine profile" (a per-step constant of the profile) or a measured source (e.g. operator tables)
+    source: MappingProxyType = field(default_factory=lambda: MappingProxyType({}), hash=False)
 
     @property
     def total_s(self) -> float:
@@ -67,6 +74,9 @@ class CommTerms:
     tp_all_reduce: tuple[float, float]
     ep_all_to_all: tuple[float, float]
     pp_send_recv: tuple[float, float]
+
+
+EP_FP8_DISPATCH_BYTES_PER_VALUE = 1.0 + 4.0 / 128  # FP8 value + one FP32 scale per 128 (DeepEP dispatch)
 
 
 def _linear(fn, *args) -> tuple[float, float]:
@@ -85,8 +95,10 @@ class StepTimePredictor:
     weight_dtype: Dtype = Dtype.BF16
     kv_dtype: Dtype = Dtype.BF16
     options: PredictorOptions = PredictorOptions()
+    fp8_scaling: Fp8Scaling = Fp8Scaling.PER_TENSOR
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "fp8_scaling", fp8_scaling(self.fp8_scaling))
         checks = ((self.model, ModelConfig), (self.gpu, GpuProfile), (self.parallelism, Parallelism),
                   (self.weight_dtype, Dtype), (self.kv_dtype, Dtype), (self.options, PredictorOptions))
         for value, kind in checks:
@@ -102,11 +114,28 @@ class StepTimePredictor:
                             attention_efficiency=o.attention_efficiency,
                             weight_bandwidth_efficiency=o.weight_bandwidth_efficiency,
                             kv_bandwidth_efficiency=o.kv_bandwidth_efficiency, wave_quantisation=o.wave_quantisation,
-                            fp8_gemm_efficiency=o.fp8_gemm_efficiency)
+                            fp8_gemm_efficiency=o.fp8_gemm_efficiency, fp8_block=self.block_fp8,
+                            fp8_block_gemm_efficiency=o.fp8_block_gemm_efficiency)
+
+    @property
+    def weight_stream_bytes_per_param(self) -> float:
+        """Bytes per weight as the dense GEMMs stream them: the dtype's, times ``weight_bandwidth_efficiency /
+        fp8_block_bandwidth_efficiency`` for block-scaled FP8 whose profile gives it (the block kernels'
+        slower small-M weight streaming; activations, the KV cache and the routed experts keep theirs)."""
+        o, wb = self.options, self.weight_dtype.bytes_per_param
+        if self.block_fp8 and o.fp8_block_bandwidth_efficiency is not None:
+            return wb * o.weight_bandwidth_efficiency / o.fp8_block_bandwidth_efficiency
+        return wb
+
+    @property
+    def block_fp8(self) -> bool:
+        """True when the weights are 128x128 block-scaled FP8 (``fleetplan.perf.quant``)."""
+        return self.weight_dtype is Dtype.FP8 and self.fp8_scaling is Fp8Scaling.BLOCK
 
     @functools.cached_property
     def gemms(self) -> GemmBlock:
-        return gemm_block(step_gemms(self.model, self.parallelism, self.weight_dtype), self.rates)
+        return gemm_block(step_gemms(self.model, self.parallelism, self.weight_dtype,
+                                     self.weight_stream_bytes_per_param), self.rates)
 
     @functools.cached_property
     def attention(self) -> AttentionCost:
@@ -114,16 +143,36 @@ class StepTimePredictor:
 
     @functools.cached_property
     def moe(self) -> MoeShape | None:
-        return moe_shape(self.model, self.parallelism, self.weight_dtype) if self.model.is_moe else None
+        if not self.model.is_moe:
+            return None
+        tile = self.options.moe_tile_m_tokens
+        if self.block_fp8:
+            tile = max(tile, BLOCK_FP8_MOE_TILE_M_TOKENS)
+        # the routed experts keep the dtype's bytes: the block-FP8 streaming read-back is of dense GEMMs, and
+        # applied to vLLM's fused-MoE experts it overshoots AIConfigurator's block-FP8 MoE decode steps
+        # (Qwen3-30B-A3B, H100/H200: ratio 1.58 with it, 0.66 without; benchmarks/bench_mechanisms.py)
+        return moe_shape(self.model, self.parallelism, self.weight_dtype, min_rows_per_expert=tile,
+                         load_imbalance=self.options.moe_load_imbalance)
 
     @functools.cached_property
     def comm_terms(self) -> CommTerms:
-        """Collective cost per step as (fixed s, s per scheduled token)."""
+        """Collective cost per step as (fixed s, s per scheduled token).
+
+        * TP all-reduce over the ``attn_tp`` GPUs after ``o_proj`` in every layer and after
+          ``down_proj`` in dense layers (``comm.all_reduce_s``; the NIC once the group spans nodes).
+        * EP (``ffn_ep > 1``): per MoE layer a dispatch and a combine all-to-all
+          (``comm.hierarchical_all_to_all_s``) of ``T dp k / ep`` rows per GPU, ``h`` values each:
+          BF16 both ways, or FP8 dispatch (1 byte + 4 bytes per 128 values) with ``ep_dispatch_fp8``
+          and FP8 weights; the group's GPUs per node are ``gpus_per_node * ep / (tp dp)``.  Without EP
+          the experts' tensor split all-reduces ``T dp`` rows.
+        * PP: ``pp - 1`` activation sends, ``comm.pp_network_boundaries`` of them over the network.
+        """
         m, par, o, gpu = self.model, self.parallelism, self.options, self.gpu
         row_bytes = m.hidden_size * ACTIVATION_BYTES
+        node = gpu.gpus_per_node
 
         def alpha(group: int) -> float:
-            return comm.alpha_s(group, o.nvlink_alpha_s, o.network_alpha_s)
+            return comm.alpha_s(group, o.nvlink_alpha_s, o.network_alpha_s, node)
 
         tp = par.attn_tp
         bw_tp = comm.link_bytes_per_s(gpu, tp, o.link_efficiency)
@@ -133,23 +182,39 @@ class StepTimePredictor:
         a2a = (0.0, 0.0)
         if m.is_moe:
             stage_gpus = par.tp * par.dp
-            rows = par.attn_dp * row_bytes
             if par.ffn_ep > 1:
-                bw = comm.link_bytes_per_s(gpu, stage_gpus, o.link_efficiency)
-                f, s = _linear(comm.all_to_all_s, par.ffn_ep, bw, alpha(stage_gpus))
-                per_layer = (2.0 * f, 2.0 * s * rows * m.n_experts_per_token / par.ffn_ep)
+                rows_per_token = par.attn_dp * m.n_experts_per_token / par.ffn_ep
+                dispatch_bytes = m.hidden_size * (EP_FP8_DISPATCH_BYTES_PER_VALUE if self._fp8_dispatch
+                                                  else ACTIVATION_BYTES)
+                ep_node = max(1, min(par.ffn_ep, node * par.ffn_ep // stage_gpus))
+                ep_gpu = dataclasses.replace(gpu, gpus_per_node=ep_node)
+
+                def a2a_s(payload: float) -> float:
+                    return comm.hierarchical_all_to_all_s(payload, par.ffn_ep, ep_gpu, o.link_efficiency,
+                                                          o.nvlink_alpha_s, o.network_alpha_s)
+
+                fd, sd = _linear(a2a_s)
+                per_layer = (2.0 * fd, sd * rows_per_token * (dispatch_bytes + row_bytes))
             else:
                 bw = comm.link_bytes_per_s(gpu, par.ffn_tp, o.link_efficiency)
                 per_layer = _linear(comm.all_reduce_s, par.ffn_tp, bw, alpha(par.ffn_tp))
-                per_layer = (per_layer[0], per_layer[1] * rows)
+                per_layer = (per_layer[0], per_layer[1] * par.attn_dp * row_bytes)
             a2a = (m.n_moe_layers * per_layer[0], m.n_moe_layers * per_layer[1])
         pp = (0.0, 0.0)
         if par.pp > 1:
-            world = par.gpus_per_replica
-            bw = comm.link_bytes_per_s(gpu, world, o.link_efficiency)
-            f, s = _linear(comm.send_recv_s, bw, alpha(world))
-            pp = ((par.pp - 1) * f, (par.pp - 1) * s * row_bytes)
+            stage = par.attn_tp * par.attn_dp
+            n_net = comm.pp_network_boundaries(par.pp, stage, node)
+            f_up, s_up = _linear(comm.send_recv_s, comm.scale_up_bytes_per_s(gpu, o.link_efficiency),
+                                 o.nvlink_alpha_s)
+            f_net, s_net = _linear(comm.send_recv_s, comm.scale_out_bytes_per_s(gpu, o.link_efficiency),
+                                   o.network_alpha_s)
+            n_up = par.pp - 1 - n_net
+            pp = (n_up * f_up + n_net * f_net, (n_up * s_up + n_net * s_net) * row_bytes)
         return CommTerms(tp_terms, a2a, pp)
+
+    @property
+    def _fp8_dispatch(self) -> bool:
+        return self.options.ep_dispatch_fp8 and self.weight_dtype is Dtype.FP8
 
     @functools.cached_property
     def fixed_overhead_s(self) -> tuple[float, float]:
@@ -180,7 +245,10 @@ class StepTimePredictor:
             "kernel_launch": launch,
             "cpu_overhead": cpu,
         }
-        return StepBreakdown(MappingProxyType(seconds), "compute" if compute > memory else "memory")
+        source = {name: ENGINE_PROFILE_SOURCE if name in ("kernel_launch", "cpu_overhead") else ROOFLINE_SOURCE
+                  for name in seconds}
+        return StepBreakdown(MappingProxyType(seconds), "compute" if compute > memory else "memory",
+                             MappingProxyType(source))
 
     def _moe_s(self, n_tokens: int, rng: np.random.Generator | None) -> float:
         if self.moe is None:
@@ -213,6 +281,34 @@ class StepTimePredictor:
         coef[10] = c.tp_all_reduce[1] + c.ep_all_to_all[1] + c.pp_send_recv[1]
         coef[12:18] = self._moe_coefficients
         return STEP_MODEL_ROOFLINE, coef
+
+    # ---- MTP speculative decoding -----------------------------------------------------------------
+    def mtp_draft_predictor(self) -> StepTimePredictor:
+        """The predictor of one MTP draft pass: one decoder layer of the model (MoE layer for an MoE
+        model, as DeepSeek-V3's ``num_nextn_predict_layers`` module), the shared LM head, no host
+        overhead of its own (the draft runs inside the engine's step), the last pipeline stage only."""
+        m = self.model
+        if m.is_moe:
+            layer = dataclasses.replace(m, n_layers=1, n_dense_layers=0, intermediate_size=0)
+        else:
+            layer = dataclasses.replace(m, n_layers=1, n_dense_layers=0)
+        options = dataclasses.replace(self.options, cpu_overhead_s=0.0)
+        return dataclasses.replace(self, model=layer, parallelism=dataclasses.replace(self.parallelism, pp=1),
+                                   options=options)
+
+    def mtp_draft_coefficients(self) -> tuple[int, np.ndarray]:
+        """``(STEP_MODEL_ROOFLINE, coef)`` of one MTP draft pass: ``mtp_draft_predictor``'s plus the MTP
+        module's ``eh_proj`` (K = 2h, N = h, replicated: it joins the embedding and the previous hidden
+        state) in the GEMM terms; the wave ratio stays the decoder layer's.  The simulator's
+        ``draft_coef`` for a ``speculative_config`` of method ``mtp`` (one pass per draft token)."""
+        draft = self.mtp_draft_predictor()
+        code, coef = draft.kernel_coefficients()
+        h = self.model.hidden_size
+        eh = gemm_block((GemmShape("eh_proj", 2 * h, h, 1, False, self.weight_stream_bytes_per_param),), draft.rates)
+        coef[1] += eh.compute_s_per_padded_token
+        coef[2] += eh.memory_s
+        coef[7] += eh.memory_s_per_token
+        return code, coef
 
     def step_s(self, n_seqs: int, n_decode: int, prefill_tokens: int, decode_context_tokens: int,
                attn2: int) -> float:

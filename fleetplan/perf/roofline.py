@@ -95,12 +95,17 @@ class DeviceRates:
 
 def device_rates(gpu: GpuProfile, weight_dtype: Dtype, *, gemm_efficiency: float, attention_efficiency: float,
                  weight_bandwidth_efficiency: float, kv_bandwidth_efficiency: float,
-                 wave_quantisation: bool, fp8_gemm_efficiency: float | None = None) -> DeviceRates:
+                 wave_quantisation: bool, fp8_gemm_efficiency: float | None = None, fp8_block: bool = False,
+                 fp8_block_gemm_efficiency: float | None = None) -> DeviceRates:
     """Achieved rates of ``gpu`` for weights stored in ``weight_dtype`` (see module docstring); W8A8 GEMMs
-    run at ``fp8_gemm_efficiency`` of the FP8 peak when given, else at ``gemm_efficiency``."""
+    run at ``fp8_gemm_efficiency`` of the FP8 peak when given, else at ``gemm_efficiency``.  Block-scaled
+    FP8 weights (``fp8_block``) use ``fp8_block_gemm_efficiency`` where given (``fleetplan.perf.quant``;
+    their slower weight streaming is charged as more bytes per weight by the predictor)."""
     w8a8 = weight_dtype is Dtype.FP8 and gpu.fp8_tflops is not None
     peak_tflops = gpu.fp8_tflops if w8a8 else gpu.bf16_tflops
     efficiency = fp8_gemm_efficiency if w8a8 and fp8_gemm_efficiency is not None else gemm_efficiency
+    if fp8_block and w8a8 and fp8_block_gemm_efficiency is not None:
+        efficiency = fp8_block_gemm_efficiency
     hbm_bytes_per_s = gpu.hbm_tb_per_s * 1e12
     return DeviceRates(
         gemm_flop_per_s=peak_tflops * 1e12 * efficiency,

@@ -32,11 +32,12 @@ __all__ = ["ModelFleet", "ModelServing", "PoolServing", "fleet_for_serving", "se
 @dataclass(frozen=True)
 class ModelServing:
     """How the model is served: fixed parallelism (None: smallest fitting per pool), storage types
-    and an optional calibrated step-time profile (used for the pools on its GPU)."""
+    (weights None: the checkpoint's, ``ModelConfig.default_weight_dtype``) and an optional
+    calibrated step-time profile (used for the pools on its GPU)."""
 
     model: ModelConfig
     parallelism: Parallelism | None = None
-    weight_dtype: Dtype = Dtype.BF16
+    weight_dtype: Dtype | None = None
     kv_dtype: Dtype = Dtype.BF16
     perf_profile: CalibratedStepModel | None = None
 
@@ -46,7 +47,7 @@ class ModelServing:
                               f"{self.model.name}; give the matching `model` or recalibrate", param="perf_profile")
 
     @classmethod
-    def vllm(cls, model: ModelConfig, tensor_parallel_size: int | None = None, weight_dtype: Dtype = Dtype.BF16,
+    def vllm(cls, model: ModelConfig, tensor_parallel_size: int | None = None, weight_dtype: Dtype | None = None,
              kv_dtype: Dtype = Dtype.BF16, perf_profile: CalibratedStepModel | None = None) -> ModelServing:
         """Serving as ``vllm serve`` would at ``tensor_parallel_size`` (None: the smallest that fits each
         pool), with expert parallelism over the TP group for an MoE model."""

@@ -1,11 +1,47 @@
 """Serving a chosen model on each catalog GPU: parallelism, constants, step model.
 
-For a model (HuggingFace ``config.json``) and a GPU, every tensor-parallel size the
-model's heads allow (up to ``max_tp``) whose weights, activations and KV cache fit
-(``fleetplan.perf.kv_budget``) is a placement, unless the user fixed the parallelism; the
-planner sweeps them as if they were GPU types ("H100-SXM tp2", "H100-SXM tp4", ...), because
-a larger TP group costs more GPUs but holds far more KV cache, and which is cheaper per
-request depends on the workload.  One serving instance is ``par.gpus_per_replica`` GPUs, and:
+For a model (HuggingFace ``config.json``) and a GPU, ``place_model`` lists the shardings of one
+serving instance that hold the model's weights, activations and at least one 8K-token sequence
+of KV cache (``fleetplan.perf.kv_budget``, ``fleetplan.perf.derive``), unless the user fixed the
+parallelism.  The planner sweeps them as if they were GPU types ("H100-SXM tp2",
+"H100-SXM tp8 pp2", "H200 tp1 dp8"), because a larger instance costs more GPUs but holds far
+more KV cache, and which is cheaper per request depends on the workload.
+
+Instance sizes (GPUs per instance, at most ``max_gpus_per_instance``):
+
+* within one node (the GPU profile's ``gpus_per_node``, 8 for every catalog GPU: HGX/DGX boards and
+  8-GPU cloud instances): every tensor-parallel size the heads allow (``valid_tensor_parallel_sizes``),
+  each one placement when it fits;
+* across nodes, only when no size within a node fits: ``gpus_per_node x 2, x 4, ...``, the
+  smallest that fits (and the next ``EXTRA_MULTI_NODE_SIZES`` larger, 0 by default: each size
+  is one more GPU type for the sweep, whose time grows with them).  DeepSeek-V3 in FP8 (625 GiB
+  of weights) needs 16 H100s: two nodes.
+
+Shardings of an instance of ``G`` GPUs (``Parallelism`` in perf's vocabulary):
+
+* tensor parallel within a node, pipeline stages across nodes: ``tp`` the largest valid size up to
+  ``min(G, gpus_per_node)`` dividing ``G`` (``min(G, 8)`` on the catalog's GPUs), ``pp = G / tp``;
+  an MoE model spreads its experts over each stage's TP group (vLLM's ``enable_expert_parallel``,
+  ``ep = tp``);
+* for an MoE model, also data-parallel attention with expert parallelism over the whole
+  instance, ``Parallelism(tp=1, dp=G, ep=G)`` (SGLang's ``enable_dp_attention``, vLLM's
+  ``data_parallel_size = G`` with ``enable_expert_parallel``): each GPU runs attention for its own
+  batch with its own KV cache and holds ``E / G`` experts.  Offered for whole nodes
+  (``G >= gpus_per_node``, as deployed) where it wins most clearly: MLA models (TP replicates the latent KV
+  on every GPU; DeepSeek's own serving runs DP attention) and instances spanning nodes (the
+  alternative is pipelining).  A GQA model within one node keeps TP + EP only: each placement
+  is one more GPU type for the sweep, whose time grows with them (Qwen3-235B on the 10 priced
+  GPU types: 14 placements; with DP attention at 8 GPUs too, 19 and 2.9x the sweep's CPU time).
+
+A data-parallel-attention instance is one engine to the sweep and the simulator: its step model is
+the predictor (one rank's batch) at the instance's batch split evenly over the ranks
+(``perf.dp_instance.DataParallelInstance``, ``ModelPlacement.step_model``), and its chunked-prefill
+budget the ranks' together.
+
+A GPU type that holds the model in no allowed instance is left out (``PlacementSearch.left_out``,
+one line each, rendered by the CLI); only when every GPU type is left out is it an error.
+
+Everything else as before:
 
 * the analytical phase uses ``ServingConstants`` derived from the roofline predictor
   (``fleetplan.perf.derive``: W, H at 8K context, KV blocks of the replica, chunk), in place
@@ -17,26 +53,47 @@ it was calibrated for (same GPU, parallelism and storage types; ``calibrate_plac
 step model in both phases, and W, H of its serving constants re-derived from the profile by
 ``perf.derive.linear_constants`` (what the paper's eqs. 3-5 and the pdd/afd screen read).
 
-Costs count every GPU of an instance (``PoolPlan.gpus_per_instance``).
+Costs count every GPU of an instance (``PoolPlan.gpus_per_instance``).  Weights default to the
+checkpoint's storage type (``ModelConfig.default_weight_dtype``: FP8 for DeepSeek-V3), and a
+block-scaled FP8 checkpoint (``weight_block_size``, DeepSeek-V3 and Qwen3-*-FP8) is timed with the
+block-scaled GEMMs (``perf.quant``; ``checkpoint_fp8_scaling``) in both phases: the predictor the
+simulator runs and W, H and the chunk of the serving constants.  FP8 chosen for a BF16 checkpoint is
+vLLM's online per-tensor quantization.
+Multi-token prediction (MTP) is not searched: the analytic sweep has no speculative-decoding
+term yet (the simulator's ``sim.features`` has one, for fleet files).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from fleetplan.errors import ConfigError, FleetplanError
-from fleetplan.hardware import GpuProfile
+from fleetplan.hardware import GpuProfile, ServingConstants
 from fleetplan.models import Dtype, ModelConfig
+from fleetplan.models.config import AttentionKind
 from fleetplan.perf.calibrate import CalibratedStepModel
-from fleetplan.perf.derive import derive_serving_constants, linear_constants
+from fleetplan.perf.derive import chunk_tokens_for, derive_serving_constants, linear_constants
+from fleetplan.perf.dp_instance import DataParallelInstance
 from fleetplan.perf.kv_budget import DEFAULT_MAX_NUM_SEQS
 from fleetplan.perf.parallelism import Parallelism, valid_tensor_parallel_sizes
 from fleetplan.perf.predictor import StepTimePredictor
+from fleetplan.perf.quant import Fp8Scaling, fp8_scaling_of
 from fleetplan.perf.seam import StepModel
 
-#: Largest tensor-parallel size tried automatically (one 8-GPU node).
-DEFAULT_MAX_TP = 8
+__all__ = ["DEFAULT_MAX_GPUS_PER_INSTANCE", "GPUS_PER_NODE", "LeftOut", "ModelPlacement", "PlacementSearch",
+           "calibrate_placements", "checkpoint_fp8_scaling", "instance_shardings", "place_model", "place_on_gpus",
+           "variant_name"]
+
+#: GPUs per node of every catalog GPU (``GpuProfile.gpus_per_node``, sourced per profile): NVIDIA HGX/DGX H100,
+#: H200 and B200 and AMD MI300X platforms carry 8 GPUs on one NVLink / Infinity Fabric domain.  Only help texts
+#: quote it; placements read the profile's field.
+GPUS_PER_NODE = 8
+#: Largest instance tried automatically: 8 nodes (wide expert parallelism runs at 32-64 GPUs).
+DEFAULT_MAX_GPUS_PER_INSTANCE = 64
+#: Multi-node sizes kept beyond the smallest that fits (each costs the sweep one more GPU type).
+EXTRA_MULTI_NODE_SIZES = 0
 
 
 @dataclass(frozen=True)
@@ -54,9 +111,18 @@ class ModelPlacement:
         return self.parallelism.gpus_per_replica
 
     @property
+    def nodes_per_instance(self) -> int:
+        """Nodes of ``gpu.gpus_per_node`` GPUs one instance spans."""
+        return math.ceil(self.gpus_per_instance / self.gpu.gpus_per_node)
+
+    @property
     def step_model(self) -> StepModel:
-        """The calibrated profile when there is one, else the operator-level predictor."""
-        return self.calibrated if self.calibrated is not None else self.predictor
+        """The calibrated profile when there is one, else the operator-level predictor, over the whole
+        instance: with attention data parallelism the instance's batch split over its ranks
+        (``perf.dp_instance``; the predictor times one rank's batch)."""
+        if self.calibrated is not None:
+            return self.calibrated
+        return _instance_step_model(self.predictor, self.parallelism)
 
     def matches(self, profile: CalibratedStepModel) -> bool:
         """``profile`` was calibrated for this model on this GPU, parallelism and storage types."""
@@ -72,13 +138,95 @@ def variant_name(gpu: GpuProfile, par: Parallelism) -> str:
     return f"{gpu.name} tp{par.tp}{extra}"
 
 
+def checkpoint_fp8_scaling(model: ModelConfig, weight_dtype: Dtype) -> Fp8Scaling:
+    """How FP8 weights are scaled when ``model`` is served in ``weight_dtype``: the checkpoint's own scheme
+    (``fp8_scaling_of(model.weight_block_size)``: block-scaled for DeepSeek-V3, Qwen3-*-FP8) when it is
+    served in its own storage type, else per tensor (vLLM quantizes a BF16 checkpoint served in FP8
+    online, one scale per tensor)."""
+    if weight_dtype is model.default_weight_dtype:
+        return fp8_scaling_of(model.weight_block_size)
+    return Fp8Scaling.PER_TENSOR
+
+
+def _eq3_constants(serving: ServingConstants, step_model: StepModel) -> tuple[float, float]:
+    """(W, H) of eq. 3 from ``step_model`` at the serving constants' reference context and operating batch."""
+    ref = int(serving.ref_context_tokens)
+    n_ref = max(1, min(int(serving.n_max(ref)), DEFAULT_MAX_NUM_SEQS))
+    return linear_constants(step_model, n_ref, ref)
+
+
+def _instance_step_model(predictor: StepTimePredictor, par: Parallelism) -> StepModel:
+    """The predictor (one attention rank's batch) as the step model of the whole instance."""
+    return predictor if par.attn_dp == 1 else DataParallelInstance(predictor, par.attn_dp)
+
+
 def _place(model: ModelConfig, gpu: GpuProfile, par: Parallelism, weight_dtype: Dtype, kv_dtype: Dtype,
            gpu_memory_utilization: float) -> ModelPlacement:
     serving = derive_serving_constants(model, gpu, par, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
                                        gpu_memory_utilization=gpu_memory_utilization)
-    sources = {**gpu.sources, "serving": f"derived by fleetplan.perf.derive for {model.name} at {par.flags()}"}
+    predictor = StepTimePredictor(model, gpu, par, weight_dtype, kv_dtype,
+                                  fp8_scaling=checkpoint_fp8_scaling(model, weight_dtype))
+    if predictor.block_fp8 or par.attn_dp > 1:
+        # derive times per-tensor FP8 and one DP rank's batch: W, H and the chunk again from the instance's steps
+        step = _instance_step_model(predictor, par)
+        w_s, h_s = _eq3_constants(serving, step)
+        # each attention rank chunks its own prompts: the instance's chunk is the ranks' chunks together
+        chunk = par.attn_dp * chunk_tokens_for(predictor)
+        serving = replace(serving, iter_base_s=w_s, iter_per_seq_s=h_s, chunk_tokens=chunk)
+    scaled = (" with block-scaled FP8 GEMMs" if predictor.block_fp8 else "") + \
+        (f", the batch split over {par.attn_dp} attention ranks" if par.attn_dp > 1 else "")
+    sources = {**gpu.sources,
+               "serving": f"derived by fleetplan.perf.derive for {model.name} at {par.flags()}{scaled}"}
     placed = replace(gpu, name=variant_name(gpu, par), aliases=(), serving=serving, sources=sources)
-    return ModelPlacement(model, placed, par, StepTimePredictor(model, gpu, par, weight_dtype, kv_dtype))
+    return ModelPlacement(model, placed, par, predictor)
+
+
+def _dp_attention_helps(model: ModelConfig, n_gpus: int, gpus_per_node: int) -> bool:
+    """Data-parallel attention is offered (module docstring)."""
+    return n_gpus >= gpus_per_node and (model.attention is AttentionKind.MLA or n_gpus > gpus_per_node)
+
+
+def instance_shardings(model: ModelConfig, n_gpus: int, *, gpus_per_node: int) -> tuple[Parallelism, ...]:
+    """Shardings of one ``n_gpus``-GPU instance of ``model`` on nodes of ``gpus_per_node`` GPUs that pass
+    ``Parallelism.check_model``, in preference order (module docstring): TP within a node and PP across
+    nodes; for an MoE model also data-parallel attention with expert parallelism over the instance."""
+    if isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, int) or gpus_per_node < 1:
+        raise ConfigError(param="gpus_per_node", value=gpus_per_node,
+                          rule="give the GPUs of one node as a whole number >= 1, e.g. 8 (an HGX board)")
+    out: list[Parallelism] = []
+    tp = max((t for t in valid_tensor_parallel_sizes(model) if t <= min(n_gpus, gpus_per_node) and n_gpus % t == 0),
+             default=0)
+    if tp:
+        out.append(Parallelism.vllm(tensor_parallel_size=tp, pipeline_parallel_size=n_gpus // tp,
+                                    enable_expert_parallel=model.is_moe and tp > 1))
+    if model.is_moe and n_gpus > 1 and _dp_attention_helps(model, n_gpus, gpus_per_node):
+        out.append(Parallelism(tp=1, dp=n_gpus, ep=n_gpus))
+    valid = []
+    for par in out:
+        try:
+            par.check_model(model)
+        except ConfigError:
+            continue
+        valid.append(par)
+    return tuple(valid)
+
+
+def _sizes(model: ModelConfig, max_gpus_per_instance: int,
+           gpus_per_node: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(sizes within one node, sizes across nodes), each ascending and at most ``max_gpus_per_instance``."""
+    one_node = tuple(t for t in valid_tensor_parallel_sizes(model) if t <= min(gpus_per_node, max_gpus_per_instance))
+    multi, n = [], 2 * gpus_per_node
+    while n <= max_gpus_per_instance:
+        multi.append(n)
+        n *= 2
+    return one_node, tuple(multi)
+
+
+def _check_max(max_gpus_per_instance: int) -> None:
+    if isinstance(max_gpus_per_instance, bool) or not isinstance(max_gpus_per_instance, int) \
+            or max_gpus_per_instance < 1:
+        raise ConfigError(param="max_gpus_per_instance", value=max_gpus_per_instance,
+                          rule="give a whole number of GPUs >= 1, e.g. 64 (eight 8-GPU nodes)")
 
 
 def place_model(
@@ -86,30 +234,141 @@ def place_model(
     gpu: GpuProfile,
     *,
     parallelism: Parallelism | None = None,
-    weight_dtype: Dtype = Dtype.BF16,
+    weight_dtype: Dtype | None = None,
     kv_dtype: Dtype = Dtype.BF16,
     gpu_memory_utilization: float = 0.9,
-    max_tp: int = DEFAULT_MAX_TP,
+    max_gpus_per_instance: int = DEFAULT_MAX_GPUS_PER_INSTANCE,
 ) -> tuple[ModelPlacement, ...]:
-    """Every placement of ``model`` on ``gpu`` (see the module docstring), smallest TP first; a
-    model that fits nowhere up to ``max_tp`` GPUs is a ``ConfigError`` with the reason."""
+    """Every placement of ``model`` on ``gpu`` (module docstring), smallest instance first.
+
+    ``weight_dtype`` None: the checkpoint's (``ModelConfig.default_weight_dtype``).
+
+    Raises
+    ------
+    ConfigError
+        The model fits in no allowed instance on ``gpu`` (the message gives the reason), or
+        ``parallelism`` breaks a rule of the model.
+    """
+    _check_max(max_gpus_per_instance)
+    weights = weight_dtype or model.default_weight_dtype
     if parallelism is not None:
-        return (_place(model, gpu, parallelism, weight_dtype, kv_dtype, gpu_memory_utilization),)
+        parallelism.check_model(model)
+        return (_place(model, gpu, parallelism, weights, kv_dtype, gpu_memory_utilization),)
+    one_node, multi_node = _sizes(model, max_gpus_per_instance, gpu.gpus_per_node)
     found: list[ModelPlacement] = []
     last: FleetplanError | None = None
-    for tp in (t for t in valid_tensor_parallel_sizes(model) if t <= max_tp):
-        par = Parallelism.vllm(tensor_parallel_size=tp, enable_expert_parallel=model.is_moe and tp > 1)
-        try:
-            found.append(_place(model, gpu, par, weight_dtype, kv_dtype, gpu_memory_utilization))
-        except FleetplanError as exc:  # does not fit at this size
-            last = exc
+
+    def fit(n_gpus: int) -> bool:
+        nonlocal last
+        hit = False
+        for i, par in enumerate(instance_shardings(model, n_gpus, gpus_per_node=gpu.gpus_per_node)):
+            try:
+                found.append(_place(model, gpu, par, weights, kv_dtype, gpu_memory_utilization))
+                hit = True
+            except FleetplanError as exc:  # does not fit at this size; the reason is the preferred sharding's
+                last = exc if i == 0 else last
+        return hit
+
+    for n in one_node:
+        fit(n)
+    extra = -1
+    for n in multi_node if not found else ():
+        if extra >= EXTRA_MULTI_NODE_SIZES:
+            break
+        if fit(n) or extra >= 0:
+            extra += 1
     if not found:
+        largest = max((*one_node, *multi_node), default=0)
         raise ConfigError(
-            f"{model.name} in {weight_dtype.value} does not fit on {gpu.name} with `tensor_parallel_size` up to "
-            f"{max_tp} ({last}); use a larger GPU, FP8/INT4 weights or give `pipeline_parallel_size`",
-            param="tensor_parallel_size", value=max_tp,
-        )
+            f"{model.name} in {weights.value} {_no_fit(gpu, largest, last, model, weights)}; {_FIT_FIX}",
+            param="max_gpus_per_instance", value=max_gpus_per_instance)
     return tuple(found)
+
+
+_FIT_FIX = "use GPUs with more memory, quantized weights (`weight_dtype` fp8/int4) or a larger `max_gpus_per_instance`"
+
+
+def _no_fit(gpu: GpuProfile, largest: int, exc: FleetplanError | None, model: ModelConfig, weights: Dtype) -> str:
+    nodes = math.ceil(largest / gpu.gpus_per_node)
+    return (f"fits no instance of up to {largest} {gpu.name} GPUs ({nodes} node{'s' if nodes > 1 else ''} of "
+            f"{gpu.gpus_per_node}): {_reason(exc, model, weights)}")
+
+
+def _reason(exc: FleetplanError | None, model: ModelConfig, weights: Dtype) -> str:
+    """The binding numbers of a fit failure, without the model's name or the failure's own fix."""
+    if exc is None:
+        return "no sharding of the model is valid at these sizes"
+    text = str(exc).removeprefix(f"{model.name} in {weights.value} ").removeprefix(f"{model.name} ")
+    return text.split(": use ")[0].split("; raise ")[0].rstrip(".")
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A data-parallel-attention instance is one engine to the sweep and the simulator: its step model is
+the predictor (one rank's batch) at the instance's batch split evenly over the ranks
+(``perf.dp_instance.DataParallelInstance``, ``ModelPlacement.step_model``), and its chunked-prefill
+budget the ranks' together.
+
+A GPU type that holds the model in no allowed instance, and why (``place_model``'s reason)."""
+
+    gpu: str
+    reason: str
+
+    def line(self) -> str:
+        """One line: the GPU type, the reason and the fix."""
+        return f"{self.gpu} left out: {self.reason}; {_FIT_FIX}"
+
+
+@dataclass(frozen=True)
+class PlacementSearch:
+    """Placements of a model on several GPU types (``place_on_gpus``) and the GPU types left out."""
+
+    model: ModelConfig
+    placements: tuple[ModelPlacement, ...]
+    left_out: tuple[LeftOut, ...] = ()
+
+    def notes(self) -> tuple[str, ...]:
+        """One line per GPU type left out."""
+        return tuple(x.line() for x in self.left_out)
+
+
+def place_on_gpus(
+    model: ModelConfig,
+    gpus: Sequence[GpuProfile],
+    *,
+    parallelism: Parallelism | None = None,
+    weight_dtype: Dtype | None = None,
+    kv_dtype: Dtype = Dtype.BF16,
+    gpu_memory_utilization: float = 0.9,
+    max_gpus_per_instance: int = DEFAULT_MAX_GPUS_PER_INSTANCE,
+) -> PlacementSearch:
+    """``place_model`` on each of ``gpus``; a GPU type where the model fits nowhere is left out
+    with its reason.
+
+    Raises
+    ------
+    ConfigError
+        Every GPU type is left out (the message gives each one's reason), or ``parallelism``
+        breaks a rule of the model (whatever the GPU).
+    """
+    _check_max(max_gpus_per_instance)
+    if parallelism is not None:
+        parallelism.check_model(model)
+    placed: list[ModelPlacement] = []
+    left: list[LeftOut] = []
+    for gpu in {g.name: g for g in gpus}.values():
+        try:
+            placed.extend(place_model(model, gpu, parallelism=parallelism, weight_dtype=weight_dtype,
+                                      kv_dtype=kv_dtype, gpu_memory_utilization=gpu_memory_utilization,
+                                      max_gpus_per_instance=max_gpus_per_instance))
+        except FleetplanError as exc:
+            left.append(LeftOut(gpu.name, str(exc).removesuffix(f"; {_FIT_FIX}")))
+    if not placed:
+        weights = (weight_dtype or model.default_weight_dtype).value
+        where = "; ".join(f"{x.gpu}: {x.reason.removeprefix(f'{model.name} in {weights} ')}" for x in left)
+        raise ConfigError(f"{model.name} in {weights} fits on no GPU type given ({where}); {_FIT_FIX}",
+                          param="max_gpus_per_instance", value=max_gpus_per_instance)
+    return PlacementSearch(model, tuple(placed), tuple(left))
 
 
 def calibrate_placements(placements: Sequence[ModelPlacement],
@@ -123,9 +382,7 @@ def calibrate_placements(placements: Sequence[ModelPlacement],
             continue
         hit = True
         serving = p.gpu.require_serving()
-        ref = int(serving.ref_context_tokens)
-        n_ref = max(1, min(int(serving.n_max(ref)), DEFAULT_MAX_NUM_SEQS))
-        w_s, h_s = linear_constants(profile, n_ref, ref)
+        w_s, h_s = _eq3_constants(serving, profile)
         if not (w_s >= 0 and h_s >= 0):
             raise ConfigError(f"`perf_profile` for {profile.gpu} gives a negative eq. 3 constant (W {w_s:.3g} s, H "
                               f"{h_s:.3g} s) from its decode steps; recalibrate with more decode-only rows",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import click
 from click.testing import CliRunner
 
@@ -31,9 +33,11 @@ def test_list_shows_every_bundled_model():
     assert result.exit_code == 0, result.output
     rows = table_rows(result.stdout)
     assert tuple(rows) == list_models()
-    # attn, layers, hidden, heads/kv, experts, params, active, bf16 GiB, KV B/token
-    assert rows["llama-3.1-70b"] == ["gqa", "80", "8192", "64/8", "-", "70.6B", "70.6B", "131.4", "327,680"]
-    assert rows["deepseek-v3"][4:] == ["8/256+1", "671.0B", "37.6B", "1,249.9", "70,272"]
+    # attn, layers, hidden, heads/kv, experts, params, active, checkpoint dtype, its GiB, KV B/token
+    assert rows["llama-3.1-70b"] == ["gqa", "80", "8192", "64/8", "-", "70.6B", "70.6B", "bf16", "131.4", "327,680"]
+    # DeepSeek-V3's checkpoint is FP8 with 128 x 128 block scales (its config.json quantization_config)
+    assert rows["deepseek-v3"][4:] == ["8/256+1", "671.0B", "37.6B", "fp8 block 128x128", "624.9", "70,272"]
+    assert rows["gpt-oss-120b"][0] == "gqa+swa" and rows["gpt-oss-120b"][7] == "mxfp4 group 32"
 
 
 def test_show_prints_shape_and_sizes():
@@ -124,3 +128,21 @@ def test_parallelism_options_give_one_parallelism_argument():
     assert seen == [Parallelism(tp=4, pp=2, dp=2, ep=8)]
     result = CliRunner().invoke(root, ["probe", "-tp", "0"])
     assert result.exit_code == 2 and "error:" in result.stderr
+
+
+def test_expert_parallel_above_the_expert_count_is_one_error_line():
+    result = run("show", "mixtral-8x7b", "-tp", "16", "--enable-expert-parallel")
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error:")
+    assert "8 routed experts are not divisible by expert parallel size 16" in lines[0]
+    assert result.stdout == ""
+
+
+def test_show_itemises_the_per_sequence_state_of_windowed_layers():
+    """gpt-oss-120b on one H100: 256 sequences x 18 sliding layers x 128 tokens x 2 KV x 8 heads x 64 x 2 B."""
+    result = run("show", "gpt-oss-120b", "--gpu", "h100")
+    assert result.exit_code == 0, result.output
+    gib = 256 * 18 * 128 * 2 * 8 * 64 * 2 / 2**30
+    assert re.search(rf"per-sequence state \(256 sequences\) +│ +-{gib:.1f} GiB", result.output)
+    llama = run("show", "llama-3.1-8b", "--gpu", "h100")
+    assert "per-sequence state" not in llama.output

@@ -43,6 +43,7 @@ VOCABULARY: dict[str, tuple[str, tuple[str, ...]]] = {
     "tensor-parallel size": ("--tensor-parallel-size", ("-tp", "--tp")),
     "pipeline-parallel size": ("--pipeline-parallel-size", ("-pp", "--pp")),
     "data-parallel size": ("--data-parallel-size", ("-dp", "--dp")),
+    "largest serving instance": ("--max-gpus-per-instance", ()),
     "weight dtype": ("--weight-dtype", ()),
     "KV-cache dtype": ("--kv-cache-dtype", ("--kv-dtype",)),
     "context limit": ("--max-model-len", ()),

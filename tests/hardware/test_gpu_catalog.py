@@ -124,6 +124,7 @@ hbm_gib = 96.0
 hbm_tb_per_s = 3.0
 nvlink_gb_per_s = "none"
 network_gbps = 200.0
+gpus_per_node = 4
 tdp_w = 500.0
 idle_w = 60.0
 price_usd_per_h = 1.5
@@ -210,3 +211,17 @@ def test_hardware_layer_imports_no_cli_libraries() -> None:
             "bad = [m for m in ('click', 'rich', 'fleetplan.cli', 'fleetplan.sim', 'fleetplan.plan') "
             "if m in sys.modules]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2])
+
+
+def test_every_bundled_gpu_states_its_node_size_with_a_source() -> None:
+    """HGX/DGX, MI300X and the largest AWS L4/A10G/L40S instances hold 8 GPUs per node."""
+    for gpu in load_catalog():
+        assert gpu.gpus_per_node == 8 and isinstance(gpu.gpus_per_node, int)
+        assert gpu.sources["gpus_per_node"].strip()
+
+
+def test_a_gpu_without_gpus_per_node_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(DataFormatError, match="gpus_per_node"):
+        load_catalog(write(tmp_path, NEW_GPU.replace("gpus_per_node = 4\n", "")))
+    with pytest.raises(DataFormatError, match="whole number"):
+        load_catalog(write(tmp_path, NEW_GPU.replace("gpus_per_node = 4", "gpus_per_node = 4.5")))

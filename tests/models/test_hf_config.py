@@ -129,7 +129,7 @@ def test_nested_missing_field_names_the_nested_key(tmp_path: Path):
     (dict(MIXTRAL_8X7B, hidden_size="4096"), "field hidden_size.*is '4096'"),
     (dict(MIXTRAL_8X7B, tie_word_embeddings="no"), "true or false"),
     (dict(QWEN15_MOE, shared_expert_intermediate_size=1000), "not a multiple of the expert width"),
-    (dict(MIXTRAL_8X7B, num_experts_per_tok=9), "n_experts_per_token=9"),
+    (dict(MIXTRAL_8X7B, num_experts_per_tok=9), "num_experts_per_tok.*is 9, above the 8 routed experts"),
 ])
 def test_malformed_values_raise_data_format_errors(tmp_path: Path, data: dict, fragment: str):
     path = tmp_path / "config.json"
@@ -145,3 +145,102 @@ def test_not_json_and_missing_file(tmp_path: Path):
         read_hf_config(bad)
     with pytest.raises(DataFormatError, match="file not found"):
         read_hf_config(tmp_path / "absent.json")
+
+
+# ---- the current architectures -------------------------------------------------------------------------
+# Qwen3-Next-80B-A3B's widths (HF Qwen/Qwen3-Next-80B-A3B-Instruct config.json keys; 80B total per its card)
+QWEN3_NEXT = {
+    "architectures": ["Qwen3NextForCausalLM"], "hidden_size": 2048, "num_hidden_layers": 48, "num_attention_heads": 16,
+    "num_key_value_heads": 2, "head_dim": 256, "intermediate_size": 5120, "moe_intermediate_size": 512,
+    "shared_expert_intermediate_size": 512, "num_experts": 512, "num_experts_per_tok": 10, "vocab_size": 151936,
+    "full_attention_interval": 4, "linear_num_key_heads": 16, "linear_num_value_heads": 32,
+    "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "decoder_sparse_step": 1,
+    "mlp_only_layers": [], "tie_word_embeddings": False, "max_position_embeddings": 262144,
+}
+
+
+def test_qwen3_next_hybrid_linear_attention():
+    m = _read(QWEN3_NEXT)
+    mix = m.layers
+    assert (mix.n_linear_layers, m.n_kv_layers, mix.output_gate) == (36, 12, True)
+    h, conv = 2048, 2 * 16 * 128 + 32 * 128
+    linear = h * (2 * 16 * 128 + 2 * 32 * 128) + 2 * h * 32 + 4 * conv + 2 * 32 + 128 + 32 * 128 * h
+    assert mix.linear_params_per_layer(h) == linear
+    full = 2 * h * 16 * 256 + 2 * h * 2 * 256 + h * 16 * 256  # q, o, k, v and the output gate
+    assert m.attention_params() == 12 * full + 36 * linear
+    assert m.n_params() == pytest.approx(80e9, rel=0.03)
+    # only the 12 full-attention layers cache per token; each linear layer keeps a fixed state per sequence
+    assert m.kv_bytes_per_token() == 12 * 2 * 2 * 256 * 2
+    assert m.linear_state_bytes_per_seq() == 36 * (32 * 128 * 128 + 3 * conv) * 2
+
+
+def test_layer_types_list_counts_linear_and_sliding_layers():
+    kinds = ["linear_attention", "linear_attention", "linear_attention", "full_attention"] * 12
+    m = _read({k: v for k, v in QWEN3_NEXT.items() if k != "full_attention_interval"} | {"layer_types": kinds})
+    assert (m.layers.n_linear_layers, m.n_kv_layers) == (36, 12)
+    bad = dict(QWEN3_NEXT, layer_types=["full_attention"] * 47 + ["mamba"])
+    with pytest.raises(DataFormatError, match="field layer_types.*not a list of 48"):
+        _read(bad)
+
+
+@pytest.mark.parametrize(("quant", "dtype", "scaling", "block", "group"), [
+    ({"quant_method": "fp8", "weight_block_size": [128, 128]}, "fp8", "block", (128, 128), 0),
+    ({"quant_method": "fp8", "activation_scheme": "static"}, "fp8", "per-tensor", None, 0),
+    ({"quant_method": "mxfp4"}, "mxfp4", "group", None, 32),
+    ({"quant_algo": "FP8", "producer": {"name": "modelopt"}}, "fp8", "per-tensor", None, 0),  # Qwen3-32B-FP8-Static
+    ({"quant_method": "compressed-tensors", "config_groups": {"group_0": {"weights": {
+        "num_bits": 8, "type": "float", "strategy": "channel"}}}}, "fp8", "per-channel", None, 0),
+    ({"quant_method": "compressed-tensors", "config_groups": {"group_0": {"weights": {
+        "num_bits": 8, "type": "float", "strategy": "block", "block_structure": [128, 128]}}}}, "fp8", "block",
+     (128, 128), 0),
+    ({"quant_method": "compressed-tensors", "config_groups": {"group_0": {"weights": {  # Kimi-K2-Thinking's INT4
+        "num_bits": 4, "type": "int", "strategy": "group", "group_size": 32}}}}, "int4", "group", None, 32),
+    ({"quant_method": "awq", "bits": 4, "group_size": 128}, "int4", "group", None, 128),
+])
+def test_quantization_config_sets_the_default_weight_dtype(quant, dtype, scaling, block, group):
+    m = _read(dict(MIXTRAL_8X7B, quantization_config=quant))
+    assert (m.default_weight_dtype.value, m.weight_scaling.value, m.weight_block_size, m.weight_group_size) == (
+        dtype, scaling, block, group)
+
+
+@pytest.mark.parametrize(("quant", "fragment"), [
+    ({"quant_method": "bitsandbytes"}, "quant_method 'bitsandbytes' is not a weight format"),
+    ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "modelopt quant_algo 'NVFP4'"),
+    ({"quant_method": "fp8", "weight_block_size": [128]}, "weight_block_size.*two integers"),
+    ({"quant_method": "gptq", "bits": 8}, "gptq with 8-bit weights"),
+])
+def test_unmodelled_quantization_is_one_line_naming_it(quant, fragment):
+    with pytest.raises(DataFormatError, match=fragment) as info:
+        _read(dict(MIXTRAL_8X7B, quantization_config=quant))
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(("data", "fragment"), [
+    (dict(MIXTRAL_8X7B, num_key_value_heads=5), "num_key_value_heads.*is 5, which does not divide "
+                                                "num_attention_heads=32"),
+    (dict(MIXTRAL_8X7B, num_experts_per_tok=16), "num_experts_per_tok.*is 16, above the 8 routed experts"),
+    (dict(MIXTRAL_8X7B, architectures=["MambaForCausalLM"]), "names 'MambaForCausalLM', an architecture fleetplan "
+                                                             "does not model.*GptOssForCausalLM"),
+    ({k: v for k, v in MIXTRAL_8X7B.items() if k != "architectures"} | {"model_type": "rwkv"},
+     "model_type.*'rwkv'"),
+    ({k: v for k, v in MIXTRAL_8X7B.items() if k != "hidden_size"}, "field hidden_size.*missing"),
+])
+def test_inconsistent_configs_are_one_line_errors(data, fragment):
+    with pytest.raises(DataFormatError, match=fragment) as info:
+        _read(data)
+    assert "\n" not in str(info.value)
+
+
+def test_bad_config_through_the_cli_is_exit_2_and_one_line(tmp_path: Path):
+    from click.testing import CliRunner
+
+    from fleetplan.cli.main import cli
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(dict(MIXTRAL_8X7B, num_experts_per_tok=16)))
+    for args in (["models", "show", str(path)],
+                 ["optimize", "--workload", "lmsys", "--slo-ttft", "500", "--model", str(path), "--no-verify"]):
+        res = CliRunner().invoke(cli, args)
+        lines = res.stderr.strip().splitlines()
+        assert res.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error:")
+        assert "num_experts_per_tok" in lines[0] and "above the 8 routed experts" in lines[0]

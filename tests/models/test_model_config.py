@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fleetplan.errors import ConfigError, UnknownNameError
-from fleetplan.models import AttentionKind, Dtype, ModelConfig, dtype, load_model
+from fleetplan.models import AttentionKind, Dtype, LayerMix, ModelConfig, WeightScaling, dtype, load_model
 
 # (catalog name, published total params, published active params) from the model cards:
 # Llama 3.1 (8.0B, 70.6B, 405.9B on the HF cards' safetensors counts), Qwen3 technical report
@@ -118,3 +118,32 @@ def test_dtype_lookup_fails_loudly():
     assert Dtype.INT4.bytes_per_param == 0.5
     with pytest.raises(UnknownNameError, match="bf16, fp8, int4"):
         dtype("fp16")
+
+
+# ---- checkpoint weight format, MTP, hybrid layers ------------------------------------------------------
+_SMALL = dict(name="m", n_layers=4, hidden_size=64, n_heads=4, n_kv_heads=2, head_dim=16, intermediate_size=128,
+              vocab_size=100, attention=AttentionKind.GQA)
+
+
+@pytest.mark.parametrize(("fields", "fragment"), [
+    (dict(default_weight_dtype=Dtype.FP8, quant_method="fp8"), "fp8 weights with none scales"),
+    (dict(default_weight_dtype=Dtype.FP8, quant_method="fp8", weight_scaling=WeightScaling.BLOCK),
+     "weight_block_size=None goes with block scaling"),
+    (dict(default_weight_dtype=Dtype.BF16, quant_method="fp8"), "quant_method='fp8' with bf16 weights"),
+    (dict(default_weight_dtype=Dtype.MXFP4, quant_method="mxfp4", weight_scaling=WeightScaling.GROUP),
+     "weight_group_size=0 goes with group scaling"),
+    (dict(layers=LayerMix(n_linear_layers=4, linear_key_heads=1, linear_value_heads=1, linear_key_head_dim=8,
+                          linear_value_head_dim=8, linear_conv_kernel=4)), "at least one full-attention layer"),
+    (dict(index_n_heads=4, index_head_dim=16), "give all three or none"),
+])
+def test_weight_format_and_layer_mix_are_validated(fields, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        ModelConfig(**{**_SMALL, **fields})
+
+
+def test_layer_mix_window_rule():
+    narrow = ModelConfig(**_SMALL, layers=LayerMix(n_window_layers=2, attention_window_tokens=128))
+    wide = ModelConfig(**_SMALL, layers=LayerMix(n_window_layers=2, attention_window_tokens=8192))
+    assert (narrow.n_kv_layers, wide.n_kv_layers) == (2, 4)  # windows >= 4,096 tokens are sized as full
+    assert narrow.kv_bytes_per_token() == 2 * 2 * 2 * 16 * 2
+    assert narrow.kv_bytes_per_token_per_layer() * 4 == narrow.kv_bytes_per_token()

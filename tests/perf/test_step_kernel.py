@@ -23,6 +23,11 @@ PREDICTORS = (
                       options=PredictorOptions(moe_zipf_s=0.8)),
     StepTimePredictor(load_model("llama-3.1-8b"), CATALOG.get("L4"), Parallelism(tp=1),
                       options=PredictorOptions(execution="eager", tile_m_tokens=16)),
+    # issue #26 mechanisms, folded into the same coefficients: block-FP8 DeepSeek-V3 with attention DP and FP8
+    # EP dispatch, a load-imbalance factor; Qwen3-235B with EP over two nodes
+    StepTimePredictor(load_model("deepseek-v3"), CATALOG.get("H200"), Parallelism(tp=1, dp=8, ep=8), Dtype.FP8,
+                      options=PredictorOptions(ep_dispatch_fp8=True, moe_load_imbalance=1.2), fp8_scaling="block"),
+    StepTimePredictor(load_model("qwen3-235b-a22b"), CATALOG.get("H100-SXM"), Parallelism(tp=16, ep=16), Dtype.FP8),
 )
 
 

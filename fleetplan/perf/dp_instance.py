@@ -1,0 +1,96 @@
+"""A data-parallel-attention instance seen as one engine: its batch split evenly over its ranks.
+
+With attention data parallelism (``Parallelism.attn_dp`` = D > 1: vLLM ``data_parallel_size`` with
+expert parallelism, SGLang ``enable_dp_attention``) each of the D ranks schedules its own batch
+from its own KV cache, and the ranks step together (the expert all-to-all joins them).  The
+predictor times one rank's batch (``fleetplan.perf.predictor``: "the batch is one DP rank's; the
+experts see dp times its tokens").  The planner and the simulator see an instance as one engine
+whose batch holds every rank's requests (``ServingConstants.kv_blocks`` counts all D caches), so
+a batch of aggregates ``x`` (sequences, tokens, context, prefill attention work) is timed as D
+ranks of ``x / D`` each (a balanced split, as vLLM's DP load balancer aims for):
+
+    step_instance(x) = step_rank(x / D)
+
+Both step codes (``fleetplan.perf.linear``) are exact under that substitution by changing their
+coefficients, so the simulator kernel and the analytic engine model evaluate it unchanged:
+
+* every cost per unit of an aggregate is divided by D (``c[1..4]`` of ``STEP_MODEL_LINEAR``;
+  ``c[1], c[3], c[4], c[7..12], c[17]`` and the miss exponent ``c[15]`` of ``STEP_MODEL_ROOFLINE``);
+  ``c[0]``, the weight-streaming ``c[2]`` and the MoE hit costs ``c[14], c[16]`` stay;
+* the routed-expert sampling noise ``c[13] sqrt(T)`` becomes ``c[13] / sqrt(D)``;
+* tile padding: ``ceil(T / (D t)) t = ceil(T / (D t)) (D t) / D``, so the tile ``c[5]`` is
+  multiplied by D (and the wave ratio ``c[6]``, per tile, stays).
+
+The instance's chunked-prefill budget is its ranks' together (``D x`` a rank's chunk: each rank
+chunks its own prompts), so the instance prefills as many tokens per step as its ranks do.  What one
+engine cannot say: a prompt is prefilled by one rank, in ``p / chunk_rank`` steps, while the
+instance view takes ``p / (D chunk_rank)`` steps of the same cost -- a long prompt's TTFT comes out
+short by up to D (prompts within one rank's chunk are exact).  Sizing the pool in ranks (one engine
+per rank at ``lambda / D``, ``ceil(ranks / D)`` instances) would be exact; that is the pool sizer's.
+
+Without the split the sweep timed an instance batch of n sequences as n per rank: DeepSeek-V3
+or Qwen3-235B at ``tp1 dp16`` on H100 ran 4.2x too few sequences per second at 256 sequences.
+The balanced split is optimistic where ranks are unevenly loaded (the slowest rank sets the step).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from fleetplan.errors import ConfigError
+from fleetplan.perf.linear import STEP_MODEL_LINEAR, STEP_MODEL_ROOFLINE, step_time_array_s
+from fleetplan.perf.seam import StepModel
+
+__all__ = ["DataParallelInstance", "split_step_coefficients"]
+
+#: ``STEP_MODEL_ROOFLINE`` coefficients per unit of a batch aggregate (divided by D).
+_ROOFLINE_PER_UNIT = (1, 3, 4, 7, 8, 9, 10, 11, 12, 15, 17)
+_ROOFLINE_TILE, _ROOFLINE_MOE_NOISE = 5, 13
+
+
+def split_step_coefficients(code: int, coef: np.ndarray, ranks: int) -> np.ndarray:
+    """``coef`` of step code ``code`` evaluated on batch aggregates ``x`` giving the step of ``x / ranks``
+    (module docstring)."""
+    if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
+        raise ConfigError(f"data-parallel ranks {ranks!r} must be a whole number >= 1", param="data_parallel_size",
+                          value=ranks)
+    out = np.array(coef, dtype=np.float64)
+    if code == STEP_MODEL_LINEAR:
+        out[1:5] /= ranks
+    elif code == STEP_MODEL_ROOFLINE:
+        for i in _ROOFLINE_PER_UNIT:
+            out[i] /= ranks
+        out[_ROOFLINE_MOE_NOISE] /= math.sqrt(ranks)
+        out[_ROOFLINE_TILE] *= ranks
+    else:
+        raise ConfigError(f"step-model code {code} is unknown: cannot split its batch over data-parallel ranks")
+    return out
+
+
+@dataclass(frozen=True)
+class DataParallelInstance:
+    """``base`` (one rank's step model) for an instance of ``ranks`` attention-DP ranks (module docstring)."""
+
+    base: StepModel
+    ranks: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.base, StepModel):
+            raise ConfigError(f"DataParallelInstance needs a StepModel, got {type(self.base).__name__}")
+        split_step_coefficients(STEP_MODEL_LINEAR, np.zeros(5), self.ranks)  # validates ranks
+
+    def kernel_coefficients(self) -> tuple[int, np.ndarray]:
+        code, coef = self.base.kernel_coefficients()
+        return code, split_step_coefficients(code, coef, self.ranks)
+
+    def t_iter_s(self, n_seqs: float | np.ndarray, context_tokens: float | np.ndarray | None = None):
+        """A pure-decode step of ``n_seqs`` sequences over the whole instance, ``context_tokens`` each
+        (None: zero context), i.e. the base's step of ``n_seqs / ranks`` per rank."""
+        code, coef = self.kernel_coefficients()
+        n = np.asarray(n_seqs, dtype=np.float64)
+        ctx = n * (0.0 if context_tokens is None else np.asarray(context_tokens, dtype=np.float64))
+        out = step_time_array_s(code, coef, n, n, 0.0, ctx, 0.0)
+        return float(out) if np.ndim(out) == 0 else out

@@ -1,0 +1,88 @@
+"""MTP speculative decoding in the step model: the verify step, the draft passes, tokens per step.
+
+DeepSeek-V3 ships ``num_nextn_predict_layers = 1`` multi-token-prediction module: one decoder layer
+(an MoE layer), an ``eh_proj`` joining the token embedding and the previous hidden state, and the
+shared LM head.  With ``k`` speculative tokens an engine step of ``n`` decoding requests
+
+* runs ``k`` draft passes of that module over the ``n`` requests (``StepTimePredictor.mtp_draft_predictor``;
+  the simulator's ``draft_coef`` is ``mtp_draft_coefficients``), and
+* verifies with the full model, each request passing ``k + 1`` tokens at its context, as vLLM schedules
+  it.  In the batch syntax (``verify_batch``) that is the request's decode (its KV read once, by the
+  decode-attention term) plus a chunk of ``k`` tokens at offset ``context`` (their GEMM rows, their
+  attention FLOPs and their sampling rows; the chunk's own KV read is not charged twice).
+
+With conditional acceptance ``a_j`` of draft position ``j`` (accepted only if every earlier one was), a
+step emits on average
+
+    E[tokens] = 1 + sum_{j=1..k} prod_{i<=j} a_i              (the bonus token always)
+
+and the time per output token is ``(verify_s + k draft_s) / E[tokens]``.  ``DEEPSEEK_V3_MTP_ACCEPTANCE``
+= 0.85: DeepSeek-V3 Technical Report (arXiv:2412.19437, sec. 5.4.3): "the acceptance rate of the second
+token prediction ranges between 85% and 90%", 1.8x tokens per second; the lower end.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from fleetplan.errors import ConfigError
+from fleetplan.perf.batch import BatchComposition
+
+__all__ = ["DEEPSEEK_V3_MTP_ACCEPTANCE", "MtpStep", "expected_tokens_per_step", "mtp_step", "verify_batch"]
+
+DEEPSEEK_V3_MTP_ACCEPTANCE = 0.85  # DeepSeek-V3 Technical Report sec. 5.4.3 (module docstring)
+
+
+def expected_tokens_per_step(acceptance: tuple[float, ...]) -> float:
+    """``1 + sum_j prod_{i<=j} a_i`` for the conditional acceptances ``a_1..a_k`` (module docstring)."""
+    total, reach = 1.0, 1.0
+    for j, a in enumerate(acceptance):
+        if isinstance(a, bool) or not isinstance(a, int | float) or not (math.isfinite(a) and 0.0 <= a <= 1.0):
+            raise ConfigError(f"acceptance[{j}]={a!r} must be a probability in [0, 1] (e.g. 0.85 for DeepSeek-V3 "
+                              f"MTP)", param="acceptance", value=a)
+        reach *= a
+        total += reach
+    return total
+
+
+def verify_batch(batch: BatchComposition, k: int) -> BatchComposition:
+    """``batch`` with every decoding request passing ``k + 1`` tokens at its context: its decode plus a
+    ``k``-token chunk at offset ``context`` (module docstring; prefill chunks kept)."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ConfigError(f"num_speculative_tokens={k!r} must be an integer >= 1", param="num_speculative_tokens",
+                          value=k)
+    ctx = batch.decode_context_tokens
+    return BatchComposition(np.concatenate((batch.prefill_tokens, np.full(ctx.size, k))),
+                            np.concatenate((batch.prefill_offsets, ctx)), ctx)
+
+
+@dataclass(frozen=True)
+class MtpStep:
+    """One speculative step: verify and draft seconds, expected tokens per request, seconds per output token."""
+
+    verify_s: float
+    draft_s: float  # all k passes
+    tokens_per_step: float
+    plain_step_s: float  # the same batch without speculation
+
+    @property
+    def s_per_token(self) -> float:
+        return (self.verify_s + self.draft_s) / self.tokens_per_step
+
+    @property
+    def speedup(self) -> float:
+        """Output tokens per second with MTP over without (> 1: MTP pays)."""
+        return self.plain_step_s / self.s_per_token
+
+
+def mtp_step(predictor, batch: BatchComposition, acceptance: tuple[float, ...]) -> MtpStep:
+    """The speculative step of ``batch`` with ``len(acceptance)`` MTP drafts on ``predictor``
+    (a ``StepTimePredictor``)."""
+    k = len(acceptance)
+    draft = predictor.mtp_draft_predictor()
+    return MtpStep(verify_s=predictor.predict(verify_batch(batch, k)).total_s,
+                   draft_s=k * draft.predict(batch).total_s, tokens_per_step=expected_tokens_per_step(acceptance),
+                   plain_step_s=predictor.predict(batch).total_s)
