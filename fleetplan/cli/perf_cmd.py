@@ -203,8 +203,12 @@ def perf() -> None:
               "step and the draft passes, and the time per output token.")
 @click.option("--mtp-acceptance", type=FRACTION, default=DEEPSEEK_V3_MTP_ACCEPTANCE, show_default=True,
               help="Conditional acceptance of each draft position (DeepSeek-V3 report: 0.85-0.90).")
+@click.option("--api-server-count", type=click.IntRange(min=1), default=1, show_default=True,
+              help="vLLM API server processes per instance: the request-rate ceiling they give (engine profiles "
+              "with an API server cost, e.g. --engine vllm).")
 def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: bool, enable_dp_attention: bool,
-            nnodes: int | None, fp8_scaling: str | None, mtp_tokens: int, mtp_acceptance: float, **kw) -> None:
+            nnodes: int | None, fp8_scaling: str | None, mtp_tokens: int, mtp_acceptance: float,
+            api_server_count: int, **kw) -> None:
     """Per-operator time of one engine step, which source timed it, and the replica's KV-cache budget.
 
     A batch whose requests hold more KV blocks than the replica's cache is still timed (a what-if),
@@ -265,10 +269,11 @@ def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: 
                       "sequences ahead of the KV blocks")
     o = p.options
     if o.api_server_s_per_request or o.api_server_s_per_token:
-        ceiling = api_server_max_request_rate_per_s(o, KV_REPORT_CONTEXT_TOKENS, 0)
+        ceiling = api_server_max_request_rate_per_s(o, KV_REPORT_CONTEXT_TOKENS, 0, api_server_count)
         console.print(f"API server: {s_to_ms(o.api_server_s_per_request):.3g} ms per request + "
                       f"{s_to_ms(o.api_server_s_per_token) * 1e3:.3g} us per token: at most {ceiling:,.0f} requests/s "
-                      f"of {KV_REPORT_CONTEXT_TOKENS} tokens per API server process")
+                      f"of {KV_REPORT_CONTEXT_TOKENS} tokens with {api_server_count} API server "
+                      f"process{'es' if api_server_count > 1 else ''} (--api-server-count)")
     held = batch.kv_blocks(budget.block_size_tokens)
     if held > budget.kv_blocks_per_replica:
         console.print(f"note: this batch holds {held:,} KV blocks ({held * budget.block_size_tokens:,} tokens), more "

@@ -4,8 +4,9 @@ DeepSeek-V3 ships ``num_nextn_predict_layers = 1`` multi-token-prediction module
 (an MoE layer), an ``eh_proj`` joining the token embedding and the previous hidden state, and the
 shared LM head.  With ``k`` speculative tokens an engine step of ``n`` decoding requests
 
-* runs ``k`` draft passes of that module over the ``n`` requests (``StepTimePredictor.mtp_draft_predictor``;
-  the simulator's ``draft_coef`` is ``mtp_draft_coefficients``), and
+* runs ``k`` draft passes of that module over the ``n`` decoding requests, each
+  ``mtp_draft_pass_s`` = the roofline step of ``StepTimePredictor.mtp_draft_coefficients`` (the decoder
+  layer, ``eh_proj`` and the LM head; the simulator's ``draft_coef``, the analytic engine's draft), and
 * verifies with the full model, each request passing ``k + 1`` tokens at its context, as vLLM schedules
   it.  In the batch syntax (``verify_batch``) that is the request's decode (its KV read once, by the
   decode-attention term) plus a chunk of ``k`` tokens at offset ``context`` (their GEMM rows, their
@@ -30,8 +31,10 @@ import numpy as np
 
 from fleetplan.errors import ConfigError
 from fleetplan.perf.batch import BatchComposition
+from fleetplan.perf.linear import roofline_step_s
 
-__all__ = ["DEEPSEEK_V3_MTP_ACCEPTANCE", "MtpStep", "expected_tokens_per_step", "mtp_step", "verify_batch"]
+__all__ = ["DEEPSEEK_V3_MTP_ACCEPTANCE", "MtpStep", "expected_tokens_per_step", "mtp_draft_pass_s", "mtp_step",
+           "verify_batch"]
 
 DEEPSEEK_V3_MTP_ACCEPTANCE = 0.85  # DeepSeek-V3 Technical Report sec. 5.4.3 (module docstring)
 
@@ -78,11 +81,17 @@ class MtpStep:
         return self.plain_step_s / self.s_per_token
 
 
+def mtp_draft_pass_s(predictor, n_decode: int, decode_context_tokens: int) -> float:
+    """Seconds of ONE MTP draft pass over ``n_decode`` decoding requests of ``decode_context_tokens`` summed
+    context on ``predictor`` (a ``StepTimePredictor``): ``roofline_step_s`` of its ``mtp_draft_coefficients``
+    with no prefill, the simulator kernel's draft term."""
+    return roofline_step_s(predictor.mtp_draft_coefficients()[1], n_decode, n_decode, 0, decode_context_tokens, 0)
+
+
 def mtp_step(predictor, batch: BatchComposition, acceptance: tuple[float, ...]) -> MtpStep:
     """The speculative step of ``batch`` with ``len(acceptance)`` MTP drafts on ``predictor``
-    (a ``StepTimePredictor``)."""
+    (a ``StepTimePredictor``); the drafts run over the decoding requests only."""
     k = len(acceptance)
-    draft = predictor.mtp_draft_predictor()
-    return MtpStep(verify_s=predictor.predict(verify_batch(batch, k)).total_s,
-                   draft_s=k * draft.predict(batch).total_s, tokens_per_step=expected_tokens_per_step(acceptance),
-                   plain_step_s=predictor.predict(batch).total_s)
+    draft_s = k * mtp_draft_pass_s(predictor, batch.n_decode, int(batch.decode_context_sum))
+    return MtpStep(verify_s=predictor.predict(verify_batch(batch, k)).total_s, draft_s=draft_s,
+                   tokens_per_step=expected_tokens_per_step(acceptance), plain_step_s=predictor.predict(batch).total_s)

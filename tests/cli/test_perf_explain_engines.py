@@ -70,3 +70,17 @@ def test_vllm_data_parallel_attention_with_expert_parallel() -> None:
     assert r.exit_code == 0, r.output
     assert "--tensor-parallel-size 1 --data-parallel-size 8 --enable-expert-parallel" in r.text
     assert "8x H200" in r.text and "ep_all_to_all" in r.text
+
+
+def test_vllm_api_server_ceiling_from_its_profile() -> None:
+    """vLLM's sourced API server cost (engine_profiles/vllm.toml): 12.6 ms + 1.2 us per token; SGLang's is
+    not measured, so no ceiling is printed."""
+    r = run(*DSV3, "--engine", "vllm", "-tp", "8", "--enable-expert-parallel", "--batch", "decode=4x1024")
+    assert r.exit_code == 0, r.output
+    assert "API server: 12.6 ms per request + 1.2 us per token: at most 45 requests/s" in r.text  # 1 / 22.4 ms
+    r4 = run(*DSV3, "--engine", "vllm", "-tp", "8", "--batch", "decode=4x1024", "--api-server-count", "4")
+    assert "at most 178 requests/s of 8192 tokens with 4 API server processes" in r4.text
+    assert run(*DSV3, "--engine", "vllm", "--api-server-count", "0").exit_code == 2
+    r = run(*DSV3, "--engine", "sglang", "--tp", "8", "--batch", "decode=4x1024")
+    assert r.exit_code == 0, r.output
+    assert "API server" not in r.text

@@ -94,7 +94,12 @@ def test_predictor_pool_graph_timing_memory_and_drafts():
     assert eager[0] == pytest.approx(coef[0] + launch) and np.array_equal(eager[1:], coef[1:])
     frac = draft_cost_fraction(model)
     assert 0.02 < frac < 0.1  # one of 32 layers plus the LM head
-    assert cf.draft_coef[0, 1] == pytest.approx(frac * coef[1]) and cf.draft_coef[0, 5] == coef[5]  # tile kept
+    # an operator-level pool drafts with the MTP module's own coefficients (tests/sim/test_features_mtp_draft.py)
+    assert np.array_equal(cf.draft_coef[0], pool.step_model.mtp_draft_coefficients()[1])
+    given = SpeculativeConfig.from_json('{"method": "mtp", "num_speculative_tokens": 1, "acceptance_rate": 0.5,'
+                                        f' "draft_cost_fraction": {frac}}}')
+    scaled = compile_features(FleetSpec(pools=(predictor_pool(RuntimeFeatures(speculative=given)),)), 0).draft_coef
+    assert scaled[0, 1] == pytest.approx(frac * coef[1]) and scaled[0, 5] == coef[5]  # tile kept
     # 51 default sizes x 26 MiB exceed kv_budget's 1 GiB reserve by this many bytes
     extra = 51 * CUDAGRAPH_BYTES_PER_CAPTURE - DEFAULT_CUDAGRAPH_POOL_BYTES
     block_bytes = model.kv_bytes_per_token(pool.step_model.kv_dtype) * 16

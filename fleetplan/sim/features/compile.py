@@ -31,7 +31,12 @@ graphs on loses ``ceil(max(0, S x 26 MiB - 1 GiB) / kv_bytes_per_block)`` blocks
 attention DP ranks).  The paper's calibrated constants were measured on vLLM with its default
 graphs captured, so their KV blocks are kept.
 
-Draft pass (one per speculative position): ``mtp`` = the pool's step coefficients times the draft
+Draft pass (one per speculative position): ``mtp`` on an operator-level ``StepTimePredictor`` pool
+without ``draft_cost_fraction`` = ``StepTimePredictor.mtp_draft_coefficients`` (one decoder layer,
+``eh_proj`` and the LM head; ``fleetplan.perf.speculative``, the analytic engine's draft too), kernel-only
+under graphs (vLLM's EAGLE/MTP proposer captures its own CUDA graphs) and with one layer's eager launches,
+``(KERNELS_PER_LAYER + KERNELS_PER_STEP) launch_per_kernel_s``, added when the pool runs eager
+(``cudagraph_mode`` none on a kernel-only predictor); otherwise the pool's step coefficients times the draft
 fraction (cost terms only; the roofline's tile, wave ratio and MoE miss exponent are shapes, not
 costs); the fraction defaults to one MTP layer plus the LM head over the model's active
 parameters, ``(P_layer + V h) / P_active`` with ``P_layer = (P_active - P_embedding) / n_layers``.
@@ -168,6 +173,11 @@ def _draft(pool: PoolSpec, code: int, coef: np.ndarray) -> tuple[int, np.ndarray
         return STEP_MODEL_LINEAR, np.zeros(N_STEP_COEFS)
     if spec.method == "mtp":
         frac = spec.draft_cost_fraction
+        if frac is None and isinstance(pool.step_model, StepTimePredictor):
+            draft_code, draft_coef = pool.step_model.mtp_draft_coefficients()
+            if eager_launch_s(pool) and not _features(pool).cudagraph.on:  # enforce-eager: the draft launches too
+                draft_coef[0] += (KERNELS_PER_LAYER + KERNELS_PER_STEP) * _launch_per_kernel_s(pool)
+            return draft_code, draft_coef
         if frac is None:
             model = pool_model(pool)
             if model is None:

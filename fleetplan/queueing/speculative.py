@@ -1,0 +1,94 @@
+"""Speculative decoding (MTP, draft models) in the analytic engine model: a step per output token.
+
+The simulator's speculative step (``fleetplan.sim._kernels.features.timing``) of a batch whose ``n_d``
+decoding requests each draft ``k`` tokens is the verify step -- every decode plus a ``k``-token chunk at
+its context, in the token budget and the attention work -- plus ``k`` draft passes over the decodes:
+
+    T(n_seqs, n_d, x, C, A) = f(n_seqs, n_d, x + k n_d, C, A + 2 k C + n_d k²) + k g(n_d, n_d, 0, C, 0)
+
+(f the pool's step model, g the draft's: ``StepTimePredictor.mtp_draft_coefficients`` for MTP; C the
+decodes' summed context, Σ_r k (2 c_r + k) = 2 k C + n_d k²).  A step emits
+E = 1 + Σ_j Π_{i<=j} a_i tokens per decoding request (``fleetplan.perf.speculative``), so a request
+of d output tokens decodes for d / E steps.  ``fleetplan.queueing.engine`` counts d decode steps of
+t_d(n) = f(n, n, 0, C, 0) and prices a prefill chunk by the step it lengthens; this model gives it
+
+    step_s(n_seqs, n_d, x, C, A) = T(n_seqs, n_d, x, C, A) - (1 - 1/E) T(n_d, n_d, 0, C, 0),
+
+i.e. a decode step t_d = T_d / E per output token (the decode life d T_d / E, Little's law for the
+batch and the TPOT mean all follow) and a chunk's cost T(.., x, ..) - T_d: the time it adds to a
+speculative step.  Left approximate (expectation form): the acceptance's own variance in the TPOT,
+the token budget a step's drafts use (vLLM counts them; the engine model chunks B - n tokens), and a
+prompt's prefill steps, counted at t_d = T_d / E rather than T_d.
+
+Hook for the planner (the lead wires it): ``fleetplan.plan.pools.engine_of`` returns
+``speculative_engine(EngineModel.of(step, limits), acceptance, draft_code, draft_coef)`` for a pool
+with a speculative config (the draft coefficients the simulator compiles,
+``fleetplan.sim.features.compile``); every ``EngineProfile`` computation then reads it unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fleetplan.errors import ConfigError
+from fleetplan.perf.linear import step_time_array_s
+from fleetplan.perf.speculative import expected_tokens_per_step
+
+__all__ = ["SpeculativeEngineModel", "mtp_engine", "speculative_engine"]
+
+
+@dataclass(frozen=True, eq=False)
+class SpeculativeEngineModel:
+    """An ``EngineModel`` whose decode step is per output token (module docstring); ``limits``,
+    ``step_code`` and ``step_coef`` are the plain engine's."""
+
+    base: object  # EngineModel
+    num_speculative_tokens: int
+    tokens_per_step: float
+    draft_code: int
+    draft_coef: np.ndarray
+
+    @property
+    def limits(self):
+        return self.base.limits
+
+    @property
+    def step_code(self) -> int:
+        return self.base.step_code
+
+    @property
+    def step_coef(self) -> np.ndarray:
+        return self.base.step_coef
+
+    def speculative_step_s(self, n_seqs, n_decode, prefill_tokens, ctx_tokens, attn2) -> np.ndarray:
+        """T: the simulator's step with every decode drafting k (module docstring)."""
+        k = self.num_speculative_tokens
+        n_d = np.asarray(n_decode, dtype=np.float64)
+        ctx = np.asarray(ctx_tokens, dtype=np.float64)
+        verify = self.base.step_s(n_seqs, n_d, np.asarray(prefill_tokens, dtype=np.float64) + k * n_d, ctx,
+                                  np.asarray(attn2, dtype=np.float64) + 2.0 * k * ctx + n_d * k * k)
+        return verify + k * step_time_array_s(self.draft_code, self.draft_coef, n_d, n_d, 0.0, ctx, 0.0)
+
+    def step_s(self, n_seqs, n_decode, prefill_tokens, ctx_tokens, attn2) -> np.ndarray:
+        """T minus (1 - 1/E) of the decodes' own speculative step: per output token when nothing else runs."""
+        decode = self.speculative_step_s(n_decode, n_decode, 0.0, ctx_tokens, 0.0)
+        return (self.speculative_step_s(n_seqs, n_decode, prefill_tokens, ctx_tokens, attn2)
+                - (1.0 - 1.0 / self.tokens_per_step) * decode)
+
+
+def speculative_engine(engine, acceptance: tuple[float, ...], draft_code: int,
+                       draft_coef) -> SpeculativeEngineModel:
+    """``engine`` (an ``EngineModel``) drafting ``len(acceptance)`` tokens per step with conditional
+    acceptances ``acceptance`` and draft pass ``(draft_code, draft_coef)`` (the simulator's)."""
+    if not acceptance:
+        raise ConfigError("speculative engine: acceptance is empty; give one conditional acceptance per draft "
+                          "position (num_speculative_tokens >= 1)", param="acceptance", value=acceptance)
+    return SpeculativeEngineModel(engine, len(acceptance), expected_tokens_per_step(tuple(acceptance)),
+                                  int(draft_code), np.array(draft_coef, dtype=np.float64))
+
+
+def mtp_engine(engine, predictor, acceptance: tuple[float, ...]) -> SpeculativeEngineModel:
+    """``engine`` with MTP drafts of ``predictor`` (a ``StepTimePredictor``: ``mtp_draft_coefficients``)."""
+    return speculative_engine(engine, acceptance, *predictor.mtp_draft_coefficients())
