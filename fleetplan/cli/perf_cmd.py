@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from fleetplan.cli.errors import FleetplanGroup
@@ -35,6 +36,8 @@ from fleetplan.perf.batch import BATCH_SYNTAX, parse_batch
 from fleetplan.perf.calibrate import DEFAULT_HOLDOUT_FRACTION, DEFAULT_SEED, calibrate
 from fleetplan.perf.engine_profile import ENGINE_NAMES, load_engine_profile
 from fleetplan.perf.kv_budget import DEFAULT_MAX_NUM_SEQS, kv_budget
+from fleetplan.perf.measured import ROOFLINE_SOURCE, measured_step_model, timing_source
+from fleetplan.perf.measured.source import measured_coverage
 from fleetplan.perf.overheads import DEFAULT_CPU_OVERHEAD_S, ExecutionMode, PredictorOptions
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
@@ -258,6 +261,7 @@ def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: 
                       f"output token against {s_to_ms(mtp.plain_step_s):.3f} ms without MTP ({mtp.speedup:.2f}x)")
     console.print(f"batch: {batch.n_seqs} requests ({batch.n_decode} decoding), {batch.n_tokens} tokens through the "
                   f"GEMMs ({breakdown.gemm_bound}-bound), decode context {batch.decode_context_sum} tokens")
+    console.print(escape(_timing_source_line(p, batch)))
     per_seq = -(-KV_REPORT_CONTEXT_TOKENS // budget.block_size_tokens)
     console.print(f"KV budget: {budget.kv_blocks_per_replica} blocks of {budget.block_size_tokens} tokens per "
                   f"replica ({budget.kv_blocks_per_replica * budget.block_size_tokens} tokens); "
@@ -280,6 +284,18 @@ def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: 
                       f"than the replica's {budget.kv_blocks_per_replica:,}: vLLM never runs it (it would preempt or "
                       "queue requests to stay within the cache); the step time above is hypothetical. Shrink the "
                       "batch, or give more GPUs (-tp) or --kv-cache-dtype fp8.")
+
+
+def _timing_source_line(p: StepTimePredictor, batch) -> str:
+    """Which source times this pool in planning (``fleetplan.perf.measured``): the measured tables with their
+    step for the batch, or the roofline above and why."""
+    measured = measured_step_model(p)
+    if measured is None:
+        return f"timing source: {ROOFLINE_SOURCE} ({measured_coverage(p)})"
+    step_s = measured.step_s(batch.n_seqs, batch.n_decode, batch.n_prefill_tokens, batch.decode_context_sum,
+                             batch.attn2)
+    return (f"timing source: {timing_source(measured)}: this step {s_to_ms(step_s):.3f} ms (planning and simulation "
+            "use it; the operator rows above are the roofline's)")
 
 
 @perf.command("calibrate", epilog=_CALIBRATE_EXAMPLES)

@@ -48,6 +48,10 @@ Everything else as before:
   of the core paper's three hand-calibrated Llama-3-70B profiles;
 * the simulator runs the operator-level ``StepTimePredictor`` itself for that GPU.
 
+Where NVIDIA ``aiconfigurator-core`` is installed and its measured tables cover the placement (GPU, model,
+parallelism, dtypes; vLLM's tables), the measured step model (``fleetplan.perf.measured``) is its step model
+in both phases, W and H re-derived from it as below; its ``source`` names the tables.
+
 A calibrated profile (``perf.calibrate``) replaces the predictor of the placement
 it was calibrated for (same GPU, parallelism and storage types; ``calibrate_placements``): its
 step model in both phases, and W, H of its serving constants re-derived from the profile by
@@ -77,6 +81,9 @@ from fleetplan.perf.calibrate import CalibratedStepModel
 from fleetplan.perf.derive import chunk_tokens_for, derive_serving_constants, linear_constants
 from fleetplan.perf.dp_instance import DataParallelInstance
 from fleetplan.perf.kv_budget import DEFAULT_MAX_NUM_SEQS
+from fleetplan.perf.measured import measured_step_model
+from fleetplan.perf.measured.coverage import Fp8Scheme
+from fleetplan.perf.measured.source import DEFAULT_FP8_SCHEME
 from fleetplan.perf.parallelism import Parallelism, valid_tensor_parallel_sizes
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.perf.quant import Fp8Scaling, fp8_scaling_of
@@ -178,7 +185,11 @@ def _place(model: ModelConfig, gpu: GpuProfile, par: Parallelism, weight_dtype: 
     sources = {**gpu.sources,
                "serving": f"derived by fleetplan.perf.derive for {model.name} at {par.flags()}{scaled}"}
     placed = replace(gpu, name=variant_name(gpu, par), aliases=(), serving=serving, sources=sources)
-    return ModelPlacement(model, placed, par, predictor)
+    placement = ModelPlacement(model, placed, par, predictor)
+    # aiconfigurator-core's tables where they cover the pool (not DP-attention instances: perf.measured.coverage)
+    measured = measured_step_model(placement.predictor,
+                                   scheme=Fp8Scheme.BLOCK if predictor.block_fp8 else DEFAULT_FP8_SCHEME)
+    return placement if measured is None else calibrate_placements((placement,), measured)[0]
 
 
 def _dp_attention_helps(model: ModelConfig, n_gpus: int, gpus_per_node: int) -> bool:
