@@ -7,7 +7,11 @@ verified (fleet file)                  vLLM (``vllm serve MODEL``)      SGLang (
 =====================================  ===============================  =====================================
 tensor / pipeline parallel size        ``--tensor-parallel-size``,      ``--tp-size``, ``--pp-size``
                                        ``--pipeline-parallel-size``
-expert parallel over the TP group      ``--enable-expert-parallel``     ``--ep-size`` (= TP size)
+attention data-parallel ranks D        ``--data-parallel-size``         ``--dp-size``,
+                                                                        ``--enable-dp-attention``
+                                                                        (``--tp-size`` = TP x D)
+expert parallel over the TP (x D)      ``--enable-expert-parallel``     ``--ep-size`` (= TP x D)
+group
 ``max_num_seqs``                       ``--max-num-seqs``               ``--max-running-requests``
 ``max_num_batched_tokens`` (per step)  ``--max-num-batched-tokens``     ``--chunked-prefill-size`` and
                                                                         ``--max-prefill-tokens``
@@ -20,6 +24,24 @@ memory share of the KV budget          ``--gpu-memory-utilization``     ``--mem-
 no prefix cache (simulated without)    ``--no-enable-prefix-caching``   ``--disable-radix-cache``
 speculative decoding                   ``--speculative-config JSON``    (not exported: one-line error)
 =====================================  ===============================  =====================================
+
+**Data-parallel attention** (``data_parallel_size`` D > 1, from ``models``' ``Parallelism(tp, dp, ep)``,
+e.g. DeepSeek-V3 on H100 at ``tp1 dp16 ep16``): the fleet's limits are the instance's, every rank's
+together (``perf.dp_instance``: the simulator runs an instance as one engine whose batch is split evenly
+over its ranks, its KV blocks and chunk budget the ranks' sum).  vLLM applies ``--max-num-seqs``,
+``--max-num-batched-tokens`` and ``--num-gpu-blocks-override`` per DP rank (vLLM's
+``docs/serving/data_parallel_deployment.md``: "``--max-num-seqs`` applies per DP rank"; each DP engine
+has its own KV cache), so they are written divided by D (rounded up).  SGLang with
+``--enable-dp-attention`` divides ``--chunked-prefill-size`` and ``--max-running-requests`` by
+``--dp-size`` itself (``server_args._handle_data_parallelism``; the pool configurator's
+``max_running_requests // dp_size``), so those stay the instance's; ``--max-prefill-tokens`` (one rank
+scheduler's prefill batch) and ``--max-total-tokens`` (one rank's KV pool) are written per rank.  One
+instance is one endpoint: vLLM's API server balances requests over its ranks (internal load
+balancing); across nodes node 0 runs ``--data-parallel-size-local L --data-parallel-address LEADER
+--data-parallel-rpc-port`` and node r the same with ``--headless --data-parallel-start-rank r L`` (vLLM's
+data-parallel deployment guide; ``--headless`` is ``make_arg_parser``'s, ``vllm/entrypoints/openai/
+cli_args.py`` at the commit in ``ENGINE_SOURCES``); SGLang runs ``--nnodes/--node-rank/--dist-init-addr``
+as for any multi-node instance.
 
 The KV budget was derived at a memory share of ``GPU_MEMORY_UTILIZATION`` (``plan.placement``'s
 ``gpu_memory_utilization``, vLLM's default 0.9); pinning the block count makes the engine hold exactly
@@ -45,7 +67,8 @@ from dataclasses import dataclass
 from fleetplan.errors import ConfigError
 from fleetplan.names import NameRegistry
 
-__all__ = ["ENGINE_SOURCES", "GPU_MEMORY_UTILIZATION", "PORT", "Engine", "LaunchLine", "PoolServe", "launch_lines"]
+__all__ = ["DP_RPC_PORT", "ENGINE_SOURCES", "GPU_MEMORY_UTILIZATION", "PORT", "Engine", "LaunchLine", "PoolServe",
+           "launch_lines"]
 
 PORT = 8000
 HEALTH_PATH = "/health"  # vLLM's and SGLang's OpenAI servers: 200 once the engine serves
@@ -53,6 +76,7 @@ HEALTH_PATH = "/health"  # vLLM's and SGLang's OpenAI servers: 200 once the engi
 GPU_MEMORY_UTILIZATION = 0.9
 RAY_PORT = 6379
 SGLANG_DIST_PORT = 5000
+DP_RPC_PORT = 13345  # vLLM data-parallel handshake on the leader (its guide's example port)
 
 
 class Engine(NameRegistry):
@@ -103,10 +127,20 @@ class PoolServe:
     kv_cache_fp8: bool = False
     prefix_caching: bool = False
     speculative_config: str | None = None  # vLLM JSON
+    data_parallel_size: int = 1  # attention data-parallel ranks D of one instance (module docstring)
 
     @property
     def gpus_per_instance(self) -> int:
-        return self.tensor_parallel_size * self.pipeline_parallel_size
+        return self.tensor_parallel_size * self.pipeline_parallel_size * self.data_parallel_size
+
+    def per_rank(self, instance_total: int) -> int:
+        """One attention rank's share of an instance limit (rounded up: a rank never gets less)."""
+        return -(-instance_total // self.data_parallel_size)
+
+    @property
+    def ranks_per_node(self) -> int:
+        """Data-parallel ranks on one node of the instance."""
+        return self.data_parallel_size // self.n_nodes
 
     @property
     def n_nodes(self) -> int:
@@ -119,6 +153,14 @@ class PoolServe:
         return self.gpus_per_instance // self.n_nodes
 
     def __post_init__(self) -> None:
+        if self.data_parallel_size > 1 and self.pipeline_parallel_size > 1:
+            raise ConfigError(f"pool {self.pool!r}: data-parallel attention with pipeline parallelism is not exported "
+                              "(vLLM and SGLang launch DP ranks of one stage); give the pool one of them",
+                              param="parallelism")
+        if self.data_parallel_size > 1 and self.data_parallel_size % self.n_nodes:
+            raise ConfigError(f"pool {self.pool!r}: {self.data_parallel_size} data-parallel ranks do not split evenly "
+                              f"over {self.n_nodes} nodes of {self.gpus_per_node} GPUs; use a rank count whose GPUs "
+                              "fill whole nodes", param="parallelism")
         if self.n_nodes > 1 and self.gpus_per_instance % self.n_nodes:
             raise ConfigError(f"pool {self.pool!r}: {self.gpus_per_instance} GPUs per instance do not split evenly "
                               f"over {self.n_nodes} nodes of {self.gpus_per_node}; use a parallelism whose GPUs fill "
@@ -141,11 +183,14 @@ def _vllm(s: PoolServe, multi_node: bool) -> list[str]:
             "--tensor-parallel-size", str(s.tensor_parallel_size)]
     if s.pipeline_parallel_size > 1:
         argv += ["--pipeline-parallel-size", str(s.pipeline_parallel_size)]
+    if s.data_parallel_size > 1:
+        argv += ["--data-parallel-size", str(s.data_parallel_size)]
     if s.expert_parallel:
         argv.append("--enable-expert-parallel")
-    argv += ["--max-num-seqs", str(s.max_num_seqs), "--max-num-batched-tokens", str(s.max_num_batched_tokens),
+    argv += ["--max-num-seqs", str(s.per_rank(s.max_num_seqs)),
+             "--max-num-batched-tokens", str(s.per_rank(s.max_num_batched_tokens)),
              "--max-model-len", str(s.max_model_len_tokens), "--block-size", str(s.block_size_tokens),
-             "--num-gpu-blocks-override", str(s.kv_blocks),
+             "--num-gpu-blocks-override", str(s.per_rank(s.kv_blocks)),
              "--gpu-memory-utilization", str(GPU_MEMORY_UTILIZATION)]
     if s.weight_fp8:
         argv += ["--quantization", "fp8"]
@@ -154,24 +199,27 @@ def _vllm(s: PoolServe, multi_node: bool) -> list[str]:
     argv.append("--enable-prefix-caching" if s.prefix_caching else "--no-enable-prefix-caching")
     if s.speculative_config is not None:
         argv += ["--speculative-config", s.speculative_config]
-    if multi_node:
+    if multi_node and s.data_parallel_size == 1:
         argv += ["--distributed-executor-backend", "ray"]
     return argv
 
 
 def _sglang(s: PoolServe) -> list[str]:
+    dp = s.data_parallel_size
     argv = ["python", "-m", "sglang.launch_server", "--model-path", "{model}", "--host", "0.0.0.0",
             "--port", str(PORT), "--served-model-name", s.served_model_name,
-            "--tp-size", str(s.tensor_parallel_size)]
+            "--tp-size", str(s.tensor_parallel_size * dp)]
     if s.pipeline_parallel_size > 1:
         argv += ["--pp-size", str(s.pipeline_parallel_size)]
+    if dp > 1:
+        argv += ["--dp-size", str(dp), "--enable-dp-attention"]
     if s.expert_parallel:
-        argv += ["--ep-size", str(s.tensor_parallel_size)]
+        argv += ["--ep-size", str(s.tensor_parallel_size * dp)]
     argv += ["--max-running-requests", str(s.max_num_seqs),
              "--chunked-prefill-size", str(s.max_num_batched_tokens),
-             "--max-prefill-tokens", str(s.max_num_batched_tokens),
+             "--max-prefill-tokens", str(s.per_rank(s.max_num_batched_tokens)),
              "--context-length", str(s.max_model_len_tokens),
-             "--max-total-tokens", str(s.kv_blocks * s.block_size_tokens),
+             "--max-total-tokens", str(s.per_rank(s.kv_blocks) * s.block_size_tokens),
              "--mem-fraction-static", str(GPU_MEMORY_UTILIZATION)]
     if s.weight_fp8:
         argv += ["--quantization", "fp8"]
@@ -186,11 +234,23 @@ def _sglang(s: PoolServe) -> list[str]:
     return argv
 
 
+def _vllm_data_parallel(s: PoolServe) -> tuple[LaunchLine, ...]:
+    """One ``vllm serve`` per node of a multi-node data-parallel instance (module docstring)."""
+    local = s.ranks_per_node
+    serve = [*_vllm(s, True), "--data-parallel-size-local", str(local), "--data-parallel-address", "{leader}",
+             "--data-parallel-rpc-port", str(DP_RPC_PORT)]
+    return (LaunchLine(0, tuple(serve)),
+            *(LaunchLine(r, (*serve, "--headless", "--data-parallel-start-rank", str(r * local)))
+              for r in range(1, s.n_nodes)))
+
+
 def launch_lines(engine: Engine | str, s: PoolServe) -> tuple[LaunchLine, ...]:
     """The processes one instance of pool ``s`` starts, one per node (module docstring)."""
     engine = Engine.parse(engine)
     nodes = s.n_nodes
     if engine is Engine.VLLM:
+        if nodes > 1 and s.data_parallel_size > 1:
+            return _vllm_data_parallel(s)
         serve = tuple(_vllm(s, nodes > 1))
         if nodes == 1:
             return (LaunchLine(0, serve),)

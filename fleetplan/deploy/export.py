@@ -35,7 +35,7 @@ from fleetplan.deploy.dynamo import DYNAMO_COMMIT, dynamo_graph, worker_args
 from fleetplan.deploy.engines import ENGINE_SOURCES, PORT, Engine, PoolServe, launch_lines, speculative_json
 from fleetplan.deploy.gpus import gpu_node
 from fleetplan.deploy.kubernetes import k8s_name, pool_manifests
-from fleetplan.deploy.readme import pdd_readme_text, readme_text
+from fleetplan.deploy.readme import AFD_NOTE, pdd_readme_text, readme_text
 from fleetplan.deploy.router import SEMANTIC_ROUTER_COMMIT, Band, prompt_edges, semantic_router_config
 from fleetplan.deploy.text import toml_text, yaml_text
 from fleetplan.errors import ConfigError, DataFormatError
@@ -66,6 +66,7 @@ class ExportedPool:
     launch: tuple  # engines.LaunchLine per node
     manifest_kind: str
     prompt_band: tuple[int, int]
+    timing_source: str  # what timed the pool's steps (run JSON; perf.measured.timing_source)
 
 
 @dataclass(frozen=True)
@@ -117,8 +118,7 @@ def select_candidate(doc: dict[str, Any], candidate: int | None = None) -> dict[
                               param="candidate", value=candidate)
         chosen = found[0]
     if chosen.get("deployment") is None:
-        disaggregated = chosen["topology"] in ("pdd", "afd")
-        why = (f"a {chosen['topology']} fleet (attention-FFN: no export)" if disaggregated
+        why = (f"an afd fleet: {AFD_NOTE}" if chosen["topology"] == "afd"
                else "neither among the cheapest, simulated nor feasible candidates the run keeps a fleet for")
         raise ConfigError(f"candidate {chosen['rank']} is {why}; pick another `candidate`", param="candidate",
                           value=chosen["rank"])
@@ -156,17 +156,20 @@ def _engine_context(pool: dict[str, Any], info: dict[str, Any], dep: dict[str, A
     return int(min(pool["max_context_tokens"], info["max_tokens"]))
 
 
+def _timing_source(info: dict[str, Any]) -> str:
+    """The pool's timing source as the run recorded it (runs written before it was recorded say so)."""
+    return info.get("timing_source") or "not recorded in this run (written before timing sources were)"
+
+
 def _serve(pool: dict[str, Any], info: dict[str, Any], dep: dict[str, Any], served: str) -> PoolServe:
     par = info["parallelism"]
-    if par.get("data_parallel_size", 1) > 1:
-        raise ConfigError(f"pool {pool['name']!r} is data-parallel inside an instance; its export is not written: "
-                          "serve each data-parallel rank as its own instance", param="parallelism")
     features = pool.get("features", {})
     kv = dep.get("kv_cache_dtype") or ""
     return PoolServe(
         pool=pool["name"], served_model_name=served,
         tensor_parallel_size=int(par.get("tensor_parallel_size", info["gpus_per_instance"])),
         pipeline_parallel_size=int(par.get("pipeline_parallel_size", 1)),
+        data_parallel_size=int(par.get("data_parallel_size", 1)),
         expert_parallel=bool(par.get("enable_expert_parallel", False)),
         max_num_seqs=pool["max_num_seqs"], max_num_batched_tokens=pool["max_num_batched_tokens"],
         max_model_len_tokens=_engine_context(pool, info, dep), kv_blocks=pool["kv_blocks"],
@@ -246,7 +249,7 @@ def deployment_files(doc: dict[str, Any], candidate: int | None = None,
         manifests = pool_manifests(serve, t["instances"], engine, node, hf or MODEL_PLACEHOLDER, image)
         pool = ExportedPool(serve, info["gpu"], t["instances"], info["min_tokens"], info["max_tokens"],
                             info["traffic_share"], info["lam_per_s"], launch_lines(engine, serve), manifests.kind,
-                            (lo, hi))
+                            (lo, hi), _timing_source(info))
         pools.append(pool)
         name = k8s_name(t["name"])
         files[f"engines/{name}.sh"] = _shell(pool, model_arg)
@@ -281,6 +284,7 @@ def deployment_files(doc: dict[str, Any], candidate: int | None = None,
                    "bands": [{"pool": p.serve.pool, "total_tokens": [p.min_tokens + 1, p.max_tokens],
                               "prompt_tokens": list(p.prompt_band)} for p in pools]},
         "recheck_requests": recheck_n,
+        "timing_sources": {p.serve.pool: p.timing_source for p in pools},
     }
     files["deployment.json"] = json.dumps(summary, indent=2) + "\n"
     files["README.md"] = readme_text(doc, chosen, pools, engine, model, hf, translation, recheck_n, compress)
@@ -300,7 +304,11 @@ def _pdd_files(doc: dict[str, Any], chosen: dict[str, Any], engine: Engine) -> d
     for t in dep["fleet"]["pool"]:
         info = infos[t["name"]]
         serve = _serve(t, info, dep, hf or "fleet-model")
-        (line,) = launch_lines(Engine.VLLM, serve)  # Dynamo workers are single-node here
+        if serve.n_nodes > 1:
+            raise ConfigError(f"candidate {chosen['rank']}: the {t['name']} role spans {serve.n_nodes} nodes per "
+                              "instance; multi-node Dynamo workers are not exported: pick a candidate whose roles fit "
+                              "one node", param="candidate", value=chosen["rank"])
+        (line,) = launch_lines(Engine.VLLM, serve)
         args = worker_args(line, hf or "$(MODEL)", t["name"] == "prefill")
         roles.append((t["name"], t["instances"], args, serve.gpus_per_instance))
         nodes[t["name"]] = gpu_node(info["gpu"])

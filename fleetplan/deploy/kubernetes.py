@@ -4,7 +4,9 @@
   instances).  An instance spanning nodes is a group of a **LeaderWorkerSet**
   (``leaderworkerset.x-k8s.io/v1``, kubernetes-sigs/lws: one leader pod and ``size - 1`` workers per
   replica, restarted as a group; ``LWS_LEADER_ADDRESS`` and ``LWS_WORKER_INDEX`` are set by its
-  controller), as in LWS's own vLLM example (``docs/examples/vllm/GPU/lws.yaml``).
+  controller), as in LWS's own vLLM example (``docs/examples/vllm/GPU/lws.yaml``).  A vLLM
+  data-parallel instance's worker pods run ``vllm serve --headless`` with their first rank
+  ``LWS_WORKER_INDEX x`` the ranks per node (``deploy.engines``), computed by ``sh``.
 * Each engine container requests and is limited to its GPUs (``nvidia.com/gpu`` or ``amd.com/gpu``), is
   pinned by ``nodeSelector`` to its GPU product label (``deploy.gpus``), mounts a memory-backed
   ``/dev/shm`` (NCCL between tensor-parallel ranks), and is probed on the engine's ``/health``: a
@@ -67,6 +69,11 @@ def _command(line: LaunchLine, engine: Engine) -> tuple[list[str], bool]:
         argv = _k8s_argv(line.argv)
         if engine is Engine.SGLANG and "--node-rank" in argv:  # the rank LWS gives this pod
             argv[argv.index("--node-rank") + 1] = "$(LWS_WORKER_INDEX)"
+        if "--data-parallel-start-rank" in argv:  # vLLM DP worker pod: its first rank from LWS's index, in sh
+            at = argv.index("--data-parallel-start-rank")
+            local = int(argv[at + 1]) // line.node_rank
+            script = f'exec {shlex.join(argv[:at + 1])} "$((LWS_WORKER_INDEX * {local}))" {shlex.join(argv[at + 2:])}'
+            return ["sh", "-c", script.rstrip()], serves
         return argv, serves
     script = " && ".join(shlex.join(_k8s_argv(part)) for part in (line.argv, line.then))
     return ["sh", "-c", script], serves

@@ -11,23 +11,54 @@ from fleetplan.deploy.gpus import gpu_node
 from fleetplan.deploy.kubernetes import k8s_name
 from fleetplan.deploy.router import SEMANTIC_ROUTER_COMMIT
 
-__all__ = ["pdd_readme_text", "pdd_recheck_command", "readme_text", "recheck_command"]
+__all__ = ["AFD_NOTE", "DP_NOTE", "pdd_readme_text", "pdd_recheck_command", "readme_text", "recheck_command"]
 
 LWS_SOURCE = "kubernetes-sigs/lws@060ab4da17eea1f0865fcbd3236bb1075e2cea32:config/crd/bases/" \
              "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
 KUBERNETES_VERSION = "1.37"  # kubernetes-validate 1.37.0's schemas, the version the tests validate against
 
 
+#: Data-parallel-attention instances in each engine's terms (``deploy.engines`` module docstring).
+DP_NOTE = {
+    Engine.VLLM: "**Data-parallel attention.** A pool with `--data-parallel-size D` runs D attention ranks per "
+                 "instance behind one API endpoint (vLLM balances requests over the ranks), experts spread over all "
+                 "its GPUs (`--enable-expert-parallel`). vLLM applies `--max-num-seqs`, `--max-num-batched-tokens` "
+                 "and `--num-gpu-blocks-override` per rank, so they are the verified instance limits divided by D "
+                 "(the table shows the instance's). Across nodes node 0 runs the API server and its local ranks "
+                 "(`--data-parallel-size-local`, `--data-parallel-address`, `--data-parallel-rpc-port`), the other "
+                 "nodes `--headless` from `--data-parallel-start-rank` (vLLM's data-parallel deployment guide).",
+    Engine.SGLANG: "**Data-parallel attention.** A pool with `--dp-size D --enable-dp-attention` runs D attention "
+                   "ranks per instance over `--tp-size` GPUs, experts over `--ep-size`. SGLang divides "
+                   "`--max-running-requests` and `--chunked-prefill-size` by D itself, so they are the verified "
+                   "instance limits; `--max-prefill-tokens` and `--max-total-tokens` are one rank's (the verified "
+                   "limits divided by D).",
+}
+#: ``perf.measured.source.MEASURED_PREFIX`` (the label of measured tables), spelt here so the export does not
+#: import numpy and the perf package to read a run (tests/deploy/test_timing_source.py holds them equal).
+MEASURED_PREFIX = "aiconfigurator-core"
+#: Why attention-FFN disaggregated fleets have no export (checked 2026-11-28; see the deploy docs).
+AFD_NOTE = (
+    "attention-FFN disaggregated (afd) fleets are not exported: no serving framework deploys them from a public "
+    "manifest format. SGLang merged an experimental AFD mode for Ascend NPUs and Qwen3-MoE only "
+    "(sgl-project/sglang#36258, `--afd-role`), vLLM has it as the experimental external afd-plugin "
+    "(vllm-project/afd-plugin), and NVIDIA Dynamo's AFD pull request (ai-dynamo/dynamo#6570) was closed with "
+    "placeholders; llm-d tracks it (llm-d/llm-d#449). Exporting vLLM afd-plugin launch lines is left as follow-up")
+
+
 def _ms(x: float | None) -> str:
     return "n/a" if x is None else f"{x:,.1f} ms"
+
+
+def _replications(doc: dict[str, Any]) -> int:
+    """Verification's replications (3 when the run does not say)."""
+    return ((doc.get("verification") or {}).get("run_length") or {}).get("replications") or 3
 
 
 def recheck_command(doc: dict[str, Any], model: str | None, n_requests: int, dep: dict[str, Any]) -> str:
     """The ``fleetplan simulate`` command that re-checks ``fleet.toml`` on the run's workload and rate."""
     inputs = doc["inputs"]
-    replications = ((doc.get("verification") or {}).get("run_length") or {}).get("replications") or 3
     parts = ["fleetplan simulate --fleet fleet.toml", f"--workload {inputs['workload']}",
-             f"--lam {inputs['lam_per_s']:g}", f"--replications {replications}", f"--sim-requests {n_requests}",
+             f"--lam {inputs['lam_per_s']:g}", f"--replications {_replications(doc)}", f"--sim-requests {n_requests}",
              f"--slo-ttft {inputs['slo_ttft_ms']:g}", f"--seed {doc.get('seed', 0)}"]
     if inputs.get("slo_tpot_ms") is not None:
         parts.append(f"--slo-tpot {inputs['slo_tpot_ms']:g}")
@@ -114,7 +145,11 @@ def readme_text(doc: dict[str, Any], chosen: dict[str, Any], pools: list, engine
                    f"{s.max_num_seqs} | {s.max_num_batched_tokens} | {s.max_model_len_tokens} | {s.kv_blocks} | "
                    f"{p.manifest_kind} |")
     out += ["", "The largest pool takes every request above the others up to what its KV cache (or the model's "
-            "context) holds, as verification simulated it; its `max_model_len` is that limit.", "",
+            "context) holds, as verification simulated it; its `max_model_len` is that limit. The limits are an "
+            "instance's; a data-parallel-attention instance's are its ranks' together (see Engine commands).", "",
+            "**Timing source of each pool** (what timed its engine steps in planning and verification, "
+            "`fleetplan.perf.measured.timing_source`):", "",
+            *[f"- {p.serve.pool}: {p.timing_source}" for p in pools], "",
             "## Folder", "", "```",
             "fleet.toml                    the verified fleet (fleetplan simulate --fleet reads it)",
             *[f"engines/{k8s_name(p.serve.pool)}.sh{' ' * max(1, 18 - len(k8s_name(p.serve.pool)))}launch lines of one "
@@ -141,6 +176,8 @@ def readme_text(doc: dict[str, Any], chosen: dict[str, Any], pools: list, engine
             f"Flags in {engine.value}'s spelling, checked against its argument parser ({'; '.join(src['files'])}). "
             f"The KV cache is pinned to the verified block count at a memory share of {GPU_MEMORY_UTILIZATION}, "
             "prefix caching is off as simulated, and the per-step token budget is the verified one.", ""]
+    if any(p.serve.data_parallel_size > 1 for p in pools):
+        out += [DP_NOTE[engine], ""]
     for p in pools:
         out += [f"### Pool {p.serve.pool}", "", "```sh"]
         for line in p.launch:
@@ -181,6 +218,10 @@ def readme_text(doc: dict[str, Any], chosen: dict[str, Any], pools: list, engine
     if dep.get("calibrated_gpus"):
         out.append(f"Pools on {', '.join(dep['calibrated_gpus'])} were timed by a calibrated profile: pass the "
                    "same `--perf-profile`.")
+    if any(p.timing_source.startswith(MEASURED_PREFIX) for p in pools):
+        out.append(f"Pools timed by {MEASURED_PREFIX}'s measured tables are re-timed by them only where the same "
+                   "package is installed (`pip install 'fleetplan[aiconfigurator]'`, `FLEETPLAN_TIMING_SOURCE` not "
+                   "`roofline`); elsewhere the re-check runs the roofline and its figures differ.")
     out += ["", "## Formats and versions", "",
             f"- Engine flags: {src['repository']} {'; '.join(src['files'])}.",
             f"- Kubernetes: core/v1 and apps/v1 schemas of Kubernetes {KUBERNETES_VERSION} (kubernetes-validate); "
@@ -197,10 +238,11 @@ def pdd_recheck_command(doc: dict[str, Any], dep: dict[str, Any], model: str | N
     pools = {t["name"]: t for t in dep["fleet"]["pool"]}
     gpus = {p["name"]: p["gpu"] for p in dep["pools"]}
     parts = ["fleetplan simulate pdd", f"--workload {inputs['workload']}", f"--lam {inputs['lam_per_s']:g}",
-             "--sim-requests 20000", f"--seed {doc.get('seed', 0)}"]
+             "--sim-requests 20000", f"--replications {_replications(doc)}", f"--seed {doc.get('seed', 0)}"]
     for role in ("prefill", "decode"):
         parts += [f"--{role}-gpu {gpus[role]}", f"--{role}-instances {pools[role]['instances']}",
                   f"--{role}-max-num-seqs {pools[role]['max_num_seqs']}"]
+    parts.append(f"--prefill-max-num-batched-tokens {pools['prefill']['max_num_batched_tokens']}")
     parts += [f"--policy {d['policy']}", f"--binding {d['binding']}", f"--latency-ms {d['kv_latency_ms']:g}",
               f"--max-model-len {pools['prefill']['max_context_tokens']}"]
     if d.get("kv_bandwidth_gb_per_s") is not None:
@@ -253,10 +295,13 @@ def pdd_readme_text(doc: dict[str, Any], chosen: dict[str, Any], worker_args: di
     for role, args in worker_args.items():
         out += [f"### {role}", "", "```sh", "python3 -m dynamo.vllm " + " ".join(args), "```", ""]
     out += ["## Re-check the exported fleet", "", "```sh", pdd_recheck_command(doc, dep, model), "```", "",
-            "`simulate pdd` runs the exported roles with vLLM's default per-step budget on the prefill role, where "
-            f"verification gave it {pools['prefill']['max_num_batched_tokens']} tokens (one chunk), and one run "
-            "without replications: compare its P99 TTFT with the figures above as a check, not a proof; the tests "
-            "re-simulate the exact fleet through the Python API.", "",
+            "`simulate pdd` runs the exported roles with verification's limits (the prefill role's "
+            f"{pools['prefill']['max_num_batched_tokens']}-token budget per step, each role's `max_num_seqs`), "
+            "transfer and assignment, and verification's replications; its random streams are its own (verification "
+            "seeds each candidate apart), so compare its mean and 95 % upper bound of P99 TTFT with the figures "
+            "above within the two intervals"
+            + (", and it times both roles with the GPU's calibrated constants, not the served model's step model "
+               "(the tests re-simulate the exported roles with it through the Python API)." if model else "."), "",
             "## Formats and versions", "",
             f"- Dynamo graph: ai-dynamo/dynamo@{DYNAMO_COMMIT} "
             "(components/backends/vllm/deploy/disagg.yaml layout; DynamoComponentDeploymentSharedSpec fields).",

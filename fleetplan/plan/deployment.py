@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from fleetplan.perf.dp_instance import DataParallelInstance
+from fleetplan.perf.measured import timing_source
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.plan.space import DISAGGREGATED, Topology
 from fleetplan.plan.verify import fleet_spec
@@ -34,6 +36,9 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_DEPLOY_CANDIDATES", "Deployment", "FleetDelta", "PoolDeployment", "deployment_of", "deployments_of",
            "fleet_delta", "owned_gpus", "whatif_point_result"]
+
+#: How ``perf.measured.timing_source`` names a user's calibrated profile (``--perf-profile``).
+CALIBRATED_PREFIX = "calibrated profile"
 
 #: Cheapest candidates that carry a deployment besides every verified one and the recommendation.
 DEFAULT_DEPLOY_CANDIDATES = 10
@@ -57,6 +62,8 @@ class PoolDeployment:
     traffic_share: float
     lam_per_s: float
     spares: int = 0  # instances kept for node availability (verification's, else the sizing's)
+    # which source timed the pool's steps in the simulator (``perf.measured.timing_source``)
+    timing_source: str = ""
 
 
 @dataclass(frozen=True)
@@ -79,7 +86,10 @@ class Deployment:
 
 
 def _serving_of(step_model: Any) -> tuple[str | None, dict[str, int | bool], str | None, str | None, str | None]:
-    """(catalog GPU, parallelism keywords, model, weight dtype, KV dtype) of a served-model step model."""
+    """(catalog GPU, parallelism keywords, model, weight dtype, KV dtype) of a served-model step model (a
+    data-parallel-attention instance: its rank's predictor, whose parallelism holds the ranks)."""
+    if isinstance(step_model, DataParallelInstance):
+        step_model = step_model.base
     if isinstance(step_model, StepTimePredictor):
         par = step_model.parallelism
         kw: dict[str, int | bool] = {"tensor_parallel_size": par.tp}
@@ -142,11 +152,12 @@ def deployment_of(candidate: Candidate, request: OptimizeRequest) -> Deployment 
         if catalog is not None:
             names[pool.name], pars[pool.name] = catalog, par
             model, weight, kv = m, w, k
-            if not isinstance(models.get(p.gpu), StepTimePredictor):
+            if timing_source(models[p.gpu]).startswith(CALIBRATED_PREFIX):
                 calibrated.append(catalog)
         spares = int(v.verified_spares[i]) if verified else int(p.spares)
         pools.append(PoolDeployment(pool.name, i + 1, catalog or p.gpu, p.gpus_per_instance, tuple(par.items()),
-                                    p.lo_tokens, p.hi_tokens, p.traffic_share, p.lam_per_s, spares))
+                                    p.lo_tokens, p.hi_tokens, p.traffic_share, p.lam_per_s, spares,
+                                    timing_source(pool.step_model)))
     fleet = fleet_document(spec, names, pars)
     for table in fleet["pool"]:
         if table["name"] in names:  # served model: the placement's price (GPU price x GPUs per instance) applies

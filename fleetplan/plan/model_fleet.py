@@ -116,7 +116,8 @@ def serve_model(fleet: FleetFile, serving: ModelServing, max_model_len_tokens: i
         profile = serving.perf_profile
         calibrated = profile is not None and profile.gpu == entry.gpu.name
         placed.append(PoolServing(entry.name, place, calibrated))
-        return replace(pool, step_model=profile if calibrated else place.predictor)
+        # the placement's step model: a data-parallel-attention instance's split batch, measured tables
+        return replace(pool, step_model=profile if calibrated else place.step_model)
 
     pools = tuple(build_entry(fleet, e, build) for e in fleet.pools)
     return ModelFleet(fleet_spec_of(fleet, pools, max_model_len_tokens), tuple(placed))

@@ -185,7 +185,8 @@ def run_length_dict(s) -> dict[str, Any]:
 
 def deployment_dict(d: Deployment | None) -> dict[str, Any] | None:
     """The fleet ``fleetplan deploy`` exports (``plan.deployment.Deployment``): the fleet-file document,
-    per pool its catalog GPU, parallelism, band and traffic, and how the model is served."""
+    per pool its catalog GPU, parallelism, band, traffic and the source that timed its steps
+    (``perf.measured.timing_source``), and how the model is served."""
     if d is None:
         return None
     return {
@@ -193,7 +194,8 @@ def deployment_dict(d: Deployment | None) -> dict[str, Any] | None:
         "fleet": d.fleet,
         "pools": [{"name": p.name, "pool_index": p.pool_index, "gpu": p.gpu, "gpus_per_instance": p.gpus_per_instance,
                    "parallelism": dict(p.parallelism), "min_tokens": p.min_tokens, "max_tokens": p.max_tokens,
-                   "traffic_share": round(p.traffic_share, 6), "lam_per_s": round(p.lam_per_s, 6)} for p in d.pools],
+                   "traffic_share": round(p.traffic_share, 6), "lam_per_s": round(p.lam_per_s, 6),
+                   "timing_source": p.timing_source} for p in d.pools],
         "model": d.model,
         "weight_dtype": d.weight_dtype,
         "kv_cache_dtype": d.kv_cache_dtype,

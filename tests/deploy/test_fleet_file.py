@@ -37,7 +37,7 @@ def _request(model: str | None, **kw) -> OptimizeRequest:
     catalog = load_catalog()
     opts = {"model": model, "gpus": ("h100",), "tensor_parallel_size": None, "weight_dtype": kw.pop("weight", None),
             "kv_cache_dtype": kw.pop("kv", None), "perf_profile": None}
-    gpus, per_instance, step_models = serving_setup(catalog, opts)
+    gpus, per_instance, step_models, _ = serving_setup(catalog, opts)
     return OptimizeRequest(workload=load_workload("lmsys"), gpus=gpus, gpus_per_instance=per_instance,
                            step_models=step_models, slo_ttft_s=kw.pop("slo_s", 2.0), rate_per_s=kw.pop("rate", 5.0),
                            topologies=(Topology.HOMO, Topology.TWO_POOL), thresholds_tokens=(4096, 8192),
