@@ -5,7 +5,9 @@
 * ``fp8_run``: Llama-3.1-70B with FP8 weights and KV cache on H100, two length pools (the swept
   placements give the pools different tensor-parallel sizes);
 * ``pdd_run``: a prefill-decode plan (H100 prefill and decode roles, λ = 20);
-* ``unverified_run``: the small plan with ``--no-verify``.
+* ``unverified_run``: the small plan with ``--no-verify``;
+* ``dp_run``: DeepSeek-V3 (its FP8 checkpoint) on H100 at λ = 5: one instance of ``tp1 dp16 ep16`` over two
+  8-GPU nodes (data-parallel attention with expert parallelism), verified.
 """
 
 from __future__ import annotations
@@ -53,6 +55,15 @@ def pdd_run(tmp_path_factory) -> Path:
     return _optimize(tmp_path_factory.mktemp("runs"), "pdd", *PDD)
 
 
+DP = ("--workload", "lmsys", "--slo-ttft", "2000", "--lam", "5", "--model", "deepseek-v3", "--gpus", "h100",
+      "--topology", "homo", "--sim-requests", "2000", "--replications", "3", "--no-headroom", "-q")
+
+
+@pytest.fixture(scope="session")
+def dp_run(tmp_path_factory) -> Path:
+    return _optimize(tmp_path_factory.mktemp("runs"), "dp", *DP)
+
+
 @pytest.fixture(scope="session")
 def unverified_run(tmp_path_factory) -> Path:
     return _optimize(tmp_path_factory.mktemp("runs"), "unverified", *SMALL, "--no-verify")
@@ -73,11 +84,25 @@ def multi_node_doc(doc: dict) -> dict:
     return out
 
 
-WHICH = ["small", "fp8", "multi_node"]
+def one_node_dp_doc(doc: dict) -> dict:
+    """The DP run ``doc`` with its pool at ``tp1 dp8`` on one 8-GPU node (the single-node DP writers)."""
+    out = json.loads(json.dumps(doc))
+    dep = out["recommendation"]["deployment"]
+    for info, table in zip(dep["pools"], dep["fleet"]["pool"], strict=True):
+        info["gpus_per_instance"] = 8
+        info["parallelism"]["data_parallel_size"] = 8
+        table["data_parallel_size"] = 8
+    return out
 
 
-def recommended_doc(which: str, small_run: Path, fp8_run: Path) -> dict:
-    """The run document of ``which`` (``WHICH``): the small plan, the FP8 plan or the small plan made multi-node."""
+WHICH = ["small", "fp8", "multi_node", "dp_two_nodes", "dp_one_node"]
+
+
+def recommended_doc(which: str, small_run: Path, fp8_run: Path, dp_run: Path) -> dict:
+    """The run document of ``which`` (``WHICH``): the small plan, the FP8 plan, the small plan made multi-node,
+    the DP plan (two nodes) or the DP plan on one node."""
     if which == "multi_node":
         return multi_node_doc(load(small_run))
+    if which.startswith("dp"):
+        return load(dp_run) if which == "dp_two_nodes" else one_node_dp_doc(load(dp_run))
     return load(small_run if which == "small" else fp8_run)

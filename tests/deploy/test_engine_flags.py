@@ -67,15 +67,16 @@ def commands_of(files: dict[str, str]) -> list[list[str]]:
                 for t in templates:
                     for c in t["spec"]["containers"]:
                         cmd = c["command"]
-                        parts = [shlex.split(p) for p in cmd[2].split(" && ")] if cmd[:2] == ["sh", "-c"] else [cmd]
+                        parts = [shlex.split(p.removeprefix("exec ")) for p in cmd[2].split(" && ")] \
+                            if cmd[:2] == ["sh", "-c"] else [cmd]
                         out += [p for p in parts if p[:1] in (["vllm"], ["python"])]
     return out
 
 
 @pytest.mark.parametrize("engine", list(Engine))
 @pytest.mark.parametrize("which", WHICH)
-def test_every_written_command_parses(engine, which, small_run, fp8_run):
-    doc = recommended_doc(which, small_run, fp8_run)
+def test_every_written_command_parses(engine, which, small_run, fp8_run, dp_run):
+    doc = recommended_doc(which, small_run, fp8_run, dp_run)
     _, files = deployment_files(doc, engine=engine)
     commands = commands_of(files)
     pools = len(doc["recommendation"]["deployment"]["pools"])

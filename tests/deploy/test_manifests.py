@@ -65,8 +65,8 @@ def manifests(files: dict[str, str]) -> list[dict]:
 
 @pytest.mark.parametrize("engine", list(Engine))
 @pytest.mark.parametrize("which", WHICH)
-def test_zero_schema_errors(engine, which, small_run, fp8_run):
-    doc = recommended_doc(which, small_run, fp8_run)
+def test_zero_schema_errors(engine, which, small_run, fp8_run, dp_run):
+    doc = recommended_doc(which, small_run, fp8_run, dp_run)
     _, files = deployment_files(doc, engine=engine)
     docs = manifests(files)
     kinds = sorted(d["kind"] for d in docs)
