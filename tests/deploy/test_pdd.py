@@ -123,3 +123,48 @@ def test_exported_roles_reproduce_verification(pdd_run):
     tol = math.hypot(hi - mean, ver_hi - ver_mean)
     assert abs(mean - ver_mean) <= tol, (mean, ver_mean, tol)
     assert hi <= doc["inputs"]["slo_ttft_ms"]
+
+
+def test_readme_recheck_command_reproduces_verification(pdd_run):
+    """The README's `fleetplan simulate pdd` command (the prefill role's verified token budget, each role's
+    `max_num_seqs`, transfer, assignment, verification's replications) runs and its P99 TTFT agrees with
+    verification within the two intervals; it holds the budget the fleet file does."""
+    import re
+    import shlex
+
+    doc = load(pdd_run)
+    rec = doc["recommendation"]
+    v = rec["verification"]
+    readme = deployment_files(doc)[1]["README.md"]
+    command = readme.split("## Re-check the exported fleet")[1].split("```sh\n")[1].split("\n```")[0]
+    argv = shlex.split(command.replace("\\\n", " "))
+    assert argv[:3] == ["fleetplan", "simulate", "pdd"]
+    budget = next(t["max_num_batched_tokens"] for t in rec["deployment"]["fleet"]["pool"] if t["name"] == "prefill")
+    assert argv[argv.index("--prefill-max-num-batched-tokens") + 1] == str(budget)
+    reps = doc["verification"]["run_length"]["replications"]
+    assert argv[argv.index("--replications") + 1] == str(reps)
+    argv[argv.index("--sim-requests") + 1] = "2000"  # verification's run length in this fixture
+    result = run(*argv[1:])
+    assert result.exit_code == 0, result.output + result.stderr
+    m = re.search(rf"{reps} replications: P99 TTFT ([\d,.]+) ms \(95% upper ([\d,.]+) ms\)", result.output)
+    assert m, result.output
+    mean, hi = (float(x.replace(",", "")) for x in m.groups())
+    if v["verified_counts"] != v["analytic_counts"]:
+        pytest.skip("verification moved the counts: its mean at the verified counts is not in the run")
+    ver_mean, ver_hi = v["at_analytic"]["p99_ttft_ms_sim"], v["p99_ttft_ms_sim"]
+    tol = math.hypot(hi - mean, ver_hi - ver_mean)
+    assert abs(mean - ver_mean) <= tol, (mean, ver_mean, tol)
+
+
+def test_simulate_pdd_prefill_budget_is_the_prefill_roles():
+    """A smaller prefill budget (more steps per long prompt) never shortens the prefill time."""
+    import re
+
+    def p99_prefill(budget: str) -> float:
+        result = run("simulate", "pdd", "--workload", "lmsys", "--lam", "10", "--sim-requests", "1500",
+                     "--prefill-max-num-batched-tokens", budget)
+        assert result.exit_code == 0, result.output + result.stderr
+        row = next(ln for ln in result.output.splitlines() if re.search(r"\bprefill\b", ln) and "│" in ln)
+        return float(row.split("│")[-2].strip().replace(",", ""))
+
+    assert p99_prefill("512") > p99_prefill("8192")
