@@ -35,7 +35,10 @@ has its own KV cache), so they are written divided by D (rounded up).  SGLang wi
 ``--enable-dp-attention`` divides ``--chunked-prefill-size`` and ``--max-running-requests`` by
 ``--dp-size`` itself (``server_args._handle_data_parallelism``; the pool configurator's
 ``max_running_requests // dp_size``), so those stay the instance's; ``--max-prefill-tokens`` (one rank
-scheduler's prefill batch) and ``--max-total-tokens`` (one rank's KV pool) are written per rank.  One
+scheduler's prefill batch, not divided) and ``--max-total-tokens`` are written per rank.  That SGLang caps
+each attention rank's own KV pool at ``--max-total-tokens`` is read from its model runner's behaviour and
+not re-checked at the commit in ``ENGINE_SOURCES``; were it the instance's, the engine would hold a
+smaller cache than verified (the re-check command cannot show it: confirm on the engine's start-up line).  One
 instance is one endpoint: vLLM's API server balances requests over its ranks (internal load
 balancing); across nodes node 0 runs ``--data-parallel-size-local L --data-parallel-address LEADER
 --data-parallel-rpc-port`` and node r the same with ``--headless --data-parallel-start-rank r L`` (vLLM's
