@@ -33,6 +33,7 @@ LAYER = {
     "plan": 5,
     "bench": 5.5,  # serving-benchmark clients: above sim (and plan's peers), below report
     "report": 6,
+    "deploy": 6,  # a saved run as deployment files (fleet file, engine commands, manifests): formats, like report
     "exec": 7,
     "cli": 8,
 }

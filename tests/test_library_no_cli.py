@@ -18,6 +18,10 @@ import fleetplan
 PACKAGE = Path(fleetplan.__file__).resolve().parent
 FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
 
+#: Data-parallel-attention flags of vLLM and SGLang (``fleetplan.deploy.engines``).
+DP_FLAGS = ("--data-parallel-size", "--dp-size", "--enable-dp-attention", "--data-parallel-size-local",
+            "--data-parallel-address", "--data-parallel-rpc-port", "--data-parallel-start-rank", "--headless")
+
 #: (module path under fleetplan/, flag) -> why the library must spell it.  Keep it short.
 ALLOWED: dict[tuple[str, str], str] = {
     ("exec/ray_exec.py", "--head"): "`ray start --head`: the command the user runs to start a Ray cluster",
@@ -25,6 +29,37 @@ ALLOWED: dict[tuple[str, str], str] = {
                                       "of a placement, which the user passes to vLLM"
        for flag in ("--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size",
                     "--enable-expert-parallel")},
+    **{("plan/deployment.py", flag): "reads the vLLM parallelism flags a calibrated profile records"
+       for flag in ("--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size",
+                    "--enable-expert-parallel")},
+    # fleetplan deploy writes engine launch lines: vLLM's, SGLang's and Ray's own flags (tests/deploy checks each
+    # against the engine's argument list), and a README whose re-check is a `fleetplan simulate` command line
+    # (tests/deploy parses it with the CLI)
+    **{("deploy/engines.py", flag): "engine launch lines (vLLM, SGLang, Ray spellings)" for flag in (
+        "--pp-size", "--tensor-parallel-size", "--tp-size", "--pipeline-parallel-size", "--enable-expert-parallel",
+        "--ep-size", "--max-num-seqs", "--max-running-requests", "--chunked-prefill-size", "--max-num-batched-tokens",
+        "--max-prefill-tokens", "--context-length", "--max-model-len", "--max-total-tokens",
+        "--num-gpu-blocks-override",
+        "--block-size", "--quantization", "--kv-cache-dtype", "--gpu-memory-utilization", "--mem-fraction-static",
+        "--disable-radix-cache", "--no-enable-prefix-caching", "--enable-prefix-caching", "--speculative-config",
+        "--speculative-algorithm", "--address", "--head", "--block", "--distributed-executor-backend",
+        "--dist-init-addr", "--nnodes", "--node-rank", "--host", "--port", "--served-model-name", "--model-path",
+        *DP_FLAGS)},
+    ("deploy/kubernetes.py", "--node-rank"): "SGLang's flag, given LWS's worker index in a manifest",
+    **{("deploy/kubernetes.py", flag): "vLLM's data-parallel worker flags, its first rank from LWS's worker index"
+       for flag in ("--headless", "--data-parallel-start-rank")},
+    # the README's data-parallel note explains each engine's limits in its own flags; AFD_NOTE names SGLang's flag
+    **{("deploy/readme.py", flag): "the deployment README's data-parallel note (engine flags) and AFD note"
+       for flag in (*DP_FLAGS, "--enable-expert-parallel", "--max-num-batched-tokens", "--max-num-seqs",
+                    "--num-gpu-blocks-override", "--chunked-prefill-size", "--ep-size", "--max-prefill-tokens",
+                    "--max-running-requests", "--max-total-tokens", "--tp-size", "--afd-role")},
+    **{("deploy/dynamo.py", flag): "Dynamo's vLLM worker arguments (vLLM's flags and Dynamo's --is-prefill-worker)"
+       for flag in ("--is-prefill-worker", "--max-num-seqs", "--host", "--port", "--model")},
+    **{("deploy/readme.py", flag): "the deployment README's re-check command (fleetplan simulate) and kubectl line"
+       for flag in ("--fleet", "--workload", "--lam", "--replications", "--sim-requests", "--seed", "--slo-ttft",
+                    "--slo-tpot", "--input-fraction", "--arrival", "--cv", "--model", "--weight-dtype",
+                    "--kv-cache-dtype", "--max-model-len", "--perf-profile", "--from-literal", "--binding",
+                    "--latency-ms", "--policy", "--bandwidth-gb-per-s", "--prefill-max-num-batched-tokens")},
 }
 
 #: Docstrings in modules other helpers own this round (runtime features, PDD, kernels: only their

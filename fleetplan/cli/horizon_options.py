@@ -14,6 +14,7 @@ from fleetplan.cli.peak_options import (  # noqa: F401 - re-exported for the com
     print_peak_valley,
     rate_profile_from_options,
 )
+from fleetplan.cli.plan_options import CURRENT_FLEET_OPTION, current_fleet_gpus
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import load_catalog
 from fleetplan.hardware.procurement import load_gpu_prices
@@ -29,8 +30,7 @@ HORIZON_OPTIONS = (
                  "--allow-retire), minimise the total cost (implied by --forecast or --current-fleet)."),
     click.option("--forecast", "forecast_csv", type=click.Path(exists=True, dir_okay=False), default=None,
                  help="Demand forecast CSV: date plus rate and/or p50,p90 (req/s); the plan meets p90."),
-    click.option("--current-fleet", "current_fleet", type=click.Path(exists=True, dir_okay=False), default=None,
-                 help="The fleet the team owns (simulator fleet TOML; instances count as GPUs). Default: none."),
+    CURRENT_FLEET_OPTION,
     click.option("--allow-retire", is_flag=True, help="Let the plan sell owned GPUs (at their resale value)."),
     click.option("--budget-per-period", type=click.FloatRange(min=0, min_open=True), default=None,
                  help="Most USD spent in one period (capex of purchases + rent)."),
@@ -61,17 +61,6 @@ def _available(values: tuple[str, ...], catalog) -> tuple[tuple[str, dt.date], .
     return tuple(out)
 
 
-def _current_fleet(path: str | None, catalog) -> tuple[tuple[str, int], ...]:
-    if path is None:
-        return ()
-    from fleetplan.sim.fleet_toml import read_fleet_toml
-
-    owned: dict[str, int] = {}
-    for pool in read_fleet_toml(path, catalog).pools:
-        owned[pool.gpu.name] = owned.get(pool.gpu.name, 0) + int(pool.n_instances)
-    return tuple(sorted(owned.items()))
-
-
 def forecast_from_options(opts: dict, growth_per_month: float | None, start: dt.date, months: int,
                           start_lam: float | None):
     if opts["forecast_csv"]:
@@ -87,7 +76,7 @@ def forecast_from_options(opts: dict, growth_per_month: float | None, start: dt.
 def run_horizon(opts: dict, forecast, request, verify, arrivals, lead_time_weeks: float, progress, map_fn):
     """The plan for the parsed options (library call only)."""
     catalog = load_catalog(opts["gpu_profiles"], dict(opts["prices"]) if opts["prices"] else None)
-    current = _current_fleet(opts["current_fleet"], catalog)
+    current = current_fleet_gpus(opts["current_fleet"], catalog)
     types = tuple(sorted({g.name for g in request.gpus} | {g for g, _ in current}))
     from fleetplan.plan.horizon.plan import HorizonSettings, plan_horizon  # the planner: on use, not for --help
 

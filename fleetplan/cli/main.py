@@ -31,6 +31,7 @@ COMMANDS = {
     "grid-flex": ("fleetplan.cli.gridflex_cmd", "grid_flex_command"),
     "report": ("fleetplan.cli.report_cmd", "report"),
     "bench": ("fleetplan.cli.bench_cmd", "bench"),
+    "deploy": ("fleetplan.cli.deploy_cmd", "deploy"),
 }
 
 #: command name -> its summary: the first paragraph of its help, or its ``short_help`` (``ShortHelp``).
@@ -48,6 +49,10 @@ SUMMARIES = {
     "grid-flex": "Batch-cap (vLLM --max-num-seqs) curtailment levels: n_max, W/GPU, fleet kW, P99 TTFT.",
     "report": "Render RUN_JSON (from optimize, whatif or grid-flex --json) without recomputing.",
     "bench": "Serving benchmarks against the simulator (vLLM's client, predicted).",
+    "deploy": "Write the recommended (or --candidate N) fleet of RUN_JSON (`optimize --json`) as files to apply: "
+              "the fleet file `simulate --fleet` reads, per-pool engine launch lines and Kubernetes manifests, "
+              "vLLM Semantic Router's length bands, and a README with what was verified and the command that "
+              "re-checks it.",
 }
 
 #: Old command paths, kept for one release (hidden, each with a one-line note): old -> new.

@@ -19,6 +19,7 @@ from fleetplan.cli.optimize_view import (
 )
 from fleetplan.cli.options import (
     csv_option,
+    deploy_option,
     executor_from_options,
     executor_options,
     format_option,
@@ -29,7 +30,13 @@ from fleetplan.cli.options import (
     quiet_option,
 )
 from fleetplan.cli.peak_options import peak_valley_doc, print_peak_valley, rate_profile_from_options
-from fleetplan.cli.plan_options import plan_arrivals, plan_inputs, plan_options
+from fleetplan.cli.plan_options import (
+    CURRENT_FLEET_OPTION,
+    current_fleet_gpus,
+    plan_arrivals,
+    plan_inputs,
+    plan_options,
+)
 from fleetplan.cli.progress import progress_reporter
 from fleetplan.cli.report_output import report_console, write_optimize_reports
 from fleetplan.cli.tables import emit_table, make_console
@@ -50,6 +57,7 @@ Examples:
   fleetplan optimize --workload trace.csv --slo-ttft 300 --avail-preset h100-5pct --top 20
   fleetplan optimize --workload lmsys.json --slo-ttft 500 --slo-tpot 50 --topology homo,pdd,afd --min-ce-gain 1.08
   fleetplan optimize --workload lmsys --slo-ttft 500 --step-time-margin 15%
+  fleetplan optimize --workload lmsys --slo-ttft 500 --deploy fleet/ --current-fleet deployed/fleet.toml
   fleetplan optimize --workload lmsys --slo-ttft 500 --model llama-3.1-8b --gpus h100 -tp 1 --perf-profile h100.toml
   fleetplan optimize --workload lmsys --slo-ttft 1000 --model qwen3-235b-a22b-fp8 --gpus h200,b200 --engine sglang
 """
@@ -67,6 +75,30 @@ def sweep_map(executor: str, workers: int | None, verifies: bool):
     from fleetplan.sim.kernel_cache import load_iteration_kernel
 
     return functools.partial(fork_map, meanwhile=load_iteration_kernel)
+
+
+def current_fleet_delta(path: str, opts: dict, result) -> dict:
+    """The recommendation against the owned fleet of ``path`` (``plan.deployment.fleet_delta``), as the JSON's
+    ``current_fleet`` block: GPUs per type owned, needed (spares included), to buy and to retire."""
+    from fleetplan.hardware import load_catalog
+    from fleetplan.plan.deployment import deployment_of, fleet_delta
+
+    catalog = load_catalog(opts["gpu_profiles"], dict(opts["prices"]) if opts["prices"] else None)
+    owned = dict(current_fleet_gpus(path, catalog))
+    d = fleet_delta(owned, deployment_of(result.recommendation, result.request))
+    return {"path": str(path), "owned_gpus": dict(d.owned), "recommended_gpus": dict(d.needed),
+            "buy_gpus": dict(d.buy), "retire_gpus": dict(d.retire),
+            "rule": "GPUs per catalog type; recommended = verified instances + spares, x GPUs per instance"}
+
+
+def current_fleet_line(delta: dict) -> str:
+    """One line: what to buy and retire to go from the owned fleet to the recommendation."""
+    def fmt(d: dict) -> str:
+        return ", ".join(f"{n}x {g}" for g, n in d.items()) or "nothing"
+
+    keep = {g: min(n, delta["recommended_gpus"].get(g, 0)) for g, n in delta["owned_gpus"].items()}
+    return (f"Against the current fleet ({delta['path']}): buy {fmt(delta['buy_gpus'])}; retire "
+            f"{fmt(delta['retire_gpus'])}; keep {fmt({g: n for g, n in keep.items() if n})}.")
 
 
 def peak_options(func):
@@ -93,6 +125,8 @@ def peak_options(func):
               help="With --json: keep every swept candidate (megabytes) instead of the cheapest ones.")
 @html_option(help="Write one self-contained HTML report (tables and embedded plots).")
 @plots_option
+@deploy_option
+@CURRENT_FLEET_OPTION
 @click.option("--headroom/--no-headroom", "headroom", default=True, show_default=True,
               help="Search the simulated recommendation's headroom: the largest uniform step slowdown and arrival-"
               "rate increase at which it still meets the SLOs (searched with the simulator, 2% resolution; about "
@@ -101,8 +135,9 @@ def peak_options(func):
 @quiet_option
 @executor_options
 @one_line_errors
-def optimize(rate_per_s, top, csv_path, candidates_csv, json_path, json_full, html_path, plots_dir, headroom, fmt,
-             quiet, executor, workers, ray_address, rate_profile, peak_window_s, **opts) -> None:
+def optimize(rate_per_s, top, csv_path, candidates_csv, json_path, json_full, html_path, plots_dir, deploy_dir,
+             current_fleet, headroom, fmt, quiet, executor, workers, ray_address, rate_profile, peak_window_s,
+             **opts) -> None:
     """Find the cheapest fleet whose P99 TTFT meets --slo-ttft at --lam requests/s.
 
     Phase 1 sizes every candidate (topology x split threshold x GPU type per pool x
@@ -129,7 +164,7 @@ def optimize(rate_per_s, top, csv_path, candidates_csv, json_path, json_full, ht
     if json_full and not json_path:
         raise ConfigError("--json-full goes with --json RUN.json; give the file to write")
     paths = {"csv": csv_path, "candidates_csv": candidates_csv, "json": json_path, "json_full": json_full,
-             "html": html_path, "plots": plots_dir}
+             "html": html_path, "plots": plots_dir, "deploy": deploy_dir}
     n_sim = verification_requests(request, verify)
     if verify is not None:
         disagg = {"pdd", "afd"} & {t.value for t in request.topologies}
@@ -141,8 +176,11 @@ def optimize(rate_per_s, top, csv_path, candidates_csv, json_path, json_full, ht
                               pool_map=sweep_map(executor, workers, verify is not None))
         peak_doc = None if profile is None or result.recommendation is None else peak_valley_doc(
             request, result.recommendation, profile, window_s, opts["gpu_profiles"], opts["prices"])
-        notes = write_optimize_reports(result, verify, opts["seed"], paths, progress,
-                                       None if peak_doc is None else {"peak_valley": peak_doc})
+        delta = None if current_fleet is None or result.recommendation is None else current_fleet_delta(
+            current_fleet, opts, result)
+        extra = {**({} if peak_doc is None else {"peak_valley": peak_doc}),
+                 **({} if delta is None else {"current_fleet": delta})}
+        notes = write_optimize_reports(result, verify, opts["seed"], paths, progress, extra or None)
     console = report_console()
     if fmt != "table":  # stdout carries the table alone (machine-readable); the lines go to stderr
         emit_table(candidates_table(result, top), fmt)
@@ -175,5 +213,7 @@ def optimize(rate_per_s, top, csv_path, candidates_csv, json_path, json_full, ht
     line = headroom_line(result, requested=headroom)
     if line:
         console.print(line)
+    if delta is not None:
+        console.print(current_fleet_line(delta))
     if peak_doc is not None:
         print_peak_valley(console, peak_doc)

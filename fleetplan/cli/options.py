@@ -144,6 +144,11 @@ FLAG_OF_PARAM: dict[str, CliParam] = {
     "max_model_len": CliParam("--max-model-len"),
     "kv_cache_dtype": CliParam("--kv-cache-dtype"),
     "bench_result": CliParam("--bench-result"),
+    "candidate": CliParam("--candidate"),  # fleetplan deploy
+    "out_dir": CliParam("--out"),
+    "force": CliParam("--force"),
+    "engine": CliParam("--engine"),
+    "current_fleet": CliParam("--current-fleet"),
     "metrics": CliParam("--metrics"),
 }
 
@@ -583,6 +588,9 @@ html_option = declare("HTML report", "--html", "html_path", type=click.Path(dir_
                       help="Write an HTML report.")
 plots_option = declare("plots", "--plots", "plots_dir", type=click.Path(file_okay=False), default=None,
                        help="Write the plots as PNG and SVG into this directory.")
+deploy_option = declare("deployment folder", "--deploy", "deploy_dir", type=click.Path(file_okay=False),
+                        default=None, help="Write the recommended fleet as a deployment folder (fleet.toml, engine "
+                        "commands, Kubernetes manifests, router configuration, README.md), as `fleetplan deploy` does.")
 requests_csv_option = declare("per-request CSV", "--requests-csv", "requests_csv", type=click.Path(dir_okay=False),
                               default=None, help="Write one row per request (latencies in ms) to this CSV.")
 out_option = declare("output file", "--out", "out_path", type=click.Path(dir_okay=False), required=True,

@@ -24,6 +24,7 @@ from fleetplan.cli.options import (
     max_model_len_option,
     model_option,
     path_policy_option,
+    replications_option,
     requests_csv_option,
     seed_option,
     sim_requests_option,
@@ -34,8 +35,10 @@ from fleetplan.cli.options import (
 )
 from fleetplan.cli.tables import make_console, ms_cell
 from fleetplan.hardware import load_catalog
+from fleetplan.metrics import student_t_interval
 from fleetplan.models.catalog import load_model
 from fleetplan.report.sim_export import write_requests_csv, write_summary_json
+from fleetplan.rng import task_seed
 from fleetplan.sim.builders import build_pool
 from fleetplan.sim.network import LeafSpineFabric
 from fleetplan.sim.pdd import (
@@ -145,6 +148,9 @@ def _pressure_note(spec: PddSpec) -> str:
 @click.option("--prefill-instances", type=click.IntRange(min=1), default=4, show_default=True)
 @click.option("--prefill-max-num-seqs", type=click.IntRange(min=1), default=None,
               help="vLLM --max-num-seqs of each prefill instance [default: the GPU profile's].")
+@click.option("--prefill-max-num-batched-tokens", type=click.IntRange(min=1), default=None,
+              help="vLLM --max-num-batched-tokens of each prefill instance (its chunk per step) [default: the GPU "
+                   "profile's].")
 @click.option("--decode-gpu", default="h100", show_default=True, help="Catalog GPU of the decode pool.")
 @click.option("--decode-instances", type=click.IntRange(min=1), default=8, show_default=True)
 @click.option("--decode-max-num-seqs", type=click.IntRange(min=1), default=None,
@@ -194,12 +200,14 @@ def _pressure_note(spec: PddSpec) -> str:
 @seed_option
 @requests_csv_option
 @json_option(help="Write the summary as JSON.")
+@replications_option(help="Independent replications (the first with --seed, the others with seeds derived from it); "
+                     ">1 prints the mean and 95% upper bound of P99 TTFT and TPOT. Tables and exports show the first.")
 def simulate_pdd_cmd(workload, input_fraction, rate_per_s, n_requests, prefill_gpu, prefill_instances,
-                     prefill_max_num_seqs, decode_gpu, decode_instances, decode_max_num_seqs, max_model_len,
-                     policy, binding, decode_model, ps_curve, sibyl_pressure, sibyl_bucket_tokens, sibyl_ema_alpha,
-                     sibyl_ablate, model, allow_long_max_model_len, tensor_parallel_size, latency_ms,
-                     bandwidth_gb_per_s, layerwise, fabric, link_gbps, spine_gbps, path_policy, horizon_s,
-                     warmup_fraction, seed, requests_csv, json_path) -> None:
+                     prefill_max_num_seqs, prefill_max_num_batched_tokens, decode_gpu, decode_instances,
+                     decode_max_num_seqs, max_model_len, policy, binding, decode_model, ps_curve, sibyl_pressure,
+                     sibyl_bucket_tokens, sibyl_ema_alpha, sibyl_ablate, model, allow_long_max_model_len,
+                     tensor_parallel_size, latency_ms, bandwidth_gb_per_s, layerwise, fabric, link_gbps, spine_gbps,
+                     path_policy, horizon_s, warmup_fraction, seed, requests_csv, json_path, replications) -> None:
     """Simulate prefill pool -> KV transfer -> decode pool; print the TTFT breakdown and TPOT.
 
     TTFT = queue + prefill + transfer + first decode step; TPOT from the decode side.
@@ -207,7 +215,7 @@ def simulate_pdd_cmd(workload, input_fraction, rate_per_s, n_requests, prefill_g
     context_limit(model, max_model_len, allow_long_max_model_len)
     catalog = load_catalog()
     pf = build_pool(catalog.get(prefill_gpu), "prefill", prefill_instances, max_model_len,
-                    max_num_seqs=prefill_max_num_seqs)
+                    max_num_seqs=prefill_max_num_seqs, max_num_batched_tokens=prefill_max_num_batched_tokens)
     dec = build_pool(catalog.get(decode_gpu), "decode", decode_instances, max_model_len,
                      max_num_seqs=decode_max_num_seqs)
     transfer = KvTransferSpec.from_model(load_model(model), ms_to_s(latency_ms),
@@ -247,6 +255,13 @@ def simulate_pdd_cmd(workload, input_fraction, rate_per_s, n_requests, prefill_g
                   f"{net.mean_slowdown:.2f}, p99 {net.p99_slowdown:.2f}, max {net.max_slowdown:.2f}; peak "
                   f"{net.peak_active_flows} flows")
     con.print(f"{TTFT_DEFINITION}. {TPOT_DEFINITION}. First {100 * warmup_fraction:g}% of arrivals excluded.")
+    if replications > 1:
+        runs = [s, *(simulate_pdd(spec, wl, rate_per_s, n_requests, task_seed(seed, "simulate-pdd", i), horizon_s,
+                                  warmup_fraction).summary for i in range(1, replications))]
+        ttft, _, ttft_hi = student_t_interval([r.ttft.p99_s for r in runs])
+        tpot, _, tpot_hi = student_t_interval([r.tpot.p99_s for r in runs])
+        con.print(f"{replications} replications: P99 TTFT {ms_cell(ttft)} ms (95% upper {ms_cell(ttft_hi)} ms), "
+                  f"P99 TPOT {ms_cell(tpot)} ms (95% upper {ms_cell(tpot_hi)} ms)")
     if requests_csv:
         write_requests_csv(result, requests_csv)
         con.print(f"wrote {requests_csv}")

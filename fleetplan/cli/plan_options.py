@@ -186,6 +186,26 @@ _PLAN_OPTIONS = [
 ]
 
 
+#: The owned fleet, a fleet TOML (``fleetplan deploy``'s fleet.toml too): whatif --plan starts from it, optimize
+#: reports the GPUs to buy and retire against its recommendation.  One declaration for both commands.
+CURRENT_FLEET_OPTION = click.option(
+    "--current-fleet", "current_fleet", type=click.Path(exists=True, dir_okay=False), default=None,
+    help="The fleet the team owns: a fleet TOML, e.g. the fleet.toml `fleetplan deploy` wrote (instances x GPUs per "
+    "instance count as GPUs). whatif --plan starts from it; optimize reports the GPUs to buy and to retire against "
+    "its recommendation. Default: none.")
+
+
+def current_fleet_gpus(path: str | None, catalog) -> tuple[tuple[str, int], ...]:
+    """GPUs per catalog type of the fleet file at ``path`` (``plan.deployment.owned_gpus``); none without one."""
+    if path is None:
+        return ()
+    from fleetplan.plan.deployment import owned_gpus
+    from fleetplan.sim.fleet_toml import read_fleet_toml
+
+    return tuple(sorted(owned_gpus(read_fleet_toml(path, catalog).pools).items()))
+
+
+
 def plan_options(func):
     """The sweep and verification options shared by ``optimize`` and ``whatif``."""
     for option in reversed(_PLAN_OPTIONS):

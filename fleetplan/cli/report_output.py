@@ -35,11 +35,11 @@ def write_optimize_reports(result: OptimizeResult, verify, seed: int, paths: dic
     procurement report's simulated P99 column).
     """
     notes: list[str] = []
-    if not any(paths.get(k) for k in ("candidates_csv", "csv", "json", "html", "plots")):
+    if not any(paths.get(k) for k in ("candidates_csv", "csv", "json", "html", "plots", "deploy")):
         return notes
     from fleetplan.plan.figures import with_report_figures
 
-    documents = any(paths.get(k) for k in ("csv", "json", "html", "plots"))
+    documents = any(paths.get(k) for k in ("csv", "json", "html", "plots", "deploy"))
     result = with_report_figures(result, verify if documents else None, seed, progress)
     if paths.get("candidates_csv"):
         from fleetplan.report.optimize_report import write_candidates_csv
@@ -56,7 +56,21 @@ def write_optimize_reports(result: OptimizeResult, verify, seed: int, paths: dic
     if paths.get("json"):
         write_json(doc, paths["json"])
     notes += render_documents(doc, None, None, paths.get("html"), paths.get("plots"))
+    if paths.get("deploy"):
+        notes.append(write_deploy_folder(doc, paths["deploy"]))
     return notes
+
+
+def write_deploy_folder(doc: dict, out_dir: str) -> str:
+    """``--deploy DIR``: the run's verified recommendation as ``fleetplan deploy`` writes it; a note."""
+    rec = doc.get("recommendation")
+    if rec is None or not rec.get("verified"):
+        return f"--deploy: nothing written to {out_dir}: the run has no verified recommendation"
+    from fleetplan.deploy import write_deployment
+
+    result = write_deployment(doc, out_dir)
+    return (f"Deployment of candidate {result.rank}: {result.out_dir}/ ({len(result.files)} files; README.md "
+            "re-checks it)")
 
 
 def render_documents(run, whatif, gridflex, html_path, plots_dir) -> list[str]:

@@ -22,6 +22,7 @@ from fleetplan.cli.horizon_options import (
 from fleetplan.cli.optimize_view import context_limit_line
 from fleetplan.cli.options import (
     csv_option,
+    deploy_option,
     executor_from_options,
     executor_options,
     html_option,
@@ -44,6 +45,19 @@ Examples:
   fleetplan whatif --workload lmsys --slo-ttft 500 --forecast demand.csv --budget-per-period 60000 --no-verify
 """
 _GROWTH = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*%?\s*(?:/\s*(?:month|mo))?\s*$", re.IGNORECASE)
+
+
+def _deploy_first_fleet(result, seed: int, deploy_dir: str) -> str:
+    """``--deploy DIR``: the first rate's fleet, written as ``fleetplan deploy`` writes a run's recommendation."""
+    from fleetplan.cli.report_output import write_deploy_folder
+    from fleetplan.plan.deployment import whatif_point_result
+    from fleetplan.plan.figures import with_report_figures
+    from fleetplan.report.run_json import optimize_run_dict
+
+    point = whatif_point_result(result)
+    if point is None:
+        return f"--deploy: nothing written to {deploy_dir}: no rate has a fleet"
+    return write_deploy_folder(optimize_run_dict(with_report_figures(point, None, seed), seed), deploy_dir)
 
 
 def horizon_options(func):
@@ -105,12 +119,14 @@ def _threshold_legend(method: str, percentile: float) -> str:
 @json_option
 @csv_option(help="Write the schedule (with --growth) or the per-rate points as CSV.")
 @html_option
+@deploy_option(help="Write the first rate's fleet (the one to run now) as a deployment folder, as `fleetplan "
+               "deploy` does (per-rate what-if).")
 @horizon_options
 @quiet_option
 @executor_options
 @one_line_errors
 def whatif_command(lam_range, growth, months, start_lam, lead_time_weeks, start_date, json_path, csv_path,
-                   html_path, quiet, executor, workers, ray_address, **opts) -> None:
+                   html_path, deploy_dir, quiet, executor, workers, ray_address, **opts) -> None:
     """Cheapest fleet per λ and the rate up to which each one holds ("buy before then").
 
     With --plan (or --forecast / --current-fleet): a procurement plan over the forecast that starts from
@@ -137,6 +153,9 @@ def whatif_command(lam_range, growth, months, start_lam, lead_time_weeks, start_
         if lam_range is not None:
             raise ConfigError("--lam-range applies to the per-rate what-if, not to --plan: drop it (the forecast "
                               "gives the rates)")
+        if deploy_dir is not None:
+            raise ConfigError("--deploy writes the per-rate what-if's first fleet; with --plan, run optimize at the "
+                              "first period's rate with --deploy")
         forecast = forecast_from_options(opts, growth_per_month, start, months, start_lam)
         wl, request, verify, _ = plan_inputs(opts, forecast.p90_per_s[0])
         n_sim = 0 if forecast.n_periods <= IN_PROCESS_MAX_PERIODS else None
@@ -172,6 +191,8 @@ def whatif_command(lam_range, growth, months, start_lam, lead_time_weeks, start_
             rows_to_csv(WHATIF_COLUMNS, whatif_rows(result))
         atomic_write_text(csv_path, text)
     notes = render_documents(None, doc, None, html_path, None)
+    if deploy_dir is not None:
+        notes.append(_deploy_first_fleet(result, opts["seed"], deploy_dir))
     console = report_console()
     table = Table(title=f"What-if on {wl.name}: P{request.percentile:g} TTFT <= {opts['slo_ttft_ms']:g} ms; "
                         f"thresholds {result.threshold_method}")

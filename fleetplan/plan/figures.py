@@ -12,7 +12,8 @@ formats (a report re-renders from the result or its JSON alone).
 * ``cost_latency``: the per-topology cost / P99-TTFT frontiers (``plan.frontier.cost_latency_frontier``);
 * ``candidate_economics``: spend ratio and CE of every candidate and baseline with one
   (``plan.disagg.economics``), keyed by ``Candidate.key()``;
-* ``rejected_traffic``: the requests above the served model's ``max_model_len``.
+* ``rejected_traffic``: the requests above the served model's ``max_model_len``;
+* ``deployments``: the fleets ``fleetplan deploy`` exports (``plan.deployment``), by ``Candidate.key()``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from fleetplan.hardware import GpuProfile
+from fleetplan.plan.deployment import deployments_of
 from fleetplan.plan.figure_types import PoolLatencyProfile, ProcurementLine
 from fleetplan.plan.frontier import cost_latency_frontier, latency_profile
 from fleetplan.plan.gridflex import W_PER_KW, pool_power_w
@@ -89,4 +91,5 @@ def with_report_figures(result: OptimizeResult, verify: VerifySettings | None = 
     return replace(result, latency_profiles=profiles,
                    procurement=procurement_lines(result.recommendation, gpus, sim_p99),
                    cost_latency=cost_latency_frontier(result), candidate_economics=economics,
-                   rejected_traffic=r.rejected())
+                   rejected_traffic=r.rejected(),
+                   deployments=deployments_of(result.candidates, result.recommendation, r))

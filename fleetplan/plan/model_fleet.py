@@ -1,7 +1,8 @@
 """A fleet file's pools serving a chosen model (the CLI's ``simulate`` and ``simulate sessions`` with a model).
 
 Each pool's instance becomes a tensor-parallel group of its GPU (``plan.placement``): the one
-given, else the smallest whose KV cache holds one request of the pool's ``max_context_tokens``.
+the pool's ``tensor_parallel_size`` (and the other vLLM parallelism keys of the file) or the serving
+gives, else the smallest whose KV cache holds one request of the pool's ``max_context_tokens``.
 The placement supplies what the file leaves out: KV blocks from the model's KV bytes per token,
 ``max_num_seqs`` at the pool's context and the batched-token budget (``sim.builders.build_pool``
 defaults), and the per-instance price (GPU price x GPUs per instance).  Every setting the file
@@ -73,8 +74,22 @@ class ModelFleet:
     pools: tuple[PoolServing, ...]
 
 
+def _parallelism(entry: PoolEntry, serving: ModelServing) -> Parallelism | None:
+    """The pool's parallelism: the file's (``tensor_parallel_size``, ... on the pool), else the serving's
+    (None: the smallest fitting); both given and different is a ``ConfigError``."""
+    if not entry.parallelism:
+        return serving.parallelism
+    given = dict(entry.parallelism)
+    given.setdefault("enable_expert_parallel", serving.model.is_moe and given.get("tensor_parallel_size", 1) > 1)
+    par = Parallelism.vllm(**given)
+    if serving.parallelism is not None and serving.parallelism != par:
+        raise ConfigError(f"pool {entry.name!r}: the file serves it at {par.flags()}, the serving at "
+                          f"{serving.parallelism.flags()}; drop one of them", param="parallelism")
+    return par
+
+
 def _place(entry: PoolEntry, serving: ModelServing) -> ModelPlacement:
-    places = place_model(serving.model, entry.gpu, parallelism=serving.parallelism,
+    places = place_model(serving.model, entry.gpu, parallelism=_parallelism(entry, serving),
                          weight_dtype=serving.weight_dtype, kv_dtype=serving.kv_dtype)
     if "kv_blocks" in dict(entry.limits):
         return places[0]  # the file sets the KV cache itself

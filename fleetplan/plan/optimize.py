@@ -62,6 +62,7 @@ from fleetplan.plan.defaults import (  # light: shown in the help
     DEFAULT_MIN_CE_GAIN,
     DEFAULT_RHO_MAX,
 )
+from fleetplan.plan.deployment_types import Deployment
 from fleetplan.plan.disagg.candidates import DisaggCandidate, DisaggSettings, check_disagg_inputs, disagg_candidates
 from fleetplan.plan.disagg.economics import (
     Economics,
@@ -276,6 +277,8 @@ class OptimizeResult:
     cost_latency: tuple[CostLatencyPoint, ...] = ()
     candidate_economics: Mapping[tuple, Economics] = field(default_factory=dict)  # by ``Candidate.key()``
     rejected_traffic: RejectedTraffic | None = None
+    # The fleets ``fleetplan deploy`` exports, by ``Candidate.key()`` (``plan.deployment``; empty until then)
+    deployments: Mapping[tuple, Deployment] = field(default_factory=dict)
 
     @property
     def feasible(self) -> bool:

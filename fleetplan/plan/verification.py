@@ -78,3 +78,6 @@ class Verification:
     # Why it failed, as a code of ``fleetplan.errors.REASONS`` (None when it passed): prefill-bound (more
     # instances stopped lowering a pool's percentile), max-gpus, or verification-failed (a run's error)
     reason_code: str | None = None
+    # Mean over replications of the fleet-wide TTFT at the SLO percentile at the verified counts (its 95 %
+    # interval's upper end is ``p99_ttft_s_sim``); nan when the candidate failed
+    p99_ttft_s_sim_mean: float = float("nan")

@@ -757,9 +757,9 @@ def _assemble(c: Candidate, members: list[tuple[int, tuple[PoolKey, int]]],
     passed = reason is None
     final_checks = [searches[k].checks[counts[i]] for i, k in members] if passed else None
     if passed:
-        _, f_hi, _, fp_hi = _fleet_bounds(final_checks, shares, s)
+        f_mean, f_hi, _, fp_hi = _fleet_bounds(final_checks, shares, s)
     else:
-        f_hi, fp_hi = t_hi, p_hi
+        f_mean, f_hi, fp_hi = float("nan"), t_hi, p_hi
     spares = [with_spares(n, availability(gpus[p.gpu])) - n if n > 0 else 0 for p, n in zip(c.pools, counts,
                                                                                           strict=True)]
     per = [p.gpus_per_instance for p in c.pools]
@@ -797,4 +797,5 @@ def _assemble(c: Candidate, members: list[tuple[int, tuple[PoolKey, int]]],
         n_simulations=sum(n_sims[k] for k in {k for _, k in members}),
         drifting_pools=tuple(i + 1 for i, _ in members if at_checks[i].drifting),
         reason_code=reason_code,
+        p99_ttft_s_sim_mean=f_mean,
     )

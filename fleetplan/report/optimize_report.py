@@ -17,7 +17,8 @@ economics, rejected traffic).  JSON: ``{"inputs", "rejected", "candidates", "par
 "recommendation", "headroom", "version", "seed"}`` (``rejected``: share of requests and tokens above the
 served model's ``max_model_len``, served by no pool; ``headroom``: the recommendation's largest step
 slowdown and arrival-rate multiplier with the SLOs met, ``plan.headroom``, or null; ``inputs`` carry
-``step_time_margin`` and the calibrated ``perf_profile`` used); values that are not finite (an unstable
+``step_time_margin`` and the calibrated ``perf_profile`` used; a candidate's ``deployment``: the fleet
+``fleetplan deploy`` exports, ``deployment_dict``); values that are not finite (an unstable
 pool's latency) are written as ``null``, so the file is strict JSON.
 Both are written atomically.
 """
@@ -39,6 +40,7 @@ from fleetplan.report.atomic import atomic_write_text
 from fleetplan.units import s_to_ms
 
 if TYPE_CHECKING:
+    from fleetplan.plan.deployment import Deployment
     from fleetplan.plan.disagg.economics import Economics
     from fleetplan.plan.optimize import OptimizeResult
     from fleetplan.plan.pools import PoolPlan
@@ -142,6 +144,7 @@ def verification_dict(v) -> dict[str, Any]:
         "verified_spares": list(v.verified_spares),
         "passed": v.passed,
         "p99_ttft_ms_sim": _ms(v.p99_ttft_s_sim),
+        "p99_ttft_ms_sim_mean": _ms(getattr(v, "p99_ttft_s_sim_mean", float("nan"))),
         "p99_tpot_ms_sim": _ms(v.p99_tpot_s_sim),
         "p99_ttft_ms_analytic": _ms(v.p99_ttft_s_analytic),
         "disagreement": _finite(round(v.disagreement, 6)),
@@ -186,10 +189,33 @@ def run_length_dict(s) -> dict[str, Any]:
     }
 
 
+def deployment_dict(d: Deployment | None) -> dict[str, Any] | None:
+    """The fleet ``fleetplan deploy`` exports (``plan.deployment.Deployment``): the fleet-file document,
+    per pool its catalog GPU, parallelism, band, traffic and the source that timed its steps
+    (``perf.measured.timing_source``), and how the model is served."""
+    if d is None:
+        return None
+    return {
+        "counts": d.counts,
+        "fleet": d.fleet,
+        "pools": [{"name": p.name, "pool_index": p.pool_index, "gpu": p.gpu, "gpus_per_instance": p.gpus_per_instance,
+                   "parallelism": dict(p.parallelism), "min_tokens": p.min_tokens, "max_tokens": p.max_tokens,
+                   "traffic_share": round(p.traffic_share, 6), "lam_per_s": round(p.lam_per_s, 6),
+                   "timing_source": p.timing_source} for p in d.pools],
+        "model": d.model,
+        "weight_dtype": d.weight_dtype,
+        "kv_cache_dtype": d.kv_cache_dtype,
+        "calibrated_gpus": list(d.calibrated_gpus),
+        "step_time_margin": d.step_time_margin,
+        "max_model_len_tokens": d.max_model_len_tokens,
+        "disaggregated": getattr(d, "disaggregated", None),
+    }
+
+
 def candidate_dict(c: Candidate, percentile: float, econ: Economics | None = None,
-                   ranks: Mapping[str, int] | None = None) -> dict[str, Any]:
+                   ranks: Mapping[str, int] | None = None, deployment: Deployment | None = None) -> dict[str, Any]:
     """One candidate; ``ranks``: attention data-parallel ranks per GPU type of a served model
-    (``dp_ranks``; absent: 1)."""
+    (``dp_ranks``; absent: 1); ``deployment``: the fleet ``fleetplan deploy`` exports of it."""
     ranks = ranks or {}
     roles = list(getattr(c, "roles", ()))
     tpot = getattr(c, "tpot_p_s", None)
@@ -222,6 +248,7 @@ def candidate_dict(c: Candidate, percentile: float, econ: Economics | None = Non
         "binding": getattr(c, "binding", None) or None,
         "pools": [{"pool_index": i + 1, "role": roles[i] if roles else None,
                    **pool_dict(p, percentile, ranks.get(p.gpu, 1))} for i, p in shown_pools(c)],
+        "deployment": deployment_dict(deployment),
     }
     return out
 
@@ -348,10 +375,12 @@ def result_dict(result: OptimizeResult, seed: int, top: int | None = None) -> di
         "rejected": rejected_dict(result),
         "n_candidates": len(result.candidates),
         "baselines": {fam: candidate_dict(b, pct, _economics(result, b), ranks) for fam, b in result.baselines},
-        "candidates": [candidate_dict(c, pct, _economics(result, c), ranks) for c in cands],
+        "candidates": [candidate_dict(c, pct, _economics(result, c), ranks, result.deployments.get(c.key()))
+                       for c in cands],
         "pareto": [candidate_dict(c, pct, _economics(result, c), ranks) for c in result.pareto],
         "recommendation": None if result.recommendation is None
-        else candidate_dict(result.recommendation, pct, _economics(result, result.recommendation), ranks),
+        else candidate_dict(result.recommendation, pct, _economics(result, result.recommendation), ranks,
+                            result.deployments.get(result.recommendation.key())),
         "headroom": headroom_dict(result.headroom),
     }
 

@@ -9,7 +9,9 @@ with ``kind``, ``version`` and ``seed``:
   ``n_candidates`` swept, Pareto set, recommendation) plus ``verification_results`` (one entry per
   simulated candidate), ``procurement`` (``report.procurement`` rows), ``cost_latency_frontier``
   (per-topology Pareto points) and ``latency_profiles`` (per-pool simulated TTFT/TPOT
-  quantiles in ms at ``levels_pct``; empty when nothing was simulated);
+  quantiles in ms at ``levels_pct``; empty when nothing was simulated); each candidate the run keeps a
+  fleet for (the cheapest, the simulated ones, the recommendation) carries ``deployment``
+  (``optimize_report.deployment_dict``: what ``fleetplan deploy`` exports);
 * ``whatif``: inputs, the per-rate points and, with growth, the procurement schedule;
 * ``grid-flex``: inputs and one row per curtailment level.
 

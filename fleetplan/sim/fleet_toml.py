@@ -23,6 +23,9 @@ Format (every key is checked; unknown keys, unknown GPUs and bad numbers raise
     block_size = 16               # optional (vLLM block_size)
     price_usd_per_h = 2.21        # optional, default the GPU profile's price
     model_tag = "llama-70b"       # optional, model_tag routing only
+    tensor_parallel_size = 2      # optional, with a served model only: the instance's
+    pipeline_parallel_size = 1    #   parallelism in vLLM spelling (default: the smallest tensor-
+    data_parallel_size = 1        #   parallel group that fits); ``enable_expert_parallel = true``
     [pool.features]               # optional runtime features of this pool (CUDA graphs,
     cudagraph_mode = "piecewise"  #   speculative decoding, prefix caching, scheduler policy;
                                   #   keys in fleetplan.sim.features.toml)
@@ -32,7 +35,9 @@ and keep each pool's settings as given (``PoolEntry``: the explicit vLLM limits 
 explicit), ``build_fleet`` derives the rest from the GPU's calibrated constants
 (``fleetplan.sim.builders.build_pool``); ``fleetplan.plan.model_fleet`` derives it from a served
 model instead, keeping every explicit setting.  ``load_fleet_toml`` / ``parse_fleet`` do both
-steps.  The same format is documented for users in ``examples/README.md``.
+steps.  ``fleet_document`` writes a built ``FleetSpec`` back as such a document, every derived
+setting explicit, so the file rebuilds the same pools (``fleetplan deploy`` writes it).  The same
+format is documented for users in ``examples/README.md``.
 """
 
 from __future__ import annotations
@@ -45,15 +50,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fleetplan.errors import DataFormatError, FleetplanError
+from fleetplan.errors import ConfigError, DataFormatError, FleetplanError
 from fleetplan.sim.builders import build_pool
 from fleetplan.sim.features import RuntimeFeatures
-from fleetplan.sim.features.toml import parse_features_table
-from fleetplan.sim.spec import DEFAULT_COMPRESS_GAMMA, DEFAULT_MODEL_TAG, FleetSpec, PoolRouter, PoolSpec
+from fleetplan.sim.features.toml import features_table, parse_features_table
+from fleetplan.sim.spec import (
+    DEFAULT_BLOCK_SIZE_TOKENS,
+    DEFAULT_COMPRESS_GAMMA,
+    DEFAULT_MODEL_TAG,
+    FleetSpec,
+    InstanceRouter,
+    PoolRouter,
+    PoolSpec,
+)
 
-__all__ = ["FleetFile", "PoolEntry", "build_entry", "build_fleet", "fleet_spec_of", "load_fleet_toml", "parse_fleet",
-           "parse_fleet_file",
-           "read_fleet_toml"]
+__all__ = ["PARALLELISM_KEYS", "FleetFile", "PoolEntry", "build_entry", "build_fleet", "fleet_document",
+           "fleet_spec_of", "load_fleet_toml", "parse_fleet", "parse_fleet_file", "read_fleet_toml"]
 
 
 @dataclass(frozen=True)
@@ -62,7 +74,8 @@ class PoolEntry:
 
     ``limits`` holds the explicit vLLM limits (``max_num_seqs``, ``max_num_batched_tokens``,
     ``kv_blocks``, ``block_size_tokens``) as ``(keyword, value)`` pairs; ``price_usd_per_h`` is
-    None when the file gives none (the GPU's price then applies).
+    None when the file gives none (the GPU's price then applies); ``parallelism`` the explicit
+    ``Parallelism.vllm`` keywords (``PARALLELISM_KEYS``) as pairs, read only with a served model.
     """
 
     name: str
@@ -74,6 +87,7 @@ class PoolEntry:
     price_usd_per_h: float | None = None
     model_tag: str = DEFAULT_MODEL_TAG
     features: RuntimeFeatures | None = None
+    parallelism: tuple[tuple[str, int | bool], ...] = ()
 
     def build_kwargs(self) -> dict[str, Any]:
         """``build_pool`` keywords of the explicit settings (router, limits, price, tag)."""
@@ -104,7 +118,9 @@ _OPTIONAL_POOL_INTS = {
     "kv_blocks": "kv_blocks",
     "block_size": "block_size_tokens",
 }
-_POOL_KEYS = set(_REQUIRED_POOL_KEYS) | set(_OPTIONAL_POOL_INTS) | {
+#: A served model's parallelism per pool, vLLM spelling (``perf.parallelism.Parallelism.vllm`` keywords).
+PARALLELISM_KEYS = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size", "enable_expert_parallel")
+_POOL_KEYS = set(_REQUIRED_POOL_KEYS) | set(_OPTIONAL_POOL_INTS) | set(PARALLELISM_KEYS) | {
     "router", "price_usd_per_h", "model_tag", "features",
 }
 
@@ -156,6 +172,17 @@ def _pool(path: str, index: int, table: Any, catalog: Any) -> PoolEntry:
         raise DataFormatError(path, f"{where}.gpu", str(exc)) from exc
     limits = tuple((kwarg, _int(path, f"{where}.{key}", table[key]))
                    for key, kwarg in _OPTIONAL_POOL_INTS.items() if key in table)
+    parallelism: list[tuple[str, int | bool]] = []
+    for key in PARALLELISM_KEYS:
+        if key not in table:
+            continue
+        value = table[key]
+        if key == "enable_expert_parallel":
+            if not isinstance(value, bool):
+                raise DataFormatError(path, f"{where}.{key}", f"{value!r} must be true or false")
+            parallelism.append((key, value))
+        else:
+            parallelism.append((key, _int(path, f"{where}.{key}", value)))
     price = None
     if "price_usd_per_h" in table:
         price = _number(path, f"{where}.price_usd_per_h", table["price_usd_per_h"], 0, ">= 0")
@@ -168,6 +195,7 @@ def _pool(path: str, index: int, table: Any, catalog: Any) -> PoolEntry:
         price_usd_per_h=price,
         model_tag=_string(path, f"{where}.model_tag", table.get("model_tag", DEFAULT_MODEL_TAG)),
         features=parse_features_table(path, where, table["features"]) if "features" in table else None,
+        parallelism=tuple(parallelism),
     )
 
 
@@ -197,6 +225,10 @@ def build_fleet(fleet: FleetFile, max_model_len_tokens: int | None = None) -> Fl
     """``fleet`` on its GPUs' calibrated serving constants (explicit settings win), limited to
     ``max_model_len_tokens`` (``FleetSpec``; None: no model limit)."""
     def build(e: PoolEntry) -> PoolSpec:
+        if e.parallelism:
+            raise ConfigError(f"pool {e.name!r}: {e.parallelism[0][0]} sets a served model's parallelism; without a "
+                              "served model each instance runs its GPU's calibrated constants: give the model or "
+                              "drop the key", param="parallelism")
         return build_pool(e.gpu, e.name, e.n_instances, e.max_context_tokens, **e.build_kwargs())
 
     return fleet_spec_of(fleet, tuple(build_entry(fleet, e, build) for e in fleet.pools), max_model_len_tokens)
@@ -252,3 +284,41 @@ def read_fleet_toml(path: str | os.PathLike, catalog: Any = None) -> FleetFile:
 def load_fleet_toml(path: str | os.PathLike, catalog: Any = None) -> FleetSpec:
     """Read and validate the fleet TOML at ``path`` (see the module docstring)."""
     return build_fleet(read_fleet_toml(path, catalog))
+
+
+def fleet_document(spec: FleetSpec, gpu_names: dict[str, str] | None = None,
+                   parallelism: dict[str, dict[str, int | bool]] | None = None) -> dict[str, Any]:
+    """The fleet-file document (module docstring) that rebuilds ``spec``: every pool's limits, KV
+    blocks, router and price written out, so neither the GPU's constants nor a placement re-derive them.
+
+    ``gpu_names`` maps a pool to its catalog GPU name where ``PoolSpec.gpu`` names a placement
+    (``"H100-SXM tp2"``); ``parallelism`` maps a pool to its ``PARALLELISM_KEYS`` values (served
+    model only).  The document is TOML-ready (no None values)."""
+    names, pars = gpu_names or {}, parallelism or {}
+    doc: dict[str, Any] = {"pool_router": spec.pool_router.value}
+    if spec.pool_router is PoolRouter.COMPRESS_AND_ROUTE:
+        doc["compress_gamma"] = spec.compress_gamma
+    if spec.tag_shares:
+        doc["tag_shares"] = dict(spec.tag_shares)
+    pools = []
+    for p in spec.pools:
+        table: dict[str, Any] = {
+            "name": p.name, "gpu": names.get(p.name, p.gpu), "instances": p.n_instances,
+            "max_context_tokens": p.max_context_tokens, "max_num_seqs": p.limits.max_num_seqs,
+            "max_num_batched_tokens": p.limits.max_num_batched_tokens, "kv_blocks": p.limits.kv_blocks,
+        }
+        if p.limits.block_size_tokens != DEFAULT_BLOCK_SIZE_TOKENS:
+            table["block_size"] = p.limits.block_size_tokens
+        if p.router is not InstanceRouter.LEAST_OUTSTANDING:
+            table["router"] = p.router.value
+        if p.price_usd_per_h is not None:
+            table["price_usd_per_h"] = float(p.price_usd_per_h)
+        if p.model_tag != DEFAULT_MODEL_TAG:
+            table["model_tag"] = p.model_tag
+        table.update({k: v for k, v in pars.get(p.name, {}).items() if k in PARALLELISM_KEYS})
+        features = features_table(p.features)
+        if features:
+            table["features"] = features
+        pools.append(table)
+    doc["pool"] = pools
+    return doc

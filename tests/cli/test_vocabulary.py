@@ -57,6 +57,7 @@ VOCABULARY: dict[str, tuple[str, tuple[str, ...]]] = {
     "plots": ("--plots", ()),
     "per-request CSV": ("--requests-csv", ()),
     "output file": ("--out", ()),
+    "deployment folder": ("--deploy", ()),
     "quiet": ("--quiet", ("-q",)),
     "table format": ("--format", ()),
     # further options that two commands share

@@ -40,6 +40,7 @@ import numpy as np
 from fleetplan.errors import ConfigError
 from fleetplan.names import lookup
 from fleetplan.perf.calibrate import CalibratedStepModel
+from fleetplan.perf.dp_instance import DataParallelInstance
 from fleetplan.perf.linear import LinearStepModel
 from fleetplan.perf.measured import aic
 from fleetplan.perf.measured.coverage import Fp8Scheme, MeasuredKey, coverage, fp8_scheme
@@ -191,7 +192,8 @@ def measured_step_model(predictor: StepTimePredictor, engine: str = "vllm",
 
 def timing_source(step_model) -> str:
     """Which source times ``step_model``'s steps: the measured label, the roofline, a calibration or the
-    linear constants (a slowed model adds its factor); ``ConfigError`` for an unknown kind."""
+    linear constants (a slowed model adds its factor, a data-parallel-attention instance its ranks:
+    ``perf.dp_instance``); ``ConfigError`` for an unknown kind."""
     if isinstance(step_model, CalibratedStepModel):
         if step_model.source.startswith(MEASURED_PREFIX):
             return step_model.source
@@ -202,4 +204,6 @@ def timing_source(step_model) -> str:
         return LINEAR_SOURCE
     if isinstance(step_model, ScaledStepModel):
         return f"{timing_source(step_model.base)} x {step_model.factor:g}"
+    if isinstance(step_model, DataParallelInstance):
+        return f"{timing_source(step_model.base)}, the batch split over {step_model.ranks} attention ranks"
     raise ConfigError(f"{type(step_model).__name__} is not a known step model; cannot name its timing source")

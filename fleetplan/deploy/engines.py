@@ -1,0 +1,282 @@
+"""Engine launch commands for one pool, in the engine's own spelling (vLLM or SGLang).
+
+Every flag states a limit the simulator verified, so the engine runs the fleet that was checked:
+
+=====================================  ===============================  =====================================
+verified (fleet file)                  vLLM (``vllm serve MODEL``)      SGLang (``python -m sglang.launch_server``)
+=====================================  ===============================  =====================================
+tensor / pipeline parallel size        ``--tensor-parallel-size``,      ``--tp-size``, ``--pp-size``
+                                       ``--pipeline-parallel-size``
+attention data-parallel ranks D        ``--data-parallel-size``         ``--dp-size``,
+                                                                        ``--enable-dp-attention``
+                                                                        (``--tp-size`` = TP x D)
+expert parallel over the TP (x D)      ``--enable-expert-parallel``     ``--ep-size`` (= TP x D)
+group
+``max_num_seqs``                       ``--max-num-seqs``               ``--max-running-requests``
+``max_num_batched_tokens`` (per step)  ``--max-num-batched-tokens``     ``--chunked-prefill-size`` and
+                                                                        ``--max-prefill-tokens``
+``max_context_tokens``                 ``--max-model-len``              ``--context-length``
+``kv_blocks`` x ``block_size``         ``--num-gpu-blocks-override``,   ``--max-total-tokens`` (tokens)
+                                       ``--block-size``
+weights / KV cache FP8                 ``--quantization fp8``,          ``--quantization fp8``,
+                                       ``--kv-cache-dtype fp8``         ``--kv-cache-dtype fp8_e4m3``
+memory share of the KV budget          ``--gpu-memory-utilization``     ``--mem-fraction-static``
+no prefix cache (simulated without)    ``--no-enable-prefix-caching``   ``--disable-radix-cache``
+speculative decoding                   ``--speculative-config JSON``    (not exported: one-line error)
+=====================================  ===============================  =====================================
+
+**Data-parallel attention** (``data_parallel_size`` D > 1, from ``models``' ``Parallelism(tp, dp, ep)``,
+e.g. DeepSeek-V3 on H100 at ``tp1 dp16 ep16``): the fleet's limits are the instance's, every rank's
+together (``perf.dp_instance``: the simulator runs an instance as one engine whose batch is split evenly
+over its ranks, its KV blocks and chunk budget the ranks' sum).  vLLM applies ``--max-num-seqs``,
+``--max-num-batched-tokens`` and ``--num-gpu-blocks-override`` per DP rank (vLLM's
+``docs/serving/data_parallel_deployment.md``: "``--max-num-seqs`` applies per DP rank"; each DP engine
+has its own KV cache), so they are written divided by D (rounded up).  SGLang with
+``--enable-dp-attention`` divides ``--chunked-prefill-size`` and ``--max-running-requests`` by
+``--dp-size`` itself (``server_args._handle_data_parallelism``; the pool configurator's
+``max_running_requests // dp_size``), so those stay the instance's; ``--max-prefill-tokens`` (one rank
+scheduler's prefill batch, not divided) and ``--max-total-tokens`` are written per rank.  That SGLang caps
+each attention rank's own KV pool at ``--max-total-tokens`` is read from its model runner's behaviour and
+not re-checked at the commit in ``ENGINE_SOURCES``; were it the instance's, the engine would hold a
+smaller cache than verified (the re-check command cannot show it: confirm on the engine's start-up line).  One
+instance is one endpoint: vLLM's API server balances requests over its ranks (internal load
+balancing); across nodes node 0 runs ``--data-parallel-size-local L --data-parallel-address LEADER
+--data-parallel-rpc-port`` and node r the same with ``--headless --data-parallel-start-rank r L`` (vLLM's
+data-parallel deployment guide; ``--headless`` is ``make_arg_parser``'s, ``vllm/entrypoints/openai/
+cli_args.py`` at the commit in ``ENGINE_SOURCES``); SGLang runs ``--nnodes/--node-rank/--dist-init-addr``
+as for any multi-node instance.
+
+The KV budget was derived at a memory share of ``GPU_MEMORY_UTILIZATION`` (``plan.placement``'s
+``gpu_memory_utilization``, vLLM's default 0.9); pinning the block count makes the engine hold exactly
+the verified cache (vLLM fails at start-up when the memory does not hold it, instead of serving a
+smaller cache).  An instance wider than one node (``gpus_per_node``) runs one launch line per node:
+vLLM through a Ray cluster (``ray start --head`` on the leader, ``ray start --address`` on the workers,
+then ``vllm serve ... --distributed-executor-backend ray`` on the leader: vLLM's multi-node serving
+guide); SGLang with ``--nnodes N --node-rank r --dist-init-addr LEADER:PORT`` on every node.
+Flag names were checked against the engines' argument parsers at the commits in ``ENGINE_SOURCES``
+(the tests hold the flag lists).
+
+``{model}`` and ``{leader}`` in an argument are placeholders the caller fills: the model (a
+HuggingFace repository, or an environment variable when the plan had no served model) and the
+leader node's address.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+from fleetplan.errors import ConfigError
+from fleetplan.names import NameRegistry
+
+__all__ = ["DP_RPC_PORT", "ENGINE_SOURCES", "GPU_MEMORY_UTILIZATION", "PORT", "Engine", "LaunchLine", "PoolServe",
+           "launch_lines"]
+
+PORT = 8000
+HEALTH_PATH = "/health"  # vLLM's and SGLang's OpenAI servers: 200 once the engine serves
+#: Share of GPU memory the KV budget was derived with (plan.placement's default, vLLM's default).
+GPU_MEMORY_UTILIZATION = 0.9
+RAY_PORT = 6379
+SGLANG_DIST_PORT = 5000
+DP_RPC_PORT = 13345  # vLLM data-parallel handshake on the leader (its guide's example port)
+
+
+class Engine(NameRegistry):
+    """Serving engine whose launch commands ``fleetplan deploy`` writes."""
+
+    VLLM = "vllm"
+    SGLANG = "sglang"
+
+    @classmethod
+    def kind(cls) -> str:
+        return "engine"
+
+
+#: Where each engine's flag names were read, and the container image of that version.
+ENGINE_SOURCES = {
+    Engine.VLLM: {
+        "repository": "vllm-project/vllm",
+        "files": ["vllm/engine/arg_utils.py@99d7eb5d6a512cfcc5a2b104f24ebf2d6cda772b (EngineArgs.add_cli_args)",
+                  "vllm/entrypoints/openai/cli_args.py@005223338608bc94fd165a4f976c102a57bd1fc4 (FrontendArgs)"],
+        "version": "v0.11 (arg_utils deprecations are 'removed in v0.12.0')",
+        "image": "vllm/vllm-openai:v0.11.0",
+    },
+    Engine.SGLANG: {
+        "repository": "sgl-project/sglang",
+        "files": ["python/sglang/srt/server_args.py@001067fffe33427bee0ed2f007fb7551a1d76b44 (ServerArgs fields)"],
+        "version": "main at that commit",
+        "image": "lmsysorg/sglang:latest",
+    },
+}
+
+
+@dataclass(frozen=True)
+class PoolServe:
+    """What one pool's engines run (every figure from the verified fleet)."""
+
+    pool: str
+    served_model_name: str
+    tensor_parallel_size: int
+    pipeline_parallel_size: int
+    expert_parallel: bool
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    max_model_len_tokens: int
+    kv_blocks: int
+    block_size_tokens: int
+    gpus_per_node: int
+    weight_fp8: bool = False
+    kv_cache_fp8: bool = False
+    prefix_caching: bool = False
+    speculative_config: str | None = None  # vLLM JSON
+    data_parallel_size: int = 1  # attention data-parallel ranks D of one instance (module docstring)
+
+    @property
+    def gpus_per_instance(self) -> int:
+        return self.tensor_parallel_size * self.pipeline_parallel_size * self.data_parallel_size
+
+    def per_rank(self, instance_total: int) -> int:
+        """One attention rank's share of an instance limit (rounded up: a rank never gets less)."""
+        return -(-instance_total // self.data_parallel_size)
+
+    @property
+    def ranks_per_node(self) -> int:
+        """Data-parallel ranks on one node of the instance."""
+        return self.data_parallel_size // self.n_nodes
+
+    @property
+    def n_nodes(self) -> int:
+        """Nodes one instance spans."""
+        return math.ceil(self.gpus_per_instance / self.gpus_per_node)
+
+    @property
+    def gpus_per_pod(self) -> int:
+        """GPUs each node (pod) of an instance holds."""
+        return self.gpus_per_instance // self.n_nodes
+
+    def __post_init__(self) -> None:
+        if self.data_parallel_size > 1 and self.pipeline_parallel_size > 1:
+            raise ConfigError(f"pool {self.pool!r}: data-parallel attention with pipeline parallelism is not exported "
+                              "(vLLM and SGLang launch DP ranks of one stage); give the pool one of them",
+                              param="parallelism")
+        if self.data_parallel_size > 1 and self.data_parallel_size % self.n_nodes:
+            raise ConfigError(f"pool {self.pool!r}: {self.data_parallel_size} data-parallel ranks do not split evenly "
+                              f"over {self.n_nodes} nodes of {self.gpus_per_node} GPUs; use a rank count whose GPUs "
+                              "fill whole nodes", param="parallelism")
+        if self.n_nodes > 1 and self.gpus_per_instance % self.n_nodes:
+            raise ConfigError(f"pool {self.pool!r}: {self.gpus_per_instance} GPUs per instance do not split evenly "
+                              f"over {self.n_nodes} nodes of {self.gpus_per_node}; use a parallelism whose GPUs fill "
+                              "whole nodes",
+                              param="parallelism")
+
+
+@dataclass(frozen=True)
+class LaunchLine:
+    """One process to start: on node ``node_rank`` of an instance (0: the leader, which serves HTTP)."""
+
+    node_rank: int
+    argv: tuple[str, ...]
+    then: tuple[str, ...] = ()  # a second command on the same node (vLLM leader: vllm serve after ray start)
+
+
+def _vllm(s: PoolServe, multi_node: bool) -> list[str]:
+    argv = ["vllm", "serve", "{model}", "--host", "0.0.0.0", "--port", str(PORT),
+            "--served-model-name", s.served_model_name,
+            "--tensor-parallel-size", str(s.tensor_parallel_size)]
+    if s.pipeline_parallel_size > 1:
+        argv += ["--pipeline-parallel-size", str(s.pipeline_parallel_size)]
+    if s.data_parallel_size > 1:
+        argv += ["--data-parallel-size", str(s.data_parallel_size)]
+    if s.expert_parallel:
+        argv.append("--enable-expert-parallel")
+    argv += ["--max-num-seqs", str(s.per_rank(s.max_num_seqs)),
+             "--max-num-batched-tokens", str(s.per_rank(s.max_num_batched_tokens)),
+             "--max-model-len", str(s.max_model_len_tokens), "--block-size", str(s.block_size_tokens),
+             "--num-gpu-blocks-override", str(s.per_rank(s.kv_blocks)),
+             "--gpu-memory-utilization", str(GPU_MEMORY_UTILIZATION)]
+    if s.weight_fp8:
+        argv += ["--quantization", "fp8"]
+    if s.kv_cache_fp8:
+        argv += ["--kv-cache-dtype", "fp8"]
+    argv.append("--enable-prefix-caching" if s.prefix_caching else "--no-enable-prefix-caching")
+    if s.speculative_config is not None:
+        argv += ["--speculative-config", s.speculative_config]
+    if multi_node and s.data_parallel_size == 1:
+        argv += ["--distributed-executor-backend", "ray"]
+    return argv
+
+
+def _sglang(s: PoolServe) -> list[str]:
+    dp = s.data_parallel_size
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", "{model}", "--host", "0.0.0.0",
+            "--port", str(PORT), "--served-model-name", s.served_model_name,
+            "--tp-size", str(s.tensor_parallel_size * dp)]
+    if s.pipeline_parallel_size > 1:
+        argv += ["--pp-size", str(s.pipeline_parallel_size)]
+    if dp > 1:
+        argv += ["--dp-size", str(dp), "--enable-dp-attention"]
+    if s.expert_parallel:
+        argv += ["--ep-size", str(s.tensor_parallel_size * dp)]
+    argv += ["--max-running-requests", str(s.max_num_seqs),
+             "--chunked-prefill-size", str(s.max_num_batched_tokens),
+             "--max-prefill-tokens", str(s.per_rank(s.max_num_batched_tokens)),
+             "--context-length", str(s.max_model_len_tokens),
+             "--max-total-tokens", str(s.per_rank(s.kv_blocks) * s.block_size_tokens),
+             "--mem-fraction-static", str(GPU_MEMORY_UTILIZATION)]
+    if s.weight_fp8:
+        argv += ["--quantization", "fp8"]
+    if s.kv_cache_fp8:
+        argv += ["--kv-cache-dtype", "fp8_e4m3"]
+    if not s.prefix_caching:
+        argv.append("--disable-radix-cache")
+    if s.speculative_config is not None:
+        raise ConfigError(f"pool {s.pool!r} runs speculative decoding ({s.speculative_config}); its SGLang spelling "
+                          "(--speculative-algorithm and its step/draft counts) is not exported: use `engine` 'vllm'",
+                          param="engine", value="sglang")
+    return argv
+
+
+def _vllm_data_parallel(s: PoolServe) -> tuple[LaunchLine, ...]:
+    """One ``vllm serve`` per node of a multi-node data-parallel instance (module docstring)."""
+    local = s.ranks_per_node
+    serve = [*_vllm(s, True), "--data-parallel-size-local", str(local), "--data-parallel-address", "{leader}",
+             "--data-parallel-rpc-port", str(DP_RPC_PORT)]
+    return (LaunchLine(0, tuple(serve)),
+            *(LaunchLine(r, (*serve, "--headless", "--data-parallel-start-rank", str(r * local)))
+              for r in range(1, s.n_nodes)))
+
+
+def launch_lines(engine: Engine | str, s: PoolServe) -> tuple[LaunchLine, ...]:
+    """The processes one instance of pool ``s`` starts, one per node (module docstring)."""
+    engine = Engine.parse(engine)
+    nodes = s.n_nodes
+    if engine is Engine.VLLM:
+        if nodes > 1 and s.data_parallel_size > 1:
+            return _vllm_data_parallel(s)
+        serve = tuple(_vllm(s, nodes > 1))
+        if nodes == 1:
+            return (LaunchLine(0, serve),)
+        head = ("ray", "start", "--head", f"--port={RAY_PORT}")
+        workers = tuple(LaunchLine(r, ("ray", "start", f"--address={{leader}}:{RAY_PORT}", "--block"))
+                        for r in range(1, nodes))
+        return (LaunchLine(0, head, serve), *workers)
+    base = _sglang(s)
+    if nodes == 1:
+        return (LaunchLine(0, tuple(base)),)
+    return tuple(LaunchLine(r, (*base, "--nnodes", str(nodes), "--node-rank", str(r),
+                                "--dist-init-addr", f"{{leader}}:{SGLANG_DIST_PORT}")) for r in range(nodes))
+
+
+#: Keys of the fleet file's speculative table that vLLM's ``--speculative-config`` takes (the acceptance
+#: rates are the simulator's assumption about the model, not an engine setting).
+VLLM_SPECULATIVE_KEYS = ("method", "num_speculative_tokens", "model", "draft_tensor_parallel_size")
+
+
+def speculative_json(features: dict) -> str | None:
+    """The vLLM ``--speculative-config`` of a ``[pool.features]`` table (None without one)."""
+    spec = features.get("speculative_config")
+    if spec is None:
+        return None
+    table = json.loads(spec) if isinstance(spec, str) else dict(spec)
+    return json.dumps({k: table[k] for k in VLLM_SPECULATIVE_KEYS if k in table}, separators=(",", ":"))
