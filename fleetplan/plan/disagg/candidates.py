@@ -16,29 +16,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuProfile, with_spares
-from fleetplan.plan.disagg.screen import (
-    AfdUnit,
-    DecodeLoad,
-    ModelShape,
-    decode_instances,
-    decode_load,
-    kv_batch_limit,
-    linear_decode_batch,
-    linear_decode_step_s,
-    linear_fit,
-    prefill_moments,
-    transfer_s,
-)
-from fleetplan.plan.pools import REASON_CODE, PlanSettings, PoolPlan, fleet_usd_per_h
+from fleetplan.perf.kv_budget import vllm_batch_defaults
+from fleetplan.perf.linear import LinearStepModel
+from fleetplan.plan.disagg.screen import AfdUnit, DecodeLoad, ModelShape, decode_load, linear_fit
+from fleetplan.plan.pools import REASON_CODE, PlanSettings, PoolPlan, fleet_usd_per_h, pool_step_model
 from fleetplan.plan.space import DISAGGREGATED, SizingRouter, Topology
 from fleetplan.plan.sweep import Candidate
-from fleetplan.queueing import InfeasibleReason, size_pool
+from fleetplan.queueing import InfeasibleReason
+from fleetplan.queueing.disagg import DecodeRole, DecodeState, PrefillRole, PrefillState, kv_transfer_s
+from fleetplan.queueing.engine import EngineLimits, EngineModel
 from fleetplan.units import H_PER_YEAR, S_PER_H, fmt_ms
 
 #: The architecture of the catalog's calibrated Llama-3-70B serving constants (80 layers, GQA 8 KV heads).
@@ -154,56 +146,180 @@ class _Context:
     def per_instance(self, gpu: GpuProfile) -> int:
         return dict(self.settings.gpus_per_instance).get(gpu.name, 1)
 
+    @property
+    def max_prompt_tokens(self) -> int:
+        return int(np.max(self.prompt, initial=1))
+
+    @property
+    def max_total_tokens(self) -> int:
+        return int(np.max(self.prompt + self.output, initial=1))
+
 
 def _role(ctx: _Context, gpu: GpuProfile, count: int, n_slots: int, rho: float, ttft_s: float, wait_s: float,
           mean_s: float, cs2: float, reason: str | None, gpus_per_instance: int,
-          reason_code: str | None = None) -> PoolPlan:
+          reason_code: str | None = None, **extra) -> PoolPlan:
     spares = with_spares(count, ctx.availability(gpu)) - count if reason is None else 0
     return PoolPlan(gpu.name, 0, ctx.max_tokens, n_slots, 1.0, ctx.settings.rate_per_s, count, spares, rho, ttft_s,
                     wait_s, mean_s, cs2, gpu.require_price_usd_per_h(), reason is None, reason, gpus_per_instance,
-                    reason_code=None if reason is None else reason_code or "other")
+                    reason_code=None if reason is None else reason_code or "other", **extra)
 
 
-def _prefill(ctx: _Context, gpu: GpuProfile, after_s: np.ndarray, key: tuple) -> PoolPlan:
+def _engine(ctx: _Context, gpu: GpuProfile, max_num_seqs: int, budget_tokens: int, step=None,
+            kv_blocks: int | None = None) -> EngineModel:
+    """The instance the PDD simulator runs for a role of ``gpu`` (``verify.pdd_spec``): its limits and the
+    step model the verifier gives it (``plan.pools.pool_step_model``), or ``step``."""
+    sv = gpu.require_serving()
+    model = step if step is not None else pool_step_model(gpu, dict(ctx.settings.step_models))
+    return EngineModel.of(model, EngineLimits(int(max_num_seqs), int(budget_tokens),
+                                              int(sv.kv_blocks if kv_blocks is None else kv_blocks),
+                                              int(sv.block_size_tokens)))
+
+
+def prefill_limits(gpu: GpuProfile, step_models) -> tuple[tuple[int, int], ...]:
+    """(max_num_seqs, token budget) a prefill role of ``gpu`` may run: vLLM's default sequences with the
+    GPU's chunk and, for a served model's GPU, vLLM's own default budget when it is larger
+    (``perf.kv_budget.vllm_batch_defaults``; ``plan.pools.token_budget_choices`` for co-located pools)."""
+    seqs, budget = vllm_batch_defaults(gpu)
+    chunk = int(gpu.require_serving().chunk_tokens)
+    out = [(seqs, chunk)]
+    if gpu.name in dict(step_models) and budget > chunk:
+        out.append((seqs, budget))
+    return tuple(out)
+
+
+def _holds(ctx: _Context, gpu: GpuProfile, tokens: int, kv_blocks: int | None = None) -> bool:
+    sv = gpu.require_serving()
+    blocks = sv.kv_blocks if kv_blocks is None else kv_blocks
+    return math.ceil(tokens / sv.block_size_tokens) <= blocks
+
+
+def _link(ctx: _Context, g_p: GpuProfile, g_d: GpuProfile) -> tuple[float, float]:
+    """(KV bytes per token per link, link bandwidth B/s): min(TP_p, TP_d) rank pairs send in parallel
+    (each rank holds 1/TP of every layer's KV heads) over NVLink within a node (``kv_link`` nvlink: half
+    the catalog's bidirectional ``nvlink_gb_per_s`` per direction, as ``perf.comm``) or the scale-out
+    network (``network_gbps``)."""
+    d = ctx.disagg
+    ranks = max(1, min(ctx.per_instance(g_p), ctx.per_instance(g_d)))
+    return d.model.kv_bytes_per_token / ranks, d.bandwidth(g_p, g_d)
+
+
+@dataclass(frozen=True)
+class _DecodeSized:
+    role: DecodeRole
+    state: DecodeState | None
+    reason: str | None
+
+
+def _size_decode(ctx: _Context, role: DecodeRole, pre_decode_s: float) -> _DecodeSized:
+    """D: the fewest instances (units) whose slot load is within ρ_max and whose P-quantile TPOT meets the
+    target (``queueing.disagg.DecodeRole.state``)."""
+    s = ctx.settings
+    p = s.percentile / 100.0
+    key = ("decode", id(role), round(pre_decode_s, 9))
+    if key in ctx.cache:
+        return ctx.cache[key]
+    cap = role.engine.limits.max_num_seqs
+    hold_lo = pre_decode_s + role.mean_output_tokens * float(role.step_s(1.0))
+    lo = max(1, math.ceil(s.rate_per_s * hold_lo / (cap * s.rho_max) - 1e-9))
+
+    def ok(d: int) -> DecodeState | None:
+        st = role.state(s.rate_per_s, d, p, pre_decode_s)
+        good = st.stable and st.slot_load <= s.rho_max * (1 + 1e-12) and st.tpot_p_s <= ctx.slo_tpot_s * (1 + 1e-9)
+        return st if good else None
+
+    count, found = _first_passing(ok, lo, s.max_gpus)
+    if found is None:
+        out = _DecodeSized(role, role.state(s.rate_per_s, count, p, pre_decode_s),
+                           f"decode needs more than max_gpus {s.max_gpus} instances for its TPOT target")
+        ctx.cache[key] = out
+        return out
+    out = _DecodeSized(role, found, None)
+    ctx.cache[key] = out
+    return out
+
+
+def _first_passing(ok: Callable[[int], object | None], lo: int, max_count: int) -> tuple[int, object | None]:
+    """The smallest count in [lo, max_count] where ``ok`` returns a state (galloping up, then bisection;
+    ``ok`` is monotone), and that state; (max_count, None) when none passes."""
+    hi, found, fail = lo, None, lo - 1
+    while hi <= max_count:
+        found = ok(hi)
+        if found is not None:
+            break
+        fail, hi = hi, hi * 2
+    if found is None:
+        return max_count, None
+    while hi - fail > 1:
+        mid = (fail + hi) // 2
+        st = ok(mid)
+        if st is None:
+            fail = mid
+        else:
+            hi, found = mid, st
+    return hi, found
+
+
+def _prefill(ctx: _Context, gpu: GpuProfile, after_s: np.ndarray, key: tuple) -> tuple[PoolPlan, PrefillRole]:
+    """The prefill role of ``gpu`` (``queueing.disagg.PrefillRole``) at each of its engine limits
+    (``prefill_limits``): the fewest instances whose ρ_p <= ρ_max and P-quantile TTFT <= the SLO win, then
+    the lower TTFT."""
     if key in ctx.cache:
         return ctx.cache[key]
     s = ctx.settings
-    moments = prefill_moments(ctx.prompt, ctx.weight, gpu.require_serving(), after_s)
-    # the whole stream reaches the prefill pool: GI/G/c, Kimura's (Ca² + Cs²)/2 for (1 + Cs²)/2
-    bursty = replace(moments, cs2=max(moments.cs2 + s.arrival_cv2 - 1.0, 0.0))
-    sized = size_pool(s.rate_per_s, bursty, s.slo_ttft_s, s.percentile / 100.0, rho_max=s.rho_max,
-                      max_gpus=s.max_gpus, min_spare_gpus=s.min_spare_gpus, tail_model=s.tail_model,
-                      ttft_model=s.ttft_model)
+    p = s.percentile / 100.0
+    best = None
+    for seqs, budget in prefill_limits(gpu, s.step_models):
+        role = PrefillRole.of(_engine(ctx, gpu, seqs, budget), ctx.prompt, ctx.weight)
+        lo = max(1, math.ceil(s.rate_per_s * role.mean_service_s / s.rho_max - 1e-9))
+        reason = None
+        if role.zero_wait_quantile_s(after_s, p) > s.slo_ttft_s:
+            reason = InfeasibleReason.PREFILL_EXCEEDS_SLO
+            count, st = lo, role.state(s.rate_per_s, lo, after_s, p, s.arrival_cv2)
+        else:
+            def ok(n: int, role=role) -> PrefillState | None:
+                st = role.state(s.rate_per_s, n, after_s, p, s.arrival_cv2)
+                return st if st.rho <= s.rho_max and st.ttft_p_s <= s.slo_ttft_s else None
+
+            count, st = _first_passing(ok, lo, s.max_gpus)
+            if st is None:
+                reason = InfeasibleReason.EXCEEDS_MAX_GPUS
+                st = role.state(s.rate_per_s, count, after_s, p, s.arrival_cv2)
+        rank = (reason is not None, count, st.ttft_p_s)
+        if best is None or rank < best[0]:
+            best = (rank, reason, st, role)
+    _, why, st, role = best
     reason = None
-    if sized.reason is InfeasibleReason.PREFILL_EXCEEDS_SLO:
+    if why is InfeasibleReason.PREFILL_EXCEEDS_SLO:
         reason = (f"prefill + KV transfer + first decode step alone exceed the SLO "
                   f"(P{s.percentile:g} with no queue > {fmt_ms(s.slo_ttft_s, '.0f')})")
-    elif sized.reason is not None:
-        reason = f"prefill pool {sized.reason.value} within max_gpus {s.max_gpus}"
-    plan = _role(ctx, gpu, sized.n_gpus, 1, sized.rho, sized.ttft_p_s, sized.wait_p_s, moments.mean_s, moments.cs2,
-                 reason, ctx.per_instance(gpu), REASON_CODE[sized.reason])
-    ctx.cache[key] = plan
-    return plan
+    elif why is not None:
+        reason = f"prefill pool {why.value} within max_gpus {s.max_gpus}"
+    lim = role.engine.limits
+    plan = _role(ctx, gpu, st.n_instances, 1, st.rho, st.ttft_p_s, st.wait_p_s, st.mean_service_s, st.cs2,
+                 reason, ctx.per_instance(gpu), REASON_CODE[why], max_num_seqs=lim.max_num_seqs,
+                 max_num_batched_tokens=lim.max_num_batched_tokens, mean_step_s=float(role.weight @ role.alone_s))
+    ctx.cache[key] = (plan, role)
+    return plan, role
 
 
-def _decode_roles(ctx: _Context, gpus: Sequence[GpuProfile], batch: int, step_s: float, units: Sequence[int],
-                  ttft_s: float) -> tuple[PoolPlan, ...]:
+def _decode_roles(ctx: _Context, gpus: Sequence[GpuProfile], sized: _DecodeSized, units: Sequence[int],
+                  ttft_s: float, extra_reason: str | None = None) -> tuple[PoolPlan, ...]:
     """One PoolPlan per decode role (PDD: decode; AFD: attention, ffn); counts = units x GPUs per unit."""
-    s, load = ctx.settings, ctx.load
-    reason = None
-    if batch < 1:
-        reason = (f"TPOT target {fmt_ms(ctx.slo_tpot_s)} is below one sequence's decode step "
-                  f"({fmt_ms(step_s, '.1f')}) or the KV cache holds no mean context")
-    d = decode_instances(s.rate_per_s, load, step_s, batch, s.rho_max) if reason is None else 0
-    rho = s.rate_per_s * load.mean_output_tokens * step_s / (d * batch) if d else math.inf
-    return tuple(_role(ctx, g, d * k, batch, rho, ttft_s, 0.0, k * load.mean_output_tokens * step_s / max(batch, 1),
-                       load.output_cs2, reason, ctx.per_instance(g), "decode")
+    role, st = sized.role, sized.state
+    cap = role.engine.limits.max_num_seqs
+    reason = extra_reason or sized.reason
+    d = st.n_instances if reason is None and st is not None else 0
+    hold = role.mean_output_tokens * st.step_s if st is not None else math.nan
+    return tuple(_role(ctx, g, d * k, cap, st.slot_load if st else math.inf, ttft_s, st.slot_wait_s if st else 0.0,
+                       k * hold / max(cap, 1), ctx.load.output_cs2, reason, ctx.per_instance(g), "decode",
+                       tpot_p_s=st.tpot_p_s if st else math.nan, decode_batch=st.batch if st else math.nan,
+                       mean_step_s=st.step_s if st else math.nan, mean_residence_s=hold, max_num_seqs=cap)
                  for g, k in zip(gpus, units, strict=True))
 
 
 def _candidate(ctx: _Context, topo: Topology, roles: tuple[str, ...], pools: tuple[PoolPlan, ...],
-               unit: tuple[int, int], batch: int, step_s: float, xfer_s: float,
-               fit: tuple[float, float], n_kv: int, bandwidth: float) -> DisaggCandidate:
+               unit: tuple[int, int], sized: _DecodeSized, xfer_s: float, fit: tuple[float, float],
+               link: tuple[float, float]) -> DisaggCandidate:
     s = ctx.settings
     total = sum(p.total_gpus for p in pools)
     cost = fleet_usd_per_h(pools) * H_PER_YEAR
@@ -214,69 +330,147 @@ def _candidate(ctx: _Context, topo: Topology, roles: tuple[str, ...], pools: tup
         reason, code = f"needs {total} GPUs, more than max_gpus {s.max_gpus}", "max-gpus"
     pf = pools[0]
     n_floor = max(1, math.ceil(s.rate_per_s * pf.mean_service_s / s.rho_max - 1e-9))
+    st = sized.state
+    cap = sized.role.engine.limits.max_num_seqs
     binding = (f"prefill: {'TTFT' if pf.count > n_floor else 'rho cap'}; "
-               f"decode: n={batch} by {'KV blocks' if batch and batch == n_kv else 'TPOT'}")
+               f"decode: b={cap}, n*={st.batch if st else math.nan:.0f} by slot load")
+    tpot = st.tpot_p_s if st is not None else math.nan
     return DisaggCandidate(
         topology=topo, router=SizingRouter.LENGTH, pools=pools, total_gpus_needed=total, cost_usd_per_year=cost,
         cost_usd_per_mtok=cost / tokens_per_year * 1e6 if tokens_per_year > 0 else math.inf,
         ttft_p_s=pf.ttft_p_s, feasible=reason is None, reason=reason, reason_code=code, roles=roles, unit=unit,
-        decode_batch=batch, decode_step_s=step_s,
-        mean_context_tokens=ctx.load.mean_context_tokens, p_transfer_s=xfer_s, binding=binding,
-        decode_fit=fit, kv_link=(ctx.disagg.model.kv_bytes_per_token, bandwidth, ctx.disagg.kv_latency_s))
+        decode_batch=int(cap), decode_step_s=tpot if math.isfinite(tpot) else 0.0,
+        mean_context_tokens=sized.role.context_tokens, p_transfer_s=xfer_s, binding=binding,
+        decode_fit=fit, kv_link=(link[0], link[1], ctx.disagg.kv_latency_s))
 
 
-def _after_prefill(ctx: _Context, bandwidth: float, step_s: float) -> np.ndarray:
-    d = ctx.disagg
-    return transfer_s(ctx.prompt, d.model.kv_bytes_per_token, bandwidth, d.kv_latency_s) + step_s
+def _after_prefill(ctx: _Context, link: tuple[float, float], sized: _DecodeSized) -> np.ndarray:
+    """Transfer + mean slot wait + first decode step per prompt point (module docstring of ``queueing.disagg``)."""
+    st = sized.state
+    extra = (st.slot_wait_s + st.first_decode_s) if st is not None and st.stable else 0.0
+    return kv_transfer_s(ctx.prompt, link[0], link[1], ctx.disagg.kv_latency_s) + extra
 
 
-def _p_transfer(ctx: _Context, bandwidth: float) -> float:
+def _p_transfer(ctx: _Context, link: tuple[float, float]) -> float:
     order = np.argsort(ctx.prompt)
     cum = np.cumsum(ctx.weight[order]) / ctx.weight.sum()
     p_prompt = ctx.prompt[order][min(int(np.searchsorted(cum, ctx.settings.percentile / 100.0)), cum.size - 1)]
+    return float(kv_transfer_s(np.asarray(p_prompt), link[0], link[1], ctx.disagg.kv_latency_s))
+
+
+def _pre_decode_s(ctx: _Context, prefill: PrefillRole, link: tuple[float, float]) -> float:
+    """h_pre: a decode slot is granted at prefill start (early binding) and held through prefill and transfer."""
+    w = ctx.weight / ctx.weight.sum()
+    return float(w @ prefill.alone_s) + float(w @ kv_transfer_s(ctx.prompt, link[0], link[1],
+                                                                  ctx.disagg.kv_latency_s))
+
+
+def _pdd_pair(ctx: _Context, g_p: GpuProfile, g_d: GpuProfile) -> DisaggCandidate | None:
+    """The PDD candidate of prefill ``g_p`` and decode ``g_d``; None when a role cannot hold the workload's
+    longest request (prefill: its prompt's KV; decode: prompt + output)."""
+    if not (_holds(ctx, g_p, ctx.max_prompt_tokens) and _holds(ctx, g_d, ctx.max_total_tokens)):
+        return None
+    link = _link(ctx, g_p, g_d)
+    dkey = ("decode-role", g_d.name)
+    if dkey not in ctx.cache:
+        probe = DecodeRole.of(_engine(ctx, g_d, 1, 1), ctx.prompt, ctx.output, ctx.weight)
+        cap = probe.batch_cap(ctx.slo_tpot_s)
+        ctx.cache[dkey] = None if cap < 1 else DecodeRole.of(
+            _engine(ctx, g_d, cap, max(cap, 1)), ctx.prompt, ctx.output, ctx.weight)
+    role = ctx.cache[dkey]
+    if role is None:
+        return _unservable_pdd(ctx, g_p, g_d, link)
+    # prefill alone (its first limits) sets h_pre; the decode count then sets the prefill's after-time
+    first = PrefillRole.of(_engine(ctx, g_p, *prefill_limits(g_p, ctx.settings.step_models)[0]), ctx.prompt,
+                           ctx.weight)
+    sized = _size_decode(ctx, role, _pre_decode_s(ctx, first, link))
+    after = _after_prefill(ctx, link, sized)
+    pf, _ = _prefill(ctx, g_p, after, ("pdd", g_p.name, g_d.name, link))
+    dec = _decode_roles(ctx, (g_d,), sized, (1,), pf.ttft_p_s)
+    sv = g_d.require_serving()
+    fit = (sv.iter_base_s, sv.iter_per_seq_s / sv.ref_context_tokens)
+    return _candidate(ctx, Topology.PDD, ("prefill", "decode"), (pf, *dec), (1, 1), sized, _p_transfer(ctx, link),
+                      fit, link)
+
+
+def _unservable_pdd(ctx: _Context, g_p: GpuProfile, g_d: GpuProfile, link) -> DisaggCandidate:
+    """A PDD candidate whose decode GPU cannot meet the TPOT target with one sequence (infeasible)."""
+    role = DecodeRole.of(_engine(ctx, g_d, 1, 1), ctx.prompt, ctx.output, ctx.weight)
+    reason = (f"TPOT target {fmt_ms(ctx.slo_tpot_s)} is below one sequence's decode step "
+              f"({fmt_ms(float(role.step_s(1.0)), '.1f')}) or the KV cache holds no mean context")
+    sized = _DecodeSized(role, None, reason)
+    pf, _ = _prefill(ctx, g_p, kv_transfer_s(ctx.prompt, *link, ctx.disagg.kv_latency_s),
+                     ("pdd-none", g_p.name, link))
+    dec = _decode_roles(ctx, (g_d,), sized, (1,), pf.ttft_p_s)
+    return _candidate(ctx, Topology.PDD, ("prefill", "decode"), (pf, *dec), (1, 1), sized, _p_transfer(ctx, link),
+                      (math.nan, math.nan), link)
+
+
+def _afd_unit(ctx: _Context, g_p: GpuProfile, g_a: GpuProfile, g_f: GpuProfile, a: int, f: int
+              ) -> DisaggCandidate | None:
+    """The AFD candidate: decode units of ``a`` attention GPUs of ``g_a`` and ``f`` FFN GPUs of ``g_f``, their
+    step t_afd(n) linearised through t_afd(1) and t_afd(n) at κ (the step the simulator runs), the unit's
+    KV blocks a x the attention GPU's; None when a role cannot hold the longest request."""
     d = ctx.disagg
-    return float(transfer_s(np.asarray(p_prompt), d.model.kv_bytes_per_token, bandwidth, d.kv_latency_s))
+    sv_a = g_a.require_serving()
+    unit = AfdUnit(sv_a, g_f.require_serving(), a, f, int(d.n_micro_batches), d.bandwidth(g_a, g_f),
+                   d.afd_link_latency_s)
+    if not (_holds(ctx, g_p, ctx.max_prompt_tokens) and _holds(ctx, g_a, ctx.max_total_tokens, unit.kv_blocks())):
+        return None
+    link = _link(ctx, g_p, g_a)
+    c_bar = ctx.load.mean_context_tokens
+    n, step, step_1 = unit.batch(c_bar, ctx.slo_tpot_s, d.model)
+    fit = linear_fit(step_1, step, n, c_bar)
+    if n >= 1:
+        base, slope = fit
+        ctx_tokens = float(ctx.max_tokens)
+        model = LinearStepModel(base, slope * ctx_tokens, 0.0, ctx_tokens)
+        role = DecodeRole.of(_engine(ctx, g_a, n, n, step=model, kv_blocks=unit.kv_blocks()), ctx.prompt,
+                             ctx.output, ctx.weight)
+        first = PrefillRole.of(_engine(ctx, g_p, *prefill_limits(g_p, ctx.settings.step_models)[0]), ctx.prompt,
+                               ctx.weight)
+        sized = _size_decode(ctx, role, _pre_decode_s(ctx, first, link))
+    else:
+        role = DecodeRole.of(_engine(ctx, g_a, 1, 1), ctx.prompt, ctx.output, ctx.weight)
+        sized = _DecodeSized(role, None, f"TPOT target {fmt_ms(ctx.slo_tpot_s)} is below the unit's one-sequence "
+                                         f"step or its KV cache holds no mean context")
+    after = _after_prefill(ctx, link, sized)
+    key = ("afd", g_p.name, g_a.name, g_f.name, a, f, link)
+    pf, _ = _prefill(ctx, g_p, after, key)
+    dec = _decode_roles(ctx, (g_a, g_f), sized, (a, f), pf.ttft_p_s)
+    return _candidate(ctx, Topology.AFD, ("prefill", "attention", "ffn"), (pf, *dec), (a, f), sized,
+                      _p_transfer(ctx, link), fit, link)
 
 
 def disagg_candidates(points, topologies: Sequence[Topology], gpus: Sequence[GpuProfile], settings: PlanSettings,
                       disagg: DisaggSettings, slo_tpot_s: float,
                       availability: Callable[[GpuProfile], float]) -> list[DisaggCandidate]:
-    """Every PDD / AFD candidate of ``gpus`` (module docstring); ``points`` is a ``LengthPoints``."""
+    """Every PDD / AFD candidate of ``gpus`` (module docstring); ``points`` is a ``LengthPoints``.  Pairs whose
+    role cannot hold the longest request are left out; ``ConfigError`` when that leaves a requested
+    disaggregated topology with no candidate."""
     sub = points.between(0, points.max_tokens)
     load = decode_load(sub.prompt_tokens, sub.output_tokens, sub.weight)
     ctx = _Context(sub.prompt_tokens, sub.output_tokens, sub.weight, load, settings, disagg, slo_tpot_s,
                    availability, points.mean_total_tokens, points.max_tokens)
-    c_bar = ctx.load.mean_context_tokens
     out: list[DisaggCandidate] = []
     if Topology.PDD in topologies:
-        for g_d in gpus:
-            sv = g_d.require_serving()
-            n = linear_decode_batch(sv, c_bar, slo_tpot_s)
-            step = float(linear_decode_step_s(max(n, 1), sv, c_bar))
-            for g_p in gpus:
-                bw = disagg.bandwidth(g_p, g_d)
-                pf = _prefill(ctx, g_p, _after_prefill(ctx, bw, step), ("pdd", g_p.name, bw, step))
-                dec = _decode_roles(ctx, (g_d,), n, step, (1,), pf.ttft_p_s)
-                fit = (sv.iter_base_s, sv.iter_per_seq_s / sv.ref_context_tokens)
-                out.append(_candidate(ctx, Topology.PDD, ("prefill", "decode"), (pf, *dec), (1, 1), n, step,
-                                      _p_transfer(ctx, bw), fit,
-                                      kv_batch_limit(sv.kv_blocks, sv.block_size_tokens, c_bar), bw))
+        found = [_pdd_pair(ctx, g_p, g_d) for g_d in gpus for g_p in gpus]
+        _require_some(ctx, Topology.PDD, found, gpus)
+        out.extend(c for c in found if c is not None)
     if Topology.AFD in topologies:
-        for g_a in gpus:
-            for g_f in gpus:
-                for a, f in disagg.af_ratios:
-                    sv_a = g_a.require_serving()
-                    unit = AfdUnit(sv_a, g_f.require_serving(), int(a), int(f),
-                                   int(disagg.n_micro_batches), disagg.bandwidth(g_a, g_f), disagg.afd_link_latency_s)
-                    n, step, step_1 = unit.batch(c_bar, slo_tpot_s, disagg.model)
-                    fit = linear_fit(step_1, step, n, c_bar)
-                    step = step if math.isfinite(step) else 0.0  # no batch fits: infeasible below
-                    for g_p in gpus:
-                        bw = disagg.bandwidth(g_p, g_a)
-                        pf = _prefill(ctx, g_p, _after_prefill(ctx, bw, step), ("afd", g_p.name, bw, step))
-                        dec = _decode_roles(ctx, (g_a, g_f), n, step, (int(a), int(f)), pf.ttft_p_s)
-                        out.append(_candidate(ctx, Topology.AFD, ("prefill", "attention", "ffn"), (pf, *dec),
-                                              (int(a), int(f)), n, step, _p_transfer(ctx, bw), fit,
-                                              kv_batch_limit(unit.kv_blocks(), sv_a.block_size_tokens, c_bar),
-                                              bw))
+        found = [_afd_unit(ctx, g_p, g_a, g_f, int(a), int(f))
+                 for g_a in gpus for g_f in gpus for a, f in disagg.af_ratios for g_p in gpus]
+        _require_some(ctx, Topology.AFD, found, gpus)
+        out.extend(c for c in found if c is not None)
     return out
+
+
+def _require_some(ctx: _Context, topo: Topology, found: Sequence[DisaggCandidate | None],
+                  gpus: Sequence[GpuProfile]) -> None:
+    if any(c is not None for c in found):
+        return
+    raise ConfigError(
+        f"no {topo.value} fleet of {', '.join(g.name for g in gpus)} holds the workload's longest request "
+        f"({ctx.max_total_tokens:,} tokens) in a role's KV cache (prefill: the prompt; decode: prompt + output)",
+        param="gpus", value=",".join(g.name for g in gpus),
+        fix="give GPUs with more memory or a larger tensor-parallel size, or a lower max_model_len_tokens")
