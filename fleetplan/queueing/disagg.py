@@ -16,12 +16,10 @@ per unit of a (additive in both step models):
 
     S_alone,j = floor(p_j / B) f(1, 0, B, 0, 0) + f(1, 0, p_j mod B, 0, 0) + α p_j²
                 (alone on an idle instance: exactly the kernel's ``prefill_alone_s``)
-    X_j       = S_alone,j                                   if m = 1
-              = (p_j / B) f(s̄, 0, B, 0, 0) + α p_j²         if m > 1, s̄ = min(m, 1 + B / E[p])
-                (behind a queue prompts share full-budget steps: the instance is one FCFS token server)
-
-A prompt finds its instance busy with probability ρ_p (PASTA) and then shares full-budget steps, so the
-work it brings is X_j = ρ_p X_packed,j + (1 - ρ_p) S_alone,j with ρ_p = λ E[X] / P (a fixed point).
+A busy instance's step holds the tokens that arrived during the step before (FCFS token server), so a
+prompt's last chunk r_j shares its step with K̄ - 1 = λ_i t̄ others and pays its token share of it
+(``PrefillRole.service_at``, X_j -> S_alone,j as λ_i -> 0; the per-token cost falls with load, most for
+MoE steps whose expert weights are read once per step); ρ_p = λ_i E[X], λ_i = λ / P.
 The prefill pool's router sends a prompt to the instance with the fewest outstanding requests: it
 waits only when every instance is busy (probability C(P, λ E[X]), Erlang C, as a central queue), and
 then behind the work of one instance, a GI/G/1 queue whose arrivals the router has evened to
@@ -101,51 +99,63 @@ def _normalised(weight) -> np.ndarray:
 class PrefillRole:
     """A prefill-only instance (``engine``) serving the prompts ``prompt_tokens`` of weight ``weight``.
 
-    ``alone_s`` S_alone,j and ``queue_s`` X_j per point (module docstring)."""
+    ``alone_s`` S_alone,j per point; ``attention_s`` its attention share α p_j² (module docstring)."""
 
     engine: EngineModel
     prompt_tokens: np.ndarray
     weight: np.ndarray
     alone_s: np.ndarray
-    queue_s: np.ndarray
+    attention_s: np.ndarray
 
     @classmethod
     def of(cls, engine: EngineModel, prompt_tokens, weight) -> PrefillRole:
         p = np.maximum(np.asarray(prompt_tokens, dtype=np.float64), 1.0)
         w = _normalised(weight)
-        lim = engine.limits
-        budget = float(lim.max_num_batched_tokens)
+        budget = float(engine.limits.max_num_batched_tokens)
         full = float(engine.step_s(1, 0, budget, 0, 0))
         probe = budget * budget
         alpha = (float(engine.step_s(1, 0, budget, 0, probe)) - full) / probe
         n_full = np.floor(p / budget)
         rest = p - n_full * budget
         rest_s = np.where(rest > 0, engine.step_s(1, 0, rest, 0, 0), 0.0)
-        alone = n_full * full + rest_s + alpha * p * p
-        if lim.max_num_seqs > 1:
-            seqs = min(float(lim.max_num_seqs), 1.0 + budget / float(w @ p))
-            queue = p / budget * float(engine.step_s(seqs, 0, budget, 0, 0)) + alpha * p * p
-        else:
-            queue = alone
-        return cls(engine, p, w, alone, queue)
+        return cls(engine, p, w, n_full * full + rest_s + alpha * p * p, alpha * p * p)
+
+    @property
+    def mean_prompt_tokens(self) -> float:
+        return float(self.weight @ self.prompt_tokens)
 
     @property
     def mean_service_s(self) -> float:
-        """E[X] behind a queue: instance-seconds one prompt costs a busy pool."""
-        return float(self.weight @ self.queue_s)
+        """E[S_alone]: instance-seconds a prompt costs an idle instance (the most it costs)."""
+        return float(self.weight @ self.alone_s)
 
     def service_at(self, lam_i: float) -> np.ndarray:
-        """X_j at per-instance rate ``lam_i``: a prompt finds its instance busy with probability ρ (PASTA) and
-        shares full-budget steps, else runs its own steps: X = ρ X_packed + (1 - ρ) S_alone, ρ = λ_i E[X]
-        (the fixed point, by iteration; ρ capped at 1)."""
-        rho = 0.0
+        """X_j at per-instance rate ``lam_i`` (module docstring): the last chunk r_j = p_j mod B (or p_j) shares
+        its step with the e = min(λ_i t̄ E[p], B - r_j) tokens of the K̄ - 1 = λ_i t̄ prompts that arrived
+        during the step before, t̄ = f(K̄, 0, min(B, E[r] + λ_i t̄ E[p]), 0, 0) (a fixed point, by iteration):
+
+            X_j = floor(p_j / B) f(1, 0, B, 0, 0) + r_j / (r_j + e) f(K̄, 0, r_j + e, 0, 0) + α p_j²
+
+        (S_alone,j at λ_i -> 0; full chunks share no step)."""
+        eng = self.engine
+        budget = float(eng.limits.max_num_batched_tokens)
+        seqs_cap = float(eng.limits.max_num_seqs)
+        p = self.prompt_tokens
+        n_full = np.floor(p / budget)
+        rest = p - n_full * budget
+        n_full, rest = np.where(rest > 0, n_full, n_full - 1), np.where(rest > 0, rest, budget)
+        mean_p, mean_rest = self.mean_prompt_tokens, float(self.weight @ rest)
+        step = float(eng.step_s(1, 0, mean_rest, 0, 0))
         for _ in range(_BISECT_ITERS):
-            x = rho * self.queue_s + (1.0 - rho) * self.alone_s
-            new = min(1.0, lam_i * float(self.weight @ x))
-            if abs(new - rho) < 1e-9:
+            others = min(lam_i * step, seqs_cap - 1.0)
+            new = float(eng.step_s(1.0 + others, 0, min(budget, mean_rest + others * mean_p), 0, 0))
+            if abs(new - step) <= 1e-12 + 1e-9 * step:
                 break
-            rho = new
-        return rho * self.queue_s + (1.0 - rho) * self.alone_s
+            step = new
+        others = min(lam_i * step, seqs_cap - 1.0)
+        extra = np.minimum(others * mean_p, budget - rest)
+        share = rest / (rest + extra) * eng.step_s(1.0 + others, 0, rest + extra, 0, 0)
+        return n_full * float(eng.step_s(1, 0, budget, 0, 0)) + share + self.attention_s
 
     def state(self, lam: float, n_instances: int, after_s, p: float, arrival_cv2: float = 1.0) -> PrefillState:
         """The role of ``n_instances`` at fleet rate ``lam`` (module docstring): ρ_p, the wait's P(W > t) =

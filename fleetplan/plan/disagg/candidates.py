@@ -270,7 +270,8 @@ def _prefill(ctx: _Context, gpu: GpuProfile, after_s: np.ndarray, key: tuple) ->
     best = None
     for seqs, budget in prefill_limits(gpu, s.step_models):
         role = PrefillRole.of(_engine(ctx, gpu, seqs, budget), ctx.prompt, ctx.weight)
-        lo = max(1, math.ceil(s.rate_per_s * role.mean_service_s / s.rho_max - 1e-9))
+        least = float(role.weight @ role.service_at(s.rate_per_s))  # X falls with the per-instance rate
+        lo = max(1, math.ceil(s.rate_per_s * least / s.rho_max - 1e-9))
         reason = None
         if role.zero_wait_quantile_s(after_s, p) > s.slo_ttft_s:
             reason = InfeasibleReason.PREFILL_EXCEEDS_SLO
