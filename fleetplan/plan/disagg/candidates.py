@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -57,6 +57,9 @@ class DisaggSettings:
     af_ratios: tuple[tuple[int, int], ...] = DEFAULT_AF_RATIOS
     n_micro_batches: int = DEFAULT_MICRO_BATCHES
     afd_link_latency_s: float = DEFAULT_AFD_LINK_LATENCY_S
+    # xPyD: prefill:decode instance ratios a PDD fleet is deployed in (x prefill per y decode instances, both
+    # rounded up to whole groups); () sizes each role on its own (any ratio)
+    pd_ratios: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.kv_latency_s) and self.kv_latency_s >= 0):
@@ -64,8 +67,8 @@ class DisaggSettings:
         bw = self.kv_bandwidth_bytes_per_s
         if bw is not None and not (math.isfinite(bw) and bw > 0):
             raise ConfigError(param="kv_bandwidth_bytes_per_s", value=bw, rule="give a bandwidth > 0")
-        if not self.af_ratios or any(int(a) != a or int(f) != f or a < 1 or f < 1 for a, f in self.af_ratios):
-            raise ConfigError(param="af_ratios", value=self.af_ratios, rule="give A:F integer pairs >= 1, e.g. 1:1,2:1")
+        _check_ratios("af_ratios", self.af_ratios, ("attention", "FFN"), "1:1,2:1", allow_none=False)
+        _check_ratios("pd_ratios", self.pd_ratios, ("prefill", "decode"), "1:1,1:2,1:4", allow_none=True)
         if int(self.n_micro_batches) != self.n_micro_batches or self.n_micro_batches < 1:
             raise ConfigError(param="n_micro_batches", value=self.n_micro_batches, rule="give an integer >= 1")
 
@@ -73,6 +76,20 @@ class DisaggSettings:
         if self.kv_bandwidth_bytes_per_s is not None:
             return self.kv_bandwidth_bytes_per_s
         return min(g.network_gbps for g in gpus) * GBPS / BITS_PER_BYTE
+
+
+def _check_ratios(param: str, ratios, roles: tuple[str, str], example: str, allow_none: bool) -> None:
+    """Integer pairs >= 1: a 0 leaves a role empty (one line naming the pair, the rule and the fix)."""
+    if not ratios and not allow_none:
+        raise ConfigError(param=param, value="", rule=f"give at least one {roles[0]}:{roles[1]} ratio",
+                          fix=f"e.g. {example}")
+    for a, b in ratios:
+        if int(a) != a or int(b) != b or a < 1 or b < 1:
+            empty = roles[0] if not a >= 1 else roles[1]
+            raise ConfigError(param=param, value=f"{a}:{b}",
+                              rule=f"{roles[0]}:{roles[1]} ratios need whole numbers >= 1; this one leaves the "
+                                   f"{empty} role empty",
+                              fix=f"give {roles[0]}:{roles[1]} instance counts >= 1, e.g. {example}")
 
 
 def check_disagg_inputs(topologies: Sequence[Topology], slo_tpot_s: float | None, min_ce_gain: float,
@@ -109,6 +126,7 @@ class DisaggCandidate(Candidate):
     binding: str = ""
     decode_fit: tuple[float, float] = (math.nan, math.nan)  # simulator step: base_s + slope * Σ context
     kv_link: tuple[float, float, float] = (0.0, math.inf, 0.0)  # KV bytes per token, bandwidth B/s, latency s
+    pd_ratio: tuple[int, int] | None = None  # xPyD group (x prefill : y decode instances); None: any
 
     @property
     def thresholds_tokens(self) -> tuple[int, ...]:
@@ -124,7 +142,8 @@ class DisaggCandidate(Candidate):
         object.__setattr__(self, "tpot_p_s", self.decode_step_s)
 
     def key(self) -> tuple:
-        return (self.topology.value, f"{self.unit[0]}:{self.unit[1]}", (), tuple(p.gpu for p in self.pools))
+        ratio = () if self.pd_ratio is None else (f"{self.pd_ratio[0]}P{self.pd_ratio[1]}D",)
+        return (self.topology.value, f"{self.unit[0]}:{self.unit[1]}", ratio, tuple(p.gpu for p in self.pools))
 
 
 @dataclass
@@ -320,7 +339,7 @@ def _decode_roles(ctx: _Context, gpus: Sequence[GpuProfile], sized: _DecodeSized
 
 def _candidate(ctx: _Context, topo: Topology, roles: tuple[str, ...], pools: tuple[PoolPlan, ...],
                unit: tuple[int, int], sized: _DecodeSized, xfer_s: float, fit: tuple[float, float],
-               link: tuple[float, float]) -> DisaggCandidate:
+               link: tuple[float, float], pd_ratio: tuple[int, int] | None = None) -> DisaggCandidate:
     s = ctx.settings
     total = sum(p.total_gpus for p in pools)
     cost = fleet_usd_per_h(pools) * H_PER_YEAR
@@ -342,7 +361,7 @@ def _candidate(ctx: _Context, topo: Topology, roles: tuple[str, ...], pools: tup
         ttft_p_s=pf.ttft_p_s, feasible=reason is None, reason=reason, reason_code=code, roles=roles, unit=unit,
         decode_batch=int(cap), decode_step_s=tpot if math.isfinite(tpot) else 0.0,
         mean_context_tokens=sized.role.context_tokens, p_transfer_s=xfer_s, binding=binding,
-        decode_fit=fit, kv_link=(link[0], link[1], ctx.disagg.kv_latency_s))
+        decode_fit=fit, kv_link=(link[0], link[1], ctx.disagg.kv_latency_s), pd_ratio=pd_ratio)
 
 
 def _after_prefill(ctx: _Context, link: tuple[float, float], sized: _DecodeSized) -> np.ndarray:
@@ -366,9 +385,10 @@ def _pre_decode_s(ctx: _Context, prefill: PrefillRole, link: tuple[float, float]
                                                                   ctx.disagg.kv_latency_s))
 
 
-def _pdd_pair(ctx: _Context, g_p: GpuProfile, g_d: GpuProfile) -> DisaggCandidate | None:
-    """The PDD candidate of prefill ``g_p`` and decode ``g_d``; None when a role cannot hold the workload's
-    longest request (prefill: its prompt's KV; decode: prompt + output)."""
+def _pdd_pair(ctx: _Context, g_p: GpuProfile, g_d: GpuProfile) -> list[DisaggCandidate] | None:
+    """The PDD candidates of prefill ``g_p`` and decode ``g_d`` (one, or one per xPyD ratio of
+    ``DisaggSettings.pd_ratios``); None when a role cannot hold the workload's longest request (prefill: its
+    prompt's KV; decode: prompt + output)."""
     if not (_holds(ctx, g_p, ctx.max_prompt_tokens) and _holds(ctx, g_d, ctx.max_total_tokens)):
         return None
     link = _link(ctx, g_p, g_d)
@@ -380,18 +400,37 @@ def _pdd_pair(ctx: _Context, g_p: GpuProfile, g_d: GpuProfile) -> DisaggCandidat
             _engine(ctx, g_d, cap, max(cap, 1)), ctx.prompt, ctx.output, ctx.weight)
     role = ctx.cache[dkey]
     if role is None:
-        return _unservable_pdd(ctx, g_p, g_d, link)
+        return [_unservable_pdd(ctx, g_p, g_d, link)]
     # prefill alone (its first limits) sets h_pre; the decode count then sets the prefill's after-time
     first = PrefillRole.of(_engine(ctx, g_p, *prefill_limits(g_p, ctx.settings.step_models)[0]), ctx.prompt,
                            ctx.weight)
     sized = _size_decode(ctx, role, _pre_decode_s(ctx, first, link))
     after = _after_prefill(ctx, link, sized)
-    pf, _ = _prefill(ctx, g_p, after, ("pdd", g_p.name, g_d.name, link))
-    dec = _decode_roles(ctx, (g_d,), sized, (1,), pf.ttft_p_s)
+    pf, pf_role = _prefill(ctx, g_p, after, ("pdd", g_p.name, g_d.name, link))
     sv = g_d.require_serving()
     fit = (sv.iter_base_s, sv.iter_per_seq_s / sv.ref_context_tokens)
-    return _candidate(ctx, Topology.PDD, ("prefill", "decode"), (pf, *dec), (1, 1), sized, _p_transfer(ctx, link),
-                      fit, link)
+    if not ctx.disagg.pd_ratios:
+        dec = _decode_roles(ctx, (g_d,), sized, (1,), pf.ttft_p_s)
+        return [_candidate(ctx, Topology.PDD, ("prefill", "decode"), (pf, *dec), (1, 1), sized,
+                           _p_transfer(ctx, link), fit, link)]
+    out = []
+    for x, y in ctx.disagg.pd_ratios:  # xPyD groups: both roles rounded up to whole groups
+        groups = max(math.ceil(pf.count / x), math.ceil(sized.state.n_instances / y)) if pf.feasible and \
+            sized.state is not None and sized.reason is None else 0
+        pf_k, sized_k = pf, sized
+        if groups:
+            st = pf_role.state(ctx.settings.rate_per_s, groups * x, after, ctx.settings.percentile / 100.0,
+                               ctx.settings.arrival_cv2)
+            pf_k = replace(pf, count=groups * x, spares=with_spares(groups * x, ctx.availability(g_p)) - groups * x,
+                           rho=st.rho, ttft_p_s=st.ttft_p_s, wait_p_s=st.wait_p_s, mean_service_s=st.mean_service_s,
+                           cs2=st.cs2)
+            p_level = ctx.settings.percentile / 100.0
+            sized_k = _DecodeSized(role, role.state(ctx.settings.rate_per_s, groups * y, p_level,
+                                                    _pre_decode_s(ctx, first, link)), None)
+        dec = _decode_roles(ctx, (g_d,), sized_k, (1,), pf_k.ttft_p_s)
+        out.append(_candidate(ctx, Topology.PDD, ("prefill", "decode"), (pf_k, *dec), (1, 1), sized_k,
+                              _p_transfer(ctx, link), fit, link, pd_ratio=(int(x), int(y))))
+    return out
 
 
 def _unservable_pdd(ctx: _Context, g_p: GpuProfile, g_d: GpuProfile, link) -> DisaggCandidate:
@@ -457,7 +496,7 @@ def disagg_candidates(points, topologies: Sequence[Topology], gpus: Sequence[Gpu
     if Topology.PDD in topologies:
         found = [_pdd_pair(ctx, g_p, g_d) for g_d in gpus for g_p in gpus]
         _require_some(ctx, Topology.PDD, found, gpus)
-        out.extend(c for c in found if c is not None)
+        out.extend(c for cs in found if cs is not None for c in cs)
     if Topology.AFD in topologies:
         found = [_afd_unit(ctx, g_p, g_a, g_f, int(a), int(f))
                  for g_a in gpus for g_f in gpus for a, f in disagg.af_ratios for g_p in gpus]
@@ -466,7 +505,7 @@ def disagg_candidates(points, topologies: Sequence[Topology], gpus: Sequence[Gpu
     return out
 
 
-def _require_some(ctx: _Context, topo: Topology, found: Sequence[DisaggCandidate | None],
+def _require_some(ctx: _Context, topo: Topology, found: Sequence[object | None],
                   gpus: Sequence[GpuProfile]) -> None:
     if any(c is not None for c in found):
         return

@@ -73,11 +73,12 @@ class ModelShape:
     attention_weight_share: float
 
     @classmethod
-    def of(cls, model) -> ModelShape:
-        """From a ``fleetplan.models.ModelConfig`` (BF16 KV)."""
+    def of(cls, model, kv_dtype=None) -> ModelShape:
+        """From a ``fleetplan.models.ModelConfig``, its KV cache in ``kv_dtype`` (a ``models.Dtype``; BF16)."""
         body = model.n_params() - model.embedding_params()
         attention = model.n_layers * model.attention_params_per_layer()
-        return cls(model.name, float(model.kv_bytes_per_token()), int(model.n_layers), int(model.hidden_size),
+        kv = model.kv_bytes_per_token() if kv_dtype is None else model.kv_bytes_per_token(kv_dtype)
+        return cls(model.name, float(kv), int(model.n_layers), int(model.hidden_size),
                    attention / body if body > 0 else 0.0)
 
 
