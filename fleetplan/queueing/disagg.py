@@ -48,10 +48,13 @@ stable iff < 1, and then n* < b).  The kernel grants a transfer only with a free
 The wait for a slot is Erlang-C over the pooled D b slots (the ILS assignment balances them).
 
 TPOT of request j (vLLM's (E2E - TTFT) / (o - 1), o >= 2) is the mean of its o_j - 1 decode steps.
-The step's variance (compound Poisson batch: N ~ Poisson(n*) members of time-average context c,
-Var t = n* E[(∂t/∂n + ∂t/∂ctx · c)²]) averaged over the request's window w_j = (o_j - 1) t_d(n*)
-keeps the share E[R] / (E[R] + w_j) (M/G/∞ counts, E[R] = E[o] t_d(n*)), as the co-located engine
-model (``queueing.engine``); TPOT_j is normal with that variance, capped at t_d(b), and the
+The batch is M/G/∞: members of request type k (Poisson, mean λ_d w_k R_k, R_k = o_k t_d(n*)) add
+s_n + s_c c̄_k to every step they share (s_n, s_c the step's cost per sequence and per context token,
+c̄_k = p_k + o_k / 2), so averaged over the request's window w_j = (o_j - 1) t_d(n*) the step's variance
+is Σ_k λ_d w_k R_k (s_n + s_c c̄_k)² R_k / (R_k + w_j) (a member persists R_k: one long-context request
+slows its instance for its whole life); its own context, p_j + o_j / 2
+on average, is in each of its steps (mean t_d(n*) + ∂t/∂ctx (p_j + o_j / 2 - κ)); TPOT_j is a gamma
+variable with that mean and variance, as in the co-located engine model (``queueing.engine``), and the
 p-quantile is taken over the mixture of requests.
 
 TTFT (the simulator's definition: queue + prefill + transfer, backpressure included + first decode step):
@@ -79,6 +82,8 @@ __all__ = ["DecodeRole", "DecodeState", "PrefillRole", "PrefillState", "kv_trans
 
 #: Bisection steps of the operating batch and of the TPOT quantile.
 _BISECT_ITERS = 60
+#: Decode windows (output-length quantiles) the TPOT variance is evaluated on, then interpolated.
+_WINDOW_GRID = 64
 
 
 def kv_transfer_s(prompt_tokens, kv_bytes_per_token: float, bandwidth_bytes_per_s: float,
@@ -225,7 +230,6 @@ class DecodeRole:
     weight: np.ndarray
     mean_output_tokens: float
     context_tokens: float  # κ
-    context_sq_tokens2: float  # time-average E[c²]
 
     @classmethod
     def of(cls, engine: EngineModel, prompt_tokens, output_tokens, weight) -> DecodeRole:
@@ -234,9 +238,7 @@ class DecodeRole:
         w = _normalised(weight)
         mean_o = float(w @ o)
         kappa = float(w @ (o * p + o * (o - 1) / 2)) / mean_o
-        # Σ_{k<o} (p + k)² = o p² + p o (o - 1) + (o - 1) o (2 o - 1) / 6
-        sq = float(w @ (o * p * p + p * o * (o - 1) + (o - 1) * o * (2 * o - 1) / 6)) / mean_o
-        return cls(engine, p, o, w, mean_o, kappa, sq)
+        return cls(engine, p, o, w, mean_o, kappa)
 
     def step_s(self, n) -> np.ndarray:
         """t_d(n) = f(n, n, 0, n κ, 0)."""
@@ -291,39 +293,45 @@ class DecodeRole:
             c, a = d * int(cap), lam * hold
             wait = float(erlang_c(c, a)) * hold / (c - a)
         first = (1.0 - math.exp(-n)) * 0.5 * t + float(self.step_s(n + 1.0))
-        tpot = self._tpot_quantile(n, t, residence, p) if stable else math.inf
+        tpot = self._tpot_quantile(n, t, p) if stable else math.inf
         return DecodeState(d, n, t, slot_load, wait, first, tpot, stable)
 
-    def _tpot_quantile(self, n: float, t: float, residence_s: float, p: float) -> float:
+    def _tpot_quantile(self, n: float, t: float, p: float) -> float:
         """The p-quantile of TPOT over requests with o >= 2 (module docstring)."""
         f = self.engine.step_s
         ctx, eps = n * self.context_tokens, 1.0
         at = float(f(n, n, 0.0, ctx, 0.0))
         per_seq = float(f(n + eps, n + eps, 0.0, ctx, 0.0)) - at  # s_n: one more sequence at fixed context
         per_ctx = float(f(n, n, 0.0, ctx + 1.0, 0.0)) - at  # s_c: one more context token
-        # Var t = n* E[(s_n + s_c c)²] over the time-average context c
-        var_step = n * (per_seq**2 + 2 * per_seq * per_ctx * self.context_tokens
-                        + per_ctx**2 * self.context_sq_tokens2)
         many = self.output_tokens >= 2
         if not many.any():
             return t
-        o, w = self.output_tokens[many], self.weight[many]
+        o, w, prompt = self.output_tokens[many], self.weight[many], self.prompt_tokens[many]
         w = w / w.sum()
         window = (o - 1) * t
-        sd = np.sqrt(var_step * residence_s / (residence_s + window))
-        top = float(self.step_s(self.engine.limits.max_num_seqs))
-        hi = max(top, t)
-        if hi <= t or not (sd > 0).any():
+        # members k in the batch: M/G/∞, Poisson of mean λ_d w_k R_k (Σ = n*), each adding s_n + s_c c̄_k to a step
+        # (c̄_k = p_k + o_k / 2) for R_k = o_k t; over a window w a member's share persists R_k / (R_k + w)
+        lam_i = n / (self.mean_output_tokens * t)
+        resid = self.output_tokens * t
+        load = lam_i * self.weight * resid * (per_seq + per_ctx * (self.prompt_tokens + self.output_tokens / 2.0)) ** 2
+        grid = np.unique(np.quantile(window, np.linspace(0.0, 1.0, _WINDOW_GRID)))
+        var_grid = (load[:, None] * resid[:, None] / (resid[:, None] + grid[None, :])).sum(axis=0)
+        sd = np.sqrt(np.interp(window, grid, var_grid))
+        # its own context, p_j + o_j / 2 on average over its decode steps, is in every step of its window
+        mean = np.maximum(t + per_ctx * (prompt + o / 2.0 - self.context_tokens), 0.5 * t)
+        hi = max(float(self.step_s(self.engine.limits.max_num_seqs)), float(mean.max()) + 10.0 * float(sd.max()))
+        if not (sd > 0).any():
             return t
+        shape = mean * mean / np.maximum(sd * sd, 1e-30)
+        scale = mean / shape
 
         def survival(x: float) -> float:
-            z = (x - t) / np.maximum(sd, 1e-12)
-            return float(w @ (0.5 * special.erfc(z / math.sqrt(2.0))))
+            return float(w @ special.gammaincc(shape, x / scale))
 
         q = 1.0 - p
         if survival(hi) > q:
             return hi
-        lo = t
+        lo = 0.0
         for _ in range(_BISECT_ITERS):
             mid = 0.5 * (lo + hi)
             if survival(mid) > q:

@@ -41,6 +41,8 @@ DEFAULT_KV_LATENCY_S = 0.0
 DEFAULT_AFD_LINK_LATENCY_S = 0.0
 BITS_PER_BYTE = 8.0
 GBPS = 1e9
+#: GPUs of one NVLink node (HGX H100/H200/B200 boards), the scope of an NVLink KV transfer.
+GPUS_PER_NODE = 8
 
 #: How phase 2 checked a disaggregated candidate (reports' ``verified_by``; co-located: iteration level).
 VERIFIED_BY = {Topology.PDD: "simulated (PDD simulator)",
@@ -212,14 +214,28 @@ def _holds(ctx: _Context, gpu: GpuProfile, tokens: int, kv_blocks: int | None = 
     return math.ceil(tokens / sv.block_size_tokens) <= blocks
 
 
-def _link(ctx: _Context, g_p: GpuProfile, g_d: GpuProfile) -> tuple[float, float]:
+def _link(ctx: _Context, g_p: GpuProfile, g_d: GpuProfile, nvlink: bool = False) -> tuple[float, float]:
     """(KV bytes per token per link, link bandwidth B/s): min(TP_p, TP_d) rank pairs send in parallel
-    (each rank holds 1/TP of every layer's KV heads) over NVLink within a node (``kv_link`` nvlink: half
-    the catalog's bidirectional ``nvlink_gb_per_s`` per direction, as ``perf.comm``) or the scale-out
-    network (``network_gbps``)."""
+    (each rank holds 1/TP of every layer's KV heads) over the scale-out network (``network_gbps``) or, with
+    ``nvlink``, within a node over NVLink (half the catalog's bidirectional ``nvlink_gb_per_s`` per
+    direction, as ``perf.comm``); a bandwidth given in ``DisaggSettings`` overrides both."""
     d = ctx.disagg
     ranks = max(1, min(ctx.per_instance(g_p), ctx.per_instance(g_d)))
+    if nvlink and d.kv_bandwidth_bytes_per_s is None:
+        return d.model.kv_bytes_per_token / ranks, min(g_p.nvlink_gb_per_s, g_d.nvlink_gb_per_s) / 2.0 * GBPS
     return d.model.kv_bytes_per_token / ranks, d.bandwidth(g_p, g_d)
+
+
+def _base_gpu(gpu: GpuProfile) -> str:
+    """The catalog GPU a placement variant runs on (``plan.placement.variant_name``: "H100-SXM tp4")."""
+    return gpu.name.split(" tp")[0]
+
+
+def _one_node(ctx: _Context, c: DisaggCandidate) -> bool:
+    """Every instance of ``c`` fits one node of ``GPUS_PER_NODE`` NVLink-connected GPUs of one type."""
+    g = [p.gpu for p in c.pools]
+    return (c.feasible and len({n.split(" tp")[0] for n in g}) == 1
+            and sum(p.count * p.gpus_per_instance for p in c.pools) <= GPUS_PER_NODE)
 
 
 @dataclass(frozen=True)
@@ -388,10 +404,19 @@ def _pre_decode_s(ctx: _Context, prefill: PrefillRole, link: tuple[float, float]
 def _pdd_pair(ctx: _Context, g_p: GpuProfile, g_d: GpuProfile) -> list[DisaggCandidate] | None:
     """The PDD candidates of prefill ``g_p`` and decode ``g_d`` (one, or one per xPyD ratio of
     ``DisaggSettings.pd_ratios``); None when a role cannot hold the workload's longest request (prefill: its
-    prompt's KV; decode: prompt + output)."""
+    prompt's KV; decode: prompt + output).  The KV moves over the scale-out network; a fleet whose every
+    instance fits one NVLink node (one GPU type, at most ``GPUS_PER_NODE`` GPUs) is re-sized with NVLink
+    (a faster transfer only lowers the counts, so it still fits)."""
     if not (_holds(ctx, g_p, ctx.max_prompt_tokens) and _holds(ctx, g_d, ctx.max_total_tokens)):
         return None
-    link = _link(ctx, g_p, g_d)
+    found = _pdd_sized(ctx, g_p, g_d, _link(ctx, g_p, g_d))
+    if _base_gpu(g_p) == _base_gpu(g_d) and g_p.nvlink_gb_per_s and ctx.disagg.kv_bandwidth_bytes_per_s is None:
+        near = _pdd_sized(ctx, g_p, g_d, _link(ctx, g_p, g_d, nvlink=True))
+        found = [n if _one_node(ctx, c) and _one_node(ctx, n) else c for c, n in zip(found, near, strict=True)]
+    return found
+
+
+def _pdd_sized(ctx: _Context, g_p: GpuProfile, g_d: GpuProfile, link: tuple[float, float]) -> list[DisaggCandidate]:
     dkey = ("decode-role", g_d.name)
     if dkey not in ctx.cache:
         probe = DecodeRole.of(_engine(ctx, g_d, 1, 1), ctx.prompt, ctx.output, ctx.weight)
