@@ -1,15 +1,29 @@
-"""The disaggregated planner: PDD and AFD candidates, sized by ``plan.disagg.screen``.
+"""The disaggregated planner: PDD and AFD candidates, each role sized by ``queueing.disagg``.
 
 PDD: one prefill pool of GPU type g_p and one decode pool of g_d, every (g_p, g_d) of the swept
-types.  AFD: a prefill pool of g_p and D decode units of ``a`` attention GPUs of g_a and ``f``
-FFN GPUs of g_f, every (g_p, g_a, g_f) and A:F ratio.  Each role is a ``PoolPlan`` (count in
-instances, spares for node availability as co-located pools), so costs, tables and exports
-treat a disaggregated fleet like any other; ``DisaggCandidate`` adds the roles, the decode
-batch, the analytic TPOT and the AFD unit.
+types (with a served model every placement: each role its own GPU and TP/EP, "H100-SXM tp4").  AFD: a
+prefill pool of g_p and D decode units of ``a`` attention GPUs of g_a and ``f`` FFN GPUs of g_f, every
+(g_p, g_a, g_f) and A:F ratio.  Each role is a ``PoolPlan`` (count in instances, spares for node
+availability as co-located pools, the engine limits both phases run it with), so costs, tables and
+exports treat a disaggregated fleet like any other; ``DisaggCandidate`` adds the roles, the decode batch
+cap, the analytic P-quantile TPOT, the AFD unit and the xPyD group.
 
-KV transfer: bytes per token from the served model or, without it, from the
-model the GPU profiles' serving constants were calibrated on (``CALIBRATION_MODEL``);
-bandwidth the slower of the two GPUs' per-GPU network (``network_gbps``) unless given.
+One physics with the PDD simulator (``verify.pdd_spec`` builds the same instances): the step model each
+role runs in the simulator (``plan.pools.pool_step_model``) and its limits, prefill: vLLM's
+``max_num_seqs`` and the better of the GPU's chunk and vLLM's default token budget
+(``prefill_limits``); decode: the largest batch within the TPOT target (``DecodeRole.batch_cap``).  The
+decode role is sized first (the fewest instances whose slot load is within ρ_max and whose P-quantile
+TPOT meets the target), then the prefill role with the transfer, the mean slot wait and the first
+decode step after each prompt (the fewest instances whose ρ_p is within ρ_max and whose P-quantile TTFT
+meets the SLO).  With ``DisaggSettings.pd_ratios`` each role is then rounded up to whole xPyD groups.
+
+A pair whose role cannot hold the workload's longest request in its KV cache (prefill: the prompt;
+decode: prompt + output) is left out; a requested topology with no pair left is a ``ConfigError``.
+
+KV transfer: bytes per token from the served model (in its KV dtype) or, without it, from the model the
+GPU profiles' serving constants were calibrated on (``CALIBRATION_MODEL``), split over min(TP_p, TP_d)
+rank pairs sending in parallel; bandwidth the slower of the two GPUs' per-GPU network (``network_gbps``)
+unless given, or NVLink when the whole fleet fits one node (``GPUS_PER_NODE`` GPUs of one type).
 """
 
 from __future__ import annotations
