@@ -84,6 +84,8 @@ __all__ = ["DecodeRole", "DecodeState", "PrefillRole", "PrefillState", "kv_trans
 _BISECT_ITERS = 60
 #: Decode windows (output-length quantiles) the TPOT variance is evaluated on, then interpolated.
 _WINDOW_GRID = 64
+#: Grid points between 0 and the batch cap on which the operating batch's root is bracketed.
+_BATCH_GRID = 256
 
 
 def kv_transfer_s(prompt_tokens, kv_bytes_per_token: float, bandwidth_bytes_per_s: float,
@@ -258,23 +260,31 @@ class DecodeRole:
         return int(ok[-1] + 1) if ok.size else 0
 
     def operating_batch(self, lam_i: float) -> float:
-        """n*: the smallest root of n = λ_d E[o] t_d(n) below the cap b (b when there is none)."""
+        """n*: the smallest root of n = λ_d E[o] t_d(n) below the cap b (b when there is none): the first sign
+        change on a grid of ``_BATCH_GRID`` points, then bisection."""
         cap = float(self.engine.limits.max_num_seqs)
         load = lam_i * self.mean_output_tokens
-
-        def gap(n: float) -> float:
-            return load * float(self.step_s(n)) - n
-
-        if gap(cap) > 0:
+        grid = np.linspace(0.0, cap, _BATCH_GRID + 1)
+        gap = load * self.step_s(grid) - grid
+        below = np.flatnonzero(gap <= 0)
+        if not below.size:
             return cap
-        lo, hi = 0.0, cap
-        for _ in range(_BISECT_ITERS):
+        k = int(below[0])
+        if k == 0:
+            return 0.0
+        lo, hi = float(grid[k - 1]), float(grid[k])
+        for _ in range(_BISECT_ITERS // 2):
             mid = 0.5 * (lo + hi)
-            if gap(mid) > 0:
+            if load * float(self.step_s(mid)) - mid > 0:
                 lo = mid
             else:
                 hi = mid
         return hi
+
+    def slot_load(self, lam: float, n_instances: int, pre_decode_s: float) -> float:
+        """ρ_d = λ_d (h_pre + E[o] t_d(b)) / b (module docstring)."""
+        cap = float(self.engine.limits.max_num_seqs)
+        return lam / n_instances * (pre_decode_s + self.mean_output_tokens * float(self.step_s(cap))) / cap
 
     def state(self, lam: float, n_instances: int, p: float, pre_decode_s: float) -> DecodeState:
         """The role of ``n_instances`` at fleet rate ``lam``; ``pre_decode_s`` h_pre (slot held before the
@@ -286,7 +296,7 @@ class DecodeRole:
         t = float(self.step_s(n))
         residence = self.mean_output_tokens * t
         hold = pre_decode_s + residence
-        slot_load = lam_i * (pre_decode_s + self.mean_output_tokens * float(self.step_s(cap))) / cap
+        slot_load = self.slot_load(lam, d, pre_decode_s)
         stable = bool(n < cap and slot_load < 1.0)
         wait = math.inf
         if stable:
@@ -332,7 +342,7 @@ class DecodeRole:
         if survival(hi) > q:
             return hi
         lo = 0.0
-        for _ in range(_BISECT_ITERS):
+        while hi - lo > 1e-6 * hi:
             mid = 0.5 * (lo + hi)
             if survival(mid) > q:
                 lo = mid

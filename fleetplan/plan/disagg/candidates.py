@@ -267,9 +267,8 @@ def _size_decode(ctx: _Context, role: DecodeRole, pre_decode_s: float) -> _Decod
     key = ("decode", id(role), round(pre_decode_s, 9))
     if key in ctx.cache:
         return ctx.cache[key]
-    cap = role.engine.limits.max_num_seqs
-    hold_lo = pre_decode_s + role.mean_output_tokens * float(role.step_s(1.0))
-    lo = max(1, math.ceil(s.rate_per_s * hold_lo / (cap * s.rho_max) - 1e-9))
+    # the slot load falls as 1 / D: its smallest count first, then the TPOT target
+    lo = max(1, math.ceil(role.slot_load(s.rate_per_s, 1, pre_decode_s) / s.rho_max - 1e-9))
 
     def ok(d: int) -> DecodeState | None:
         st = role.state(s.rate_per_s, d, p, pre_decode_s)
