@@ -66,6 +66,10 @@ SETUPS = {
                                Dtype.FP8),
     "llama-3.1-8b": Setup("llama-3.1-8b", 100.0, 0.5, 0.03, ("l40s", "a100", "h100"), "llama-3.1-8b"),
     "qwen3-30b-a3b": Setup("qwen3-30b-a3b", 100.0, 1.0, 0.05, ("h100", "h200"), "qwen3-30b-a3b"),
+}
+#: The disaggregated grid's set-ups: the co-located ones and MoE on B200.
+DISAGG_SETUPS = {
+    **SETUPS,
     "qwen3-30b-a3b-b200": Setup("qwen3-30b-a3b-b200", 100.0, 1.0, 0.05, ("h200", "b200"), "qwen3-30b-a3b"),
 }
 
@@ -115,19 +119,12 @@ def run_disagg(indices, seed: int) -> dict:
     rows = []
     for k in indices:
         wl, name, rate, topos = DISAGG_SCENARIOS[k]
-        setup = SETUPS[name]
+        setup = DISAGG_SETUPS[name]
         req = disagg_request(wl, setup, rate, topos)
-        vs = VerifySettings(slo_ttft_s=setup.slo_ttft_s, slo_tpot_s=setup.slo_tpot_s, rate_per_s=rate,
-                            max_gpus=req.max_gpus, seed=seed, step_models=req.step_models,
-                            max_model_len_tokens=req.max_model_len_tokens)
         label = f"{wl}@{rate:g} {'+'.join(topos)}"
         t0 = time.perf_counter()
-        try:
-            result = optimize(req, vs)
-        except Exception as exc:  # a scenario that cannot be planned is reported, not hidden
-            print(f"{label:32s} {name:18s} error: {exc}", flush=True)
-            rows.append({"wl": label, "setup": name, "ttft": [], "tpot": [], "moved": [], "recommended": False,
-                         "failed": True})
+        result = _optimized(req, _verify_settings(setup, req, rate, seed), label, 32, name, rows)
+        if result is None:
             continue
         by_rank = {c.rank: c for c in result.candidates}
         ttft, tpot, moved = [], [], []
@@ -146,7 +143,7 @@ def run_disagg(indices, seed: int) -> dict:
         why = "" if rec is not None else f" (why: {_no_recommendation(result)})"
         rows.append({"wl": label, "setup": name, "ttft": ttft, "tpot": tpot, "moved": moved,
                      "recommended": rec is not None, "failed": False})
-        _print_row(rows[-1], time.perf_counter() - t0)
+        _print_row(rows[-1], time.perf_counter() - t0, 32)
         if any(Topology(t) not in DISAGGREGATED for t in topos):
             print(f"{'':32s} recommended family: {fam}{why}", flush=True)
         elif rec is None:
@@ -161,6 +158,25 @@ def _no_recommendation(result) -> str:
     return next((c.reason for c in result.candidates if c.reason), "no candidate")
 
 
+def _verify_settings(setup: Setup, req: OptimizeRequest, rate_per_s: float, seed: int) -> VerifySettings:
+    """Phase 2's settings for a scenario, as optimize's CLI builds them."""
+    return VerifySettings(slo_ttft_s=setup.slo_ttft_s, slo_tpot_s=setup.slo_tpot_s, rate_per_s=rate_per_s,
+                          max_gpus=req.max_gpus, seed=seed, step_models=req.step_models,
+                          max_model_len_tokens=req.max_model_len_tokens)
+
+
+def _optimized(req: OptimizeRequest, vs: VerifySettings, label: str, width: int, name: str, rows: list):
+    """``optimize`` with verification; a scenario that cannot be planned is reported (a failed row), not
+    hidden, and gives None."""
+    try:
+        return optimize(req, vs)
+    except Exception as exc:  # noqa: BLE001 - a benchmark reports and goes on
+        print(f"{label:{width}s} {name:18s} error: {exc}", flush=True)
+        rows.append({"wl": label, "setup": name, "ttft": [], "tpot": [], "moved": [], "recommended": False,
+                     "failed": True})
+        return None
+
+
 def _moved_ok(analytic: int, verified: int) -> bool:
     return abs(verified - analytic) <= max(1, math.floor(0.10 * verified))
 
@@ -171,16 +187,9 @@ def run(workloads, setups, seed: int) -> dict:
         for name in setups:
             setup = SETUPS[name]
             req = request_for(wl, setup)
-            vs = VerifySettings(slo_ttft_s=setup.slo_ttft_s, slo_tpot_s=setup.slo_tpot_s, rate_per_s=setup.rate_per_s,
-                                max_gpus=req.max_gpus, seed=seed, step_models=req.step_models,
-                                max_model_len_tokens=req.max_model_len_tokens)  # as optimize's CLI does
             t0 = time.perf_counter()
-            try:
-                result = optimize(req, vs)
-            except Exception as exc:  # a scenario that cannot be planned is reported, not hidden
-                print(f"{wl:12s} {name:18s} error: {exc}", flush=True)
-                rows.append({"wl": wl, "setup": name, "ttft": [], "tpot": [], "moved": [], "recommended": False,
-                             "failed": True})
+            result = _optimized(req, _verify_settings(setup, req, setup.rate_per_s, seed), wl, 12, name, rows)
+            if result is None:
                 continue
             ttft, tpot, moved = [], [], []
             for v in result.verification:
@@ -206,9 +215,9 @@ def _band(r: list[float]) -> str:
     return f"{inside:4.0%} in ±25% [{a.min():.2f}, {a.max():.2f}], {beyond} beyond 2x"
 
 
-def _print_row(row: dict, wall_s: float) -> None:
+def _print_row(row: dict, wall_s: float, width: int = 12) -> None:
     moved = f"{np.mean(row['moved']):4.0%}" if row["moved"] else "-"
-    print(f"{row['wl']:32s} {row['setup']:18s} n={len(row['ttft']):2d}  TTFT {_band(row['ttft']):30s} "
+    print(f"{row['wl']:{width}s} {row['setup']:18s} n={len(row['ttft']):2d}  TTFT {_band(row['ttft']):30s} "
           f"TPOT {_band(row['tpot']):30s} count ok {moved:>5s}  recommended {'yes' if row['recommended'] else 'NO'}"
           f"  ({wall_s:.0f} s)", flush=True)
 

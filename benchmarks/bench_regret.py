@@ -139,7 +139,7 @@ def main() -> None:
 
 def disagg_regret(args) -> None:
     """Regret and recommended family on the disaggregated grid (module docstring)."""
-    from bench_agreement import DISAGG_SCENARIOS, SETUPS, disagg_request
+    from bench_agreement import DISAGG_SCENARIOS, DISAGG_SETUPS, disagg_request
 
     from fleetplan.plan.disagg import DEFAULT_MIN_CE_GAIN
     from fleetplan.plan.space import family
@@ -149,7 +149,7 @@ def disagg_regret(args) -> None:
     with LocalExecutor(workers=args.workers) as ex:
         for k in picked:
             wl, name, rate, topos = DISAGG_SCENARIOS[k]
-            setup = SETUPS[name]
+            setup = DISAGG_SETUPS[name]
             req = replace(disagg_request(wl, setup, rate, topos), min_ce_gain=DEFAULT_MIN_CE_GAIN,
                           max_gpus=MAX_GPUS)
             vs = VerifySettings(slo_ttft_s=setup.slo_ttft_s, slo_tpot_s=setup.slo_tpot_s, rate_per_s=rate,
