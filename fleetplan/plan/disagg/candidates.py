@@ -359,8 +359,10 @@ def _decode_roles(ctx: _Context, gpus: Sequence[GpuProfile], sized: _DecodeSized
     reason = extra_reason or sized.reason
     d = st.n_instances if reason is None and st is not None else 0
     hold = role.mean_output_tokens * st.step_s if st is not None else math.nan
+    # instance-seconds of the binding resource (slots at the full batch) per request: λ · that / count = ρ_d
+    per_request = st.slot_load * d / ctx.settings.rate_per_s if st is not None and d else math.nan
     return tuple(_role(ctx, g, d * k, cap, st.slot_load if st else math.inf, ttft_s, st.slot_wait_s if st else 0.0,
-                       k * hold / max(cap, 1), ctx.load.output_cs2, reason, ctx.per_instance(g), "decode",
+                       k * per_request, ctx.load.output_cs2, reason, ctx.per_instance(g), "decode",
                        tpot_p_s=st.tpot_p_s if st else math.nan, decode_batch=st.batch if st else math.nan,
                        mean_step_s=st.step_s if st else math.nan, mean_residence_s=hold, max_num_seqs=cap)
                  for g, k in zip(gpus, units, strict=True))
