@@ -22,11 +22,14 @@ prompt's last chunk r_j shares its step with K̄ - 1 = λ_i t̄ others and pays 
 MoE steps whose expert weights are read once per step); ρ_p = λ_i E[X], λ_i = λ / P.
 The prefill pool's router sends a prompt to the instance with the fewest outstanding requests: it
 waits only when every instance is busy (probability C(P, λ E[X]), Erlang C, as a central queue), and
-then behind the work of one instance, a GI/G/1 queue whose arrivals the router has evened to
-Ca² / P (``queueing.engine``'s least-outstanding router with no decodes):
+then for the pooled queue's work (Kimura's GI/G/P conditional wait) plus, as the router counts prompts
+and not their work, the residual of its own instance's prompt in place of the first of P to finish:
 
-    P(W > t) = C(P, λ E[X]) exp(-k t),   k = 2 (1 - ρ_p) / (E[X] (Ca² / P + Cs²_X))
+    P(W > t) = C(P, λ E[X]) exp(-t / m),
+    m = E[X] (Ca² + Cs²_X) / 2 [1 / (P (1 - ρ_p)) + 1 - 1 / P]
 
+(M/G/1's (1 + Cs²) E[X] / (2 (1 - ρ)) at P = 1 with Poisson arrivals; the residual E[X] (1 + Cs²) / 2
+as P grows; bursts widen both by Kimura's (Ca² + Cs²) / 2);
 a prompt's own time after its wait is S_alone,j.
 
 KV transfer (the kernel's ``transfer.py`` without a fabric, first-order model):
@@ -176,7 +179,10 @@ class PrefillRole:
         if not rho < 1.0:
             return PrefillState(n, rho, mean, cs2, 1.0, 0.0, math.inf, math.inf)
         mass = float(erlang_c(n, lam * mean))
-        decay = 2.0 * (1.0 - rho) / (mean * (arrival_cv2 / n + cs2))
+        # conditional mean wait: the pooled queue's, plus the residual of one instance's prompt in place of the
+        # first of P to finish (the router counts prompts, not their work)
+        # (bursts of arrivals widen both by Kimura's (Ca² + Cs²) / 2)
+        decay = 1.0 / (mean * (arrival_cv2 + cs2) / 2.0 * (1.0 / (n * (1.0 - rho)) + 1.0 - 1.0 / n))
         t0 = self.alone_s + np.broadcast_to(np.asarray(after_s, dtype=np.float64), self.alone_s.shape)
         order = np.argsort(t0, kind="stable")
         zero = ZeroWaitTtft(t0[order], self.weight[order])

@@ -132,9 +132,9 @@ def test_pdd_verification_agrees_with_the_screen(lmsys):
 
 
 def test_bursty_arrivals_need_at_least_as_many_prefill_instances(lmsys):
-    """The prefill screen is GI/G/c (Kimura's (Ca² + Cs²)/2): with the same candidates, gaps of CV 2
-    (Ca² = 4) never need fewer prefill instances than Poisson, and some need more; Ca² = 1 is the
-    Poisson screen exactly."""
+    """The prefill role's wait widens by Kimura's (Ca² + Cs²)/2 (``queueing.disagg``): with the same
+    candidates, gaps of CV 2 (Ca² = 4) never need fewer prefill instances than Poisson, and some need
+    more; Ca² = 1 is the Poisson screen exactly."""
     from fleetplan.plan.optimize import analytical_phase
 
     def prefill_counts(ca2):
