@@ -26,10 +26,12 @@ then for the pooled queue's work (Kimura's GI/G/P conditional wait) plus, as the
 and not their work, the residual of its own instance's prompt in place of the first of P to finish:
 
     P(W > t) = C(P, λ E[X]) exp(-t / m),
-    m = E[X] (Ca² + Cs²_X) / 2 [1 / (P (1 - ρ_p)) + 1 - 1 / P]
+    m = E[X] (Ca² + Cs²_X) / 2 [1 / (P (1 - ρ_p)) + 1 - 1 / P] + (E[X³] / (3 E[X²]) - E[X²] / (2 E[X])) / P
 
 (M/G/1's (1 + Cs²) E[X] / (2 (1 - ρ)) at P = 1 with Poisson arrivals; the residual E[X] (1 + Cs²) / 2
-as P grows; bursts widen both by Kimura's (Ca² + Cs²) / 2);
+as P grows; bursts widen both by Kimura's (Ca² + Cs²) / 2; the last term matches the conditional
+wait's second moment at P = 1 (Takács: E[W²] = 2 E[W]² + λ E[X³] / (3 (1 - ρ)), so m = E[W²] / (2 E[W]),
+exact for M/M/1 where the term is 0): heavy-tailed prompts (lmsys) wait longer than two moments say);
 a prompt's own time after its wait is S_alone,j.
 
 KV transfer (the kernel's ``transfer.py`` without a fabric, first-order model):
@@ -182,7 +184,10 @@ class PrefillRole:
         # conditional mean wait: the pooled queue's, plus the residual of one instance's prompt in place of the
         # first of P to finish (the router counts prompts, not their work)
         # (bursts of arrivals widen both by Kimura's (Ca² + Cs²) / 2)
-        decay = 1.0 / (mean * (arrival_cv2 + cs2) / 2.0 * (1.0 / (n * (1.0 - rho)) + 1.0 - 1.0 / n))
+        scale = mean * (arrival_cv2 + cs2) / 2.0 * (1.0 / (n * (1.0 - rho)) + 1.0 - 1.0 / n)
+        # the pooled queue's second moment (Takács): E[X³] / (3 E[X²]) in place of E[X²] / (2 E[X]), shared by P
+        m2, m3 = float(self.weight @ x**2), float(self.weight @ x**3)
+        decay = 1.0 / max(scale + (m3 / (3.0 * m2) - m2 / (2.0 * mean)) / n, 0.5 * scale)
         t0 = self.alone_s + np.broadcast_to(np.asarray(after_s, dtype=np.float64), self.alone_s.shape)
         order = np.argsort(t0, kind="stable")
         zero = ZeroWaitTtft(t0[order], self.weight[order])

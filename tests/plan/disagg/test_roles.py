@@ -53,7 +53,13 @@ def test_prefill_role_with_constant_steps_is_erlang_c(n_instances):
     assert st_.wait_mass == pytest.approx(float(erlang_c(n_instances, lam * mean_s)), rel=1e-12)
     if n_instances == 1:
         assert st_.cs2 == pytest.approx(1.0, abs=0.03)  # geometric: 1 - 1/50
-        assert st_.wait_decay_per_s == pytest.approx((1.0 / mean_s - lam) * 2.0 / (1.0 + st_.cs2), rel=1e-12)
+        # m = E[W²] / (2 E[W]) of M/G/1 (Takács), 1 / (mu - lambda) for exponential service
+        x, w = role.alone_s, role.weight
+        m2, m3 = float(w @ x**2), float(w @ x**3)
+        e_w = lam * m2 / (2 * (1 - 0.7))
+        e_w2 = 2 * e_w**2 + lam * m3 / (3 * (1 - 0.7))
+        assert 1.0 / st_.wait_decay_per_s == pytest.approx(e_w2 / (2 * e_w), rel=1e-9)
+        assert st_.wait_decay_per_s == pytest.approx(1.0 / mean_s - lam, rel=0.03)
         # P99 of W alone: ln(rho / 0.01) / (mu - lambda)
         assert st_.wait_p_s == pytest.approx(math.log(0.7 / 0.01) / (1 / mean_s - lam), rel=0.02)
 
