@@ -247,8 +247,7 @@ def _base_gpu(gpu: GpuProfile) -> str:
 
 def _one_node(ctx: _Context, c: DisaggCandidate) -> bool:
     """Every instance of ``c`` fits one node of ``GPUS_PER_NODE`` NVLink-connected GPUs of one type."""
-    g = [p.gpu for p in c.pools]
-    return (c.feasible and len({n.split(" tp")[0] for n in g}) == 1
+    return (c.feasible and len({p.gpu.split(" tp")[0] for p in c.pools}) == 1
             and sum(p.count * p.gpus_per_instance for p in c.pools) <= GPUS_PER_NODE)
 
 
@@ -292,9 +291,9 @@ def _first_passing(ok: Callable[[int], object | None], lo: int, max_count: int) 
     hi, found, fail = lo, None, lo - 1
     while hi <= max_count:
         found = ok(hi)
-        if found is not None:
+        if found is not None or hi == max_count:
             break
-        fail, hi = hi, hi * 2
+        fail, hi = hi, min(hi * 2, max_count)
     if found is None:
         return max_count, None
     while hi - fail > 1:

@@ -172,3 +172,12 @@ def test_a_role_that_cannot_hold_the_longest_request_is_left_out():
     only = replace(req, gpus=req.gpus[:1], topologies=(Topology.PDD,))
     with pytest.raises(ConfigError, match="holds the workload's longest request"):
         analytical_phase(only)
+
+
+@pytest.mark.parametrize(("lo", "need", "cap"), [(1, 1, 10), (1, 7, 10), (3, 10, 10), (300, 500, 500), (2, 11, 10)])
+def test_count_search_finds_the_smallest_passing_count_up_to_the_cap(lo, need, cap):
+    """Galloping then bisection finds the first count that passes, the cap included; none beyond it."""
+    from fleetplan.plan.disagg.candidates import _first_passing
+
+    count, found = _first_passing(lambda n: n if n >= need else None, lo, cap)
+    assert (count, found) == ((need, need) if need <= cap else (cap, None))
