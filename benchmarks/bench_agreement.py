@@ -14,6 +14,14 @@ Printed per scenario and in total:
 Run: ``python benchmarks/bench_agreement.py`` (the full 16-scenario grid, a few minutes on 2 cores)
 or ``--quick`` (two workloads x two set-ups).  ``--workloads`` / ``--setups`` pick subsets; ``--rate``
 and ``--slo-scale`` move every set-up off the grid (other rates and SLOs).
+
+``--topology pdd,afd`` runs the disaggregated grid instead (``DISAGG_SCENARIOS``: dense Llama-3.1-70B FP8 and
+MoE Qwen3-30B-A3B on H100/H200/B200, three workloads, two rates each, and two scenarios where
+``homo,two-pool,pdd`` compete; no cost-efficiency gate, so that every family's cheapest are simulated);
+only PDD / AFD candidates are counted, the role counts one by one
+(prefill, decode / attention, ffn), and the family a mixed run recommends is printed.  ``--scenarios``
+picks some of them by index (0-based, comma-separated) while developing; ``--held-out`` runs
+``HELD_OUT_SCENARIOS`` (workloads and set-ups the roles' physics was not built on).
 """
 
 from __future__ import annotations
@@ -30,8 +38,10 @@ from fleetplan.hardware import load_catalog
 from fleetplan.models import Dtype
 from fleetplan.models.catalog import load_model
 from fleetplan.models.context import served_context_limit
+from fleetplan.plan.disagg import DisaggCandidate, DisaggSettings, ModelShape
 from fleetplan.plan.optimize import OptimizeRequest, optimize, resolve_gpus
 from fleetplan.plan.placement import place_model
+from fleetplan.plan.space import DISAGGREGATED, Topology, family
 from fleetplan.plan.verify import VerifySettings
 from fleetplan.workload import load_workload
 
@@ -58,6 +68,33 @@ SETUPS = {
     "llama-3.1-8b": Setup("llama-3.1-8b", 100.0, 0.5, 0.03, ("l40s", "a100", "h100"), "llama-3.1-8b"),
     "qwen3-30b-a3b": Setup("qwen3-30b-a3b", 100.0, 1.0, 0.05, ("h100", "h200"), "qwen3-30b-a3b"),
 }
+#: The disaggregated grid's set-ups: the co-located ones and MoE on B200.
+DISAGG_SETUPS = {
+    **SETUPS,
+    "qwen3-30b-a3b-b200": Setup("qwen3-30b-a3b-b200", 100.0, 1.0, 0.05, ("h200", "b200"), "qwen3-30b-a3b"),
+}
+
+#: The disaggregated grid: (workload, set-up, rate req/s, topologies).
+DISAGG_SCENARIOS = (
+    ("azure_conv", "llama-3.1-70b-fp8", 50.0, ("pdd", "afd")),
+    ("azure_conv", "llama-3.1-70b-fp8", 200.0, ("pdd", "afd")),
+    ("lmsys", "llama-3.1-70b-fp8", 50.0, ("pdd", "afd")),
+    ("azure_code", "llama-3.1-70b-fp8", 100.0, ("pdd",)),
+    ("azure_conv", "qwen3-30b-a3b", 100.0, ("pdd", "afd")),
+    ("lmsys", "qwen3-30b-a3b", 200.0, ("pdd",)),
+    ("azure_code", "qwen3-30b-a3b-b200", 100.0, ("pdd", "afd")),
+    ("azure_code", "qwen3-30b-a3b-b200", 400.0, ("pdd",)),
+    ("lmsys", "llama-3.1-70b-fp8", 100.0, ("homo", "two-pool", "pdd")),
+    ("azure_conv", "qwen3-30b-a3b", 100.0, ("homo", "two-pool", "pdd")),
+)
+#: Held out: scenarios the roles' physics was never looked at on while it was built (the grid's azure_code
+#: rows and the B200 MoE set-up were not either); ``--held-out`` runs them.
+HELD_OUT_SCENARIOS = (
+    ("agent_heavy", "llama-3.1-8b", 100.0, ("pdd", "afd")),
+    ("agent_heavy", "qwen3-30b-a3b", 100.0, ("pdd",)),
+    ("azure_code", "llama-3.1-8b", 300.0, ("pdd",)),
+    ("lmsys", "llama-3.1-8b", 100.0, ("homo", "two-pool", "pdd")),
+)
 
 
 def request_for(workload: str, setup: Setup) -> OptimizeRequest:
@@ -79,6 +116,76 @@ def request_for(workload: str, setup: Setup) -> OptimizeRequest:
                            max_model_len_tokens=served_context_limit(model, None))
 
 
+def disagg_request(workload: str, setup: Setup, rate_per_s: float, topologies: tuple[str, ...]) -> OptimizeRequest:
+    """``request_for`` at ``rate_per_s`` sweeping ``topologies``, the KV transfer of the served model."""
+    req = request_for(workload, replace(setup, rate_per_s=rate_per_s))
+    return replace(req, topologies=tuple(Topology(t) for t in topologies), min_ce_gain=0.0,
+                   disagg=DisaggSettings(ModelShape.of(load_model(setup.model or "llama-3.1-70b"))))
+
+
+def run_disagg(indices, seed: int, scenarios=DISAGG_SCENARIOS) -> dict:
+    """The disaggregated grid (module docstring): ratios of disaggregated candidates, role counts one by one."""
+    rows = []
+    for k in indices:
+        wl, name, rate, topos = scenarios[k]
+        setup = DISAGG_SETUPS[name]
+        req = disagg_request(wl, setup, rate, topos)
+        label = f"{wl}@{rate:g} {'+'.join(topos)}"
+        t0 = time.perf_counter()
+        result = _optimized(req, _verify_settings(setup, req, rate, seed), label, 32, name, rows)
+        if result is None:
+            continue
+        by_rank = {c.rank: c for c in result.candidates}
+        ttft, tpot, moved = [], [], []
+        for v in result.verification:
+            if not isinstance(by_rank.get(v.rank), DisaggCandidate):
+                continue
+            at = v.at_analytic
+            if at is None or not (at.ttft_p_s_analytic > 0 and math.isfinite(at.ttft_p_s_analytic)):
+                continue
+            ttft.append(at.ttft_p_s_sim / at.ttft_p_s_analytic)
+            if at.tpot_p_s_analytic > 0:
+                tpot.append(at.tpot_p_s_sim / at.tpot_p_s_analytic)
+            moved.extend(_moved_ok(a, b) for a, b in zip(v.analytic_counts, v.verified_counts, strict=True))
+        rec = result.recommendation
+        fam = "-" if rec is None else family(rec.topology)
+        why = "" if rec is not None else f" (why: {_no_recommendation(result)})"
+        rows.append({"wl": label, "setup": name, "ttft": ttft, "tpot": tpot, "moved": moved,
+                     "recommended": rec is not None, "failed": False})
+        _print_row(rows[-1], time.perf_counter() - t0, 32)
+        if any(Topology(t) not in DISAGGREGATED for t in topos):
+            print(f"{'':32s} recommended family: {fam}{why}", flush=True)
+        elif rec is None:
+            print(f"{'':32s} no recommendation{why}", flush=True)
+    return _print_total(rows)
+
+
+def _no_recommendation(result) -> str:
+    failed = [v.reason for v in result.verification if v.reason]
+    if failed:
+        return failed[0]
+    return next((c.reason for c in result.candidates if c.reason), "no candidate")
+
+
+def _verify_settings(setup: Setup, req: OptimizeRequest, rate_per_s: float, seed: int) -> VerifySettings:
+    """Phase 2's settings for a scenario, as optimize's CLI builds them."""
+    return VerifySettings(slo_ttft_s=setup.slo_ttft_s, slo_tpot_s=setup.slo_tpot_s, rate_per_s=rate_per_s,
+                          max_gpus=req.max_gpus, seed=seed, step_models=req.step_models,
+                          max_model_len_tokens=req.max_model_len_tokens)
+
+
+def _optimized(req: OptimizeRequest, vs: VerifySettings, label: str, width: int, name: str, rows: list):
+    """``optimize`` with verification; a scenario that cannot be planned is reported (a failed row), not
+    hidden, and gives None."""
+    try:
+        return optimize(req, vs)
+    except Exception as exc:  # noqa: BLE001 - a benchmark reports and goes on
+        print(f"{label:{width}s} {name:18s} error: {exc}", flush=True)
+        rows.append({"wl": label, "setup": name, "ttft": [], "tpot": [], "moved": [], "recommended": False,
+                     "failed": True})
+        return None
+
+
 def _moved_ok(analytic: int, verified: int) -> bool:
     return abs(verified - analytic) <= max(1, math.floor(0.10 * verified))
 
@@ -89,16 +196,9 @@ def run(workloads, setups, seed: int) -> dict:
         for name in setups:
             setup = SETUPS[name]
             req = request_for(wl, setup)
-            vs = VerifySettings(slo_ttft_s=setup.slo_ttft_s, slo_tpot_s=setup.slo_tpot_s, rate_per_s=setup.rate_per_s,
-                                max_gpus=req.max_gpus, seed=seed, step_models=req.step_models,
-                                max_model_len_tokens=req.max_model_len_tokens)  # as optimize's CLI does
             t0 = time.perf_counter()
-            try:
-                result = optimize(req, vs)
-            except Exception as exc:  # a scenario that cannot be planned is reported, not hidden
-                print(f"{wl:12s} {name:18s} error: {exc}", flush=True)
-                rows.append({"wl": wl, "setup": name, "ttft": [], "tpot": [], "moved": [], "recommended": False,
-                             "failed": True})
+            result = _optimized(req, _verify_settings(setup, req, setup.rate_per_s, seed), wl, 12, name, rows)
+            if result is None:
                 continue
             ttft, tpot, moved = [], [], []
             for v in result.verification:
@@ -124,9 +224,9 @@ def _band(r: list[float]) -> str:
     return f"{inside:4.0%} in ±25% [{a.min():.2f}, {a.max():.2f}], {beyond} beyond 2x"
 
 
-def _print_row(row: dict, wall_s: float) -> None:
+def _print_row(row: dict, wall_s: float, width: int = 12) -> None:
     moved = f"{np.mean(row['moved']):4.0%}" if row["moved"] else "-"
-    print(f"{row['wl']:12s} {row['setup']:18s} n={len(row['ttft']):2d}  TTFT {_band(row['ttft']):30s} "
+    print(f"{row['wl']:{width}s} {row['setup']:18s} n={len(row['ttft']):2d}  TTFT {_band(row['ttft']):30s} "
           f"TPOT {_band(row['tpot']):30s} count ok {moved:>5s}  recommended {'yes' if row['recommended'] else 'NO'}"
           f"  ({wall_s:.0f} s)", flush=True)
 
@@ -160,7 +260,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--rate", type=float, default=None, help="arrival rate (req/s) for every set-up instead of its own")
     ap.add_argument("--slo-scale", type=float, default=1.0, help="multiply every set-up's TTFT and TPOT SLOs")
+    ap.add_argument("--topology", default=None, help="pdd,afd: the disaggregated grid (module docstring)")
+    ap.add_argument("--scenarios", default=None, help="with --topology: indices into DISAGG_SCENARIOS")
+    ap.add_argument("--held-out", action="store_true", help="with --topology: HELD_OUT_SCENARIOS instead")
     args = ap.parse_args(argv)
+    if args.topology is not None:
+        grid = HELD_OUT_SCENARIOS if args.held_out else DISAGG_SCENARIOS
+        picked = range(len(grid)) if args.scenarios is None else [int(k) for k in args.scenarios.split(",")]
+        run_disagg(picked, args.seed, grid)
+        return 0
     workloads = ("lmsys", "azure_code") if args.quick else tuple(args.workloads.split(","))
     setups = ("paper", "llama-3.1-8b") if args.quick else tuple(args.setups.split(","))
     for name in setups:  # beyond the grid: other rates and SLOs, as the issue asks

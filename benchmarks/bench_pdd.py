@@ -3,6 +3,7 @@
     python benchmarks/bench_pdd.py            # 10^5 requests per configuration
     python benchmarks/bench_pdd.py --quick    # 10^4
     python benchmarks/bench_pdd.py --fabric-only
+    python benchmarks/bench_pdd.py --optimize  # wall time of a PDD optimize at 50 and 1,000 req/s
 
 A 16-host fabric: 8 H100 prefill instances -> 8 H100 decode instances (calibrated Llama-3-70B
 constants, ``build_pool``), KV transfer 0.5 ms + bytes / 50 GB/s with Llama-3.1-70B's KV bytes per
@@ -17,6 +18,10 @@ Fabric section (issue #6 §7 target: >= 10^5 requests/s with the flow-level netw
 prefill hosts 0-7, decode hosts 8-15), each KV transfer a flow with max-min fair sharing, ECMP
 and path reservation; plus the decode steps one at a time (``cruise=False``) for comparison.
 The first call of the kernel (JIT compile, or loading the on-disk cache) is timed apart.
+
+Optimize section (``--optimize``, issue #27's closing note): ``optimize --topology pdd`` for Llama-3.1-70B
+FP8 on H100 and H200 (every TP), azure_conv, P99 TTFT 1 s, TPOT 50 ms, at 50 and 1,000 req/s: the wall
+time of the analytic phase and of the whole run with verification of the 5 cheapest (in-process).
 """
 
 from __future__ import annotations
@@ -78,8 +83,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--fabric-only", action="store_true", help="only the 16-host fabric section")
+    parser.add_argument("--optimize", action="store_true", help="only the PDD optimize timing (module docstring)")
     args = parser.parse_args()
     n = 10_000 if args.quick else 100_000
+    if args.optimize:
+        optimize_timing((50.0, 1000.0))
+        return
     t0 = time.perf_counter()
     _time(_spec(8, 8, "sibyl", "early", "steps", "ecmp"), 1.0, 50)
     print(f"first kernel call (JIT compile or cache load), not in the rates below: {time.perf_counter() - t0:.2f} s")
@@ -103,6 +112,43 @@ def main() -> None:
                 rps, util, events, _ = _time(_spec(n_pf, n_dec, policy, binding, model), rate, n)
                 print(f"{n_pf:>2} P -> {n_dec:>2} D  {model:17s} {policy:11s} {binding:5s} rate {rate:7.1f}/s: "
                       f"{rps:>11,.0f} requests/s  ({events:.1f} events/request, decode util {util:.2f})")
+
+
+def optimize_timing(rates) -> None:
+    """Wall time of a PDD ``optimize`` (module docstring) at each rate."""
+    from dataclasses import replace
+
+    from fleetplan.models import Dtype
+    from fleetplan.models.context import served_context_limit
+    from fleetplan.plan.disagg import DisaggSettings, ModelShape
+    from fleetplan.plan.optimize import OptimizeRequest, analytical_phase, optimize
+    from fleetplan.plan.placement import place_model
+    from fleetplan.plan.space import Topology
+    from fleetplan.plan.verify import VerifySettings
+
+    catalog, model = load_catalog(), load_model("llama-3.1-70b")
+    placed = [p for g in ("h100", "h200") for p in place_model(model, catalog.get(g), weight_dtype=Dtype.FP8)]
+    base = OptimizeRequest(workload=load_workload("azure_conv"), gpus=tuple(p.gpu for p in placed),
+                           gpus_per_instance=tuple((p.gpu.name, p.gpus_per_instance) for p in placed),
+                           step_models=tuple((p.gpu.name, p.predictor) for p in placed), slo_ttft_s=1.0,
+                           slo_tpot_s=0.05, rate_per_s=50.0, topologies=(Topology.PDD,),
+                           max_model_len_tokens=served_context_limit(model, None),
+                           disagg=DisaggSettings(ModelShape.of(model)))
+    for rate in rates:
+        req = replace(base, rate_per_s=rate)
+        t0 = time.perf_counter()
+        n_cands = len(analytical_phase(req))
+        t1 = time.perf_counter()
+        vs = VerifySettings(slo_ttft_s=1.0, slo_tpot_s=0.05, rate_per_s=rate, max_gpus=req.max_gpus,
+                            step_models=req.step_models,
+                            max_model_len_tokens=req.max_model_len_tokens)
+        result = optimize(req, vs)
+        t2 = time.perf_counter()
+        rec = result.recommendation
+        what = "none" if rec is None else " + ".join(f"{p.count}x {p.gpu}" for p in rec.pools)
+        print(f"optimize --topology pdd at {rate:,.0f} req/s: analytic {t1 - t0:.2f} s ({n_cands} candidates), "
+              f"with verification {t2 - t1:.1f} s ({len(result.verification)} verified); recommended {what}",
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
     python benchmarks/bench_regret.py            # the 16-scenario grid
     python benchmarks/bench_regret.py --quick    # 4 scenarios (the paper constants on every workload)
+    python benchmarks/bench_regret.py --topology pdd,afd   # the disaggregated grid of bench_agreement
 
 For each scenario ``optimize`` runs twice: with its default phase 2 (the 5 cheapest analytic candidates,
 then the bound: further candidates while their analytic cost undercuts the cheapest verified fleet, up
@@ -10,6 +11,10 @@ scenario: the default run's recommendation, the cheapest verified fleet among th
 (default cost / top-30 cost - 1), the default run's wall time and how many candidates it verified.
 Target: the top 30 find no cheaper fleet on >= 90 % of the scenarios
 and never one more than 5 % cheaper.
+
+``--topology pdd,afd`` runs ``bench_agreement.DISAGG_SCENARIOS`` instead (PDD / AFD and the runs where
+``homo,two-pool,pdd`` compete, with the default cost-efficiency gate) and prints, besides the regret, the family
+each run recommends (target for mixed runs: the same family verifying 30 as 5, cost within 1 %).
 
 Grid: workloads {lmsys, azure_conv, azure_code, agent_heavy} x
   paper:    the core paper's constants (A10G, A100, H100), λ = 100, TTFT SLO 500 ms;
@@ -89,7 +94,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="the paper constants on every workload only")
     parser.add_argument("--workers", type=int, default=None, help="executor workers (default: one per core)")
+    parser.add_argument("--topology", default=None, help="pdd,afd: the disaggregated grid (module docstring)")
+    parser.add_argument("--scenarios", default=None, help="with --topology: indices into DISAGG_SCENARIOS")
     args = parser.parse_args()
+    if args.topology is not None:
+        disagg_regret(args)
+        return
     configs = CONFIGS[:1] if args.quick else CONFIGS
     rows = []
     print(f"{'scenario':<24} {'default $/yr':>14} {'top-30 $/yr':>14} {'regret':>8} {'default s':>9} "
@@ -125,6 +135,51 @@ def main() -> None:
     worst = max((r[3] for r in done if r[3] == r[3]), default=float("nan"))
     print(f"top 30 finds no cheaper verified fleet on {same}/{len(done)} scenarios "
           f"({same / max(len(done), 1):.0%}; target >= 90 %); largest regret {worst:.2%} (target <= 5 %)")
+
+
+def disagg_regret(args) -> None:
+    """Regret and recommended family on the disaggregated grid (module docstring)."""
+    from bench_agreement import DISAGG_SCENARIOS, DISAGG_SETUPS, disagg_request
+
+    from fleetplan.plan.disagg import DEFAULT_MIN_CE_GAIN
+    from fleetplan.plan.space import family
+
+    picked = range(len(DISAGG_SCENARIOS)) if args.scenarios is None else [int(k) for k in args.scenarios.split(",")]
+    rows = []
+    with LocalExecutor(workers=args.workers) as ex:
+        for k in picked:
+            wl, name, rate, topos = DISAGG_SCENARIOS[k]
+            setup = DISAGG_SETUPS[name]
+            req = replace(disagg_request(wl, setup, rate, topos), min_ce_gain=DEFAULT_MIN_CE_GAIN,
+                          max_gpus=MAX_GPUS)
+            vs = VerifySettings(slo_ttft_s=setup.slo_ttft_s, slo_tpot_s=setup.slo_tpot_s, rate_per_s=rate,
+                                max_gpus=MAX_GPUS, top_k=TOP_LARGE, step_models=req.step_models,
+                                max_model_len_tokens=req.max_model_len_tokens)
+            label = f"{wl}@{rate:g}/{name}/{'+'.join(topos)}"
+            try:
+                t0 = time.perf_counter()
+                default = optimize(req, replace(vs, top_k=TOP_SMALL), map_fn=ex)
+                seconds = time.perf_counter() - t0
+                result = optimize(req, replace(vs, extend_max=0), map_fn=ex)
+            except Exception as exc:  # noqa: BLE001 - a benchmark reports and goes on
+                print(f"{label:<48} error: {exc}", flush=True)
+                continue
+            if default.recommendation is None:
+                print(f"{label:<48} no verified recommendation", flush=True)
+                continue
+            small = default.recommendation.cost_usd_per_year
+            large = cheapest(result, TOP_LARGE)
+            best = min((c for c in result.candidates if c.verification is not None and c.verification.passed
+                        and c.rank <= TOP_LARGE), key=lambda c: verified_fleet(c).cost_usd_per_year, default=None)
+            fam5 = family(default.recommendation.topology)
+            fam30 = "-" if best is None else family(best.topology)
+            regret = small / large - 1.0
+            rows.append((fam5 == fam30, regret))
+            print(f"{label:<48} {small:>12,.0f} {large:>12,.0f} {regret:>8.2%} family {fam5}/{fam30} "
+                  f"{seconds:>7.1f} s {len(default.verification):>3d} verified", flush=True)
+    same = sum(r[0] for r in rows)
+    within = sum(r[1] <= 0.01 for r in rows)
+    print(f"same family with 30 as with 5 on {same}/{len(rows)} scenarios; cost within 1 % on {within}/{len(rows)}")
 
 
 if __name__ == "__main__":

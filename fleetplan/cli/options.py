@@ -81,6 +81,7 @@ FLAG_OF_PARAM: dict[str, CliParam] = {
     "kv_latency_s": CliParam("--kv-latency-ms", 1e3, "ms"),
     "kv_bandwidth_bytes_per_s": CliParam("--kv-bandwidth-gb-per-s", 1e-9),
     "af_ratios": CliParam("--af-ratios"),
+    "pd_ratios": CliParam("--pd-ratios"),
     "n_micro_batches": CliParam("--micro-batches"),
     "min_ce_gain": CliParam("--min-ce-gain"),
     "n_gpus": CliParam("--n-gpus"),

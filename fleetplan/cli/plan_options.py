@@ -171,6 +171,9 @@ _PLAN_OPTIONS = [
                  help="pdd/afd: KV transfer bandwidth (default: the slower GPU's network_gbps / 8)."),
     click.option("--af-ratios", type=NAME_LIST, default=tuple(f"{a}:{f}" for a, f in DEFAULT_AF_RATIOS),
                  show_default=True, help="afd: attention:FFN GPUs per decode unit to sweep."),
+    click.option("--pd-ratios", type=NAME_LIST, default=None, metavar="XP:YD,...",
+                 help="pdd: deploy prefill:decode instances in these xPyD groups, e.g. 1:1,1:2,1:4,1:8 (each role "
+                 "rounded up to whole groups; default: each role sized on its own)."),
     click.option("--micro-batches", type=click.IntRange(min=1), default=DEFAULT_MICRO_BATCHES, show_default=True,
                  help="afd: micro-batches per decode step (ping-pong)."),
     *ARRIVAL_OPTIONS,
@@ -213,12 +216,13 @@ def plan_options(func):
     return func
 
 
-def _af_ratios(values) -> tuple[tuple[int, int], ...]:
+def _ratios(values, flag: str) -> tuple[tuple[int, int], ...]:
+    """``A:B,...`` as integer pairs (``DisaggSettings`` checks that no role is left empty)."""
     out = []
-    for v in values:
-        a, _, f = str(v).partition(":")
+    for v in values or ():
+        a, _, f = str(v).upper().replace("P", "").replace("D", "").partition(":")
         if not (a.strip().isdigit() and f.strip().isdigit()):
-            raise ConfigError(f"--af-ratios value {v!r} is invalid: give attention:FFN GPU counts, e.g. 1:1,2:1")
+            raise ConfigError(f"{flag} value {v!r} is invalid: give two instance counts per group, e.g. 1:1,2:1")
         out.append((int(a), int(f)))
     return tuple(out)
 
@@ -227,13 +231,17 @@ def _disagg_settings(opts: dict) -> DisaggSettings | None:
     """The pdd/afd screen's settings, or None when neither topology is swept."""
     if not {"pdd", "afd"} & {str(t).strip().lower() for t in opts["topologies"]}:
         return None
+    from fleetplan.cli.options import KV_CACHE_DTYPES
+    from fleetplan.models import dtype
     from fleetplan.models.catalog import load_model
     from fleetplan.plan.disagg import DisaggSettings, ModelShape
 
     bw = opts["kv_bandwidth_gb_per_s"]
-    return DisaggSettings(ModelShape.of(load_model(opts.get("model") or CALIBRATION_MODEL)),
+    kv_dtype = dtype(KV_CACHE_DTYPES[opts.get("kv_cache_dtype") or "auto"]) if opts.get("model") else None
+    return DisaggSettings(ModelShape.of(load_model(opts.get("model") or CALIBRATION_MODEL), kv_dtype),
                           kv_latency_s=ms_to_s(opts["kv_latency_ms"]), kv_bandwidth_bytes_per_s=None if bw is None
-                          else bw * GBPS, af_ratios=_af_ratios(opts["af_ratios"]),
+                          else bw * GBPS, af_ratios=_ratios(opts["af_ratios"], "--af-ratios"),
+                          pd_ratios=_ratios(opts.get("pd_ratios"), "--pd-ratios"),
                           n_micro_batches=opts["micro_batches"])
 
 

@@ -1,15 +1,29 @@
-"""The disaggregated planner: PDD and AFD candidates, sized by ``plan.disagg.screen``.
+"""The disaggregated planner: PDD and AFD candidates, each role sized by ``queueing.disagg``.
 
 PDD: one prefill pool of GPU type g_p and one decode pool of g_d, every (g_p, g_d) of the swept
-types.  AFD: a prefill pool of g_p and D decode units of ``a`` attention GPUs of g_a and ``f``
-FFN GPUs of g_f, every (g_p, g_a, g_f) and A:F ratio.  Each role is a ``PoolPlan`` (count in
-instances, spares for node availability as co-located pools), so costs, tables and exports
-treat a disaggregated fleet like any other; ``DisaggCandidate`` adds the roles, the decode
-batch, the analytic TPOT and the AFD unit.
+types (with a served model every placement: each role its own GPU and TP/EP, "H100-SXM tp4").  AFD: a
+prefill pool of g_p and D decode units of ``a`` attention GPUs of g_a and ``f`` FFN GPUs of g_f, every
+(g_p, g_a, g_f) and A:F ratio.  Each role is a ``PoolPlan`` (count in instances, spares for node
+availability as co-located pools, the engine limits both phases run it with), so costs, tables and
+exports treat a disaggregated fleet like any other; ``DisaggCandidate`` adds the roles, the decode batch
+cap, the analytic P-quantile TPOT, the AFD unit and the xPyD group.
 
-KV transfer: bytes per token from the served model or, without it, from the
-model the GPU profiles' serving constants were calibrated on (``CALIBRATION_MODEL``);
-bandwidth the slower of the two GPUs' per-GPU network (``network_gbps``) unless given.
+One physics with the PDD simulator (``verify.pdd_spec`` builds the same instances): the step model each
+role runs in the simulator (``plan.pools.pool_step_model``) and its limits, prefill: vLLM's
+``max_num_seqs`` and the better of the GPU's chunk and vLLM's default token budget
+(``prefill_limits``); decode: the largest batch within the TPOT target (``DecodeRole.batch_cap``).  The
+decode role is sized first (the fewest instances whose slot load is within ρ_max and whose P-quantile
+TPOT meets the target), then the prefill role with the transfer, the mean slot wait and the first
+decode step after each prompt (the fewest instances whose ρ_p is within ρ_max and whose P-quantile TTFT
+meets the SLO).  With ``DisaggSettings.pd_ratios`` each role is then rounded up to whole xPyD groups.
+
+A pair whose role cannot hold the workload's longest request in its KV cache (prefill: the prompt;
+decode: prompt + output) is left out; a requested topology with no pair left is a ``ConfigError``.
+
+KV transfer: bytes per token from the served model (in its KV dtype) or, without it, from the model the
+GPU profiles' serving constants were calibrated on (``CALIBRATION_MODEL``), split over min(TP_p, TP_d)
+rank pairs sending in parallel; bandwidth the slower of the two GPUs' per-GPU network (``network_gbps``)
+unless given, or NVLink when the whole fleet fits one node (``GPUS_PER_NODE`` GPUs of one type).
 """
 
 from __future__ import annotations
@@ -22,30 +36,23 @@ import numpy as np
 
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuProfile, with_spares
+from fleetplan.perf.kv_budget import vllm_batch_defaults
+from fleetplan.perf.linear import LinearStepModel
 from fleetplan.plan.defaults import (  # light: shown in the help
     CALIBRATION_MODEL,
     DEFAULT_AF_RATIOS,
     DEFAULT_KV_LATENCY_S,
     DEFAULT_MICRO_BATCHES,
     GBPS,
+    GPUS_PER_NODE,
 )
-from fleetplan.plan.disagg.screen import (
-    AfdUnit,
-    DecodeLoad,
-    ModelShape,
-    decode_instances,
-    decode_load,
-    kv_batch_limit,
-    linear_decode_batch,
-    linear_decode_step_s,
-    linear_fit,
-    prefill_moments,
-    transfer_s,
-)
-from fleetplan.plan.pools import REASON_CODE, PlanSettings, PoolPlan, fleet_usd_per_h
+from fleetplan.plan.disagg.screen import AfdUnit, DecodeLoad, ModelShape, decode_load, linear_fit
+from fleetplan.plan.pools import REASON_CODE, PlanSettings, PoolPlan, fleet_usd_per_h, pool_step_model
 from fleetplan.plan.space import DISAGGREGATED, SizingRouter, Topology
 from fleetplan.plan.sweep import Candidate
-from fleetplan.queueing import InfeasibleReason, size_pool
+from fleetplan.queueing import InfeasibleReason
+from fleetplan.queueing.disagg import DecodeRole, DecodeState, PrefillRole, PrefillState, kv_transfer_s
+from fleetplan.queueing.engine import EngineLimits, EngineModel
 from fleetplan.units import H_PER_YEAR, S_PER_H, fmt_ms
 
 DEFAULT_AFD_LINK_LATENCY_S = 0.0
@@ -66,6 +73,9 @@ class DisaggSettings:
     af_ratios: tuple[tuple[int, int], ...] = DEFAULT_AF_RATIOS
     n_micro_batches: int = DEFAULT_MICRO_BATCHES
     afd_link_latency_s: float = DEFAULT_AFD_LINK_LATENCY_S
+    # xPyD: prefill:decode instance ratios a PDD fleet is deployed in (x prefill per y decode instances, both
+    # rounded up to whole groups); () sizes each role on its own (any ratio)
+    pd_ratios: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.kv_latency_s) and self.kv_latency_s >= 0):
@@ -73,8 +83,8 @@ class DisaggSettings:
         bw = self.kv_bandwidth_bytes_per_s
         if bw is not None and not (math.isfinite(bw) and bw > 0):
             raise ConfigError(param="kv_bandwidth_bytes_per_s", value=bw, rule="give a bandwidth > 0")
-        if not self.af_ratios or any(int(a) != a or int(f) != f or a < 1 or f < 1 for a, f in self.af_ratios):
-            raise ConfigError(param="af_ratios", value=self.af_ratios, rule="give A:F integer pairs >= 1, e.g. 1:1,2:1")
+        _check_ratios("af_ratios", self.af_ratios, ("attention", "FFN"), "1:1,2:1", allow_none=False)
+        _check_ratios("pd_ratios", self.pd_ratios, ("prefill", "decode"), "1:1,1:2,1:4", allow_none=True)
         if int(self.n_micro_batches) != self.n_micro_batches or self.n_micro_batches < 1:
             raise ConfigError(param="n_micro_batches", value=self.n_micro_batches, rule="give an integer >= 1")
 
@@ -82,6 +92,20 @@ class DisaggSettings:
         if self.kv_bandwidth_bytes_per_s is not None:
             return self.kv_bandwidth_bytes_per_s
         return min(g.network_gbps for g in gpus) * GBPS / BITS_PER_BYTE
+
+
+def _check_ratios(param: str, ratios, roles: tuple[str, str], example: str, allow_none: bool) -> None:
+    """Integer pairs >= 1: a 0 leaves a role empty (one line naming the pair, the rule and the fix)."""
+    if not ratios and not allow_none:
+        raise ConfigError(param=param, value="", rule=f"give at least one {roles[0]}:{roles[1]} ratio",
+                          fix=f"e.g. {example}")
+    for a, b in ratios:
+        if int(a) != a or int(b) != b or a < 1 or b < 1:
+            empty = roles[0] if not a >= 1 else roles[1]
+            raise ConfigError(param=param, value=f"{a}:{b}",
+                              rule=f"{roles[0]}:{roles[1]} ratios need whole numbers >= 1; this one leaves the "
+                                   f"{empty} role empty",
+                              fix=f"give {roles[0]}:{roles[1]} instance counts >= 1, e.g. {example}")
 
 
 def check_disagg_inputs(topologies: Sequence[Topology], slo_tpot_s: float | None, min_ce_gain: float,
@@ -118,6 +142,7 @@ class DisaggCandidate(Candidate):
     binding: str = ""
     decode_fit: tuple[float, float] = (math.nan, math.nan)  # simulator step: base_s + slope * Σ context
     kv_link: tuple[float, float, float] = (0.0, math.inf, 0.0)  # KV bytes per token, bandwidth B/s, latency s
+    pd_ratio: tuple[int, int] | None = None  # xPyD group (x prefill : y decode instances); None: any
 
     @property
     def thresholds_tokens(self) -> tuple[int, ...]:
@@ -133,7 +158,8 @@ class DisaggCandidate(Candidate):
         object.__setattr__(self, "tpot_p_s", self.decode_step_s)
 
     def key(self) -> tuple:
-        return (self.topology.value, f"{self.unit[0]}:{self.unit[1]}", (), tuple(p.gpu for p in self.pools))
+        ratio = () if self.pd_ratio is None else (f"{self.pd_ratio[0]}P{self.pd_ratio[1]}D",)
+        return (self.topology.value, f"{self.unit[0]}:{self.unit[1]}", ratio, tuple(p.gpu for p in self.pools))
 
 
 @dataclass
@@ -155,56 +181,195 @@ class _Context:
     def per_instance(self, gpu: GpuProfile) -> int:
         return dict(self.settings.gpus_per_instance).get(gpu.name, 1)
 
+    @property
+    def max_prompt_tokens(self) -> int:
+        return int(np.max(self.prompt, initial=1))
+
+    @property
+    def max_total_tokens(self) -> int:
+        return int(np.max(self.prompt + self.output, initial=1))
+
 
 def _role(ctx: _Context, gpu: GpuProfile, count: int, n_slots: int, rho: float, ttft_s: float, wait_s: float,
           mean_s: float, cs2: float, reason: str | None, gpus_per_instance: int,
-          reason_code: str | None = None) -> PoolPlan:
+          reason_code: str | None = None, **extra) -> PoolPlan:
     spares = with_spares(count, ctx.availability(gpu)) - count if reason is None else 0
     return PoolPlan(gpu.name, 0, ctx.max_tokens, n_slots, 1.0, ctx.settings.rate_per_s, count, spares, rho, ttft_s,
                     wait_s, mean_s, cs2, gpu.require_price_usd_per_h(), reason is None, reason, gpus_per_instance,
-                    reason_code=None if reason is None else reason_code or "other")
+                    reason_code=None if reason is None else reason_code or "other", **extra)
 
 
-def _prefill(ctx: _Context, gpu: GpuProfile, after_s: np.ndarray, key: tuple) -> PoolPlan:
+def _engine(ctx: _Context, gpu: GpuProfile, max_num_seqs: int, budget_tokens: int, step=None,
+            kv_blocks: int | None = None) -> EngineModel:
+    """The instance the PDD simulator runs for a role of ``gpu`` (``verify.pdd_spec``): its limits and the
+    step model the verifier gives it (``plan.pools.pool_step_model``), or ``step``."""
+    sv = gpu.require_serving()
+    model = step if step is not None else pool_step_model(gpu, dict(ctx.settings.step_models))
+    return EngineModel.of(model, EngineLimits(int(max_num_seqs), int(budget_tokens),
+                                              int(sv.kv_blocks if kv_blocks is None else kv_blocks),
+                                              int(sv.block_size_tokens)))
+
+
+def prefill_limits(gpu: GpuProfile, step_models) -> tuple[tuple[int, int], ...]:
+    """(max_num_seqs, token budget) a prefill role of ``gpu`` may run: vLLM's default sequences with the
+    GPU's chunk and, for a served model's GPU, vLLM's own default budget when it is larger
+    (``perf.kv_budget.vllm_batch_defaults``; ``plan.pools.token_budget_choices`` for co-located pools)."""
+    seqs, budget = vllm_batch_defaults(gpu)
+    chunk = int(gpu.require_serving().chunk_tokens)
+    out = [(seqs, chunk)]
+    if gpu.name in dict(step_models) and budget > chunk:
+        out.append((seqs, budget))
+    return tuple(out)
+
+
+def _holds(ctx: _Context, gpu: GpuProfile, tokens: int, kv_blocks: int | None = None) -> bool:
+    sv = gpu.require_serving()
+    blocks = sv.kv_blocks if kv_blocks is None else kv_blocks
+    return math.ceil(tokens / sv.block_size_tokens) <= blocks
+
+
+def _link(ctx: _Context, g_p: GpuProfile, g_d: GpuProfile, nvlink: bool = False) -> tuple[float, float]:
+    """(KV bytes per token per link, link bandwidth B/s): min(TP_p, TP_d) rank pairs send in parallel
+    (each rank holds 1/TP of every layer's KV heads) over the scale-out network (``network_gbps``) or, with
+    ``nvlink``, within a node over NVLink (half the catalog's bidirectional ``nvlink_gb_per_s`` per
+    direction, as ``perf.comm``); a bandwidth given in ``DisaggSettings`` overrides both."""
+    d = ctx.disagg
+    ranks = max(1, min(ctx.per_instance(g_p), ctx.per_instance(g_d)))
+    if nvlink and d.kv_bandwidth_bytes_per_s is None:
+        return d.model.kv_bytes_per_token / ranks, min(g_p.nvlink_gb_per_s, g_d.nvlink_gb_per_s) / 2.0 * GBPS
+    return d.model.kv_bytes_per_token / ranks, d.bandwidth(g_p, g_d)
+
+
+def _base_gpu(gpu: GpuProfile) -> str:
+    """The catalog GPU a placement variant runs on (``plan.placement.variant_name``: "H100-SXM tp4")."""
+    return gpu.name.split(" tp")[0]
+
+
+def _one_node(ctx: _Context, c: DisaggCandidate) -> bool:
+    """Every instance of ``c`` fits one node of ``GPUS_PER_NODE`` NVLink-connected GPUs of one type."""
+    return (c.feasible and len({p.gpu.split(" tp")[0] for p in c.pools}) == 1
+            and sum(p.count * p.gpus_per_instance for p in c.pools) <= GPUS_PER_NODE)
+
+
+@dataclass(frozen=True)
+class _DecodeSized:
+    role: DecodeRole
+    state: DecodeState | None
+    reason: str | None
+
+
+def _size_decode(ctx: _Context, role: DecodeRole, pre_decode_s: float) -> _DecodeSized:
+    """D: the fewest instances (units) whose slot load is within ρ_max and whose P-quantile TPOT meets the
+    target (``queueing.disagg.DecodeRole.state``)."""
+    s = ctx.settings
+    p = s.percentile / 100.0
+    key = ("decode", id(role), round(pre_decode_s, 9))
+    if key in ctx.cache:
+        return ctx.cache[key]
+    # the slot load falls as 1 / D: its smallest count first, then the TPOT target
+    lo = max(1, math.ceil(role.slot_load(s.rate_per_s, 1, pre_decode_s) / s.rho_max - 1e-9))
+
+    def ok(d: int) -> DecodeState | None:
+        st = role.state(s.rate_per_s, d, p, pre_decode_s)
+        good = st.stable and st.slot_load <= s.rho_max * (1 + 1e-12) and st.tpot_p_s <= ctx.slo_tpot_s * (1 + 1e-9)
+        return st if good else None
+
+    count, found = _first_passing(ok, lo, s.max_gpus)
+    if found is None:
+        out = _DecodeSized(role, role.state(s.rate_per_s, count, p, pre_decode_s),
+                           f"decode needs more than max_gpus {s.max_gpus} instances for its TPOT target")
+        ctx.cache[key] = out
+        return out
+    out = _DecodeSized(role, found, None)
+    ctx.cache[key] = out
+    return out
+
+
+def _first_passing(ok: Callable[[int], object | None], lo: int, max_count: int) -> tuple[int, object | None]:
+    """The smallest count in [lo, max_count] where ``ok`` returns a state (galloping up, then bisection;
+    ``ok`` is monotone), and that state; (max_count, None) when none passes."""
+    hi, found, fail = lo, None, lo - 1
+    while hi <= max_count:
+        found = ok(hi)
+        if found is not None or hi == max_count:
+            break
+        fail, hi = hi, min(hi * 2, max_count)
+    if found is None:
+        return max_count, None
+    while hi - fail > 1:
+        mid = (fail + hi) // 2
+        st = ok(mid)
+        if st is None:
+            fail = mid
+        else:
+            hi, found = mid, st
+    return hi, found
+
+
+def _prefill(ctx: _Context, gpu: GpuProfile, after_s: np.ndarray, key: tuple) -> tuple[PoolPlan, PrefillRole]:
+    """The prefill role of ``gpu`` (``queueing.disagg.PrefillRole``) at each of its engine limits
+    (``prefill_limits``): the fewest instances whose ρ_p <= ρ_max and P-quantile TTFT <= the SLO win, then
+    the lower TTFT."""
     if key in ctx.cache:
         return ctx.cache[key]
     s = ctx.settings
-    moments = prefill_moments(ctx.prompt, ctx.weight, gpu.require_serving(), after_s)
-    # the whole stream reaches the prefill pool: GI/G/c, Kimura's (Ca² + Cs²)/2 for (1 + Cs²)/2
-    bursty = replace(moments, cs2=max(moments.cs2 + s.arrival_cv2 - 1.0, 0.0))
-    sized = size_pool(s.rate_per_s, bursty, s.slo_ttft_s, s.percentile / 100.0, rho_max=s.rho_max,
-                      max_gpus=s.max_gpus, min_spare_gpus=s.min_spare_gpus, tail_model=s.tail_model,
-                      ttft_model=s.ttft_model)
+    p = s.percentile / 100.0
+    best = None
+    for seqs, budget in prefill_limits(gpu, s.step_models):
+        role = PrefillRole.of(_engine(ctx, gpu, seqs, budget), ctx.prompt, ctx.weight)
+        least = float(role.weight @ role.service_at(s.rate_per_s))  # X falls with the per-instance rate
+        lo = max(1, math.ceil(s.rate_per_s * least / s.rho_max - 1e-9))
+        reason = None
+        if role.zero_wait_quantile_s(after_s, p) > s.slo_ttft_s:
+            reason = InfeasibleReason.PREFILL_EXCEEDS_SLO
+            count, st = lo, role.state(s.rate_per_s, lo, after_s, p, s.arrival_cv2)
+        else:
+            def ok(n: int, role=role) -> PrefillState | None:
+                st = role.state(s.rate_per_s, n, after_s, p, s.arrival_cv2)
+                return st if st.rho <= s.rho_max and st.ttft_p_s <= s.slo_ttft_s else None
+
+            count, st = _first_passing(ok, lo, s.max_gpus)
+            if st is None:
+                reason = InfeasibleReason.EXCEEDS_MAX_GPUS
+                st = role.state(s.rate_per_s, count, after_s, p, s.arrival_cv2)
+        rank = (reason is not None, count, st.ttft_p_s)
+        if best is None or rank < best[0]:
+            best = (rank, reason, st, role)
+    _, why, st, role = best
     reason = None
-    if sized.reason is InfeasibleReason.PREFILL_EXCEEDS_SLO:
+    if why is InfeasibleReason.PREFILL_EXCEEDS_SLO:
         reason = (f"prefill + KV transfer + first decode step alone exceed the SLO "
                   f"(P{s.percentile:g} with no queue > {fmt_ms(s.slo_ttft_s, '.0f')})")
-    elif sized.reason is not None:
-        reason = f"prefill pool {sized.reason.value} within max_gpus {s.max_gpus}"
-    plan = _role(ctx, gpu, sized.n_gpus, 1, sized.rho, sized.ttft_p_s, sized.wait_p_s, moments.mean_s, moments.cs2,
-                 reason, ctx.per_instance(gpu), REASON_CODE[sized.reason])
-    ctx.cache[key] = plan
-    return plan
+    elif why is not None:
+        reason = f"prefill pool {why.value} within max_gpus {s.max_gpus}"
+    lim = role.engine.limits
+    plan = _role(ctx, gpu, st.n_instances, 1, st.rho, st.ttft_p_s, st.wait_p_s, st.mean_service_s, st.cs2,
+                 reason, ctx.per_instance(gpu), REASON_CODE[why], max_num_seqs=lim.max_num_seqs,
+                 max_num_batched_tokens=lim.max_num_batched_tokens, mean_step_s=float(role.weight @ role.alone_s))
+    ctx.cache[key] = (plan, role)
+    return plan, role
 
 
-def _decode_roles(ctx: _Context, gpus: Sequence[GpuProfile], batch: int, step_s: float, units: Sequence[int],
-                  ttft_s: float) -> tuple[PoolPlan, ...]:
+def _decode_roles(ctx: _Context, gpus: Sequence[GpuProfile], sized: _DecodeSized, units: Sequence[int],
+                  ttft_s: float, extra_reason: str | None = None) -> tuple[PoolPlan, ...]:
     """One PoolPlan per decode role (PDD: decode; AFD: attention, ffn); counts = units x GPUs per unit."""
-    s, load = ctx.settings, ctx.load
-    reason = None
-    if batch < 1:
-        reason = (f"TPOT target {fmt_ms(ctx.slo_tpot_s)} is below one sequence's decode step "
-                  f"({fmt_ms(step_s, '.1f')}) or the KV cache holds no mean context")
-    d = decode_instances(s.rate_per_s, load, step_s, batch, s.rho_max) if reason is None else 0
-    rho = s.rate_per_s * load.mean_output_tokens * step_s / (d * batch) if d else math.inf
-    return tuple(_role(ctx, g, d * k, batch, rho, ttft_s, 0.0, k * load.mean_output_tokens * step_s / max(batch, 1),
-                       load.output_cs2, reason, ctx.per_instance(g), "decode")
+    role, st = sized.role, sized.state
+    cap = role.engine.limits.max_num_seqs
+    reason = extra_reason or sized.reason
+    d = st.n_instances if reason is None and st is not None else 0
+    hold = role.mean_output_tokens * st.step_s if st is not None else math.nan
+    # instance-seconds of the binding resource (slots at the full batch) per request: λ · that / count = ρ_d
+    per_request = st.slot_load * d / ctx.settings.rate_per_s if st is not None and d else math.nan
+    return tuple(_role(ctx, g, d * k, cap, st.slot_load if st else math.inf, ttft_s, st.slot_wait_s if st else 0.0,
+                       k * per_request, ctx.load.output_cs2, reason, ctx.per_instance(g), "decode",
+                       tpot_p_s=st.tpot_p_s if st else math.nan, decode_batch=st.batch if st else math.nan,
+                       mean_step_s=st.step_s if st else math.nan, mean_residence_s=hold, max_num_seqs=cap)
                  for g, k in zip(gpus, units, strict=True))
 
 
 def _candidate(ctx: _Context, topo: Topology, roles: tuple[str, ...], pools: tuple[PoolPlan, ...],
-               unit: tuple[int, int], batch: int, step_s: float, xfer_s: float,
-               fit: tuple[float, float], n_kv: int, bandwidth: float) -> DisaggCandidate:
+               unit: tuple[int, int], sized: _DecodeSized, xfer_s: float, fit: tuple[float, float],
+               link: tuple[float, float], pd_ratio: tuple[int, int] | None = None) -> DisaggCandidate:
     s = ctx.settings
     total = sum(p.total_gpus for p in pools)
     cost = fleet_usd_per_h(pools) * H_PER_YEAR
@@ -215,69 +380,176 @@ def _candidate(ctx: _Context, topo: Topology, roles: tuple[str, ...], pools: tup
         reason, code = f"needs {total} GPUs, more than max_gpus {s.max_gpus}", "max-gpus"
     pf = pools[0]
     n_floor = max(1, math.ceil(s.rate_per_s * pf.mean_service_s / s.rho_max - 1e-9))
+    st = sized.state
+    cap = sized.role.engine.limits.max_num_seqs
     binding = (f"prefill: {'TTFT' if pf.count > n_floor else 'rho cap'}; "
-               f"decode: n={batch} by {'KV blocks' if batch and batch == n_kv else 'TPOT'}")
+               f"decode: b={cap}, n*={st.batch if st else math.nan:.0f} by slot load")
+    tpot = st.tpot_p_s if st is not None else math.nan
     return DisaggCandidate(
         topology=topo, router=SizingRouter.LENGTH, pools=pools, total_gpus_needed=total, cost_usd_per_year=cost,
         cost_usd_per_mtok=cost / tokens_per_year * 1e6 if tokens_per_year > 0 else math.inf,
         ttft_p_s=pf.ttft_p_s, feasible=reason is None, reason=reason, reason_code=code, roles=roles, unit=unit,
-        decode_batch=batch, decode_step_s=step_s,
-        mean_context_tokens=ctx.load.mean_context_tokens, p_transfer_s=xfer_s, binding=binding,
-        decode_fit=fit, kv_link=(ctx.disagg.model.kv_bytes_per_token, bandwidth, ctx.disagg.kv_latency_s))
+        decode_batch=int(cap), decode_step_s=tpot if math.isfinite(tpot) else 0.0,
+        mean_context_tokens=sized.role.context_tokens, p_transfer_s=xfer_s, binding=binding,
+        decode_fit=fit, kv_link=(link[0], link[1], ctx.disagg.kv_latency_s), pd_ratio=pd_ratio)
 
 
-def _after_prefill(ctx: _Context, bandwidth: float, step_s: float) -> np.ndarray:
-    d = ctx.disagg
-    return transfer_s(ctx.prompt, d.model.kv_bytes_per_token, bandwidth, d.kv_latency_s) + step_s
+def _after_prefill(ctx: _Context, link: tuple[float, float], sized: _DecodeSized) -> np.ndarray:
+    """Transfer + mean slot wait + first decode step per prompt point (module docstring of ``queueing.disagg``)."""
+    st = sized.state
+    extra = (st.slot_wait_s + st.first_decode_s) if st is not None and st.stable else 0.0
+    return kv_transfer_s(ctx.prompt, link[0], link[1], ctx.disagg.kv_latency_s) + extra
 
 
-def _p_transfer(ctx: _Context, bandwidth: float) -> float:
+def _p_transfer(ctx: _Context, link: tuple[float, float]) -> float:
     order = np.argsort(ctx.prompt)
     cum = np.cumsum(ctx.weight[order]) / ctx.weight.sum()
     p_prompt = ctx.prompt[order][min(int(np.searchsorted(cum, ctx.settings.percentile / 100.0)), cum.size - 1)]
+    return float(kv_transfer_s(np.asarray(p_prompt), link[0], link[1], ctx.disagg.kv_latency_s))
+
+
+def _pre_decode_s(ctx: _Context, prefill: PrefillRole, link: tuple[float, float]) -> float:
+    """h_pre: a decode slot is granted at prefill start (early binding) and held through prefill and transfer."""
+    w = ctx.weight / ctx.weight.sum()
+    return float(w @ prefill.alone_s) + float(w @ kv_transfer_s(ctx.prompt, link[0], link[1],
+                                                                  ctx.disagg.kv_latency_s))
+
+
+def _pdd_pair(ctx: _Context, g_p: GpuProfile, g_d: GpuProfile) -> list[DisaggCandidate] | None:
+    """The PDD candidates of prefill ``g_p`` and decode ``g_d`` (one, or one per xPyD ratio of
+    ``DisaggSettings.pd_ratios``); None when a role cannot hold the workload's longest request (prefill: its
+    prompt's KV; decode: prompt + output).  The KV moves over the scale-out network; a fleet whose every
+    instance fits one NVLink node (one GPU type, at most ``GPUS_PER_NODE`` GPUs) is re-sized with NVLink
+    (a faster transfer only lowers the counts, so it still fits)."""
+    if not (_holds(ctx, g_p, ctx.max_prompt_tokens) and _holds(ctx, g_d, ctx.max_total_tokens)):
+        return None
+    found = _pdd_sized(ctx, g_p, g_d, _link(ctx, g_p, g_d))
+    if _base_gpu(g_p) == _base_gpu(g_d) and g_p.nvlink_gb_per_s and ctx.disagg.kv_bandwidth_bytes_per_s is None:
+        near = _pdd_sized(ctx, g_p, g_d, _link(ctx, g_p, g_d, nvlink=True))
+        found = [n if _one_node(ctx, c) and _one_node(ctx, n) else c for c, n in zip(found, near, strict=True)]
+    return found
+
+
+def _pdd_sized(ctx: _Context, g_p: GpuProfile, g_d: GpuProfile, link: tuple[float, float]) -> list[DisaggCandidate]:
+    dkey = ("decode-role", g_d.name)
+    if dkey not in ctx.cache:
+        probe = DecodeRole.of(_engine(ctx, g_d, 1, 1), ctx.prompt, ctx.output, ctx.weight)
+        cap = probe.batch_cap(ctx.slo_tpot_s)
+        ctx.cache[dkey] = None if cap < 1 else DecodeRole.of(
+            _engine(ctx, g_d, cap, max(cap, 1)), ctx.prompt, ctx.output, ctx.weight)
+    role = ctx.cache[dkey]
+    if role is None:
+        return [_unservable_pdd(ctx, g_p, g_d, link)]
+    # prefill alone (its first limits) sets h_pre; the decode count then sets the prefill's after-time
+    first = PrefillRole.of(_engine(ctx, g_p, *prefill_limits(g_p, ctx.settings.step_models)[0]), ctx.prompt,
+                           ctx.weight)
+    sized = _size_decode(ctx, role, _pre_decode_s(ctx, first, link))
+    after = _after_prefill(ctx, link, sized)
+    pf, pf_role = _prefill(ctx, g_p, after, ("pdd", g_p.name, g_d.name, link))
+    sv = g_d.require_serving()
+    fit = (sv.iter_base_s, sv.iter_per_seq_s / sv.ref_context_tokens)
+    if not ctx.disagg.pd_ratios:
+        dec = _decode_roles(ctx, (g_d,), sized, (1,), pf.ttft_p_s)
+        return [_candidate(ctx, Topology.PDD, ("prefill", "decode"), (pf, *dec), (1, 1), sized,
+                           _p_transfer(ctx, link), fit, link)]
+    out = []
+    for x, y in ctx.disagg.pd_ratios:  # xPyD groups: both roles rounded up to whole groups
+        groups = max(math.ceil(pf.count / x), math.ceil(sized.state.n_instances / y)) if pf.feasible and \
+            sized.state is not None and sized.reason is None else 0
+        pf_k, sized_k = pf, sized
+        if groups:
+            st = pf_role.state(ctx.settings.rate_per_s, groups * x, after, ctx.settings.percentile / 100.0,
+                               ctx.settings.arrival_cv2)
+            pf_k = replace(pf, count=groups * x, spares=with_spares(groups * x, ctx.availability(g_p)) - groups * x,
+                           rho=st.rho, ttft_p_s=st.ttft_p_s, wait_p_s=st.wait_p_s, mean_service_s=st.mean_service_s,
+                           cs2=st.cs2)
+            p_level = ctx.settings.percentile / 100.0
+            sized_k = _DecodeSized(role, role.state(ctx.settings.rate_per_s, groups * y, p_level,
+                                                    _pre_decode_s(ctx, first, link)), None)
+        dec = _decode_roles(ctx, (g_d,), sized_k, (1,), pf_k.ttft_p_s)
+        out.append(_candidate(ctx, Topology.PDD, ("prefill", "decode"), (pf_k, *dec), (1, 1), sized_k,
+                              _p_transfer(ctx, link), fit, link, pd_ratio=(int(x), int(y))))
+    return out
+
+
+def _unservable_pdd(ctx: _Context, g_p: GpuProfile, g_d: GpuProfile, link) -> DisaggCandidate:
+    """A PDD candidate whose decode GPU cannot meet the TPOT target with one sequence (infeasible)."""
+    role = DecodeRole.of(_engine(ctx, g_d, 1, 1), ctx.prompt, ctx.output, ctx.weight)
+    reason = (f"TPOT target {fmt_ms(ctx.slo_tpot_s)} is below one sequence's decode step "
+              f"({fmt_ms(float(role.step_s(1.0)), '.1f')}) or the KV cache holds no mean context")
+    sized = _DecodeSized(role, None, reason)
+    pf, _ = _prefill(ctx, g_p, kv_transfer_s(ctx.prompt, *link, ctx.disagg.kv_latency_s),
+                     ("pdd-none", g_p.name, link))
+    dec = _decode_roles(ctx, (g_d,), sized, (1,), pf.ttft_p_s)
+    return _candidate(ctx, Topology.PDD, ("prefill", "decode"), (pf, *dec), (1, 1), sized, _p_transfer(ctx, link),
+                      (math.nan, math.nan), link)
+
+
+def _afd_unit(ctx: _Context, g_p: GpuProfile, g_a: GpuProfile, g_f: GpuProfile, a: int, f: int
+              ) -> DisaggCandidate | None:
+    """The AFD candidate: decode units of ``a`` attention GPUs of ``g_a`` and ``f`` FFN GPUs of ``g_f``, their
+    step t_afd(n) linearised through t_afd(1) and t_afd(n) at κ (the step the simulator runs), the unit's
+    KV blocks a x the attention GPU's; None when a role cannot hold the longest request."""
     d = ctx.disagg
-    return float(transfer_s(np.asarray(p_prompt), d.model.kv_bytes_per_token, bandwidth, d.kv_latency_s))
+    sv_a = g_a.require_serving()
+    unit = AfdUnit(sv_a, g_f.require_serving(), a, f, int(d.n_micro_batches), d.bandwidth(g_a, g_f),
+                   d.afd_link_latency_s)
+    if not (_holds(ctx, g_p, ctx.max_prompt_tokens) and _holds(ctx, g_a, ctx.max_total_tokens, unit.kv_blocks())):
+        return None
+    link = _link(ctx, g_p, g_a)
+    c_bar = ctx.load.mean_context_tokens
+    n, step, step_1 = unit.batch(c_bar, ctx.slo_tpot_s, d.model)
+    fit = linear_fit(step_1, step, n, c_bar)
+    if n >= 1:
+        base, slope = fit
+        ctx_tokens = float(ctx.max_tokens)
+        model = LinearStepModel(base, slope * ctx_tokens, 0.0, ctx_tokens)
+        role = DecodeRole.of(_engine(ctx, g_a, n, n, step=model, kv_blocks=unit.kv_blocks()), ctx.prompt,
+                             ctx.output, ctx.weight)
+        first = PrefillRole.of(_engine(ctx, g_p, *prefill_limits(g_p, ctx.settings.step_models)[0]), ctx.prompt,
+                               ctx.weight)
+        sized = _size_decode(ctx, role, _pre_decode_s(ctx, first, link))
+    else:
+        role = DecodeRole.of(_engine(ctx, g_a, 1, 1), ctx.prompt, ctx.output, ctx.weight)
+        sized = _DecodeSized(role, None, f"TPOT target {fmt_ms(ctx.slo_tpot_s)} is below the unit's one-sequence "
+                                         f"step or its KV cache holds no mean context")
+    after = _after_prefill(ctx, link, sized)
+    key = ("afd", g_p.name, g_a.name, g_f.name, a, f, link)
+    pf, _ = _prefill(ctx, g_p, after, key)
+    dec = _decode_roles(ctx, (g_a, g_f), sized, (a, f), pf.ttft_p_s)
+    return _candidate(ctx, Topology.AFD, ("prefill", "attention", "ffn"), (pf, *dec), (a, f), sized,
+                      _p_transfer(ctx, link), fit, link)
 
 
 def disagg_candidates(points, topologies: Sequence[Topology], gpus: Sequence[GpuProfile], settings: PlanSettings,
                       disagg: DisaggSettings, slo_tpot_s: float,
                       availability: Callable[[GpuProfile], float]) -> list[DisaggCandidate]:
-    """Every PDD / AFD candidate of ``gpus`` (module docstring); ``points`` is a ``LengthPoints``."""
+    """Every PDD / AFD candidate of ``gpus`` (module docstring); ``points`` is a ``LengthPoints``.  Pairs whose
+    role cannot hold the longest request are left out; ``ConfigError`` when that leaves a requested
+    disaggregated topology with no candidate."""
     sub = points.between(0, points.max_tokens)
     load = decode_load(sub.prompt_tokens, sub.output_tokens, sub.weight)
     ctx = _Context(sub.prompt_tokens, sub.output_tokens, sub.weight, load, settings, disagg, slo_tpot_s,
                    availability, points.mean_total_tokens, points.max_tokens)
-    c_bar = ctx.load.mean_context_tokens
     out: list[DisaggCandidate] = []
     if Topology.PDD in topologies:
-        for g_d in gpus:
-            sv = g_d.require_serving()
-            n = linear_decode_batch(sv, c_bar, slo_tpot_s)
-            step = float(linear_decode_step_s(max(n, 1), sv, c_bar))
-            for g_p in gpus:
-                bw = disagg.bandwidth(g_p, g_d)
-                pf = _prefill(ctx, g_p, _after_prefill(ctx, bw, step), ("pdd", g_p.name, bw, step))
-                dec = _decode_roles(ctx, (g_d,), n, step, (1,), pf.ttft_p_s)
-                fit = (sv.iter_base_s, sv.iter_per_seq_s / sv.ref_context_tokens)
-                out.append(_candidate(ctx, Topology.PDD, ("prefill", "decode"), (pf, *dec), (1, 1), n, step,
-                                      _p_transfer(ctx, bw), fit,
-                                      kv_batch_limit(sv.kv_blocks, sv.block_size_tokens, c_bar), bw))
+        found = [_pdd_pair(ctx, g_p, g_d) for g_d in gpus for g_p in gpus]
+        _require_some(ctx, Topology.PDD, found, gpus)
+        out.extend(c for cs in found if cs is not None for c in cs)
     if Topology.AFD in topologies:
-        for g_a in gpus:
-            for g_f in gpus:
-                for a, f in disagg.af_ratios:
-                    sv_a = g_a.require_serving()
-                    unit = AfdUnit(sv_a, g_f.require_serving(), int(a), int(f),
-                                   int(disagg.n_micro_batches), disagg.bandwidth(g_a, g_f), disagg.afd_link_latency_s)
-                    n, step, step_1 = unit.batch(c_bar, slo_tpot_s, disagg.model)
-                    fit = linear_fit(step_1, step, n, c_bar)
-                    step = step if math.isfinite(step) else 0.0  # no batch fits: infeasible below
-                    for g_p in gpus:
-                        bw = disagg.bandwidth(g_p, g_a)
-                        pf = _prefill(ctx, g_p, _after_prefill(ctx, bw, step), ("afd", g_p.name, bw, step))
-                        dec = _decode_roles(ctx, (g_a, g_f), n, step, (int(a), int(f)), pf.ttft_p_s)
-                        out.append(_candidate(ctx, Topology.AFD, ("prefill", "attention", "ffn"), (pf, *dec),
-                                              (int(a), int(f)), n, step, _p_transfer(ctx, bw), fit,
-                                              kv_batch_limit(unit.kv_blocks(), sv_a.block_size_tokens, c_bar),
-                                              bw))
+        found = [_afd_unit(ctx, g_p, g_a, g_f, int(a), int(f))
+                 for g_a in gpus for g_f in gpus for a, f in disagg.af_ratios for g_p in gpus]
+        _require_some(ctx, Topology.AFD, found, gpus)
+        out.extend(c for c in found if c is not None)
     return out
+
+
+def _require_some(ctx: _Context, topo: Topology, found: Sequence[object | None],
+                  gpus: Sequence[GpuProfile]) -> None:
+    if any(c is not None for c in found):
+        return
+    raise ConfigError(
+        f"no {topo.value} fleet of {', '.join(g.name for g in gpus)} holds the workload's longest request "
+        f"({ctx.max_total_tokens:,} tokens) in a role's KV cache (prefill: the prompt; decode: prompt + output)",
+        param="gpus", value=",".join(g.name for g in gpus),
+        fix="give GPUs with more memory or a larger tensor-parallel size, or a lower max_model_len_tokens")

@@ -1,35 +1,13 @@
-"""Analytical screen of disaggregated fleets: prefill pool, KV transfer, decode pool, AFD step.
+"""Model figures of the disaggregated screen and the AFD decode unit's step.
 
-Legend (symbols as in ``fleetplan.queueing``): λ arrival rate (1/s), P prefill instances,
-D decode instances (AFD: decode units), n decode batch per instance, W, H the linear step
-constants of a GPU (inference-fleet-sim eq. 3, H at the reference context L_ref), chunk the
-prefill token budget, ρ_max the utilisation cap, p the SLO percentile.
+The roles' queueing physics (prefill role, KV transfer, decode role, TTFT and TPOT as the PDD simulator
+measures them) is ``fleetplan.queueing.disagg``; ``plan.disagg.candidates`` sizes every role with it.
+This module holds what that needs of the served model (``ModelShape``), the decode side's workload
+moments (``decode_load``: c̄ = E[L_out L_in + L_out (L_out - 1) / 2] / E[L_out], the time-average
+context of a decoding sequence, length-biased) and the AFD unit.
 
-Prefill pool: M/G/c on prefill work (inference-fleet-sim eqs. 2-5 with prefill as the service):
-
-    S_p(L_in)  = ceil(L_in / chunk) W_p + (H_p / L_ref) L_in       (LinearStepModel.from_serving;
-                 the PDD kernel's ``prefill_alone_s``: one prompt alone on an instance)
-    T_x(L_in)  = latency + L_in * kv_bytes_per_token / bandwidth      (KV transfer, first-order)
-    T0(L_in)   = S_p + T_x + t_dec(n)                                 (TTFT with no queue)
-    TTFT_p     = p-quantile of W_q + T0,  P(W_q > t) = C(P, λE[S_p]) exp(-2 (Pμ - λ) t / (Ca² + Cs²))
-                 (Kimura's two-moment GI/G/c form; Ca² of the arrival stream, 1 for Poisson)
-    P          = min{P : TTFT_p(P) <= SLO, λ E[S_p] / P <= ρ_max}    (``queueing.size_pool``, 1 slot)
-
-Each instance is one server taking one prompt at a time; the simulator packs short prompts
-into one step (cheaper than separate steps), so the screen is conservative there.
-
-Decode pool, sized by KV-slot capacity at the TPOT target:
-
-    c̄          = E[L_out L_in + L_out (L_out - 1) / 2] / E[L_out]   (time-average context of a
-                 decoding sequence: each request contributes its L_out steps, length-biased)
-    t_dec(n)   = W_d + (H_d / L_ref) n c̄                             (eq. 3, every sequence at c̄)
-    n_tpot     = max{n : t_dec(n) <= TPOT target} = floor((TPOT - W_d) L_ref / (H_d c̄))
-    n_kv       = floor(kv_blocks / ceil(c̄ / block))
-    n          = min(n_tpot, n_kv)                                    (infeasible when < 1)
-    E[R]       = E[L_out] t_dec(n)                                    (residence, full-batch steps)
-    D          = max(1, ceil(λ E[R] / (n ρ_max)))                     (ρ_d = λ E[R] / (D n) <= ρ_max)
-
-The analytic TPOT reported is t_dec(n), an upper bound (steps at the full batch).
+Legend: W, H the linear step constants of a GPU (inference-fleet-sim eq. 3, H at the reference context
+L_ref), n the decode batch, c̄ the mean decode context, L layers.
 
 AFD decode unit (Frontier §3.2, ``perf.afd``): ``a`` attention GPUs and ``f`` FFN GPUs run the
 step as ``m`` micro-batches per layer (ping-pong).  From the linear constants, with φ the
@@ -42,9 +20,11 @@ attention share of a layer's weights (``ModelShape``), per layer and micro-batch
     t_afd(n)    = ``perf.afd.afd_step`` critical path over L identical layers
 
 (``afd_step_s`` below is that recurrence vectorised over n).  With a = f = m = 1 and free
-transfers t_afd(n) = t_dec(n).  n, E[R] and D then follow as above with t_afd and the unit's
-KV blocks (a x the attention GPU's; the co-located calibration, so memory freed by moving
-the FFN weights off the attention GPUs is not counted: conservative).
+transfers t_afd(n) = W + (H / L_ref) n c̄, the fused step.  The unit's batch cap n is the largest within
+the TPOT target whose sequences of c̄ tokens fit its KV blocks (a x the attention GPU's; the co-located
+calibration, so memory freed by moving the FFN weights off the attention GPUs is not counted:
+conservative); the simulator runs t_afd linearised through t_afd(1) and t_afd(n) (``linear_fit``), and so
+does the decode role's analytic model.
 """
 
 from __future__ import annotations
@@ -55,7 +35,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from fleetplan.hardware import ServingConstants
-from fleetplan.queueing import ServiceMoments
 
 #: Bytes per activation element crossing the attention <-> FFN link (BF16).
 ACTIVATION_BYTES = 2
@@ -73,11 +52,12 @@ class ModelShape:
     attention_weight_share: float
 
     @classmethod
-    def of(cls, model) -> ModelShape:
-        """From a ``fleetplan.models.ModelConfig`` (BF16 KV)."""
+    def of(cls, model, kv_dtype=None) -> ModelShape:
+        """From a ``fleetplan.models.ModelConfig``, its KV cache in ``kv_dtype`` (a ``models.Dtype``; BF16)."""
         body = model.n_params() - model.embedding_params()
         attention = model.n_layers * model.attention_params_per_layer()
-        return cls(model.name, float(model.kv_bytes_per_token()), int(model.n_layers), int(model.hidden_size),
+        kv = model.kv_bytes_per_token() if kv_dtype is None else model.kv_bytes_per_token(kv_dtype)
+        return cls(model.name, float(kv), int(model.n_layers), int(model.hidden_size),
                    attention / body if body > 0 else 0.0)
 
 
@@ -99,37 +79,6 @@ def decode_load(prompt_tokens: np.ndarray, output_tokens: np.ndarray, weight: np
     return DecodeLoad(mean_out, cs2, ctx)
 
 
-def prefill_service_s(prompt_tokens: np.ndarray, serving: ServingConstants) -> np.ndarray:
-    """S_p(L_in) = ceil(L_in / chunk) W + (H / L_ref) L_in, seconds."""
-    per_token = serving.iter_per_seq_s / serving.ref_context_tokens
-    return np.ceil(prompt_tokens / serving.chunk_tokens) * serving.iter_base_s + per_token * prompt_tokens
-
-
-def transfer_s(prompt_tokens: np.ndarray, kv_bytes_per_token: float, bandwidth_bytes_per_s: float,
-               latency_s: float) -> np.ndarray:
-    """T_x(L_in) = latency + L_in kv_bytes_per_token / bandwidth, seconds."""
-    return latency_s + prompt_tokens * kv_bytes_per_token / bandwidth_bytes_per_s
-
-
-def prefill_moments(prompt_tokens: np.ndarray, weight: np.ndarray, serving: ServingConstants,
-                    after_prefill_s: np.ndarray) -> ServiceMoments:
-    """Service moments of a prefill pool (one slot per instance): E[S_p], Cs² and the zero-wait
-    TTFT points S_p + ``after_prefill_s`` (transfer + first decode step), sorted."""
-    w = weight / weight.sum()
-    service = prefill_service_s(prompt_tokens, serving)
-    mean = float(w @ service)
-    cs2 = float(w @ (service - mean) ** 2) / mean**2
-    after = np.broadcast_to(np.asarray(after_prefill_s, dtype=np.float64), service.shape)
-    order = np.argsort(service + after, kind="stable")
-    return ServiceMoments(mean, cs2, 1, service[order], np.ascontiguousarray(after[order]), w[order])
-
-
-def linear_decode_step_s(n: np.ndarray | float, serving: ServingConstants, context_tokens: float):
-    """t_dec(n) = W + (H / L_ref) n c̄, seconds."""
-    return serving.iter_base_s + serving.iter_per_seq_s * np.asarray(n, dtype=np.float64) * context_tokens \
-        / serving.ref_context_tokens
-
-
 def kv_batch_limit(kv_blocks: int, block_size_tokens: int, context_tokens: float) -> int:
     """n_kv = floor(kv_blocks / ceil(c̄ / block))."""
     return int(kv_blocks // max(1, math.ceil(context_tokens / block_size_tokens)))
@@ -139,22 +88,6 @@ def largest_batch(step_s: np.ndarray, tpot_target_s: float) -> int:
     """The largest n (1-based index into ``step_s``, ascending in n) with step <= target; 0 if none."""
     ok = np.flatnonzero(step_s <= tpot_target_s * (1.0 + 1e-12))
     return int(ok[-1] + 1) if ok.size else 0
-
-
-def linear_decode_batch(serving: ServingConstants, context_tokens: float, tpot_target_s: float) -> int:
-    """min(n_tpot, n_kv) of one co-located-style decode instance (module docstring)."""
-    n_kv = kv_batch_limit(serving.kv_blocks, serving.block_size_tokens, context_tokens)
-    slope = serving.iter_per_seq_s * context_tokens / serving.ref_context_tokens
-    if tpot_target_s < serving.iter_base_s + slope:
-        return 0
-    n_tpot = math.floor((tpot_target_s - serving.iter_base_s) / slope * (1.0 + 1e-12)) if slope > 0 else n_kv
-    return max(0, min(n_tpot, n_kv))
-
-
-def decode_instances(rate_per_s: float, load: DecodeLoad, step_s: float, batch: int, rho_max: float) -> int:
-    """D = max(1, ceil(λ E[L_out] t(n) / (n ρ_max))) (a quotient within 1e-9 of an integer counts as it)."""
-    need = rate_per_s * load.mean_output_tokens * step_s / (batch * rho_max)
-    return max(1, math.ceil(need - 1e-9 * max(1.0, need)))
 
 
 def afd_step_s(attention_s: np.ndarray, ffn_s: float, serialise_s: np.ndarray, latency_s: float,

@@ -88,8 +88,10 @@ def pdd_spec(c: DisaggCandidate, gpus: Mapping[str, GpuProfile], counts: Sequenc
     models = step_models or {}
     g_p, g_d = gpus[c.pools[0].gpu], gpus[c.pools[1].gpu]
     ctx = int(c.pools[0].hi_tokens)
+    pf_plan = c.pools[0]
     pf = build_pool(g_p, "prefill", int(counts[0]), ctx, router=InstanceRouter.LEAST_OUTSTANDING,
-                    max_num_batched_tokens=int(g_p.require_serving().chunk_tokens))
+                    max_num_seqs=int(pf_plan.max_num_seqs) or None,
+                    max_num_batched_tokens=int(pf_plan.max_num_batched_tokens or g_p.require_serving().chunk_tokens))
     if g_p.name in models:
         pf = replace(pf, step_model=models[g_p.name])
     n = max(1, int(c.decode_batch))

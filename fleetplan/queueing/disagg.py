@@ -1,0 +1,362 @@
+"""Analytic physics of disaggregated roles: a prefill-only engine, the KV transfer, a decode-only engine.
+
+One physics with the PDD simulator (``fleetplan.sim._kernels.pdd``): the step time ``f`` is the
+kernel's (``EngineModel.step_s`` evaluates the expression of ``fleetplan.sim._kernels.step_model``)
+and the limits are the simulator pools' (``EngineLimits``: token budget B, ``max_num_seqs``, KV
+blocks).  Times in seconds.
+
+Legend: λ arrival rate of the fleet (1/s), P prefill instances, D decode instances, request point j
+with prompt p_j, output o_j and weight w_j; B the prefill token budget, m its ``max_num_seqs``;
+b the decode ``max_num_seqs`` (the decode batch cap).
+
+Prefill role (the kernel's ``prefill.py``: FCFS, chunks of at most B tokens, several prompts per step
+up to m; a prompt's attention work Σ chunk (2 offset + chunk) = p² whatever its chunking).  With
+f(s, 0, x, 0, a) a prefill step of s sequences, x tokens and attention work a, and α the step's cost
+per unit of a (additive in both step models):
+
+    S_alone,j = floor(p_j / B) f(1, 0, B, 0, 0) + f(1, 0, p_j mod B, 0, 0) + α p_j²
+                (alone on an idle instance: exactly the kernel's ``prefill_alone_s``)
+A busy instance's step holds the tokens that arrived during the step before (FCFS token server), so a
+prompt's last chunk r_j shares its step with K̄ - 1 = λ_i t̄ others and pays its token share of it
+(``PrefillRole.service_at``, X_j -> S_alone,j as λ_i -> 0; the per-token cost falls with load, most for
+MoE steps whose expert weights are read once per step); ρ_p = λ_i E[X], λ_i = λ / P.
+The prefill pool's router sends a prompt to the instance with the fewest outstanding requests: it
+waits only when every instance is busy (probability C(P, λ E[X]), Erlang C, as a central queue), and
+then for the pooled queue's work (Kimura's GI/G/P conditional wait) plus, as the router counts prompts
+and not their work, the residual of its own instance's prompt in place of the first of P to finish:
+
+    P(W > t) = C(P, λ E[X]) exp(-t / m),
+    m = E[X] (Ca² + Cs²_X) / 2 [1 / (P (1 - ρ_p)) + 1 - 1 / P] + (E[X³] / (3 E[X²]) - E[X²] / (2 E[X])) / P
+
+(M/G/1's (1 + Cs²) E[X] / (2 (1 - ρ)) at P = 1 with Poisson arrivals; the residual E[X] (1 + Cs²) / 2
+as P grows; bursts widen both by Kimura's (Ca² + Cs²) / 2; the last term matches the conditional
+wait's second moment at P = 1 (Takács: E[W²] = 2 E[W]² + λ E[X³] / (3 (1 - ρ)), so m = E[W²] / (2 E[W]),
+exact for M/M/1 where the term is 0): heavy-tailed prompts (lmsys) wait longer than two moments say);
+a prompt's own time after its wait is S_alone,j.
+
+KV transfer (the kernel's ``transfer.py`` without a fabric, first-order model):
+
+    T_x(p) = latency + p · kv_bytes_per_token / bandwidth
+
+Decode role (the kernel's ``decode.py``: pure decode steps; a handed-off request joins the running
+batch and its first step recomputes its last prompt token and emits the first output token).  With
+κ = E[o p + o (o - 1) / 2] / E[o] the time-average context of a decoding sequence and
+t_d(n) = f(n, n, 0, n κ, 0) the step of n sequences, an instance at rate λ_d = λ / D runs the batch n*,
+the smallest root of Little's law for the running batch
+
+    n = λ_d E[o] t_d(n),            TPOT mean = t_d(n*)
+
+A decode slot is held from the grant (prefill start: early binding) to the last token, h_pre =
+E[S_alone] + E[T_x] before the handoff; the slot load is the rate against the instance's throughput
+with every slot busy, ρ_d = λ_d (h_pre + E[o] t_d(b)) / b (as the co-located engine model's slot load;
+stable iff < 1, and then n* < b).  The kernel grants a transfer only with a free slot (backpressure).
+The wait for a slot is Erlang-C over the pooled D b slots (the ILS assignment balances them).
+
+TPOT of request j (vLLM's (E2E - TTFT) / (o - 1), o >= 2) is the mean of its o_j - 1 decode steps.
+The batch is M/G/∞: members of request type k (Poisson, mean λ_d w_k R_k, R_k = o_k t_d(n*)) add
+s_n + s_c c̄_k to every step they share (s_n, s_c the step's cost per sequence and per context token,
+c̄_k = p_k + o_k / 2), so averaged over the request's window w_j = (o_j - 1) t_d(n*) the step's variance
+is Σ_k λ_d w_k R_k (s_n + s_c c̄_k)² R_k / (R_k + w_j) (a member persists R_k: one long-context request
+slows its instance for its whole life); its own context, p_j + o_j / 2
+on average, is in each of its steps (mean t_d(n*) + ∂t/∂ctx (p_j + o_j / 2 - κ)); TPOT_j is a gamma
+variable with that mean and variance, as in the co-located engine model (``queueing.engine``), and the
+p-quantile is taken over the mixture of requests.
+
+TTFT (the simulator's definition: queue + prefill + transfer, backpressure included + first decode step):
+
+    TTFT_j = W_p + S_alone,j + W_slot + T_x(p_j) + R + t_d(n* + 1)
+
+with R the rest of the decode step in progress when the KV arrives (uniform on [0, t_d(n*)] while the
+instance is busy, probability 1 - e^{-n*}; its mean is added) and W_slot's mean added.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import special
+
+from fleetplan.errors import ConfigError
+from fleetplan.queueing.engine import EngineModel
+from fleetplan.queueing.erlang import erlang_c
+from fleetplan.queueing.ttft import ZeroWaitTtft, ttft_quantile_s
+
+__all__ = ["DecodeRole", "DecodeState", "PrefillRole", "PrefillState", "kv_transfer_s"]
+
+#: Bisection steps of the operating batch and of the TPOT quantile.
+_BISECT_ITERS = 60
+#: Decode windows (output-length quantiles) the TPOT variance is evaluated on, then interpolated.
+_WINDOW_GRID = 64
+#: Grid points between 0 and the batch cap on which the operating batch's root is bracketed.
+_BATCH_GRID = 256
+
+
+def kv_transfer_s(prompt_tokens, kv_bytes_per_token: float, bandwidth_bytes_per_s: float,
+                  latency_s: float) -> np.ndarray:
+    """T_x(p) = latency + p · kv_bytes_per_token / bandwidth, seconds (module docstring)."""
+    if not (bandwidth_bytes_per_s > 0):
+        raise ConfigError(param="kv_bandwidth_bytes_per_s", value=bandwidth_bytes_per_s,
+                          rule="the KV transfer needs a bandwidth > 0")
+    return latency_s + np.asarray(prompt_tokens, dtype=np.float64) * kv_bytes_per_token / bandwidth_bytes_per_s
+
+
+def _normalised(weight) -> np.ndarray:
+    w = np.asarray(weight, dtype=np.float64)
+    return w / w.sum()
+
+
+@dataclass(frozen=True, eq=False)
+class PrefillRole:
+    """A prefill-only instance (``engine``) serving the prompts ``prompt_tokens`` of weight ``weight``.
+
+    ``alone_s`` S_alone,j per point; ``attention_s`` its attention share α p_j² (module docstring)."""
+
+    engine: EngineModel
+    prompt_tokens: np.ndarray
+    weight: np.ndarray
+    alone_s: np.ndarray
+    attention_s: np.ndarray
+
+    @classmethod
+    def of(cls, engine: EngineModel, prompt_tokens, weight) -> PrefillRole:
+        p = np.maximum(np.asarray(prompt_tokens, dtype=np.float64), 1.0)
+        w = _normalised(weight)
+        budget = float(engine.limits.max_num_batched_tokens)
+        full = float(engine.step_s(1, 0, budget, 0, 0))
+        probe = budget * budget
+        alpha = (float(engine.step_s(1, 0, budget, 0, probe)) - full) / probe
+        n_full = np.floor(p / budget)
+        rest = p - n_full * budget
+        rest_s = np.where(rest > 0, engine.step_s(1, 0, rest, 0, 0), 0.0)
+        return cls(engine, p, w, n_full * full + rest_s + alpha * p * p, alpha * p * p)
+
+    @property
+    def mean_prompt_tokens(self) -> float:
+        return float(self.weight @ self.prompt_tokens)
+
+    @property
+    def mean_service_s(self) -> float:
+        """E[S_alone]: instance-seconds a prompt costs an idle instance (the most it costs)."""
+        return float(self.weight @ self.alone_s)
+
+    def service_at(self, lam_i: float) -> np.ndarray:
+        """X_j at per-instance rate ``lam_i`` (module docstring): the last chunk r_j = p_j mod B (or p_j) shares
+        its step with the e = min(λ_i t̄ E[p], B - r_j) tokens of the K̄ - 1 = λ_i t̄ prompts that arrived
+        during the step before, t̄ = f(K̄, 0, min(B, E[r] + λ_i t̄ E[p]), 0, 0) (a fixed point, by iteration):
+
+            X_j = floor(p_j / B) f(1, 0, B, 0, 0) + r_j / (r_j + e) f(K̄, 0, r_j + e, 0, 0) + α p_j²
+
+        (S_alone,j at λ_i -> 0; full chunks share no step)."""
+        eng = self.engine
+        budget = float(eng.limits.max_num_batched_tokens)
+        seqs_cap = float(eng.limits.max_num_seqs)
+        p = self.prompt_tokens
+        n_full = np.floor(p / budget)
+        rest = p - n_full * budget
+        n_full, rest = np.where(rest > 0, n_full, n_full - 1), np.where(rest > 0, rest, budget)
+        mean_p, mean_rest = self.mean_prompt_tokens, float(self.weight @ rest)
+        step = float(eng.step_s(1, 0, mean_rest, 0, 0))
+        for _ in range(_BISECT_ITERS):
+            others = min(lam_i * step, seqs_cap - 1.0)
+            new = float(eng.step_s(1.0 + others, 0, min(budget, mean_rest + others * mean_p), 0, 0))
+            if abs(new - step) <= 1e-12 + 1e-9 * step:
+                break
+            step = new
+        others = min(lam_i * step, seqs_cap - 1.0)
+        extra = np.minimum(others * mean_p, budget - rest)
+        share = rest / (rest + extra) * eng.step_s(1.0 + others, 0, rest + extra, 0, 0)
+        return n_full * float(eng.step_s(1, 0, budget, 0, 0)) + share + self.attention_s
+
+    def state(self, lam: float, n_instances: int, after_s, p: float, arrival_cv2: float = 1.0) -> PrefillState:
+        """The role of ``n_instances`` at fleet rate ``lam`` (module docstring): ρ_p, the wait's P(W > t) =
+        A e^{-k t} and the p-quantile of W + S_alone,j + ``after_s`` (``queueing.ttft``, exact for the sum)."""
+        n = int(n_instances)
+        lam_i = lam / n
+        x = self.service_at(lam_i)
+        mean = float(self.weight @ x)
+        cs2 = float(self.weight @ (x - mean) ** 2) / mean**2
+        rho = lam_i * mean
+        if not rho < 1.0:
+            return PrefillState(n, rho, mean, cs2, 1.0, 0.0, math.inf, math.inf)
+        mass = float(erlang_c(n, lam * mean))
+        # conditional mean wait: the pooled queue's, plus the residual of one instance's prompt in place of the
+        # first of P to finish (the router counts prompts, not their work)
+        # (bursts of arrivals widen both by Kimura's (Ca² + Cs²) / 2)
+        scale = mean * (arrival_cv2 + cs2) / 2.0 * (1.0 / (n * (1.0 - rho)) + 1.0 - 1.0 / n)
+        # the pooled queue's second moment (Takács): E[X³] / (3 E[X²]) in place of E[X²] / (2 E[X]), shared by P
+        m2, m3 = float(self.weight @ x**2), float(self.weight @ x**3)
+        decay = 1.0 / max(scale + (m3 / (3.0 * m2) - m2 / (2.0 * mean)) / n, 0.5 * scale)
+        t0 = self.alone_s + np.broadcast_to(np.asarray(after_s, dtype=np.float64), self.alone_s.shape)
+        order = np.argsort(t0, kind="stable")
+        zero = ZeroWaitTtft(t0[order], self.weight[order])
+        ttft_p = float(ttft_quantile_s(np.array([mass]), np.array([decay]), zero, p)[0])
+        wait_p = float(np.log(mass / (1.0 - p)) / decay) if mass > 1.0 - p else 0.0
+        return PrefillState(n, rho, mean, cs2, mass, decay, wait_p, ttft_p)
+
+    def zero_wait_quantile_s(self, after_s, p: float) -> float:
+        """The p-quantile of S_alone,j + ``after_s`` with no queue: the floor no count beats."""
+        t0 = self.alone_s + np.broadcast_to(np.asarray(after_s, dtype=np.float64), self.alone_s.shape)
+        order = np.argsort(t0, kind="stable")
+        return ZeroWaitTtft(t0[order], self.weight[order]).quantile_s(p)
+
+
+@dataclass(frozen=True)
+class PrefillState:
+    """A prefill role of ``n_instances``: load ρ_p, E[X] and Cs² of X, the wait's A and k (1/s), the
+    p-quantile of the wait and of W + S_alone + after (seconds)."""
+
+    n_instances: int
+    rho: float
+    mean_service_s: float
+    cs2: float
+    wait_mass: float
+    wait_decay_per_s: float
+    wait_p_s: float
+    ttft_p_s: float
+
+
+@dataclass(frozen=True)
+class DecodeState:
+    """A decode role of ``n_instances`` at the fleet rate: operating batch n*, mean step t_d(n*), slot load
+    ρ_d, mean slot wait, mean first-decode time (R + t_d(n* + 1)) and the P-quantile TPOT (seconds)."""
+
+    n_instances: int
+    batch: float
+    step_s: float
+    slot_load: float
+    slot_wait_s: float
+    first_decode_s: float
+    tpot_p_s: float
+    stable: bool
+
+
+@dataclass(frozen=True, eq=False)
+class DecodeRole:
+    """A decode-only instance (``engine``; ``limits.max_num_seqs`` = the batch cap b) and the requests'
+    decode-side moments (module docstring)."""
+
+    engine: EngineModel
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    weight: np.ndarray
+    mean_output_tokens: float
+    context_tokens: float  # κ
+
+    @classmethod
+    def of(cls, engine: EngineModel, prompt_tokens, output_tokens, weight) -> DecodeRole:
+        p = np.maximum(np.asarray(prompt_tokens, dtype=np.float64), 1.0)
+        o = np.maximum(np.asarray(output_tokens, dtype=np.float64), 1.0)
+        w = _normalised(weight)
+        mean_o = float(w @ o)
+        kappa = float(w @ (o * p + o * (o - 1) / 2)) / mean_o
+        return cls(engine, p, o, w, mean_o, kappa)
+
+    def step_s(self, n) -> np.ndarray:
+        """t_d(n) = f(n, n, 0, n κ, 0)."""
+        n = np.asarray(n, dtype=np.float64)
+        return self.engine.step_s(n, n, 0.0, n * self.context_tokens, 0.0)
+
+    def batch_cap(self, tpot_target_s: float, kv_blocks: int | None = None) -> int:
+        """The largest b with t_d(b) <= the TPOT target whose b sequences of κ tokens fit the KV blocks
+        (the engine's unless given); 0 when one sequence does not."""
+        lim = self.engine.limits
+        blocks = lim.kv_blocks if kv_blocks is None else kv_blocks
+        n_kv = int(blocks // max(1, math.ceil(self.context_tokens / lim.block_size_tokens)))
+        if n_kv < 1:
+            return 0
+        steps = self.step_s(np.arange(1, n_kv + 1))
+        ok = np.flatnonzero(steps <= tpot_target_s * (1.0 + 1e-12))
+        return int(ok[-1] + 1) if ok.size else 0
+
+    def operating_batch(self, lam_i: float) -> float:
+        """n*: the smallest root of n = λ_d E[o] t_d(n) below the cap b (b when there is none): the first sign
+        change on a grid of ``_BATCH_GRID`` points, then bisection."""
+        cap = float(self.engine.limits.max_num_seqs)
+        load = lam_i * self.mean_output_tokens
+        grid = np.linspace(0.0, cap, _BATCH_GRID + 1)
+        gap = load * self.step_s(grid) - grid
+        below = np.flatnonzero(gap <= 0)
+        if not below.size:
+            return cap
+        k = int(below[0])
+        if k == 0:
+            return 0.0
+        lo, hi = float(grid[k - 1]), float(grid[k])
+        for _ in range(_BISECT_ITERS // 2):
+            mid = 0.5 * (lo + hi)
+            if load * float(self.step_s(mid)) - mid > 0:
+                lo = mid
+            else:
+                hi = mid
+        return hi
+
+    def slot_load(self, lam: float, n_instances: int, pre_decode_s: float) -> float:
+        """ρ_d = λ_d (h_pre + E[o] t_d(b)) / b (module docstring)."""
+        cap = float(self.engine.limits.max_num_seqs)
+        return lam / n_instances * (pre_decode_s + self.mean_output_tokens * float(self.step_s(cap))) / cap
+
+    def state(self, lam: float, n_instances: int, p: float, pre_decode_s: float) -> DecodeState:
+        """The role of ``n_instances`` at fleet rate ``lam``; ``pre_decode_s`` h_pre (slot held before the
+        handoff); ``p`` the TPOT percentile level."""
+        d = int(n_instances)
+        cap = float(self.engine.limits.max_num_seqs)
+        lam_i = lam / d
+        n = self.operating_batch(lam_i)
+        t = float(self.step_s(n))
+        residence = self.mean_output_tokens * t
+        hold = pre_decode_s + residence
+        slot_load = self.slot_load(lam, d, pre_decode_s)
+        stable = bool(n < cap and slot_load < 1.0)
+        wait = math.inf
+        if stable:
+            c, a = d * int(cap), lam * hold
+            wait = float(erlang_c(c, a)) * hold / (c - a)
+        first = (1.0 - math.exp(-n)) * 0.5 * t + float(self.step_s(n + 1.0))
+        tpot = self._tpot_quantile(n, t, p) if stable else math.inf
+        return DecodeState(d, n, t, slot_load, wait, first, tpot, stable)
+
+    def _tpot_quantile(self, n: float, t: float, p: float) -> float:
+        """The p-quantile of TPOT over requests with o >= 2 (module docstring)."""
+        f = self.engine.step_s
+        ctx, eps = n * self.context_tokens, 1.0
+        at = float(f(n, n, 0.0, ctx, 0.0))
+        per_seq = float(f(n + eps, n + eps, 0.0, ctx, 0.0)) - at  # s_n: one more sequence at fixed context
+        per_ctx = float(f(n, n, 0.0, ctx + 1.0, 0.0)) - at  # s_c: one more context token
+        many = self.output_tokens >= 2
+        if not many.any():
+            return t
+        o, w, prompt = self.output_tokens[many], self.weight[many], self.prompt_tokens[many]
+        w = w / w.sum()
+        window = (o - 1) * t
+        # members k in the batch: M/G/∞, Poisson of mean λ_d w_k R_k (Σ = n*), each adding s_n + s_c c̄_k to a step
+        # (c̄_k = p_k + o_k / 2) for R_k = o_k t; over a window w a member's share persists R_k / (R_k + w)
+        lam_i = n / (self.mean_output_tokens * t)
+        resid = self.output_tokens * t
+        load = lam_i * self.weight * resid * (per_seq + per_ctx * (self.prompt_tokens + self.output_tokens / 2.0)) ** 2
+        grid = np.unique(np.quantile(window, np.linspace(0.0, 1.0, _WINDOW_GRID)))
+        var_grid = (load[:, None] * resid[:, None] / (resid[:, None] + grid[None, :])).sum(axis=0)
+        sd = np.sqrt(np.interp(window, grid, var_grid))
+        # its own context, p_j + o_j / 2 on average over its decode steps, is in every step of its window
+        mean = np.maximum(t + per_ctx * (prompt + o / 2.0 - self.context_tokens), 0.5 * t)
+        hi = max(float(self.step_s(self.engine.limits.max_num_seqs)), float(mean.max()) + 10.0 * float(sd.max()))
+        if not (sd > 0).any():
+            return t
+        shape = mean * mean / np.maximum(sd * sd, 1e-30)
+        scale = mean / shape
+
+        def survival(x: float) -> float:
+            return float(w @ special.gammaincc(shape, x / scale))
+
+        q = 1.0 - p
+        if survival(hi) > q:
+            return hi
+        lo = 0.0
+        while hi - lo > 1e-6 * hi:
+            mid = 0.5 * (lo + hi)
+            if survival(mid) > q:
+                lo = mid
+            else:
+                hi = mid
+        return hi
