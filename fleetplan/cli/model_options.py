@@ -62,6 +62,8 @@ MAX_GPUS_PER_INSTANCE_OPTION = declare(
     f"{DEFAULT_MAX_GPUS_PER_INSTANCE // GPUS_PER_NODE} nodes of {GPUS_PER_NODE}].")()
 
 
+#: The engine ``--engine`` names when a caller's options leave it out (the option's own default).
+DEFAULT_PLAN_ENGINE = "vllm"
 PLAN_ENGINE_OPTION = engine_option(
     help="Serving engine (vllm|sglang|trtllm): with --model its profile times every placement (fitted "
     "efficiencies, per-step overhead, MoE layer latency, block-FP8 GEMMs; measured tables of that engine where "
@@ -70,7 +72,7 @@ PLAN_ENGINE_OPTION = engine_option(
 
 def plan_engine(opts: dict) -> str:
     """The engine profile's name of ``--engine`` (an unknown name is one line listing the known ones)."""
-    return load_engine_profile(opts["engine"]).name
+    return load_engine_profile(opts.get("engine", DEFAULT_PLAN_ENGINE)).name
 
 
 def _without_model(opts: dict, extra: tuple[str, ...] = ()) -> None:

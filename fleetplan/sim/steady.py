@@ -46,6 +46,7 @@ from fleetplan import rng as fp_rng
 from fleetplan.errors import ConfigError
 from fleetplan.metrics import percentiles
 from fleetplan.sim._kernels import codes
+from fleetplan.sim.api_server import through_api_servers
 from fleetplan.sim.compile import CompiledRequests, CompiledRun, compile_fleet, compile_requests
 from fleetplan.sim.engine import _run_kernel
 from fleetplan.sim.spec import FleetSpec, Level, PoolRouter
@@ -322,13 +323,16 @@ def simulate_pool(spec: FleetSpec, pool: int, workload, rate_per_s: float, n_req
     docstring); the fleet's other pools only route.  Iteration level, runs until all finish.
     The warm-up cut is MSER-5's or every request arriving before ``min_warmup_s``, whichever is
     longer (MSER-5 keeps a rising series whole, so a pool still filling needs the floor)."""
-    requests, share = pool_stream(spec, pool, workload, rate_per_s, n_requests, seed, arrival, cv)
+    drawn, share = pool_stream(spec, pool, workload, rate_per_s, n_requests, seed, arrival, cv)
+    # the API server stage where the pool's step model carries its cost (``sim.api_server``): the kernel
+    # sees each request at its release, latencies count from its drawn arrival
+    requests, stage = through_api_servers(spec, drawn)
     full = CompiledRun(fleet=compile_fleet(spec), requests=requests, horizon_s=float("inf"))
     run = _pool_run(full, pool)
     out = _run_kernel(run, Level.ITERATION)
     r = run.requests
     done = out["status"] == codes.STATUS_DONE
-    arrival = r.arrival_s
+    arrival = r.arrival_s if stage is None else stage.arrival_s[requests.req_pool == pool]
     ttft = np.where(done, out["first_token_s"] - arrival, np.inf)
     e2e = np.where(done, out["done_s"] - arrival, np.inf)
     multi = r.output_tokens > 1

@@ -69,9 +69,10 @@ def test_mmc_wait_is_erlang_c_in_both_phases(c: int) -> None:
     busy = rng.exponential(mean_busy, n)
     arrival = np.cumsum(rng.exponential(1.0 / lam, n))
     wait = api_server_release_s(arrival, busy, np.zeros(n), c) - arrival
-    load = ApiServerLoad(ApiServerCost(mean_busy, 0.0, c), mean_busy, 1.0)
+    load = ApiServerLoad(ApiServerCost(mean_busy, 0.0, c), mean_busy, 1.0, np.array([mean_busy]), np.array([1.0]))
     assert wait[n // 10:].mean() == pytest.approx(float(load.mean_wait_s(lam, 1)), rel=0.05)
-    per_instance = ApiServerLoad(ApiServerCost(mean_busy, 0.0, 1), mean_busy, 1.0)  # c instances of one process
+    per_instance = ApiServerLoad(ApiServerCost(mean_busy, 0.0, 1), mean_busy, 1.0, np.array([mean_busy]),
+                                 np.array([1.0]))  # c instances of one process
     assert float(per_instance.mean_wait_s(lam, c)) == pytest.approx(float(load.mean_wait_s(lam, 1)))
     assert float(per_instance.utilisation(lam / c)) == pytest.approx(0.7)
 
