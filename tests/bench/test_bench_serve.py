@@ -121,14 +121,16 @@ def test_speculative_itl_is_per_streamed_chunk(engine: EngineArgs) -> None:
 
 
 def test_fp8_is_not_a_free_2x_with_the_vllm_profile() -> None:
-    """vLLM block-FP8 GEMMs reach ~0.22 of FP8 peak (engine_profiles/vllm.toml): an H100 FP8 prefill is no
-    faster than BF16, while batch-1 decode (weight streaming) still gains from half the weight bytes."""
+    """vLLM per-tensor FP8 GEMMs reach ~0.50 of FP8 peak (engine_profiles/vllm.toml, read back from
+    AIConfigurator's measured vLLM steps), against 0.66 of the BF16 peak for BF16: an H100 FP8 prefill gains
+    less than the 2x of the peaks (0.50 x 2 / 0.66 = 1.5x at most), while batch-1 decode (weight streaming)
+    gains from half the weight bytes."""
     from fleetplan.models import Dtype
     from fleetplan.perf.engine_profile import load_engine_profile
 
     gpu = load_catalog().get("H100-SXM")
     profile = load_engine_profile("vllm")
-    assert profile.options.fp8_gemm_efficiency == pytest.approx(0.22) and "23280" in profile.sources[
+    assert profile.options.fp8_gemm_efficiency == pytest.approx(0.50) and "AIConfigurator" in profile.sources[
         "fp8_gemm_efficiency"]
     figures = {}
     for dtype in (Dtype.BF16, Dtype.FP8):
@@ -138,7 +140,7 @@ def test_fp8_is_not_a_free_2x_with_the_vllm_profile() -> None:
                                percentile_metrics=("ttft", "tpot"))
         m = run_bench_serve(engine, cfg).metrics
         figures[dtype] = (m["mean_ttft_ms"], m["mean_tpot_ms"])
-    assert figures[Dtype.FP8][0] >= figures[Dtype.BF16][0]  # compute-bound prefill: no gain
+    assert figures[Dtype.BF16][0] / 2 < figures[Dtype.FP8][0] < figures[Dtype.BF16][0]  # prefill: a partial gain
     assert 0.5 < figures[Dtype.FP8][1] / figures[Dtype.BF16][1] < 0.8  # decode: weight bytes halved, host time not
 
 
