@@ -31,6 +31,10 @@ to check that kernel code is valid Python and for coverage).
 
 from __future__ import annotations
 
+import functools
+import os
+from pathlib import Path
+
 import numba
 from numba.core import compiler, types
 from numba.core.codegen import JITCodeLibrary
@@ -183,7 +187,47 @@ def _jit(fn, options: dict, helper: bool = False):
         disp = HelperDispatcher(py_func=fn, locals={}, targetoptions=targetoptions)
     if cache:
         disp.enable_caching()
+        if not helper:
+            drop_stale_cache_index(disp)
     return disp
+
+
+@functools.cache
+def _newest_source_mtime_ns(directory: str) -> int:
+    """Newest modification time (ns) of the ``.py`` files under ``directory`` and under this
+    module's own tree (``sim/_kernels``: every helper a kernel may call)."""
+    newest = 0
+    for root in {directory, str(Path(__file__).parent)}:
+        for dirpath, _dirs, files in os.walk(root):
+            for name in files:
+                if name.endswith(".py"):
+                    newest = max(newest, os.stat(os.path.join(dirpath, name)).st_mtime_ns)
+    return newest
+
+
+def drop_stale_cache_index(disp) -> bool:
+    """Delete ``disp``'s on-disk cache index when a kernel source file is newer than it.
+
+    numba validates a cached kernel against the source stamp (mtime, size) of the file that
+    defines the kernel Python calls, not of the files its helpers live in: after a change to a
+    helper only (a ``git pull``, a merge), numba loads the old machine code and runs the old
+    helper.  That hid a kernel-vs-twin difference once.  An index older than the newest file of
+    the kernels' source trees is therefore removed here, before any call can load it, and the
+    kernel compiles afresh on first call (numba's own rule otherwise: ``numba.core.caching``).
+    Returns whether an index was removed; a numba without these internals removes nothing.
+    """
+    try:
+        index_path = disp._cache._cache_file._index_path  # numba internals, see kernel_cache.py
+        index_mtime_ns = os.stat(index_path).st_mtime_ns
+    except (AttributeError, OSError):
+        return False
+    if index_mtime_ns >= _newest_source_mtime_ns(str(Path(disp.py_func.__code__.co_filename).parent)):
+        return False
+    try:
+        os.remove(index_path)
+    except OSError:
+        return False
+    return True
 
 
 def njit(fn):
