@@ -36,6 +36,14 @@ budget)``; own blocks ``ceil((m B + num) / B) - m`` must fit in ``free + evictab
 (the probe's blocks that the match would pin), else admission stops.  Then ``pc_match`` pins,
 eviction covers any shortage, and ``pool_prefix_tokens[p] += (prompt, m B)``.
 
+Preemption with prefix caching on (``preempt_at``): the victim's computed full blocks stay cached
+under its own segment-1 key (``state.own_segment``: its session key, else ``OWN_KEY_BASE + i``),
+the rest are freed.  At re-admission they are matched (unless evicted) and re-pinned, and its first
+chunk's own blocks must fit beside them, so a request that cannot grow waits while the running ones
+decode instead of re-prefilling from zero in every step (vLLM v1: blocks freed with their hashes
+kept, ``get_computed_blocks`` at re-admission; sources in ``state.own_segment``).  Without prefix
+caching a preempted request recomputes from zero, as vLLM with ``--no-enable-prefix-caching``.
+
 Runs of identical steps as one event ("cruise")
 -----------------------------------------------
 
