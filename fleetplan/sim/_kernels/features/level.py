@@ -2,7 +2,8 @@
 
 ``run_iteration_features`` generalises ``run_iteration_level`` (no failures): scheduler policies
 (``policy``), a shared batch builder with token budget, KV admission, prefix caching
-and recompute preemption (``schedule``), CUDA-graph padding and
+and recompute preemption (``schedule``; with prefix caching on, a preempted request's computed
+full blocks stay cached under its own key, ``state.own_segment``), CUDA-graph padding and
 speculative decoding (``timing``, ``commit``), multi-round sessions and the
 prefix-affinity router (this module).  With every feature off and ``prev_req == -1`` it gives
 bit-identical outputs to ``run_iteration_level`` (tested).
