@@ -42,7 +42,7 @@ the rest are freed.  At re-admission they are matched (unless evicted) and re-pi
 chunk's own blocks must fit beside them, so a request that cannot grow waits while the running ones
 decode instead of re-prefilling from zero in every step (vLLM v1: blocks freed with their hashes
 kept, ``get_computed_blocks`` at re-admission; sources in ``state.own_segment``).  Without prefix
-caching a preempted request recomputes from zero, as vLLM with ``--no-enable-prefix-caching``.
+caching a preempted request recomputes from zero, as vLLM does with prefix caching turned off.
 
 Runs of identical steps as one event ("cruise")
 -----------------------------------------------
