@@ -50,7 +50,7 @@ def _moe(engine: str, model: str, gpu: str, weights: Dtype, **flags) -> EngineAr
     m, g = load_model(model), load_catalog().get(gpu)
     par, copies = engine_parallelism(engine, m, **flags)
     return EngineArgs(m, g, par.tp, weights, options=load_engine_profile(engine).options_for(g, weights),
-                      instances=copies, parallelism_spec=par)
+                      instances=copies, parallelism_spec=par, engine=engine)
 
 
 def main() -> None:

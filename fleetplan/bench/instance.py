@@ -26,7 +26,25 @@ and tokens inside) and ``serving_fleet`` turns them into a one-pool ``FleetSpec`
   ``DEFAULT_MAX_MODEL_LEN_TOKENS``;
 * runtime features: ``cudagraph_capture_sizes`` (graphs on, ``piecewise`` mode; without
   it, every step kernel-only, vLLM's default graphs without padding), ``speculative_config``,
-  ``enable_prefix_caching`` (``fleetplan.sim.features``).
+  ``enable_prefix_caching`` (``fleetplan.sim.features``);
+* ``engine``: whose scheduler and defaults the instance follows (``ENGINE_DEFAULTS``):
+
+  - prefix caching (``enable_prefix_caching None``): on for vLLM (v1 turns
+    ``enable_prefix_caching`` on by default) and SGLang (its radix cache, off only with its
+    ``disable_radix_cache``); off for LMDeploy (v0.1 has none) and TensorRT-LLM (its default
+    capacity scheduler, ``GUARANTEED_NO_EVICT``, never preempts, and random prompts share no
+    prefix, so block reuse changes nothing there).  Random-dataset prompts share no prefix, so
+    caching acts only through preemption: a preempted request's computed blocks are hits when it
+    is admitted again (``fleetplan.sim._kernels.features.state.own_segment``);
+  - SGLang batches (``SchedulerPolicy.SGLANG``): a prefill batch whenever the waiting head fits,
+    running decodes left out of it, else a decode batch (sgl-project/sglang
+    ``python/sglang/srt/managers/scheduler.py`` ``get_next_batch_to_run`` / ``get_new_batch_prefill``);
+    ``enable_mixed_chunk`` (SGLang's server argument of that name) mixes the running decodes into the prefill
+    batch (``mix_with_running``), as vLLM's scheduler does (``SchedulerPolicy.VLLM_V1``).  The token
+    budget of a batch defaults to SGLang's ``chunked_prefill_size``, set by the GPU's memory
+    (``sglang_chunked_prefill_tokens``).  Not modelled: SGLang's admission against the running
+    requests' reserved future tokens (``new_token_ratio``, ``PrefillAdder``) and its retraction of
+    decodes; ``max_num_seqs`` (SGLang's ``max_running_requests``) keeps vLLM's default unless given.
 
 ``instances N`` puts N identical instances behind a least-outstanding-requests router.
 
@@ -52,7 +70,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from fleetplan.errors import ConfigError
+from fleetplan.errors import ConfigError, UnknownNameError
 from fleetplan.hardware import GpuProfile
 from fleetplan.models import Dtype, ModelConfig
 from fleetplan.perf.calibrate import CalibratedStepModel
@@ -63,10 +81,12 @@ from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.perf.quant import fp8_scaling_of
 from fleetplan.sim.features import CudaGraphConfig, GraphMode, PrefixCacheConfig, RuntimeFeatures
+from fleetplan.sim.features.spec import PolicyConfig, SchedulerPolicy
 from fleetplan.sim.features.speculative import SpeculativeConfig
 from fleetplan.sim.spec import DEFAULT_BLOCK_SIZE_TOKENS, FleetSpec, InstanceRouter, PoolSpec, SchedulerLimits
 
-__all__ = ["DEFAULT_MAX_MODEL_LEN_TOKENS", "EngineArgs", "engine_parallelism", "serving_fleet"]
+__all__ = ["DEFAULT_MAX_MODEL_LEN_TOKENS", "ENGINE_DEFAULTS", "EngineArgs", "engine_parallelism", "serving_fleet",
+           "sglang_chunked_prefill_tokens"]
 
 DEFAULT_MAX_MODEL_LEN_TOKENS = 131_072  # Llama-3.1's context; longer only when asked
 POOL_NAME = "instance"
@@ -86,7 +106,7 @@ class EngineArgs:
     max_model_len: int | None = None
     gpu_memory_utilization: float = 0.9
     enable_chunked_prefill: bool = True
-    enable_prefix_caching: bool = False
+    enable_prefix_caching: bool | None = None  # None: the engine's default (ENGINE_DEFAULTS)
     speculative: SpeculativeConfig | None = None
     cudagraph_capture_sizes: tuple[int, ...] | None = None
     options: PredictorOptions = PredictorOptions()
@@ -94,8 +114,19 @@ class EngineArgs:
     instances: int = 1
     parallelism_spec: Parallelism | None = None
     api_server_count: int = 1  # API server processes per instance (fleetplan.sim.api_server)
+    engine: str = "vllm"  # whose scheduler and defaults (module docstring; ENGINE_DEFAULTS)
+    enable_mixed_chunk: bool = False  # SGLang's enable_mixed_chunk
 
     def __post_init__(self) -> None:
+        if self.engine not in ENGINE_DEFAULTS:
+            raise UnknownNameError("engine", str(self.engine), sorted(ENGINE_DEFAULTS))
+        if self.enable_mixed_chunk and self.engine != "sglang":
+            raise ConfigError(f"`enable_mixed_chunk` is SGLang's flag; under the {self.engine} engine prefill chunks "
+                              "and decodes share a step already (drop it, or use the sglang engine)",
+                              param="enable_mixed_chunk", value=True)
+        if self.enable_prefix_caching is not None and not isinstance(self.enable_prefix_caching, bool):
+            raise ConfigError(f"`enable_prefix_caching` {self.enable_prefix_caching!r} must be true, false or None "
+                              "(the engine's default)", param="enable_prefix_caching", value=self.enable_prefix_caching)
         for name in ("tensor_parallel_size", "instances"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -120,6 +151,20 @@ class EngineArgs:
                               "give the matching `model` or recalibrate", param="perf_profile")
 
     @property
+    def prefix_caching(self) -> bool:
+        """``enable_prefix_caching``, or the engine's default when it is None."""
+        if self.enable_prefix_caching is None:
+            return ENGINE_DEFAULTS[self.engine].prefix_caching
+        return self.enable_prefix_caching
+
+    @property
+    def scheduler_policy(self) -> SchedulerPolicy:
+        """SGLang's prefill-first batches unless ``enable_mixed_chunk``; vLLM's mixed steps otherwise."""
+        if self.engine == "sglang" and not self.enable_mixed_chunk:
+            return SchedulerPolicy.SGLANG
+        return SchedulerPolicy.VLLM_V1
+
+    @property
     def parallelism(self) -> Parallelism:
         """``parallelism_spec``, or TP over ``tensor_parallel_size`` GPUs with the MoE experts spread over them."""
         if self.parallelism_spec is not None:
@@ -132,6 +177,28 @@ class EngineArgs:
         ``weight_block_size`` (``fleetplan.perf.quant.fp8_scaling_of``), else per-tensor."""
         return StepTimePredictor(self.model, self.gpu, self.parallelism, self.weight_dtype, self.kv_cache_dtype,
                                  self.options, fp8_scaling_of(self.model.weight_block_size))
+
+
+@dataclass(frozen=True)
+class EngineDefaults:
+    """What an engine does unless told otherwise (module docstring)."""
+
+    prefix_caching: bool
+
+
+ENGINE_DEFAULTS = {"vllm": EngineDefaults(prefix_caching=True), "sglang": EngineDefaults(prefix_caching=True),
+                   "trtllm": EngineDefaults(prefix_caching=False), "lmdeploy": EngineDefaults(prefix_caching=False)}
+
+#: SGLang's ``chunked_prefill_size`` default by the GPU's memory (GiB, upper bound exclusive -> tokens):
+#: ``ServerArgs`` sets it from ``gpu_mem`` (sgl-project/sglang python/sglang/srt/server_args.py, v0.5:
+#: < 35 GB 2048 (A10, L40, 4090), < 60 GB 4096 (A100-40GB), < 160 GB 8192 (A100-80GB, H100, H200, H20),
+#: else 16384 (B200, MI300X)).
+SGLANG_CHUNKED_PREFILL_TOKENS = ((35.0, 2048), (60.0, 4096), (160.0, 8192), (math.inf, 16384))
+
+
+def sglang_chunked_prefill_tokens(gpu: GpuProfile) -> int:
+    """SGLang's default ``chunked_prefill_size`` on ``gpu`` (``SGLANG_CHUNKED_PREFILL_TOKENS``)."""
+    return next(tokens for below_gib, tokens in SGLANG_CHUNKED_PREFILL_TOKENS if gpu.hbm_gib < below_gib)
 
 
 def engine_parallelism(engine: str, model: ModelConfig, tensor_parallel_size: int = 1, pipeline_parallel_size: int = 1,
@@ -201,6 +268,8 @@ def serving_fleet(args: EngineArgs) -> FleetSpec:
     par = args.parallelism
     ranks = par.attn_dp
     seqs_default, tokens_default = vllm_batch_defaults(args.gpu)
+    if args.engine == "sglang":
+        tokens_default = sglang_chunked_prefill_tokens(args.gpu)
     max_seqs = args.max_num_seqs or seqs_default
     budget = kv_budget(args.model, args.gpu, par, weight_dtype=args.weight_dtype,
                        kv_dtype=args.kv_cache_dtype, gpu_memory_utilization=args.gpu_memory_utilization,
@@ -221,7 +290,8 @@ def serving_fleet(args: EngineArgs) -> FleetSpec:
     if args.cudagraph_capture_sizes is not None:
         graph = CudaGraphConfig(GraphMode.PIECEWISE, tuple(args.cudagraph_capture_sizes))
     features = RuntimeFeatures(cudagraph=graph, speculative=args.speculative,
-                               prefix_cache=PrefixCacheConfig(enabled=bool(args.enable_prefix_caching)))
+                               prefix_cache=PrefixCacheConfig(enabled=args.prefix_caching),
+                               policy=PolicyConfig(args.scheduler_policy))
     step = args.perf_profile if args.perf_profile is not None else args.predictor()
     pool = PoolSpec(
         name=POOL_NAME, gpu=args.gpu.name, n_instances=args.instances * ranks, max_context_tokens=int(max_len),

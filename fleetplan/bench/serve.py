@@ -18,16 +18,16 @@ Client model (vllm-project/vllm ``vllm/benchmarks/serve.py``, read at commit
   completion (the first send is at t >= 0); throughputs divide by it; ``std`` is the
   population standard deviation and percentiles are numpy's linear ones, as vLLM.
 * ITL.  vLLM's mean ITL is the sum over requests of (E2EL - TTFT) over the sum of
-  (output - 1), which this reproduces exactly.  Median, std and percentiles come from the
-  kernel's step log (``SimResult.step_log``): each step contributes its duration once per token
-  it emitted past a request's first (a token's ITL is the step that produced it; a preempted
-  request's wait is not in it).  With runtime features (speculative decoding, prefix caching,
-  CUDA-graph padding) the feature kernel runs, which has no step log: each request then
-  contributes its mean gap between emissions, decode time / (output - 1 - accepted draft tokens),
-  once per emission.  vLLM appends one ITL per streamed chunk, and a speculative step streams
-  its accepted tokens as one chunk, so with speculative decoding mean ITL exceeds TPOT; the
-  spread misses decode steps slowed by a co-scheduled prefill chunk.  The result states which
-  method in ``itl_percentiles_method``.
+  (output - 1), which this reproduces exactly.  Median, std and percentiles are over the pooled
+  per-request gaps between streamed chunks, as ``calculate_metrics`` pools ``outputs[i].itl``
+  and takes ``np.median`` (SGLang's ``bench_serving`` likewise); vLLM streams one chunk per engine
+  step, a speculative step's accepted tokens together.  With runtime features (prefix caching,
+  which vLLM and SGLang have on by default, SGLang's scheduler, speculative decoding, CUDA-graph
+  padding) the feature kernel counts each gap, ``t_emit - the request's previous chunk``, in a
+  histogram of relative bin width 1.2e-4 (0.1 ms up to 1.6 s gaps; ``fleetplan.sim._kernels.features.itl``):
+  a decode step left out of a prefill batch, or a preemption's wait, is in the gap.  The featureless
+  kernel's step log gives each token past a request's first the duration of the step that produced
+  it (the same gap unless the request was preempted).  ``itl_percentiles_method`` says which.
 
 Requests rejected by the instance (longer than ``max_model_len``) count as failed, like
 vLLM's HTTP errors.
@@ -47,18 +47,18 @@ from fleetplan.bench.instance import EngineArgs, serving_fleet
 from fleetplan.errors import ConfigError
 from fleetplan.sim.api_server import with_api_servers
 from fleetplan.sim.compile import CompiledRun, compile_fleet, compile_requests
-from fleetplan.sim.engine import run_compiled
+from fleetplan.sim.engine import run_compiled, uses_feature_kernel
 from fleetplan.sim.features.compile import compile_features
 from fleetplan.sim.spec import FleetSpec, Level
 
-__all__ = ["BenchServeConfig", "BenchServeResult", "METRICS", "ITL_METHOD", "ITL_METHOD_APPROX", "run_bench_serve",
+__all__ = ["BenchServeConfig", "BenchServeResult", "METRICS", "ITL_METHOD", "ITL_METHOD_STREAMED", "run_bench_serve",
            "send_times_s"]
 
 METRICS = ("ttft", "tpot", "itl", "e2el")
 DEFAULT_PERCENTILE_METRICS = ("ttft", "tpot", "itl")  # vLLM's default for generation
 ITL_METHOD = "step log (each token's ITL = the duration of the step that produced it; mean exact)"
-ITL_METHOD_APPROX = ("per-request mean gap between streamed chunks (feature kernel has no step log; mean exact, "
-                     "spread approximate)")
+ITL_METHOD_STREAMED = ("pooled gaps between each request's streamed chunks (feature kernel's histogram, bins of "
+                       "1.2e-4 relative width; mean exact)")
 
 
 def send_times_s(n: int, request_rate_per_s: float, burstiness: float, rng: np.random.Generator) -> np.ndarray:
@@ -138,8 +138,22 @@ def _percentile_word(p: float) -> str:
     return str(int(p)) if int(p) == p else str(p)
 
 
+def _weighted_percentile(values: np.ndarray, counts: np.ndarray, q: float) -> float:
+    """``np.percentile(np.repeat(values, counts), q)`` (linear) without expanding the sample."""
+    order = np.argsort(values, kind="stable")
+    v, cum = values[order], np.cumsum(counts[order])
+    h = (cum[-1] - 1) * q / 100.0
+    lo = int(math.floor(h))
+    at = np.searchsorted(cum, [lo, min(lo + 1, cum[-1] - 1)], side="right")
+    return float(v[at[0]] + (h - lo) * (v[at[1]] - v[at[0]]))
+
+
 def _stats(values: np.ndarray, weights: np.ndarray | None, percentiles: tuple[float, ...]) -> dict[str, float]:
-    """mean, median, std and percentiles (ms) as vLLM computes them (``np.*(values or 0)``)."""
+    """mean, median, std and percentiles (ms) as vLLM computes them (``np.*(values or 0)``); ``weights``: each
+    value counted that many times (the ITL samples, module docstring)."""
+    if weights is not None:
+        keep = weights > 0
+        values, weights = values[keep], weights[keep].astype(np.int64)
     if values.size == 0:
         values, weights = np.zeros(1), None
     if weights is None:
@@ -147,19 +161,19 @@ def _stats(values: np.ndarray, weights: np.ndarray | None, percentiles: tuple[fl
         for p in percentiles:
             out[f"p{_percentile_word(p)}"] = float(np.percentile(values, p))
     else:
-        expanded = np.repeat(values, weights)  # token-weighted samples (ITL, module docstring)
-        if expanded.size == 0:
-            expanded = np.zeros(1)
-        out = {"mean": float(np.sum(values * weights) / max(np.sum(weights), 1)),
-               "median": float(np.median(expanded)), "std": float(np.std(expanded))}
+        total = float(np.sum(weights))
+        mean = float(np.sum(values * weights) / total)
+        out = {"mean": mean, "median": _weighted_percentile(values, weights, 50.0),
+               "std": math.sqrt(float(np.sum(weights * (values - mean) ** 2)) / total)}
         for p in percentiles:
-            out[f"p{_percentile_word(p)}"] = float(np.percentile(expanded, p))
+            out[f"p{_percentile_word(p)}"] = _weighted_percentile(values, weights, p)
     return {k: 1e3 * v for k, v in out.items()}
 
 
 def _metrics(cfg: BenchServeConfig, prompt: np.ndarray, output: np.ndarray, start_s: np.ndarray,
              ttft_s: np.ndarray, e2el_s: np.ndarray, done: np.ndarray,
-             step_log: tuple[np.ndarray, np.ndarray] | None, accepted: np.ndarray) -> dict[str, object]:
+             step_log: tuple[np.ndarray, np.ndarray] | None, accepted: np.ndarray,
+             itl_method: str = ITL_METHOD) -> dict[str, object]:
     duration_s = float(np.max(start_s[done] + e2el_s[done])) if done.any() else 0.0
     n_done = int(done.sum())
     total_in, total_out = int(prompt[done].sum()), int(output[done].sum())
@@ -193,7 +207,8 @@ def _metrics(cfg: BenchServeConfig, prompt: np.ndarray, output: np.ndarray, star
     if "itl" in cfg.percentile_metrics:
         n_chunks = int(np.sum(emissions))  # vLLM's mean ITL: all decode time over all later chunks
         out["mean_itl_ms"] = 1e3 * float(np.sum(decode_s)) / n_chunks if n_chunks else 0.0
-        out["itl_percentiles_method"] = ITL_METHOD if step_log is not None else ITL_METHOD_APPROX
+        out["itl_percentiles_method"] = itl_method if step_log is not None else (
+            "per-request mean gap between streamed chunks (no gap log; spread approximate)")
     return out
 
 
@@ -229,6 +244,7 @@ def run_bench_serve(engine: EngineArgs, cfg: BenchServeConfig,
     ttft = np.where(done, frame["ttft_s"].to_numpy(dtype=np.float64), np.nan)
     e2el = np.where(done, frame["e2e_s"].to_numpy(dtype=np.float64), np.nan)
     accepted = frame["accepted"].to_numpy(dtype=np.int64)
-    metrics = _metrics(cfg, prompt, output, start, ttft, e2el, done, sim.step_log, accepted)
+    metrics = _metrics(cfg, prompt, output, start, ttft, e2el, done, sim.step_log, accepted,
+                       ITL_METHOD_STREAMED if uses_feature_kernel(run) else ITL_METHOD)
     return BenchServeResult(cfg, engine, fleet, prompt, output, send, start, ttft, e2el, done,
                             MappingProxyType(metrics))

@@ -64,6 +64,7 @@ from fleetplan.sim.features.speculative import SpeculativeConfig
 FLAG_OF_COMMAND.setdefault("bench serve", {}).update({
     "expert_parallel_size": CliParam("--ep-size"), "enable_dp_attention": CliParam("--enable-dp-attention"),
     "nnodes": CliParam("--nnodes"), "parallelism_spec": CliParam("--tensor-parallel-size"),
+    "enable_mixed_chunk": CliParam("--enable-mixed-chunk"),
 })
 
 #: vLLM ``--quantization`` methods and the weight storage they mean for the predictor.
@@ -177,7 +178,8 @@ def result_json(result: BenchServeResult, label: str, model_id: str, engine: str
         "weight_dtype": eng.weight_dtype.value, "kv_cache_dtype": eng.kv_cache_dtype.value,
         "max_num_seqs": pool.limits.max_num_seqs, "max_num_batched_tokens": pool.limits.max_num_batched_tokens,
         "max_model_len": pool.max_context_tokens, "kv_blocks": pool.limits.kv_blocks,
-        "gpu_memory_utilization": eng.gpu_memory_utilization, "enable_prefix_caching": eng.enable_prefix_caching,
+        "gpu_memory_utilization": eng.gpu_memory_utilization, "enable_prefix_caching": eng.prefix_caching,
+        "scheduler_policy": eng.scheduler_policy.value,
         "dataset_name": cfg.dataset.name.value, "dataset_path": cfg.dataset.path,
         "random_input_len": cfg.dataset.random_input_len, "random_output_len": cfg.dataset.random_output_len,
         "random_range_ratio": cfg.dataset.random_range_ratio,
@@ -253,7 +255,15 @@ def bench() -> None:
               help="fp8 | awq | gptq (+ _marlin): weight storage [default: the checkpoint's, from its config.json "
               "quantization_config; bf16 without one].")
 @click.option("--enable-chunked-prefill/--no-enable-chunked-prefill", default=True, show_default=True)
-@click.option("--enable-prefix-caching/--no-enable-prefix-caching", default=False, show_default=True)
+@click.option("--enable-prefix-caching/--no-enable-prefix-caching", default=None,
+              help="Prefix caching [default: the engine's: on for vllm (v1) and sglang (radix cache), off for "
+              "trtllm and lmdeploy]; with random prompts it acts through preemption (a preempted request's "
+              "computed blocks are hits when it is admitted again).")
+@click.option("--disable-radix-cache", is_flag=True, default=False,
+              help="SGLang's spelling of --no-enable-prefix-caching (with --engine sglang).")
+@click.option("--enable-mixed-chunk", is_flag=True, default=False,
+              help="SGLang: mix the running decodes into prefill batches (with --engine sglang; default: prefill "
+              "batches apart from decode batches).")
 @click.option("--speculative-config", default=None, help='vLLM JSON, e.g. \'{"method": "mtp", '
               '"num_speculative_tokens": 2, "acceptance_rate": 0.7}\'.')
 @click.option("--cudagraph-capture-sizes", default=None, help="Capture sizes (tokens); turns on graph padding.")
@@ -264,7 +274,8 @@ def serve(model, gpu, tensor_parallel_size, pipeline_parallel_size, data_paralle
           custom_output_len, request_rate, burstiness, num_prompts, max_concurrency, seed, percentile_metrics,
           metric_percentiles, save_result, result_dir, result_filename, label, max_num_seqs, max_num_batched_tokens,
           max_model_len, gpu_memory_utilization, kv_cache_dtype, quantization, enable_chunked_prefill,
-          enable_prefix_caching, speculative_config, cudagraph_capture_sizes, api_server_count) -> None:
+          enable_prefix_caching, disable_radix_cache, enable_mixed_chunk, speculative_config, cudagraph_capture_sizes,
+          api_server_count) -> None:
     """Predict `vllm bench serve` against one serving instance: vLLM's result block and JSON."""
     dataset = DatasetSpec(DatasetName.parse(dataset_name), dataset_path, random_input_len, random_output_len,
                           random_range_ratio, random_prefix_len, sharegpt_output_len, custom_output_len,
@@ -279,12 +290,20 @@ def serve(model, gpu, tensor_parallel_size, pipeline_parallel_size, data_paralle
     dp = _sglang_alias(profile.name, "--dp-size", dp_size, "--data-parallel-size", data_parallel_size, 1)
     par, copies = engine_parallelism(profile.name, model_cfg, tp, pipeline_parallel_size, dp, enable_expert_parallel,
                                      ep, enable_dp_attention, nnodes)
+    if disable_radix_cache:
+        if profile.name != "sglang":
+            raise click.UsageError(f"--disable-radix-cache is SGLang's spelling; under --engine {profile.name} give "
+                                   "--no-enable-prefix-caching, or add --engine sglang")
+        if enable_prefix_caching:
+            raise click.UsageError("--disable-radix-cache and --enable-prefix-caching disagree; give one of them")
+        enable_prefix_caching = False
     args = EngineArgs(
         model_cfg, gpu_profile, tp, weights, Dtype(KV_CACHE_DTYPES[kv_cache_dtype]), max_num_seqs,
         max_num_batched_tokens, max_model_len, gpu_memory_utilization, enable_chunked_prefill, enable_prefix_caching,
         None if speculative_config is None else SpeculativeConfig.from_json(speculative_config),
         _sizes(cudagraph_capture_sizes), profile.options_for(gpu_profile, weights),
         None if perf_profile is None else load_perf_profile(perf_profile), instances * copies, par, api_server_count,
+        engine=profile.name, enable_mixed_chunk=enable_mixed_chunk,
     )
     result = run_bench_serve(args, cfg)
     click.echo(f"fleetplan bench serve (simulated): {model_cfg.name} on {args.instances} x {par.gpus_per_replica} "

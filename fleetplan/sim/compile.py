@@ -132,7 +132,7 @@ class CompiledRun:
     # closed-loop clients (vLLM bench serve's max concurrency): at most this many requests
     # outstanding, the next released when one completes; 0 = open loop (iteration_level.py)
     max_in_flight: int = 0
-    # log every step's duration and non-first tokens (featureless iteration kernel; SimResult.step_log)
+    # log inter-token gaps (SimResult.step_log): the featureless kernel's steps, the feature kernel's histogram
     log_steps: bool = False
     # the API server stage (fleetplan.sim.api_server): requests sorted by release, arrival_s = release;
     # None = requests as drawn (no modelled API server cost, closed loop or sessions)

@@ -159,9 +159,10 @@ def _json_safe(value):
 @dataclass(frozen=True, eq=False)
 class SimResult:
     """Per-request table (``requests``, one row per simulated request, warm-up
-    rows flagged) and its ``summary``; ``step_log`` = ``(duration_s, tokens)`` arrays of every step
-    that emitted tokens past a request's first, when the run asked for it
-    (``CompiledRun.log_steps``; ``fleetplan.sim._kernels.iteration_steps``), else None."""
+    rows flagged) and its ``summary``; ``step_log`` = ``(duration_s, tokens)`` arrays, when the run
+    asked for it (``CompiledRun.log_steps``), else None: the featureless kernel's every step that
+    emitted tokens past a request's first (``fleetplan.sim._kernels.iteration_steps``), or the feature
+    kernel's streamed inter-token gaps as (bin centre, count) (``fleetplan.sim._kernels.features.itl``)."""
 
     requests: pd.DataFrame
     summary: SimSummary

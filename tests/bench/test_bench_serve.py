@@ -117,7 +117,7 @@ def test_speculative_itl_is_per_streamed_chunk(engine: EngineArgs) -> None:
                            max_concurrency=4, percentile_metrics=("tpot", "itl"))
     m = run_bench_serve(replace(engine, speculative=spec), cfg).metrics
     assert 1.9 < m["mean_itl_ms"] / m["mean_tpot_ms"] < 2.9
-    assert m["itl_percentiles_method"].startswith("per-request mean gap")
+    assert m["itl_percentiles_method"].startswith("pooled gaps")
 
 
 def test_fp8_is_not_a_free_2x_with_the_vllm_profile() -> None:
@@ -166,12 +166,52 @@ def test_capture_sizes_run_the_feature_kernel_with_padding(engine: EngineArgs) -
     assert graphs["mean_tpot_ms"] >= plain["mean_tpot_ms"]  # batches of 5 padded to 8
 
 
-def test_itl_spread_comes_from_the_step_log(engine: EngineArgs) -> None:
+@pytest.mark.parametrize("prefix_caching", [False, True])
+def test_itl_spread_comes_from_the_step_log(engine: EngineArgs, prefix_caching: bool) -> None:
     """Long prompts arriving among decodes: chunked-prefill steps stall the decodes they share a step with, so
-    P99 ITL (step log) exceeds P99 TPOT (per-request averages) while the mean ITL stays the exact one."""
+    P99 ITL (step log, or with prefix caching the feature kernel's gap histogram) exceeds P99 TPOT (per-request
+    averages) while the mean ITL stays the exact one."""
+    from dataclasses import replace
+
     cfg = BenchServeConfig(DatasetSpec(random_input_len=6000, random_output_len=64, random_range_ratio=0.5),
                            num_prompts=80, request_rate_per_s=4.0, percentile_metrics=("tpot", "itl"))
-    m = run_bench_serve(engine, cfg).metrics
-    assert m["itl_percentiles_method"].startswith("step log")
+    m = run_bench_serve(replace(engine, enable_prefix_caching=prefix_caching), cfg).metrics
+    assert m["itl_percentiles_method"].startswith("pooled gaps" if prefix_caching else "step log")
     assert m["p99_itl_ms"] > 1.2 * m["p99_tpot_ms"]
     assert m["median_itl_ms"] < m["mean_itl_ms"]
+
+
+def test_gap_histogram_agrees_with_the_step_log_without_preemption(engine: EngineArgs) -> None:
+    """Without preemption (and no shared prefix) prefix caching changes no step, and each token's gap is the
+    step that made it: the feature kernel's histogram (bins of relative half-width 6.1e-5) gives the step log's
+    median and P99 ITL within that precision."""
+    from dataclasses import replace
+
+    cfg = BenchServeConfig(DatasetSpec(random_input_len=3000, random_output_len=100, random_range_ratio=0.5),
+                           num_prompts=60, request_rate_per_s=3.0, percentile_metrics=("itl",),
+                           metric_percentiles=(50.0, 90.0, 99.0))
+    log = run_bench_serve(replace(engine, enable_prefix_caching=False), cfg)
+    hist = run_bench_serve(replace(engine, enable_prefix_caching=True), cfg)
+    assert int(log.fleet.pools[0].limits.kv_blocks) > 0
+    np.testing.assert_array_equal(log.e2el_s, hist.e2el_s)
+    for key in ("median_itl_ms", "p50_itl_ms", "p90_itl_ms", "p99_itl_ms"):
+        assert hist.metrics[key] == pytest.approx(log.metrics[key], rel=1.3e-4), key
+    assert hist.metrics["mean_itl_ms"] == pytest.approx(log.metrics["mean_itl_ms"], rel=1e-12)
+
+
+def test_median_itl_is_the_decode_step_and_leaves_out_prefill_chunks(engine: EngineArgs) -> None:
+    """One request at a time (max_concurrency 1): every gap is a batch-1 decode step, so median ITL = mean ITL =
+    TPOT within the bins' precision; with 8,000-token prompts at 8 clients most gaps are still pure decode
+    steps, so the median stays below the mean that the prefill-chunk steps raise."""
+    from dataclasses import replace
+
+    one = BenchServeConfig(DatasetSpec(random_input_len=512, random_output_len=64), num_prompts=4, max_concurrency=1,
+                           percentile_metrics=("tpot", "itl"))
+    m = run_bench_serve(engine, one).metrics
+    assert m["itl_percentiles_method"].startswith("pooled gaps")
+    assert m["median_itl_ms"] == pytest.approx(m["mean_itl_ms"], rel=2e-3)
+    assert m["mean_itl_ms"] == pytest.approx(m["mean_tpot_ms"], rel=1e-9)
+    eight = BenchServeConfig(DatasetSpec(random_input_len=8000, random_output_len=200), num_prompts=32,
+                             max_concurrency=8, percentile_metrics=("tpot", "itl"))
+    m = run_bench_serve(replace(engine, max_num_batched_tokens=2048), eight).metrics
+    assert m["median_itl_ms"] < 0.8 * m["mean_itl_ms"]

@@ -71,7 +71,7 @@ def _run_features(fn, case, feats, extras, n_in_flight):
     from tests.sim.test_features_cases import kernel_groups
 
     n, n_inst, p = len(case["arrival_s"]), int(case["pool_inst_start"][-1]), len(case["pool_router"])
-    out = allocate_outputs(n, n_inst, p)
+    out = allocate_outputs(n, n_inst, p, log_itl=True)
     for a in out.values():
         a.fill(77)
     n_steps = fn(*kernel_groups(case, feats, extras, out), n_in_flight)

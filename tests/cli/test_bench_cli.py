@@ -60,11 +60,13 @@ def test_dataset_file_that_does_not_parse(tmp_path) -> None:
 
 
 def test_perf_calibrate_on_bench_results_round_trip(tmp_path) -> None:
-    """Results simulated with the sglang profile (0.3 ms host time), fitted from the vllm profile's start."""
+    """Results simulated with the sglang profile (0.3 ms host time) in mixed batches (--enable-mixed-chunk, the
+    batches perf calibrate replays), fitted from the vllm profile's start."""
     for conc, n_in, n_out in ((1, 1024, 128), (16, 1024, 128), (4, 2048, 16)):
         res = _run(["bench", "serve", "--model", "llama-3.1-8b", "--gpu", "h100", "--num-prompts", "32",
                     "--random-input-len", str(n_in), "--random-output-len", str(n_out), "--max-concurrency", str(conc),
-                    "--engine", "sglang", "--result-dir", str(tmp_path), "--result-filename", f"c{conc}.json"])
+                    "--engine", "sglang", "--enable-mixed-chunk", "--result-dir", str(tmp_path),
+                    "--result-filename", f"c{conc}.json"])
         assert res.exit_code == 0, res.output
     out = tmp_path / "profile.json"
     args = ["perf", "calibrate", "--model", "llama-3.1-8b", "--gpu", "h100", "--out", str(out)]

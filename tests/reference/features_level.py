@@ -25,6 +25,7 @@ from fleetplan.sim._kernels.codes import (
     STATUS_REJECTED,
     STATUS_UNFINISHED,
 )
+from fleetplan.sim._kernels.features.itl import ITL_OCTAVE_LO, ITL_OCTAVES, ITL_SUB_BINS
 from tests.reference.features_parts import QL, Engine, Req, uniform01
 from tests.reference.features_sched import enqueue, schedule
 from tests.reference.iteration_parts import ceil_div
@@ -34,7 +35,21 @@ from tests.reference.request_level import least_loaded_pool, pick_instance
 OUT_NAMES = ("out_inst", "out_first_sched_s", "out_first_token_s", "out_done_s", "out_preemptions", "out_status",
              "inst_busy_s", "inst_seq_s", "inst_steps", "inst_tokens", "out_release_s", "out_cached_tokens",
              "out_drafted", "out_accepted", "pool_graph_tokens", "pool_step_kind", "pool_accept_pos",
-             "pool_draft_pos", "pool_prefix_tokens")
+             "pool_draft_pos", "pool_prefix_tokens", "pool_itl_hist", "out_last_token_s")
+
+
+def itl_bin(gap_s: float) -> int:
+    """Histogram bin of a gap: octave of ``gap_s`` from 2^ITL_OCTAVE_LO s, then ITL_SUB_BINS equal parts of it
+    (``fleetplan.sim._kernels.features.itl``); out-of-range gaps in the first / last bin."""
+    if gap_s <= 0.0:
+        return 0
+    mant, e = math.frexp(gap_s)  # gap_s = mant 2^e, 0.5 <= mant < 1
+    octave = e - 1 - ITL_OCTAVE_LO
+    if octave < 0:
+        return 0
+    if octave >= ITL_OCTAVES:
+        return ITL_OCTAVES * ITL_SUB_BINS - 1
+    return octave * ITL_SUB_BINS + int((mant - 0.5) * 2 * ITL_SUB_BINS)
 
 
 def complete(st, k: int, r: Req, t: float) -> None:
@@ -111,6 +126,10 @@ def commit(st, k: int, t: float) -> None:
             if r.comp == r.target:
                 if r.gen == 0:
                     st.o["out_first_token_s"][r.idx] = t
+                hist = st.o["pool_itl_hist"]  # a streamed chunk: its gap since the request's previous one
+                if r.gen > 0 and hist.shape[1] > 0:
+                    hist[p, itl_bin(t - st.o["out_last_token_s"][r.idx])] += 1
+                st.o["out_last_token_s"][r.idx] = t
                 r.gen += 1
                 r.target += 1
                 assert r.gen <= r.output
@@ -156,7 +175,7 @@ def _run(
     for name in OUT_NAMES[6:10] + OUT_NAMES[14:]:
         o[name][...] = 0
     o["out_inst"][:] = -1
-    for name in ("out_first_sched_s", "out_first_token_s", "out_done_s", "out_release_s"):
+    for name in ("out_first_sched_s", "out_first_token_s", "out_done_s", "out_release_s", "out_last_token_s"):
         o[name][:] = math.inf
     for name in ("out_preemptions", "out_cached_tokens", "out_drafted", "out_accepted"):
         o[name][:] = 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 from fleetplan.sim._kernels.codes import SCHED_H2Q_BR, SCHED_MLFQ, SCHED_SGLANG, SCHED_SPF
+from fleetplan.sim._kernels.features.state import OWN_KEY_BASE
 from tests.reference.features_parts import (
     QL,
     QS,
@@ -25,9 +26,14 @@ from tests.reference.iteration_parts import ceil_div
 
 
 def pc_args(st, r: Req, block: int, cap: int) -> tuple:
+    """(key0, nb0, key1, nb1, cap): segment 1 holds the request's own blocks, under its session's key or
+    else its private key, and reaches the cap (a preempted request's computed blocks are cached)."""
     i = r.idx
-    return (int(st.prefix_key[i, 0]), int(st.prefix_tokens[i, 0]) // block, int(st.prefix_key[i, 1]),
-            int(st.prefix_tokens[i, 1]) // block, cap)
+    key1 = int(st.prefix_key[i, 1])
+    if key1 < 0:
+        key1 = OWN_KEY_BASE + i
+    return (int(st.prefix_key[i, 0]), int(st.prefix_tokens[i, 0]) // block, key1,
+            max(int(st.prefix_tokens[i, 1]) // block, cap), cap)
 
 
 def enqueue(st, k: int, r: Req, is_preempt: bool) -> None:
@@ -85,10 +91,15 @@ def admit_fits(st, k: int, w: Req, budget: int) -> tuple:
 def preempt(st, k: int, v: int) -> None:
     eng, p = st.engines[k], st.engines[k].pool
     r = eng.running.pop(v)
-    eng.free += r.held
-    if st.prefix_on[p]:
+    if st.prefix_on[p]:  # vLLM v1: the freed blocks keep their hashes; the computed full ones are hits later
+        block = int(st.pool_block_tokens[p])
+        key0, nb0, key1, _, _ = pc_args(st, r, block, 0)
+        kept, freed = st.pc.insert(k, key0, nb0, key1, r.match, r.comp // block)
+        eng.free += (r.held - kept) + freed
         st.pc.unpin(k, r.e0)
         st.pc.unpin(k, r.e1)
+    else:
+        eng.free += r.held
     r.e0 = r.e1 = -1
     r.held = r.match = r.comp = r.sched = r.kspec = 0
     st.o["out_preemptions"][r.idx] += 1

@@ -110,7 +110,7 @@ def make_feature_case(seed: int, which: str = "all", sessions: bool = True, n_ma
 
 def run_one(fn, case: dict, feats: dict, extras: RequestExtras, **kw) -> tuple[int, dict]:
     n, n_inst, p = len(case["arrival_s"]), int(case["pool_inst_start"][-1]), len(case["pool_router"])
-    out = allocate_outputs(n, n_inst, p)
+    out = allocate_outputs(n, n_inst, p, log_itl=True)
     for a in out.values():
         a.fill(77)  # kernels must initialise their outputs
     n_steps = fn(*kernel_groups(case, feats, extras, out), **kw)

@@ -63,11 +63,12 @@ i4[P] speculative tokens per step; ``spec_bits`` i8[P, SPEC_K_MAX] acceptance th
 integers (``features/rng.accept_thresholds``); ``draft_code`` i4[P]; ``draft_coef``
 f8[P, N_STEP_COEFS]; ``prefix_on`` i4[P].
 ``FeatureOutputs`` (per request): ``first_sched_s``, ``first_token_s``, ``done_s`` f8[N];
-``preemptions`` i4[N]; ``status`` i1[N]; ``cached_tokens``, ``drafted``, ``accepted`` i8[N].
+``preemptions`` i4[N]; ``status`` i1[N]; ``cached_tokens``, ``drafted``, ``accepted`` i8[N];
+``last_token_s`` f8[N] (its latest streamed chunk, ``features/itl.py``).
 ``FeatureStatistics``: ``inst_busy_s``, ``inst_seq_s`` f8[K]; ``inst_steps``, ``inst_tokens``
 i8[K]; per pool i8: ``pool_graph_tokens`` [P, 2] (useful, padding), ``pool_step_kind`` [P, 2]
 (eager, graphed), ``pool_accept_pos`` / ``pool_draft_pos`` [P, SPEC_K_MAX], ``pool_prefix_tokens``
-[P, 2] (looked up, hit).
+[P, 2] (looked up, hit), ``pool_itl_hist`` [P, ITL_BINS or 0] (inter-token gaps, ``features/itl.py``).
 ``Releases`` (session rounds): ``succ_head``, ``succ_next`` i8[N] successor lists;
 ``delay_s`` f8[N] tool-call delay; the release heap ``heap_s`` f8[N], ``heap_req`` i8[N],
 ``heap_n`` i8[1] (size).
@@ -132,10 +133,10 @@ FeatureInstances = namedtuple("FeatureInstances", ["run_lo", "run_req", "ki", "k
 Features = namedtuple("Features", ["policy", "policy_param", "graph_mode", "graph_sizes", "graph_n", "graph_time_s",
                                    "spec_k", "spec_bits", "draft_code", "draft_coef", "prefix_on"])
 FeatureOutputs = namedtuple("FeatureOutputs", ["first_sched_s", "first_token_s", "done_s", "preemptions", "status",
-                                               "cached_tokens", "drafted", "accepted"])
+                                               "cached_tokens", "drafted", "accepted", "last_token_s"])
 FeatureStatistics = namedtuple("FeatureStatistics", ["inst_busy_s", "inst_seq_s", "inst_steps", "inst_tokens",
                                                      "pool_graph_tokens", "pool_step_kind", "pool_accept_pos",
-                                                     "pool_draft_pos", "pool_prefix_tokens"])
+                                                     "pool_draft_pos", "pool_prefix_tokens", "pool_itl_hist"])
 Releases = namedtuple("Releases", ["succ_head", "succ_next", "delay_s", "heap_s", "heap_req", "heap_n"])
 FeatureRouting = namedtuple("FeatureRouting", ["pool_router", "route_u", "rr_next"])
 PrefixCache = namedtuple("PrefixCache", ["inst", "ent", "tab"])
@@ -153,7 +154,7 @@ RoundInputs = namedtuple("RoundInputs", ["prev_req", "delay_s", "session", "n_se
 FeatureKernelOutputs = namedtuple("FeatureKernelOutputs", [
     "inst", "first_sched_s", "first_token_s", "done_s", "preemptions", "status", "busy_s", "seq_s", "steps",
     "tokens", "release_s", "cached_tokens", "drafted", "accepted", "pool_graph_tokens", "pool_step_kind",
-    "pool_accept_pos", "pool_draft_pos", "pool_prefix_tokens"])
+    "pool_accept_pos", "pool_draft_pos", "pool_prefix_tokens", "pool_itl_hist", "last_token_s"])
 IterationOutputs = namedtuple("IterationOutputs", ["inst", "first_sched_s", "first_token_s", "done_s", "preemptions",
                                                    "status", "busy_s", "seq_s", "steps", "tokens"])
 FailureInputs = namedtuple("FailureInputs", ["fail_event_s", "fail_lo"])

@@ -29,7 +29,8 @@ Call sequence in the kernel (``B`` = block tokens; ``nb0 = t0 // B``, ``nb1 = t1
     kept, freed = pc_insert(pc, k, key0, nb0, key1, matched, ctx_tokens // B)
     free_blocks[k] += (held[r] - kept) + freed
     pc_unpin(pc, k, e0[r]); pc_unpin(pc, k, e1[r])
-    # preemption (recompute): release pins, free all own blocks
+    # preemption (recompute; the feature kernel's preempt_at): offer the computed full blocks
+    # under the request's own segment-1 key, as at completion, then release the pins
     pc_unpin(pc, k, e0[r]); pc_unpin(pc, k, e1[r]); free_blocks[k] += held[r]
 
 Slow twin: ``tests.reference.prefix_cache.PrefixCache``; ``kernel_snapshot`` there reads this state.

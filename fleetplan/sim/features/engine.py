@@ -50,12 +50,18 @@ def run_feature_kernel(run: CompiledRun, level: Level) -> dict[str, np.ndarray]:
     if run.fail_event_s is not None:
         raise ConfigError("failures cannot be combined with runtime features (the feature kernel has no instance "
                           "failures); drop `failures` or turn the features off")
+    from fleetplan.sim._kernels.features.itl import itl_bin_centre_s
     from fleetplan.sim.features.run import run_features  # the feature kernel compiles on first use
 
     f, r = run.fleet, run.requests
     features = run.features if run.features is not None else no_features(len(f.pool_names))
     extras = run.extras if run.extras is not None else no_extras(r.prompt_tokens)
-    return run_features(f, r, features, extras, float(run.horizon_s), int(run.max_in_flight))
+    out = run_features(f, r, features, extras, float(run.horizon_s), int(run.max_in_flight), bool(run.log_steps))
+    if run.log_steps:  # the streamed gaps as (bin centre, count) pairs, all pools (SimResult.step_log)
+        counts = out["pool_itl_hist"].sum(axis=0)
+        bins = np.flatnonzero(counts)
+        out["step_log_dt_s"], out["step_log_n"] = itl_bin_centre_s(bins), counts[bins]
+    return out
 
 
 def pool_feature_figures(run: CompiledRun, out: dict[str, np.ndarray]) -> tuple[dict, ...] | None:

@@ -8,7 +8,9 @@ all zeros, the feature kernel has no instance failures) plus, per request, ``rel
 admission), ``drafted`` and ``accepted`` (speculative tokens), and per pool
 ``pool_graph_tokens`` [P, 2] (useful, padding tokens of graphed steps), ``pool_step_kind``
 [P, 2] (eager, graphed steps), ``pool_accept_pos`` / ``pool_draft_pos`` [P, SPEC_K_MAX] and
-``pool_prefix_tokens`` [P, 2] (looked up, hit).  Semantics: docs/runtime_features_contract.md.
+``pool_prefix_tokens`` [P, 2] (looked up, hit), ``pool_itl_hist`` [P, ITL_BINS] (streamed gaps,
+``fleetplan.sim._kernels.features.itl``; [P, 0] unless ``log_itl``) and ``last_token_s`` (each
+request's latest chunk).  Semantics: docs/runtime_features_contract.md.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from fleetplan.sim._kernels import codes
+from fleetplan.sim._kernels.features.itl import ITL_BINS
 from fleetplan.sim._kernels.features.level import run_iteration_features
 from fleetplan.sim._kernels.groups import FeatureInputs, FeatureKernelOutputs, FleetInputs, RequestInputs, RoundInputs
 from fleetplan.sim.compile import CompiledFleet, CompiledRequests
@@ -26,8 +29,9 @@ __all__ = ["run_features", "allocate_outputs", "kernel_arguments"]
 SEED_MASK = (1 << 63) - 1
 
 
-def allocate_outputs(n_requests: int, n_instances: int, n_pools: int) -> dict[str, np.ndarray]:
-    """Output arrays of one call, in the field order of ``groups.FeatureKernelOutputs``."""
+def allocate_outputs(n_requests: int, n_instances: int, n_pools: int, log_itl: bool = False) -> dict[str, np.ndarray]:
+    """Output arrays of one call, in the field order of ``groups.FeatureKernelOutputs``; ``log_itl``: the
+    inter-token histogram (``ITL_BINS`` counts per pool) is kept."""
     n, n_inst = n_requests, n_instances
     return {
         "inst": np.full(n, -1, dtype=np.int32),
@@ -49,6 +53,8 @@ def allocate_outputs(n_requests: int, n_instances: int, n_pools: int) -> dict[st
         "pool_accept_pos": np.zeros((n_pools, SPEC_K_MAX), dtype=np.int64),
         "pool_draft_pos": np.zeros((n_pools, SPEC_K_MAX), dtype=np.int64),
         "pool_prefix_tokens": np.zeros((n_pools, 2), dtype=np.int64),
+        "pool_itl_hist": np.zeros((n_pools, ITL_BINS if log_itl else 0), dtype=np.int64),
+        "last_token_s": np.full(n, np.inf),
     }
 
 
@@ -85,11 +91,13 @@ def kernel_arguments(fleet: CompiledFleet, requests: CompiledRequests, features:
 
 
 def run_features(fleet: CompiledFleet, requests: CompiledRequests, features: CompiledFeatures,
-                 extras: RequestExtras, horizon_s: float, max_in_flight: int = 0) -> dict[str, np.ndarray]:
+                 extras: RequestExtras, horizon_s: float, max_in_flight: int = 0,
+                 log_itl: bool = False) -> dict[str, np.ndarray]:
     """Run the feature kernel; returns the raw output arrays (see the module doc).  ``max_in_flight > 0``:
-    closed-loop clients (``fleetplan.sim._kernels.features.level``)."""
+    closed-loop clients (``fleetplan.sim._kernels.features.level``); ``log_itl``: keep the inter-token
+    histogram."""
     n, n_inst, n_pools = requests.n_requests, fleet.n_instances, int(fleet.pool_router.size)
-    out = allocate_outputs(n, n_inst, n_pools)
+    out = allocate_outputs(n, n_inst, n_pools, log_itl)
     run_iteration_features(*kernel_arguments(fleet, requests, features, extras), FeatureKernelOutputs(**out),
                            float(horizon_s), int(max_in_flight))
     out["failures"] = np.zeros(n, dtype=np.int32)

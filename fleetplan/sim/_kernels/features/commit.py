@@ -22,6 +22,8 @@ for every scheduled running request r (``schedule``):
 * H2Q-BR: the session's H grows by the prefill tokens, and a prefill chunk that leaves the
   prompt unfinished marks the session long (z = 1), grants the carryover credit (c = 1) and
   moves r to QL; requests that got a prefill chunk are re-ranked and re-inserted in rank order;
+* streamed chunks: each emission after a request's first counts its gap since the request's
+  previous one in the pool's inter-token histogram (``itl``; a run's chunks by ``itl_run``);
 * completion: the prefix cache takes over the request's full blocks (``pc_insert``, then the
   pins are released), and the session's next rounds are pushed on the release heap at
   ``done + delay_s``.
@@ -33,6 +35,7 @@ import numpy as np
 
 from fleetplan.sim._kernels.codes import SCHED_H2Q_BR, SCHED_MLFQ, STATUS_DONE
 from fleetplan.sim._kernels.features.h2q import h2q_chunk, h2q_left, h2q_reinsert, h2q_replay
+from fleetplan.sim._kernels.features.itl import itl_emit, itl_run
 from fleetplan.sim._kernels.features.policy import mlfq_prepare, mlfq_rank
 from fleetplan.sim._kernels.features.rng import keyed_bits53
 from fleetplan.sim._kernels.features.schedule import mlfq_replay, schedule_features
@@ -198,6 +201,10 @@ def commit_features(k, p, t_s, req, ses, ins, pools, fts, outs, stats, load, rel
     last_level = int(fts.policy_param[p, 1]) - 1
     lo = run_lo[k]
     dt_last_ns = np.int64(kf[k, F_DT] * 1e9 + 0.5)  # MLFQ's attained service of the last step
+    itl_hist, last_token_s = stats.pool_itl_hist, outs.last_token_s
+    if m > 1:  # a run: every running request streams a chunk at each of its step ends (itl.py)
+        itl_run(k, p, m, rq, run_req, lo, ki[k, K_RUN], ki, kf, pools.pool_step_code[p], pools.pool_step_coef[p],
+                fts.graph_mode[p], fts.graph_time_s[p], itl_hist, last_token_s)
     if m > 1 and ki[k, K_RSPEC] > 0:  # a speculative run: its tokens from the draws made ahead
         spec_replay(k, p, m, ki[k, K_RSPEC], block, rq, run_req, lo, ki[k, K_RUN], ki, run_acc, counts,
                     pool_accept_pos, pool_draft_pos)
@@ -265,6 +272,8 @@ def commit_features(k, p, t_s, req, ses, ins, pools, fts, outs, stats, load, rel
             if c == target:  # all tokens in: emit the next one
                 if gen == 0:
                     out_first_token_s[rq[r, REQ]] = t_s
+                if m == 1:  # (a run's chunks: itl_run above)
+                    itl_emit(p, rq[r, REQ], t_s, gen == 0, itl_hist, last_token_s)
                 gen += 1
                 target += 1
                 if gen == rq[r, OUT]:

@@ -2,7 +2,8 @@
 
 ``run_iteration_features`` generalises ``run_iteration_level`` (no failures): scheduler policies
 (``policy``), a shared batch builder with token budget, KV admission, prefix caching
-and recompute preemption (``schedule``), CUDA-graph padding and
+and recompute preemption (``schedule``; with prefix caching on, a preempted request's computed
+full blocks stay cached under its own key, ``state.own_segment``), CUDA-graph padding and
 speculative decoding (``timing``, ``commit``), multi-round sessions and the
 prefix-affinity router (this module).  With every feature off and ``prev_req == -1`` it gives
 bit-identical outputs to ``run_iteration_level`` (tested).
@@ -34,6 +35,7 @@ from fleetplan.sim._kernels.codes import (
 )
 from fleetplan.sim._kernels.features.commit import commit_features, drafts_by_horizon
 from fleetplan.sim._kernels.features.h2q import h2q_setup
+from fleetplan.sim._kernels.features.itl import itl_run
 from fleetplan.sim._kernels.features.policy import enqueue_wait
 from fleetplan.sim._kernels.features.rng import accept_thresholds
 from fleetplan.sim._kernels.features.schedule import schedule_features
@@ -46,6 +48,7 @@ from fleetplan.sim._kernels.features.state import (
     K_ROOT0,
     K_ROOT1,
     K_RSPEC,
+    K_RUN,
     K_SORTED,
     N_GLOB,
     N_KF,
@@ -155,6 +158,7 @@ def run_iteration_features(requests, fleet, features, rounds, out, horizon_s, ma
         out.cached_tokens[i] = 0
         out.drafted[i] = 0
         out.accepted[i] = 0
+        out.last_token_s[i] = np.inf
     for i in range(n_req - 1, -1, -1):  # successors in index order
         q = prev_req[i]
         if q >= 0:
@@ -200,6 +204,7 @@ def run_iteration_features(requests, fleet, features, rounds, out, horizon_s, ma
     out.pool_accept_pos[:] = 0
     out.pool_draft_pos[:] = 0
     out.pool_prefix_tokens[:] = 0
+    out.pool_itl_hist[:] = 0
     n_leaves = tree_leaves(n_inst)
     step_end_s = np.full(n_leaves, np.inf)
     tree = np.empty(2 * n_leaves, dtype=np.int32)
@@ -220,9 +225,10 @@ def run_iteration_features(requests, fleet, features, rounds, out, horizon_s, ma
                    features.graph_time_s, spec_k, accept_thresholds(features.spec_accept), draft_code,
                    features.draft_coef, prefix_on)
     outs = FeatureOutputs(out.first_sched_s, out.first_token_s, out.done_s, out.preemptions, out.status,
-                          out.cached_tokens, out.drafted, out.accepted)
+                          out.cached_tokens, out.drafted, out.accepted, out.last_token_s)
     stats = FeatureStatistics(out.busy_s, out.seq_s, out.steps, out.tokens, out.pool_graph_tokens,
-                              out.pool_step_kind, out.pool_accept_pos, out.pool_draft_pos, out.pool_prefix_tokens)
+                              out.pool_step_kind, out.pool_accept_pos, out.pool_draft_pos, out.pool_prefix_tokens,
+                              out.pool_itl_hist)
     load = Load(inst_outstanding, tree_out, tree_out_lo, tree_out_leaves, pool_tokens)
     rel = Releases(succ_head, succ_next, rounds.delay_s, rel_t, rel_i, rel_n)
     route = FeatureRouting(pool_router, requests.route_u, rr_next)
@@ -321,6 +327,9 @@ def event_loop(n_inst, n_leaves, tree, horizon_s, arrival_s, prev_req, req_pool,
                            stats)
             if ki[k, K_RSPEC] > 0:
                 drafts_by_horizon(k, p, n_done, req, ses, ins, fts, outs, stats)
+            if n_done > 0:  # their chunks (the twin commits these steps)
+                itl_run(k, p, n_done, rq, ins.run_req, ins.run_lo[k], ki[k, K_RUN], ki, kf, pool_step_code[p],
+                        pool_step_coef[p], graph_mode[p], graph_time_s[p], stats.pool_itl_hist, outs.last_token_s)
             n_steps += n_done
     rows_flush(rq, glob, outs.drafted, outs.accepted)
     return n_steps

@@ -46,6 +46,7 @@ from fleetplan.sim._kernels.features.state import (
     UNKNOWN,
     WK0,
     WK1,
+    own_segment,
     ph_push,
 )
 from fleetplan.sim._kernels.jit import njit_borrowed, njit_inline
@@ -81,8 +82,8 @@ def enqueue_wait(k, p, x, is_preempt, req, ses, ki, pools, fts, pc):
         rem = prompt_tokens[r] + rq[x, GEN]
         if prefix_on[p] != 0:
             block = pools.pool_block_tokens[p]
-            m, _ = pc_probe(pc, k, prefix_key[r, 0], prefix_tokens[r, 0] // block, prefix_key[r, 1],
-                            prefix_tokens[r, 1] // block, (rem - 1) // block)
+            key0, nb0, key1, nb1, cap = own_segment(r, prefix_key, prefix_tokens, block, (rem - 1) // block)
+            m, _ = pc_probe(pc, k, key0, nb0, key1, nb1, cap)
             rem -= m * block
         rq[x, WK0] = rem
         rq[x, WK1] = seq

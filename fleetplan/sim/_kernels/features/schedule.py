@@ -36,6 +36,14 @@ budget)``; own blocks ``ceil((m B + num) / B) - m`` must fit in ``free + evictab
 (the probe's blocks that the match would pin), else admission stops.  Then ``pc_match`` pins,
 eviction covers any shortage, and ``pool_prefix_tokens[p] += (prompt, m B)``.
 
+Preemption with prefix caching on (``preempt_at``): the victim's computed full blocks stay cached
+under its own segment-1 key (``state.own_segment``: its session key, else ``OWN_KEY_BASE + i``),
+the rest are freed.  At re-admission they are matched (unless evicted) and re-pinned, and its first
+chunk's own blocks must fit beside them, so a request that cannot grow waits while the running ones
+decode instead of re-prefilling from zero in every step (vLLM v1: blocks freed with their hashes
+kept, ``get_computed_blocks`` at re-admission; sources in ``state.own_segment``).  Without prefix
+caching a preempted request recomputes from zero, as vLLM does with prefix caching turned off.
+
 Runs of identical steps as one event ("cruise")
 -----------------------------------------------
 
@@ -119,12 +127,13 @@ from fleetplan.sim._kernels.features.state import (
     UNKNOWN,
     WK0,
     WK1,
+    own_segment,
     ph_pop,
 )
 from fleetplan.sim._kernels.features.timing import batch_time_s, graph_adjust_s, graph_size, run_parts, run_step_s
 from fleetplan.sim._kernels.iteration_steps import CRUISE_MAX_STEPS
 from fleetplan.sim._kernels.jit import njit_borrowed, njit_inline
-from fleetplan.sim._kernels.prefix_cache import pc_evict, pc_evictable, pc_match, pc_probe, pc_unpin
+from fleetplan.sim._kernels.prefix_cache import pc_evict, pc_evictable, pc_insert, pc_match, pc_probe, pc_unpin
 from fleetplan.sim._kernels.step_model import decode_step_parts, verify_step_parts, verify_step_s
 
 
@@ -343,8 +352,8 @@ def admit_fits(k, p, w, budget, req, ki, pools, fts, pc):
     m = 0
     avail = ki[k, K_FREE]
     if fts.prefix_on[p] != 0:
-        m, pinned = pc_probe(pc, k, prefix_key[i, 0], prefix_tokens[i, 0] // block, prefix_key[i, 1],
-                             prefix_tokens[i, 1] // block, (target - 1) // block)
+        key0, nb0, key1, nb1, cap = own_segment(i, prefix_key, prefix_tokens, block, (target - 1) // block)
+        m, pinned = pc_probe(pc, k, key0, nb0, key1, nb1, cap)
         avail += pc_evictable(pc, k) - pinned
     c0 = m * block
     num = target - c0
@@ -365,8 +374,9 @@ def admit(k, p, w, root_col, m, num, own, t_s, req, ins, pools, fts, outs, stats
     e0 = -1
     e1 = -1
     if fts.prefix_on[p] != 0:
-        _, e0, e1 = pc_match(pc, k, prefix_key[i, 0], prefix_tokens[i, 0] // block, prefix_key[i, 1],
-                             prefix_tokens[i, 1] // block, (prompt_tokens[i] + rq[w, GEN] - 1) // block)
+        key0, nb0, key1, nb1, cap = own_segment(i, prefix_key, prefix_tokens, block,
+                                                (prompt_tokens[i] + rq[w, GEN] - 1) // block)
+        _, e0, e1 = pc_match(pc, k, key0, nb0, key1, nb1, cap)
         if own > ki[k, K_FREE]:
             ki[k, K_FREE] += pc_evict(pc, k, own - ki[k, K_FREE])
         pool_prefix_tokens = stats.pool_prefix_tokens
@@ -396,10 +406,15 @@ def preempt_at(k, p, v, n_end, req, ses, ins, pools, fts, outs, pc):
     for s in range(v, n_end - 1):
         run_req[s] = run_req[s + 1]
     ki[k, K_RUN] -= 1
-    ki[k, K_FREE] += rq[r, HELD]
-    if fts.prefix_on[p] != 0:
+    if fts.prefix_on[p] != 0:  # its computed full blocks stay cached under its own key (state.own_segment)
+        block = pools.pool_block_tokens[p]
+        key0, nb0, key1, _, _ = own_segment(rq[r, REQ], req.prefix_key, req.prefix_tokens, block, 0)
+        kept, freed = pc_insert(pc, k, key0, nb0, key1, rq[r, MATCH], rq[r, COMP] // block)
+        ki[k, K_FREE] += (rq[r, HELD] - kept) + freed
         pc_unpin(pc, k, rq[r, E0])
         pc_unpin(pc, k, rq[r, E1])
+    else:
+        ki[k, K_FREE] += rq[r, HELD]
     rq[r, E0] = -1
     rq[r, E1] = -1
     rq[r, HELD] = 0

@@ -96,6 +96,9 @@ ALL_SORTED = 1 << 62
 # accepted drafts, so it is computed from the acceptance draws when the run is formed)
 F_START, F_DT, F_D0 = 0, 1, 1
 SPEC_RUN_MAX = 64  # longest speculative run (steps); ending a run early is exact
+# Prefix-cache key of a request's own blocks (segment 1 of a request without a session key): above
+# every system-prompt and session key (``sessions.py``, ``shared_prefix.py`` number those from 0).
+OWN_KEY_BASE = 1 << 40
 N_KF = F_D0 + SPEC_RUN_MAX
 
 # glob entries
@@ -270,3 +273,26 @@ def rel_pop(rel_t, rel_i, size):
     rel_t[pos] = t_s
     rel_i[pos] = r
     return size
+
+
+@njit_inline
+def own_segment(i, prefix_key, prefix_tokens, block, cap_blocks):
+    """``(key0, nb0, key1, nb1, cap)`` of request i for ``pc_probe`` / ``pc_match`` / ``pc_insert``.
+
+    Segment 1 holds the request's own blocks: its session's key, else its private key
+    ``OWN_KEY_BASE + i``, and it reaches the lookup cap (``nb1 = max(nb1, cap)``).  A request
+    preempted with prefix caching on offers its computed full blocks under that key
+    (``schedule.preempt_at``), so when it is admitted again they are a cache hit unless evicted
+    meanwhile: vLLM v1 frees a preempted request's blocks into the free-block queue with their
+    hashes kept, tail first, and ``get_computed_blocks`` finds them at re-admission
+    (vllm-project/vllm@b4622cf924bc72504aed99e486062d6633fde39e:vllm/v1/core/sched/scheduler.py
+    ``_preempt_request``; @c59cb7941357443da7c5eef75cfa8697d683d228:vllm/v1/core/block_pool.py
+    ``free_blocks``).  Without a preemption the entry under a session key never reaches past the
+    session's context, so the raised ``nb1`` matches what it matched before."""
+    key1 = prefix_key[i, 1]
+    if key1 < 0:
+        key1 = OWN_KEY_BASE + i
+    nb1 = prefix_tokens[i, 1] // block
+    if nb1 < cap_blocks:
+        nb1 = cap_blocks
+    return prefix_key[i, 0], prefix_tokens[i, 0] // block, key1, nb1, cap_blocks

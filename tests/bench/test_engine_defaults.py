@@ -1,0 +1,103 @@
+"""Each engine's scheduler and defaults in ``bench serve`` (``fleetplan.bench.instance``, ``ENGINE_DEFAULTS``).
+
+Prefix caching is on by default for vLLM (v1) and SGLang (radix cache), off for TensorRT-LLM and LMDeploy;
+SGLang runs prefill batches apart from decode batches unless ``enable_mixed_chunk``; its token budget defaults
+to its ``chunked_prefill_size`` by GPU memory.  CLI: the flags in each engine's spelling, the other engine's
+flag in one line with exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+from click.testing import CliRunner
+
+from fleetplan.bench import BenchServeConfig, DatasetSpec, EngineArgs, run_bench_serve
+from fleetplan.bench.instance import serving_fleet, sglang_chunked_prefill_tokens
+from fleetplan.cli.main import cli
+from fleetplan.errors import ConfigError, UnknownNameError
+from fleetplan.hardware import load_catalog
+from fleetplan.models import load_model
+from fleetplan.sim.features.spec import SchedulerPolicy
+
+
+@pytest.fixture(scope="module")
+def engine() -> EngineArgs:
+    return EngineArgs(load_model("llama-3.1-8b"), load_catalog().get("H100-SXM"))
+
+
+@pytest.mark.parametrize(("name", "on"), [("vllm", True), ("sglang", True), ("trtllm", False), ("lmdeploy", False)])
+def test_prefix_caching_default_follows_the_engine(engine: EngineArgs, name: str, on: bool) -> None:
+    args = replace(engine, engine=name)
+    assert args.prefix_caching is on
+    assert serving_fleet(args).pools[0].features.prefix_cache.enabled is on
+    assert replace(args, enable_prefix_caching=not on).prefix_caching is (not on)
+
+
+def test_sglang_policy_and_mixed_chunk(engine: EngineArgs) -> None:
+    assert replace(engine, engine="sglang").scheduler_policy is SchedulerPolicy.SGLANG
+    assert replace(engine, engine="sglang", enable_mixed_chunk=True).scheduler_policy is SchedulerPolicy.VLLM_V1
+    assert engine.scheduler_policy is SchedulerPolicy.VLLM_V1
+    with pytest.raises(ConfigError, match="enable_mixed_chunk"):
+        replace(engine, enable_mixed_chunk=True)
+    with pytest.raises(UnknownNameError):
+        replace(engine, engine="tgi")
+
+
+@pytest.mark.parametrize(("gpu", "tokens"), [("L4", 2048), ("A100-40GB", 4096), ("A100-80GB", 8192),
+                                             ("H100-SXM", 8192), ("H200", 8192), ("B200", 16384), ("MI300X", 16384)])
+def test_sglang_chunked_prefill_size_by_gpu_memory(gpu: str, tokens: int) -> None:
+    """SGLang's ServerArgs tiers: < 35 GB 2048, < 60 GB 4096, < 160 GB 8192, else 16384."""
+    g = load_catalog().get(gpu)
+    assert sglang_chunked_prefill_tokens(g) == tokens
+    args = EngineArgs(load_model("llama-3.1-8b"), g, engine="sglang")
+    assert serving_fleet(args).pools[0].limits.max_num_batched_tokens == tokens
+    assert serving_fleet(replace(args, max_num_batched_tokens=1024)).pools[0].limits.max_num_batched_tokens == 1024
+
+
+def test_sglang_prefill_batches_leave_decodes_out(engine: EngineArgs) -> None:
+    """16,000-token prompts at 4 req/s (a backlog of prefills): vLLM puts a prefill chunk into almost every step
+    its decodes run in, so P90 ITL is a mixed step, several times the median; SGLang runs the prefill batches
+    alone and its decodes in decode-only batches, so P90 ITL stays a decode step (the waits across prefill
+    batches are a few long gaps); with ``enable_mixed_chunk`` SGLang's batches are vLLM's (same budget on H100)."""
+    cfg = BenchServeConfig(DatasetSpec(random_input_len=16000, random_output_len=200), num_prompts=40,
+                           request_rate_per_s=4.0, percentile_metrics=("itl",), metric_percentiles=(90.0,))
+    vllm = run_bench_serve(engine, cfg).metrics
+    sglang = run_bench_serve(replace(engine, engine="sglang"), cfg).metrics
+    mixed = run_bench_serve(replace(engine, engine="sglang", enable_mixed_chunk=True), cfg).metrics
+    assert sglang["completed"] == vllm["completed"] == 40
+    assert vllm["p90_itl_ms"] > 3 * vllm["median_itl_ms"]
+    assert sglang["p90_itl_ms"] < 1.05 * sglang["median_itl_ms"]
+    assert sglang["mean_itl_ms"] < vllm["mean_itl_ms"]
+    for key in ("median_itl_ms", "p90_itl_ms", "mean_itl_ms"):
+        assert mixed[key] == pytest.approx(vllm[key], rel=1e-12), key
+
+
+BASE = ["bench", "serve", "--model", "llama-3.1-8b", "--gpu", "h100", "--num-prompts", "12",
+        "--random-input-len", "256", "--random-output-len", "16"]
+
+
+def test_cli_reports_the_engine_defaults(tmp_path) -> None:
+    for extra, name, caching, policy in (([], "v.json", True, "vllm_v1"),
+                                         (["--engine", "sglang"], "s.json", True, "sglang"),
+                                         (["--engine", "sglang", "--disable-radix-cache"], "d.json", False, "sglang"),
+                                         (["--engine", "sglang", "--enable-mixed-chunk"], "m.json", True, "vllm_v1"),
+                                         (["--no-enable-prefix-caching"], "n.json", False, "vllm_v1"),
+                                         (["--engine", "lmdeploy"], "l.json", False, "vllm_v1")):
+        res = CliRunner().invoke(cli, [*BASE, *extra, "--result-dir", str(tmp_path), "--result-filename", name])
+        assert res.exit_code == 0, res.output
+        doc = json.loads((tmp_path / name).read_text())["fleetplan"]
+        assert (doc["enable_prefix_caching"], doc["scheduler_policy"]) == (caching, policy), extra
+
+
+@pytest.mark.parametrize(("extra", "words"), [
+    (["--enable-mixed-chunk"], "--enable-mixed-chunk"),
+    (["--disable-radix-cache"], "--disable-radix-cache is SGLang's spelling"),
+    (["--engine", "sglang", "--disable-radix-cache", "--enable-prefix-caching"], "disagree"),
+])
+def test_cli_other_engines_flag_is_one_line(extra: list[str], words: str) -> None:
+    res = CliRunner().invoke(cli, [*BASE, *extra])
+    assert res.exit_code == 2
+    assert words in res.output and "Traceback" not in res.output
