@@ -211,6 +211,50 @@ def gemm_table_efficiency() -> list[dict]:
     return out
 
 
+#: AIConfigurator system -> fleetplan GPU for the MoE read-back (the grid's systems and the A100, whose vLLM and
+#: SGLang MoE tables exist)
+MOE_TABLE_SYSTEMS = {**GRID_SYSTEMS, "a100_sxm": "A100-80GB"}
+MOE_TABLE_TOKENS = (4096, 8192, 16384)  # step tokens of the compute-bound rows
+MOE_TABLE_DISTRIBUTION = "power_law_1.01"  # AIConfigurator's default routing workload (``power_law``)
+#: MoE table dtype -> the peak it is read against (W8A8 FP8 against ``fp8_tflops``, the rest against ``bf16_tflops``)
+MOE_TABLE_PEAK = {"bfloat16": "bf16_tflops", "w4a16_mxfp4": "bf16_tflops", "int4_wo": "bf16_tflops",
+                  "fp8": "fp8_tflops", "fp8_block": "fp8_tflops"}
+
+
+def moe_table_efficiency() -> list[dict]:
+    """Achieved / dense peak of AIConfigurator's fused-MoE tables (needs ``aiconfigurator-core``), the read-back of
+    the engine profiles' ``moe_gemm_efficiency`` / ``moe_fp8_gemm_efficiency``: per system, engine, database
+    version and MoE dtype, the median and 10th-90th percentiles of ``2 * 3 h I T k / latency`` (gate, up and down
+    projections of ``T k`` token-expert rows) over every model shape of the table at ``MOE_TABLE_TOKENS`` tokens,
+    one GPU (MoE TP 1, EP 1), routing ``MOE_TABLE_DISTRIBUTION``; peaks from ``gpu_profiles/``."""
+    import tomllib
+
+    import aiconfigurator_core
+    import pandas as pd
+
+    data = Path(aiconfigurator_core.__file__).parent / "systems" / "data"
+    profiles = {tomllib.loads(f.read_text(encoding="utf-8"))["name"]: tomllib.loads(f.read_text(encoding="utf-8"))
+                for f in (ROOT / "gpu_profiles").glob("*.toml")}
+    out = []
+    for system, gpu in MOE_TABLE_SYSTEMS.items():
+        for table in sorted((data / system / "moe").glob("*/*/moe_perf.parquet")):
+            frame = pd.read_parquet(table)
+            big = frame[(frame.moe_tp_size == 1) & (frame.moe_ep_size == 1) & frame.num_tokens.isin(MOE_TABLE_TOKENS)
+                        & (frame.distribution == MOE_TABLE_DISTRIBUTION)]
+            for dtype, peak_key in MOE_TABLE_PEAK.items():
+                rows = big[big.moe_dtype == dtype]
+                if rows.empty or profiles[gpu].get(peak_key) is None:
+                    continue
+                flop = 2.0 * 3.0 * rows.hidden_size * rows.inter_size * rows.num_tokens * rows.topk
+                eff = flop / (rows.latency * 1e-3) / (profiles[gpu][peak_key] * 1e12)  # latency in ms
+                out.append({"system": system, "engine": table.parent.parent.name, "engine_version": table.parent.name,
+                            "moe_dtype": dtype, "n": len(rows),
+                            "shapes": int(rows.groupby(["hidden_size", "inter_size", "num_experts", "topk"]).ngroups),
+                            "median": float(eff.median()), "p10": float(eff.quantile(0.1)),
+                            "p90": float(eff.quantile(0.9))})
+    return out
+
+
 def _write(path: Path, rows: list[dict], aic_version: str) -> None:
     header = (f"# AIConfigurator {aic_version} estimates (database_mode {DATABASE_MODE}) written by "
               "benchmarks/aiconfigurator_compare.py --generate; aic_ms is static_ctx TTFT (prefill, batch 1) or "
@@ -702,6 +746,9 @@ def main() -> int:
                         help="query AIConfigurator (must be importable) and rewrite the estimates CSV")
     parser.add_argument("--gemm-tables", action="store_true",
                         help="print the FP8/BF16 efficiency of AIConfigurator's raw GEMM tables (needs aiconfigurator)")
+    parser.add_argument("--moe-tables", action="store_true",
+                        help="print the efficiency of AIConfigurator's fused-MoE tables, the engine profiles' "
+                        "moe_gemm_efficiency read-back (needs aiconfigurator-core)")
     parser.add_argument("--csv", type=Path, default=CSV_PATH)
     parser.add_argument("--fit-overhead", action="store_true",
                         help="fit each engine's non-kernel step overhead on published serving runs against the "
@@ -719,6 +766,12 @@ def main() -> int:
         for g in gemm_table_efficiency():
             print(f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:12s} {g['gemm_dtype']:10s} {g['n']:6d} "
                   f"median {g['median']:.2f} (p10-p90 {g['p10']:.2f}-{g['p90']:.2f}) of the dense peak")
+        return 0
+    if args.moe_tables:
+        for g in moe_table_efficiency():
+            print(f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:12s} {g['moe_dtype']:12s} {g['n']:4d} rows "
+                  f"{g['shapes']:3d} shapes median {g['median']:.3f} (p10-p90 {g['p10']:.2f}-{g['p90']:.2f}) of the "
+                  f"{MOE_TABLE_PEAK[g['moe_dtype']].split('_')[0].upper()} peak")
         return 0
     results = compare(read_estimates(args.csv))
     print(f"{len(results)} configurations from {args.csv}")

@@ -51,6 +51,7 @@ from fleetplan.errors import FleetplanError  # noqa: E402
 from fleetplan.hardware import load_catalog  # noqa: E402
 from fleetplan.models import Dtype, load_model  # noqa: E402
 from fleetplan.perf.engine_profile import load_engine_profile  # noqa: E402
+from fleetplan.sim.spec import DEFAULT_BLOCK_SIZE_TOKENS  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "data" / "serving_measurements.csv"
 DOC = ROOT / "docs" / "serving_validation.md"
@@ -233,7 +234,11 @@ def simulate_run(key: tuple, catalog) -> dict:
                           random_range_ratio_rule=k["range_ratio_rule"] or "vllm")
     cfg = BenchServeConfig(dataset, num_prompts=int(k["num_prompts"]), request_rate_per_s=rate, max_concurrency=conc,
                            percentile_metrics=("ttft", "tpot", "itl", "e2el"), metric_percentiles=(50.0, 99.0))
-    return dict(run_bench_serve(engine, cfg).metrics)
+    result = run_bench_serve(engine, cfg)
+    pool = result.fleet.pools[0]
+    # the regime split's inputs (``regime_of``): the KV tokens of all the run's schedulers and their batch limit
+    return {**result.metrics, "_kv_tokens": pool.limits.kv_blocks * pool.n_instances * DEFAULT_BLOCK_SIZE_TOKENS,
+            "_max_num_seqs": pool.limits.max_num_seqs * pool.n_instances}
 
 
 def evaluate(rows: list[dict]) -> list[dict]:
@@ -258,8 +263,39 @@ def evaluate(rows: list[dict]) -> list[dict]:
             out.append({**row, "predicted": None, "error": None, "miss": f"no {row['metric']} (run completed "
                         f"{got.get('completed', 0)} requests)"})
             continue
-        out.append({**row, "predicted": predicted, "error": predicted / measured - 1.0, "miss": ""})
+        out.append({**row, "predicted": predicted, "error": predicted / measured - 1.0, "miss": "",
+                    "regime": regime_of(row, got)})
     return out
+
+
+#: Regime split of the held-out rows (``regime_of``): prompt / output length ratios of the phase classes.
+PREFILL_DOMINATED_RATIO = 10.0
+LOW_BATCH_MAX = 16
+
+
+def regime_of(row: dict, sim: dict) -> dict[str, str]:
+    """The run's regime, so that the step model's own error shows apart from the scheduler's:
+
+    * ``KV cache``: saturated when the requests the run keeps in flight at once (its client concurrency, else
+      every prompt for an all-at-once run, capped by the schedulers' ``max_num_seqs``) need more KV tokens
+      (prompt + output each) than all its schedulers hold (``kv_blocks`` x block size), so admission and
+      preemption, not the step, set its latencies; an open-loop (Poisson) run keeps its rate times its
+      simulated mean end-to-end latency in flight (Little's law);
+    * ``in flight``: 1 (batch-1 latency), 2-16, above 16, or an open-loop request rate;
+    * ``phase``: prefill-dominated when the prompt is at least ``PREFILL_DOMINATED_RATIO`` times the output,
+      decode-dominated when the output is at least the prompt, mixed between.
+    """
+    n, conc = int(row["num_prompts"]), _int_or_none(row["max_concurrency"])
+    lin, lout = int(row["input_tokens"]), int(row["output_tokens"])
+    if conc is None and row["request_rate"] != "inf":  # Little's law with the simulated latency
+        flight, inflight = min(n, float(row["request_rate"]) * sim["mean_e2el_ms"] * 1e-3), "open-loop rate"
+    else:
+        flight = min(n, conc or n)
+        inflight = "1" if flight == 1 else (f"2-{LOW_BATCH_MAX}" if flight <= LOW_BATCH_MAX else f">{LOW_BATCH_MAX}")
+    saturated = min(flight, sim["_max_num_seqs"]) * (lin + lout) > sim["_kv_tokens"]
+    phase = ("prefill-dominated" if lin >= PREFILL_DOMINATED_RATIO * lout else
+             "decode-dominated" if lout >= lin else "mixed")
+    return {"KV cache": "saturated" if saturated else "not saturated", "in flight": inflight, "phase": phase}
 
 
 def held_out(r: dict) -> bool:
@@ -382,6 +418,7 @@ def held_out_lines(results: list[dict], title: str = HELD_OUT_TITLE, column: str
             g = held_out_summary(rows)
             lines.append(f"| {kind}: {name} | {g['n']} | {g['predicted']} | {_pct(g['mean_signed'], True)} | "
                          f"{_pct(g['mean_abs'])} | {g['within']} ({_pct(g['within_share'])}) |")
+    lines += ["", *regime_lines(results)]
     misses: dict[str, list[dict]] = {}
     for r in results:
         if r["predicted"] is None:
@@ -394,6 +431,42 @@ def held_out_lines(results: list[dict], title: str = HELD_OUT_TITLE, column: str
         for reason, rows in sorted(misses.items(), key=lambda kv: -len(kv[1])):
             models = ", ".join(sorted({f"{r['model']} on {r['gpu']}" for r in rows}))
             lines.append(f"| {len(rows)} | {models} | {reason.replace('|', '/')} |")
+    return lines
+
+
+def regime_groups_of(results: list[dict]) -> dict[str, list[dict]]:
+    """Predicted rows by regime (``regime_of``): each kind alone, KV cache x phase x in flight, and the rows
+    that time the step model itself (KV cache not saturated, median ITL left out: that metric is the
+    scheduler's mix of prefill chunks and decode steps)."""
+    rows = [r for r in results if r["predicted"] is not None]
+    single: dict[str, list[dict]] = {}
+    combined: dict[str, list[dict]] = {}
+    for r in rows:
+        g = r["regime"]
+        for kind in ("KV cache", "in flight", "phase"):
+            single.setdefault(f"{kind}: {g[kind]}", []).append(r)
+        combined.setdefault(f"{g['KV cache']}, {g['phase']}, in flight {g['in flight']}", []).append(r)
+    groups = {**dict(sorted(single.items())), **dict(sorted(combined.items()))}
+    own = [r for r in rows if r["regime"]["KV cache"] == "not saturated" and r["metric"] != "median_itl_ms"]
+    groups["step model's own (not saturated, median ITL left out)"] = own
+    for metric in sorted({r["metric"] for r in own}):
+        groups[f"step model's own: {metric}"] = [r for r in own if r["metric"] == metric]
+    return groups
+
+
+def regime_lines(results: list[dict]) -> list[str]:
+    """The regime table of a section (``regime_groups_of``)."""
+    lines = ["By regime (`regime_of` in benchmarks/bench_validation.py: KV cache saturated when the requests in "
+             "flight need more KV tokens than the schedulers hold; in flight = client concurrency, every prompt of "
+             f"an all-at-once run, or an open-loop rate; prefill-dominated = prompt >= {PREFILL_DOMINATED_RATIO:g}x "
+             "output, decode-dominated = output >= prompt):",
+             "", "| regime | rows | mean signed | mean absolute | within 35 % |", "|---|---|---|---|---|"]
+    for name, rows in regime_groups_of(results).items():
+        if not rows:
+            continue
+        g = held_out_summary(rows)
+        lines.append(f"| {name} | {g['n']} | {_pct(g['mean_signed'], True)} | {_pct(g['mean_abs'])} | "
+                     f"{g['within']} ({_pct(g['within_share'])}) |")
     return lines
 
 

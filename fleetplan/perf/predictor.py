@@ -44,7 +44,7 @@ from fleetplan.perf.operators import GemmBlock, GemmShape, gemm_block, gemm_bloc
 from fleetplan.perf.overheads import PredictorOptions, launch_overhead_s
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.quant import BLOCK_FP8_MOE_TILE_M_TOKENS, Fp8Scaling, fp8_scaling
-from fleetplan.perf.roofline import ACTIVATION_BYTES, DeviceRates, device_rates
+from fleetplan.perf.roofline import ACTIVATION_BYTES, DeviceRates, device_rates, gemm_peak_flop_per_s, w8a8
 
 __all__ = ["StepBreakdown", "StepTimePredictor", "CommTerms"]
 
@@ -156,6 +156,17 @@ class StepTimePredictor:
                          load_imbalance=self.options.moe_load_imbalance)
 
     @functools.cached_property
+    def moe_rates(self) -> DeviceRates:
+        """The routed experts' rates: ``rates`` with the grouped GEMM's FLOP/s at ``moe_fp8_gemm_efficiency``
+        of the FP8 peak (W8A8 experts) or ``moe_gemm_efficiency`` of the BF16 peak (BF16 and weight-only
+        experts) where the profile gives it (``fleetplan.perf.overheads``); the dense GEMMs' rate otherwise."""
+        o = self.options
+        eff = o.moe_fp8_gemm_efficiency if w8a8(self.gpu, self.weight_dtype) else o.moe_gemm_efficiency
+        if eff is None:
+            return self.rates
+        return dataclasses.replace(self.rates, gemm_flop_per_s=gemm_peak_flop_per_s(self.gpu, self.weight_dtype) * eff)
+
+    @functools.cached_property
     def comm_terms(self) -> CommTerms:
         """Collective cost per step as (fixed s, s per scheduled token).
 
@@ -263,7 +274,7 @@ class StepTimePredictor:
         if self.moe is None:
             return 0.0
         if rng is not None:
-            return sample_moe_s(self.moe, self.rates, n_tokens, self.options.moe_zipf_s, rng)
+            return sample_moe_s(self.moe, self.moe_rates, n_tokens, self.options.moe_zipf_s, rng)
         a, b, c, d, e, f = self._moe_coefficients
         miss = math.exp(d * n_tokens)
         return max(a * n_tokens + b * math.sqrt(n_tokens),
@@ -273,7 +284,7 @@ class StepTimePredictor:
     def _moe_coefficients(self) -> tuple[float, ...]:
         if self.moe is None:
             return (0.0,) * 6
-        a, b, c, d, e, f = expected_moe_terms(self.moe, self.rates, self.options.moe_zipf_s)
+        a, b, c, d, e, f = expected_moe_terms(self.moe, self.moe_rates, self.options.moe_zipf_s)
         return a, b, c, (d if math.isfinite(d) else SINGLE_EXPERT_LOG_MISS), e, f
 
     # ---- the simulator seam ---------------------------------------------------------------------
