@@ -19,6 +19,9 @@ system, engine and engine version (``aiconfigurator_core/systems/data/<system>/<
   for the roofline fallback on the same configurations (issue 26 target: >= 90 %, FP8 included);
 * ``--fit-overhead`` (needs ``aiconfigurator-core``): each engine's non-kernel step overhead fitted on
   published serving runs (``engine_profiles/*.toml`` ``[measured_overhead]``).
+* ``--moe-tables`` (needs ``aiconfigurator-core``): the achieved share of the peak of AIConfigurator's fused-MoE
+  tables per system, engine, version and dtype (``moe_table_efficiency``), the read-back of the vLLM and SGLang
+  profiles' ``moe_gemm_efficiency`` / ``moe_fp8_gemm_efficiency`` (the roofline's routed-expert GEMM rate).
 
 aiconfigurator-core 0.12.0 needs numpy>=2.1,<3, pandas>=2.2.3, scipy>=1.13.1, pyarrow>=15, pyyaml,
 packaging; it resolves alongside fleetplan's numpy/numba/pandas/scipy without moving them (checked with

@@ -109,6 +109,23 @@ rows; before: TPOT -53 %, median ITL -47 %, throughput +143 % on B200) and 300 u
 kernels; `[gpu_options.MI300X]`).  vLLM gets the NVIDIA value by transfer (SGLang's fused_moe_triton is a port of
 vLLM's fused_moe, the same kernel chain): the held-out vLLM MoE rows test it.
 
+Read back from AIConfigurator's measured operator tables (no serving row fitted): `moe_gemm_efficiency` /
+`moe_fp8_gemm_efficiency`, the routed experts' grouped-GEMM (fused MoE) share of the BF16 / FP8 peak, median of
+aiconfigurator-core 0.12.0's fused-MoE tables over their model shapes at 4,096-16,384 tokens on one GPU with its
+default power-law routing (`python benchmarks/aiconfigurator_compare.py --moe-tables`): vLLM 0.38 / 0.23 on H100
+(0.24.0 tables), 0.44 / 0.24 on H200, 0.31 / 0.16 on B200, 0.28 on A100 (0.14.0); SGLang 0.21 / 0.26 (H100, 0.5.14),
+0.23 / 0.29 (H200), 0.30 / 0.16 (B200), 0.34 (A100, 0.5.10); MI300X (no table) keeps the dense value.  Before, the
+experts ran at the dense GEMMs' 0.66 (vLLM) / 0.5 (SGLang): fleetplan's MoE layer came out at 0.44-0.68x of the
+tables' time at 4,096-16,384 tokens (vLLM, H100/A100), now 0.97-1.15x; MoE decode steps, weight-bound, do not move,
+nor does any dense model (every dense step of the AIConfigurator grid identical).  Motivated by the held-out MoE
+prefill: GPUStack's vLLM gpt-oss and Qwen3-235B TTFTs came out 35-65 % short.  With it gpt-oss-20b on the A100
+(vLLM 0.11) is within -24 % to +34 % on every metric of its unsaturated runs (TTFT -36..-40 % before); on the
+GPUStack "H100" pages gpt-oss prefill stays 1.6x fast: their prefill rate (about 32,000 tok/s for gpt-oss-20b,
+whatever the prompt length) is only 1.85x their A100's where the peaks differ 3.2x, the same signature as their
+Qwen3-32B H100 page (below), so those pages' GPU is in doubt rather than the step model.  The saturated rows get
+worse (their median ITL: the simulator mixes the now slower prefill chunks into the decode steps vLLM runs alone,
+`sched2`'s scheduler work), which is why the regime table separates them.
+
 Left out by rule: ShareGPT runs (sgl-cookbook DeepSeek-V3 on MI300X, Kimi-K2 and gpt-oss on B200: prompt lengths
 not published); sgl-cookbook GLM-4.6 (one set of numbers under four GPU types); GPUStack GLM-4.5-Air (its A100 and
 H100 pages carry identical numbers); TensorRT-LLM and Ascend rows; speculative-decoding runs (EAGLE/MTP acceptance

@@ -2,12 +2,13 @@
 
 One engine step (continuous batching, chunked prefill) of batch ``b`` costs
 
-    step_s = cpu_overhead + launch + GEMMs + prefill attention + decode attention
+    step_s = cpu_overhead + launch + GEMMs + prefill attention + decode attention + window attention
              + routed experts (MoE) + MoE layer latency + TP all-reduce + EP all-to-all + PP send/recv
 
 * GEMMs: one roofline over all dense GEMMs of the step (``operators``, ``roofline``), with
   tile and wave quantisation over the token dimension; ``lm_head`` runs on ``n_seqs`` rows.
-* attention from the batch's per-request lengths (``attention``); MoE from sampled
+* attention from the batch's per-request lengths (``attention``; narrow-window layers per scheduled
+  token and sequence, in the kernel's ``coef[10]`` with the collectives' slopes and ``coef[11]``); MoE from sampled
   routing, the slowest EP rank deciding (``moe``); collectives alpha-beta (``comm``);
   overheads (``overheads``); the MoE layers' fixed kernel-chain latency
   ``n_moe_layers * moe_layer_overhead_s`` (``overheads``, a per-step constant of the engine profile).
@@ -256,6 +257,7 @@ class StepTimePredictor:
             "gemm": max(compute, memory),
             "attention_prefill": self.attention.prefill_s_per_work * batch.attention_work,
             "attention_decode": self.attention.decode_s_per_context_token * batch.decode_context_sum,
+            "attention_window": self.attention.window_s_per_token * n_tok + self.attention.window_s_per_seq * n_seqs,
             "moe_experts": self._moe_s(n_tok, rng),
             "moe_layer_latency": self.moe_layer_latency_s,
             "tp_all_reduce": c.tp_all_reduce[0] + c.tp_all_reduce[1] * n_tok,
@@ -299,7 +301,8 @@ class StepTimePredictor:
         coef[3], coef[4] = a.prefill_s_per_work, a.decode_s_per_context_token
         coef[5], coef[6] = float(self.options.tile_m_tokens), g.wave_ratio
         coef[7], coef[8], coef[9] = g.memory_s_per_token, g.compute_s_per_seq, g.memory_s_per_seq
-        coef[10] = c.tp_all_reduce[1] + c.ep_all_to_all[1] + c.pp_send_recv[1]
+        coef[10] = c.tp_all_reduce[1] + c.ep_all_to_all[1] + c.pp_send_recv[1] + a.window_s_per_token
+        coef[11] = a.window_s_per_seq
         coef[12:18] = self._moe_coefficients
         return STEP_MODEL_ROOFLINE, coef
 
