@@ -21,7 +21,9 @@ system, engine and engine version (``aiconfigurator_core/systems/data/<system>/<
   published serving runs (``engine_profiles/*.toml`` ``[measured_overhead]``).
 * ``--moe-tables`` (needs ``aiconfigurator-core``): the achieved share of the peak of AIConfigurator's fused-MoE
   tables per system, engine, version and dtype (``moe_table_efficiency``), the read-back of the vLLM and SGLang
-  profiles' ``moe_gemm_efficiency`` / ``moe_fp8_gemm_efficiency`` (the roofline's routed-expert GEMM rate).
+  profiles' ``moe_gemm_efficiency`` / ``moe_fp8_gemm_efficiency`` (the roofline's routed-expert GEMM rate);
+* ``--attention-tables`` (needs ``aiconfigurator-core``): the vLLM context-attention table's efficiency per head
+  dimension (``attention_table_efficiency``), the source of ``fleetplan.perf.attention``'s head-dim factors.
 
 aiconfigurator-core 0.12.0 needs numpy>=2.1,<3, pandas>=2.2.3, scipy>=1.13.1, pyarrow>=15, pyyaml,
 packaging; it resolves alongside fleetplan's numpy/numba/pandas/scipy without moving them (checked with
@@ -255,6 +257,36 @@ def moe_table_efficiency() -> list[dict]:
                             "shapes": int(rows.groupby(["hidden_size", "inter_size", "num_experts", "topk"]).ngroups),
                             "median": float(eff.median()), "p10": float(eff.quantile(0.1)),
                             "p90": float(eff.quantile(0.9))})
+    return out
+
+
+ATTENTION_TABLE = ("h100_sxm", "vllm", "0.24.0")  # the one vLLM context-attention table with several head dims
+ATTENTION_TABLE_MIN_ISL = 4096  # prompt tokens of the compute-bound rows
+
+
+def attention_table_efficiency() -> list[dict]:
+    """Achieved / BF16 peak of AIConfigurator's vLLM context-attention (FlashAttention prefill) table per head
+    dimension (needs ``aiconfigurator-core``): median of ``4 d H B L^2 / 2 / latency`` over its rows with BF16 KV,
+    no window and ``isl >= ATTENTION_TABLE_MIN_ISL``; the source of ``fleetplan.perf.attention``'s head-dim
+    factors (each median over the head-dim-128 one)."""
+    import tomllib
+
+    import aiconfigurator_core
+    import pandas as pd
+
+    system, engine, version = ATTENTION_TABLE
+    table = (Path(aiconfigurator_core.__file__).parent / "systems" / "data" / system / "attention" / engine / version
+             / "context_attention_perf.parquet")
+    gpu = tomllib.loads((ROOT / "gpu_profiles" / "h100-sxm.toml").read_text(encoding="utf-8"))
+    frame = pd.read_parquet(table)
+    rows = frame[(frame.kv_cache_dtype == "bfloat16") & (frame.window_size == 0)
+                 & (frame.isl >= ATTENTION_TABLE_MIN_ISL) & (frame.attn_dtype == "bfloat16")]
+    flop = 4.0 * rows.head_dim * rows.num_heads * rows.batch_size * rows.isl * rows.isl / 2.0  # causal
+    rows = rows.assign(eff=flop / (rows.latency * 1e-3) / (gpu["bf16_tflops"] * 1e12))
+    out = []
+    for (kernel, dim), g in rows.groupby(["kernel_source", "head_dim"]):
+        out.append({"system": system, "engine": engine, "engine_version": version, "kernel": kernel,
+                    "head_dim": int(dim), "n": len(g), "median": float(g.eff.median())})
     return out
 
 
@@ -752,6 +784,9 @@ def main() -> int:
     parser.add_argument("--moe-tables", action="store_true",
                         help="print the efficiency of AIConfigurator's fused-MoE tables, the engine profiles' "
                         "moe_gemm_efficiency read-back (needs aiconfigurator-core)")
+    parser.add_argument("--attention-tables", action="store_true",
+                        help="print the efficiency of AIConfigurator's vLLM context-attention table per head dim, "
+                        "the source of the step model's head-dim factors (needs aiconfigurator-core)")
     parser.add_argument("--csv", type=Path, default=CSV_PATH)
     parser.add_argument("--fit-overhead", action="store_true",
                         help="fit each engine's non-kernel step overhead on published serving runs against the "
@@ -769,6 +804,11 @@ def main() -> int:
         for g in gemm_table_efficiency():
             print(f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:12s} {g['gemm_dtype']:10s} {g['n']:6d} "
                   f"median {g['median']:.2f} (p10-p90 {g['p10']:.2f}-{g['p90']:.2f}) of the dense peak")
+        return 0
+    if args.attention_tables:
+        for g in attention_table_efficiency():
+            print(f"{g['system']} {g['engine']} {g['engine_version']} {g['kernel']:22s} head_dim {g['head_dim']:3d} "
+                  f"{g['n']:5d} rows median {g['median']:.3f} of the BF16 peak")
         return 0
     if args.moe_tables:
         for g in moe_table_efficiency():

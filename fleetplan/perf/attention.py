@@ -25,6 +25,17 @@ compute-bound on that max; GQA decode is bandwidth-bound.
 KV per GPU: GQA stores ``max(1, Kv / tp)`` heads (replicated when tp > Kv, as vLLM does);
 MLA stores the full latent on every attention GPU.
 
+Prefill kernel efficiency by head dimension.  FlashAttention's share of the peak grows with the head width
+(more work per loaded tile): ``attention_efficiency`` is read as the head-dim-128 value (the FlashAttention-2/3
+figures it cites) and the prefill FLOP rate is scaled by ``flash_head_dim_factor(d_qk)``, the median efficiency
+of vLLM 0.24.0's FlashAttention-3 prefill on H100 at that head dim over its head-dim-128 median
+(aiconfigurator-core 0.12.0 ``systems/data/h100_sxm/attention/vllm/0.24.0/context_attention_perf.parquet``,
+BF16, no window, prompts >= 4,096 tokens; ``python benchmarks/aiconfigurator_compare.py --attention-tables``):
+0.453 / 0.579 / 0.657 / 0.677 of the BF16 peak at head dim 64 / 128 / 192 / 256, factors 0.78 / 1 / 1.13 / 1.17,
+linear between, clamped outside (gpt-oss's 64-wide heads 1.28x slower than before, MLA prefill's 192-wide
+query-key heads 12 % faster, every head-dim-128 model unchanged).  Decode attention keeps
+``attention_efficiency`` (its kernels differ and it is mostly bandwidth-bound).
+
 Narrow-window layers (``LayerMix``: sliding-window or chunked-local attention whose window ``W`` is below
 ``WINDOW_AS_FULL_TOKENS``, e.g. gpt-oss's 18 of 36 layers with a 128-token sliding window).  A query of such a
 layer attends to at most ``W`` keys and a decode step reads at most ``W`` tokens of its KV cache, so the
@@ -52,7 +63,24 @@ from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.roofline import DeviceRates
 
 __all__ = ["AttentionCost", "attention_cost", "kv_bytes_per_token_per_gpu", "n_context_layers",
-           "narrow_window_layers"]
+           "narrow_window_layers", "flash_head_dim_factor", "FLASH_HEAD_DIM_FACTORS"]
+
+
+#: (head dim, prefill efficiency / head-dim-128 efficiency), module docstring
+FLASH_HEAD_DIM_FACTORS = ((64, 0.453 / 0.579), (128, 1.0), (192, 0.657 / 0.579), (256, 0.677 / 0.579))
+
+
+def flash_head_dim_factor(head_dim: int) -> float:
+    """Prefill attention efficiency at ``head_dim`` over that at 128 (module docstring; linear between the
+    table's head dims, clamped outside)."""
+    dims = [d for d, _ in FLASH_HEAD_DIM_FACTORS]
+    factors = [f for _, f in FLASH_HEAD_DIM_FACTORS]
+    if head_dim <= dims[0]:
+        return factors[0]
+    for (d0, f0), (d1, f1) in zip(FLASH_HEAD_DIM_FACTORS, FLASH_HEAD_DIM_FACTORS[1:], strict=False):
+        if head_dim <= d1:
+            return f0 + (f1 - f0) * (head_dim - d0) / (d1 - d0)
+    return factors[-1]
 
 
 def narrow_window_layers(model: ModelConfig) -> tuple[int, int]:
@@ -107,6 +135,7 @@ def attention_cost(model: ModelConfig, par: Parallelism, kv_dtype: Dtype, rates:
     layers = n_context_layers(model)
     d_qk, d_v = _head_dims(model, decode=False)
     prefill_flop_per_pair_layer = 2.0 * (d_qk + d_v) * heads_per_gpu
+    prefill_flop_per_s = rates.attention_flop_per_s * flash_head_dim_factor(d_qk)
     d_qk, d_v = _head_dims(model, decode=True)
     decode_flop_per_ctx_layer = 2.0 * (d_qk + d_v) * heads_per_gpu
     memory_s = kv_bytes_per_token_per_gpu(model, par, kv_dtype) / rates.kv_bytes_per_s
@@ -116,11 +145,11 @@ def attention_cost(model: ModelConfig, par: Parallelism, kv_dtype: Dtype, rates:
     if n_window:
         layer_kv = (model.full_layer_kv_bytes_per_token(kv_dtype) if model.attention is AttentionKind.MLA
                     else _gqa_layer_kv_bytes_per_gpu(model, par, kv_dtype))
-        window_token = (n_window * window_tokens * max(prefill_flop_per_pair_layer, decode_flop_per_ctx_layer)
-                        / rates.attention_flop_per_s)
+        window_token = n_window * window_tokens * max(prefill_flop_per_pair_layer / prefill_flop_per_s,
+                                                      decode_flop_per_ctx_layer / rates.attention_flop_per_s)
         window_seq = n_window * window_tokens * layer_kv / rates.kv_bytes_per_s
     return AttentionCost(
-        prefill_s_per_work=layers * prefill_flop_per_pair_layer / rates.attention_flop_per_s,
+        prefill_s_per_work=layers * prefill_flop_per_pair_layer / prefill_flop_per_s,
         decode_s_per_context_token=max(memory_s, compute_s),
         decode_bound="memory" if memory_s >= compute_s else "compute",
         window_s_per_token=window_token,
