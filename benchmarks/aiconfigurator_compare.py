@@ -185,19 +185,31 @@ def generate(path: Path = CSV_PATH, *, log=print) -> int:
 GEMM_TABLE_MIN_DIM = 2048  # M, N and K at least this: compute-bound shapes
 
 
+def _aic_tables_and_profiles() -> tuple[Path, dict]:
+    """AIConfigurator's measured-table folder (``systems/data``; needs ``aiconfigurator-core``) and fleetplan's
+    GPU profiles (``gpu_profiles/*.toml``) by catalog name, the peaks the read-backs divide by."""
+    import tomllib
+
+    import aiconfigurator_core
+
+    profiles = [tomllib.loads(f.read_text(encoding="utf-8")) for f in (ROOT / "gpu_profiles").glob("*.toml")]
+    return Path(aiconfigurator_core.__file__).parent / "systems" / "data", {p["name"]: p for p in profiles}
+
+
+def _efficiency_summary(eff) -> dict:
+    """Rows, median and 10th / 90th percentiles of a pandas series of achieved / peak shares."""
+    return {"n": len(eff), "median": float(eff.median()), "p10": float(eff.quantile(0.1)),
+            "p90": float(eff.quantile(0.9))}
+
+
 def gemm_table_efficiency() -> list[dict]:
     """Achieved / dense peak of AIConfigurator's raw GEMM tables (needs ``aiconfigurator`` and its pandas /
     pyarrow): per system, engine, database version and GEMM dtype, the median and 10th-90th percentiles of
     ``2 M N K / latency`` over shapes with M, N, K >= ``GEMM_TABLE_MIN_DIM``, all kernels the table holds
     pooled; peaks from ``gpu_profiles/`` (FP8 dtypes against ``fp8_tflops``, BF16 against ``bf16_tflops``)."""
-    import tomllib
-
-    import aiconfigurator_core
     import pandas as pd
 
-    data = Path(aiconfigurator_core.__file__).parent / "systems" / "data"
-    profiles = {tomllib.loads(f.read_text(encoding="utf-8"))["name"]: tomllib.loads(f.read_text(encoding="utf-8"))
-                for f in (ROOT / "gpu_profiles").glob("*.toml")}
+    data, profiles = _aic_tables_and_profiles()
     out = []
     for system, gpu in GRID_SYSTEMS.items():
         for table in sorted((data / system / "gemm").glob("*/*/gemm_perf.parquet")):
@@ -211,8 +223,7 @@ def gemm_table_efficiency() -> list[dict]:
                 peak = profiles[gpu]["fp8_tflops" if dtype.startswith("fp8") else "bf16_tflops"] * 1e12
                 eff = 2.0 * rows.m * rows.n * rows.k / (rows.latency * 1e-3) / peak  # latency in ms
                 out.append({"system": system, "engine": table.parent.parent.name, "engine_version": table.parent.name,
-                            "gemm_dtype": dtype, "n": len(rows), "median": float(eff.median()),
-                            "p10": float(eff.quantile(0.1)), "p90": float(eff.quantile(0.9))})
+                            "gemm_dtype": dtype, **_efficiency_summary(eff)})
     return out
 
 
@@ -232,14 +243,9 @@ def moe_table_efficiency() -> list[dict]:
     version and MoE dtype, the median and 10th-90th percentiles of ``2 * 3 h I T k / latency`` (gate, up and down
     projections of ``T k`` token-expert rows) over every model shape of the table at ``MOE_TABLE_TOKENS`` tokens,
     one GPU (MoE TP 1, EP 1), routing ``MOE_TABLE_DISTRIBUTION``; peaks from ``gpu_profiles/``."""
-    import tomllib
-
-    import aiconfigurator_core
     import pandas as pd
 
-    data = Path(aiconfigurator_core.__file__).parent / "systems" / "data"
-    profiles = {tomllib.loads(f.read_text(encoding="utf-8"))["name"]: tomllib.loads(f.read_text(encoding="utf-8"))
-                for f in (ROOT / "gpu_profiles").glob("*.toml")}
+    data, profiles = _aic_tables_and_profiles()
     out = []
     for system, gpu in MOE_TABLE_SYSTEMS.items():
         for table in sorted((data / system / "moe").glob("*/*/moe_perf.parquet")):
@@ -253,10 +259,8 @@ def moe_table_efficiency() -> list[dict]:
                 flop = 2.0 * 3.0 * rows.hidden_size * rows.inter_size * rows.num_tokens * rows.topk
                 eff = flop / (rows.latency * 1e-3) / (profiles[gpu][peak_key] * 1e12)  # latency in ms
                 out.append({"system": system, "engine": table.parent.parent.name, "engine_version": table.parent.name,
-                            "moe_dtype": dtype, "n": len(rows),
-                            "shapes": int(rows.groupby(["hidden_size", "inter_size", "num_experts", "topk"]).ngroups),
-                            "median": float(eff.median()), "p10": float(eff.quantile(0.1)),
-                            "p90": float(eff.quantile(0.9))})
+                            "moe_dtype": dtype, **_efficiency_summary(eff),
+                            "shapes": int(rows.groupby(["hidden_size", "inter_size", "num_experts", "topk"]).ngroups)})
     return out
 
 
@@ -269,16 +273,12 @@ def attention_table_efficiency() -> list[dict]:
     dimension (needs ``aiconfigurator-core``): median of ``4 d H B L^2 / 2 / latency`` over its rows with BF16 KV,
     no window and ``isl >= ATTENTION_TABLE_MIN_ISL``; the source of ``fleetplan.perf.attention``'s head-dim
     factors (each median over the head-dim-128 one)."""
-    import tomllib
-
-    import aiconfigurator_core
     import pandas as pd
 
+    data, profiles = _aic_tables_and_profiles()
     system, engine, version = ATTENTION_TABLE
-    table = (Path(aiconfigurator_core.__file__).parent / "systems" / "data" / system / "attention" / engine / version
-             / "context_attention_perf.parquet")
-    gpu = tomllib.loads((ROOT / "gpu_profiles" / "h100-sxm.toml").read_text(encoding="utf-8"))
-    frame = pd.read_parquet(table)
+    gpu = profiles[GRID_SYSTEMS[system]]
+    frame = pd.read_parquet(data / system / "attention" / engine / version / "context_attention_perf.parquet")
     rows = frame[(frame.kv_cache_dtype == "bfloat16") & (frame.window_size == 0)
                  & (frame.isl >= ATTENTION_TABLE_MIN_ISL) & (frame.attn_dtype == "bfloat16")]
     flop = 4.0 * rows.head_dim * rows.num_heads * rows.batch_size * rows.isl * rows.isl / 2.0  # causal
@@ -781,12 +781,11 @@ def main() -> int:
                         help="query AIConfigurator (must be importable) and rewrite the estimates CSV")
     parser.add_argument("--gemm-tables", action="store_true",
                         help="print the FP8/BF16 efficiency of AIConfigurator's raw GEMM tables (needs aiconfigurator)")
-    parser.add_argument("--moe-tables", action="store_true",
-                        help="print the efficiency of AIConfigurator's fused-MoE tables, the engine profiles' "
-                        "moe_gemm_efficiency read-back (needs aiconfigurator-core)")
-    parser.add_argument("--attention-tables", action="store_true",
-                        help="print the efficiency of AIConfigurator's vLLM context-attention table per head dim, "
-                        "the source of the step model's head-dim factors (needs aiconfigurator-core)")
+    for flag, what in (("--moe-tables", "fused-MoE tables, the engine profiles' moe_gemm_efficiency read-back"),
+                       ("--attention-tables", "vLLM context-attention table per head dim, the source of the step "
+                        "model's head-dim factors")):
+        parser.add_argument(flag, action="store_true",
+                            help=f"print the efficiency of AIConfigurator's {what} (needs aiconfigurator-core)")
     parser.add_argument("--csv", type=Path, default=CSV_PATH)
     parser.add_argument("--fit-overhead", action="store_true",
                         help="fit each engine's non-kernel step overhead on published serving runs against the "
