@@ -30,7 +30,7 @@ Prefill kernel efficiency by head dimension.  FlashAttention's share of the peak
 figures it cites) and the prefill FLOP rate is scaled by ``flash_head_dim_factor(d_qk)``, the median efficiency
 of vLLM 0.24.0's FlashAttention-3 prefill on H100 at that head dim over its head-dim-128 median
 (aiconfigurator-core 0.12.0 ``systems/data/h100_sxm/attention/vllm/0.24.0/context_attention_perf.parquet``,
-BF16, no window, prompts >= 4,096 tokens; ``python benchmarks/aiconfigurator_compare.py --attention-tables``):
+BF16, no window, prompts >= 4,096 tokens; ``attention_table_efficiency`` of ``benchmarks/aiconfigurator_compare.py``):
 0.453 / 0.579 / 0.657 / 0.677 of the BF16 peak at head dim 64 / 128 / 192 / 256, factors 0.78 / 1 / 1.13 / 1.17,
 linear between, clamped outside (gpt-oss's 64-wide heads 1.28x slower than before, MLA prefill's 192-wide
 query-key heads 12 % faster, every head-dim-128 model unchanged).  Decode attention keeps

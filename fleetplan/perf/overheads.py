@@ -55,7 +55,7 @@ each range:
   peak than a dense GEMM of the same FLOPs (vLLM's Triton fused MoE: 0.28-0.44 of the BF16 peak at
   4,096-16,384 tokens in AIConfigurator's measured tables, against 0.66 for the dense GEMMs); engine
   profiles set them per GPU, read back from those tables (``engine_profiles/*.toml``, each with its source;
-  ``benchmarks/aiconfigurator_compare.py --moe-tables``).  Only the experts' compute roofline uses them;
+  ``moe_table_efficiency`` of ``benchmarks/aiconfigurator_compare.py``).  Only the experts' compute roofline uses them;
   their weight stream keeps ``weight_bandwidth_efficiency``.
 * ``moe_tile_m_tokens`` 16 -- rows each hit expert's grouped GEMM computes at least (vLLM fused-MoE
   Triton ``BLOCK_SIZE_M`` for M <= E, ``get_default_config``; ``fleetplan.perf.moe``).
