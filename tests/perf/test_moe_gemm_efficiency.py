@@ -116,3 +116,24 @@ def test_mi300x_keeps_the_dense_efficiency(catalog, engine) -> None:
     profile = load_engine_profile(engine)
     o = profile.options_for(catalog.get("MI300X"), Dtype.BF16)
     assert o.moe_gemm_efficiency == o.gemm_efficiency
+
+
+def test_perf_explain_times_the_experts_at_the_profiles_read_back(catalog) -> None:
+    """End to end: ``fleetplan perf explain --engine vllm`` on an A100 times gpt-oss-20b's experts at the
+    profile's A100 read-back (0.28 of the BF16 peak), the library's figure, exit 0."""
+    import re
+
+    from click.testing import CliRunner
+
+    from fleetplan.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["perf", "explain", "--model", "gpt-oss-20b", "--gpu", "a100", "--engine", "vllm",
+                                      "--batch", "prefill=2048@0"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    shown_ms = float(re.search(r"moe_experts\s*│\s*([\d.]+)", result.output).group(1))
+    gpu = catalog.get("A100-80GB")
+    p = StepTimePredictor(load_model("gpt-oss-20b"), gpu, Parallelism.vllm(tensor_parallel_size=1), Dtype.MXFP4,
+                          options=load_engine_profile("vllm").options_for(gpu, Dtype.MXFP4))
+    assert p.moe_rates.gemm_flop_per_s == pytest.approx(gpu.bf16_tflops * 1e12 * 0.28)
+    expected_ms = p.predict(BatchComposition.uniform(0, 1, 1, 2048)).seconds["moe_experts"] * 1e3
+    assert shown_ms == pytest.approx(expected_ms, abs=1e-3)
