@@ -187,8 +187,9 @@ of the step model's own regime; the 212 KV-saturated rows), measured in turn fro
 saturated +82.5 % / 118.2 % / 97; head-dim factor +44.4 % / 92.2 % / 144, own -10.7 % / 50.4 % / 35, saturated
 +84.5 % / 119.8 % / 100.  The window fix, right by construction (a 128-token window reads 128 keys), costs rows
 within 35 %: gpt-oss's 32,000-token prefills now come out 35-46 % short where they were 17-34 % short, so the full
-layers' attention on these runs is slower than the step model has it even after the head-dim factor (vLLM runs
-gpt-oss's sink attention with the Triton backend on the A100), a term left open rather than fitted on these rows.
+layers' attention on these runs is slower than the step model has it even after the head-dim factor (unverified
+lead: gpt-oss's attention sinks keep vLLM off FlashAttention-2 on the A100), a term left open rather than fitted
+on these rows.
 
 In-sample (the table the profiles were fitted on; `held_out` no):
 
