@@ -19,6 +19,11 @@ system, engine and engine version (``aiconfigurator_core/systems/data/<system>/<
   for the roofline fallback on the same configurations (issue 26 target: >= 90 %, FP8 included);
 * ``--fit-overhead`` (needs ``aiconfigurator-core``): each engine's non-kernel step overhead fitted on
   published serving runs (``engine_profiles/*.toml`` ``[measured_overhead]``).
+* ``--moe-tables`` (needs ``aiconfigurator-core``): the achieved share of the peak of AIConfigurator's fused-MoE
+  tables per system, engine, version and dtype (``moe_table_efficiency``), the read-back of the vLLM and SGLang
+  profiles' ``moe_gemm_efficiency`` / ``moe_fp8_gemm_efficiency`` (the roofline's routed-expert GEMM rate);
+* ``--attention-tables`` (needs ``aiconfigurator-core``): the vLLM context-attention table's efficiency per head
+  dimension (``attention_table_efficiency``), the source of ``fleetplan.perf.attention``'s head-dim factors.
 
 aiconfigurator-core 0.12.0 needs numpy>=2.1,<3, pandas>=2.2.3, scipy>=1.13.1, pyarrow>=15, pyyaml,
 packaging; it resolves alongside fleetplan's numpy/numba/pandas/scipy without moving them (checked with
@@ -180,19 +185,31 @@ def generate(path: Path = CSV_PATH, *, log=print) -> int:
 GEMM_TABLE_MIN_DIM = 2048  # M, N and K at least this: compute-bound shapes
 
 
+def _aic_tables_and_profiles() -> tuple[Path, dict]:
+    """AIConfigurator's measured-table folder (``systems/data``; needs ``aiconfigurator-core``) and fleetplan's
+    GPU profiles (``gpu_profiles/*.toml``) by catalog name, the peaks the read-backs divide by."""
+    import tomllib
+
+    import aiconfigurator_core
+
+    profiles = [tomllib.loads(f.read_text(encoding="utf-8")) for f in (ROOT / "gpu_profiles").glob("*.toml")]
+    return Path(aiconfigurator_core.__file__).parent / "systems" / "data", {p["name"]: p for p in profiles}
+
+
+def _efficiency_summary(eff) -> dict:
+    """Rows, median and 10th / 90th percentiles of a pandas series of achieved / peak shares."""
+    return {"n": len(eff), "median": float(eff.median()), "p10": float(eff.quantile(0.1)),
+            "p90": float(eff.quantile(0.9))}
+
+
 def gemm_table_efficiency() -> list[dict]:
     """Achieved / dense peak of AIConfigurator's raw GEMM tables (needs ``aiconfigurator`` and its pandas /
     pyarrow): per system, engine, database version and GEMM dtype, the median and 10th-90th percentiles of
     ``2 M N K / latency`` over shapes with M, N, K >= ``GEMM_TABLE_MIN_DIM``, all kernels the table holds
     pooled; peaks from ``gpu_profiles/`` (FP8 dtypes against ``fp8_tflops``, BF16 against ``bf16_tflops``)."""
-    import tomllib
-
-    import aiconfigurator_core
     import pandas as pd
 
-    data = Path(aiconfigurator_core.__file__).parent / "systems" / "data"
-    profiles = {tomllib.loads(f.read_text(encoding="utf-8"))["name"]: tomllib.loads(f.read_text(encoding="utf-8"))
-                for f in (ROOT / "gpu_profiles").glob("*.toml")}
+    data, profiles = _aic_tables_and_profiles()
     out = []
     for system, gpu in GRID_SYSTEMS.items():
         for table in sorted((data / system / "gemm").glob("*/*/gemm_perf.parquet")):
@@ -206,8 +223,70 @@ def gemm_table_efficiency() -> list[dict]:
                 peak = profiles[gpu]["fp8_tflops" if dtype.startswith("fp8") else "bf16_tflops"] * 1e12
                 eff = 2.0 * rows.m * rows.n * rows.k / (rows.latency * 1e-3) / peak  # latency in ms
                 out.append({"system": system, "engine": table.parent.parent.name, "engine_version": table.parent.name,
-                            "gemm_dtype": dtype, "n": len(rows), "median": float(eff.median()),
-                            "p10": float(eff.quantile(0.1)), "p90": float(eff.quantile(0.9))})
+                            "gemm_dtype": dtype, **_efficiency_summary(eff)})
+    return out
+
+
+#: AIConfigurator system -> fleetplan GPU for the MoE read-back (the grid's systems and the A100, whose vLLM and
+#: SGLang MoE tables exist)
+MOE_TABLE_SYSTEMS = {**GRID_SYSTEMS, "a100_sxm": "A100-80GB"}
+MOE_TABLE_TOKENS = (4096, 8192, 16384)  # step tokens of the compute-bound rows
+MOE_TABLE_DISTRIBUTION = "power_law_1.01"  # AIConfigurator's default routing workload (``power_law``)
+#: MoE table dtype -> the peak it is read against (W8A8 FP8 against ``fp8_tflops``, the rest against ``bf16_tflops``)
+MOE_TABLE_PEAK = {"bfloat16": "bf16_tflops", "w4a16_mxfp4": "bf16_tflops", "int4_wo": "bf16_tflops",
+                  "fp8": "fp8_tflops", "fp8_block": "fp8_tflops"}
+
+
+def moe_table_efficiency() -> list[dict]:
+    """Achieved / dense peak of AIConfigurator's fused-MoE tables (needs ``aiconfigurator-core``), the read-back of
+    the engine profiles' ``moe_gemm_efficiency`` / ``moe_fp8_gemm_efficiency``: per system, engine, database
+    version and MoE dtype, the median and 10th-90th percentiles of ``2 * 3 h I T k / latency`` (gate, up and down
+    projections of ``T k`` token-expert rows) over every model shape of the table at ``MOE_TABLE_TOKENS`` tokens,
+    one GPU (MoE TP 1, EP 1), routing ``MOE_TABLE_DISTRIBUTION``; peaks from ``gpu_profiles/``."""
+    import pandas as pd
+
+    data, profiles = _aic_tables_and_profiles()
+    out = []
+    for system, gpu in MOE_TABLE_SYSTEMS.items():
+        for table in sorted((data / system / "moe").glob("*/*/moe_perf.parquet")):
+            frame = pd.read_parquet(table)
+            big = frame[(frame.moe_tp_size == 1) & (frame.moe_ep_size == 1) & frame.num_tokens.isin(MOE_TABLE_TOKENS)
+                        & (frame.distribution == MOE_TABLE_DISTRIBUTION)]
+            for dtype, peak_key in MOE_TABLE_PEAK.items():
+                rows = big[big.moe_dtype == dtype]
+                if rows.empty or profiles[gpu].get(peak_key) is None:
+                    continue
+                flop = 2.0 * 3.0 * rows.hidden_size * rows.inter_size * rows.num_tokens * rows.topk
+                eff = flop / (rows.latency * 1e-3) / (profiles[gpu][peak_key] * 1e12)  # latency in ms
+                out.append({"system": system, "engine": table.parent.parent.name, "engine_version": table.parent.name,
+                            "moe_dtype": dtype, **_efficiency_summary(eff),
+                            "shapes": int(rows.groupby(["hidden_size", "inter_size", "num_experts", "topk"]).ngroups)})
+    return out
+
+
+ATTENTION_TABLE = ("h100_sxm", "vllm", "0.24.0")  # the one vLLM context-attention table with several head dims
+ATTENTION_TABLE_MIN_ISL = 4096  # prompt tokens of the compute-bound rows
+
+
+def attention_table_efficiency() -> list[dict]:
+    """Achieved / BF16 peak of AIConfigurator's vLLM context-attention (FlashAttention prefill) table per head
+    dimension (needs ``aiconfigurator-core``): median of ``4 d H B L^2 / 2 / latency`` over its rows with BF16 KV,
+    no window and ``isl >= ATTENTION_TABLE_MIN_ISL``; the source of ``fleetplan.perf.attention``'s head-dim
+    factors (each median over the head-dim-128 one)."""
+    import pandas as pd
+
+    data, profiles = _aic_tables_and_profiles()
+    system, engine, version = ATTENTION_TABLE
+    gpu = profiles[GRID_SYSTEMS[system]]
+    frame = pd.read_parquet(data / system / "attention" / engine / version / "context_attention_perf.parquet")
+    rows = frame[(frame.kv_cache_dtype == "bfloat16") & (frame.window_size == 0)
+                 & (frame.isl >= ATTENTION_TABLE_MIN_ISL) & (frame.attn_dtype == "bfloat16")]
+    flop = 4.0 * rows.head_dim * rows.num_heads * rows.batch_size * rows.isl * rows.isl / 2.0  # causal
+    rows = rows.assign(eff=flop / (rows.latency * 1e-3) / (gpu["bf16_tflops"] * 1e12))
+    out = []
+    for (kernel, dim), g in rows.groupby(["kernel_source", "head_dim"]):
+        out.append({"system": system, "engine": engine, "engine_version": version, "kernel": kernel,
+                    "head_dim": int(dim), "n": len(g), "median": float(g.eff.median())})
     return out
 
 
@@ -702,6 +781,11 @@ def main() -> int:
                         help="query AIConfigurator (must be importable) and rewrite the estimates CSV")
     parser.add_argument("--gemm-tables", action="store_true",
                         help="print the FP8/BF16 efficiency of AIConfigurator's raw GEMM tables (needs aiconfigurator)")
+    for flag, what in (("--moe-tables", "fused-MoE tables, the engine profiles' moe_gemm_efficiency read-back"),
+                       ("--attention-tables", "vLLM context-attention table per head dim, the source of the step "
+                        "model's head-dim factors")):
+        parser.add_argument(flag, action="store_true",
+                            help=f"print the efficiency of AIConfigurator's {what} (needs aiconfigurator-core)")
     parser.add_argument("--csv", type=Path, default=CSV_PATH)
     parser.add_argument("--fit-overhead", action="store_true",
                         help="fit each engine's non-kernel step overhead on published serving runs against the "
@@ -719,6 +803,17 @@ def main() -> int:
         for g in gemm_table_efficiency():
             print(f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:12s} {g['gemm_dtype']:10s} {g['n']:6d} "
                   f"median {g['median']:.2f} (p10-p90 {g['p10']:.2f}-{g['p90']:.2f}) of the dense peak")
+        return 0
+    if args.attention_tables:
+        for g in attention_table_efficiency():
+            print(f"{g['system']} {g['engine']} {g['engine_version']} {g['kernel']:22s} head_dim {g['head_dim']:3d} "
+                  f"{g['n']:5d} rows median {g['median']:.3f} of the BF16 peak")
+        return 0
+    if args.moe_tables:
+        for g in moe_table_efficiency():
+            print(f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:12s} {g['moe_dtype']:12s} {g['n']:4d} rows "
+                  f"{g['shapes']:3d} shapes median {g['median']:.3f} (p10-p90 {g['p10']:.2f}-{g['p90']:.2f}) of the "
+                  f"{MOE_TABLE_PEAK[g['moe_dtype']].split('_')[0].upper()} peak")
         return 0
     results = compare(read_estimates(args.csv))
     print(f"{len(results)} configurations from {args.csv}")

@@ -24,6 +24,34 @@ compute-bound on that max; GQA decode is bandwidth-bound.
 
 KV per GPU: GQA stores ``max(1, Kv / tp)`` heads (replicated when tp > Kv, as vLLM does);
 MLA stores the full latent on every attention GPU.
+
+Prefill kernel efficiency by head dimension.  FlashAttention's share of the peak grows with the head width
+(more work per loaded tile): ``attention_efficiency`` is read as the head-dim-128 value (the FlashAttention-2/3
+figures it cites) and the prefill FLOP rate is scaled by ``flash_head_dim_factor(d_qk)``, the median efficiency
+of vLLM 0.24.0's FlashAttention-3 prefill on H100 at that head dim over its head-dim-128 median
+(aiconfigurator-core 0.12.0 ``systems/data/h100_sxm/attention/vllm/0.24.0/context_attention_perf.parquet``,
+BF16, no window, prompts >= 4,096 tokens; ``attention_table_efficiency`` of ``benchmarks/aiconfigurator_compare.py``):
+0.453 / 0.579 / 0.657 / 0.677 of the BF16 peak at head dim 64 / 128 / 192 / 256, factors 0.78 / 1 / 1.13 / 1.17,
+linear between, clamped outside (gpt-oss's 64-wide heads 1.28x slower than before, MLA prefill's 192-wide
+query-key heads 12 % faster, every head-dim-128 model unchanged).  Decode attention keeps
+``attention_efficiency`` (its kernels differ and it is mostly bandwidth-bound).
+
+Narrow-window layers (``LayerMix``: sliding-window or chunked-local attention whose window ``W`` is below
+``WINDOW_AS_FULL_TOKENS``, e.g. gpt-oss's 18 of 36 layers with a 128-token sliding window).  A query of such a
+layer attends to at most ``W`` keys and a decode step reads at most ``W`` tokens of its KV cache, so the
+context-growing terms above count only the ``n_context_layers`` other layers, and the window layers cost
+at most, per GPU,
+
+    window_s_per_token = n_window_layers * W * 2 (d_qk + d_v) heads / attention FLOP/s   (each scheduled token's
+                                                                                         query against W keys)
+    window_s_per_seq   = n_window_layers * W * kv_bytes_per_token_per_layer / KV bandwidth  (each scheduled
+                                                                                         sequence reads its window)
+
+(upper bounds for tokens in the first ``W`` positions; a prefill chunk reads its window's keys once, as
+FlashAttention streams keys once per query block, a decode token reads its own); vLLM runs those layers with
+the same attention kernels, window-limited.  Before this term every layer was charged the full context, twice the
+attention of gpt-oss.  Linear-attention layers (Qwen3-Next) are still charged as full attention (an upper
+bound; their recurrent-state update is not modelled here).
 """
 
 from __future__ import annotations
@@ -34,15 +62,51 @@ from fleetplan.models import AttentionKind, Dtype, ModelConfig
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.roofline import DeviceRates
 
-__all__ = ["AttentionCost", "attention_cost", "kv_bytes_per_token_per_gpu"]
+__all__ = ["AttentionCost", "attention_cost", "kv_bytes_per_token_per_gpu", "n_context_layers",
+           "narrow_window_layers", "flash_head_dim_factor", "FLASH_HEAD_DIM_FACTORS"]
+
+
+#: (head dim, prefill efficiency / head-dim-128 efficiency), module docstring
+FLASH_HEAD_DIM_FACTORS = ((64, 0.453 / 0.579), (128, 1.0), (192, 0.657 / 0.579), (256, 0.677 / 0.579))
+
+
+def flash_head_dim_factor(head_dim: int) -> float:
+    """Prefill attention efficiency at ``head_dim`` over that at 128 (module docstring; linear between the
+    table's head dims, clamped outside)."""
+    dims = [d for d, _ in FLASH_HEAD_DIM_FACTORS]
+    factors = [f for _, f in FLASH_HEAD_DIM_FACTORS]
+    if head_dim <= dims[0]:
+        return factors[0]
+    for (d0, f0), (d1, f1) in zip(FLASH_HEAD_DIM_FACTORS, FLASH_HEAD_DIM_FACTORS[1:], strict=False):
+        if head_dim <= d1:
+            return f0 + (f1 - f0) * (head_dim - d0) / (d1 - d0)
+    return factors[-1]
+
+
+def narrow_window_layers(model: ModelConfig) -> tuple[int, int]:
+    """(layers, window tokens) of the model's narrow-window attention layers (module docstring); (0, 0) when
+    it has none or its windows count as full attention."""
+    mix = model.layers
+    if mix.n_window_layers == 0 or mix.window_counts_as_full:
+        return 0, 0
+    return mix.n_window_layers, mix.attention_window_tokens
+
+
+def n_context_layers(model: ModelConfig) -> int:
+    """Layers whose attention grows with the context: all but the narrow-window ones."""
+    return model.n_layers - narrow_window_layers(model)[0]
+
+
+def _gqa_layer_kv_bytes_per_gpu(model: ModelConfig, par: Parallelism, kv_dtype: Dtype) -> float:
+    return 2.0 * par.kv_heads_per_gpu(model) * model.head_dim * kv_dtype.bytes_per_param
 
 
 def kv_bytes_per_token_per_gpu(model: ModelConfig, par: Parallelism, kv_dtype: Dtype) -> float:
-    """KV-cache bytes one token occupies on one attention GPU, all layers."""
+    """KV-cache bytes one token occupies on one attention GPU, over the layers whose cache grows with the
+    context (narrow-window layers left out, module docstring)."""
     if model.attention is AttentionKind.MLA:
         return model.n_layers * model.kv_bytes_per_token_per_layer(kv_dtype)
-    heads = par.kv_heads_per_gpu(model)
-    return model.n_layers * 2.0 * heads * model.head_dim * kv_dtype.bytes_per_param
+    return n_context_layers(model) * _gqa_layer_kv_bytes_per_gpu(model, par, kv_dtype)
 
 
 def _head_dims(model: ModelConfig, decode: bool) -> tuple[int, int]:
@@ -61,19 +125,33 @@ class AttentionCost:
     prefill_s_per_work: float  # per token-pair unit of sum c (o + c/2)
     decode_s_per_context_token: float
     decode_bound: str  # "memory" or "compute"
+    window_s_per_token: float = 0.0  # narrow-window layers' compute, per scheduled token (module docstring)
+    window_s_per_seq: float = 0.0  # narrow-window layers' KV read, per scheduled sequence (module docstring)
 
 
 def attention_cost(model: ModelConfig, par: Parallelism, kv_dtype: Dtype, rates: DeviceRates) -> AttentionCost:
     """Attention coefficients for ``model`` sharded by ``par`` (see module docstring)."""
     heads_per_gpu = model.n_heads // par.attn_tp
+    layers = n_context_layers(model)
     d_qk, d_v = _head_dims(model, decode=False)
-    prefill_flop_per_work = 2.0 * (d_qk + d_v) * heads_per_gpu * model.n_layers
+    prefill_flop_per_pair_layer = 2.0 * (d_qk + d_v) * heads_per_gpu
+    prefill_flop_per_s = rates.attention_flop_per_s * flash_head_dim_factor(d_qk)
     d_qk, d_v = _head_dims(model, decode=True)
-    decode_flop_per_ctx = 2.0 * (d_qk + d_v) * heads_per_gpu * model.n_layers
+    decode_flop_per_ctx_layer = 2.0 * (d_qk + d_v) * heads_per_gpu
     memory_s = kv_bytes_per_token_per_gpu(model, par, kv_dtype) / rates.kv_bytes_per_s
-    compute_s = decode_flop_per_ctx / rates.attention_flop_per_s
+    compute_s = layers * decode_flop_per_ctx_layer / rates.attention_flop_per_s
+    window_token = window_seq = 0.0
+    n_window, window_tokens = narrow_window_layers(model)
+    if n_window:
+        layer_kv = (model.full_layer_kv_bytes_per_token(kv_dtype) if model.attention is AttentionKind.MLA
+                    else _gqa_layer_kv_bytes_per_gpu(model, par, kv_dtype))
+        window_token = n_window * window_tokens * max(prefill_flop_per_pair_layer / prefill_flop_per_s,
+                                                      decode_flop_per_ctx_layer / rates.attention_flop_per_s)
+        window_seq = n_window * window_tokens * layer_kv / rates.kv_bytes_per_s
     return AttentionCost(
-        prefill_s_per_work=prefill_flop_per_work / rates.attention_flop_per_s,
+        prefill_s_per_work=layers * prefill_flop_per_pair_layer / prefill_flop_per_s,
         decode_s_per_context_token=max(memory_s, compute_s),
         decode_bound="memory" if memory_s >= compute_s else "compute",
+        window_s_per_token=window_token,
+        window_s_per_seq=window_seq,
     )

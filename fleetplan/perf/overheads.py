@@ -48,6 +48,15 @@ each range:
 * ``fp8_block_gemm_efficiency``, ``fp8_block_bandwidth_efficiency`` (None = the per-tensor values) --
   the same for 128x128 block-scaled FP8 weights (``fleetplan.perf.quant``), read back from an
   engine's measured block-FP8 steps where its profile gives them.
+* ``moe_gemm_efficiency``, ``moe_fp8_gemm_efficiency`` (None = the dense GEMMs' efficiencies above) --
+  achieved / peak of the routed experts' grouped GEMM (fused MoE), BF16 and weight-only (MXFP4, INT4, FP8
+  without FP8 tensor cores) experts against the BF16 peak, W8A8 FP8 experts against the FP8 peak.  The
+  fused-MoE kernels run many small per-expert GEMMs with a token gather/scatter and reach far less of the
+  peak than a dense GEMM of the same FLOPs (vLLM's Triton fused MoE: 0.28-0.44 of the BF16 peak at
+  4,096-16,384 tokens in AIConfigurator's measured tables, against 0.66 for the dense GEMMs); engine
+  profiles set them per GPU, read back from those tables (``engine_profiles/*.toml``, each with its source;
+  ``moe_table_efficiency`` of ``benchmarks/aiconfigurator_compare.py``).  Only the experts' compute roofline uses them;
+  their weight stream keeps ``weight_bandwidth_efficiency``.
 * ``moe_tile_m_tokens`` 16 -- rows each hit expert's grouped GEMM computes at least (vLLM fused-MoE
   Triton ``BLOCK_SIZE_M`` for M <= E, ``get_default_config``; ``fleetplan.perf.moe``).
 * ``moe_load_imbalance`` 1 -- max-loaded EP rank over the mean beyond routing statistics.
@@ -135,6 +144,8 @@ class PredictorOptions:
     fp8_gemm_efficiency: float | None = None
     fp8_block_gemm_efficiency: float | None = None
     fp8_block_bandwidth_efficiency: float | None = None
+    moe_gemm_efficiency: float | None = None
+    moe_fp8_gemm_efficiency: float | None = None
     moe_tile_m_tokens: int = 16
     moe_load_imbalance: float = 1.0
     ep_dispatch_fp8: bool = False
@@ -144,7 +155,8 @@ class PredictorOptions:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "execution", execution_mode(self.execution))
-        for name in ("fp8_gemm_efficiency", "fp8_block_gemm_efficiency", "fp8_block_bandwidth_efficiency"):
+        for name in ("fp8_gemm_efficiency", "fp8_block_gemm_efficiency", "fp8_block_bandwidth_efficiency",
+                     "moe_gemm_efficiency", "moe_fp8_gemm_efficiency"):
             if getattr(self, name) is not None:
                 _fraction(name, getattr(self, name))
         for name in ("api_server_s_per_request", "api_server_s_per_token", "moe_layer_overhead_s"):

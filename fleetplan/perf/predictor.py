@@ -2,12 +2,13 @@
 
 One engine step (continuous batching, chunked prefill) of batch ``b`` costs
 
-    step_s = cpu_overhead + launch + GEMMs + prefill attention + decode attention
+    step_s = cpu_overhead + launch + GEMMs + prefill attention + decode attention + window attention
              + routed experts (MoE) + MoE layer latency + TP all-reduce + EP all-to-all + PP send/recv
 
 * GEMMs: one roofline over all dense GEMMs of the step (``operators``, ``roofline``), with
   tile and wave quantisation over the token dimension; ``lm_head`` runs on ``n_seqs`` rows.
-* attention from the batch's per-request lengths (``attention``); MoE from sampled
+* attention from the batch's per-request lengths (``attention``; narrow-window layers per scheduled
+  token and sequence, in the kernel's ``coef[10]`` with the collectives' slopes and ``coef[11]``); MoE from sampled
   routing, the slowest EP rank deciding (``moe``); collectives alpha-beta (``comm``);
   overheads (``overheads``); the MoE layers' fixed kernel-chain latency
   ``n_moe_layers * moe_layer_overhead_s`` (``overheads``, a per-step constant of the engine profile).
@@ -44,7 +45,7 @@ from fleetplan.perf.operators import GemmBlock, GemmShape, gemm_block, gemm_bloc
 from fleetplan.perf.overheads import PredictorOptions, launch_overhead_s
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.quant import BLOCK_FP8_MOE_TILE_M_TOKENS, Fp8Scaling, fp8_scaling
-from fleetplan.perf.roofline import ACTIVATION_BYTES, DeviceRates, device_rates
+from fleetplan.perf.roofline import ACTIVATION_BYTES, DeviceRates, device_rates, gemm_peak_flop_per_s, w8a8
 
 __all__ = ["StepBreakdown", "StepTimePredictor", "CommTerms"]
 
@@ -156,6 +157,17 @@ class StepTimePredictor:
                          load_imbalance=self.options.moe_load_imbalance)
 
     @functools.cached_property
+    def moe_rates(self) -> DeviceRates:
+        """The routed experts' rates: ``rates`` with the grouped GEMM's FLOP/s at ``moe_fp8_gemm_efficiency``
+        of the FP8 peak (W8A8 experts) or ``moe_gemm_efficiency`` of the BF16 peak (BF16 and weight-only
+        experts) where the profile gives it (``fleetplan.perf.overheads``); the dense GEMMs' rate otherwise."""
+        o = self.options
+        eff = o.moe_fp8_gemm_efficiency if w8a8(self.gpu, self.weight_dtype) else o.moe_gemm_efficiency
+        if eff is None:
+            return self.rates
+        return dataclasses.replace(self.rates, gemm_flop_per_s=gemm_peak_flop_per_s(self.gpu, self.weight_dtype) * eff)
+
+    @functools.cached_property
     def comm_terms(self) -> CommTerms:
         """Collective cost per step as (fixed s, s per scheduled token).
 
@@ -245,6 +257,7 @@ class StepTimePredictor:
             "gemm": max(compute, memory),
             "attention_prefill": self.attention.prefill_s_per_work * batch.attention_work,
             "attention_decode": self.attention.decode_s_per_context_token * batch.decode_context_sum,
+            "attention_window": self.attention.window_s_per_token * n_tok + self.attention.window_s_per_seq * n_seqs,
             "moe_experts": self._moe_s(n_tok, rng),
             "moe_layer_latency": self.moe_layer_latency_s,
             "tp_all_reduce": c.tp_all_reduce[0] + c.tp_all_reduce[1] * n_tok,
@@ -263,7 +276,7 @@ class StepTimePredictor:
         if self.moe is None:
             return 0.0
         if rng is not None:
-            return sample_moe_s(self.moe, self.rates, n_tokens, self.options.moe_zipf_s, rng)
+            return sample_moe_s(self.moe, self.moe_rates, n_tokens, self.options.moe_zipf_s, rng)
         a, b, c, d, e, f = self._moe_coefficients
         miss = math.exp(d * n_tokens)
         return max(a * n_tokens + b * math.sqrt(n_tokens),
@@ -273,7 +286,7 @@ class StepTimePredictor:
     def _moe_coefficients(self) -> tuple[float, ...]:
         if self.moe is None:
             return (0.0,) * 6
-        a, b, c, d, e, f = expected_moe_terms(self.moe, self.rates, self.options.moe_zipf_s)
+        a, b, c, d, e, f = expected_moe_terms(self.moe, self.moe_rates, self.options.moe_zipf_s)
         return a, b, c, (d if math.isfinite(d) else SINGLE_EXPERT_LOG_MISS), e, f
 
     # ---- the simulator seam ---------------------------------------------------------------------
@@ -288,7 +301,8 @@ class StepTimePredictor:
         coef[3], coef[4] = a.prefill_s_per_work, a.decode_s_per_context_token
         coef[5], coef[6] = float(self.options.tile_m_tokens), g.wave_ratio
         coef[7], coef[8], coef[9] = g.memory_s_per_token, g.compute_s_per_seq, g.memory_s_per_seq
-        coef[10] = c.tp_all_reduce[1] + c.ep_all_to_all[1] + c.pp_send_recv[1]
+        coef[10] = c.tp_all_reduce[1] + c.ep_all_to_all[1] + c.pp_send_recv[1] + a.window_s_per_token
+        coef[11] = a.window_s_per_seq
         coef[12:18] = self._moe_coefficients
         return STEP_MODEL_ROOFLINE, coef
 

@@ -40,7 +40,7 @@ from fleetplan.hardware import GpuProfile
 from fleetplan.models import Dtype
 
 __all__ = ["SM_COUNTS", "TILE_M_TOKENS", "TILE_N", "ACTIVATION_BYTES", "DeviceRates", "device_rates",
-           "sm_count", "wave_factor", "padded_tokens"]
+           "sm_count", "wave_factor", "padded_tokens", "gemm_peak_flop_per_s", "w8a8"]
 
 TILE_M_TOKENS = 128  # tokens per output tile row block (NVIDIA DL performance guide, tile quantization)
 TILE_N = 128  # output columns per tile (same source)
@@ -93,6 +93,17 @@ class DeviceRates:
             raise ConfigError(f"n_sms={self.n_sms} must be >= 0 (0 turns wave quantisation off)")
 
 
+def w8a8(gpu: GpuProfile, weight_dtype: Dtype) -> bool:
+    """True when ``weight_dtype`` GEMMs run on FP8 tensor cores (FP8 weights on a GPU with an FP8 peak)."""
+    return weight_dtype is Dtype.FP8 and gpu.fp8_tflops is not None
+
+
+def gemm_peak_flop_per_s(gpu: GpuProfile, weight_dtype: Dtype) -> float:
+    """Dense peak FLOP/s of GEMMs with ``weight_dtype`` weights: ``fp8_tflops`` for W8A8, else ``bf16_tflops``
+    (module docstring)."""
+    return (gpu.fp8_tflops if w8a8(gpu, weight_dtype) else gpu.bf16_tflops) * 1e12
+
+
 def device_rates(gpu: GpuProfile, weight_dtype: Dtype, *, gemm_efficiency: float, attention_efficiency: float,
                  weight_bandwidth_efficiency: float, kv_bandwidth_efficiency: float,
                  wave_quantisation: bool, fp8_gemm_efficiency: float | None = None, fp8_block: bool = False,
@@ -101,14 +112,13 @@ def device_rates(gpu: GpuProfile, weight_dtype: Dtype, *, gemm_efficiency: float
     run at ``fp8_gemm_efficiency`` of the FP8 peak when given, else at ``gemm_efficiency``.  Block-scaled
     FP8 weights (``fp8_block``) use ``fp8_block_gemm_efficiency`` where given (``fleetplan.perf.quant``;
     their slower weight streaming is charged as more bytes per weight by the predictor)."""
-    w8a8 = weight_dtype is Dtype.FP8 and gpu.fp8_tflops is not None
-    peak_tflops = gpu.fp8_tflops if w8a8 else gpu.bf16_tflops
-    efficiency = fp8_gemm_efficiency if w8a8 and fp8_gemm_efficiency is not None else gemm_efficiency
-    if fp8_block and w8a8 and fp8_block_gemm_efficiency is not None:
+    fp8 = w8a8(gpu, weight_dtype)
+    efficiency = fp8_gemm_efficiency if fp8 and fp8_gemm_efficiency is not None else gemm_efficiency
+    if fp8_block and fp8 and fp8_block_gemm_efficiency is not None:
         efficiency = fp8_block_gemm_efficiency
     hbm_bytes_per_s = gpu.hbm_tb_per_s * 1e12
     return DeviceRates(
-        gemm_flop_per_s=peak_tflops * 1e12 * efficiency,
+        gemm_flop_per_s=gemm_peak_flop_per_s(gpu, weight_dtype) * efficiency,
         attention_flop_per_s=gpu.bf16_tflops * 1e12 * attention_efficiency,
         weight_bytes_per_s=hbm_bytes_per_s * weight_bandwidth_efficiency,
         kv_bytes_per_s=hbm_bytes_per_s * kv_bandwidth_efficiency,

@@ -1,0 +1,139 @@
+"""The routed experts' grouped-GEMM efficiency (``PredictorOptions.moe_gemm_efficiency`` /
+``moe_fp8_gemm_efficiency``) and its read-back values in the bundled engine profiles.
+
+Invariants: unset, the experts keep the dense GEMMs' rate (the predictor is unchanged); set, only the experts'
+compute rate moves -- a compute-bound MoE step's expert time scales as 1 / efficiency against the dtype's peak
+(BF16 peak for BF16 and weight-only MXFP4 experts, FP8 peak for W8A8 FP8), the dense GEMMs, attention and a
+memory-bound decode step do not move; the full predictor and the simulator's coefficients agree; a value
+outside (0, 1] is refused naming the option.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fleetplan.errors import ConfigError
+from fleetplan.models import Dtype, load_model
+from fleetplan.perf.batch import BatchComposition
+from fleetplan.perf.engine_profile import load_engine_profile
+from fleetplan.perf.overheads import PredictorOptions
+from fleetplan.perf.parallelism import Parallelism
+from fleetplan.perf.predictor import StepTimePredictor
+
+BIG_PREFILL = BatchComposition.uniform(0, 1, 2, 8192)  # 16,384 tokens: the experts are compute-bound
+
+
+def _predictor(catalog, model, gpu: str, dtype: Dtype, **options) -> StepTimePredictor:
+    return StepTimePredictor(model, catalog.get(gpu), Parallelism.vllm(tensor_parallel_size=1), dtype,
+                             options=PredictorOptions(**options))
+
+
+def test_unset_keeps_the_dense_rate(catalog, qwen_moe) -> None:
+    p = _predictor(catalog, qwen_moe, "H100-SXM", Dtype.BF16)
+    assert p.moe_rates is p.rates
+
+
+@pytest.mark.parametrize(("gpu", "dtype", "option", "peak"), [
+    ("H100-SXM", Dtype.BF16, "moe_gemm_efficiency", "bf16_tflops"),
+    ("A100-80GB", Dtype.BF16, "moe_gemm_efficiency", "bf16_tflops"),
+    ("H100-SXM", Dtype.FP8, "moe_fp8_gemm_efficiency", "fp8_tflops"),
+    ("A100-80GB", Dtype.FP8, "moe_gemm_efficiency", "bf16_tflops"),  # no FP8 cores: weight-only at the BF16 rate
+])
+def test_expert_rate_is_the_efficiency_of_the_dtypes_peak(catalog, qwen_moe, gpu, dtype, option, peak) -> None:
+    p = _predictor(catalog, qwen_moe, gpu, dtype, **{option: 0.25})
+    assert p.moe_rates.gemm_flop_per_s == pytest.approx(getattr(catalog.get(gpu), peak) * 1e12 * 0.25)
+    # everything but the experts' compute rate is the dense predictor's
+    assert dataclasses.replace(p.moe_rates, gemm_flop_per_s=p.rates.gemm_flop_per_s) == p.rates
+
+
+def test_compute_bound_experts_scale_as_one_over_efficiency(catalog, qwen_moe) -> None:
+    base = _predictor(catalog, qwen_moe, "H100-SXM", Dtype.BF16)
+    slow = _predictor(catalog, qwen_moe, "H100-SXM", Dtype.BF16, moe_gemm_efficiency=0.33)
+    b, s = base.predict(BIG_PREFILL).seconds, slow.predict(BIG_PREFILL).seconds
+    assert s["moe_experts"] == pytest.approx(b["moe_experts"] * 0.66 / 0.33, rel=1e-9)
+    for name in ("gemm", "attention_prefill", "cpu_overhead", "moe_layer_latency"):
+        assert s[name] == b[name]
+
+
+def test_mxfp4_experts_use_the_bf16_peak(catalog) -> None:
+    oss = load_model("gpt-oss-20b")
+    base = _predictor(catalog, oss, "H100-SXM", Dtype.MXFP4)
+    slow = _predictor(catalog, oss, "H100-SXM", Dtype.MXFP4, moe_gemm_efficiency=0.33,
+                      moe_fp8_gemm_efficiency=0.1)
+    assert slow.predict(BIG_PREFILL).seconds["moe_experts"] == pytest.approx(
+        base.predict(BIG_PREFILL).seconds["moe_experts"] * 2.0, rel=1e-9)
+
+
+def test_memory_bound_decode_is_unchanged(catalog, qwen_moe) -> None:
+    decode = BatchComposition.uniform(4, 2048)
+    base = _predictor(catalog, qwen_moe, "H100-SXM", Dtype.BF16)
+    slow = _predictor(catalog, qwen_moe, "H100-SXM", Dtype.BF16, moe_gemm_efficiency=0.33)
+    assert slow.predict(decode).total_s == pytest.approx(base.predict(decode).total_s, rel=1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(n_decode=st.integers(0, 256), context=st.integers(1, 8192), n_prefill=st.integers(0, 2),
+       chunk=st.integers(1, 8192), eff=st.floats(0.05, 1.0))
+def test_kernel_coefficients_equal_the_predictor(catalog, qwen_moe, n_decode, context, n_prefill, chunk,
+                                                 eff) -> None:
+    if n_decode + n_prefill == 0:
+        n_decode = 1
+    p = _predictor(catalog, qwen_moe, "H200", Dtype.BF16, moe_gemm_efficiency=eff)
+    batch = BatchComposition.uniform(n_decode, context, n_prefill, chunk)
+    args = (n_decode + n_prefill, n_decode, n_prefill * chunk, n_decode * context, int(batch.attention_work * 2))
+    assert p.step_s(*args) == pytest.approx(p.predict(batch).total_s, rel=1e-9)
+
+
+@pytest.mark.parametrize("option", ["moe_gemm_efficiency", "moe_fp8_gemm_efficiency"])
+@pytest.mark.parametrize("bad", [0.0, -0.1, 1.5, True])
+def test_out_of_range_is_refused_naming_the_option(option, bad) -> None:
+    with pytest.raises(ConfigError, match=option):
+        PredictorOptions(**{option: bad})
+
+
+@pytest.mark.parametrize(("engine", "gpu", "bf16", "fp8"), [
+    ("vllm", "H100-SXM", 0.38, 0.23), ("vllm", "H200", 0.44, 0.24), ("vllm", "B200", 0.31, 0.16),
+    ("vllm", "A100-80GB", 0.28, 0.23), ("sglang", "H100-SXM", 0.21, 0.26), ("sglang", "H200", 0.23, 0.29),
+    ("sglang", "B200", 0.30, 0.16), ("sglang", "A100-80GB", 0.34, 0.26),
+])
+def test_profiles_carry_the_aiconfigurator_read_back(catalog, engine, gpu, bf16, fp8) -> None:
+    """The values of ``python benchmarks/aiconfigurator_compare.py --moe-tables`` (medians, rounded), each
+    sourced to those tables."""
+    profile = load_engine_profile(engine)
+    options = profile.options_for(catalog.get(gpu), Dtype.BF16)
+    assert (options.moe_gemm_efficiency, options.moe_fp8_gemm_efficiency) == (bf16, fp8)
+    sources = profile.gpu_sources.get(gpu, profile.sources)
+    assert "moe_perf.parquet" in sources.get("moe_gemm_efficiency", profile.sources["moe_gemm_efficiency"])
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_mi300x_keeps_the_dense_efficiency(catalog, engine) -> None:
+    """No AIConfigurator table for MI300X: its experts keep the dense GEMMs' rate, as before the read-back."""
+    profile = load_engine_profile(engine)
+    o = profile.options_for(catalog.get("MI300X"), Dtype.BF16)
+    assert o.moe_gemm_efficiency == o.gemm_efficiency
+
+
+def test_perf_explain_times_the_experts_at_the_profiles_read_back(catalog) -> None:
+    """End to end: ``fleetplan perf explain --engine vllm`` on an A100 times gpt-oss-20b's experts at the
+    profile's A100 read-back (0.28 of the BF16 peak), the library's figure, exit 0."""
+    import re
+
+    from click.testing import CliRunner
+
+    from fleetplan.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["perf", "explain", "--model", "gpt-oss-20b", "--gpu", "a100", "--engine", "vllm",
+                                      "--batch", "prefill=2048@0"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    shown_ms = float(re.search(r"moe_experts\s*│\s*([\d.]+)", result.output).group(1))
+    gpu = catalog.get("A100-80GB")
+    p = StepTimePredictor(load_model("gpt-oss-20b"), gpu, Parallelism.vllm(tensor_parallel_size=1), Dtype.MXFP4,
+                          options=load_engine_profile("vllm").options_for(gpu, Dtype.MXFP4))
+    assert p.moe_rates.gemm_flop_per_s == pytest.approx(gpu.bf16_tflops * 1e12 * 0.28)
+    expected_ms = p.predict(BatchComposition.uniform(0, 1, 1, 2048)).seconds["moe_experts"] * 1e3
+    assert shown_ms == pytest.approx(expected_ms, abs=1e-3)
