@@ -99,9 +99,11 @@ Reading of the rows: DeepSeek-R1/-V3.1 rows use the DeepSeek-V3 shape (same arch
 bundled MiniMax-M2.5 (same MiniMaxM2 architecture and sizes); runs of the Qwen3-235B-A22B-2507-FP8 checkpoint use
 `qwen3-235b-a22b-fp8` (its block-scaled `quantization_config`); gpt-oss runs are MXFP4 (the checkpoint's experts)
 and Kimi-K2-Thinking INT4.  FP8 weights are timed in the checkpoint's scaling (block-scaled where
-`weight_block_size` is given: DeepSeek-V3/R1/V3.1/V3.2, MiniMax-M2.5, Qwen3 FP8 checkpoints).  SGLang rows use the
-instance's vLLM-style scheduler and token budget (SGLang's prefill-first batches and its chunked-prefill size
-are not modelled).
+`weight_block_size` is given: DeepSeek-V3/R1/V3.1/V3.2, MiniMax-M2.5, Qwen3 FP8 checkpoints).  Each row runs its
+engine's scheduler and defaults (`bench serve --engine`, `fleetplan.bench.instance.ENGINE_DEFAULTS`): SGLang rows
+prefill-first batches apart from decode batches with SGLang's chunked-prefill size by GPU memory (its
+`new_token_ratio` admission and decode retraction are not modelled); vLLM (v1) and SGLang rows prefix caching on,
+so a preempted request's computed blocks are hits at re-admission; LMDeploy and TensorRT-LLM rows without it.
 
 Fitted on the `fit` source (engine_profiles/*.toml, each value's source): `moe_layer_overhead_s`, the fixed
 latency of one MoE layer's chain of small kernels per step (router GEMM, top-k, token sort, two fused-MoE
@@ -144,8 +146,10 @@ need per-version profiles).  The MI300X single-client TTFTs (0.16-4.5 s over 10 
 1000/1000 and 1000/8000 runs differ 3.6x) carry first-request warm-up.  Held out: GPUStack's all-at-once runs
 dominate (319 of 351 rows), and most of them (212 rows, the regime table) keep more requests in flight than the
 KV cache holds, so admission, preemption and the mix of prefill chunks into decode steps (the scheduler, not the
-step) set their latencies: their median ITLs are pure decode steps (7-48 ms) where the simulator mixes a prefill
-chunk into most steps (200-650 ms), which alone puts median ITL at +166 % over 81 rows.  The rows that time the
+step) set their latencies: their median ITLs are pure decode steps (7-48 ms); before vLLM v1's preemption under
+prefix caching (a preempted request's blocks stay cached) and the streamed-gap median ITL were modelled, the
+simulator recomputed preempted prompts and mixed a prefill chunk into most steps (200-650 ms), which put median
+ITL at +122 % over 81 rows (now the metric line of the held-out table).  The rows that time the
 step model itself (KV cache not saturated, median ITL left out) are the figure for this model: see the regime
 table.  Among those, vLLM's 128/4 runs of 1,000 prompts are predicted at the API-server ceiling (about 311 tok/s,
 12.6 ms per request: `fleetplan.perf.api_server`, whose per-request time folds in the output stream of ~200
@@ -284,7 +288,7 @@ def simulate_run(key: tuple, catalog) -> dict:
                         max_num_batched_tokens=_int_or_none(k["max_num_batched_tokens"]),
                         enable_chunked_prefill=k["chunked_prefill"] == "true",
                         options=load_engine_profile(k["profile"]).options_for(gpu, weights),
-                        instances=copies, parallelism_spec=par)
+                        instances=copies, parallelism_spec=par, engine=k["engine"])
     conc = _int_or_none(k["max_concurrency"])
     rate = math.inf if k["request_rate"] == "inf" else float(k["request_rate"])
     dataset = DatasetSpec(random_input_len=int(k["input_tokens"]), random_output_len=int(k["output_tokens"]),
