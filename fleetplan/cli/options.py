@@ -149,6 +149,7 @@ FLAG_OF_PARAM: dict[str, CliParam] = {
     "out_dir": CliParam("--out"),
     "force": CliParam("--force"),
     "engine": CliParam("--engine"),
+    "timing_source": CliParam("--timing-source"),
     "current_fleet": CliParam("--current-fleet"),
     "metrics": CliParam("--metrics"),
 }
@@ -548,6 +549,12 @@ max_num_batched_tokens_option = declare(
 gpu_memory_utilization_option = declare(
     "GPU memory utilisation", "--gpu-memory-utilization", "gpu_memory_utilization", type=FRACTION, default=0.9,
     show_default=True, help="Fraction of HBM the engine may use, as in vLLM.")
+#: ``--timing-source``: which source times the steps (``fleetplan.perf.measured.source.TimingChoice``).
+timing_source_option = declare(
+    "timing source", "--timing-source", "timing_source", type=click.Choice(["auto", "measured", "roofline"]),
+    default=None, help="Step timing: measured = aiconfigurator-core's measured operator tables only (the extra "
+    "fleetplan[aiconfigurator]; a pool they do not cover is an error), roofline = the roofline + engine profile, "
+    "auto = the tables where they cover the pool, else the roofline [default: $FLEETPLAN_TIMING_SOURCE, else auto].")
 engine_option = declare("engine profile", "--engine", "engine", default="vllm", show_default=True,
                         help="Engine profile (vllm|sglang|trtllm): efficiencies and per-step overheads.")
 #: engine profile -> (engine's name, its flag for sequences per step, its flag for tokens per step, whether a

@@ -54,7 +54,10 @@ Both take the serving engine's profile (``engine``, vLLM by default: ``perf.engi
 
 Where NVIDIA ``aiconfigurator-core`` is installed and its measured tables cover the placement (GPU, model,
 parallelism, dtypes; vLLM's tables), the measured step model (``fleetplan.perf.measured``) is its step model
-in both phases, W and H re-derived from it as below; its ``source`` names the tables.
+in both phases, W and H re-derived from it as below; its ``source`` names the tables.  ``timing_source``
+(``perf.measured.source.TimingChoice``: ``auto``, ``roofline``, ``measured``; None: the environment's,
+else auto) chooses: ``measured`` without the package is an error before anything is placed, and a
+placement its tables do not cover does not fit (a GPU type with none covered is left out with the reason).
 
 A calibrated profile (``perf.calibrate``) replaces the predictor of the placement
 it was calibrated for (same GPU, parallelism and storage types; ``calibrate_placements``): its
@@ -88,6 +91,7 @@ from fleetplan.perf.engine_profile import load_engine_profile
 from fleetplan.perf.kv_budget import DEFAULT_MAX_NUM_SEQS
 from fleetplan.perf.measured import measured_step_model
 from fleetplan.perf.measured.coverage import Fp8Scheme
+from fleetplan.perf.measured.source import TimingChoice, require_measured
 from fleetplan.perf.parallelism import Parallelism, valid_tensor_parallel_sizes
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.perf.quant import checkpoint_fp8_scaling
@@ -157,7 +161,7 @@ def _instance_step_model(predictor: StepTimePredictor, par: Parallelism) -> Step
 
 
 def _place(model: ModelConfig, gpu: GpuProfile, par: Parallelism, weight_dtype: Dtype, kv_dtype: Dtype,
-           gpu_memory_utilization: float, engine: str) -> ModelPlacement:
+           gpu_memory_utilization: float, engine: str, timing: TimingChoice | None = None) -> ModelPlacement:
     options = load_engine_profile(engine).options_for(gpu, weight_dtype)  # the engine's efficiencies on this GPU
     serving = derive_serving_constants(model, gpu, par, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
                                        options=options, gpu_memory_utilization=gpu_memory_utilization)
@@ -177,7 +181,8 @@ def _place(model: ModelConfig, gpu: GpuProfile, par: Parallelism, weight_dtype: 
     placed = replace(gpu, name=variant_name(gpu, par), aliases=(), serving=serving, sources=sources)
     placement = ModelPlacement(model, placed, par, predictor)
     # aiconfigurator-core's tables of the same engine and FP8 scaling, where they cover the pool
-    measured = measured_step_model(predictor, engine, Fp8Scheme.BLOCK if predictor.block_fp8 else Fp8Scheme.PER_TENSOR)
+    measured = measured_step_model(predictor, engine, Fp8Scheme.BLOCK if predictor.block_fp8 else Fp8Scheme.PER_TENSOR,
+                                   timing)
     return placement if measured is None else calibrate_placements((placement,), measured)[0]
 
 
@@ -239,6 +244,7 @@ def place_model(
     gpu_memory_utilization: float = 0.9,
     max_gpus_per_instance: int = DEFAULT_MAX_GPUS_PER_INSTANCE,
     engine: str = "vllm",
+    timing_source: TimingChoice | str | None = None,
 ) -> tuple[ModelPlacement, ...]:
     """Every placement of ``model`` on ``gpu`` (module docstring), smallest instance first.
 
@@ -246,19 +252,21 @@ def place_model(
     engine profile (``perf.engine_profile``, ``engine_profiles/<engine>.toml``) whose options the
     predictor and the serving constants use (``options_for(gpu, weights)``: its per-GPU overrides) and
     whose measured tables the measured source reads; vLLM by default, the engine most deployments run.
+    ``timing_source``: which source times the placements (module docstring).
 
     Raises
     ------
     ConfigError
-        The model fits in no allowed instance on ``gpu`` (the message gives the reason), or
-        ``parallelism`` breaks a rule of the model.
+        The model fits in no allowed instance on ``gpu`` (the message gives the reason),
+        ``parallelism`` breaks a rule of the model, or ``timing_source`` is ``measured`` without the package.
     """
     _check_max(max_gpus_per_instance)
     load_engine_profile(engine)  # an unknown engine is its own error, not a reason the model fits nowhere
+    timing = require_measured(timing_source)
     weights = weight_dtype or model.default_weight_dtype
     if parallelism is not None:
         parallelism.check_model(model)
-        return (_place(model, gpu, parallelism, weights, kv_dtype, gpu_memory_utilization, engine),)
+        return (_place(model, gpu, parallelism, weights, kv_dtype, gpu_memory_utilization, engine, timing),)
     one_node, multi_node = _sizes(model, max_gpus_per_instance, gpu.gpus_per_node)
     found: list[ModelPlacement] = []
     last: FleetplanError | None = None
@@ -268,7 +276,7 @@ def place_model(
         hit = False
         for i, par in enumerate(instance_shardings(model, n_gpus, gpus_per_node=gpu.gpus_per_node)):
             try:
-                found.append(_place(model, gpu, par, weights, kv_dtype, gpu_memory_utilization, engine))
+                found.append(_place(model, gpu, par, weights, kv_dtype, gpu_memory_utilization, engine, timing))
                 hit = True
             except FleetplanError as exc:  # does not fit at this size; the reason is the preferred sharding's
                 last = exc if i == 0 else last
@@ -342,18 +350,20 @@ def place_on_gpus(
     kv_dtype: Dtype = Dtype.BF16,
     gpu_memory_utilization: float = 0.9,
     max_gpus_per_instance: int = DEFAULT_MAX_GPUS_PER_INSTANCE,
+    timing_source: TimingChoice | str | None = None,
 ) -> PlacementSearch:
-    """``place_model`` on each of ``gpus`` (with ``engine``'s profile); a GPU type where the model fits
-    nowhere is left out with its reason.
+    """``place_model`` on each of ``gpus`` (with ``engine``'s profile, timed by ``timing_source``); a GPU type
+    where the model fits nowhere is left out with its reason.
 
     Raises
     ------
     ConfigError
-        Every GPU type is left out (the message gives each one's reason), or ``parallelism``
-        breaks a rule of the model (whatever the GPU).
+        Every GPU type is left out (the message gives each one's reason), ``parallelism``
+        breaks a rule of the model (whatever the GPU), or ``timing_source`` is ``measured`` without the package.
     """
     _check_max(max_gpus_per_instance)
     load_engine_profile(engine)  # an unknown engine fails once, before any GPU is tried
+    timing = require_measured(timing_source)
     if parallelism is not None:
         parallelism.check_model(model)
     placed: list[ModelPlacement] = []
@@ -362,7 +372,8 @@ def place_on_gpus(
         try:
             placed.extend(place_model(model, gpu, parallelism=parallelism, weight_dtype=weight_dtype,
                                       kv_dtype=kv_dtype, gpu_memory_utilization=gpu_memory_utilization,
-                                      max_gpus_per_instance=max_gpus_per_instance, engine=engine))
+                                      max_gpus_per_instance=max_gpus_per_instance, engine=engine,
+                                      timing_source=timing))
         except FleetplanError as exc:
             left.append(LeftOut(gpu.name, str(exc).removesuffix(f"; {_FIT_FIX}")))
     if not placed:
