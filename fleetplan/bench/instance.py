@@ -99,7 +99,7 @@ class EngineArgs:
     parallelism_spec: Parallelism | None = None
     api_server_count: int = 1  # API server processes per instance (fleetplan.sim.api_server)
     engine: str = "vllm"  # engine profile whose measured tables time the steps (timing_source)
-    timing_source: TimingChoice | str | None = None  # auto / measured / roofline (module docstring)
+    timing_source: TimingChoice | str | None = TimingChoice.ROOFLINE  # auto / measured / roofline (docstring)
 
     def __post_init__(self) -> None:
         for name in ("tensor_parallel_size", "instances"):

@@ -259,7 +259,10 @@ def bench() -> None:
 @click.option("--speculative-config", default=None, help='vLLM JSON, e.g. \'{"method": "mtp", '
               '"num_speculative_tokens": 2, "acceptance_rate": 0.7}\'.')
 @click.option("--cudagraph-capture-sizes", default=None, help="Capture sizes (tokens); turns on graph padding.")
-@timing_source_option
+@timing_source_option(help="Step timing: roofline = the roofline + engine profile (docs/serving_validation.md's "
+                      "figures), measured = aiconfigurator-core's measured tables only (the extra "
+                      "fleetplan[aiconfigurator]), auto = the tables where they cover the instance "
+                      "[default: roofline].")
 def serve(model, gpu, tensor_parallel_size, pipeline_parallel_size, data_parallel_size, enable_expert_parallel, tp_size,
           dp_size, ep, enable_dp_attention, nnodes, instances, engine, perf_profile, dataset_name, dataset_path,
           random_input_len, random_output_len, random_range_ratio, random_range_ratio_rule, random_prefix_len,
@@ -289,7 +292,7 @@ def serve(model, gpu, tensor_parallel_size, pipeline_parallel_size, data_paralle
         None if speculative_config is None else SpeculativeConfig.from_json(speculative_config),
         _sizes(cudagraph_capture_sizes), profile.options_for(gpu_profile, weights),
         None if perf_profile is None else load_perf_profile(perf_profile), instances * copies, par, api_server_count,
-        profile.name, timing_source,
+        profile.name, timing_source or "roofline",
     )
     result = run_bench_serve(args, cfg)
     click.echo(f"fleetplan bench serve (simulated): {model_cfg.name} on {args.instances} x {par.gpus_per_replica} "

@@ -36,7 +36,8 @@ Shardings of an instance of ``G`` GPUs (``Parallelism`` in perf's vocabulary):
 A data-parallel-attention instance is one engine to the sweep and the simulator: its step model is
 the predictor (one rank's batch) at the instance's batch split evenly over the ranks
 (``perf.dp_instance.DataParallelInstance``, ``ModelPlacement.step_model``), and its chunked-prefill
-budget the ranks' together.
+budget one rank's chunk (``chunk_tokens_for`` of the rank's predictor): a prompt is prefilled by one
+rank, in ``p / chunk`` steps, as vLLM and SGLang run it (``perf.dp_instance`` gives the measurement).
 
 A GPU type that holds the model in no allowed instance is left out (``PlacementSearch.left_out``,
 one line each, rendered by the CLI); only when every GPU type is left out is it an error.
@@ -171,8 +172,8 @@ def _place(model: ModelConfig, gpu: GpuProfile, par: Parallelism, weight_dtype: 
         # derive times per-tensor FP8 and one DP rank's batch: W, H and the chunk again from the instance's steps
         step = _instance_step_model(predictor, par)
         w_s, h_s = _eq3_constants(serving, step)
-        # each attention rank chunks its own prompts: the instance's chunk is the ranks' chunks together
-        chunk = par.attn_dp * chunk_tokens_for(predictor)
+        # one rank's chunk per instance step (perf.dp_instance: a prompt is prefilled by one rank)
+        chunk = chunk_tokens_for(predictor)
         serving = replace(serving, iter_base_s=w_s, iter_per_seq_s=h_s, chunk_tokens=chunk)
     scaled = (" with block-scaled FP8 GEMMs" if predictor.block_fp8 else "") + \
         (f", the batch split over {par.attn_dp} attention ranks" if par.attn_dp > 1 else "")

@@ -64,10 +64,12 @@ def test_perf_explain_auto_without_the_extra_falls_back_to_the_roofline(no_extra
     assert "timing source: roofline+engine profile (aiconfigurator-core not installed" in res.output
 
 
-def test_bench_serve_header_names_the_source(no_extra):
-    res = run(*BENCH, "--timing-source", "roofline")
-    assert res.exit_code == 0, res.stderr
-    assert "engine profile vllm, timing roofline+engine profile" in res.output
+def test_bench_serve_header_names_the_source():
+    """bench serve keeps the roofline by default (the serving validation's step model), tables or not."""
+    for extra in ((), ("--timing-source", "roofline")):
+        res = run(*BENCH, *extra)
+        assert res.exit_code == 0, res.stderr
+        assert "engine profile vllm, timing roofline+engine profile" in res.output
 
 
 @pytest.mark.skipif(aic.package_version() is None, reason="aiconfigurator-core not installed")

@@ -75,6 +75,7 @@ VOCABULARY: dict[str, tuple[str, tuple[str, ...]]] = {
     "price override": ("--price", ()),
     "perf profile": ("--perf-profile", ()),
     "engine profile": ("--engine", ()),
+    "timing source": ("--timing-source", ()),
     "expert-parallel size": ("--ep", ("--ep-size", "--expert-parallel-size")),
     "DP attention": ("--enable-dp-attention", ()),
     "nodes per instance": ("--nnodes", ()),

@@ -98,7 +98,8 @@ def test_the_measured_source_is_asked_for_the_same_engine_and_fp8_scheme(catalog
     from fleetplan.perf.measured.coverage import Fp8Scheme
 
     asked = []
-    monkeypatch.setattr(placement, "measured_step_model", lambda p, engine, scheme: asked.append((engine, scheme)))
+    monkeypatch.setattr(placement, "measured_step_model",
+                        lambda p, engine, scheme, timing=None: asked.append((engine, scheme)))
     par = Parallelism.vllm(tensor_parallel_size=4, enable_expert_parallel=True)
     place_model(load_model("qwen3-235b-a22b-fp8"), catalog.get("h200"), parallelism=par, engine="sglang")
     place_model(load_model("llama-3.1-8b"), catalog.get("h200"), parallelism=Parallelism.vllm(tensor_parallel_size=1),

@@ -15,7 +15,7 @@
   choice is ``roofline``, so the caller keeps the roofline predictor, labelled ``ROOFLINE_SOURCE``.
   ``measured_coverage`` gives the reason.
 
-The timing choice (``TimingChoice``) is a parameter, ``timing`` (the CLI's ``--timing-source``):
+The timing choice (``TimingChoice``) is a parameter, ``timing`` (the CLI's flag of ``timing_source``):
 
 * ``auto``: the measured tables time every pool they cover, the roofline the rest (installing the extra
   is then the choice);
