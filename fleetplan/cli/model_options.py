@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import click
 
 from fleetplan.cli.options import (
+    FRACTION,
     KV_CACHE_DTYPES,
     declare,
     engine_option,
@@ -34,6 +35,7 @@ from fleetplan.models import ContextLimitError, ContextLimitRule, dtype, load_mo
 from fleetplan.perf.engine_profile import load_engine_profile
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.profile_io import load_perf_profile
+from fleetplan.perf.speculative import DEEPSEEK_V3_MTP_ACCEPTANCE
 from fleetplan.plan.defaults import DEFAULT_MAX_GPUS_PER_INSTANCE, GPUS_PER_NODE
 
 if TYPE_CHECKING:  # the planner and the simulator load on use, not for --help
@@ -63,6 +65,18 @@ MAX_GPUS_PER_INSTANCE_OPTION = declare(
     help=f"With --model: largest serving instance searched, in GPUs [default: {DEFAULT_MAX_GPUS_PER_INSTANCE}, "
     f"{DEFAULT_MAX_GPUS_PER_INSTANCE // GPUS_PER_NODE} nodes of {GPUS_PER_NODE}].")()
 
+#: MTP in the search (optimize, whatif): ``--mtp`` tries each placement of a model with MTP heads with MTP on
+#: too (``plan.placement``), each draft position accepted at ``--mtp-acceptance``.
+MTP_OPTIONS = [
+    click.option("--mtp/--no-mtp", "mtp", default=False, show_default=True,
+                 help="With --model: for a model that ships MTP heads (num_nextn_predict_layers: DeepSeek-V3/R1, "
+                 "GLM-4.5/4.6), sweep each placement with MTP speculative decoding on as well as off (vLLM "
+                 "--speculative-config '{\"method\": \"mtp\", ...}', SGLang --speculative-algorithm EAGLE); the "
+                 "recommendation's GPU type says 'mtp1' when it runs MTP."),
+    click.option("--mtp-acceptance", "mtp_acceptance", type=FRACTION, default=DEEPSEEK_V3_MTP_ACCEPTANCE,
+                 show_default=True, help="With --mtp: conditional acceptance of each MTP draft (DeepSeek-V3 "
+                 "Technical Report, arXiv:2412.19437 sec. 5.4.3: 0.85-0.90)."),
+]
 
 #: The engine ``--engine`` names when a caller's options leave it out (the option's own default).
 DEFAULT_PLAN_ENGINE = "vllm"
@@ -125,6 +139,9 @@ def serving_setup(
 
     if opts.get("model") is None:
         _without_model(opts, ("perf_profile", "max_gpus_per_instance"))
+        if opts.get("mtp"):
+            raise ConfigError("--mtp needs --model naming a model that ships MTP heads (e.g. deepseek-v3); give "
+                              "--model or drop --mtp")
         return resolve_gpus(catalog, opts["gpus"]), (), (), ()
     model = load_model(opts["model"])
     profile = _perf_profile(opts, model)
@@ -135,7 +152,8 @@ def serving_setup(
     max_gpus = opts.get("max_gpus_per_instance") or DEFAULT_MAX_GPUS_PER_INSTANCE
     search = place_on_gpus(model, [catalog.get(n) for n in names], parallelism=par, weight_dtype=weights,
                            kv_dtype=kv, max_gpus_per_instance=max_gpus, engine=plan_engine(opts),
-                           timing_source=opts.get("timing_source"))
+                           timing_source=opts.get("timing_source"),
+                           mtp_acceptance=opts["mtp_acceptance"] if opts.get("mtp") else None)
     placed = search.placements
     if profile is not None:
         placed = calibrate_placements(placed, profile)

@@ -36,7 +36,7 @@ from fleetplan.errors import ConfigError
 from fleetplan.perf.linear import step_time_array_s
 from fleetplan.perf.speculative import expected_tokens_per_step
 
-__all__ = ["SpeculativeEngineModel", "mtp_engine", "speculative_engine"]
+__all__ = ["SpeculativeEngineModel", "mtp_engine", "speculative_engine", "with_speculation"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -97,3 +97,33 @@ def speculative_engine(engine, acceptance: tuple[float, ...], draft_code: int,
 def mtp_engine(engine, predictor, acceptance: tuple[float, ...]) -> SpeculativeEngineModel:
     """``engine`` with MTP drafts of ``predictor`` (a ``StepTimePredictor``: ``mtp_draft_coefficients``)."""
     return speculative_engine(engine, acceptance, *predictor.mtp_draft_coefficients())
+
+
+def with_speculation(engine, step_model):
+    """``engine`` (an ``EngineModel`` of ``step_model``) with MTP where ``step_model`` or a wrapper under it is
+    a ``perf.speculative.MtpStepModel`` (the planner's "MTP on" candidate), else ``engine`` unchanged: the
+    hook ``plan.pools.engine_of`` calls so that both phases time MTP candidates alike.  The draft pass is
+    the predictor's ``mtp_draft_coefficients`` mapped through the wrappers above the MTP marker (a DP
+    instance's batch split), as the simulator's ``sim.features.compile`` maps it."""
+    from fleetplan.perf.speculative import MtpStepModel
+
+    wrappers, step = [], step_model  # outermost first, down to the predictor
+    while getattr(step, "base", None) is not None:
+        wrappers.append(step)
+        step = step.base
+    mtp = next((w for w in wrappers if isinstance(w, MtpStepModel)), None)
+    if mtp is None:
+        return engine
+    code, coef = mtp.predictor().mtp_draft_coefficients()
+    for wrapper in reversed(wrappers):  # innermost first, as the simulator's compile maps a rank's pass
+        code, coef = _as_seen_by(wrapper, code, coef)
+    return speculative_engine(engine, mtp.acceptances, code, coef)
+
+
+def _as_seen_by(wrapper, code: int, coef) -> tuple[int, np.ndarray]:
+    """A rank's pass through one wrapper: a slowdown's factor, a DP instance's batch split."""
+    from fleetplan.perf.scaled import ScaledStepModel, scale_step_coefficients
+
+    if isinstance(wrapper, ScaledStepModel):
+        return code, scale_step_coefficients(code, coef, wrapper.factor)
+    return wrapper.instance_coefficients(code, coef)

@@ -67,6 +67,7 @@ from fleetplan.perf.measured.table import (
 )
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.perf.scaled import ScaledStepModel
+from fleetplan.perf.speculative import MtpStepModel
 
 __all__ = ["DEFAULT_FP8_SCHEME", "MEASURED_EXTRA", "MEASURED_PREFIX", "ROOFLINE_SOURCE", "TIMING_SOURCE_ENV",
            "TimingChoice", "measured_coverage", "measured_step_model", "measured_table", "require_measured",
@@ -252,4 +253,7 @@ def timing_source(step_model) -> str:
         return f"{timing_source(step_model.base)} x {step_model.factor:g}"
     if isinstance(step_model, DataParallelInstance):
         return f"{timing_source(step_model.base)}, the batch split over {step_model.ranks} attention ranks"
+    if isinstance(step_model, MtpStepModel):
+        return (f"{timing_source(step_model.base)}, MTP {step_model.num_speculative_tokens} draft(s) at acceptance "
+                f"{step_model.acceptance:g}")
     raise ConfigError(f"{type(step_model).__name__} is not a known step model; cannot name its timing source")
