@@ -12,8 +12,12 @@ Printed per scenario and in total:
 * whether the scenario ends with a verified recommendation.
 
 Run: ``python benchmarks/bench_agreement.py`` (the full 16-scenario grid, a few minutes on 2 cores)
-or ``--quick`` (two workloads x two set-ups).  ``--workloads`` / ``--setups`` pick subsets; ``--rate``
-and ``--slo-scale`` move every set-up off the grid (other rates and SLOs).
+or ``--quick`` (two workloads x two set-ups).  ``--moe`` runs today's MoE fleets instead (``MOE_SCENARIOS``:
+DeepSeek-V3 FP8 on H200 and B200 with TP8 + EP and DP attention 8 + EP 8, Qwen3-235B-A22B FP8 on two H100
+nodes with TP8 x PP2 + EP and DP attention 16 + EP 16; azure_conv and azure_code), kept apart so the grid's
+figures stay comparable; ``--setups deepseek-v3-h200-mtp`` adds MTP on/off candidates (``MTP_SETUPS``).
+``--workloads`` / ``--setups`` pick subsets; ``--rate`` and ``--slo-scale`` move every set-up off the grid
+(other rates and SLOs).
 
 ``--topology pdd,afd`` runs the disaggregated grid instead (``DISAGG_SCENARIOS``: dense Llama-3.1-70B FP8 and
 MoE Qwen3-30B-A3B on H100/H200/B200, three workloads, two rates each, and two scenarios where
@@ -62,6 +66,8 @@ class Setup:
     weight_dtype: Dtype = Dtype.BF16
     #: The instance shardings swept (None: ``place_model``'s search), e.g. two-node instances only.
     parallelisms: tuple[Parallelism, ...] | None = None
+    #: MTP on and off (``place_model(mtp_acceptance=...)``; None: off only), timed by the roofline.
+    mtp_acceptance: float | None = None
 
 
 SETUPS = {
@@ -88,9 +94,15 @@ MOE_SETUPS = {
     "qwen3-235b-h100-dp16": Setup("qwen3-235b-h100-dp16", 40.0, 2.0, 0.075, ("h100",), "qwen3-235b-a22b",
                                   Dtype.FP8, (_DP16,)),
 }
+#: MTP on and off (``optimize --mtp``) for DeepSeek-V3 on H200, by name in ``--setups`` (not in ``--moe``: the
+#: analytic engine model's MTP prefill is approximate, ``queueing.speculative``; its TTFT ratios are reported).
+MTP_SETUPS = {
+    "deepseek-v3-h200-mtp": Setup("deepseek-v3-h200-mtp", 40.0, 2.0, 0.1, ("h200",), "deepseek-v3", Dtype.FP8,
+                                  mtp_acceptance=0.85),
+}
 #: (workload, MoE set-up) pairs ``--moe`` runs.
 MOE_SCENARIOS = tuple((wl, s) for s in MOE_SETUPS for wl in ("azure_conv", "azure_code"))
-COLOCATED_SETUPS = {**SETUPS, **MOE_SETUPS}
+COLOCATED_SETUPS = {**SETUPS, **MOE_SETUPS, **MTP_SETUPS}
 #: The disaggregated grid's set-ups: the co-located ones and MoE on B200.
 DISAGG_SETUPS = {
     **SETUPS,
@@ -132,8 +144,10 @@ def request_for(workload: str, setup: Setup) -> OptimizeRequest:
     for name in setup.gpus or ():
         pars = setup.parallelisms or (None,)
         gpu = catalog.get(name)
+        timing = None if setup.mtp_acceptance is None else "roofline"
         for placed in (p for par in pars
-                       for p in place_model(model, gpu, parallelism=par, weight_dtype=setup.weight_dtype)):
+                       for p in place_model(model, gpu, parallelism=par, weight_dtype=setup.weight_dtype,
+                                            timing_source=timing, mtp_acceptance=setup.mtp_acceptance)):
             gpus.append(placed.gpu)
             per.append((placed.gpu.name, placed.gpus_per_instance))
             steps.append((placed.gpu.name, placed.step_model))  # what optimize runs (DP split, measured)
