@@ -19,6 +19,11 @@ def test_mtp_on_and_off_are_both_swept(tmp_path):
     assert {"H200 tp8", "H200 tp8 mtp1", "H200 tp1 dp8", "H200 tp1 dp8 mtp1"} <= gpus
     line = next(ln for ln in res.output.splitlines() if ln.startswith("Recommendation:"))
     assert " mtp1 " in line  # at acceptance 0.85 MTP needs fewer GPUs for a 60 ms TPOT
+    assert """MTP on: --speculative-config '{"method": "mtp", "num_speculative_tokens": 1}'""" in line
+    sglang = run(*BASE, "--mtp", "--engine", "sglang")
+    assert sglang.exit_code == 0, sglang.stderr
+    line = next(ln for ln in sglang.output.splitlines() if ln.startswith("Recommendation:"))
+    assert "MTP on: --speculative-algorithm EAGLE --speculative-num-steps 1" in line
     off = run(*BASE, "--json", str(out))
     assert off.exit_code == 0, off.stderr
     assert not any("mtp" in p["gpu"] for c in json.loads(out.read_text())["candidates"] for p in c["pools"])
