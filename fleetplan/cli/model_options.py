@@ -78,6 +78,20 @@ MTP_OPTIONS = [
                  "Technical Report, arXiv:2412.19437 sec. 5.4.3: 0.85-0.90)."),
 ]
 
+
+def mtp_launch_flags(mtp, engine: str) -> str:
+    """The launch flags turning MTP on for ``engine`` (an engine profile name), ``mtp`` a
+    ``perf.speculative.MtpStepModel``: vLLM (and the trtllm profile, vLLM's meaning) ``--speculative-config``
+    with method mtp (docs.vllm.ai, speculative decoding: MTP); SGLang ``--speculative-algorithm EAGLE`` with
+    ``k`` steps, top-k 1 and ``k + 1`` draft tokens (docs.sglang.io advanced_features/speculative_decoding,
+    "Multi Token Prediction": DeepSeek's MTP heads run through the EAGLE path)."""
+    k = mtp.num_speculative_tokens
+    if engine == "sglang":
+        return (f"--speculative-algorithm EAGLE --speculative-num-steps {k} --speculative-eagle-topk 1 "
+                f"--speculative-num-draft-tokens {k + 1}")
+    return f"--speculative-config '{{\"method\": \"mtp\", \"num_speculative_tokens\": {k}}}'"
+
+
 #: The engine ``--engine`` names when a caller's options leave it out (the option's own default).
 DEFAULT_PLAN_ENGINE = "vllm"
 PLAN_ENGINE_OPTION = engine_option(

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
+from fleetplan.cli.model_options import mtp_launch_flags
 from fleetplan.cli.options import ENGINE_LIMIT_FLAGS
 from fleetplan.cli.tables import ms_cell
 from fleetplan.perf.dp_instance import attention_dp_ranks, per_rank_limit
@@ -222,7 +223,7 @@ def _engine_flags(request, p) -> str:
     step = dict(request.step_models).get(p.gpu)
     ranks = attention_dp_ranks(step)
     mtp = mtp_of(step)  # an "MTP on" pool (plan.placement): the engine's flags turning it on
-    spec = "" if mtp is None else f"; MTP on: {mtp.launch_flags(request.engine)}"
+    spec = "" if mtp is None else f"; MTP on: {mtp_launch_flags(mtp, request.engine)}"
     if ranks == 1 or not per_rank:
         over = "" if ranks == 1 else f", over {ranks} DP attention ranks"
         return f" ({engine} {seqs} {p.max_num_seqs} {tokens} {p.max_num_batched_tokens}{over}{spec})"

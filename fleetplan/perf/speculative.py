@@ -24,13 +24,9 @@ token prediction ranges between 85% and 90%", 1.8x tokens per second; the lower 
 ``MtpStepModel`` marks a pool's step model as running MTP (the planner's "MTP on" candidate): its steps are
 the base model's (the verify and draft passes are added where the pool is timed: the simulator's feature
 kernel from ``speculative_json()``, vLLM's ``speculative_config``; the analytic engine model through
-``queueing.speculative.with_speculation``), and ``launch_flags(engine)`` spells it for the engine:
-
-* vLLM: ``--speculative-config '{"method": "mtp", "num_speculative_tokens": k}'``
-  (docs.vllm.ai, speculative decoding, MTP);
-* SGLang: ``--speculative-algorithm EAGLE --speculative-num-steps k --speculative-eagle-topk 1
-  --speculative-num-draft-tokens k+1`` (docs.sglang.io advanced_features/speculative_decoding, "Multi Token
-  Prediction": DeepSeek's MTP heads run through the EAGLE path; NEXTN is its alias).
+``queueing.speculative.with_speculation``).  The CLI spells it in each engine's launch flags
+(``fleetplan.cli.model_options.mtp_launch_flags``: vLLM's speculative config with method mtp, SGLang's EAGLE
+speculative algorithm, through which DeepSeek's MTP heads run).
 """
 
 from __future__ import annotations
@@ -172,11 +168,3 @@ class MtpStepModel:
         (``sim.features.speculative.SpeculativeConfig.from_json``)."""
         return (f'{{"method": "mtp", "num_speculative_tokens": {self.num_speculative_tokens}, '
                 f'"acceptance_rate": {self.acceptance!r}}}')
-
-    def launch_flags(self, engine: str) -> str:
-        """The engine's launch flags turning MTP on (module docstring); vLLM's for vllm and trtllm profiles."""
-        k = self.num_speculative_tokens
-        if engine == "sglang":
-            return (f"--speculative-algorithm EAGLE --speculative-num-steps {k} --speculative-eagle-topk 1 "
-                    f"--speculative-num-draft-tokens {k + 1}")
-        return f"--speculative-config '{{\"method\": \"mtp\", \"num_speculative_tokens\": {k}}}'"

@@ -1,6 +1,6 @@
 """MTP on or off in the placement search (issue #26 item 4): a model that ships MTP heads gets an "MTP on"
 twin of each roofline placement, which both phases time with the same verify and draft passes; a model
-without heads gets none; the launch flags are each engine's spelling."""
+without heads gets none (the launch flags: ``tests/cli/test_mtp_search_cli.py``)."""
 
 from __future__ import annotations
 
@@ -75,10 +75,3 @@ def test_both_phases_time_the_twin_with_the_same_draft_pass(twins, which):
     if which == 1:  # no wrapper between the marker and the predictor: the plain hook of the queueing module
         direct = mtp_engine(engine.base, on.predictor, (0.85,))
         assert np.array_equal(direct.draft_coef, engine.draft_coef)
-
-
-def test_launch_flags_in_each_engines_spelling(twins):
-    mtp = twins[1].mtp
-    assert mtp.launch_flags("vllm") == """--speculative-config '{"method": "mtp", "num_speculative_tokens": 1}'"""
-    assert mtp.launch_flags("sglang") == ("--speculative-algorithm EAGLE --speculative-num-steps 1 "
-                                          "--speculative-eagle-topk 1 --speculative-num-draft-tokens 2")
