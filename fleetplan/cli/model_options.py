@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING
 import click
 
 from fleetplan.cli.options import (
-    FRACTION,
     KV_CACHE_DTYPES,
     declare,
     engine_option,
     kv_cache_dtype_option,
     max_model_len_option,
     model_option,
+    mtp_acceptance_option,
     perf_profile_option,
     tensor_parallel_option,
     timing_source_option,
@@ -35,7 +35,6 @@ from fleetplan.models import ContextLimitError, ContextLimitRule, dtype, load_mo
 from fleetplan.perf.engine_profile import load_engine_profile
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.profile_io import load_perf_profile
-from fleetplan.perf.speculative import DEEPSEEK_V3_MTP_ACCEPTANCE
 from fleetplan.plan.defaults import DEFAULT_MAX_GPUS_PER_INSTANCE, GPUS_PER_NODE
 
 if TYPE_CHECKING:  # the planner and the simulator load on use, not for --help
@@ -73,9 +72,8 @@ MTP_OPTIONS = [
                  "GLM-4.5/4.6), sweep each placement with MTP speculative decoding on as well as off (vLLM "
                  "--speculative-config '{\"method\": \"mtp\", ...}', SGLang --speculative-algorithm EAGLE); the "
                  "recommendation's GPU type says 'mtp1' when it runs MTP."),
-    click.option("--mtp-acceptance", "mtp_acceptance", type=FRACTION, default=DEEPSEEK_V3_MTP_ACCEPTANCE,
-                 show_default=True, help="With --mtp: conditional acceptance of each MTP draft (DeepSeek-V3 "
-                 "Technical Report, arXiv:2412.19437 sec. 5.4.3: 0.85-0.90)."),
+    mtp_acceptance_option(help="With --mtp: conditional acceptance of each MTP draft position (DeepSeek-V3 "
+                          "Technical Report, arXiv:2412.19437 sec. 5.4.3: 0.85-0.90)."),
 ]
 
 

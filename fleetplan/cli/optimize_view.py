@@ -11,7 +11,7 @@ from fleetplan.cli.model_options import mtp_launch_flags
 from fleetplan.cli.options import ENGINE_LIMIT_FLAGS
 from fleetplan.cli.tables import ms_cell
 from fleetplan.perf.dp_instance import attention_dp_ranks, per_rank_limit
-from fleetplan.plan.placement import mtp_of
+from fleetplan.perf.speculative import mtp_of
 from fleetplan.units import fmt_ms
 
 if TYPE_CHECKING:  # the planner loads when a run needs it, not for --help

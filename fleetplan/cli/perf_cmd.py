@@ -23,6 +23,7 @@ from fleetplan.cli.options import (
     gpu_profiles_option,
     kv_cache_dtype_option,
     model_option,
+    mtp_acceptance_option,
     nnodes_option,
     out_option,
     pipeline_parallel_option,
@@ -49,7 +50,7 @@ from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.perf.profile_io import read_calibration_csv, save_perf_profile
 from fleetplan.perf.quant import Fp8Scaling, checkpoint_fp8_scaling
-from fleetplan.perf.speculative import DEEPSEEK_V3_MTP_ACCEPTANCE, mtp_step, verify_batch
+from fleetplan.perf.speculative import mtp_step, verify_batch
 from fleetplan.perf.typical_batch import typical_step
 from fleetplan.units import ms_to_s, s_to_ms
 
@@ -207,8 +208,7 @@ def perf() -> None:
 @click.option("--mtp-tokens", type=click.IntRange(min=0), default=0, show_default=True,
               help="MTP speculative tokens per step (DeepSeek num_nextn_predict_layers heads): times the verify "
               "step and the draft passes, and the time per output token.")
-@click.option("--mtp-acceptance", type=FRACTION, default=DEEPSEEK_V3_MTP_ACCEPTANCE, show_default=True,
-              help="Conditional acceptance of each draft position (DeepSeek-V3 report: 0.85-0.90).")
+@mtp_acceptance_option
 @api_server_count_option
 @timing_source_option
 def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: bool, enable_dp_attention: bool,

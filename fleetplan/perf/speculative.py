@@ -41,7 +41,7 @@ from fleetplan.perf.batch import BatchComposition
 from fleetplan.perf.linear import roofline_step_s
 
 __all__ = ["DEEPSEEK_V3_MTP_ACCEPTANCE", "MtpStep", "MtpStepModel", "check_mtp_setting", "expected_tokens_per_step",
-           "mtp_draft_pass_s", "mtp_step", "verify_batch"]
+           "mtp_draft_pass_s", "mtp_of", "mtp_step", "verify_batch"]
 
 DEEPSEEK_V3_MTP_ACCEPTANCE = 0.85  # DeepSeek-V3 Technical Report sec. 5.4.3 (module docstring)
 
@@ -168,3 +168,11 @@ class MtpStepModel:
         (``sim.features.speculative.SpeculativeConfig.from_json``)."""
         return (f'{{"method": "mtp", "num_speculative_tokens": {self.num_speculative_tokens}, '
                 f'"acceptance_rate": {self.acceptance!r}}}')
+
+
+def mtp_of(step_model) -> MtpStepModel | None:
+    """The ``MtpStepModel`` marker of an "MTP on" pool's step model, read through its wrappers, or None."""
+    step = step_model
+    while step is not None and not isinstance(step, MtpStepModel):
+        step = getattr(step, "base", None)
+    return step

@@ -105,7 +105,7 @@ from fleetplan.perf.parallelism import Parallelism, valid_tensor_parallel_sizes
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.perf.quant import checkpoint_fp8_scaling
 from fleetplan.perf.seam import StepModel
-from fleetplan.perf.speculative import MtpStepModel, check_mtp_setting
+from fleetplan.perf.speculative import MtpStepModel, check_mtp_setting, mtp_of
 from fleetplan.plan.defaults import DEFAULT_MAX_GPUS_PER_INSTANCE, GPUS_PER_NODE
 
 __all__ = ["DEFAULT_MAX_GPUS_PER_INSTANCE", "GPUS_PER_NODE", "LeftOut", "ModelPlacement", "PlacementSearch",
@@ -468,14 +468,6 @@ def calibrate_placements(placements: Sequence[ModelPlacement],
             f"{swept}); add its GPU to `gpus`, give its `tensor_parallel_size` and storage types, or recalibrate",
             param="perf_profile")
     return tuple(out)
-
-
-def mtp_of(step_model) -> MtpStepModel | None:
-    """The ``MtpStepModel`` marker of an "MTP on" pool's step model, read through its wrappers, or None."""
-    step = step_model
-    while step is not None and not isinstance(step, MtpStepModel):
-        step = getattr(step, "base", None)
-    return step
 
 
 def with_mtp_features(pool):
