@@ -69,7 +69,7 @@ def _analytic_p99_tpot_s(placement, pool, rate_per_s: float) -> tuple[float, flo
     return out[0], out[1]
 
 
-@pytest.mark.parametrize(("n_instances", "rate_per_s"), [(1, 4.0), (2, 16.0)])
+@pytest.mark.parametrize(("n_instances", "rate_per_s"), [(1, 4.0), (2, 12.0)])
 def test_mtp_p99_tpot_agrees_between_the_phases(placement, n_instances, rate_per_s):
     pool = _mtp_pool(placement, n_instances)
     analytic_s, plain_s = _analytic_p99_tpot_s(placement, pool, rate_per_s)
@@ -80,5 +80,5 @@ def test_mtp_p99_tpot_agrees_between_the_phases(placement, n_instances, rate_per
     slack = 3.0 * float(sims.std(ddof=1)) / np.sqrt(N_SEEDS) / sim_s
     ratio = sim_s / analytic_s
     assert 1.0 - BAND - slack <= ratio <= 1.0 + BAND + slack, (sim_s, analytic_s, sims)
-    # MTP pays at this acceptance: the analytic P99 TPOT is below the plain engine's
+    # MTP pays at this acceptance: the analytic P99 TPOT is below the plain engine's (unstable at 12 req/s)
     assert analytic_s < plain_s
