@@ -77,7 +77,7 @@ roofline placement gets an "MTP on" twin ("H200 tp8 mtp1"): its step model is
 ``perf.speculative.MtpStepModel`` over the placement's (the analytic engine model adds the verify and
 draft passes through ``queueing.speculative.with_speculation``, the simulator from the pool's
 ``speculative_config``, ``MtpStepModel.speculative_json``), its KV cache gives up the MTP module's weights
-(``kv_budget(n_mtp_layers=...)``), and ``MtpStepModel.launch_flags`` spells it for the engine.  The
+(``kv_budget(n_mtp_layers=...)``), and the CLI spells it for the engine (``cli.model_options.mtp_launch_flags``).  The
 acceptance is the caller's (``perf.speculative.DEEPSEEK_V3_MTP_ACCEPTANCE`` = 0.85 is DeepSeek's published
 figure); None (the default) searches MTP off only.  A placement timed by measured tables gets no twin (the
 draft pass is the roofline predictor's).
