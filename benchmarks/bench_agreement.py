@@ -12,8 +12,12 @@ Printed per scenario and in total:
 * whether the scenario ends with a verified recommendation.
 
 Run: ``python benchmarks/bench_agreement.py`` (the full 16-scenario grid, a few minutes on 2 cores)
-or ``--quick`` (two workloads x two set-ups).  ``--workloads`` / ``--setups`` pick subsets; ``--rate``
-and ``--slo-scale`` move every set-up off the grid (other rates and SLOs).
+or ``--quick`` (two workloads x two set-ups).  ``--moe`` runs today's MoE fleets instead (``MOE_SCENARIOS``:
+DeepSeek-V3 FP8 on H200 and B200 with TP8 + EP and DP attention 8 + EP 8, Qwen3-235B-A22B FP8 on two H100
+nodes with TP8 x PP2 + EP and DP attention 16 + EP 16; azure_conv and azure_code), kept apart so the grid's
+figures stay comparable; ``--setups deepseek-v3-h200-mtp`` adds MTP on/off candidates (``MTP_SETUPS``).
+``--workloads`` / ``--setups`` pick subsets; ``--rate`` and ``--slo-scale`` move every set-up off the grid
+(other rates and SLOs).
 
 ``--topology pdd,afd`` runs the disaggregated grid instead (``DISAGG_SCENARIOS``: dense Llama-3.1-70B FP8 and
 MoE Qwen3-30B-A3B on H100/H200/B200, three workloads, two rates each, and two scenarios where
@@ -38,6 +42,7 @@ from fleetplan.hardware import load_catalog
 from fleetplan.models import Dtype
 from fleetplan.models.catalog import load_model
 from fleetplan.models.context import served_context_limit
+from fleetplan.perf.parallelism import Parallelism
 from fleetplan.plan.disagg import DisaggCandidate, DisaggSettings, ModelShape
 from fleetplan.plan.optimize import OptimizeRequest, optimize, resolve_gpus
 from fleetplan.plan.placement import place_model
@@ -59,6 +64,10 @@ class Setup:
     gpus: tuple[str, ...] | None
     model: str | None = None
     weight_dtype: Dtype = Dtype.BF16
+    #: The instance shardings swept (None: ``place_model``'s search), e.g. two-node instances only.
+    parallelisms: tuple[Parallelism, ...] | None = None
+    #: MTP on and off (``place_model(mtp_acceptance=...)``; None: off only), timed by the roofline.
+    mtp_acceptance: float | None = None
 
 
 SETUPS = {
@@ -68,6 +77,32 @@ SETUPS = {
     "llama-3.1-8b": Setup("llama-3.1-8b", 100.0, 0.5, 0.03, ("l40s", "a100", "h100"), "llama-3.1-8b"),
     "qwen3-30b-a3b": Setup("qwen3-30b-a3b", 100.0, 1.0, 0.05, ("h100", "h200"), "qwen3-30b-a3b"),
 }
+#: Today's MoE fleets (issue #26), behind ``--moe`` (``MOE_SCENARIOS``) so the grid's 16 scenarios keep their
+#: figures: DeepSeek-V3's FP8 checkpoint on one H200 or B200 node (the search's two: TP8 + EP and DP-attention 8
+#: + EP 8; and DP attention alone, as SGLang deploys it), and Qwen3-235B-A22B in FP8 on two H100 nodes (16 GPUs:
+#: TP8 x PP2 with EP and DP-attention 16 + EP 16; and DP 16 alone).  Rates need a few instances; SLOs a platform
+#: team sets for chat and code: TTFT 2 s, TPOT 100 ms (DeepSeek-V3) and 75 ms (Qwen3-235B).
+_DP8, _DP16 = Parallelism(tp=1, dp=8, ep=8), Parallelism(tp=1, dp=16, ep=16)
+_TP8_PP2 = Parallelism.vllm(tensor_parallel_size=8, pipeline_parallel_size=2, enable_expert_parallel=True)
+MOE_SETUPS = {
+    "deepseek-v3-h200": Setup("deepseek-v3-h200", 40.0, 2.0, 0.1, ("h200",), "deepseek-v3", Dtype.FP8),
+    "deepseek-v3-b200": Setup("deepseek-v3-b200", 60.0, 2.0, 0.1, ("b200",), "deepseek-v3", Dtype.FP8),
+    "deepseek-v3-h200-dp8": Setup("deepseek-v3-h200-dp8", 40.0, 2.0, 0.1, ("h200",), "deepseek-v3", Dtype.FP8,
+                                  (_DP8,)),
+    "qwen3-235b-h100x16": Setup("qwen3-235b-h100x16", 40.0, 2.0, 0.075, ("h100",), "qwen3-235b-a22b", Dtype.FP8,
+                                (_TP8_PP2, _DP16)),
+    "qwen3-235b-h100-dp16": Setup("qwen3-235b-h100-dp16", 40.0, 2.0, 0.075, ("h100",), "qwen3-235b-a22b",
+                                  Dtype.FP8, (_DP16,)),
+}
+#: MTP on and off (``optimize --mtp``) for DeepSeek-V3 on H200, by name in ``--setups`` (not in ``--moe``: the
+#: analytic engine model's MTP prefill is approximate, ``queueing.speculative``; its TTFT ratios are reported).
+MTP_SETUPS = {
+    "deepseek-v3-h200-mtp": Setup("deepseek-v3-h200-mtp", 40.0, 2.0, 0.1, ("h200",), "deepseek-v3", Dtype.FP8,
+                                  mtp_acceptance=0.85),
+}
+#: (workload, MoE set-up) pairs ``--moe`` runs.
+MOE_SCENARIOS = tuple((wl, s) for s in MOE_SETUPS for wl in ("azure_conv", "azure_code"))
+COLOCATED_SETUPS = {**SETUPS, **MOE_SETUPS, **MTP_SETUPS}
 #: The disaggregated grid's set-ups: the co-located ones and MoE on B200.
 DISAGG_SETUPS = {
     **SETUPS,
@@ -107,10 +142,15 @@ def request_for(workload: str, setup: Setup) -> OptimizeRequest:
     model = load_model(setup.model)
     gpus, per, steps = [], [], []
     for name in setup.gpus or ():
-        for placed in place_model(model, catalog.get(name), weight_dtype=setup.weight_dtype):
+        pars = setup.parallelisms or (None,)
+        gpu = catalog.get(name)
+        timing = None if setup.mtp_acceptance is None else "roofline"
+        for placed in (p for par in pars
+                       for p in place_model(model, gpu, parallelism=par, weight_dtype=setup.weight_dtype,
+                                            timing_source=timing, mtp_acceptance=setup.mtp_acceptance)):
             gpus.append(placed.gpu)
             per.append((placed.gpu.name, placed.gpus_per_instance))
-            steps.append((placed.gpu.name, placed.predictor))
+            steps.append((placed.gpu.name, placed.step_model))  # what optimize runs (DP split, measured)
     return OptimizeRequest(workload=wl, gpus=tuple(gpus), gpus_per_instance=tuple(per), step_models=tuple(steps),
                            slo_ttft_s=setup.slo_ttft_s, slo_tpot_s=setup.slo_tpot_s, rate_per_s=setup.rate_per_s,
                            max_model_len_tokens=served_context_limit(model, None))
@@ -190,28 +230,28 @@ def _moved_ok(analytic: int, verified: int) -> bool:
     return abs(verified - analytic) <= max(1, math.floor(0.10 * verified))
 
 
-def run(workloads, setups, seed: int) -> dict:
+def run(scenarios, seed: int) -> dict:
+    """The co-located grid over ``scenarios``, (workload, set-up name) pairs (``SETUPS`` or ``MOE_SETUPS``)."""
     rows = []
-    for wl in workloads:
-        for name in setups:
-            setup = SETUPS[name]
-            req = request_for(wl, setup)
-            t0 = time.perf_counter()
-            result = _optimized(req, _verify_settings(setup, req, setup.rate_per_s, seed), wl, 12, name, rows)
-            if result is None:
+    for wl, name in scenarios:
+        setup = COLOCATED_SETUPS[name]
+        req = request_for(wl, setup)
+        t0 = time.perf_counter()
+        result = _optimized(req, _verify_settings(setup, req, setup.rate_per_s, seed), wl, 12, name, rows)
+        if result is None:
+            continue
+        ttft, tpot, moved = [], [], []
+        for v in result.verification:
+            at = v.at_analytic
+            if at is None or not (at.ttft_p_s_analytic > 0 and math.isfinite(at.ttft_p_s_analytic)):
                 continue
-            ttft, tpot, moved = [], [], []
-            for v in result.verification:
-                at = v.at_analytic
-                if at is None or not (at.ttft_p_s_analytic > 0 and math.isfinite(at.ttft_p_s_analytic)):
-                    continue
-                ttft.append(at.ttft_p_s_sim / at.ttft_p_s_analytic)
-                if setup.slo_tpot_s is not None and at.tpot_p_s_analytic > 0:
-                    tpot.append(at.tpot_p_s_sim / at.tpot_p_s_analytic)
-                moved.append(_moved_ok(sum(v.analytic_counts), sum(v.verified_counts)))
-            rows.append({"wl": wl, "setup": name, "ttft": ttft, "tpot": tpot, "moved": moved,
-                         "recommended": result.recommendation is not None, "failed": False})
-            _print_row(rows[-1], time.perf_counter() - t0)
+            ttft.append(at.ttft_p_s_sim / at.ttft_p_s_analytic)
+            if setup.slo_tpot_s is not None and at.tpot_p_s_analytic > 0:
+                tpot.append(at.tpot_p_s_sim / at.tpot_p_s_analytic)
+            moved.append(_moved_ok(sum(v.analytic_counts), sum(v.verified_counts)))
+        rows.append({"wl": wl, "setup": name, "ttft": ttft, "tpot": tpot, "moved": moved,
+                     "recommended": result.recommendation is not None, "failed": False})
+        _print_row(rows[-1], time.perf_counter() - t0)
     return _print_total(rows)
 
 
@@ -255,6 +295,8 @@ def _print_total(rows: list[dict]) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="lmsys and azure_code x paper and llama-3.1-8b")
+    ap.add_argument("--moe", action="store_true", help="MOE_SCENARIOS: DeepSeek-V3 FP8 on H200/B200, Qwen3-235B FP8 "
+                    "on two H100 nodes (MoE set-ups also go by name in --setups)")
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--setups", default=",".join(SETUPS))
     ap.add_argument("--seed", type=int, default=3)
@@ -271,11 +313,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     workloads = ("lmsys", "azure_code") if args.quick else tuple(args.workloads.split(","))
     setups = ("paper", "llama-3.1-8b") if args.quick else tuple(args.setups.split(","))
-    for name in setups:  # beyond the grid: other rates and SLOs, as the issue asks
-        s = SETUPS[name]
-        SETUPS[name] = replace(s, rate_per_s=args.rate or s.rate_per_s, slo_ttft_s=s.slo_ttft_s * args.slo_scale,
-                               slo_tpot_s=None if s.slo_tpot_s is None else s.slo_tpot_s * args.slo_scale)
-    run(workloads, setups, args.seed)
+    scenarios = MOE_SCENARIOS if args.moe else tuple((wl, s) for wl in workloads for s in setups)
+    for name in {s for _, s in scenarios}:  # beyond the grid: other rates and SLOs, as the issue asks
+        s = COLOCATED_SETUPS[name]
+        COLOCATED_SETUPS[name] = replace(s, rate_per_s=args.rate or s.rate_per_s,
+                                         slo_ttft_s=s.slo_ttft_s * args.slo_scale,
+                                         slo_tpot_s=None if s.slo_tpot_s is None else s.slo_tpot_s * args.slo_scale)
+    run(scenarios, args.seed)
     return 0
 
 

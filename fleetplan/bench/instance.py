@@ -76,10 +76,14 @@ from fleetplan.models import Dtype, ModelConfig
 from fleetplan.perf.calibrate import CalibratedStepModel
 from fleetplan.perf.comm import GPUS_PER_NODE
 from fleetplan.perf.kv_budget import kv_budget, vllm_batch_defaults
+from fleetplan.perf.measured import measured_step_model
+from fleetplan.perf.measured.coverage import Fp8Scheme
+from fleetplan.perf.measured.source import TimingChoice, timing_choice
 from fleetplan.perf.overheads import PredictorOptions
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.perf.quant import fp8_scaling_of
+from fleetplan.perf.seam import StepModel
 from fleetplan.sim.features import CudaGraphConfig, GraphMode, PrefixCacheConfig, RuntimeFeatures
 from fleetplan.sim.features.spec import PolicyConfig, SchedulerPolicy
 from fleetplan.sim.features.speculative import SpeculativeConfig
@@ -114,8 +118,9 @@ class EngineArgs:
     instances: int = 1
     parallelism_spec: Parallelism | None = None
     api_server_count: int = 1  # API server processes per instance (fleetplan.sim.api_server)
-    engine: str = "vllm"  # whose scheduler and defaults (module docstring; ENGINE_DEFAULTS)
+    engine: str = "vllm"  # whose scheduler, defaults (ENGINE_DEFAULTS) and measured tables (timing_source)
     enable_mixed_chunk: bool = False  # SGLang's enable_mixed_chunk
+    timing_source: TimingChoice | str | None = TimingChoice.ROOFLINE  # auto / measured / roofline (docstring)
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINE_DEFAULTS:
@@ -139,6 +144,8 @@ class EngineArgs:
         if isinstance(u, bool) or not isinstance(u, int | float) or not 0 < u <= 1:
             raise ConfigError(f"`gpu_memory_utilization` {u!r} must be in (0, 1], e.g. 0.9",
                               param="gpu_memory_utilization", value=u)
+        if self.timing_source is not None:
+            timing_choice(self.timing_source)  # an unknown choice: one line listing the three
         par = self.parallelism_spec
         if par is not None:
             if par.tp != self.tensor_parallel_size:
@@ -171,6 +178,15 @@ class EngineArgs:
             return self.parallelism_spec
         return Parallelism.vllm(tensor_parallel_size=self.tensor_parallel_size,
                                 enable_expert_parallel=self.model.is_moe and self.tensor_parallel_size > 1)
+
+    def step_model(self) -> StepModel:
+        """``perf_profile``, else the measured tables where ``timing_source`` lets them time the instance
+        (``measured`` without them: a ``ConfigError``), else ``predictor``."""
+        if self.perf_profile is not None:
+            return self.perf_profile
+        p = self.predictor()
+        scheme = Fp8Scheme.BLOCK if p.block_fp8 else Fp8Scheme.PER_TENSOR
+        return measured_step_model(p, self.engine, scheme, self.timing_source) or p
 
     def predictor(self) -> StepTimePredictor:
         """The step model; FP8 weights are block-scaled when the checkpoint's ``quantization_config`` gives a
@@ -292,7 +308,7 @@ def serving_fleet(args: EngineArgs) -> FleetSpec:
     features = RuntimeFeatures(cudagraph=graph, speculative=args.speculative,
                                prefix_cache=PrefixCacheConfig(enabled=args.prefix_caching),
                                policy=PolicyConfig(args.scheduler_policy))
-    step = args.perf_profile if args.perf_profile is not None else args.predictor()
+    step = args.step_model()
     pool = PoolSpec(
         name=POOL_NAME, gpu=args.gpu.name, n_instances=args.instances * ranks, max_context_tokens=int(max_len),
         step_model=step,

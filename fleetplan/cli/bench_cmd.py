@@ -52,11 +52,13 @@ from fleetplan.cli.options import (
     request_rate_option,
     seed_option,
     tensor_parallel_option,
+    timing_source_option,
 )
 from fleetplan.errors import ConfigError, UnknownNameError
 from fleetplan.hardware import load_catalog
 from fleetplan.models import Dtype, ModelConfig, load_model
 from fleetplan.perf.engine_profile import ENGINE_NAMES, load_engine_profile
+from fleetplan.perf.measured import timing_source as timing_label
 from fleetplan.perf.profile_io import load_perf_profile
 from fleetplan.sim.features.speculative import SpeculativeConfig
 
@@ -267,6 +269,10 @@ def bench() -> None:
 @click.option("--speculative-config", default=None, help='vLLM JSON, e.g. \'{"method": "mtp", '
               '"num_speculative_tokens": 2, "acceptance_rate": 0.7}\'.')
 @click.option("--cudagraph-capture-sizes", default=None, help="Capture sizes (tokens); turns on graph padding.")
+@timing_source_option(help="Step timing: roofline = the roofline + engine profile (docs/serving_validation.md's "
+                      "figures), measured = aiconfigurator-core's measured tables only (the extra "
+                      "fleetplan[aiconfigurator]), auto = the tables where they cover the instance "
+                      "[default: roofline].")
 def serve(model, gpu, tensor_parallel_size, pipeline_parallel_size, data_parallel_size, enable_expert_parallel, tp_size,
           dp_size, ep, enable_dp_attention, nnodes, instances, engine, perf_profile, dataset_name, dataset_path,
           random_input_len, random_output_len, random_range_ratio, random_range_ratio_rule, random_prefix_len,
@@ -275,7 +281,7 @@ def serve(model, gpu, tensor_parallel_size, pipeline_parallel_size, data_paralle
           metric_percentiles, save_result, result_dir, result_filename, label, max_num_seqs, max_num_batched_tokens,
           max_model_len, gpu_memory_utilization, kv_cache_dtype, quantization, enable_chunked_prefill,
           enable_prefix_caching, disable_radix_cache, enable_mixed_chunk, speculative_config, cudagraph_capture_sizes,
-          api_server_count) -> None:
+          api_server_count, timing_source) -> None:
     """Predict `vllm bench serve` against one serving instance: vLLM's result block and JSON."""
     dataset = DatasetSpec(DatasetName.parse(dataset_name), dataset_path, random_input_len, random_output_len,
                           random_range_ratio, random_prefix_len, sharegpt_output_len, custom_output_len,
@@ -303,12 +309,12 @@ def serve(model, gpu, tensor_parallel_size, pipeline_parallel_size, data_paralle
         None if speculative_config is None else SpeculativeConfig.from_json(speculative_config),
         _sizes(cudagraph_capture_sizes), profile.options_for(gpu_profile, weights),
         None if perf_profile is None else load_perf_profile(perf_profile), instances * copies, par, api_server_count,
-        engine=profile.name, enable_mixed_chunk=enable_mixed_chunk,
+        engine=profile.name, enable_mixed_chunk=enable_mixed_chunk, timing_source=timing_source or "roofline",
     )
     result = run_bench_serve(args, cfg)
     click.echo(f"fleetplan bench serve (simulated): {model_cfg.name} on {args.instances} x {par.gpus_per_replica} "
                f"{gpu_profile.name} ({par.flags()}), engine profile {profile.name}"
-               + (f", perf profile {perf_profile}" if perf_profile else ""))
+               + (f", perf profile {perf_profile}" if perf_profile else f", timing {timing_label(args.step_model())}"))
     click.echo(f"Traffic request rate: {request_rate:g}")
     click.echo(f"Burstiness factor: {burstiness} ({'Poisson process' if burstiness == 1.0 else 'Gamma distribution'})")
     click.echo(f"Maximum request concurrency: {max_concurrency}")

@@ -5,9 +5,9 @@ Without ``--model`` the sweep uses the core paper's calibrated Llama-3-70B const
 price) is placed at each instance sharding that fits the model (``plan.placement``: TP within
 a node, PP or data-parallel attention with expert parallelism across nodes, up to
 ``--max-gpus-per-instance``; or the ``-tp`` given), each placement is swept as its own GPU
-type, and the simulator runs the operator-level predictor.  A GPU type that cannot hold the
-model is left out with one line on stderr; none holding it is an error.  Weights default to
-the checkpoint's type (its ``quantization_config``: FP8 for DeepSeek-V3, MXFP4 for gpt-oss).
+type, and the simulator runs the operator-level predictor (or the measured tables: ``--timing-source``).
+A GPU type that cannot hold the model is left out with one line on stderr; none holding it is an
+error.  Weights default to the checkpoint's type (its ``quantization_config``: FP8 for DeepSeek-V3, MXFP4 for gpt-oss).
 """
 
 from __future__ import annotations
@@ -23,8 +23,10 @@ from fleetplan.cli.options import (
     kv_cache_dtype_option,
     max_model_len_option,
     model_option,
+    mtp_acceptance_option,
     perf_profile_option,
     tensor_parallel_option,
+    timing_source_option,
     weight_dtype_option,
 )
 from fleetplan.errors import ConfigError
@@ -54,12 +56,38 @@ MODEL_OPTIONS = [
     kv_cache_dtype_option(default=None, show_default=False,
                           help="With --model: KV-cache storage type, vLLM spelling "
                           f"[default: auto = {DEFAULT_KV_DTYPE}]."),
+    timing_source_option,
 ]
 MAX_GPUS_PER_INSTANCE_OPTION = declare(
     "largest serving instance", "--max-gpus-per-instance", "max_gpus_per_instance", type=click.IntRange(min=1),
     default=None,
     help=f"With --model: largest serving instance searched, in GPUs [default: {DEFAULT_MAX_GPUS_PER_INSTANCE}, "
     f"{DEFAULT_MAX_GPUS_PER_INSTANCE // GPUS_PER_NODE} nodes of {GPUS_PER_NODE}].")()
+
+#: MTP in the search (optimize, whatif): ``--mtp`` tries each placement of a model with MTP heads with MTP on
+#: too (``plan.placement``), each draft position accepted at ``--mtp-acceptance``.
+MTP_OPTIONS = [
+    click.option("--mtp/--no-mtp", "mtp", default=False, show_default=True,
+                 help="With --model: for a model that ships MTP heads (num_nextn_predict_layers: DeepSeek-V3/R1, "
+                 "GLM-4.5/4.6), sweep each placement with MTP speculative decoding on as well as off (vLLM "
+                 "--speculative-config '{\"method\": \"mtp\", ...}', SGLang --speculative-algorithm EAGLE); the "
+                 "recommendation's GPU type says 'mtp1' when it runs MTP."),
+    mtp_acceptance_option(help="With --mtp: conditional acceptance of each MTP draft position (DeepSeek-V3 "
+                          "Technical Report, arXiv:2412.19437 sec. 5.4.3: 0.85-0.90)."),
+]
+
+
+def mtp_launch_flags(mtp, engine: str) -> str:
+    """The launch flags turning MTP on for ``engine`` (an engine profile name), ``mtp`` a
+    ``perf.speculative.MtpStepModel``: vLLM (and the trtllm profile, vLLM's meaning) ``--speculative-config``
+    with method mtp (docs.vllm.ai, speculative decoding: MTP); SGLang ``--speculative-algorithm EAGLE`` with
+    ``k`` steps, top-k 1 and ``k + 1`` draft tokens (docs.sglang.io advanced_features/speculative_decoding,
+    "Multi Token Prediction": DeepSeek's MTP heads run through the EAGLE path)."""
+    k = mtp.num_speculative_tokens
+    if engine == "sglang":
+        return (f"--speculative-algorithm EAGLE --speculative-num-steps {k} --speculative-eagle-topk 1 "
+                f"--speculative-num-draft-tokens {k + 1}")
+    return f"--speculative-config '{{\"method\": \"mtp\", \"num_speculative_tokens\": {k}}}'"
 
 
 #: The engine ``--engine`` names when a caller's options leave it out (the option's own default).
@@ -79,9 +107,10 @@ def _without_model(opts: dict, extra: tuple[str, ...] = ()) -> None:
     """Refuse the options that only a served model reads when no ``--model`` is given."""
     flags = {"tensor_parallel_size": "--tensor-parallel-size", "weight_dtype": "--weight-dtype",
              "kv_cache_dtype": "--kv-cache-dtype", "perf_profile": "--perf-profile",
-             "max_gpus_per_instance": "--max-gpus-per-instance"}
+             "max_gpus_per_instance": "--max-gpus-per-instance", "timing_source": "--timing-source"}
     given = [flag for key, flag in flags.items() if key in (*extra, "tensor_parallel_size", "weight_dtype",
-                                                            "kv_cache_dtype") and opts.get(key) is not None]
+                                                            "kv_cache_dtype", "timing_source")
+             and opts.get(key) is not None]
     if given:
         raise ConfigError(f"{given[0]} needs --model (without it every pool runs the paper's calibrated constants "
                           "per GPU); give --model or drop the option")
@@ -122,6 +151,9 @@ def serving_setup(
 
     if opts.get("model") is None:
         _without_model(opts, ("perf_profile", "max_gpus_per_instance"))
+        if opts.get("mtp"):
+            raise ConfigError("--mtp needs --model naming a model that ships MTP heads (e.g. deepseek-v3); give "
+                              "--model or drop --mtp")
         return resolve_gpus(catalog, opts["gpus"]), (), (), ()
     model = load_model(opts["model"])
     profile = _perf_profile(opts, model)
@@ -131,7 +163,9 @@ def serving_setup(
     weights, kv = _dtypes(opts)
     max_gpus = opts.get("max_gpus_per_instance") or DEFAULT_MAX_GPUS_PER_INSTANCE
     search = place_on_gpus(model, [catalog.get(n) for n in names], parallelism=par, weight_dtype=weights,
-                           kv_dtype=kv, max_gpus_per_instance=max_gpus, engine=plan_engine(opts))
+                           kv_dtype=kv, max_gpus_per_instance=max_gpus, engine=plan_engine(opts),
+                           timing_source=opts.get("timing_source"),
+                           mtp_acceptance=opts["mtp_acceptance"] if opts.get("mtp") else None)
     placed = search.placements
     if profile is not None:
         placed = calibrate_placements(placed, profile)
@@ -202,8 +236,8 @@ def sim_model_options(func):
     return func
 
 
-SIM_MODEL_OPTION_NAMES = ("model", "tensor_parallel_size", "weight_dtype", "kv_cache_dtype", "perf_profile",
-                          "allow_long_max_model_len")
+SIM_MODEL_OPTION_NAMES = ("model", "tensor_parallel_size", "weight_dtype", "kv_cache_dtype", "timing_source",
+                          "perf_profile", "allow_long_max_model_len")
 
 
 def limits_line(spec: FleetSpec) -> str:
@@ -222,7 +256,8 @@ def model_serving(opts: dict) -> ModelServing | None:
         _without_model(opts, ("perf_profile",))
         return None
     model = load_model(opts["model"])
-    return ModelServing.vllm(model, opts["tensor_parallel_size"], *_dtypes(opts), _perf_profile(opts, model))
+    return ModelServing.vllm(model, opts["tensor_parallel_size"], *_dtypes(opts), _perf_profile(opts, model),
+                             opts.get("timing_source"))
 
 
 def apply_model(fleet: FleetFile, opts: dict, max_model_len_tokens: int | None) -> tuple[FleetSpec, str]:

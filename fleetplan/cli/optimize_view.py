@@ -7,9 +7,11 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
+from fleetplan.cli.model_options import mtp_launch_flags
 from fleetplan.cli.options import ENGINE_LIMIT_FLAGS
 from fleetplan.cli.tables import ms_cell
 from fleetplan.perf.dp_instance import attention_dp_ranks, per_rank_limit
+from fleetplan.perf.speculative import mtp_of
 from fleetplan.units import fmt_ms
 
 if TYPE_CHECKING:  # the planner loads when a run needs it, not for --help
@@ -218,12 +220,15 @@ def _engine_flags(request, p) -> str:
     if not p.max_num_batched_tokens or not (served or given):
         return ""
     engine, seqs, tokens, per_rank = ENGINE_LIMIT_FLAGS[request.engine]
-    ranks = attention_dp_ranks(dict(request.step_models).get(p.gpu))
+    step = dict(request.step_models).get(p.gpu)
+    ranks = attention_dp_ranks(step)
+    mtp = mtp_of(step)  # an "MTP on" pool (plan.placement): the engine's flags turning it on
+    spec = "" if mtp is None else f"; MTP on: {mtp_launch_flags(mtp, request.engine)}"
     if ranks == 1 or not per_rank:
         over = "" if ranks == 1 else f", over {ranks} DP attention ranks"
-        return f" ({engine} {seqs} {p.max_num_seqs} {tokens} {p.max_num_batched_tokens}{over})"
+        return f" ({engine} {seqs} {p.max_num_seqs} {tokens} {p.max_num_batched_tokens}{over}{spec})"
     return (f" ({engine} per DP rank: {seqs} {per_rank_limit(p.max_num_seqs, ranks)} {tokens} "
-            f"{per_rank_limit(p.max_num_batched_tokens, ranks)}, {ranks} ranks)")
+            f"{per_rank_limit(p.max_num_batched_tokens, ranks)}, {ranks} ranks{spec})")
 
 
 def _pct(fraction: float) -> str:

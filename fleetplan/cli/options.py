@@ -40,6 +40,7 @@ import click
 from fleetplan.cli.deprecation import deprecation_note
 from fleetplan.errors import ConfigError
 from fleetplan.exec import Executor, default_workers, make_executor
+from fleetplan.perf.speculative import DEEPSEEK_V3_MTP_ACCEPTANCE
 
 
 @dataclass(frozen=True)
@@ -149,6 +150,7 @@ FLAG_OF_PARAM: dict[str, CliParam] = {
     "out_dir": CliParam("--out"),
     "force": CliParam("--force"),
     "engine": CliParam("--engine"),
+    "timing_source": CliParam("--timing-source"),
     "current_fleet": CliParam("--current-fleet"),
     "metrics": CliParam("--metrics"),
 }
@@ -548,6 +550,17 @@ max_num_batched_tokens_option = declare(
 gpu_memory_utilization_option = declare(
     "GPU memory utilisation", "--gpu-memory-utilization", "gpu_memory_utilization", type=FRACTION, default=0.9,
     show_default=True, help="Fraction of HBM the engine may use, as in vLLM.")
+#: ``--mtp-acceptance``: conditional acceptance of each MTP draft (perf explain; optimize/whatif with --mtp).
+mtp_acceptance_option = declare(
+    "MTP acceptance", "--mtp-acceptance", "mtp_acceptance", type=FRACTION, default=DEEPSEEK_V3_MTP_ACCEPTANCE,
+    show_default=True, help="Conditional acceptance of each MTP draft position (DeepSeek-V3 Technical Report, "
+    "arXiv:2412.19437 sec. 5.4.3: 0.85-0.90).")
+#: ``--timing-source``: which source times the steps (``fleetplan.perf.measured.source.TimingChoice``).
+timing_source_option = declare(
+    "timing source", "--timing-source", "timing_source", type=click.Choice(["auto", "measured", "roofline"]),
+    default=None, help="Step timing: measured = aiconfigurator-core's measured operator tables only (the extra "
+    "fleetplan[aiconfigurator]; a pool they do not cover is an error), roofline = the roofline + engine profile, "
+    "auto = the tables where they cover the pool, else the roofline [default: $FLEETPLAN_TIMING_SOURCE, else auto].")
 engine_option = declare("engine profile", "--engine", "engine", default="vllm", show_default=True,
                         help="Engine profile (vllm|sglang|trtllm): efficiencies and per-step overheads.")
 #: engine profile -> (engine's name, its flag for sequences per step, its flag for tokens per step, whether a

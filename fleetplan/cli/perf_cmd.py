@@ -23,11 +23,13 @@ from fleetplan.cli.options import (
     gpu_profiles_option,
     kv_cache_dtype_option,
     model_option,
+    mtp_acceptance_option,
     nnodes_option,
     out_option,
     pipeline_parallel_option,
     seed_option,
     tensor_parallel_option,
+    timing_source_option,
     weight_dtype_option,
 )
 from fleetplan.cli.serving_calibrate import run_serving_calibrate, serving_calibrate_options
@@ -41,13 +43,14 @@ from fleetplan.perf.calibrate import DEFAULT_HOLDOUT_FRACTION, DEFAULT_SEED, cal
 from fleetplan.perf.engine_profile import ENGINE_NAMES, load_engine_profile
 from fleetplan.perf.kv_budget import DEFAULT_MAX_NUM_SEQS, kv_budget
 from fleetplan.perf.measured import ROOFLINE_SOURCE, measured_step_model, timing_source
+from fleetplan.perf.measured.coverage import Fp8Scheme
 from fleetplan.perf.measured.source import measured_coverage
 from fleetplan.perf.overheads import DEFAULT_CPU_OVERHEAD_S, ExecutionMode, PredictorOptions
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.perf.profile_io import read_calibration_csv, save_perf_profile
 from fleetplan.perf.quant import Fp8Scaling, checkpoint_fp8_scaling
-from fleetplan.perf.speculative import DEEPSEEK_V3_MTP_ACCEPTANCE, mtp_step, verify_batch
+from fleetplan.perf.speculative import mtp_step, verify_batch
 from fleetplan.perf.typical_batch import typical_step
 from fleetplan.units import ms_to_s, s_to_ms
 
@@ -205,12 +208,12 @@ def perf() -> None:
 @click.option("--mtp-tokens", type=click.IntRange(min=0), default=0, show_default=True,
               help="MTP speculative tokens per step (DeepSeek num_nextn_predict_layers heads): times the verify "
               "step and the draft passes, and the time per output token.")
-@click.option("--mtp-acceptance", type=FRACTION, default=DEEPSEEK_V3_MTP_ACCEPTANCE, show_default=True,
-              help="Conditional acceptance of each draft position (DeepSeek-V3 report: 0.85-0.90).")
+@mtp_acceptance_option
 @api_server_count_option
+@timing_source_option
 def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: bool, enable_dp_attention: bool,
             nnodes: int | None, fp8_scaling: str | None, mtp_tokens: int, mtp_acceptance: float,
-            api_server_count: int, **kw) -> None:
+            api_server_count: int, timing_source: str | None, **kw) -> None:
     """Per-operator time of one engine step, which source timed it, and the replica's KV-cache budget.
 
     A batch whose requests hold more KV blocks than the replica's cache is still timed (a what-if),
@@ -261,7 +264,7 @@ def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: 
                       f"output token against {s_to_ms(mtp.plain_step_s):.3f} ms without MTP ({mtp.speedup:.2f}x)")
     console.print(f"batch: {batch.n_seqs} requests ({batch.n_decode} decoding), {batch.n_tokens} tokens through the "
                   f"GEMMs ({breakdown.gemm_bound}-bound), decode context {batch.decode_context_sum} tokens")
-    console.print(escape(_timing_source_line(p, batch)))
+    console.print(escape(_timing_source_line(p, batch, engine or "vllm", timing_source)))
     per_seq = -(-KV_REPORT_CONTEXT_TOKENS // budget.block_size_tokens)
     console.print(f"KV budget: {budget.kv_blocks_per_replica} blocks of {budget.block_size_tokens} tokens per "
                   f"replica ({budget.kv_blocks_per_replica * budget.block_size_tokens} tokens); "
@@ -286,12 +289,13 @@ def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: 
                       "batch, or give more GPUs (-tp) or --kv-cache-dtype fp8.")
 
 
-def _timing_source_line(p: StepTimePredictor, batch) -> str:
-    """Which source times this pool in planning (``fleetplan.perf.measured``): the measured tables with their
-    step for the batch, or the roofline above and why."""
-    measured = measured_step_model(p)
+def _timing_source_line(p: StepTimePredictor, batch, engine: str, timing: str | None) -> str:
+    """Which source times this pool in planning (``fleetplan.perf.measured``; ``--timing-source``): the measured
+    tables of ``engine`` with their step for the batch, or the roofline above and why."""
+    scheme = Fp8Scheme.BLOCK if p.block_fp8 else Fp8Scheme.PER_TENSOR
+    measured = measured_step_model(p, engine, scheme, timing)
     if measured is None:
-        return f"timing source: {ROOFLINE_SOURCE} ({measured_coverage(p)})"
+        return f"timing source: {ROOFLINE_SOURCE} ({measured_coverage(p, engine, scheme, timing)})"
     step_s = measured.step_s(batch.n_seqs, batch.n_decode, batch.n_prefill_tokens, batch.decode_context_sum,
                              batch.attn2)
     return (f"timing source: {timing_source(measured)}: this step {s_to_ms(step_s):.3f} ms (planning and simulation "

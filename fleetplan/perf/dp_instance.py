@@ -21,12 +21,18 @@ coefficients, so the simulator kernel and the analytic engine model evaluate it 
 * tile padding: ``ceil(T / (D t)) t = ceil(T / (D t)) (D t) / D``, so the tile ``c[5]`` is
   multiplied by D (and the wave ratio ``c[6]``, per tile, stays).
 
-The instance's chunked-prefill budget is its ranks' together (``D x`` a rank's chunk: each rank
-chunks its own prompts), so the instance prefills as many tokens per step as its ranks do.  What one
-engine cannot say: a prompt is prefilled by one rank, in ``p / chunk_rank`` steps, while the
-instance view takes ``p / (D chunk_rank)`` steps of the same cost -- a long prompt's TTFT comes out
-short by up to D (prompts within one rank's chunk are exact).  Sizing the pool in ranks (one engine
-per rank at ``lambda / D``, ``ceil(ranks / D)`` instances) would be exact; that is the pool sizer's.
+The instance's chunked-prefill budget is ONE rank's chunk (``plan.placement``), not the ranks' together.
+A prompt is prefilled by one rank, in ``p / chunk_rank`` steps; the instance view takes as many steps, each
+of the split cost ``step_rank((n + chunk_rank) / D)`` -- short of the engine's ``step_rank(n / D +
+chunk_rank)`` while one rank prefills (the others wait for it at the all-to-all), but with the right step
+count.  The ranks' budgets together (``D x`` a rank's chunk, as built first) took ``p / (D chunk_rank)`` steps
+of ``step_rank(chunk_rank)``: a long prompt's prefill came out up to D times short, and the analytic engine
+model (a queued prompt waits for a full-budget step, ``queueing.engine``) and the simulator (whose steps never
+filled a budget D times a prompt) disagreed on the DP pools of the agreement grid: P99 TTFT simulated /
+analytic 0.33-0.84 on DeepSeek-V3 ``dp8`` (H200, B200) and Qwen3-235B ``dp16`` (two H100 nodes), 0.87-1.32
+with one rank's chunk (the MoE scenarios of ``benchmarks/bench_agreement.py``).  Sizing the pool in ranks
+(one engine per rank at ``lambda / D``, ``ceil(ranks / D)`` instances) would be exact; that is the pool
+sizer's.
 
 Without the split the sweep timed an instance batch of n sequences as n per rank: DeepSeek-V3
 or Qwen3-235B at ``tp1 dp16`` on H100 ran 4.2x too few sequences per second at 256 sequences.
@@ -117,7 +123,8 @@ def per_rank_limit(instance_limit: int, ranks: int) -> int:
 
     The instance's sequence limit is its KV cache's ``n_max = floor(ranks b / c)`` (``b`` blocks per rank,
     ``c`` per sequence), and ``floor(floor(ranks b / c) / ranks) = floor(b / c)``: one rank's own ``n_max``;
-    its token budget ``n_max + ranks x chunk`` gives ``floor(n_max / ranks) + chunk``, a rank's."""
+    its token budget ``n_max + chunk`` (one rank's chunk per instance step, module docstring) gives
+    ``floor((n_max + chunk) / ranks)``."""
     if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
         raise ConfigError(f"data-parallel ranks {ranks!r} must be a whole number >= 1", param="data_parallel_size",
                           value=ranks)

@@ -20,6 +20,13 @@ step emits on average
 and the time per output token is ``(verify_s + k draft_s) / E[tokens]``.  ``DEEPSEEK_V3_MTP_ACCEPTANCE``
 = 0.85: DeepSeek-V3 Technical Report (arXiv:2412.19437, sec. 5.4.3): "the acceptance rate of the second
 token prediction ranges between 85% and 90%", 1.8x tokens per second; the lower end.
+
+``MtpStepModel`` marks a pool's step model as running MTP (the planner's "MTP on" candidate): its steps are
+the base model's (the verify and draft passes are added where the pool is timed: the simulator's feature
+kernel from ``speculative_json()``, vLLM's ``speculative_config``; the analytic engine model through
+``queueing.speculative.with_speculation``).  The CLI spells it in each engine's launch flags
+(``fleetplan.cli.model_options.mtp_launch_flags``: vLLM's speculative config with method mtp, SGLang's EAGLE
+speculative algorithm, through which DeepSeek's MTP heads run).
 """
 
 from __future__ import annotations
@@ -33,8 +40,8 @@ from fleetplan.errors import ConfigError
 from fleetplan.perf.batch import BatchComposition
 from fleetplan.perf.linear import roofline_step_s
 
-__all__ = ["DEEPSEEK_V3_MTP_ACCEPTANCE", "MtpStep", "expected_tokens_per_step", "mtp_draft_pass_s", "mtp_step",
-           "verify_batch"]
+__all__ = ["DEEPSEEK_V3_MTP_ACCEPTANCE", "MtpStep", "MtpStepModel", "check_mtp_setting", "expected_tokens_per_step",
+           "mtp_draft_pass_s", "mtp_of", "mtp_step", "verify_batch"]
 
 DEEPSEEK_V3_MTP_ACCEPTANCE = 0.85  # DeepSeek-V3 Technical Report sec. 5.4.3 (module docstring)
 
@@ -95,3 +102,77 @@ def mtp_step(predictor, batch: BatchComposition, acceptance: tuple[float, ...]) 
     draft_s = k * mtp_draft_pass_s(predictor, batch.n_decode, int(batch.decode_context_sum))
     return MtpStep(verify_s=predictor.predict(verify_batch(batch, k)).total_s, draft_s=draft_s,
                    tokens_per_step=expected_tokens_per_step(acceptance), plain_step_s=predictor.predict(batch).total_s)
+
+
+def check_mtp_setting(acceptance: float, num_speculative_tokens: int) -> None:
+    """``ConfigError`` unless ``num_speculative_tokens`` is an integer >= 1 and ``acceptance`` a probability."""
+    k = num_speculative_tokens
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ConfigError(f"num_speculative_tokens={k!r} must be an integer >= 1, e.g. 1 (DeepSeek-V3 ships one "
+                          "MTP module)", param="num_speculative_tokens", value=k)
+    if isinstance(acceptance, bool) or not isinstance(acceptance, int | float) or not 0.0 <= acceptance <= 1.0:
+        raise ConfigError(f"MTP acceptance {acceptance!r} must be a probability in [0, 1], e.g. 0.85 (DeepSeek-V3 "
+                          "report sec. 5.4.3)", param="mtp_acceptance", value=acceptance)
+
+
+@dataclass(frozen=True)
+class MtpStepModel:
+    """``base`` (a pool's step model over an operator-level predictor) served with ``num_speculative_tokens``
+    MTP drafts per step, each position accepted with conditional probability ``acceptance`` (module
+    docstring).  Its own steps are the base's: the drafts and the verify step are the timing phases'."""
+
+    base: object  # StepModel
+    acceptance: float = DEEPSEEK_V3_MTP_ACCEPTANCE
+    num_speculative_tokens: int = 1
+
+    def __post_init__(self) -> None:
+        check_mtp_setting(self.acceptance, self.num_speculative_tokens)
+        if self.predictor() is None:
+            raise ConfigError(f"MTP needs the operator-level predictor of the pool to time its draft pass, got "
+                              f"{type(self.base).__name__}; use timing source roofline for MTP candidates",
+                              param="timing_source")
+        if not self.predictor().model.n_mtp_layers:
+            raise ConfigError(f"{self.predictor().model.name} ships no MTP heads (num_nextn_predict_layers 0 in its "
+                              "config.json); MTP is for models that ship them (DeepSeek-V3/R1, GLM-4.5/4.6, MiMo)",
+                              param="model", value=self.predictor().model.name)
+
+    @property
+    def acceptances(self) -> tuple[float, ...]:
+        return (self.acceptance,) * self.num_speculative_tokens
+
+    @property
+    def tokens_per_step(self) -> float:
+        return expected_tokens_per_step(self.acceptances)
+
+    def predictor(self):
+        """The ``StepTimePredictor`` under every wrapper (``base``) of the step model, or None."""
+        from fleetplan.perf.predictor import StepTimePredictor
+
+        step = self.base
+        while not isinstance(step, StepTimePredictor) and getattr(step, "base", None) is not None:
+            step = step.base
+        return step if isinstance(step, StepTimePredictor) else None
+
+    def kernel_coefficients(self) -> tuple[int, np.ndarray]:
+        return self.base.kernel_coefficients()
+
+    def instance_coefficients(self, code: int, coef: np.ndarray) -> tuple[int, np.ndarray]:
+        """A pass of the base's (the draft) as this step model sees it: unchanged (MTP wraps no batch split)."""
+        return code, coef
+
+    def t_iter_s(self, n_seqs, context_tokens=None):
+        return self.base.t_iter_s(n_seqs, context_tokens)
+
+    def speculative_json(self) -> str:
+        """vLLM's ``speculative_config`` with the acceptance key the simulator reads
+        (``sim.features.speculative.SpeculativeConfig.from_json``)."""
+        return (f'{{"method": "mtp", "num_speculative_tokens": {self.num_speculative_tokens}, '
+                f'"acceptance_rate": {self.acceptance!r}}}')
+
+
+def mtp_of(step_model) -> MtpStepModel | None:
+    """The ``MtpStepModel`` marker of an "MTP on" pool's step model, read through its wrappers, or None."""
+    step = step_model
+    while step is not None and not isinstance(step, MtpStepModel):
+        step = getattr(step, "base", None)
+    return step

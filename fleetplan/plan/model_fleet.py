@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from fleetplan.errors import ConfigError
 from fleetplan.models import Dtype, ModelConfig
 from fleetplan.perf.calibrate import CalibratedStepModel
+from fleetplan.perf.measured.source import TimingChoice, timing_choice
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.plan.placement import ModelPlacement, place_model
 from fleetplan.sim.builders import build_pool
@@ -33,28 +34,33 @@ __all__ = ["ModelFleet", "ModelServing", "PoolServing", "fleet_for_serving", "se
 @dataclass(frozen=True)
 class ModelServing:
     """How the model is served: fixed parallelism (None: smallest fitting per pool), storage types
-    (weights None: the checkpoint's, ``ModelConfig.default_weight_dtype``) and an optional
-    calibrated step-time profile (used for the pools on its GPU)."""
+    (weights None: the checkpoint's, ``ModelConfig.default_weight_dtype``), an optional
+    calibrated step-time profile (used for the pools on its GPU) and the timing source of the others
+    (``plan.placement``: auto, roofline, measured; None: the environment's, else auto)."""
 
     model: ModelConfig
     parallelism: Parallelism | None = None
     weight_dtype: Dtype | None = None
     kv_dtype: Dtype = Dtype.BF16
     perf_profile: CalibratedStepModel | None = None
+    timing_source: TimingChoice | None = None
 
     def __post_init__(self) -> None:
+        if self.timing_source is not None:
+            object.__setattr__(self, "timing_source", timing_choice(self.timing_source))
         if self.perf_profile is not None and self.perf_profile.model != self.model.name:
             raise ConfigError(f"`perf_profile` was calibrated for {self.perf_profile.model}, not "
                               f"{self.model.name}; give the matching `model` or recalibrate", param="perf_profile")
 
     @classmethod
     def vllm(cls, model: ModelConfig, tensor_parallel_size: int | None = None, weight_dtype: Dtype | None = None,
-             kv_dtype: Dtype = Dtype.BF16, perf_profile: CalibratedStepModel | None = None) -> ModelServing:
+             kv_dtype: Dtype = Dtype.BF16, perf_profile: CalibratedStepModel | None = None,
+             timing_source: TimingChoice | str | None = None) -> ModelServing:
         """Serving as ``vllm serve`` would at ``tensor_parallel_size`` (None: the smallest that fits each
         pool), with expert parallelism over the TP group for an MoE model."""
         par = None if tensor_parallel_size is None else Parallelism.vllm(
             tensor_parallel_size=tensor_parallel_size, enable_expert_parallel=model.is_moe)
-        return cls(model, par, weight_dtype, kv_dtype, perf_profile)
+        return cls(model, par, weight_dtype, kv_dtype, perf_profile, timing_source)
 
 
 @dataclass(frozen=True)
@@ -90,7 +96,8 @@ def _parallelism(entry: PoolEntry, serving: ModelServing) -> Parallelism | None:
 
 def _place(entry: PoolEntry, serving: ModelServing) -> ModelPlacement:
     places = place_model(serving.model, entry.gpu, parallelism=_parallelism(entry, serving),
-                         weight_dtype=serving.weight_dtype, kv_dtype=serving.kv_dtype)
+                         weight_dtype=serving.weight_dtype, kv_dtype=serving.kv_dtype,
+                         timing_source=serving.timing_source)
     if "kv_blocks" in dict(entry.limits):
         return places[0]  # the file sets the KV cache itself
     fitting = [p for p in places if p.gpu.serving.n_max(entry.max_context_tokens) >= 1]

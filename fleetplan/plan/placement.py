@@ -36,7 +36,8 @@ Shardings of an instance of ``G`` GPUs (``Parallelism`` in perf's vocabulary):
 A data-parallel-attention instance is one engine to the sweep and the simulator: its step model is
 the predictor (one rank's batch) at the instance's batch split evenly over the ranks
 (``perf.dp_instance.DataParallelInstance``, ``ModelPlacement.step_model``), and its chunked-prefill
-budget the ranks' together.
+budget one rank's chunk (``chunk_tokens_for`` of the rank's predictor): a prompt is prefilled by one
+rank, in ``p / chunk`` steps, as vLLM and SGLang run it (``perf.dp_instance`` gives the measurement).
 
 A GPU type that holds the model in no allowed instance is left out (``PlacementSearch.left_out``,
 one line each, rendered by the CLI); only when every GPU type is left out is it an error.
@@ -54,7 +55,10 @@ Both take the serving engine's profile (``engine``, vLLM by default: ``perf.engi
 
 Where NVIDIA ``aiconfigurator-core`` is installed and its measured tables cover the placement (GPU, model,
 parallelism, dtypes; vLLM's tables), the measured step model (``fleetplan.perf.measured``) is its step model
-in both phases, W and H re-derived from it as below; its ``source`` names the tables.
+in both phases, W and H re-derived from it as below; its ``source`` names the tables.  ``timing_source``
+(``perf.measured.source.TimingChoice``: ``auto``, ``roofline``, ``measured``; None: the environment's,
+else auto) chooses: ``measured`` without the package is an error before anything is placed, and a
+placement its tables do not cover does not fit (a GPU type with none covered is left out with the reason).
 
 A calibrated profile (``perf.calibrate``) replaces the predictor of the placement
 it was calibrated for (same GPU, parallelism and storage types; ``calibrate_placements``): its
@@ -67,8 +71,16 @@ block-scaled FP8 checkpoint (``weight_block_size``, DeepSeek-V3 and Qwen3-*-FP8)
 block-scaled GEMMs (``perf.quant``; ``checkpoint_fp8_scaling``) in both phases: the predictor the
 simulator runs and W, H and the chunk of the serving constants.  FP8 chosen for a BF16 checkpoint is
 vLLM's online per-tensor quantization.
-Multi-token prediction (MTP) is not searched: the analytic sweep has no speculative-decoding
-term yet (the simulator's ``sim.features`` has one, for fleet files).
+Multi-token prediction (MTP, ``mtp_acceptance``): for a model that ships MTP heads
+(``ModelConfig.n_mtp_layers``, ``num_nextn_predict_layers``: DeepSeek-V3/R1, GLM-4.5/4.6, MiMo) each
+roofline placement gets an "MTP on" twin ("H200 tp8 mtp1"): its step model is
+``perf.speculative.MtpStepModel`` over the placement's (the analytic engine model adds the verify and
+draft passes through ``queueing.speculative.with_speculation``, the simulator from the pool's
+``speculative_config``, ``MtpStepModel.speculative_json``), its KV cache gives up the MTP module's weights
+(``kv_budget(n_mtp_layers=...)``), and the CLI spells it for the engine (``cli.model_options.mtp_launch_flags``).  The
+acceptance is the caller's (``perf.speculative.DEEPSEEK_V3_MTP_ACCEPTANCE`` = 0.85 is DeepSeek's published
+figure); None (the default) searches MTP off only.  A placement timed by measured tables gets no twin (the
+draft pass is the roofline predictor's).
 """
 
 from __future__ import annotations
@@ -85,18 +97,20 @@ from fleetplan.perf.calibrate import CalibratedStepModel
 from fleetplan.perf.derive import chunk_tokens_for, derive_serving_constants, linear_constants
 from fleetplan.perf.dp_instance import DataParallelInstance
 from fleetplan.perf.engine_profile import load_engine_profile
-from fleetplan.perf.kv_budget import DEFAULT_MAX_NUM_SEQS
+from fleetplan.perf.kv_budget import DEFAULT_MAX_NUM_SEQS, kv_budget
 from fleetplan.perf.measured import measured_step_model
 from fleetplan.perf.measured.coverage import Fp8Scheme
+from fleetplan.perf.measured.source import TimingChoice, require_measured
 from fleetplan.perf.parallelism import Parallelism, valid_tensor_parallel_sizes
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.perf.quant import checkpoint_fp8_scaling
 from fleetplan.perf.seam import StepModel
+from fleetplan.perf.speculative import MtpStepModel, check_mtp_setting, mtp_of
 from fleetplan.plan.defaults import DEFAULT_MAX_GPUS_PER_INSTANCE, GPUS_PER_NODE
 
 __all__ = ["DEFAULT_MAX_GPUS_PER_INSTANCE", "GPUS_PER_NODE", "LeftOut", "ModelPlacement", "PlacementSearch",
-           "calibrate_placements", "instance_shardings", "place_model", "place_on_gpus",
-           "variant_name"]
+           "calibrate_placements", "instance_shardings", "mtp_of", "place_model", "place_on_gpus",
+           "variant_name", "with_mtp_features"]
 
 #: Multi-node sizes kept beyond the smallest that fits (each costs the sweep one more GPU type).
 EXTRA_MULTI_NODE_SIZES = 0
@@ -111,6 +125,7 @@ class ModelPlacement:
     parallelism: Parallelism
     predictor: StepTimePredictor
     calibrated: CalibratedStepModel | None = None  # a profile fitted to this placement's measured steps
+    mtp: MtpStepModel | None = None  # "MTP on": drafts and acceptance (module docstring); None: off
 
     @property
     def gpus_per_instance(self) -> int:
@@ -128,7 +143,7 @@ class ModelPlacement:
         (``perf.dp_instance``; the predictor times one rank's batch)."""
         if self.calibrated is not None:
             return self.calibrated
-        return _instance_step_model(self.predictor, self.parallelism)
+        return self.mtp if self.mtp is not None else _instance_step_model(self.predictor, self.parallelism)
 
     def matches(self, profile: CalibratedStepModel) -> bool:
         """``profile`` was calibrated for this model on this GPU, parallelism and storage types."""
@@ -138,10 +153,35 @@ class ModelPlacement:
                 and profile.kv_dtype == p.kv_dtype.value)
 
 
-def variant_name(gpu: GpuProfile, par: Parallelism) -> str:
-    """Name of a GPU type serving one replica at ``par``: ``"H100-SXM tp4"`` (``pp``, ``dp`` too)."""
-    extra = "".join(f" {k}{v}" for k, v in (("pp", par.pp), ("dp", par.dp)) if v > 1)
+def variant_name(gpu: GpuProfile, par: Parallelism, mtp_tokens: int = 0) -> str:
+    """Name of a GPU type serving one replica at ``par``: ``"H100-SXM tp4"`` (``pp``, ``dp`` too; ``mtp1``
+    with one MTP draft per step)."""
+    extra = "".join(f" {k}{v}" for k, v in (("pp", par.pp), ("dp", par.dp), ("mtp", mtp_tokens)) if v > 1
+                    or (k == "mtp" and v))
     return f"{gpu.name} tp{par.tp}{extra}"
+
+
+def _mtp_twin(placement: ModelPlacement, base_gpu: GpuProfile, acceptance: float, num_speculative_tokens: int,
+              gpu_memory_utilization: float) -> ModelPlacement | None:
+    """``placement`` with MTP on (module docstring), or None where it cannot be (no heads, measured timing,
+    no KV left beside the MTP module)."""
+    p = placement.predictor
+    if not p.model.n_mtp_layers or placement.calibrated is not None:
+        return None
+    mtp = MtpStepModel(_instance_step_model(p, placement.parallelism), acceptance, num_speculative_tokens)
+    try:
+        budget = kv_budget(p.model, base_gpu, placement.parallelism, weight_dtype=p.weight_dtype,
+                           kv_dtype=p.kv_dtype, gpu_memory_utilization=gpu_memory_utilization,
+                           n_mtp_layers=p.model.n_mtp_layers)
+    except FleetplanError:
+        return None
+    serving = placement.gpu.require_serving()
+    blocks = min(serving.kv_blocks, int(budget.kv_blocks_per_replica))
+    sources = {**placement.gpu.sources, "serving": placement.gpu.sources["serving"] +
+               f", MTP {num_speculative_tokens} draft(s) at acceptance {acceptance:g}"}
+    gpu = replace(placement.gpu, name=variant_name(base_gpu, placement.parallelism, num_speculative_tokens),
+                  serving=replace(serving, kv_blocks=blocks), sources=sources)
+    return replace(placement, gpu=gpu, mtp=mtp)
 
 
 def _eq3_constants(serving: ServingConstants, step_model: StepModel) -> tuple[float, float]:
@@ -157,7 +197,7 @@ def _instance_step_model(predictor: StepTimePredictor, par: Parallelism) -> Step
 
 
 def _place(model: ModelConfig, gpu: GpuProfile, par: Parallelism, weight_dtype: Dtype, kv_dtype: Dtype,
-           gpu_memory_utilization: float, engine: str) -> ModelPlacement:
+           gpu_memory_utilization: float, engine: str, timing: TimingChoice | None = None) -> ModelPlacement:
     options = load_engine_profile(engine).options_for(gpu, weight_dtype)  # the engine's efficiencies on this GPU
     serving = derive_serving_constants(model, gpu, par, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
                                        options=options, gpu_memory_utilization=gpu_memory_utilization)
@@ -167,8 +207,8 @@ def _place(model: ModelConfig, gpu: GpuProfile, par: Parallelism, weight_dtype: 
         # derive times per-tensor FP8 and one DP rank's batch: W, H and the chunk again from the instance's steps
         step = _instance_step_model(predictor, par)
         w_s, h_s = _eq3_constants(serving, step)
-        # each attention rank chunks its own prompts: the instance's chunk is the ranks' chunks together
-        chunk = par.attn_dp * chunk_tokens_for(predictor)
+        # one rank's chunk per instance step (perf.dp_instance: a prompt is prefilled by one rank)
+        chunk = chunk_tokens_for(predictor)
         serving = replace(serving, iter_base_s=w_s, iter_per_seq_s=h_s, chunk_tokens=chunk)
     scaled = (" with block-scaled FP8 GEMMs" if predictor.block_fp8 else "") + \
         (f", the batch split over {par.attn_dp} attention ranks" if par.attn_dp > 1 else "")
@@ -177,7 +217,8 @@ def _place(model: ModelConfig, gpu: GpuProfile, par: Parallelism, weight_dtype: 
     placed = replace(gpu, name=variant_name(gpu, par), aliases=(), serving=serving, sources=sources)
     placement = ModelPlacement(model, placed, par, predictor)
     # aiconfigurator-core's tables of the same engine and FP8 scaling, where they cover the pool
-    measured = measured_step_model(predictor, engine, Fp8Scheme.BLOCK if predictor.block_fp8 else Fp8Scheme.PER_TENSOR)
+    measured = measured_step_model(predictor, engine, Fp8Scheme.BLOCK if predictor.block_fp8 else Fp8Scheme.PER_TENSOR,
+                                   timing)
     return placement if measured is None else calibrate_placements((placement,), measured)[0]
 
 
@@ -239,6 +280,9 @@ def place_model(
     gpu_memory_utilization: float = 0.9,
     max_gpus_per_instance: int = DEFAULT_MAX_GPUS_PER_INSTANCE,
     engine: str = "vllm",
+    timing_source: TimingChoice | str | None = None,
+    mtp_acceptance: float | None = None,
+    num_speculative_tokens: int = 1,
 ) -> tuple[ModelPlacement, ...]:
     """Every placement of ``model`` on ``gpu`` (module docstring), smallest instance first.
 
@@ -246,19 +290,36 @@ def place_model(
     engine profile (``perf.engine_profile``, ``engine_profiles/<engine>.toml``) whose options the
     predictor and the serving constants use (``options_for(gpu, weights)``: its per-GPU overrides) and
     whose measured tables the measured source reads; vLLM by default, the engine most deployments run.
+    ``timing_source``: which source times the placements (module docstring).  ``mtp_acceptance`` (None:
+    MTP off only): each placement of a model with MTP heads also with ``num_speculative_tokens`` MTP drafts
+    per step accepted at that rate (module docstring), right after it.
 
     Raises
     ------
     ConfigError
-        The model fits in no allowed instance on ``gpu`` (the message gives the reason), or
-        ``parallelism`` breaks a rule of the model.
+        The model fits in no allowed instance on ``gpu`` (the message gives the reason),
+        ``parallelism`` breaks a rule of the model, or ``timing_source`` is ``measured`` without the package.
     """
     _check_max(max_gpus_per_instance)
     load_engine_profile(engine)  # an unknown engine is its own error, not a reason the model fits nowhere
+    timing = require_measured(timing_source)
     weights = weight_dtype or model.default_weight_dtype
+    if mtp_acceptance is not None:  # validated once, whatever the model (one without MTP heads gets no twins)
+        check_mtp_setting(mtp_acceptance, num_speculative_tokens)
+
+    def with_twins(places: list[ModelPlacement]) -> tuple[ModelPlacement, ...]:
+        if mtp_acceptance is None:
+            return tuple(places)
+        out = []
+        for p in places:
+            twin = _mtp_twin(p, gpu, mtp_acceptance, num_speculative_tokens, gpu_memory_utilization)
+            out.extend((p,) if twin is None else (p, twin))
+        return tuple(out)
+
     if parallelism is not None:
         parallelism.check_model(model)
-        return (_place(model, gpu, parallelism, weights, kv_dtype, gpu_memory_utilization, engine),)
+        return with_twins([_place(model, gpu, parallelism, weights, kv_dtype, gpu_memory_utilization, engine,
+                                  timing)])
     one_node, multi_node = _sizes(model, max_gpus_per_instance, gpu.gpus_per_node)
     found: list[ModelPlacement] = []
     last: FleetplanError | None = None
@@ -268,7 +329,7 @@ def place_model(
         hit = False
         for i, par in enumerate(instance_shardings(model, n_gpus, gpus_per_node=gpu.gpus_per_node)):
             try:
-                found.append(_place(model, gpu, par, weights, kv_dtype, gpu_memory_utilization, engine))
+                found.append(_place(model, gpu, par, weights, kv_dtype, gpu_memory_utilization, engine, timing))
                 hit = True
             except FleetplanError as exc:  # does not fit at this size; the reason is the preferred sharding's
                 last = exc if i == 0 else last
@@ -287,7 +348,7 @@ def place_model(
         raise ConfigError(
             f"{model.name} in {weights.value} {_no_fit(gpu, largest, last, model, weights)}; {_FIT_FIX}",
             param="max_gpus_per_instance", value=max_gpus_per_instance)
-    return tuple(found)
+    return with_twins(found)
 
 
 _FIT_FIX = "use GPUs with more memory, quantized weights (`weight_dtype` fp8/int4) or a larger `max_gpus_per_instance`"
@@ -342,18 +403,22 @@ def place_on_gpus(
     kv_dtype: Dtype = Dtype.BF16,
     gpu_memory_utilization: float = 0.9,
     max_gpus_per_instance: int = DEFAULT_MAX_GPUS_PER_INSTANCE,
+    timing_source: TimingChoice | str | None = None,
+    mtp_acceptance: float | None = None,
+    num_speculative_tokens: int = 1,
 ) -> PlacementSearch:
-    """``place_model`` on each of ``gpus`` (with ``engine``'s profile); a GPU type where the model fits
-    nowhere is left out with its reason.
+    """``place_model`` on each of ``gpus`` (with ``engine``'s profile, timed by ``timing_source``, MTP twins at
+    ``mtp_acceptance``); a GPU type where the model fits nowhere is left out with its reason.
 
     Raises
     ------
     ConfigError
-        Every GPU type is left out (the message gives each one's reason), or ``parallelism``
-        breaks a rule of the model (whatever the GPU).
+        Every GPU type is left out (the message gives each one's reason), ``parallelism``
+        breaks a rule of the model (whatever the GPU), or ``timing_source`` is ``measured`` without the package.
     """
     _check_max(max_gpus_per_instance)
     load_engine_profile(engine)  # an unknown engine fails once, before any GPU is tried
+    timing = require_measured(timing_source)
     if parallelism is not None:
         parallelism.check_model(model)
     placed: list[ModelPlacement] = []
@@ -362,7 +427,9 @@ def place_on_gpus(
         try:
             placed.extend(place_model(model, gpu, parallelism=parallelism, weight_dtype=weight_dtype,
                                       kv_dtype=kv_dtype, gpu_memory_utilization=gpu_memory_utilization,
-                                      max_gpus_per_instance=max_gpus_per_instance, engine=engine))
+                                      max_gpus_per_instance=max_gpus_per_instance, engine=engine,
+                                      timing_source=timing, mtp_acceptance=mtp_acceptance,
+                                      num_speculative_tokens=num_speculative_tokens))
         except FleetplanError as exc:
             left.append(LeftOut(gpu.name, str(exc).removesuffix(f"; {_FIT_FIX}")))
     if not placed:
@@ -401,3 +468,15 @@ def calibrate_placements(placements: Sequence[ModelPlacement],
             f"{swept}); add its GPU to `gpus`, give its `tensor_parallel_size` and storage types, or recalibrate",
             param="perf_profile")
     return tuple(out)
+
+
+def with_mtp_features(pool):
+    """``pool`` (a ``sim.PoolSpec``) running MTP in the simulator where its step model is an "MTP on"
+    candidate's (``mtp_of``): vLLM's ``speculative_config`` of the marker (the verifier's hook)."""
+    from fleetplan.sim.features.speculative import SpeculativeConfig
+
+    mtp = mtp_of(pool.step_model)
+    if mtp is None:
+        return pool
+    spec = SpeculativeConfig.from_json(mtp.speculative_json())
+    return replace(pool, features=replace(pool.features, speculative=spec))

@@ -54,6 +54,7 @@ from fleetplan.queueing.engine import (
     size_engine_pool,
 )
 from fleetplan.queueing.sizing import min_gpus_for_cap
+from fleetplan.queueing.speculative import with_speculation
 from fleetplan.queueing.ttft import ttft_model, zero_wait_ttft_quantile_s
 from fleetplan.units import fmt_ms
 
@@ -297,8 +298,9 @@ def engine_of(gpu: GpuProfile, max_context_tokens: int, step_models: Mapping[str
                       max_num_batched_tokens=max_num_batched_tokens)
     step = pool_step_model(gpu, step_models, step_time_margin, pool.step_model)
     lim = pool.limits
-    return EngineModel.of(step, EngineLimits(lim.max_num_seqs, lim.max_num_batched_tokens, lim.kv_blocks,
-                                             lim.block_size_tokens), pool.n_api_servers)
+    engine = EngineModel.of(step, EngineLimits(lim.max_num_seqs, lim.max_num_batched_tokens, lim.kv_blocks,
+                                               lim.block_size_tokens), pool.n_api_servers)
+    return with_speculation(engine, step)  # an "MTP on" candidate (plan.placement): verify + draft passes
 
 
 def token_budget_choices(gpu: GpuProfile, settings: PlanSettings) -> tuple[int | None, ...]:

@@ -96,6 +96,7 @@ from fleetplan.plan.defaults import (  # light: shown in the help
     DEFAULT_VERIFY_TOP,
     DEFAULT_WARMUP_LIFETIMES,
 )
+from fleetplan.plan.placement import with_mtp_features
 from fleetplan.plan.pools import check_step_time_margin, fleet_usd_per_h, pool_step_model
 from fleetplan.plan.space import SizingRouter
 from fleetplan.plan.sweep import Candidate
@@ -214,8 +215,9 @@ def fleet_spec(candidate: Candidate, gpus: dict[str, GpuProfile], counts: Sequen
             pool = replace(pool, max_context_tokens=max(int(p.hi_tokens), cap))
         pools.append(pool)
     pools = tuple(pools)
-    pools = tuple(replace(pool, step_model=pool_step_model(gpus[pool.gpu], models, step_time_margin, pool.step_model))
-                  for pool in pools)
+    pools = tuple(with_mtp_features(replace(pool, step_model=pool_step_model(gpus[pool.gpu], models, step_time_margin,
+                                                                             pool.step_model)))
+                  for pool in pools)  # an "MTP on" candidate runs MTP (plan.placement)
     router = PoolRouter.COMPRESS_AND_ROUTE if candidate.router is SizingRouter.COMPRESS else PoolRouter.LENGTH
     return FleetSpec(pools=pools, pool_router=router, max_model_len_tokens=max_model_len_tokens)
 

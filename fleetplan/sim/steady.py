@@ -38,7 +38,7 @@ import hashlib
 import math
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -49,6 +49,7 @@ from fleetplan.sim._kernels import codes
 from fleetplan.sim.api_server import through_api_servers
 from fleetplan.sim.compile import CompiledRequests, CompiledRun, compile_fleet, compile_requests
 from fleetplan.sim.engine import _run_kernel
+from fleetplan.sim.features.compile import compile_features, features_on
 from fleetplan.sim.spec import FleetSpec, Level, PoolRouter
 from fleetplan.sim.split import STATELESS_POOL_ROUTERS, _pool_run
 
@@ -329,6 +330,8 @@ def simulate_pool(spec: FleetSpec, pool: int, workload, rate_per_s: float, n_req
     requests, stage = through_api_servers(spec, drawn)
     full = CompiledRun(fleet=compile_fleet(spec), requests=requests, horizon_s=float("inf"))
     run = _pool_run(full, pool)
+    if features_on(spec):  # the pool's runtime features (e.g. an MTP candidate's speculative decoding)
+        run = replace(run, features=compile_features(FleetSpec(pools=(spec.pools[pool],)), int(seed)))
     out = _run_kernel(run, Level.ITERATION)
     r = run.requests
     done = out["status"] == codes.STATUS_DONE

@@ -75,6 +75,8 @@ VOCABULARY: dict[str, tuple[str, tuple[str, ...]]] = {
     "price override": ("--price", ()),
     "perf profile": ("--perf-profile", ()),
     "engine profile": ("--engine", ()),
+    "timing source": ("--timing-source", ()),
+    "MTP acceptance": ("--mtp-acceptance", ()),
     "expert-parallel size": ("--ep", ("--ep-size", "--expert-parallel-size")),
     "DP attention": ("--enable-dp-attention", ()),
     "nodes per instance": ("--nnodes", ()),

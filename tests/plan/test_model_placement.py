@@ -24,7 +24,7 @@ from fleetplan.workload import load_workload
 
 
 def test_llama_70b_needs_a_tensor_parallel_group_on_a100():
-    places = place_model(load_model("llama-3.1-70b"), load_catalog().get("a100"))
+    places = place_model(load_model("llama-3.1-70b"), load_catalog().get("a100"), timing_source="roofline")
     tps = [p.parallelism.tp for p in places]
     assert tps == sorted(tps) and 1 not in tps and tps[0] == 2  # 131 GiB of BF16 weights need >= 2 x 80 GB
     blocks = [p.gpu.serving.kv_blocks for p in places]
@@ -216,12 +216,12 @@ def test_block_scaled_checkpoints_are_timed_block_scaled():
 
     h200 = load_catalog().get("h200")
     for name in ("deepseek-v3", "qwen3-235b-a22b-fp8"):
-        for p in place_model(load_model(name), h200):
+        for p in place_model(load_model(name), h200, timing_source="roofline"):
             assert p.predictor.block_fp8 and getattr(p.step_model, "base", p.step_model) is p.predictor
             s = p.gpu.serving
             n_ref = min(s.n_max(s.ref_context_tokens), 256)
             assert (s.iter_base_s, s.iter_per_seq_s) == linear_constants(p.step_model, n_ref, s.ref_context_tokens)
-            assert s.chunk_tokens == p.parallelism.attn_dp * chunk_tokens_for(p.predictor)  # each rank chunks
+            assert s.chunk_tokens == chunk_tokens_for(p.predictor)  # one rank's chunk per step (perf.dp_instance)
     qwen32 = load_model("qwen3-32b")
     assert all(p.predictor.fp8_scaling is Fp8Scaling.PER_TENSOR
                for p in place_model(qwen32, h200, weight_dtype=Dtype.FP8))

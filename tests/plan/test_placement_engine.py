@@ -39,10 +39,11 @@ def test_the_placement_predictor_carries_the_engine_options_for_its_gpu(catalog,
 
 
 def test_moe_layer_latency_reaches_w_and_the_step(catalog):
-    """vLLM's profile adds 100 us per MoE layer to every step (48 layers: 4.8 ms); W of eq. 3 carries it."""
+    """vLLM's profile adds 100 us per MoE layer to every step (48 layers: 4.8 ms); W of eq. 3 carries it (the
+    roofline's W: where aiconfigurator-core is installed its measured tables would time this pool)."""
     model, gpu = load_model("qwen3-30b-a3b"), catalog.get("h100")
     par = Parallelism.vllm(tensor_parallel_size=1)
-    (p,) = place_model(model, gpu, parallelism=par)  # default engine: vLLM
+    (p,) = place_model(model, gpu, parallelism=par, timing_source="roofline")  # default engine: vLLM
     bare = StepTimePredictor(model, gpu, par, p.predictor.weight_dtype, p.predictor.kv_dtype, PredictorOptions())
     added = model.n_moe_layers * 1e-4
     assert p.predictor.t_iter_s(8, 2048.0) - bare.t_iter_s(8, 2048.0) == pytest.approx(added, rel=1e-9)
@@ -97,7 +98,8 @@ def test_the_measured_source_is_asked_for_the_same_engine_and_fp8_scheme(catalog
     from fleetplan.perf.measured.coverage import Fp8Scheme
 
     asked = []
-    monkeypatch.setattr(placement, "measured_step_model", lambda p, engine, scheme: asked.append((engine, scheme)))
+    monkeypatch.setattr(placement, "measured_step_model",
+                        lambda p, engine, scheme, timing=None: asked.append((engine, scheme)))
     par = Parallelism.vllm(tensor_parallel_size=4, enable_expert_parallel=True)
     place_model(load_model("qwen3-235b-a22b-fp8"), catalog.get("h200"), parallelism=par, engine="sglang")
     place_model(load_model("llama-3.1-8b"), catalog.get("h200"), parallelism=Parallelism.vllm(tensor_parallel_size=1),

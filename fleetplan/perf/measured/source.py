@@ -11,10 +11,20 @@
   (meta-llama/Meta-Llama-3.1-8B, bfloat16 weights, bfloat16 KV; SILICON) + vllm non-kernel overhead
   1.66 ms/step"``, ``holdout_mape`` its error on the held-out grid shapes (kernels only) and ``scales`` the
   fitted group scales, additive terms, tile and wave, the overhead and the fit's error on the grid;
-* ``None`` when the package is absent or does not cover the pool (``coverage``), or when
-  ``$FLEETPLAN_TIMING_SOURCE`` is ``roofline``, so the caller keeps the roofline predictor, labelled
-  ``ROOFLINE_SOURCE``.  ``measured_coverage`` gives the reason.  Installing the extra is the choice:
-  where it is installed the measured tables time every pool they cover (``auto``).
+* ``None`` when the package is absent or does not cover the pool (``coverage``), or when the timing
+  choice is ``roofline``, so the caller keeps the roofline predictor, labelled ``ROOFLINE_SOURCE``.
+  ``measured_coverage`` gives the reason.
+
+The timing choice (``TimingChoice``) is a parameter, ``timing`` (the CLI's flag of ``timing_source``):
+
+* ``auto``: the measured tables time every pool they cover, the roofline the rest (installing the extra
+  is then the choice);
+* ``roofline``: the roofline + engine profile everywhere, as without the package;
+* ``measured``: the measured tables or nothing: without the package installed, or for a pool its tables do
+  not cover, a ``ConfigError`` naming the extra or the reason (``require_measured``).
+
+``timing=None`` falls back to ``$FLEETPLAN_TIMING_SOURCE`` (documented fallback for scripts and test runs
+that must reproduce roofline figures), and to ``auto`` without it.
 
 ``timing_source(step_model)`` names the source of any step model: ``perf explain`` prints it, and the plan's
 JSON carries the label of every measured pool (``inputs.perf_profile[].source``, as calibrated profiles).
@@ -57,9 +67,11 @@ from fleetplan.perf.measured.table import (
 )
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.perf.scaled import ScaledStepModel
+from fleetplan.perf.speculative import MtpStepModel
 
-__all__ = ["DEFAULT_FP8_SCHEME", "MEASURED_PREFIX", "ROOFLINE_SOURCE", "TIMING_SOURCE_ENV", "TimingChoice",
-           "measured_coverage", "measured_step_model", "measured_table", "timing_choice", "timing_source"]
+__all__ = ["DEFAULT_FP8_SCHEME", "MEASURED_EXTRA", "MEASURED_PREFIX", "ROOFLINE_SOURCE", "TIMING_SOURCE_ENV",
+           "TimingChoice", "measured_coverage", "measured_step_model", "measured_table", "require_measured",
+           "timing_choice", "timing_source"]
 
 ROOFLINE_SOURCE = "roofline+engine profile"
 #: Environment variable that turns the measured source off (``roofline``) where the package is installed:
@@ -77,21 +89,43 @@ class TimingChoice(enum.Enum):
 
     AUTO = "auto"  # the measured tables where they cover the pool, else the roofline
     ROOFLINE = "roofline"  # the roofline + engine profile everywhere (as without the package)
+    MEASURED = "measured"  # the measured tables only: an uncovered pool or a missing package is an error
 
 
-def timing_choice() -> TimingChoice:
-    """``$FLEETPLAN_TIMING_SOURCE`` (default ``auto``); an unknown value is an ``UnknownNameError``."""
-    return lookup(TimingChoice, TIMING_SOURCE_ENV, os.environ.get(TIMING_SOURCE_ENV, TimingChoice.AUTO.value))
+#: The optional extra that installs the measured tables.
+MEASURED_EXTRA = "pip install 'fleetplan[aiconfigurator]'"
+
+
+def timing_choice(timing: TimingChoice | str | None = None) -> TimingChoice:
+    """``timing`` as a ``TimingChoice``; None: ``$FLEETPLAN_TIMING_SOURCE`` (default ``auto``).  An unknown
+    value is an ``UnknownNameError`` listing the three."""
+    if isinstance(timing, TimingChoice):
+        return timing
+    if timing is None:
+        return lookup(TimingChoice, TIMING_SOURCE_ENV, os.environ.get(TIMING_SOURCE_ENV, TimingChoice.AUTO.value))
+    return lookup(TimingChoice, "timing_source", timing)
+
+
+def require_measured(timing: TimingChoice | str | None = None) -> TimingChoice:
+    """``timing_choice(timing)``, checked: ``measured`` without ``aiconfigurator-core`` installed is a
+    ``ConfigError`` naming the extra (one line, before any pool is placed)."""
+    choice = timing_choice(timing)
+    if choice is TimingChoice.MEASURED and aic.package_version() is None:
+        raise ConfigError(f"`timing_source` measured needs {aic.DISTRIBUTION}, which is not installed; run "
+                          f"{MEASURED_EXTRA}, or use `timing_source` auto or roofline", param="timing_source",
+                          value=choice.value)
+    return choice
 
 
 def measured_coverage(predictor: StepTimePredictor, engine: str = "vllm",
-                      scheme: Fp8Scheme | str = DEFAULT_FP8_SCHEME) -> MeasuredKey | str:
+                      scheme: Fp8Scheme | str = DEFAULT_FP8_SCHEME,
+                      timing: TimingChoice | str | None = None) -> MeasuredKey | str:
     """The pool's ``MeasuredKey``, or why the measured source does not time it (a sentence fragment)."""
-    if timing_choice() is TimingChoice.ROOFLINE:
-        return f"{TIMING_SOURCE_ENV}={TimingChoice.ROOFLINE.value}"
+    if timing_choice(timing) is TimingChoice.ROOFLINE:
+        return "timing source roofline" if timing is not None else f"{TIMING_SOURCE_ENV}={TimingChoice.ROOFLINE.value}"
     version = aic.package_version()
     if version is None:
-        return f"{aic.DISTRIBUTION} not installed (pip install 'fleetplan[aiconfigurator]')"
+        return f"{aic.DISTRIBUTION} not installed ({MEASURED_EXTRA})"
     return coverage(predictor.model, predictor.gpu.name, engine, predictor.parallelism, predictor.weight_dtype,
                     predictor.kv_dtype, fp8_scheme(scheme), aic.configs_dir())
 
@@ -122,9 +156,10 @@ def _table(key: MeasuredKey, version: str) -> MeasuredTable | str:
 
 
 def measured_table(predictor: StepTimePredictor, engine: str = "vllm",
-                   scheme: Fp8Scheme | str = DEFAULT_FP8_SCHEME) -> MeasuredTable | str:
+                   scheme: Fp8Scheme | str = DEFAULT_FP8_SCHEME,
+                   timing: TimingChoice | str | None = None) -> MeasuredTable | str:
     """The pool's measured step table (``table``), or why there is none."""
-    key = measured_coverage(predictor, engine, scheme)
+    key = measured_coverage(predictor, engine, scheme, timing)
     if isinstance(key, str):
         return key
     return _table(key, aic.package_version())
@@ -150,7 +185,8 @@ def _fitted(key: MeasuredKey, version: str, table: MeasuredTable, code: int, bas
 
 
 def measured_step_model(predictor: StepTimePredictor, engine: str = "vllm",
-                        scheme: Fp8Scheme | str = DEFAULT_FP8_SCHEME) -> CalibratedStepModel | None:
+                        scheme: Fp8Scheme | str = DEFAULT_FP8_SCHEME,
+                        timing: TimingChoice | str | None = None) -> CalibratedStepModel | None:
     """The measured step model of ``predictor``'s pool (module docstring), None where it is not covered.
 
     Parameters
@@ -162,16 +198,27 @@ def measured_step_model(predictor: StepTimePredictor, engine: str = "vllm",
         Engine profile name (``vllm``, ``sglang``, ``trtllm``): whose measured tables and overhead.
     scheme : Fp8Scheme or str
         How FP8 weights are scaled (``fp8`` per tensor, ``fp8_block``); read only for FP8 weights.
+    timing : TimingChoice, str or None
+        ``auto``, ``roofline`` or ``measured`` (module docstring); None: ``$FLEETPLAN_TIMING_SOURCE``, else auto.
+
+    Raises
+    ------
+    ConfigError
+        ``timing`` is ``measured`` and the package is missing or its tables do not cover the pool.
     """
     if not isinstance(predictor, StepTimePredictor):
         raise ConfigError(f"measured_step_model needs the pool's StepTimePredictor, got {type(predictor).__name__}")
-    key = measured_coverage(predictor, engine, scheme)
-    if isinstance(key, str):
+    strict = require_measured(timing) is TimingChoice.MEASURED
+    key = measured_coverage(predictor, engine, scheme, timing)
+    table = key if isinstance(key, str) else _table(key, aic.package_version())
+    if isinstance(table, str):
+        if strict:
+            raise ConfigError(f"`timing_source` measured: {predictor.model.name} on {predictor.gpu.name} at "
+                              f"{predictor.parallelism.flags()} is not covered ({table}); use `timing_source` auto "
+                              "(the roofline times what the tables lack) or another GPU/engine", param="timing_source",
+                              value=TimingChoice.MEASURED.value)
         return None
     version = aic.package_version()
-    table = _table(key, version)
-    if isinstance(table, str):
-        return None
     code, base = predictor.kernel_coefficients()
     fit = _fitted(key, version, table, code, base)
     held = table.calibration_data(held_out=True)
@@ -206,4 +253,7 @@ def timing_source(step_model) -> str:
         return f"{timing_source(step_model.base)} x {step_model.factor:g}"
     if isinstance(step_model, DataParallelInstance):
         return f"{timing_source(step_model.base)}, the batch split over {step_model.ranks} attention ranks"
+    if isinstance(step_model, MtpStepModel):
+        return (f"{timing_source(step_model.base)}, MTP {step_model.num_speculative_tokens} draft(s) at acceptance "
+                f"{step_model.acceptance:g}")
     raise ConfigError(f"{type(step_model).__name__} is not a known step model; cannot name its timing source")
