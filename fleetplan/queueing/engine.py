@@ -206,17 +206,42 @@ class EngineState:
 def _two_exponentials(y: np.ndarray, k: np.ndarray, k_api: float) -> np.ndarray:
     """P(W + A > y) for W ~ Exp(k) (k per level, the middle axis of ``y``; may be inf) and A ~ Exp(k_api):
     (k e^{-k_a y} - k_a e^{-k y}) / (k - k_a), or (1 + k y) e^{-k y} where k and k_a agree to 1e-6;
-    1 for y < 0."""
-    yp = np.maximum(y, 0.0)
-    kk = np.broadcast_to(k[None, :, None], y.shape)
-    finite = np.isfinite(kk)
-    kf = np.where(finite, kk, 0.0)
-    near = np.abs(kf - k_api) <= 1e-6 * max(k_api, 1.0)
+    1 for y < 0 (``_two_exponentials_level`` per level)."""
+    out = np.empty(y.shape)
+    for lv in range(y.shape[1]):
+        yl = y[:, lv]
+        out[:, lv] = _two_exponentials_level(yl, np.maximum(yl, 0.0), float(k[lv]), k_api)
+    return out
+
+
+def _two_exponentials_level(y: np.ndarray, yp: np.ndarray, k: float, k_api: float) -> np.ndarray:
+    """``_two_exponentials`` at one level's rate k for the waits y (``yp``: max(y, 0)), computing only
+    the form that k takes."""
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        apart = (kf * np.exp(-k_api * yp) - k_api * np.exp(-kf * yp)) / np.where(near, 1.0, kf - k_api)
-        same = (1.0 + kf * yp) * np.exp(-kf * yp)
-    out = np.where(finite, np.where(near, same, apart), np.exp(-k_api * yp))
+        if not math.isfinite(k):
+            out = np.exp(-k_api * yp)
+        elif abs(k - k_api) <= 1e-6 * max(k_api, 1.0):
+            out = (1.0 + k * yp) * np.exp(-k * yp)
+        else:
+            out = (k * np.exp(-k_api * yp) - k_api * np.exp(-k * yp)) / (k - k_api)
     return np.where(y < 0, 1.0, out)
+
+
+#: Above this many points ``EngineProfile.ttft_survival`` sums its no-wait step functions by sorting.
+_SORTED_STEP_POINTS = 8
+
+
+def _step_survival(x: np.ndarray, t: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Σ_m w_m [x < t_lm] (X, L) for each x and level l of ``t`` (L, M): per level the weights of the
+    sorted t above x (a suffix sum), O((X + M) log M) instead of X M comparisons."""
+    order = np.argsort(t, axis=1, kind="stable")
+    ts = np.take_along_axis(t, order, axis=1)
+    ws = w[order]
+    tail = np.concatenate([np.cumsum(ws[:, ::-1], axis=1)[:, ::-1], np.zeros((t.shape[0], 1))], axis=1)
+    out = np.empty((x.size, t.shape[0]))
+    for lv in range(t.shape[0]):
+        out[:, lv] = tail[lv, np.searchsorted(ts[lv], x, side="right")]
+    return out
 
 
 def _bisect(survival, lo: float, hi: float, q: float) -> float:
@@ -249,6 +274,29 @@ def _interp_rows(x: np.ndarray, grid: np.ndarray, table: np.ndarray,
     g, frac = cells if cells is not None else _grid_cells(x, grid)
     frac = frac.reshape((-1,) + (1,) * (table.ndim - 1))
     return table[g] * (1.0 - frac) + table[g + 1] * frac
+
+
+def _geomspace(lo: float, hi: float, n: int) -> np.ndarray:
+    """``np.geomspace(lo, hi, n)`` for 0 < lo, 0 < hi and n >= 2, bit for bit (its own steps: 10 to the
+    power of ``linspace(log10 lo, log10 hi)``, ends set to ``lo`` and ``hi``) without numpy's generic
+    argument handling, which took longer than the sequence (a sweep builds thousands)."""
+    a, b = np.log10(np.float64(lo)), np.log10(np.float64(hi))
+    step = (b - a) / (n - 1)
+    y = np.arange(n, dtype=np.float64)
+    if step == 0:  # numpy's path for a zero step (equal ends)
+        y /= n - 1
+        y *= b - a
+    else:
+        y *= step
+    y += a
+    y[-1] = b
+    out = np.power(10.0, y)
+    out[0], out[-1] = lo, hi
+    return out
+
+
+#: The TTFT bins' tail-probability edges (``EngineProfile._bin_prompts``).
+_TAIL_EDGES = np.geomspace(1.0, 1e-6, N_TTFT_BINS + 1)[1:-1]
 
 
 @functools.lru_cache(maxsize=256)
@@ -298,7 +346,7 @@ class EngineProfile:
         kv_ctx = (float(self.weight @ (ctx_sum + p)) / (self.mean_decode_steps + 1.0)) + lim.block_size_tokens / 2
         n_kv = math.floor(lim.kv_blocks * lim.block_size_tokens / kv_ctx)
         self.n_cap = float(max(1, min(lim.max_num_seqs, n_kv, lim.max_num_batched_tokens - 1)))
-        grid = np.unique(np.concatenate([[0.0], np.geomspace(1.0, self.n_cap, N_BATCH_GRID)]))
+        grid = np.unique(np.concatenate([[0.0], _geomspace(1.0, self.n_cap, N_BATCH_GRID)]))
         self.grid = grid
         self._bins: tuple[np.ndarray, np.ndarray] | None = None
         self._bin_prompts()
@@ -310,8 +358,7 @@ class EngineProfile:
         the (sorted) points with edges geometric in the tail probability (1 down to 1e-6) keep the
         upper tail, which sets a high percentile, resolved point by point."""
         tail_prob = 1.0 - np.cumsum(self.weight)
-        edges = np.geomspace(1.0, 1e-6, N_TTFT_BINS + 1)[1:-1]
-        cuts = np.searchsorted(-tail_prob, -edges, side="left") + 1
+        cuts = np.searchsorted(-tail_prob, -_TAIL_EDGES, side="left") + 1
         starts = np.unique(np.concatenate([[0], cuts[cuts < self.prompt.size]]))
         self._bin_starts = starts
         self.bin_weight = np.add.reduceat(self.weight, starts)
@@ -671,6 +718,8 @@ class EngineProfile:
         if api_mass > 0.0:
             y = x[:, None, None] - t_alone[None, :, :]
             alone = np.where(y < 0, 1.0, api_mass * np.exp(-k_api * np.maximum(y, 0.0))) @ w_alone
+        elif x.size > _SORTED_STEP_POINTS:
+            alone = _step_survival(x, t_alone, w_alone)
         else:
             alone = (x[:, None, None] < t_alone[None, :, :]).astype(np.float64) @ w_alone  # (X, L)
         # A wait (A_l): W | W > 0 ~ Exp(k_l), then token time behind the queue and the rest of the
@@ -678,16 +727,27 @@ class EngineProfile:
         t_queue = (st.prefill_levels[i][:, 1, :, None] + api_s[None, :, None]
                    + u[None, None, :] * st.t_full_levels[i][:, None, None]).reshape(mass.size, -1)
         w_queue = np.repeat(self.bin_weight / N_RESIDUAL_POINTS, N_RESIDUAL_POINTS)
-        y = x[:, None, None] - t_queue[None, :, :]
-        surv_q = np.maximum(y, 0.0)  # before the token time: exp(-k · 0) = 1 exactly for a finite k
-        surv_q *= -decay[None, :, None]
-        with np.errstate(over="ignore"):
-            np.exp(surv_q, out=surv_q)
-        if not np.all(np.isfinite(decay)):  # an infinite k: 0 · inf is no survival of 1
-            surv_q = np.where(y < 0, 1.0, surv_q)
-        if api_mass > 0.0:
-            surv_q = (1.0 - api_mass) * surv_q + api_mass * _two_exponentials(y, decay, k_api)
-        queued = surv_q @ w_queue  # (X, L)
+        if api_mass > 0.0:  # level by level: each level's k picks one form of the two waits' sum
+            queued = np.empty((x.size, mass.size))
+            finite = bool(np.all(np.isfinite(decay)))
+            for lv in range(mass.size):
+                y = x[:, None] - t_queue[lv][None, :]
+                yp = np.maximum(y, 0.0)
+                with np.errstate(over="ignore", invalid="ignore"):
+                    surv = np.exp(yp * -decay[lv])
+                if not finite:
+                    surv = np.where(y < 0, 1.0, surv)
+                surv = (1.0 - api_mass) * surv + api_mass * _two_exponentials_level(y, yp, float(decay[lv]), k_api)
+                queued[:, lv] = surv @ w_queue
+        else:
+            y = x[:, None, None] - t_queue[None, :, :]
+            surv_q = np.maximum(y, 0.0)  # before the token time: exp(-k · 0) = 1 exactly for a finite k
+            surv_q *= -decay[None, :, None]
+            with np.errstate(over="ignore"):
+                np.exp(surv_q, out=surv_q)
+            if not np.all(np.isfinite(decay)):  # an infinite k: 0 · inf is no survival of 1
+                surv_q = np.where(y < 0, 1.0, surv_q)
+            queued = surv_q @ w_queue  # (X, L)
         return ((1.0 - mass) * alone + mass * queued) @ zw
 
     def api_wait_tail(self, st: EngineState, i: int) -> tuple[float, float]:
@@ -1026,7 +1086,7 @@ class SurvivalTable:
 
 def _table(survival, lo_s: float, hi_s: float) -> SurvivalTable:
     lo_s = max(lo_s, 1e-7)
-    x = np.geomspace(lo_s, max(hi_s, 1.5 * lo_s), N_TABLE_POINTS)
+    x = _geomspace(lo_s, max(hi_s, 1.5 * lo_s), N_TABLE_POINTS)
     surv = np.minimum.accumulate(np.minimum(np.maximum(survival(x), 0.0), 1.0))
     return SurvivalTable(np.concatenate([[0.0], x]), np.concatenate([[1.0], surv]))
 
