@@ -79,6 +79,7 @@ are sized for the plain engine.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field, replace
@@ -429,9 +430,10 @@ class EngineProfile:
         prefill server's load λ_i E[p] t_full(n) / (B - n) (capped at 1)."""
         return np.minimum(lam_i[:, None] * (self._mean_prompt * self.t_full / self.budget_tokens)[None, :], 1.0)
 
-    def _phi(self, lam_i: np.ndarray) -> np.ndarray:
-        """Φ(λ_i, n) (K, grid): prefill step time per request, alone or in shared full-budget steps."""
-        r = self._shared(lam_i)
+    def _phi(self, lam_i: np.ndarray, r: np.ndarray | None = None) -> np.ndarray:
+        """Φ(λ_i, n) (K, grid): prefill step time per request, alone or in shared full-budget steps
+        (``r``: ``_shared(lam_i)`` when already known)."""
+        r = self._shared(lam_i) if r is None else r
         return (1.0 - r) * self.phi[None, :] + r * self.phi_full[None, :]
 
     def _elasticity(self, lam_i: np.ndarray, n_star: np.ndarray, phi_tab: np.ndarray) -> np.ndarray:
@@ -464,9 +466,10 @@ class EngineProfile:
         t_full = np.maximum(np.interp(levels, self.grid, self.t_full) + self._s_per_ctx * ctx_excess, 1e-9)
         return self._mean_prompt * t_full / budget + np.interp(levels, self.grid, self.attn_mean)
 
-    def _operating_batch(self, lam_i: np.ndarray) -> np.ndarray:
-        """n* for per-instance rates ``lam_i`` (K,): the smallest root of the fixed point, or n_cap."""
-        denom = 1.0 - lam_i[:, None] * self._phi(lam_i)
+    def _operating_batch(self, lam_i: np.ndarray, phi_tab: np.ndarray | None = None) -> np.ndarray:
+        """n* for per-instance rates ``lam_i`` (K,): the smallest root of the fixed point, or n_cap
+        (``phi_tab``: ``_phi(lam_i)`` when already known)."""
+        denom = 1.0 - lam_i[:, None] * (self._phi(lam_i) if phi_tab is None else phi_tab)
         with np.errstate(divide="ignore", invalid="ignore"):
             step = np.where(denom > 0, self.t_d[None, :] / denom, np.inf)
         h = lam_i[:, None] * self.mean_decode_steps * step - self.grid[None, :]  # > 0 below the root
@@ -499,11 +502,11 @@ class EngineProfile:
         if not (math.isfinite(arrival_cv2) and arrival_cv2 >= 0):
             raise ConfigError(f"arrival Ca²={arrival_cv2!r} is invalid: it must be finite and >= 0")
         lam_i = lam / counts
-        n_star = self._operating_batch(lam_i)
-        t_d = np.interp(n_star, self.grid, self.t_d)
-        phi_tab = self._phi(lam_i)
-        phi = np.array([np.interp(n_star[i], self.grid, phi_tab[i]) for i in range(n_star.size)])
         r_tab = self._shared(lam_i)
+        phi_tab = self._phi(lam_i, r_tab)
+        n_star = self._operating_batch(lam_i, phi_tab)
+        t_d = np.interp(n_star, self.grid, self.t_d)
+        phi = np.array([np.interp(n_star[i], self.grid, phi_tab[i]) for i in range(n_star.size)])
         shared = np.array([np.interp(n_star[i], self.grid, r_tab[i]) for i in range(n_star.size)])
         denom = 1.0 - lam_i * phi
         stable = denom > 0
@@ -924,23 +927,27 @@ def size_engine_pool(
     if lam == 0.0:
         return EngineSizing(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, True, None, ""), None
     kw = {"arrival_cv2": arrival_cv2, "balanced_split": balanced_split}
-    states: dict[tuple[float, ...], EngineState] = {}  # the searches below ask for some counts twice
+    states: dict[int, EngineState] = {}  # one count each: the searches below ask for some counts twice
 
-    def state_at(counts: np.ndarray) -> EngineState:
-        key = tuple(counts.astype(np.float64).tolist())
-        if key not in states:
-            states[key] = profile.state(lam, np.array(key), **kw)
-        return states[key]
+    def states_at(counts: np.ndarray) -> list[EngineState]:
+        """The pool's state at each count (one row each), the counts not met before in one batch."""
+        todo = [int(n) for n in dict.fromkeys(counts.tolist()) if int(n) not in states]
+        if todo:
+            batch = profile.state(lam, np.array(todo, dtype=np.float64), **kw)
+            states.update((n, _state_row(batch, i)) for i, n in enumerate(todo))
+        return [states[int(n)] for n in counts.tolist()]
 
     def state(n: int) -> EngineState:
-        return state_at(np.array([float(n)]))
+        return states_at(np.array([n]))[0]
 
     def capped(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Stable within the utilisation cap (and spares above the load); score ρ / ρ_max."""
-        st = state_at(counts)
-        need = np.ceil(st.rho * counts - 1e-9) + min_spare_instances
-        ok = st.stable & (st.rho <= rho_max * (1.0 + 1e-12)) & (counts >= need)
-        return ok, st.rho / rho_max  # unstable: ρ is the offered load over capacity (>= 1), still ∝ 1/n
+        sts = states_at(counts)
+        rho = np.array([float(s.rho[0]) for s in sts])
+        stable = np.array([bool(s.stable[0]) for s in sts])
+        need = np.ceil(rho * counts - 1e-9) + min_spare_instances
+        ok = stable & (rho <= rho_max * (1.0 + 1e-12)) & (counts >= need)
+        return ok, rho / rho_max  # unstable: ρ is the offered load over capacity (>= 1), still ∝ 1/n
 
     def result(n: int, st: EngineState, reason: InfeasibleReason | None, binding: str,
                ttft_s: float | None = None, tpot_s: float | None = None) -> tuple[EngineSizing, EngineState]:
@@ -977,14 +984,14 @@ def size_engine_pool(
     def meets(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The latency targets hold: P(TTFT > SLO) <= 1 - p (and TPOT), one survival point per count;
         score the larger survival over 1 - p."""
-        st = state_at(counts)
-        good = st.stable.copy()
+        sts = states_at(counts)
+        good = np.array([bool(s.stable[0]) for s in sts])
         score = np.full(counts.shape, np.inf)
         for i in np.nonzero(good)[0]:
-            miss = profile.ttft_survival(st, i, np.array([slo_ttft_s]))[0]
+            miss = profile.ttft_survival(sts[i], 0, np.array([slo_ttft_s]))[0]
             good[i] = miss <= q
             if good[i] and slo_tpot_s is not None:
-                miss = max(miss, profile.tpot_survival(st, i, np.array([slo_tpot_s]))[0])
+                miss = max(miss, profile.tpot_survival(sts[i], 0, np.array([slo_tpot_s]))[0])
                 good[i] = miss <= q
             score[i] = miss / q
         return good, score
@@ -998,6 +1005,12 @@ def size_engine_pool(
     binding = "rho" if n == n_lo else (
         "ttft" if slo_tpot_s is None or sized.ttft_p_s / slo_ttft_s >= sized.tpot_p_s / slo_tpot_s else "tpot")
     return replace(sized, binding=binding), st
+
+
+def _state_row(st: EngineState, i: int) -> EngineState:
+    """Count i of ``st`` as a state of one count (every per-count array sliced to row i)."""
+    return EngineState(**{f.name: None if (v := getattr(st, f.name)) is None else v[i:i + 1]
+                          for f in dataclasses.fields(EngineState)})
 
 
 def _first_count(test, lo: int, hi: int) -> int | None:
@@ -1141,7 +1154,7 @@ def mixture_quantile_s(tables, shares, p: float) -> float:
             return math.inf
     else:
         w = w / w.sum()
-        xs = np.unique(np.concatenate([t.x_s for t in tables]))
+        xs = np.sort(np.concatenate([t.x_s for t in tables]))  # repeated points change no crossing below
         if not np.isfinite(xs).all():
             return math.inf
         surv = sum(wi * t.at(xs) for wi, t in zip(w, tables, strict=True))
