@@ -405,8 +405,6 @@ class EngineProfile:
         self._prompt_cs2 = float(self.weight @ (self.prompt - self._mean_prompt) ** 2) / self._mean_prompt**2
         self.k_chunks = k
         self.phi = sum_delta @ self.weight  # Φ(n)
-        self.mean_chunks = k @ self.weight
-        self.delta2 = (sum_delta**2) @ self.weight  # E[ΣΔ_j²]: a prompt's chunks arrive back to back
         full_budget = chunk[:, 0]
         self.t_full = e.step_s(n[:, 0] + 1.0, n[:, 0], full_budget, ctx[:, 0], 0.0)
         self.budget_tokens = full_budget
@@ -515,7 +513,6 @@ class EngineProfile:
         at_n = _grid_cells(n_star, self.grid)  # n*'s cell on the grid, for every table below
         prefill = ((1.0 - shared)[:, None] * _interp_rows(n_star, self.grid, self.prefill_s, at_n)
                    + shared[:, None] * _interp_rows(n_star, self.grid, self.prefill_full_s, at_n))  # (K, J)
-        mean_s = (prefill + self.decode_steps[None, :] * np.where(stable, t_bar, 0.0)[:, None]) @ self.weight
         # The decode batch fluctuates (below); the mean step over its levels exceeds the step at the
         # mean batch where the step is convex in n (Jensen), so decode steps use the level average.
         z, zw = _HERMITE
