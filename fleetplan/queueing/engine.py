@@ -79,6 +79,7 @@ are sized for the plain engine.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field, replace
@@ -206,17 +207,42 @@ class EngineState:
 def _two_exponentials(y: np.ndarray, k: np.ndarray, k_api: float) -> np.ndarray:
     """P(W + A > y) for W ~ Exp(k) (k per level, the middle axis of ``y``; may be inf) and A ~ Exp(k_api):
     (k e^{-k_a y} - k_a e^{-k y}) / (k - k_a), or (1 + k y) e^{-k y} where k and k_a agree to 1e-6;
-    1 for y < 0."""
-    yp = np.maximum(y, 0.0)
-    kk = np.broadcast_to(k[None, :, None], y.shape)
-    finite = np.isfinite(kk)
-    kf = np.where(finite, kk, 0.0)
-    near = np.abs(kf - k_api) <= 1e-6 * max(k_api, 1.0)
+    1 for y < 0 (``_two_exponentials_level`` per level)."""
+    out = np.empty(y.shape)
+    for lv in range(y.shape[1]):
+        yl = y[:, lv]
+        out[:, lv] = _two_exponentials_level(yl, np.maximum(yl, 0.0), float(k[lv]), k_api)
+    return out
+
+
+def _two_exponentials_level(y: np.ndarray, yp: np.ndarray, k: float, k_api: float) -> np.ndarray:
+    """``_two_exponentials`` at one level's rate k for the waits y (``yp``: max(y, 0)), computing only
+    the form that k takes."""
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        apart = (kf * np.exp(-k_api * yp) - k_api * np.exp(-kf * yp)) / np.where(near, 1.0, kf - k_api)
-        same = (1.0 + kf * yp) * np.exp(-kf * yp)
-    out = np.where(finite, np.where(near, same, apart), np.exp(-k_api * yp))
+        if not math.isfinite(k):
+            out = np.exp(-k_api * yp)
+        elif abs(k - k_api) <= 1e-6 * max(k_api, 1.0):
+            out = (1.0 + k * yp) * np.exp(-k * yp)
+        else:
+            out = (k * np.exp(-k_api * yp) - k_api * np.exp(-k * yp)) / (k - k_api)
     return np.where(y < 0, 1.0, out)
+
+
+#: Above this many points ``EngineProfile.ttft_survival`` sums its no-wait step functions by sorting.
+_SORTED_STEP_POINTS = 8
+
+
+def _step_survival(x: np.ndarray, t: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Σ_m w_m [x < t_lm] (X, L) for each x and level l of ``t`` (L, M): per level the weights of the
+    sorted t above x (a suffix sum), O((X + M) log M) instead of X M comparisons."""
+    order = np.argsort(t, axis=1, kind="stable")
+    ts = np.take_along_axis(t, order, axis=1)
+    ws = w[order]
+    tail = np.concatenate([np.cumsum(ws[:, ::-1], axis=1)[:, ::-1], np.zeros((t.shape[0], 1))], axis=1)
+    out = np.empty((x.size, t.shape[0]))
+    for lv in range(t.shape[0]):
+        out[:, lv] = tail[lv, np.searchsorted(ts[lv], x, side="right")]
+    return out
 
 
 def _bisect(survival, lo: float, hi: float, q: float) -> float:
@@ -249,6 +275,29 @@ def _interp_rows(x: np.ndarray, grid: np.ndarray, table: np.ndarray,
     g, frac = cells if cells is not None else _grid_cells(x, grid)
     frac = frac.reshape((-1,) + (1,) * (table.ndim - 1))
     return table[g] * (1.0 - frac) + table[g + 1] * frac
+
+
+def _geomspace(lo: float, hi: float, n: int) -> np.ndarray:
+    """``np.geomspace(lo, hi, n)`` for 0 < lo, 0 < hi and n >= 2, bit for bit (its own steps: 10 to the
+    power of ``linspace(log10 lo, log10 hi)``, ends set to ``lo`` and ``hi``) without numpy's generic
+    argument handling, which took longer than the sequence (a sweep builds thousands)."""
+    a, b = np.log10(np.float64(lo)), np.log10(np.float64(hi))
+    step = (b - a) / (n - 1)
+    y = np.arange(n, dtype=np.float64)
+    if step == 0:  # numpy's path for a zero step (equal ends)
+        y /= n - 1
+        y *= b - a
+    else:
+        y *= step
+    y += a
+    y[-1] = b
+    out = np.power(10.0, y)
+    out[0], out[-1] = lo, hi
+    return out
+
+
+#: The TTFT bins' tail-probability edges (``EngineProfile._bin_prompts``).
+_TAIL_EDGES = np.geomspace(1.0, 1e-6, N_TTFT_BINS + 1)[1:-1]
 
 
 @functools.lru_cache(maxsize=256)
@@ -298,7 +347,7 @@ class EngineProfile:
         kv_ctx = (float(self.weight @ (ctx_sum + p)) / (self.mean_decode_steps + 1.0)) + lim.block_size_tokens / 2
         n_kv = math.floor(lim.kv_blocks * lim.block_size_tokens / kv_ctx)
         self.n_cap = float(max(1, min(lim.max_num_seqs, n_kv, lim.max_num_batched_tokens - 1)))
-        grid = np.unique(np.concatenate([[0.0], np.geomspace(1.0, self.n_cap, N_BATCH_GRID)]))
+        grid = np.unique(np.concatenate([[0.0], _geomspace(1.0, self.n_cap, N_BATCH_GRID)]))
         self.grid = grid
         self._bins: tuple[np.ndarray, np.ndarray] | None = None
         self._bin_prompts()
@@ -310,8 +359,7 @@ class EngineProfile:
         the (sorted) points with edges geometric in the tail probability (1 down to 1e-6) keep the
         upper tail, which sets a high percentile, resolved point by point."""
         tail_prob = 1.0 - np.cumsum(self.weight)
-        edges = np.geomspace(1.0, 1e-6, N_TTFT_BINS + 1)[1:-1]
-        cuts = np.searchsorted(-tail_prob, -edges, side="left") + 1
+        cuts = np.searchsorted(-tail_prob, -_TAIL_EDGES, side="left") + 1
         starts = np.unique(np.concatenate([[0], cuts[cuts < self.prompt.size]]))
         self._bin_starts = starts
         self.bin_weight = np.add.reduceat(self.weight, starts)
@@ -357,8 +405,6 @@ class EngineProfile:
         self._prompt_cs2 = float(self.weight @ (self.prompt - self._mean_prompt) ** 2) / self._mean_prompt**2
         self.k_chunks = k
         self.phi = sum_delta @ self.weight  # Φ(n)
-        self.mean_chunks = k @ self.weight
-        self.delta2 = (sum_delta**2) @ self.weight  # E[ΣΔ_j²]: a prompt's chunks arrive back to back
         full_budget = chunk[:, 0]
         self.t_full = e.step_s(n[:, 0] + 1.0, n[:, 0], full_budget, ctx[:, 0], 0.0)
         self.budget_tokens = full_budget
@@ -382,9 +428,10 @@ class EngineProfile:
         prefill server's load λ_i E[p] t_full(n) / (B - n) (capped at 1)."""
         return np.minimum(lam_i[:, None] * (self._mean_prompt * self.t_full / self.budget_tokens)[None, :], 1.0)
 
-    def _phi(self, lam_i: np.ndarray) -> np.ndarray:
-        """Φ(λ_i, n) (K, grid): prefill step time per request, alone or in shared full-budget steps."""
-        r = self._shared(lam_i)
+    def _phi(self, lam_i: np.ndarray, r: np.ndarray | None = None) -> np.ndarray:
+        """Φ(λ_i, n) (K, grid): prefill step time per request, alone or in shared full-budget steps
+        (``r``: ``_shared(lam_i)`` when already known)."""
+        r = self._shared(lam_i) if r is None else r
         return (1.0 - r) * self.phi[None, :] + r * self.phi_full[None, :]
 
     def _elasticity(self, lam_i: np.ndarray, n_star: np.ndarray, phi_tab: np.ndarray) -> np.ndarray:
@@ -417,9 +464,10 @@ class EngineProfile:
         t_full = np.maximum(np.interp(levels, self.grid, self.t_full) + self._s_per_ctx * ctx_excess, 1e-9)
         return self._mean_prompt * t_full / budget + np.interp(levels, self.grid, self.attn_mean)
 
-    def _operating_batch(self, lam_i: np.ndarray) -> np.ndarray:
-        """n* for per-instance rates ``lam_i`` (K,): the smallest root of the fixed point, or n_cap."""
-        denom = 1.0 - lam_i[:, None] * self._phi(lam_i)
+    def _operating_batch(self, lam_i: np.ndarray, phi_tab: np.ndarray | None = None) -> np.ndarray:
+        """n* for per-instance rates ``lam_i`` (K,): the smallest root of the fixed point, or n_cap
+        (``phi_tab``: ``_phi(lam_i)`` when already known)."""
+        denom = 1.0 - lam_i[:, None] * (self._phi(lam_i) if phi_tab is None else phi_tab)
         with np.errstate(divide="ignore", invalid="ignore"):
             step = np.where(denom > 0, self.t_d[None, :] / denom, np.inf)
         h = lam_i[:, None] * self.mean_decode_steps * step - self.grid[None, :]  # > 0 below the root
@@ -452,11 +500,11 @@ class EngineProfile:
         if not (math.isfinite(arrival_cv2) and arrival_cv2 >= 0):
             raise ConfigError(f"arrival Ca²={arrival_cv2!r} is invalid: it must be finite and >= 0")
         lam_i = lam / counts
-        n_star = self._operating_batch(lam_i)
-        t_d = np.interp(n_star, self.grid, self.t_d)
-        phi_tab = self._phi(lam_i)
-        phi = np.array([np.interp(n_star[i], self.grid, phi_tab[i]) for i in range(n_star.size)])
         r_tab = self._shared(lam_i)
+        phi_tab = self._phi(lam_i, r_tab)
+        n_star = self._operating_batch(lam_i, phi_tab)
+        t_d = np.interp(n_star, self.grid, self.t_d)
+        phi = np.array([np.interp(n_star[i], self.grid, phi_tab[i]) for i in range(n_star.size)])
         shared = np.array([np.interp(n_star[i], self.grid, r_tab[i]) for i in range(n_star.size)])
         denom = 1.0 - lam_i * phi
         stable = denom > 0
@@ -465,7 +513,6 @@ class EngineProfile:
         at_n = _grid_cells(n_star, self.grid)  # n*'s cell on the grid, for every table below
         prefill = ((1.0 - shared)[:, None] * _interp_rows(n_star, self.grid, self.prefill_s, at_n)
                    + shared[:, None] * _interp_rows(n_star, self.grid, self.prefill_full_s, at_n))  # (K, J)
-        mean_s = (prefill + self.decode_steps[None, :] * np.where(stable, t_bar, 0.0)[:, None]) @ self.weight
         # The decode batch fluctuates (below); the mean step over its levels exceeds the step at the
         # mean batch where the step is convex in n (Jensen), so decode steps use the level average.
         z, zw = _HERMITE
@@ -671,6 +718,8 @@ class EngineProfile:
         if api_mass > 0.0:
             y = x[:, None, None] - t_alone[None, :, :]
             alone = np.where(y < 0, 1.0, api_mass * np.exp(-k_api * np.maximum(y, 0.0))) @ w_alone
+        elif x.size > _SORTED_STEP_POINTS:
+            alone = _step_survival(x, t_alone, w_alone)
         else:
             alone = (x[:, None, None] < t_alone[None, :, :]).astype(np.float64) @ w_alone  # (X, L)
         # A wait (A_l): W | W > 0 ~ Exp(k_l), then token time behind the queue and the rest of the
@@ -678,16 +727,27 @@ class EngineProfile:
         t_queue = (st.prefill_levels[i][:, 1, :, None] + api_s[None, :, None]
                    + u[None, None, :] * st.t_full_levels[i][:, None, None]).reshape(mass.size, -1)
         w_queue = np.repeat(self.bin_weight / N_RESIDUAL_POINTS, N_RESIDUAL_POINTS)
-        y = x[:, None, None] - t_queue[None, :, :]
-        surv_q = np.maximum(y, 0.0)  # before the token time: exp(-k · 0) = 1 exactly for a finite k
-        surv_q *= -decay[None, :, None]
-        with np.errstate(over="ignore"):
-            np.exp(surv_q, out=surv_q)
-        if not np.all(np.isfinite(decay)):  # an infinite k: 0 · inf is no survival of 1
-            surv_q = np.where(y < 0, 1.0, surv_q)
-        if api_mass > 0.0:
-            surv_q = (1.0 - api_mass) * surv_q + api_mass * _two_exponentials(y, decay, k_api)
-        queued = surv_q @ w_queue  # (X, L)
+        if api_mass > 0.0:  # level by level: each level's k picks one form of the two waits' sum
+            queued = np.empty((x.size, mass.size))
+            finite = bool(np.all(np.isfinite(decay)))
+            for lv in range(mass.size):
+                y = x[:, None] - t_queue[lv][None, :]
+                yp = np.maximum(y, 0.0)
+                with np.errstate(over="ignore", invalid="ignore"):
+                    surv = np.exp(yp * -decay[lv])
+                if not finite:
+                    surv = np.where(y < 0, 1.0, surv)
+                surv = (1.0 - api_mass) * surv + api_mass * _two_exponentials_level(y, yp, float(decay[lv]), k_api)
+                queued[:, lv] = surv @ w_queue
+        else:
+            y = x[:, None, None] - t_queue[None, :, :]
+            surv_q = np.maximum(y, 0.0)  # before the token time: exp(-k · 0) = 1 exactly for a finite k
+            surv_q *= -decay[None, :, None]
+            with np.errstate(over="ignore"):
+                np.exp(surv_q, out=surv_q)
+            if not np.all(np.isfinite(decay)):  # an infinite k: 0 · inf is no survival of 1
+                surv_q = np.where(y < 0, 1.0, surv_q)
+            queued = surv_q @ w_queue  # (X, L)
         return ((1.0 - mass) * alone + mass * queued) @ zw
 
     def api_wait_tail(self, st: EngineState, i: int) -> tuple[float, float]:
@@ -864,23 +924,27 @@ def size_engine_pool(
     if lam == 0.0:
         return EngineSizing(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, True, None, ""), None
     kw = {"arrival_cv2": arrival_cv2, "balanced_split": balanced_split}
-    states: dict[tuple[float, ...], EngineState] = {}  # the searches below ask for some counts twice
+    states: dict[int, EngineState] = {}  # one count each: the searches below ask for some counts twice
 
-    def state_at(counts: np.ndarray) -> EngineState:
-        key = tuple(counts.astype(np.float64).tolist())
-        if key not in states:
-            states[key] = profile.state(lam, np.array(key), **kw)
-        return states[key]
+    def states_at(counts: np.ndarray) -> list[EngineState]:
+        """The pool's state at each count (one row each), the counts not met before in one batch."""
+        todo = [int(n) for n in dict.fromkeys(counts.tolist()) if int(n) not in states]
+        if todo:
+            batch = profile.state(lam, np.array(todo, dtype=np.float64), **kw)
+            states.update((n, _state_row(batch, i)) for i, n in enumerate(todo))
+        return [states[int(n)] for n in counts.tolist()]
 
     def state(n: int) -> EngineState:
-        return state_at(np.array([float(n)]))
+        return states_at(np.array([n]))[0]
 
     def capped(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Stable within the utilisation cap (and spares above the load); score ρ / ρ_max."""
-        st = state_at(counts)
-        need = np.ceil(st.rho * counts - 1e-9) + min_spare_instances
-        ok = st.stable & (st.rho <= rho_max * (1.0 + 1e-12)) & (counts >= need)
-        return ok, st.rho / rho_max  # unstable: ρ is the offered load over capacity (>= 1), still ∝ 1/n
+        sts = states_at(counts)
+        rho = np.array([float(s.rho[0]) for s in sts])
+        stable = np.array([bool(s.stable[0]) for s in sts])
+        need = np.ceil(rho * counts - 1e-9) + min_spare_instances
+        ok = stable & (rho <= rho_max * (1.0 + 1e-12)) & (counts >= need)
+        return ok, rho / rho_max  # unstable: ρ is the offered load over capacity (>= 1), still ∝ 1/n
 
     def result(n: int, st: EngineState, reason: InfeasibleReason | None, binding: str,
                ttft_s: float | None = None, tpot_s: float | None = None) -> tuple[EngineSizing, EngineState]:
@@ -917,14 +981,14 @@ def size_engine_pool(
     def meets(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The latency targets hold: P(TTFT > SLO) <= 1 - p (and TPOT), one survival point per count;
         score the larger survival over 1 - p."""
-        st = state_at(counts)
-        good = st.stable.copy()
+        sts = states_at(counts)
+        good = np.array([bool(s.stable[0]) for s in sts])
         score = np.full(counts.shape, np.inf)
         for i in np.nonzero(good)[0]:
-            miss = profile.ttft_survival(st, i, np.array([slo_ttft_s]))[0]
+            miss = profile.ttft_survival(sts[i], 0, np.array([slo_ttft_s]))[0]
             good[i] = miss <= q
             if good[i] and slo_tpot_s is not None:
-                miss = max(miss, profile.tpot_survival(st, i, np.array([slo_tpot_s]))[0])
+                miss = max(miss, profile.tpot_survival(sts[i], 0, np.array([slo_tpot_s]))[0])
                 good[i] = miss <= q
             score[i] = miss / q
         return good, score
@@ -938,6 +1002,12 @@ def size_engine_pool(
     binding = "rho" if n == n_lo else (
         "ttft" if slo_tpot_s is None or sized.ttft_p_s / slo_ttft_s >= sized.tpot_p_s / slo_tpot_s else "tpot")
     return replace(sized, binding=binding), st
+
+
+def _state_row(st: EngineState, i: int) -> EngineState:
+    """Count i of ``st`` as a state of one count (every per-count array sliced to row i)."""
+    return EngineState(**{f.name: None if (v := getattr(st, f.name)) is None else v[i:i + 1]
+                          for f in dataclasses.fields(EngineState)})
 
 
 def _first_count(test, lo: int, hi: int) -> int | None:
@@ -1026,7 +1096,7 @@ class SurvivalTable:
 
 def _table(survival, lo_s: float, hi_s: float) -> SurvivalTable:
     lo_s = max(lo_s, 1e-7)
-    x = np.geomspace(lo_s, max(hi_s, 1.5 * lo_s), N_TABLE_POINTS)
+    x = _geomspace(lo_s, max(hi_s, 1.5 * lo_s), N_TABLE_POINTS)
     surv = np.minimum.accumulate(np.minimum(np.maximum(survival(x), 0.0), 1.0))
     return SurvivalTable(np.concatenate([[0.0], x]), np.concatenate([[1.0], surv]))
 
@@ -1081,7 +1151,7 @@ def mixture_quantile_s(tables, shares, p: float) -> float:
             return math.inf
     else:
         w = w / w.sum()
-        xs = np.unique(np.concatenate([t.x_s for t in tables]))
+        xs = np.sort(np.concatenate([t.x_s for t in tables]))  # repeated points change no crossing below
         if not np.isfinite(xs).all():
             return math.inf
         surv = sum(wi * t.at(xs) for wi, t in zip(w, tables, strict=True))
