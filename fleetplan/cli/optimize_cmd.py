@@ -38,7 +38,7 @@ from fleetplan.cli.plan_options import (
     plan_options,
 )
 from fleetplan.cli.progress import progress_reporter
-from fleetplan.cli.report_output import report_console, write_optimize_reports
+from fleetplan.cli.report_output import DOCUMENT_KEYS, ProfilesAhead, report_console, write_optimize_reports
 from fleetplan.cli.tables import emit_table, make_console
 from fleetplan.errors import ConfigError
 from fleetplan.exec.fork import fork_map
@@ -190,11 +190,15 @@ def optimize(rate_per_s, top, csv_path, candidates_csv, json_path, json_full, ht
     if verify is not None:
         disagg = {"pdd", "afd"} & {t.value for t in request.topologies}
         announce_compile([Kernel.ITERATION, *([Kernel.PDD] if disagg else [])])
+    # the reports' own simulation of the recommendation runs beside its headroom search
+    ahead_profiles = ProfilesAhead(request, verify, opts["seed"]) if verify is not None and any(
+        paths.get(k) for k in DOCUMENT_KEYS) else None
     with progress_reporter(quiet) as progress, \
             executor_from_options(executor, workers, ray_address, simulated_requests=n_sim, threads=True) as run_tasks:
         result = run_optimize(request, verify, progress, map_fn=after_compile(ahead, run_tasks),
                               headroom=HeadroomSettings() if headroom and verify is not None else None,
-                              pool_map=sweep_map(executor, workers, verify is not None, ahead is not None))
+                              pool_map=sweep_map(executor, workers, verify is not None, ahead is not None),
+                              on_recommendation=None if ahead_profiles is None else ahead_profiles.start)
         if ahead is not None:
             ahead.wait()  # the reports' figures simulate the recommendation
         peak_doc = None if profile is None or result.recommendation is None else peak_valley_doc(
@@ -203,7 +207,7 @@ def optimize(rate_per_s, top, csv_path, candidates_csv, json_path, json_full, ht
             current_fleet, opts, result)
         extra = {**({} if peak_doc is None else {"peak_valley": peak_doc}),
                  **({} if delta is None else {"current_fleet": delta})}
-        notes = write_optimize_reports(result, verify, opts["seed"], paths, progress, extra or None)
+        notes = write_optimize_reports(result, verify, opts["seed"], paths, progress, extra or None, ahead_profiles)
     console = report_console()
     if fmt != "table":  # stdout carries the table alone (machine-readable); the lines go to stderr
         emit_table(candidates_table(result, top), fmt)
