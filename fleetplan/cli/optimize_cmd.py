@@ -197,7 +197,8 @@ def optimize(rate_per_s, top, csv_path, candidates_csv, json_path, json_full, ht
             executor_from_options(executor, workers, ray_address, simulated_requests=n_sim, threads=True) as run_tasks:
         result = run_optimize(request, verify, progress, map_fn=after_compile(ahead, run_tasks),
                               headroom=HeadroomSettings() if headroom and verify is not None else None,
-                              pool_map=sweep_map(executor, workers, verify is not None, ahead is not None),
+                              pool_map=sweep_map(executor, workers, verify is not None,
+                                                 ahead is not None and ahead.compiling()),
                               on_recommendation=None if ahead_profiles is None else ahead_profiles.start)
         if ahead is not None:
             ahead.wait()  # the reports' figures simulate the recommendation

@@ -11,12 +11,17 @@ the kernel loads from the cache (about 0.3 s) as on any warm run.  The compile s
 second core from the command's start instead of from the sweep's (``fleetplan.exec.fork``'s
 ``meanwhile``), and the sweep's children no longer share their cores with it for the whole sweep.
 
+Whether the kernel is cached is the child's question too (answering it imports numba and the kernel
+modules, about 0.5 s, which would otherwise sit at the start of every run): it sends one byte back
+through a pipe, ``compiling`` reads it, and a child that found the kernel cached leaves at once; a warm
+run so costs this process nothing but the fork.
+
 Nothing here changes a result: the child only fills numba's cache (written by numba, atomically),
 and every figure is computed by this process as without it.  If the child fails or is killed, the
-kernel compiles on its first call here, as before.  Only where it is safe: Linux with ``fork``, the
-kernel not in the cache, called from a single-threaded process (the command line, before its
-progress display or any pool starts).  The child prints nothing (its standard streams go to
-``/dev/null``) and leaves with ``os._exit``, running none of this process's exit code.
+kernel compiles on its first call here, as before.  Only where it is safe: Linux with ``fork``,
+called from a single-threaded process (the command line, before its progress display or any pool
+starts).  The child prints nothing (its standard streams go to ``/dev/null``) and leaves with
+``os._exit``, running none of this process's exit code.
 """
 
 from __future__ import annotations
@@ -34,7 +39,22 @@ class CompileAhead:
     """A forked child compiling the iteration kernel into numba's cache; ``wait`` joins it."""
 
     pid: int
+    status_fd: int  # read end of the pipe on which the child says whether it compiles
     done: bool = field(default=False)
+    _compiling: bool | None = field(default=None)
+
+    def compiling(self) -> bool:
+        """Whether the child compiles the kernel (it was not cached); blocks until the child has
+        looked (numba's import, well under a second).  A child that found it cached has left."""
+        if self._compiling is None:
+            try:
+                with os.fdopen(self.status_fd, "rb") as fh:
+                    self._compiling = fh.read(1) == b"1"
+            except OSError:
+                self._compiling = False
+            if not self._compiling:
+                self.wait()
+        return self._compiling
 
     def wait(self) -> None:
         """Block until the child has written the kernel to numba's cache (or failed: then the first call
@@ -49,6 +69,12 @@ class CompileAhead:
 
     def cancel(self) -> None:
         """Stop the child if it still runs (the command ended before it needed the kernel)."""
+        if self._compiling is None:
+            try:
+                os.close(self.status_fd)
+            except OSError:
+                pass
+            self._compiling = False
         if self.done:
             return
         self.done = True
@@ -59,32 +85,36 @@ class CompileAhead:
             pass
 
 
-def _compile_in_child() -> None:
+def _compile_in_child(status_fd: int) -> None:
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
-    from fleetplan.sim.kernel_cache import load_iteration_kernel
+    from fleetplan.sim.kernel_cache import Kernel, load_iteration_kernel, uncached_kernels
 
-    load_iteration_kernel()
+    cold = bool(uncached_kernels([Kernel.ITERATION]))  # the JIT off: nothing to compile
+    os.write(status_fd, b"1" if cold else b"0")
+    os.close(status_fd)
+    if cold:
+        load_iteration_kernel()
 
 
 def start_compile_ahead() -> CompileAhead | None:
-    """A child compiling the featureless iteration kernel into numba's cache, or None when it is cached
-    already, the JIT is off, or the platform has no safe ``fork`` (module docstring)."""
+    """A child that compiles the featureless iteration kernel into numba's cache when it is not there
+    (``CompileAhead.compiling`` says whether), or None where the platform has no safe ``fork``
+    (module docstring)."""
     if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
-        return None
-    from fleetplan.sim.kernel_cache import Kernel, uncached_kernels
-
-    if not uncached_kernels([Kernel.ITERATION]):
         return None
     sys.stdout.flush()
     sys.stderr.flush()
+    read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: compile, then leave without this process's exit handlers
+        os.close(read_fd)
         code = 0
         try:
-            _compile_in_child()
+            _compile_in_child(write_fd)
         except BaseException:  # noqa: BLE001 - the parent compiles on first use and reports any error itself
             code = 1
         os._exit(code)
-    return CompileAhead(pid)
+    os.close(write_fd)
+    return CompileAhead(pid, read_fd)
