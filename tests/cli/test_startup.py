@@ -100,6 +100,13 @@ def test_every_commands_help_imports_no_planner_simulator_or_numba(name):
     assert not {m for m in loaded if any(m == h or m.startswith(h + ".") for h in HEAVY)}
 
 
+@pytest.mark.parametrize("args", [("bench", "serve"), ("validate", "queueing"), ("simulate", "sessions")])
+def test_subcommands_help_imports_no_planner_simulator_or_numba(args):
+    """(``simulate pdd`` and ``simulate network`` still load ``sim.network``'s flow kernel at import.)"""
+    loaded = _help_modules(*args, "--help")
+    assert not {m for m in loaded if any(m == h or m.startswith(h + ".") for h in HEAVY)}
+
+
 @pytest.mark.parametrize("name", ["pdd", "sessions", "network"])
 def test_simulate_help_lists_each_command_with_its_own_summary(name):
     from fleetplan.cli.simulate_group import SUBCOMMANDS, SUMMARIES
