@@ -8,9 +8,27 @@ request lengths of vLLM's datasets.  Layer: above ``sim`` (and beside ``plan``),
 ``report`` and ``cli``.
 """
 
-from fleetplan.bench.datasets import DatasetName, DatasetSpec
-from fleetplan.bench.instance import EngineArgs, serving_fleet
-from fleetplan.bench.serve import BenchServeConfig, BenchServeResult, run_bench_serve
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fleetplan.bench.datasets import DatasetName, DatasetSpec
+    from fleetplan.bench.instance import EngineArgs, serving_fleet
+    from fleetplan.bench.serve import BenchServeConfig, BenchServeResult, run_bench_serve
+
+#: public name -> its module, imported on first use (PEP 562), so that ``fleetplan.bench.datasets`` (the
+#: command's option types) loads without the simulator that ``serve`` runs.
+_MODULE_OF = {"DatasetName": "datasets", "DatasetSpec": "datasets", "EngineArgs": "instance",
+              "serving_fleet": "instance", "BenchServeConfig": "serve", "BenchServeResult": "serve",
+              "run_bench_serve": "serve"}
+
+
+def __getattr__(name: str):
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module 'fleetplan.bench' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"fleetplan.bench.{_MODULE_OF[name]}"), name)
 
 __all__ = ["BenchServeConfig", "BenchServeResult", "DatasetName", "DatasetSpec", "EngineArgs", "run_bench_serve",
            "serving_fleet"]

@@ -18,13 +18,13 @@ import json
 import math
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from fleetplan.atomic import atomic_write_text
 from fleetplan.bench.datasets import DatasetName, DatasetSpec
 from fleetplan.bench.instance import EngineArgs, engine_parallelism
-from fleetplan.bench.serve import METRICS, BenchServeConfig, BenchServeResult, run_bench_serve
 from fleetplan.cli.errors import FleetplanGroup
 from fleetplan.cli.options import (
     FLAG_OF_COMMAND,
@@ -61,6 +61,9 @@ from fleetplan.perf.engine_profile import ENGINE_NAMES, load_engine_profile
 from fleetplan.perf.measured import timing_source as timing_label
 from fleetplan.perf.profile_io import load_perf_profile
 from fleetplan.sim.features.speculative import SpeculativeConfig
+
+if TYPE_CHECKING:  # the simulator loads when the command runs, not for its --help
+    from fleetplan.bench.serve import BenchServeResult
 
 #: The flags of the parallelism parameters only ``bench serve`` has (library errors name the parameters).
 FLAG_OF_COMMAND.setdefault("bench serve", {}).update({
@@ -135,6 +138,8 @@ def _line(label: str, value, fmt: str = "") -> str:
 
 def result_block(result: BenchServeResult) -> str:
     """vLLM's "Serving Benchmark Result" block for ``result``."""
+    from fleetplan.bench.serve import METRICS
+
     m, cfg = result.metrics, result.config
     lines = ["{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="="),
              _line("Successful requests:", m["completed"]), _line("Failed requests:", m["failed"])]
@@ -283,6 +288,8 @@ def serve(model, gpu, tensor_parallel_size, pipeline_parallel_size, data_paralle
           enable_prefix_caching, disable_radix_cache, enable_mixed_chunk, speculative_config, cudagraph_capture_sizes,
           api_server_count, timing_source) -> None:
     """Predict `vllm bench serve` against one serving instance: vLLM's result block and JSON."""
+    from fleetplan.bench.serve import BenchServeConfig, run_bench_serve
+
     dataset = DatasetSpec(DatasetName.parse(dataset_name), dataset_path, random_input_len, random_output_len,
                           random_range_ratio, random_prefix_len, sharegpt_output_len, custom_output_len,
                           random_range_ratio_rule)

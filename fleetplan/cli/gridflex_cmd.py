@@ -33,14 +33,9 @@ from fleetplan.cli.report_output import render_documents, report_console
 from fleetplan.cli.tables import ms_cell
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import load_catalog
-from fleetplan.plan.gridflex import (
-    DEFAULT_LEVELS_PCT,
-    DEFAULT_STEADY_REQUESTS,
-    DEFAULT_WINDOW_S,
-    grid_flex,
-    size_fleet_analytic,
-)
-from fleetplan.report.run_json import gridflex_dict, write_json
+from fleetplan.plan.defaults import DEFAULT_FLEX_LEVELS_PCT as DEFAULT_LEVELS_PCT
+from fleetplan.plan.defaults import DEFAULT_FLEX_STEADY_REQUESTS as DEFAULT_STEADY_REQUESTS
+from fleetplan.plan.defaults import DEFAULT_FLEX_WINDOW_S as DEFAULT_WINDOW_S
 from fleetplan.units import ms_to_s
 from fleetplan.workload import load_workload
 
@@ -96,6 +91,10 @@ def grid_flex_command(workload, rate_per_s, gpus, n_gpus, slo_ttft_ms, levels, w
                       ttft_model, no_sim, json_path, html_path, input_fraction, gpu_profiles, seed, quiet, arrival,
                       arrival_cv, ca2_window_s) -> None:
     """Batch-cap (vLLM --max-num-seqs) curtailment levels: n_max, W/GPU, fleet kW, P99 TTFT."""
+    # the planner, the simulator and the report writers load when the command runs, not for its --help
+    from fleetplan.plan.gridflex import grid_flex, size_fleet_analytic
+    from fleetplan.report.run_json import gridflex_dict, write_json
+
     if len(gpus) != 1:
         raise ConfigError(f"--gpus {','.join(gpus)} names {len(gpus)} GPU types; grid-flex curtails a fleet of one: "
                           f"give one, e.g. --gpus {gpus[0]}")

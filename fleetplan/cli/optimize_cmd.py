@@ -38,7 +38,7 @@ from fleetplan.cli.plan_options import (
     plan_options,
 )
 from fleetplan.cli.progress import progress_reporter
-from fleetplan.cli.report_output import report_console, write_optimize_reports
+from fleetplan.cli.report_output import DOCUMENT_KEYS, ProfilesAhead, report_console, write_optimize_reports
 from fleetplan.cli.tables import emit_table, make_console
 from fleetplan.errors import ConfigError
 from fleetplan.exec.fork import fork_map
@@ -64,17 +64,32 @@ Examples:
 
 
 
-def sweep_map(executor: str, workers: int | None, verifies: bool):
+def sweep_map(executor: str, workers: int | None, verifies: bool, compiling: bool = False):
     """How the analytic sweep's pools are sized: in forked copies of this process (one per core),
     which with verification to follow size all of them while this process loads the simulator's
-    kernel (``fleetplan.exec.fork``); one after another here with ``--workers 1`` or another executor."""
+    kernel (``fleetplan.exec.fork``); one after another here with ``--workers 1`` or another executor.
+    ``compiling``: a child compiles the kernel already (``fleetplan.exec.compile_ahead``), so this
+    process sizes pools too."""
     if executor != "local" or workers == 1:
         return None
-    if not verifies:
+    if not verifies or compiling:
         return fork_map
     from fleetplan.sim.kernel_cache import load_iteration_kernel
 
     return functools.partial(fork_map, meanwhile=load_iteration_kernel)
+
+
+def after_compile(ahead, run_tasks):
+    """``run_tasks`` joining the kernel's compile child (``ahead``, or None) before its first map: the
+    first simulation, here or in a pool's workers, then loads the kernel from numba's cache."""
+    if ahead is None:
+        return run_tasks
+
+    def mapped(fn, tasks):
+        ahead.wait()
+        return run_tasks(fn, tasks)
+
+    return mapped
 
 
 def current_fleet_delta(path: str, opts: dict, result) -> dict:
@@ -146,6 +161,12 @@ def optimize(rate_per_s, top, csv_path, candidates_csv, json_path, json_full, ht
     load: its rate over its capacity (the throughput with every KV slot busy, or of its
     prefill server), at most --rho-max.
     """
+    # a cold start: the simulator's kernel compiles in a child while this process plans
+    from fleetplan.exec.compile_ahead import start_compile_ahead
+
+    ahead = start_compile_ahead() if executor == "local" and not opts["no_verify"] else None
+    if ahead is not None:
+        click.get_current_context().call_on_close(ahead.cancel)  # ended early (an error): stop the child
     # the planner and the simulator load here, when the command runs (not for --help)
     from fleetplan.plan.headroom import HeadroomSettings
     from fleetplan.plan.optimize import optimize as run_optimize
@@ -169,18 +190,25 @@ def optimize(rate_per_s, top, csv_path, candidates_csv, json_path, json_full, ht
     if verify is not None:
         disagg = {"pdd", "afd"} & {t.value for t in request.topologies}
         announce_compile([Kernel.ITERATION, *([Kernel.PDD] if disagg else [])])
+    # the reports' own simulation of the recommendation runs beside its headroom search
+    ahead_profiles = ProfilesAhead(request, verify, opts["seed"]) if verify is not None and any(
+        paths.get(k) for k in DOCUMENT_KEYS) else None
     with progress_reporter(quiet) as progress, \
             executor_from_options(executor, workers, ray_address, simulated_requests=n_sim, threads=True) as run_tasks:
-        result = run_optimize(request, verify, progress, map_fn=run_tasks,
+        result = run_optimize(request, verify, progress, map_fn=after_compile(ahead, run_tasks),
                               headroom=HeadroomSettings() if headroom and verify is not None else None,
-                              pool_map=sweep_map(executor, workers, verify is not None))
+                              pool_map=sweep_map(executor, workers, verify is not None,
+                                                 ahead is not None and ahead.compiling()),
+                              on_recommendation=None if ahead_profiles is None else ahead_profiles.start)
+        if ahead is not None:
+            ahead.wait()  # the reports' figures simulate the recommendation
         peak_doc = None if profile is None or result.recommendation is None else peak_valley_doc(
             request, result.recommendation, profile, window_s, opts["gpu_profiles"], opts["prices"])
         delta = None if current_fleet is None or result.recommendation is None else current_fleet_delta(
             current_fleet, opts, result)
         extra = {**({} if peak_doc is None else {"peak_valley": peak_doc}),
                  **({} if delta is None else {"current_fleet": delta})}
-        notes = write_optimize_reports(result, verify, opts["seed"], paths, progress, extra or None)
+        notes = write_optimize_reports(result, verify, opts["seed"], paths, progress, extra or None, ahead_profiles)
     console = report_console()
     if fmt != "table":  # stdout carries the table alone (machine-readable); the lines go to stderr
         emit_table(candidates_table(result, top), fmt)

@@ -6,6 +6,7 @@ Also defines the failure options shared with ``fleetplan simulate`` (``FAILURE_O
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import click
 from rich.table import Table
@@ -27,10 +28,13 @@ from fleetplan.cli.options import (
     workload_option,
 )
 from fleetplan.cli.tables import make_console, ms_cell
-from fleetplan.plan.reliability import DEFAULT_TARGET, ReliabilityReport, reliability_table
+from fleetplan.plan.defaults import DEFAULT_RELIABILITY_TARGET as DEFAULT_TARGET
 from fleetplan.sim.fleet_toml import load_fleet_toml
 from fleetplan.units import ms_to_s
 from fleetplan.workload import load_workload
+
+if TYPE_CHECKING:  # the planner and the simulator load when the command runs
+    from fleetplan.plan.reliability import ReliabilityReport
 
 DEFAULT_RATE_PER_S = 100.0
 DEFAULT_HORIZON_DAYS = 30.0
@@ -94,6 +98,8 @@ def reliability(fleet_path, workload, input_fraction, rate_per_s, slo_ttft_ms, s
     failures = failures_from_options(spec, mtbf_h, mttr_h, repair)
     wl = load_workload(workload, input_fraction=input_fraction)
     rate = rate_per_s or (float(wl.arrival_rate_per_s) if wl.arrival_rate_per_s else DEFAULT_RATE_PER_S)
+    from fleetplan.plan.reliability import reliability_table
+
     announce_compile([Kernel.FAILURES])
     report = reliability_table(
         spec, wl, rate, ms_to_s(slo_ttft_ms), failures, horizon_days * 24 * SECONDS_PER_HOUR, target=target,

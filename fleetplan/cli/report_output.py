@@ -5,8 +5,9 @@ procurement CSV, candidate CSV, full-run JSON, HTML, plots; and the console they
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
@@ -24,23 +25,64 @@ def report_console() -> Console:
     return make_console(file=sys.stdout)
 
 
+#: The exports that carry the figures of ``plan.figures.with_report_figures`` (the candidates CSV does not).
+DOCUMENT_KEYS = ("csv", "json", "html", "plots", "deploy")
+
+
+class ProfilesAhead:
+    """The reports' latency profiles of the recommendation (``plan.figures.recommendation_profiles``),
+    simulated on a thread of this process from the moment the recommendation is known, i.e. beside its
+    headroom search (the simulator's kernels release the GIL); ``start`` is ``plan.optimize.optimize``'s
+    ``on_recommendation``.  Same figures as computed after the run: same function, same arguments."""
+
+    def __init__(self, request, verify, seed: int) -> None:
+        self.request, self.verify, self.seed = request, verify, seed
+        self.recommendation = None
+        self._thread: threading.Thread | None = None
+        self._out: dict[str, Any] = {}
+
+    def start(self, recommendation) -> None:
+        from fleetplan.plan.figures import recommendation_profiles
+
+        def run() -> None:
+            try:
+                self._out["value"] = recommendation_profiles(recommendation, self.request, self.verify, self.seed)
+            except BaseException as exc:  # noqa: BLE001 - raised where the profiles are read
+                self._out["error"] = exc
+
+        self.recommendation = recommendation
+        # a daemon: a run that fails before reading the profiles does not wait for them at exit
+        self._thread = threading.Thread(target=run, name="fleetplan-profiles", daemon=True)
+        self._thread.start()
+
+    def result(self, recommendation):
+        """The profiles when they were started for ``recommendation`` (its error, if it failed), else None."""
+        if self._thread is None or recommendation is not self.recommendation:
+            return None
+        self._thread.join()
+        if "error" in self._out:
+            raise self._out["error"]
+        return self._out["value"]
+
+
 def write_optimize_reports(result: OptimizeResult, verify, seed: int, paths: dict, progress,
-                           extra: dict | None = None) -> list[str]:
+                           extra: dict | None = None, ahead: ProfilesAhead | None = None) -> list[str]:
     """Write every requested export of an ``optimize`` run; returns notes for the console.
     ``extra`` keys are added to the run document (e.g. ``peak_valley`` with a rate profile).
 
     The figures the reports show come with the result (``plan.figures.with_report_figures``): when the
     run was simulated and a document is written, the recommendation is simulated once more
     (``verify``'s request count, the run's seed) for per-pool latency quantiles (CDF plots and the
-    procurement report's simulated P99 column).
+    procurement report's simulated P99 column), unless ``ahead`` simulated it during the run.
     """
     notes: list[str] = []
     if not any(paths.get(k) for k in ("candidates_csv", "csv", "json", "html", "plots", "deploy")):
         return notes
     from fleetplan.plan.figures import with_report_figures
 
-    documents = any(paths.get(k) for k in ("csv", "json", "html", "plots", "deploy"))
-    result = with_report_figures(result, verify if documents else None, seed, progress)
+    documents = any(paths.get(k) for k in DOCUMENT_KEYS)
+    profiles = None if ahead is None else ahead.result(result.recommendation)
+    result = with_report_figures(result, verify if documents else None, seed, progress, profiles)
     if paths.get("candidates_csv"):
         from fleetplan.report.optimize_report import write_candidates_csv
 

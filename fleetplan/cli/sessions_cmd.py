@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import click
 from rich.table import Table
@@ -36,15 +37,17 @@ from fleetplan.cli.options import (
 from fleetplan.cli.tables import make_console, ms_cell
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import load_catalog
-from fleetplan.sim.engine import DEFAULT_WARMUP_FRACTION
+from fleetplan.sim.defaults import DEFAULT_WARMUP_FRACTION
 from fleetplan.sim.fleet_toml import FleetFile, PoolEntry, read_fleet_toml
 from fleetplan.sim.session_metrics import TAIL_QUANTILE, SessionMetrics
-from fleetplan.sim.sessions import SessionResult, session_table, simulate_sessions
 from fleetplan.sim.spec import DEFAULT_COMPRESS_GAMMA, PoolRouter
 from fleetplan.units import ms_to_s
 from fleetplan.workload.rollouts import LENGTH_KINDS, OutputLengths, RlRollout
 from fleetplan.workload.session_io import load_session_workload
 from fleetplan.workload.session_table import DELAY_KINDS, ToolDelay
+
+if TYPE_CHECKING:  # the simulator loads when the command runs, not for its --help
+    from fleetplan.sim.sessions import SessionResult
 
 DEFAULT_N_SESSIONS = 2_000
 NONNEGATIVE = click.FloatRange(min=0.0)
@@ -182,6 +185,8 @@ def simulate_sessions_cmd(fleet_path, gpu, instances, max_model_len, sessions, m
     time from the operator-level predictor, KV blocks from the model's KV bytes per token, CUDA-graph
     capture memory taken from them), as in `fleetplan simulate`.
     """
+    from fleetplan.sim.sessions import session_table, simulate_sessions  # the simulator: when the command runs
+
     model_opts = {key: opts.pop(key) for key in SIM_MODEL_OPTION_NAMES}
     feature_opts = {key: opts.pop(key) for key in FEATURE_OPTION_NAMES}
     limit = context_limit(model_opts["model"], max_model_len, model_opts["allow_long_max_model_len"])

@@ -10,7 +10,9 @@ from rich.table import Table
 from fleetplan.cli.errors import FleetplanGroup
 from fleetplan.cli.options import INT_LIST, deprecated_spelling, seed_option, sim_requests_option
 from fleetplan.cli.tables import make_console
-from fleetplan.sim.validate import DEFAULT_C_VALUES, DEFAULT_N_CUSTOMERS, DEFAULT_RHOS, validate_queueing
+from fleetplan.sim.defaults import DEFAULT_VALIDATE_C_VALUES as DEFAULT_C_VALUES
+from fleetplan.sim.defaults import DEFAULT_VALIDATE_N_CUSTOMERS as DEFAULT_N_CUSTOMERS
+from fleetplan.sim.defaults import DEFAULT_VALIDATE_RHOS as DEFAULT_RHOS
 
 
 class FloatList(click.ParamType):
@@ -76,6 +78,8 @@ def queueing(c_values, rhos, n_requests, seed) -> None:
     with E[S] = 1 s.  Exact values are Erlang-C (core paper eq. 1) and the M/M/c
     wait tail C*exp(-(c*mu - lambda)*t); 'paper P99' is the paper's eq. (2) form.
     """
+    from fleetplan.sim.validate import validate_queueing
+
     df = validate_queueing(c_values=c_values, rhos=rhos, n_customers=n_requests, seed=seed)
     table = Table(title=f"M/M/c: exact vs simulated ({n_requests:,} customers per row, E[S] = 1 s)")
     for col in ("c", "rho", "E[W] exact", "E[W] sim", "err", "P(W>0) exact", "P(W>0) sim", "err",

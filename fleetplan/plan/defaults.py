@@ -45,3 +45,12 @@ DEFAULT_MICRO_BATCHES = 2
 DEFAULT_KV_LATENCY_S = 0.0
 GBPS = 1e9
 DEFAULT_MIN_CE_GAIN = 1.08
+
+# plan.gridflex: curtailment levels (percent of nominal power), the demand-response event window (the core
+# paper's §4.8 window: N = 15,000 requests at 200 req/s) and the requests per steady-state replication
+DEFAULT_FLEX_LEVELS_PCT = (0.0, 10.0, 20.0, 30.0, 40.0, 50.0)
+DEFAULT_FLEX_WINDOW_S = 75.0
+DEFAULT_FLEX_STEADY_REQUESTS = 20_000
+
+# plan.reliability: probability that every pool has at least its needed instances up
+DEFAULT_RELIABILITY_TARGET = 0.99

@@ -28,7 +28,7 @@ from fleetplan.plan.deployment import deployments_of
 from fleetplan.plan.figure_types import PoolLatencyProfile, ProcurementLine
 from fleetplan.plan.frontier import cost_latency_frontier, latency_profile
 from fleetplan.plan.gridflex import W_PER_KW, pool_power_w
-from fleetplan.plan.optimize import OptimizeResult
+from fleetplan.plan.optimize import OptimizeRequest, OptimizeResult
 from fleetplan.plan.sweep import Candidate
 from fleetplan.units import H_PER_YEAR
 
@@ -64,20 +64,33 @@ def procurement_lines(best: Candidate | None, gpus: dict[str, GpuProfile],
     return tuple(out)
 
 
+def recommendation_profiles(recommendation: Candidate, request: OptimizeRequest, verify: VerifySettings,
+                            seed: int = 0) -> tuple[PoolLatencyProfile, ...]:
+    """The latency profiles of ``with_report_figures``: ``recommendation`` simulated once more
+    (``verify``'s request count, step models, margin and arrival process; the run's ``seed``).  A
+    function of its arguments alone, so a caller may compute it beside other work (the command line
+    runs it on a thread during the headroom search) and hand it to ``with_report_figures``."""
+    gpus = {g.name: g for g in request.gpus}
+    return latency_profile(recommendation, gpus, request.workload, request.rate_per_s, verify.fixed_requests(),
+                           seed, request.max_model_len_tokens, dict(verify.step_models), verify.step_time_margin,
+                           verify.arrival, verify.arrival_cv)
+
+
 def with_report_figures(result: OptimizeResult, verify: VerifySettings | None = None, seed: int = 0,
-                        progress: Callable[[str, int, int], None] | None = None) -> OptimizeResult:
+                        progress: Callable[[str, int, int], None] | None = None,
+                        profiles: tuple[PoolLatencyProfile, ...] | None = None) -> OptimizeResult:
     """``result`` carrying the figures its reports show (module docstring).  With ``verify`` (the run
     was simulated) and a recommendation, the recommendation is simulated once more for its latency
-    profiles (progress stage ``"profile"``); without, no simulation runs."""
+    profiles (progress stage ``"profile"``; ``recommendation_profiles``), unless ``profiles`` gives
+    them already; without ``verify``, no simulation runs."""
     r = result.request
     gpus = {g.name: g for g in r.gpus}
-    profiles: tuple[PoolLatencyProfile, ...] = ()
-    if verify is not None and result.recommendation is not None:
+    if verify is None or result.recommendation is None:
+        profiles = ()
+    elif profiles is None:
         if progress is not None:
             progress("profile", 0, 1)
-        profiles = latency_profile(result.recommendation, gpus, r.workload, r.rate_per_s, verify.fixed_requests(),
-                                   seed, r.max_model_len_tokens, dict(verify.step_models), verify.step_time_margin,
-                                   verify.arrival, verify.arrival_cv)
+        profiles = recommendation_profiles(result.recommendation, r, verify, seed)
         if progress is not None:
             progress("profile", 1, 1)
     sim_p99 = {p.pool: p.ttft_s[p.levels_pct.index(SIM_P99_LEVEL_PCT)] for p in profiles

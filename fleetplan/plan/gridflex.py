@@ -49,15 +49,15 @@ from fleetplan.hardware import GpuProfile
 from fleetplan.hardware.power import PowerCurve
 from fleetplan.perf.linear import LinearStepModel
 from fleetplan.plan.arrivals import POISSON, ArrivalSpec
+from fleetplan.plan.defaults import DEFAULT_FLEX_LEVELS_PCT as DEFAULT_LEVELS_PCT
+from fleetplan.plan.defaults import DEFAULT_FLEX_STEADY_REQUESTS as DEFAULT_STEADY_REQUESTS
+from fleetplan.plan.defaults import DEFAULT_FLEX_WINDOW_S as DEFAULT_WINDOW_S
 from fleetplan.plan.sweep import ProgressFn
 from fleetplan.queueing import ServiceModel, pool_latency, pool_service_moments
 from fleetplan.rng import task_seed
 from fleetplan.sim import FleetSpec, Level, PoolRouter, build_pool, replicate, simulate
 from fleetplan.workload import Workload
 
-DEFAULT_LEVELS_PCT = (0.0, 10.0, 20.0, 30.0, 40.0, 50.0)
-DEFAULT_WINDOW_S = 75.0  # the paper's demand-response event window (N = 15,000 at 200 req/s)
-DEFAULT_STEADY_REQUESTS = 20_000
 DEFAULT_REPLICATIONS = 3
 DEFAULT_QUADRATURE_POINTS = 4096
 W_PER_KW = 1000.0

@@ -390,6 +390,7 @@ def optimize(
     map_fn: MapFn | None = None,
     headroom: HeadroomSettings | None = None,
     pool_map: PoolMapFn | None = None,
+    on_recommendation: Callable[[Candidate], object] | None = None,
 ) -> OptimizeResult:
     """Phase 1 (analytic sweep) and, with ``verify``, phase 2 (simulation of the top candidates).
 
@@ -398,7 +399,9 @@ def optimize(
     ``map_fn`` runs the verifications (default: one after another in this process).  With
     ``headroom`` and verification, a co-located recommendation's headroom is searched
     (``plan.headroom``; ``OptimizeResult.headroom``).  ``pool_map`` sizes the analytic sweep's pools
-    (``analytical_phase_with_baselines``; default: one after another here).
+    (``analytical_phase_with_baselines``; default: one after another here).  ``on_recommendation``
+    is called with the verified recommendation, when there is one, before its headroom search (the
+    command line starts the reports' own simulation of it there, beside the search).
     """
     if verify is not None and verify.step_time_margin != request.step_time_margin:
         raise ConfigError(f"verification's step_time_margin {verify.step_time_margin:g} differs from the request's "
@@ -484,6 +487,8 @@ def optimize(
     best = min(passed, key=lambda c: (c.cost_usd_per_year, c.verification.p99_ttft_s_sim)) if passed else None
     verify_time_s = time.perf_counter() - t0 - elapsed
     room = None
+    if on_recommendation is not None and best is not None:
+        on_recommendation(best)
     if headroom is not None and best is not None and not isinstance(best, DisaggCandidate):
         room = fleet_headroom(best, gpus, request.workload, verify, headroom, map_fn, progress)
     return OptimizeResult(request, tuple(ranked), tuple(pareto_frontier(ranked)), best,

@@ -35,6 +35,7 @@ import numpy as np
 from scipy import linalg, stats
 
 from fleetplan.errors import ConfigError, InfeasibleError
+from fleetplan.plan.defaults import DEFAULT_RELIABILITY_TARGET as DEFAULT_TARGET
 from fleetplan.sim.failures import FailureSpec
 from fleetplan.sim.replications import replicate
 from fleetplan.sim.spec import FleetSpec, Level
@@ -48,7 +49,6 @@ __all__ = [
     "spares_for_target",
 ]
 
-DEFAULT_TARGET = 0.99
 DEFAULT_MAX_SPARES = 64  # search limit of spares_for_target
 
 

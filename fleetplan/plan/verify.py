@@ -551,9 +551,19 @@ def check_pool(candidate: Candidate, i: int, count: int, gpus: Mapping[str, GpuP
 
 
 def _run_round(tasks: list[_PoolTask], map_fn: MapFn) -> list:
+    """Outcomes of ``tasks`` in input order.  The tasks go to ``map_fn`` longest first (most requests;
+    a request costs the kernel about the same at any pool size): a round's runs differ in length by
+    pool, and with more runs than workers, starting the long ones first keeps a worker from being left
+    with one long run at the end (longest-processing-time-first).  Every run has its own seed, so the
+    order changes no figure."""
     if not tasks:
         return []
-    return in_input_order(list(map_fn(_run_pool_task, tasks)), len(tasks))
+    order = sorted(range(len(tasks)), key=lambda i: -tasks[i].n_requests)  # stable: equal runs keep their order
+    outcomes = in_input_order(list(map_fn(_run_pool_task, [tasks[i] for i in order])), len(tasks))
+    out: list = [None] * len(tasks)
+    for j, outcome in zip(order, outcomes, strict=True):
+        out[j] = replace(outcome, index=j)
+    return out
 
 
 def _check_router(candidate: Candidate, gpus: Mapping[str, GpuProfile], s: VerifySettings) -> None:

@@ -7,3 +7,8 @@ from __future__ import annotations
 #: Requests simulated per run, and the share of them discarded as warm-up.
 DEFAULT_N_REQUESTS = 20_000
 DEFAULT_WARMUP_FRACTION = 0.1
+
+#: ``sim.validate``: slots per instance, utilisations and customers per (c, rho) of the M/M/c check.
+DEFAULT_VALIDATE_C_VALUES = (1, 8, 64)
+DEFAULT_VALIDATE_RHOS = (0.5, 0.8, 0.95)
+DEFAULT_VALIDATE_N_CUSTOMERS = 2_000_000

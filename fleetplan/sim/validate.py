@@ -26,12 +26,12 @@ from fleetplan.queueing.tail import TailModel, mean_wait_s, wait_quantile_s
 from fleetplan.rng import stream
 from fleetplan.sim._kernels import codes
 from fleetplan.sim._kernels.request_level import run_request_level
+from fleetplan.sim.defaults import DEFAULT_VALIDATE_C_VALUES as DEFAULT_C_VALUES
+from fleetplan.sim.defaults import DEFAULT_VALIDATE_N_CUSTOMERS as DEFAULT_N_CUSTOMERS
+from fleetplan.sim.defaults import DEFAULT_VALIDATE_RHOS as DEFAULT_RHOS
 
 __all__ = ["simulate_mmc_waits_s", "validate_queueing"]
 
-DEFAULT_C_VALUES = (1, 8, 64)
-DEFAULT_RHOS = (0.5, 0.8, 0.95)
-DEFAULT_N_CUSTOMERS = 2_000_000
 DEFAULT_WARMUP_FRACTION = 0.1
 WAIT_PERCENTILE = 99.0
 SERVICE_RATE_PER_S = 1.0  # μ; results scale with 1/μ
