@@ -100,9 +100,10 @@ def test_every_commands_help_imports_no_planner_simulator_or_numba(name):
     assert not {m for m in loaded if any(m == h or m.startswith(h + ".") for h in HEAVY)}
 
 
-@pytest.mark.parametrize("args", [("bench", "serve"), ("validate", "queueing"), ("simulate", "sessions")])
+@pytest.mark.parametrize("args", [("bench", "serve"), ("validate", "queueing"), ("simulate", "sessions"),
+                                  ("simulate", "network")])
 def test_subcommands_help_imports_no_planner_simulator_or_numba(args):
-    """(``simulate pdd`` and ``simulate network`` still load ``sim.network``'s flow kernel at import.)"""
+    """(``simulate pdd`` still loads the PDD kernel at import: ``sim.pdd``'s package imports its engine.)"""
     loaded = _help_modules(*args, "--help")
     assert not {m for m in loaded if any(m == h or m.startswith(h + ".") for h in HEAVY)}
 

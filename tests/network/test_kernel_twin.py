@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fleetplan.sim._kernels.flows import POLICY_ECMP, POLICY_RESERVATION, run_flows
+from fleetplan.sim._kernels.codes import POLICY_ECMP, POLICY_RESERVATION
+from fleetplan.sim._kernels.flows import run_flows
 from fleetplan.sim.network import FlowNetwork, FlowSet, LeafSpineFabric
 from tests.reference.flows import run_flows as twin_run_flows
 

@@ -49,3 +49,8 @@ GRAPH_NONE = 0
 GRAPH_FULL_DECODE_ONLY = 1
 GRAPH_PIECEWISE = 2
 N_GRAPH_MODES = 3
+
+# Path choice of a KV flow at its start (``_kernels/flows.py``): the pre-drawn ECMP spine, or the
+# spine whose path is least loaded now.
+POLICY_ECMP = 0
+POLICY_RESERVATION = 1

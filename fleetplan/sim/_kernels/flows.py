@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from fleetplan.sim._kernels.codes import POLICY_ECMP
 from fleetplan.sim._kernels.jit import njit, njit_inline
-
-POLICY_ECMP = 0
-POLICY_RESERVATION = 1
 
 
 @njit_inline

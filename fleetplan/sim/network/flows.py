@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fleetplan.errors import ConfigError, UnknownNameError
-from fleetplan.sim._kernels.flows import POLICY_ECMP, POLICY_RESERVATION
+from fleetplan.sim._kernels.codes import POLICY_ECMP, POLICY_RESERVATION
 
 __all__ = ["PathPolicy", "path_policy", "FlowSet", "FlowResult"]
 

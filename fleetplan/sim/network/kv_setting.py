@@ -45,7 +45,6 @@ from fleetplan.errors import ConfigError
 from fleetplan.rng import stream
 from fleetplan.sim.network.fabric import LeafSpineFabric
 from fleetplan.sim.network.flows import FlowResult, FlowSet, PathPolicy, path_policy
-from fleetplan.sim.network.simulate import FlowNetwork
 
 __all__ = ["KvTransferSetting", "PAPER_KV_BYTES", "MEAN_KV_BYTES", "compare_policies", "SUMMARY_COLUMNS"]
 
@@ -129,6 +128,8 @@ def compare_policies(setting: KvTransferSetting, n_flows: int,
     resolved = tuple(dict.fromkeys(path_policy(p) for p in policies))
     if not resolved:
         raise ConfigError("no path policy given; name at least one of " + ", ".join(p.value for p in PathPolicy))
+    from fleetplan.sim.network.simulate import FlowNetwork  # the numba flow kernel: only when run
+
     net = FlowNetwork(setting.fabric)
     rows, first = [], {}
     for rep in range(n_replications):
