@@ -11,8 +11,6 @@ tuples that carry the kernels' arguments and state in ``groups``.  The feature k
 features, sessions) is the package ``features/``.
 """
 
-from typing import TYPE_CHECKING
-
 from fleetplan.sim._kernels.codes import (
     EV_ARRIVAL,
     EV_STEP_END,
@@ -29,10 +27,6 @@ from fleetplan.sim._kernels.codes import (
     STEP_MODEL_LINEAR,
 )
 
-if TYPE_CHECKING:
-    from fleetplan.sim._kernels.iteration_level import run_iteration_level
-    from fleetplan.sim._kernels.request_level import run_request_level
-
 __all__ = [
     "EV_ARRIVAL", "EV_STEP_END", "N_ROUTERS", "N_STEP_COEFS", "POOL_LEAST_LOADED",
     "ROUTE_LEAST_OUTSTANDING", "ROUTE_POWER_OF_TWO", "ROUTE_RANDOM", "ROUTE_ROUND_ROBIN",
@@ -42,14 +36,12 @@ __all__ = [
 
 #: The kernels, loaded on first use (PEP 562): a module that needs only the integer codes (the flow
 #: network's path policies, the PDD command's options) imports the package without numba.
-_KERNELS = {"run_iteration_level": "iteration_level", "run_request_level": "request_level"}
-
-
 def __getattr__(name: str):
-    if name not in _KERNELS:
+    if name == "run_iteration_level":
+        from fleetplan.sim._kernels.iteration_level import run_iteration_level as value
+    elif name == "run_request_level":
+        from fleetplan.sim._kernels.request_level import run_request_level as value
+    else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(f"{__name__}.{_KERNELS[name]}"), name)
     globals()[name] = value
     return value
