@@ -381,7 +381,8 @@ class EngineProfile:
         full = np.floor(p / chunk)
         rem = p - full * chunk
         base = t_d[:, None]
-        d_full = e.step_s(n + 1.0, n, chunk, ctx, 0.0) - base
+        full_step = e.step_s(n + 1.0, n, chunk, ctx, 0.0)  # a full budget of prefill (B - n tokens) at batch n
+        d_full = full_step - base
         d_rem = np.where(rem > 0, e.step_s(n + 1.0, n, rem, ctx, 0.0) - base, 0.0)
         attn = e.step_s(n + 1.0, n, 0.0, ctx, p * p) - e.step_s(n + 1.0, n, 0.0, ctx, 0.0)
         sum_delta = full * d_full + d_rem + attn  # ΣΔ_j(n)
@@ -406,7 +407,7 @@ class EngineProfile:
         self.k_chunks = k
         self.phi = sum_delta @ self.weight  # Φ(n)
         full_budget = chunk[:, 0]
-        self.t_full = e.step_s(n[:, 0] + 1.0, n[:, 0], full_budget, ctx[:, 0], 0.0)
+        self.t_full = full_step[:, 0]
         self.budget_tokens = full_budget
         # A busy prefill server fills the whole budget: its tokens then cost (t_full - t_d) / (B - n)
         # each, and a prompt's k chunks take k full steps (with a prompt's attention work added).
