@@ -176,7 +176,14 @@ class _Context:
     availability: Callable[[GpuProfile], float]
     mean_tokens: float
     max_tokens: int
+    served_share: float = 1.0  # share of arrivals within max_model_len (longer ones are rejected, never served)
     cache: dict = field(default_factory=dict)
+
+    @property
+    def rate_per_s(self) -> float:
+        """λ the roles serve: the arrivals within the served model's context limit (the simulator rejects
+        longer requests at arrival, as vLLM does)."""
+        return self.settings.rate_per_s * self.served_share
 
     def per_instance(self, gpu: GpuProfile) -> int:
         return dict(self.settings.gpus_per_instance).get(gpu.name, 1)
@@ -267,16 +274,16 @@ def _size_decode(ctx: _Context, role: DecodeRole, pre_decode_s: float) -> _Decod
     if key in ctx.cache:
         return ctx.cache[key]
     # the slot load falls as 1 / D: its smallest count first, then the TPOT target
-    lo = max(1, math.ceil(role.slot_load(s.rate_per_s, 1, pre_decode_s) / s.rho_max - 1e-9))
+    lo = max(1, math.ceil(role.slot_load(ctx.rate_per_s, 1, pre_decode_s) / s.rho_max - 1e-9))
 
     def ok(d: int) -> DecodeState | None:
-        st = role.state(s.rate_per_s, d, p, pre_decode_s)
+        st = role.state(ctx.rate_per_s, d, p, pre_decode_s)
         good = st.stable and st.slot_load <= s.rho_max * (1 + 1e-12) and st.tpot_p_s <= ctx.slo_tpot_s * (1 + 1e-9)
         return st if good else None
 
     count, found = _first_passing(ok, lo, s.max_gpus)
     if found is None:
-        out = _DecodeSized(role, role.state(s.rate_per_s, count, p, pre_decode_s),
+        out = _DecodeSized(role, role.state(ctx.rate_per_s, count, p, pre_decode_s),
                            f"decode needs more than max_gpus {s.max_gpus} instances for its TPOT target")
         ctx.cache[key] = out
         return out
@@ -317,21 +324,21 @@ def _prefill(ctx: _Context, gpu: GpuProfile, after_s: np.ndarray, key: tuple) ->
     best = None
     for seqs, budget in prefill_limits(gpu, s.step_models):
         role = PrefillRole.of(_engine(ctx, gpu, seqs, budget), ctx.prompt, ctx.weight)
-        least = float(role.weight @ role.service_at(s.rate_per_s))  # X falls with the per-instance rate
-        lo = max(1, math.ceil(s.rate_per_s * least / s.rho_max - 1e-9))
+        least = float(role.weight @ role.service_at(ctx.rate_per_s))  # X falls with the per-instance rate
+        lo = max(1, math.ceil(ctx.rate_per_s * least / s.rho_max - 1e-9))
         reason = None
         if role.zero_wait_quantile_s(after_s, p) > s.slo_ttft_s:
             reason = InfeasibleReason.PREFILL_EXCEEDS_SLO
-            count, st = lo, role.state(s.rate_per_s, lo, after_s, p, s.arrival_cv2)
+            count, st = lo, role.state(ctx.rate_per_s, lo, after_s, p, s.arrival_cv2)
         else:
             def ok(n: int, role=role) -> PrefillState | None:
-                st = role.state(s.rate_per_s, n, after_s, p, s.arrival_cv2)
+                st = role.state(ctx.rate_per_s, n, after_s, p, s.arrival_cv2)
                 return st if st.rho <= s.rho_max and st.ttft_p_s <= s.slo_ttft_s else None
 
             count, st = _first_passing(ok, lo, s.max_gpus)
             if st is None:
                 reason = InfeasibleReason.EXCEEDS_MAX_GPUS
-                st = role.state(s.rate_per_s, count, after_s, p, s.arrival_cv2)
+                st = role.state(ctx.rate_per_s, count, after_s, p, s.arrival_cv2)
         rank = (reason is not None, count, st.ttft_p_s)
         if best is None or rank < best[0]:
             best = (rank, reason, st, role)
@@ -359,7 +366,7 @@ def _decode_roles(ctx: _Context, gpus: Sequence[GpuProfile], sized: _DecodeSized
     d = st.n_instances if reason is None and st is not None else 0
     hold = role.mean_output_tokens * st.step_s if st is not None else math.nan
     # instance-seconds of the binding resource (slots at the full batch) per request: λ · that / count = ρ_d
-    per_request = st.slot_load * d / ctx.settings.rate_per_s if st is not None and d else math.nan
+    per_request = st.slot_load * d / ctx.rate_per_s if st is not None and d else math.nan
     return tuple(_role(ctx, g, d * k, cap, st.slot_load if st else math.inf, ttft_s, st.slot_wait_s if st else 0.0,
                        k * per_request, ctx.load.output_cs2, reason, ctx.per_instance(g), "decode",
                        tpot_p_s=st.tpot_p_s if st else math.nan, decode_batch=st.batch if st else math.nan,
@@ -379,7 +386,7 @@ def _candidate(ctx: _Context, topo: Topology, roles: tuple[str, ...], pools: tup
     if reason is None and total > s.max_gpus:
         reason, code = f"needs {total} GPUs, more than max_gpus {s.max_gpus}", "max-gpus"
     pf = pools[0]
-    n_floor = max(1, math.ceil(s.rate_per_s * pf.mean_service_s / s.rho_max - 1e-9))
+    n_floor = max(1, math.ceil(ctx.rate_per_s * pf.mean_service_s / s.rho_max - 1e-9))
     st = sized.state
     cap = sized.role.engine.limits.max_num_seqs
     binding = (f"prefill: {'TTFT' if pf.count > n_floor else 'rho cap'}; "
@@ -458,13 +465,13 @@ def _pdd_sized(ctx: _Context, g_p: GpuProfile, g_d: GpuProfile, link: tuple[floa
             sized.state is not None and sized.reason is None else 0
         pf_k, sized_k = pf, sized
         if groups:
-            st = pf_role.state(ctx.settings.rate_per_s, groups * x, after, ctx.settings.percentile / 100.0,
+            st = pf_role.state(ctx.rate_per_s, groups * x, after, ctx.settings.percentile / 100.0,
                                ctx.settings.arrival_cv2)
             pf_k = replace(pf, count=groups * x, spares=with_spares(groups * x, ctx.availability(g_p)) - groups * x,
                            rho=st.rho, ttft_p_s=st.ttft_p_s, wait_p_s=st.wait_p_s, mean_service_s=st.mean_service_s,
                            cs2=st.cs2)
             p_level = ctx.settings.percentile / 100.0
-            sized_k = _DecodeSized(role, role.state(ctx.settings.rate_per_s, groups * y, p_level,
+            sized_k = _DecodeSized(role, role.state(ctx.rate_per_s, groups * y, p_level,
                                                     _pre_decode_s(ctx, first, link)), None)
         dec = _decode_roles(ctx, (g_d,), sized_k, (1,), pf_k.ttft_p_s)
         out.append(_candidate(ctx, Topology.PDD, ("prefill", "decode"), (pf_k, *dec), (1, 1), sized_k,
@@ -530,7 +537,8 @@ def disagg_candidates(points, topologies: Sequence[Topology], gpus: Sequence[Gpu
     sub = points.between(0, points.max_tokens)
     load = decode_load(sub.prompt_tokens, sub.output_tokens, sub.weight)
     ctx = _Context(sub.prompt_tokens, sub.output_tokens, sub.weight, load, settings, disagg, slo_tpot_s,
-                   availability, points.mean_total_tokens, points.max_tokens)
+                   availability, points.mean_total_tokens, points.max_tokens,
+                   served_share=min(1.0, float(sub.weight.sum()) / float(points.global_points.weight.sum())))
     out: list[DisaggCandidate] = []
     if Topology.PDD in topologies:
         found = [_pdd_pair(ctx, g_p, g_d) for g_d in gpus for g_p in gpus]

@@ -21,8 +21,15 @@ fleet), so the search is per role in turn: a failing fleet grows its binding rol
 exceeds the first-decode wait, decode otherwise; no step cap, only ``max_gpus``); then prefill,
 then decode, is shrunk holding the other (galloping down, then bisection) to the fewest instances
 that still pass.  ``at_analytic`` holds the analytic and simulated fleet TTFT / TPOT at the analytic
-counts (per role: prefill with TTFT, decode with TPOT).  Runs use ``VerifySettings.fixed_requests``
-requests (the whole fleet; the steady-state rule of ``plan.verify`` is for pools run apart).
+counts (per role: prefill with TTFT, decode with TPOT).
+
+Run length (``run_length``): the whole fleet in one run of at least ``VerifySettings.fixed_requests``
+requests, 10 % of them warm-up, unless the decode batch needs longer to fill.  From an empty start the
+decode batch is M/G/∞ with lifetimes R_j = o_j t_d (t_d the analytic decode step at n*): at time t it holds
+λ ∫_0^t P(R > s) ds, short of its steady λ E[R] by λ E[(R - t)^+].  The warm-up is the first t_w with
+E[(R - t_w)^+] <= ``WARMUP_SHORTFALL`` E[R] (heavy-tailed outputs, agent_heavy: about 200 s where 10 % of
+20,000 requests at 100 req/s is 20 s, and the run measured a batch 30 % short of its steady size, the
+P99 TPOT 25 % low); the measured window keeps 90 % of ``fixed_requests`` after it.
 
 ``verify_any`` is the phase-2 task of ``plan.optimize`` (co-located candidates go to
 ``plan.verify``; ``plan.verify.failed_verification`` is the record kept when a task fails every attempt);
@@ -31,6 +38,7 @@ requests (the whole fleet; the steady-state rule of ``plan.verify`` is for pools
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -75,6 +83,50 @@ if TYPE_CHECKING:  # the PDD simulator and its kernels are imported when a PDD /
     from fleetplan.sim.pdd import PddSpec
 
 FRONTIER_QUADRATURE_POINTS = 4096
+#: Share of the steady decode batch a run may still lack when its measured window starts (``run_length``).
+WARMUP_SHORTFALL = 0.05
+#: Warm-up share of a run whose decode batch fills within it (the PDD simulator's default).
+MIN_WARMUP_FRACTION = 0.1
+#: Quadrature points of the output lengths the warm-up is computed on.
+RUN_LENGTH_POINTS = 4096
+
+
+def warmup_s(output_tokens: np.ndarray, weight: np.ndarray, decode_step_s: float,
+             shortfall: float = WARMUP_SHORTFALL) -> float:
+    """t_w: the first t with E[(R - t)^+] <= ``shortfall`` E[R], R = o t_d (module docstring), seconds."""
+    life = np.asarray(output_tokens, dtype=np.float64) * decode_step_s
+    w = np.asarray(weight, dtype=np.float64) / np.sum(weight)
+    order = np.argsort(life)
+    life, w = life[order], w[order]
+    # E[(R - t)^+] at t = each lifetime: Σ_{R_k > t} w_k (R_k - t), from the top
+    tail_w = np.cumsum(w[::-1])[::-1]
+    tail_wr = np.cumsum((w * life)[::-1])[::-1]
+    excess = tail_wr - tail_w * life
+    goal = shortfall * float(w @ life)
+    k = int(np.argmax(excess <= goal))
+    if k == 0:
+        return 0.0
+    # linear between lifetimes k-1 and k: excess falls at slope tail_w[k]
+    return float(life[k - 1] + (excess[k - 1] - goal) / tail_w[k])
+
+
+def run_length(c: DisaggCandidate, workload: Workload, s: VerifySettings) -> tuple[int, float]:
+    """(requests per run, warm-up fraction) for ``c`` (module docstring)."""
+    n_fixed = s.fixed_requests()
+    step = float(c.pools[1].mean_step_s)
+    if s.n_requests is not None or not (math.isfinite(step) and step > 0):
+        return n_fixed, MIN_WARMUP_FRACTION
+    prompt, output, weight = workload.quadrature(RUN_LENGTH_POINTS)
+    if s.max_model_len_tokens is not None:
+        served = prompt + output <= s.max_model_len_tokens
+        output, weight = output[served], weight[served]
+    if not weight.size:
+        return n_fixed, MIN_WARMUP_FRACTION
+    n_warm = math.ceil(s.rate_per_s * warmup_s(output, weight, step))
+    n = max(n_fixed, n_warm + math.ceil((1.0 - MIN_WARMUP_FRACTION) * n_fixed))
+    return n, max(MIN_WARMUP_FRACTION, n_warm / n)
+
+
 def decode_units(c: DisaggCandidate, counts: Sequence[int]) -> int:
     return int(counts[1]) // c.unit[0]
 
@@ -131,10 +183,11 @@ def _simulate(c: DisaggCandidate, gpus, counts, workload: Workload, s: VerifySet
 
     spec = pdd_spec(c, gpus, counts, step_models=dict(s.step_models), max_model_len_tokens=s.max_model_len_tokens)
     stat = _STAT_OF_PERCENTILE[s.percentile]
+    n_requests, warmup = run_length(c, workload, s)
     # common random numbers: the same streams at every count, so counts are compared on the same traffic
-    runs = [simulate_pdd(spec, workload, s.rate_per_s, s.fixed_requests(),
+    runs = [simulate_pdd(spec, workload, s.rate_per_s, n_requests,
                          task_seed(s.seed, "verify-disagg", repr(c.key()), i), arrival=s.arrival,
-                         cv=s.arrival_cv).summary
+                         cv=s.arrival_cv, warmup_fraction=warmup).summary
             for i in range(s.n_replications)]
     mean, _, hi = student_t_interval([getattr(r.ttft, stat) for r in runs])
     tpot_mean, _, tpot_hi = student_t_interval([getattr(r.tpot, stat) for r in runs])
