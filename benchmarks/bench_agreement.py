@@ -147,6 +147,12 @@ def run_disagg(indices, seed: int, scenarios=DISAGG_SCENARIOS) -> dict:
             if at.tpot_p_s_analytic > 0:
                 tpot.append(at.tpot_p_s_sim / at.tpot_p_s_analytic)
             moved.extend(_moved_ok(a, b) for a, b in zip(v.analytic_counts, v.verified_counts, strict=True))
+            outside = [f"{name} {r:.2f}" for name, r in (("TTFT", ttft[-1]), ("TPOT", tpot[-1] if tpot else 1.0))
+                       if not 0.75 <= r <= 1.25]
+            if outside:  # which candidate, to find the cause
+                c = by_rank[v.rank]
+                print(f"{'':32s} outside ±25%: {', '.join(outside)}: {c.key()} counts {v.analytic_counts} -> "
+                      f"{v.verified_counts}", flush=True)
         rec = result.recommendation
         fam = "-" if rec is None else family(rec.topology)
         why = "" if rec is not None else f" (why: {_no_recommendation(result)})"
