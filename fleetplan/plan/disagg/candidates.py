@@ -143,6 +143,19 @@ class DisaggCandidate(Candidate):
     decode_fit: tuple[float, float] = (math.nan, math.nan)  # simulator step: base_s + slope * Σ context
     kv_link: tuple[float, float, float] = (0.0, math.inf, 0.0)  # KV bytes per token, bandwidth B/s, latency s
     pd_ratio: tuple[int, int] | None = None  # xPyD group (x prefill : y decode instances); None: any
+    # the KV link's bandwidth (B/s) over the scale-out network and within one NVLink node (nan: no NVLink path:
+    # two GPU types, a bandwidth given, or AFD); verification picks one from the counts it simulates
+    kv_paths: tuple[float, float] = (math.nan, math.nan)
+
+    def kv_bandwidth_at(self, counts) -> float:
+        """The KV link's bandwidth (B/s) of this fleet at ``counts`` instances per role: NVLink when every
+        instance fits one node of ``GPUS_PER_NODE`` GPUs of one type, else the scale-out network (the transfer
+        path of the placement verification simulates, not only of the analytic size)."""
+        network, nvlink = self.kv_paths
+        if not math.isfinite(network):
+            return self.kv_link[1]
+        gpus = sum(int(n) * p.gpus_per_instance for n, p in zip(counts, self.pools, strict=True))
+        return nvlink if math.isfinite(nvlink) and gpus <= GPUS_PER_NODE else network
 
     @property
     def thresholds_tokens(self) -> tuple[int, ...]:
@@ -430,10 +443,13 @@ def _pdd_pair(ctx: _Context, g_p: GpuProfile, g_d: GpuProfile) -> list[DisaggCan
     (a faster transfer only lowers the counts, so it still fits)."""
     if not (_holds(ctx, g_p, ctx.max_prompt_tokens) and _holds(ctx, g_d, ctx.max_total_tokens)):
         return None
-    found = _pdd_sized(ctx, g_p, g_d, _link(ctx, g_p, g_d))
+    far = _link(ctx, g_p, g_d)
+    found = _pdd_sized(ctx, g_p, g_d, far)
     if _base_gpu(g_p) == _base_gpu(g_d) and g_p.nvlink_gb_per_s and ctx.disagg.kv_bandwidth_bytes_per_s is None:
-        near = _pdd_sized(ctx, g_p, g_d, _link(ctx, g_p, g_d, nvlink=True))
+        near_link = _link(ctx, g_p, g_d, nvlink=True)
+        near = _pdd_sized(ctx, g_p, g_d, near_link)
         found = [n if _one_node(ctx, c) and _one_node(ctx, n) else c for c, n in zip(found, near, strict=True)]
+        found = [replace(c, kv_paths=(far[1], near_link[1])) for c in found]
     return found
 
 

@@ -20,7 +20,11 @@ fleet), so the search is per role in turn: a failing fleet grows its binding rol
 (AFD: one decode unit) until it passes (prefill when TTFT is the worse ratio and its queueing
 exceeds the first-decode wait, decode otherwise; no step cap, only ``max_gpus``); then prefill,
 then decode, is shrunk holding the other (galloping down, then bisection) to the fewest instances
-that still pass.  ``at_analytic`` holds the analytic and simulated fleet TTFT / TPOT at the analytic
+that still pass.  A PDD fleet chosen with an xPyD ratio (``DisaggCandidate.pd_ratio``) grows and shrinks
+by whole groups, so the verified fleet is deployable at its ratio.  The KV transfer runs over NVLink when
+the simulated counts fit one node of one GPU type, else over the scale-out network
+(``DisaggCandidate.kv_bandwidth_at``): a fleet sized on one node that verification grows past it pays
+the network's transfer.  ``at_analytic`` holds the analytic and simulated fleet TTFT / TPOT at the analytic
 counts (per role: prefill with TTFT, decode with TPOT).
 
 Run length (``run_length``): the whole fleet in one run of at least ``VerifySettings.fixed_requests``
@@ -98,16 +102,17 @@ def warmup_s(output_tokens: np.ndarray, weight: np.ndarray, decode_step_s: float
     w = np.asarray(weight, dtype=np.float64) / np.sum(weight)
     order = np.argsort(life)
     life, w = life[order], w[order]
-    # E[(R - t)^+] at t = each lifetime: Σ_{R_k > t} w_k (R_k - t), from the top
+    # E[(R - t)^+] at the knots t = 0 and each lifetime l_k: Σ_{j >= k} w_j (l_j - l_k), linear between knots
+    # with slope -P(R >= l_k) on (l_{k-1}, l_k]
     tail_w = np.cumsum(w[::-1])[::-1]
     tail_wr = np.cumsum((w * life)[::-1])[::-1]
-    excess = tail_wr - tail_w * life
-    goal = shortfall * float(w @ life)
+    knots = np.concatenate([[0.0], life])
+    excess = np.concatenate([[tail_wr[0]], tail_wr - tail_w * life])
+    goal = shortfall * float(tail_wr[0])
     k = int(np.argmax(excess <= goal))
     if k == 0:
         return 0.0
-    # linear between lifetimes k-1 and k: excess falls at slope tail_w[k]
-    return float(life[k - 1] + (excess[k - 1] - goal) / tail_w[k])
+    return float(knots[k - 1] + (excess[k - 1] - goal) / tail_w[k - 1])
 
 
 def run_length(c: DisaggCandidate, workload: Workload, s: VerifySettings) -> tuple[int, float]:
@@ -156,8 +161,8 @@ def pdd_spec(c: DisaggCandidate, gpus: Mapping[str, GpuProfile], counts: Sequenc
         dec = build_pool(g_d, "decode", int(counts[1]), ctx, max_num_seqs=n)
         if g_d.name in models:
             dec = replace(dec, step_model=models[g_d.name])
-    kv_bytes_per_token, bandwidth_bytes_per_s, latency_s = c.kv_link
-    transfer = KvTransferSpec(latency_s, bandwidth_bytes_per_s, kv_bytes_per_token)
+    kv_bytes_per_token, _, latency_s = c.kv_link
+    transfer = KvTransferSpec(latency_s, c.kv_bandwidth_at(counts), kv_bytes_per_token)
     return PddSpec(pf, dec, transfer, policy=AssignPolicy.ILS, binding=Binding.EARLY,
                    max_model_len_tokens=max_model_len_tokens)
 
@@ -197,9 +202,12 @@ def _simulate(c: DisaggCandidate, gpus, counts, workload: Workload, s: VerifySet
                   sum(r.too_long_token_share for r in runs) / len(runs))
 
 
-def _steps(c: DisaggCandidate) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def _steps(c: DisaggCandidate) -> tuple[tuple[int, ...], ...]:
     """Instances added per step of each role: prefill one instance; decode one instance (PDD) or one
-    AFD unit (attention and FFN GPUs together)."""
+    AFD unit (attention and FFN GPUs together); a PDD fleet chosen with an xPyD ratio moves by whole
+    groups (x prefill and y decode instances), so it stays deployable at that ratio."""
+    if c.pd_ratio is not None:
+        return (tuple(int(k) for k in c.pd_ratio),)
     n = len(c.pools)
     prefill = (1,) + (0,) * (n - 1)
     decode = (0, *(c.unit if c.topology is Topology.AFD else (1,)))
@@ -209,8 +217,12 @@ def _steps(c: DisaggCandidate) -> tuple[tuple[int, ...], tuple[int, ...]]:
 def _grow(c: DisaggCandidate, counts: list[int], check: _Check, s: VerifySettings) -> None:
     ttft_ratio = check.upper_ttft_s / s.slo_ttft_s
     tpot_ratio = 0.0 if s.slo_tpot_s is None else check.upper_tpot_s / s.slo_tpot_s
-    prefill, decode = _steps(c)
-    step = prefill if ttft_ratio >= tpot_ratio and check.queue_s >= check.first_decode_s else decode
+    steps = _steps(c)
+    if len(steps) == 1:
+        step = steps[0]
+    else:
+        prefill, decode = steps
+        step = prefill if ttft_ratio >= tpot_ratio and check.queue_s >= check.first_decode_s else decode
     for i, k in enumerate(step):
         counts[i] += k
 
