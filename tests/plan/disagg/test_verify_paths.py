@@ -83,7 +83,7 @@ def test_roles_serve_the_arrivals_within_the_context_limit():
     """agent_heavy at max_model_len 32,768: the requests beyond it are rejected at arrival, so the prefill role's
     load is λ x the served share x E[X] (not λ E[X])."""
     wl = load_workload("agent_heavy")
-    req = OptimizeRequest(workload=wl, gpus=resolve_gpus(load_catalog(), ("h200",)), slo_ttft_s=2.0,
+    req = OptimizeRequest(workload=wl, gpus=resolve_gpus(load_catalog(), ("h100",)), slo_ttft_s=2.0,
                           slo_tpot_s=0.05, rate_per_s=10.0, topologies=(Topology.PDD,), min_ce_gain=0.0,
                           max_model_len_tokens=32_768)
     points = LengthPoints(wl, req.pool_points, req.quadrature_points, 32_768)
