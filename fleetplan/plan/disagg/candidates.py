@@ -12,10 +12,11 @@ One physics with the PDD simulator (``verify.pdd_spec`` builds the same instance
 role runs in the simulator (``plan.pools.pool_step_model``) and its limits, prefill: vLLM's
 ``max_num_seqs`` and the better of the GPU's chunk and vLLM's default token budget
 (``prefill_limits``); decode: the largest batch within the TPOT target (``DecodeRole.batch_cap``).  The
-decode role is sized first (the fewest instances whose slot load is within ρ_max and whose P-quantile
-TPOT meets the target), then the prefill role with the transfer, the mean slot wait and the first
-decode step after each prompt (the fewest instances whose ρ_p is within ρ_max and whose P-quantile TTFT
-meets the SLO).  With ``DisaggSettings.pd_ratios`` each role is then rounded up to whole xPyD groups.
+decode role is sized first (the fewest instances whose slot load is within ρ_max, whose slots are all held
+with probability at most ``SLOT_FULL_SHARE`` (1 - p), and whose P-quantile TPOT meets the target), then the
+prefill role with the transfer, the mean slot wait and the first decode step after each prompt (the fewest
+instances whose ρ_p is within ρ_max and whose P-quantile TTFT meets the SLO). With
+``DisaggSettings.pd_ratios`` each role is then rounded up to whole xPyD groups.
 
 A pair whose role cannot hold the workload's longest request in its KV cache (prefill: the prompt;
 decode: prompt + output) is left out; a requested topology with no pair left is a ``ConfigError``.
@@ -56,6 +57,9 @@ from fleetplan.queueing.engine import EngineLimits, EngineModel
 from fleetplan.units import H_PER_YEAR, S_PER_H, fmt_ms
 
 DEFAULT_AFD_LINK_LATENCY_S = 0.0
+#: Largest probability that a decode instance's slots are all held, as a share of the tail 1 - p the SLO
+#: percentile leaves (``queueing.disagg`` module docstring: runs that hit the cap queue every grant).
+SLOT_FULL_SHARE = 0.1
 BITS_PER_BYTE = 8.0
 
 #: How phase 2 checked a disaggregated candidate (reports' ``verified_by``; co-located: iteration level).
@@ -291,7 +295,8 @@ def _size_decode(ctx: _Context, role: DecodeRole, pre_decode_s: float) -> _Decod
 
     def ok(d: int) -> DecodeState | None:
         st = role.state(ctx.rate_per_s, d, p, pre_decode_s)
-        good = st.stable and st.slot_load <= s.rho_max * (1 + 1e-12) and st.tpot_p_s <= ctx.slo_tpot_s * (1 + 1e-9)
+        good = (st.stable and st.slot_load <= s.rho_max * (1 + 1e-12) and st.tpot_p_s <= ctx.slo_tpot_s * (1 + 1e-9)
+                and st.slot_full <= SLOT_FULL_SHARE * (1.0 - p))
         return st if good else None
 
     count, found = _first_passing(ok, lo, s.max_gpus)
