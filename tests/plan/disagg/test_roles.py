@@ -181,3 +181,32 @@ def test_count_search_finds_the_smallest_passing_count_up_to_the_cap(lo, need, c
 
     count, found = _first_passing(lambda n: n if n >= need else None, lo, cap)
     assert (count, found) == ((need, need) if need <= cap else (cap, None))
+
+
+def test_slots_all_held_is_the_poisson_tail_of_the_mginf_count():
+    """P(N >= b) of an instance's held slots: Poisson of mean a_d = λ_d (h_pre + E[o] t_d(n*)) (M/G/∞,
+    insensitive to the lifetimes), its survival at b - 1."""
+    from scipy import stats
+
+    p, o = np.array([200.0, 1000.0, 3000.0]), np.array([50.0, 200.0, 4000.0])
+    w = np.array([0.5, 0.3, 0.2])
+    role = DecodeRole.of(_engine(LinearStepModel(0.008, 0.0002, 0.0, None), 64, 64), p, o, w)
+    for lam, d in ((0.02, 1), (0.04, 1), (0.04, 2)):
+        st_ = role.state(lam, d, 0.99, 0.1)
+        a = lam / d * (0.1 + role.mean_output_tokens * st_.step_s)
+        assert st_.slot_full == pytest.approx(float(stats.poisson.sf(63, a)), rel=1e-12, abs=1e-300)
+    assert role.state(0.04, 1, 0.99, 0.1).slot_full > role.state(0.04, 2, 0.99, 0.1).slot_full
+
+
+def test_decode_count_keeps_the_slots_off_their_cap(h100_pdd_request):
+    """Every sized decode role holds all its slots with probability at most SLOT_FULL_SHARE (1 - p) (checked on
+    a lower bound of a_d: the decode residence alone, without the slot's hold before the handoff)."""
+    from scipy import stats
+
+    from fleetplan.plan.disagg.candidates import SLOT_FULL_SHARE
+
+    req = h100_pdd_request
+    for c in (c for c in analytical_phase(req) if isinstance(c, DisaggCandidate) and c.feasible):
+        dec = c.pools[1]
+        a_lower = req.rate_per_s / dec.count * dec.mean_residence_s
+        assert float(stats.poisson.sf(dec.max_num_seqs - 1, a_lower)) <= SLOT_FULL_SHARE * 0.01, c.key()
