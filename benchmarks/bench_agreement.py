@@ -143,12 +143,13 @@ def run_disagg(indices, seed: int, scenarios=DISAGG_SCENARIOS) -> dict:
             at = v.at_analytic
             if at is None or not (at.ttft_p_s_analytic > 0 and math.isfinite(at.ttft_p_s_analytic)):
                 continue
-            ttft.append(at.ttft_p_s_sim / at.ttft_p_s_analytic)
+            ratios = {"TTFT": at.ttft_p_s_sim / at.ttft_p_s_analytic}
+            ttft.append(ratios["TTFT"])
             if at.tpot_p_s_analytic > 0:
-                tpot.append(at.tpot_p_s_sim / at.tpot_p_s_analytic)
+                ratios["TPOT"] = at.tpot_p_s_sim / at.tpot_p_s_analytic
+                tpot.append(ratios["TPOT"])
             moved.extend(_moved_ok(a, b) for a, b in zip(v.analytic_counts, v.verified_counts, strict=True))
-            outside = [f"{name} {r:.2f}" for name, r in (("TTFT", ttft[-1]), ("TPOT", tpot[-1] if tpot else 1.0))
-                       if not 0.75 <= r <= 1.25]
+            outside = [f"{name} {r:.2f}" for name, r in ratios.items() if not 0.75 <= r <= 1.25]
             if outside:  # which candidate, to find the cause
                 c = by_rank[v.rank]
                 print(f"{'':32s} outside ±25%: {', '.join(outside)}: {c.key()} counts {v.analytic_counts} -> "
