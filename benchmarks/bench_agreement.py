@@ -19,7 +19,8 @@ and ``--slo-scale`` move every set-up off the grid (other rates and SLOs).
 MoE Qwen3-30B-A3B on H100/H200/B200, three workloads, two rates each, and two scenarios where
 ``homo,two-pool,pdd`` compete; no cost-efficiency gate, so that every family's cheapest are simulated);
 only PDD / AFD candidates are counted, the role counts one by one
-(prefill, decode / attention, ffn), and the family a mixed run recommends is printed.  ``--scenarios``
+(prefill, decode / attention, ffn), and the family a mixed run recommends is printed; a candidate outside
+±25 % is printed with its key and its analytic -> verified counts.  ``--scenarios``
 picks some of them by index (0-based, comma-separated) while developing; ``--held-out`` runs
 ``HELD_OUT_SCENARIOS`` (workloads and set-ups the roles' physics was not built on).
 """
