@@ -54,10 +54,14 @@ The wait for a slot is Erlang-C over the pooled D b slots (the ILS assignment ba
 is not: the slots an instance holds are M/G/∞ until they run out, Poisson of mean a_d = λ_d (h_pre +
 E[o] t_d(n*)) whatever the lifetimes (insensitivity), but heavy-tailed outputs (lmsys: a request
 lives up to 8,815 steps) keep the count above its mean for minutes, and a run that hits the cap b
-queues every grant behind the longest-lived requests (an AFD unit at b = 273, a_d = 231: simulated P99
-TTFT 7.5x the screen's in one of three replications).  So the role also keeps the probability that an
-instance's slots are all held, P(N >= b) = Poisson(a_d) survival at b - 1 (per instance: conservative,
-ILS pools them), below a tenth of the tail the SLO percentile leaves (``DecodeState.slot_full``).
+queues every grant behind the longest-lived requests (an AFD unit at b = 273, a_d = 215: simulated P99
+TTFT 7.5x and 14x the screen's).  The count is wider than Poisson: a larger batch slows every step, so
+its members live longer (elasticity g = n t_d'(n) / t_d(n) at n*); linearised, dN/dt = λ_d - N / (E[o]
+t_d(N)) relaxes at rate (1 - g) / (E[o] t_d) under the arrivals' and departures' noise 2 λ_d, so
+Var N = a_d / (1 - g) (B200 decode at g = 0.73: simulated sd 23 against Poisson's 15).  The role keeps
+the probability that an instance's slots are all held, P(N >= b) under a negative binomial of mean a_d
+and that variance (Poisson at g <= 0), below a tenth of the tail the SLO percentile leaves
+(``DecodeState.slot_full``; per instance: conservative, ILS pools them).
 
 TPOT of request j (vLLM's (E2E - TTFT) / (o - 1), o >= 2) is the mean of its o_j - 1 decode steps.
 The batch is M/G/∞: members of request type k (Poisson, mean λ_d w_k R_k, R_k = o_k t_d(n*)) add
@@ -224,6 +228,20 @@ class PrefillState:
     ttft_p_s: float
 
 
+def _slots_full(cap: float, mean: float, elasticity: float) -> float:
+    """P(N >= cap) for the held slots N of mean ``mean`` and variance mean / (1 - g) (module docstring): a
+    negative binomial, Poisson at g <= 0; 1 when g >= 1 (no restoring drift)."""
+    if mean <= 0.0:
+        return 0.0
+    g = min(max(elasticity, 0.0), 1.0)
+    if g >= 1.0:
+        return 1.0
+    if g == 0.0:
+        return float(stats.poisson.sf(cap - 1.0, mean))
+    r = mean * (1.0 - g) / g  # Var = mean + mean² / r = mean / (1 - g)
+    return float(stats.nbinom.sf(cap - 1.0, r, r / (r + mean)))
+
+
 @dataclass(frozen=True)
 class DecodeState:
     """A decode role of ``n_instances`` at the fleet rate: operating batch n*, mean step t_d(n*), slot load
@@ -237,7 +255,7 @@ class DecodeState:
     first_decode_s: float
     tpot_p_s: float
     stable: bool
-    slot_full: float = 0.0  # P(N >= b): an instance's slots all held (Poisson of mean a_d, module docstring)
+    slot_full: float = 0.0  # P(N >= b): an instance's slots all held (module docstring)
 
 
 @dataclass(frozen=True, eq=False)
@@ -323,8 +341,15 @@ class DecodeRole:
             wait = float(erlang_c(c, a)) * hold / (c - a)
         first = (1.0 - math.exp(-n)) * 0.5 * t + float(self.step_s(n + 1.0))
         tpot = self._tpot_quantile(n, t, p) if stable else math.inf
-        full = float(stats.poisson.sf(cap - 1.0, lam_i * hold)) if stable else 1.0
+        full = _slots_full(cap, lam_i * hold, self._elasticity(n)) if stable else 1.0
         return DecodeState(d, n, t, slot_load, wait, first, tpot, stable, full)
+
+    def _elasticity(self, n: float) -> float:
+        """g = n t_d'(n) / t_d(n) (module docstring), by a central difference of one sequence."""
+        if n <= 1.0:
+            return 0.0
+        lo, mid, hi = (float(self.step_s(x)) for x in (n - 1.0, n, n + 1.0))
+        return n * (hi - lo) / 2.0 / mid
 
     def _tpot_quantile(self, n: float, t: float, p: float) -> float:
         """The p-quantile of TPOT over requests with o >= 2 (module docstring)."""

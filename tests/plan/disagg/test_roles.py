@@ -183,24 +183,36 @@ def test_count_search_finds_the_smallest_passing_count_up_to_the_cap(lo, need, c
     assert (count, found) == ((need, need) if need <= cap else (cap, None))
 
 
-def test_slots_all_held_is_the_poisson_tail_of_the_mginf_count():
-    """P(N >= b) of an instance's held slots: Poisson of mean a_d = λ_d (h_pre + E[o] t_d(n*)) (M/G/∞,
-    insensitive to the lifetimes), its survival at b - 1."""
+def test_slots_all_held_is_the_tail_of_the_widened_mginf_count():
+    """P(N >= b) of an instance's held slots: mean a_d = λ_d (h_pre + E[o] t_d(n*)) (M/G/∞), variance
+    a_d / (1 - g) with g = n t_d'(n) / t_d(n) the step's elasticity (a negative binomial; Poisson at g = 0)."""
     from scipy import stats
 
+    from fleetplan.queueing.disagg import _slots_full
+
+    assert _slots_full(273, 215.0, 0.0) == pytest.approx(float(stats.poisson.sf(272, 215.0)), rel=1e-12)
+    r = 215.0 * (1 - 0.43) / 0.43
+    nb = stats.nbinom(r, r / (r + 215.0))
+    assert nb.mean() == pytest.approx(215.0) and nb.var() == pytest.approx(215.0 / (1 - 0.43))
+    assert _slots_full(273, 215.0, 0.43) == pytest.approx(float(nb.sf(272)), rel=1e-12)
+    assert _slots_full(273, 215.0, 0.43) > 10 * _slots_full(273, 215.0, 0.0)  # the AFD unit of the grid
     p, o = np.array([200.0, 1000.0, 3000.0]), np.array([50.0, 200.0, 4000.0])
     w = np.array([0.5, 0.3, 0.2])
     role = DecodeRole.of(_engine(LinearStepModel(0.008, 0.0002, 0.0, None), 64, 64), p, o, w)
-    for lam, d in ((0.02, 1), (0.04, 1), (0.04, 2)):
+    for lam, d in ((0.5, 1), (1.0, 1), (1.0, 2)):
         st_ = role.state(lam, d, 0.99, 0.1)
         a = lam / d * (0.1 + role.mean_output_tokens * st_.step_s)
-        assert st_.slot_full == pytest.approx(float(stats.poisson.sf(63, a)), rel=1e-12, abs=1e-300)
-    assert role.state(0.04, 1, 0.99, 0.1).slot_full > role.state(0.04, 2, 0.99, 0.1).slot_full
+        n = st_.batch
+        assert n > 1 and st_.stable
+        g = n * float(role.step_s(n + 1) - role.step_s(n - 1)) / 2 / st_.step_s
+        assert st_.slot_full == pytest.approx(_slots_full(64, a, g), rel=1e-9, abs=1e-300)
+    assert role.state(1.0, 1, 0.99, 0.1).slot_full > role.state(1.0, 2, 0.99, 0.1).slot_full
 
 
 def test_decode_count_keeps_the_slots_off_their_cap(h100_pdd_request):
-    """Every sized decode role holds all its slots with probability at most SLOT_FULL_SHARE (1 - p) (checked on
-    a lower bound of a_d: the decode residence alone, without the slot's hold before the handoff)."""
+    """Every sized decode role holds all its slots with probability at most SLOT_FULL_SHARE (1 - p) (checked
+    with Poisson's narrower count on a lower bound of a_d: the decode residence alone, without the slot's hold
+    before the handoff)."""
     from scipy import stats
 
     from fleetplan.plan.disagg.candidates import SLOT_FULL_SHARE
