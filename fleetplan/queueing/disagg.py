@@ -61,7 +61,11 @@ t_d(N)) relaxes at rate (1 - g) / (E[o] t_d) under the arrivals' and departures'
 Var N = a_d / (1 - g) (B200 decode at g = 0.73: simulated sd 23 against Poisson's 15).  The role keeps
 the probability that an instance's slots are all held, P(N >= b) under a negative binomial of mean a_d
 and that variance (Poisson at g <= 0), below a tenth of the tail the SLO percentile leaves
-(``DecodeState.slot_full``; per instance: conservative, ILS pools them).
+(``DecodeState.slot_full``; per instance: conservative, ILS pools them).  The KV cache runs out the same
+way, usually first (b is often the KV limit at the mean context): the held KV tokens are compound Poisson,
+mean K = λ_d Σ_j w_j (h_pre p_j + o_j t_d (p_j + o_j / 2)), variance λ_d Σ_j w_j o_j t_d (p_j² + p_j o_j +
+o_j² / 3) / (1 - g) (a member's context grows from p_j to p_j + o_j over its life), and P(held >= the
+instance's KV tokens) (normal) counts in ``slot_full`` as well (the larger of the two).
 
 TPOT of request j (vLLM's (E2E - TTFT) / (o - 1), o >= 2) is the mean of its o_j - 1 decode steps.
 The batch is M/G/∞: members of request type k (Poisson, mean λ_d w_k R_k, R_k = o_k t_d(n*)) add
@@ -341,8 +345,21 @@ class DecodeRole:
             wait = float(erlang_c(c, a)) * hold / (c - a)
         first = (1.0 - math.exp(-n)) * 0.5 * t + float(self.step_s(n + 1.0))
         tpot = self._tpot_quantile(n, t, p) if stable else math.inf
-        full = _slots_full(cap, lam_i * hold, self._elasticity(n)) if stable else 1.0
+        full = max(_slots_full(cap, lam_i * hold, self._elasticity(n)),
+                   self._kv_full(lam_i, t, pre_decode_s, self._elasticity(n))) if stable else 1.0
         return DecodeState(d, n, t, slot_load, wait, first, tpot, stable, full)
+
+    def _kv_full(self, lam_i: float, t: float, pre_decode_s: float, elasticity: float) -> float:
+        """P(held KV tokens >= the instance's) (module docstring), normal approximation."""
+        lim = self.engine.limits
+        capacity = float(lim.kv_blocks) * float(lim.block_size_tokens)
+        p, o, w = self.prompt_tokens, self.output_tokens, self.weight
+        mean = lam_i * float(w @ (pre_decode_s * p + o * t * (p + o / 2.0)))
+        g = min(max(elasticity, 0.0), 0.99)
+        var = lam_i * float(w @ (o * t * (p * p + p * o + o * o / 3.0))) / (1.0 - g)
+        if var <= 0.0:
+            return float(mean >= capacity)
+        return float(stats.norm.sf((capacity - mean) / math.sqrt(var)))
 
     def _elasticity(self, n: float) -> float:
         """g = n t_d'(n) / t_d(n) (module docstring), by a central difference of one sequence."""

@@ -222,3 +222,18 @@ def test_decode_count_keeps_the_slots_off_their_cap(h100_pdd_request):
         dec = c.pools[1]
         a_lower = req.rate_per_s / dec.count * dec.mean_residence_s
         assert float(stats.poisson.sf(dec.max_num_seqs - 1, a_lower)) <= SLOT_FULL_SHARE * 0.01, c.key()
+
+
+def test_kv_full_is_the_normal_tail_of_the_compound_poisson_kv_tokens():
+    """Held KV tokens: compound Poisson of mean λ_d Σ w (h_pre p + o t (p + o / 2)) and variance
+    λ_d Σ w o t (p² + p o + o² / 3) (a context growing linearly from p to p + o over a life of o t), at g = 0
+    (a constant step); its normal tail against the instance's KV tokens."""
+    from scipy import stats
+
+    p, o, w = np.array([1000.0, 8000.0]), np.array([100.0, 2000.0]), np.array([0.9, 0.1])
+    role = DecodeRole.of(_engine(LinearStepModel(0.02, 0.0, 0.0, None), 256, 256, blocks=20_000), p, o, w)
+    lam, t, h = 0.5, 0.02, 0.3
+    mean = lam * float(w @ (h * p + o * t * (p + o / 2)))
+    var = lam * float(w @ (o * t * (p * p + p * o + o * o / 3)))
+    assert role._kv_full(lam, t, h, 0.0) == pytest.approx(float(stats.norm.sf((20_000 * 16 - mean) / var**0.5)))
+    assert role._kv_full(lam, t, h, 0.5) > role._kv_full(lam, t, h, 0.0)  # the step's feedback widens it
