@@ -54,10 +54,9 @@ The wait for a slot is Erlang-C over the pooled D b slots (the ILS assignment ba
 is not: the slots an instance holds are M/G/∞ until they run out, Poisson of mean a_d = λ_d (h_pre +
 E[o] t_d(n*)) whatever the lifetimes (insensitivity), but heavy-tailed outputs (lmsys: a request
 lives up to 8,815 steps) keep the count above its mean for minutes, and a run that hits the cap b
-queues every grant behind the longest-lived requests (an AFD unit at b = 273, a_d = 215: simulated P99
-TTFT 7.5x and 14x the screen's).  The count is wider than Poisson: a larger batch slows every step, so
-its members live longer (elasticity g = n t_d'(n) / t_d(n) at n*); linearised, dN/dt = λ_d - N / (E[o]
-t_d(N)) relaxes at rate (1 - g) / (E[o] t_d) under the arrivals' and departures' noise 2 λ_d, so
+queues every grant behind the longest-lived requests.  The count is wider than Poisson: a larger batch
+slows every step, so its members live longer (elasticity g = n t_d'(n) / t_d(n) at n*); linearised,
+dN/dt = λ_d - N / (E[o] t_d(N)) relaxes at rate (1 - g) / (E[o] t_d) under the arrivals' and departures' noise 2 λ_d, so
 Var N = a_d / (1 - g) (B200 decode at g = 0.73: simulated sd 23 against Poisson's 15).  The role keeps
 the probability that an instance's slots are all held, P(N >= b) under a negative binomial of mean a_d
 and that variance (Poisson at g <= 0), below a tenth of the tail the SLO percentile leaves
@@ -65,7 +64,10 @@ and that variance (Poisson at g <= 0), below a tenth of the tail the SLO percent
 way, usually first (b is often the KV limit at the mean context): the held KV tokens are compound Poisson,
 mean K = λ_d Σ_j w_j (h_pre p_j + o_j t_d (p_j + o_j / 2)), variance λ_d Σ_j w_j o_j t_d (p_j² + p_j o_j +
 o_j² / 3) / (1 - g) (a member's context grows from p_j to p_j + o_j over its life), and P(held >= the
-instance's KV tokens) (normal) counts in ``slot_full`` as well (the larger of the two).
+instance's KV tokens) (normal) counts in ``slot_full`` as well (the larger of the two).  (The grid's AFD
+1:2 unit on lmsys at 50 req/s: b = 273, the KV limit at the mean context 2,178 tokens, a_d = 196; P(N >= b)
+is 5e-5, but the held KV tokens reach the cache with 0.1-1 % probability, and one of three simulated
+replications at one unit had P99 TTFT 7.5x / 14x the screen's; verification and the screen now both give 2.)
 
 TPOT of request j (vLLM's (E2E - TTFT) / (o - 1), o >= 2) is the mean of its o_j - 1 decode steps.
 The batch is M/G/∞: members of request type k (Poisson, mean λ_d w_k R_k, R_k = o_k t_d(n*)) add
