@@ -66,7 +66,7 @@ mean K = λ_d Σ_j w_j (h_pre p_j + o_j t_d (p_j + o_j / 2)), variance λ_d Σ_j
 o_j² / 3) / (1 - g) (a member's context grows from p_j to p_j + o_j over its life), and P(held >= the
 instance's KV tokens) (normal) counts in ``slot_full`` as well (the larger of the two).  (The grid's AFD
 1:2 unit on lmsys at 50 req/s: b = 273, the KV limit at the mean context 2,178 tokens, a_d = 196; P(N >= b)
-is 5e-5, but the held KV tokens reach the cache with 0.1-1 % probability, and one of three simulated
+is 5e-5, but the held KV tokens reach the cache with more than 0.1 % probability, and one of three simulated
 replications at one unit had P99 TTFT 7.5x / 14x the screen's; verification and the screen now both give 2.)
 
 TPOT of request j (vLLM's (E2E - TTFT) / (o - 1), o >= 2) is the mean of its o_j - 1 decode steps.
