@@ -23,7 +23,8 @@ figures stay comparable; ``--setups deepseek-v3-h200-mtp`` adds MTP on/off candi
 MoE Qwen3-30B-A3B on H100/H200/B200, three workloads, two rates each, and two scenarios where
 ``homo,two-pool,pdd`` compete; no cost-efficiency gate, so that every family's cheapest are simulated);
 only PDD / AFD candidates are counted, the role counts one by one
-(prefill, decode / attention, ffn), and the family a mixed run recommends is printed.  ``--scenarios``
+(prefill, decode / attention, ffn), and the family a mixed run recommends is printed; a candidate outside
+±25 % is printed with its key and its analytic -> verified counts.  ``--scenarios``
 picks some of them by index (0-based, comma-separated) while developing; ``--held-out`` runs
 ``HELD_OUT_SCENARIOS`` (workloads and set-ups the roles' physics was not built on).
 """
@@ -183,10 +184,17 @@ def run_disagg(indices, seed: int, scenarios=DISAGG_SCENARIOS) -> dict:
             at = v.at_analytic
             if at is None or not (at.ttft_p_s_analytic > 0 and math.isfinite(at.ttft_p_s_analytic)):
                 continue
-            ttft.append(at.ttft_p_s_sim / at.ttft_p_s_analytic)
+            ratios = {"TTFT": at.ttft_p_s_sim / at.ttft_p_s_analytic}
+            ttft.append(ratios["TTFT"])
             if at.tpot_p_s_analytic > 0:
-                tpot.append(at.tpot_p_s_sim / at.tpot_p_s_analytic)
+                ratios["TPOT"] = at.tpot_p_s_sim / at.tpot_p_s_analytic
+                tpot.append(ratios["TPOT"])
             moved.extend(_moved_ok(a, b) for a, b in zip(v.analytic_counts, v.verified_counts, strict=True))
+            outside = [f"{name} {r:.2f}" for name, r in ratios.items() if not 0.75 <= r <= 1.25]
+            if outside:  # which candidate, to find the cause
+                c = by_rank[v.rank]
+                print(f"{'':32s} outside ±25%: {', '.join(outside)}: {c.key()} counts {v.analytic_counts} -> "
+                      f"{v.verified_counts}", flush=True)
         rec = result.recommendation
         fam = "-" if rec is None else family(rec.topology)
         why = "" if rec is not None else f" (why: {_no_recommendation(result)})"

@@ -12,10 +12,11 @@ One physics with the PDD simulator (``verify.pdd_spec`` builds the same instance
 role runs in the simulator (``plan.pools.pool_step_model``) and its limits, prefill: vLLM's
 ``max_num_seqs`` and the better of the GPU's chunk and vLLM's default token budget
 (``prefill_limits``); decode: the largest batch within the TPOT target (``DecodeRole.batch_cap``).  The
-decode role is sized first (the fewest instances whose slot load is within ρ_max and whose P-quantile
-TPOT meets the target), then the prefill role with the transfer, the mean slot wait and the first
-decode step after each prompt (the fewest instances whose ρ_p is within ρ_max and whose P-quantile TTFT
-meets the SLO).  With ``DisaggSettings.pd_ratios`` each role is then rounded up to whole xPyD groups.
+decode role is sized first (the fewest instances whose slot load is within ρ_max, whose slots are all held
+with probability at most ``SLOT_FULL_SHARE`` (1 - p), and whose P-quantile TPOT meets the target), then the
+prefill role with the transfer, the mean slot wait and the first decode step after each prompt (the fewest
+instances whose ρ_p is within ρ_max and whose P-quantile TTFT meets the SLO). With
+``DisaggSettings.pd_ratios`` each role is then rounded up to whole xPyD groups.
 
 A pair whose role cannot hold the workload's longest request in its KV cache (prefill: the prompt;
 decode: prompt + output) is left out; a requested topology with no pair left is a ``ConfigError``.
@@ -56,6 +57,9 @@ from fleetplan.queueing.engine import EngineLimits, EngineModel
 from fleetplan.units import H_PER_YEAR, S_PER_H, fmt_ms
 
 DEFAULT_AFD_LINK_LATENCY_S = 0.0
+#: Largest probability that a decode instance's slots are all held, as a share of the tail 1 - p the SLO
+#: percentile leaves (``queueing.disagg`` module docstring: runs that hit the cap queue every grant).
+SLOT_FULL_SHARE = 0.1
 BITS_PER_BYTE = 8.0
 
 #: How phase 2 checked a disaggregated candidate (reports' ``verified_by``; co-located: iteration level).
@@ -143,6 +147,19 @@ class DisaggCandidate(Candidate):
     decode_fit: tuple[float, float] = (math.nan, math.nan)  # simulator step: base_s + slope * Σ context
     kv_link: tuple[float, float, float] = (0.0, math.inf, 0.0)  # KV bytes per token, bandwidth B/s, latency s
     pd_ratio: tuple[int, int] | None = None  # xPyD group (x prefill : y decode instances); None: any
+    # the KV link's bandwidth (B/s) over the scale-out network and within one NVLink node (nan: no NVLink path:
+    # two GPU types, a bandwidth given, or AFD); verification picks one from the counts it simulates
+    kv_paths: tuple[float, float] = (math.nan, math.nan)
+
+    def kv_bandwidth_at(self, counts) -> float:
+        """The KV link's bandwidth (B/s) of this fleet at ``counts`` instances per role: NVLink when every
+        instance fits one node of ``GPUS_PER_NODE`` GPUs of one type, else the scale-out network (the transfer
+        path of the placement verification simulates, not only of the analytic size)."""
+        network, nvlink = self.kv_paths
+        if not math.isfinite(network):
+            return self.kv_link[1]
+        gpus = sum(int(n) * p.gpus_per_instance for n, p in zip(counts, self.pools, strict=True))
+        return nvlink if math.isfinite(nvlink) and gpus <= GPUS_PER_NODE else network
 
     @property
     def thresholds_tokens(self) -> tuple[int, ...]:
@@ -176,7 +193,14 @@ class _Context:
     availability: Callable[[GpuProfile], float]
     mean_tokens: float
     max_tokens: int
+    served_share: float = 1.0  # share of arrivals within max_model_len (longer ones are rejected, never served)
     cache: dict = field(default_factory=dict)
+
+    @property
+    def rate_per_s(self) -> float:
+        """λ the roles serve: the arrivals within the served model's context limit (the simulator rejects
+        longer requests at arrival, as vLLM does)."""
+        return self.settings.rate_per_s * self.served_share
 
     def per_instance(self, gpu: GpuProfile) -> int:
         return dict(self.settings.gpus_per_instance).get(gpu.name, 1)
@@ -267,16 +291,17 @@ def _size_decode(ctx: _Context, role: DecodeRole, pre_decode_s: float) -> _Decod
     if key in ctx.cache:
         return ctx.cache[key]
     # the slot load falls as 1 / D: its smallest count first, then the TPOT target
-    lo = max(1, math.ceil(role.slot_load(s.rate_per_s, 1, pre_decode_s) / s.rho_max - 1e-9))
+    lo = max(1, math.ceil(role.slot_load(ctx.rate_per_s, 1, pre_decode_s) / s.rho_max - 1e-9))
 
     def ok(d: int) -> DecodeState | None:
-        st = role.state(s.rate_per_s, d, p, pre_decode_s)
-        good = st.stable and st.slot_load <= s.rho_max * (1 + 1e-12) and st.tpot_p_s <= ctx.slo_tpot_s * (1 + 1e-9)
+        st = role.state(ctx.rate_per_s, d, p, pre_decode_s)
+        good = (st.stable and st.slot_load <= s.rho_max * (1 + 1e-12) and st.tpot_p_s <= ctx.slo_tpot_s * (1 + 1e-9)
+                and st.slot_full <= SLOT_FULL_SHARE * (1.0 - p))
         return st if good else None
 
     count, found = _first_passing(ok, lo, s.max_gpus)
     if found is None:
-        out = _DecodeSized(role, role.state(s.rate_per_s, count, p, pre_decode_s),
+        out = _DecodeSized(role, role.state(ctx.rate_per_s, count, p, pre_decode_s),
                            f"decode needs more than max_gpus {s.max_gpus} instances for its TPOT target")
         ctx.cache[key] = out
         return out
@@ -317,21 +342,21 @@ def _prefill(ctx: _Context, gpu: GpuProfile, after_s: np.ndarray, key: tuple) ->
     best = None
     for seqs, budget in prefill_limits(gpu, s.step_models):
         role = PrefillRole.of(_engine(ctx, gpu, seqs, budget), ctx.prompt, ctx.weight)
-        least = float(role.weight @ role.service_at(s.rate_per_s))  # X falls with the per-instance rate
-        lo = max(1, math.ceil(s.rate_per_s * least / s.rho_max - 1e-9))
+        least = float(role.weight @ role.service_at(ctx.rate_per_s))  # X falls with the per-instance rate
+        lo = max(1, math.ceil(ctx.rate_per_s * least / s.rho_max - 1e-9))
         reason = None
         if role.zero_wait_quantile_s(after_s, p) > s.slo_ttft_s:
             reason = InfeasibleReason.PREFILL_EXCEEDS_SLO
-            count, st = lo, role.state(s.rate_per_s, lo, after_s, p, s.arrival_cv2)
+            count, st = lo, role.state(ctx.rate_per_s, lo, after_s, p, s.arrival_cv2)
         else:
             def ok(n: int, role=role) -> PrefillState | None:
-                st = role.state(s.rate_per_s, n, after_s, p, s.arrival_cv2)
+                st = role.state(ctx.rate_per_s, n, after_s, p, s.arrival_cv2)
                 return st if st.rho <= s.rho_max and st.ttft_p_s <= s.slo_ttft_s else None
 
             count, st = _first_passing(ok, lo, s.max_gpus)
             if st is None:
                 reason = InfeasibleReason.EXCEEDS_MAX_GPUS
-                st = role.state(s.rate_per_s, count, after_s, p, s.arrival_cv2)
+                st = role.state(ctx.rate_per_s, count, after_s, p, s.arrival_cv2)
         rank = (reason is not None, count, st.ttft_p_s)
         if best is None or rank < best[0]:
             best = (rank, reason, st, role)
@@ -359,7 +384,7 @@ def _decode_roles(ctx: _Context, gpus: Sequence[GpuProfile], sized: _DecodeSized
     d = st.n_instances if reason is None and st is not None else 0
     hold = role.mean_output_tokens * st.step_s if st is not None else math.nan
     # instance-seconds of the binding resource (slots at the full batch) per request: λ · that / count = ρ_d
-    per_request = st.slot_load * d / ctx.settings.rate_per_s if st is not None and d else math.nan
+    per_request = st.slot_load * d / ctx.rate_per_s if st is not None and d else math.nan
     return tuple(_role(ctx, g, d * k, cap, st.slot_load if st else math.inf, ttft_s, st.slot_wait_s if st else 0.0,
                        k * per_request, ctx.load.output_cs2, reason, ctx.per_instance(g), "decode",
                        tpot_p_s=st.tpot_p_s if st else math.nan, decode_batch=st.batch if st else math.nan,
@@ -379,7 +404,7 @@ def _candidate(ctx: _Context, topo: Topology, roles: tuple[str, ...], pools: tup
     if reason is None and total > s.max_gpus:
         reason, code = f"needs {total} GPUs, more than max_gpus {s.max_gpus}", "max-gpus"
     pf = pools[0]
-    n_floor = max(1, math.ceil(s.rate_per_s * pf.mean_service_s / s.rho_max - 1e-9))
+    n_floor = max(1, math.ceil(ctx.rate_per_s * pf.mean_service_s / s.rho_max - 1e-9))
     st = sized.state
     cap = sized.role.engine.limits.max_num_seqs
     binding = (f"prefill: {'TTFT' if pf.count > n_floor else 'rho cap'}; "
@@ -423,10 +448,13 @@ def _pdd_pair(ctx: _Context, g_p: GpuProfile, g_d: GpuProfile) -> list[DisaggCan
     (a faster transfer only lowers the counts, so it still fits)."""
     if not (_holds(ctx, g_p, ctx.max_prompt_tokens) and _holds(ctx, g_d, ctx.max_total_tokens)):
         return None
-    found = _pdd_sized(ctx, g_p, g_d, _link(ctx, g_p, g_d))
+    far = _link(ctx, g_p, g_d)
+    found = _pdd_sized(ctx, g_p, g_d, far)
     if _base_gpu(g_p) == _base_gpu(g_d) and g_p.nvlink_gb_per_s and ctx.disagg.kv_bandwidth_bytes_per_s is None:
-        near = _pdd_sized(ctx, g_p, g_d, _link(ctx, g_p, g_d, nvlink=True))
+        near_link = _link(ctx, g_p, g_d, nvlink=True)
+        near = _pdd_sized(ctx, g_p, g_d, near_link)
         found = [n if _one_node(ctx, c) and _one_node(ctx, n) else c for c, n in zip(found, near, strict=True)]
+        found = [replace(c, kv_paths=(far[1], near_link[1])) for c in found]
     return found
 
 
@@ -458,13 +486,13 @@ def _pdd_sized(ctx: _Context, g_p: GpuProfile, g_d: GpuProfile, link: tuple[floa
             sized.state is not None and sized.reason is None else 0
         pf_k, sized_k = pf, sized
         if groups:
-            st = pf_role.state(ctx.settings.rate_per_s, groups * x, after, ctx.settings.percentile / 100.0,
+            st = pf_role.state(ctx.rate_per_s, groups * x, after, ctx.settings.percentile / 100.0,
                                ctx.settings.arrival_cv2)
             pf_k = replace(pf, count=groups * x, spares=with_spares(groups * x, ctx.availability(g_p)) - groups * x,
                            rho=st.rho, ttft_p_s=st.ttft_p_s, wait_p_s=st.wait_p_s, mean_service_s=st.mean_service_s,
                            cs2=st.cs2)
             p_level = ctx.settings.percentile / 100.0
-            sized_k = _DecodeSized(role, role.state(ctx.settings.rate_per_s, groups * y, p_level,
+            sized_k = _DecodeSized(role, role.state(ctx.rate_per_s, groups * y, p_level,
                                                     _pre_decode_s(ctx, first, link)), None)
         dec = _decode_roles(ctx, (g_d,), sized_k, (1,), pf_k.ttft_p_s)
         out.append(_candidate(ctx, Topology.PDD, ("prefill", "decode"), (pf_k, *dec), (1, 1), sized_k,
@@ -530,7 +558,8 @@ def disagg_candidates(points, topologies: Sequence[Topology], gpus: Sequence[Gpu
     sub = points.between(0, points.max_tokens)
     load = decode_load(sub.prompt_tokens, sub.output_tokens, sub.weight)
     ctx = _Context(sub.prompt_tokens, sub.output_tokens, sub.weight, load, settings, disagg, slo_tpot_s,
-                   availability, points.mean_total_tokens, points.max_tokens)
+                   availability, points.mean_total_tokens, points.max_tokens,
+                   served_share=min(1.0, float(sub.weight.sum()) / float(points.global_points.weight.sum())))
     out: list[DisaggCandidate] = []
     if Topology.PDD in topologies:
         found = [_pdd_pair(ctx, g_p, g_d) for g_d in gpus for g_p in gpus]

@@ -20,9 +20,20 @@ fleet), so the search is per role in turn: a failing fleet grows its binding rol
 (AFD: one decode unit) until it passes (prefill when TTFT is the worse ratio and its queueing
 exceeds the first-decode wait, decode otherwise; no step cap, only ``max_gpus``); then prefill,
 then decode, is shrunk holding the other (galloping down, then bisection) to the fewest instances
-that still pass.  ``at_analytic`` holds the analytic and simulated fleet TTFT / TPOT at the analytic
-counts (per role: prefill with TTFT, decode with TPOT).  Runs use ``VerifySettings.fixed_requests``
-requests (the whole fleet; the steady-state rule of ``plan.verify`` is for pools run apart).
+that still pass.  A PDD fleet chosen with an xPyD ratio (``DisaggCandidate.pd_ratio``) grows and shrinks
+by whole groups, so the verified fleet is deployable at its ratio.  The KV transfer runs over NVLink when
+the simulated counts fit one node of one GPU type, else over the scale-out network
+(``DisaggCandidate.kv_bandwidth_at``): a fleet sized on one node that verification grows past it pays
+the network's transfer.  ``at_analytic`` holds the analytic and simulated fleet TTFT / TPOT at the analytic
+counts (per role: prefill with TTFT, decode with TPOT).
+
+Run length (``run_length``): the whole fleet in one run of at least ``VerifySettings.fixed_requests``
+requests, 10 % of them warm-up, unless the decode batch needs longer to fill.  From an empty start the
+decode batch is M/G/∞ with lifetimes R_j = o_j t_d (t_d the analytic decode step at n*): at time t it holds
+λ ∫_0^t P(R > s) ds, short of its steady λ E[R] by λ E[(R - t)^+].  The warm-up is the first t_w with
+E[(R - t_w)^+] <= ``WARMUP_SHORTFALL`` E[R] (heavy-tailed outputs, agent_heavy: about 200 s where 10 % of
+20,000 requests at 100 req/s is 20 s, and the run measured a batch 30 % short of its steady size, the
+P99 TPOT 25 % low); the measured window keeps 90 % of ``fixed_requests`` after it.
 
 ``verify_any`` is the phase-2 task of ``plan.optimize`` (co-located candidates go to
 ``plan.verify``; ``plan.verify.failed_verification`` is the record kept when a task fails every attempt);
@@ -31,6 +42,7 @@ requests (the whole fleet; the steady-state rule of ``plan.verify`` is for pools
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -75,6 +87,51 @@ if TYPE_CHECKING:  # the PDD simulator and its kernels are imported when a PDD /
     from fleetplan.sim.pdd import PddSpec
 
 FRONTIER_QUADRATURE_POINTS = 4096
+#: Share of the steady decode batch a run may still lack when its measured window starts (``run_length``).
+WARMUP_SHORTFALL = 0.05
+#: Warm-up share of a run whose decode batch fills within it (the PDD simulator's default).
+MIN_WARMUP_FRACTION = 0.1
+#: Quadrature points of the output lengths the warm-up is computed on.
+RUN_LENGTH_POINTS = 4096
+
+
+def warmup_s(output_tokens: np.ndarray, weight: np.ndarray, decode_step_s: float,
+             shortfall: float = WARMUP_SHORTFALL) -> float:
+    """t_w: the first t with E[(R - t)^+] <= ``shortfall`` E[R], R = o t_d (module docstring), seconds."""
+    life = np.asarray(output_tokens, dtype=np.float64) * decode_step_s
+    w = np.asarray(weight, dtype=np.float64) / np.sum(weight)
+    order = np.argsort(life)
+    life, w = life[order], w[order]
+    # E[(R - t)^+] at the knots t = 0 and each lifetime l_k: Σ_{j >= k} w_j (l_j - l_k), linear between knots
+    # with slope -P(R >= l_k) on (l_{k-1}, l_k]
+    tail_w = np.cumsum(w[::-1])[::-1]
+    tail_wr = np.cumsum((w * life)[::-1])[::-1]
+    knots = np.concatenate([[0.0], life])
+    excess = np.concatenate([[tail_wr[0]], tail_wr - tail_w * life])
+    goal = shortfall * float(tail_wr[0])
+    k = int(np.argmax(excess <= goal))
+    if k == 0:
+        return 0.0
+    return float(knots[k - 1] + (excess[k - 1] - goal) / tail_w[k - 1])
+
+
+def run_length(c: DisaggCandidate, workload: Workload, s: VerifySettings) -> tuple[int, float]:
+    """(requests per run, warm-up fraction) for ``c`` (module docstring)."""
+    n_fixed = s.fixed_requests()
+    step = float(c.pools[1].mean_step_s)
+    if s.n_requests is not None or not (math.isfinite(step) and step > 0):
+        return n_fixed, MIN_WARMUP_FRACTION
+    prompt, output, weight = workload.quadrature(RUN_LENGTH_POINTS)
+    if s.max_model_len_tokens is not None:
+        served = prompt + output <= s.max_model_len_tokens
+        output, weight = output[served], weight[served]
+    if not weight.size:
+        return n_fixed, MIN_WARMUP_FRACTION
+    n_warm = math.ceil(s.rate_per_s * warmup_s(output, weight, step))
+    n = max(n_fixed, n_warm + math.ceil((1.0 - MIN_WARMUP_FRACTION) * n_fixed))
+    return n, max(MIN_WARMUP_FRACTION, n_warm / n)
+
+
 def decode_units(c: DisaggCandidate, counts: Sequence[int]) -> int:
     return int(counts[1]) // c.unit[0]
 
@@ -104,8 +161,8 @@ def pdd_spec(c: DisaggCandidate, gpus: Mapping[str, GpuProfile], counts: Sequenc
         dec = build_pool(g_d, "decode", int(counts[1]), ctx, max_num_seqs=n)
         if g_d.name in models:
             dec = replace(dec, step_model=models[g_d.name])
-    kv_bytes_per_token, bandwidth_bytes_per_s, latency_s = c.kv_link
-    transfer = KvTransferSpec(latency_s, bandwidth_bytes_per_s, kv_bytes_per_token)
+    kv_bytes_per_token, _, latency_s = c.kv_link
+    transfer = KvTransferSpec(latency_s, c.kv_bandwidth_at(counts), kv_bytes_per_token)
     return PddSpec(pf, dec, transfer, policy=AssignPolicy.ILS, binding=Binding.EARLY,
                    max_model_len_tokens=max_model_len_tokens)
 
@@ -131,10 +188,11 @@ def _simulate(c: DisaggCandidate, gpus, counts, workload: Workload, s: VerifySet
 
     spec = pdd_spec(c, gpus, counts, step_models=dict(s.step_models), max_model_len_tokens=s.max_model_len_tokens)
     stat = _STAT_OF_PERCENTILE[s.percentile]
+    n_requests, warmup = run_length(c, workload, s)
     # common random numbers: the same streams at every count, so counts are compared on the same traffic
-    runs = [simulate_pdd(spec, workload, s.rate_per_s, s.fixed_requests(),
+    runs = [simulate_pdd(spec, workload, s.rate_per_s, n_requests,
                          task_seed(s.seed, "verify-disagg", repr(c.key()), i), arrival=s.arrival,
-                         cv=s.arrival_cv).summary
+                         cv=s.arrival_cv, warmup_fraction=warmup).summary
             for i in range(s.n_replications)]
     mean, _, hi = student_t_interval([getattr(r.ttft, stat) for r in runs])
     tpot_mean, _, tpot_hi = student_t_interval([getattr(r.tpot, stat) for r in runs])
@@ -144,9 +202,12 @@ def _simulate(c: DisaggCandidate, gpus, counts, workload: Workload, s: VerifySet
                   sum(r.too_long_token_share for r in runs) / len(runs))
 
 
-def _steps(c: DisaggCandidate) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def _steps(c: DisaggCandidate) -> tuple[tuple[int, ...], ...]:
     """Instances added per step of each role: prefill one instance; decode one instance (PDD) or one
-    AFD unit (attention and FFN GPUs together)."""
+    AFD unit (attention and FFN GPUs together); a PDD fleet chosen with an xPyD ratio moves by whole
+    groups (x prefill and y decode instances), so it stays deployable at that ratio."""
+    if c.pd_ratio is not None:
+        return (tuple(int(k) for k in c.pd_ratio),)
     n = len(c.pools)
     prefill = (1,) + (0,) * (n - 1)
     decode = (0, *(c.unit if c.topology is Topology.AFD else (1,)))
@@ -156,8 +217,12 @@ def _steps(c: DisaggCandidate) -> tuple[tuple[int, ...], tuple[int, ...]]:
 def _grow(c: DisaggCandidate, counts: list[int], check: _Check, s: VerifySettings) -> None:
     ttft_ratio = check.upper_ttft_s / s.slo_ttft_s
     tpot_ratio = 0.0 if s.slo_tpot_s is None else check.upper_tpot_s / s.slo_tpot_s
-    prefill, decode = _steps(c)
-    step = prefill if ttft_ratio >= tpot_ratio and check.queue_s >= check.first_decode_s else decode
+    steps = _steps(c)
+    if len(steps) == 1:
+        step = steps[0]
+    else:
+        prefill, decode = steps
+        step = prefill if ttft_ratio >= tpot_ratio and check.queue_s >= check.first_decode_s else decode
     for i, k in enumerate(step):
         counts[i] += k
 

@@ -52,3 +52,10 @@ def test_pd_ratios_deploy_whole_groups():
     assert pairs
     for pf, dec in pairs:
         assert int(dec["count"]) == 2 * int(pf["count"]), (pf, dec)
+
+
+def test_a_role_gpu_that_cannot_hold_the_weights_names_the_fix():
+    """Llama-3.1-70B BF16 on one L40S (tp 1, chosen explicitly): 131.4 GiB of weights on a 48 GiB GPU, so no
+    prefill or decode role of it exists; the line names the GPU, the rule and the tensor-parallel fix."""
+    line = _fails(["--topology", "pdd", "--model", "llama-3.1-70b", "--gpus", "l40s", "-tp", "1"])
+    assert "L40S" in line and "fits on no GPU type" in line and "--tensor-parallel-size >= 4" in line, line

@@ -181,3 +181,59 @@ def test_count_search_finds_the_smallest_passing_count_up_to_the_cap(lo, need, c
 
     count, found = _first_passing(lambda n: n if n >= need else None, lo, cap)
     assert (count, found) == ((need, need) if need <= cap else (cap, None))
+
+
+def test_slots_all_held_is_the_tail_of_the_widened_mginf_count():
+    """P(N >= b) of an instance's held slots: mean a_d = λ_d (h_pre + E[o] t_d(n*)) (M/G/∞), variance
+    a_d / (1 - g) with g = n t_d'(n) / t_d(n) the step's elasticity (a negative binomial; Poisson at g = 0)."""
+    from scipy import stats
+
+    from fleetplan.queueing.disagg import _slots_full
+
+    assert _slots_full(273, 215.0, 0.0) == pytest.approx(float(stats.poisson.sf(272, 215.0)), rel=1e-12)
+    r = 215.0 * (1 - 0.43) / 0.43
+    nb = stats.nbinom(r, r / (r + 215.0))
+    assert nb.mean() == pytest.approx(215.0) and nb.var() == pytest.approx(215.0 / (1 - 0.43))
+    assert _slots_full(273, 215.0, 0.43) == pytest.approx(float(nb.sf(272)), rel=1e-12)
+    assert _slots_full(273, 215.0, 0.43) > 10 * _slots_full(273, 215.0, 0.0)  # the AFD unit of the grid
+    p, o = np.array([200.0, 1000.0, 3000.0]), np.array([50.0, 200.0, 4000.0])
+    w = np.array([0.5, 0.3, 0.2])
+    role = DecodeRole.of(_engine(LinearStepModel(0.008, 0.0002, 0.0, None), 64, 64), p, o, w)
+    for lam, d in ((0.5, 1), (1.0, 1), (1.0, 2)):
+        st_ = role.state(lam, d, 0.99, 0.1)
+        a = lam / d * (0.1 + role.mean_output_tokens * st_.step_s)
+        n = st_.batch
+        assert n > 1 and st_.stable
+        g = n * float(role.step_s(n + 1) - role.step_s(n - 1)) / 2 / st_.step_s
+        assert st_.slot_full == pytest.approx(_slots_full(64, a, g), rel=1e-9, abs=1e-300)
+    assert role.state(1.0, 1, 0.99, 0.1).slot_full > role.state(1.0, 2, 0.99, 0.1).slot_full
+
+
+def test_decode_count_keeps_the_slots_off_their_cap(h100_pdd_request):
+    """Every sized decode role holds all its slots with probability at most SLOT_FULL_SHARE (1 - p) (checked
+    with Poisson's narrower count on a lower bound of a_d: the decode residence alone, without the slot's hold
+    before the handoff)."""
+    from scipy import stats
+
+    from fleetplan.plan.disagg.candidates import SLOT_FULL_SHARE
+
+    req = h100_pdd_request
+    for c in (c for c in analytical_phase(req) if isinstance(c, DisaggCandidate) and c.feasible):
+        dec = c.pools[1]
+        a_lower = req.rate_per_s / dec.count * dec.mean_residence_s
+        assert float(stats.poisson.sf(dec.max_num_seqs - 1, a_lower)) <= SLOT_FULL_SHARE * 0.01, c.key()
+
+
+def test_kv_full_is_the_normal_tail_of_the_compound_poisson_kv_tokens():
+    """Held KV tokens: compound Poisson of mean λ_d Σ w (h_pre p + o t (p + o / 2)) and variance
+    λ_d Σ w o t (p² + p o + o² / 3) (a context growing linearly from p to p + o over a life of o t), at g = 0
+    (a constant step); its normal tail against the instance's KV tokens."""
+    from scipy import stats
+
+    p, o, w = np.array([1000.0, 8000.0]), np.array([100.0, 2000.0]), np.array([0.9, 0.1])
+    role = DecodeRole.of(_engine(LinearStepModel(0.02, 0.0, 0.0, None), 256, 256, blocks=20_000), p, o, w)
+    lam, t, h = 0.5, 0.02, 0.3
+    mean = lam * float(w @ (h * p + o * t * (p + o / 2)))
+    var = lam * float(w @ (o * t * (p * p + p * o + o * o / 3)))
+    assert role._kv_full(lam, t, h, 0.0) == pytest.approx(float(stats.norm.sf((20_000 * 16 - mean) / var**0.5)))
+    assert role._kv_full(lam, t, h, 0.5) > role._kv_full(lam, t, h, 0.0)  # the step's feedback widens it

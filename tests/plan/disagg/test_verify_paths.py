@@ -1,0 +1,93 @@
+"""Phase 2 of disaggregated fleets: the run's warm-up against M/G/∞ theory, the transfer path of the simulated
+placement, xPyD fleets kept at their ratio, and the roles' rate without the requests the model rejects."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from fleetplan.hardware import load_catalog
+from fleetplan.plan.defaults import GBPS, GPUS_PER_NODE
+from fleetplan.plan.disagg import DisaggCandidate, DisaggSettings, ModelShape
+from fleetplan.plan.disagg.verify import _steps, pdd_spec, verify_disagg, warmup_s
+from fleetplan.plan.optimize import OptimizeRequest, analytical_phase, resolve_gpus
+from fleetplan.plan.points import LengthPoints
+from fleetplan.plan.space import Topology
+from fleetplan.plan.verify import VerifySettings
+from fleetplan.workload import load_workload
+
+
+@pytest.mark.parametrize("shortfall", [0.01, 0.05, 0.2])
+def test_warmup_is_where_the_mginf_batch_lacks_the_shortfall(shortfall):
+    """From an empty start an M/G/∞ batch lacks λ E[(R - t)^+]: equal lifetimes R lack R - t, so t_w = (1 - ε) R;
+    exponential lifetimes of mean m lack m e^{-t/m}, so t_w = m ln(1 / ε)."""
+    assert warmup_s(np.array([100.0]), np.array([1.0]), 0.02, shortfall) == pytest.approx((1 - shortfall) * 2.0)
+    u = (np.arange(200_000) + 0.5) / 200_000
+    out = -500.0 * np.log1p(-u)  # exponential outputs of mean 500 tokens, 10 ms a step: m = 5 s
+    assert warmup_s(out, np.ones_like(out), 0.01, shortfall) == pytest.approx(5.0 * math.log(1 / shortfall),
+                                                                               rel=2e-3)
+
+
+@pytest.fixture(scope="module")
+def h100_request():
+    return OptimizeRequest(workload=load_workload("azure_conv"), gpus=resolve_gpus(load_catalog(), ("h100",)),
+                           slo_ttft_s=1.0, slo_tpot_s=0.05, rate_per_s=20.0, topologies=(Topology.PDD,),
+                           min_ce_gain=0.0, disagg=DisaggSettings(ModelShape.of(_model()), pd_ratios=((1, 2),)))
+
+
+def _model():
+    from fleetplan.models.catalog import load_model
+
+    return load_model("llama-3.1-70b")
+
+
+def _cheapest(req) -> DisaggCandidate:
+    return next(c for c in analytical_phase(req) if isinstance(c, DisaggCandidate) and c.feasible)
+
+
+def test_the_kv_path_follows_the_simulated_placement(h100_request):
+    """One GPU type: NVLink (half the catalog's bidirectional figure) while the simulated fleet fits one node of
+    GPUS_PER_NODE GPUs, the scale-out network once verification's counts pass it; the simulator gets that one."""
+    c = _cheapest(h100_request)
+    gpu = h100_request.gpus[0]
+    nvlink, network = gpu.nvlink_gb_per_s / 2 * GBPS, gpu.network_gbps * GBPS / 8
+    assert c.kv_paths == (pytest.approx(network), pytest.approx(nvlink))
+    gpus = {g.name: g for g in h100_request.gpus}
+    small, large = [1, 2], [GPUS_PER_NODE, 2 * GPUS_PER_NODE]
+    assert c.kv_bandwidth_at(small) == pytest.approx(nvlink) and c.kv_bandwidth_at(large) == pytest.approx(network)
+    for counts, bw in ((small, nvlink), (large, network)):
+        assert pdd_spec(c, gpus, counts).transfer.bandwidth_bytes_per_s == pytest.approx(bw)
+    # a bandwidth given by the user is the only path
+    given = replace(h100_request, disagg=replace(h100_request.disagg, kv_bandwidth_bytes_per_s=2e10))
+    g = _cheapest(given)
+    assert g.kv_bandwidth_at(small) == g.kv_bandwidth_at(large) == 2e10
+
+
+def test_verification_keeps_the_xpyd_ratio(h100_request):
+    """A fleet chosen as 1P:2D groups moves by whole groups in verification: verified at 20 times the rate it
+    was sized for, it grows, and the verified counts are g and 2 g."""
+    c = _cheapest(h100_request)
+    assert c.pd_ratio == (1, 2) and _steps(c) == ((1, 2),)
+    assert c.pools[1].count == 2 * c.pools[0].count
+    s = VerifySettings(slo_ttft_s=0.3, slo_tpot_s=0.05, rate_per_s=400.0, max_gpus=64, n_requests=1500,
+                       n_replications=2)
+    v = verify_disagg(c, {g.name: g for g in h100_request.gpus}, h100_request.workload, s, lambda g: 1.0)
+    pf, dec = v.verified_counts
+    assert dec == 2 * pf and pf > c.pools[0].count, (c.pools[0].count, v.verified_counts)  # grown by groups
+
+
+def test_roles_serve_the_arrivals_within_the_context_limit():
+    """agent_heavy at max_model_len 32,768: the requests beyond it are rejected at arrival, so the prefill role's
+    load is λ x the served share x E[X] (not λ E[X])."""
+    wl = load_workload("agent_heavy")
+    req = OptimizeRequest(workload=wl, gpus=resolve_gpus(load_catalog(), ("h100",)), slo_ttft_s=2.0,
+                          slo_tpot_s=0.05, rate_per_s=10.0, topologies=(Topology.PDD,), min_ce_gain=0.0,
+                          max_model_len_tokens=32_768)
+    points = LengthPoints(wl, req.pool_points, req.quadrature_points, 32_768)
+    share = float(points.between(0, points.max_tokens).weight.sum() / points.global_points.weight.sum())
+    assert 0.8 < share < 0.99
+    pf = _cheapest(req).pools[0]
+    assert pf.rho * pf.count == pytest.approx(10.0 * share * pf.mean_service_s, rel=1e-9)
