@@ -10,7 +10,12 @@ from rich.table import Table
 from fleetplan.cli.model_options import mtp_launch_flags
 from fleetplan.cli.options import ENGINE_LIMIT_FLAGS
 from fleetplan.cli.tables import ms_cell
-from fleetplan.perf.dp_instance import attention_dp_ranks, per_rank_limit
+from fleetplan.perf.dp_instance import (
+    attention_dp_ranks,
+    per_rank_limit,
+    per_rank_token_budget,
+    sglang_chunked_prefill_total,
+)
 from fleetplan.perf.speculative import mtp_of
 from fleetplan.units import fmt_ms
 
@@ -225,10 +230,12 @@ def _engine_flags(request, p) -> str:
     mtp = mtp_of(step)  # an "MTP on" pool (plan.placement): the engine's flags turning it on
     spec = "" if mtp is None else f"; MTP on: {mtp_launch_flags(mtp, request.engine)}"
     if ranks == 1 or not per_rank:
-        over = "" if ranks == 1 else f", over {ranks} DP attention ranks"
-        return f" ({engine} {seqs} {p.max_num_seqs} {tokens} {p.max_num_batched_tokens}{over}{spec})"
+        if ranks == 1:
+            return f" ({engine} {seqs} {p.max_num_seqs} {tokens} {p.max_num_batched_tokens}{spec})"
+        total = sglang_chunked_prefill_total(p.max_num_batched_tokens, p.max_num_seqs, ranks)
+        return f" ({engine} {seqs} {p.max_num_seqs} {tokens} {total}, over {ranks} DP attention ranks{spec})"
     return (f" ({engine} per DP rank: {seqs} {per_rank_limit(p.max_num_seqs, ranks)} {tokens} "
-            f"{per_rank_limit(p.max_num_batched_tokens, ranks)}, {ranks} ranks{spec})")
+            f"{per_rank_token_budget(p.max_num_batched_tokens, p.max_num_seqs, ranks)}, {ranks} ranks{spec})")
 
 
 def _pct(fraction: float) -> str:

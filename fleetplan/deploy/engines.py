@@ -136,6 +136,20 @@ class PoolServe:
     def gpus_per_instance(self) -> int:
         return self.tensor_parallel_size * self.pipeline_parallel_size * self.data_parallel_size
 
+    def rank_token_budget(self) -> int:
+        """One DP rank's token budget: its own decodes plus a whole chunk (the instance's budget is
+        ``n_max + chunk``, one rank's chunk per step: ``perf.dp_instance.per_rank_token_budget``)."""
+        if self.data_parallel_size == 1:
+            return self.max_num_batched_tokens
+        return self.per_rank(self.max_num_seqs) + max(self.max_num_batched_tokens - self.max_num_seqs, 1)
+
+    def server_chunked_prefill(self) -> int:
+        """SGLang's server-wide ``--chunked-prefill-size``: it divides the value over ``--dp-size`` ranks,
+        so each rank's chunk times the ranks (``perf.dp_instance.sglang_chunked_prefill_total``)."""
+        if self.data_parallel_size == 1:
+            return self.max_num_batched_tokens
+        return max(self.max_num_batched_tokens - self.max_num_seqs, 1) * self.data_parallel_size
+
     def per_rank(self, instance_total: int) -> int:
         """One attention rank's share of an instance limit (rounded up: a rank never gets less)."""
         return -(-instance_total // self.data_parallel_size)
@@ -191,7 +205,7 @@ def _vllm(s: PoolServe, multi_node: bool) -> list[str]:
     if s.expert_parallel:
         argv.append("--enable-expert-parallel")
     argv += ["--max-num-seqs", str(s.per_rank(s.max_num_seqs)),
-             "--max-num-batched-tokens", str(s.per_rank(s.max_num_batched_tokens)),
+             "--max-num-batched-tokens", str(s.rank_token_budget()),
              "--max-model-len", str(s.max_model_len_tokens), "--block-size", str(s.block_size_tokens),
              "--num-gpu-blocks-override", str(s.per_rank(s.kv_blocks)),
              "--gpu-memory-utilization", str(GPU_MEMORY_UTILIZATION)]
@@ -219,8 +233,8 @@ def _sglang(s: PoolServe) -> list[str]:
     if s.expert_parallel:
         argv += ["--ep-size", str(s.tensor_parallel_size * dp)]
     argv += ["--max-running-requests", str(s.max_num_seqs),
-             "--chunked-prefill-size", str(s.max_num_batched_tokens),
-             "--max-prefill-tokens", str(s.per_rank(s.max_num_batched_tokens)),
+             "--chunked-prefill-size", str(s.server_chunked_prefill()),
+             "--max-prefill-tokens", str(s.rank_token_budget()),
              "--context-length", str(s.max_model_len_tokens),
              "--max-total-tokens", str(s.per_rank(s.kv_blocks) * s.block_size_tokens),
              "--mem-fraction-static", str(GPU_MEMORY_UTILIZATION)]

@@ -50,7 +50,8 @@ from fleetplan.errors import ConfigError
 from fleetplan.perf.linear import STEP_MODEL_LINEAR, STEP_MODEL_ROOFLINE, step_time_array_s
 from fleetplan.perf.seam import StepModel
 
-__all__ = ["DataParallelInstance", "attention_dp_ranks", "per_rank_limit", "split_step_coefficients"]
+__all__ = ["DataParallelInstance", "attention_dp_ranks", "per_rank_limit", "per_rank_token_budget",
+           "split_step_coefficients", "sglang_chunked_prefill_total"]
 
 #: ``STEP_MODEL_ROOFLINE`` coefficients per unit of a batch aggregate (divided by D).
 _ROOFLINE_PER_UNIT = (1, 3, 4, 7, 8, 9, 10, 11, 12, 15, 17)
@@ -129,3 +130,21 @@ def per_rank_limit(instance_limit: int, ranks: int) -> int:
         raise ConfigError(f"data-parallel ranks {ranks!r} must be a whole number >= 1", param="data_parallel_size",
                           value=ranks)
     return int(instance_limit) // ranks
+
+
+def per_rank_token_budget(instance_budget: int, instance_max_seqs: int, ranks: int) -> int:
+    """vLLM's per-rank ``--max-num-batched-tokens`` of a DP-attention instance whose budget is
+    ``n_max + chunk`` (one rank's chunk per instance step, module docstring): each rank runs its own
+    scheduler, so a rank's budget is its own decodes plus a whole chunk,
+    ``floor(n_max / ranks) + (instance_budget - n_max)`` (not ``floor(budget / ranks)``, which would
+    leave a rank less than one chunk)."""
+    chunk = max(int(instance_budget) - int(instance_max_seqs), 1)
+    return per_rank_limit(instance_max_seqs, ranks) + chunk
+
+
+def sglang_chunked_prefill_total(instance_budget: int, instance_max_seqs: int, ranks: int) -> int:
+    """SGLang's server-wide ``--chunked-prefill-size`` of a DP-attention instance: SGLang divides it over
+    its ``dp_size`` ranks (``server_args.py``), so each rank's chunk ``instance_budget - n_max`` times
+    ``ranks``."""
+    per_rank_limit(instance_max_seqs, ranks)  # validates ranks
+    return max(int(instance_budget) - int(instance_max_seqs), 1) * ranks

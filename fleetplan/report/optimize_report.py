@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import fleetplan
-from fleetplan.perf.dp_instance import attention_dp_ranks, per_rank_limit
+from fleetplan.perf.dp_instance import attention_dp_ranks, per_rank_limit, per_rank_token_budget
 from fleetplan.plan.disagg.candidates import VERIFIED_BY
 from fleetplan.report.atomic import atomic_write_text
 from fleetplan.units import s_to_ms
@@ -85,7 +85,9 @@ def pool_dict(p: PoolPlan, percentile: float, ranks: int = 1) -> dict[str, Any]:
         "reason": p.reason,
         # the engine limits both phases served it with, as vLLM's flags (per DP rank)
         "max_num_seqs": per_rank_limit(p.max_num_seqs, ranks) or None,
-        "max_num_batched_tokens": per_rank_limit(p.max_num_batched_tokens, ranks) or None,
+        "max_num_batched_tokens": (per_rank_token_budget(p.max_num_batched_tokens, p.max_num_seqs, ranks)
+                                   if ranks > 1 and p.max_num_batched_tokens and p.max_num_seqs
+                                   else per_rank_limit(p.max_num_batched_tokens, ranks) or None),
         "data_parallel_size": ranks,
     }
 

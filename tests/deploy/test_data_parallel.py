@@ -50,7 +50,7 @@ def _value(argv, flag: str) -> str:
 
 def _dp_serve() -> PoolServe:
     return PoolServe(pool="p", served_model_name="m", tensor_parallel_size=1, pipeline_parallel_size=1,
-                     expert_parallel=True, max_num_seqs=54, max_num_batched_tokens=16438, max_model_len_tokens=8192,
+                     expert_parallel=True, max_num_seqs=54, max_num_batched_tokens=54 + 1024, max_model_len_tokens=8192,
                      kv_blocks=16 * 1000 + 3, block_size_tokens=64, gpus_per_node=8, data_parallel_size=RANKS)
 
 
@@ -62,7 +62,8 @@ def test_vllm_limits_are_per_rank_and_nodes_join_headless():
         v = line.argv
         assert _value(v, "--data-parallel-size") == "16" and "--enable-expert-parallel" in v
         assert _value(v, "--tensor-parallel-size") == "1" and _value(v, "--data-parallel-size-local") == "8"
-        # ceil(instance limit / ranks): vLLM applies these per DP rank
+        # vLLM applies these per DP rank: ceil(54 / 16) sequences, and a rank's own decodes plus one whole chunk
+        # (the instance's budget is n_max + one rank's chunk: perf.dp_instance.per_rank_token_budget)
         assert _value(v, "--max-num-seqs") == "4" and _value(v, "--max-num-batched-tokens") == "1028"
         assert _value(v, "--num-gpu-blocks-override") == "1001"
         assert _value(v, "--data-parallel-address") == "{leader}"
@@ -79,8 +80,9 @@ def test_sglang_takes_instance_limits_with_dp_attention():
     g = lines[0].argv
     assert _value(g, "--tp-size") == "16" and _value(g, "--dp-size") == "16" and "--enable-dp-attention" in g
     assert _value(g, "--ep-size") == "16"
-    # SGLang divides these two by --dp-size itself; the prefill batch and KV pool are one rank's
-    assert _value(g, "--max-running-requests") == "54" and _value(g, "--chunked-prefill-size") == "16438"
+    # SGLang divides these two by --dp-size itself (16 ranks x a 1,024-token chunk); the prefill batch and KV
+    # pool are one rank's
+    assert _value(g, "--max-running-requests") == "54" and _value(g, "--chunked-prefill-size") == "16384"
     assert _value(g, "--max-prefill-tokens") == "1028" and _value(g, "--max-total-tokens") == str(1001 * 64)
 
 

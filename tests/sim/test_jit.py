@@ -42,7 +42,9 @@ def kernel(a):
 
 
 def _run(tmp_path, body: str) -> str:
-    (tmp_path / "jitmod.py").write_text(MODULE)
+    module = tmp_path / "jitmod.py"
+    if not module.exists():  # rewriting it would make the source newer than its cache (a stale entry, recompiled)
+        module.write_text(MODULE)
     code = f"import sys; sys.path.insert(0, {str(tmp_path)!r})\nimport numpy as np, jitmod\n" + textwrap.dedent(body)
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
     env.pop("NUMBA_DISABLE_JIT", None)

@@ -40,13 +40,19 @@ def _run(tmp_path) -> str:
     return out.stdout.strip()
 
 
-def test_a_changed_helper_file_recompiles_the_kernel(tmp_path):
+def _package(tmp_path):
+    """The two-file kernel package, run once (compiled and cached): returns its folder."""
     pkg = tmp_path / "kpkg"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "kernel.py").write_text(_KERNEL)
     (pkg / "helper.py").write_text(_HELPER.format(factor=2))
     assert _run(tmp_path) == "21"
+    return pkg
+
+
+def test_a_changed_helper_file_recompiles_the_kernel(tmp_path):
+    pkg = _package(tmp_path)
     assert list((pkg / "__pycache__").glob("kernel.kernel-*.nbi")), "the kernel was cached on disk"
     (pkg / "helper.py").write_text(_HELPER.format(factor=3))
     later = os.stat(pkg / "kernel.py").st_mtime_ns + 5_000_000_000  # clearly newer than the cache
@@ -55,12 +61,7 @@ def test_a_changed_helper_file_recompiles_the_kernel(tmp_path):
 
 
 def test_an_up_to_date_index_is_kept(tmp_path):
-    pkg = tmp_path / "kpkg"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "kernel.py").write_text(_KERNEL)
-    (pkg / "helper.py").write_text(_HELPER.format(factor=2))
-    assert _run(tmp_path) == "21"
+    pkg = _package(tmp_path)
     index = next((pkg / "__pycache__").glob("kernel.kernel-*.nbi"))
     stamp = os.stat(index).st_mtime_ns
     assert _run(tmp_path) == "21"
