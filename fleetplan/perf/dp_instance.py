@@ -133,7 +133,7 @@ def per_rank_limit(instance_limit: int, ranks: int) -> int:
 
 
 def per_rank_token_budget(instance_budget: int, instance_max_seqs: int, ranks: int) -> int:
-    """vLLM's per-rank ``--max-num-batched-tokens`` of a DP-attention instance whose budget is
+    """vLLM's per-rank ``max_num_batched_tokens`` of a DP-attention instance whose budget is
     ``n_max + chunk`` (one rank's chunk per instance step, module docstring): each rank runs its own
     scheduler, so a rank's budget is its own decodes plus a whole chunk,
     ``floor(n_max / ranks) + (instance_budget - n_max)`` (not ``floor(budget / ranks)``, which would
@@ -143,7 +143,7 @@ def per_rank_token_budget(instance_budget: int, instance_max_seqs: int, ranks: i
 
 
 def sglang_chunked_prefill_total(instance_budget: int, instance_max_seqs: int, ranks: int) -> int:
-    """SGLang's server-wide ``--chunked-prefill-size`` of a DP-attention instance: SGLang divides it over
+    """SGLang's server-wide ``chunked_prefill_size`` of a DP-attention instance: SGLang divides it over
     its ``dp_size`` ranks (``server_args.py``), so each rank's chunk ``instance_budget - n_max`` times
     ``ranks``."""
     per_rank_limit(instance_max_seqs, ranks)  # validates ranks
