@@ -17,6 +17,7 @@ Pass rule as ``plan.verify``: replications with independent seeds (the same at e
 common random numbers); the fleet passes when the upper end of the Student-t interval of the
 SLO-percentile TTFT and TPOT are within the SLOs.  The roles are coupled (one simulation of the whole
 fleet), so the search is per role in turn: a failing fleet grows its binding role by one instance
+(or ``GROWTH_SHARE`` of its instances when that is more)
 (AFD: one decode unit) until it passes (prefill when TTFT is the worse ratio and its queueing
 exceeds the first-decode wait, decode otherwise; no step cap, only ``max_gpus``); then prefill,
 then decode, is shrunk holding the other (galloping down, then bisection) to the fewest instances
@@ -214,6 +215,12 @@ def _steps(c: DisaggCandidate) -> tuple[tuple[int, ...], ...]:
     return prefill, decode
 
 
+#: A failing fleet grows its binding role by this share of its units per step (at least one unit), so a
+#: fleet of hundreds of instances takes tens of simulations, not hundreds; the shrink that follows bisects
+#: back to the fewest units that pass, so the overshoot costs no GPUs.
+GROWTH_SHARE = 0.1
+
+
 def _grow(c: DisaggCandidate, counts: list[int], check: _Check, s: VerifySettings) -> None:
     ttft_ratio = check.upper_ttft_s / s.slo_ttft_s
     tpot_ratio = 0.0 if s.slo_tpot_s is None else check.upper_tpot_s / s.slo_tpot_s
@@ -223,8 +230,10 @@ def _grow(c: DisaggCandidate, counts: list[int], check: _Check, s: VerifySetting
     else:
         prefill, decode = steps
         step = prefill if ttft_ratio >= tpot_ratio and check.queue_s >= check.first_decode_s else decode
+    role = next(i for i, k in enumerate(step) if k)
+    units = max(1, int(GROWTH_SHARE * (counts[role] // step[role])))
     for i, k in enumerate(step):
-        counts[i] += k
+        counts[i] += k * units
 
 
 def verify_disagg(candidate: DisaggCandidate, gpus: Mapping[str, GpuProfile], workload: Workload, s: VerifySettings,
