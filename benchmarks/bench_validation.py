@@ -165,13 +165,25 @@ gpt-oss "H100" pages show the same (prefill rate 1.85x their A100's where the pe
 (+148 % mean signed) against gpt-oss-20b (-12 %) is the KV cache, not the architecture: the 120b's 60.7 GiB of
 weights (MXFP4 experts, BF16 attention and embeddings, as the checkpoint's 60.8 GiB) leave one 80 GB GPU 238,816
 KV tokens, so its TP1 runs are saturated (median ITL +900 to +3,200 %), while the 20b's 12.8 GiB leave 2.5M and
-its runs are not; config handling checked: 36 / 24 layers, half of them 128-token sliding windows, 128 / 32
-experts of width 2,880, top-4, TP as the runs state (no expert parallelism, vLLM's default).  OCI's
-Llama-3.1-405B FP8 on 8 MI300X is 40-50 % fast at batch 1-256 (vLLM on ROCm, 2024): the decode step at batch 1
-(27.6 ms measured for 50.6 GB of FP8 weights per GPU) implies about 2.2 TB/s of weight streaming, 41 % of the
-5.3 TB/s peak, where the profile applies the NVIDIA-fitted 78 %; no published MI300X figure for vLLM's achieved
-weight-streaming or FP8 GEMM efficiency was found to set `[gpu_options.MI300X]` values from, and the OCI rows are
-held out, so the MI300X values are left as they are (the MI300X datasheet peaks are the profile's sources).
+its runs are not.  How many requests the KV cache holds is what sets those medians: under vLLM v1's scheduler a
+request of O outputs whose prompt takes k steps, among N held, sees k(N - 1) steps carrying another request's
+prefill and O - 1 - k(N - 1) pure decode steps (exact for k = 1 in tests/sim/test_saturated_itl.py; for k chunks as
+long as two prefills do not share steps), so the median ITL is a pure decode step only while O - 1 > 2k(N - 1).
+GPUStack's A100 page prints vLLM's peak output throughput: times the median ITL it is the batch of the pure decode
+steps, about 4 requests in the 32000/100 runs (176 tok/s x 24.2 ms, 196 x 20.5 ms) and 32-60 in the 4000- and
+2000-token ones, 125,000-137,000 KV tokens in each of the five runs whose median is a pure step, where the simulator
+holds 256,096 (8 of the 32k requests: k = 16 chunks of 2,048, no pure step before the queue drains).  vLLM's own
+start-up logs load 65.97 GiB of gpt-oss-120b weights on one GPU through v0.10.1's Marlin MXFP4 path
+(vllm-project/vllm issue #23278, H100; 64.38 GiB through v0.14.1's Triton path, issue #33155), 5.3 GiB more than
+`fleetplan.perf.kv_budget` counts, which alone would leave the A100 about 100,000 tokens; not applied here (the load
+is logged for another GPU and version, and the KV budget is the step model's).  Config handling checked: 36 / 24
+layers, half of them 128-token sliding windows, 128 / 32 experts of width 2,880, top-4, TP as the runs state (no
+expert parallelism, vLLM's default).  OCI's Llama-3.1-405B FP8 on 8 MI300X is 40-50 % fast at batch 1-256 (vLLM on
+ROCm, 2024): the decode step at batch 1 (27.6 ms measured for 50.6 GB of FP8 weights per GPU) implies about 2.2 TB/s
+of weight streaming, 41 % of the 5.3 TB/s peak, where the profile applies the NVIDIA-fitted 78 %; no published
+MI300X figure for vLLM's achieved weight-streaming or FP8 GEMM efficiency was found to set `[gpu_options.MI300X]`
+values from, and the OCI rows are held out, so the MI300X values are left as they are (the MI300X datasheet peaks
+are the profile's sources).
 
 Mechanisms of this revision, each sourced, none fitted on a held-out row (their effect on the held-out rows is
 reported in the tables above and in the issue-26 notes):
