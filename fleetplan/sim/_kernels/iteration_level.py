@@ -18,6 +18,13 @@ tokens computed before it emits its next token; ``computed`` counts tokens whose
   queue); if that is the request being scheduled it is skipped.  Then, only if nobody was
   preempted in this step (as vLLM v1), waiting requests are admitted FCFS while
   ``n_running < max_num_seqs``, budget remains and their first chunk's blocks fit.
+  These are ``Scheduler.schedule``'s rules in vllm-project/vllm ``vllm/v1/core/sched/scheduler.py``
+  (v0.10-v0.13; read at 00024d314514900f361ad072af6931e403b7f589): running requests first with
+  ``min(tokens left, budget)`` (``long_prefill_token_threshold`` 0, its default), a failed
+  ``allocate_slots`` preempts ``self.running.pop()`` (itself last: the running pass ends), waiting
+  requests only ``if not preempted_reqs`` and a failed allocation ends admission (``break``).
+  Consequence for runs that keep more requests in flight than the KV cache holds:
+  ``tests/sim/test_saturated_itl.py``.
 * Step time: ``step_model.step_time_s`` of (scheduled seqs, decoding seqs, prefill tokens,
   decode context, attention work).  At step end the tokens are committed; a request whose computed tokens
   reach ``prompt + generated`` emits a token (first emission sets ``out_first_token_s``)
