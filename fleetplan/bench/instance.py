@@ -290,7 +290,7 @@ def serving_fleet(args: EngineArgs) -> FleetSpec:
     budget = kv_budget(args.model, args.gpu, par, weight_dtype=args.weight_dtype,
                        kv_dtype=args.kv_cache_dtype, gpu_memory_utilization=args.gpu_memory_utilization,
                        block_size_tokens=DEFAULT_BLOCK_SIZE_TOKENS, max_num_seqs=max_seqs,
-                       max_num_batched_tokens=args.max_num_batched_tokens or tokens_default)
+                       max_num_batched_tokens=args.max_num_batched_tokens or tokens_default, engine=args.engine)
     rank_blocks = budget.kv_blocks_per_replica // ranks
     capacity = rank_blocks * DEFAULT_BLOCK_SIZE_TOKENS
     max_len = args.max_model_len or min(capacity, DEFAULT_MAX_MODEL_LEN_TOKENS)

@@ -208,6 +208,8 @@ def _budget_table(b: KvBudget) -> Table:
         ("comm workspace", f"-{_gib(b.comm_workspace_bytes)} GiB"),
         *([(f"per-sequence state ({b.state_reserved_bytes // b.state_bytes_per_seq} sequences)",
             f"-{_gib(b.state_reserved_bytes)} GiB")] if b.state_reserved_bytes else []),
+        *([("sliding-window KV per running request", f"{b.window_tokens_per_seq} tokens")]
+          if b.window_tokens_per_seq else []),
         ("KV cache available", f"{_gib(b.kv_available_bytes)} GiB"),
         ("KV bytes / token", f"{b.kv_bytes_per_token:,}"),
         (f"KV blocks ({b.block_size_tokens} tokens)", f"{b.kv_blocks_per_gpu:,}"),

@@ -270,10 +270,13 @@ def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: 
                   f"replica ({budget.kv_blocks_per_replica * budget.block_size_tokens} tokens); "
                   f"n_max at {KV_REPORT_CONTEXT_TOKENS} tokens = {budget.kv_blocks_per_replica // per_seq}")
     if budget.state_reserved_bytes:
-        console.print(f"fixed per-sequence state (linear-attention state, narrow-window KV): "
+        console.print(f"fixed per-sequence state (linear-attention state): "
                       f"{budget.state_bytes_per_seq / 2**20:.2f} MiB per sequence per GPU, "
                       f"{budget.state_reserved_bytes / 2**30:.2f} GiB reserved per GPU for {DEFAULT_MAX_NUM_SEQS} "
                       "sequences ahead of the KV blocks")
+    if budget.window_tokens_per_seq:
+        console.print(f"sliding-window KV: {budget.window_tokens_per_seq} tokens of the KV blocks per running "
+                      "request (vLLM's hybrid allocator, not reserved)")
     o = p.options
     if o.api_server_s_per_request or o.api_server_s_per_token:
         ceiling = api_server_max_request_rate_per_s(o, KV_REPORT_CONTEXT_TOKENS, 0, api_server_count)

@@ -25,14 +25,54 @@ analytical estimates here, not a profile; pass measured values when you have the
   stage; DeepSeek-V3.2's indexer is replicated (vLLM builds it of ``ReplicatedLinear``).  A
   checkpoint with ``quantized_experts_only`` (gpt-oss: MXFP4 experts) served in its own type
   keeps everything but the routed experts in BF16.
+* MXFP4 experts as the engine loads them (``Mxfp4Layout``, ``mxfp4_layout``): not the checkpoint's
+  bytes.  vLLM's ``Mxfp4MoEMethod.create_weights`` allocates each expert's ``w13`` (``2 I_p x H_p``)
+  and ``w2`` (``H_p x I_p``) at padded sizes, 4 bits a weight plus one E8M0 byte per 32 and a bias
+  per output row, and ``process_weights_after_loading`` repacks them per backend
+  (vllm-project/vllm ``vllm/model_executor/layers/quantization/mxfp4.py``@007d5005 and
+  ``utils/marlin_utils_fp4.py``, ``utils/mxfp4_utils.py``), so per expert on one GPU
+
+      loaded_bytes = 3 I_p H_p (1/2 + c/32) + (2 I_p + H_p) b,   I_p = roundup(I / ffn_tp, a_I),
+                                                                  H_p = roundup(h, a_H)
+
+  with the backend vLLM picks by the GPU's compute capability (``get_mxfp4_backend``):
+  Marlin below SM 9.0 (A100, A10G, L4, L40S: triton_kernels is only enabled on SM 9.0-10.x):
+  ``a_I`` 128, ``a_H`` 256 (the Marlin MoE kernel needs n % 256 and k % 128), ``c`` 1, BF16
+  bias ``b`` 2; Triton on SM 9.0 (H100, H200, H20, H800; FlashInfer's SM90 path is opt-in by
+  ``VLLM_USE_FLASHINFER_MOE_MXFP4_BF16``): ``a_I`` 64, no hidden padding, the biases cast to
+  fp32 (``b`` 4) and ``c`` 2 because ``_swizzle_mxfp4`` returns new scale tensors while the
+  loaded ``w13_weight_scale``/``w2_weight_scale`` parameters stay registered (only the weights
+  are deleted); FlashInfer MXFP4-BF16 on SM 10.0 (B200): ``a_I`` = ``a_H`` 256, ``b`` 4, ``c``
+  1; ROCm (MI300X, gfx942): the Triton path with ``get_padding_alignment()`` 128 on both, ``b``
+  4, ``c`` 2.  SGLang's ``Mxfp4MoEMethod.create_weights`` (sgl-project/sglang
+  ``python/sglang/srt/layers/quantization/mxfp4.py``@0043c43a) pads ``I`` to 64 only (its
+  scale handling after loading is not modelled: ``c`` 1, ``b`` 2); other engines load the
+  checkpoint's bytes.  gpt-oss-120b (h = I = 2880, 128 experts, 36 layers) on one GPU:
+  65.90 GiB under Marlin against the 65.97 GiB vLLM v0.10.1 logs ("Model loading took",
+  vllm-project/vllm issue #23278, Marlin MXFP4) and 64.18 GiB under Triton against v0.14.1's
+  64.38 GiB (issue #33155); the checkpoint's 60.69 GiB was 5.3 and 3.7 GiB short.  The
+  0.07-0.2 GiB left are the attention biases and sinks the model config leaves out.
 * ``state_bytes_per_seq`` (``state_bytes_per_seq_per_gpu``): what a sequence holds whatever its
   length: the Gated DeltaNet recurrent and convolution state (BF16, vLLM's
   ``mamba_cache_dtype`` "auto" = the model dtype: vllm-project/vllm
   ``vllm/model_executor/layers/mamba/mamba_utils.py``
-  ``MambaStateDtypeCalculator.gated_delta_net_state_dtype``; heads split over ``attn_tp``) and
-  the KV of narrow-window layers (gpt-oss's 128-token sliding window: at most ``W`` tokens).
-  vLLM takes both from the same pool as the paged KV, one set per running request; at most
-  ``max_num_seqs`` requests run, so that many are reserved (an upper bound when fewer run).
+  ``MambaStateDtypeCalculator.gated_delta_net_state_dtype``; heads split over ``attn_tp``),
+  reserved for ``max_num_seqs`` sequences (an upper bound when fewer run).
+* ``window_tokens_per_seq``: the KV of narrow-window layers (gpt-oss's 128-token sliding window)
+  is *not* reserved.  vLLM's hybrid KV-cache manager backs every KV-cache group (one of full
+  layers, one of sliding layers for gpt-oss) by the one shared block pool, a block id costing one
+  page in each layer of a group (``vllm/v1/core/kv_cache_utils.py``
+  ``_get_kv_cache_config_uniform_page_size``), and ``SlidingWindowManager`` keeps only the blocks
+  inside the window of a *running* request (``remove_skipped_blocks``; at most
+  ``ceil(W / block) + 1`` blocks, ``get_num_blocks_to_allocate``).  So the pool is sized by the
+  full layers alone and each running request holds, besides its context, a fixed
+
+      window_tokens_per_seq = ceil((ceil(W / block) + 1) * block * n_window / n_full)
+
+  tokens of full-layer capacity: 144 for gpt-oss (W 128, block 16, 18 sliding and 18 full
+  layers).  The simulator charges it per running request (``FleetSpec`` pools'
+  ``window_tokens``); the transient blocks a prefill chunk takes in the sliding group before
+  they leave the window are not charged.
 * ``activation_peak_bytes`` (the profiling run's torch peak), with ``T`` =
   ``max_num_batched_tokens``, ``S`` = ``max_num_seqs`` and 2-byte activations:
 
@@ -69,16 +109,20 @@ from fleetplan.perf.parallelism import Parallelism, pp_stage_layers, valid_tenso
 from fleetplan.units import BYTES_PER_GIB
 
 __all__ = [
+    "CUDA_CAPABILITY",
     "DEFAULT_COMM_WORKSPACE_BYTES",
     "DEFAULT_CUDAGRAPH_POOL_BYTES",
     "DEFAULT_MAX_NUM_BATCHED_TOKENS",
     "DEFAULT_MAX_NUM_SEQS",
     "KvBudget",
     "LARGE_GPU_GIB",
+    "Mxfp4Layout",
     "kv_budget",
+    "mxfp4_layout",
     "state_bytes_per_seq_per_gpu",
     "vllm_batch_defaults",
     "weight_bytes_per_gpu",
+    "window_tokens_per_seq",
 ]
 
 #: Chunked-prefill token budget of the profiling run (vLLM ``max_num_batched_tokens``).
@@ -95,6 +139,73 @@ DEFAULT_CUDAGRAPH_POOL_BYTES = int(1.0 * BYTES_PER_GIB)
 DEFAULT_COMM_WORKSPACE_BYTES = int(0.5 * BYTES_PER_GIB)
 ACTIVATION_BYTES = 2  # bf16 activations whatever the weight dtype
 LOGIT_BYTES = 4  # fp32 logits
+#: CUDA compute capability x 10 of the catalog's NVIDIA GPUs (NVIDIA, "CUDA GPUs - Compute Capability",
+#: developer.nvidia.com/cuda-gpus: A100 8.0, A10G 8.6, L4 / L40S 8.9, H100 / H200 / H20 / H800 9.0, B200 10.0);
+#: ``None`` marks a ROCm GPU (MI300X, gfx942).  Read only to pick vLLM's MXFP4 MoE backend.
+CUDA_CAPABILITY: dict[str, int | None] = {
+    "A100-40GB": 80, "A100-80GB": 80, "A10G": 86, "L4": 89, "L40S": 89, "H100-PCIe": 90, "H100-SXM": 90,
+    "H20": 90, "H200": 90, "H800": 90, "B200": 100, "MI300X": None,
+}
+MXFP4_BLOCK = 32  # elements per E8M0 scale (OCP MX v1.0)
+
+
+@dataclass(frozen=True)
+class Mxfp4Layout:
+    """How an engine holds MXFP4 MoE experts after loading (module docstring): the backend's name, the
+    alignment of the per-GPU intermediate size and of the hidden size, copies of the E8M0 scales kept, and
+    bytes per bias element."""
+
+    backend: str
+    intermediate_align: int
+    hidden_align: int
+    scale_copies: int
+    bias_bytes: int
+
+    def expert_bytes(self, hidden: int, intermediate_per_gpu: float) -> float:
+        """Loaded bytes of one expert on one GPU: ``3 I_p H_p (1/2 + c/32) + (2 I_p + H_p) b``."""
+        i_p = _round_up(math.ceil(intermediate_per_gpu), self.intermediate_align)
+        h_p = _round_up(hidden, self.hidden_align)
+        return 3 * i_p * h_p * (0.5 + self.scale_copies / MXFP4_BLOCK) + (2 * i_p + h_p) * self.bias_bytes
+
+
+def _round_up(n: int, align: int) -> int:
+    return -(-n // align) * align
+
+
+#: The checkpoint's own bytes (4.25 bits a weight), for engines whose loader is not modelled.
+CHECKPOINT_MXFP4 = Mxfp4Layout("checkpoint", 1, 1, 1, 0)
+_VLLM_MXFP4 = {
+    "marlin": Mxfp4Layout("vllm-marlin", 128, 256, 1, 2),
+    "triton": Mxfp4Layout("vllm-triton", 64, 1, 2, 4),
+    "flashinfer-sm100": Mxfp4Layout("vllm-flashinfer-sm100", 256, 256, 1, 4),
+    "rocm-triton": Mxfp4Layout("vllm-rocm-triton", 128, 128, 2, 4),
+}
+_SGLANG_MXFP4 = Mxfp4Layout("sglang", 64, 1, 1, 2)
+
+
+def mxfp4_layout(gpu: GpuProfile, engine: str = "vllm") -> Mxfp4Layout:
+    """The MXFP4 MoE layout ``engine`` loads on ``gpu`` (module docstring): vLLM by compute capability
+    (``CUDA_CAPABILITY``), SGLang's padding, the checkpoint's bytes for other engines.
+
+    Raises
+    ------
+    ConfigError
+        vLLM on a GPU missing from ``CUDA_CAPABILITY`` (its backend, hence its padding, is unknown).
+    """
+    if engine == "sglang":
+        return _SGLANG_MXFP4
+    if engine != "vllm":
+        return CHECKPOINT_MXFP4
+    if gpu.name not in CUDA_CAPABILITY:
+        raise ConfigError(f"GPU {gpu.name!r} has no compute capability in fleetplan.perf.kv_budget.CUDA_CAPABILITY, "
+                          f"which picks vLLM's MXFP4 MoE backend and its weight padding; known: "
+                          f"{', '.join(sorted(CUDA_CAPABILITY))}: add it there", param="gpu", value=gpu.name)
+    cc = CUDA_CAPABILITY[gpu.name]
+    if cc is None:
+        return _VLLM_MXFP4["rocm-triton"]
+    if cc < 90:
+        return _VLLM_MXFP4["marlin"]
+    return _VLLM_MXFP4["triton"] if cc < 100 else _VLLM_MXFP4["flashinfer-sm100"]
 
 
 @dataclass(frozen=True)
@@ -124,6 +235,8 @@ class KvBudget:
     kv_blocks_per_replica: int
     state_bytes_per_seq: int = 0
     state_reserved_bytes: int = 0
+    window_tokens_per_seq: int = 0
+    mxfp4_backend: str = ""
 
     def __post_init__(self) -> None:
         if self.kv_blocks_per_gpu < 1 or self.kv_available_bytes < 0:
@@ -181,10 +294,11 @@ def _bytes_per_param(model: ModelConfig, weight_dtype: Dtype) -> tuple[float, fl
 
 
 def weight_bytes_per_gpu(model: ModelConfig, par: Parallelism, weight_dtype: Dtype,
-                         n_mtp_layers: int = 0) -> tuple[int, ...]:
+                         n_mtp_layers: int = 0, *, mxfp4: Mxfp4Layout = CHECKPOINT_MXFP4) -> tuple[int, ...]:
     """Weight bytes on one GPU of each pipeline stage (module docstring for the sharding), the last
     stage holding ``n_mtp_layers`` MTP draft layers.  A stage's MoE layers are those of
-    ``model.moe_layer_indices()`` in its layer range (Llama-4 interleaves them)."""
+    ``model.moe_layer_indices()`` in its layer range (Llama-4 interleaves them).  MXFP4 routed experts
+    take ``mxfp4.expert_bytes`` each (``mxfp4_layout``; the default is the checkpoint's bytes)."""
     h, attn_tp = model.hidden_size, par.attn_tp
     expert_bytes, rest_bytes = _bytes_per_param(model, weight_dtype)
     attn = _mean_attention_split(model, par) + 2 * h
@@ -193,6 +307,9 @@ def weight_bytes_per_gpu(model: ModelConfig, par: Parallelism, weight_dtype: Dty
     if model.is_moe:
         routed = model.n_experts / par.ffn_ep * model.expert_params() / par.ffn_tp
         shared = model.n_shared_experts * model.expert_params() / attn_tp + model.router_params()
+        if weight_dtype is Dtype.MXFP4 and mxfp4 is not CHECKPOINT_MXFP4:
+            loaded = mxfp4.expert_bytes(h, model.moe_intermediate_size / par.ffn_tp)
+            routed, expert_bytes = model.n_experts / par.ffn_ep * loaded, 1.0
     vocab = model.vocab_size * h / attn_tp
     moe_layers = model.moe_layer_indices()
     out, start = [], 0
@@ -214,14 +331,24 @@ def weight_bytes_per_gpu(model: ModelConfig, par: Parallelism, weight_dtype: Dty
 
 
 def state_bytes_per_seq_per_gpu(model: ModelConfig, par: Parallelism, kv_dtype: Dtype) -> float:
-    """Fixed memory of one sequence on one GPU over all layers, whatever its length: the Gated DeltaNet
-    state (``ModelConfig.linear_state_bytes_per_seq`` in BF16, heads split over ``attn_tp``) plus the KV
-    of narrow-window layers, at most ``W`` tokens (``ModelConfig.window_kv_bytes_per_seq``, KV heads as
-    the per-token cache).  A pipeline stage holds its ``layers / n_layers`` share."""
-    window = model.window_kv_bytes_per_seq(kv_dtype)
-    if model.attention is AttentionKind.GQA:
-        window *= par.kv_heads_per_gpu(model) / model.n_kv_heads
-    return model.linear_state_bytes_per_seq(Dtype.BF16) / par.attn_tp + window
+    """Fixed memory of one sequence on one GPU over all layers, whatever its length, reserved per
+    ``max_num_seqs`` slot: the Gated DeltaNet state (``ModelConfig.linear_state_bytes_per_seq`` in BF16,
+    heads split over ``attn_tp``).  A pipeline stage holds its ``layers / n_layers`` share.  Narrow-window
+    KV is not reserved: it is ``window_tokens_per_seq`` per running request (module docstring).
+    ``kv_dtype`` is kept for the signature's callers; the state is BF16 whatever the KV type."""
+    del kv_dtype
+    return model.linear_state_bytes_per_seq(Dtype.BF16) / par.attn_tp
+
+
+def window_tokens_per_seq(model: ModelConfig, block_size_tokens: int) -> int:
+    """Full-layer KV tokens one running request holds for its narrow-window layers under vLLM's hybrid
+    allocator: ``ceil((ceil(W / block) + 1) * block * n_window / n_full)`` (module docstring; 144 for
+    gpt-oss at 16-token blocks), 0 without narrow-window layers."""
+    mix = model.layers
+    if not mix.n_window_layers or mix.window_counts_as_full or model.n_kv_layers < 1:
+        return 0
+    blocks = -(-mix.attention_window_tokens // block_size_tokens) + 1
+    return -(-blocks * block_size_tokens * mix.n_window_layers // model.n_kv_layers)
 
 
 def _activation_peak_bytes(model: ModelConfig, par: Parallelism, tokens: int, seqs: int) -> int:
@@ -249,9 +376,11 @@ def kv_budget(
     cudagraph_pool_bytes: int = DEFAULT_CUDAGRAPH_POOL_BYTES,
     comm_workspace_bytes: int | None = None,
     n_mtp_layers: int = 0,
+    engine: str = "vllm",
 ) -> KvBudget:
     """KV-cache budget of ``model`` on ``gpu`` sharded as ``par`` (module docstring), with
-    ``n_mtp_layers`` MTP draft layers loaded for speculative decoding.
+    ``n_mtp_layers`` MTP draft layers loaded for speculative decoding, MXFP4 experts held as
+    ``engine`` loads them (``mxfp4_layout``).
 
     ``comm_workspace_bytes=None`` means ``DEFAULT_COMM_WORKSPACE_BYTES`` on a multi-GPU
     replica and 0 on one GPU.  Dtypes may be given by name (``"fp8"``).
@@ -275,7 +404,8 @@ def kv_budget(
     knobs = dict(weight_dtype=weight_dtype, kv_dtype=kv_dtype, gpu_memory_utilization=gpu_memory_utilization,
                  block_size_tokens=block_size_tokens, max_num_batched_tokens=max_num_batched_tokens,
                  max_num_seqs=max_num_seqs, cudagraph_pool_bytes=cudagraph_pool_bytes,
-                 comm_workspace_bytes=comm_workspace_bytes, n_mtp_layers=n_mtp_layers)
+                 comm_workspace_bytes=comm_workspace_bytes, n_mtp_layers=n_mtp_layers,
+                 mxfp4=mxfp4_layout(gpu, engine) if weight_dtype is Dtype.MXFP4 else CHECKPOINT_MXFP4)
     budget = _try_budget(model, gpu, par, **knobs)
     if isinstance(budget, KvBudget):
         return budget
@@ -300,8 +430,8 @@ def _try_budget(model: ModelConfig, gpu: GpuProfile, par: Parallelism, **knobs) 
     stages = pp_stage_layers(model.n_layers, par.pp)
     mtp = knobs["n_mtp_layers"]
     state = state_bytes_per_seq_per_gpu(model, par, knobs["kv_dtype"])
-    for i, (layers, weights) in enumerate(zip(stages, weight_bytes_per_gpu(model, par, knobs["weight_dtype"], mtp),
-                                              strict=True)):
+    weights_per_stage = weight_bytes_per_gpu(model, par, knobs["weight_dtype"], mtp, mxfp4=knobs["mxfp4"])
+    for i, (layers, weights) in enumerate(zip(stages, weights_per_stage, strict=True)):
         per_seq = math.ceil(state * layers / model.n_layers)
         reserved = per_seq * knobs["max_num_seqs"]
         available = usable - weights - act - graphs - comm - reserved
@@ -319,6 +449,8 @@ def _try_budget(model: ModelConfig, gpu: GpuProfile, par: Parallelism, **knobs) 
         model_name=model.name, gpu_name=gpu.name, parallelism=par, weight_dtype=knobs["weight_dtype"],
         kv_dtype=knobs["kv_dtype"], gpu_memory_utilization=knobs["gpu_memory_utilization"],
         kv_blocks_per_replica=worst["kv_blocks_per_gpu"] * par.attn_dp, **worst, **common,
+        window_tokens_per_seq=window_tokens_per_seq(model, block),
+        mxfp4_backend=knobs["mxfp4"].backend if knobs["weight_dtype"] is Dtype.MXFP4 else "",
     )
 
 

@@ -30,8 +30,9 @@ def test_explain_defaults_to_the_checkpoint_storage_and_scaling() -> None:
     assert "bf16 weights" in explain("--model", "qwen3-32b")
     gpt_oss = explain("--model", "gpt-oss-120b")
     assert "mxfp4 weights" in gpt_oss
-    # 18 sliding layers x 128 tokens x 8 KV heads x 64 x 2 (K, V) x 2 B = 4.5 MiB; x 256 sequences = 1.12 GiB
-    assert "4.50 MiB per sequence per GPU, 1.12 GiB reserved per GPU for 256 sequences" in gpt_oss
+    # 18 sliding layers' ceil(128 / 16) + 1 = 9 blocks per running request = 144 tokens of the full layers' blocks
+    assert "sliding-window KV: 144 tokens of the KV blocks per running request" in gpt_oss
+    assert "reserved per GPU" not in gpt_oss
 
 
 def test_calibrate_profile_records_the_checkpoint_storage(tmp_path) -> None:

@@ -138,11 +138,12 @@ def test_expert_parallel_above_the_expert_count_is_one_error_line():
     assert result.stdout == ""
 
 
-def test_show_itemises_the_per_sequence_state_of_windowed_layers():
-    """gpt-oss-120b on one H100: 256 sequences x 18 sliding layers x 128 tokens x 2 KV x 8 heads x 64 x 2 B."""
+def test_show_itemises_the_per_request_window_of_windowed_layers():
+    """gpt-oss-120b on one H100: no reservation; each running request holds ceil(128 / 16) + 1 = 9 blocks of
+    its 18 sliding layers, 144 tokens of the full layers' KV blocks (vLLM's hybrid allocator)."""
     result = run("show", "gpt-oss-120b", "--gpu", "h100")
     assert result.exit_code == 0, result.output
-    gib = 256 * 18 * 128 * 2 * 8 * 64 * 2 / 2**30
-    assert re.search(rf"per-sequence state \(256 sequences\) +│ +-{gib:.1f} GiB", result.output)
+    assert "per-sequence state" not in result.output
+    assert re.search(r"sliding-window KV per running request +│ +144 tokens", result.output)
     llama = run("show", "llama-3.1-8b", "--gpu", "h100")
     assert "per-sequence state" not in llama.output

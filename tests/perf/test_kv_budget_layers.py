@@ -18,6 +18,7 @@ from fleetplan.perf.kv_budget import (
     kv_budget,
     state_bytes_per_seq_per_gpu,
     weight_bytes_per_gpu,
+    window_tokens_per_seq,
 )
 from fleetplan.perf.parallelism import Parallelism
 from tests.models.test_hf_config import QWEN3_NEXT
@@ -86,15 +87,20 @@ def test_pipeline_stages_share_the_fixed_state():
     assert two.state_bytes_per_seq == pytest.approx(one.state_bytes_per_seq / 2, abs=1)
 
 
-def test_gpt_oss_window_kv_per_sequence():
-    """18 sliding layers of 128 tokens: 128 x 2 x 8 KV heads x 64 x 2 B each, one KV head per GPU at TP 8."""
+def test_gpt_oss_window_kv_is_per_running_request_not_reserved():
+    """18 sliding layers of 128 tokens hold no reservation: vLLM's hybrid allocator takes their blocks from the
+    shared pool per running request, ceil(128/16) + 1 = 9 blocks of the 18 sliding layers = 144 tokens of the
+    18 full layers' capacity (a 32-token block: 5 blocks, 160 tokens)."""
     m = load_model("gpt-oss-120b")
-    assert state_bytes_per_seq_per_gpu(m, Parallelism(1), Dtype.BF16) == 18 * 128 * 2 * 8 * 64 * 2
-    assert state_bytes_per_seq_per_gpu(m, Parallelism(8, ep=8), Dtype.BF16) == 18 * 128 * 2 * 1 * 64 * 2
-    assert state_bytes_per_seq_per_gpu(m, Parallelism(8, ep=8), Dtype.FP8) == 18 * 128 * 2 * 1 * 64
+    assert state_bytes_per_seq_per_gpu(m, Parallelism(1), Dtype.BF16) == 0
     b = kv_budget(m, CATALOG.get("H100-SXM"), Parallelism(1), weight_dtype="mxfp4", kv_dtype="bf16")
-    assert b.state_reserved_bytes == 256 * 18 * 128 * 2 * 8 * 64 * 2
+    assert (b.state_bytes_per_seq, b.state_reserved_bytes, b.window_tokens_per_seq) == (0, 0, 144)
     assert b.kv_bytes_per_token == 18 * 2 * 8 * 64 * 2  # the 18 full layers
+    assert b.kv_available_bytes == (b.usable_bytes - b.weight_bytes - b.activation_peak_bytes
+                                    - DEFAULT_CUDAGRAPH_POOL_BYTES)
+    assert window_tokens_per_seq(m, 16) == 144 and window_tokens_per_seq(m, 32) == 160
+    assert window_tokens_per_seq(load_model("gpt-oss-20b"), 16) == 144  # 12 sliding, 12 full layers
+    assert window_tokens_per_seq(load_model("llama-3.1-8b"), 16) == 0
 
 
 def test_dense_and_full_attention_models_reserve_no_state():
