@@ -70,9 +70,13 @@ analytical estimates here, not a profile; pass measured values when you have the
       window_tokens_per_seq = ceil((ceil(W / block) + 1) * block * n_window / n_full)
 
   tokens of full-layer capacity: 144 for gpt-oss (W 128, block 16, 18 sliding and 18 full
-  layers).  The simulator charges it per running request (``FleetSpec`` pools'
-  ``window_tokens``); the transient blocks a prefill chunk takes in the sliding group before
-  they leave the window are not charged.
+  layers).  Not yet charged: the simulator's kernels and the analytic engine model size a
+  request's blocks by its context alone, so they overstate the cache by
+  ``window_tokens_per_seq`` per running request (1,152 tokens, < 1 %, at 8 running 32k
+  requests of gpt-oss-120b on A100; 36,864 tokens at 256 running requests, 147,456 at 1,024),
+  as do the transient blocks a prefill chunk takes in the sliding group before they leave
+  the window.  Charging it needs a per-pool field next to ``pool_kv_blocks`` in every kernel
+  and twin (``fleetplan.sim._kernels``) and in ``EngineLimits``.
 * ``activation_peak_bytes`` (the profiling run's torch peak), with ``T`` =
   ``max_num_batched_tokens``, ``S`` = ``max_num_seqs`` and 2-byte activations:
 
