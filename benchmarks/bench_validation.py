@@ -63,7 +63,8 @@ MEAN_ABS_TARGET = 0.15
 OUTLIER_SHARE_MAX = 0.10
 RUN_KEYS = ("engine", "model", "gpu", "tp", "weight_dtype", "input_tokens", "output_tokens", "request_rate",
             "max_concurrency", "num_prompts", "profile", "chunked_prefill", "kv_cache_dtype", "random_range_ratio",
-            "max_num_seqs", "max_num_batched_tokens", "range_ratio_rule", "pp", "dp", "ep", "dp_attention")
+            "max_num_seqs", "max_num_batched_tokens", "range_ratio_rule", "pp", "dp", "ep", "dp_attention",
+            "engine_version")
 #: Metrics a row may state and their units (the keys of vLLM's result JSON).
 METRIC_UNITS = {"output_throughput": "tok/s", "mean_ttft_ms": "ms", "median_ttft_ms": "ms", "mean_tpot_ms": "ms",
                 "median_itl_ms": "ms", "mean_e2el_ms": "ms"}
@@ -300,7 +301,8 @@ def simulate_run(key: tuple, catalog) -> dict:
                         max_num_batched_tokens=_int_or_none(k["max_num_batched_tokens"]),
                         enable_chunked_prefill=k["chunked_prefill"] == "true",
                         options=load_engine_profile(k["profile"]).options_for(gpu, weights),
-                        instances=copies, parallelism_spec=par, engine=k["engine"])
+                        instances=copies, parallelism_spec=par, engine=k["engine"],
+                        engine_version=k["engine_version"] or None)
     conc = _int_or_none(k["max_concurrency"])
     rate = math.inf if k["request_rate"] == "inf" else float(k["request_rate"])
     dataset = DatasetSpec(random_input_len=int(k["input_tokens"]), random_output_len=int(k["output_tokens"]),

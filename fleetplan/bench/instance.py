@@ -119,6 +119,7 @@ class EngineArgs:
     parallelism_spec: Parallelism | None = None
     api_server_count: int = 1  # API server processes per instance (fleetplan.sim.api_server)
     engine: str = "vllm"  # whose scheduler, defaults (ENGINE_DEFAULTS) and measured tables (timing_source)
+    engine_version: str | None = None  # release (e.g. "0.10.2"): picks vLLM's MXFP4 loader (perf.kv_budget)
     enable_mixed_chunk: bool = False  # SGLang's enable_mixed_chunk
     timing_source: TimingChoice | str | None = TimingChoice.ROOFLINE  # auto / measured / roofline (docstring)
 
@@ -290,7 +291,8 @@ def serving_fleet(args: EngineArgs) -> FleetSpec:
     budget = kv_budget(args.model, args.gpu, par, weight_dtype=args.weight_dtype,
                        kv_dtype=args.kv_cache_dtype, gpu_memory_utilization=args.gpu_memory_utilization,
                        block_size_tokens=DEFAULT_BLOCK_SIZE_TOKENS, max_num_seqs=max_seqs,
-                       max_num_batched_tokens=args.max_num_batched_tokens or tokens_default, engine=args.engine)
+                       max_num_batched_tokens=args.max_num_batched_tokens or tokens_default, engine=args.engine,
+                       engine_version=args.engine_version)
     rank_blocks = budget.kv_blocks_per_replica // ranks
     capacity = rank_blocks * DEFAULT_BLOCK_SIZE_TOKENS
     max_len = args.max_model_len or min(capacity, DEFAULT_MAX_MODEL_LEN_TOKENS)

@@ -38,8 +38,11 @@ analytical estimates here, not a profile; pass measured values when you have the
   with the backend vLLM picks by the GPU's compute capability (``get_mxfp4_backend``):
   Marlin below SM 9.0 (A100, A10G, L4, L40S: triton_kernels is only enabled on SM 9.0-10.x):
   ``a_I`` 128, ``a_H`` 256 (the Marlin MoE kernel needs n % 256 and k % 128), ``c`` 1, BF16
-  bias ``b`` 2; Triton on SM 9.0 (H100, H200, H20, H800; FlashInfer's SM90 path is opt-in by
-  ``VLLM_USE_FLASHINFER_MOE_MXFP4_BF16``): ``a_I`` 64, no hidden padding, the biases cast to
+  bias ``b`` 2; Marlin too on SM 9.0 up to vLLM 0.11.0, which did not ship ``triton_kernels``
+  (vllm-project/vllm issue #26582: v0.11.0 users install it by hand; PR #27523: commit a9f55dc5
+  added the dependency "which caused SM90 to default to Triton instead of Marlin"; first in
+  v0.11.1); Triton on SM 9.0 from v0.11.1 (H100, H200, H20, H800; FlashInfer's SM90 path is
+  opt-in by ``VLLM_USE_FLASHINFER_MOE_MXFP4_BF16``): ``a_I`` 64, no hidden padding, the biases cast to
   fp32 (``b`` 4) and ``c`` 2 because ``_swizzle_mxfp4`` returns new scale tensors while the
   loaded ``w13_weight_scale``/``w2_weight_scale`` parameters stay registered (only the weights
   are deleted); FlashInfer MXFP4-BF16 on SM 10.0 (B200): ``a_I`` = ``a_H`` 256, ``b`` 4, ``c``
@@ -121,6 +124,7 @@ __all__ = [
     "KvBudget",
     "LARGE_GPU_GIB",
     "Mxfp4Layout",
+    "VLLM_TRITON_MXFP4_SINCE",
     "kv_budget",
     "mxfp4_layout",
     "state_bytes_per_seq_per_gpu",
@@ -187,14 +191,29 @@ _VLLM_MXFP4 = {
 _SGLANG_MXFP4 = Mxfp4Layout("sglang", 64, 1, 1, 2)
 
 
-def mxfp4_layout(gpu: GpuProfile, engine: str = "vllm") -> Mxfp4Layout:
-    """The MXFP4 MoE layout ``engine`` loads on ``gpu`` (module docstring): vLLM by compute capability
-    (``CUDA_CAPABILITY``), SGLang's padding, the checkpoint's bytes for other engines.
+#: First vLLM release shipping ``triton_kernels`` (so defaulting to Triton on SM 9.0; module docstring).
+VLLM_TRITON_MXFP4_SINCE = (0, 11, 1)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    head = text.strip().lstrip("v").split("+")[0].split("rc")[0].split(".dev")[0]
+    try:
+        return tuple(int(part) for part in head.split("."))
+    except ValueError:
+        raise ConfigError(f"engine version {text!r} is not a release number such as 0.10.2", param="engine_version",
+                          value=text) from None
+
+
+def mxfp4_layout(gpu: GpuProfile, engine: str = "vllm", engine_version: str | None = None) -> Mxfp4Layout:
+    """The MXFP4 MoE layout ``engine`` (at ``engine_version``; None = a current release) loads on ``gpu``
+    (module docstring): vLLM by compute capability (``CUDA_CAPABILITY``) and release, SGLang's padding,
+    the checkpoint's bytes for other engines.
 
     Raises
     ------
     ConfigError
-        vLLM on a GPU missing from ``CUDA_CAPABILITY`` (its backend, hence its padding, is unknown).
+        vLLM on a GPU missing from ``CUDA_CAPABILITY`` (its backend, hence its padding, is unknown), or an
+        engine version that is not a release number.
     """
     if engine == "sglang":
         return _SGLANG_MXFP4
@@ -207,7 +226,8 @@ def mxfp4_layout(gpu: GpuProfile, engine: str = "vllm") -> Mxfp4Layout:
     cc = CUDA_CAPABILITY[gpu.name]
     if cc is None:
         return _VLLM_MXFP4["rocm-triton"]
-    if cc < 90:
+    old_release = engine_version is not None and _version(engine_version) < VLLM_TRITON_MXFP4_SINCE
+    if cc < 90 or (cc < 100 and old_release):
         return _VLLM_MXFP4["marlin"]
     return _VLLM_MXFP4["triton"] if cc < 100 else _VLLM_MXFP4["flashinfer-sm100"]
 
@@ -381,10 +401,11 @@ def kv_budget(
     comm_workspace_bytes: int | None = None,
     n_mtp_layers: int = 0,
     engine: str = "vllm",
+    engine_version: str | None = None,
 ) -> KvBudget:
     """KV-cache budget of ``model`` on ``gpu`` sharded as ``par`` (module docstring), with
     ``n_mtp_layers`` MTP draft layers loaded for speculative decoding, MXFP4 experts held as
-    ``engine`` loads them (``mxfp4_layout``).
+    ``engine`` at ``engine_version`` (None: a current release) loads them (``mxfp4_layout``).
 
     ``comm_workspace_bytes=None`` means ``DEFAULT_COMM_WORKSPACE_BYTES`` on a multi-GPU
     replica and 0 on one GPU.  Dtypes may be given by name (``"fp8"``).
@@ -409,7 +430,7 @@ def kv_budget(
                  block_size_tokens=block_size_tokens, max_num_batched_tokens=max_num_batched_tokens,
                  max_num_seqs=max_num_seqs, cudagraph_pool_bytes=cudagraph_pool_bytes,
                  comm_workspace_bytes=comm_workspace_bytes, n_mtp_layers=n_mtp_layers,
-                 mxfp4=mxfp4_layout(gpu, engine) if weight_dtype is Dtype.MXFP4 else CHECKPOINT_MXFP4)
+                 mxfp4=mxfp4_layout(gpu, engine, engine_version) if weight_dtype is Dtype.MXFP4 else CHECKPOINT_MXFP4)
     budget = _try_budget(model, gpu, par, **knobs)
     if isinstance(budget, KvBudget):
         return budget

@@ -88,3 +88,18 @@ def test_vllm_on_a_gpu_without_a_known_capability_is_refused():
     gpu = CATALOG.get("H100-SXM")
     with pytest.raises(ConfigError, match="compute capability"):
         mxfp4_layout(replace(gpu, name="Mystery-GPU"))
+
+
+def test_vllm_releases_before_triton_kernels_load_marlin_on_hopper():
+    """vLLM shipped triton_kernels from v0.11.1 (commit a9f55dc5): 0.10.2 and 0.11.0 load Marlin on H100 (the
+    65.97 GiB of issue #23278 was v0.10.1 on H100); Ampere is Marlin and Blackwell FlashInfer at any release."""
+    h100, a100, b200 = CATALOG.get("H100-SXM"), CATALOG.get("A100-80GB"), CATALOG.get("B200")
+    assert [mxfp4_layout(h100, "vllm", v).backend for v in ("0.10.1", "0.10.2", "0.11.0", "v0.11.1", "0.14.1rc1")] \
+        == ["vllm-marlin"] * 3 + ["vllm-triton"] * 2
+    assert mxfp4_layout(a100, "vllm", "0.14.1").backend == "vllm-marlin"
+    assert mxfp4_layout(b200, "vllm", "0.10.2").backend == "vllm-flashinfer-sm100"
+    m = load_model("gpt-oss-120b")
+    old = kv_budget(m, h100, Parallelism(1), weight_dtype="mxfp4", kv_dtype="bf16", engine_version="0.10.2")
+    assert old.weight_bytes == math.ceil(36 * 128 * _expert(2944, 3072, 1, 2) + _rest_bf16_bytes(36, 128))
+    with pytest.raises(ConfigError, match="not a release number"):
+        mxfp4_layout(h100, "vllm", "latest")
