@@ -354,13 +354,12 @@ def weight_bytes_per_gpu(model: ModelConfig, par: Parallelism, weight_dtype: Dty
     return tuple(out)
 
 
-def state_bytes_per_seq_per_gpu(model: ModelConfig, par: Parallelism, kv_dtype: Dtype) -> float:
+def state_bytes_per_seq_per_gpu(model: ModelConfig, par: Parallelism) -> float:
     """Fixed memory of one sequence on one GPU over all layers, whatever its length, reserved per
     ``max_num_seqs`` slot: the Gated DeltaNet state (``ModelConfig.linear_state_bytes_per_seq`` in BF16,
     heads split over ``attn_tp``).  A pipeline stage holds its ``layers / n_layers`` share.  Narrow-window
-    KV is not reserved: it is ``window_tokens_per_seq`` per running request (module docstring).
-    ``kv_dtype`` is kept for the signature's callers; the state is BF16 whatever the KV type."""
-    del kv_dtype
+    KV is not reserved: it is ``window_tokens_per_seq`` per running request (module docstring).  The
+    state is BF16 whatever the KV type."""
     return model.linear_state_bytes_per_seq(Dtype.BF16) / par.attn_tp
 
 
@@ -454,7 +453,7 @@ def _try_budget(model: ModelConfig, gpu: GpuProfile, par: Parallelism, **knobs) 
     rows = []
     stages = pp_stage_layers(model.n_layers, par.pp)
     mtp = knobs["n_mtp_layers"]
-    state = state_bytes_per_seq_per_gpu(model, par, knobs["kv_dtype"])
+    state = state_bytes_per_seq_per_gpu(model, par)
     weights_per_stage = weight_bytes_per_gpu(model, par, knobs["weight_dtype"], mtp, mxfp4=knobs["mxfp4"])
     for i, (layers, weights) in enumerate(zip(stages, weights_per_stage, strict=True)):
         per_seq = math.ceil(state * layers / model.n_layers)

@@ -69,7 +69,7 @@ def test_qwen3_next_linear_layers_and_state_by_hand():
     par = Parallelism(4, ep=4)
     assert weight_bytes_per_gpu(m, par, Dtype.BF16) == (math.ceil(2 * params),)
     state = 36 * (32 * 128 * 128 + 3 * conv) * 2 / 4  # 9.9 MB per sequence per GPU
-    assert state_bytes_per_seq_per_gpu(m, par, Dtype.BF16) == state
+    assert state_bytes_per_seq_per_gpu(m, par) == state
     b = kv_budget(m, h100, par, weight_dtype="bf16", kv_dtype="bf16")
     assert (b.state_bytes_per_seq, b.state_reserved_bytes) == (math.ceil(state), 256 * math.ceil(state))
     assert b.kv_available_bytes == (b.usable_bytes - b.weight_bytes - b.activation_peak_bytes
@@ -92,7 +92,7 @@ def test_gpt_oss_window_kv_is_per_running_request_not_reserved():
     shared pool per running request, ceil(128/16) + 1 = 9 blocks of the 18 sliding layers = 144 tokens of the
     18 full layers' capacity (a 32-token block: 5 blocks, 160 tokens)."""
     m = load_model("gpt-oss-120b")
-    assert state_bytes_per_seq_per_gpu(m, Parallelism(1), Dtype.BF16) == 0
+    assert state_bytes_per_seq_per_gpu(m, Parallelism(1)) == 0
     b = kv_budget(m, CATALOG.get("H100-SXM"), Parallelism(1), weight_dtype="mxfp4", kv_dtype="bf16")
     assert (b.state_bytes_per_seq, b.state_reserved_bytes, b.window_tokens_per_seq) == (0, 0, 144)
     assert b.kv_bytes_per_token == 18 * 2 * 8 * 64 * 2  # the 18 full layers
