@@ -163,22 +163,25 @@ it).  The dense Qwen3-32B on their A100 is within 10 % (2,000/100: TTFT +7 %, TP
 page every metric is 1.5x slow in decode and 2x in prefill against an H100 SXM (its decode matches the H100 PCIe's
 bandwidth; the page names "NVIDIA H100 GPUs", the Qwen3-8B latency page, which fits the SXM, says SXM); their
 gpt-oss "H100" pages show the same (prefill rate 1.85x their A100's where the peaks differ 3.2x).  gpt-oss-120b
-(+148 % mean signed) against gpt-oss-20b (-12 %) is the KV cache, not the architecture: the 120b's 60.7 GiB of
-weights (MXFP4 experts, BF16 attention and embeddings, as the checkpoint's 60.8 GiB) leave one 80 GB GPU 238,816
-KV tokens, so its TP1 runs are saturated (median ITL +900 to +3,200 %), while the 20b's 12.8 GiB leave 2.5M and
-its runs are not.  How many requests the KV cache holds is what sets those medians: under vLLM v1's scheduler a
+against gpt-oss-20b is the KV cache, not the architecture.  vLLM holds the MXFP4 experts padded as its MoE backend
+needs (`fleetplan.perf.kv_budget.Mxfp4Layout`, from vLLM's `Mxfp4MoEMethod`): Marlin (A100; H100 up to v0.11.0,
+before vLLM shipped triton_kernels) pads each expert's 2,880 x 2,880 to 2,944 x 3,072, 65.90 GiB on one GPU against
+the 65.97 GiB vLLM v0.10.1 logs (vllm-project/vllm issue #23278); Triton (H100 from v0.11.1) keeps the E8M0 scales
+twice, 64.18 GiB against v0.14.1's 64.38 (issue #33155); the checkpoint's 60.7 GiB was short.  And its hybrid
+allocator takes the 18 sliding layers' 128-token window from the one block pool per running request (9 blocks, 144
+full-layer tokens), not for every `max_num_seqs` slot.  One A100 so holds 137,296 KV tokens (256,096 before, with the
+checkpoint's bytes and a 1.1 GiB window reservation); the 20b's 13.7 GiB leave 2.5M and its runs are not saturated.
+How many requests the KV cache holds is what sets the saturated runs' medians: under vLLM v1's scheduler a
 request of O outputs whose prompt takes k steps, among N held, sees k(N - 1) steps carrying another request's
 prefill and O - 1 - k(N - 1) pure decode steps (exact for k = 1 in tests/sim/test_saturated_itl.py; for k chunks as
 long as two prefills do not share steps), so the median ITL is a pure decode step only while O - 1 > 2k(N - 1).
 GPUStack's A100 page prints vLLM's peak output throughput: times the median ITL it is the batch of the pure decode
 steps, about 4 requests in the 32000/100 runs (176 tok/s x 24.2 ms, 196 x 20.5 ms) and 32-60 in the 4000- and
-2000-token ones, 125,000-137,000 KV tokens in each of the five runs whose median is a pure step, where the simulator
-holds 256,096 (8 of the 32k requests: k = 16 chunks of 2,048, no pure step before the queue drains).  vLLM's own
-start-up logs load 65.97 GiB of gpt-oss-120b weights on one GPU through v0.10.1's Marlin MXFP4 path
-(vllm-project/vllm issue #23278, H100; 64.38 GiB through v0.14.1's Triton path, issue #33155), 5.3 GiB more than
-`fleetplan.perf.kv_budget` counts, which alone would leave the A100 about 100,000 tokens; not applied here (the load
-is logged for another GPU and version, and the KV budget is the step model's).  Config handling checked: 36 / 24
-layers, half of them 128-token sliding windows, 128 / 32 experts of width 2,880, top-4, TP as the runs state (no
+2000-token ones, 125,000-137,000 KV tokens in each of the five runs whose median is a pure step.  With 256,096 the
+simulator held 8 of the 32k requests (k = 16 chunks of 2,048, no pure step before the queue drains: median ITL 259 ms
+against 24.2 ms); with 137,296 it holds 4 and the median is a pure step (14.2 ms).  The window blocks are not yet
+charged per running request in the simulator (the `kv_budget` docstring gives the size of the omission).
+Config handling checked: 36 / 24 layers, half of them 128-token sliding windows, 128 / 32 experts of width 2,880, top-4, TP as the runs state (no
 expert parallelism, vLLM's default).  OCI's Llama-3.1-405B FP8 on 8 MI300X is 40-50 % fast at batch 1-256 (vLLM on
 ROCm, 2024): the decode step at batch 1 (27.6 ms measured for 50.6 GB of FP8 weights per GPU) implies about 2.2 TB/s
 of weight streaming, 41 % of the 5.3 TB/s peak, where the profile applies the NVIDIA-fitted 78 %; no published
