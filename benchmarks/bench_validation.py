@@ -182,10 +182,10 @@ simulator held 8 of the 32k requests (k = 16 chunks of 2,048, no pure step befor
 against 24.2 ms); with 137,296 it holds 4 and the median is a pure step (14.2 ms).  The window blocks are not yet
 charged per running request in the simulator (the `kv_budget` docstring gives the size of the omission).
 Config handling checked: 36 / 24 layers, half of them 128-token sliding windows, 128 / 32 experts of width 2,880,
-top-4, TP as the runs state (no expert parallelism, vLLM's default). OCI's Llama-3.1-405B FP8 on 8 MI300X is 40-50
-% fast at batch 1-256 (vLLM on ROCm, 2024): the decode step at batch 1 (27.6 ms measured for 50.6 GB of FP8 weights
-per GPU) implies about 2.2 TB/s of weight streaming, 41 % of the 5.3 TB/s peak, where the profile applies the
-NVIDIA-fitted 78 %; no published MI300X figure for vLLM's achieved weight-streaming or FP8 GEMM efficiency was
+top-4, TP as the runs state (no expert parallelism, vLLM's default). OCI's Llama-3.1-405B FP8 on 8 MI300X is
+40-50 % fast at batch 1-256 (vLLM on ROCm, 2024): the decode step at batch 1 (27.6 ms measured for 50.6 GB of
+FP8 weights per GPU) implies about 2.2 TB/s of weight streaming, 41 % of the 5.3 TB/s peak, where the profile applies
+the NVIDIA-fitted 78 %; no published MI300X figure for vLLM's achieved weight-streaming or FP8 GEMM efficiency was
 found to set `[gpu_options.MI300X]` values from, and the OCI rows are held out, so the MI300X values are left as
 they are (the MI300X datasheet peaks are the profile's sources).
 
