@@ -47,10 +47,11 @@ analytical estimates here, not a profile; pass measured values when you have the
   loaded ``w13_weight_scale``/``w2_weight_scale`` parameters stay registered (only the weights
   are deleted); FlashInfer MXFP4-BF16 on SM 10.0 (B200): ``a_I`` = ``a_H`` 256, ``b`` 4, ``c``
   1; ROCm (MI300X, gfx942): the Triton path with ``get_padding_alignment()`` 128 on both, ``b``
-  4, ``c`` 2.  SGLang's ``Mxfp4MoEMethod.create_weights`` (sgl-project/sglang
-  ``python/sglang/srt/layers/quantization/mxfp4.py``@0043c43a) pads ``I`` to 64 only (its
-  scale handling after loading is not modelled: ``c`` 1, ``b`` 2); other engines load the
-  checkpoint's bytes.  gpt-oss-120b (h = I = 2880, 128 experts, 36 layers) on one GPU:
+  4, ``c`` 2.  SGLang's ``Mxfp4MoEMethod`` (sgl-project/sglang
+  ``python/sglang/srt/layers/quantization/mxfp4.py``@0043c43a) runs the same Triton path on
+  every GPU by default: ``I`` padded to 64, fp32 biases, the swizzled scales beside the
+  loaded ones (``a_I`` 64, ``b`` 4, ``c`` 2); other engines load the checkpoint's bytes.
+  gpt-oss-120b (h = I = 2880, 128 experts, 36 layers) on one GPU:
   65.90 GiB under Marlin against the 65.97 GiB vLLM v0.10.1 logs ("Model loading took",
   vllm-project/vllm issue #23278, Marlin MXFP4) and 64.18 GiB under Triton against v0.14.1's
   64.38 GiB (issue #33155); the checkpoint's 60.69 GiB was 5.3 and 3.7 GiB short.  The
@@ -188,7 +189,7 @@ _VLLM_MXFP4 = {
     "flashinfer-sm100": Mxfp4Layout("vllm-flashinfer-sm100", 256, 256, 1, 4),
     "rocm-triton": Mxfp4Layout("vllm-rocm-triton", 128, 128, 2, 4),
 }
-_SGLANG_MXFP4 = Mxfp4Layout("sglang", 64, 1, 1, 2)
+_SGLANG_MXFP4 = Mxfp4Layout("sglang-triton", 64, 1, 2, 4)
 
 
 #: First vLLM release shipping ``triton_kernels`` (so defaulting to Triton on SM 9.0; module docstring).

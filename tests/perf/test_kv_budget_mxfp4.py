@@ -77,7 +77,11 @@ def test_gpt_oss_20b_by_hand():
 def test_engines_and_dtypes_outside_vllms_mxfp4_loader():
     m, h100 = load_model("gpt-oss-120b"), CATALOG.get("H100-SXM")
     sglang = kv_budget(m, h100, Parallelism(1), weight_dtype="mxfp4", kv_dtype="bf16", engine="sglang")
-    assert sglang.weight_bytes == math.ceil(36 * 128 * _expert(2880, 2880, 1, 2) + _rest_bf16_bytes(36, 128))
+    assert sglang.weight_bytes == math.ceil(36 * 128 * _expert(2880, 2880, 2, 4) + _rest_bf16_bytes(36, 128))
+    assert sglang.mxfp4_backend == "sglang-triton"  # SGLang's Triton path on every GPU, A100 too
+    a100 = kv_budget(m, CATALOG.get("A100-80GB"), Parallelism(1), weight_dtype="mxfp4", kv_dtype="bf16",
+                     engine="sglang")
+    assert a100.weight_bytes == sglang.weight_bytes
     trt = kv_budget(m, h100, Parallelism(1), weight_dtype="mxfp4", kv_dtype="bf16", engine="trtllm")
     assert (trt.weight_bytes, trt.mxfp4_backend) == (m.weight_bytes(), "checkpoint")
     fp8 = kv_budget(m, h100, Parallelism(2), weight_dtype="fp8", kv_dtype="bf16")
