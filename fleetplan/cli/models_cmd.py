@@ -202,7 +202,8 @@ def _budget_table(b: KvBudget) -> Table:
     rows = [
         ("HBM", f"{_gib(b.hbm_bytes)} GiB"),
         (f"usable (x {b.gpu_memory_utilization:g})", f"{_gib(b.usable_bytes)} GiB"),
-        (f"weights ({b.stage_layers} layers)", f"-{_gib(b.weight_bytes)} GiB"),
+        (f"weights ({b.stage_layers} layers{', MXFP4 as ' + b.mxfp4_backend + ' loads it' if b.mxfp4_backend else ''})",
+         f"-{_gib(b.weight_bytes)} GiB"),
         ("activation peak", f"-{_gib(b.activation_peak_bytes)} GiB"),
         ("CUDA graph pool", f"-{_gib(b.cudagraph_pool_bytes)} GiB"),
         ("comm workspace", f"-{_gib(b.comm_workspace_bytes)} GiB"),

@@ -145,5 +145,6 @@ def test_show_itemises_the_per_request_window_of_windowed_layers():
     assert result.exit_code == 0, result.output
     assert "per-sequence state" not in result.output
     assert re.search(r"sliding-window KV per running request +│ +144 tokens", result.output)
+    assert "MXFP4 as vllm-triton loads it" in result.output  # 64.2 GiB, not the checkpoint's 60.7
     llama = run("show", "llama-3.1-8b", "--gpu", "h100")
     assert "per-sequence state" not in llama.output
