@@ -110,7 +110,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from fleetplan.errors import ConfigError
+from fleetplan.errors import ConfigError, UnknownNameError
 from fleetplan.hardware import GpuProfile
 from fleetplan.models import AttentionKind, Dtype, ModelConfig, dtype
 from fleetplan.perf.parallelism import Parallelism, pp_stage_layers, valid_tensor_parallel_sizes
@@ -190,6 +190,8 @@ _VLLM_MXFP4 = {
     "rocm-triton": Mxfp4Layout("vllm-rocm-triton", 128, 128, 2, 4),
 }
 _SGLANG_MXFP4 = Mxfp4Layout("sglang-triton", 64, 1, 2, 4)
+#: Engines whose MXFP4 loading is not modelled: the checkpoint's bytes.
+CHECKPOINT_LOADERS = ("lmdeploy", "trtllm")
 
 
 #: First vLLM release shipping ``triton_kernels`` (so defaulting to Triton on SM 9.0; module docstring).
@@ -216,9 +218,11 @@ def mxfp4_layout(gpu: GpuProfile, engine: str = "vllm", engine_version: str | No
         vLLM on a GPU missing from ``CUDA_CAPABILITY`` (its backend, hence its padding, is unknown), or an
         engine version that is not a release number.
     """
+    if engine not in CHECKPOINT_LOADERS + ("vllm", "sglang"):
+        raise UnknownNameError("engine", str(engine), sorted(CHECKPOINT_LOADERS + ("vllm", "sglang")))
     if engine == "sglang":
         return _SGLANG_MXFP4
-    if engine != "vllm":
+    if engine in CHECKPOINT_LOADERS:
         return CHECKPOINT_MXFP4
     if gpu.name not in CUDA_CAPABILITY:
         raise ConfigError(f"GPU {gpu.name!r} has no compute capability in fleetplan.perf.kv_budget.CUDA_CAPABILITY, "
@@ -423,6 +427,8 @@ def kv_budget(
         max_num_seqs=max_num_seqs, cudagraph_pool_bytes=cudagraph_pool_bytes,
         comm_workspace_bytes=0 if comm_workspace_bytes is None else comm_workspace_bytes,
     ))
+    if engine not in CHECKPOINT_LOADERS + ("vllm", "sglang"):
+        raise UnknownNameError("engine", str(engine), sorted(CHECKPOINT_LOADERS + ("vllm", "sglang")))
     if isinstance(n_mtp_layers, bool) or not isinstance(n_mtp_layers, int) or n_mtp_layers < 0:
         raise ConfigError(f"n_mtp_layers={n_mtp_layers!r} must be an integer >= 0 (DeepSeek-V3 ships 1)",
                           param="n_mtp_layers", value=n_mtp_layers)

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from fleetplan.errors import ConfigError
+from fleetplan.errors import ConfigError, UnknownNameError
 from fleetplan.hardware import load_catalog
 from fleetplan.models import Dtype, load_model
 from fleetplan.perf.kv_budget import kv_budget, mxfp4_layout, weight_bytes_per_gpu
@@ -84,6 +84,10 @@ def test_engines_and_dtypes_outside_vllms_mxfp4_loader():
     assert a100.weight_bytes == sglang.weight_bytes
     trt = kv_budget(m, h100, Parallelism(1), weight_dtype="mxfp4", kv_dtype="bf16", engine="trtllm")
     assert (trt.weight_bytes, trt.mxfp4_backend) == (m.weight_bytes(), "checkpoint")
+    with pytest.raises(UnknownNameError, match="valid engine names are lmdeploy, sglang, trtllm, vllm"):
+        kv_budget(m, h100, Parallelism(1), weight_dtype="mxfp4", kv_dtype="bf16", engine="vlm")
+    with pytest.raises(UnknownNameError):  # whatever the weight type
+        kv_budget(m, h100, Parallelism(2), weight_dtype="fp8", kv_dtype="bf16", engine="vlm")
     fp8 = kv_budget(m, h100, Parallelism(2), weight_dtype="fp8", kv_dtype="bf16")
     assert fp8.weight_bytes == weight_bytes_per_gpu(m, Parallelism(2), Dtype.FP8)[0] and fp8.mxfp4_backend == ""
 
