@@ -141,7 +141,10 @@ class StepTimePredictor:
 
     @functools.cached_property
     def attention(self) -> AttentionCost:
-        return attention_cost(self.model, self.parallelism, self.kv_dtype, self.rates)
+        # a DSA indexer scores keys in FP8 where the GPU has FP8 tensor cores (fleetplan.perf.attention)
+        peak_tflops = self.gpu.fp8_tflops if self.gpu.fp8_tflops is not None else self.gpu.bf16_tflops
+        return attention_cost(self.model, self.parallelism, self.kv_dtype, self.rates,
+                              index_flop_per_s=peak_tflops * 1e12 * self.options.attention_efficiency)
 
     @functools.cached_property
     def moe(self) -> MoeShape | None:
