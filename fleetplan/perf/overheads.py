@@ -57,6 +57,11 @@ each range:
   profiles set them per GPU, read back from those tables (``engine_profiles/*.toml``, each with its source;
   ``moe_table_efficiency`` of ``benchmarks/aiconfigurator_compare.py``).  Only the experts' compute roofline uses them;
   their weight stream keeps ``weight_bandwidth_efficiency``.
+* ``moe_int4_gemm_efficiency`` (None = ``moe_gemm_efficiency``) -- the same for INT4 weight-only (W4A16) experts
+  against the BF16 peak: vLLM runs them with the Marlin MoE kernel, which dequantises every weight tile in the
+  GEMM's inner loop and reaches about half the BF16 fused MoE's share (AIConfigurator's vLLM 0.24.0 ``int4_wo``
+  tables, Kimi-K2's expert shape: 0.23 of the BF16 peak on H100 and H200, 0.11 on B200, against 0.38-0.44 / 0.31
+  for BF16 experts); engine profiles set it per GPU, each value with its source.
 * ``moe_tile_m_tokens`` 16 -- rows each hit expert's grouped GEMM computes at least (vLLM fused-MoE
   Triton ``BLOCK_SIZE_M`` for M <= E, ``get_default_config``; ``fleetplan.perf.moe``).
 * ``moe_load_imbalance`` 1 -- max-loaded EP rank over the mean beyond routing statistics.
@@ -146,6 +151,7 @@ class PredictorOptions:
     fp8_block_bandwidth_efficiency: float | None = None
     moe_gemm_efficiency: float | None = None
     moe_fp8_gemm_efficiency: float | None = None
+    moe_int4_gemm_efficiency: float | None = None
     moe_tile_m_tokens: int = 16
     moe_load_imbalance: float = 1.0
     ep_dispatch_fp8: bool = False
@@ -156,7 +162,7 @@ class PredictorOptions:
     def __post_init__(self) -> None:
         object.__setattr__(self, "execution", execution_mode(self.execution))
         for name in ("fp8_gemm_efficiency", "fp8_block_gemm_efficiency", "fp8_block_bandwidth_efficiency",
-                     "moe_gemm_efficiency", "moe_fp8_gemm_efficiency"):
+                     "moe_gemm_efficiency", "moe_fp8_gemm_efficiency", "moe_int4_gemm_efficiency"):
             if getattr(self, name) is not None:
                 _fraction(name, getattr(self, name))
         for name in ("api_server_s_per_request", "api_server_s_per_token", "moe_layer_overhead_s"):

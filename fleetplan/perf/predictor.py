@@ -162,10 +162,17 @@ class StepTimePredictor:
     @functools.cached_property
     def moe_rates(self) -> DeviceRates:
         """The routed experts' rates: ``rates`` with the grouped GEMM's FLOP/s at ``moe_fp8_gemm_efficiency``
-        of the FP8 peak (W8A8 experts) or ``moe_gemm_efficiency`` of the BF16 peak (BF16 and weight-only
-        experts) where the profile gives it (``fleetplan.perf.overheads``); the dense GEMMs' rate otherwise."""
+        of the FP8 peak (W8A8 experts), ``moe_int4_gemm_efficiency`` of the BF16 peak (INT4 weight-only experts;
+        ``moe_gemm_efficiency`` where the profile leaves it unset) or ``moe_gemm_efficiency`` of the BF16 peak
+        (BF16 and other weight-only experts) where the profile gives it (``fleetplan.perf.overheads``); the
+        dense GEMMs' rate otherwise."""
         o = self.options
-        eff = o.moe_fp8_gemm_efficiency if w8a8(self.gpu, self.weight_dtype) else o.moe_gemm_efficiency
+        if w8a8(self.gpu, self.weight_dtype):
+            eff = o.moe_fp8_gemm_efficiency
+        elif self.weight_dtype is Dtype.INT4 and o.moe_int4_gemm_efficiency is not None:
+            eff = o.moe_int4_gemm_efficiency
+        else:
+            eff = o.moe_gemm_efficiency
         if eff is None:
             return self.rates
         return dataclasses.replace(self.rates, gemm_flop_per_s=gemm_peak_flop_per_s(self.gpu, self.weight_dtype) * eff)

@@ -137,3 +137,30 @@ def test_perf_explain_times_the_experts_at_the_profiles_read_back(catalog) -> No
     assert p.moe_rates.gemm_flop_per_s == pytest.approx(gpu.bf16_tflops * 1e12 * 0.28)
     expected_ms = p.predict(BatchComposition.uniform(0, 1, 1, 2048)).seconds["moe_experts"] * 1e3
     assert shown_ms == pytest.approx(expected_ms, abs=1e-3)
+
+
+def test_int4_experts_use_their_own_efficiency(catalog) -> None:
+    """INT4 weight-only (Marlin W4A16) experts run at ``moe_int4_gemm_efficiency`` of the BF16 peak where given,
+    at ``moe_gemm_efficiency`` otherwise; other dtypes ignore it."""
+    kimi = load_model("kimi-k2")
+    h200 = catalog.get("H200")
+    p = _predictor(catalog, kimi, "H200", Dtype.INT4, moe_gemm_efficiency=0.44, moe_int4_gemm_efficiency=0.22)
+    assert p.moe_rates.gemm_flop_per_s == pytest.approx(h200.bf16_tflops * 1e12 * 0.22)
+    unset = _predictor(catalog, kimi, "H200", Dtype.INT4, moe_gemm_efficiency=0.44)
+    assert unset.moe_rates.gemm_flop_per_s == pytest.approx(h200.bf16_tflops * 1e12 * 0.44)
+    big = BatchComposition.uniform(0, 1, 1, 8192)
+    assert p.predict(big).seconds["moe_experts"] == pytest.approx(
+        unset.predict(big).seconds["moe_experts"] * 2.0, rel=1e-9)
+    bf16 = _predictor(catalog, kimi, "H200", Dtype.BF16, moe_gemm_efficiency=0.44, moe_int4_gemm_efficiency=0.22)
+    assert bf16.moe_rates.gemm_flop_per_s == pytest.approx(h200.bf16_tflops * 1e12 * 0.44)
+    with pytest.raises(ConfigError, match="moe_int4_gemm_efficiency"):
+        PredictorOptions(moe_int4_gemm_efficiency=1.5)
+
+
+@pytest.mark.parametrize(("gpu", "int4"), [("H100-SXM", 0.23), ("H200", 0.23), ("B200", 0.11), ("A100-80GB", None)])
+def test_vllm_profile_carries_the_int4_read_back(catalog, gpu, int4) -> None:
+    """vLLM 0.24.0's ``int4_wo`` fused-MoE tables (Kimi-K2's expert shape), each sourced; no table, no value."""
+    profile = load_engine_profile("vllm")
+    assert profile.options_for(catalog.get(gpu), Dtype.INT4).moe_int4_gemm_efficiency == int4
+    if int4 is not None:
+        assert "int4_wo" in profile.gpu_sources[gpu]["moe_int4_gemm_efficiency"]
