@@ -26,6 +26,21 @@ expressed as bytes at the weight bandwidth.  Expected hit experts under uniform 
 ``k`` distinct experts per token: ``E[active] = E (1 - (1 - k / E) ** T)`` (each expert is
 missed by a token with probability ``1 - k / E``).
 
+Expert width.  With the experts split over ``tp_ffn`` GPUs each expert GEMM is ``I_moe / tp_ffn`` wide (N of
+gate/up, K of down) on a GPU, and the fused-MoE kernels reach a smaller share of the peak the narrower it is
+(fewer output tiles per expert to fill the SMs, the same per-expert gather, scatter and tile tails).  The
+routed experts' FLOP rate (``predictor.moe_rates``) is scaled by
+
+    expert_width_factor(w) = min(1, (w / MOE_REFERENCE_WIDTH) ** x),   w = I_moe / tp_ffn
+
+with ``x`` the engine profile's ``moe_width_exponent`` (0: no effect): AIConfigurator 0.12.0's measured fused-MoE
+tables (vLLM 0.24.0 and SGLang 0.5.14, H100 and H200, BF16 and block-FP8 experts, expert-TP rows at 4,096-16,384
+tokens; ``python benchmarks/aiconfigurator_compare.py --moe-width-tables``) fall from the TP-1 median, the profiles'
+``moe_gemm_efficiency`` read-back, to about 0.75 of it at width 384-512, 0.5-0.65 at 256 and 0.35-0.45 at 128; the
+exponent is their least-squares fit below ``MOE_REFERENCE_WIDTH`` (1,024: the width at which the tables' ratio
+reaches 1).  Wider experts keep the read-back (the factor is capped at 1), and expert parallelism keeps whole
+experts (``w = I_moe``).  DeepSeek-V3 (I 2,048) at TP 8 runs its experts 256 wide on each GPU.
+
 Expert load imbalance ``g`` (``MoeShape.load_imbalance``, >= 1): the max-loaded EP rank's rows
 over the mean rank's beyond the multinomial spread and the Zipf skew modelled here (a measured
 figure of a deployment; 1 = routing statistics only, the default).
@@ -67,12 +82,22 @@ from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.roofline import ACTIVATION_BYTES, DeviceRates
 
 __all__ = ["MoeShape", "moe_shape", "expert_probabilities", "rank_shares",
-           "sample_moe_s", "expected_moe_terms"]
+           "sample_moe_s", "expected_moe_terms", "MOE_REFERENCE_WIDTH", "expert_width_factor"]
 
 FIT_MAX_TOKENS = 16384.0  # step tokens over which the expectation is fitted (log grid from 1)
 FIT_POINTS = 32
 MAX_DRAWS = 2000  # normal draws per grid point for E[max over ranks] (common random numbers)
 MAX_DRAWS_SEED = 0
+#: per-GPU expert width (I_moe / tp_ffn) at and above which the fused MoE keeps its read-back efficiency (docstring)
+MOE_REFERENCE_WIDTH = 1024
+
+
+def expert_width_factor(width: int, exponent: float) -> float:
+    """``min(1, (width / MOE_REFERENCE_WIDTH) ** exponent)``: the routed experts' share of their read-back efficiency
+    at a per-GPU expert width of ``width`` (module docstring, 'Expert width')."""
+    if width < 1:
+        raise ConfigError(f"expert width {width} must be >= 1 column per GPU (moe_intermediate_size / expert TP)")
+    return min(1.0, (width / MOE_REFERENCE_WIDTH) ** exponent)
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,10 @@ each range:
   GEMM's inner loop and reaches about half the BF16 fused MoE's share (AIConfigurator's vLLM 0.24.0 ``int4_wo``
   tables, Kimi-K2's expert shape: 0.23 of the BF16 peak on H100 and H200, 0.11 on B200, against 0.38-0.44 / 0.31
   for BF16 experts); engine profiles set it per GPU, each value with its source.
+* ``moe_width_exponent`` 0 -- the routed experts' efficiency falls as ``(w / 1024) ** x`` below a per-GPU expert
+  width ``w = moe_intermediate_size / ffn_tp`` of 1,024 (``fleetplan.perf.moe.expert_width_factor``: expert TP
+  splits each expert into narrower GEMMs); engine profiles give ``x``, read back from AIConfigurator's fused-MoE
+  tables (``python benchmarks/aiconfigurator_compare.py --moe-width-tables``); 0 keeps the read-back at any TP.
 * ``moe_tile_m_tokens`` 16 -- rows each hit expert's grouped GEMM computes at least (vLLM fused-MoE
   Triton ``BLOCK_SIZE_M`` for M <= E, ``get_default_config``; ``fleetplan.perf.moe``).
 * ``moe_load_imbalance`` 1 -- max-loaded EP rank over the mean beyond routing statistics.
@@ -152,6 +156,7 @@ class PredictorOptions:
     moe_gemm_efficiency: float | None = None
     moe_fp8_gemm_efficiency: float | None = None
     moe_int4_gemm_efficiency: float | None = None
+    moe_width_exponent: float = 0.0
     moe_tile_m_tokens: int = 16
     moe_load_imbalance: float = 1.0
     ep_dispatch_fp8: bool = False
@@ -180,7 +185,8 @@ class PredictorOptions:
         for name in ("gemm_efficiency", "attention_efficiency", "weight_bandwidth_efficiency",
                      "kv_bandwidth_efficiency", "link_efficiency"):
             _fraction(name, getattr(self, name))
-        for name in ("cpu_overhead_s", "launch_overhead_s", "nvlink_alpha_s", "network_alpha_s", "moe_zipf_s"):
+        for name in ("cpu_overhead_s", "launch_overhead_s", "nvlink_alpha_s", "network_alpha_s", "moe_zipf_s",
+                     "moe_width_exponent"):
             _non_negative(name, getattr(self, name))
         if not isinstance(self.wave_quantisation, bool):
             raise ConfigError(f"wave_quantisation={self.wave_quantisation!r} must be True or False")

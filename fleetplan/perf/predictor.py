@@ -40,7 +40,7 @@ from fleetplan.perf import comm
 from fleetplan.perf.attention import AttentionCost, attention_cost
 from fleetplan.perf.batch import BatchComposition
 from fleetplan.perf.linear import N_STEP_COEFS, STEP_MODEL_ROOFLINE, roofline_step_s
-from fleetplan.perf.moe import MoeShape, expected_moe_terms, moe_shape, sample_moe_s
+from fleetplan.perf.moe import MoeShape, expected_moe_terms, expert_width_factor, moe_shape, sample_moe_s
 from fleetplan.perf.operators import GemmBlock, GemmShape, gemm_block, gemm_block_s, step_gemms
 from fleetplan.perf.overheads import PredictorOptions, launch_overhead_s
 from fleetplan.perf.parallelism import Parallelism
@@ -164,8 +164,9 @@ class StepTimePredictor:
         """The routed experts' rates: ``rates`` with the grouped GEMM's FLOP/s at ``moe_fp8_gemm_efficiency``
         of the FP8 peak (W8A8 experts), ``moe_int4_gemm_efficiency`` of the BF16 peak (INT4 weight-only experts;
         ``moe_gemm_efficiency`` where the profile leaves it unset) or ``moe_gemm_efficiency`` of the BF16 peak
-        (BF16 and other weight-only experts) where the profile gives it (``fleetplan.perf.overheads``); the
-        dense GEMMs' rate otherwise."""
+        (BF16 and other weight-only experts) where the profile gives it (``fleetplan.perf.overheads``), the
+        dense GEMMs' rate otherwise; times ``moe.expert_width_factor`` of the per-GPU expert width
+        ``moe_intermediate_size / ffn_tp`` at the profile's ``moe_width_exponent`` (1 at exponent 0)."""
         o = self.options
         if w8a8(self.gpu, self.weight_dtype):
             eff = o.moe_fp8_gemm_efficiency
@@ -173,9 +174,12 @@ class StepTimePredictor:
             eff = o.moe_int4_gemm_efficiency
         else:
             eff = o.moe_gemm_efficiency
-        if eff is None:
+        m = self.model
+        width = expert_width_factor(max(1, m.moe_intermediate_size // self.parallelism.ffn_tp), o.moe_width_exponent)
+        if eff is None and width == 1.0:
             return self.rates
-        return dataclasses.replace(self.rates, gemm_flop_per_s=gemm_peak_flop_per_s(self.gpu, self.weight_dtype) * eff)
+        rate = self.rates.gemm_flop_per_s if eff is None else gemm_peak_flop_per_s(self.gpu, self.weight_dtype) * eff
+        return dataclasses.replace(self.rates, gemm_flop_per_s=rate * width)
 
     @functools.cached_property
     def comm_terms(self) -> CommTerms:

@@ -20,6 +20,7 @@ from fleetplan.errors import ConfigError
 from fleetplan.models import Dtype, load_model
 from fleetplan.perf.batch import BatchComposition
 from fleetplan.perf.engine_profile import load_engine_profile
+from fleetplan.perf.moe import expert_width_factor
 from fleetplan.perf.overheads import PredictorOptions
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
@@ -164,3 +165,41 @@ def test_vllm_profile_carries_the_int4_read_back(catalog, gpu, int4) -> None:
     assert profile.options_for(catalog.get(gpu), Dtype.INT4).moe_int4_gemm_efficiency == int4
     if int4 is not None:
         assert "int4_wo" in profile.gpu_sources[gpu]["moe_int4_gemm_efficiency"]
+
+
+def test_expert_width_factor_by_hand() -> None:
+    """``min(1, (w / 1024) ** x)``: 256-wide experts at x = 0.5 run at half the read-back, 1,024 and wider at all
+    of it; x = 0 is no factor."""
+    assert expert_width_factor(256, 0.5) == pytest.approx(0.5)
+    assert expert_width_factor(128, 0.5) == pytest.approx(8 ** -0.5)
+    assert expert_width_factor(1024, 0.5) == 1.0 == expert_width_factor(14336, 0.5)
+    assert expert_width_factor(64, 0.0) == 1.0
+    with pytest.raises(ConfigError, match="moe_width_exponent"):
+        PredictorOptions(moe_width_exponent=-0.1)
+
+
+@settings(max_examples=30, deadline=None)
+@given(tp=st.sampled_from([1, 2, 4, 8, 16]), x=st.floats(0.0, 1.0))
+def test_expert_tp_scales_the_expert_rate_by_the_width_factor(catalog, tp: int, x: float) -> None:
+    """The experts' FLOP rate is the read-back times the factor of ``I / ffn_tp``; expert parallelism keeps whole
+    experts (factor of ``I``); the dense GEMMs never move."""
+    model = load_model("deepseek-v3")
+    h200 = catalog.get("H200")
+    opts = PredictorOptions(moe_fp8_gemm_efficiency=0.24, moe_width_exponent=x)
+    p = StepTimePredictor(model, h200, Parallelism(tp=tp), Dtype.FP8, options=opts, fp8_scaling="block")
+    want = h200.fp8_tflops * 1e12 * 0.24 * expert_width_factor(2048 // tp, x)
+    assert p.moe_rates.gemm_flop_per_s == pytest.approx(want)
+    assert p.rates == StepTimePredictor(model, h200, Parallelism(tp=tp), Dtype.FP8, fp8_scaling="block",
+                                        options=dataclasses.replace(opts, moe_width_exponent=0.0)).rates
+    ep = StepTimePredictor(model, h200, Parallelism(tp=tp, ep=tp), Dtype.FP8, options=opts, fp8_scaling="block")
+    assert ep.moe_rates.gemm_flop_per_s == pytest.approx(h200.fp8_tflops * 1e12 * 0.24)
+
+
+@pytest.mark.parametrize(("engine", "gpu", "x"), [("vllm", "H200", 0.5), ("vllm", "B200", 0.5), ("vllm", "MI300X", 0.0),
+                                                  ("sglang", "H100-SXM", 0.33), ("sglang", "MI300X", 0.0)])
+def test_profiles_carry_the_width_read_back(catalog, engine, gpu, x) -> None:
+    """``python benchmarks/aiconfigurator_compare.py --moe-width-tables``: the median exponent of each engine's
+    H100/H200 tables; MI300X (no table) keeps none."""
+    profile = load_engine_profile(engine)
+    assert profile.options_for(catalog.get(gpu), Dtype.BF16).moe_width_exponent == x
+    assert "--moe-width-tables" in profile.sources["moe_width_exponent"]
