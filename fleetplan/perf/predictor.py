@@ -156,8 +156,11 @@ class StepTimePredictor:
         # the routed experts keep the dtype's bytes: the block-FP8 streaming read-back is of dense GEMMs, and
         # applied to vLLM's fused-MoE experts it overshoots AIConfigurator's block-FP8 MoE decode steps
         # (Qwen3-30B-A3B, H100/H200: ratio 1.58 with it, 0.66 without; benchmarks/bench_mechanisms.py)
-        return moe_shape(self.model, self.parallelism, self.weight_dtype, min_rows_per_expert=tile,
-                         load_imbalance=self.options.moe_load_imbalance)
+        shape = moe_shape(self.model, self.parallelism, self.weight_dtype, min_rows_per_expert=tile,
+                          load_imbalance=self.options.moe_load_imbalance)
+        width = max(1, self.model.moe_intermediate_size // self.parallelism.ffn_tp)
+        factor = expert_width_factor(width, self.options.moe_width_exponent)
+        return dataclasses.replace(shape, row_compute_scale=1.0 / factor) if factor < 1.0 else shape
 
     @functools.cached_property
     def moe_rates(self) -> DeviceRates:
@@ -165,8 +168,7 @@ class StepTimePredictor:
         of the FP8 peak (W8A8 experts), ``moe_int4_gemm_efficiency`` of the BF16 peak (INT4 weight-only experts;
         ``moe_gemm_efficiency`` where the profile leaves it unset) or ``moe_gemm_efficiency`` of the BF16 peak
         (BF16 and other weight-only experts) where the profile gives it (``fleetplan.perf.overheads``), the
-        dense GEMMs' rate otherwise; times ``moe.expert_width_factor`` of the per-GPU expert width
-        ``moe_intermediate_size / ffn_tp`` at the profile's ``moe_width_exponent`` (1 at exponent 0)."""
+        dense GEMMs' rate otherwise.  (The expert-width factor divides the routed rows' compute in ``moe``.)"""
         o = self.options
         if w8a8(self.gpu, self.weight_dtype):
             eff = o.moe_fp8_gemm_efficiency
@@ -174,12 +176,9 @@ class StepTimePredictor:
             eff = o.moe_int4_gemm_efficiency
         else:
             eff = o.moe_gemm_efficiency
-        m = self.model
-        width = expert_width_factor(max(1, m.moe_intermediate_size // self.parallelism.ffn_tp), o.moe_width_exponent)
-        if eff is None and width == 1.0:
+        if eff is None:
             return self.rates
-        rate = self.rates.gemm_flop_per_s if eff is None else gemm_peak_flop_per_s(self.gpu, self.weight_dtype) * eff
-        return dataclasses.replace(self.rates, gemm_flop_per_s=rate * width)
+        return dataclasses.replace(self.rates, gemm_flop_per_s=gemm_peak_flop_per_s(self.gpu, self.weight_dtype) * eff)
 
     @functools.cached_property
     def comm_terms(self) -> CommTerms:

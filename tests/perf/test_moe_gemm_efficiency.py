@@ -181,18 +181,25 @@ def test_expert_width_factor_by_hand() -> None:
 @settings(max_examples=30, deadline=None)
 @given(tp=st.sampled_from([1, 2, 4, 8, 16]), x=st.floats(0.0, 1.0))
 def test_expert_tp_scales_the_expert_rate_by_the_width_factor(catalog, tp: int, x: float) -> None:
-    """The experts' FLOP rate is the read-back times the factor of ``I / ffn_tp``; expert parallelism keeps whole
-    experts (factor of ``I``); the dense GEMMs never move."""
+    """The routed rows' compute is divided by the factor of ``I / ffn_tp`` (a compute-bound step's experts take
+    1 / factor as long), the tile floor and the rates keep the read-back; expert parallelism keeps whole experts
+    (factor of ``I``); the dense GEMMs never move."""
     model = load_model("deepseek-v3")
     h200 = catalog.get("H200")
     opts = PredictorOptions(moe_fp8_gemm_efficiency=0.24, moe_width_exponent=x)
     p = StepTimePredictor(model, h200, Parallelism(tp=tp), Dtype.FP8, options=opts, fp8_scaling="block")
-    want = h200.fp8_tflops * 1e12 * 0.24 * expert_width_factor(2048 // tp, x)
-    assert p.moe_rates.gemm_flop_per_s == pytest.approx(want)
-    assert p.rates == StepTimePredictor(model, h200, Parallelism(tp=tp), Dtype.FP8, fp8_scaling="block",
-                                        options=dataclasses.replace(opts, moe_width_exponent=0.0)).rates
+    flat = StepTimePredictor(model, h200, Parallelism(tp=tp), Dtype.FP8, fp8_scaling="block",
+                             options=dataclasses.replace(opts, moe_width_exponent=0.0))
+    factor = expert_width_factor(2048 // tp, x)
+    assert p.moe.row_compute_scale == pytest.approx(1.0 / factor)
+    assert p.moe_rates == flat.moe_rates and p.rates == flat.rates
+    assert p.moe.hit_expert_bytes(p.moe_rates) == flat.moe.hit_expert_bytes(flat.moe_rates)
+    big = BatchComposition.uniform(0, 1, 2, 8192)
+    a, b = p.predict(big).seconds, flat.predict(big).seconds
+    assert a["moe_experts"] == pytest.approx(b["moe_experts"] / factor, rel=1e-9)
+    assert a["gemm"] == b["gemm"]
     ep = StepTimePredictor(model, h200, Parallelism(tp=tp, ep=tp), Dtype.FP8, options=opts, fp8_scaling="block")
-    assert ep.moe_rates.gemm_flop_per_s == pytest.approx(h200.fp8_tflops * 1e12 * 0.24)
+    assert ep.moe.row_compute_scale == 1.0
 
 
 @pytest.mark.parametrize(("engine", "gpu", "x"), [("vllm", "H200", 0.5), ("vllm", "B200", 0.5), ("vllm", "MI300X", 0.0),
