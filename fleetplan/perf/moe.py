@@ -35,7 +35,7 @@ routed rows' compute (``MoeShape.row_compute_scale``, set by ``predictor.moe``) 
 
 with ``x`` the engine profile's ``moe_width_exponent`` (0: no effect): AIConfigurator 0.12.0's measured fused-MoE
 tables (vLLM 0.24.0 and SGLang 0.5.14, H100 and H200, BF16 and block-FP8 experts, expert-TP rows at 4,096-16,384
-tokens; ``python benchmarks/aiconfigurator_compare.py --moe-width-tables``) fall from the TP-1 median, the profiles'
+tokens; ``moe_width_efficiency`` of ``benchmarks/aiconfigurator_compare.py``) fall from the TP-1 median, the profiles'
 ``moe_gemm_efficiency`` read-back, to about 0.75 of it at width 384-512, 0.5-0.65 at 256 and 0.35-0.45 at 128; the
 exponent is their least-squares fit below ``MOE_REFERENCE_WIDTH`` (1,024: the width at which the tables' ratio
 reaches 1).  Wider experts keep the read-back (the factor is capped at 1), and expert parallelism keeps whole

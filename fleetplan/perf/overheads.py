@@ -65,8 +65,8 @@ each range:
 * ``moe_width_exponent`` 0 -- the routed rows' compute-bound efficiency falls as ``(w / 1024) ** x`` below a
   per-GPU expert width ``w = moe_intermediate_size / ffn_tp`` of 1,024 (``fleetplan.perf.moe.expert_width_factor``:
   expert TP splits each expert into narrower GEMMs; the weight-bound tile floor of decode keeps the read-back);
-  engine profiles give ``x``, read back from AIConfigurator's fused-MoE tables (``python
-  benchmarks/aiconfigurator_compare.py --moe-width-tables``); 0 keeps the read-back at any TP.
+  engine profiles give ``x``, read back from AIConfigurator's fused-MoE tables (``moe_width_efficiency`` of
+  ``benchmarks/aiconfigurator_compare.py``); 0 keeps the read-back at any TP.
 * ``moe_tile_m_tokens`` 16 -- rows each hit expert's grouped GEMM computes at least (vLLM fused-MoE
   Triton ``BLOCK_SIZE_M`` for M <= E, ``get_default_config``; ``fleetplan.perf.moe``).
 * ``moe_load_imbalance`` 1 -- max-loaded EP rank over the mean beyond routing statistics.
