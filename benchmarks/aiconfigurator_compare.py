@@ -22,6 +22,9 @@ system, engine and engine version (``aiconfigurator_core/systems/data/<system>/<
 * ``--moe-tables`` (needs ``aiconfigurator-core``): the achieved share of the peak of AIConfigurator's fused-MoE
   tables per system, engine, version and dtype (``moe_table_efficiency``), the read-back of the vLLM and SGLang
   profiles' ``moe_gemm_efficiency`` / ``moe_fp8_gemm_efficiency`` (the roofline's routed-expert GEMM rate);
+* ``--moe-kernel-tables`` (needs ``aiconfigurator-core``): the same for the weight-only 4-bit MoE dtypes, split by
+  the table's kernel (``moe_kernel_efficiency``), the read-back of the vLLM profile's ``moe_mxfp4_gemm_efficiency``
+  (Marlin, OpenAI Triton and FlashInfer MXFP4 MoE) and of its A100 ``moe_int4_gemm_efficiency``;
 * ``--attention-tables`` (needs ``aiconfigurator-core``): the vLLM context-attention table's efficiency per head
   dimension (``attention_table_efficiency``), the source of ``fleetplan.perf.attention``'s head-dim factors.
 
@@ -260,6 +263,35 @@ def moe_table_efficiency() -> list[dict]:
                 eff = flop / (rows.latency * 1e-3) / (profiles[gpu][peak_key] * 1e12)  # latency in ms
                 out.append({"system": system, "engine": table.parent.parent.name, "engine_version": table.parent.name,
                             "moe_dtype": dtype, **_efficiency_summary(eff),
+                            "shapes": int(rows.groupby(["hidden_size", "inter_size", "num_experts", "topk"]).ngroups)})
+    return out
+
+
+#: weight-only 4-bit MoE dtypes of the per-kernel read-back (``moe_kernel_efficiency``)
+MOE_KERNEL_DTYPES = ("w4a16_mxfp4", "int4_wo")
+
+
+def moe_kernel_efficiency() -> list[dict]:
+    """``moe_table_efficiency`` split by the table's ``kernel_source`` for the weight-only 4-bit dtypes
+    ``MOE_KERNEL_DTYPES`` (needs ``aiconfigurator-core``), the read-back of the vLLM profile's
+    ``moe_mxfp4_gemm_efficiency`` / ``moe_int4_gemm_efficiency``: one MoE dtype runs different kernels (vLLM's
+    gpt-oss MXFP4 experts on the OpenAI Triton ``matmul_ogs`` kernels, other MXFP4 checkpoints on Marlin, FlashInfer's
+    TRT-LLM MoE on B200), so each kernel gets its own median of ``2 * 3 h I T k / latency`` over the BF16 peak at
+    ``MOE_TABLE_TOKENS`` tokens, one GPU, routing ``MOE_TABLE_DISTRIBUTION``."""
+    import pandas as pd
+
+    data, profiles = _aic_tables_and_profiles()
+    out = []
+    for system, gpu in MOE_TABLE_SYSTEMS.items():
+        for table in sorted((data / system / "moe").glob("*/*/moe_perf.parquet")):
+            frame = pd.read_parquet(table)
+            big = frame[(frame.moe_tp_size == 1) & (frame.moe_ep_size == 1) & frame.num_tokens.isin(MOE_TABLE_TOKENS)
+                        & (frame.distribution == MOE_TABLE_DISTRIBUTION) & frame.moe_dtype.isin(MOE_KERNEL_DTYPES)]
+            for (dtype, kernel), rows in big.groupby(["moe_dtype", "kernel_source"]):
+                flop = 2.0 * 3.0 * rows.hidden_size * rows.inter_size * rows.num_tokens * rows.topk
+                eff = flop / (rows.latency * 1e-3) / (profiles[gpu]["bf16_tflops"] * 1e12)  # latency in ms
+                out.append({"system": system, "engine": table.parent.parent.name, "engine_version": table.parent.name,
+                            "moe_dtype": dtype, "kernel": kernel, **_efficiency_summary(eff),
                             "shapes": int(rows.groupby(["hidden_size", "inter_size", "num_experts", "topk"]).ngroups)})
     return out
 
@@ -826,6 +858,8 @@ def main() -> int:
     parser.add_argument("--gemm-tables", action="store_true",
                         help="print the FP8/BF16 efficiency of AIConfigurator's raw GEMM tables (needs aiconfigurator)")
     for flag, what in (("--moe-tables", "fused-MoE tables, the engine profiles' moe_gemm_efficiency read-back"),
+                       ("--moe-kernel-tables", "weight-only 4-bit fused-MoE tables per kernel, the vLLM profile's "
+                        "moe_mxfp4_gemm_efficiency / moe_int4_gemm_efficiency read-back"),
                        ("--moe-width-tables", "fused-MoE tables against the per-GPU expert width, the source of "
                         "the step model's expert-width factor"),
                        ("--attention-tables", "vLLM context-attention table per head dim, the source of the step "
@@ -860,6 +894,12 @@ def main() -> int:
             widths = ", ".join(f"{w}: {r:.2f}" for w, r in g["by_width"].items())
             print(f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:7s} {g['moe_dtype']:10s} {g['n']:4d} "
                   f"narrow rows exponent {g['exponent']:.2f}; efficiency / TP-1 median by width I/tp: {widths}")
+        return 0
+    if args.moe_kernel_tables:
+        for g in moe_kernel_efficiency():
+            print(f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:8s} {g['moe_dtype']:12s} "
+                  f"{g['kernel'][:60]:60s} {g['n']:3d} rows {g['shapes']:2d} shapes median {g['median']:.3f} "
+                  f"(p10-p90 {g['p10']:.2f}-{g['p90']:.2f}) of the BF16 peak")
         return 0
     if args.moe_tables:
         for g in moe_table_efficiency():

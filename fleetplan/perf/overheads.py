@@ -62,6 +62,12 @@ each range:
   GEMM's inner loop and reaches about half the BF16 fused MoE's share (AIConfigurator's vLLM 0.24.0 ``int4_wo``
   tables, Kimi-K2's expert shape: 0.23 of the BF16 peak on H100 and H200, 0.11 on B200, against 0.38-0.44 / 0.31
   for BF16 experts); engine profiles set it per GPU, each value with its source.
+* ``moe_mxfp4_gemm_efficiency`` (None = ``moe_gemm_efficiency``) -- the same for MXFP4 weight-only experts
+  (gpt-oss) against the BF16 peak.  The kernel depends on the GPU and the vLLM build (``get_mxfp4_backend`` of
+  ``model_executor/layers/quantization/mxfp4.py``, vLLM 0.10.2 / 0.11.0 / 0.13.0): below SM90 always Marlin
+  (W4A16, as INT4); on Hopper the OpenAI Triton ``matmul_ogs`` kernels when the ``triton_kernels`` package imports,
+  Marlin otherwise (vLLM 0.10.2-0.12 wheels do not ship it, 0.13.0 vendors it as ``vllm.third_party``); on SM100
+  with FlashInfer its TRT-LLM MXFP4 x BF16 MoE.  Engine profiles set it per GPU, each value with its source.
 * ``moe_width_exponent`` 0 -- the routed rows' compute-bound efficiency falls as ``(w / 1024) ** x`` below a
   per-GPU expert width ``w = moe_intermediate_size / ffn_tp`` of 1,024 (``fleetplan.perf.moe.expert_width_factor``:
   expert TP splits each expert into narrower GEMMs; the weight-bound tile floor of decode keeps the read-back);
@@ -157,6 +163,7 @@ class PredictorOptions:
     moe_gemm_efficiency: float | None = None
     moe_fp8_gemm_efficiency: float | None = None
     moe_int4_gemm_efficiency: float | None = None
+    moe_mxfp4_gemm_efficiency: float | None = None
     moe_width_exponent: float = 0.0
     moe_tile_m_tokens: int = 16
     moe_load_imbalance: float = 1.0
@@ -168,7 +175,8 @@ class PredictorOptions:
     def __post_init__(self) -> None:
         object.__setattr__(self, "execution", execution_mode(self.execution))
         for name in ("fp8_gemm_efficiency", "fp8_block_gemm_efficiency", "fp8_block_bandwidth_efficiency",
-                     "moe_gemm_efficiency", "moe_fp8_gemm_efficiency", "moe_int4_gemm_efficiency"):
+                     "moe_gemm_efficiency", "moe_fp8_gemm_efficiency", "moe_int4_gemm_efficiency",
+                     "moe_mxfp4_gemm_efficiency"):
             if getattr(self, name) is not None:
                 _fraction(name, getattr(self, name))
         for name in ("api_server_s_per_request", "api_server_s_per_token", "moe_layer_overhead_s"):

@@ -165,8 +165,9 @@ class StepTimePredictor:
     @functools.cached_property
     def moe_rates(self) -> DeviceRates:
         """The routed experts' rates: ``rates`` with the grouped GEMM's FLOP/s at ``moe_fp8_gemm_efficiency``
-        of the FP8 peak (W8A8 experts), ``moe_int4_gemm_efficiency`` of the BF16 peak (INT4 weight-only experts;
-        ``moe_gemm_efficiency`` where the profile leaves it unset) or ``moe_gemm_efficiency`` of the BF16 peak
+        of the FP8 peak (W8A8 experts), ``moe_int4_gemm_efficiency`` / ``moe_mxfp4_gemm_efficiency`` of the BF16
+        peak (INT4 / MXFP4 weight-only experts; ``moe_gemm_efficiency`` where the profile leaves it unset) or
+        ``moe_gemm_efficiency`` of the BF16 peak
         (BF16 and other weight-only experts) where the profile gives it (``fleetplan.perf.overheads``), the
         dense GEMMs' rate otherwise.  (The expert-width factor divides the routed rows' compute in ``moe``.)"""
         o = self.options
@@ -174,6 +175,8 @@ class StepTimePredictor:
             eff = o.moe_fp8_gemm_efficiency
         elif self.weight_dtype is Dtype.INT4 and o.moe_int4_gemm_efficiency is not None:
             eff = o.moe_int4_gemm_efficiency
+        elif self.weight_dtype is Dtype.MXFP4 and o.moe_mxfp4_gemm_efficiency is not None:
+            eff = o.moe_mxfp4_gemm_efficiency
         else:
             eff = o.moe_gemm_efficiency
         if eff is None:

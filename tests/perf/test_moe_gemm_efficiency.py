@@ -120,8 +120,8 @@ def test_mi300x_keeps_the_dense_efficiency(catalog, engine) -> None:
 
 
 def test_perf_explain_times_the_experts_at_the_profiles_read_back(catalog) -> None:
-    """End to end: ``fleetplan perf explain --engine vllm`` on an A100 times gpt-oss-20b's experts at the
-    profile's A100 read-back (0.28 of the BF16 peak), the library's figure, exit 0."""
+    """End to end: ``fleetplan perf explain --engine vllm`` on an A100 times gpt-oss-20b's MXFP4 experts at the
+    profile's A100 Marlin read-back (0.41 of the BF16 peak), the library's figure, exit 0."""
     import re
 
     from click.testing import CliRunner
@@ -135,7 +135,7 @@ def test_perf_explain_times_the_experts_at_the_profiles_read_back(catalog) -> No
     gpu = catalog.get("A100-80GB")
     p = StepTimePredictor(load_model("gpt-oss-20b"), gpu, Parallelism.vllm(tensor_parallel_size=1), Dtype.MXFP4,
                           options=load_engine_profile("vllm").options_for(gpu, Dtype.MXFP4))
-    assert p.moe_rates.gemm_flop_per_s == pytest.approx(gpu.bf16_tflops * 1e12 * 0.28)
+    assert p.moe_rates.gemm_flop_per_s == pytest.approx(gpu.bf16_tflops * 1e12 * 0.41)
     expected_ms = p.predict(BatchComposition.uniform(0, 1, 1, 2048)).seconds["moe_experts"] * 1e3
     assert shown_ms == pytest.approx(expected_ms, abs=1e-3)
 
@@ -158,13 +158,49 @@ def test_int4_experts_use_their_own_efficiency(catalog) -> None:
         PredictorOptions(moe_int4_gemm_efficiency=1.5)
 
 
-@pytest.mark.parametrize(("gpu", "int4"), [("H100-SXM", 0.23), ("H200", 0.23), ("B200", 0.11), ("A100-80GB", None)])
+@pytest.mark.parametrize(("gpu", "int4"), [("H100-SXM", 0.23), ("H200", 0.23), ("B200", 0.11), ("A100-80GB", 0.41),
+                                         ("L40S", None)])
 def test_vllm_profile_carries_the_int4_read_back(catalog, gpu, int4) -> None:
-    """vLLM 0.24.0's ``int4_wo`` fused-MoE tables (Kimi-K2's expert shape), each sourced; no table, no value."""
+    """vLLM 0.24.0's ``int4_wo`` fused-MoE tables (Kimi-K2's expert shape); on the A100, SGLang 0.5.10's Marlin MoE
+    table (vLLM has none there), each sourced; no table, no value."""
     profile = load_engine_profile("vllm")
     assert profile.options_for(catalog.get(gpu), Dtype.INT4).moe_int4_gemm_efficiency == int4
     if int4 is not None:
         assert "int4_wo" in profile.gpu_sources[gpu]["moe_int4_gemm_efficiency"]
+
+
+def test_mxfp4_experts_use_their_own_efficiency(catalog) -> None:
+    """MXFP4 weight-only experts (gpt-oss) run at ``moe_mxfp4_gemm_efficiency`` of the BF16 peak where given, at
+    ``moe_gemm_efficiency`` otherwise; a compute-bound step's expert time scales as 1 / efficiency; INT4 and BF16
+    experts ignore it; a value outside (0, 1] is refused naming the option."""
+    oss = load_model("gpt-oss-120b")
+    h100 = catalog.get("H100-SXM")
+    p = _predictor(catalog, oss, "H100-SXM", Dtype.MXFP4, moe_gemm_efficiency=0.42, moe_mxfp4_gemm_efficiency=0.21)
+    assert p.moe_rates.gemm_flop_per_s == pytest.approx(h100.bf16_tflops * 1e12 * 0.21)
+    unset = _predictor(catalog, oss, "H100-SXM", Dtype.MXFP4, moe_gemm_efficiency=0.42)
+    assert unset.moe_rates.gemm_flop_per_s == pytest.approx(h100.bf16_tflops * 1e12 * 0.42)
+    big = BatchComposition.uniform(0, 1, 1, 16384)
+    assert p.predict(big).seconds["moe_experts"] == pytest.approx(
+        unset.predict(big).seconds["moe_experts"] * 2.0, rel=1e-9)
+    assert p.predict(big).seconds["attention_prefill"] == unset.predict(big).seconds["attention_prefill"]
+    kimi = load_model("kimi-k2")
+    int4 = _predictor(catalog, kimi, "H100-SXM", Dtype.INT4, moe_gemm_efficiency=0.42, moe_mxfp4_gemm_efficiency=0.21)
+    assert int4.moe_rates.gemm_flop_per_s == pytest.approx(h100.bf16_tflops * 1e12 * 0.42)
+    with pytest.raises(ConfigError, match="moe_mxfp4_gemm_efficiency"):
+        PredictorOptions(moe_mxfp4_gemm_efficiency=0.0)
+
+
+@pytest.mark.parametrize(("gpu", "mxfp4", "kernel"), [
+    ("H100-SXM", 0.21, "marlin"), ("H200", 0.21, "marlin"), ("B200", 0.23, "flashinfer_trtllm"),
+    ("A100-80GB", 0.41, "sglang_marlin_moe"), ("A100-40GB", 0.41, "sglang_marlin_moe"), ("L40S", None, None)])
+def test_vllm_profile_carries_the_mxfp4_read_back(catalog, gpu, mxfp4, kernel) -> None:
+    """vLLM's MXFP4 experts per GPU: Marlin on Ampere and on Hopper without triton_kernels (vLLM 0.10.2 / 0.11.0
+    wheels), FlashInfer's TRT-LLM MXFP4 MoE on B200; each value names its AIConfigurator table and kernel."""
+    profile = load_engine_profile("vllm")
+    assert profile.options_for(catalog.get(gpu), Dtype.MXFP4).moe_mxfp4_gemm_efficiency == mxfp4
+    if mxfp4 is not None:
+        source = profile.gpu_sources[gpu]["moe_mxfp4_gemm_efficiency"]
+        assert "moe_perf.parquet" in source and kernel in source and "get_mxfp4_backend" in source
 
 
 def test_expert_width_factor_by_hand() -> None:
