@@ -64,6 +64,7 @@ attends only the ``K = index_topk`` (2,048) best keys, in its absorbed (MQA) for
     indexer, decode, per context token:       bytes = d_i + 4 d_i / 128    (its FP8 key cache and fp32 scales)
     sparse MLA, per scheduled token:          FLOPs = 2 K (2 r_kv + d_r) h_k   (BF16 peak x attention efficiency)
     sparse MLA, per scheduled sequence:       bytes = K (r_kv + d_r) x KV dtype bytes
+                                              (FP8: K x 656, the packed record of ``fleetplan.models.config``)
 
 The indexer is replicated on every attention GPU (vLLM ``Indexer``: "no tensor parallel, just replicated"; its
 query up-projection and key projection are ``step_gemms``' ``index_wq_b`` / ``index_wk``), so its terms do not
@@ -178,7 +179,9 @@ def _sparse_attention_cost(model: ModelConfig, par: Parallelism, kv_dtype: Dtype
     heads = -(-(model.n_heads // par.attn_tp) // DSA_HEAD_TILE) * DSA_HEAD_TILE
     r_kv, d_r = model.kv_lora_rank, model.qk_rope_head_dim
     mla_flop_per_key = 2.0 * (2 * r_kv + d_r) * heads
-    latent_bytes = (r_kv + d_r) * kv_dtype.bytes_per_param
+    # FP8: sparse FlashMLA's packed record (FP8 latent, fp32 scales, BF16 rope; fleetplan.models.config)
+    latent_bytes = (model.sparse_mla_fp8_latent_bytes_per_token_per_layer() if kv_dtype is Dtype.FP8
+                    else (r_kv + d_r) * kv_dtype.bytes_per_param)
     return AttentionCost(
         prefill_s_per_work=layers * index_flop_per_pair / index_flop_per_s,
         decode_s_per_context_token=max(memory_s, compute_s),

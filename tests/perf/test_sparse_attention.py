@@ -57,6 +57,14 @@ def test_dsa_terms_by_hand(v32, tp: int, heads: int) -> None:
     assert cost.window_s_per_seq == pytest.approx(61 * 2048 * 576 * 2 / 1e12)
 
 
+def test_fp8_kv_reads_the_packed_record(v32) -> None:
+    """FP8 KV: the sparse MLA reads sparse FlashMLA's 656-byte record per selected key (512 FP8 latent + 4 fp32
+    scales + 64 BF16 rope; vLLM 0.13.0 flashmla_sparse.py), not a 576-byte FP8 row; the indexer keeps its 132."""
+    cost = attention_cost(v32, Parallelism(tp=8), Dtype.FP8, RATES, index_flop_per_s=INDEX_FLOP_PER_S)
+    assert cost.window_s_per_seq == pytest.approx(61 * 2048 * 656 / 1e12)
+    assert cost.decode_s_per_context_token == pytest.approx(max(61 * 132 / 1e12, 61 * 2 * 64 * 128 / INDEX_FLOP_PER_S))
+
+
 def test_attention_dp_rank_pads_nothing(v32) -> None:
     """SGLang dp-attention (attention TP 1): all 128 heads on the rank, a multiple of the kernels' tile."""
     dp = attention_cost(v32, Parallelism(tp=1, dp=8), Dtype.BF16, RATES, index_flop_per_s=INDEX_FLOP_PER_S)
