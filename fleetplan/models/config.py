@@ -53,7 +53,7 @@ whose cache grows with the context:
   1,152 in BF16 (vLLM 0.13.0 ``v1/attention/backends/mla/flashmla_sparse.py``, the
   ``fp8_ds_mla`` cache layout; SGLang 0.5.6.post2 ``mem_cache/memory_pool.py``
   ``NSATokenToKVPool``, the same 656 bytes for ``fp8_e4m3``).  Neither engine picks it for
-  V3.2 on Hopper by default: vLLM 0.12.0 / 0.13.0 map ``--kv-cache-dtype fp8`` to
+  V3.2 on Hopper by default: vLLM 0.12.0 / 0.13.0 map a ``kv_cache_dtype`` of ``fp8`` to
   ``fp8_ds_mla`` and keep ``auto`` BF16 (``model_executor/models/config.py``
   ``DeepseekV32ForCausalLM``; vLLM 0.11.0's ``auto`` was ``fp8_ds_mla``, vLLM PR #25988);
   SGLang 0.5.6.post2 resolves ``auto`` to BF16 below SM100 and to ``fp8_e4m3`` on Blackwell
