@@ -22,6 +22,9 @@ system, engine and engine version (``aiconfigurator_core/systems/data/<system>/<
 * ``--moe-tables`` (needs ``aiconfigurator-core``): the achieved share of the peak of AIConfigurator's fused-MoE
   tables per system, engine, version and dtype (``moe_table_efficiency``), the read-back of the vLLM and SGLang
   profiles' ``moe_gemm_efficiency`` / ``moe_fp8_gemm_efficiency`` (the roofline's routed-expert GEMM rate);
+* ``--moe-kernel-tables`` (needs ``aiconfigurator-core``): the same for the weight-only 4-bit MoE dtypes, split by
+  the table's kernel (``moe_kernel_efficiency``), the read-back of the vLLM profile's ``moe_mxfp4_gemm_efficiency``
+  (Marlin, OpenAI Triton and FlashInfer MXFP4 MoE) and of its A100 ``moe_int4_gemm_efficiency``;
 * ``--attention-tables`` (needs ``aiconfigurator-core``): the vLLM context-attention table's efficiency per head
   dimension (``attention_table_efficiency``), the source of ``fleetplan.perf.attention``'s head-dim factors.
 
@@ -261,6 +264,79 @@ def moe_table_efficiency() -> list[dict]:
                 out.append({"system": system, "engine": table.parent.parent.name, "engine_version": table.parent.name,
                             "moe_dtype": dtype, **_efficiency_summary(eff),
                             "shapes": int(rows.groupby(["hidden_size", "inter_size", "num_experts", "topk"]).ngroups)})
+    return out
+
+
+#: weight-only 4-bit MoE dtypes of the per-kernel read-back (``moe_kernel_efficiency``)
+MOE_KERNEL_DTYPES = ("w4a16_mxfp4", "int4_wo")
+
+
+def moe_kernel_efficiency() -> list[dict]:
+    """``moe_table_efficiency`` split by the table's ``kernel_source`` for the weight-only 4-bit dtypes
+    ``MOE_KERNEL_DTYPES`` (needs ``aiconfigurator-core``), the read-back of the vLLM profile's
+    ``moe_mxfp4_gemm_efficiency`` / ``moe_int4_gemm_efficiency``: one MoE dtype runs different kernels (vLLM's
+    gpt-oss MXFP4 experts on the OpenAI Triton ``matmul_ogs`` kernels, other MXFP4 checkpoints on Marlin, FlashInfer's
+    TRT-LLM MoE on B200), so each kernel gets its own median of ``2 * 3 h I T k / latency`` over the BF16 peak at
+    ``MOE_TABLE_TOKENS`` tokens, one GPU, routing ``MOE_TABLE_DISTRIBUTION``."""
+    import pandas as pd
+
+    data, profiles = _aic_tables_and_profiles()
+    out = []
+    for system, gpu in MOE_TABLE_SYSTEMS.items():
+        for table in sorted((data / system / "moe").glob("*/*/moe_perf.parquet")):
+            frame = pd.read_parquet(table)
+            big = frame[(frame.moe_tp_size == 1) & (frame.moe_ep_size == 1) & frame.num_tokens.isin(MOE_TABLE_TOKENS)
+                        & (frame.distribution == MOE_TABLE_DISTRIBUTION) & frame.moe_dtype.isin(MOE_KERNEL_DTYPES)]
+            for (dtype, kernel), rows in big.groupby(["moe_dtype", "kernel_source"]):
+                flop = 2.0 * 3.0 * rows.hidden_size * rows.inter_size * rows.num_tokens * rows.topk
+                eff = flop / (rows.latency * 1e-3) / (profiles[gpu]["bf16_tflops"] * 1e12)  # latency in ms
+                out.append({"system": system, "engine": table.parent.parent.name, "engine_version": table.parent.name,
+                            "moe_dtype": dtype, "kernel": kernel, **_efficiency_summary(eff),
+                            "shapes": int(rows.groupby(["hidden_size", "inter_size", "num_experts", "topk"]).ngroups)})
+    return out
+
+
+#: (system, engine, database version) of the expert-width read-back (``moe_width_exponent``): the tables of the grid's
+#: Hopper systems with expert-TP rows for both BF16 and block-FP8 experts
+MOE_WIDTH_TABLES = (("h100_sxm", "vllm", "0.24.0"), ("h200_sxm", "vllm", "0.24.0"),
+                    ("h100_sxm", "sglang", "0.5.14"), ("h200_sxm", "sglang", "0.5.14"))
+MOE_WIDTH_DTYPES = ("bfloat16", "fp8_block")
+MOE_WIDTH_FIT_MIN = 128  # narrowest per-GPU width in the fit (bundled models at TP <= 16 are at least this wide)
+
+
+def moe_width_efficiency() -> list[dict]:
+    """The fused-MoE efficiency against the per-GPU expert width (needs ``aiconfigurator-core``), the read-back of
+    ``fleetplan.perf.moe.expert_width_factor``: per table of ``MOE_WIDTH_TABLES`` and dtype, every row at
+    ``MOE_TABLE_TOKENS`` tokens with routing ``MOE_TABLE_DISTRIBUTION`` and no EP, its efficiency (per-GPU FLOPs
+    ``2 * 3 h (I / tp) T k`` over its latency and the dtype's peak) over the median efficiency of the table's TP-1
+    rows (the engine profiles' ``moe_gemm_efficiency`` read-back), against the width ``w = I / moe_tp``; the exponent
+    ``x`` of ``(w / MOE_REFERENCE_WIDTH) ** x`` by least squares in log over the rows from ``MOE_WIDTH_FIT_MIN`` up
+    to the reference width, and the median ratio per width."""
+    import numpy as np
+    import pandas as pd
+
+    from fleetplan.perf.moe import MOE_REFERENCE_WIDTH
+
+    data, profiles = _aic_tables_and_profiles()
+    out = []
+    for system, engine, version in MOE_WIDTH_TABLES:
+        gpu = profiles[GRID_SYSTEMS[system]]
+        frame = pd.read_parquet(data / system / "moe" / engine / version / "moe_perf.parquet")
+        frame = frame[frame.num_tokens.isin(MOE_TABLE_TOKENS) & (frame.distribution == MOE_TABLE_DISTRIBUTION)
+                      & (frame.moe_ep_size == 1)]
+        for dtype in MOE_WIDTH_DTYPES:
+            rows = frame[frame.moe_dtype == dtype]
+            flop = 2.0 * 3.0 * rows.hidden_size * rows.inter_size / rows.moe_tp_size * rows.num_tokens * rows.topk
+            eff = flop / (rows.latency * 1e-3) / (gpu[MOE_TABLE_PEAK[dtype]] * 1e12)
+            width = rows.inter_size // rows.moe_tp_size
+            ratio = eff / eff[rows.moe_tp_size == 1].median()
+            narrow = (width < MOE_REFERENCE_WIDTH) & (width >= MOE_WIDTH_FIT_MIN)
+            x = np.log(width[narrow] / MOE_REFERENCE_WIDTH).to_numpy()
+            y = np.log(ratio[narrow]).to_numpy()
+            exponent = float(np.sum(x * y) / np.sum(x * x))
+            by_width = {int(w): float(ratio[width == w].median()) for w in sorted(set(width)) if w <= 4096}
+            out.append({"system": system, "engine": engine, "engine_version": version, "moe_dtype": dtype,
+                        "n": int(narrow.sum()), "exponent": exponent, "by_width": by_width})
     return out
 
 
@@ -782,6 +858,10 @@ def main() -> int:
     parser.add_argument("--gemm-tables", action="store_true",
                         help="print the FP8/BF16 efficiency of AIConfigurator's raw GEMM tables (needs aiconfigurator)")
     for flag, what in (("--moe-tables", "fused-MoE tables, the engine profiles' moe_gemm_efficiency read-back"),
+                       ("--moe-kernel-tables", "weight-only 4-bit fused-MoE tables per kernel, the vLLM profile's "
+                        "moe_mxfp4_gemm_efficiency / moe_int4_gemm_efficiency read-back"),
+                       ("--moe-width-tables", "fused-MoE tables against the per-GPU expert width, the source of "
+                        "the step model's expert-width factor"),
                        ("--attention-tables", "vLLM context-attention table per head dim, the source of the step "
                         "model's head-dim factors")):
         parser.add_argument(flag, action="store_true",
@@ -808,6 +888,18 @@ def main() -> int:
         for g in attention_table_efficiency():
             print(f"{g['system']} {g['engine']} {g['engine_version']} {g['kernel']:22s} head_dim {g['head_dim']:3d} "
                   f"{g['n']:5d} rows median {g['median']:.3f} of the BF16 peak")
+        return 0
+    if args.moe_width_tables:
+        for g in moe_width_efficiency():
+            widths = ", ".join(f"{w}: {r:.2f}" for w, r in g["by_width"].items())
+            print(f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:7s} {g['moe_dtype']:10s} {g['n']:4d} "
+                  f"narrow rows exponent {g['exponent']:.2f}; efficiency / TP-1 median by width I/tp: {widths}")
+        return 0
+    if args.moe_kernel_tables:
+        for g in moe_kernel_efficiency():
+            print(f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:8s} {g['moe_dtype']:12s} "
+                  f"{g['kernel'][:60]:60s} {g['n']:3d} rows {g['shapes']:2d} shapes median {g['median']:.3f} "
+                  f"(p10-p90 {g['p10']:.2f}-{g['p90']:.2f}) of the BF16 peak")
         return 0
     if args.moe_tables:
         for g in moe_table_efficiency():

@@ -47,6 +47,17 @@ whose cache grows with the context:
 * MLA: ``n_kv_layers * (r_kv + d_r) * bytes`` (one compressed latent plus the rope key), plus
   DeepSeek-V3.2's sparse-attention indexer key, ``index_head_dim`` FP8 bytes and one fp32
   scale per 128 (vLLM's indexer cache), when the model has one.
+* MLA with a DSA indexer (DeepSeek-V3.2) in FP8: the sparse FlashMLA kernels read one packed
+  record per token, ``r_kv`` FP8 latent values, one fp32 scale per 128 of them and the rope key
+  kept in BF16: ``r_kv + 4 * r_kv / 128 + 2 * d_r`` = 512 + 16 + 128 = 656 bytes against
+  1,152 in BF16 (vLLM 0.13.0 ``v1/attention/backends/mla/flashmla_sparse.py``, the
+  ``fp8_ds_mla`` cache layout; SGLang 0.5.6.post2 ``mem_cache/memory_pool.py``
+  ``NSATokenToKVPool``, the same 656 bytes for ``fp8_e4m3``).  Neither engine picks it for
+  V3.2 on Hopper by default: vLLM 0.12.0 / 0.13.0 map a ``kv_cache_dtype`` of ``fp8`` to
+  ``fp8_ds_mla`` and keep ``auto`` BF16 (``model_executor/models/config.py``
+  ``DeepseekV32ForCausalLM``; vLLM 0.11.0's ``auto`` was ``fp8_ds_mla``, vLLM PR #25988);
+  SGLang 0.5.6.post2 resolves ``auto`` to BF16 below SM100 and to ``fp8_e4m3`` on Blackwell
+  (``server_args.py``, DeepSeek NSA).
 
 ``n_kv_layers`` counts full-attention layers and windowed layers whose window is at least
 ``WINDOW_AS_FULL_TOKENS`` (4,096): Llama-4's 8,192-token chunks hold a whole typical request,
@@ -116,6 +127,10 @@ WINDOW_AS_FULL_TOKENS = 4096
 #: vLLM's DeepSeek-V3.2 indexer cache: one fp32 scale per 128 FP8 key elements.
 INDEXER_SCALE_GROUP = 128
 INDEXER_SCALE_BYTES = 4
+#: Sparse FlashMLA's FP8 latent record (module docstring): one fp32 scale per 128 FP8 latent values,
+#: rope key kept in BF16 (vLLM 0.13.0 flashmla_sparse.py, 656 bytes for DeepSeek-V3.2).
+SPARSE_MLA_FP8_SCALE_GROUP = 128
+SPARSE_MLA_FP8_SCALE_BYTES = 4
 
 
 class AttentionKind(enum.Enum):
@@ -517,9 +532,20 @@ class ModelConfig:
     def full_layer_kv_bytes_per_token(self, kv_dtype: Dtype = Dtype.BF16) -> float:
         """KV-cache bytes one token occupies in one full-attention layer (unsharded)."""
         if self.attention is AttentionKind.MLA:
-            latent = (self.kv_lora_rank + self.qk_rope_head_dim) * kv_dtype.bytes_per_param
+            if self.index_head_dim and kv_dtype is Dtype.FP8:
+                latent = self.sparse_mla_fp8_latent_bytes_per_token_per_layer()
+            else:
+                latent = (self.kv_lora_rank + self.qk_rope_head_dim) * kv_dtype.bytes_per_param
             return latent + self.indexer_kv_bytes_per_token_per_layer()
         return 2 * self.n_kv_heads * self.head_dim * kv_dtype.bytes_per_param
+
+    def sparse_mla_fp8_latent_bytes_per_token_per_layer(self) -> int:
+        """Sparse FlashMLA's packed FP8 latent record: ``r_kv`` FP8 values, an fp32 scale per 128 of
+        them and the BF16 rope key, ``r_kv + 4 * ceil(r_kv / 128) + 2 * d_r`` (656 for DeepSeek-V3.2;
+        module docstring)."""
+        r = self.kv_lora_rank
+        scales = math.ceil(r / SPARSE_MLA_FP8_SCALE_GROUP) * SPARSE_MLA_FP8_SCALE_BYTES
+        return r + scales + self.qk_rope_head_dim * int(Dtype.BF16.bytes_per_param)
 
     def indexer_kv_bytes_per_token_per_layer(self) -> int:
         """DeepSeek-V3.2 indexer key cache: ``index_head_dim`` FP8 bytes plus an fp32 scale per 128."""

@@ -47,7 +47,8 @@ neither key is read by its keys alone.  Per family:
 * DeepseekV3 / DeepseekV32 / Kimi-K2 (``DeepseekV3ForCausalLM``): MLA, shared experts,
   ``first_k_dense_replace``; MTP heads ``num_nextn_predict_layers`` -> ``n_mtp_layers``;
   V3.2's DSA indexer ``index_n_heads``, ``index_head_dim``, ``index_topk``.  DSA attends to
-  ``index_topk`` keys per query (a step-time matter); the indexer's FP8 key is in the KV size.
+  ``index_topk`` keys per query (timed by ``fleetplan.perf.attention``, 'DeepSeek Sparse Attention',
+  and the indexer's projections by ``fleetplan.perf.operators``); the indexer's FP8 key is in the KV size.
 * Glm4Moe: as DeepSeek's MoE keys with GQA attention; MiniMaxM2: every layer MoE with
   ``intermediate_size`` as the expert, MTP ``num_mtp_modules`` when ``use_mtp``.
 * Llama-4 (``text_config``): layer i is MoE iff ``(i + 1) % interleave_moe_layer_step == 0``

@@ -52,6 +52,35 @@ FlashAttention streams keys once per query block, a decode token reads its own);
 the same attention kernels, window-limited.  Before this term every layer was charged the full context, twice the
 attention of gpt-oss.  Linear-attention layers (Qwen3-Next) are still charged as full attention (an upper
 bound; their recurrent-state update is not modelled here).
+
+DeepSeek Sparse Attention (DSA; DeepSeek-V3.2, ``DeepseekV32ForCausalLM``; DeepSeek-AI, "DeepSeek-V3.2-Exp:
+Boosting Long-Context Efficiency with DeepSeek Sparse Attention", 2025, section 2.1; ``sparse_attention``).  In
+every layer a lightning indexer of ``n_i = index_n_heads`` heads of width ``d_i = index_head_dim`` (64 and 128 in
+the model's config.json) scores every previous key in FP8 (``I_ts = sum_j w_tj ReLU(q_tj . k_s)``) and the MLA
+attends only the ``K = index_topk`` (2,048) best keys, in its absorbed (MQA) form: one latent of
+``r_kv + d_r`` values per key shared by all heads, ``d_qk = r_kv + d_r``, ``d_v = r_kv``.  Per GPU and layer:
+
+    indexer, per (query, previous key) pair:  FLOPs = 2 n_i d_i            (FP8 peak x attention efficiency)
+    indexer, decode, per context token:       bytes = d_i + 4 d_i / 128    (its FP8 key cache and fp32 scales)
+    sparse MLA, per scheduled token:          FLOPs = 2 K (2 r_kv + d_r) h_k   (BF16 peak x attention efficiency)
+    sparse MLA, per scheduled sequence:       bytes = K (r_kv + d_r) x KV dtype bytes
+                                              (FP8: K x 656, the packed record of ``fleetplan.models.config``)
+
+The indexer is replicated on every attention GPU (vLLM ``Indexer``: "no tensor parallel, just replicated"; its
+query up-projection and key projection are ``step_gemms``' ``index_wq_b`` / ``index_wk``), so its terms do not
+shrink with TP; they are the context-growing terms (``prefill_s_per_work``, ``decode_s_per_context_token``) in
+place of the dense MLA's.  The sparse MLA costs ``K`` keys per query whatever the context: the kernels take a
+fixed-size index tensor of ``K`` slots per query, unused ones masked (vLLM ``FlashMLASparse`` metadata: "all
+elements = topk_tokens (constant for full-CG)"; FlashMLA ``flash_mla_sparse_fwd``: logits of shape
+``[s_q, h_q, topk]``), so it takes the narrow-window slots (``window_s_per_token``, ``window_s_per_seq``) with
+``W = K``.  ``h_k`` is the GPU's query heads padded to the sparse kernels' head tile, ``DSA_HEAD_TILE`` = 64
+(vllm-project/recipes@8959cf6 ``DeepSeek/DeepSeek-V3_2.md`` line 45: "TP=8 yields only 16 heads (128/8) per rank
+but is padded to 64 heads, incurring overhead and hurting performance"; vLLM ``flashmla_sparse.py``: "FP8 decode
+kernel only supports h_q = 64 or 128, so we need to pad"): 16 heads per GPU at TP 8 cost as 64, while attention
+data parallelism (128 heads per rank) pads nothing.  FlashMLA's release note (2025-09-29) gives the sparse kernels
+640 TFLOP/s in prefill and 410 in decode on H800 (0.65 / 0.41 of the 989 TFLOP/s peak), around the profile's
+``attention_efficiency`` (0.6) that both terms use.  The top-k selection itself (a sort over the indexer's
+scores) is not charged.
 """
 
 from __future__ import annotations
@@ -63,7 +92,11 @@ from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.roofline import DeviceRates
 
 __all__ = ["AttentionCost", "attention_cost", "kv_bytes_per_token_per_gpu", "n_context_layers",
-           "narrow_window_layers", "flash_head_dim_factor", "FLASH_HEAD_DIM_FACTORS"]
+           "narrow_window_layers", "flash_head_dim_factor", "FLASH_HEAD_DIM_FACTORS", "sparse_attention",
+           "DSA_HEAD_TILE"]
+
+#: Query heads per GPU the DSA sparse-MLA kernels compute, padded up to a multiple of this (module docstring)
+DSA_HEAD_TILE = 64
 
 
 #: (head dim, prefill efficiency / head-dim-128 efficiency), module docstring
@@ -90,6 +123,12 @@ def narrow_window_layers(model: ModelConfig) -> tuple[int, int]:
     if mix.n_window_layers == 0 or mix.window_counts_as_full:
         return 0, 0
     return mix.n_window_layers, mix.attention_window_tokens
+
+
+def sparse_attention(model: ModelConfig) -> bool:
+    """True for DeepSeek Sparse Attention: MLA whose queries attend the ``index_topk`` keys a lightning indexer
+    selects (module docstring)."""
+    return model.attention is AttentionKind.MLA and model.index_topk > 0
 
 
 def n_context_layers(model: ModelConfig) -> int:
@@ -129,8 +168,36 @@ class AttentionCost:
     window_s_per_seq: float = 0.0  # narrow-window layers' KV read, per scheduled sequence (module docstring)
 
 
-def attention_cost(model: ModelConfig, par: Parallelism, kv_dtype: Dtype, rates: DeviceRates) -> AttentionCost:
-    """Attention coefficients for ``model`` sharded by ``par`` (see module docstring)."""
+def _sparse_attention_cost(model: ModelConfig, par: Parallelism, kv_dtype: Dtype, rates: DeviceRates,
+                           index_flop_per_s: float) -> AttentionCost:
+    """DSA: the indexer over the whole context, the MLA over ``index_topk`` keys per query (module docstring)."""
+    layers, topk = model.n_layers, model.index_topk
+    n_i, d_i = model.index_n_heads, model.index_head_dim
+    index_flop_per_pair = 2.0 * n_i * d_i
+    memory_s = layers * model.indexer_kv_bytes_per_token_per_layer() / rates.kv_bytes_per_s
+    compute_s = layers * index_flop_per_pair / index_flop_per_s
+    heads = -(-(model.n_heads // par.attn_tp) // DSA_HEAD_TILE) * DSA_HEAD_TILE
+    r_kv, d_r = model.kv_lora_rank, model.qk_rope_head_dim
+    mla_flop_per_key = 2.0 * (2 * r_kv + d_r) * heads
+    # FP8: sparse FlashMLA's packed record (FP8 latent, fp32 scales, BF16 rope; fleetplan.models.config)
+    latent_bytes = (model.sparse_mla_fp8_latent_bytes_per_token_per_layer() if kv_dtype is Dtype.FP8
+                    else (r_kv + d_r) * kv_dtype.bytes_per_param)
+    return AttentionCost(
+        prefill_s_per_work=layers * index_flop_per_pair / index_flop_per_s,
+        decode_s_per_context_token=max(memory_s, compute_s),
+        decode_bound="memory" if memory_s >= compute_s else "compute",
+        window_s_per_token=layers * topk * mla_flop_per_key / rates.attention_flop_per_s,
+        window_s_per_seq=layers * topk * latent_bytes / rates.kv_bytes_per_s,
+    )
+
+
+def attention_cost(model: ModelConfig, par: Parallelism, kv_dtype: Dtype, rates: DeviceRates,
+                   index_flop_per_s: float | None = None) -> AttentionCost:
+    """Attention coefficients for ``model`` sharded by ``par`` (see module docstring).  ``index_flop_per_s``:
+    the FP8 rate of a DSA model's lightning indexer (default ``rates.attention_flop_per_s``)."""
+    if sparse_attention(model):
+        return _sparse_attention_cost(model, par, kv_dtype, rates,
+                                      rates.attention_flop_per_s if index_flop_per_s is None else index_flop_per_s)
     heads_per_gpu = model.n_heads // par.attn_tp
     layers = n_context_layers(model)
     d_qk, d_v = _head_dims(model, decode=False)

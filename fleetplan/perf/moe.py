@@ -26,6 +26,24 @@ expressed as bytes at the weight bandwidth.  Expected hit experts under uniform 
 ``k`` distinct experts per token: ``E[active] = E (1 - (1 - k / E) ** T)`` (each expert is
 missed by a token with probability ``1 - k / E``).
 
+Expert width.  With the experts split over ``tp_ffn`` GPUs each expert GEMM is ``I_moe / tp_ffn`` wide (N of
+gate/up, K of down) on a GPU, and the fused-MoE kernels reach a smaller share of the peak the narrower it is
+(fewer output tiles per expert to fill the SMs, the same per-expert gather, scatter and tile tails).  The
+routed rows' compute (``MoeShape.row_compute_scale``, set by ``predictor.moe``) is divided by
+
+    expert_width_factor(w) = min(1, (w / MOE_REFERENCE_WIDTH) ** x),   w = I_moe / tp_ffn
+
+with ``x`` the engine profile's ``moe_width_exponent`` (0: no effect): AIConfigurator 0.12.0's measured fused-MoE
+tables (vLLM 0.24.0 and SGLang 0.5.14, H100 and H200, BF16 and block-FP8 experts, expert-TP rows at 4,096-16,384
+tokens; ``moe_width_efficiency`` of ``benchmarks/aiconfigurator_compare.py``) fall from the TP-1 median, the profiles'
+``moe_gemm_efficiency`` read-back, to about 0.75 of it at width 384-512, 0.5-0.65 at 256 and 0.35-0.45 at 128; the
+exponent is their least-squares fit below ``MOE_REFERENCE_WIDTH`` (1,024: the width at which the tables' ratio
+reaches 1).  Wider experts keep the read-back (the factor is capped at 1), and expert parallelism keeps whole
+experts (``w = I_moe``).  DeepSeek-V3 (I 2,048) at TP 8 runs its experts 256 wide on each GPU.  Only the
+compute-bound term is divided: the hit experts' tile floor ``w_e`` (decode) keeps the read-back rate, as the same
+tables' weight-bound rows lose far less (DeepSeek-V3's block-FP8 experts on H200: TP-8 latency 0.15-0.20 of TP-1's
+at 8-1,024 tokens, 1/8 ideal, against 0.23-0.24 at 4,096-16,384).
+
 Expert load imbalance ``g`` (``MoeShape.load_imbalance``, >= 1): the max-loaded EP rank's rows
 over the mean rank's beyond the multinomial spread and the Zipf skew modelled here (a measured
 figure of a deployment; 1 = routing statistics only, the default).
@@ -67,12 +85,22 @@ from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.roofline import ACTIVATION_BYTES, DeviceRates
 
 __all__ = ["MoeShape", "moe_shape", "expert_probabilities", "rank_shares",
-           "sample_moe_s", "expected_moe_terms"]
+           "sample_moe_s", "expected_moe_terms", "MOE_REFERENCE_WIDTH", "expert_width_factor"]
 
 FIT_MAX_TOKENS = 16384.0  # step tokens over which the expectation is fitted (log grid from 1)
 FIT_POINTS = 32
 MAX_DRAWS = 2000  # normal draws per grid point for E[max over ranks] (common random numbers)
 MAX_DRAWS_SEED = 0
+#: per-GPU expert width (I_moe / tp_ffn) at and above which the fused MoE keeps its read-back efficiency (docstring)
+MOE_REFERENCE_WIDTH = 1024
+
+
+def expert_width_factor(width: int, exponent: float) -> float:
+    """``min(1, (width / MOE_REFERENCE_WIDTH) ** exponent)``: the routed experts' share of their read-back efficiency
+    at a per-GPU expert width of ``width`` (module docstring, 'Expert width')."""
+    if width < 1:
+        raise ConfigError(f"expert width {width} must be >= 1 column per GPU (moe_intermediate_size / expert TP)")
+    return min(1.0, (width / MOE_REFERENCE_WIDTH) ** exponent)
 
 
 @dataclass(frozen=True)
@@ -89,12 +117,18 @@ class MoeShape:
     tokens_per_step_token: int  # attention dp ranks feeding the experts
     min_rows_per_expert: int = 0  # grouped-GEMM tile rows each hit expert computes at least (module docstring)
     load_imbalance: float = 1.0  # max-loaded EP rank / mean beyond routing statistics (>= 1)
+    #: seconds of the routed rows' compute over ``flop_per_row / FLOP/s`` (1 / ``expert_width_factor``; module
+    #: docstring, 'Expert width'): the compute-bound term only, not the hit experts' tile floor
+    row_compute_scale: float = 1.0
 
     def __post_init__(self) -> None:
         if isinstance(self.min_rows_per_expert, bool) or not isinstance(self.min_rows_per_expert, int) \
                 or self.min_rows_per_expert < 0:
             raise ConfigError(f"min_rows_per_expert={self.min_rows_per_expert!r} must be an integer >= 0 "
                               f"(the grouped GEMM's tile rows, e.g. 16)")
+        if not (math.isfinite(self.row_compute_scale) and self.row_compute_scale >= 1.0):
+            raise ConfigError(f"row_compute_scale={self.row_compute_scale!r} must be a finite factor >= 1 "
+                              f"(1 / the expert-width factor)")
         if not (math.isfinite(self.load_imbalance) and self.load_imbalance >= 1.0):
             raise ConfigError(f"moe_load_imbalance={self.load_imbalance!r} must be a finite factor >= 1 "
                               f"(max-loaded EP rank over the mean; 1 = routing statistics only)",
@@ -144,7 +178,7 @@ def sample_moe_s(shape: MoeShape, rates: DeviceRates, n_tokens: int, zipf_s: flo
     counts = rng.multinomial(rows, p, size=shape.n_layers).reshape(shape.n_layers, shape.ep, -1)
     loads = counts.sum(axis=2) * shape.load_imbalance
     hit = (counts > 0).sum(axis=2)
-    compute = loads * shape.flop_per_row / rates.gemm_flop_per_s
+    compute = loads * shape.flop_per_row * shape.row_compute_scale / rates.gemm_flop_per_s
     memory = (hit * shape.hit_expert_bytes(rates) + loads * shape.activation_bytes_per_row) / rates.weight_bytes_per_s
     return float(np.maximum(compute, memory).max(axis=1).sum())
 
@@ -198,7 +232,7 @@ def expected_moe_terms(shape: MoeShape, rates: DeviceRates, zipf_s: float) -> tu
     share = float(shares[hot])
     k_eff = shape.top_k * shape.tokens_per_step_token
     n = shape.n_experts // shape.ep
-    per_row = shape.n_layers * shape.flop_per_row / rates.gemm_flop_per_s
+    per_row = shape.n_layers * shape.flop_per_row * shape.row_compute_scale / rates.gemm_flop_per_s
     if zipf_s == 0.0:  # uniform: k distinct experts per token, E[active] = E (1 - (1 - k/E)^T) exactly
         k, n_e = shape.top_k, shape.n_experts
         d = shape.tokens_per_step_token * math.log1p(-k / n_e) if k < n_e else -math.inf

@@ -9,6 +9,10 @@ heads, ``d`` head dim, ``I`` FFN width, ``tp`` = attention tensor-parallel size)
   N=H d / tp (``q_proj`` K=h when r_q = 0); ``kv_a_proj`` K=h, N=r_kv + d_r (replicated);
   ``kv_b_proj`` K=r_kv, N=H (d - d_r + d_v) / tp; ``o_proj`` K=H d_v / tp, N=h.  The
   weight absorption of MLA decode is not modelled (``kv_b_proj`` runs for every token).
+  DeepSeek-V3.2's lightning indexer adds, replicated on every attention GPU (vLLM ``Indexer``:
+  "no tensor parallel, just replicated"), ``index_wq_b`` K=r_q, N=n_i d_i (the checkpoint's
+  weight type) and ``index_wk`` K=h, N=d_i + n_i (the key and head-weight projections fused,
+  BF16: vLLM loads them unquantised, ``quant_config=None``).
 * Dense FFN (the ``n_dense_layers``): ``gate_up_proj`` K=h, N=2 I / tp; ``down_proj``
   K=I / tp, N=h.  MoE layers: shared experts the same with width ``n_shared * I_moe``
   (sharded like attention) and a replicated ``router`` K=h, N=E (BF16); routed experts
@@ -32,6 +36,7 @@ from fleetplan.perf.roofline import ACTIVATION_BYTES, TILE_N, DeviceRates, padde
 __all__ = ["GemmShape", "step_gemms", "layer_n_tiles", "GemmBlock", "gemm_block"]
 
 ROUTER_BYTES_PER_PARAM = 2.0  # vLLM keeps the MoE gate in BF16 under FP8/INT4 weight quantisation
+INDEX_WK_BYTES_PER_PARAM = 2.0  # vLLM's fused indexer wk + weights_proj is BF16 (module docstring)
 
 
 @dataclass(frozen=True)
@@ -68,9 +73,14 @@ def _attention_gemms(model: ModelConfig, tp: int, wb: float) -> list[GemmShape]:
     r_q, r_kv, d_r, d_v = model.q_lora_rank, model.kv_lora_rank, model.qk_rope_head_dim, model.v_head_dim
     q = ([GemmShape("q_a_proj", h, r_q, L, False, wb), GemmShape("q_b_proj", r_q, n_h * d // tp, L, False, wb)]
          if r_q else [GemmShape("q_proj", h, n_h * d // tp, L, False, wb)])
-    return q + [GemmShape("kv_a_proj", h, r_kv + d_r, L, False, wb),
-                GemmShape("kv_b_proj", r_kv, n_h * (d - d_r + d_v) // tp, L, False, wb),
-                GemmShape("o_proj", n_h * d_v // tp, h, L, False, wb)]
+    mla = q + [GemmShape("kv_a_proj", h, r_kv + d_r, L, False, wb),
+               GemmShape("kv_b_proj", r_kv, n_h * (d - d_r + d_v) // tp, L, False, wb),
+               GemmShape("o_proj", n_h * d_v // tp, h, L, False, wb)]
+    if model.index_n_heads:  # DeepSeek-V3.2's lightning indexer, replicated on every attention GPU (vLLM Indexer)
+        n_i, d_i = model.index_n_heads, model.index_head_dim
+        mla += [GemmShape("index_wq_b", r_q or h, n_i * d_i, L, False, wb),
+                GemmShape("index_wk", h, d_i + n_i, L, False, INDEX_WK_BYTES_PER_PARAM)]
+    return mla
 
 
 def step_gemms(model: ModelConfig, par: Parallelism, weight_dtype: Dtype,

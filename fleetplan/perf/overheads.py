@@ -57,6 +57,22 @@ each range:
   profiles set them per GPU, read back from those tables (``engine_profiles/*.toml``, each with its source;
   ``moe_table_efficiency`` of ``benchmarks/aiconfigurator_compare.py``).  Only the experts' compute roofline uses them;
   their weight stream keeps ``weight_bandwidth_efficiency``.
+* ``moe_int4_gemm_efficiency`` (None = ``moe_gemm_efficiency``) -- the same for INT4 weight-only (W4A16) experts
+  against the BF16 peak: vLLM runs them with the Marlin MoE kernel, which dequantises every weight tile in the
+  GEMM's inner loop and reaches about half the BF16 fused MoE's share (AIConfigurator's vLLM 0.24.0 ``int4_wo``
+  tables, Kimi-K2's expert shape: 0.23 of the BF16 peak on H100 and H200, 0.11 on B200, against 0.38-0.44 / 0.31
+  for BF16 experts); engine profiles set it per GPU, each value with its source.
+* ``moe_mxfp4_gemm_efficiency`` (None = ``moe_gemm_efficiency``) -- the same for MXFP4 weight-only experts
+  (gpt-oss) against the BF16 peak.  The kernel depends on the GPU and the vLLM build (``get_mxfp4_backend`` of
+  ``model_executor/layers/quantization/mxfp4.py``, vLLM 0.10.2 / 0.11.0 / 0.13.0): below SM90 always Marlin
+  (W4A16, as INT4); on Hopper the OpenAI Triton ``matmul_ogs`` kernels when the ``triton_kernels`` package imports,
+  Marlin otherwise (vLLM 0.10.2-0.12 wheels do not ship it, 0.13.0 vendors it as ``vllm.third_party``); on SM100
+  with FlashInfer its TRT-LLM MXFP4 x BF16 MoE.  Engine profiles set it per GPU, each value with its source.
+* ``moe_width_exponent`` 0 -- the routed rows' compute-bound efficiency falls as ``(w / 1024) ** x`` below a
+  per-GPU expert width ``w = moe_intermediate_size / ffn_tp`` of 1,024 (``fleetplan.perf.moe.expert_width_factor``:
+  expert TP splits each expert into narrower GEMMs; the weight-bound tile floor of decode keeps the read-back);
+  engine profiles give ``x``, read back from AIConfigurator's fused-MoE tables (``moe_width_efficiency`` of
+  ``benchmarks/aiconfigurator_compare.py``); 0 keeps the read-back at any TP.
 * ``moe_tile_m_tokens`` 16 -- rows each hit expert's grouped GEMM computes at least (vLLM fused-MoE
   Triton ``BLOCK_SIZE_M`` for M <= E, ``get_default_config``; ``fleetplan.perf.moe``).
 * ``moe_load_imbalance`` 1 -- max-loaded EP rank over the mean beyond routing statistics.
@@ -146,6 +162,9 @@ class PredictorOptions:
     fp8_block_bandwidth_efficiency: float | None = None
     moe_gemm_efficiency: float | None = None
     moe_fp8_gemm_efficiency: float | None = None
+    moe_int4_gemm_efficiency: float | None = None
+    moe_mxfp4_gemm_efficiency: float | None = None
+    moe_width_exponent: float = 0.0
     moe_tile_m_tokens: int = 16
     moe_load_imbalance: float = 1.0
     ep_dispatch_fp8: bool = False
@@ -156,7 +175,8 @@ class PredictorOptions:
     def __post_init__(self) -> None:
         object.__setattr__(self, "execution", execution_mode(self.execution))
         for name in ("fp8_gemm_efficiency", "fp8_block_gemm_efficiency", "fp8_block_bandwidth_efficiency",
-                     "moe_gemm_efficiency", "moe_fp8_gemm_efficiency"):
+                     "moe_gemm_efficiency", "moe_fp8_gemm_efficiency", "moe_int4_gemm_efficiency",
+                     "moe_mxfp4_gemm_efficiency"):
             if getattr(self, name) is not None:
                 _fraction(name, getattr(self, name))
         for name in ("api_server_s_per_request", "api_server_s_per_token", "moe_layer_overhead_s"):
@@ -174,7 +194,8 @@ class PredictorOptions:
         for name in ("gemm_efficiency", "attention_efficiency", "weight_bandwidth_efficiency",
                      "kv_bandwidth_efficiency", "link_efficiency"):
             _fraction(name, getattr(self, name))
-        for name in ("cpu_overhead_s", "launch_overhead_s", "nvlink_alpha_s", "network_alpha_s", "moe_zipf_s"):
+        for name in ("cpu_overhead_s", "launch_overhead_s", "nvlink_alpha_s", "network_alpha_s", "moe_zipf_s",
+                     "moe_width_exponent"):
             _non_negative(name, getattr(self, name))
         if not isinstance(self.wave_quantisation, bool):
             raise ConfigError(f"wave_quantisation={self.wave_quantisation!r} must be True or False")

@@ -40,7 +40,7 @@ from fleetplan.perf import comm
 from fleetplan.perf.attention import AttentionCost, attention_cost
 from fleetplan.perf.batch import BatchComposition
 from fleetplan.perf.linear import N_STEP_COEFS, STEP_MODEL_ROOFLINE, roofline_step_s
-from fleetplan.perf.moe import MoeShape, expected_moe_terms, moe_shape, sample_moe_s
+from fleetplan.perf.moe import MoeShape, expected_moe_terms, expert_width_factor, moe_shape, sample_moe_s
 from fleetplan.perf.operators import GemmBlock, GemmShape, gemm_block, gemm_block_s, step_gemms
 from fleetplan.perf.overheads import PredictorOptions, launch_overhead_s
 from fleetplan.perf.parallelism import Parallelism
@@ -141,7 +141,10 @@ class StepTimePredictor:
 
     @functools.cached_property
     def attention(self) -> AttentionCost:
-        return attention_cost(self.model, self.parallelism, self.kv_dtype, self.rates)
+        # a DSA indexer scores keys in FP8 where the GPU has FP8 tensor cores (fleetplan.perf.attention)
+        peak_tflops = self.gpu.fp8_tflops if self.gpu.fp8_tflops is not None else self.gpu.bf16_tflops
+        return attention_cost(self.model, self.parallelism, self.kv_dtype, self.rates,
+                              index_flop_per_s=peak_tflops * 1e12 * self.options.attention_efficiency)
 
     @functools.cached_property
     def moe(self) -> MoeShape | None:
@@ -153,16 +156,29 @@ class StepTimePredictor:
         # the routed experts keep the dtype's bytes: the block-FP8 streaming read-back is of dense GEMMs, and
         # applied to vLLM's fused-MoE experts it overshoots AIConfigurator's block-FP8 MoE decode steps
         # (Qwen3-30B-A3B, H100/H200: ratio 1.58 with it, 0.66 without; benchmarks/bench_mechanisms.py)
-        return moe_shape(self.model, self.parallelism, self.weight_dtype, min_rows_per_expert=tile,
-                         load_imbalance=self.options.moe_load_imbalance)
+        shape = moe_shape(self.model, self.parallelism, self.weight_dtype, min_rows_per_expert=tile,
+                          load_imbalance=self.options.moe_load_imbalance)
+        width = max(1, self.model.moe_intermediate_size // self.parallelism.ffn_tp)
+        factor = expert_width_factor(width, self.options.moe_width_exponent)
+        return dataclasses.replace(shape, row_compute_scale=1.0 / factor) if factor < 1.0 else shape
 
     @functools.cached_property
     def moe_rates(self) -> DeviceRates:
         """The routed experts' rates: ``rates`` with the grouped GEMM's FLOP/s at ``moe_fp8_gemm_efficiency``
-        of the FP8 peak (W8A8 experts) or ``moe_gemm_efficiency`` of the BF16 peak (BF16 and weight-only
-        experts) where the profile gives it (``fleetplan.perf.overheads``); the dense GEMMs' rate otherwise."""
+        of the FP8 peak (W8A8 experts), ``moe_int4_gemm_efficiency`` / ``moe_mxfp4_gemm_efficiency`` of the BF16
+        peak (INT4 / MXFP4 weight-only experts; ``moe_gemm_efficiency`` where the profile leaves it unset) or
+        ``moe_gemm_efficiency`` of the BF16 peak
+        (BF16 and other weight-only experts) where the profile gives it (``fleetplan.perf.overheads``), the
+        dense GEMMs' rate otherwise.  (The expert-width factor divides the routed rows' compute in ``moe``.)"""
         o = self.options
-        eff = o.moe_fp8_gemm_efficiency if w8a8(self.gpu, self.weight_dtype) else o.moe_gemm_efficiency
+        if w8a8(self.gpu, self.weight_dtype):
+            eff = o.moe_fp8_gemm_efficiency
+        elif self.weight_dtype is Dtype.INT4 and o.moe_int4_gemm_efficiency is not None:
+            eff = o.moe_int4_gemm_efficiency
+        elif self.weight_dtype is Dtype.MXFP4 and o.moe_mxfp4_gemm_efficiency is not None:
+            eff = o.moe_mxfp4_gemm_efficiency
+        else:
+            eff = o.moe_gemm_efficiency
         if eff is None:
             return self.rates
         return dataclasses.replace(self.rates, gemm_flop_per_s=gemm_peak_flop_per_s(self.gpu, self.weight_dtype) * eff)

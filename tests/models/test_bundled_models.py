@@ -67,6 +67,8 @@ def _kv_by_formula(m, kv_dtype: Dtype) -> float:
     b = kv_dtype.bytes_per_param
     if m.attention is AttentionKind.MLA:
         indexer = m.index_head_dim + 4 * math.ceil(m.index_head_dim / 128) if m.index_head_dim else 0
+        if m.index_head_dim and kv_dtype is Dtype.FP8:  # sparse FlashMLA's packed record: FP8 latent, scales, BF16 rope
+            return m.n_layers * (m.kv_lora_rank + 4 * m.kv_lora_rank / 128 + 2 * m.qk_rope_head_dim + indexer)
         return m.n_layers * ((m.kv_lora_rank + m.qk_rope_head_dim) * b + indexer)
     return 2 * m.n_kv_layers * m.n_kv_heads * m.head_dim * b
 
@@ -92,6 +94,18 @@ def test_kv_bytes_per_token_by_formula(name, kv_dtype):
 ])
 def test_kv_bytes_per_token_by_hand(name, expected):
     assert load_model(name).kv_bytes_per_token() == expected
+
+
+def test_deepseek_v32_fp8_kv_is_sparse_flashmla_packed_record():
+    # vLLM 0.13.0 flashmla_sparse.py: 512 FP8 latent + 4 fp32 scales + 64 BF16 rope = 656 bytes per token
+    # per layer (fp8_ds_mla), against (512 + 64) x 2 = 1,152 in BF16; the indexer's 128 + 4 stay
+    m = load_model("deepseek-v3.2")
+    assert m.sparse_mla_fp8_latent_bytes_per_token_per_layer() == 656
+    assert m.full_layer_kv_bytes_per_token(Dtype.FP8) == 656 + 132
+    assert m.kv_bytes_per_token(Dtype.FP8) == 61 * 788 == 48_068
+    assert m.kv_bytes_per_token(Dtype.BF16) == 61 * (1152 + 132)
+    # dense MLA (no indexer) stays a plain FP8 latent + rope row
+    assert load_model("deepseek-v3").kv_bytes_per_token(Dtype.FP8) == 61 * 576
 
 
 def test_gpt_oss_sliding_layers_hold_a_bounded_cache_per_sequence():

@@ -20,6 +20,7 @@ from fleetplan.errors import ConfigError
 from fleetplan.models import Dtype, load_model
 from fleetplan.perf.batch import BatchComposition
 from fleetplan.perf.engine_profile import load_engine_profile
+from fleetplan.perf.moe import expert_width_factor
 from fleetplan.perf.overheads import PredictorOptions
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
@@ -119,8 +120,8 @@ def test_mi300x_keeps_the_dense_efficiency(catalog, engine) -> None:
 
 
 def test_perf_explain_times_the_experts_at_the_profiles_read_back(catalog) -> None:
-    """End to end: ``fleetplan perf explain --engine vllm`` on an A100 times gpt-oss-20b's experts at the
-    profile's A100 read-back (0.28 of the BF16 peak), the library's figure, exit 0."""
+    """End to end: ``fleetplan perf explain --engine vllm`` on an A100 times gpt-oss-20b's MXFP4 experts at the
+    profile's A100 Marlin read-back (0.41 of the BF16 peak), the library's figure, exit 0."""
     import re
 
     from click.testing import CliRunner
@@ -134,6 +135,114 @@ def test_perf_explain_times_the_experts_at_the_profiles_read_back(catalog) -> No
     gpu = catalog.get("A100-80GB")
     p = StepTimePredictor(load_model("gpt-oss-20b"), gpu, Parallelism.vllm(tensor_parallel_size=1), Dtype.MXFP4,
                           options=load_engine_profile("vllm").options_for(gpu, Dtype.MXFP4))
-    assert p.moe_rates.gemm_flop_per_s == pytest.approx(gpu.bf16_tflops * 1e12 * 0.28)
+    assert p.moe_rates.gemm_flop_per_s == pytest.approx(gpu.bf16_tflops * 1e12 * 0.41)
     expected_ms = p.predict(BatchComposition.uniform(0, 1, 1, 2048)).seconds["moe_experts"] * 1e3
     assert shown_ms == pytest.approx(expected_ms, abs=1e-3)
+
+
+def test_int4_experts_use_their_own_efficiency(catalog) -> None:
+    """INT4 weight-only (Marlin W4A16) experts run at ``moe_int4_gemm_efficiency`` of the BF16 peak where given,
+    at ``moe_gemm_efficiency`` otherwise; other dtypes ignore it."""
+    kimi = load_model("kimi-k2")
+    h200 = catalog.get("H200")
+    p = _predictor(catalog, kimi, "H200", Dtype.INT4, moe_gemm_efficiency=0.44, moe_int4_gemm_efficiency=0.22)
+    assert p.moe_rates.gemm_flop_per_s == pytest.approx(h200.bf16_tflops * 1e12 * 0.22)
+    unset = _predictor(catalog, kimi, "H200", Dtype.INT4, moe_gemm_efficiency=0.44)
+    assert unset.moe_rates.gemm_flop_per_s == pytest.approx(h200.bf16_tflops * 1e12 * 0.44)
+    big = BatchComposition.uniform(0, 1, 1, 8192)
+    assert p.predict(big).seconds["moe_experts"] == pytest.approx(
+        unset.predict(big).seconds["moe_experts"] * 2.0, rel=1e-9)
+    bf16 = _predictor(catalog, kimi, "H200", Dtype.BF16, moe_gemm_efficiency=0.44, moe_int4_gemm_efficiency=0.22)
+    assert bf16.moe_rates.gemm_flop_per_s == pytest.approx(h200.bf16_tflops * 1e12 * 0.44)
+    with pytest.raises(ConfigError, match="moe_int4_gemm_efficiency"):
+        PredictorOptions(moe_int4_gemm_efficiency=1.5)
+
+
+@pytest.mark.parametrize(("gpu", "int4"), [("H100-SXM", 0.23), ("H200", 0.23), ("B200", 0.11), ("A100-80GB", 0.41),
+                                         ("L40S", None)])
+def test_vllm_profile_carries_the_int4_read_back(catalog, gpu, int4) -> None:
+    """vLLM 0.24.0's ``int4_wo`` fused-MoE tables (Kimi-K2's expert shape); on the A100, SGLang 0.5.10's Marlin MoE
+    table (vLLM has none there), each sourced; no table, no value."""
+    profile = load_engine_profile("vllm")
+    assert profile.options_for(catalog.get(gpu), Dtype.INT4).moe_int4_gemm_efficiency == int4
+    if int4 is not None:
+        assert "int4_wo" in profile.gpu_sources[gpu]["moe_int4_gemm_efficiency"]
+
+
+def test_mxfp4_experts_use_their_own_efficiency(catalog) -> None:
+    """MXFP4 weight-only experts (gpt-oss) run at ``moe_mxfp4_gemm_efficiency`` of the BF16 peak where given, at
+    ``moe_gemm_efficiency`` otherwise; a compute-bound step's expert time scales as 1 / efficiency; INT4 and BF16
+    experts ignore it; a value outside (0, 1] is refused naming the option."""
+    oss = load_model("gpt-oss-120b")
+    h100 = catalog.get("H100-SXM")
+    p = _predictor(catalog, oss, "H100-SXM", Dtype.MXFP4, moe_gemm_efficiency=0.42, moe_mxfp4_gemm_efficiency=0.21)
+    assert p.moe_rates.gemm_flop_per_s == pytest.approx(h100.bf16_tflops * 1e12 * 0.21)
+    unset = _predictor(catalog, oss, "H100-SXM", Dtype.MXFP4, moe_gemm_efficiency=0.42)
+    assert unset.moe_rates.gemm_flop_per_s == pytest.approx(h100.bf16_tflops * 1e12 * 0.42)
+    big = BatchComposition.uniform(0, 1, 1, 16384)
+    assert p.predict(big).seconds["moe_experts"] == pytest.approx(
+        unset.predict(big).seconds["moe_experts"] * 2.0, rel=1e-9)
+    assert p.predict(big).seconds["attention_prefill"] == unset.predict(big).seconds["attention_prefill"]
+    kimi = load_model("kimi-k2")
+    int4 = _predictor(catalog, kimi, "H100-SXM", Dtype.INT4, moe_gemm_efficiency=0.42, moe_mxfp4_gemm_efficiency=0.21)
+    assert int4.moe_rates.gemm_flop_per_s == pytest.approx(h100.bf16_tflops * 1e12 * 0.42)
+    with pytest.raises(ConfigError, match="moe_mxfp4_gemm_efficiency"):
+        PredictorOptions(moe_mxfp4_gemm_efficiency=0.0)
+
+
+@pytest.mark.parametrize(("gpu", "mxfp4", "kernel"), [
+    ("H100-SXM", 0.21, "marlin"), ("H200", 0.21, "marlin"), ("B200", 0.23, "flashinfer_trtllm"),
+    ("A100-80GB", 0.41, "sglang_marlin_moe"), ("A100-40GB", 0.41, "sglang_marlin_moe"), ("L40S", None, None)])
+def test_vllm_profile_carries_the_mxfp4_read_back(catalog, gpu, mxfp4, kernel) -> None:
+    """vLLM's MXFP4 experts per GPU: Marlin on Ampere and on Hopper without triton_kernels (vLLM 0.10.2 / 0.11.0
+    wheels), FlashInfer's TRT-LLM MXFP4 MoE on B200; each value names its AIConfigurator table and kernel."""
+    profile = load_engine_profile("vllm")
+    assert profile.options_for(catalog.get(gpu), Dtype.MXFP4).moe_mxfp4_gemm_efficiency == mxfp4
+    if mxfp4 is not None:
+        source = profile.gpu_sources[gpu]["moe_mxfp4_gemm_efficiency"]
+        assert "moe_perf.parquet" in source and kernel in source and "get_mxfp4_backend" in source
+
+
+def test_expert_width_factor_by_hand() -> None:
+    """``min(1, (w / 1024) ** x)``: 256-wide experts at x = 0.5 run at half the read-back, 1,024 and wider at all
+    of it; x = 0 is no factor."""
+    assert expert_width_factor(256, 0.5) == pytest.approx(0.5)
+    assert expert_width_factor(128, 0.5) == pytest.approx(8 ** -0.5)
+    assert expert_width_factor(1024, 0.5) == 1.0 == expert_width_factor(14336, 0.5)
+    assert expert_width_factor(64, 0.0) == 1.0
+    with pytest.raises(ConfigError, match="moe_width_exponent"):
+        PredictorOptions(moe_width_exponent=-0.1)
+
+
+@settings(max_examples=30, deadline=None)
+@given(tp=st.sampled_from([1, 2, 4, 8, 16]), x=st.floats(0.0, 1.0))
+def test_expert_tp_scales_the_expert_rate_by_the_width_factor(catalog, tp: int, x: float) -> None:
+    """The routed rows' compute is divided by the factor of ``I / ffn_tp`` (a compute-bound step's experts take
+    1 / factor as long), the tile floor and the rates keep the read-back; expert parallelism keeps whole experts
+    (factor of ``I``); the dense GEMMs never move."""
+    model = load_model("deepseek-v3")
+    h200 = catalog.get("H200")
+    opts = PredictorOptions(moe_fp8_gemm_efficiency=0.24, moe_width_exponent=x)
+    p = StepTimePredictor(model, h200, Parallelism(tp=tp), Dtype.FP8, options=opts, fp8_scaling="block")
+    flat = StepTimePredictor(model, h200, Parallelism(tp=tp), Dtype.FP8, fp8_scaling="block",
+                             options=dataclasses.replace(opts, moe_width_exponent=0.0))
+    factor = expert_width_factor(2048 // tp, x)
+    assert p.moe.row_compute_scale == pytest.approx(1.0 / factor)
+    assert p.moe_rates == flat.moe_rates and p.rates == flat.rates
+    assert p.moe.hit_expert_bytes(p.moe_rates) == flat.moe.hit_expert_bytes(flat.moe_rates)
+    big = BatchComposition.uniform(0, 1, 2, 8192)
+    a, b = p.predict(big).seconds, flat.predict(big).seconds
+    assert a["moe_experts"] == pytest.approx(b["moe_experts"] / factor, rel=1e-9)
+    assert a["gemm"] == b["gemm"]
+    ep = StepTimePredictor(model, h200, Parallelism(tp=tp, ep=tp), Dtype.FP8, options=opts, fp8_scaling="block")
+    assert ep.moe.row_compute_scale == 1.0
+
+
+@pytest.mark.parametrize(("engine", "gpu", "x"), [("vllm", "H200", 0.5), ("vllm", "B200", 0.5), ("vllm", "MI300X", 0.0),
+                                                  ("sglang", "H100-SXM", 0.33), ("sglang", "MI300X", 0.0)])
+def test_profiles_carry_the_width_read_back(catalog, engine, gpu, x) -> None:
+    """``python benchmarks/aiconfigurator_compare.py --moe-width-tables``: the median exponent of each engine's
+    H100/H200 tables; MI300X (no table) keeps none."""
+    profile = load_engine_profile(engine)
+    assert profile.options_for(catalog.get(gpu), Dtype.BF16).moe_width_exponent == x
+    assert "--moe-width-tables" in profile.sources["moe_width_exponent"]
