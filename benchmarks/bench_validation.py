@@ -125,9 +125,11 @@ tables' time at 4,096-16,384 tokens (vLLM, H100/A100), now 0.97-1.15x; MoE decod
 nor does any dense model (every dense step of the AIConfigurator grid identical).  Motivated by the held-out MoE
 prefill: GPUStack's vLLM gpt-oss and Qwen3-235B TTFTs came out 35-65 % short.  With it gpt-oss-20b on the A100
 (vLLM 0.11) is within -24 % to +34 % on every metric of its unsaturated runs (TTFT -36..-40 % before); on the
-GPUStack "H100" pages gpt-oss prefill stays 1.6x fast: their prefill rate (about 32,000 tok/s for gpt-oss-20b,
-whatever the prompt length) is only 1.85x their A100's where the peaks differ 3.2x, the same signature as their
-Qwen3-32B H100 page (below), so those pages' GPU is in doubt rather than the step model.  The saturated rows get
+GPUStack "H100" pages gpt-oss prefill was 1.6x fast until the MXFP4 experts got their own kernel's efficiency
+(below): both pages run vLLM's Marlin MXFP4 MoE, which reaches 0.41 of the A100's peak but 0.21 of the H100's, so
+their prefill rate is 1.85x their A100's where the peaks differ 3.2x; the pages' GPU is not in doubt (they say "A
+single NVIDIA H100 SXM GPU" / "2 x NVIDIA H100 SXM", gpustack@47277d79).  MXFP4 / INT4 experts:
+`moe_mxfp4_gemm_efficiency` / `moe_int4_gemm_efficiency` (below).  The saturated rows get
 worse (their median ITL: the simulator mixes the now slower prefill chunks into the decode steps vLLM runs alone,
 `sched2`'s scheduler work), which is why the regime table separates them.
 
@@ -161,8 +163,7 @@ on H100: 1,000 requests in 4.7 s); the per-request time is
 not split into a fixed and a per-output-token part for want of a source for the split (held-out rows may not set
 it).  The dense Qwen3-32B on their A100 is within 10 % (2,000/100: TTFT +7 %, TPOT +10 %) while on their H100
 page every metric is 1.5x slow in decode and 2x in prefill against an H100 SXM (its decode matches the H100 PCIe's
-bandwidth; the page names "NVIDIA H100 GPUs", the Qwen3-8B latency page, which fits the SXM, says SXM); their
-gpt-oss "H100" pages show the same (prefill rate 1.85x their A100's where the peaks differ 3.2x).  gpt-oss-120b
+bandwidth; the page says H100 SXM, so the row is read as the page states it, and the gap is left open).  gpt-oss-120b
 against gpt-oss-20b is the KV cache, not the architecture.  vLLM holds the MXFP4 experts padded as its MoE backend
 needs (`fleetplan.perf.kv_budget.Mxfp4Layout`, from vLLM's `Mxfp4MoEMethod`): Marlin (A100; H100 up to v0.11.0,
 before vLLM shipped triton_kernels) pads each expert's 2,880 x 2,880 to 2,944 x 3,072, 65.90 GiB on one GPU against
@@ -200,6 +201,69 @@ reported in the tables above and in the issue-26 notes):
   0.453 / 0.579 / 0.657 / 0.677 of the H100 peak at head dim 64 / 128 / 192 / 256 in AIConfigurator's vLLM 0.24.0
   table (`--attention-tables`), so gpt-oss's 64-wide heads prefill 1.28x slower, MLA's 192-wide query-key heads
   12 % faster; head-dim-128 models (every dense model of the tables) are unchanged.
+- DeepSeek-V3.2's sparse attention (DSA) is timed as it runs (`fleetplan.perf.attention`, `sparse_attention`): a
+  lightning indexer of 64 heads x 128 scores every previous key in FP8 and is replicated on every attention GPU
+  (vLLM `Indexer`: "no tensor parallel, just replicated"), so it is the context-growing term and does not shrink with
+  TP; the MLA attends only `index_topk` = 2,048 keys per query in its absorbed form, whatever the context, with the
+  GPU's query heads padded to the sparse kernels' 64-head tile (vllm-project/recipes `DeepSeek/DeepSeek-V3_2.md`:
+  "TP=8 yields only 16 heads (128/8) per rank but is padded to 64 heads"; vLLM `flashmla_sparse.py`); the indexer's
+  `wq_b` / `wk` projections are GEMMs of every step; its FP8 key cache (128 bytes + one fp32 scale per token and
+  layer) is in the KV size.  Before, V3.2 was timed as dense MLA over the whole context: the GPUStack H200 vLLM
+  TTFTs came out -56 to -67 % and throughput +128 to +174 %; with DSA -28 to -33 % and +40 to +41 %.
+- INT4 weight-only (W4A16) routed experts (Kimi-K2-Thinking) run at their own fused-MoE efficiency,
+  `moe_int4_gemm_efficiency`: vLLM runs them with the Marlin MoE kernel, which dequantises every weight tile in the
+  GEMM's inner loop; read back from AIConfigurator 0.12.0's vLLM 0.24.0 `int4_wo` tables (Kimi-K2's expert shape):
+  0.23 of the BF16 peak on H100 and H200, 0.11 on B200, against 0.38-0.44 / 0.31 for BF16 experts.  On the A100
+  (no vLLM table) the value is SGLang 0.5.10's A100 Marlin MoE table, 0.41 (the same kernel: on H100 / H200 SGLang's
+  Marlin tables give 0.229 / 0.225 against vLLM's 0.232 / 0.229).  Held-out Kimi-K2-Thinking INT4 on 8 H200: TTFT
+  -35 % -> -18 %, throughput +109 % -> +68 %.
+- Expert tensor parallelism splits each expert into narrower GEMMs, which reach less of the peak: the routed rows'
+  compute-bound term is divided by `(w / 1024) ** x` below a per-GPU expert width `w = moe_intermediate_size /
+  ffn_tp` of 1,024 (`fleetplan.perf.moe.expert_width_factor`; `MoeShape.row_compute_scale`), with `x` read back from
+  AIConfigurator 0.12.0's fused-MoE tables against width (`python benchmarks/aiconfigurator_compare.py
+  --moe-width-tables`, H100/H200, BF16 and block FP8): vLLM 0.5, SGLang 0.33, MI300X none (no table).  It divides
+  only the compute-bound rows, not the decode tile floor: AIConfigurator's own DeepSeek-V3 block-FP8 H200 tables lose
+  far less at decode sizes (TP-8 latency 0.15-0.20 of TP-1 at 8-1,024 tokens, 1/8 ideal, against 0.23-0.24 at
+  4,096-16,384).  Held out: DeepSeek-V3 abs 38.5 -> 26.1 %, GLM-4.6 31.5 -> 19.2 %, Qwen3-235B 32 / 30 -> 24 / 17 %;
+  V3.2 on H20's median ITL stays +20 % (it was +114 % while the factor also scaled the decode floor).
+- An FP8 KV cache of a DSA model is sparse FlashMLA's packed record, not an FP8 row: per token and layer 512 FP8
+  latent values, 4 fp32 scales (one per 128) and the 64-value rope key kept in BF16, 656 bytes against 1,152 in BF16
+  (vLLM 0.13.0 `v1/attention/backends/mla/flashmla_sparse.py`, the `fp8_ds_mla` layout; SGLang 0.5.6.post2
+  `NSATokenToKVPool`, the same 656 bytes for `fp8_e4m3`), plus the indexer's 132 in both cases
+  (`ModelConfig.sparse_mla_fp8_latent_bytes_per_token_per_layer`; DeepSeek-V3.2: 61 x 788 = 48,068 bytes per token
+  in FP8, 61 x 1,284 = 78,324 in BF16).  The engines' defaults keep BF16 on Hopper: vLLM 0.12.0 and 0.13.0 map only
+  `--kv-cache-dtype fp8` to `fp8_ds_mla` and leave `auto` BF16 (`model_executor/models/config.py`,
+  `DeepseekV32ForCausalLM.verify_and_update_config`; vLLM 0.11.0's `auto` was `fp8_ds_mla`, vllm-project/vllm PR
+  #25988), and SGLang 0.5.6.post2 resolves `auto` to BF16 below SM100 and to `fp8_e4m3` on Blackwell (`server_args.py`,
+  DeepSeek NSA).  So the 36 held-out V3.2 rows (GPUStack H200 vLLM 0.13.0 and SGLang 0.5.6.post2, the vLLM recipe's
+  H20 run of December 2025, none with `--kv-cache-dtype`) read BF16 and do not move (the H20 run serves
+  DeepSeek-V3.2, released 2025-12-01, from the recipe's nightly wheel index, so it postdates the 0.12.0 default).  Not modelled: SGLang's
+  Blackwell default (fleetplan's `auto` is BF16 for every engine and GPU; a V3.2 plan on B200 under SGLang should be
+  given `--kv-cache-dtype fp8`).  The recipe's H20 run is no capacity check: its "Peak concurrent requests: 100" is
+  counted by the client (`vllm/benchmarks/serve.py`: every request from its send to its last token, queued ones
+  included), while its peak output rate (1,300 tok/s at a 77 ms median ITL, about 100 sequences decoding at once, over
+  200K tokens of context) does not fit a 96 GB H20 with 79.8 GiB of FP8 weights per GPU in either layout (fleetplan:
+  54,096 KV tokens in BF16, 88,144 in the packed FP8), so the run's GPU memory is in doubt (H20 also ships with
+  141 GB); its rows stay held out and KV-saturated.
+- MXFP4 experts run at their own fused-MoE efficiency, `moe_mxfp4_gemm_efficiency`, because the kernel depends on
+  the GPU and the vLLM build (`get_mxfp4_backend`, `model_executor/layers/quantization/mxfp4.py` of vLLM 0.10.2,
+  0.11.0 and 0.13.0): below SM90 always Marlin (W4A16, as INT4); on Hopper the OpenAI Triton `matmul_ogs` kernels when
+  the `triton_kernels` package imports, Marlin otherwise; on SM100 with FlashInfer its TRT-LLM MXFP4 x BF16 MoE.  The
+  vLLM 0.10.2 and 0.11.0 wheels do not ship `triton_kernels` (0.13.0 vendors it as `vllm/third_party/triton_kernels`),
+  and GPUStack's runner image installs `vllm==<version>` from PyPI and FlashInfer without it (gpustack/runner
+  `pack/cuda/Dockerfile` @ 01961f47, vLLM 0.11.0), so the GPUStack gpt-oss rows (vLLM 0.10.2 / 0.11.0) run Marlin on
+  both the A100 and the H100.  Values, read back per kernel from AIConfigurator 0.12.0 (`python
+  benchmarks/aiconfigurator_compare.py --moe-kernel-tables`): H100 / H200 0.21 (vLLM 0.24.0 MXFP4 Marlin), B200 0.23
+  (vLLM 0.24.0 FlashInfer TRT-LLM MXFP4 MoE, gpt-oss shapes), A100 0.41 (SGLang 0.5.10's A100 Marlin MoE table; vLLM
+  has no A100 table), against 0.38 / 0.44 / 0.31 / 0.28 for BF16 experts; with the OpenAI Triton kernels (vLLM 0.13+)
+  Hopper reaches 0.49 (vLLM 0.24.0 tables), which the profile does not use (it has no per-version values).  So the
+  H100's MXFP4 prefill is only 3.17 x 0.21 / 0.41 = 1.6x the A100's, not 4.3x: held-out gpt-oss-20b TTFT on the
+  "H100" pages -43..-49 % -> -9..-17 %, on the A100 +9..+15 % -> -14..-19 %; gpt-oss-20b abs 48.0 -> 35.5 % (22 -> 40
+  rows within 35 %), gpt-oss-120b 117 -> 94 %; all held-out +13.5 % / 50.8 % / 207 -> +9.7 % / 44.3 % / 238.  No value
+  was fitted on a held-out row.
+Session 10 (the items above from DeepSeek Sparse Attention on, and the MXFP4 weights and window allocation of
+gpt-oss's KV budget in the reading of the errors), held out, all 351 rows: +9.4 % / 56.7 % / 161 -> -1.4 % /
+34.2 % / 244 (KV budget alone -5.3 % / 42.7 % / 169; step mechanisms alone +9.7 % / 44.3 % / 238).
 What each moved on the held-out rows (mean signed / mean absolute / rows within 35 %; all 351 rows; the 109 rows
 of the step model's own regime; the 212 KV-saturated rows), measured in turn from f79797e: before +32.8 % / 91.4 % /
 93, own -10.8 % / 61.3 % / 22, saturated +67.2 % / 111.5 % / 66; MoE efficiency +48.6 % / 94.9 % / 164, own -10.8 % /
