@@ -70,8 +70,8 @@ MTP_OPTIONS = [
     click.option("--mtp/--no-mtp", "mtp", default=False, show_default=True,
                  help="With --model: for a model that ships MTP heads (num_nextn_predict_layers: DeepSeek-V3/R1, "
                  "GLM-4.5/4.6), sweep each placement with MTP speculative decoding on as well as off (vLLM "
-                 "--speculative-config '{\"method\": \"mtp\", ...}', SGLang --speculative-algorithm EAGLE); the "
-                 "recommendation's GPU type says 'mtp1' when it runs MTP."),
+                 "--speculative-config '{\"method\": \"deepseek_mtp\", ...}', SGLang --speculative-algorithm EAGLE); "
+                 "the recommendation's GPU type says 'mtp1' when it runs MTP."),
     mtp_acceptance_option(help="With --mtp: conditional acceptance of each MTP draft position (DeepSeek-V3 "
                           "Technical Report, arXiv:2412.19437 sec. 5.4.3: 0.85-0.90)."),
 ]
