@@ -44,6 +44,9 @@ from fleetplan.paths import data_dir
 __all__ = ["DeployResult", "ExportedPool", "deployment_files", "model_type_of", "read_run", "select_candidate",
            "write_deployment"]
 
+#: How a pool's timing source names an "MTP on" step model (``perf.measured.source.timing_source``: "..., MTP k
+#: draft(s) at acceptance a"), spelt here so the export does not import the perf package to read a run.
+MTP_TIMING_MARK = ", MTP "
 #: Placeholder model when the plan had no served model (the paper's calibrated per-GPU constants).
 MODEL_PLACEHOLDER = "REPLACE-WITH-MODEL"
 #: Kubernetes namespace the router's endpoints assume (Service DNS ``<name>.<namespace>.svc``).
@@ -321,6 +324,12 @@ def _pdd_files(doc: dict[str, Any], chosen: dict[str, Any], engine: Engine) -> d
     roles, nodes, lines = [], {}, {}
     for t in dep["fleet"]["pool"]:
         info = infos[t["name"]]
+        if MTP_TIMING_MARK in _timing_source(info) and "speculative_config" not in t.get("features", {}):
+            raise ConfigError(f"candidate {chosen['rank']}: the {t['name']} role was screened with MTP "
+                              f"({info['timing_source']}), but the prefill-decode simulator runs no speculative "
+                              "decoding, so the verified fleet has none to export; pick a candidate without 'mtp' "
+                              "in its GPU types, or re-plan with `optimize --no-mtp`", param="candidate",
+                              value=chosen["rank"])
         serve = _serve(t, info, dep, hf or "fleet-model")
         if serve.n_nodes > 1:
             raise ConfigError(f"candidate {chosen['rank']}: the {t['name']} role spans {serve.n_nodes} nodes per "

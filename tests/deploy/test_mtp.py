@@ -180,3 +180,25 @@ def test_dynamo_decode_workers_carry_the_drafts(pdd_run):
     assert _arg_problems(decode) == [] and _arg_problems(prefill) == []
     assert json.loads(_value(decode, "--speculative-config")) == {"method": "deepseek_mtp", "num_speculative_tokens": 1}
     assert "--speculative-config" not in prefill
+
+
+def test_a_pdd_role_screened_with_mtp_is_one_line(pdd_run):
+    """The prefill-decode simulator runs no speculative decoding: a role the screen timed with MTP was verified
+    without it, so the export refuses it (one line) instead of writing a fleet nobody simulated."""
+    from fleetplan.deploy.export import MTP_TIMING_MARK
+    from fleetplan.hardware import load_catalog
+    from fleetplan.perf.measured import timing_source
+    from fleetplan.plan.placement import place_model
+
+    par_twin = [p for p in place_model(load_model("deepseek-v3"), load_catalog().get("H200"), timing_source="roofline",
+                                       mtp_acceptance=0.85) if p.mtp is not None][0]
+    label = timing_source(par_twin.step_model)
+    assert MTP_TIMING_MARK in label  # the mark the export reads is the label's
+    doc = load(pdd_run)
+    for info in doc["recommendation"]["deployment"]["pools"]:
+        if info["name"] == "decode":
+            info["timing_source"] = label
+    with pytest.raises(ConfigError) as err:
+        deployment_files(doc)
+    text = str(err.value)
+    assert "\n" not in text and "decode role was screened with MTP" in text and "--no-mtp" in text
