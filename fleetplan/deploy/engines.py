@@ -42,9 +42,10 @@ spelling at the version ``ENGINE_SOURCES`` names (``Speculation``):
   image is.  The acceptance rates are the simulator's assumption, never an engine setting.
 * SGLang: DeepSeek's and GLM's MTP (NextN) heads run through its EAGLE path
   (``server_args._handle_speculative_decoding``: ``NEXTN`` is rewritten to ``EAGLE``): ``k`` draft steps of
-  top-1 chains, ``k + 1`` draft tokens verified (docs.sglang.ai, "Speculative Decoding", DeepSeek MTP
-  example).  ``--max-running-requests`` is written, so SGLang's EAGLE default of 48 running requests does
-  not replace the verified limit.
+  top-1 chains, ``k + 1`` draft tokens verified (SGLang's speculative-decoding documentation, DeepSeek MTP
+  example; ``--speculative-*`` flags in ``data/sglang_flags.json`` of the tests).  ``--max-running-requests``
+  is written, so the EAGLE path's default of 48 running requests (``server_args``) does not replace the
+  verified limit.
 * A model whose MTP the engine version does not run (``VLLM_MTP_METHODS``, ``SGLANG_MTP_MODEL_TYPES``:
   MiniMax-M2.x's ``num_mtp_modules`` on either) is one line naming the model and the fix (a candidate
   without "mtp", or ``optimize --no-mtp``).
@@ -140,9 +141,9 @@ ENGINE_SOURCES = {
 }
 
 
-#: vLLM's MTP ``method`` by the served model's HuggingFace ``model_type`` (module docstring): the model
-#: classes behind them are ``DeepSeekMTP``, ``Glm4MoeMTP``, ``Qwen3NextMTP``, ``MiMoMTP``, ``ErnieMTP``
-#: (``vllm/model_executor/models/*_mtp.py``); the names are ``MTPModelTypes`` of ``vllm/config/speculative.py``.
+#: vLLM's MTP ``method`` by the served model's HuggingFace ``model_type`` (module docstring): the draft modules
+#: are ``vllm/model_executor/models/{deepseek,glm4_moe,qwen3_next,mimo,ernie}_mtp.py``; the names are
+#: ``MTPModelTypes`` of ``vllm/config/speculative.py`` (vllm-project/vllm, read 2026-12-07).
 VLLM_MTP_METHODS = {
     "deepseek_v3": "deepseek_mtp",
     "deepseek_v32": "deepseek_mtp",
@@ -283,6 +284,11 @@ class PoolServe:
         return self.gpus_per_instance // self.n_nodes
 
     def __post_init__(self) -> None:
+        if self.max_num_seqs < self.data_parallel_size:
+            raise ConfigError(f"pool {self.pool!r}: max_num_seqs {self.max_num_seqs} is below its "
+                              f"{self.data_parallel_size} data-parallel ranks, so a rank's share (rounded down, as "
+                              "verified) is no sequence; give the pool at least one sequence per rank",
+                              param="max_num_seqs", value=self.max_num_seqs)
         if self.data_parallel_size > 1 and self.pipeline_parallel_size > 1:
             raise ConfigError(f"pool {self.pool!r}: data-parallel attention with pipeline parallelism is not exported "
                               "(vLLM and SGLang launch DP ranks of one stage); give the pool one of them",

@@ -170,9 +170,11 @@ def test_afd_candidate_says_why_it_is_not_exported():
 def test_per_rank_limits_are_perf_dp_instance_rules():
     """One rule for the recommendation line and the export: ``perf.dp_instance``'s functions."""
     s = _dp_serve()
-    for n, budget in ((1, 1025), (15, 1039), (16, 1040), (17, 1041), (54, 1078), (16438, 17462)):
+    for n, budget in ((16, 1040), (17, 1041), (31, 1055), (54, 1078), (16438, 17462)):
         s = PoolServe(**{**s.__dict__, "max_num_seqs": n, "max_num_batched_tokens": budget})
         assert s.rank_max_num_seqs() == per_rank_limit(n, RANKS) == n // RANKS
         assert s.rank_token_budget() == per_rank_token_budget(budget, n, RANKS) == n // RANKS + 1024
         assert s.server_chunked_prefill() == sglang_chunked_prefill_total(budget, n, RANKS) == 1024 * RANKS
     assert s.rank_kv_blocks() * RANKS >= s.kv_blocks > (s.rank_kv_blocks() - 1) * RANKS  # a rank never holds less
+    with pytest.raises(ConfigError, match="below its 16 data-parallel ranks"):
+        PoolServe(**{**s.__dict__, "max_num_seqs": RANKS - 1})
