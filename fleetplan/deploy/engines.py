@@ -43,12 +43,12 @@ spelling at the version ``ENGINE_SOURCES`` names (``Speculation``):
 * SGLang: DeepSeek's and GLM's MTP (NextN) heads run through its EAGLE path
   (``server_args._handle_speculative_decoding``: ``NEXTN`` is rewritten to ``EAGLE``): ``k`` draft steps of
   top-1 chains, ``k + 1`` draft tokens verified (SGLang's speculative-decoding documentation, DeepSeek MTP
-  example; ``--speculative-*`` flags in ``data/sglang_flags.json`` of the tests).  ``--max-running-requests``
+  example; its speculative flags are in the tests' ``data/sglang_flags.json``).  ``--max-running-requests``
   is written, so the EAGLE path's default of 48 running requests (``server_args``) does not replace the
   verified limit.
 * A model whose MTP the engine version does not run (``VLLM_MTP_METHODS``, ``SGLANG_MTP_MODEL_TYPES``:
   MiniMax-M2.x's ``num_mtp_modules`` on either) is one line naming the model and the fix (a candidate
-  without "mtp", or ``optimize --no-mtp``).
+  without "mtp", or a plan with MTP off).
 
 **Data-parallel attention** (``data_parallel_size`` D > 1, from ``models``' ``Parallelism(tp, dp, ep)``,
 e.g. DeepSeek-V3 on H100 at ``tp1 dp16 ep16``): the fleet's limits are the instance's, every rank's
@@ -188,7 +188,7 @@ class Speculation:
                 if self.model_type is None else f"a model of model_type {self.model_type!r}")
         return ConfigError(f"pool {pool!r} runs MTP, but {engine} at the version deploy targets "
                            f"({ENGINE_SOURCES[Engine.parse(engine)]['version']}) runs no MTP heads of {what}; export "
-                           "a candidate without 'mtp' in its GPU type, or re-plan with `optimize --no-mtp`",
+                           "a candidate without 'mtp' in its GPU type, or re-plan with MTP off",
                            param="engine", value=engine)
 
     def vllm_json(self, pool: str) -> str:

@@ -328,7 +328,7 @@ def _pdd_files(doc: dict[str, Any], chosen: dict[str, Any], engine: Engine) -> d
             raise ConfigError(f"candidate {chosen['rank']}: the {t['name']} role was screened with MTP "
                               f"({info['timing_source']}), but the prefill-decode simulator runs no speculative "
                               "decoding, so the verified fleet has none to export; pick a candidate without 'mtp' "
-                              "in its GPU types, or re-plan with `optimize --no-mtp`", param="candidate",
+                              "in its GPU types, or re-plan with MTP off", param="candidate",
                               value=chosen["rank"])
         serve = _serve(t, info, dep, hf or "fleet-model")
         if serve.n_nodes > 1:

@@ -89,7 +89,7 @@ def test_an_engine_without_the_models_mtp_is_one_line(engine):
         with pytest.raises(ConfigError) as err:
             launch_lines(engine, _serve(1, model_type))
         text = str(err.value)
-        assert "\n" not in text and "runs MTP" in text and "--no-mtp" in text
+        assert "\n" not in text and "runs MTP" in text and "MTP off" in text
     assert model_type_of("minimax-m2.5") == "minimax_m2" and load_model("minimax-m2.5").n_mtp_layers
 
 
@@ -201,4 +201,4 @@ def test_a_pdd_role_screened_with_mtp_is_one_line(pdd_run):
     with pytest.raises(ConfigError) as err:
         deployment_files(doc)
     text = str(err.value)
-    assert "\n" not in text and "decode role was screened with MTP" in text and "--no-mtp" in text
+    assert "\n" not in text and "decode role was screened with MTP" in text and "MTP off" in text
