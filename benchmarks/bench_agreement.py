@@ -67,7 +67,7 @@ class Setup:
     weight_dtype: Dtype = Dtype.BF16
     #: The instance shardings swept (None: ``place_model``'s search), e.g. two-node instances only.
     parallelisms: tuple[Parallelism, ...] | None = None
-    #: MTP on and off (``place_model(mtp_acceptance=...)``; None: off only), timed by the roofline.
+    #: MTP on and off (``place_model(mtp_acceptance=...)``; None: off only).
     mtp_acceptance: float | None = None
 
 
@@ -145,10 +145,10 @@ def request_for(workload: str, setup: Setup) -> OptimizeRequest:
     for name in setup.gpus or ():
         pars = setup.parallelisms or (None,)
         gpu = catalog.get(name)
-        timing = None if setup.mtp_acceptance is None else "roofline"
+        # the environment's timing choice (measured tables where installed, MTP twins included)
         for placed in (p for par in pars
                        for p in place_model(model, gpu, parallelism=par, weight_dtype=setup.weight_dtype,
-                                            timing_source=timing, mtp_acceptance=setup.mtp_acceptance)):
+                                            mtp_acceptance=setup.mtp_acceptance)):
             gpus.append(placed.gpu)
             per.append((placed.gpu.name, placed.gpus_per_instance))
             steps.append((placed.gpu.name, placed.step_model))  # what optimize runs (DP split, measured)

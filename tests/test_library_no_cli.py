@@ -42,7 +42,8 @@ ALLOWED: dict[tuple[str, str], str] = {
         "--num-gpu-blocks-override",
         "--block-size", "--quantization", "--kv-cache-dtype", "--gpu-memory-utilization", "--mem-fraction-static",
         "--disable-radix-cache", "--no-enable-prefix-caching", "--enable-prefix-caching", "--speculative-config",
-        "--speculative-algorithm", "--address", "--head", "--block", "--distributed-executor-backend",
+        "--speculative-algorithm", "--speculative-num-steps", "--speculative-eagle-topk",
+        "--speculative-num-draft-tokens", "--address", "--head", "--block", "--distributed-executor-backend",
         "--dist-init-addr", "--nnodes", "--node-rank", "--host", "--port", "--served-model-name", "--model-path",
         *DP_FLAGS)},
     ("deploy/kubernetes.py", "--node-rank"): "SGLang's flag, given LWS's worker index in a manifest",
@@ -53,6 +54,9 @@ ALLOWED: dict[tuple[str, str], str] = {
        for flag in (*DP_FLAGS, "--enable-expert-parallel", "--max-num-batched-tokens", "--max-num-seqs",
                     "--num-gpu-blocks-override", "--chunked-prefill-size", "--ep-size", "--max-prefill-tokens",
                     "--max-running-requests", "--max-total-tokens", "--tp-size", "--afd-role")},
+    **{("deploy/readme.py", flag): "the deployment README's MTP note (engine flags, the re-plan's acceptance)"
+       for flag in ("--speculative-config", "--speculative-algorithm", "--speculative-num-steps",
+                    "--speculative-eagle-topk", "--mtp-acceptance")},
     **{("deploy/dynamo.py", flag): "Dynamo's vLLM worker arguments (vLLM's flags and Dynamo's --is-prefill-worker)"
        for flag in ("--is-prefill-worker", "--max-num-seqs", "--host", "--port", "--model")},
     **{("deploy/readme.py", flag): "the deployment README's re-check command (fleetplan simulate) and kubectl line"

@@ -27,7 +27,10 @@ and tokens inside) and ``serving_fleet`` turns them into a one-pool ``FleetSpec`
 * runtime features: ``cudagraph_capture_sizes`` (graphs on, ``piecewise`` mode; without
   it, every step kernel-only, vLLM's default graphs without padding), ``speculative_config``,
   ``enable_prefix_caching`` (``fleetplan.sim.features``);
-* ``engine``: whose scheduler and defaults the instance follows (``ENGINE_DEFAULTS``):
+* ``engine``: the engine profile's name; what it implies is ``ENGINE_DEFAULTS[engine]``, one named field per
+  meaning (``EngineDefaults``: ``prefix_caching``, ``scheduler`` -- its batch policy --, ``token_budget`` -- the
+  default per-step token budget's rule -- and ``measured_tables`` -- whose aiconfigurator-core tables time it);
+  nothing compares the name itself:
 
   - prefix caching (``enable_prefix_caching None``): on for vLLM (v1 turns
     ``enable_prefix_caching`` on by default) and SGLang (its radix cache, off only with its
@@ -67,6 +70,7 @@ Parallelism flags in each engine's meaning (``engine_parallelism``):
 
 from __future__ import annotations
 
+import enum
 import math
 from dataclasses import dataclass
 
@@ -89,8 +93,8 @@ from fleetplan.sim.features.spec import PolicyConfig, SchedulerPolicy
 from fleetplan.sim.features.speculative import SpeculativeConfig
 from fleetplan.sim.spec import DEFAULT_BLOCK_SIZE_TOKENS, FleetSpec, InstanceRouter, PoolSpec, SchedulerLimits
 
-__all__ = ["DEFAULT_MAX_MODEL_LEN_TOKENS", "ENGINE_DEFAULTS", "EngineArgs", "engine_parallelism", "serving_fleet",
-           "sglang_chunked_prefill_tokens"]
+__all__ = ["DEFAULT_MAX_MODEL_LEN_TOKENS", "ENGINE_DEFAULTS", "EngineArgs", "EngineDefaults", "TokenBudgetRule",
+           "engine_parallelism", "serving_fleet", "sglang_chunked_prefill_tokens"]
 
 DEFAULT_MAX_MODEL_LEN_TOKENS = 131_072  # Llama-3.1's context; longer only when asked
 POOL_NAME = "instance"
@@ -118,7 +122,7 @@ class EngineArgs:
     instances: int = 1
     parallelism_spec: Parallelism | None = None
     api_server_count: int = 1  # API server processes per instance (fleetplan.sim.api_server)
-    engine: str = "vllm"  # whose scheduler, defaults (ENGINE_DEFAULTS) and measured tables (timing_source)
+    engine: str = "vllm"  # the engine profile's name; its behaviour: ENGINE_DEFAULTS[engine] (``defaults``)
     engine_version: str | None = None  # release (e.g. "0.10.2"): picks vLLM's MXFP4 loader (perf.kv_budget)
     enable_mixed_chunk: bool = False  # SGLang's enable_mixed_chunk
     timing_source: TimingChoice | str | None = TimingChoice.ROOFLINE  # auto / measured / roofline (docstring)
@@ -126,7 +130,7 @@ class EngineArgs:
     def __post_init__(self) -> None:
         if self.engine not in ENGINE_DEFAULTS:
             raise UnknownNameError("engine", str(self.engine), sorted(ENGINE_DEFAULTS))
-        if self.enable_mixed_chunk and self.engine != "sglang":
+        if self.enable_mixed_chunk and self.defaults.scheduler is not SchedulerPolicy.SGLANG:
             raise ConfigError(f"`enable_mixed_chunk` is SGLang's flag; under the {self.engine} engine prefill chunks "
                               "and decodes share a step already (drop it, or use the sglang engine)",
                               param="enable_mixed_chunk", value=True)
@@ -159,18 +163,24 @@ class EngineArgs:
                               "give the matching `model` or recalibrate", param="perf_profile")
 
     @property
+    def defaults(self) -> EngineDefaults:
+        """What the engine does unless told otherwise (``ENGINE_DEFAULTS``)."""
+        return ENGINE_DEFAULTS[self.engine]
+
+    @property
     def prefix_caching(self) -> bool:
         """``enable_prefix_caching``, or the engine's default when it is None."""
         if self.enable_prefix_caching is None:
-            return ENGINE_DEFAULTS[self.engine].prefix_caching
+            return self.defaults.prefix_caching
         return self.enable_prefix_caching
 
     @property
     def scheduler_policy(self) -> SchedulerPolicy:
-        """SGLang's prefill-first batches unless ``enable_mixed_chunk``; vLLM's mixed steps otherwise."""
-        if self.engine == "sglang" and not self.enable_mixed_chunk:
-            return SchedulerPolicy.SGLANG
-        return SchedulerPolicy.VLLM_V1
+        """The engine's batch policy (SGLang's prefill-first batches) unless ``enable_mixed_chunk`` mixes the
+        decodes in, as vLLM's steps do."""
+        if self.enable_mixed_chunk:
+            return SchedulerPolicy.VLLM_V1
+        return self.defaults.scheduler
 
     @property
     def parallelism(self) -> Parallelism:
@@ -187,7 +197,13 @@ class EngineArgs:
             return self.perf_profile
         p = self.predictor()
         scheme = Fp8Scheme.BLOCK if p.block_fp8 else Fp8Scheme.PER_TENSOR
-        return measured_step_model(p, self.engine, scheme, self.timing_source) or p
+        tables = self.defaults.measured_tables
+        if tables is None:
+            if self.timing_source is not None and timing_choice(self.timing_source) is TimingChoice.MEASURED:
+                raise ConfigError(f"`timing_source` measured: the {self.engine} engine has no measured tables; use "
+                                  "`timing_source` auto or roofline", param="timing_source", value="measured")
+            return p
+        return measured_step_model(p, tables, scheme, self.timing_source) or p
 
     def predictor(self) -> StepTimePredictor:
         """The step model; FP8 weights are block-scaled when the checkpoint's ``quantization_config`` gives a
@@ -196,15 +212,30 @@ class EngineArgs:
                                  self.options, fp8_scaling_of(self.model.weight_block_size))
 
 
+class TokenBudgetRule(enum.Enum):
+    """How an engine picks its per-step token budget when none is given (module docstring)."""
+
+    VLLM = "vllm"  # vllm_batch_defaults: 8192 / 2048 tokens by GPU
+    SGLANG = "sglang"  # chunked_prefill_size by GPU memory (sglang_chunked_prefill_tokens)
+
+
 @dataclass(frozen=True)
 class EngineDefaults:
-    """What an engine does unless told otherwise (module docstring)."""
+    """What an engine does unless told otherwise (module docstring), one field per meaning of its name."""
 
     prefix_caching: bool
+    scheduler: SchedulerPolicy = SchedulerPolicy.VLLM_V1  # batch policy (enable_mixed_chunk: VLLM_V1)
+    token_budget: TokenBudgetRule = TokenBudgetRule.VLLM
+    measured_tables: str | None = None  # aiconfigurator-core backend of its measured tables (None: none)
 
 
-ENGINE_DEFAULTS = {"vllm": EngineDefaults(prefix_caching=True), "sglang": EngineDefaults(prefix_caching=True),
-                   "trtllm": EngineDefaults(prefix_caching=False), "lmdeploy": EngineDefaults(prefix_caching=False)}
+ENGINE_DEFAULTS = {
+    "vllm": EngineDefaults(prefix_caching=True, measured_tables="vllm"),
+    "sglang": EngineDefaults(prefix_caching=True, scheduler=SchedulerPolicy.SGLANG,
+                             token_budget=TokenBudgetRule.SGLANG, measured_tables="sglang"),
+    "trtllm": EngineDefaults(prefix_caching=False, measured_tables="trtllm"),
+    "lmdeploy": EngineDefaults(prefix_caching=False),  # LMDeploy 0.1: no measured tables
+}
 
 #: SGLang's ``chunked_prefill_size`` default by the GPU's memory (GiB, upper bound exclusive -> tokens):
 #: ``ServerArgs`` sets it from ``gpu_mem`` (sgl-project/sglang python/sglang/srt/server_args.py, v0.5:
@@ -285,7 +316,7 @@ def serving_fleet(args: EngineArgs) -> FleetSpec:
     par = args.parallelism
     ranks = par.attn_dp
     seqs_default, tokens_default = vllm_batch_defaults(args.gpu)
-    if args.engine == "sglang":
+    if args.defaults.token_budget is TokenBudgetRule.SGLANG:
         tokens_default = sglang_chunked_prefill_tokens(args.gpu)
     max_seqs = args.max_num_seqs or seqs_default
     budget = kv_budget(args.model, args.gpu, par, weight_dtype=args.weight_dtype,

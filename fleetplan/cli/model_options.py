@@ -70,8 +70,8 @@ MTP_OPTIONS = [
     click.option("--mtp/--no-mtp", "mtp", default=False, show_default=True,
                  help="With --model: for a model that ships MTP heads (num_nextn_predict_layers: DeepSeek-V3/R1, "
                  "GLM-4.5/4.6), sweep each placement with MTP speculative decoding on as well as off (vLLM "
-                 "--speculative-config '{\"method\": \"mtp\", ...}', SGLang --speculative-algorithm EAGLE); the "
-                 "recommendation's GPU type says 'mtp1' when it runs MTP."),
+                 "--speculative-config '{\"method\": \"deepseek_mtp\", ...}', SGLang --speculative-algorithm EAGLE); "
+                 "the recommendation's GPU type says 'mtp1' when it runs MTP."),
     mtp_acceptance_option(help="With --mtp: conditional acceptance of each MTP draft position (DeepSeek-V3 "
                           "Technical Report, arXiv:2412.19437 sec. 5.4.3: 0.85-0.90)."),
 ]
@@ -79,15 +79,22 @@ MTP_OPTIONS = [
 
 def mtp_launch_flags(mtp, engine: str) -> str:
     """The launch flags turning MTP on for ``engine`` (an engine profile name), ``mtp`` a
-    ``perf.speculative.MtpStepModel``: vLLM (and the trtllm profile, vLLM's meaning) ``--speculative-config``
-    with method mtp (docs.vllm.ai, speculative decoding: MTP); SGLang ``--speculative-algorithm EAGLE`` with
-    ``k`` steps, top-k 1 and ``k + 1`` draft tokens (docs.sglang.io advanced_features/speculative_decoding,
-    "Multi Token Prediction": DeepSeek's MTP heads run through the EAGLE path)."""
-    k = mtp.num_speculative_tokens
-    if engine == "sglang":
-        return (f"--speculative-algorithm EAGLE --speculative-num-steps {k} --speculative-eagle-topk 1 "
-                f"--speculative-num-draft-tokens {k + 1}")
-    return f"--speculative-config '{{\"method\": \"mtp\", \"num_speculative_tokens\": {k}}}'"
+    ``perf.speculative.MtpStepModel``: the spelling ``fleetplan deploy`` writes (``deploy.engines.Speculation``:
+    vLLM's ``--speculative-config`` with the model's MTP method, e.g. deepseek_mtp; SGLang's
+    ``--speculative-algorithm EAGLE`` with ``k`` steps, top-k 1 and ``k + 1`` draft tokens); the trtllm profile
+    reads vLLM's.  A model whose MTP the engine does not run says so instead of flags."""
+    from fleetplan.deploy.engines import Speculation
+    from fleetplan.deploy.export import model_type_of
+
+    model = mtp.predictor().model.name
+    spec = Speculation((("method", "mtp"), ("num_speculative_tokens", mtp.num_speculative_tokens)),
+                       model_type_of(model))
+    try:
+        if engine == "sglang":
+            return " ".join(spec.sglang_flags(model))
+        return f"--speculative-config '{spec.vllm_json(model)}'"
+    except ConfigError:
+        return f"{engine} does not run {model}'s MTP heads (fleetplan deploy refuses this pool; plan with --no-mtp)"
 
 
 #: The engine ``--engine`` names when a caller's options leave it out (the option's own default).

@@ -50,7 +50,7 @@ from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.perf.profile_io import read_calibration_csv, save_perf_profile
 from fleetplan.perf.quant import Fp8Scaling, checkpoint_fp8_scaling
-from fleetplan.perf.speculative import mtp_step, verify_batch
+from fleetplan.perf.speculative import MtpStepModel, mtp_step, speculative_step, verify_batch
 from fleetplan.perf.typical_batch import typical_step
 from fleetplan.units import ms_to_s, s_to_ms
 
@@ -264,7 +264,7 @@ def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: 
                       f"output token against {s_to_ms(mtp.plain_step_s):.3f} ms without MTP ({mtp.speedup:.2f}x)")
     console.print(f"batch: {batch.n_seqs} requests ({batch.n_decode} decoding), {batch.n_tokens} tokens through the "
                   f"GEMMs ({breakdown.gemm_bound}-bound), decode context {batch.decode_context_sum} tokens")
-    console.print(escape(_timing_source_line(p, batch, engine or "vllm", timing_source)))
+    console.print(escape(_timing_source_line(p, batch, engine or "vllm", timing_source, mtp_tokens, mtp_acceptance)))
     per_seq = -(-KV_REPORT_CONTEXT_TOKENS // budget.block_size_tokens)
     console.print(f"KV budget: {budget.kv_blocks_per_replica} blocks of {budget.block_size_tokens} tokens per "
                   f"replica ({budget.kv_blocks_per_replica * budget.block_size_tokens} tokens); "
@@ -292,13 +292,22 @@ def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: 
                       "batch, or give more GPUs (-tp) or --kv-cache-dtype fp8.")
 
 
-def _timing_source_line(p: StepTimePredictor, batch, engine: str, timing: str | None) -> str:
+def _timing_source_line(p: StepTimePredictor, batch, engine: str, timing: str | None, mtp_tokens: int = 0,
+                        mtp_acceptance: float = 0.0) -> str:
     """Which source times this pool in planning (``fleetplan.perf.measured``; ``--timing-source``): the measured
-    tables of ``engine`` with their step for the batch, or the roofline above and why."""
+    tables of ``engine`` with their step for the batch (with ``--mtp-tokens``: the measured verify step and draft
+    passes, ``perf.speculative.speculative_step``), or the roofline above and why."""
     scheme = Fp8Scheme.BLOCK if p.block_fp8 else Fp8Scheme.PER_TENSOR
     measured = measured_step_model(p, engine, scheme, timing)
     if measured is None:
         return f"timing source: {ROOFLINE_SOURCE} ({measured_coverage(p, engine, scheme, timing)})"
+    if mtp_tokens:
+        mtp = MtpStepModel(measured, mtp_acceptance, mtp_tokens, roofline=p)
+        step = speculative_step(mtp, batch)
+        return (f"timing source: {timing_source(mtp)}: this step's verify {s_to_ms(step.verify_s):.3f} ms + drafts "
+                f"{s_to_ms(step.draft_s):.3f} ms -> {s_to_ms(step.s_per_token):.3f} ms per output token against "
+                f"{s_to_ms(step.plain_step_s):.3f} ms without MTP (planning and simulation use it; the operator rows "
+                "above are the roofline's)")
     step_s = measured.step_s(batch.n_seqs, batch.n_decode, batch.n_prefill_tokens, batch.decode_context_sum,
                              batch.attn2)
     return (f"timing source: {timing_source(measured)}: this step {s_to_ms(step_s):.3f} ms (planning and simulation "

@@ -104,13 +104,19 @@ def write_optimize_reports(result: OptimizeResult, verify, seed: int, paths: dic
 
 
 def write_deploy_folder(doc: dict, out_dir: str) -> str:
-    """``--deploy DIR``: the run's verified recommendation as ``fleetplan deploy`` writes it; a note."""
+    """``--deploy DIR``: the run's verified recommendation as ``fleetplan deploy`` writes it, in the launch flags
+    of the engine the run planned for (``--engine``: vllm or sglang); a note."""
     rec = doc.get("recommendation")
     if rec is None or not rec.get("verified"):
         return f"--deploy: nothing written to {out_dir}: the run has no verified recommendation"
-    from fleetplan.deploy import write_deployment
+    from fleetplan.deploy import Engine, write_deployment
 
-    result = write_deployment(doc, out_dir)
+    engine = (doc.get("inputs") or {}).get("engine") or Engine.VLLM.value
+    if engine not in {e.value for e in Engine}:
+        return (f"--deploy: nothing written to {out_dir}: the run planned for the {engine} engine, whose launch "
+                f"files deploy does not write; save the run (--json) and run `fleetplan deploy RUN --engine vllm` "
+                "or `--engine sglang`")
+    result = write_deployment(doc, out_dir, engine=engine)
     return (f"Deployment of candidate {result.rank}: {result.out_dir}/ ({len(result.files)} files; README.md "
             "re-checks it)")
 

@@ -22,8 +22,33 @@ weights / KV cache FP8                 ``--quantization fp8``,          ``--quan
                                        ``--kv-cache-dtype fp8``         ``--kv-cache-dtype fp8_e4m3``
 memory share of the KV budget          ``--gpu-memory-utilization``     ``--mem-fraction-static``
 no prefix cache (simulated without)    ``--no-enable-prefix-caching``   ``--disable-radix-cache``
-speculative decoding                   ``--speculative-config JSON``    (not exported: one-line error)
+MTP speculative decoding, k drafts     ``--speculative-config``         ``--speculative-algorithm EAGLE``,
+                                       ``{"method": M,``                ``--speculative-num-steps k``,
+                                       ``"num_speculative_tokens": k}`` ``--speculative-eagle-topk 1``,
+                                                                        ``--speculative-num-draft-tokens k+1``
+other speculative decoding             ``--speculative-config JSON``    (not exported: one-line error)
 =====================================  ===============================  =====================================
+
+**MTP** (a pool the planner ran with the model's own multi-token-prediction heads, ``plan.placement``'s
+"mtp1" variants; the fleet file's ``speculative_config`` method ``mtp``/``deepseek_mtp``), in each engine's
+spelling at the version ``ENGINE_SOURCES`` names (``Speculation``):
+
+* vLLM: ``method`` is the MTP method of the model's HuggingFace ``model_type`` (``VLLM_MTP_METHODS``:
+  ``deepseek_mtp`` for DeepSeek-V3/R1/V3.2, ``glm4_moe_mtp`` for GLM-4.5/4.6, ``qwen3_next_mtp``, ``mimo_mtp``,
+  ``ernie_mtp``).  vLLM consolidated these into one ``"mtp"`` method (vllm-project/vllm#25232, merged the
+  week of the v0.11.0 release, 2025-09/10); the per-model names stay accepted after it as deprecated aliases
+  rewritten to ``mtp`` (``MTPModelTypes`` in ``vllm/config/speculative.py`` still lists them), and before it
+  they were the only spelling, so the per-model name starts on v0.11 whichever side of that change the
+  image is.  The acceptance rates are the simulator's assumption, never an engine setting.
+* SGLang: DeepSeek's and GLM's MTP (NextN) heads run through its EAGLE path
+  (``server_args._handle_speculative_decoding``: ``NEXTN`` is rewritten to ``EAGLE``): ``k`` draft steps of
+  top-1 chains, ``k + 1`` draft tokens verified (SGLang's speculative-decoding documentation, DeepSeek MTP
+  example; its speculative flags are in the tests' ``data/sglang_flags.json``).  ``--max-running-requests``
+  is written, so the EAGLE path's default of 48 running requests (``server_args``) does not replace the
+  verified limit.
+* A model whose MTP the engine version does not run (``VLLM_MTP_METHODS``, ``SGLANG_MTP_MODEL_TYPES``:
+  MiniMax-M2.x's ``num_mtp_modules`` on either) is one line naming the model and the fix (a candidate
+  without "mtp", or a plan with MTP off).
 
 **Data-parallel attention** (``data_parallel_size`` D > 1, from ``models``' ``Parallelism(tp, dp, ep)``,
 e.g. DeepSeek-V3 on H100 at ``tp1 dp16 ep16``): the fleet's limits are the instance's, every rank's
@@ -31,7 +56,11 @@ together (``perf.dp_instance``: the simulator runs an instance as one engine who
 over its ranks, its KV blocks and chunk budget the ranks' sum).  vLLM applies ``--max-num-seqs``,
 ``--max-num-batched-tokens`` and ``--num-gpu-blocks-override`` per DP rank (vLLM's
 ``docs/serving/data_parallel_deployment.md``: "``--max-num-seqs`` applies per DP rank"; each DP engine
-has its own KV cache), so they are written divided by D (rounded up).  SGLang with
+has its own KV cache), so they are written per rank by ``perf.dp_instance``'s rules, the ones the
+recommendation line prints: ``--max-num-seqs`` ``per_rank_limit`` (``floor(n_max / D)``: the instance's
+``n_max`` is its KV cache's ``floor(D b / c)``, so a rank's share is its own cache's ``floor(b / c)``),
+``--max-num-batched-tokens`` ``per_rank_token_budget`` (a rank's decodes plus a whole chunk), and the KV
+blocks divided by D (rounded up: a rank never holds less cache than verified).  SGLang with
 ``--enable-dp-attention`` divides ``--chunked-prefill-size`` and ``--max-running-requests`` by
 ``--dp-size`` itself (``server_args._handle_data_parallelism``; the pool configurator's
 ``max_running_requests // dp_size``), so those stay the instance's; ``--max-prefill-tokens`` (one rank
@@ -69,9 +98,10 @@ from dataclasses import dataclass
 
 from fleetplan.errors import ConfigError
 from fleetplan.names import NameRegistry
+from fleetplan.perf.dp_instance import per_rank_limit, per_rank_token_budget, sglang_chunked_prefill_total
 
-__all__ = ["DP_RPC_PORT", "ENGINE_SOURCES", "GPU_MEMORY_UTILIZATION", "PORT", "Engine", "LaunchLine", "PoolServe",
-           "launch_lines"]
+__all__ = ["DP_RPC_PORT", "ENGINE_SOURCES", "GPU_MEMORY_UTILIZATION", "PORT", "SGLANG_MTP_MODEL_TYPES",
+           "VLLM_MTP_METHODS", "Engine", "LaunchLine", "PoolServe", "Speculation", "launch_lines", "speculation_of"]
 
 PORT = 8000
 HEALTH_PATH = "/health"  # vLLM's and SGLang's OpenAI servers: 200 once the engine serves
@@ -111,6 +141,86 @@ ENGINE_SOURCES = {
 }
 
 
+#: vLLM's MTP ``method`` by the served model's HuggingFace ``model_type`` (module docstring): the draft modules
+#: are ``vllm/model_executor/models/{deepseek,glm4_moe,qwen3_next,mimo,ernie}_mtp.py``; the names are
+#: ``MTPModelTypes`` of ``vllm/config/speculative.py`` (vllm-project/vllm, read 2026-12-07).
+VLLM_MTP_METHODS = {
+    "deepseek_v3": "deepseek_mtp",
+    "deepseek_v32": "deepseek_mtp",
+    "glm4_moe": "glm4_moe_mtp",
+    "qwen3_next": "qwen3_next_mtp",
+    "mimo": "mimo_mtp",
+    "ernie4_5_moe": "ernie_mtp",
+}
+#: ``model_type`` values whose MTP (NextN) heads SGLang runs through ``--speculative-algorithm EAGLE``
+#: (``python/sglang/srt/models/deepseek_nextn.py``, ``glm4_moe_nextn.py``, ``qwen3_next_mtp.py``).
+SGLANG_MTP_MODEL_TYPES = frozenset({"deepseek_v3", "deepseek_v32", "glm4_moe", "qwen3_next"})
+#: The fleet file's (the simulator's) method names of MTP (``sim.features.speculative``).
+MTP_METHODS = frozenset({"mtp", "deepseek_mtp"})
+#: Keys of the fleet file's speculative table that vLLM's ``--speculative-config`` takes (the acceptance
+#: rates are the simulator's assumption about the model, not an engine setting).
+VLLM_SPECULATIVE_KEYS = ("method", "num_speculative_tokens", "model", "draft_tensor_parallel_size")
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """A pool's speculative decoding as verified: the fleet file's ``speculative_config`` (``table``, the
+    engine keys only) and the served model's HuggingFace ``model_type`` (None: not known), which names the MTP
+    method at the engine's version (module docstring)."""
+
+    table: tuple[tuple[str, object], ...]
+    model_type: str | None = None
+
+    @property
+    def method(self) -> str:
+        return str(dict(self.table).get("method", "")).strip().lower().replace("-", "_")
+
+    @property
+    def is_mtp(self) -> bool:
+        return self.method in MTP_METHODS
+
+    @property
+    def num_speculative_tokens(self) -> int:
+        return int(dict(self.table)["num_speculative_tokens"])
+
+    def _unsupported(self, pool: str, engine: str) -> ConfigError:
+        what = ("a model whose config.json is not bundled (its model_type names the MTP method)"
+                if self.model_type is None else f"a model of model_type {self.model_type!r}")
+        return ConfigError(f"pool {pool!r} runs MTP, but {engine} at the version deploy targets "
+                           f"({ENGINE_SOURCES[Engine.parse(engine)]['version']}) runs no MTP heads of {what}; export "
+                           "a candidate without 'mtp' in its GPU type, or re-plan with MTP off",
+                           param="engine", value=engine)
+
+    def vllm_json(self, pool: str) -> str:
+        """vLLM's ``--speculative-config`` value: MTP with the model's method name, else the table as given."""
+        table = dict(self.table)
+        if self.is_mtp:
+            if self.model_type not in VLLM_MTP_METHODS:
+                raise self._unsupported(pool, "vllm")
+            table = {"method": VLLM_MTP_METHODS[self.model_type], "num_speculative_tokens": self.num_speculative_tokens}
+        return json.dumps(table, separators=(",", ":"))
+
+    def sglang_flags(self, pool: str) -> list[str]:
+        """SGLang's MTP flags (module docstring); other speculative methods are not exported."""
+        if not self.is_mtp:
+            raise ConfigError(f"pool {pool!r} runs speculative decoding ({self.vllm_json(pool)}); its SGLang spelling "
+                              "is exported for MTP only: use `engine` 'vllm'", param="engine", value="sglang")
+        if self.model_type not in SGLANG_MTP_MODEL_TYPES:
+            raise self._unsupported(pool, "sglang")
+        k = self.num_speculative_tokens
+        return ["--speculative-algorithm", "EAGLE", "--speculative-num-steps", str(k), "--speculative-eagle-topk", "1",
+                "--speculative-num-draft-tokens", str(k + 1)]
+
+
+def speculation_of(features: dict, model_type: str | None) -> Speculation | None:
+    """The ``Speculation`` of a ``[pool.features]`` table (None without a ``speculative_config``)."""
+    spec = features.get("speculative_config")
+    if spec is None:
+        return None
+    table = json.loads(spec) if isinstance(spec, str) else dict(spec)
+    return Speculation(tuple((k, table[k]) for k in VLLM_SPECULATIVE_KEYS if k in table), model_type)
+
+
 @dataclass(frozen=True)
 class PoolServe:
     """What one pool's engines run (every figure from the verified fleet)."""
@@ -129,30 +239,34 @@ class PoolServe:
     weight_fp8: bool = False
     kv_cache_fp8: bool = False
     prefix_caching: bool = False
-    speculative_config: str | None = None  # vLLM JSON
+    speculation: Speculation | None = None
     data_parallel_size: int = 1  # attention data-parallel ranks D of one instance (module docstring)
 
     @property
     def gpus_per_instance(self) -> int:
         return self.tensor_parallel_size * self.pipeline_parallel_size * self.data_parallel_size
 
+    def rank_max_num_seqs(self) -> int:
+        """One DP rank's ``max_num_seqs`` (``perf.dp_instance.per_rank_limit``, the recommendation line's)."""
+        return per_rank_limit(self.max_num_seqs, self.data_parallel_size)
+
     def rank_token_budget(self) -> int:
-        """One DP rank's token budget: its own decodes plus a whole chunk (the instance's budget is
-        ``n_max + chunk``, one rank's chunk per step: ``perf.dp_instance.per_rank_token_budget``)."""
+        """One DP rank's token budget: its own decodes plus a whole chunk
+        (``perf.dp_instance.per_rank_token_budget``; the instance's budget without DP)."""
         if self.data_parallel_size == 1:
             return self.max_num_batched_tokens
-        return self.per_rank(self.max_num_seqs) + max(self.max_num_batched_tokens - self.max_num_seqs, 1)
+        return per_rank_token_budget(self.max_num_batched_tokens, self.max_num_seqs, self.data_parallel_size)
 
     def server_chunked_prefill(self) -> int:
-        """SGLang's server-wide ``--chunked-prefill-size``: it divides the value over ``--dp-size`` ranks,
-        so each rank's chunk times the ranks (``perf.dp_instance.sglang_chunked_prefill_total``)."""
+        """SGLang's server-wide ``--chunked-prefill-size`` (``perf.dp_instance.sglang_chunked_prefill_total``:
+        it divides the value over ``--dp-size`` ranks, so each rank's chunk times the ranks)."""
         if self.data_parallel_size == 1:
             return self.max_num_batched_tokens
-        return max(self.max_num_batched_tokens - self.max_num_seqs, 1) * self.data_parallel_size
+        return sglang_chunked_prefill_total(self.max_num_batched_tokens, self.max_num_seqs, self.data_parallel_size)
 
-    def per_rank(self, instance_total: int) -> int:
-        """One attention rank's share of an instance limit (rounded up: a rank never gets less)."""
-        return -(-instance_total // self.data_parallel_size)
+    def rank_kv_blocks(self) -> int:
+        """One attention rank's KV blocks (rounded up: a rank never holds less cache than verified)."""
+        return -(-self.kv_blocks // self.data_parallel_size)
 
     @property
     def ranks_per_node(self) -> int:
@@ -170,6 +284,11 @@ class PoolServe:
         return self.gpus_per_instance // self.n_nodes
 
     def __post_init__(self) -> None:
+        if self.max_num_seqs < self.data_parallel_size:
+            raise ConfigError(f"pool {self.pool!r}: max_num_seqs {self.max_num_seqs} is below its "
+                              f"{self.data_parallel_size} data-parallel ranks, so a rank's share (rounded down, as "
+                              "verified) is no sequence; give the pool at least one sequence per rank",
+                              param="max_num_seqs", value=self.max_num_seqs)
         if self.data_parallel_size > 1 and self.pipeline_parallel_size > 1:
             raise ConfigError(f"pool {self.pool!r}: data-parallel attention with pipeline parallelism is not exported "
                               "(vLLM and SGLang launch DP ranks of one stage); give the pool one of them",
@@ -204,18 +323,18 @@ def _vllm(s: PoolServe, multi_node: bool) -> list[str]:
         argv += ["--data-parallel-size", str(s.data_parallel_size)]
     if s.expert_parallel:
         argv.append("--enable-expert-parallel")
-    argv += ["--max-num-seqs", str(s.per_rank(s.max_num_seqs)),
+    argv += ["--max-num-seqs", str(s.rank_max_num_seqs()),
              "--max-num-batched-tokens", str(s.rank_token_budget()),
              "--max-model-len", str(s.max_model_len_tokens), "--block-size", str(s.block_size_tokens),
-             "--num-gpu-blocks-override", str(s.per_rank(s.kv_blocks)),
+             "--num-gpu-blocks-override", str(s.rank_kv_blocks()),
              "--gpu-memory-utilization", str(GPU_MEMORY_UTILIZATION)]
     if s.weight_fp8:
         argv += ["--quantization", "fp8"]
     if s.kv_cache_fp8:
         argv += ["--kv-cache-dtype", "fp8"]
     argv.append("--enable-prefix-caching" if s.prefix_caching else "--no-enable-prefix-caching")
-    if s.speculative_config is not None:
-        argv += ["--speculative-config", s.speculative_config]
+    if s.speculation is not None:
+        argv += ["--speculative-config", s.speculation.vllm_json(s.pool)]
     if multi_node and s.data_parallel_size == 1:
         argv += ["--distributed-executor-backend", "ray"]
     return argv
@@ -236,7 +355,7 @@ def _sglang(s: PoolServe) -> list[str]:
              "--chunked-prefill-size", str(s.server_chunked_prefill()),
              "--max-prefill-tokens", str(s.rank_token_budget()),
              "--context-length", str(s.max_model_len_tokens),
-             "--max-total-tokens", str(s.per_rank(s.kv_blocks) * s.block_size_tokens),
+             "--max-total-tokens", str(s.rank_kv_blocks() * s.block_size_tokens),
              "--mem-fraction-static", str(GPU_MEMORY_UTILIZATION)]
     if s.weight_fp8:
         argv += ["--quantization", "fp8"]
@@ -244,10 +363,8 @@ def _sglang(s: PoolServe) -> list[str]:
         argv += ["--kv-cache-dtype", "fp8_e4m3"]
     if not s.prefix_caching:
         argv.append("--disable-radix-cache")
-    if s.speculative_config is not None:
-        raise ConfigError(f"pool {s.pool!r} runs speculative decoding ({s.speculative_config}); its SGLang spelling "
-                          "(--speculative-algorithm and its step/draft counts) is not exported: use `engine` 'vllm'",
-                          param="engine", value="sglang")
+    if s.speculation is not None:
+        argv += s.speculation.sglang_flags(s.pool)
     return argv
 
 
@@ -280,17 +397,3 @@ def launch_lines(engine: Engine | str, s: PoolServe) -> tuple[LaunchLine, ...]:
         return (LaunchLine(0, tuple(base)),)
     return tuple(LaunchLine(r, (*base, "--nnodes", str(nodes), "--node-rank", str(r),
                                 "--dist-init-addr", f"{{leader}}:{SGLANG_DIST_PORT}")) for r in range(nodes))
-
-
-#: Keys of the fleet file's speculative table that vLLM's ``--speculative-config`` takes (the acceptance
-#: rates are the simulator's assumption about the model, not an engine setting).
-VLLM_SPECULATIVE_KEYS = ("method", "num_speculative_tokens", "model", "draft_tensor_parallel_size")
-
-
-def speculative_json(features: dict) -> str | None:
-    """The vLLM ``--speculative-config`` of a ``[pool.features]`` table (None without one)."""
-    spec = features.get("speculative_config")
-    if spec is None:
-        return None
-    table = json.loads(spec) if isinstance(spec, str) else dict(spec)
-    return json.dumps({k: table[k] for k in VLLM_SPECULATIVE_KEYS if k in table}, separators=(",", ":"))

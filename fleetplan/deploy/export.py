@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetplan.deploy.dynamo import DYNAMO_COMMIT, dynamo_graph, worker_args
-from fleetplan.deploy.engines import ENGINE_SOURCES, PORT, Engine, PoolServe, launch_lines, speculative_json
+from fleetplan.deploy.engines import ENGINE_SOURCES, PORT, Engine, PoolServe, launch_lines, speculation_of
 from fleetplan.deploy.gpus import gpu_node
 from fleetplan.deploy.kubernetes import k8s_name, pool_manifests
 from fleetplan.deploy.readme import AFD_NOTE, pdd_readme_text, readme_text
@@ -41,8 +41,12 @@ from fleetplan.deploy.text import toml_text, yaml_text
 from fleetplan.errors import ConfigError, DataFormatError
 from fleetplan.paths import data_dir
 
-__all__ = ["DeployResult", "ExportedPool", "deployment_files", "read_run", "select_candidate", "write_deployment"]
+__all__ = ["DeployResult", "ExportedPool", "deployment_files", "model_type_of", "read_run", "select_candidate",
+           "write_deployment"]
 
+#: How a pool's timing source names an "MTP on" step model (``perf.measured.source.timing_source``: "..., MTP k
+#: draft(s) at acceptance a"), spelt here so the export does not import the perf package to read a run.
+MTP_TIMING_MARK = ", MTP "
 #: Placeholder model when the plan had no served model (the paper's calibrated per-GPU constants).
 MODEL_PLACEHOLDER = "REPLACE-WITH-MODEL"
 #: Kubernetes namespace the router's endpoints assume (Service DNS ``<name>.<namespace>.svc``).
@@ -125,13 +129,30 @@ def select_candidate(doc: dict[str, Any], candidate: int | None = None) -> dict[
     return chosen
 
 
+def _bundled_config(model: str) -> dict[str, Any] | None:
+    """The bundled config.json of a model's display name (its ``_source`` repository's last part, or the
+    file's stem), or None for a model not bundled."""
+    for path in sorted(data_dir("models").glob("*.json")):
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+        source = cfg.get("_source", "")
+        if source.split("/")[-1].lower() == model.lower() or path.stem == model.lower():
+            return cfg
+    return None
+
+
 def _hf_repository(model: str) -> str:
     """The HuggingFace repository of a bundled model's display name (its config's ``_source``), else the name."""
-    for path in sorted(data_dir("models").glob("*.json")):
-        source = json.loads(path.read_text(encoding="utf-8")).get("_source", "")
-        if source.split("/")[-1].lower() == model.lower() or path.stem == model.lower():
-            return source or model
-    return model
+    cfg = _bundled_config(model)
+    return (cfg.get("_source") or model) if cfg is not None else model
+
+
+def model_type_of(model: str | None) -> str | None:
+    """The HuggingFace ``model_type`` of a bundled model (its text config's for a wrapper), else None: it names
+    the engines' MTP method (``engines.Speculation``)."""
+    cfg = None if model is None else _bundled_config(model)
+    if cfg is None:
+        return None
+    return (cfg.get("text_config") or {}).get("model_type") or cfg.get("model_type")
 
 
 def _prompt_share_edges(doc: dict[str, Any], edges: list[int]) -> tuple[list[int], str]:
@@ -176,7 +197,7 @@ def _serve(pool: dict[str, Any], info: dict[str, Any], dep: dict[str, Any], serv
         block_size_tokens=pool.get("block_size", 16), gpus_per_node=gpu_node(info["gpu"]).gpus_per_node,
         weight_fp8=dep.get("weight_dtype") == "fp8", kv_cache_fp8=kv.startswith("fp8"),
         prefix_caching=bool(features.get("enable_prefix_caching", False)),
-        speculative_config=speculative_json(features),
+        speculation=speculation_of(features, model_type_of(dep.get("model"))),
     )
 
 
@@ -303,6 +324,12 @@ def _pdd_files(doc: dict[str, Any], chosen: dict[str, Any], engine: Engine) -> d
     roles, nodes, lines = [], {}, {}
     for t in dep["fleet"]["pool"]:
         info = infos[t["name"]]
+        if MTP_TIMING_MARK in _timing_source(info) and "speculative_config" not in t.get("features", {}):
+            raise ConfigError(f"candidate {chosen['rank']}: the {t['name']} role was screened with MTP "
+                              f"({info['timing_source']}), but the prefill-decode simulator runs no speculative "
+                              "decoding, so the verified fleet has none to export; pick a candidate without 'mtp' "
+                              "in its GPU types, or re-plan with MTP off", param="candidate",
+                              value=chosen["rank"])
         serve = _serve(t, info, dep, hf or "fleet-model")
         if serve.n_nodes > 1:
             raise ConfigError(f"candidate {chosen['rank']}: the {t['name']} role spans {serve.n_nodes} nodes per "

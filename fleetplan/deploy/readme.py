@@ -11,7 +11,8 @@ from fleetplan.deploy.gpus import gpu_node
 from fleetplan.deploy.kubernetes import k8s_name
 from fleetplan.deploy.router import SEMANTIC_ROUTER_COMMIT
 
-__all__ = ["AFD_NOTE", "DP_NOTE", "pdd_readme_text", "pdd_recheck_command", "readme_text", "recheck_command"]
+__all__ = ["AFD_NOTE", "DP_NOTE", "MTP_NOTE", "pdd_readme_text", "pdd_recheck_command", "readme_text",
+           "recheck_command"]
 
 LWS_SOURCE = "kubernetes-sigs/lws@060ab4da17eea1f0865fcbd3236bb1075e2cea32:config/crd/bases/" \
              "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
@@ -23,8 +24,11 @@ DP_NOTE = {
     Engine.VLLM: "**Data-parallel attention.** A pool with `--data-parallel-size D` runs D attention ranks per "
                  "instance behind one API endpoint (vLLM balances requests over the ranks), experts spread over all "
                  "its GPUs (`--enable-expert-parallel`). vLLM applies `--max-num-seqs`, `--max-num-batched-tokens` "
-                 "and `--num-gpu-blocks-override` per rank, so they are the verified instance limits divided by D "
-                 "(the table shows the instance's). Across nodes node 0 runs the API server and its local ranks "
+                 "and `--num-gpu-blocks-override` per rank, so they are the verified instance limits per rank: "
+                 "`--max-num-seqs` the instance's divided by D rounded down (a rank's own KV cache holds no more), "
+                 "`--max-num-batched-tokens` a rank's sequences plus one whole prefill chunk, the KV blocks divided "
+                 "by D (the table shows the instance's; the recommendation line prints the same per-rank values). "
+                 "Across nodes node 0 runs the API server and its local ranks "
                  "(`--data-parallel-size-local`, `--data-parallel-address`, `--data-parallel-rpc-port`), the other "
                  "nodes `--headless` from `--data-parallel-start-rank` (vLLM's data-parallel deployment guide).",
     Engine.SGLANG: "**Data-parallel attention.** A pool with `--dp-size D --enable-dp-attention` runs D attention "
@@ -32,6 +36,22 @@ DP_NOTE = {
                    "`--max-running-requests` and `--chunked-prefill-size` by D itself, so they are the verified "
                    "instance limits; `--max-prefill-tokens` and `--max-total-tokens` are one rank's (the verified "
                    "limits divided by D).",
+}
+#: MTP pools in each engine's terms (``deploy.engines`` module docstring, ``Speculation``).
+MTP_NOTE = {
+    Engine.VLLM: "**MTP speculative decoding.** A pool with `--speculative-config` runs the model's own "
+                 "multi-token-prediction heads, k draft tokens per step (`num_speculative_tokens`), as verified; "
+                 "`method` is the model's MTP method (e.g. `deepseek_mtp`; vLLM releases after #25232 accept it as "
+                 "an alias of `mtp`). The fleet was simulated at the draft acceptance of `fleet.toml`'s "
+                 "`speculative_config` (an assumption, not an engine setting): compare it with the engine's "
+                 "`vllm:spec_decode_num_accepted_tokens_total` / `vllm:spec_decode_num_draft_tokens_total` and "
+                 "re-plan with `optimize --mtp-acceptance` if it differs.",
+    Engine.SGLANG: "**MTP speculative decoding.** A pool with `--speculative-algorithm EAGLE` runs the model's "
+                   "own MTP (NextN) heads through SGLang's EAGLE path: `--speculative-num-steps` k drafts, top-1 "
+                   "(`--speculative-eagle-topk 1`), k + 1 tokens verified per step, as verified. The fleet was "
+                   "simulated at the draft acceptance of `fleet.toml`'s `speculative_config` (an assumption, not an "
+                   "engine setting): compare it with the accept length SGLang logs and re-plan with "
+                   "`optimize --mtp-acceptance` if it differs.",
 }
 #: ``perf.measured.source.MEASURED_PREFIX`` (the label of measured tables), spelt here so the export does not
 #: import numpy and the perf package to read a run (tests/deploy/test_timing_source.py holds them equal).
@@ -178,6 +198,8 @@ def readme_text(doc: dict[str, Any], chosen: dict[str, Any], pools: list, engine
             "prefix caching is off as simulated, and the per-step token budget is the verified one.", ""]
     if any(p.serve.data_parallel_size > 1 for p in pools):
         out += [DP_NOTE[engine], ""]
+    if any(p.serve.speculation is not None and p.serve.speculation.is_mtp for p in pools):
+        out += [MTP_NOTE[engine], ""]
     for p in pools:
         out += [f"### Pool {p.serve.pool}", "", "```sh"]
         for line in p.launch:

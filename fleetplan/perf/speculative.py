@@ -21,6 +21,20 @@ and the time per output token is ``(verify_s + k draft_s) / E[tokens]``.  ``DEEP
 = 0.85: DeepSeek-V3 Technical Report (arXiv:2412.19437, sec. 5.4.3): "the acceptance rate of the second
 token prediction ranges between 85% and 90%", 1.8x tokens per second; the lower end.
 
+**Measured pools** (a base step model fitted to ``aiconfigurator-core``'s tables, ``perf.measured``): the verify
+step is the measured step model at the verify width (the same ``verify_batch``: its fitted roofline terms take
+the ``k``-token chunks at their context; the tables time decode and prefill shapes, the chunk-at-offset shape is
+the fit's interpolation between them), and the draft pass is the measured step scaled by the draft's share of
+the work, ``mtp_draft_fraction`` = one MTP layer plus the LM head over the model's active parameters,
+
+    f = (P_layer + V h) / P_active,      P_layer = (P_active - P_embedding) / n_layers,
+
+on the cost terms (the roofline's tile, wave ratio and miss exponent are shapes, ``ROOFLINE_SHAPE_COEFS``): the
+tables hold no MTP module to time the draft itself, and the roofline draft would mix a roofline pass into a
+measured step.  ``MtpStepModel.draft_coefficients`` gives it to the analytic engine model and
+``speculative_json`` writes ``draft_cost_fraction`` = f for the simulator, whose feature compiler applies the same
+rule (``sim.features.compile``), so the two phases time the same draft.  The timing source names both parts.
+
 ``MtpStepModel`` marks a pool's step model as running MTP (the planner's "MTP on" candidate): its steps are
 the base model's (the verify and draft passes are added where the pool is timed: the simulator's feature
 kernel from ``speculative_json()``, vLLM's ``speculative_config``; the analytic engine model through
@@ -38,10 +52,10 @@ import numpy as np
 
 from fleetplan.errors import ConfigError
 from fleetplan.perf.batch import BatchComposition
-from fleetplan.perf.linear import roofline_step_s
+from fleetplan.perf.linear import ROOFLINE_SHAPE_COEFS, STEP_MODEL_ROOFLINE, roofline_step_s, step_time_array_s
 
 __all__ = ["DEEPSEEK_V3_MTP_ACCEPTANCE", "MtpStep", "MtpStepModel", "check_mtp_setting", "expected_tokens_per_step",
-           "mtp_draft_pass_s", "mtp_of", "mtp_step", "verify_batch"]
+           "mtp_draft_fraction", "mtp_draft_pass_s", "mtp_of", "mtp_step", "speculative_step", "verify_batch"]
 
 DEEPSEEK_V3_MTP_ACCEPTANCE = 0.85  # DeepSeek-V3 Technical Report sec. 5.4.3 (module docstring)
 
@@ -88,6 +102,23 @@ class MtpStep:
         return self.plain_step_s / self.s_per_token
 
 
+def mtp_draft_fraction(model) -> float:
+    """One MTP draft pass's share of a target step for a step model without an operator-level draft (a measured
+    or calibrated one): ``(P_layer + V h) / P_active`` (module docstring), at most 1."""
+    head, active = model.vocab_size * model.hidden_size, model.n_active_params()
+    layer = (active - model.embedding_params()) / model.n_layers
+    return min(1.0, (layer + head) / active)
+
+
+def _scaled_draft(code: int, coef: np.ndarray, fraction: float) -> np.ndarray:
+    """A step's coefficients scaled to a draft pass of ``fraction`` of its work (cost terms only)."""
+    out = np.asarray(coef, dtype=np.float64) * fraction
+    if code == STEP_MODEL_ROOFLINE:
+        for i in ROOFLINE_SHAPE_COEFS:
+            out[i] = coef[i]
+    return out
+
+
 def mtp_draft_pass_s(predictor, n_decode: int, decode_context_tokens: int) -> float:
     """Seconds of ONE MTP draft pass over ``n_decode`` decoding requests of ``decode_context_tokens`` summed
     context on ``predictor`` (a ``StepTimePredictor``): ``roofline_step_s`` of its ``mtp_draft_coefficients``
@@ -104,6 +135,26 @@ def mtp_step(predictor, batch: BatchComposition, acceptance: tuple[float, ...]) 
                    tokens_per_step=expected_tokens_per_step(acceptance), plain_step_s=predictor.predict(batch).total_s)
 
 
+def _batch_step_s(code: int, coef: np.ndarray, batch: BatchComposition) -> float:
+    """A step model's ``(code, coef)`` on ``batch``'s aggregates (the kernel's expression)."""
+    return float(step_time_array_s(code, coef, batch.n_seqs, batch.n_decode, batch.n_prefill_tokens,
+                                   batch.decode_context_sum, batch.attn2))
+
+
+def speculative_step(mtp: MtpStepModel, batch: BatchComposition) -> MtpStep:
+    """The speculative step of ``batch`` as both phases time ``mtp``'s pool: its base step model at the verify
+    width (``verify_batch``) plus ``k`` draft passes of ``MtpStepModel.draft_coefficients`` over the decoding
+    requests (for a measured base: the measured step at the verify width and its share per draft, module
+    docstring; for a roofline base ``mtp_step``'s figures)."""
+    k = mtp.num_speculative_tokens
+    code, coef = mtp.base.kernel_coefficients()
+    d_code, d_coef = mtp.draft_coefficients()
+    n, ctx = float(batch.n_decode), float(batch.decode_context_sum)
+    draft_s = k * float(step_time_array_s(d_code, d_coef, n, n, 0.0, ctx, 0.0))
+    return MtpStep(verify_s=_batch_step_s(code, coef, verify_batch(batch, k)), draft_s=draft_s,
+                   tokens_per_step=mtp.tokens_per_step, plain_step_s=_batch_step_s(code, coef, batch))
+
+
 def check_mtp_setting(acceptance: float, num_speculative_tokens: int) -> None:
     """``ConfigError`` unless ``num_speculative_tokens`` is an integer >= 1 and ``acceptance`` a probability."""
     k = num_speculative_tokens
@@ -117,19 +168,21 @@ def check_mtp_setting(acceptance: float, num_speculative_tokens: int) -> None:
 
 @dataclass(frozen=True)
 class MtpStepModel:
-    """``base`` (a pool's step model over an operator-level predictor) served with ``num_speculative_tokens``
-    MTP drafts per step, each position accepted with conditional probability ``acceptance`` (module
-    docstring).  Its own steps are the base's: the drafts and the verify step are the timing phases'."""
+    """``base`` (a pool's step model) served with ``num_speculative_tokens`` MTP drafts per step, each position
+    accepted with conditional probability ``acceptance`` (module docstring).  Its own steps are the base's: the
+    drafts and the verify step are the timing phases'.  ``roofline``: the pool's operator-level predictor when
+    ``base`` holds none (a measured step model, ``perf.measured``): its model, and the placement it times."""
 
     base: object  # StepModel
     acceptance: float = DEEPSEEK_V3_MTP_ACCEPTANCE
     num_speculative_tokens: int = 1
+    roofline: object | None = None  # StepTimePredictor of a measured base (None: base holds the predictor)
 
     def __post_init__(self) -> None:
         check_mtp_setting(self.acceptance, self.num_speculative_tokens)
         if self.predictor() is None:
-            raise ConfigError(f"MTP needs the operator-level predictor of the pool to time its draft pass, got "
-                              f"{type(self.base).__name__}; use timing source roofline for MTP candidates",
+            raise ConfigError(f"MTP needs the pool's operator-level predictor (its model and MTP module), got "
+                              f"{type(self.base).__name__} without one; give `roofline` (the placement's predictor)",
                               param="timing_source")
         if not self.predictor().model.n_mtp_layers:
             raise ConfigError(f"{self.predictor().model.name} ships no MTP heads (num_nextn_predict_layers 0 in its "
@@ -144,14 +197,41 @@ class MtpStepModel:
     def tokens_per_step(self) -> float:
         return expected_tokens_per_step(self.acceptances)
 
-    def predictor(self):
-        """The ``StepTimePredictor`` under every wrapper (``base``) of the step model, or None."""
+    def _chain_predictor(self):
         from fleetplan.perf.predictor import StepTimePredictor
 
         step = self.base
         while not isinstance(step, StepTimePredictor) and getattr(step, "base", None) is not None:
             step = step.base
         return step if isinstance(step, StepTimePredictor) else None
+
+    def predictor(self):
+        """The ``StepTimePredictor`` under every wrapper (``base``) of the step model, else ``roofline``, or None."""
+        return self._chain_predictor() or self.roofline
+
+    @property
+    def measured_draft(self) -> bool:
+        """True when the base holds no operator-level predictor: the draft is the base step's share."""
+        return self._chain_predictor() is None
+
+    def draft_fraction(self) -> float | None:
+        """``mtp_draft_fraction`` of the model for a measured base (module docstring), None for a roofline one."""
+        return mtp_draft_fraction(self.predictor().model) if self.measured_draft else None
+
+    def draft_coefficients(self) -> tuple[int, np.ndarray]:
+        """``(code, coef)`` of one draft pass as the base sees it: the predictor's ``mtp_draft_coefficients``, or
+        for a measured base its own step scaled by ``draft_fraction`` (module docstring)."""
+        if not self.measured_draft:
+            return self.predictor().mtp_draft_coefficients()
+        step, wrappers = self.base, []
+        while getattr(step, "base", None) is not None:
+            wrappers.append(step)
+            step = step.base
+        if wrappers:
+            raise ConfigError(f"MTP over a measured step model wrapped in {type(wrappers[0]).__name__} is not timed; "
+                              "measured placements are single tensor-parallel instances", param="timing_source")
+        code, coef = step.kernel_coefficients()
+        return code, _scaled_draft(code, coef, self.draft_fraction())
 
     def kernel_coefficients(self) -> tuple[int, np.ndarray]:
         return self.base.kernel_coefficients()
@@ -165,9 +245,12 @@ class MtpStepModel:
 
     def speculative_json(self) -> str:
         """vLLM's ``speculative_config`` with the acceptance key the simulator reads
-        (``sim.features.speculative.SpeculativeConfig.from_json``)."""
+        (``sim.features.speculative.SpeculativeConfig.from_json``), and for a measured base the draft's share of a
+        step (``draft_cost_fraction``, the simulator's draft of a pool without a predictor)."""
+        frac = self.draft_fraction()
+        extra = "" if frac is None else f', "draft_cost_fraction": {frac!r}'
         return (f'{{"method": "mtp", "num_speculative_tokens": {self.num_speculative_tokens}, '
-                f'"acceptance_rate": {self.acceptance!r}}}')
+                f'"acceptance_rate": {self.acceptance!r}{extra}}}')
 
 
 def mtp_of(step_model) -> MtpStepModel | None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from fleetplan.perf.dp_instance import DataParallelInstance
 from fleetplan.perf.measured import timing_source
 from fleetplan.perf.predictor import StepTimePredictor
+from fleetplan.perf.speculative import MtpStepModel
 from fleetplan.plan.deployment_types import Deployment, FleetDelta, PoolDeployment
 from fleetplan.plan.space import DISAGGREGATED, Topology
 from fleetplan.plan.verify import fleet_spec
@@ -49,7 +50,10 @@ _FLAG_INT = {"--tensor-parallel-size": "tensor_parallel_size", "--pipeline-paral
 
 def _serving_of(step_model: Any) -> tuple[str | None, dict[str, int | bool], str | None, str | None, str | None]:
     """(catalog GPU, parallelism keywords, model, weight dtype, KV dtype) of a served-model step model (a
-    data-parallel-attention instance: its rank's predictor, whose parallelism holds the ranks)."""
+    data-parallel-attention instance: its rank's predictor, whose parallelism holds the ranks; an "MTP on"
+    placement: the step model it marks, its drafts in the pool's ``speculative_config``)."""
+    if isinstance(step_model, MtpStepModel):
+        step_model = step_model.base
     if isinstance(step_model, DataParallelInstance):
         step_model = step_model.base
     if isinstance(step_model, StepTimePredictor):

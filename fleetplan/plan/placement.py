@@ -79,8 +79,10 @@ draft passes through ``queueing.speculative.with_speculation``, the simulator fr
 ``speculative_config``, ``MtpStepModel.speculative_json``), its KV cache gives up the MTP module's weights
 (``kv_budget(n_mtp_layers=...)``), and the CLI spells it for the engine (``cli.model_options.mtp_launch_flags``).  The
 acceptance is the caller's (``perf.speculative.DEEPSEEK_V3_MTP_ACCEPTANCE`` = 0.85 is DeepSeek's published
-figure); None (the default) searches MTP off only.  A placement timed by measured tables gets no twin (the
-draft pass is the roofline predictor's).
+figure); None (the default) searches MTP off only.  A placement timed by measured tables (or a calibrated
+profile) gets its twin too: the verify step is the measured step model at the verify width, the draft pass the
+measured step's share of one MTP layer and the LM head (``perf.speculative``, "Measured pools"); its timing
+source says so.
 """
 
 from __future__ import annotations
@@ -140,10 +142,12 @@ class ModelPlacement:
     def step_model(self) -> StepModel:
         """The calibrated profile when there is one, else the operator-level predictor, over the whole
         instance: with attention data parallelism the instance's batch split over its ranks
-        (``perf.dp_instance``; the predictor times one rank's batch)."""
+        (``perf.dp_instance``; the predictor times one rank's batch); an "MTP on" placement's marker over it."""
+        if self.mtp is not None:  # "MTP on": the marker over the placement's own step model (measured or not)
+            return self.mtp
         if self.calibrated is not None:
             return self.calibrated
-        return self.mtp if self.mtp is not None else _instance_step_model(self.predictor, self.parallelism)
+        return _instance_step_model(self.predictor, self.parallelism)
 
     def matches(self, profile: CalibratedStepModel) -> bool:
         """``profile`` was calibrated for this model on this GPU, parallelism and storage types."""
@@ -163,12 +167,14 @@ def variant_name(gpu: GpuProfile, par: Parallelism, mtp_tokens: int = 0) -> str:
 
 def _mtp_twin(placement: ModelPlacement, base_gpu: GpuProfile, acceptance: float, num_speculative_tokens: int,
               gpu_memory_utilization: float) -> ModelPlacement | None:
-    """``placement`` with MTP on (module docstring), or None where it cannot be (no heads, measured timing,
-    no KV left beside the MTP module)."""
+    """``placement`` with MTP on (module docstring), or None where it cannot be (no heads, no KV left beside the
+    MTP module).  A measured placement's marker wraps its measured step model (the draft: its share,
+    ``perf.speculative.MtpStepModel.draft_coefficients``)."""
     p = placement.predictor
-    if not p.model.n_mtp_layers or placement.calibrated is not None:
+    if not p.model.n_mtp_layers:
         return None
-    mtp = MtpStepModel(_instance_step_model(p, placement.parallelism), acceptance, num_speculative_tokens)
+    mtp = MtpStepModel(placement.step_model, acceptance, num_speculative_tokens,
+                       roofline=p if placement.calibrated is not None else None)
     try:
         budget = kv_budget(p.model, base_gpu, placement.parallelism, weight_dtype=p.weight_dtype,
                            kv_dtype=p.kv_dtype, gpu_memory_utilization=gpu_memory_utilization,
@@ -458,7 +464,9 @@ def calibrate_placements(placements: Sequence[ModelPlacement],
                               param="perf_profile")
         sources = {**p.gpu.sources, "serving": f"W, H from the calibrated profile of {profile.source}"}
         gpu = replace(p.gpu, serving=replace(serving, iter_base_s=w_s, iter_per_seq_s=h_s), sources=sources)
-        out.append(replace(p, gpu=gpu, calibrated=profile))
+        # an "MTP on" twin keeps MTP over the profile (its draft the profile step's share, perf.speculative)
+        mtp = None if p.mtp is None else replace(p.mtp, base=profile, roofline=p.predictor)
+        out.append(replace(p, gpu=gpu, calibrated=profile, mtp=mtp))
     if not hit:
         swept = ", ".join(f"{p.gpu.name} ({p.predictor.weight_dtype.value}/{p.predictor.kv_dtype.value})"
                           for p in placements) or "none"

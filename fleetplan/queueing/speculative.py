@@ -113,8 +113,9 @@ def with_speculation(engine, step_model):
     """``engine`` (an ``EngineModel`` of ``step_model``) with MTP where ``step_model`` or a wrapper under it is
     a ``perf.speculative.MtpStepModel`` (the planner's "MTP on" candidate), else ``engine`` unchanged: the
     hook ``plan.pools.engine_of`` calls so that both phases time MTP candidates alike.  The draft pass is
-    the predictor's ``mtp_draft_coefficients`` mapped through the wrappers above the MTP marker (a DP
-    instance's batch split), as the simulator's ``sim.features.compile`` maps it."""
+    ``MtpStepModel.draft_coefficients`` (the predictor's ``mtp_draft_coefficients``; a measured step's share)
+    mapped through the wrappers above the MTP marker (a DP instance's batch split), as the simulator's
+    ``sim.features.compile`` maps it."""
     from fleetplan.perf.speculative import MtpStepModel
 
     wrappers, step = [], step_model  # outermost first, down to the predictor
@@ -124,7 +125,7 @@ def with_speculation(engine, step_model):
     mtp = next((w for w in wrappers if isinstance(w, MtpStepModel)), None)
     if mtp is None:
         return engine
-    code, coef = mtp.predictor().mtp_draft_coefficients()
+    code, coef = mtp.draft_coefficients()  # the predictor's draft, or a measured step's share
     for wrapper in reversed(wrappers):  # innermost first, as the simulator's compile maps a rank's pass
         code, coef = _as_seen_by(wrapper, code, coef)
     return speculative_engine(engine, mtp.acceptances, code, coef)

@@ -101,3 +101,22 @@ def test_cli_other_engines_flag_is_one_line(extra: list[str], words: str) -> Non
     res = CliRunner().invoke(cli, [*BASE, *extra])
     assert res.exit_code == 2
     assert words in res.output and "Traceback" not in res.output
+
+
+def test_each_meaning_of_the_engine_name_is_a_named_field(engine: EngineArgs) -> None:
+    """``EngineArgs.engine`` names the profile; its scheduler, token-budget rule, prefix-caching default and
+    measured tables are ``ENGINE_DEFAULTS`` fields, read by name (nothing compares the engine string)."""
+    from fleetplan.bench.instance import ENGINE_DEFAULTS, TokenBudgetRule
+
+    sglang = ENGINE_DEFAULTS["sglang"]
+    assert (sglang.scheduler, sglang.token_budget, sglang.measured_tables) == (
+        SchedulerPolicy.SGLANG, TokenBudgetRule.SGLANG, "sglang")
+    assert all(ENGINE_DEFAULTS[e].scheduler is SchedulerPolicy.VLLM_V1 for e in ("vllm", "trtllm", "lmdeploy"))
+    assert [e for e, d in ENGINE_DEFAULTS.items() if d.measured_tables is None] == ["lmdeploy"]
+    assert replace(engine, engine="sglang").scheduler_policy is SchedulerPolicy.SGLANG
+    assert replace(engine, engine="sglang", enable_mixed_chunk=True).scheduler_policy is SchedulerPolicy.VLLM_V1
+    lmdeploy = replace(engine, engine="lmdeploy", timing_source="auto")
+    assert lmdeploy.step_model() is not None  # no tables: the roofline, as the choice allows
+    with pytest.raises(ConfigError, match="no measured tables") as err:
+        replace(engine, engine="lmdeploy", timing_source="measured").step_model()
+    assert "\n" not in str(err.value)

@@ -19,7 +19,8 @@ def test_mtp_on_and_off_are_both_swept(tmp_path):
     assert {"H200 tp8", "H200 tp8 mtp1", "H200 tp1 dp8", "H200 tp1 dp8 mtp1"} <= gpus
     line = next(ln for ln in res.output.splitlines() if ln.startswith("Recommendation:"))
     assert " mtp1 " in line  # at acceptance 0.85 MTP needs fewer GPUs for a 35 ms TPOT (3 TP8 nodes, not 6)
-    assert """MTP on: --speculative-config '{"method": "mtp", "num_speculative_tokens": 1}'""" in line
+    # the spelling fleetplan deploy writes (deploy.engines.Speculation): DeepSeek's MTP method at vLLM v0.11
+    assert """MTP on: --speculative-config '{"method":"deepseek_mtp","num_speculative_tokens":1}'""" in line
     sglang = run(*BASE, "--mtp", "--engine", "sglang")
     assert sglang.exit_code == 0, sglang.stderr
     line = next(ln for ln in sglang.output.splitlines() if ln.startswith("Recommendation:"))

@@ -7,7 +7,10 @@
 * ``pdd_run``: a prefill-decode plan (H100 prefill and decode roles, λ = 20);
 * ``unverified_run``: the small plan with ``--no-verify``;
 * ``dp_run``: DeepSeek-V3 (its FP8 checkpoint) on H100 at λ = 5: one instance of ``tp1 dp16 ep16`` over two
-  8-GPU nodes (data-parallel attention with expert parallelism), verified.
+  8-GPU nodes (data-parallel attention with expert parallelism), verified;
+* ``mtp_run``: DeepSeek-V3 on H200 at λ = 20 with ``--mtp`` (MTP on and off swept, acceptance 0.85) and a 35 ms
+  TPOT: the recommendation runs MTP (``H200 tp1 dp8 mtp1``), verified; its stdout is saved beside it
+  (``mtp_run.with_suffix(".out")``) for the recommendation line.
 """
 
 from __future__ import annotations
@@ -64,6 +67,20 @@ def dp_run(tmp_path_factory) -> Path:
     return _optimize(tmp_path_factory.mktemp("runs"), "dp", *DP)
 
 
+MTP = ("--workload", "lmsys", "--slo-ttft", "2000", "--slo-tpot", "35", "--lam", "20", "--model", "deepseek-v3",
+       "--gpus", "h200", "--topology", "homo", "--timing-source", "roofline", "--mtp", "--sim-requests", "2000",
+       "--replications", "3", "--no-headroom")
+
+
+@pytest.fixture(scope="session")
+def mtp_run(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("runs") / "mtp.json"
+    result = run("optimize", *MTP, "--json", str(path))
+    assert result.exit_code == 0, result.output + result.stderr
+    path.with_suffix(".out").write_text(result.output, encoding="utf-8")
+    return path
+
+
 @pytest.fixture(scope="session")
 def unverified_run(tmp_path_factory) -> Path:
     return _optimize(tmp_path_factory.mktemp("runs"), "unverified", *SMALL, "--no-verify")
@@ -95,14 +112,26 @@ def one_node_dp_doc(doc: dict) -> dict:
     return out
 
 
-WHICH = ["small", "fp8", "multi_node", "dp_two_nodes", "dp_one_node"]
+def mtp_doc(doc: dict, k: int = 2) -> dict:
+    """The DP run ``doc`` (DeepSeek-V3, two H100 nodes) with its pools running ``k`` MTP drafts, as ``optimize
+    --mtp`` writes an "MTP on" pool (``[pool.features] speculative_config``): the multi-node MTP writers."""
+    out = json.loads(json.dumps(doc))
+    spec = json.dumps({"method": "mtp", "num_speculative_tokens": k, "acceptance_rates": [0.85] * k})
+    for table in out["recommendation"]["deployment"]["fleet"]["pool"]:
+        table.setdefault("features", {})["speculative_config"] = spec
+    return out
+
+
+WHICH = ["small", "fp8", "multi_node", "dp_two_nodes", "dp_one_node", "mtp_dp_two_nodes"]
 
 
 def recommended_doc(which: str, small_run: Path, fp8_run: Path, dp_run: Path) -> dict:
     """The run document of ``which`` (``WHICH``): the small plan, the FP8 plan, the small plan made multi-node,
-    the DP plan (two nodes) or the DP plan on one node."""
+    the DP plan (two nodes), the DP plan on one node, or the DP plan with two MTP drafts."""
     if which == "multi_node":
         return multi_node_doc(load(small_run))
+    if which == "mtp_dp_two_nodes":
+        return mtp_doc(load(dp_run))
     if which.startswith("dp"):
         return load(dp_run) if which == "dp_two_nodes" else one_node_dp_doc(load(dp_run))
     return load(small_run if which == "small" else fp8_run)

@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import json
-import math
 import tomllib
 
 import pytest
@@ -26,7 +25,12 @@ from fleetplan.deploy.readme import AFD_NOTE, DP_NOTE, MEASURED_PREFIX
 from fleetplan.deploy.text import toml_text
 from fleetplan.errors import ConfigError
 from fleetplan.models import load_model
-from fleetplan.perf.dp_instance import DataParallelInstance
+from fleetplan.perf.dp_instance import (
+    DataParallelInstance,
+    per_rank_limit,
+    per_rank_token_budget,
+    sglang_chunked_prefill_total,
+)
 from fleetplan.perf.measured import ROOFLINE_SOURCE, timing_source
 from fleetplan.perf.measured.source import MEASURED_PREFIX as SOURCE_MEASURED_PREFIX
 from fleetplan.plan.deployment import deployment_of
@@ -62,9 +66,10 @@ def test_vllm_limits_are_per_rank_and_nodes_join_headless():
         v = line.argv
         assert _value(v, "--data-parallel-size") == "16" and "--enable-expert-parallel" in v
         assert _value(v, "--tensor-parallel-size") == "1" and _value(v, "--data-parallel-size-local") == "8"
-        # vLLM applies these per DP rank: ceil(54 / 16) sequences, and a rank's own decodes plus one whole chunk
-        # (the instance's budget is n_max + one rank's chunk: perf.dp_instance.per_rank_token_budget)
-        assert _value(v, "--max-num-seqs") == "4" and _value(v, "--max-num-batched-tokens") == "1028"
+        # vLLM applies these per DP rank: floor(54 / 16) sequences (perf.dp_instance.per_rank_limit, the
+        # recommendation line's), and a rank's own decodes plus one whole chunk (the instance's budget is n_max +
+        # one rank's chunk: perf.dp_instance.per_rank_token_budget)
+        assert _value(v, "--max-num-seqs") == "3" and _value(v, "--max-num-batched-tokens") == "1027"
         assert _value(v, "--num-gpu-blocks-override") == "1001"
         assert _value(v, "--data-parallel-address") == "{leader}"
         assert _value(v, "--data-parallel-rpc-port") == str(DP_RPC_PORT)
@@ -83,7 +88,7 @@ def test_sglang_takes_instance_limits_with_dp_attention():
     # SGLang divides these two by --dp-size itself (16 ranks x a 1,024-token chunk); the prefill batch and KV
     # pool are one rank's
     assert _value(g, "--max-running-requests") == "54" and _value(g, "--chunked-prefill-size") == "16384"
-    assert _value(g, "--max-prefill-tokens") == "1028" and _value(g, "--max-total-tokens") == str(1001 * 64)
+    assert _value(g, "--max-prefill-tokens") == "1027" and _value(g, "--max-total-tokens") == str(1001 * 64)
 
 
 def test_one_node_dp_needs_no_node_flags():
@@ -162,7 +167,14 @@ def test_afd_candidate_says_why_it_is_not_exported():
                                        "ai-dynamo/dynamo#6570"))
 
 
-def test_math_of_per_rank_ceiling():
+def test_per_rank_limits_are_perf_dp_instance_rules():
+    """One rule for the recommendation line and the export: ``perf.dp_instance``'s functions."""
     s = _dp_serve()
-    assert all(s.per_rank(n) * RANKS >= n > (s.per_rank(n) - 1) * RANKS for n in (1, 15, 16, 17, 16438))
-    assert math.ceil(54 / RANKS) == s.per_rank(54)
+    for n, budget in ((16, 1040), (17, 1041), (31, 1055), (54, 1078), (16438, 17462)):
+        s = PoolServe(**{**s.__dict__, "max_num_seqs": n, "max_num_batched_tokens": budget})
+        assert s.rank_max_num_seqs() == per_rank_limit(n, RANKS) == n // RANKS
+        assert s.rank_token_budget() == per_rank_token_budget(budget, n, RANKS) == n // RANKS + 1024
+        assert s.server_chunked_prefill() == sglang_chunked_prefill_total(budget, n, RANKS) == 1024 * RANKS
+    assert s.rank_kv_blocks() * RANKS >= s.kv_blocks > (s.rank_kv_blocks() - 1) * RANKS  # a rank never holds less
+    with pytest.raises(ConfigError, match="below its 16 data-parallel ranks"):
+        PoolServe(**{**s.__dict__, "max_num_seqs": RANKS - 1})

@@ -27,7 +27,9 @@ The timing choice (``TimingChoice``) is a parameter, ``timing`` (the CLI's flag 
 that must reproduce roofline figures), and to ``auto`` without it.
 
 ``timing_source(step_model)`` names the source of any step model: ``perf explain`` prints it, and the plan's
-JSON carries the label of every measured pool (``inputs.perf_profile[].source``, as calibrated profiles).
+JSON carries the label of every measured pool (``inputs.perf_profile[].source``, as calibrated profiles).  A
+measured pool with MTP on (``perf.speculative.MtpStepModel`` over the measured step model) is labelled with
+both parts: the verify step the measured step at the verify width, the draft pass its share of the step.
 
 Cost: the first pool of a (GPU system, engine) loads AIConfigurator's tables (seconds); each pool then
 compiles its operator list (about 2 s) and evaluates 89 shapes (milliseconds); the table is cached on
@@ -254,6 +256,9 @@ def timing_source(step_model) -> str:
     if isinstance(step_model, DataParallelInstance):
         return f"{timing_source(step_model.base)}, the batch split over {step_model.ranks} attention ranks"
     if isinstance(step_model, MtpStepModel):
+        frac = step_model.draft_fraction()
+        draft = "" if frac is None else (f" (verify: this step at the verify width; draft pass: {frac:.3g} x this "
+                                         "step, one MTP layer and the LM head, the tables holding no MTP module)")
         return (f"{timing_source(step_model.base)}, MTP {step_model.num_speculative_tokens} draft(s) at acceptance "
-                f"{step_model.acceptance:g}")
+                f"{step_model.acceptance:g}{draft}")
     raise ConfigError(f"{type(step_model).__name__} is not a known step model; cannot name its timing source")
