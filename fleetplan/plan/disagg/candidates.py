@@ -581,4 +581,4 @@ def _require_some(ctx: _Context, topo: Topology, found: Sequence[object | None],
         f"no {topo.value} fleet of {', '.join(g.name for g in gpus)} holds the workload's longest request "
         f"({ctx.max_total_tokens:,} tokens) in a role's KV cache (prefill: the prompt; decode: prompt + output)",
         param="gpus", value=",".join(g.name for g in gpus),
-        fix="give GPUs with more memory or a larger tensor-parallel size, or a lower max_model_len_tokens")
+        fix="give GPUs with more memory or a larger `tensor_parallel_size`, or a lower `max_model_len_tokens`")
