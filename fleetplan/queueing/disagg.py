@@ -290,17 +290,28 @@ class DecodeRole:
         n = np.asarray(n, dtype=np.float64)
         return self.engine.step_s(n, n, 0.0, n * self.context_tokens, 0.0)
 
-    def batch_cap(self, tpot_target_s: float, kv_blocks: int | None = None) -> int:
+    def batch_cap(self, tpot_target_s: float, kv_blocks: int | None = None, ranks: int = 1) -> int:
         """The largest b with t_d(b) <= the TPOT target whose b sequences of κ tokens fit the KV blocks
-        (the engine's unless given); 0 when one sequence does not."""
+        (the engine's unless given); 0 when one sequence does not.
+
+        With ``ranks`` attention-DP ranks (``perf.dp_instance``: the instance's batch split evenly over its
+        ranks) each rank schedules its own batch from its own KV cache, so the limits are a rank's: b is
+        ``ranks`` x a whole per-rank batch (vLLM's ``max_num_seqs`` per DP rank, SGLang's
+        ``max_running_requests`` over ``dp_size``) whose b / ranks sequences fit one rank's blocks / ranks
+        (b below ``ranks``: one sequence on some ranks, the others idle)."""
         lim = self.engine.limits
         blocks = lim.kv_blocks if kv_blocks is None else kv_blocks
-        n_kv = int(blocks // max(1, math.ceil(self.context_tokens / lim.block_size_tokens)))
+        ranks = max(1, int(ranks))
+        per_seq = max(1, math.ceil(self.context_tokens / lim.block_size_tokens))
+        n_kv = ranks * int((blocks // ranks) // per_seq) if ranks > 1 else int(blocks // per_seq)
+        if ranks > 1 and n_kv < 1:  # a rank's cache holds no mean context, the instance's may hold a few
+            n_kv = min(ranks - 1, int(blocks // per_seq))
         if n_kv < 1:
             return 0
         steps = self.step_s(np.arange(1, n_kv + 1))
         ok = np.flatnonzero(steps <= tpot_target_s * (1.0 + 1e-12))
-        return int(ok[-1] + 1) if ok.size else 0
+        b = int(ok[-1] + 1) if ok.size else 0
+        return ranks * (b // ranks) if b >= ranks else b
 
     def operating_batch(self, lam_i: float) -> float:
         """n*: the smallest root of n = λ_d E[o] t_d(n) below the cap b (b when there is none): the first sign
