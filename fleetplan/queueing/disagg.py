@@ -44,7 +44,17 @@ batch and its first step recomputes its last prompt token and emits the first ou
 t_d(n) = f(n, n, 0, n κ, 0) the step of n sequences, an instance at rate λ_d = λ / D runs the batch n*,
 the smallest root of Little's law for the running batch
 
-    n = λ_d E[o] t_d(n),            TPOT mean = t_d(n*)
+    n = λ_d E[o] t̄_d(n),            TPOT mean = t̄_d(n*)
+
+with t̄_d(n) = E[t_d(N*)] the step a member sees: the batch N fluctuates about its mean n (negative binomial
+of variance n / (1 - g), below), and a member sees it size-biased, N* = 1 + NB(r + 1, q) for N ~ NB(r, q)
+(1 + Poisson(n) at g = 0; members beyond b are b), g taken from the Poisson-smoothed step (``DecodeRole.
+mean_step_s``).  For a step linear in n this is t_d(n + 1 / (1 - g)), one to a few sequences more than
+t_d(n); for the roofline step it is not: its GEMMs run in 128-token tiles, so t_d jumps by up to 25-50 %
+where the batch crosses a multiple of 128 (Llama-3.1-70B FP8 on B200 tp1: 14.2 -> 17.7 ms from 128 to 140
+sequences), and the raw t_d(n*) at an n* just below a tile step missed the batch that crosses it: the
+grid's B200 decode roles (azure_conv, 50 req/s) had n* = 112 against a simulated mean batch of 140 and P99
+TPOT 1.25-1.32x the screen's; with t̄_d, n* = 146 and 0.98-1.02x.
 
 A decode slot is held from the grant (prefill start: early binding) to the last token, h_pre =
 E[S_alone] + E[T_x] before the handoff; the slot load is the rate against the instance's throughput
