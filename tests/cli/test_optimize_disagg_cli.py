@@ -73,11 +73,8 @@ def test_verified_run_simulates_pdd_and_afd(tmp_path):
     (("--topology", "pdd", "--min-ce-gain", "-1"), ("--min-ce-gain",)),
     (("--topology", "pdd", "--slo-tpot", "0"), ("--slo-tpot",)),
     (("--topology", "pdd", "--af-ratios", "2x1"), ("--af-ratios",)),
-    # the three: a transfer bandwidth of zero, an xPyD ratio that leaves a role empty, a role that
-    # cannot hold the model's longest request
-    (("--topology", "pdd", "--kv-bandwidth-gb-per-s", "0"), ("--kv-bandwidth-gb-per-s", "'0'", "> 0")),
-    (("--topology", "pdd", "--pd-ratios", "0:2"), ("--pd-ratios", "'0:2'", "leaves the prefill role empty",
-                                                   "e.g. 1:1")),
+    # the (with tests/plan/disagg/test_disagg_cli.py): an xPyD ratio among good ones that leaves a role
+    # empty, a role that cannot hold the model's longest request (a mixed run: each topology's own line)
     (("--topology", "pdd", "--pd-ratios", "1:1,2:0"), ("--pd-ratios", "'2:0'", "leaves the decode role empty")),
     (("--topology", "pdd,afd", "--model", "llama-3.1-70b", "--weight-dtype", "fp8", "--gpus", "h100", "--tp", "1"),
      ("no pdd fleet of H100-SXM tp1", "longest request", "--tensor-parallel-size", "--max-model-len")),
