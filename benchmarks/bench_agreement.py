@@ -26,7 +26,9 @@ only PDD / AFD candidates are counted, the role counts one by one
 (prefill, decode / attention, ffn), and the family a mixed run recommends is printed; a candidate outside
 ±25 % is printed with its key and its analytic -> verified counts.  ``--scenarios``
 picks some of them by index (0-based, comma-separated) while developing; ``--held-out`` runs
-``HELD_OUT_SCENARIOS`` (workloads and set-ups the roles' physics was not built on).
+``HELD_OUT_SCENARIOS`` (workloads and set-ups the roles' physics was not built on); ``--moe`` runs
+``DISAGG_MOE_SCENARIOS`` (DeepSeek-V3 FP8 on H200 / B200, each role its own instance shape, wide DP-attention + EP
+decode instances over 2 and 4 nodes among them).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from fleetplan.models.catalog import load_model
 from fleetplan.models.context import served_context_limit
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.plan.disagg import DisaggCandidate, DisaggSettings, ModelShape
+from fleetplan.plan.disagg.placements import wide_ep_placements
 from fleetplan.plan.optimize import OptimizeRequest, optimize, resolve_gpus
 from fleetplan.plan.placement import place_model
 from fleetplan.plan.space import DISAGGREGATED, Topology, family
@@ -104,10 +107,13 @@ MTP_SETUPS = {
 #: (workload, MoE set-up) pairs ``--moe`` runs.
 MOE_SCENARIOS = tuple((wl, s) for s in MOE_SETUPS for wl in ("azure_conv", "azure_code"))
 COLOCATED_SETUPS = {**SETUPS, **MOE_SETUPS, **MTP_SETUPS}
-#: The disaggregated grid's set-ups: the co-located ones and MoE on B200.
+#: The disaggregated grid's set-ups: the co-located ones, MoE on B200 and DeepSeek-V3 FP8 on H200 / B200
+#: (``DISAGG_MOE_SCENARIOS``).
 DISAGG_SETUPS = {
     **SETUPS,
     "qwen3-30b-a3b-b200": Setup("qwen3-30b-a3b-b200", 100.0, 1.0, 0.05, ("h200", "b200"), "qwen3-30b-a3b"),
+    "deepseek-v3-h200": MOE_SETUPS["deepseek-v3-h200"],
+    "deepseek-v3-b200": MOE_SETUPS["deepseek-v3-b200"],
 }
 
 #: The disaggregated grid: (workload, set-up, rate req/s, topologies).
@@ -123,6 +129,16 @@ DISAGG_SCENARIOS = (
     ("lmsys", "llama-3.1-70b-fp8", 100.0, ("homo", "two-pool", "pdd")),
     ("azure_conv", "qwen3-30b-a3b", 100.0, ("homo", "two-pool", "pdd")),
 )
+#: Today's disaggregated MoE deployments (issue #27, item 2), behind ``--topology pdd --moe``: DeepSeek-V3's FP8
+#: checkpoint, each role its own instance shape (``plan.disagg.placements``: the co-located search's TP8 + EP and
+#: DP-attention 8 + EP 8, and wide DP-attention + EP over 2 and 4 nodes), at a rate one node serves and at rates
+#: that need several, and a run where co-located fleets compete.  SLOs as ``MOE_SETUPS``.
+DISAGG_MOE_SCENARIOS = (
+    ("azure_conv", "deepseek-v3-h200", 40.0, ("pdd",)),
+    ("azure_conv", "deepseek-v3-h200", 200.0, ("pdd",)),
+    ("azure_code", "deepseek-v3-b200", 150.0, ("pdd",)),
+    ("azure_conv", "deepseek-v3-b200", 100.0, ("homo", "pdd")),
+)
 #: Held out: scenarios the roles' physics was never looked at on while it was built (the grid's azure_code
 #: rows and the B200 MoE set-up were not either); ``--held-out`` runs them.
 HELD_OUT_SCENARIOS = (
@@ -133,15 +149,16 @@ HELD_OUT_SCENARIOS = (
 )
 
 
-def request_for(workload: str, setup: Setup) -> OptimizeRequest:
-    """The ``OptimizeRequest`` the CLI builds for this scenario."""
+def request_for(workload: str, setup: Setup, disaggregated: bool = False) -> OptimizeRequest:
+    """The ``OptimizeRequest`` the CLI builds for this scenario (``disaggregated``: with the roles' wide
+    DP-attention + EP placements of an MoE model, as ``optimize --topology pdd`` sweeps them)."""
     catalog = load_catalog()
     wl = load_workload(workload)
     if setup.model is None:
         return OptimizeRequest(workload=wl, gpus=resolve_gpus(catalog, setup.gpus), slo_ttft_s=setup.slo_ttft_s,
                                slo_tpot_s=setup.slo_tpot_s, rate_per_s=setup.rate_per_s)
     model = load_model(setup.model)
-    gpus, per, steps = [], [], []
+    gpus, per, steps, placements = [], [], [], []
     for name in setup.gpus or ():
         pars = setup.parallelisms or (None,)
         gpu = catalog.get(name)
@@ -149,9 +166,14 @@ def request_for(workload: str, setup: Setup) -> OptimizeRequest:
         for placed in (p for par in pars
                        for p in place_model(model, gpu, parallelism=par, weight_dtype=setup.weight_dtype,
                                             mtp_acceptance=setup.mtp_acceptance)):
-            gpus.append(placed.gpu)
-            per.append((placed.gpu.name, placed.gpus_per_instance))
-            steps.append((placed.gpu.name, placed.step_model))  # what optimize runs (DP split, measured)
+            placements.append(placed)
+    if disaggregated and setup.parallelisms is None and setup.mtp_acceptance is None:
+        placements += wide_ep_placements(model, [catalog.get(n) for n in setup.gpus or ()], placements,
+                                         weight_dtype=setup.weight_dtype)
+    for placed in placements:
+        gpus.append(placed.gpu)
+        per.append((placed.gpu.name, placed.gpus_per_instance))
+        steps.append((placed.gpu.name, placed.step_model))  # what optimize runs (DP split, measured)
     return OptimizeRequest(workload=wl, gpus=tuple(gpus), gpus_per_instance=tuple(per), step_models=tuple(steps),
                            slo_ttft_s=setup.slo_ttft_s, slo_tpot_s=setup.slo_tpot_s, rate_per_s=setup.rate_per_s,
                            max_model_len_tokens=served_context_limit(model, None))
@@ -159,7 +181,7 @@ def request_for(workload: str, setup: Setup) -> OptimizeRequest:
 
 def disagg_request(workload: str, setup: Setup, rate_per_s: float, topologies: tuple[str, ...]) -> OptimizeRequest:
     """``request_for`` at ``rate_per_s`` sweeping ``topologies``, the KV transfer of the served model."""
-    req = request_for(workload, replace(setup, rate_per_s=rate_per_s))
+    req = request_for(workload, replace(setup, rate_per_s=rate_per_s), disaggregated=True)
     return replace(req, topologies=tuple(Topology(t) for t in topologies), min_ce_gain=0.0,
                    disagg=DisaggSettings(ModelShape.of(load_model(setup.model or "llama-3.1-70b"))))
 
@@ -315,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--held-out", action="store_true", help="with --topology: HELD_OUT_SCENARIOS instead")
     args = ap.parse_args(argv)
     if args.topology is not None:
-        grid = HELD_OUT_SCENARIOS if args.held_out else DISAGG_SCENARIOS
+        grid = HELD_OUT_SCENARIOS if args.held_out else DISAGG_MOE_SCENARIOS if args.moe else DISAGG_SCENARIOS
         picked = range(len(grid)) if args.scenarios is None else [int(k) for k in args.scenarios.split(",")]
         run_disagg(picked, args.seed, grid)
         return 0

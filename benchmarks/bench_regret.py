@@ -3,6 +3,7 @@
     python benchmarks/bench_regret.py            # the 16-scenario grid
     python benchmarks/bench_regret.py --quick    # 4 scenarios (the paper constants on every workload)
     python benchmarks/bench_regret.py --topology pdd,afd   # the disaggregated grid of bench_agreement
+    python benchmarks/bench_regret.py --topology pdd --moe # its DeepSeek-V3 PDD scenarios (DISAGG_MOE_SCENARIOS)
 
 For each scenario ``optimize`` runs twice: with its default phase 2 (the 5 cheapest analytic candidates,
 then the bound: further candidates while their analytic cost undercuts the cheapest verified fleet, up
@@ -96,6 +97,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=None, help="executor workers (default: one per core)")
     parser.add_argument("--topology", default=None, help="pdd,afd: the disaggregated grid (module docstring)")
     parser.add_argument("--scenarios", default=None, help="with --topology: indices into DISAGG_SCENARIOS")
+    parser.add_argument("--moe", action="store_true", help="with --topology: bench_agreement.DISAGG_MOE_SCENARIOS "
+                        "(DeepSeek-V3 FP8 PDD on H200 / B200) instead")
     args = parser.parse_args()
     if args.topology is not None:
         disagg_regret(args)
@@ -139,16 +142,17 @@ def main() -> None:
 
 def disagg_regret(args) -> None:
     """Regret and recommended family on the disaggregated grid (module docstring)."""
-    from bench_agreement import DISAGG_SCENARIOS, DISAGG_SETUPS, disagg_request
+    from bench_agreement import DISAGG_MOE_SCENARIOS, DISAGG_SCENARIOS, DISAGG_SETUPS, disagg_request
 
     from fleetplan.plan.disagg import DEFAULT_MIN_CE_GAIN
     from fleetplan.plan.space import family
 
-    picked = range(len(DISAGG_SCENARIOS)) if args.scenarios is None else [int(k) for k in args.scenarios.split(",")]
+    grid = DISAGG_MOE_SCENARIOS if args.moe else DISAGG_SCENARIOS
+    picked = range(len(grid)) if args.scenarios is None else [int(k) for k in args.scenarios.split(",")]
     rows = []
     with LocalExecutor(workers=args.workers) as ex:
         for k in picked:
-            wl, name, rate, topos = DISAGG_SCENARIOS[k]
+            wl, name, rate, topos = grid[k]
             setup = DISAGG_SETUPS[name]
             req = replace(disagg_request(wl, setup, rate, topos), min_ce_gain=DEFAULT_MIN_CE_GAIN,
                           max_gpus=MAX_GPUS)

@@ -151,7 +151,8 @@ def serving_setup(
 ) -> tuple[tuple[GpuProfile, ...], tuple[tuple[str, int], ...], tuple[tuple[str, object], ...], tuple[str, ...]]:
     """(GPU types to sweep, GPUs per instance of each, step model of each, for both phases; one line per
     GPU type left out because it cannot hold the model, ``plan.placement.place_on_gpus``, timed with the
-    ``--engine`` profile); with
+    ``--engine`` profile; with ``--topology pdd`` / ``afd`` and an MoE model also the roles' wide DP-attention
+    + EP instances, ``plan.disagg.placements``); with
     ``--perf-profile`` the placement it was calibrated for runs it (``plan.placement.calibrate_placements``)."""
     from fleetplan.plan.optimize import resolve_gpus
     from fleetplan.plan.placement import calibrate_placements, place_on_gpus
@@ -174,6 +175,13 @@ def serving_setup(
                            timing_source=opts.get("timing_source"),
                            mtp_acceptance=opts["mtp_acceptance"] if opts.get("mtp") else None)
     placed = search.placements
+    if par is None and {"pdd", "afd"} & set(opts.get("topologies") or ()):
+        # disaggregated roles: wide DP-attention + EP decode instances over several nodes (MoE models only)
+        from fleetplan.plan.disagg.placements import wide_ep_placements
+
+        placed += wide_ep_placements(model, [catalog.get(n) for n in names], placed, weight_dtype=weights,
+                                     kv_dtype=kv, max_gpus_per_instance=max_gpus, engine=plan_engine(opts),
+                                     timing_source=opts.get("timing_source"))
     if profile is not None:
         placed = calibrate_placements(placed, profile)
     gpus = tuple(p.gpu for p in placed)

@@ -40,6 +40,7 @@ from fleetplan.models.catalog import load_model
 from fleetplan.report.sim_export import write_requests_csv, write_summary_json
 from fleetplan.rng import task_seed
 from fleetplan.sim.builders import build_pool
+from fleetplan.sim.defaults import DEFAULT_N_REQUESTS, DEFAULT_WARMUP_FRACTION
 from fleetplan.sim.network import LeafSpineFabric
 from fleetplan.sim.pdd import (
     AssignPolicy,
@@ -50,9 +51,7 @@ from fleetplan.sim.pdd import (
     PddSpec,
     PsThroughputCurve,
     load_fabric_toml,
-    simulate_pdd,
 )
-from fleetplan.sim.pdd.engine import DEFAULT_N_REQUESTS, DEFAULT_WARMUP_FRACTION
 from fleetplan.sim.pdd.result import TPOT_DEFINITION, TTFT_DEFINITION
 from fleetplan.sim.pdd.spec import DEFAULT_BUCKET_TOKENS, DEFAULT_EMA_ALPHA, SibylAblation, SibylParams, SibylPressure
 from fleetplan.units import ms_to_s
@@ -226,6 +225,8 @@ def simulate_pdd_cmd(workload, input_fraction, rate_per_s, n_requests, prefill_g
                    ps_curve=_ps_curve(ps_curve, decode_model), max_model_len_tokens=max_model_len)
     wl = load_workload(workload, input_fraction=input_fraction)
     announce_compile([Kernel.PDD])
+    from fleetplan.sim.pdd import simulate_pdd  # loads the kernel: only when the command runs, not for --help
+
     result = simulate_pdd(spec, wl, rate_per_s, n_requests, seed, horizon_s, warmup_fraction)
     s = result.summary
     con = make_console(soft_wrap=True, highlight=False)

@@ -44,7 +44,17 @@ batch and its first step recomputes its last prompt token and emits the first ou
 t_d(n) = f(n, n, 0, n κ, 0) the step of n sequences, an instance at rate λ_d = λ / D runs the batch n*,
 the smallest root of Little's law for the running batch
 
-    n = λ_d E[o] t_d(n),            TPOT mean = t_d(n*)
+    n = λ_d E[o] t̄_d(n),            TPOT mean = t̄_d(n*)
+
+with t̄_d(n) = E[t_d(N*)] the step a member sees: the batch N fluctuates about its mean n (negative binomial
+of variance n / (1 - g), below), and a member sees it size-biased, N* = 1 + NB(r + 1, q) for N ~ NB(r, q)
+(1 + Poisson(n) at g = 0; members beyond b are b), g taken from the Poisson-smoothed step (``DecodeRole.
+mean_step_s``).  For a step linear in n this is t_d(n + 1 / (1 - g)), one to a few sequences more than
+t_d(n); for the roofline step it is not: its GEMMs run in 128-token tiles, so t_d jumps by up to 25-50 %
+where the batch crosses a multiple of 128 (Llama-3.1-70B FP8 on B200 tp1: 14.2 -> 17.7 ms from 128 to 140
+sequences), and the raw t_d(n*) at an n* just below a tile step missed the batch that crosses it: the
+grid's B200 decode roles (azure_conv, 50 req/s) had n* = 112 against a simulated mean batch of 140 and P99
+TPOT 1.25-1.32x the screen's; with t̄_d, n* = 146 and 0.98-1.02x.
 
 A decode slot is held from the grant (prefill start: early binding) to the last token, h_pre =
 E[S_alone] + E[T_x] before the handoff; the slot load is the rate against the instance's throughput
@@ -91,6 +101,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from scipy import special, stats
@@ -106,8 +117,11 @@ __all__ = ["DecodeRole", "DecodeState", "PrefillRole", "PrefillState", "kv_trans
 _BISECT_ITERS = 60
 #: Decode windows (output-length quantiles) the TPOT variance is evaluated on, then interpolated.
 _WINDOW_GRID = 64
-#: Grid points between 0 and the batch cap on which the operating batch's root is bracketed.
+#: Grid points between 0 and the batch cap on which the operating batch's root is bracketed (and the step a
+#: member sees is smoothed, ``DecodeRole.mean_step_s``).
 _BATCH_GRID = 256
+#: Largest elasticity of the decode step taken for the batch's widening 1 / (1 - g).
+_MAX_ELASTICITY = 0.9
 
 
 def kv_transfer_s(prompt_tokens, kv_bytes_per_token: float, bandwidth_bytes_per_s: float,
@@ -290,25 +304,76 @@ class DecodeRole:
         n = np.asarray(n, dtype=np.float64)
         return self.engine.step_s(n, n, 0.0, n * self.context_tokens, 0.0)
 
-    def batch_cap(self, tpot_target_s: float, kv_blocks: int | None = None) -> int:
+    def batch_cap(self, tpot_target_s: float, kv_blocks: int | None = None, ranks: int = 1) -> int:
         """The largest b with t_d(b) <= the TPOT target whose b sequences of κ tokens fit the KV blocks
-        (the engine's unless given); 0 when one sequence does not."""
+        (the engine's unless given); 0 when one sequence does not.
+
+        With ``ranks`` attention-DP ranks (``perf.dp_instance``: the instance's batch split evenly over its
+        ranks) each rank schedules its own batch from its own KV cache, so the limits are a rank's: b is
+        ``ranks`` x a whole per-rank batch (vLLM's ``max_num_seqs`` per DP rank, SGLang's
+        ``max_running_requests`` over ``dp_size``) whose b / ranks sequences fit one rank's blocks / ranks
+        (b below ``ranks``: one sequence on some ranks, the others idle)."""
         lim = self.engine.limits
         blocks = lim.kv_blocks if kv_blocks is None else kv_blocks
-        n_kv = int(blocks // max(1, math.ceil(self.context_tokens / lim.block_size_tokens)))
+        ranks = max(1, int(ranks))
+        per_seq = max(1, math.ceil(self.context_tokens / lim.block_size_tokens))
+        n_kv = ranks * int((blocks // ranks) // per_seq) if ranks > 1 else int(blocks // per_seq)
+        if ranks > 1 and n_kv < 1:  # a rank's cache holds no mean context, the instance's may hold a few
+            n_kv = min(ranks - 1, int(blocks // per_seq))
         if n_kv < 1:
             return 0
         steps = self.step_s(np.arange(1, n_kv + 1))
         ok = np.flatnonzero(steps <= tpot_target_s * (1.0 + 1e-12))
-        return int(ok[-1] + 1) if ok.size else 0
+        b = int(ok[-1] + 1) if ok.size else 0
+        return ranks * (b // ranks) if b >= ranks else b
+
+    @cached_property
+    def _smoothed(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(grid of mean batches n in [0, b], t̄_d(n), g(n)) on ``_BATCH_GRID`` + 1 points (module docstring:
+        the step a member sees, averaged over the batch's fluctuation)."""
+        cap = int(self.engine.limits.max_num_seqs)
+        grid = np.linspace(0.0, float(cap), _BATCH_GRID + 1)
+        k = np.arange(0, cap + 1, dtype=np.float64)
+        t_k = self.step_s(k)
+
+        def seen(var_ratio: np.ndarray) -> np.ndarray:
+            # the members a member sees: itself and the others, size-biased: 1 + Poisson(n) (var_ratio 1) or
+            # 1 + NB(r + 1, q) for N ~ NB(r, q) of mean n and variance n var_ratio; more than b are b
+            out = np.empty(grid.size)
+            for j, (n, v) in enumerate(zip(grid, var_ratio, strict=True)):
+                if n <= 0.0:
+                    out[j] = t_k[min(1, cap)]
+                    continue
+                if v <= 1.0 + 1e-9:
+                    pmf = stats.poisson.pmf(k - 1.0, n)
+                else:
+                    q = 1.0 / v
+                    pmf = stats.nbinom.pmf(k - 1.0, n * q / (1.0 - q) + 1.0, q)
+                pmf[-1] += max(0.0, 1.0 - float(pmf.sum()))
+                out[j] = float(pmf @ t_k)
+            return out
+
+        def elasticity(t_bar: np.ndarray) -> np.ndarray:
+            g = grid * np.gradient(t_bar, grid) / np.maximum(t_bar, 1e-30)
+            return np.clip(g, 0.0, _MAX_ELASTICITY)
+
+        poisson = seen(np.ones(grid.size))
+        g = elasticity(poisson)
+        t_bar = seen(1.0 / (1.0 - g))
+        return grid, t_bar, elasticity(t_bar)
+
+    def mean_step_s(self, n) -> np.ndarray:
+        """t̄_d(n): the mean decode step a member sees at mean batch n (module docstring), interpolated."""
+        grid, t_bar, _ = self._smoothed
+        return np.interp(np.asarray(n, dtype=np.float64), grid, t_bar)
 
     def operating_batch(self, lam_i: float) -> float:
-        """n*: the smallest root of n = λ_d E[o] t_d(n) below the cap b (b when there is none): the first sign
+        """n*: the smallest root of n = λ_d E[o] t̄_d(n) below the cap b (b when there is none): the first sign
         change on a grid of ``_BATCH_GRID`` points, then bisection."""
         cap = float(self.engine.limits.max_num_seqs)
         load = lam_i * self.mean_output_tokens
-        grid = np.linspace(0.0, cap, _BATCH_GRID + 1)
-        gap = load * self.step_s(grid) - grid
+        grid, t_bar, _ = self._smoothed
+        gap = load * t_bar - grid
         below = np.flatnonzero(gap <= 0)
         if not below.size:
             return cap
@@ -318,7 +383,7 @@ class DecodeRole:
         lo, hi = float(grid[k - 1]), float(grid[k])
         for _ in range(_BISECT_ITERS // 2):
             mid = 0.5 * (lo + hi)
-            if load * float(self.step_s(mid)) - mid > 0:
+            if load * float(self.mean_step_s(mid)) - mid > 0:
                 lo = mid
             else:
                 hi = mid
@@ -336,7 +401,7 @@ class DecodeRole:
         cap = float(self.engine.limits.max_num_seqs)
         lam_i = lam / d
         n = self.operating_batch(lam_i)
-        t = float(self.step_s(n))
+        t = float(self.mean_step_s(n))
         residence = self.mean_output_tokens * t
         hold = pre_decode_s + residence
         slot_load = self.slot_load(lam, d, pre_decode_s)
@@ -345,7 +410,7 @@ class DecodeRole:
         if stable:
             c, a = d * int(cap), lam * hold
             wait = float(erlang_c(c, a)) * hold / (c - a)
-        first = (1.0 - math.exp(-n)) * 0.5 * t + float(self.step_s(n + 1.0))
+        first = (1.0 - math.exp(-n)) * 0.5 * t + t
         tpot = self._tpot_quantile(n, t, p) if stable else math.inf
         full = max(_slots_full(cap, lam_i * hold, self._elasticity(n)),
                    self._kv_full(lam_i, t, pre_decode_s, self._elasticity(n))) if stable else 1.0
@@ -364,19 +429,20 @@ class DecodeRole:
         return float(stats.norm.sf((capacity - mean) / math.sqrt(var)))
 
     def _elasticity(self, n: float) -> float:
-        """g = n t_d'(n) / t_d(n) (module docstring), by a central difference of one sequence."""
-        if n <= 1.0:
-            return 0.0
-        lo, mid, hi = (float(self.step_s(x)) for x in (n - 1.0, n, n + 1.0))
-        return n * (hi - lo) / 2.0 / mid
+        """g = n t̄_d'(n) / t̄_d(n) (module docstring), of the smoothed step (the raw step's tile steps have no
+        derivative), at most ``_MAX_ELASTICITY``."""
+        grid, _, g = self._smoothed
+        return float(np.interp(n, grid, g))
 
     def _tpot_quantile(self, n: float, t: float, p: float) -> float:
         """The p-quantile of TPOT over requests with o >= 2 (module docstring)."""
         f = self.engine.step_s
-        ctx, eps = n * self.context_tokens, 1.0
+        ctx = n * self.context_tokens
         at = float(f(n, n, 0.0, ctx, 0.0))
-        per_seq = float(f(n + eps, n + eps, 0.0, ctx, 0.0)) - at  # s_n: one more sequence at fixed context
+        # s_n: one more sequence at fixed context, of the smoothed step (its slope less the context's share)
         per_ctx = float(f(n, n, 0.0, ctx + 1.0, 0.0)) - at  # s_c: one more context token
+        grid, t_bar, _ = self._smoothed
+        per_seq = max(float(np.interp(n, grid, np.gradient(t_bar, grid))) - per_ctx * self.context_tokens, 0.0)
         many = self.output_tokens >= 2
         if not many.any():
             return t

@@ -73,6 +73,11 @@ def test_verified_run_simulates_pdd_and_afd(tmp_path):
     (("--topology", "pdd", "--min-ce-gain", "-1"), ("--min-ce-gain",)),
     (("--topology", "pdd", "--slo-tpot", "0"), ("--slo-tpot",)),
     (("--topology", "pdd", "--af-ratios", "2x1"), ("--af-ratios",)),
+    # the issue's (with tests/plan/disagg/test_disagg_cli.py): an xPyD ratio among good ones that leaves a role
+    # empty, a role that cannot hold the model's longest request (a mixed run: each topology's own line)
+    (("--topology", "pdd", "--pd-ratios", "1:1,2:0"), ("--pd-ratios", "'2:0'", "leaves the decode role empty")),
+    (("--topology", "pdd,afd", "--model", "llama-3.1-70b", "--weight-dtype", "fp8", "--gpus", "h100", "--tp", "1"),
+     ("no pdd fleet of H100-SXM tp1", "longest request", "--tensor-parallel-size", "--max-model-len")),
 ])
 def test_bad_inputs_exit_2_with_one_line(extra, needles):
     base = ["optimize", "--workload", "lmsys", "--slo-ttft", "500", "--slo-tpot", "50", "--no-verify"]
@@ -100,3 +105,23 @@ def test_colocated_run_states_no_disaggregation_gate():
     res = run("optimize", "--workload", "lmsys.json", "--slo-ttft", "500", "--no-verify", "--quiet")
     assert res.exit_code == 0, res.stderr
     assert "All-premium baselines" in res.output and "rejected" not in res.output
+
+
+def test_pdd_of_an_moe_model_sweeps_wide_dp_attention_decode_instances(tmp_path):
+    """``--topology pdd --model deepseek-v3``: the roles' wide DP-attention + EP instances over 2 and 4 nodes
+    (``plan.disagg.placements``) are swept beside the co-located search's TP8 and DP8; a co-located run does
+    not sweep them."""
+    out = tmp_path / "run.json"
+    base = ("optimize", "--workload", "azure_conv", "--model", "deepseek-v3", "--gpus", "h200", "--slo-ttft",
+            "2000", "--slo-tpot", "100", "--lam", "200", "--no-verify", "--quiet", "--min-ce-gain", "0")
+    res = run(*base, "--topology", "pdd", "--json", str(out), "--json-full")
+    assert res.exit_code == 0, res.stderr
+    cands = json.loads(out.read_text())["candidates"]
+    pairs = {tuple(p["gpu"] for p in c["pools"]) for c in cands}
+    shapes = ("H200 tp8", "H200 tp1 dp8", "H200 tp1 dp16", "H200 tp1 dp32")
+    assert pairs == {(a, b) for a in shapes for b in shapes}
+    homo = tmp_path / "homo.json"
+    res = run(*base, "--topology", "homo", "--json", str(homo), "--json-full")
+    assert res.exit_code == 0, res.stderr
+    gpus = {p["gpu"] for c in json.loads(homo.read_text())["candidates"] for p in c["pools"]}
+    assert gpus == {"H200 tp8", "H200 tp1 dp8"}

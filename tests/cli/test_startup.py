@@ -84,8 +84,10 @@ def test_group_help_imports_no_command_and_no_numba():
 #: computation (sweep, pool sizing, optimisation, verification) and the queueing models.
 HEAVY = ("numba", "fleetplan.sim.engine", "fleetplan.sim._kernels", "fleetplan.plan.sweep", "fleetplan.plan.pools",
          "fleetplan.plan.optimize", "fleetplan.plan.verify", "fleetplan.queueing.engine")
-#: ... except the kernels' integer codes (plain ints; the package loads its kernels on first use).
-LIGHT = {"fleetplan.sim._kernels", "fleetplan.sim._kernels.codes"}
+#: ... except the kernels' integer codes (plain ints; the package loads its kernels on first use) and the PDD
+#: kernel's codes and named tuples (its package imports nothing; ``sim.pdd`` loads the engine on first use).
+LIGHT = {"fleetplan.sim._kernels", "fleetplan.sim._kernels.codes", "fleetplan.sim._kernels.pdd",
+         "fleetplan.sim._kernels.pdd.codes", "fleetplan.sim._kernels.pdd.state"}
 
 
 def _help_modules(*args: str) -> set[str]:
@@ -103,9 +105,9 @@ def test_every_commands_help_imports_no_planner_simulator_or_numba(name):
 
 
 @pytest.mark.parametrize("args", [("bench", "serve"), ("validate", "queueing"), ("simulate", "sessions"),
-                                  ("simulate", "network")])
+                                  ("simulate", "network"), ("simulate", "pdd")])
 def test_subcommands_help_imports_no_planner_simulator_or_numba(args):
-    """(``simulate pdd`` still loads the PDD kernel at import: ``sim.pdd``'s package imports its engine.)"""
+    """(``simulate pdd``: ``sim.pdd`` loads its engine on first use, PEP 562.)"""
     loaded = _help_modules(*args, "--help")
     assert not {m for m in loaded - LIGHT if any(m == h or m.startswith(h + ".") for h in HEAVY)}
 

@@ -8,15 +8,15 @@ availability as co-located pools, the engine limits both phases run it with), so
 exports treat a disaggregated fleet like any other; ``DisaggCandidate`` adds the roles, the decode batch
 cap, the analytic P-quantile TPOT, the AFD unit and the xPyD group.
 
-One physics with the PDD simulator (``verify.pdd_spec`` builds the same instances): the step model each
-role runs in the simulator (``plan.pools.pool_step_model``) and its limits, prefill: vLLM's
-``max_num_seqs`` and the better of the GPU's chunk and vLLM's default token budget
-(``prefill_limits``); decode: the largest batch within the TPOT target (``DecodeRole.batch_cap``).  The
-decode role is sized first (the fewest instances whose slot load is within ρ_max, whose slots are all held
-with probability at most ``SLOT_FULL_SHARE`` (1 - p), and whose P-quantile TPOT meets the target), then the
-prefill role with the transfer, the mean slot wait and the first decode step after each prompt (the fewest
-instances whose ρ_p is within ρ_max and whose P-quantile TTFT meets the SLO). With
-``DisaggSettings.pd_ratios`` each role is then rounded up to whole xPyD groups.
+One physics with the PDD simulator (``verify.pdd_spec`` builds the same instances): the step model each role
+runs in the simulator (``plan.pools.pool_step_model``) and its limits, prefill: vLLM's ``max_num_seqs`` and the
+better of the GPU's chunk and vLLM's default token budget (``prefill_limits``); decode: the largest batch within
+the TPOT target (``DecodeRole.batch_cap``; a DP-attention instance's: a whole batch per rank within one rank's
+KV cache). The decode role is sized first (the fewest instances whose slot load is within ρ_max, whose slots are
+all held with probability at most ``SLOT_FULL_SHARE`` (1 - p), and whose P-quantile TPOT meets the target), then
+the prefill role with the transfer, the mean slot wait and the first decode step after each prompt (the fewest
+instances whose ρ_p is within ρ_max and whose P-quantile TTFT meets the SLO). With ``DisaggSettings.pd_ratios``
+each role is then rounded up to whole xPyD groups.
 
 A pair whose role cannot hold the workload's longest request in its KV cache (prefill: the prompt;
 decode: prompt + output) is left out; a requested topology with no pair left is a ``ConfigError``.
@@ -37,6 +37,7 @@ import numpy as np
 
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuProfile, with_spares
+from fleetplan.perf.dp_instance import attention_dp_ranks
 from fleetplan.perf.kv_budget import vllm_batch_defaults
 from fleetplan.perf.linear import LinearStepModel
 from fleetplan.plan.defaults import (  # light: shown in the help
@@ -256,12 +257,20 @@ def _link(ctx: _Context, g_p: GpuProfile, g_d: GpuProfile, nvlink: bool = False)
     """(KV bytes per token per link, link bandwidth B/s): min(TP_p, TP_d) rank pairs send in parallel
     (each rank holds 1/TP of every layer's KV heads) over the scale-out network (``network_gbps``) or, with
     ``nvlink``, within a node over NVLink (half the catalog's bidirectional ``nvlink_gb_per_s`` per
-    direction, as ``perf.comm``); a bandwidth given in ``DisaggSettings`` overrides both."""
+    direction, as ``perf.comm``); a bandwidth given in ``DisaggSettings`` overrides both.  TP here is the
+    GPUs holding one request's KV: an attention-DP instance keeps a request's KV on one rank
+    (``perf.dp_instance``), so its GPUs over its ranks (one pair between two DP-attention instances)."""
     d = ctx.disagg
-    ranks = max(1, min(ctx.per_instance(g_p), ctx.per_instance(g_d)))
+    ranks = max(1, min(_kv_shards(ctx, g_p), _kv_shards(ctx, g_d)))
     if nvlink and d.kv_bandwidth_bytes_per_s is None:
         return d.model.kv_bytes_per_token / ranks, min(g_p.nvlink_gb_per_s, g_d.nvlink_gb_per_s) / 2.0 * GBPS
     return d.model.kv_bytes_per_token / ranks, d.bandwidth(g_p, g_d)
+
+
+def _kv_shards(ctx: _Context, gpu: GpuProfile) -> int:
+    """GPUs of an instance of ``gpu`` that hold one request's KV: its GPUs over its attention-DP ranks."""
+    ranks = attention_dp_ranks(pool_step_model(gpu, dict(ctx.settings.step_models)))
+    return max(1, ctx.per_instance(gpu) // ranks)
 
 
 def _base_gpu(gpu: GpuProfile) -> str:
@@ -462,7 +471,9 @@ def _pdd_sized(ctx: _Context, g_p: GpuProfile, g_d: GpuProfile, link: tuple[floa
     dkey = ("decode-role", g_d.name)
     if dkey not in ctx.cache:
         probe = DecodeRole.of(_engine(ctx, g_d, 1, 1), ctx.prompt, ctx.output, ctx.weight)
-        cap = probe.batch_cap(ctx.slo_tpot_s)
+        # a DP-attention instance's limits are its ranks' (``DecodeRole.batch_cap``)
+        ranks = attention_dp_ranks(pool_step_model(g_d, dict(ctx.settings.step_models)))
+        cap = probe.batch_cap(ctx.slo_tpot_s, ranks=ranks)
         ctx.cache[dkey] = None if cap < 1 else DecodeRole.of(
             _engine(ctx, g_d, cap, max(cap, 1)), ctx.prompt, ctx.output, ctx.weight)
     role = ctx.cache[dkey]
@@ -581,4 +592,4 @@ def _require_some(ctx: _Context, topo: Topology, found: Sequence[object | None],
         f"no {topo.value} fleet of {', '.join(g.name for g in gpus)} holds the workload's longest request "
         f"({ctx.max_total_tokens:,} tokens) in a role's KV cache (prefill: the prompt; decode: prompt + output)",
         param="gpus", value=",".join(g.name for g in gpus),
-        fix="give GPUs with more memory or a larger tensor-parallel size, or a lower max_model_len_tokens")
+        fix="give GPUs with more memory or a larger `tensor_parallel_size`, or a lower `max_model_len_tokens`")

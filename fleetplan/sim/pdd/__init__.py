@@ -13,9 +13,12 @@ FrontierSim's PDD event graph and backpressure; the Vidur x NS-3 PD co-simulatio
 inference-fleet-sim §4.7 for the first-order KV-transfer model; with ``PddSpec.network`` the
 transfers are flows on a leaf-spine fabric sharing links max-min fairly (``fabric``, ``flows``).  Kernel:
 ``fleetplan.sim._kernels.pdd`` (entry ``kernel.run_pdd``; twin in ``tests/reference/pdd_sim.py``).
+
+The engine (``simulate_pdd``, ``simulate_pdd_arrays``) is loaded on first use (PEP 562, as
+``fleetplan.sim._kernels`` loads its kernels): the spec, the fabric and the results import without numba,
+so ``fleetplan simulate pdd --help`` and the planner's screen stay light.
 """
 
-from fleetplan.sim.pdd.engine import simulate_pdd, simulate_pdd_arrays
 from fleetplan.sim.pdd.fabric import FabricSpec, load_fabric_toml
 from fleetplan.sim.pdd.flows import NetworkSummary
 from fleetplan.sim.pdd.result import TTFT_DEFINITION, PddResult, PddSummary
@@ -36,3 +39,17 @@ __all__ = [
     "PddSpec", "PddSummary", "PsThroughputCurve", "SibylAblation", "SibylParams", "SibylPressure", "TTFT_DEFINITION",
     "load_fabric_toml", "simulate_pdd", "simulate_pdd_arrays",
 ]
+
+
+#: Names served by ``engine``, loaded on first access (module docstring).
+_ENGINE = ("simulate_pdd", "simulate_pdd_arrays")
+
+
+def __getattr__(name: str):
+    if name not in _ENGINE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from fleetplan.sim.pdd import engine
+
+    value = getattr(engine, name)
+    globals()[name] = value
+    return value

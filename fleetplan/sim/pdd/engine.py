@@ -18,6 +18,7 @@ from fleetplan.sim._kernels.pdd import codes as pc
 from fleetplan.sim._kernels.pdd.kernel import run_pdd
 from fleetplan.sim._kernels.pdd.state import PddOutputs
 from fleetplan.sim.compile import draw_requests
+from fleetplan.sim.defaults import DEFAULT_N_REQUESTS, DEFAULT_WARMUP_FRACTION
 from fleetplan.sim.pdd.compile import CompiledPdd, compile_pdd
 from fleetplan.sim.pdd.flows import add_flow_columns, flow_frame, summarise_network
 from fleetplan.sim.pdd.result import PddResult, request_frame, summarise_pdd
@@ -26,8 +27,7 @@ from fleetplan.sim.spec import ArrivalProcess
 
 __all__ = ["PddRun", "run_compiled_pdd", "run_compiled_pdd_net", "simulate_pdd", "simulate_pdd_arrays"]
 
-DEFAULT_N_REQUESTS = 20_000
-DEFAULT_WARMUP_FRACTION = 0.1
+# the command line's defaults live in ``sim.defaults`` (light: shown in ``simulate pdd --help``)
 
 
 def _check_run_args(rate_per_s, n_requests, seed, horizon_s, warmup_fraction) -> None:

@@ -37,7 +37,8 @@ def test_a_role_gpu_that_cannot_hold_the_model_names_the_fix():
     of it holds lmsys's longest request."""
     line = _fails(["--topology", "pdd", "--model", "llama-3.1-70b", "--weight-dtype", "fp8", "--gpus", "h100",
                    "-tp", "1"])
-    assert "H100-SXM tp1" in line and "longest request" in line and "larger tensor-parallel size" in line, line
+    assert "H100-SXM tp1" in line and "longest request" in line and "larger --tensor-parallel-size" in line, line
+    assert "--max-model-len" in line, line
 
 
 def test_pd_ratios_deploy_whole_groups():
