@@ -492,6 +492,18 @@ class EngineProfile:
         within-pool router balances arrivals (round robin, least outstanding: an instance sees Ca²/G)
         or splits them at random (Ca²).
         """
+        return self._evaluate(lam_per_s, n_instances, arrival_cv2, balanced_split, True)
+
+    def load(self, lam_per_s: float, n_instances, *, arrival_cv2: float = 1.0,
+             balanced_split: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """(ρ, stable) of ``state`` at each count, bit for bit, without the latency distributions (the
+        wait's levels, the own prefill per level, the API servers' wait): what the utilisation cap's
+        count search needs (``size_engine_pool``), at about half the cost of a state."""
+        return self._evaluate(lam_per_s, n_instances, arrival_cv2, balanced_split, False)
+
+    def _evaluate(self, lam_per_s: float, n_instances, arrival_cv2: float, balanced_split: bool,
+                  latency: bool):
+        """``state`` (``latency``) or ``load`` (not): one computation, cut short after ρ for ``load``."""
         counts = np.atleast_1d(np.asarray(n_instances, dtype=np.float64))
         if not (np.all(counts >= 1) and np.all(np.isfinite(counts))):
             raise ConfigError("instance counts must be finite and >= 1")
@@ -590,19 +602,21 @@ class EngineProfile:
         # Slot load: the rate against the slots' throughput with every slot busy (c / h(n_cap)), the
         # most the pool can serve; below the cap the slots are busy a share λ E[S_slot] / c of the time.
         rho_slot = lam * hold_full / servers
-        stable = stable & (rho_slot < 1.0) & (rho_p < 1.0) & ((k1 > 0) | (a1 <= 0))
+        queues_stable = stable & (rho_slot < 1.0) & (rho_p < 1.0) & ((k1 > 0) | (a1 <= 0))
+        # (3) the API server processes in front: ρ_api = λ_i E[t_api] / n (fleetplan.queueing.api_server)
+        rho_api = self.api.utilisation(lam_i)
+        stable = queues_stable & (rho_api < 1.0)
+        util = np.maximum(np.maximum(lam * mean_s / servers, rho_p), rho_api)  # slots, prefill, API servers
+        rho = np.where(stable, np.maximum(np.maximum(rho_slot, rho_p), rho_api), np.maximum(util, 1.0))
+        if not latency:
+            return rho, stable
         # Per level, the slot and prefill waits as one atom-exponential (same P(W > 0) and mean).
         a1_l = np.where(overflow_wait > 0, 1.0, a1[:, None])
         mass = 1.0 - (1.0 - a1_l) * (1.0 - a2_l)
         with np.errstate(divide="ignore", invalid="ignore"):
             mean_w = np.where(a1 > 0, a1 / k1, 0.0)[:, None] + overflow_wait + wait_l
             decay = np.where(mean_w > 0, mass / mean_w, 1.0)
-        decay = np.where(stable[:, None], decay, 0.0)
-        # (3) the API server processes in front: ρ_api = λ_i E[t_api] / n (fleetplan.queueing.api_server)
-        rho_api = self.api.utilisation(lam_i)
-        stable = stable & (rho_api < 1.0)
-        util = np.maximum(np.maximum(lam * mean_s / servers, rho_p), rho_api)  # slots, prefill, API servers
-        rho = np.where(stable, np.maximum(np.maximum(rho_slot, rho_p), rho_api), np.maximum(util, 1.0))
+        decay = np.where(queues_stable[:, None], decay, 0.0)
         idle = np.exp(-lam_i * np.where(stable, mean_s, 0.0))
         binned = ((1.0 - shared)[:, None] * _interp_rows(n_star, self.grid, self.prefill_binned, at_n)
                   + shared[:, None] * _interp_rows(n_star, self.grid, self.prefill_full_binned, at_n))  # (K, B)
@@ -938,11 +952,19 @@ def size_engine_pool(
     def state(n: int) -> EngineState:
         return states_at(np.array([n]))[0]
 
+    loads: dict[int, tuple[float, bool]] = {}  # (ρ, stable) by count: ``EngineProfile.load``
+
     def capped(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Stable within the utilisation cap (and spares above the load); score ρ / ρ_max."""
-        sts = states_at(counts)
-        rho = np.array([float(s.rho[0]) for s in sts])
-        stable = np.array([bool(s.stable[0]) for s in sts])
+        """Stable within the utilisation cap (and spares above the load); score ρ / ρ_max.  Needs ρ
+        alone, so counts not met before are evaluated without their latency (``EngineProfile.load``)."""
+        todo = [int(n) for n in dict.fromkeys(counts.tolist()) if int(n) not in states and int(n) not in loads]
+        if todo:
+            rho_b, stable_b = profile.load(lam, np.array(todo, dtype=np.float64), **kw)
+            loads.update((n, (float(rho_b[i]), bool(stable_b[i]))) for i, n in enumerate(todo))
+        pairs = [loads[n] if n in loads else (float(states[n].rho[0]), bool(states[n].stable[0]))
+                 for n in (int(x) for x in counts.tolist())]
+        rho = np.array([r for r, _ in pairs])
+        stable = np.array([ok for _, ok in pairs])
         need = np.ceil(rho * counts - 1e-9) + min_spare_instances
         ok = stable & (rho <= rho_max * (1.0 + 1e-12)) & (counts >= need)
         return ok, rho / rho_max  # unstable: ρ is the offered load over capacity (>= 1), still ∝ 1/n
