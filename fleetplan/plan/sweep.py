@@ -27,7 +27,7 @@ from fleetplan.plan.points import LengthPoints
 from fleetplan.plan.pools import PlanSettings, PoolPlan, fleet_usd_per_h, size_one_pool
 from fleetplan.plan.space import Layout, PoolRange, SizingRouter, Topology
 from fleetplan.plan.verification import Verification
-from fleetplan.queueing.engine import mixture_quantile_s
+from fleetplan.queueing.engine import mixture_quantile_s, mixture_quantiles_s
 from fleetplan.units import H_PER_YEAR, S_PER_H
 
 ProgressFn = Callable[[str, int, int], None]
@@ -87,12 +87,14 @@ def candidate_label(c: Candidate) -> str:
 
 
 def _combine(
-    layout: Layout, router: SizingRouter, pools: Sequence[PoolPlan], settings: PlanSettings, mean_tokens: float
+    layout: Layout, router: SizingRouter, pools: Sequence[PoolPlan], settings: PlanSettings, mean_tokens: float,
+    latency: tuple[float, float] | None = None,
 ) -> Candidate:
+    """The candidate of ``pools``; ``latency``: its ``fleet_latency_p_s`` when already known."""
     total = sum(p.total_gpus for p in pools)
     cost = fleet_usd_per_h(pools) * H_PER_YEAR
     tokens_per_year = settings.rate_per_s * mean_tokens * H_PER_YEAR * S_PER_H
-    ttft, tpot = fleet_latency_p_s(pools, settings.percentile)
+    ttft, tpot = fleet_latency_p_s(pools, settings.percentile) if latency is None else latency
     reason = code = None
     for i, p in enumerate(pools):
         if not p.feasible:
@@ -134,6 +136,26 @@ def fleet_latency_p_s(pools: Sequence[PoolPlan], percentile: float) -> tuple[flo
     return max(p.ttft_p_s for p in live), max(p.tpot_p_s for p in live)
 
 
+def fleet_latencies_p_s(fleets: Sequence[Sequence[PoolPlan]], percentile: float) -> list[tuple[float, float]]:
+    """``fleet_latency_p_s`` of each fleet, bit for bit: the engine model's mixtures in two compiled
+    passes over all fleets (``queueing.engine.mixture_quantiles_s``; a sweep's fleets share a few hundred
+    pool tables), the others one by one."""
+    lives = [[p for p in pools if p.traffic_share > 0] for pools in fleets]
+    mixed = [i for i, live in enumerate(lives) if live and all(p.ttft_table is not None for p in live)]
+    is_mixed = set(mixed)
+    out = [(0.0, 0.0) if i in is_mixed else fleet_latency_p_s(pools, percentile) for i, pools in enumerate(fleets)]
+    if mixed:
+        shares = [[p.traffic_share for p in lives[i]] for i in mixed]
+        q = percentile / 100.0
+        ttft = mixture_quantiles_s([([p.ttft_table for p in lives[i]], s) for i, s in zip(mixed, shares, strict=True)],
+                                   q)
+        tpot = mixture_quantiles_s([([p.tpot_table for p in lives[i]], s) for i, s in zip(mixed, shares, strict=True)],
+                                   q)
+        for k, i in enumerate(mixed):
+            out[i] = (float(ttft[k]), float(tpot[k]))
+    return out
+
+
 def _rank_key(c: Candidate) -> tuple:
     return (not c.feasible, c.cost_usd_per_year if c.feasible else 0.0, c.ttft_p_s, c.total_gpus_needed, c.key())
 
@@ -162,7 +184,7 @@ def sweep(
     def cheapest(plans: list[PoolPlan]) -> PoolPlan:
         return min(plans, key=lambda p: (not p.feasible, p.total_gpus * p.price_usd_per_h, p.ttft_p_s))
 
-    candidates: dict[tuple, Candidate] = {}
+    built: dict[tuple, tuple[Layout, SizingRouter, list[PoolPlan]]] = {}  # by fleet key, first layout first
     n_layouts = len(layouts)
     for i, layout in enumerate(layouts):
         if progress is not None:
@@ -183,11 +205,14 @@ def sweep(
                 fleets.append([cheapest([pool(r, g, router) for g in gpus]) for r in layout.ranges])
             for plans in fleets:
                 key = fleet_key_of(layout.topology, router, plans)
-                if key not in candidates:  # the first layout to build a fleet keeps it
-                    candidates[key] = _combine(layout, router, plans, settings, mean_tokens)
+                if key not in built:  # the first layout to build a fleet keeps it
+                    built[key] = (layout, router, plans)
     if progress is not None:
         progress("sweep", n_layouts, n_layouts)
-    ranked = sorted(candidates.values(), key=_rank_key)
+    latencies = fleet_latencies_p_s([plans for _, _, plans in built.values()], settings.percentile)
+    candidates = [_combine(layout, router, plans, settings, mean_tokens, lat)
+                  for (layout, router, plans), lat in zip(built.values(), latencies, strict=True)]
+    ranked = sorted(candidates, key=_rank_key)
     return [replace(c, rank=i + 1) for i, c in enumerate(ranked)]
 
 
