@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -86,15 +86,25 @@ def candidate_label(c: Candidate) -> str:
     return f"{c.topology.value}{'@' + split if split else ''} {pools}"
 
 
-def _combine(
+def _rank_key_of_fields(f: dict) -> tuple:
+    """The rank order of the candidate ``Candidate(**f)`` (known before it is built): feasible first,
+    cheapest first, then the lower fleet TTFT percentile, fewer GPUs, and ``Candidate.key()``."""
+    key = (f["topology"].value, f["router"].value, tuple(p.hi_tokens for p in f["pools"][:-1]),
+           tuple(p.gpu for p in f["pools"]))
+    return (not f["feasible"], f["cost_usd_per_year"] if f["feasible"] else 0.0, f["ttft_p_s"],
+            f["total_gpus_needed"], key)
+
+
+def _combine_fields(
     layout: Layout, router: SizingRouter, pools: Sequence[PoolPlan], settings: PlanSettings, mean_tokens: float,
-    latency: tuple[float, float] | None = None,
-) -> Candidate:
-    """The candidate of ``pools``; ``latency``: its ``fleet_latency_p_s`` when already known."""
+    latency: tuple[float, float],
+) -> dict:
+    """The candidate of ``pools`` as its constructor's keyword arguments (the sweep ranks before it
+    builds); ``latency``: its ``fleet_latency_p_s``."""
     total = sum(p.total_gpus for p in pools)
     cost = fleet_usd_per_h(pools) * H_PER_YEAR
     tokens_per_year = settings.rate_per_s * mean_tokens * H_PER_YEAR * S_PER_H
-    ttft, tpot = fleet_latency_p_s(pools, settings.percentile) if latency is None else latency
+    ttft, tpot = latency
     reason = code = None
     for i, p in enumerate(pools):
         if not p.feasible:
@@ -103,7 +113,7 @@ def _combine(
             break
     if reason is None and total > settings.max_gpus:
         reason, code = f"needs {total} GPUs, more than max_gpus {settings.max_gpus}", "max-gpus"
-    return Candidate(
+    return dict(
         topology=layout.topology,
         router=router,
         pools=tuple(pools),
@@ -156,10 +166,6 @@ def fleet_latencies_p_s(fleets: Sequence[Sequence[PoolPlan]], percentile: float)
     return out
 
 
-def _rank_key(c: Candidate) -> tuple:
-    return (not c.feasible, c.cost_usd_per_year if c.feasible else 0.0, c.ttft_p_s, c.total_gpus_needed, c.key())
-
-
 def sweep(
     points: LengthPoints,
     layouts: Sequence[Layout],
@@ -172,14 +178,17 @@ def sweep(
 ) -> list[Candidate]:
     """Size and rank every candidate (feasible first, cheapest first).  ``presized``: pools already
     sized (``size_one_pool`` of ``sweep_pools``' keys, e.g. in parallel), keyed (range, GPU name, router)."""
-    cache: dict[tuple[PoolRange, str, SizingRouter], PoolPlan] = dict(presized or {})
+    # keyed by the range's fields, the GPU's name and the router's value (plain values hash fastest)
+    cache: dict[tuple, PoolPlan] = {(r.lo_tokens, r.hi_tokens, r.last, name, router.value): plan
+                                    for (r, name, router), plan in (presized or {}).items()}
     mean_tokens = points.mean_total_tokens
 
     def pool(rng_: PoolRange, gpu: GpuProfile, router: SizingRouter) -> PoolPlan:
-        key = (rng_, gpu.name, router)
-        if key not in cache:
-            cache[key] = size_one_pool(points, rng_, gpu, router, settings, availability(gpu))
-        return cache[key]
+        key = (rng_.lo_tokens, rng_.hi_tokens, rng_.last, gpu.name, router.value)
+        plan = cache.get(key)
+        if plan is None:
+            plan = cache[key] = size_one_pool(points, rng_, gpu, router, settings, availability(gpu))
+        return plan
 
     def cheapest(plans: list[PoolPlan]) -> PoolPlan:
         return min(plans, key=lambda p: (not p.feasible, p.total_gpus * p.price_usd_per_h, p.ttft_p_s))
@@ -210,10 +219,10 @@ def sweep(
     if progress is not None:
         progress("sweep", n_layouts, n_layouts)
     latencies = fleet_latencies_p_s([plans for _, _, plans in built.values()], settings.percentile)
-    candidates = [_combine(layout, router, plans, settings, mean_tokens, lat)
-                  for (layout, router, plans), lat in zip(built.values(), latencies, strict=True)]
-    ranked = sorted(candidates, key=_rank_key)
-    return [replace(c, rank=i + 1) for i, c in enumerate(ranked)]
+    fields = [_combine_fields(layout, router, plans, settings, mean_tokens, lat)
+              for (layout, router, plans), lat in zip(built.values(), latencies, strict=True)]
+    fields.sort(key=_rank_key_of_fields)
+    return [Candidate(**f, rank=i + 1) for i, f in enumerate(fields)]
 
 
 def sweep_pools(layouts: Sequence[Layout], gpus: Sequence[GpuProfile],

@@ -226,16 +226,18 @@ def _two_exponentials(y: np.ndarray, k: np.ndarray, k_api: float) -> np.ndarray:
     return out
 
 
-def _two_exponentials_level(y: np.ndarray, yp: np.ndarray, k: float, k_api: float) -> np.ndarray:
+def _two_exponentials_level(y: np.ndarray, yp: np.ndarray, k: float, k_api: float,
+                            exp_k: np.ndarray | None = None) -> np.ndarray:
     """``_two_exponentials`` at one level's rate k for the waits y (``yp``: max(y, 0)), computing only
-    the form that k takes."""
+    the form that k takes; ``exp_k``: exp(-k yp) when the caller has it (the same values: -k yp and
+    yp (-k) are one product)."""
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         if not math.isfinite(k):
             out = np.exp(-k_api * yp)
         elif abs(k - k_api) <= 1e-6 * max(k_api, 1.0):
-            out = (1.0 + k * yp) * np.exp(-k * yp)
+            out = (1.0 + k * yp) * (np.exp(-k * yp) if exp_k is None else exp_k)
         else:
-            out = (k * np.exp(-k_api * yp) - k_api * np.exp(-k * yp)) / (k - k_api)
+            out = (k * np.exp(-k_api * yp) - k_api * (np.exp(-k * yp) if exp_k is None else exp_k)) / (k - k_api)
     return np.where(y < 0, 1.0, out)
 
 
@@ -311,11 +313,12 @@ def _geomspace(lo: float, hi: float, n: int) -> np.ndarray:
 _TAIL_EDGES = np.geomspace(1.0, 1e-6, N_TTFT_BINS + 1)[1:-1]
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=2048)
 def _log_factorials(c: int, n_points: int) -> np.ndarray:
     """ln l! at the levels the slot chain sums (``EngineProfile._slot_queue``): l = 1..c when c <=
     ``n_points``, else ``n_points`` levels evenly spaced on [1, c]; cached (read-only) because a sweep
-    meets the same slot counts in many pools."""
+    meets the same slot counts in many pools (a 70B sweep over 33 GPU set-ups meets about a thousand
+    slot counts: 2,048 arrays of at most ``SLOT_CHAIN_POINTS`` values, 32 MiB at most)."""
     lv = np.arange(1.0, c + 1.0) if c <= n_points else np.linspace(1.0, float(c), n_points)
     out = special.gammaln(lv + 1.0)
     out.flags.writeable = False
@@ -766,7 +769,8 @@ class EngineProfile:
                     surv = np.exp(yp * -decay[lv])
                 if not finite:
                     surv = np.where(y < 0, 1.0, surv)
-                surv = (1.0 - api_mass) * surv + api_mass * _two_exponentials_level(y, yp, float(decay[lv]), k_api)
+                surv = (1.0 - api_mass) * surv + api_mass * _two_exponentials_level(y, yp, float(decay[lv]), k_api,
+                                                                                    None if not finite else surv)
                 queued[:, lv] = surv @ w_queue
         else:
             y = x[:, None, None] - t_queue[None, :, :]
