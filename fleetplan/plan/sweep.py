@@ -9,7 +9,8 @@ layouts whose last pool receives no traffic are skipped (a fleet has no such pha
 squeeze requests below), and layouts that build the same fleet (they differ only in a pool no
 request reaches) are kept once (``Candidate.fleet_key``).
 Candidates are ranked by annual cost, ties broken by the latency percentile
-over all of the fleet's requests (``fleet_latency_p_s``), then by fewer GPUs.
+over all of the fleet's requests (``fleet_latency_p_s``; for a large sweep computed for every
+fleet at once, ``fleet_latencies_p_s``), then by fewer GPUs.
 The Pareto frontier keeps the feasible candidates that no other beats on
 both cost and P99 TTFT.
 """
@@ -146,23 +147,30 @@ def fleet_latency_p_s(pools: Sequence[PoolPlan], percentile: float) -> tuple[flo
     return max(p.ttft_p_s for p in live), max(p.tpot_p_s for p in live)
 
 
+#: Fewest fleets whose latency mixtures ``fleet_latencies_p_s`` computes in the compiled pass: below it
+#: one by one in Python (the same figures; about 90 µs a fleet against 3 µs compiled, but the compiled
+#: pass's first call in a process loads numba's machinery, about 0.25 s of CPU on two cores: the README
+#: command's 1,477 candidates one by one, the 70B command's 33,033 compiled).
+KERNEL_MIN_FLEETS = 4000
+
+
 def fleet_latencies_p_s(fleets: Sequence[Sequence[PoolPlan]], percentile: float) -> list[tuple[float, float]]:
-    """``fleet_latency_p_s`` of each fleet, bit for bit: the engine model's mixtures in two compiled
-    passes over all fleets (``queueing.engine.mixture_quantiles_s``; a sweep's fleets share a few hundred
-    pool tables), the others one by one."""
+    """``fleet_latency_p_s`` of each fleet, bit for bit: the engine model's mixtures, from
+    ``KERNEL_MIN_FLEETS`` fleets on, in two compiled passes over all fleets
+    (``queueing.engine.mixture_quantiles_s``; a sweep's fleets share a few hundred pool tables), the
+    others one by one."""
     lives = [[p for p in pools if p.traffic_share > 0] for pools in fleets]
     mixed = [i for i, live in enumerate(lives) if live and all(p.ttft_table is not None for p in live)]
+    if len(mixed) < KERNEL_MIN_FLEETS:  # numba's first kernel call in a process costs about 0.25 s
+        return [fleet_latency_p_s(pools, percentile) for pools in fleets]
     is_mixed = set(mixed)
     out = [(0.0, 0.0) if i in is_mixed else fleet_latency_p_s(pools, percentile) for i, pools in enumerate(fleets)]
-    if mixed:
-        shares = [[p.traffic_share for p in lives[i]] for i in mixed]
-        q = percentile / 100.0
-        ttft = mixture_quantiles_s([([p.ttft_table for p in lives[i]], s) for i, s in zip(mixed, shares, strict=True)],
-                                   q)
-        tpot = mixture_quantiles_s([([p.tpot_table for p in lives[i]], s) for i, s in zip(mixed, shares, strict=True)],
-                                   q)
-        for k, i in enumerate(mixed):
-            out[i] = (float(ttft[k]), float(tpot[k]))
+    shares = [[p.traffic_share for p in lives[i]] for i in mixed]
+    q = percentile / 100.0
+    ttft = mixture_quantiles_s([([p.ttft_table for p in lives[i]], s) for i, s in zip(mixed, shares, strict=True)], q)
+    tpot = mixture_quantiles_s([([p.tpot_table for p in lives[i]], s) for i, s in zip(mixed, shares, strict=True)], q)
+    for k, i in enumerate(mixed):
+        out[i] = (float(ttft[k]), float(tpot[k]))
     return out
 
 
