@@ -4,11 +4,15 @@ A fleet's latency survival is Σ_t w_t S_t(x) over its pools' survival tables t 
 renormalised to 1), each table S_t a piecewise-linear function on its own points (1 left of them,
 0 right of them: ``SurvivalTable.at``).  The p-quantile is the smallest x where the mixture falls to
 q = 1 - p, found on the union of the tables' points and interpolated in log-survival between the two
-points around the crossing (the tails are near-exponential).  Every operation is the one
+points around the crossing (the tails are near-exponential).  Every arithmetic operation is the one
 ``fleetplan.queueing.engine.mixture_quantile_s`` (the twin) performs, in the same order, so the
-results agree bit for bit: numpy's ``interp`` (its binary search, exact at a table point, the slope
-form and its non-finite fallbacks) and numpy's sum of the shares (``_numpy_sum``) are spelled out
-below.  A fleet has at most 128 pools (``_numpy_sum``'s exact range; the wrapper checks).
+results agree bit for bit: numpy's ``interp`` (exact at a table point, its slope form and non-finite
+fallbacks; the cell found by walking each table's points along the ascending union instead of
+numpy's binary search, the same cell: the last point <= x) and numpy's sum of the shares
+(``_numpy_sum``) are spelled out below.  The union is merged from the tables' points (each
+ascending: the wrapper sends a fleet with any other table to the twin), which gives the values
+``np.sort`` gives, and the mixture is evaluated only up to its first point at or below q (the
+twin's ``argmax``).  A fleet has at most 128 pools (``_numpy_sum``'s exact range; the wrapper checks).
 
 Legend: T tables, concatenated (``x_s``, ``survival``; table t spans ``table_start[t]`` to
 ``table_start[t + 1]``); F fleets, fleet f's members ``member_start[f]`` to ``member_start[f + 1]``
