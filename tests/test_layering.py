@@ -1,6 +1,6 @@
 """Architecture checks: every module imports on its own, and imports flow one way.
 
-Layers (lower never imports higher): base (errors, units, rng, paths, metrics) ->
+Layers (lower never imports higher): base (errors, units, rng, paths, metrics, jit) ->
 workload, hardware, models -> perf -> queueing -> sim -> plan -> bench -> report -> exec -> cli.
 Only ``fleetplan.cli`` may import click or rich.
 """
@@ -23,6 +23,7 @@ LAYER = {
     "paths": 0,
     "metrics": 0,
     "parallel": 0,
+    "jit": 0,  # numba's options for every kernel (sim's and queueing's): imports numba, no fleetplan module
     "__init__": 0,
     "workload": 1,
     "hardware": 1,
@@ -72,12 +73,23 @@ def test_imports_flow_one_way(module):
             assert _layer(imported) <= me, f"{module} (layer {me}) imports higher layer {imported}"
     if "._kernels" in module:
         allowed = {"numpy", "numba", "math", "collections", "__future__"}  # collections: namedtuple state groups
-        if module == "fleetplan.sim._kernels.jit":  # the options module, no kernel code: its cache-index check
-            allowed |= {"functools", "os", "pathlib"}  # stats source files (jit.drop_stale_cache_index)
+        package = module[:module.index("._kernels") + len("._kernels")]  # its own kernel package
+        if module == "fleetplan.sim._kernels.jit":  # re-exports the options module, registers its helper tree
+            allowed |= {"pathlib", "fleetplan.jit"}
+        if module == package + ".__init__":  # a kernel package registers its folder as a helper tree
+            allowed |= {"pathlib"}
         for imported in _imports(path):
             root = imported.split(".")[0]
-            assert (root in allowed or imported.startswith("fleetplan.sim._kernels")
-                    or imported in KERNEL_IMPORTS_OUTSIDE), (module, imported)
+            assert (root in allowed or imported in allowed or imported.startswith(package)
+                    or imported in KERNEL_IMPORTS_OUTSIDE
+                    or (package != "fleetplan.sim._kernels" and imported == "fleetplan.jit")), (module, imported)
+
+
+def test_the_jit_options_module_imports_no_fleetplan_module():
+    """``fleetplan.jit`` sits in the base layer (both sim's and queueing's kernels import it)."""
+    imported = _imports(PKG / "jit.py")
+    assert not {m for m in imported if m.split(".")[0] == "fleetplan"}, imported
+    assert {m.split(".")[0] for m in imported} <= {"__future__", "functools", "os", "pathlib", "numba"}, imported
 
 
 #: The only modules outside ``sim/_kernels`` that kernels may import: plain ``math`` functions that

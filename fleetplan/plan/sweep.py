@@ -9,7 +9,8 @@ layouts whose last pool receives no traffic are skipped (a fleet has no such pha
 squeeze requests below), and layouts that build the same fleet (they differ only in a pool no
 request reaches) are kept once (``Candidate.fleet_key``).
 Candidates are ranked by annual cost, ties broken by the latency percentile
-over all of the fleet's requests (``fleet_latency_p_s``), then by fewer GPUs.
+over all of the fleet's requests (``fleet_latency_p_s``; for a large sweep computed for every
+fleet at once, ``fleet_latencies_p_s``), then by fewer GPUs.
 The Pareto frontier keeps the feasible candidates that no other beats on
 both cost and P99 TTFT.
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -27,7 +28,7 @@ from fleetplan.plan.points import LengthPoints
 from fleetplan.plan.pools import PlanSettings, PoolPlan, fleet_usd_per_h, size_one_pool
 from fleetplan.plan.space import Layout, PoolRange, SizingRouter, Topology
 from fleetplan.plan.verification import Verification
-from fleetplan.queueing.engine import mixture_quantile_s
+from fleetplan.queueing.engine import mixture_quantile_s, mixture_quantiles_s
 from fleetplan.units import H_PER_YEAR, S_PER_H
 
 ProgressFn = Callable[[str, int, int], None]
@@ -86,13 +87,25 @@ def candidate_label(c: Candidate) -> str:
     return f"{c.topology.value}{'@' + split if split else ''} {pools}"
 
 
-def _combine(
-    layout: Layout, router: SizingRouter, pools: Sequence[PoolPlan], settings: PlanSettings, mean_tokens: float
-) -> Candidate:
+def _rank_key_of_fields(f: dict) -> tuple:
+    """The rank order of the candidate ``Candidate(**f)`` (known before it is built): feasible first,
+    cheapest first, then the lower fleet TTFT percentile, fewer GPUs, and ``Candidate.key()``."""
+    key = (f["topology"].value, f["router"].value, tuple(p.hi_tokens for p in f["pools"][:-1]),
+           tuple(p.gpu for p in f["pools"]))
+    return (not f["feasible"], f["cost_usd_per_year"] if f["feasible"] else 0.0, f["ttft_p_s"],
+            f["total_gpus_needed"], key)
+
+
+def _combine_fields(
+    layout: Layout, router: SizingRouter, pools: Sequence[PoolPlan], settings: PlanSettings, mean_tokens: float,
+    latency: tuple[float, float],
+) -> dict:
+    """The candidate of ``pools`` as its constructor's keyword arguments (the sweep ranks before it
+    builds); ``latency``: its ``fleet_latency_p_s``."""
     total = sum(p.total_gpus for p in pools)
     cost = fleet_usd_per_h(pools) * H_PER_YEAR
     tokens_per_year = settings.rate_per_s * mean_tokens * H_PER_YEAR * S_PER_H
-    ttft, tpot = fleet_latency_p_s(pools, settings.percentile)
+    ttft, tpot = latency
     reason = code = None
     for i, p in enumerate(pools):
         if not p.feasible:
@@ -101,7 +114,7 @@ def _combine(
             break
     if reason is None and total > settings.max_gpus:
         reason, code = f"needs {total} GPUs, more than max_gpus {settings.max_gpus}", "max-gpus"
-    return Candidate(
+    return dict(
         topology=layout.topology,
         router=router,
         pools=tuple(pools),
@@ -134,8 +147,31 @@ def fleet_latency_p_s(pools: Sequence[PoolPlan], percentile: float) -> tuple[flo
     return max(p.ttft_p_s for p in live), max(p.tpot_p_s for p in live)
 
 
-def _rank_key(c: Candidate) -> tuple:
-    return (not c.feasible, c.cost_usd_per_year if c.feasible else 0.0, c.ttft_p_s, c.total_gpus_needed, c.key())
+#: Fewest fleets whose latency mixtures ``fleet_latencies_p_s`` computes in the compiled pass: below it
+#: one by one in Python (the same figures; about 90 µs a fleet against 3 µs compiled, but the compiled
+#: pass's first call in a process loads numba's machinery, about 0.25 s of CPU on two cores: the README
+#: command's 1,477 candidates one by one, the 70B command's 33,033 compiled).
+KERNEL_MIN_FLEETS = 4000
+
+
+def fleet_latencies_p_s(fleets: Sequence[Sequence[PoolPlan]], percentile: float) -> list[tuple[float, float]]:
+    """``fleet_latency_p_s`` of each fleet, bit for bit: the engine model's mixtures, from
+    ``KERNEL_MIN_FLEETS`` fleets on, in two compiled passes over all fleets
+    (``queueing.engine.mixture_quantiles_s``; a sweep's fleets share a few hundred pool tables), the
+    others one by one."""
+    lives = [[p for p in pools if p.traffic_share > 0] for pools in fleets]
+    mixed = [i for i, live in enumerate(lives) if live and all(p.ttft_table is not None for p in live)]
+    if len(mixed) < KERNEL_MIN_FLEETS:  # numba's first kernel call in a process costs about 0.25 s
+        return [fleet_latency_p_s(pools, percentile) for pools in fleets]
+    is_mixed = set(mixed)
+    out = [(0.0, 0.0) if i in is_mixed else fleet_latency_p_s(pools, percentile) for i, pools in enumerate(fleets)]
+    shares = [[p.traffic_share for p in lives[i]] for i in mixed]
+    q = percentile / 100.0
+    ttft = mixture_quantiles_s([([p.ttft_table for p in lives[i]], s) for i, s in zip(mixed, shares, strict=True)], q)
+    tpot = mixture_quantiles_s([([p.tpot_table for p in lives[i]], s) for i, s in zip(mixed, shares, strict=True)], q)
+    for k, i in enumerate(mixed):
+        out[i] = (float(ttft[k]), float(tpot[k]))
+    return out
 
 
 def sweep(
@@ -150,19 +186,22 @@ def sweep(
 ) -> list[Candidate]:
     """Size and rank every candidate (feasible first, cheapest first).  ``presized``: pools already
     sized (``size_one_pool`` of ``sweep_pools``' keys, e.g. in parallel), keyed (range, GPU name, router)."""
-    cache: dict[tuple[PoolRange, str, SizingRouter], PoolPlan] = dict(presized or {})
+    # keyed by the range's fields, the GPU's name and the router's value (plain values hash fastest)
+    cache: dict[tuple, PoolPlan] = {(r.lo_tokens, r.hi_tokens, r.last, name, router.value): plan
+                                    for (r, name, router), plan in (presized or {}).items()}
     mean_tokens = points.mean_total_tokens
 
     def pool(rng_: PoolRange, gpu: GpuProfile, router: SizingRouter) -> PoolPlan:
-        key = (rng_, gpu.name, router)
-        if key not in cache:
-            cache[key] = size_one_pool(points, rng_, gpu, router, settings, availability(gpu))
-        return cache[key]
+        key = (rng_.lo_tokens, rng_.hi_tokens, rng_.last, gpu.name, router.value)
+        plan = cache.get(key)
+        if plan is None:
+            plan = cache[key] = size_one_pool(points, rng_, gpu, router, settings, availability(gpu))
+        return plan
 
     def cheapest(plans: list[PoolPlan]) -> PoolPlan:
         return min(plans, key=lambda p: (not p.feasible, p.total_gpus * p.price_usd_per_h, p.ttft_p_s))
 
-    candidates: dict[tuple, Candidate] = {}
+    built: dict[tuple, tuple[Layout, SizingRouter, list[PoolPlan]]] = {}  # by fleet key, first layout first
     n_layouts = len(layouts)
     for i, layout in enumerate(layouts):
         if progress is not None:
@@ -183,12 +222,15 @@ def sweep(
                 fleets.append([cheapest([pool(r, g, router) for g in gpus]) for r in layout.ranges])
             for plans in fleets:
                 key = fleet_key_of(layout.topology, router, plans)
-                if key not in candidates:  # the first layout to build a fleet keeps it
-                    candidates[key] = _combine(layout, router, plans, settings, mean_tokens)
+                if key not in built:  # the first layout to build a fleet keeps it
+                    built[key] = (layout, router, plans)
     if progress is not None:
         progress("sweep", n_layouts, n_layouts)
-    ranked = sorted(candidates.values(), key=_rank_key)
-    return [replace(c, rank=i + 1) for i, c in enumerate(ranked)]
+    latencies = fleet_latencies_p_s([plans for _, _, plans in built.values()], settings.percentile)
+    fields = [_combine_fields(layout, router, plans, settings, mean_tokens, lat)
+              for (layout, router, plans), lat in zip(built.values(), latencies, strict=True)]
+    fields.sort(key=_rank_key_of_fields)
+    return [Candidate(**f, rank=i + 1) for i, f in enumerate(fields)]
 
 
 def sweep_pools(layouts: Sequence[Layout], gpus: Sequence[GpuProfile],

@@ -82,7 +82,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 import numpy as np
 from scipy import special
@@ -96,7 +98,7 @@ from fleetplan.queueing.sizing import InfeasibleReason
 from fleetplan.queueing.tail import check_probability_level
 
 __all__ = ["EngineLimits", "EngineModel", "EngineProfile", "EngineState", "EngineSizing", "size_engine_pool",
-           "SurvivalTable", "ttft_table", "tpot_table", "mixture_quantile_s"]
+           "SurvivalTable", "ttft_table", "tpot_table", "mixture_quantile_s", "mixture_quantiles_s"]
 
 #: Decode-batch grid points between 1 and the concurrency cap (geometric), plus n = 0.
 N_BATCH_GRID = 48
@@ -169,6 +171,15 @@ class EngineModel:
                                  attn2)
 
 
+class PoolLoad(NamedTuple):
+    """ρ and stability of a pool at each of K counts (``EngineProfile.load``), and ``state()``: the full
+    ``EngineState`` of the same counts, computed on demand from the same intermediate arrays."""
+
+    rho: np.ndarray
+    stable: np.ndarray
+    state: Callable[[], EngineState]
+
+
 @dataclass(frozen=True, eq=False)
 class EngineState:
     """A pool at each of K instance counts (arrays of shape (K,); seconds, per instance).
@@ -215,16 +226,18 @@ def _two_exponentials(y: np.ndarray, k: np.ndarray, k_api: float) -> np.ndarray:
     return out
 
 
-def _two_exponentials_level(y: np.ndarray, yp: np.ndarray, k: float, k_api: float) -> np.ndarray:
+def _two_exponentials_level(y: np.ndarray, yp: np.ndarray, k: float, k_api: float,
+                            exp_k: np.ndarray | None = None) -> np.ndarray:
     """``_two_exponentials`` at one level's rate k for the waits y (``yp``: max(y, 0)), computing only
-    the form that k takes."""
+    the form that k takes; ``exp_k``: exp(-k yp) when the caller has it (the same values: -k yp and
+    yp (-k) are one product)."""
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         if not math.isfinite(k):
             out = np.exp(-k_api * yp)
         elif abs(k - k_api) <= 1e-6 * max(k_api, 1.0):
-            out = (1.0 + k * yp) * np.exp(-k * yp)
+            out = (1.0 + k * yp) * (np.exp(-k * yp) if exp_k is None else exp_k)
         else:
-            out = (k * np.exp(-k_api * yp) - k_api * np.exp(-k * yp)) / (k - k_api)
+            out = (k * np.exp(-k_api * yp) - k_api * (np.exp(-k * yp) if exp_k is None else exp_k)) / (k - k_api)
     return np.where(y < 0, 1.0, out)
 
 
@@ -300,11 +313,12 @@ def _geomspace(lo: float, hi: float, n: int) -> np.ndarray:
 _TAIL_EDGES = np.geomspace(1.0, 1e-6, N_TTFT_BINS + 1)[1:-1]
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=2048)
 def _log_factorials(c: int, n_points: int) -> np.ndarray:
     """ln l! at the levels the slot chain sums (``EngineProfile._slot_queue``): l = 1..c when c <=
     ``n_points``, else ``n_points`` levels evenly spaced on [1, c]; cached (read-only) because a sweep
-    meets the same slot counts in many pools."""
+    meets the same slot counts in many pools (a 70B sweep over 33 GPU set-ups meets about a thousand
+    slot counts: 2,048 arrays of at most ``SLOT_CHAIN_POINTS`` values, 32 MiB at most)."""
     lv = np.arange(1.0, c + 1.0) if c <= n_points else np.linspace(1.0, float(c), n_points)
     out = special.gammaln(lv + 1.0)
     out.flags.writeable = False
@@ -492,6 +506,19 @@ class EngineProfile:
         within-pool router balances arrivals (round robin, least outstanding: an instance sees Ca²/G)
         or splits them at random (Ca²).
         """
+        return self._evaluate(lam_per_s, n_instances, arrival_cv2, balanced_split, True)
+
+    def load(self, lam_per_s: float, n_instances, *, arrival_cv2: float = 1.0,
+             balanced_split: bool = True) -> PoolLoad:
+        """ρ and stability of ``state`` at each count, bit for bit, without the latency distributions (the
+        wait's levels, the own prefill per level, the API servers' wait): what the utilisation cap's
+        count search needs (``size_engine_pool``).  ``PoolLoad.state()`` completes it: the very
+        ``EngineState`` that ``state`` gives for these counts."""
+        return self._evaluate(lam_per_s, n_instances, arrival_cv2, balanced_split, False)
+
+    def _evaluate(self, lam_per_s: float, n_instances, arrival_cv2: float, balanced_split: bool,
+                  latency: bool):
+        """``state`` (``latency``) or ``load`` (not): one computation, cut short after ρ for ``load``."""
         counts = np.atleast_1d(np.asarray(n_instances, dtype=np.float64))
         if not (np.all(counts >= 1) and np.all(np.isfinite(counts))):
             raise ConfigError("instance counts must be finite and >= 1")
@@ -590,38 +617,42 @@ class EngineProfile:
         # Slot load: the rate against the slots' throughput with every slot busy (c / h(n_cap)), the
         # most the pool can serve; below the cap the slots are busy a share λ E[S_slot] / c of the time.
         rho_slot = lam * hold_full / servers
-        stable = stable & (rho_slot < 1.0) & (rho_p < 1.0) & ((k1 > 0) | (a1 <= 0))
-        # Per level, the slot and prefill waits as one atom-exponential (same P(W > 0) and mean).
-        a1_l = np.where(overflow_wait > 0, 1.0, a1[:, None])
-        mass = 1.0 - (1.0 - a1_l) * (1.0 - a2_l)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            mean_w = np.where(a1 > 0, a1 / k1, 0.0)[:, None] + overflow_wait + wait_l
-            decay = np.where(mean_w > 0, mass / mean_w, 1.0)
-        decay = np.where(stable[:, None], decay, 0.0)
+        queues_stable = stable & (rho_slot < 1.0) & (rho_p < 1.0) & ((k1 > 0) | (a1 <= 0))
         # (3) the API server processes in front: ρ_api = λ_i E[t_api] / n (fleetplan.queueing.api_server)
         rho_api = self.api.utilisation(lam_i)
-        stable = stable & (rho_api < 1.0)
+        stable = queues_stable & (rho_api < 1.0)
         util = np.maximum(np.maximum(lam * mean_s / servers, rho_p), rho_api)  # slots, prefill, API servers
         rho = np.where(stable, np.maximum(np.maximum(rho_slot, rho_p), rho_api), np.maximum(util, 1.0))
-        idle = np.exp(-lam_i * np.where(stable, mean_s, 0.0))
-        binned = ((1.0 - shared)[:, None] * _interp_rows(n_star, self.grid, self.prefill_binned, at_n)
-                  + shared[:, None] * _interp_rows(n_star, self.grid, self.prefill_full_binned, at_n))  # (K, B)
-        # The own prefill as a mixture: per batch level (the quasi-static levels of the wait), alone
-        # (probability 1 - r) or in full-budget steps shared with other prompts (r).
-        flat = levels.ravel()
-        # A balancing router sends an arrival to the instance with the fewest outstanding requests:
-        # with an idle prefill server there it finds about one request fewer than the mean (none
-        # fewer with one instance), min(n, 1) (1 - 1/G).
-        chosen = levels - (np.minimum(levels, 1.0) * (1.0 - 1.0 / counts)[:, None] if balanced_split else 0.0)
-        alone_l = _interp_rows(chosen.ravel(), self.grid, self.prefill_binned).reshape(levels.shape + (-1,))
-        fluid_l = _interp_rows(flat, self.grid, self.prefill_fluid_binned).reshape(levels.shape + (-1,))
-        prefill_levels = np.stack([alone_l, fluid_l], axis=2)  # (K, L, 2, B)
-        t_full_l = np.interp(levels, self.grid, self.t_full)  # (K, L)
-        return EngineState(counts, lam_i, n_star, t_d, t_bar, mean_s, rho, stable, mass, decay, idle, binned, phi,
-                           prefill_levels, t_full_l, spread, relax_s,
-                           api_wait_s=self.api.mean_wait_s(lam, counts, arrival_cv2),
-                           api_wait_mass=self.api.wait_probability(lam, counts),
-                           api_wait_decay_per_s=self.api.wait_decay_per_s(lam, counts, arrival_cv2))
+        def finish() -> EngineState:
+            """The latency part of the state (the wait's levels, the own prefill per level, the API wait)."""
+            # Per level, the slot and prefill waits as one atom-exponential (same P(W > 0) and mean).
+            a1_l = np.where(overflow_wait > 0, 1.0, a1[:, None])
+            mass = 1.0 - (1.0 - a1_l) * (1.0 - a2_l)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                mean_w = np.where(a1 > 0, a1 / k1, 0.0)[:, None] + overflow_wait + wait_l
+                decay = np.where(mean_w > 0, mass / mean_w, 1.0)
+            decay = np.where(queues_stable[:, None], decay, 0.0)
+            idle = np.exp(-lam_i * np.where(stable, mean_s, 0.0))
+            binned = ((1.0 - shared)[:, None] * _interp_rows(n_star, self.grid, self.prefill_binned, at_n)
+                      + shared[:, None] * _interp_rows(n_star, self.grid, self.prefill_full_binned, at_n))  # (K, B)
+            # The own prefill as a mixture: per batch level (the quasi-static levels of the wait), alone
+            # (probability 1 - r) or in full-budget steps shared with other prompts (r).
+            flat = levels.ravel()
+            # A balancing router sends an arrival to the instance with the fewest outstanding requests:
+            # with an idle prefill server there it finds about one request fewer than the mean (none
+            # fewer with one instance), min(n, 1) (1 - 1/G).
+            chosen = levels - (np.minimum(levels, 1.0) * (1.0 - 1.0 / counts)[:, None] if balanced_split else 0.0)
+            alone_l = _interp_rows(chosen.ravel(), self.grid, self.prefill_binned).reshape(levels.shape + (-1,))
+            fluid_l = _interp_rows(flat, self.grid, self.prefill_fluid_binned).reshape(levels.shape + (-1,))
+            prefill_levels = np.stack([alone_l, fluid_l], axis=2)  # (K, L, 2, B)
+            t_full_l = np.interp(levels, self.grid, self.t_full)  # (K, L)
+            return EngineState(counts, lam_i, n_star, t_d, t_bar, mean_s, rho, stable, mass, decay, idle, binned, phi,
+                               prefill_levels, t_full_l, spread, relax_s,
+                               api_wait_s=self.api.mean_wait_s(lam, counts, arrival_cv2),
+                               api_wait_mass=self.api.wait_probability(lam, counts),
+                               api_wait_decay_per_s=self.api.wait_decay_per_s(lam, counts, arrival_cv2))
+
+        return finish() if latency else PoolLoad(rho, stable, finish)
 
     def _hold_table(self, lam_i: np.ndarray, phi_tab: np.ndarray, r_tab: np.ndarray) -> np.ndarray:
         """h(n) (K, grid): mean slot holding time with the instance's batch at n, T_pf(n) + E[d] t̄(n),
@@ -738,7 +769,8 @@ class EngineProfile:
                     surv = np.exp(yp * -decay[lv])
                 if not finite:
                     surv = np.where(y < 0, 1.0, surv)
-                surv = (1.0 - api_mass) * surv + api_mass * _two_exponentials_level(y, yp, float(decay[lv]), k_api)
+                surv = (1.0 - api_mass) * surv + api_mass * _two_exponentials_level(y, yp, float(decay[lv]), k_api,
+                                                                                    None if not finite else surv)
                 queued[:, lv] = surv @ w_queue
         else:
             y = x[:, None, None] - t_queue[None, :, :]
@@ -926,9 +958,18 @@ def size_engine_pool(
         return EngineSizing(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, True, None, ""), None
     kw = {"arrival_cv2": arrival_cv2, "balanced_split": balanced_split}
     states: dict[int, EngineState] = {}  # one count each: the searches below ask for some counts twice
+    # counts whose load alone is known: (ρ, stable, batch), the batches (counts, load) completed on demand
+    loads: dict[int, tuple[float, bool, int]] = {}
+    batches: list[tuple[list[int], PoolLoad]] = []
 
     def states_at(counts: np.ndarray) -> list[EngineState]:
-        """The pool's state at each count (one row each), the counts not met before in one batch."""
+        """The pool's state at each count (one row each), the counts not met before in one batch (a count
+        whose load alone was evaluated completes that load's batch: the same rows ``state`` gave it)."""
+        for n in dict.fromkeys(counts.tolist()):
+            if int(n) not in states and int(n) in loads:
+                batch, load = batches[loads[int(n)][2]]
+                full = load.state()
+                states.update((m, _state_row(full, i)) for i, m in enumerate(batch))
         todo = [int(n) for n in dict.fromkeys(counts.tolist()) if int(n) not in states]
         if todo:
             batch = profile.state(lam, np.array(todo, dtype=np.float64), **kw)
@@ -939,10 +980,17 @@ def size_engine_pool(
         return states_at(np.array([n]))[0]
 
     def capped(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Stable within the utilisation cap (and spares above the load); score ρ / ρ_max."""
-        sts = states_at(counts)
-        rho = np.array([float(s.rho[0]) for s in sts])
-        stable = np.array([bool(s.stable[0]) for s in sts])
+        """Stable within the utilisation cap (and spares above the load); score ρ / ρ_max.  Needs ρ
+        alone, so counts not met before are evaluated without their latency (``EngineProfile.load``)."""
+        todo = [int(n) for n in dict.fromkeys(counts.tolist()) if int(n) not in states and int(n) not in loads]
+        if todo:
+            load = profile.load(lam, np.array(todo, dtype=np.float64), **kw)
+            batches.append((todo, load))
+            loads.update((n, (float(load.rho[i]), bool(load.stable[i]), len(batches) - 1)) for i, n in enumerate(todo))
+        pairs = [loads[n][:2] if n in loads else (float(states[n].rho[0]), bool(states[n].stable[0]))
+                 for n in (int(x) for x in counts.tolist())]
+        rho = np.array([r for r, _ in pairs])
+        stable = np.array([ok for _, ok in pairs])
         need = np.ceil(rho * counts - 1e-9) + min_spare_instances
         ok = stable & (rho <= rho_max * (1.0 + 1e-12)) & (counts >= need)
         return ok, rho / rho_max  # unstable: ρ is the offered load over capacity (>= 1), still ∝ 1/n
@@ -1090,6 +1138,11 @@ class SurvivalTable:
         return np.interp(x_s, self.x_s, self.survival, left=1.0, right=0.0)
 
     @functools.cached_property
+    def ascending(self) -> bool:
+        """Whether ``x_s`` never falls (``mixture_quantiles_s`` merges such tables' points)."""
+        return bool(np.all(self.x_s[1:] >= self.x_s[:-1]))
+
+    @functools.cached_property
     def strictly_increasing(self) -> bool:
         """Whether ``x_s`` rises strictly (then ``at(x_s)`` is ``survival`` itself)."""
         return bool(np.all(self.x_s[1:] > self.x_s[:-1]))
@@ -1136,6 +1189,65 @@ def tpot_table(profile: EngineProfile, st: EngineState, i: int = 0) -> SurvivalT
     lo = max(float((mean - 5.0 * sd).min()), 0.5 * float(mean.min()))
     hi = float((mean + 6.0 * sd).max())
     return _table(lambda x: profile.tpot_survival(st, i, x, mix), lo, hi)
+
+
+#: Pools with traffic in one fleet's latency mixture at most (``mixture_quantiles_s``: the kernel's
+#: sum of the shares is numpy's, bit for bit, up to 128 terms).
+MAX_MIXTURE_TABLES = 128
+
+
+def mixture_quantiles_s(mixtures: Sequence[tuple[Sequence[SurvivalTable], Sequence[float]]],
+                        p: float) -> np.ndarray:
+    """``mixture_quantile_s`` of each (tables, shares) of ``mixtures`` (seconds, shape (F,)), bit for bit,
+    in one compiled pass (``fleetplan.queueing._kernels.mixture``): a sweep's thousands of fleets
+    share a few hundred pool tables, each passed once.  A fleet with a table whose points do not
+    ascend (the kernel merges the tables' points) is left to ``mixture_quantile_s``."""
+    from fleetplan.queueing._kernels.mixture import MixtureFleets, MixtureTables, mixture_quantiles
+
+    p = check_probability_level(p)
+    index: dict[int, int] = {}
+    xs: list[np.ndarray] = []
+    survs: list[np.ndarray] = []
+    starts = [0]
+    member_start = [0]
+    member_table: list[int] = []
+    member_share: list[float] = []
+    single: list[bool] = []
+    aside: list[int] = []  # fleets with a table whose points do not ascend
+    for f, (tables, shares) in enumerate(mixtures):
+        n_live = 0
+        ascending = True
+        for t, share in zip(tables, shares, strict=True):
+            if share > 0:
+                k = index.get(id(t))
+                if k is None:
+                    k = index[id(t)] = len(xs)
+                    xs.append(np.asarray(t.x_s, dtype=np.float64))
+                    survs.append(np.asarray(t.survival, dtype=np.float64))
+                    starts.append(starts[-1] + xs[-1].size)
+                ascending = ascending and t.ascending
+                member_table.append(k)
+                member_share.append(float(share))
+                n_live += 1
+                last = t
+        if n_live > MAX_MIXTURE_TABLES:
+            raise ConfigError(f"a fleet of {n_live} pools with traffic is more than the {MAX_MIXTURE_TABLES} the "
+                              "latency mixture takes; plan with fewer pools")
+        if not ascending:
+            aside.append(f)
+            del member_table[len(member_table) - n_live:], member_share[len(member_share) - n_live:]
+        member_start.append(len(member_table))
+        single.append(n_live == 1 and last.strictly_increasing)
+    empty = np.zeros(0)
+    tabs = MixtureTables(np.concatenate(xs) if xs else empty, np.concatenate(survs) if survs else empty,
+                         np.array(starts, dtype=np.int64))
+    fleets = MixtureFleets(np.array(member_start, dtype=np.int64), np.array(member_table, dtype=np.int64),
+                           np.array(member_share, dtype=np.float64), np.array(single, dtype=np.bool_))
+    out = np.empty(len(member_start) - 1)
+    mixture_quantiles(tabs, fleets, 1.0 - p, out)
+    for f in aside:
+        out[f] = mixture_quantile_s(*mixtures[f], p)
+    return out
 
 
 def mixture_quantile_s(tables, shares, p: float) -> float:

@@ -1,0 +1,46 @@
+"""The sweep's bulk fleet latencies (``plan.sweep.fleet_latencies_p_s``) are ``fleet_latency_p_s`` of each
+fleet bit for bit, on the compiled path (``queueing._kernels.mixture``) and the one-by-one path alike."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from fleetplan.hardware import load_catalog
+from fleetplan.plan import sweep as sweep_mod
+from fleetplan.plan.optimize import OptimizeRequest, analytical_phase, resolve_gpus
+from fleetplan.plan.space import Topology
+from fleetplan.plan.sweep import fleet_latencies_p_s, fleet_latency_p_s
+from fleetplan.workload import load_workload
+
+
+@pytest.fixture(scope="module")
+def candidates():
+    request = OptimizeRequest(workload=load_workload("lmsys"), gpus=resolve_gpus(load_catalog(), None),
+                              slo_ttft_s=0.5, rate_per_s=100.0,
+                              topologies=(Topology.HOMO, Topology.TWO_POOL, Topology.MULTI_POOL))
+    return analytical_phase(request)
+
+
+def _same(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+@pytest.mark.parametrize("min_fleets", [0, 10**9])
+def test_bulk_latencies_are_the_one_by_one_figures(candidates, monkeypatch, min_fleets):
+    monkeypatch.setattr(sweep_mod, "KERNEL_MIN_FLEETS", min_fleets)
+    fleets = [c.pools for c in candidates]
+    got = fleet_latencies_p_s(fleets, 99.0)
+    assert len(got) == len(fleets) > 100
+    for pools, (ttft, tpot), c in zip(fleets, got, candidates, strict=True):
+        want = fleet_latency_p_s(pools, 99.0)
+        assert _same(ttft, want[0]) and _same(tpot, want[1]), (c.key(), (ttft, tpot), want)
+        assert _same(ttft, c.ttft_p_s) and _same(tpot, c.tpot_p_s)  # the sweep's own figures
+
+
+def test_the_sweep_ranks_as_its_rule_says(candidates):
+    keys = [(not c.feasible, c.cost_usd_per_year if c.feasible else 0.0, c.ttft_p_s, c.total_gpus_needed, c.key())
+            for c in candidates]
+    assert keys == sorted(keys)
+    assert [c.rank for c in candidates] == list(range(1, len(candidates) + 1))
