@@ -70,6 +70,10 @@ MAX_DRAWS_WITHOUT_A_HIT = 10_000_000
 STREAM_CACHE_REQUESTS = 4_000_000
 _STREAM_CACHE: OrderedDict[tuple, _Drawn] = OrderedDict()
 _STREAM_LOCK = threading.Lock()  # tasks may run on threads (``fleetplan.exec.threads``); see pool_stream
+#: ``_u1_region`` of a (workload fingerprint, a, b), shared by the pool's replications (their seeds differ, the
+#: region does not); at most this many kept.
+REGION_CACHE_ENTRIES = 256
+_REGION_CACHE: OrderedDict[tuple, tuple[np.ndarray, np.ndarray] | None] = OrderedDict()
 
 
 @dataclass(frozen=True)
@@ -197,6 +201,23 @@ def _u1_region(workload, a: float, b: float) -> tuple[np.ndarray, np.ndarray] | 
     return (start + width * lo_r)[has], (width * (hi_r - lo_r))[has]
 
 
+def _region(workload, fingerprint: str, a: float, b: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """``_u1_region(workload, a, b)``, computed once per (workload, a, b) and shared by every seed's stream
+    (the very arrays: the region is read, never written).  Called under ``_STREAM_LOCK``."""
+    key = (fingerprint, float(a), float(b))
+    if key in _REGION_CACHE:
+        _REGION_CACHE.move_to_end(key)
+        return _REGION_CACHE[key]
+    region = _u1_region(workload, a, b)
+    if region is not None:
+        for arr in region:
+            arr.setflags(write=False)
+    _REGION_CACHE[key] = region
+    while len(_REGION_CACHE) > REGION_CACHE_ENTRIES:
+        _REGION_CACHE.popitem(last=False)
+    return region
+
+
 class _Drawn:
     """A pool's sub-stream drawn so far from one seed (extended on demand; prefix-consistent)."""
 
@@ -298,11 +319,13 @@ def pool_stream(spec: FleetSpec, pool: int, workload, rate_per_s: float, n_reque
     cv = 1.0 if arrival == "poisson" else float(cv)
     routing = (spec.pool_router, spec.compress_gamma, spec.tag_shares,
                tuple((p.max_context_tokens, p.model_tag) for p in spec.pools))
-    key = (routing, pool, _fingerprint(workload), int(seed), cv)
+    fingerprint = _fingerprint(workload)
+    key = (routing, pool, fingerprint, int(seed), cv)
     with _STREAM_LOCK:  # threads: the cache's order and membership change under this lock only
         drawn = _STREAM_CACHE.get(key)
         if drawn is None:
-            drawn = _STREAM_CACHE[key] = _Drawn(int(seed), _u1_region(workload, *_total_bounds(spec, pool)), cv)
+            drawn = _STREAM_CACHE[key] = _Drawn(int(seed), _region(workload, fingerprint, *_total_bounds(spec, pool)),
+                                                cv)
         _STREAM_CACHE.move_to_end(key)
     with drawn.lock:  # a stream is drawn by one thread at a time (others drawing other streams)
         drawn.extend(spec, pool, workload, int(n_requests))

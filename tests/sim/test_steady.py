@@ -104,3 +104,27 @@ def test_the_sub_stream_region_is_a_tight_superset(a, b):
     in_region = (j >= 0) & (u1 < (starts[order] + widths[order])[np.maximum(j, 0)])
     assert inside.any() and np.all(in_region[inside])
     assert widths.sum() <= 25 * inside.mean() + 1e-4  # was ~1,200x for (6144, 14089] before the r-bins
+
+
+def test_the_region_is_computed_once_per_band_and_changes_no_draw(fleet, monkeypatch):
+    """The replications of one pool (other seeds) share its ``_u1_region`` (``_REGION_CACHE``), and the
+    streams are the very arrays drawn with the region computed afresh for every stream."""
+    wl = load_workload("lmsys")
+    steady._STREAM_CACHE.clear()
+    steady._REGION_CACHE.clear()
+    cached = [pool_stream(fleet, 1, wl, 50.0, 2_000, seed=s) for s in (1, 2, 3)]
+    assert len(steady._REGION_CACHE) == 1
+    calls = []
+
+    def fresh(workload, fingerprint, a, b):
+        calls.append((a, b))
+        return steady._u1_region(workload, a, b)
+
+    monkeypatch.setattr(steady, "_region", fresh)
+    steady._STREAM_CACHE.clear()
+    again = [pool_stream(fleet, 1, wl, 50.0, 2_000, seed=s) for s in (1, 2, 3)]
+    assert len(calls) == 3
+    for (x, qx), (y, qy) in zip(cached, again, strict=True):
+        assert qx == qy
+        for name in ("arrival_s", "prompt_tokens", "output_tokens", "route_u"):
+            np.testing.assert_array_equal(getattr(x, name), getattr(y, name))
