@@ -128,3 +128,23 @@ def test_the_region_is_computed_once_per_band_and_changes_no_draw(fleet, monkeyp
         assert qx == qy
         for name in ("arrival_s", "prompt_tokens", "output_tokens", "route_u"):
             np.testing.assert_array_equal(getattr(x, name), getattr(y, name))
+
+
+@pytest.mark.parametrize("kind", ["equal", "skewed", "ties", "one", "region"])
+def test_sorted_search_is_searchsorted(kind):
+    """``SortedSearch``: the very indices of ``np.searchsorted(cum, u, side="right")``, for keys drawn as the
+    sub-stream draws them, at the bins' ends and at the range's ends."""
+    rng = np.random.default_rng(17)
+    if kind == "equal":
+        widths = np.full(5_000, 1.0 / 65_536)
+    elif kind == "skewed":
+        widths = rng.pareto(0.7, 3_000) + 1e-9  # a few bins hold most of the mass
+    elif kind == "ties":
+        widths = np.where(rng.random(2_000) < 0.3, 0.0, rng.random(2_000))
+    elif kind == "one":
+        widths = np.array([0.25])
+    else:
+        widths = steady._u1_region(load_workload("lmsys"), 0.0, 2048.0)[1]
+    cum = np.cumsum(widths)
+    u = np.concatenate([rng.random(1 << 16) * cum[-1], cum, [0.0, cum[-1]], np.nextafter(cum, 0.0)])
+    np.testing.assert_array_equal(steady.SortedSearch(cum)(u), np.searchsorted(cum, u, side="right"))
