@@ -9,7 +9,9 @@ For a co-located fleet at its verified counts (``plan.verify``), two searches wi
     rate_multiplier_max = the largest x on the grid  1, 1 + r, ..., <= max_rate_multiplier
                           at which the fleet passes at x · λ (steps at the margin it was sized for)
 
-with r the ``resolution`` (default 0.02: 2 % of the step time, 2 % of λ).
+with r the ``resolution`` (default 0.02: 2 % of the step time, 2 % of λ), each grid cut where the
+slowdown it simulates (a rate point's below) reaches the largest step-time margin the simulator takes
+(``plan.defaults.MAX_STEP_TIME_MARGIN``, 300 %): with no margin the rate grid ends at 3.98 λ, not 4 λ.
 
 Pass rule: verification's.  Every pool, simulated on its own at its verified count (its sub-stream,
 ``n_replications`` replications), is not drifting and the upper end of the 95 % Student-t interval of
@@ -67,6 +69,7 @@ from dataclasses import dataclass, replace
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuProfile
 from fleetplan.parallel import MapFn
+from fleetplan.plan.defaults import MAX_STEP_TIME_MARGIN
 from fleetplan.plan.sweep import Candidate, ProgressFn
 from fleetplan.plan.verify import (
     VerifySettings,
@@ -206,16 +209,20 @@ def fleet_headroom(fleet: Candidate, gpus: Mapping[str, GpuProfile], workload: W
             return None
         return (verify.slo_ttft_s * slo_factor, None if verify.slo_tpot_s is None else verify.slo_tpot_s * slo_factor)
 
-    n_step = _grid_points(margin, settings.max_step_slowdown, r)
-    n_rate = _grid_points(1.0, settings.max_rate_multiplier, r)
-    searches = {"step": GridSearch(n_step), "rate": GridSearch(n_rate)}
-
     def point(name: str, k: int) -> tuple[float, float]:
         """(slowdown simulated at λ, factor of the SLOs it is judged against): module docstring."""
         if name == "step":
             return round(margin + k * r, 12), 1.0
         x = 1.0 + k * r
         return round((1.0 + margin) * x - 1.0, 12), x
+
+    n_points = {"step": _grid_points(margin, settings.max_step_slowdown, r),
+                "rate": _grid_points(1.0, settings.max_rate_multiplier, r)}
+    for name in n_points:  # the simulator takes slowdowns below MAX_STEP_TIME_MARGIN only
+        while n_points[name] > 1 and point(name, n_points[name] - 1)[0] >= MAX_STEP_TIME_MARGIN:
+            n_points[name] -= 1
+    n_step, n_rate = n_points["step"], n_points["rate"]
+    searches = {"step": GridSearch(n_step), "rate": GridSearch(n_rate)}
 
     passed_up_to = {name: dict.fromkeys(pools, 0) for name in searches}  # pool -> highest index it passed at
     failing: dict[tuple[str, int], tuple[int, ...]] = {}
