@@ -26,6 +26,7 @@
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -41,6 +42,9 @@ from fleetplan.plan.sweep import Candidate, ProgressFn, candidate_label, pareto_
 from fleetplan.plan.verify import fleet_spec
 from fleetplan.rng import task_seed
 from fleetplan.sim import FleetSpec, Level, PoolRouter, build_pool, simulate
+from fleetplan.sim.compile import compile_run
+from fleetplan.sim.defaults import DEFAULT_WARMUP_FRACTION
+from fleetplan.sim.engine import _instance_stats, _run_kernel, _validate, request_columns
 from fleetplan.workload import Workload
 
 DEFAULT_MAX_NUM_SEQS = (8, 16, 32, 64, 128, 256)
@@ -212,19 +216,29 @@ def latency_profile(candidate: Candidate, gpus: dict[str, GpuProfile], workload:
         return _disagg_profile(candidate, gpus, workload, rate_per_s, n_requests, seed, max_model_len_tokens,
                                step_models, arrival, arrival_cv)
     spec = fleet_spec(candidate, gpus, counts, step_models, max_model_len_tokens, step_time_margin)
-    res = simulate(spec, workload, rate_per_s, int(n_requests), Level.ITERATION,
-                   task_seed(seed, "latency-profile", repr(candidate.key())), arrival=arrival, cv=arrival_cv)
-    df = _timed(res.requests, max_model_len_tokens)
+    # ``simulate``'s run and figures, read from its arrays: no request table (pandas) and no summary
+    n = int(n_requests)
+    run_seed = task_seed(seed, "latency-profile", repr(candidate.key()))
+    _validate(rate_per_s, n, DEFAULT_WARMUP_FRACTION, arrival_cv, None, None, None, run_seed)
+    run = compile_run(spec, workload, float(rate_per_s), n, int(run_seed), arrival, arrival_cv, None)
+    raw = _run_kernel(run, Level.ITERATION)
+    cols = request_columns(run, raw, min(int(math.floor(DEFAULT_WARMUP_FRACTION * n)), n - 1))
+    inst_util, _ = _instance_stats(run, raw, Level.ITERATION)
+    timed = ~cols["warmup"]  # ``_timed``: measured rows, not the rejections above the served model's limit
+    if max_model_len_tokens is not None:
+        timed &= ~((cols["status"] == "rejected")
+                   & (cols["prompt_tokens"] + cols["output_tokens"] > max_model_len_tokens))
     out = []
-    for pool in spec.pools:
-        rows = df[df["pool"] == pool.name]
-        ttft = percentiles(rows["ttft_s"].to_numpy(), CDF_LEVELS_PCT)
-        tpot_arr = rows["tpot_s"].to_numpy()
+    for p, pool in enumerate(spec.pools):
+        rows = timed & (cols["pool"] == pool.name)
+        ttft = percentiles(cols["ttft_s"][rows], CDF_LEVELS_PCT)
+        tpot_arr = cols["tpot_s"][rows]
         tpot = percentiles(tpot_arr[~np.isnan(tpot_arr)], CDF_LEVELS_PCT)
+        util = inst_util[run.fleet.inst_pool == p]  # the summary's pool utilisation: mean over its instances
         out.append(PoolLatencyProfile(pool.name, pool.gpu, CDF_LEVELS_PCT,
                                       tuple(float(ttft[q]) for q in CDF_LEVELS_PCT),
                                       tuple(float(tpot[q]) for q in CDF_LEVELS_PCT),
-                                      float(res.summary.pool(pool.name).utilisation)))
+                                      float(np.mean(util)) if util.size else float("nan")))
     return tuple(out)
 
 

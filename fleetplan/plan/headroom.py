@@ -9,7 +9,9 @@ For a co-located fleet at its verified counts (``plan.verify``), two searches wi
     rate_multiplier_max = the largest x on the grid  1, 1 + r, ..., <= max_rate_multiplier
                           at which the fleet passes at x · λ (steps at the margin it was sized for)
 
-with r the ``resolution`` (default 0.02: 2 % of the step time, 2 % of λ).
+with r the ``resolution`` (default 0.02: 2 % of the step time, 2 % of λ), each grid cut where the
+slowdown it simulates (a rate point's below) reaches the largest step-time margin the simulator takes
+(``plan.defaults.MAX_STEP_TIME_MARGIN``, 300 %): with no margin the rate grid ends at 3.98 λ, not 4 λ.
 
 Pass rule: verification's.  Every pool, simulated on its own at its verified count (its sub-stream,
 ``n_replications`` replications), is not drifting and the upper end of the 95 % Student-t interval of
@@ -42,6 +44,12 @@ passed and lo + 1 failed, unless hi is beyond the grid (the answer is the range'
 bound, ``capped``).  Simulation noise can make the pass test non-monotone near the boundary; the
 search still returns a passing/failing pair one resolution apart.
 
+Replications: only the verdict of a probe is read, so a pool's replications at a point stop at one that
+fails alone (``plan.verify``: with n <= 4 replications one replication above the SLO fails the pool
+whatever the others show), judged against the loosest SLO the point's runs answer for in that round (a
+rate probe's SLOs times x); a point first judged against a stricter SLO and later needed against a
+looser one runs its remaining replications then.  Verdicts and answers are those of every replication.
+
 Pools: a pool that passed at a grid point is taken to pass at every lower point of the same search
 (the pass test is monotone in the slowdown and in the rate: with common random numbers the same
 requests take longer, or arrive sooner), so once a probe fails only the pools that have not passed
@@ -61,8 +69,18 @@ from dataclasses import dataclass, replace
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuProfile
 from fleetplan.parallel import MapFn
+from fleetplan.plan.defaults import MAX_STEP_TIME_MARGIN
 from fleetplan.plan.sweep import Candidate, ProgressFn
-from fleetplan.plan.verify import VerifySettings, pool_check, pool_tasks, run_length_requests, run_pool_tasks
+from fleetplan.plan.verify import (
+    VerifySettings,
+    decisive_runs,
+    fails_alone,
+    fails_alone_is_exact,
+    pool_check,
+    pool_tasks,
+    run_length_requests,
+    run_pool_tasks,
+)
 from fleetplan.workload import Workload
 
 DEFAULT_MAX_STEP_SLOWDOWN = 2.0  # search steps up to 200 % slower (3x)
@@ -102,7 +120,7 @@ class Headroom:
     step_time_margin: float  # the margin the fleet was sized for (the slowdown search's start)
     step_binding_pools: tuple[int, ...]  # pools (1-based) failing one resolution above the answer
     rate_binding_pools: tuple[int, ...]
-    n_simulations: int  # pool runs, replications included
+    n_simulations: int  # pool runs, replications included (those the verdicts read: module docstring)
     time_s: float
     method: str = HEADROOM_METHOD
 
@@ -174,18 +192,22 @@ def fleet_headroom(fleet: Candidate, gpus: Mapping[str, GpuProfile], workload: W
     pools = [i for i, p in enumerate(fleet.pools) if p.count > 0]
     steady = {i: v.steady[i] for i in pools}
 
-    def tasks_at(slowdown: float, i: int) -> list:
+    def tasks_at(slowdown: float, i: int, limits, reps) -> list:
         s = replace(verify, step_time_margin=slowdown)
         st = steady[i]
         if verify.n_requests is not None or st is None or not math.isfinite(st.lifetime_s):
-            return pool_tasks(fleet, i, gpus, workload, s, verify.fixed_requests(), 0.0)  # n_requests
+            return pool_tasks(fleet, i, gpus, workload, s, verify.fixed_requests(), 0.0, limits, reps)  # n_requests
         lifetime_s = st.lifetime_s * (1.0 + slowdown) / (1.0 + margin)
         n = run_length_requests(s.rate_per_s * fleet.pools[i].traffic_share, lifetime_s, s)
-        return pool_tasks(fleet, i, gpus, workload, s, n, s.warmup_lifetimes * lifetime_s)
+        return pool_tasks(fleet, i, gpus, workload, s, n, s.warmup_lifetimes * lifetime_s, limits, reps)
 
-    n_step = _grid_points(margin, settings.max_step_slowdown, r)
-    n_rate = _grid_points(1.0, settings.max_rate_multiplier, r)
-    searches = {"step": GridSearch(n_step), "rate": GridSearch(n_rate)}
+    exact = fails_alone_is_exact(verify.n_replications)
+
+    def limits_at(slo_factor: float) -> tuple[float, float | None] | None:
+        """The limits one replication fails alone above, judged against the SLOs times ``slo_factor``."""
+        if not exact:
+            return None
+        return (verify.slo_ttft_s * slo_factor, None if verify.slo_tpot_s is None else verify.slo_tpot_s * slo_factor)
 
     def point(name: str, k: int) -> tuple[float, float]:
         """(slowdown simulated at λ, factor of the SLOs it is judged against): module docstring."""
@@ -194,9 +216,17 @@ def fleet_headroom(fleet: Candidate, gpus: Mapping[str, GpuProfile], workload: W
         x = 1.0 + k * r
         return round((1.0 + margin) * x - 1.0, 12), x
 
+    n_points = {"step": _grid_points(margin, settings.max_step_slowdown, r),
+                "rate": _grid_points(1.0, settings.max_rate_multiplier, r)}
+    for name in n_points:  # the simulator takes slowdowns below MAX_STEP_TIME_MARGIN only
+        while n_points[name] > 1 and point(name, n_points[name] - 1)[0] >= MAX_STEP_TIME_MARGIN:
+            n_points[name] -= 1
+    n_step, n_rate = n_points["step"], n_points["rate"]
+    searches = {"step": GridSearch(n_step), "rate": GridSearch(n_rate)}
+
     passed_up_to = {name: dict.fromkeys(pools, 0) for name in searches}  # pool -> highest index it passed at
     failing: dict[tuple[str, int], tuple[int, ...]] = {}
-    runs: dict[tuple[int, float], list] = {}  # (pool, slowdown) -> its replications' PoolRuns
+    runs: dict[tuple[int, float], list] = {}  # (pool, slowdown) -> its replications' PoolRuns (a decisive prefix)
     n_rounds = max(GridSearch.max_probes(n_step), GridSearch.max_probes(n_rate))
     n_sims = 0
     done_rounds = 0
@@ -208,22 +238,34 @@ def fleet_headroom(fleet: Candidate, gpus: Mapping[str, GpuProfile], workload: W
             break
         needed = [(name, k, i) for name, k in probes for i in pools if passed_up_to[name][i] < k]
         # (a pool that passed at a higher point of this search is not simulated again)
+        loosest: dict[tuple[int, float], float] = {}  # (pool, slowdown) -> the largest SLO factor judged at
+        for name, k, i in needed:
+            slowdown, slo_factor = point(name, k)
+            loosest[(i, slowdown)] = max(loosest.get((i, slowdown), 0.0), slo_factor)
         batch, owners = [], []
-        for i, slowdown in dict.fromkeys((i, point(name, k)[0]) for name, k, i in needed):
-            if (i, slowdown) not in runs:
-                mine = tasks_at(slowdown, i)
-                batch += mine
-                owners.append((i, slowdown, len(mine)))
+        for (i, slowdown), slo_factor in loosest.items():
+            have, limits = runs.get((i, slowdown)), limits_at(slo_factor)
+            if have is None:
+                mine = tasks_at(slowdown, i, limits, None)
+            elif len(have) < verify.n_replications and (limits is None or not fails_alone(have[-1], *limits)):
+                # stopped at a replication failing a stricter SLO: the rest, for this looser one
+                mine = tasks_at(slowdown, i, limits, range(len(have), verify.n_replications))
+            else:
+                continue
+            batch += mine
+            owners.append((i, slowdown, len(mine), limits))
         outcomes = run_pool_tasks(batch, map_fn)
-        n_sims += len(batch)
         at = 0
-        for i, slowdown, n_tasks in owners:
+        for i, slowdown, n_tasks, limits in owners:
             mine = outcomes[at:at + n_tasks]
             at += n_tasks
+            if limits is not None:
+                mine = decisive_runs(mine, *limits)
             bad = [o for o in mine if not o.ok]
             if bad:
                 raise ConfigError(f"headroom: pool {i + 1}'s simulation failed: {bad[0].error}")
-            runs[(i, slowdown)] = [o.value for o in mine]
+            runs[(i, slowdown)] = runs.get((i, slowdown), []) + [o.value for o in mine]
+            n_sims += len(mine)
         fails: dict[tuple[str, int], list[int]] = {probe: [] for probe in probes}
         for name, k, i in needed:
             slowdown, slo_factor = point(name, k)

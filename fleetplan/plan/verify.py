@@ -52,6 +52,20 @@ for the fleet: all pools the same way, else *mixed*).  The searches advance in r
 unsettled pool proposes its next count and all their replications run as one batch of tasks
 through ``map_fn`` (``fleetplan.parallel``), so pools and replications run in parallel.
 
+**A replication that fails alone.**  With n replications and the 95 % Student-t interval, the upper
+end mean + t_{k-1} s / sqrt(k) of any k <= n of them is at least their largest value whenever
+t_{k-1} >= k - 1 (Samuelson's inequality: max - mean <= s (k - 1) / sqrt(k)), which holds for
+k <= 4 (t_1 = 12.7, t_2 = 4.30, t_3 = 3.18; ``fails_alone_is_exact``); a non-finite percentile makes
+the bound infinite.  So when one replication's SLO-percentile TTFT (or TPOT, with a TPOT SLO) is above
+the SLO, or not finite, the pool fails at that count whatever the others show.  Where only the
+verdict of a count is read (the search galloping down or bisecting below a passing count, not the
+analytic count, whose figures are reported, nor a growing search, which compares failing ratios),
+the count's check is the replications up to the first that fails alone (``decisive_runs``): the same
+verdict, and the later replications are not simulated when that one finished first (a task skips
+itself, ``_run_pool_task``; the replications of such counts are queued after every first
+replication).  Which replications the check holds does not depend on the executor or on timing, so
+neither do the figures; ``n_simulations`` counts the replications checks hold.
+
 **Like for like.**  At the analytic counts every verification records the analytic and simulated
 SLO-percentile TTFT and TPOT under one definition, fleet-wide over all requests (the simulated one
 is the percentile of the mixture of the pools' distributions with their traffic shares, per
@@ -78,7 +92,11 @@ draws above the length CDF's last point, with its sized slots (``fleet_spec``).
 
 from __future__ import annotations
 
+import itertools
 import math
+import os
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -347,6 +365,52 @@ class _PoolTask:
     min_warmup_s: float = 0.0
     arrival: str = "poisson"
     arrival_cv: float = 1.0
+    # A replication of a count whose verdict alone is read (module docstring: fails alone): its group,
+    # its replication index and the limits (s) above which one replication fails the count; 0 / None: run
+    group: int = 0
+    replication: int = 0
+    fail_ttft_s: float | None = None
+    fail_tpot_s: float | None = None
+
+
+#: Relative margin above the limit for a replication to fail alone (the bound's floating-point rounding).
+FAILS_ALONE_MARGIN = 1e-9
+#: Group tokens: unique within the run (the counter) and across the processes a worker may serve (the prefix).
+_GROUP_PREFIX = int.from_bytes(os.urandom(6), "little") << 32
+_GROUPS = itertools.count(_GROUP_PREFIX + 1)
+#: group -> the smallest replication found failing alone, in this process (``_run_pool_task``); bounded.
+_FAILED_ALONE: OrderedDict[int, int] = OrderedDict()
+_FAILED_ALONE_LOCK = threading.Lock()
+FAILED_ALONE_ENTRIES = 4096
+
+
+def fails_alone_is_exact(n_replications: int, confidence: float = 0.95) -> bool:
+    """Whether one replication above the limit decides a failing count with ``n_replications`` (module
+    docstring): the interval's t quantile t_{k-1} >= k - 1 for every k = 2..n."""
+    from scipy.special import stdtrit
+
+    return all(float(stdtrit(k - 1, 0.5 + confidence / 2.0)) >= k - 1 for k in range(2, int(n_replications) + 1))
+
+
+def fails_alone(run: PoolRun, ttft_limit_s: float, tpot_limit_s: float | None) -> bool:
+    """The replication's SLO-percentile TTFT (or TPOT, with a TPOT limit) is above the limit or not finite:
+    the count fails with any set of replications that holds it (module docstring)."""
+    if not math.isfinite(run.p_ttft_s) or run.p_ttft_s > ttft_limit_s * (1.0 + FAILS_ALONE_MARGIN):
+        return True
+    return tpot_limit_s is not None and not math.isnan(run.p_tpot_s) and \
+        run.p_tpot_s > tpot_limit_s * (1.0 + FAILS_ALONE_MARGIN)
+
+
+def decisive_runs(outcomes: Sequence, ttft_limit_s: float, tpot_limit_s: float | None) -> list:
+    """The outcomes of one count's replications (in replication order) up to the first whose run fails
+    alone (all of them when none does): every one of these ran (a replication skips itself only after an
+    earlier one failed alone, ``_run_pool_task``)."""
+    out = []
+    for o in outcomes:
+        out.append(o)
+        if o.ok and o.value is not None and fails_alone(o.value, ttft_limit_s, tpot_limit_s):
+            break
+    return out
 
 
 def run_length_requests(pool_rate_per_s: float, lifetime_s: float, s: VerifySettings) -> int:
@@ -357,27 +421,50 @@ def run_length_requests(pool_rate_per_s: float, lifetime_s: float, s: VerifySett
 
 
 def pool_tasks(candidate: Candidate, i: int, gpus: Mapping[str, GpuProfile], workload: Workload,
-               s: VerifySettings, n_requests: int, min_warmup_s: float) -> list[_PoolTask]:
+               s: VerifySettings, n_requests: int, min_warmup_s: float,
+               fail_limits_s: tuple[float, float | None] | None = None,
+               replications: Sequence[int] | None = None) -> list[_PoolTask]:
     """The replications of pool ``i`` of ``candidate`` at its own count, simulated under ``s`` (rate,
     step models, margin) with verification's seeds for the pool (common random numbers: the streams
-    the search ran), ``n_requests`` each and a warm-up floor of ``min_warmup_s``."""
+    the search ran), ``n_requests`` each and a warm-up floor of ``min_warmup_s``.  ``fail_limits_s``
+    (TTFT, TPOT limits): only the verdict is read, so replications after one that fails alone may skip
+    (``decisive_runs``); ``replications``: these replication indices only (default: all)."""
     counts = [p.count for p in candidate.pools]
     spec = fleet_spec(candidate, dict(gpus), counts, dict(s.step_models), s.max_model_len_tokens,
                       s.step_time_margin)
     key = pool_key(candidate, i, spec.compress_gamma)
     j = _existing(candidate).index(i)
-    return [_PoolTask(spec, j, workload, s.rate_per_s, int(n_requests), seed, s.percentile, min_warmup_s, s.arrival,
-                      s.arrival_cv) for seed in _pool_seeds(s, key)]
+    seeds = _pool_seeds(s, key)
+    group = next(_GROUPS) if fail_limits_s is not None else 0
+    ttft, tpot = fail_limits_s if fail_limits_s is not None else (None, None)
+    return [_PoolTask(spec, j, workload, s.rate_per_s, int(n_requests), seeds[r], s.percentile, min_warmup_s,
+                      s.arrival, s.arrival_cv, group, r, ttft, tpot)
+            for r in (range(len(seeds)) if replications is None else replications)]
 
 
 def run_pool_tasks(tasks: list[_PoolTask], map_fn: MapFn | None = None) -> list:
-    """``TaskOutcome`` of each task (a ``PoolRun`` when ok), in input order, run through ``map_fn``."""
+    """``TaskOutcome`` of each task (a ``PoolRun`` when ok; None for a replication that skipped itself,
+    ``_run_pool_task``), in input order, run through ``map_fn``."""
     return _run_round(tasks, map_fn or serial_map)
 
 
-def _run_pool_task(task: _PoolTask) -> PoolRun:
-    return simulate_pool(task.spec, task.index, task.workload, task.rate_per_s, task.n_requests, task.seed,
-                         task.percentile, task.min_warmup_s, arrival=task.arrival, cv=task.arrival_cv)
+def _run_pool_task(task: _PoolTask) -> PoolRun | None:
+    """One replication; None, without simulating, when an earlier replication of its group failed alone in
+    this process (module docstring), so its figures cannot be read."""
+    early = task.fail_ttft_s is not None
+    if early and task.replication > 0:
+        with _FAILED_ALONE_LOCK:
+            first = _FAILED_ALONE.get(task.group)
+        if first is not None and first < task.replication:
+            return None
+    run = simulate_pool(task.spec, task.index, task.workload, task.rate_per_s, task.n_requests, task.seed,
+                        task.percentile, task.min_warmup_s, arrival=task.arrival, cv=task.arrival_cv)
+    if early and fails_alone(run, task.fail_ttft_s, task.fail_tpot_s):
+        with _FAILED_ALONE_LOCK:
+            _FAILED_ALONE[task.group] = min(_FAILED_ALONE.get(task.group, task.replication), task.replication)
+            while len(_FAILED_ALONE) > FAILED_ALONE_ENTRIES:
+                _FAILED_ALONE.popitem(last=False)
+    return run
 
 
 class _PoolSearch:
@@ -438,13 +525,22 @@ class _PoolSearch:
                           self.s.max_model_len_tokens, self.s.step_time_margin)
         return spec, _existing(self.candidate).index(self.i)
 
-    def tasks(self, count: int, workload: Workload, n_requests: int, seeds: Sequence[int]) -> list[_PoolTask]:
+    def tasks(self, count: int, workload: Workload, n_requests: int, seeds: Sequence[int],
+              verdict_only: bool = False) -> list[_PoolTask]:
+        """The replications at ``count``; ``verdict_only``: may stop at one that fails alone (module docstring)."""
         spec, j = self.spec_at(count)
         floor_s = 0.0 if not math.isfinite(self.lifetime_s) or self.lifetime_source == "fixed" else \
             self.s.warmup_lifetimes * self.lifetime_s
+        group = next(_GROUPS) if verdict_only else 0
+        ttft, tpot = (self.s.slo_ttft_s, self.s.slo_tpot_s) if verdict_only else (None, None)
         return [_PoolTask(spec, j, workload, self.s.rate_per_s, n_requests, seed, self.s.percentile, floor_s,
-                          self.s.arrival, self.s.arrival_cv)
-                for seed in seeds]
+                          self.s.arrival, self.s.arrival_cv, group, r, ttft, tpot)
+                for r, seed in enumerate(seeds)]
+
+    def verdict_only(self, count: int) -> bool:
+        """Only the pass/fail of ``count`` is read (module docstring): galloping down or bisecting, not the
+        analytic count."""
+        return self.phase in ("down", "bisect") and count != self.n0
 
     def resolution(self, n: int) -> int:
         return max(1, int(math.floor(self.s.resolution * n)))
@@ -558,7 +654,10 @@ def _run_round(tasks: list[_PoolTask], map_fn: MapFn) -> list:
     order changes no figure."""
     if not tasks:
         return []
-    order = sorted(range(len(tasks)), key=lambda i: -tasks[i].n_requests)  # stable: equal runs keep their order
+    # stable: equal runs keep their order; replications that may skip themselves after the first (module
+    # docstring) go after every other task, so that the first has finished when they start
+    order = sorted(range(len(tasks)), key=lambda i: (tasks[i].fail_ttft_s is not None and tasks[i].replication > 0,
+                                                     -tasks[i].n_requests))
     outcomes = in_input_order(list(map_fn(_run_pool_task, [tasks[i] for i in order])), len(tasks))
     out: list = [None] * len(tasks)
     for j, outcome in zip(order, outcomes, strict=True):
@@ -625,6 +724,7 @@ def verify_colocated(candidates: Sequence[Candidate], gpus: Mapping[str, GpuProf
         members.append(mine)
     order = list(searches)  # insertion order: deterministic
     n_sims = dict.fromkeys(order, 0)
+    early = fails_alone_is_exact(s.n_replications)
 
     def report() -> None:
         if progress is not None:
@@ -649,14 +749,18 @@ def verify_colocated(candidates: Sequence[Candidate], gpus: Mapping[str, GpuProf
         if not proposals:
             break
         tasks = []
+        verdicts = []
         for k, n in proposals:
             sr = searches[k]
-            tasks += sr.tasks(n, workload, int(sr.n_requests), _pool_seeds(s, sr.key))
+            verdicts.append(early and sr.verdict_only(n))
+            tasks += sr.tasks(n, workload, int(sr.n_requests), _pool_seeds(s, sr.key), verdicts[-1])
         outcomes = _run_round(tasks, run)
         r = s.n_replications
         for j, (k, n) in enumerate(proposals):
             mine = outcomes[j * r:(j + 1) * r]
-            n_sims[k] += r
+            if verdicts[j]:
+                mine = decisive_runs(mine, s.slo_ttft_s, s.slo_tpot_s)
+            n_sims[k] += len(mine)
             failed = [o for o in mine if not o.ok]
             if failed:
                 searches[k].done, searches[k].error = True, failed[0].error

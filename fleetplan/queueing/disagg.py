@@ -104,7 +104,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 from fleetplan.errors import ConfigError
 from fleetplan.queueing.engine import EngineModel
@@ -256,6 +256,8 @@ def _slots_full(cap: float, mean: float, elasticity: float) -> float:
     g = min(max(elasticity, 0.0), 1.0)
     if g >= 1.0:
         return 1.0
+    from scipy import stats  # here, not at import: half a second that co-located runs never need
+
     if g == 0.0:
         return float(stats.poisson.sf(cap - 1.0, mean))
     r = mean * (1.0 - g) / g  # Var = mean + mean² / r = mean / (1 - g)
@@ -426,6 +428,8 @@ class DecodeRole:
         var = lam_i * float(w @ (o * t * (p * p + p * o + o * o / 3.0))) / (1.0 - g)
         if var <= 0.0:
             return float(mean >= capacity)
+        from scipy import stats  # here, not at import (``_slots_full``)
+
         return float(stats.norm.sf((capacity - mean) / math.sqrt(var)))
 
     def _elasticity(self, n: float) -> float:

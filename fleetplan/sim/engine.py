@@ -142,6 +142,13 @@ def _run_kernel(run: CompiledRun, level: Level) -> dict[str, np.ndarray]:
 def _request_frame(run: CompiledRun, out: dict[str, np.ndarray], n_warmup: int) -> pd.DataFrame:
     import pandas as pd
 
+    columns = request_columns(run, out, n_warmup)
+    return pd.DataFrame({"request_id": np.arange(run.requests.n_requests, dtype=np.int64), **columns})
+
+
+def request_columns(run: CompiledRun, out: dict[str, np.ndarray], n_warmup: int) -> dict[str, np.ndarray]:
+    """The per-request table's columns (``SimResult.requests`` but ``request_id``) as arrays, in its row
+    order: for callers that read a few columns without building the table (pandas loads in ~0.3 s)."""
     f, r = run.fleet, run.requests
     n = r.n_requests
     status = out["status"].astype(np.int64)
@@ -191,7 +198,7 @@ def _request_frame(run: CompiledRun, out: dict[str, np.ndarray], n_warmup: int) 
         rows = stage.drawn_rows()
         columns = {name: None if col is None else np.asarray(col)[rows] for name, col in columns.items()}
     columns["warmup"] = np.arange(n) < n_warmup
-    return pd.DataFrame({"request_id": np.arange(n, dtype=np.int64), **columns})
+    return columns
 
 
 def _instance_stats(

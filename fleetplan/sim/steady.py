@@ -70,6 +70,10 @@ MAX_DRAWS_WITHOUT_A_HIT = 10_000_000
 STREAM_CACHE_REQUESTS = 4_000_000
 _STREAM_CACHE: OrderedDict[tuple, _Drawn] = OrderedDict()
 _STREAM_LOCK = threading.Lock()  # tasks may run on threads (``fleetplan.exec.threads``); see pool_stream
+#: ``_u1_region`` of a (workload fingerprint, a, b), shared by the pool's replications (their seeds differ, the
+#: region does not); at most this many kept.
+REGION_CACHE_ENTRIES = 256
+_REGION_CACHE: OrderedDict[tuple, tuple[np.ndarray, np.ndarray] | None] = OrderedDict()
 
 
 @dataclass(frozen=True)
@@ -197,12 +201,70 @@ def _u1_region(workload, a: float, b: float) -> tuple[np.ndarray, np.ndarray] | 
     return (start + width * lo_r)[has], (width * (hi_r - lo_r))[has]
 
 
+def _region(workload, fingerprint: str, a: float, b: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """``_u1_region(workload, a, b)``, computed once per (workload, a, b) and shared by every seed's stream
+    (the very arrays: the region is read, never written).  Called under ``_STREAM_LOCK``."""
+    key = (fingerprint, float(a), float(b))
+    if key in _REGION_CACHE:
+        _REGION_CACHE.move_to_end(key)
+        return _REGION_CACHE[key]
+    region = _u1_region(workload, a, b)
+    if region is not None:
+        for arr in region:
+            arr.setflags(write=False)
+    _REGION_CACHE[key] = region
+    while len(_REGION_CACHE) > REGION_CACHE_ENTRIES:
+        _REGION_CACHE.popitem(last=False)
+    return region
+
+
+class SortedSearch:
+    """``np.searchsorted(cum, u, side="right")`` for many ``u`` in ``[0, cum[-1]]`` over a non-decreasing
+    ``cum``, the same indices in a few passes over ``u`` instead of a binary search each (about 2x faster for
+    a region of 10^4-10^5 bins): ``u`` falls in one of 4 ``cum.size`` equal buckets of ``[0, cum[-1]]``; the
+    answer for a bucket's left end, one bucket lower (a safe start under rounding), is a lower bound of
+    every answer in it, from which each index steps up while ``cum[index] <= u``.  Indices still moving
+    after ``STEPS`` passes (a bucket holding many points) take the binary search."""
+
+    STEPS = 4
+    BUCKETS_PER_POINT = 4
+
+    def __init__(self, cum: np.ndarray) -> None:
+        self.cum = np.asarray(cum, dtype=np.float64)
+        self.n = self.cum.size
+        total = float(self.cum[-1]) if self.n else 0.0
+        self.n_buckets = self.BUCKETS_PER_POINT * self.n
+        self.bucket = total / self.n_buckets if self.n and total > 0 else 0.0
+        edges = np.arange(self.n_buckets + 1, dtype=np.float64) * self.bucket
+        self.start = np.searchsorted(self.cum, edges, side="right")  # sorted keys: one cheap pass
+
+    def __call__(self, u: np.ndarray) -> np.ndarray:
+        u = np.asarray(u, dtype=np.float64)
+        if self.bucket <= 0 or not np.all(u >= 0):  # no buckets (empty, or all mass at 0): the plain search
+            return np.searchsorted(self.cum, u, side="right")
+        j = np.minimum((u / self.bucket).astype(np.int64), self.n_buckets)
+        idx = self.start[np.maximum(j - 1, 0)]
+        todo = np.arange(u.size)
+        for _ in range(self.STEPS):
+            i = idx[todo]
+            up = i < self.n
+            up[up] = self.cum[i[up]] <= u[todo[up]]
+            todo = todo[up]
+            if not todo.size:
+                return idx
+            idx[todo] += 1
+        idx[todo] = np.searchsorted(self.cum, u[todo], side="right")
+        return idx
+
+
 class _Drawn:
     """A pool's sub-stream drawn so far from one seed (extended on demand; prefix-consistent)."""
 
     def __init__(self, seed: int, region: tuple[np.ndarray, np.ndarray] | None, cv: float = 1.0) -> None:
         self.cv = float(cv)  # gamma gaps' CV of the fleet's stream (1: Poisson)
         self.region = region
+        self.cum = None if region is None else np.cumsum(region[1])  # the region's bins, end to end
+        self.search = None if region is None else SortedSearch(self.cum)
         self.lengths_rng = fp_rng.stream(seed, "lengths")
         self.routing_rng = fp_rng.stream(seed, "routing")
         self.arrivals_rng = fp_rng.stream(seed, "arrivals")
@@ -251,10 +313,10 @@ class _Drawn:
         if self.region is None:
             return workload.sample(self.lengths_rng, CHUNK_DRAWS)
         starts, widths = self.region
-        cum = np.cumsum(widths)
+        cum = self.cum
         u = self.lengths_rng.random(CHUNK_DRAWS) * cum[-1]
         u2 = self.lengths_rng.random(CHUNK_DRAWS)
-        idx = np.minimum(np.searchsorted(cum, u, side="right"), cum.size - 1)
+        idx = np.minimum(self.search(u), cum.size - 1)  # np.searchsorted(cum, u, side="right"), faster
         u1 = np.clip(starts[idx] + (u - (cum[idx] - widths[idx])), 0.0, 1.0)
         return workload.lengths_at(u1, u2)
 
@@ -298,11 +360,13 @@ def pool_stream(spec: FleetSpec, pool: int, workload, rate_per_s: float, n_reque
     cv = 1.0 if arrival == "poisson" else float(cv)
     routing = (spec.pool_router, spec.compress_gamma, spec.tag_shares,
                tuple((p.max_context_tokens, p.model_tag) for p in spec.pools))
-    key = (routing, pool, _fingerprint(workload), int(seed), cv)
+    fingerprint = _fingerprint(workload)
+    key = (routing, pool, fingerprint, int(seed), cv)
     with _STREAM_LOCK:  # threads: the cache's order and membership change under this lock only
         drawn = _STREAM_CACHE.get(key)
         if drawn is None:
-            drawn = _STREAM_CACHE[key] = _Drawn(int(seed), _u1_region(workload, *_total_bounds(spec, pool)), cv)
+            drawn = _STREAM_CACHE[key] = _Drawn(int(seed), _region(workload, fingerprint, *_total_bounds(spec, pool)),
+                                                cv)
         _STREAM_CACHE.move_to_end(key)
     with drawn.lock:  # a stream is drawn by one thread at a time (others drawing other streams)
         drawn.extend(spec, pool, workload, int(n_requests))

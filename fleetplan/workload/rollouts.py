@@ -27,7 +27,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import ndtr, ndtri  # standard normal cdf and its inverse (what scipy.stats.norm uses)
 
 from fleetplan.errors import ConfigError, UnknownNameError
 from fleetplan.workload.session_table import SessionTable, ToolDelay
@@ -78,6 +77,8 @@ class OutputLengths:
         c, m, s = float(self.cap_tokens), float(self.scale_tokens), float(self.shape)
         if self.kind == "lognormal":
             z = (math.log(c) - math.log(m)) / s
+            from scipy.special import ndtr  # standard normal cdf (what scipy.stats.norm uses); loaded when used
+
             below = m * math.exp(0.5 * s * s) * ndtr(z - s)
             return below + c * ndtr(-z)
         if c <= m:
@@ -90,6 +91,8 @@ class OutputLengths:
     def quantile_tokens(self, q: float) -> float:
         """The ``q`` quantile of ``min(cap, X)`` (continuous law)."""
         if self.kind == "lognormal":
+            from scipy.special import ndtri  # the standard normal quantile (scipy.stats.norm's), loaded when used
+
             x = self.scale_tokens * math.exp(self.shape * ndtri(q))
         else:
             x = self.scale_tokens * (1.0 - q) ** (-1.0 / self.shape)

@@ -47,6 +47,31 @@ def test_optimize_without_exports_imports_no_table_library_planner_or_report_wri
                 "fleetplan.cli.horizon_options"} & loaded
 
 
+def test_the_planner_imports_neither_scipy_stats_nor_pandas():
+    """The co-located planner, its simulator and its report figures (scipy.stats: the pdd/afd screen's
+    distributions; pandas: request tables) load neither: about 0.6 s of the README command's start."""
+    loaded = _modules_after("import fleetplan.cli.optimize_cmd, fleetplan.plan.optimize, fleetplan.plan.headroom, "
+                            "fleetplan.plan.figures, fleetplan.cli.report_output")
+    assert not {"scipy.stats", "pandas"} & loaded
+
+
+def test_optimize_help_imports_no_scipy():
+    loaded = _modules_after("import fleetplan.cli.optimize_cmd")
+    assert not {name for name in loaded if name == "scipy" or name.startswith("scipy.")}
+
+
+def test_a_simulated_run_with_reports_loads_no_pandas(tmp_path):
+    """Verification, headroom and the run file's latency profiles (``plan.frontier.latency_profile`` reads
+    its run's arrays) without a request table."""
+    code = ("import sys\nimport fleetplan.cli.main as m\n"
+            "try:\n    m.cli.main(args=['optimize', '--workload', 'lmsys', '--slo-ttft', '500', '--lam', '5', '--gpus',"
+            " 'h100', '--topology', 'homo', '--quiet', '--json', sys.argv[1]], standalone_mode=False)\n"
+            "except SystemExit:\n    pass\nprint('pandas' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "run.json")], check=True, capture_output=True,
+                         text=True)
+    assert out.stdout.split()[-1] == "False" and (tmp_path / "run.json").exists()
+
+
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_every_lazy_command_has_its_registered_name(name):
     module, attr = COMMANDS[name]

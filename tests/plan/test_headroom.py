@@ -227,3 +227,16 @@ def test_a_rate_point_is_the_slowed_fleet_in_scaled_time(verified):
     judged = replace(slower, slo_ttft_s=vs.slo_ttft_s * x)
     ca, cb = pool_check(fleet.pools[i].count, a, faster), pool_check(fleet.pools[i].count, b, judged)
     assert ca.passes == cb.passes and ca.ratio == pytest.approx(cb.ratio, rel=1e-9)
+
+
+def test_a_fleet_far_below_capacity_gets_the_top_of_the_simulable_grid():
+    """λ = 5 on one H100: both searches reach their tops.  The rate grid ends where its slowdown would reach
+    the simulator's largest margin (300 %): 3.98 λ, capped (4 λ once failed the run with a margin error)."""
+    rate = 5.0
+    req = OptimizeRequest(workload=load_workload("lmsys"), gpus=(CATALOG.get("H100-SXM"),), slo_ttft_s=SLO_S,
+                          rate_per_s=rate, topologies=(Topology.HOMO,), routers=(SizingRouter.LENGTH,))
+    vs = VerifySettings(slo_ttft_s=SLO_S, slo_tpot_s=None, rate_per_s=rate, max_gpus=100, top_k=1,
+                        n_requests=1000, n_replications=2, seed=5)
+    h = optimize(req, vs, headroom=HeadroomSettings()).headroom
+    assert h.step_slowdown_capped and h.step_slowdown_max == pytest.approx(2.0)
+    assert h.rate_multiplier_capped and h.rate_multiplier_max == pytest.approx(3.98)

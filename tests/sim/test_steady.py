@@ -104,3 +104,47 @@ def test_the_sub_stream_region_is_a_tight_superset(a, b):
     in_region = (j >= 0) & (u1 < (starts[order] + widths[order])[np.maximum(j, 0)])
     assert inside.any() and np.all(in_region[inside])
     assert widths.sum() <= 25 * inside.mean() + 1e-4  # was ~1,200x for (6144, 14089] before the r-bins
+
+
+def test_the_region_is_computed_once_per_band_and_changes_no_draw(fleet, monkeypatch):
+    """The replications of one pool (other seeds) share its ``_u1_region`` (``_REGION_CACHE``), and the
+    streams are the very arrays drawn with the region computed afresh for every stream."""
+    wl = load_workload("lmsys")
+    steady._STREAM_CACHE.clear()
+    steady._REGION_CACHE.clear()
+    cached = [pool_stream(fleet, 1, wl, 50.0, 2_000, seed=s) for s in (1, 2, 3)]
+    assert len(steady._REGION_CACHE) == 1
+    calls = []
+
+    def fresh(workload, fingerprint, a, b):
+        calls.append((a, b))
+        return steady._u1_region(workload, a, b)
+
+    monkeypatch.setattr(steady, "_region", fresh)
+    steady._STREAM_CACHE.clear()
+    again = [pool_stream(fleet, 1, wl, 50.0, 2_000, seed=s) for s in (1, 2, 3)]
+    assert len(calls) == 3
+    for (x, qx), (y, qy) in zip(cached, again, strict=True):
+        assert qx == qy
+        for name in ("arrival_s", "prompt_tokens", "output_tokens", "route_u"):
+            np.testing.assert_array_equal(getattr(x, name), getattr(y, name))
+
+
+@pytest.mark.parametrize("kind", ["equal", "skewed", "ties", "one", "region"])
+def test_sorted_search_is_searchsorted(kind):
+    """``SortedSearch``: the very indices of ``np.searchsorted(cum, u, side="right")``, for keys drawn as the
+    sub-stream draws them, at the bins' ends and at the range's ends."""
+    rng = np.random.default_rng(17)
+    if kind == "equal":
+        widths = np.full(5_000, 1.0 / 65_536)
+    elif kind == "skewed":
+        widths = rng.pareto(0.7, 3_000) + 1e-9  # a few bins hold most of the mass
+    elif kind == "ties":
+        widths = np.where(rng.random(2_000) < 0.3, 0.0, rng.random(2_000))
+    elif kind == "one":
+        widths = np.array([0.25])
+    else:
+        widths = steady._u1_region(load_workload("lmsys"), 0.0, 2048.0)[1]
+    cum = np.cumsum(widths)
+    u = np.concatenate([rng.random(1 << 16) * cum[-1], cum, [0.0, cum[-1]], np.nextafter(cum, 0.0)])
+    np.testing.assert_array_equal(steady.SortedSearch(cum)(u), np.searchsorted(cum, u, side="right"))
