@@ -333,6 +333,8 @@ class DecodeRole:
     def _smoothed(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(grid of mean batches n in [0, b], t̄_d(n), g(n)) on ``_BATCH_GRID`` + 1 points (module docstring:
         the step a member sees, averaged over the batch's fluctuation)."""
+        from scipy import stats  # here, not at import (``_slots_full``)
+
         cap = int(self.engine.limits.max_num_seqs)
         grid = np.linspace(0.0, float(cap), _BATCH_GRID + 1)
         k = np.arange(0, cap + 1, dtype=np.float64)

@@ -40,6 +40,7 @@ from fleetplan.hardware import GpuProfile, with_spares
 from fleetplan.perf.dp_instance import attention_dp_ranks
 from fleetplan.perf.kv_budget import vllm_batch_defaults
 from fleetplan.perf.linear import LinearStepModel
+from fleetplan.perf.speculative import mtp_of
 from fleetplan.plan.defaults import (  # light: shown in the help
     CALIBRATION_MODEL,
     DEFAULT_AF_RATIOS,
@@ -565,7 +566,11 @@ def disagg_candidates(points, topologies: Sequence[Topology], gpus: Sequence[Gpu
                       availability: Callable[[GpuProfile], float]) -> list[DisaggCandidate]:
     """Every PDD / AFD candidate of ``gpus`` (module docstring); ``points`` is a ``LengthPoints``.  Pairs whose
     role cannot hold the longest request are left out; ``ConfigError`` when that leaves a requested
-    disaggregated topology with no candidate."""
+    disaggregated topology with no candidate.  "MTP on" placements (``plan.placement``'s ``mtp1`` twins) take
+    no role: the PDD/AFD simulator runs no speculative decoding, so a role timed with MTP could not be
+    verified (``fleetplan deploy`` refuses such a role too); their MTP-off placements are swept."""
+    steps = dict(settings.step_models)
+    gpus = [g for g in gpus if g.name not in steps or mtp_of(steps[g.name]) is None]
     sub = points.between(0, points.max_tokens)
     load = decode_load(sub.prompt_tokens, sub.output_tokens, sub.weight)
     ctx = _Context(sub.prompt_tokens, sub.output_tokens, sub.weight, load, settings, disagg, slo_tpot_s,

@@ -149,3 +149,21 @@ def test_each_role_picks_its_own_shape_and_the_simulator_runs_it(deepseek_pdd_re
     # a TP8 pair splits the KV over its ranks pairs as before
     tp = next(c for c in cands if c.pools[0].gpu == c.pools[1].gpu == "H200 tp8")
     assert tp.kv_link[0] == pytest.approx(kv / 8)
+
+
+def test_mtp_twins_take_no_role_the_pdd_simulator_runs_no_speculation(deepseek_h200):
+    """``optimize --topology pdd --mtp``: the "MTP on" twins (``mtp1``) of DeepSeek-V3's placements are left
+    out of every role (the PDD simulator runs no speculative decoding); their MTP-off placements are swept."""
+    model, gpu, _, _ = deepseek_h200
+    placed = place_model(model, gpu, weight_dtype=Dtype.FP8, mtp_acceptance=0.8)
+    names = {p.gpu.name for p in placed}
+    assert {"H200 tp8 mtp1", "H200 tp8"} <= names
+    req = OptimizeRequest(workload=load_workload("azure_conv"), gpus=tuple(p.gpu for p in placed),
+                          gpus_per_instance=tuple((p.gpu.name, p.gpus_per_instance) for p in placed),
+                          step_models=tuple((p.gpu.name, p.step_model) for p in placed), slo_ttft_s=2.0,
+                          slo_tpot_s=0.1, rate_per_s=200.0, topologies=(Topology.PDD,), min_ce_gain=0.0,
+                          max_model_len_tokens=served_context_limit(model, None),
+                          disagg=DisaggSettings(ModelShape.of(model)))
+    cands = [c for c in analytical_phase(req) if isinstance(c, DisaggCandidate)]
+    used = {p.gpu for c in cands for p in c.pools}
+    assert used == {n for n in names if "mtp" not in n}
