@@ -238,7 +238,8 @@ reported in the tables above and in the issue-26 notes):
   DeepSeek NSA).  So the 36 held-out V3.2 rows (GPUStack H200 vLLM 0.13.0 and SGLang 0.5.6.post2, the vLLM recipe's
   H20 run of December 2025, none with `--kv-cache-dtype`) read BF16 and do not move (the H20 run serves
   DeepSeek-V3.2, released 2025-12-01, from the recipe's nightly wheel index, so it postdates the 0.12.0 default).
-  Not modelled: SGLang's Blackwell default (fleetplan's `auto` is BF16 for every engine and GPU; a V3.2 plan on B200 under SGLang should be
+  Not modelled: SGLang's Blackwell default (fleetplan's `auto` is BF16 for every engine and GPU; a V3.2 plan on B200
+  under SGLang should be
   given `--kv-cache-dtype fp8`).  The recipe's H20 run is no capacity check: its "Peak concurrent requests: 100" is
   counted by the client (`vllm/benchmarks/serve.py`: every request from its send to its last token, queued ones
   included), while its peak output rate (1,300 tok/s at a 77 ms median ITL, about 100 sequences decoding at once, over
