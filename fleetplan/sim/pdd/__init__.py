@@ -16,7 +16,7 @@ transfers are flows on a leaf-spine fabric sharing links max-min fairly (``fabri
 
 The engine (``simulate_pdd``, ``simulate_pdd_arrays``) is loaded on first use (PEP 562, as
 ``fleetplan.sim._kernels`` loads its kernels): the spec, the fabric and the results import without numba,
-so ``fleetplan simulate pdd --help`` and the planner's screen stay light.
+so the CLI's help for ``simulate pdd`` and the planner's screen stay light.
 """
 
 from fleetplan.sim.pdd.fabric import FabricSpec, load_fabric_toml
