@@ -10,8 +10,8 @@ share of its memory for KV.  Sources of the shape:
 
 * SGLang's large-scale EP deployment of DeepSeek-V3 on 96 H100s (LMSYS blog, 2025-05-05, "Deploying
   DeepSeek with PD Disaggregation and Large-scale Expert Parallelism on 96 H100 GPUs"): prefill and
-  decode instances of several nodes each (SGLang's server arguments ``enable_dp_attention`` and ``ep_size`` over the role's
-  nodes, ``disaggregation_mode`` prefill|decode), decode over more nodes than prefill;
+  decode instances of several nodes each (server arguments ``enable_dp_attention``, ``ep_size``
+  over the role's nodes, ``disaggregation_mode`` prefill|decode), decode over more nodes than prefill;
 * vLLM's wide-EP recipe (engine arguments ``data_parallel_size = G``, ``enable_expert_parallel`` over
   several nodes, ``data_parallel_size_local = 8``) and NVIDIA Dynamo / llm-d's "wide EP" decode recipes for
   DeepSeek-R1 (decode DP attention + EP over 2-4 nodes, prefill at one node).
