@@ -37,7 +37,7 @@ per SM (scale loads, dequantisation, gathers, tile tails): that work runs at the
 H20, so the kernel reaches ``throttle`` times the share of the H20's lower peak, up to the share the
 profile's dense GEMMs reach when tensor-bound (``gemm_efficiency``):
 
-    e_gpu = min(e_cap, e_ref * throttle),   throttle = (peak_ref / SMs_ref) / (peak_gpu / SMs_gpu)
+    e_gpu = min(max(e_cap, e_ref), e_ref * throttle),   throttle = (peak_ref / SMs_ref) / (peak_gpu / SMs_gpu)
 
 (``tensor_throttle_efficiency``).  Engine profiles apply it per GPU in ``[gpu_options.H20]``, each value
 with this derivation as its source; it is not applied to other architectures (an A100 SM is an Ampere
@@ -103,14 +103,15 @@ def tensor_throttle(gpu: GpuProfile, reference: GpuProfile, fp8: bool = False) -
 
 
 def tensor_throttle_efficiency(reference_efficiency: float, throttle: float, cap: float) -> float:
-    """``min(cap, reference_efficiency * throttle)`` (module docstring, 'Throttled tensor cores'): the share of
-    a throttled GPU's tensor peak that a kernel reaching ``reference_efficiency`` of the reference's reaches."""
+    """``min(max(cap, reference_efficiency), reference_efficiency * throttle)`` (module docstring, 'Throttled tensor
+    cores'): the share of a throttled GPU's tensor peak that a kernel reaching ``reference_efficiency`` of the
+    reference's reaches (never below the reference share: a kernel shown to reach it keeps it)."""
     for name, v in (("reference_efficiency", reference_efficiency), ("cap", cap)):
         if not (math.isfinite(v) and 0.0 < v <= 1.0):
             raise ConfigError(f"{name}={v!r} must be a share of the tensor peak in (0, 1]")
     if not (math.isfinite(throttle) and throttle >= 1.0):
         raise ConfigError(f"throttle={throttle!r} must be >= 1 (the GPU's tensor rate per SM over the reference's)")
-    return min(cap, reference_efficiency * throttle)
+    return min(max(cap, reference_efficiency), reference_efficiency * throttle)
 
 
 @dataclass(frozen=True)
