@@ -91,7 +91,7 @@ prompts, metric and unit.
   A100/H100 (TP1/TP2); `vllm bench serve` random 32000/100, 4000/200, 2000/100, 128/4 with every request sent at
   once (rate inf, no concurrency cap).  The client ran without `--ignore-eos`: where fewer tokens were generated
   than asked, the row's output length is the published mean (stated in its source).
-- held out: vllm-project/recipes: Kimi-K2-Thinking (INT4) on 8 H200 TP8, DeepSeek-V3.2 on 8 H20 TP8 (vLLM).
+- held out: vllm-project/recipes: Kimi-K2-Thinking (INT4) on 8 H200 TP8, DeepSeek-V3.2 on 8 H20 (141 GB) TP8 (vLLM).
 - held out: sgl-project/sglang benchmark/attention_backend/NVIDIA_H200.md: DeepSeek-V3 TP8 and Llama-3.1-8B TP1
   on H200, Poisson 16 req/s, output throughput (fa3 and flashinfer backends).
 - held out: blogs.oracle.com (OCI): vLLM `benchmark_latency` of Llama-3.1-405B FP8 on 8 MI300X, batch 1-256,
@@ -240,12 +240,8 @@ reported in the tables above and in the issue-26 notes):
   DeepSeek-V3.2, released 2025-12-01, from the recipe's nightly wheel index, so it postdates the 0.12.0 default).
   Not modelled: SGLang's Blackwell default (fleetplan's `auto` is BF16 for every engine and GPU; a V3.2 plan on B200
   under SGLang should be
-  given `--kv-cache-dtype fp8`).  The recipe's H20 run is no capacity check: its "Peak concurrent requests: 100" is
-  counted by the client (`vllm/benchmarks/serve.py`: every request from its send to its last token, queued ones
-  included), while its peak output rate (1,300 tok/s at a 77 ms median ITL, about 100 sequences decoding at once, over
-  200K tokens of context) does not fit a 96 GB H20 with 79.8 GiB of FP8 weights per GPU in either layout (fleetplan:
-  54,096 KV tokens in BF16, 88,144 in the packed FP8), so the run's GPU memory is in doubt (H20 also ships with
-  141 GB); its rows stay held out and KV-saturated.
+  given `--kv-cache-dtype fp8`).  The recipe's H20 run is read on the 141 GB H20
+  (`H20-3e`, session 11, below).
 - MXFP4 experts run at their own fused-MoE efficiency, `moe_mxfp4_gemm_efficiency`, because the kernel depends on
   the GPU and the vLLM build (`get_mxfp4_backend`, `model_executor/layers/quantization/mxfp4.py` of vLLM 0.10.2,
   0.11.0 and 0.13.0): below SM90 always Marlin (W4A16, as INT4); on Hopper the OpenAI Triton `matmul_ogs` kernels when
@@ -262,6 +258,42 @@ reported in the tables above and in the issue-26 notes):
   "H100" pages -43..-49 % -> -9..-17 %, on the A100 +9..+15 % -> -14..-19 %; gpt-oss-20b abs 48.0 -> 35.5 % (22 -> 40
   rows within 35 %), gpt-oss-120b 117 -> 94 %; all held-out +13.5 % / 50.8 % / 207 -> +9.7 % / 44.3 % / 238.  No value
   was fitted on a held-out row.
+DeepSeek-V3.2 (session 11, issue 26; 36 held-out rows: +45.5 % / 74.6 % signed / absolute before), three groups:
+- vllm-project/recipes' H20 run (4 rows, TTFT +972 %): a row read wrongly.  The page says "8xH20" and the same
+  repository's DeepSeek-V3.2-Exp and V3.1 recipes serve on "8xH200 (or H20) GPUs (141GB x 8)"; the run's own totals
+  need the 141 GB part: 791.73 tok/s x 99.71 ms mean TPOT = 79 sequences decoding on average (Little's law; 1,300
+  tok/s peak at a 76.9 ms median ITL, about 100), 200-300K tokens of KV cache, where a 96 GB H20 keeps 54,096 beside
+  V3.2's 79.8 GiB of FP8 weights per GPU.  The rows now name `H20-3e` (gpu_profiles/h20-3e.toml: the H20's compute
+  and bandwidth, 141 GB; the bandwidth of the HBM3e part is unpublished, so the 96 GB part's 4.0 TB/s is a lower
+  bound) and cite the launch at the commit that published the run (`VLLM_MOE_USE_DEEP_GEMM=0`, dropped the next
+  day).  That left the step 2.5x slow (TPOT +127 %): a missing mechanism, the H20's throttled tensor cores
+  (`fleetplan.perf.roofline.tensor_throttle_efficiency`).  Its tensor rate per SM is 3.95x below the H100's (148 /
+  296 TFLOPS on 78 SMs against 989.5 / 1,979 on 132) while the rest of the SM is not, so an efficiency read back
+  on H100/H200 kernels (e.g. block-FP8 fused MoE 0.23, limited by its scale loads and gathers, not by the tensor
+  cores) is 3.95x that share of the H20's peak, capped at the dense GEMMs' tensor-bound 0.66: vLLM
+  `[gpu_options.H20]` / `[gpu_options.H20-3e]`, derived, not fitted.  The 64-row block-FP8 MoE tile floor at
+  decode was the term it moved (147.7 -> 51.8 ms of a 100 x 2,600 decode step).  Checked and left: vLLM's tuned
+  H20-3e fused-MoE config for this shape now picks 16-row tiles below 1,024 tokens, but that is the 2026 retune
+  (vllm-project/vllm PR #54668); the 96 GB H20's file keeps 64.  H20 rows: +233 % / 272 % -> +11.4 % / 18.7 %.
+- GPUStack vLLM 0.13 128/4, 1,000 prompts at once (TPOT -91.5 %, median ITL -90.2 %): a missing mechanism, not fixed.
+  The simulator's API server (12.6 ms a request, `fleetplan.perf.api_server`, a ShareGPT request's ~200 streamed
+  outputs folded in) spaces the arrivals 12.6 ms apart, so the engine runs small steps (66 ms).  The run was
+  engine-bound: its gaps are steps carrying 8,192-token prefill chunks of the burst (its 2,000/100 run prefills
+  1,000,000 tokens in 96 s, about 10,400 a second, so 128,000 prompt tokens take about 12 s, the 13.1 s duration, and
+  a step about 0.8 s: the 782 ms TPOT and 665 ms median).  Every vLLM 128/4 row of every family misses the same way
+  (TPOT -72 to -93 %: DeepSeek-V3, GLM-4.6, gpt-oss); gpt-oss-120b on 2 H100 delivers 957 tok/s, 4.2 ms a request, so
+  a 4-output request costs the API server far less than 12.6 ms.  Fixing it needs the API time split into a
+  per-request and a per-streamed-chunk part from a source that is not a held-out row (candidate: vllm-project/vllm PR
+  #27869's `--stream-interval` runs); left open.  Client reading checked: `--backend openai-chat` streams a role chunk
+  first (vLLM's chat server sends it with the first token), so each request has one ~0 gap: mean ITL / mean TPOT is
+  586.79 / 781.80 = 0.7506 = 3/4 in this run (4 gaps, 3 decode steps), and the published median ITL is the 1/3
+  quantile of the decode gaps.  TTFT is the first token's time either way, TPOT unaffected; not modelled (`bench
+  serve` has no client backend column), and it does not explain a 10x miss.
+- Row 553 (2,000/100 median ITL, +732 %): noise of the statistic, no mechanism.  The gaps are bimodal (pure decode
+  steps, the 68.6 ms median, and prefill-carrying ones, 661.9 ms P99); the run's mean ITL 353.3 ms puts about 48 %
+  of them on prefill-carrying steps, the simulator 52 % (N held: its 608,672 KV tokens hold 289 requests, the run's
+  4,085 tok/s peak at 68.6 ms steps about 280), so its median falls on the other mode (570 ms).  The same run's mean
+  TPOT is -7.5 %, its 4,000/200 median +0.2 %, its 32,000/100 median -16 %.  The row carries the reason.
 Session 10 (the items above from DeepSeek Sparse Attention on, and the MXFP4 weights and window allocation of
 gpt-oss's KV budget in the reading of the errors), held out, all 351 rows: +9.4 % / 56.7 % / 161 -> -1.4 % /
 34.2 % / 244 (KV budget alone -5.3 % / 42.7 % / 169; step mechanisms alone +9.7 % / 44.3 % / 238).

@@ -149,11 +149,12 @@ DEFAULT_COMM_WORKSPACE_BYTES = int(0.5 * BYTES_PER_GIB)
 ACTIVATION_BYTES = 2  # bf16 activations whatever the weight dtype
 LOGIT_BYTES = 4  # fp32 logits
 #: CUDA compute capability x 10 of the catalog's NVIDIA GPUs (NVIDIA, "CUDA GPUs - Compute Capability",
-#: developer.nvidia.com/cuda-gpus: A100 8.0, A10G 8.6, L4 / L40S 8.9, H100 / H200 / H20 / H800 9.0, B200 10.0);
+#: developer.nvidia.com/cuda-gpus: A100 8.0, A10G 8.6, L4 / L40S 8.9, H100 / H200 / H20 / H800 9.0, B200 10.0;
+#: H20-3e is the H20 with 141 GB);
 #: ``None`` marks a ROCm GPU (MI300X, gfx942).  Read only to pick vLLM's MXFP4 MoE backend.
 CUDA_CAPABILITY: dict[str, int | None] = {
     "A100-40GB": 80, "A100-80GB": 80, "A10G": 86, "L4": 89, "L40S": 89, "H100-PCIe": 90, "H100-SXM": 90,
-    "H20": 90, "H200": 90, "H800": 90, "B200": 100, "MI300X": None,
+    "H20": 90, "H20-3e": 90, "H200": 90, "H800": 90, "B200": 100, "MI300X": None,
 }
 MXFP4_BLOCK = 32  # elements per E8M0 scale (OCP MX v1.0)
 

@@ -27,6 +27,21 @@ FLOP/s peak: ``fp8_tflops`` when weights are FP8 and the GPU has FP8 tensor core
 else ``bf16_tflops`` (BF16, or weight-only FP8/INT4 dequantised to BF16 as Marlin kernels
 do on Ampere).  Bandwidth: ``hbm_tb_per_s``.  Efficiency defaults are estimates stated in
 ``overheads.PredictorOptions``; calibration (``calibrate``) replaces them with fitted scales.
+
+Throttled tensor cores (``tensor_throttle_efficiency``).  The H20 is the Hopper die with its tensor
+throughput cut per SM: 148 BF16 / 296 FP8 TFLOPS dense on 78 SMs, 1.90 / 3.79 TFLOPS per SM, against the
+H100 SXM's 989.5 / 1,979 on 132 SMs, 7.50 / 14.99 per SM (3.95x lower), with the H100's clock domain,
+memory system and 4.0 TB/s (gpu_profiles/h20.toml, ``SM_COUNTS``).  An efficiency read back on the
+H100 / H200 (a share of their tensor peak) is the share a kernel reached while limited by its other work
+per SM (scale loads, dequantisation, gathers, tile tails): that work runs at the H100's rate per SM on the
+H20, so the kernel reaches ``throttle`` times the share of the H20's lower peak, up to the share the
+profile's dense GEMMs reach when tensor-bound (``gemm_efficiency``):
+
+    e_gpu = min(max(e_cap, e_ref), e_ref * throttle),   throttle = (peak_ref / SMs_ref) / (peak_gpu / SMs_gpu)
+
+(``tensor_throttle_efficiency``).  Engine profiles apply it per GPU in ``[gpu_options.H20]``, each value
+with this derivation as its source; it is not applied to other architectures (an A100 SM is an Ampere
+SM, not a throttled Hopper one).
 """
 
 from __future__ import annotations
@@ -39,7 +54,8 @@ from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuProfile
 from fleetplan.models import Dtype
 
-__all__ = ["SM_COUNTS", "TILE_M_TOKENS", "TILE_N", "ACTIVATION_BYTES", "DeviceRates", "device_rates",
+__all__ = ["SM_COUNTS", "tensor_throttle", "tensor_throttle_efficiency",
+           "TILE_M_TOKENS", "TILE_N", "ACTIVATION_BYTES", "DeviceRates", "device_rates",
            "sm_count", "wave_factor", "padded_tokens", "gemm_peak_flop_per_s", "w8a8"]
 
 TILE_M_TOKENS = 128  # tokens per output tile row block (NVIDIA DL performance guide, tile quantization)
@@ -55,6 +71,7 @@ SM_COUNTS = MappingProxyType({
     "H100-PCIe": (114, "NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022): H100 PCIe 114 SMs"),
     "H100-SXM": (132, "NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022): H100 SXM5 132 SMs"),
     "H20": (78, "public H20 specification listings (GH100 cut down): 78 SMs"),
+    "H20-3e": (78, "the H20's die with 141 GB of memory (gpu_profiles/h20-3e.toml): 78 SMs as the H20"),
     "H200": (132, "NVIDIA H200 datasheet (2024): same GH100 die as H100 SXM5, 132 SMs"),
     "H800": (132, "NVIDIA H800 SXM5 product brief (2023): GH100 with 132 SMs (NVLink reduced only)"),
     "L4": (58, "NVIDIA Ada GPU architecture whitepaper (2023): L4 (AD104) 58 SMs"),
@@ -72,6 +89,29 @@ def sm_count(gpu: GpuProfile) -> int:
             f"GPU {gpu.name!r} has no SM count for wave quantisation; valid GPUs are "
             f"{', '.join(sorted(SM_COUNTS))}, or turn wave quantisation off (PredictorOptions(wave_quantisation=False))"
         ) from None
+
+
+def tensor_throttle(gpu: GpuProfile, reference: GpuProfile, fp8: bool = False) -> float:
+    """``(peak_ref / SMs_ref) / (peak_gpu / SMs_gpu)``: how much lower ``gpu``'s tensor rate per SM is than
+    ``reference``'s (module docstring, 'Throttled tensor cores'); FP8 peaks with ``fp8``, else BF16."""
+    def per_sm(g: GpuProfile) -> float:
+        peak = g.fp8_tflops if fp8 else g.bf16_tflops
+        if peak is None:
+            raise ConfigError(f"GPU {g.name!r} has no {'FP8' if fp8 else 'BF16'} tensor peak in the catalog")
+        return peak / sm_count(g)
+    return per_sm(reference) / per_sm(gpu)
+
+
+def tensor_throttle_efficiency(reference_efficiency: float, throttle: float, cap: float) -> float:
+    """``min(max(cap, reference_efficiency), reference_efficiency * throttle)`` (module docstring, 'Throttled tensor
+    cores'): the share of a throttled GPU's tensor peak that a kernel reaching ``reference_efficiency`` of the
+    reference's reaches (never below the reference share: a kernel shown to reach it keeps it)."""
+    for name, v in (("reference_efficiency", reference_efficiency), ("cap", cap)):
+        if not (math.isfinite(v) and 0.0 < v <= 1.0):
+            raise ConfigError(f"{name}={v!r} must be a share of the tensor peak in (0, 1]")
+    if not (math.isfinite(throttle) and throttle >= 1.0):
+        raise ConfigError(f"throttle={throttle!r} must be >= 1 (the GPU's tensor rate per SM over the reference's)")
+    return min(max(cap, reference_efficiency), reference_efficiency * throttle)
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: Issue-26 coverage, pinned: rows per engine and per GPU, and the model names (MoE and dense).
 HELD_OUT_ROWS = 567
 HELD_OUT_ENGINES = {"sglang": 275, "vllm": 292}
-HELD_OUT_GPUS = {"A100-80GB": 136, "H100-SXM": 124, "H200": 111, "B200": 99, "MI300X": 93, "H20": 4}
+HELD_OUT_GPUS = {"A100-80GB": 136, "H100-SXM": 124, "H200": 111, "B200": 99, "MI300X": 93, "H20-3e": 4}
 MOE_MODELS = {"deepseek-v3", "deepseek-v3.2", "qwen3-235b-a22b", "qwen3-235b-a22b-fp8", "qwen3-coder-480b-a35b",
               "minimax-m2.5", "glm-4.6", "gpt-oss-120b", "gpt-oss-20b", "llama-4-scout", "llama-4-maverick", "kimi-k2"}
 #: The split by source: the fitted source and its rows; every other issue-26 source is held out.

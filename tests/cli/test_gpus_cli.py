@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from fleetplan.cli.gpus_cmd import gpus
 
-NAMES = ["A100-40GB", "A100-80GB", "A10G", "B200", "H100-PCIe", "H100-SXM", "H20", "H200", "H800", "L4",
+NAMES = ["A100-40GB", "A100-80GB", "A10G", "B200", "H100-PCIe", "H100-SXM", "H20", "H20-3e", "H200", "H800", "L4",
          "L40S", "MI300X"]
 WIDE = {"COLUMNS": "250"}  # rich wraps to the terminal width; keep rows on one line
 

@@ -14,8 +14,8 @@ from fleetplan.hardware import catalog as catalog_module
 from fleetplan.hardware import load_catalog, power_w
 from fleetplan.paths import gpu_profiles_dir
 
-NAMES = {"A10G", "L4", "L40S", "A100-40GB", "A100-80GB", "H100-SXM", "H100-PCIe", "H200", "H20", "H800",
-         "B200", "MI300X"}
+NAMES = {"A10G", "L4", "L40S", "A100-40GB", "A100-80GB", "H100-SXM", "H100-PCIe", "H200", "H20", "H20-3e",
+         "H800", "B200", "MI300X"}
 
 
 def write(tmp_path: Path, text: str, name: str = "user.toml") -> Path:
@@ -24,9 +24,9 @@ def write(tmp_path: Path, text: str, name: str = "user.toml") -> Path:
     return path
 
 
-def test_bundled_catalog_has_the_twelve_gpus() -> None:
+def test_bundled_catalog_has_the_thirteen_gpus() -> None:
     catalog = load_catalog()
-    assert set(catalog.names()) == NAMES and len(catalog) == 12
+    assert set(catalog.names()) == NAMES and len(catalog) == 13
     assert [p.name for p in catalog] == list(catalog.names())
 
 
@@ -136,7 +136,7 @@ mttr_days = 1.0
 def test_user_toml_adds_a_gpu(tmp_path: Path) -> None:
     catalog = load_catalog(write(tmp_path, NEW_GPU))
     accel = catalog.get("myaccel-96")
-    assert accel.name == "MyAccel" and len(catalog) == 13
+    assert accel.name == "MyAccel" and len(catalog) == len(NAMES) + 1
     assert accel.fp8_tflops is None and accel.availability == pytest.approx(1 / 1.01)
     assert accel.sources["bf16_tflops"].startswith("user override in")
 
