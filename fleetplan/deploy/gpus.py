@@ -47,6 +47,7 @@ GPU_NODES: dict[str, GpuNode] = {
     "H200": GpuNode(_NV, _NV_LABEL, "NVIDIA-H200", 8),
     "H800": GpuNode(_NV, _NV_LABEL, "NVIDIA-H800", 8),
     "H20": GpuNode(_NV, _NV_LABEL, "NVIDIA-H20", 8),
+    "H20-3e": GpuNode(_NV, _NV_LABEL, "NVIDIA-H20-3e", 8),  # NVML name "NVIDIA H20-3e" (gpu_profiles/h20-3e.toml)
     "B200": GpuNode(_NV, _NV_LABEL, "NVIDIA-B200", 8),
     "L4": GpuNode(_NV, _NV_LABEL, "NVIDIA-L4", 8),
     "L40S": GpuNode(_NV, _NV_LABEL, "NVIDIA-L40S", 8),

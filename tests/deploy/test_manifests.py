@@ -125,3 +125,15 @@ def test_amd_gpus_request_their_own_resource():
     node = gpu_node("mi300x")
     assert (node.resource, node.label_key) == ("amd.com/gpu", "amd.com/gpu.product-name")
     assert gpu_node("H100-SXM").label_value == "NVIDIA-H100-80GB-HBM3"
+
+
+def test_every_catalog_gpu_has_a_kubernetes_view():
+    """``fleetplan deploy`` can place a pool of any bundled GPU type (a new catalog GPU needs its node entry),
+    and each view's GPUs per node is the catalog's."""
+    from fleetplan.hardware import load_catalog
+
+    catalog = load_catalog()
+    for name in catalog.names():
+        node = gpu_node(name)
+        assert node.gpus_per_node == catalog.get(name).gpus_per_node, name
+    assert gpu_node("h20-3e").label_value == "NVIDIA-H20-3e"
