@@ -104,6 +104,9 @@ __all__ = ["EngineLimits", "EngineModel", "EngineProfile", "EngineState", "Engin
 N_BATCH_GRID = 48
 #: Points of the uniform step-boundary wait R.
 N_RESIDUAL_POINTS = 3
+#: Their positions in the step, (m + 1/2) / N_RESIDUAL_POINTS (read-only).
+_RESIDUAL_U = (np.arange(N_RESIDUAL_POINTS) + 0.5) / N_RESIDUAL_POINTS
+_RESIDUAL_U.flags.writeable = False
 #: Quantile points of the output-length distribution the TPOT mixture is evaluated on.
 N_TPOT_BINS = 16
 #: Prompt bins of the TTFT distribution (tail-refined; see ``EngineProfile._bin_prompts``).
@@ -371,6 +374,14 @@ class RequestPoints:
             self.bin_weight = np.add.reduceat(self.weight, starts)
 
     @functools.cached_property
+    def queue_weight(self) -> np.ndarray:
+        """The prompt bins' weights, each spread over the ``N_RESIDUAL_POINTS`` points of the step a queued
+        prompt ends in (``EngineProfile.ttft_survival``)."""
+        out = np.repeat(self.bin_weight / N_RESIDUAL_POINTS, N_RESIDUAL_POINTS)
+        out.flags.writeable = False
+        return out
+
+    @functools.cached_property
     def tpot_bins(self) -> tuple[np.ndarray, np.ndarray]:
         """(d, weight) of up to ``N_TPOT_BINS`` equal-weight bins of the decode steps of requests with
         d >= 1 (d of a bin: 1 / E[1/d], which keeps the mean of 1/d that TPOT spreads with)."""
@@ -464,10 +475,11 @@ class EngineProfile:
         base = t_d[:, None]
         full_step = e.step_s(n + 1.0, n, chunk, ctx, 0.0)  # a full budget of prefill (B - n tokens) at batch n
         d_full = full_step - base
-        d_rem = np.where(rem > 0, e.step_s(n + 1.0, n, rem, ctx, 0.0) - base, 0.0)
+        partial = rem > 0
+        d_rem = np.where(partial, e.step_s(n + 1.0, n, rem, ctx, 0.0) - base, 0.0)
         attn = e.step_s(n + 1.0, n, 0.0, ctx, self.points.prompt_sq) - e.step_s(n + 1.0, n, 0.0, ctx, 0.0)
         sum_delta = full * d_full + d_rem + attn  # ΣΔ_j(n)
-        k = full + (rem > 0)
+        k = full + partial
         self.t_d = t_d
         self.prefill_s = k * base + sum_delta  # T_pf,j(n), shape (grid, J)
         self.work_table = sum_delta  # ΣΔ_j(n): the decode time a prompt's prefill displaces
@@ -804,7 +816,7 @@ class EngineProfile:
             return np.ones(x.shape)
         api_s = self.tokenize_binned  # (B,)
         api_mass, k_api = self.api_wait_tail(st, i)
-        u = (np.arange(N_RESIDUAL_POINTS) + 0.5) / N_RESIDUAL_POINTS
+        u = _RESIDUAL_U
         offsets = np.concatenate([[0.0], u * st.t_d[i]])
         probs = np.concatenate([[st.idle[i]], np.full(N_RESIDUAL_POINTS, (1.0 - st.idle[i]) / N_RESIDUAL_POINTS)])
         zw = _HERMITE[1]
@@ -823,7 +835,7 @@ class EngineProfile:
         # step the prompt ends in (U t_full, U uniform on N_RESIDUAL_POINTS points).
         t_queue = (st.prefill_levels[i][:, 1, :, None] + api_s[None, :, None]
                    + u[None, None, :] * st.t_full_levels[i][:, None, None]).reshape(mass.size, -1)
-        w_queue = np.repeat(self.bin_weight / N_RESIDUAL_POINTS, N_RESIDUAL_POINTS)
+        w_queue = self.points.queue_weight
         if api_mass > 0.0:  # level by level: each level's k picks one form of the two waits' sum
             queued = np.empty((x.size, mass.size))
             finite = bool(np.all(np.isfinite(decay)))
@@ -1102,10 +1114,13 @@ def size_engine_pool(
     return replace(sized, binding=binding), st
 
 
+_STATE_FIELDS = dataclasses.fields(EngineState)
+
+
 def _state_row(st: EngineState, i: int) -> EngineState:
     """Count i of ``st`` as a state of one count (every per-count array sliced to row i)."""
     return EngineState(**{f.name: None if (v := getattr(st, f.name)) is None else v[i:i + 1]
-                          for f in dataclasses.fields(EngineState)})
+                          for f in _STATE_FIELDS})
 
 
 def _first_count(test, lo: int, hi: int) -> int | None:
