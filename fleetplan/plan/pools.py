@@ -321,9 +321,10 @@ def _engine_for(gpu: GpuProfile, max_context_tokens: int, settings: PlanSettings
     except (TypeError, ValueError):  # a step model that does not hash (or compare)
         return engine_of(*args)
     if engine is None:
+        engine = engine_of(*args)
         if len(_ENGINES) >= ENGINE_CACHE:
-            _ENGINES.clear()
-        engine = _ENGINES[key] = engine_of(*args)
+            _ENGINES.clear()  # one call: safe beside executors' threads
+        _ENGINES[key] = engine
     return engine
 
 

@@ -82,6 +82,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
@@ -403,6 +404,7 @@ class RequestPoints:
 #: Request point sets ``request_points`` keeps (a sweep meets each set on every GPU type in a row).
 REQUEST_POINTS_CACHE = 64
 _REQUEST_POINTS: dict[tuple, RequestPoints] = {}
+_REQUEST_POINTS_LOCK = threading.Lock()
 
 
 def request_points(prompt_tokens, output_tokens, weight) -> RequestPoints:
@@ -422,9 +424,10 @@ def request_points(prompt_tokens, output_tokens, weight) -> RequestPoints:
     if not (np.all(np.isfinite(w) & (w >= 0)) and w.sum() > 0):
         raise ConfigError("weights must be finite, >= 0 and have a positive sum")
     pts = RequestPoints(p, o, w)
-    if len(_REQUEST_POINTS) >= REQUEST_POINTS_CACHE:
-        del _REQUEST_POINTS[next(iter(_REQUEST_POINTS))]  # the oldest
-    _REQUEST_POINTS[key] = pts
+    with _REQUEST_POINTS_LOCK:  # executors' threads may size pools at once
+        while len(_REQUEST_POINTS) >= REQUEST_POINTS_CACHE:
+            del _REQUEST_POINTS[next(iter(_REQUEST_POINTS))]  # the oldest
+        _REQUEST_POINTS[key] = pts
     return pts
 
 

@@ -93,3 +93,15 @@ def test_the_cache_is_bounded() -> None:
     for seed in range(engine_mod.REQUEST_POINTS_CACHE + 5):
         request_points(*_points(seed, 4))
     assert len(engine_mod._REQUEST_POINTS) == engine_mod.REQUEST_POINTS_CACHE
+
+
+def test_threads_share_the_cache_safely() -> None:
+    """Executors' threads may size pools at once: building and evicting point sets from several threads
+    raises nothing and leaves the cache bounded."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    sets = [_points(seed, 6) for seed in range(3 * engine_mod.REQUEST_POINTS_CACHE)]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda s: request_points(*s), sets * 2))
+    assert all(isinstance(g, RequestPoints) for g in got)
+    assert len(engine_mod._REQUEST_POINTS) <= engine_mod.REQUEST_POINTS_CACHE
