@@ -303,6 +303,31 @@ def engine_of(gpu: GpuProfile, max_context_tokens: int, step_models: Mapping[str
     return with_speculation(engine, step)  # an "MTP on" candidate (plan.placement): verify + draft passes
 
 
+#: Engines ``_engine_for`` keeps (a sweep serves one GPU type at one context bound in many pools).
+ENGINE_CACHE = 256
+_ENGINES: dict[tuple, EngineModel] = {}
+
+
+def _engine_for(gpu: GpuProfile, max_context_tokens: int, settings: PlanSettings,
+                max_num_batched_tokens: int | None) -> EngineModel:
+    """``engine_of`` for a pool of ``settings``, built once per process for equal inputs (the engine
+    model is immutable; inputs that do not hash or compare are built afresh)."""
+    args = (gpu, int(max_context_tokens), dict(settings.step_models), settings.step_time_margin,
+            settings.max_num_seqs, max_num_batched_tokens)
+    key = (gpu, int(max_context_tokens), settings.step_models, settings.step_time_margin, settings.max_num_seqs,
+           max_num_batched_tokens)
+    try:
+        engine = _ENGINES.get(key)
+    except (TypeError, ValueError):  # a step model that does not hash (or compare)
+        return engine_of(*args)
+    if engine is None:
+        engine = engine_of(*args)
+        if len(_ENGINES) >= ENGINE_CACHE:
+            _ENGINES.clear()  # one call: safe beside executors' threads
+        _ENGINES[key] = engine
+    return engine
+
+
 def token_budget_choices(gpu: GpuProfile, settings: PlanSettings) -> tuple[int | None, ...]:
     """The batched-token budgets a pool of ``gpu`` may be sized with: the one given
     (``settings.max_num_batched_tokens``); else the simulator's default (None: the pool's slots plus its
@@ -323,8 +348,7 @@ def _size_engine(sub, rng_: PoolRange, gpu: GpuProfile, settings: PlanSettings, 
     fewest instances win, the first budget on a tie."""
     best = None
     for budget in token_budget_choices(gpu, settings):
-        engine = engine_of(gpu, rng_.hi_tokens, dict(settings.step_models), settings.step_time_margin,
-                           settings.max_num_seqs, budget)
+        engine = _engine_for(gpu, rng_.hi_tokens, settings, budget)
         if best is not None and engine.limits.max_num_batched_tokens <= best[1].engine.limits.max_num_batched_tokens:
             continue
         profile = EngineProfile(engine, np.maximum(sub.prompt_tokens, 1.0), np.maximum(sub.output_tokens, 1.0),

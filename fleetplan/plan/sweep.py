@@ -18,6 +18,7 @@ both cost and P99 TTFT.
 from __future__ import annotations
 
 import itertools
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -148,20 +149,31 @@ def fleet_latency_p_s(pools: Sequence[PoolPlan], percentile: float) -> tuple[flo
 
 
 #: Fewest fleets whose latency mixtures ``fleet_latencies_p_s`` computes in the compiled pass: below it
-#: one by one in Python (the same figures; about 90 µs a fleet against 3 µs compiled, but the compiled
-#: pass's first call in a process loads numba's machinery, about 0.25 s of CPU on two cores: the README
-#: command's 1,477 candidates one by one, the 70B command's 33,033 compiled).
+#: one by one in Python (the same figures; about 60-90 µs a fleet against 3 µs compiled, but the
+#: compiled pass's first call in a process loads numba's machinery, about 0.25 s of CPU on two cores:
+#: the 70B command's 33,033 candidates compiled) ...
 KERNEL_MIN_FLEETS = 4000
+#: ... unless a kernel is loaded in this process already (``fleetplan.jit.kernels_warm``; the command
+#: line loads the simulator's while the sweep's pools are sized): the mixture kernel then loads in
+#: about 13 ms, and from this many fleets on the compiled pass is the faster (the README command's
+#: 1,477 candidates: about 20 ms against 90 ms).
+KERNEL_WARM_MIN_FLEETS = 300
+
+
+def _kernels_warm() -> bool:
+    """``fleetplan.jit.kernels_warm``, without importing numba when nothing has (then nothing is warm)."""
+    jit = sys.modules.get("fleetplan.jit")
+    return jit is not None and jit.kernels_warm()
 
 
 def fleet_latencies_p_s(fleets: Sequence[Sequence[PoolPlan]], percentile: float) -> list[tuple[float, float]]:
     """``fleet_latency_p_s`` of each fleet, bit for bit: the engine model's mixtures, from
-    ``KERNEL_MIN_FLEETS`` fleets on, in two compiled passes over all fleets
-    (``queueing.engine.mixture_quantiles_s``; a sweep's fleets share a few hundred pool tables), the
-    others one by one."""
+    ``KERNEL_MIN_FLEETS`` fleets on (``KERNEL_WARM_MIN_FLEETS`` once a kernel is loaded), in two
+    compiled passes over all fleets (``queueing.engine.mixture_quantiles_s``; a sweep's fleets share
+    a few hundred pool tables), the others one by one."""
     lives = [[p for p in pools if p.traffic_share > 0] for pools in fleets]
     mixed = [i for i, live in enumerate(lives) if live and all(p.ttft_table is not None for p in live)]
-    if len(mixed) < KERNEL_MIN_FLEETS:  # numba's first kernel call in a process costs about 0.25 s
+    if len(mixed) < KERNEL_MIN_FLEETS and (len(mixed) < KERNEL_WARM_MIN_FLEETS or not _kernels_warm()):
         return [fleet_latency_p_s(pools, percentile) for pools in fleets]
     is_mixed = set(mixed)
     out = [(0.0, 0.0) if i in is_mixed else fleet_latency_p_s(pools, percentile) for i, pools in enumerate(fleets)]

@@ -82,6 +82,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
@@ -104,6 +105,9 @@ __all__ = ["EngineLimits", "EngineModel", "EngineProfile", "EngineState", "Engin
 N_BATCH_GRID = 48
 #: Points of the uniform step-boundary wait R.
 N_RESIDUAL_POINTS = 3
+#: Their positions in the step, (m + 1/2) / N_RESIDUAL_POINTS (read-only).
+_RESIDUAL_U = (np.arange(N_RESIDUAL_POINTS) + 0.5) / N_RESIDUAL_POINTS
+_RESIDUAL_U.flags.writeable = False
 #: Quantile points of the output-length distribution the TPOT mixture is evaluated on.
 N_TPOT_BINS = 16
 #: Prompt bins of the TTFT distribution (tail-refined; see ``EngineProfile._bin_prompts``).
@@ -325,48 +329,36 @@ def _log_factorials(c: int, n_points: int) -> np.ndarray:
     return out
 
 
-class EngineProfile:
-    """One pool's engine and request points, with every per-batch quantity tabulated once.
-
-    Parameters
-    ----------
-    engine : EngineModel
-    prompt_tokens, output_tokens, weight : arrays (J,)
-        The pool's request points (tokens; weights renormalised to 1).
+class RequestPoints:
+    """A pool's request points in prompt order with every quantity that depends on them alone (not on
+    the engine): the decode steps and contexts, the prompt bins of the TTFT distribution, the output
+    bins of the TPOT mixture.  A sweep sizes the same points on every GPU type and token budget, so
+    ``request_points`` builds each set once per process (``EngineProfile`` reads them; arrays read-only).
     """
 
-    def __init__(self, engine: EngineModel, prompt_tokens, output_tokens, weight) -> None:
-        p = np.asarray(prompt_tokens, dtype=np.float64)
-        o = np.asarray(output_tokens, dtype=np.float64)
-        w = np.asarray(weight, dtype=np.float64)
-        if p.ndim != 1 or p.shape != o.shape or p.shape != w.shape or p.size == 0:
-            raise ConfigError("prompt, output and weight arrays must be 1-D, non-empty and of equal length")
-        if not (np.all(np.isfinite(p) & np.isfinite(o)) and np.all(p >= 1) and np.all(o >= 1)):
-            raise ConfigError("every request point needs prompt >= 1 and output >= 1 tokens")
-        if not (np.all(np.isfinite(w) & (w >= 0)) and w.sum() > 0):
-            raise ConfigError("weights must be finite, >= 0 and have a positive sum")
+    def __init__(self, p: np.ndarray, o: np.ndarray, w: np.ndarray) -> None:
         order = np.argsort(p, kind="stable")  # prompt order: T_pf grows with the prompt (TTFT bins)
         p, o, w = np.round(p[order]), np.round(o[order]), w[order]
-        self.engine = engine
         self.prompt, self.output, self.weight = p, o, w / w.sum()
-        self.api = ApiServerLoad.of(engine.api, p, o, self.weight)
-        self.tokenize_s = engine.api.tokenize_s(p)  # (J,) before the engine sees the request
-        lim = engine.limits
         d = o - 1.0
         self.decode_steps = d
         ctx_sum = d * p + d * (d - 1.0) / 2.0
         self.mean_decode_steps = float(self.weight @ d)
         self.mean_ctx = float(self.weight @ ctx_sum) / self.mean_decode_steps if self.mean_decode_steps > 0 else 0.0
-        # Concurrency cap: max_num_seqs, and the KV cache at the time-averaged context of a request.
-        kv_ctx = (float(self.weight @ (ctx_sum + p)) / (self.mean_decode_steps + 1.0)) + lim.block_size_tokens / 2
-        n_kv = math.floor(lim.kv_blocks * lim.block_size_tokens / kv_ctx)
-        self.n_cap = float(max(1, min(lim.max_num_seqs, n_kv, lim.max_num_batched_tokens - 1)))
-        grid = np.unique(np.concatenate([[0.0], _geomspace(1.0, self.n_cap, N_BATCH_GRID)]))
-        self.grid = grid
-        self._bins: tuple[np.ndarray, np.ndarray] | None = None
+        # the time-averaged context of a request (KV cache), before the engine's half block
+        self.kv_ctx = float(self.weight @ (ctx_sum + p)) / (self.mean_decode_steps + 1.0)
         self._bin_prompts()
-        self.tokenize_binned = self._binned(self.tokenize_s)  # (B,)
-        self._tabulate()
+        self.cs2_decode = max(float(self.weight @ d**2) / max(self.mean_decode_steps, 1e-12) ** 2 - 1.0, 0.0)
+        self.mean_prompt = float(self.weight @ self.prompt)
+        # Second moment of a decoding sequence's context (time-weighted over decode steps).
+        pp = self.prompt
+        sq = d * pp**2 + pp * d * (d - 1.0) + (d - 1.0) * d * (2.0 * d - 1.0) / 6.0
+        self.ctx2 = float(self.weight @ sq) / self.mean_decode_steps if self.mean_decode_steps > 0 else 0.0
+        self.prompt_cs2 = float(self.weight @ (self.prompt - self.mean_prompt) ** 2) / self.mean_prompt**2
+        self.prompt_sq = (self.prompt * self.prompt)[None, :]  # p², a prompt's attention work (``_tabulate``)
+        for a in (self.prompt, self.output, self.weight, self.decode_steps, self.bin_starts, self.bin_weight,
+                  self.prompt_sq):
+            a.flags.writeable = False
 
     def _bin_prompts(self) -> None:
         """Prompt bins for the TTFT distribution: T_pf grows with the prompt, so contiguous bins of
@@ -375,12 +367,101 @@ class EngineProfile:
         tail_prob = 1.0 - np.cumsum(self.weight)
         cuts = np.searchsorted(-tail_prob, -_TAIL_EDGES, side="left") + 1
         starts = np.unique(np.concatenate([[0], cuts[cuts < self.prompt.size]]))
-        self._bin_starts = starts
+        self.bin_starts = starts
         self.bin_weight = np.add.reduceat(self.weight, starts)
         keep = self.bin_weight > 0
         if not keep.all():  # zero-weight bins carry nothing; merge them away
-            self._bin_starts = starts = starts[keep]
+            self.bin_starts = starts = starts[keep]
             self.bin_weight = np.add.reduceat(self.weight, starts)
+
+    @functools.cached_property
+    def queue_weight(self) -> np.ndarray:
+        """The prompt bins' weights, each spread over the ``N_RESIDUAL_POINTS`` points of the step a queued
+        prompt ends in (``EngineProfile.ttft_survival``)."""
+        out = np.repeat(self.bin_weight / N_RESIDUAL_POINTS, N_RESIDUAL_POINTS)
+        out.flags.writeable = False
+        return out
+
+    @functools.cached_property
+    def tpot_bins(self) -> tuple[np.ndarray, np.ndarray]:
+        """(d, weight) of up to ``N_TPOT_BINS`` equal-weight bins of the decode steps of requests with
+        d >= 1 (d of a bin: 1 / E[1/d], which keeps the mean of 1/d that TPOT spreads with)."""
+        d, w = self.decode_steps, self.weight
+        mask = d >= 1
+        d, w = d[mask], w[mask]
+        if d.size == 0:
+            return np.zeros(0), np.zeros(0)
+        order = np.argsort(d, kind="stable")
+        d, w = d[order], w[order] / w.sum()
+        cuts = np.searchsorted(np.cumsum(w), np.linspace(0, 1, N_TPOT_BINS + 1)[1:-1], side="right")
+        starts = np.unique(np.concatenate([[0], cuts[cuts < d.size]]))
+        bw = np.add.reduceat(w, starts)
+        inv = np.add.reduceat(w / d, starts)
+        keep = bw > 0
+        return bw[keep] / inv[keep], bw[keep] / bw[keep].sum()
+
+
+#: Request point sets ``request_points`` keeps (a sweep meets each set on every GPU type in a row).
+REQUEST_POINTS_CACHE = 64
+_REQUEST_POINTS: dict[tuple, RequestPoints] = {}
+_REQUEST_POINTS_LOCK = threading.Lock()
+
+
+def request_points(prompt_tokens, output_tokens, weight) -> RequestPoints:
+    """The validated ``RequestPoints`` of these arrays (tokens; weights renormalised to 1), built once
+    per process for equal arrays (the last ``REQUEST_POINTS_CACHE`` sets)."""
+    p = np.asarray(prompt_tokens, dtype=np.float64)
+    o = np.asarray(output_tokens, dtype=np.float64)
+    w = np.asarray(weight, dtype=np.float64)
+    if p.ndim != 1 or p.shape != o.shape or p.shape != w.shape or p.size == 0:
+        raise ConfigError("prompt, output and weight arrays must be 1-D, non-empty and of equal length")
+    key = (p.tobytes(), o.tobytes(), w.tobytes())
+    pts = _REQUEST_POINTS.get(key)
+    if pts is not None:
+        return pts
+    if not (np.all(np.isfinite(p) & np.isfinite(o)) and np.all(p >= 1) and np.all(o >= 1)):
+        raise ConfigError("every request point needs prompt >= 1 and output >= 1 tokens")
+    if not (np.all(np.isfinite(w) & (w >= 0)) and w.sum() > 0):
+        raise ConfigError("weights must be finite, >= 0 and have a positive sum")
+    pts = RequestPoints(p, o, w)
+    with _REQUEST_POINTS_LOCK:  # executors' threads may size pools at once
+        while len(_REQUEST_POINTS) >= REQUEST_POINTS_CACHE:
+            del _REQUEST_POINTS[next(iter(_REQUEST_POINTS))]  # the oldest
+        _REQUEST_POINTS[key] = pts
+    return pts
+
+
+class EngineProfile:
+    """One pool's engine and request points, with every per-batch quantity tabulated once.
+
+    Parameters
+    ----------
+    engine : EngineModel
+    prompt_tokens, output_tokens, weight : arrays (J,)
+        The pool's request points (tokens; weights renormalised to 1; ``request_points``).
+    """
+
+    def __init__(self, engine: EngineModel, prompt_tokens, output_tokens, weight) -> None:
+        pts = request_points(prompt_tokens, output_tokens, weight)
+        self.points = pts
+        p = pts.prompt
+        self.engine = engine
+        self.prompt, self.output, self.weight = pts.prompt, pts.output, pts.weight
+        self.api = ApiServerLoad.of(engine.api, p, pts.output, self.weight)
+        self.tokenize_s = engine.api.tokenize_s(p)  # (J,) before the engine sees the request
+        lim = engine.limits
+        self.decode_steps = pts.decode_steps
+        self.mean_decode_steps = pts.mean_decode_steps
+        self.mean_ctx = pts.mean_ctx
+        # Concurrency cap: max_num_seqs, and the KV cache at the time-averaged context of a request.
+        kv_ctx = pts.kv_ctx + lim.block_size_tokens / 2
+        n_kv = math.floor(lim.kv_blocks * lim.block_size_tokens / kv_ctx)
+        self.n_cap = float(max(1, min(lim.max_num_seqs, n_kv, lim.max_num_batched_tokens - 1)))
+        grid = np.unique(np.concatenate([[0.0], _geomspace(1.0, self.n_cap, N_BATCH_GRID)]))
+        self.grid = grid
+        self._bin_starts, self.bin_weight = pts.bin_starts, pts.bin_weight
+        self.tokenize_binned = self._binned(self.tokenize_s)  # (B,)
+        self._tabulate()
 
     def _binned(self, table: np.ndarray) -> np.ndarray:
         """Weighted mean of ``table``'s last axis within each prompt bin."""
@@ -397,27 +478,26 @@ class EngineProfile:
         base = t_d[:, None]
         full_step = e.step_s(n + 1.0, n, chunk, ctx, 0.0)  # a full budget of prefill (B - n tokens) at batch n
         d_full = full_step - base
-        d_rem = np.where(rem > 0, e.step_s(n + 1.0, n, rem, ctx, 0.0) - base, 0.0)
-        attn = e.step_s(n + 1.0, n, 0.0, ctx, p * p) - e.step_s(n + 1.0, n, 0.0, ctx, 0.0)
+        partial = rem > 0
+        d_rem = np.where(partial, e.step_s(n + 1.0, n, rem, ctx, 0.0) - base, 0.0)
+        attn = e.step_s(n + 1.0, n, 0.0, ctx, self.points.prompt_sq) - e.step_s(n + 1.0, n, 0.0, ctx, 0.0)
         sum_delta = full * d_full + d_rem + attn  # ΣΔ_j(n)
-        k = full + (rem > 0)
+        k = full + partial
         self.t_d = t_d
         self.prefill_s = k * base + sum_delta  # T_pf,j(n), shape (grid, J)
         self.work_table = sum_delta  # ΣΔ_j(n): the decode time a prompt's prefill displaces
-        d = self.decode_steps
-        self._cs2_decode = max(float(self.weight @ d**2) / max(self.mean_decode_steps, 1e-12) ** 2 - 1.0, 0.0)
+        pts = self.points
+        self._cs2_decode = pts.cs2_decode
         self.prefill_binned = self._binned(self.prefill_s)  # (grid, B)
         self.k_binned = self._binned(k)  # chunks per prompt bin, (grid, B)
-        self._mean_prompt = float(self.weight @ self.prompt)
-        # Second moment of a decoding sequence's context (time-weighted over decode steps) and the
+        self._mean_prompt = pts.mean_prompt
+        # Second moment of a decoding sequence's context (``RequestPoints.ctx2``) and the
         # step's cost per context token: the decode work Σ ctx of a batch fluctuates more than n.
-        d, pp = self.decode_steps, self.prompt
-        sq = d * pp**2 + pp * d * (d - 1.0) + (d - 1.0) * d * (2.0 * d - 1.0) / 6.0
-        self._ctx2 = float(self.weight @ sq) / self.mean_decode_steps if self.mean_decode_steps > 0 else 0.0
+        self._ctx2 = pts.ctx2
         mid = float(self.grid[self.grid.size // 2])
         self._s_per_ctx = float(e.step_s(mid, mid, 0.0, mid * self.mean_ctx + 1.0, 0.0)
                                 - e.step_s(mid, mid, 0.0, mid * self.mean_ctx, 0.0))
-        self._prompt_cs2 = float(self.weight @ (self.prompt - self._mean_prompt) ** 2) / self._mean_prompt**2
+        self._prompt_cs2 = pts.prompt_cs2
         self.k_chunks = k
         self.phi = sum_delta @ self.weight  # Φ(n)
         full_budget = chunk[:, 0]
@@ -739,7 +819,7 @@ class EngineProfile:
             return np.ones(x.shape)
         api_s = self.tokenize_binned  # (B,)
         api_mass, k_api = self.api_wait_tail(st, i)
-        u = (np.arange(N_RESIDUAL_POINTS) + 0.5) / N_RESIDUAL_POINTS
+        u = _RESIDUAL_U
         offsets = np.concatenate([[0.0], u * st.t_d[i]])
         probs = np.concatenate([[st.idle[i]], np.full(N_RESIDUAL_POINTS, (1.0 - st.idle[i]) / N_RESIDUAL_POINTS)])
         zw = _HERMITE[1]
@@ -758,7 +838,7 @@ class EngineProfile:
         # step the prompt ends in (U t_full, U uniform on N_RESIDUAL_POINTS points).
         t_queue = (st.prefill_levels[i][:, 1, :, None] + api_s[None, :, None]
                    + u[None, None, :] * st.t_full_levels[i][:, None, None]).reshape(mass.size, -1)
-        w_queue = np.repeat(self.bin_weight / N_RESIDUAL_POINTS, N_RESIDUAL_POINTS)
+        w_queue = self.points.queue_weight
         if api_mass > 0.0:  # level by level: each level's k picks one form of the two waits' sum
             queued = np.empty((x.size, mass.size))
             finite = bool(np.all(np.isfinite(decay)))
@@ -809,24 +889,8 @@ class EngineProfile:
         return float(self.engine.step_s(1.0, 1.0, 0.0, self.mean_ctx, 0.0))
 
     def _tpot_bins(self) -> tuple[np.ndarray, np.ndarray]:
-        """(d, weight) of up to ``N_TPOT_BINS`` equal-weight bins of the decode steps of requests with
-        d >= 1 (d of a bin: 1 / E[1/d], which keeps the mean of 1/d that TPOT spreads with)."""
-        if self._bins is None:
-            d, w = self.decode_steps, self.weight
-            mask = d >= 1
-            d, w = d[mask], w[mask]
-            if d.size == 0:
-                self._bins = (np.zeros(0), np.zeros(0))
-            else:
-                order = np.argsort(d, kind="stable")
-                d, w = d[order], w[order] / w.sum()
-                cuts = np.searchsorted(np.cumsum(w), np.linspace(0, 1, N_TPOT_BINS + 1)[1:-1], side="right")
-                starts = np.unique(np.concatenate([[0], cuts[cuts < d.size]]))
-                bw = np.add.reduceat(w, starts)
-                inv = np.add.reduceat(w / d, starts)
-                keep = bw > 0
-                self._bins = (bw[keep] / inv[keep], bw[keep] / bw[keep].sum())
-        return self._bins
+        """``RequestPoints.tpot_bins`` of the pool's points."""
+        return self.points.tpot_bins
 
     def _tpot_mixture(self, st: EngineState, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(weight, mean, sd) of the normal components of the TPOT mixture at count i (seconds).
@@ -1053,10 +1117,13 @@ def size_engine_pool(
     return replace(sized, binding=binding), st
 
 
+_STATE_FIELDS = dataclasses.fields(EngineState)
+
+
 def _state_row(st: EngineState, i: int) -> EngineState:
     """Count i of ``st`` as a state of one count (every per-count array sliced to row i)."""
     return EngineState(**{f.name: None if (v := getattr(st, f.name)) is None else v[i:i + 1]
-                          for f in dataclasses.fields(EngineState)})
+                          for f in _STATE_FIELDS})
 
 
 def _first_count(test, lo: int, hi: int) -> int | None:

@@ -27,11 +27,16 @@ def _same(a: float, b: float) -> bool:
     return a == b or (math.isnan(a) and math.isnan(b))
 
 
-@pytest.mark.parametrize("min_fleets", [0, 10**9])
-def test_bulk_latencies_are_the_one_by_one_figures(candidates, monkeypatch, min_fleets):
+@pytest.mark.parametrize(("min_fleets", "warm"), [(0, False), (10**9, False), (10**9, True)])
+def test_bulk_latencies_are_the_one_by_one_figures(candidates, monkeypatch, min_fleets, warm):
     monkeypatch.setattr(sweep_mod, "KERNEL_MIN_FLEETS", min_fleets)
+    monkeypatch.setattr(sweep_mod, "_kernels_warm", lambda: warm)
+    calls = []
+    bulk = sweep_mod.mixture_quantiles_s
+    monkeypatch.setattr(sweep_mod, "mixture_quantiles_s", lambda *a: calls.append(1) or bulk(*a))
     fleets = [c.pools for c in candidates]
     got = fleet_latencies_p_s(fleets, 99.0)
+    assert bool(calls) == (min_fleets == 0 or (warm and len(fleets) >= sweep_mod.KERNEL_WARM_MIN_FLEETS))
     assert len(got) == len(fleets) > 100
     for pools, (ttft, tpot), c in zip(fleets, got, candidates, strict=True):
         want = fleet_latency_p_s(pools, 99.0)
@@ -44,3 +49,16 @@ def test_the_sweep_ranks_as_its_rule_says(candidates):
             for c in candidates]
     assert keys == sorted(keys)
     assert [c.rank for c in candidates] == list(range(1, len(candidates) + 1))
+
+
+def test_kernels_are_warm_once_one_is_loaded(candidates):
+    """``fleetplan.jit.kernels_warm``: true once this process has loaded a kernel (here the mixture kernel
+    of the bulk test, or loaded now), never under NUMBA_DISABLE_JIT."""
+    from numba.core import config
+
+    from fleetplan import jit
+    from fleetplan.queueing.engine import mixture_quantiles_s
+
+    mixture_quantiles_s([([candidates[0].pools[0].ttft_table], [1.0])], 0.99)
+    assert jit.kernels_warm() is (not config.DISABLE_JIT)
+    assert sweep_mod._kernels_warm() is jit.kernels_warm()
