@@ -154,14 +154,17 @@ prefix caching (a preempted request's blocks stay cached) and the streamed-gap m
 simulator recomputed preempted prompts and mixed a prefill chunk into most steps (200-650 ms), which put median
 ITL at +122 % over 81 rows (now the metric line of the held-out table).  The rows that time the
 step model itself (KV cache not saturated, median ITL left out) are the figure for this model: see the regime
-table.  Among those, vLLM's 128/4 runs of 1,000 prompts are predicted at the API-server ceiling (about 311 tok/s,
-12.6 ms per request: `fleetplan.perf.api_server`, whose per-request time folds in the output stream of ~200
-ShareGPT tokens): measured 150-330 tok/s where the engine is the bottleneck (the large MoE models on A100 and
-H200, gpt-oss-120b on one A100: -6 to +71 %) but 446-990 tok/s for the others (Qwen3-235B on H100, gpt-oss-20b,
-gpt-oss-120b on H100: -30 to -68 %), so a request with 4 outputs costs the API server at most ~4 ms (gpt-oss-20b
-on H100: 1,000 requests in 4.7 s); the per-request time is
-not split into a fixed and a per-output-token part for want of a source for the split (held-out rows may not set
-it).  The dense Qwen3-32B on their A100 is within 10 % (2,000/100: TTFT +7 %, TPOT +10 %) while on their H100
+table.  Among those, vLLM's 128/4 runs of 1,000 prompts are predicted at the API-server ceiling (about 435 tok/s,
+9.1 ms per request: `fleetplan.perf.api_server`, 8.87 ms per request + 1.2 us per token + 18.3 us per streamed
+chunk, the split solved from vllm-project/vllm PR #17546's ShareGPT run and PR #27869's 1,024/1,024 run at stream
+interval 1, both capped by one API server process; before the split 12.6 ms, ~311 tok/s, with a ShareGPT
+request's ~200 streamed chunks folded in): measured 150-330 tok/s where the engine is the bottleneck (the large MoE
+models on A100 and H200, gpt-oss-120b on one A100: now +31 to +140 %, were -6 to +71 %) but 446-990 tok/s for the
+others (Qwen3-235B on H100, gpt-oss-20b, gpt-oss-120b on H100: now -3 to -56 %, were -30 to -68 %), so a request
+with 4 outputs costs the API server at most ~4 ms on those hosts (gpt-oss-20b on H100: 1,000 requests in 4.7 s),
+half the 8.87 ms per request the two non-held-out sources give (both are upper bounds on other hosts and vLLM
+versions; held-out rows may not set it).  The dense Qwen3-32B on their A100 is within 10 % (2,000/100: TTFT +7 %,
+TPOT +10 %) while on their H100
 page every metric is 1.5x slow in decode and 2x in prefill against an H100 SXM (its decode matches the H100 PCIe's
 bandwidth; the page says H100 SXM, so the row is read as the page states it, and the gap is left open).  gpt-oss-120b
 against gpt-oss-20b is the KV cache, not the architecture.  vLLM holds the MXFP4 experts padded as its MoE backend
@@ -275,20 +278,27 @@ DeepSeek-V3.2 (session 11, issue 26; 36 held-out rows: +45.5 % / 74.6 % signed /
   decode was the term it moved (147.7 -> 51.8 ms of a 100 x 2,600 decode step).  Checked and left: vLLM's tuned
   H20-3e fused-MoE config for this shape now picks 16-row tiles below 1,024 tokens, but that is the 2026 retune
   (vllm-project/vllm PR #54668); the 96 GB H20's file keeps 64.  H20 rows: +233 % / 272 % -> +11.4 % / 18.7 %.
-- GPUStack vLLM 0.13 128/4, 1,000 prompts at once (TPOT -91.5 %, median ITL -90.2 %): a missing mechanism, not fixed.
-  The simulator's API server (12.6 ms a request, `fleetplan.perf.api_server`, a ShareGPT request's ~200 streamed
-  outputs folded in) spaces the arrivals 12.6 ms apart, so the engine runs small steps (66 ms).  The run was
-  engine-bound: its gaps are steps carrying 8,192-token prefill chunks of the burst (its 2,000/100 run prefills
-  1,000,000 tokens in 96 s, about 10,400 a second, so 128,000 prompt tokens take about 12 s, the 13.1 s duration, and
-  a step about 0.8 s: the 782 ms TPOT and 665 ms median).  Every vLLM 128/4 row of every family misses the same way
-  (TPOT -72 to -93 %: DeepSeek-V3, GLM-4.6, gpt-oss); gpt-oss-120b on 2 H100 delivers 957 tok/s, 4.2 ms a request, so
-  a 4-output request costs the API server far less than 12.6 ms.  Fixing it needs the API time split into a
-  per-request and a per-streamed-chunk part from a source that is not a held-out row (candidate: vllm-project/vllm PR
-  #27869's `--stream-interval` runs); left open.  Client reading checked: `--backend openai-chat` streams a role chunk
-  first (vLLM's chat server sends it with the first token), so each request has one ~0 gap: mean ITL / mean TPOT is
-  586.79 / 781.80 = 0.7506 = 3/4 in this run (4 gaps, 3 decode steps), and the published median ITL is the 1/3
-  quantile of the decode gaps.  TTFT is the first token's time either way, TPOT unaffected; not modelled (`bench
-  serve` has no client backend column), and it does not explain a 10x miss.
+- GPUStack vLLM 0.13 128/4, 1,000 prompts at once (TPOT -91.5 %, median ITL -90.2 % before the API server split;
+  -70.0 % / -62.1 % after it): partly fixed. The simulator's API server (12.6 ms a request before the split, a
+  ShareGPT request's ~200 streamed outputs folded in; 9.1 ms after it) spaced the arrivals 12.6 ms apart, so the
+  engine ran small steps (66 ms). The run was engine-bound: its gaps are steps carrying 8,192-token prefill chunks of
+  the burst (its 2,000/100 run prefills 1,000,000 tokens in 96 s, about 10,400 a second, so 128,000 prompt tokens take
+  about 12 s, the 13.1 s duration, and a step about 0.8 s: the 782 ms TPOT and 665 ms median).  Every vLLM 128/4 row of
+  every family misses the same way (TPOT -72 to -93 %: DeepSeek-V3, GLM-4.6, gpt-oss); gpt-oss-120b on 2 H100 delivers
+  957 tok/s, 4.2 ms a request, so a 4-output request costs the API server far less than 12.6 ms.  The split
+  (`fleetplan.perf.api_server`: t = s_req + s_tok (p + o) + s_chunk ceil(o / stream interval)) is solved from two runs
+  one API server process capped, neither a held-out row: PR #17546's ShareGPT run (13.07 ms a request of 220.6 + 202
+  tokens) and vllm-project/vllm PR #27869's gpt-oss-20b B200 run at stream interval 1 (5,120 requests of 1,024 + 1,024
+  tokens in 153.85 s, 30.05 ms a request): 8.87 ms per request and 18.3 us per chunk.  The ShareGPT total is kept, a
+  4-output request drops to 9.1 ms (spacing 12.8 -> 9.1 ms), and these 68 rows move TPOT -62.9 -> -55.2 %, median ITL
+  -64.5 -> -56.0 %, TTFT +21.0 -> -9.2 %, output throughput -8.9 -> +13.2 % (mean signed; absolute 43.2 -> 47.6 % on
+  throughput, where the engine-bound runs now overshoot).  The rest of the miss needs a per-request time near the ~4 ms
+  these runs allow, which no non-held-out source gives (both sources are upper bounds, other hosts and vLLM versions);
+  left open.  Client reading checked: `--backend openai-chat` streams a role chunk first (vLLM's chat server sends it
+  with the first token), so each request has one ~0 gap: mean ITL / mean TPOT is 586.79 / 781.80 = 0.7506 = 3/4 in
+  this run (4 gaps, 3 decode steps), and the published median ITL is the 1/3 quantile of the decode gaps.  TTFT is the
+  first token's time either way, TPOT unaffected; not modelled (`bench serve` has no client backend column), and it
+  does not explain a 10x miss.
 - Row 553 (2,000/100 median ITL, +732 %): noise of the statistic, no mechanism.  The gaps are bimodal (pure decode
   steps, the 68.6 ms median, and prefill-carrying ones, 661.9 ms P99); the run's mean ITL 353.3 ms puts about 48 %
   of them on prefill-carrying steps, the simulator 52 % (N held: its 608,672 KV tokens hold 289 requests, the run's

@@ -278,11 +278,15 @@ def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: 
         console.print(f"sliding-window KV: {budget.window_tokens_per_seq} tokens of the KV blocks per running "
                       "request (vLLM's hybrid allocator, not reserved)")
     o = p.options
-    if o.api_server_s_per_request or o.api_server_s_per_token:
+    if o.api_server_s_per_request or o.api_server_s_per_token or o.api_server_s_per_output_chunk:
         ceiling = api_server_max_request_rate_per_s(o, KV_REPORT_CONTEXT_TOKENS, 0, api_server_count)
+        interval = o.api_server_stream_interval_tokens
+        per = "output token" if interval == 1 else f"{interval} output tokens, --stream-interval"
+        chunk = (f" + {s_to_ms(o.api_server_s_per_output_chunk) * 1e3:.3g} us per streamed chunk (one per {per})"
+                 if o.api_server_s_per_output_chunk else "")
         console.print(f"API server: {s_to_ms(o.api_server_s_per_request):.3g} ms per request + "
-                      f"{s_to_ms(o.api_server_s_per_token) * 1e3:.3g} us per token: at most {ceiling:,.0f} requests/s "
-                      f"of {KV_REPORT_CONTEXT_TOKENS} tokens with {api_server_count} API server "
+                      f"{s_to_ms(o.api_server_s_per_token) * 1e3:.3g} us per token{chunk}: at most {ceiling:,.0f} "
+                      f"requests/s of {KV_REPORT_CONTEXT_TOKENS} tokens with {api_server_count} API server "
                       f"process{'es' if api_server_count > 1 else ''} (--api-server-count)")
     held = batch.kv_blocks(budget.block_size_tokens)
     if held > budget.kv_blocks_per_replica:

@@ -1,16 +1,20 @@
-"""The engine's API server: host time per request and per token, a throughput ceiling.
+"""The engine's API server: host time per request, per token and per streamed chunk, a throughput ceiling.
 
 vLLM's V1 engine runs its OpenAI-compatible server in its own process(es), apart from the
 engine core that schedules steps: HTTP handling, input processing (tokenisation) and output
-streaming (detokenisation) happen there and communicate with the engine core over ZMQ
-(vllm-project/vllm ``docs/design/arch_overview.md``; one API server process by default, vLLM's
-``api_server_count`` engine argument for more, scaled to the data-parallel size with DP).  So this work
-is not on the step's critical path; it is a second server in front of the engine, busy per request
+streaming (detokenisation, one server-sent event per chunk) happen there and communicate with the
+engine core over ZMQ (vllm-project/vllm ``docs/design/arch_overview.md``; one API server process by
+default, vLLM's ``api_server_count`` engine argument for more, scaled to the data-parallel size with DP).
+So this work is not on the step's critical path; it is a second server in front of the engine, busy per
+request
 
-    t_api = s_per_request + s_per_token * (prompt_tokens + output_tokens)
+    t_api = s_per_request + s_per_token (prompt + output) + s_per_output_chunk ceil(output / interval)
 
-of which the prompt's tokenisation ``s_per_token * prompt_tokens`` comes before the engine sees the
-request (it adds to the TTFT).  With ``n_servers`` processes the instance cannot take requests faster than
+where ``s_per_request`` is HTTP handling and request setup, ``s_per_token`` the tokenise / detokenise
+work per token and ``s_per_output_chunk`` the output stream's per-chunk serialisation and IO (vLLM sends
+one chunk per ``interval`` = ``stream_interval`` output tokens, 1 by default; vllm-project/vllm PR #27869).
+Of it the prompt's tokenisation ``s_per_token * prompt_tokens`` comes before the engine sees the request
+(it adds to the TTFT).  With ``n_servers`` processes the instance cannot take requests faster than
 
     max_rate_per_s = n_servers / E[t_api]
 
@@ -21,15 +25,23 @@ and the tokenisation in the TTFT) and by the simulator's FCFS stage in front of 
 (``fleetplan.sim.api_server``: ``n`` servers per instance, each request holds one for ``t_api`` and
 reaches the engine after its wait and its tokenisation).
 
-``s_per_request`` and ``s_per_token`` are ``PredictorOptions.api_server_s_per_request`` and
-``api_server_s_per_token``, set per engine in ``engine_profiles/*.toml`` with their source; 0 (the
-default, and every engine but vLLM) means not modelled and the ceiling is infinite.  vLLM: 12.6 ms per
-request and 1.2 us per token -- one API server process saturated at 76.5 req/s of ShareGPT requests
-(220.6 prompt + ~202 output tokens) in vllm-project/vllm PR #17546's 'DP=2 before' run, and a
-HuggingFace fast tokenizer's 834,716 tokens/s on one core (marin-community/marin issue #2829).  The
-output stream's own per-token cost (incremental detokenisation, one SSE chunk per token) is not
-measured apart from the request's: it is folded into ``s_per_request`` at ShareGPT's ~200 output tokens,
-so requests with far longer outputs are charged less API time than they take.
+The costs are ``PredictorOptions.api_server_s_per_request``, ``api_server_s_per_token``,
+``api_server_s_per_output_chunk`` and ``api_server_stream_interval_tokens``, set per engine in
+``engine_profiles/*.toml`` with their source; 0 (the default, and every engine but vLLM) means not
+modelled and the ceiling is infinite.  vLLM: 1.2 us per token from a HuggingFace fast tokenizer's
+834,716 tokens/s on one core (marin-community/marin issue #2829), and two saturated single-process runs
+for the other two:
+
+    13.07 ms = s_req + 1.2 us (220.6 + 202) + 202 s_chunk     (PR #17546 'DP=2 before': ShareGPT,
+                                                              76.5 req/s through one API server)
+    30.05 ms = s_req + 1.2 us (1024 + 1024) + 1024 s_chunk    (PR #27869, stream interval 1: 1,024 / 1,024
+                                                              tokens, 5,120 requests in 153.85 s)
+
+give ``s_per_output_chunk`` = 18.3 us and ``s_per_request`` = 8.87 ms (both runs are upper bounds on the
+API server's time: anything else that capped them counts here; the two ran on different hosts and vLLM
+versions, A100 May 2025 and B200 October 2025).  Check: with interval 10 the same cost allows 76 req/s of
+PR #27869's mix, above the ~52 req/s its 57 % gain reached (vLLM blog, 2026-02-01), so there the engine
+binds, as the blog's "relieved output queue bottlenecks" says.
 """
 
 from __future__ import annotations
@@ -55,15 +67,18 @@ def _check_tokens(name: str, value) -> np.ndarray:
 
 @dataclass(frozen=True)
 class ApiServerCost:
-    """``t_api = s_per_request + s_per_token (prompt + output)`` on each of ``n_servers`` processes
-    per instance (vLLM's ``api_server_count``); module docstring."""
+    """``t_api = s_per_request + s_per_token (prompt + output) + s_per_output_chunk ceil(output /
+    stream_interval)`` on each of ``n_servers`` processes per instance (vLLM's ``api_server_count``);
+    module docstring."""
 
     s_per_request: float = 0.0
     s_per_token: float = 0.0
     n_servers: int = 1
+    s_per_output_chunk: float = 0.0
+    stream_interval: int = 1
 
     def __post_init__(self) -> None:
-        for name in ("s_per_request", "s_per_token"):
+        for name in ("s_per_request", "s_per_token", "s_per_output_chunk"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int | float) or not (math.isfinite(v) and v >= 0):
                 raise ConfigError(f"api_server_{name}={v!r} must be a finite number of seconds >= 0",
@@ -72,11 +87,18 @@ class ApiServerCost:
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ConfigError(f"n_api_servers={n!r} must be an integer >= 1 (vLLM's api_server_count)",
                               param="n_api_servers", value=n)
+        k = self.stream_interval
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ConfigError(f"api_server_stream_interval_tokens={k!r} must be an integer >= 1 (vLLM's "
+                              f"--stream-interval, 1 = a chunk per token)", param="api_server_stream_interval_tokens",
+                              value=k)
 
     @classmethod
     def of(cls, options: PredictorOptions, n_servers: int = 1) -> ApiServerCost:
-        """The cost an engine profile's options give (0, 0: not modelled)."""
-        return cls(options.api_server_s_per_request, options.api_server_s_per_token, n_servers)
+        """The cost an engine profile's options give (all 0: not modelled)."""
+        return cls(options.api_server_s_per_request, options.api_server_s_per_token, n_servers,
+                   s_per_output_chunk=options.api_server_s_per_output_chunk,
+                   stream_interval=options.api_server_stream_interval_tokens)
 
     @classmethod
     def of_step_model(cls, step_model, n_servers: int = 1) -> ApiServerCost:
@@ -87,12 +109,16 @@ class ApiServerCost:
 
     @property
     def modelled(self) -> bool:
-        return self.s_per_request > 0.0 or self.s_per_token > 0.0
+        return self.s_per_request > 0.0 or self.s_per_token > 0.0 or self.s_per_output_chunk > 0.0
+
+    def output_chunks(self, output_tokens) -> np.ndarray:
+        """Streamed chunks of each request, ``ceil(output / stream_interval)``."""
+        return np.ceil(_check_tokens("output_tokens", output_tokens) / self.stream_interval)
 
     def busy_s(self, prompt_tokens, output_tokens) -> np.ndarray:
         """``t_api`` of each request (seconds one process is busy with it)."""
         p, o = _check_tokens("prompt_tokens", prompt_tokens), _check_tokens("output_tokens", output_tokens)
-        return self.s_per_request + self.s_per_token * (p + o)
+        return self.s_per_request + self.s_per_token * (p + o) + self.s_per_output_chunk * self.output_chunks(o)
 
     def tokenize_s(self, prompt_tokens) -> np.ndarray:
         """The prompt's tokenisation ``s_per_token * prompt``: before the engine sees the request."""

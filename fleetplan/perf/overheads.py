@@ -87,9 +87,12 @@ each range:
   that chain, not the weight stream, sets the layer's time.  Paid once per MoE layer per step whatever the
   batch (``n_moe_layers * moe_layer_overhead_s``).  Engine profiles give it, fitted on published
   serving runs of MoE models (each value's source says which); 0 keeps the roofline alone.
-* ``api_server_s_per_request``, ``api_server_s_per_token`` 0 -- host time of the engine's API server
-  per request (HTTP, request setup) and per prompt or output token (tokenise, detokenise): a throughput
-  ceiling off the step's critical path (``fleetplan.perf.api_server``); engine profiles give them.
+* ``api_server_s_per_request``, ``api_server_s_per_token``, ``api_server_s_per_output_chunk`` 0 -- host
+  time of the engine's API server per request (HTTP, request setup), per prompt or output token
+  (tokenise, detokenise) and per streamed output chunk (serialisation, IO): a throughput ceiling off the
+  step's critical path (``fleetplan.perf.api_server``); engine profiles give them.
+  ``api_server_stream_interval_tokens`` 1 -- output tokens per streamed chunk (vLLM's
+  ``--stream-interval``): a request of ``o`` output tokens streams ``ceil(o / interval)`` chunks.
 """
 
 from __future__ import annotations
@@ -170,6 +173,8 @@ class PredictorOptions:
     ep_dispatch_fp8: bool = False
     api_server_s_per_request: float = 0.0
     api_server_s_per_token: float = 0.0
+    api_server_s_per_output_chunk: float = 0.0
+    api_server_stream_interval_tokens: int = 1
     moe_layer_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
@@ -179,8 +184,14 @@ class PredictorOptions:
                      "moe_mxfp4_gemm_efficiency"):
             if getattr(self, name) is not None:
                 _fraction(name, getattr(self, name))
-        for name in ("api_server_s_per_request", "api_server_s_per_token", "moe_layer_overhead_s"):
+        for name in ("api_server_s_per_request", "api_server_s_per_token", "api_server_s_per_output_chunk",
+                     "moe_layer_overhead_s"):
             _non_negative(name, getattr(self, name))
+        interval = self.api_server_stream_interval_tokens
+        if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
+            raise ConfigError(f"api_server_stream_interval_tokens={interval!r} must be an integer >= 1 (vLLM's "
+                              f"--stream-interval: output tokens per streamed chunk); fix the predictor options",
+                              param="api_server_stream_interval_tokens", value=interval)
         imbalance = self.moe_load_imbalance
         if isinstance(imbalance, bool) or not isinstance(imbalance, int | float) or not (
                 math.isfinite(imbalance) and imbalance >= 1):

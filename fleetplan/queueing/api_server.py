@@ -2,7 +2,8 @@
 
 The same model as the simulator's stage (``fleetplan.sim.api_server``; costs ``fleetplan.perf.api_server``):
 each of a pool's G instances has ``n`` API server processes, request j holds one for
-``t_j = s_per_request + s_per_token (p_j + o_j)`` and reaches the engine after its wait for a process and
+``t_j = s_per_request + s_per_token (p_j + o_j) + s_per_output_chunk ceil(o_j / stream_interval)``
+(``fleetplan.perf.api_server``) and reaches the engine after its wait for a process and
 its tokenisation ``s_per_token p_j``.  The pool's load balancer hands a request to a free process, so the
 pool's G n processes are one FCFS queue.  Over the pool's request points (weights w_j), at pool rate
 λ = G λ_i:

@@ -3,7 +3,8 @@
 The cost model is ``fleetplan.perf.api_server`` (the analytic side: ``fleetplan.queueing.api_server``).  A
 pool of G instances with ``n`` API server processes each (vLLM's ``api_server_count``) has G n processes
 behind its load balancer; requests take the first free process in arrival order, hold it for
-``t_api = s_per_request + s_per_token (prompt + output)`` and reach the engine once the process has
+``t_api = s_per_request + s_per_token (prompt + output) + s_per_output_chunk ceil(output / stream_interval)``
+and reach the engine once the process has
 tokenised their prompt:
 
     start_j   = max(arrival_j, earliest free process)        (FCFS, c = G n servers)

@@ -45,8 +45,9 @@ def test_ttft_gains_the_md1_wait_and_the_tokenisation() -> None:
     the M/D/1 tail's rate θ (λ (e^{θ t} - 1) = θ): its survival is the bare one convolved with it (checked
     by quadrature) and its mean grows by exactly ρ / θ + the tokenisation (the survivals' difference)."""
     staged = _profile(VLLM)
-    bare = _profile(dataclasses.replace(VLLM, api_server_s_per_request=0.0, api_server_s_per_token=0.0))
-    t = VLLM.api_server_s_per_request + 32 * VLLM.api_server_s_per_token
+    bare = _profile(dataclasses.replace(VLLM, api_server_s_per_request=0.0, api_server_s_per_token=0.0,
+                                        api_server_s_per_output_chunk=0.0))
+    t = VLLM.api_server_s_per_request + 32 * VLLM.api_server_s_per_token + 16 * VLLM.api_server_s_per_output_chunk
     lam = 40.0
     st, st0 = staged.state(lam, [1]), bare.state(lam, [1])
     rho = lam * t
