@@ -60,7 +60,7 @@ A decode slot is held from the grant (prefill start: early binding) to the last 
 E[S_alone] + E[T_x] before the handoff; the slot load is the rate against the instance's throughput
 with every slot busy, ρ_d = λ_d (h_pre + E[o] t_d(b)) / b (as the co-located engine model's slot load;
 stable iff < 1, and then n* < b).  The kernel grants a transfer only with a free slot (backpressure).
-The wait for a slot is Erlang-C over the pooled D b slots (the ILS assignment balances them).  Its tail
+The wait for a slot is Erlang-C over the pooled D b slots (round-robin assignment, λ_d each).  Its tail
 is not: the slots an instance holds are M/G/∞ until they run out, Poisson of mean a_d = λ_d (h_pre +
 E[o] t_d(n*)) whatever the lifetimes (insensitivity), but heavy-tailed outputs (lmsys: a request
 lives up to 8,815 steps) keep the count above its mean for minutes, and a run that hits the cap b

@@ -91,3 +91,28 @@ def test_roles_serve_the_arrivals_within_the_context_limit():
     assert 0.8 < share < 0.99
     pf = _cheapest(req).pools[0]
     assert pf.rho * pf.count == pytest.approx(10.0 * share * pf.mean_service_s, rel=1e-9)
+
+
+def test_verification_assigns_decode_round_robin_as_the_deployed_router(h100_request):
+    """Verification's simulator binds decode instances round-robin (``DECODE_ASSIGNMENT``, the exported Dynamo
+    frontend's default): in binding order request k goes to instance k mod D, so every instance gets the same
+    traffic λ / D the screen sizes it for.  The simulator's ILS (fewest handed-off decode tokens) does not: bound
+    early, a request counts nowhere until its handoff, so the bindings of one prefill time herd onto the instances
+    whose handed-off load is lowest and their shares spread."""
+    from fleetplan.plan.disagg.verify import DECODE_ASSIGNMENT
+    from fleetplan.sim.pdd import AssignPolicy, simulate_pdd
+
+    c = _cheapest(h100_request)
+    gpus = {g.name: g for g in h100_request.gpus}
+    n_dec = 12
+    spec = pdd_spec(c, gpus, [8, n_dec])
+    assert spec.policy is AssignPolicy(DECODE_ASSIGNMENT) is AssignPolicy.ROUND_ROBIN
+    spreads = {}
+    for policy in (AssignPolicy.ROUND_ROBIN, AssignPolicy.ILS):
+        frame = simulate_pdd(replace(spec, policy=policy), h100_request.workload, 60.0, 3000, seed=5).requests
+        bound = frame[np.isfinite(frame.bind_s)].sort_values(["bind_s", "request_id"], kind="stable")
+        if policy is AssignPolicy.ROUND_ROBIN:
+            assert (bound.decode_instance.to_numpy() == np.arange(len(bound)) % n_dec).all()
+        shares = np.bincount(bound.decode_instance.to_numpy(), minlength=n_dec)
+        spreads[policy] = int(shares.max() - shares.min())
+    assert spreads[AssignPolicy.ROUND_ROBIN] <= 1 < spreads[AssignPolicy.ILS], spreads
