@@ -5,8 +5,8 @@ Both topologies are *simulated* (never only analytic):
 * PDD: the prefill pool is P instances of g_p with a token budget of one chunk (so a prompt
   alone takes the screen's S_p) and least-outstanding routing; KV transfer is the screen's
   (latency + prompt x KV bytes per token / bandwidth); the decode pool is D instances of g_d
-  with ``max_num_seqs`` = the screen's batch n; decode instances are assigned by ILS (fewest
-  decode tokens) bound at prefill start (early).  Step models: the GPU's linear constants, or
+  with ``max_num_seqs`` = the screen's batch n; decode instances are assigned to the fewest outstanding
+  requests (``DECODE_ASSIGNMENT``) bound at prefill start (early).  Step models: the GPU's linear constants, or
   for a served model the operator-level predictor (``VerifySettings.step_models``).
 * AFD: the same simulator, each decode instance one AFD unit whose step is the screen's AFD step
   linearised through t_afd(1) and t_afd(n) at the mean context c̄ (``DisaggCandidate.decode_fit``:
@@ -35,6 +35,21 @@ decode batch is M/G/∞ with lifetimes R_j = o_j t_d (t_d the analytic decode st
 E[(R - t_w)^+] <= ``WARMUP_SHORTFALL`` E[R] (heavy-tailed outputs, agent_heavy: about 200 s where 10 % of
 20,000 requests at 100 req/s is 20 s, and the run measured a batch 30 % short of its steady size, the
 P99 TPOT 25 % low); the measured window keeps 90 % of ``fixed_requests`` after it.
+
+Decode assignment (``DECODE_ASSIGNMENT``): the fewest requests bound and not finished, those still in prefill or
+transfer included (the simulator's ``req_level``: a least-outstanding-requests balancer that counts what it has
+dispatched, as Envoy's LEAST_REQUEST or a router tracking its in-flight requests).  The screen sizes each decode
+instance for λ / D with its slots balanced (``queueing.disagg``); two simpler routers break that where it matters:
+
+* ILS (fewest decode tokens handed off) ignores the requests bound early and still in prefill or transfer, so at
+  many decode instances every binding of one prefill-and-transfer time (~0.6 s, hundreds of requests at
+  1,000 req/s) goes to the few instances whose handed-off load is lowest: Llama-3.1-70B FP8, azure_conv at
+  1,000 req/s, 197 H200 prefill + 77 H200 decode instances: held slots per instance sd 27.9 (req_level 3.6,
+  round-robin 7.5) and 11 % of the time at the batch cap, P99 TTFT 3.8 s against the screen's 0.70 s
+  (req_level 0.71 s), and verification grew decode 77 -> 134.
+* Round-robin ignores load: at two decode instances with lmsys's heavy-tailed outputs one instance fills with
+  long-lived requests while the other has free slots, and the prompts bound to it wait (P99 TTFT 22-38x the
+  screen's on the grid's B200 lmsys candidates at 50 req/s).
 
 ``verify_any`` is the phase-2 task of ``plan.optimize`` (co-located candidates go to
 ``plan.verify``; ``plan.verify.failed_verification`` is the record kept when a task fails every attempt);
@@ -94,6 +109,8 @@ WARMUP_SHORTFALL = 0.05
 MIN_WARMUP_FRACTION = 0.1
 #: Quadrature points of the output lengths the warm-up is computed on.
 RUN_LENGTH_POINTS = 4096
+#: How verification's simulator assigns decode instances (module docstring).
+DECODE_ASSIGNMENT = "req_level"
 
 
 def warmup_s(output_tokens: np.ndarray, weight: np.ndarray, decode_step_s: float,
@@ -164,7 +181,7 @@ def pdd_spec(c: DisaggCandidate, gpus: Mapping[str, GpuProfile], counts: Sequenc
             dec = replace(dec, step_model=models[g_d.name])
     kv_bytes_per_token, _, latency_s = c.kv_link
     transfer = KvTransferSpec(latency_s, c.kv_bandwidth_at(counts), kv_bytes_per_token)
-    return PddSpec(pf, dec, transfer, policy=AssignPolicy.ILS, binding=Binding.EARLY,
+    return PddSpec(pf, dec, transfer, policy=AssignPolicy(DECODE_ASSIGNMENT), binding=Binding.EARLY,
                    max_model_len_tokens=max_model_len_tokens)
 
 

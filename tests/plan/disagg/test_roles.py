@@ -92,6 +92,23 @@ def test_prefill_work_falls_with_load_and_ttft_with_instances(lam, more):
     assert b.ttft_p_s <= a.ttft_p_s * (1 + 1e-9)
 
 
+def test_a_prompts_own_prefill_time_holds_its_last_step_whole():
+    """Y_j, the prompt's own time in prefill (``PrefillRole.wall_at``), is S_alone,j plus the others' tokens that
+    ride its last step: with f = 20 ms + 10 µs per prefill token, Y_j - S_alone,j = 10 µs x min(e, B - r_j) for
+    the others' e tokens (one figure for every prompt whose last chunk r_j leaves room); S_alone,j on an idle
+    instance; never below the instance-seconds X_j it is charged."""
+    role = PrefillRole.of(_engine(LinearStepModel(0.02, 0.0, 1e-5, None), 256, 2048),
+                          *_exponential_prompts(400.0, 3000))
+    np.testing.assert_allclose(role.wall_at(0.0), role.alone_s, rtol=1e-12)
+    budget = 2048.0
+    rest = np.where(role.prompt_tokens % budget > 0, role.prompt_tokens % budget, budget)
+    extra_tokens = (role.wall_at(20.0) - role.alone_s) / 1e-5
+    others = float(extra_tokens.max())
+    assert others > 100.0
+    np.testing.assert_allclose(extra_tokens, np.minimum(others, budget - rest), atol=1e-6)
+    assert np.all(role.service_at(20.0) <= role.wall_at(20.0) * (1 + 1e-12))
+
+
 def test_transfer_time_is_bytes_over_bandwidth_plus_latency_in_the_simulator():
     """T_x = latency + prompt x KV bytes per token / bandwidth, and the PDD simulator's transfer of a lone
     request is exactly that (no backpressure: free decode slots)."""

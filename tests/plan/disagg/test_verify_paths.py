@@ -91,3 +91,38 @@ def test_roles_serve_the_arrivals_within_the_context_limit():
     assert 0.8 < share < 0.99
     pf = _cheapest(req).pools[0]
     assert pf.rho * pf.count == pytest.approx(10.0 * share * pf.mean_service_s, rel=1e-9)
+
+
+def _least_outstanding_share(frame, n_dec: int) -> float:
+    """Share of bindings made to an instance with the fewest requests bound to it and not finished (those still in
+    prefill or transfer included), replayed from the per-request table in binding order."""
+    bound = frame[np.isfinite(frame.bind_s)].sort_values(["bind_s", "request_id"], kind="stable")
+    bind_s, done_s = bound.bind_s.to_numpy(), bound.done_s.to_numpy()
+    inst = bound.decode_instance.to_numpy()
+    hits = 0
+    for k in range(len(bound)):
+        live = done_s[:k] > bind_s[k]
+        outstanding = np.bincount(inst[:k][live], minlength=n_dec)
+        hits += outstanding[inst[k]] == outstanding.min()
+    return hits / len(bound)
+
+
+def test_verification_binds_decode_to_the_fewest_outstanding_requests(h100_request):
+    """Verification's simulator binds each request to the decode instance with the fewest requests bound and not
+    finished, those still in prefill or transfer included (``DECODE_ASSIGNMENT``), so every instance serves
+    λ / D with its slots balanced, as the screen sizes it.  The simulator's ILS (fewest handed-off decode tokens)
+    does not: bound early, a request counts nowhere until its handoff, so the bindings of one prefill time herd
+    onto the instances whose handed-off load is lowest, with more outstanding requests than others."""
+    from fleetplan.plan.disagg.verify import DECODE_ASSIGNMENT
+    from fleetplan.sim.pdd import AssignPolicy, simulate_pdd
+
+    c = _cheapest(h100_request)
+    gpus = {g.name: g for g in h100_request.gpus}
+    n_dec = 12
+    spec = pdd_spec(c, gpus, [8, n_dec])
+    assert spec.policy is AssignPolicy(DECODE_ASSIGNMENT) is AssignPolicy.REQ_LEVEL
+    share = {}
+    for policy in (AssignPolicy.REQ_LEVEL, AssignPolicy.ILS):
+        frame = simulate_pdd(replace(spec, policy=policy), h100_request.workload, 60.0, 3000, seed=5).requests
+        share[policy] = _least_outstanding_share(frame, n_dec)
+    assert share[AssignPolicy.REQ_LEVEL] >= 0.99 > 0.9 > share[AssignPolicy.ILS], share
