@@ -90,8 +90,8 @@ class ApiServerCost:
         k = self.stream_interval
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ConfigError(f"api_server_stream_interval_tokens={k!r} must be an integer >= 1 (vLLM's "
-                              f"--stream-interval, 1 = a chunk per token)", param="api_server_stream_interval_tokens",
-                              value=k)
+                              f"stream_interval engine argument, 1 = a chunk per token)",
+                              param="api_server_stream_interval_tokens", value=k)
 
     @classmethod
     def of(cls, options: PredictorOptions, n_servers: int = 1) -> ApiServerCost:

@@ -92,7 +92,7 @@ each range:
   (tokenise, detokenise) and per streamed output chunk (serialisation, IO): a throughput ceiling off the
   step's critical path (``fleetplan.perf.api_server``); engine profiles give them.
   ``api_server_stream_interval_tokens`` 1 -- output tokens per streamed chunk (vLLM's
-  ``--stream-interval``): a request of ``o`` output tokens streams ``ceil(o / interval)`` chunks.
+  ``stream_interval`` engine argument): a request of ``o`` output tokens streams ``ceil(o / interval)`` chunks.
 """
 
 from __future__ import annotations
@@ -190,7 +190,8 @@ class PredictorOptions:
         interval = self.api_server_stream_interval_tokens
         if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
             raise ConfigError(f"api_server_stream_interval_tokens={interval!r} must be an integer >= 1 (vLLM's "
-                              f"--stream-interval: output tokens per streamed chunk); fix the predictor options",
+                              f"stream_interval engine argument: output tokens per streamed chunk); "
+                              f"fix the predictor options",
                               param="api_server_stream_interval_tokens", value=interval)
         imbalance = self.moe_load_imbalance
         if isinstance(imbalance, bool) or not isinstance(imbalance, int | float) or not (
