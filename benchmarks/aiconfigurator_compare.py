@@ -240,30 +240,39 @@ MOE_TABLE_PEAK = {"bfloat16": "bf16_tflops", "w4a16_mxfp4": "bf16_tflops", "int4
                   "fp8": "fp8_tflops", "fp8_block": "fp8_tflops"}
 
 
+def _one_gpu_moe_rows():
+    """(catalog GPU, AIC system, table path, rows) of every fused-MoE table of ``MOE_TABLE_SYSTEMS`` (needs
+    ``aiconfigurator-core``): the rows on one GPU (MoE TP 1, EP 1) at ``MOE_TABLE_TOKENS`` tokens with routing
+    ``MOE_TABLE_DISTRIBUTION``, the rows the MoE efficiency read-backs take."""
+    import pandas as pd
+
+    data = _aic_tables_and_profiles()[0]
+    for system, gpu in MOE_TABLE_SYSTEMS.items():
+        for table in sorted((data / system / "moe").glob("*/*/moe_perf.parquet")):
+            frame = pd.read_parquet(table)
+            yield gpu, system, table, frame[(frame.moe_tp_size == 1) & (frame.moe_ep_size == 1)
+                                            & frame.num_tokens.isin(MOE_TABLE_TOKENS)
+                                            & (frame.distribution == MOE_TABLE_DISTRIBUTION)]
+
+
 def moe_table_efficiency() -> list[dict]:
     """Achieved / dense peak of AIConfigurator's fused-MoE tables (needs ``aiconfigurator-core``), the read-back of
     the engine profiles' ``moe_gemm_efficiency`` / ``moe_fp8_gemm_efficiency``: per system, engine, database
     version and MoE dtype, the median and 10th-90th percentiles of ``2 * 3 h I T k / latency`` (gate, up and down
     projections of ``T k`` token-expert rows) over every model shape of the table at ``MOE_TABLE_TOKENS`` tokens,
     one GPU (MoE TP 1, EP 1), routing ``MOE_TABLE_DISTRIBUTION``; peaks from ``gpu_profiles/``."""
-    import pandas as pd
-
-    data, profiles = _aic_tables_and_profiles()
+    profiles = _aic_tables_and_profiles()[1]
     out = []
-    for system, gpu in MOE_TABLE_SYSTEMS.items():
-        for table in sorted((data / system / "moe").glob("*/*/moe_perf.parquet")):
-            frame = pd.read_parquet(table)
-            big = frame[(frame.moe_tp_size == 1) & (frame.moe_ep_size == 1) & frame.num_tokens.isin(MOE_TABLE_TOKENS)
-                        & (frame.distribution == MOE_TABLE_DISTRIBUTION)]
-            for dtype, peak_key in MOE_TABLE_PEAK.items():
-                rows = big[big.moe_dtype == dtype]
-                if rows.empty or profiles[gpu].get(peak_key) is None:
-                    continue
-                flop = 2.0 * 3.0 * rows.hidden_size * rows.inter_size * rows.num_tokens * rows.topk
-                eff = flop / (rows.latency * 1e-3) / (profiles[gpu][peak_key] * 1e12)  # latency in ms
-                out.append({"system": system, "engine": table.parent.parent.name, "engine_version": table.parent.name,
-                            "moe_dtype": dtype, **_efficiency_summary(eff),
-                            "shapes": int(rows.groupby(["hidden_size", "inter_size", "num_experts", "topk"]).ngroups)})
+    for gpu, system, table, big in _one_gpu_moe_rows():
+        for dtype, peak_key in MOE_TABLE_PEAK.items():
+            rows = big[big.moe_dtype == dtype]
+            if rows.empty or profiles[gpu].get(peak_key) is None:
+                continue
+            flop = 2.0 * 3.0 * rows.hidden_size * rows.inter_size * rows.num_tokens * rows.topk
+            eff = flop / (rows.latency * 1e-3) / (profiles[gpu][peak_key] * 1e12)  # latency in ms
+            out.append({"system": system, "engine": table.parent.parent.name, "engine_version": table.parent.name,
+                        "moe_dtype": dtype, **_efficiency_summary(eff),
+                        "shapes": int(rows.groupby(["hidden_size", "inter_size", "num_experts", "topk"]).ngroups)})
     return out
 
 
@@ -278,21 +287,16 @@ def moe_kernel_efficiency() -> list[dict]:
     gpt-oss MXFP4 experts on the OpenAI Triton ``matmul_ogs`` kernels, other MXFP4 checkpoints on Marlin, FlashInfer's
     TRT-LLM MoE on B200), so each kernel gets its own median of ``2 * 3 h I T k / latency`` over the BF16 peak at
     ``MOE_TABLE_TOKENS`` tokens, one GPU, routing ``MOE_TABLE_DISTRIBUTION``."""
-    import pandas as pd
-
-    data, profiles = _aic_tables_and_profiles()
+    profiles = _aic_tables_and_profiles()[1]
     out = []
-    for system, gpu in MOE_TABLE_SYSTEMS.items():
-        for table in sorted((data / system / "moe").glob("*/*/moe_perf.parquet")):
-            frame = pd.read_parquet(table)
-            big = frame[(frame.moe_tp_size == 1) & (frame.moe_ep_size == 1) & frame.num_tokens.isin(MOE_TABLE_TOKENS)
-                        & (frame.distribution == MOE_TABLE_DISTRIBUTION) & frame.moe_dtype.isin(MOE_KERNEL_DTYPES)]
-            for (dtype, kernel), rows in big.groupby(["moe_dtype", "kernel_source"]):
-                flop = 2.0 * 3.0 * rows.hidden_size * rows.inter_size * rows.num_tokens * rows.topk
-                eff = flop / (rows.latency * 1e-3) / (profiles[gpu]["bf16_tflops"] * 1e12)  # latency in ms
-                out.append({"system": system, "engine": table.parent.parent.name, "engine_version": table.parent.name,
-                            "moe_dtype": dtype, "kernel": kernel, **_efficiency_summary(eff),
-                            "shapes": int(rows.groupby(["hidden_size", "inter_size", "num_experts", "topk"]).ngroups)})
+    for gpu, system, table, rows_1gpu in _one_gpu_moe_rows():
+        big = rows_1gpu[rows_1gpu.moe_dtype.isin(MOE_KERNEL_DTYPES)]
+        for (dtype, kernel), rows in big.groupby(["moe_dtype", "kernel_source"]):
+            flop = 2.0 * 3.0 * rows.hidden_size * rows.inter_size * rows.num_tokens * rows.topk
+            eff = flop / (rows.latency * 1e-3) / (profiles[gpu]["bf16_tflops"] * 1e12)  # latency in ms
+            out.append({"system": system, "engine": table.parent.parent.name, "engine_version": table.parent.name,
+                        "moe_dtype": dtype, "kernel": kernel, **_efficiency_summary(eff),
+                        "shapes": int(rows.groupby(["hidden_size", "inter_size", "num_experts", "topk"]).ngroups)})
     return out
 
 
