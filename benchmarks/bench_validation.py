@@ -35,6 +35,7 @@ import argparse
 import csv
 import importlib.util
 import math
+import re
 import sys
 import time
 from pathlib import Path
@@ -52,6 +53,7 @@ from fleetplan.bench.instance import engine_parallelism  # noqa: E402
 from fleetplan.errors import FleetplanError  # noqa: E402
 from fleetplan.hardware import load_catalog  # noqa: E402
 from fleetplan.models import Dtype, load_model  # noqa: E402
+from fleetplan.perf.api_server import ApiServerCost  # noqa: E402
 from fleetplan.perf.engine_profile import load_engine_profile  # noqa: E402
 from fleetplan.sim.spec import DEFAULT_BLOCK_SIZE_TOKENS  # noqa: E402
 
@@ -64,7 +66,7 @@ OUTLIER_SHARE_MAX = 0.10
 RUN_KEYS = ("engine", "model", "gpu", "tp", "weight_dtype", "input_tokens", "output_tokens", "request_rate",
             "max_concurrency", "num_prompts", "profile", "chunked_prefill", "kv_cache_dtype", "random_range_ratio",
             "max_num_seqs", "max_num_batched_tokens", "range_ratio_rule", "pp", "dp", "ep", "dp_attention",
-            "engine_version")
+            "engine_version", "client_backend")
 #: Metrics a row may state and their units (the keys of vLLM's result JSON).
 METRIC_UNITS = {"output_throughput": "tok/s", "mean_ttft_ms": "ms", "median_ttft_ms": "ms", "mean_tpot_ms": "ms",
                 "median_itl_ms": "ms", "mean_e2el_ms": "ms"}
@@ -376,9 +378,21 @@ percentiles measure it.
 """
 
 
+#: The client backend a row's cited command names (``vllm bench serve --backend X``); rows whose source names none
+#: ran a completions client (vLLM's ``benchmark_latency`` / ``benchmark_serving``, ``sglang.bench_serving``).
+CLIENT_BACKEND = re.compile(r"vllm bench serve[^`]*?--backend (\S+)")
+
+
+def client_backend(row: dict) -> str:
+    """``openai-chat`` when the row's cited client is ``vllm bench serve --backend openai-chat`` (its role chunk
+    is one more ~0 s ITL gap a request, ``fleetplan.bench.serve``), else ``vllm`` (a completions client)."""
+    m = CLIENT_BACKEND.search(row["source"])
+    return "openai-chat" if m and m.group(1) == "openai-chat" else "vllm"
+
+
 def read_rows(path: Path = DATA) -> list[dict]:
     lines = [line for line in path.read_text(encoding="utf-8").splitlines() if not line.startswith("#")]
-    return list(csv.DictReader(lines))
+    return [{**row, "client_backend": client_backend(row)} for row in csv.DictReader(lines)]
 
 
 def _model(name: str):
@@ -419,12 +433,18 @@ def simulate_run(key: tuple, catalog) -> dict:
                           random_range_ratio=float(k["random_range_ratio"] or 0.0),
                           random_range_ratio_rule=k["range_ratio_rule"] or "vllm")
     cfg = BenchServeConfig(dataset, num_prompts=int(k["num_prompts"]), request_rate_per_s=rate, max_concurrency=conc,
-                           percentile_metrics=("ttft", "tpot", "itl", "e2el"), metric_percentiles=(50.0, 99.0))
+                           percentile_metrics=("ttft", "tpot", "itl", "e2el"), metric_percentiles=(50.0, 99.0),
+                           backend=k["client_backend"])
     result = run_bench_serve(engine, cfg)
     pool = result.fleet.pools[0]
-    # the regime split's inputs (``regime_of``): the KV tokens of all the run's schedulers and their batch limit
+    # the regime split's inputs (``regime_of``): the KV tokens of all the run's schedulers and their batch limit, and
+    # the simulated API servers' busy share of the run (their summed ``t_api`` over processes x duration)
+    api = ApiServerCost.of_step_model(pool.step_model, pool.n_api_servers * pool.n_instances)
+    busy_s = float(np.sum(api.busy_s(result.prompt_tokens, result.output_tokens))) if api.modelled else 0.0
+    duration_s = float(result.metrics["duration"])
     return {**result.metrics, "_kv_tokens": pool.limits.kv_blocks * pool.n_instances * DEFAULT_BLOCK_SIZE_TOKENS,
-            "_max_num_seqs": pool.limits.max_num_seqs * pool.n_instances}
+            "_max_num_seqs": pool.limits.max_num_seqs * pool.n_instances,
+            "_api_utilisation": busy_s / api.n_servers / duration_s if duration_s > 0 else 0.0}
 
 
 def evaluate(rows: list[dict]) -> list[dict]:
@@ -457,6 +477,9 @@ def evaluate(rows: list[dict]) -> list[dict]:
 #: Regime split of the held-out rows (``regime_of``): prompt / output length ratios of the phase classes.
 PREFILL_DOMINATED_RATIO = 10.0
 LOW_BATCH_MAX = 16
+#: A run is API-server bound when its simulated API servers are busy this share of the run or more (a run at the
+#: ``n / E[t_api]`` ceiling is busy throughout; the first request's engine time and the last's decode are not).
+API_BOUND_UTILISATION = 0.9
 
 
 def regime_of(row: dict, sim: dict) -> dict[str, str]:
@@ -469,7 +492,10 @@ def regime_of(row: dict, sim: dict) -> dict[str, str]:
       simulated mean end-to-end latency in flight (Little's law);
     * ``in flight``: 1 (batch-1 latency), 2-16, above 16, or an open-loop request rate;
     * ``phase``: prefill-dominated when the prompt is at least ``PREFILL_DOMINATED_RATIO`` times the output,
-      decode-dominated when the output is at least the prompt, mixed between.
+      decode-dominated when the output is at least the prompt, mixed between;
+    * ``bound``: what sets the run, first match: ``API server`` when the simulated API servers are busy at least
+      ``API_BOUND_UTILISATION`` of the run (the engine waits for requests), ``KV cache`` when saturated (above),
+      else the engine's phase (``prefill``, ``decode``, ``mixed``).
     """
     n, conc = int(row["num_prompts"]), _int_or_none(row["max_concurrency"])
     lin, lout = int(row["input_tokens"]), int(row["output_tokens"])
@@ -481,7 +507,10 @@ def regime_of(row: dict, sim: dict) -> dict[str, str]:
     saturated = min(flight, sim["_max_num_seqs"]) * (lin + lout) > sim["_kv_tokens"]
     phase = ("prefill-dominated" if lin >= PREFILL_DOMINATED_RATIO * lout else
              "decode-dominated" if lout >= lin else "mixed")
-    return {"KV cache": "saturated" if saturated else "not saturated", "in flight": inflight, "phase": phase}
+    bound = ("API server" if sim.get("_api_utilisation", 0.0) >= API_BOUND_UTILISATION else
+             "KV cache" if saturated else phase.split("-")[0])
+    return {"KV cache": "saturated" if saturated else "not saturated", "in flight": inflight, "phase": phase,
+            "bound": bound}
 
 
 def held_out(r: dict) -> bool:
@@ -627,12 +656,14 @@ def regime_groups_of(results: list[dict]) -> dict[str, list[dict]]:
     rows = [r for r in results if r["predicted"] is not None]
     single: dict[str, list[dict]] = {}
     combined: dict[str, list[dict]] = {}
+    by_bound: dict[str, list[dict]] = {}
     for r in rows:
         g = r["regime"]
-        for kind in ("KV cache", "in flight", "phase"):
+        for kind in ("KV cache", "in flight", "phase", "bound"):
             single.setdefault(f"{kind}: {g[kind]}", []).append(r)
         combined.setdefault(f"{g['KV cache']}, {g['phase']}, in flight {g['in flight']}", []).append(r)
-    groups = {**dict(sorted(single.items())), **dict(sorted(combined.items()))}
+        by_bound.setdefault(f"bound {g['bound']}: {r['metric']}", []).append(r)
+    groups = {**dict(sorted(single.items())), **dict(sorted(combined.items())), **dict(sorted(by_bound.items()))}
     own = [r for r in rows if r["regime"]["KV cache"] == "not saturated" and r["metric"] != "median_itl_ms"]
     groups["step model's own (not saturated, median ITL left out)"] = own
     for metric in sorted({r["metric"] for r in own}):
@@ -645,7 +676,9 @@ def regime_lines(results: list[dict]) -> list[str]:
     lines = ["By regime (`regime_of` in benchmarks/bench_validation.py: KV cache saturated when the requests in "
              "flight need more KV tokens than the schedulers hold; in flight = client concurrency, every prompt of "
              f"an all-at-once run, or an open-loop rate; prefill-dominated = prompt >= {PREFILL_DOMINATED_RATIO:g}x "
-             "output, decode-dominated = output >= prompt):",
+             "output, decode-dominated = output >= prompt; bound = what sets the run, first match: API server when "
+             f"its simulated API servers are busy >= {API_BOUND_UTILISATION:.0%} of it, KV cache when saturated, "
+             "else the phase):",
              "", "| regime | rows | mean signed | mean absolute | within 35 % |", "|---|---|---|---|---|"]
     for name, rows in regime_groups_of(results).items():
         if not rows:

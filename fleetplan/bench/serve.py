@@ -28,6 +28,19 @@ Client model (vllm-project/vllm ``vllm/benchmarks/serve.py``, read at commit
   a decode step left out of a prefill batch, or a preemption's wait, is in the gap.  The featureless
   kernel's step log gives each token past a request's first the duration of the step that produced
   it (the same gap unless the request was preempted).  ``itl_percentiles_method`` says which.
+* The chat endpoint's role chunk (``backend`` ``openai-chat``).  vLLM's and SGLang's chat servers stream a
+  first chunk carrying only the assistant role (``content ""``) in the same iteration as the first token's chunk
+  (vLLM ``vllm/entrypoints/openai/serving_chat.py``, ``chat_completion_stream_generator``: "Send first response
+  for each request.n (index) with the role", then the iteration's outputs; SGLang
+  ``python/sglang/srt/entrypoints/openai/serving_chat.py``, ``_generate_chat_stream``: "First chunk with role"),
+  and the client (vLLM ``vllm/benchmarks/lib/endpoint_request_func.py``,
+  ``async_request_openai_chat_completions``) times every chunk with ``choices``: TTFT at the role chunk, then
+  one ITL entry per later chunk.  So each request's ITL list has one more gap, role -> first token, of about
+  0 s: vLLM's mean ITL is the decode time over ``chunks + 1`` per request and the pooled median and percentiles
+  include one zero gap per completed request (for 4 outputs, 1 gap in 4: the published median ITL is the 1/3
+  quantile of the decode gaps).  TTFT (the first token's iteration either way) and TPOT (over the usage's
+  ``completion_tokens - 1``) do not change.  The completions endpoints (``vllm``, ``openai``) stream no role
+  chunk.
 
 Requests rejected by the instance (longer than ``max_model_len``) count as failed, like
 vLLM's HTTP errors.
@@ -51,10 +64,13 @@ from fleetplan.sim.engine import run_compiled, uses_feature_kernel
 from fleetplan.sim.features.compile import compile_features
 from fleetplan.sim.spec import FleetSpec, Level
 
-__all__ = ["BenchServeConfig", "BenchServeResult", "METRICS", "ITL_METHOD", "ITL_METHOD_STREAMED", "run_bench_serve",
-           "send_times_s"]
+__all__ = ["BenchServeConfig", "BenchServeResult", "CLIENT_BACKENDS", "METRICS", "ITL_METHOD", "ITL_METHOD_STREAMED",
+           "run_bench_serve", "send_times_s"]
 
 METRICS = ("ttft", "tpot", "itl", "e2el")
+#: ``vllm bench serve``'s streaming text backends (its ``backend`` names); ``openai-chat`` streams a role chunk first.
+CLIENT_BACKENDS = ("vllm", "openai", "openai-chat")
+CHAT_BACKEND = "openai-chat"
 DEFAULT_PERCENTILE_METRICS = ("ttft", "tpot", "itl")  # vLLM's default for generation
 ITL_METHOD = "step log (each token's ITL = the duration of the step that produced it; mean exact)"
 ITL_METHOD_STREAMED = ("pooled gaps between each request's streamed chunks (feature kernel's histogram, bins of "
@@ -87,8 +103,12 @@ class BenchServeConfig:
     seed: int = 0
     percentile_metrics: tuple[str, ...] = DEFAULT_PERCENTILE_METRICS
     metric_percentiles: tuple[float, ...] = (99.0,)
+    backend: str = "vllm"
 
     def __post_init__(self) -> None:
+        if self.backend not in CLIENT_BACKENDS:
+            raise ConfigError(f"`backend` {self.backend!r} is not one of {', '.join(CLIENT_BACKENDS)} (the client's "
+                              "streaming text backends)", param="backend", value=self.backend)
         n = self.num_prompts
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ConfigError(f"`num_prompts` {n!r} must be an integer >= 1", param="num_prompts", value=n)
@@ -194,6 +214,9 @@ def _metrics(cfg: BenchServeConfig, prompt: np.ndarray, output: np.ndarray, star
     decode_s = e2el_s[multi] - ttft_s[multi]
     emissions = np.maximum(output[multi] - 1 - accepted[multi], 1).astype(np.int64)  # streamed chunks
     itl = (decode_s / emissions, emissions) if step_log is None else step_log
+    role_gaps = n_done if cfg.backend == CHAT_BACKEND else 0  # the role chunk's ~0 s gap (module docstring)
+    if role_gaps:
+        itl = (np.append(itl[0], 0.0), np.append(itl[1], role_gaps))
     series = {
         "ttft": (ttft_s[done], None),
         "tpot": (tpot, None),
@@ -205,7 +228,7 @@ def _metrics(cfg: BenchServeConfig, prompt: np.ndarray, output: np.ndarray, star
         for key, value in _stats(values, weights, cfg.metric_percentiles).items():
             out[f"{key}_{name}_ms"] = value
     if "itl" in cfg.percentile_metrics:
-        n_chunks = int(np.sum(emissions))  # vLLM's mean ITL: all decode time over all later chunks
+        n_chunks = int(np.sum(emissions)) + role_gaps  # vLLM's mean ITL: all decode time over all later chunks
         out["mean_itl_ms"] = 1e3 * float(np.sum(decode_s)) / n_chunks if n_chunks else 0.0
         out["itl_percentiles_method"] = itl_method if step_log is not None else (
             "per-request mean gap between streamed chunks (no gap log; spread approximate)")

@@ -215,3 +215,26 @@ def test_median_itl_is_the_decode_step_and_leaves_out_prefill_chunks(engine: Eng
                              max_concurrency=8, percentile_metrics=("tpot", "itl"))
     m = run_bench_serve(replace(engine, max_num_batched_tokens=2048), eight).metrics
     assert m["median_itl_ms"] < 0.8 * m["mean_itl_ms"]
+
+
+def test_chat_backend_adds_one_zero_role_gap_per_request(engine: EngineArgs) -> None:
+    """``openai-chat``: the role chunk comes in the first token's iteration, so each request's ITL list gains one
+    ~0 s gap.  Two outputs, one request at a time: the completions client pools one decode step s per request
+    (median s); the chat client pools [0, s] per request, so numpy's median of n zeros and n steps is s / 2 and
+    vLLM's mean ITL halves; TTFT, TPOT, E2EL and throughput do not move."""
+    from dataclasses import replace
+
+    base = BenchServeConfig(DatasetSpec(random_input_len=256, random_output_len=2), num_prompts=6, max_concurrency=1,
+                            percentile_metrics=("ttft", "tpot", "itl", "e2el"), metric_percentiles=(50.0, 99.0))
+    plain = run_bench_serve(engine, base)
+    chat = run_bench_serve(engine, replace(base, backend="openai-chat"))
+    np.testing.assert_array_equal(plain.e2el_s, chat.e2el_s)
+    for key in ("mean_ttft_ms", "mean_tpot_ms", "mean_e2el_ms", "output_throughput", "duration"):
+        assert chat.metrics[key] == plain.metrics[key], key
+    step_ms = plain.metrics["mean_tpot_ms"]
+    assert plain.metrics["median_itl_ms"] == pytest.approx(step_ms, rel=2e-3)
+    assert chat.metrics["median_itl_ms"] == pytest.approx(step_ms / 2, rel=2e-3)
+    assert chat.metrics["mean_itl_ms"] == pytest.approx(step_ms / 2, rel=1e-9)
+    assert chat.metrics["p99_itl_ms"] == pytest.approx(plain.metrics["p99_itl_ms"], rel=2e-3)
+    with pytest.raises(ConfigError, match="openai-chat"):
+        BenchServeConfig(backend="sglang-oai")
