@@ -149,3 +149,27 @@ def test_in_sample_targets_are_met(bv, rows) -> None:
     assert s["mean_abs"] <= bv.MEAN_ABS_TARGET
     assert s["unexplained"] == 0
     assert s["listed"] <= bv.OUTLIER_SHARE_MAX * s["n"]
+
+
+def test_client_backend_is_read_from_the_cited_client_command(bv, rows) -> None:
+    """Rows whose cited client is ``vllm bench serve --backend openai-chat`` run the chat client (a role chunk
+    first); every other row a completions client."""
+    chat = [r for r in rows if r["client_backend"] == "openai-chat"]
+    assert chat and all("vllm bench serve" in r["source"] and "--backend openai-chat" in r["source"] for r in chat)
+    assert all(r["client_backend"] == "vllm" for r in rows if "--backend openai-chat" not in r["source"])
+    assert all(r["client_backend"] == "openai-chat" for r in rows if r["source"].startswith("gpustack/gpustack"))
+    assert bv.client_backend({"source": "client `vllm bench serve --backend vllm --dataset-name random`"}) == "vllm"
+
+
+def test_bound_is_api_server_then_kv_cache_then_phase(bv) -> None:
+    """``regime_of``'s ``bound``: the API server when its simulated processes are busy >= 90 % of the run, else
+    the KV cache when saturated, else the phase."""
+    row = {"num_prompts": "1000", "max_concurrency": "", "request_rate": "inf", "input_tokens": "128",
+           "output_tokens": "4"}
+    roomy = {"_kv_tokens": 10**9, "_max_num_seqs": 1024, "mean_e2el_ms": 1.0}
+    assert bv.regime_of(row, {**roomy, "_api_utilisation": 0.95})["bound"] == "API server"
+    assert bv.regime_of(row, {**roomy, "_api_utilisation": 0.5})["bound"] == "prefill"
+    tight = {**roomy, "_kv_tokens": 1000, "_api_utilisation": 0.5}
+    assert bv.regime_of(row, tight)["bound"] == "KV cache"
+    assert bv.regime_of(row, {**tight, "_api_utilisation": 0.9})["bound"] == "API server"
+    assert bv.regime_of({**row, "input_tokens": "4", "output_tokens": "128"}, roomy)["bound"] == "decode"
