@@ -332,8 +332,9 @@ prefill 74 rows 0 % / 22 %.  So the 128/4 miss is the API server stage, and with
   list has one ~0 s gap more; TTFT and TPOT are unchanged, the pooled median ITL of a 4-output run is the 1/3
   quantile of its decode gaps.  Effect: held-out 30.06 -> 30.09 % absolute (the simulated decode gaps of a 4-output
   request are nearly equal, so the zero gap barely moves their median); kept because it is how the client reads.
-- What the 128/4 rows say (measured; no value fitted on them): the runs' prompt rate, 128 x requests / duration,
-  is 86-140 % of the same page's 2,000/100 prompt rate for gpt-oss-20b and -120b (A100, H100, 2 H100), Qwen3-235B FP8
+- What the 128/4 rows say (measured; no value fitted on them; the held-out section's short-output burst table,
+  `burst_lines`): the runs' prompt rate, 128 x requests / duration, is 86-135 % of the same page's 2,000/100 prompt
+  rate for gpt-oss-20b and -120b (A100, H100, 2 H100), Qwen3-235B FP8
   (H100) and DeepSeek-V3.2 (H200), so these runs are prefill-bound by the engine and their API server kept up with
   4.0-14 ms a request (gpt-oss-20b on the H100: 1,000 requests in 4.0-4.35 s), where the model's 9.1 ms (from the
   two non-held-out sources) makes the simulated API server the bound and leaves the engine idle between requests.  With
@@ -676,6 +677,8 @@ def held_out_lines(results: list[dict], title: str = HELD_OUT_TITLE, column: str
             lines.append(f"| {kind}: {name} | {g['n']} | {g['predicted']} | {_pct(g['mean_signed'], True)} | "
                          f"{_pct(g['mean_abs'])} | {g['within']} ({_pct(g['within_share'])}) |")
     lines += ["", *regime_lines(results)]
+    if column == "yes":
+        lines += ["", *burst_lines(results)]
     misses: dict[str, list[dict]] = {}
     for r in results:
         if r["predicted"] is None:
@@ -688,6 +691,50 @@ def held_out_lines(results: list[dict], title: str = HELD_OUT_TITLE, column: str
         for reason, rows in sorted(misses.items(), key=lambda kv: -len(kv[1])):
             models = ", ".join(sorted({f"{r['model']} on {r['gpu']}" for r in rows}))
             lines.append(f"| {len(rows)} | {models} | {reason.replace('|', '/')} |")
+    return lines
+
+
+#: Short-output bursts (``burst_lines``): outputs at most this many tokens, every prompt sent at once.
+BURST_MAX_OUTPUT_TOKENS = 8
+#: The same page's long-prompt run the bursts' prompt rate is compared with (every prompt at once).
+BURST_REFERENCE_INPUT_TOKENS = 2000
+
+
+def _run_of(r: dict) -> tuple:
+    return (r["engine"], r["engine_version"], r["model"], r["gpu"], r["tp"], r["dp_attention"])
+
+
+def burst_lines(results: list[dict]) -> list[str]:
+    """Short-output bursts (output <= ``BURST_MAX_OUTPUT_TOKENS``, every prompt at once): per run, the measured time
+    per request (duration / prompts, from the measured output throughput) and prompt rate, against the prompt rate
+    of the same engine, version, model, GPU and parallelism's ``BURST_REFERENCE_INPUT_TOKENS``-token run (a
+    prefill-bound run: a ratio near 1 says the burst was prefill-bound too); the predicted time per request and the
+    run's ``bound``.  Measured figures read, nothing fitted."""
+    thr = [r for r in results if r["metric"] == "output_throughput" and r["predicted"] is not None
+           and r["request_rate"] == "inf" and not r["max_concurrency"]]
+    reference: dict[tuple, float] = {}
+    for r in thr:
+        if int(r["input_tokens"]) == BURST_REFERENCE_INPUT_TOKENS:
+            reference[_run_of(r)] = float(r["measured"]) / int(r["output_tokens"]) * BURST_REFERENCE_INPUT_TOKENS
+    bursts = [r for r in thr if int(r["output_tokens"]) <= BURST_MAX_OUTPUT_TOKENS]
+    if not bursts:
+        return []
+    lines = [f"Short-output bursts (output <= {BURST_MAX_OUTPUT_TOKENS} tokens, every prompt at once; `burst_lines`): "
+             "measured time per request and prompt rate, against the prompt rate of the same engine, model, GPU "
+             f"and parallelism's {BURST_REFERENCE_INPUT_TOKENS}-token run (prefill-bound; a ratio near 1: the burst "
+             "was prefill-bound too); predicted time per request and what bounds the simulated run:", "",
+             "| engine | model | GPU x TP | in / out | measured ms / request | prompt tok/s | of the "
+             f"{BURST_REFERENCE_INPUT_TOKENS}-token run's | predicted ms / request | bound |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in sorted(bursts, key=lambda r: (r["engine"], r["model"], r["gpu"], int(r["tp"]))):
+        per_s = float(r["measured"]) / int(r["output_tokens"])
+        prompt_rate = per_s * int(r["input_tokens"])
+        ref = reference.get(_run_of(r))
+        share = f"{prompt_rate / ref:.0%}" if ref else "-"
+        predicted_ms = 1e3 * int(r["output_tokens"]) / r["predicted"]
+        lines.append(f"| {r['engine']} {r['engine_version']} | {r['model']} | {r['gpu']} x{r['tp']} | "
+                     f"{r['input_tokens']} / {r['output_tokens']} | {1e3 / per_s:.1f} | {prompt_rate:,.0f} | {share} | "
+                     f"{predicted_ms:.1f} | {r['regime']['bound']} |")
     return lines
 
 

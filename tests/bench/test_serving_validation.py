@@ -173,3 +173,18 @@ def test_bound_is_api_server_then_kv_cache_then_phase(bv) -> None:
     assert bv.regime_of(row, tight)["bound"] == "KV cache"
     assert bv.regime_of(row, {**tight, "_api_utilisation": 0.9})["bound"] == "API server"
     assert bv.regime_of({**row, "input_tokens": "4", "output_tokens": "128"}, roomy)["bound"] == "decode"
+
+
+def test_burst_table_compares_a_burst_with_its_long_prompt_run(bv) -> None:
+    """``burst_lines``: per request 1e3 / (throughput / output) ms; prompt rate against the same run's
+    2,000-token prompt rate."""
+    base = {"engine": "vllm", "engine_version": "0.11.0", "model": "m", "gpu": "H100-SXM", "tp": "1",
+            "dp_attention": "", "request_rate": "inf", "max_concurrency": "", "metric": "output_throughput",
+            "regime": {"bound": "API server"}}
+    burst = {**base, "input_tokens": "128", "output_tokens": "4", "measured": "1000", "predicted": 500.0}
+    long = {**base, "input_tokens": "2000", "output_tokens": "100", "measured": "1600", "predicted": 1600.0}
+    lines = bv.burst_lines([burst, long])
+    row = next(line for line in lines if line.startswith("| vllm"))
+    # 250 requests/s: 4.0 ms each, 32,000 prompt tok/s against 16 x 2,000 = 32,000; predicted 8.0 ms
+    assert row == "| vllm 0.11.0 | m | H100-SXM x1 | 128 / 4 | 4.0 | 32,000 | 100% | 8.0 | API server |"
+    assert bv.burst_lines([long]) == []
