@@ -299,8 +299,8 @@ DeepSeek-V3.2 (session 11, issue 26; 36 held-out rows: +45.5 % / 74.6 % signed /
   left open.  Client reading checked: `--backend openai-chat` streams a role chunk first (vLLM's chat server sends it
   with the first token), so each request has one ~0 gap: mean ITL / mean TPOT is 586.79 / 781.80 = 0.7506 = 3/4 in
   this run (4 gaps, 3 decode steps), and the published median ITL is the 1/3 quantile of the decode gaps.  TTFT is the
-  first token's time either way, TPOT unaffected; not modelled (`bench serve` has no client backend column), and it
-  does not explain a 10x miss.
+  first token's time either way, TPOT unaffected; modelled since session 12 (`bench serve`'s `backend`, read from
+  the cited client command, below), and it does not explain a 10x miss.
 - Row 553 (2,000/100 median ITL, +732 %): noise of the statistic, no mechanism.  The gaps are bimodal (pure decode
   steps, the 68.6 ms median, and prefill-carrying ones, 661.9 ms P99); the run's mean ITL 353.3 ms puts about 48 %
   of them on prefill-carrying steps, the simulator 52 % (N held: its 608,672 KV tokens hold 289 requests, the run's
