@@ -7,8 +7,10 @@ asserts nothing).
     python benchmarks/bench_cli.py --phases-only --baseline /tmp/old   # the phase split, before / after
     python benchmarks/bench_cli.py --phases-only --with-100k            # and λ = 100,000 (minutes)
 
-First (skip with ``--no-phases``) the phase split of three commands: the README's, a 70B model
-(``--model llama-3.1-70b --weight-dtype fp8``) and λ = 20,000 (``azure_conv``), with ``--with-100k``
+First (skip with ``--no-phases``) the phase split of four commands: the README's, a 70B model
+(``--model llama-3.1-70b --weight-dtype fp8``), λ = 20,000 (``azure_conv``) and a MoE model at 100 req/s
+(DeepSeek-V3, its FP8 checkpoint, on H200 and B200 with a 1 s P99 TTFT: issue 26's speed target, under 30 s
+warm on two cores, is printed beside it), with ``--with-100k``
 also λ = 100,000 (the issue's 150 s target; minutes per run), each one warm run per checkout in a
 fresh interpreter, back to back: imports (the entry point and the optimize command's modules), the
 analytic phase (its own timer, and candidates per second), simulation (phase 2), the headroom search,
@@ -54,11 +56,17 @@ VARIANTS = {"default executor": (), "--workers 1": ("--workers", "1"), "--worker
 TIMING_KEYS = ("elapsed_s", "verify_time_s", "analytic_time_s")
 SCALE_ARGS = ("optimize", "--workload", "azure_conv", "--slo-ttft", "500")
 SCALE_TARGETS_S = {1_000: 10.0, 20_000: 60.0, 100_000: 300.0}
-#: The commands of the phase split (``phases``): README, a 70B model, a high rate.
+#: The MoE command of the phase split: issue 26's ``optimize`` with a MoE model at 100 req/s.
+MOE_ARGS = ("optimize", "--workload", "lmsys", "--slo-ttft", "1000", "--model", "deepseek-v3", "--gpus", "h200,b200",
+            "--lam", "100")
+#: Issue 26's target for it: the whole command, warm, on two cores (seconds).
+MOE_TARGET_S = 30.0
+#: The commands of the phase split (``phases``): README, a 70B model, a high rate, a MoE model.
 PHASE_COMMANDS = {
     "README": README_ARGS,
     "70B fp8": README_ARGS + ("--model", "llama-3.1-70b", "--weight-dtype", "fp8"),
     "λ = 20,000": SCALE_ARGS + ("--lam", "20000"),
+    "MoE 100/s": MOE_ARGS,
 }
 #: Added to the phase split by ``--with-100k``.
 PHASE_100K = ("λ = 100,000", SCALE_ARGS + ("--lam", "100000"))
@@ -169,6 +177,10 @@ def phases(checkouts: dict[str, str], commands: dict[str, tuple[str, ...]] = PHA
                 print(f"  {name:<11s} {where:<14s} {f['load']:5.2f} {f['total']:7.2f} {f['imports']:8.2f} "
                       f"{f['analytic']:9.2f} {rate:7,.0f} {f['simulation']:10.2f} {f['headroom']:9.2f} "
                       f"{f['rest']:6.2f}  {same}", flush=True)
+                if args == MOE_ARGS:
+                    verdict = "met" if f["total"] < MOE_TARGET_S else "NOT met"
+                    print(f"  {'':11s} {'':14s} MoE at 100 req/s: {f['total']:.1f} s warm (issue 26 target "
+                          f"< {MOE_TARGET_S:.0f} s on two cores): {verdict}", flush=True)
 
 
 def main() -> None:
