@@ -92,3 +92,24 @@ def test_perf_calibrate_metrics_without_histograms(tmp_path) -> None:
                                    "--output-len", "10", "--num-prompts", "10"])
     assert res.exit_code == 2 and "vllm:time_to_first_token_seconds" in res.output
     assert len(res.output.strip().splitlines()) == 1
+
+
+def test_backend_openai_chat_halves_mean_itl_of_two_token_outputs(tmp_path) -> None:
+    """``--backend openai-chat`` (vllm bench serve's spelling) reaches the client model: with 2-token outputs one
+    request at a time each request's ITL list is [role chunk ~0, one decode step], so vLLM's mean ITL halves
+    while TTFT and TPOT stay; the choices are the library's ``CLIENT_BACKENDS``."""
+    from fleetplan.bench.serve import CLIENT_BACKENDS
+
+    args = [*BASE[:-4], "--num-prompts", "6", "--random-input-len", "256", "--random-output-len", "2",
+            "--max-concurrency", "1", "--save-result", "--result-dir", str(tmp_path)]
+    docs = {}
+    for backend in ("vllm", "openai-chat"):
+        res = _run([*args, "--backend", backend, "--result-filename", f"{backend}.json"])
+        assert res.exit_code == 0, res.output
+        docs[backend] = json.loads((tmp_path / f"{backend}.json").read_text())
+    plain, chat = docs["vllm"], docs["openai-chat"]
+    assert chat["mean_ttft_ms"] == plain["mean_ttft_ms"] and chat["mean_tpot_ms"] == plain["mean_tpot_ms"]
+    assert chat["mean_itl_ms"] == pytest.approx(plain["mean_itl_ms"] / 2, rel=1e-9)
+    res = CliRunner().invoke(cli, [*BASE, "--backend", "sglang-oai"])
+    assert res.exit_code == 2 and "Traceback" not in res.output and len(res.output.strip().splitlines()) == 1
+    assert "'sglang-oai' is not one of " + ", ".join(f"'{b}'" for b in CLIENT_BACKENDS) in res.output
