@@ -282,9 +282,9 @@ def bench() -> None:
                       "fleetplan[aiconfigurator]), auto = the tables where they cover the instance "
                       "[default: roofline].")
 def serve(model, gpu, tensor_parallel_size, pipeline_parallel_size, data_parallel_size, enable_expert_parallel, tp_size,
-          dp_size, ep, enable_dp_attention, nnodes, instances, engine, perf_profile, backend, dataset_name, dataset_path,
-          random_input_len, random_output_len, random_range_ratio, random_range_ratio_rule, random_prefix_len,
-          sharegpt_output_len,
+          dp_size, ep, enable_dp_attention, nnodes, instances, engine, perf_profile, backend, dataset_name,
+          dataset_path, random_input_len, random_output_len, random_range_ratio, random_range_ratio_rule,
+          random_prefix_len, sharegpt_output_len,
           custom_output_len, request_rate, burstiness, num_prompts, max_concurrency, seed, percentile_metrics,
           metric_percentiles, save_result, result_dir, result_filename, label, max_num_seqs, max_num_batched_tokens,
           max_model_len, gpu_memory_utilization, kv_cache_dtype, quantization, enable_chunked_prefill,
