@@ -79,8 +79,29 @@ but is padded to 64 heads, incurring overhead and hurting performance"; vLLM ``f
 kernel only supports h_q = 64 or 128, so we need to pad"): 16 heads per GPU at TP 8 cost as 64, while attention
 data parallelism (128 heads per rank) pads nothing.  FlashMLA's release note (2025-09-29) gives the sparse kernels
 640 TFLOP/s in prefill and 410 in decode on H800 (0.65 / 0.41 of the 989 TFLOP/s peak), around the profile's
-``attention_efficiency`` (0.6) that both terms use.  The top-k selection itself (a sort over the indexer's
-scores) is not charged.
+``attention_efficiency`` (0.6) that both terms use.
+
+The indexer's prefill rate is read back from measured modules, not the profile's ``attention_efficiency``:
+AIConfigurator 0.12.0 (aiconfigurator-core, ``systems/data/{h100_sxm,h200_sxm}/sparse_attention/{vllm/0.24.0,
+sglang/0.5.14}/dsa_context_module_perf.parquet``) times DeepSeek-V3.2's whole attention module of one layer in
+prefill (projections, indexer logits and top-k, sparse MLA) at 1-256 prompts of 32-32,768 tokens and prefixes up
+to 65,536.  A least-squares fit of each table (relative error, rows of 1,024-65,536 tokens, FP8 block weights) to
+``a T + v V + b P + c`` (``T`` tokens, ``V`` keys the sparse MLA reads, ``P`` causal query-key pairs the indexer
+scores) gives the indexer ``b`` = 2.35-2.60e-11 s per pair on the H200 (vLLM 0.24.0 FlashMLA-sparse, 16 and 128
+heads per GPU, BF16 and FP8 KV) and 2.15-2.54e-11 with SGLang 0.5.14's FlashMLA kernels (prefixes to 65,536),
+2.45-2.63e-11 on the H100: the indexer's DeepGEMM FP8 logits plus their FP32 write and the per-row top-k over the
+context reach ``2 n_i d_i / (b x FP8 peak)`` = 16,384 / (2.45e-11 x 1,979e12) = 0.34 of the Hopper FP8 peak
+(``DSA_INDEXER_PREFILL_EFFICIENCY``), where ``attention_efficiency`` gave 0.6 (the indexer 1.8x too fast: with it
+the module was 0.76-0.84 of the measured time at 8-32K-token prompts, and the fit's median error is 2-7 %).  It
+applies to the GPUs of those tables and the same die (``DSA_INDEXER_READBACK_GPUS``: H100, H200, H800; B200's
+vLLM tables scatter, 0.23-0.59 by head count, and are read the same way); other GPUs keep the profile's
+``attention_efficiency`` (the throttled H20's derivation, ``fleetplan.perf.roofline``, would lift 0.34 back to its
+0.66).  The decode indexer is unchanged: the same tables' decode modules give 3.9-4.0e-11 s per context token and
+layer, fleetplan's memory-bound term (132 bytes at the KV bandwidth).  Not modelled, from the same fits: the
+sparse MLA's cost follows the keys a query has (``min(position, K)``, fewer than ``K`` in a prompt's first
+2,048 tokens) at about 0.73 of the BF16 peak (128 heads), and its decode is about half the charged
+compute-plus-read; SGLang runs prompts of at most 2,048 tokens as dense MHA on Hopper (its tables'
+``sglang_dsa_dense_mha_fa3`` rows: "dense ragged prefill is selected by shape, isl <= 2048").
 """
 
 from __future__ import annotations
@@ -93,10 +114,16 @@ from fleetplan.perf.roofline import DeviceRates
 
 __all__ = ["AttentionCost", "attention_cost", "kv_bytes_per_token_per_gpu", "n_context_layers",
            "narrow_window_layers", "flash_head_dim_factor", "FLASH_HEAD_DIM_FACTORS", "sparse_attention",
-           "DSA_HEAD_TILE"]
+           "DSA_HEAD_TILE", "DSA_INDEXER_PREFILL_EFFICIENCY", "DSA_INDEXER_READBACK_GPUS",
+           "dsa_indexer_prefill_efficiency"]
 
 #: Query heads per GPU the DSA sparse-MLA kernels compute, padded up to a multiple of this (module docstring)
 DSA_HEAD_TILE = 64
+#: Share of the FP8 peak the DSA indexer reaches in prefill, logits write and top-k included: read back from
+#: AIConfigurator 0.12.0's measured DeepSeek-V3.2 attention modules on H100 / H200 (module docstring)
+DSA_INDEXER_PREFILL_EFFICIENCY = 0.34
+#: GPUs whose indexer prefill runs at the read-back share (the tables' GPUs and the same die; module docstring)
+DSA_INDEXER_READBACK_GPUS = frozenset({"H100-SXM", "H100-PCIe", "H200", "H800", "B200"})
 
 
 #: (head dim, prefill efficiency / head-dim-128 efficiency), module docstring
@@ -129,6 +156,13 @@ def sparse_attention(model: ModelConfig) -> bool:
     """True for DeepSeek Sparse Attention: MLA whose queries attend the ``index_topk`` keys a lightning indexer
     selects (module docstring)."""
     return model.attention is AttentionKind.MLA and model.index_topk > 0
+
+
+def dsa_indexer_prefill_efficiency(gpu_name: str, attention_efficiency: float) -> float:
+    """Share of the peak at which the DSA indexer scores prefill pairs on ``gpu_name``: the read-back
+    ``DSA_INDEXER_PREFILL_EFFICIENCY`` on ``DSA_INDEXER_READBACK_GPUS``, else ``attention_efficiency`` (module
+    docstring)."""
+    return DSA_INDEXER_PREFILL_EFFICIENCY if gpu_name in DSA_INDEXER_READBACK_GPUS else attention_efficiency
 
 
 def n_context_layers(model: ModelConfig) -> int:
@@ -169,7 +203,7 @@ class AttentionCost:
 
 
 def _sparse_attention_cost(model: ModelConfig, par: Parallelism, kv_dtype: Dtype, rates: DeviceRates,
-                           index_flop_per_s: float) -> AttentionCost:
+                           index_flop_per_s: float, index_prefill_flop_per_s: float) -> AttentionCost:
     """DSA: the indexer over the whole context, the MLA over ``index_topk`` keys per query (module docstring)."""
     layers, topk = model.n_layers, model.index_topk
     n_i, d_i = model.index_n_heads, model.index_head_dim
@@ -183,7 +217,7 @@ def _sparse_attention_cost(model: ModelConfig, par: Parallelism, kv_dtype: Dtype
     latent_bytes = (model.sparse_mla_fp8_latent_bytes_per_token_per_layer() if kv_dtype is Dtype.FP8
                     else (r_kv + d_r) * kv_dtype.bytes_per_param)
     return AttentionCost(
-        prefill_s_per_work=layers * index_flop_per_pair / index_flop_per_s,
+        prefill_s_per_work=layers * index_flop_per_pair / index_prefill_flop_per_s,
         decode_s_per_context_token=max(memory_s, compute_s),
         decode_bound="memory" if memory_s >= compute_s else "compute",
         window_s_per_token=layers * topk * mla_flop_per_key / rates.attention_flop_per_s,
@@ -192,12 +226,16 @@ def _sparse_attention_cost(model: ModelConfig, par: Parallelism, kv_dtype: Dtype
 
 
 def attention_cost(model: ModelConfig, par: Parallelism, kv_dtype: Dtype, rates: DeviceRates,
-                   index_flop_per_s: float | None = None) -> AttentionCost:
+                   index_flop_per_s: float | None = None,
+                   index_prefill_flop_per_s: float | None = None) -> AttentionCost:
     """Attention coefficients for ``model`` sharded by ``par`` (see module docstring).  ``index_flop_per_s``:
-    the FP8 rate of a DSA model's lightning indexer (default ``rates.attention_flop_per_s``)."""
+    the FP8 rate of a DSA model's lightning indexer in decode (default ``rates.attention_flop_per_s``);
+    ``index_prefill_flop_per_s``: its rate over prefill pairs, logits write and top-k included (default
+    ``index_flop_per_s``)."""
     if sparse_attention(model):
-        return _sparse_attention_cost(model, par, kv_dtype, rates,
-                                      rates.attention_flop_per_s if index_flop_per_s is None else index_flop_per_s)
+        index = rates.attention_flop_per_s if index_flop_per_s is None else index_flop_per_s
+        return _sparse_attention_cost(model, par, kv_dtype, rates, index,
+                                      index if index_prefill_flop_per_s is None else index_prefill_flop_per_s)
     heads_per_gpu = model.n_heads // par.attn_tp
     layers = n_context_layers(model)
     d_qk, d_v = _head_dims(model, decode=False)
