@@ -82,22 +82,22 @@ data parallelism (128 heads per rank) pads nothing.  FlashMLA's release note (20
 ``attention_efficiency`` (0.6) that both terms use.
 
 The indexer's prefill rate is read back from measured modules, not the profile's ``attention_efficiency``:
-AIConfigurator 0.12.0 (aiconfigurator-core, ``systems/data/{h100_sxm,h200_sxm}/sparse_attention/{vllm/0.24.0,
-sglang/0.5.14}/dsa_context_module_perf.parquet``) times DeepSeek-V3.2's whole attention module of one layer in
-prefill (projections, indexer logits and top-k, sparse MLA) at 1-256 prompts of 32-32,768 tokens and prefixes up
-to 65,536.  A least-squares fit of each table (relative error, rows of 1,024-65,536 tokens, FP8 block weights) to
-``a T + v V + b P + c`` (``T`` tokens, ``V`` keys the sparse MLA reads, ``P`` causal query-key pairs the indexer
-scores) gives the indexer ``b`` = 2.35-2.60e-11 s per pair on the H200 (vLLM 0.24.0 FlashMLA-sparse, 16 and 128
-heads per GPU, BF16 and FP8 KV) and 2.15-2.54e-11 with SGLang 0.5.14's FlashMLA kernels (prefixes to 65,536),
-2.45-2.63e-11 on the H100: the indexer's DeepGEMM FP8 logits plus their FP32 write and the per-row top-k over the
-context reach ``2 n_i d_i / (b x FP8 peak)`` = 16,384 / (2.45e-11 x 1,979e12) = 0.34 of the Hopper FP8 peak
-(``DSA_INDEXER_PREFILL_EFFICIENCY``), where ``attention_efficiency`` gave 0.6 (the indexer 1.8x too fast: with it
-the module was 0.76-0.84 of the measured time at 8-32K-token prompts, and the fit's median error is 2-7 %).  It
-applies to the GPUs of those tables and the same die (``DSA_INDEXER_READBACK_GPUS``: H100, H200, H800; B200's
-vLLM tables scatter, 0.23-0.59 by head count, and are read the same way); other GPUs keep the profile's
-``attention_efficiency`` (the throttled H20's derivation, ``fleetplan.perf.roofline``, would lift 0.34 back to its
-0.66).  The decode indexer is unchanged: the same tables' decode modules give 3.9-4.0e-11 s per context token and
-layer, fleetplan's memory-bound term (132 bytes at the KV bandwidth).  Not modelled, from the same fits: the
+AIConfigurator 0.12.0 (aiconfigurator-core, ``systems/data/{h100_sxm,h200_sxm,b200_sxm}/sparse_attention/
+{vllm/0.24.0,sglang/0.5.14}/dsa_context_module_perf.parquet``) times DeepSeek-V3.2's whole attention module of one
+layer in prefill (projections, indexer logits and top-k, sparse MLA) at 1-256 prompts of up to 32,768 tokens and
+prefixes up to 65,536.  A least-squares fit of each table (relative error, rows of 1,024-65,536 tokens, FP8 block
+weights, per heads per GPU and KV dtype) to ``a T + v V + b P + c`` (``T`` tokens, ``V`` keys the sparse MLA reads,
+``P`` causal query-key pairs the indexer scores; ``python benchmarks/aiconfigurator_compare.py --dsa-tables``) gives
+the indexer ``b`` = 2.2-2.7e-11 s per pair on the H100 and H200 (vLLM 0.24.0 FlashMLA-sparse and SGLang 0.5.14,
+1-128 heads, BF16 and FP8 KV, 48 tables) and 1.3-1.8e-11 on the B200: the indexer's DeepGEMM FP8 logits, their
+FP32 write and the per-row top-k over the context reach ``2 n_i d_i / (b x FP8 peak)`` = 0.31-0.38 of the Hopper
+FP8 peak (median 0.34) and 0.21-0.29 of the B200's (median 0.27), ``DSA_INDEXER_PREFILL_EFFICIENCY`` per GPU,
+where ``attention_efficiency`` gave 0.6 (the indexer 1.8x too fast: the H200 module came out 0.76-0.84 of the
+measured time at 8-32K-token prompts, 0.86-0.96 with the read-back).  The H800 is the H100's die; other GPUs
+keep the profile's ``attention_efficiency`` (no table; the throttled H20's derivation,
+``fleetplan.perf.roofline``, lifts 0.34 back to its 0.66).  The decode indexer is unchanged: the same tables'
+decode modules give 3.9-4.0e-11 s per context token and layer on the H200, fleetplan's memory-bound term (132
+bytes at the KV bandwidth).  Not modelled, from the same fits: the
 sparse MLA's cost follows the keys a query has (``min(position, K)``, fewer than ``K`` in a prompt's first
 2,048 tokens) at about 0.73 of the BF16 peak (128 heads), and its decode is about half the charged
 compute-plus-read; SGLang runs prompts of at most 2,048 tokens as dense MHA on Hopper (its tables'
@@ -107,6 +107,7 @@ compute-plus-read; SGLang runs prompts of at most 2,048 tokens as dense MHA on H
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from fleetplan.models import AttentionKind, Dtype, ModelConfig
 from fleetplan.perf.parallelism import Parallelism
@@ -114,16 +115,16 @@ from fleetplan.perf.roofline import DeviceRates
 
 __all__ = ["AttentionCost", "attention_cost", "kv_bytes_per_token_per_gpu", "n_context_layers",
            "narrow_window_layers", "flash_head_dim_factor", "FLASH_HEAD_DIM_FACTORS", "sparse_attention",
-           "DSA_HEAD_TILE", "DSA_INDEXER_PREFILL_EFFICIENCY", "DSA_INDEXER_READBACK_GPUS",
+           "DSA_HEAD_TILE", "DSA_INDEXER_PREFILL_EFFICIENCY",
            "dsa_indexer_prefill_efficiency"]
 
 #: Query heads per GPU the DSA sparse-MLA kernels compute, padded up to a multiple of this (module docstring)
 DSA_HEAD_TILE = 64
-#: Share of the FP8 peak the DSA indexer reaches in prefill, logits write and top-k included: read back from
-#: AIConfigurator 0.12.0's measured DeepSeek-V3.2 attention modules on H100 / H200 (module docstring)
-DSA_INDEXER_PREFILL_EFFICIENCY = 0.34
-#: GPUs whose indexer prefill runs at the read-back share (the tables' GPUs and the same die; module docstring)
-DSA_INDEXER_READBACK_GPUS = frozenset({"H100-SXM", "H100-PCIe", "H200", "H800", "B200"})
+#: Share of the FP8 peak the DSA indexer reaches in prefill, logits write and top-k included, by catalog GPU: read
+#: back from AIConfigurator 0.12.0's measured DeepSeek-V3.2 attention modules (module docstring; medians of
+#: ``benchmarks/aiconfigurator_compare.py --dsa-tables``: H100 / H200 0.34, B200 0.27; H800 and H100-PCIe: H100 die)
+DSA_INDEXER_PREFILL_EFFICIENCY = MappingProxyType({"H100-SXM": 0.34, "H100-PCIe": 0.34, "H200": 0.34, "H800": 0.34,
+                                                   "B200": 0.27})
 
 
 #: (head dim, prefill efficiency / head-dim-128 efficiency), module docstring
@@ -159,10 +160,9 @@ def sparse_attention(model: ModelConfig) -> bool:
 
 
 def dsa_indexer_prefill_efficiency(gpu_name: str, attention_efficiency: float) -> float:
-    """Share of the peak at which the DSA indexer scores prefill pairs on ``gpu_name``: the read-back
-    ``DSA_INDEXER_PREFILL_EFFICIENCY`` on ``DSA_INDEXER_READBACK_GPUS``, else ``attention_efficiency`` (module
-    docstring)."""
-    return DSA_INDEXER_PREFILL_EFFICIENCY if gpu_name in DSA_INDEXER_READBACK_GPUS else attention_efficiency
+    """Share of the peak at which the DSA indexer scores prefill pairs on ``gpu_name``: its read-back
+    ``DSA_INDEXER_PREFILL_EFFICIENCY``, else ``attention_efficiency`` (module docstring)."""
+    return DSA_INDEXER_PREFILL_EFFICIENCY.get(gpu_name, attention_efficiency)
 
 
 def n_context_layers(model: ModelConfig) -> int:

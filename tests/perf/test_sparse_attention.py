@@ -128,12 +128,13 @@ def test_indexer_runs_at_the_fp8_peak(catalog, v32) -> None:
     """The predictor times the indexer at the GPU's FP8 peak (BF16 peak without FP8): in prefill at the read-back
     share on the GPUs of AIConfigurator's DSA tables, else at the attention efficiency; in decode at the attention
     efficiency everywhere."""
-    for gpu_name, readback in (("h200", True), ("h100", True), ("a100", False), ("mi300x", False)):
+    for gpu_name, readback in (("h200", 0.34), ("h100", 0.34), ("b200", 0.27), ("a100", None), ("mi300x", None)):
         gpu = catalog.get(gpu_name)
         p = StepTimePredictor(v32, gpu, Parallelism(tp=8), Dtype.BF16)
         peak = (gpu.fp8_tflops if gpu.fp8_tflops is not None else gpu.bf16_tflops) * 1e12
         eff = p.options.attention_efficiency
-        prefill_eff = DSA_INDEXER_PREFILL_EFFICIENCY if readback else eff
+        prefill_eff = eff if readback is None else readback
+        assert DSA_INDEXER_PREFILL_EFFICIENCY.get(str(gpu.name)) == readback
         assert p.attention.prefill_s_per_work == pytest.approx(61 * 2 * 64 * 128 / (peak * prefill_eff))
         assert dsa_indexer_prefill_efficiency(str(gpu.name), eff) == prefill_eff
         decode = attention_cost(v32, Parallelism(tp=8), Dtype.BF16, p.rates, index_flop_per_s=peak * eff)
@@ -151,7 +152,7 @@ def test_throttled_h20_keeps_its_derived_efficiency(catalog, v32) -> None:
     p = StepTimePredictor(v32, gpu, Parallelism(tp=8), Dtype.FP8, options=opts, fp8_scaling="block")
     assert p.attention.prefill_s_per_work == pytest.approx(61 * 2 * 64 * 128 / (gpu.fp8_tflops * 1e12 * 0.66))
     throttle = tensor_throttle(gpu, catalog.get("H100-SXM"), fp8=True)
-    assert tensor_throttle_efficiency(DSA_INDEXER_PREFILL_EFFICIENCY, throttle, opts.gemm_efficiency) == \
+    assert tensor_throttle_efficiency(DSA_INDEXER_PREFILL_EFFICIENCY["H100-SXM"], throttle, opts.gemm_efficiency) == \
         pytest.approx(opts.attention_efficiency)
 
 
