@@ -26,7 +26,10 @@ system, engine and engine version (``aiconfigurator_core/systems/data/<system>/<
   the table's kernel (``moe_kernel_efficiency``), the read-back of the vLLM profile's ``moe_mxfp4_gemm_efficiency``
   (Marlin, OpenAI Triton and FlashInfer MXFP4 MoE) and of its A100 ``moe_int4_gemm_efficiency``;
 * ``--attention-tables`` (needs ``aiconfigurator-core``): the vLLM context-attention table's efficiency per head
-  dimension (``attention_table_efficiency``), the source of ``fleetplan.perf.attention``'s head-dim factors.
+  dimension (``attention_table_efficiency``), the source of ``fleetplan.perf.attention``'s head-dim factors;
+* ``--dsa-tables`` (needs ``aiconfigurator-core``): the DSA indexer's prefill cost per query-key pair fitted on the
+  measured DeepSeek-V3.2 attention-module tables (``dsa_indexer_table_efficiency``), the source of
+  ``fleetplan.perf.attention.DSA_INDEXER_PREFILL_EFFICIENCY``.
 
 aiconfigurator-core 0.12.0 needs numpy>=2.1,<3, pandas>=2.2.3, scipy>=1.13.1, pyarrow>=15, pyyaml,
 packaging; it resolves alongside fleetplan's numpy/numba/pandas/scipy without moving them (checked with
