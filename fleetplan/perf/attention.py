@@ -101,8 +101,9 @@ bytes at the KV bandwidth).  Not modelled, from the same fits: the
 sparse MLA's cost follows the keys a query has (``min(position, K)``, fewer than ``K`` in a prompt's first
 2,048 tokens) at about 0.73 of the BF16 peak (128 heads), so prompts of up to 2,048 tokens are charged 1.2-1.6x the
 measured module on the H200 (longer ones 0.86-0.96x); the decode module is within 10 % at 256 sequences per GPU
-(16 heads) and 1.2x the measured at 128 heads; SGLang runs prompts of at most 2,048 tokens as dense MHA on
-Hopper (its tables' ``sglang_dsa_dense_mha_fa3`` rows: "dense ragged prefill is selected by shape, isl <= 2048").
+(16 heads) and 1.2x the measured at 128 heads; SGLang 0.5.14 runs prompts of at most 2,048 tokens as dense MHA on
+Hopper (its tables' ``sglang_dsa_dense_mha_fa3`` rows; aiconfigurator-core ``sdk/operations/dsa.py``: "dense ragged
+prefill is selected by SHAPE (isl <= 2048)").
 """
 
 from __future__ import annotations
