@@ -77,9 +77,13 @@ elements = topk_tokens (constant for full-CG)"; FlashMLA ``flash_mla_sparse_fwd`
 (vllm-project/recipes@8959cf6 ``DeepSeek/DeepSeek-V3_2.md`` line 45: "TP=8 yields only 16 heads (128/8) per rank
 but is padded to 64 heads, incurring overhead and hurting performance"; vLLM ``flashmla_sparse.py``: "FP8 decode
 kernel only supports h_q = 64 or 128, so we need to pad"): 16 heads per GPU at TP 8 cost as 64, while attention
-data parallelism (128 heads per rank) pads nothing.  FlashMLA's release note (2025-09-29) gives the sparse kernels
-640 TFLOP/s in prefill and 410 in decode on H800 (0.65 / 0.41 of the 989 TFLOP/s peak), around the profile's
-``attention_efficiency`` (0.6) that both terms use.
+data parallelism (128 heads per rank) pads nothing.  On Blackwell the tile is 128 (``DSA_HEAD_TILES``; vLLM
+``v1/attention/backends/mla/flashmla_sparse.py`` at vllm-project/vllm@008a0c31dc020099dd40e8a2b7d2bdb37699b047,
+``_bf16_flash_mla_kernel``: "kernel requires num_local_head to be a multiple of 64 on hopper and 128 on
+blackwell"), which AIConfigurator's measured modules show (vLLM 0.24.0, prefill, the ``v`` of the fit below: 16
+heads per GPU cost 0.49x what 128 do on the H200, 0.92x on the B200).  FlashMLA's release note (2025-09-29) gives
+the sparse kernels 640 TFLOP/s in prefill and 410 in decode on H800 (0.65 / 0.41 of the 989 TFLOP/s peak), around
+the profile's ``attention_efficiency`` (0.6) that both terms use.
 
 The indexer's prefill rate is read back from measured modules, not the profile's ``attention_efficiency``:
 AIConfigurator 0.12.0 (aiconfigurator-core, ``systems/data/{h100_sxm,h200_sxm,b200_sxm}/sparse_attention/
@@ -111,17 +115,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from fleetplan.errors import ConfigError
 from fleetplan.models import AttentionKind, Dtype, ModelConfig
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.roofline import DeviceRates
 
 __all__ = ["AttentionCost", "attention_cost", "kv_bytes_per_token_per_gpu", "n_context_layers",
            "narrow_window_layers", "flash_head_dim_factor", "FLASH_HEAD_DIM_FACTORS", "sparse_attention",
-           "DSA_HEAD_TILE", "DSA_INDEXER_PREFILL_EFFICIENCY",
+           "DSA_HEAD_TILE", "DSA_HEAD_TILES", "dsa_head_tile", "DSA_INDEXER_PREFILL_EFFICIENCY",
            "dsa_indexer_prefill_efficiency"]
 
 #: Query heads per GPU the DSA sparse-MLA kernels compute, padded up to a multiple of this (module docstring)
 DSA_HEAD_TILE = 64
+#: The tile where it differs by GPU: Blackwell's sparse FlashMLA kernels pad to 128 heads (module docstring)
+DSA_HEAD_TILES = MappingProxyType({"B200": 128})
 #: Share of the FP8 peak the DSA indexer reaches in prefill, logits write and top-k included, by catalog GPU: read
 #: back from AIConfigurator 0.12.0's measured DeepSeek-V3.2 attention modules (module docstring; medians of
 #: ``benchmarks/aiconfigurator_compare.py --dsa-tables``: H100 / H200 0.34, B200 0.27; H800 and H100-PCIe: H100 die)
@@ -159,6 +166,12 @@ def sparse_attention(model: ModelConfig) -> bool:
     """True for DeepSeek Sparse Attention: MLA whose queries attend the ``index_topk`` keys a lightning indexer
     selects (module docstring)."""
     return model.attention is AttentionKind.MLA and model.index_topk > 0
+
+
+def dsa_head_tile(gpu_name: str) -> int:
+    """Query heads per GPU the sparse-MLA kernels pad to on ``gpu_name`` (``DSA_HEAD_TILES``, else
+    ``DSA_HEAD_TILE``; module docstring)."""
+    return DSA_HEAD_TILES.get(gpu_name, DSA_HEAD_TILE)
 
 
 def dsa_indexer_prefill_efficiency(gpu_name: str, attention_efficiency: float) -> float:
@@ -205,14 +218,14 @@ class AttentionCost:
 
 
 def _sparse_attention_cost(model: ModelConfig, par: Parallelism, kv_dtype: Dtype, rates: DeviceRates,
-                           index_flop_per_s: float, index_prefill_flop_per_s: float) -> AttentionCost:
+                           index_flop_per_s: float, index_prefill_flop_per_s: float, head_tile: int) -> AttentionCost:
     """DSA: the indexer over the whole context, the MLA over ``index_topk`` keys per query (module docstring)."""
     layers, topk = model.n_layers, model.index_topk
     n_i, d_i = model.index_n_heads, model.index_head_dim
     index_flop_per_pair = 2.0 * n_i * d_i
     memory_s = layers * model.indexer_kv_bytes_per_token_per_layer() / rates.kv_bytes_per_s
     compute_s = layers * index_flop_per_pair / index_flop_per_s
-    heads = -(-(model.n_heads // par.attn_tp) // DSA_HEAD_TILE) * DSA_HEAD_TILE
+    heads = -(-(model.n_heads // par.attn_tp) // head_tile) * head_tile
     r_kv, d_r = model.kv_lora_rank, model.qk_rope_head_dim
     mla_flop_per_key = 2.0 * (2 * r_kv + d_r) * heads
     # FP8: sparse FlashMLA's packed record (FP8 latent, fp32 scales, BF16 rope; fleetplan.models.config)
@@ -229,15 +242,18 @@ def _sparse_attention_cost(model: ModelConfig, par: Parallelism, kv_dtype: Dtype
 
 def attention_cost(model: ModelConfig, par: Parallelism, kv_dtype: Dtype, rates: DeviceRates,
                    index_flop_per_s: float | None = None,
-                   index_prefill_flop_per_s: float | None = None) -> AttentionCost:
+                   index_prefill_flop_per_s: float | None = None, head_tile: int = DSA_HEAD_TILE) -> AttentionCost:
     """Attention coefficients for ``model`` sharded by ``par`` (see module docstring).  ``index_flop_per_s``:
     the FP8 rate of a DSA model's lightning indexer in decode (default ``rates.attention_flop_per_s``);
     ``index_prefill_flop_per_s``: its rate over prefill pairs, logits write and top-k included (default
-    ``index_flop_per_s``)."""
+    ``index_flop_per_s``); ``head_tile``: the sparse MLA's query-head padding (``dsa_head_tile``)."""
     if sparse_attention(model):
+        if head_tile < 1:
+            raise ConfigError(f"head_tile={head_tile} must be >= 1 query head (the sparse kernels' padding)")
         index = rates.attention_flop_per_s if index_flop_per_s is None else index_flop_per_s
         return _sparse_attention_cost(model, par, kv_dtype, rates, index,
-                                      index if index_prefill_flop_per_s is None else index_prefill_flop_per_s)
+                                      index if index_prefill_flop_per_s is None else index_prefill_flop_per_s,
+                                      head_tile)
     heads_per_gpu = model.n_heads // par.attn_tp
     layers = n_context_layers(model)
     d_qk, d_v = _head_dims(model, decode=False)

@@ -37,7 +37,7 @@ from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuProfile
 from fleetplan.models import Dtype, ModelConfig
 from fleetplan.perf import comm
-from fleetplan.perf.attention import AttentionCost, attention_cost, dsa_indexer_prefill_efficiency
+from fleetplan.perf.attention import AttentionCost, attention_cost, dsa_head_tile, dsa_indexer_prefill_efficiency
 from fleetplan.perf.batch import BatchComposition
 from fleetplan.perf.linear import N_STEP_COEFS, STEP_MODEL_ROOFLINE, roofline_step_s
 from fleetplan.perf.moe import MoeShape, expected_moe_terms, expert_width_factor, moe_shape, sample_moe_s
@@ -148,7 +148,8 @@ class StepTimePredictor:
         return attention_cost(self.model, self.parallelism, self.kv_dtype, self.rates,
                               index_flop_per_s=peak_flop_per_s * eff,
                               index_prefill_flop_per_s=peak_flop_per_s * dsa_indexer_prefill_efficiency(
-                                  str(self.gpu.name), eff))
+                                  str(self.gpu.name), eff),
+                              head_tile=dsa_head_tile(str(self.gpu.name)))
 
     @functools.cached_property
     def moe(self) -> MoeShape | None:

@@ -21,6 +21,7 @@ from fleetplan.perf.attention import (
     DSA_HEAD_TILE,
     DSA_INDEXER_PREFILL_EFFICIENCY,
     attention_cost,
+    dsa_head_tile,
     dsa_indexer_prefill_efficiency,
     sparse_attention,
 )
@@ -197,3 +198,18 @@ def test_no_indexer_fields_no_sparse_terms(v32) -> None:
     cost = attention_cost(dense, Parallelism(tp=8), Dtype.BF16, RATES)
     assert cost.window_s_per_token == 0.0 and cost.prefill_s_per_work > 0
     assert np.isfinite(cost.decode_s_per_context_token)
+
+
+@pytest.mark.parametrize(("gpu_name", "tile"), [("H200", 64), ("H100-SXM", 64), ("H20-3e", 64), ("B200", 128)])
+def test_sparse_mla_pads_heads_to_the_gpus_tile(catalog, v32, gpu_name: str, tile: int) -> None:
+    """vLLM's sparse FlashMLA kernels need a multiple of 64 query heads per GPU on Hopper and of 128 on Blackwell:
+    at TP 8 (16 heads) the sparse MLA per scheduled token costs ``tile`` heads, and on the B200 as much as at
+    TP 1 (128 heads), as AIConfigurator's B200 modules measure (attention module docstring)."""
+    assert dsa_head_tile(gpu_name) == tile
+    gpu = catalog.get(gpu_name)
+    tp8 = StepTimePredictor(v32, gpu, Parallelism(tp=8), Dtype.FP8, fp8_scaling="block")
+    tp1 = StepTimePredictor(v32, gpu, Parallelism(tp=1), Dtype.FP8, fp8_scaling="block")
+    flop_per_token = 61 * 2048 * 2 * (2 * 512 + 64)
+    assert tp8.attention.window_s_per_token == pytest.approx(flop_per_token * tile / tp8.rates.attention_flop_per_s)
+    ratio = tp8.attention.window_s_per_token / tp1.attention.window_s_per_token
+    assert ratio == pytest.approx(tile / 128)
