@@ -91,7 +91,8 @@ AIConfigurator 0.12.0 (aiconfigurator-core, ``systems/data/{h100_sxm,h200_sxm,b2
 layer in prefill (projections, indexer logits and top-k, sparse MLA) at 1-256 prompts of up to 32,768 tokens and
 prefixes up to 65,536.  A least-squares fit of each table (relative error, rows of 1,024-65,536 tokens, FP8 block
 weights, per heads per GPU and KV dtype) to ``a T + v V + b P + c`` (``T`` tokens, ``V`` keys the sparse MLA reads,
-``P`` causal query-key pairs the indexer scores; ``python benchmarks/aiconfigurator_compare.py --dsa-tables``) gives
+``P`` causal query-key pairs the indexer scores; ``dsa_indexer_table_efficiency`` of
+``benchmarks/aiconfigurator_compare.py``) gives
 the indexer ``b`` = 2.2-2.7e-11 s per pair on the H100 and H200 (vLLM 0.24.0 FlashMLA-sparse and SGLang 0.5.14,
 1-128 heads, BF16 and FP8 KV, 48 tables) and 1.3-1.8e-11 on the B200: the indexer's DeepGEMM FP8 logits, their
 FP32 write and the per-row top-k over the context reach ``2 n_i d_i / (b x FP8 peak)`` = 0.31-0.38 of the Hopper
@@ -131,7 +132,8 @@ DSA_HEAD_TILE = 64
 DSA_HEAD_TILES = MappingProxyType({"B200": 128})
 #: Share of the FP8 peak the DSA indexer reaches in prefill, logits write and top-k included, by catalog GPU: read
 #: back from AIConfigurator 0.12.0's measured DeepSeek-V3.2 attention modules (module docstring; medians of
-#: ``benchmarks/aiconfigurator_compare.py --dsa-tables``: H100 / H200 0.34, B200 0.27; H800 and H100-PCIe: H100 die)
+#: ``dsa_indexer_table_efficiency`` of ``benchmarks/aiconfigurator_compare.py``: H100 / H200 0.34, B200 0.27; H800
+#: and H100-PCIe: the H100's die)
 DSA_INDEXER_PREFILL_EFFICIENCY = MappingProxyType({"H100-SXM": 0.34, "H100-PCIe": 0.34, "H200": 0.34, "H800": 0.34,
                                                    "B200": 0.27})
 
