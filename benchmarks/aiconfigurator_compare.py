@@ -26,7 +26,10 @@ system, engine and engine version (``aiconfigurator_core/systems/data/<system>/<
   the table's kernel (``moe_kernel_efficiency``), the read-back of the vLLM profile's ``moe_mxfp4_gemm_efficiency``
   (Marlin, OpenAI Triton and FlashInfer MXFP4 MoE) and of its A100 ``moe_int4_gemm_efficiency``;
 * ``--attention-tables`` (needs ``aiconfigurator-core``): the vLLM context-attention table's efficiency per head
-  dimension (``attention_table_efficiency``), the source of ``fleetplan.perf.attention``'s head-dim factors.
+  dimension (``attention_table_efficiency``), the source of ``fleetplan.perf.attention``'s head-dim factors;
+* ``--dsa-tables`` (needs ``aiconfigurator-core``): the DSA indexer's prefill cost per query-key pair fitted on the
+  measured DeepSeek-V3.2 attention-module tables (``dsa_indexer_table_efficiency``), the source of
+  ``fleetplan.perf.attention.DSA_INDEXER_PREFILL_EFFICIENCY``.
 
 aiconfigurator-core 0.12.0 needs numpy>=2.1,<3, pandas>=2.2.3, scipy>=1.13.1, pyarrow>=15, pyyaml,
 packaging; it resolves alongside fleetplan's numpy/numba/pandas/scipy without moving them (checked with
@@ -367,6 +370,60 @@ def attention_table_efficiency() -> list[dict]:
     for (kernel, dim), g in rows.groupby(["kernel_source", "head_dim"]):
         out.append({"system": system, "engine": engine, "engine_version": version, "kernel": kernel,
                     "head_dim": int(dim), "n": len(g), "median": float(g.eff.median())})
+    return out
+
+
+DSA_MODEL = "deepseek-ai/DeepSeek-V3.2"
+DSA_TOPK = 2048  # index_topk of DeepSeek-V3.2's config.json
+DSA_INDEXER_FLOP_PER_PAIR = 2.0 * 64 * 128  # 2 n_i d_i: index_n_heads 64, index_head_dim 128
+DSA_TABLE_TOKENS = (1024, 65536)  # step tokens of the rows fitted (batch x new tokens)
+DSA_TABLE_MAX_PREFIX = 65536
+
+
+def _dsa_valid_keys(prefix, new):
+    """Keys the sparse MLA reads for ``new`` tokens after ``prefix``: sum over positions of min(position, topk)."""
+    import numpy as np
+
+    return np.array([np.minimum(o + np.arange(1, int(c) + 1), DSA_TOPK).sum()
+                     for o, c in zip(prefix, new, strict=True)], float)
+
+
+def dsa_indexer_table_efficiency() -> list[dict]:
+    """The DSA indexer's prefill cost per (query, key) pair read back from AIConfigurator's measured DeepSeek-V3.2
+    attention modules (``sparse_attention/<engine>/<version>/dsa_context_module_perf.parquet``; needs
+    ``aiconfigurator-core``): per system, engine, heads per GPU and KV dtype (FP8 block weights; SGLang's sparse
+    FlashMLA rows, its dense-MHA rows of prompts <= 2,048 tokens left out), a relative least-squares fit of the
+    module latency to ``a T + v V + b P + c`` over rows of ``DSA_TABLE_TOKENS`` tokens (``T`` tokens, ``V`` keys
+    the sparse MLA reads, ``P`` causal query-key pairs the indexer scores, prefix ``step`` included); ``b`` as a
+    share of the FP8 peak is ``2 n_i d_i / (b x peak)``, the source of ``fleetplan.perf.attention``'s
+    ``DSA_INDEXER_PREFILL_EFFICIENCY``."""
+    import numpy as np
+    import pandas as pd
+
+    data, profiles = _aic_tables_and_profiles()
+    sparse_kernels = {"FLASHMLA_SPARSE", "sglang_dsa_indexer_flashmla_sparse", "sglang_dsa_indexer_flashmla_kv"}
+    out = []
+    for system, gpu_name in GRID_SYSTEMS.items():
+        for path in sorted((data / system / "sparse_attention").glob("*/*/dsa_context_module_perf.parquet")):
+            frame = pd.read_parquet(path)
+            frame = frame[(frame.model == DSA_MODEL) & (frame.gemm_type == "fp8_block")
+                          & frame.kernel_source.isin(sparse_kernels) & (frame.step <= DSA_TABLE_MAX_PREFIX)]
+            tokens = frame.batch_size * frame.isl
+            frame = frame[(tokens >= DSA_TABLE_TOKENS[0]) & (tokens <= DSA_TABLE_TOKENS[1])]
+            for (heads, kv), g in frame.groupby(["num_heads", "kv_cache_dtype"]):
+                if len(g) < 8:
+                    continue
+                b_seqs, new, prefix = (g[c].to_numpy(float) for c in ("batch_size", "isl", "step"))
+                x = np.c_[b_seqs * new, b_seqs * _dsa_valid_keys(prefix, new),
+                          b_seqs * (new * prefix + new * (new + 1) / 2), np.ones(len(g))]
+                y = g.latency.to_numpy() * 1e-3
+                coef, *_ = np.linalg.lstsq(x / y[:, None], np.ones(len(g)), rcond=None)
+                rel = x @ coef / y - 1
+                peak = profiles[gpu_name]["fp8_tflops"] * 1e12
+                out.append({"system": system, "engine": path.parts[-3], "engine_version": path.parts[-2],
+                            "heads": int(heads), "kv": kv, "n": len(g), "s_per_pair": float(coef[2]),
+                            "share": DSA_INDEXER_FLOP_PER_PAIR / float(coef[2]) / peak,
+                            "median_abs_err": float(np.median(np.abs(rel)))})
     return out
 
 
@@ -867,7 +924,9 @@ def main() -> int:
                        ("--moe-width-tables", "fused-MoE tables against the per-GPU expert width, the source of "
                         "the step model's expert-width factor"),
                        ("--attention-tables", "vLLM context-attention table per head dim, the source of the step "
-                        "model's head-dim factors")):
+                        "model's head-dim factors"),
+                       ("--dsa-tables", "DeepSeek-V3.2 attention-module tables, the source of the DSA indexer's "
+                        "prefill efficiency")):
         parser.add_argument(flag, action="store_true",
                             help=f"print the efficiency of AIConfigurator's {what} (needs aiconfigurator-core)")
     parser.add_argument("--csv", type=Path, default=CSV_PATH)
@@ -892,6 +951,12 @@ def main() -> int:
         for g in attention_table_efficiency():
             print(f"{g['system']} {g['engine']} {g['engine_version']} {g['kernel']:22s} head_dim {g['head_dim']:3d} "
                   f"{g['n']:5d} rows median {g['median']:.3f} of the BF16 peak")
+        return 0
+    if args.dsa_tables:
+        for g in dsa_indexer_table_efficiency():
+            print(f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:8s} heads {g['heads']:3d} KV {g['kv']:9s} "
+                  f"{g['n']:4d} rows: indexer {g['s_per_pair']:.2e} s per pair and layer = {g['share']:.2f} of the FP8 "
+                  f"peak (fit median |error| {g['median_abs_err']:.1%})")
         return 0
     if args.moe_width_tables:
         for g in moe_width_efficiency():

@@ -77,26 +77,65 @@ elements = topk_tokens (constant for full-CG)"; FlashMLA ``flash_mla_sparse_fwd`
 (vllm-project/recipes@8959cf6 ``DeepSeek/DeepSeek-V3_2.md`` line 45: "TP=8 yields only 16 heads (128/8) per rank
 but is padded to 64 heads, incurring overhead and hurting performance"; vLLM ``flashmla_sparse.py``: "FP8 decode
 kernel only supports h_q = 64 or 128, so we need to pad"): 16 heads per GPU at TP 8 cost as 64, while attention
-data parallelism (128 heads per rank) pads nothing.  FlashMLA's release note (2025-09-29) gives the sparse kernels
-640 TFLOP/s in prefill and 410 in decode on H800 (0.65 / 0.41 of the 989 TFLOP/s peak), around the profile's
-``attention_efficiency`` (0.6) that both terms use.  The top-k selection itself (a sort over the indexer's
-scores) is not charged.
+data parallelism (128 heads per rank) pads nothing.  On Blackwell the tile is 128 (``DSA_HEAD_TILES``; vLLM
+``v1/attention/backends/mla/flashmla_sparse.py`` at vllm-project/vllm@008a0c31dc020099dd40e8a2b7d2bdb37699b047,
+``_bf16_flash_mla_kernel``: "kernel requires num_local_head to be a multiple of 64 on hopper and 128 on
+blackwell"), which AIConfigurator's measured modules show (vLLM 0.24.0, prefill, the ``v`` of the fit below: 16
+heads per GPU cost 0.49x what 128 do on the H200, 0.92x on the B200).  FlashMLA's release note (2025-09-29) gives
+the sparse kernels 640 TFLOP/s in prefill and 410 in decode on H800 (0.65 / 0.41 of the 989 TFLOP/s peak), around
+the profile's ``attention_efficiency`` (0.6) that both terms use.
+
+The indexer's prefill rate is read back from measured modules, not the profile's ``attention_efficiency``:
+AIConfigurator 0.12.0 (aiconfigurator-core, ``systems/data/{h100_sxm,h200_sxm,b200_sxm}/sparse_attention/
+{vllm/0.24.0,sglang/0.5.14}/dsa_context_module_perf.parquet``) times DeepSeek-V3.2's whole attention module of one
+layer in prefill (projections, indexer logits and top-k, sparse MLA) at 1-256 prompts of up to 32,768 tokens and
+prefixes up to 65,536.  A least-squares fit of each table (relative error, rows of 1,024-65,536 tokens, FP8 block
+weights, per heads per GPU and KV dtype) to ``a T + v V + b P + c`` (``T`` tokens, ``V`` keys the sparse MLA reads,
+``P`` causal query-key pairs the indexer scores; ``dsa_indexer_table_efficiency`` of
+``benchmarks/aiconfigurator_compare.py``) gives
+the indexer ``b`` = 2.2-2.7e-11 s per pair on the H100 and H200 (vLLM 0.24.0 FlashMLA-sparse and SGLang 0.5.14,
+1-128 heads, BF16 and FP8 KV, 48 tables) and 1.3-1.8e-11 on the B200: the indexer's DeepGEMM FP8 logits, their
+FP32 write and the per-row top-k over the context reach ``2 n_i d_i / (b x FP8 peak)`` = 0.31-0.38 of the Hopper
+FP8 peak (median 0.34) and 0.21-0.29 of the B200's (median 0.27), ``DSA_INDEXER_PREFILL_EFFICIENCY`` per GPU,
+where ``attention_efficiency`` gave 0.6 (the indexer 1.8x too fast: the H200 module came out 0.76-0.84 of the
+measured time at 8-32K-token prompts, 0.86-0.96 with the read-back).  The H800 is the H100's die; other GPUs
+keep the profile's ``attention_efficiency`` (no table; the throttled H20's derivation,
+``fleetplan.perf.roofline``, lifts 0.34 back to its 0.66).  The decode indexer is unchanged: the same tables'
+decode modules give 3.9-4.0e-11 s per context token and layer on the H200, fleetplan's memory-bound term (132
+bytes at the KV bandwidth).  Not modelled, from the same fits: the
+sparse MLA's cost follows the keys a query has (``min(position, K)``, fewer than ``K`` in a prompt's first
+2,048 tokens) at about 0.73 of the BF16 peak (128 heads), so prompts of up to 2,048 tokens are charged 1.2-1.6x the
+measured module on the H200 (longer ones 0.86-0.96x); the decode module is within 10 % at 256 sequences per GPU
+(16 heads) and 1.2x the measured at 128 heads; SGLang 0.5.14 runs prompts of at most 2,048 tokens as dense MHA on
+Hopper (its tables' ``sglang_dsa_dense_mha_fa3`` rows; aiconfigurator-core ``sdk/operations/dsa.py``: "dense ragged
+prefill is selected by SHAPE (isl <= 2048)").
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 
+from fleetplan.errors import ConfigError
 from fleetplan.models import AttentionKind, Dtype, ModelConfig
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.roofline import DeviceRates
 
 __all__ = ["AttentionCost", "attention_cost", "kv_bytes_per_token_per_gpu", "n_context_layers",
            "narrow_window_layers", "flash_head_dim_factor", "FLASH_HEAD_DIM_FACTORS", "sparse_attention",
-           "DSA_HEAD_TILE"]
+           "DSA_HEAD_TILE", "DSA_HEAD_TILES", "dsa_head_tile", "DSA_INDEXER_PREFILL_EFFICIENCY",
+           "dsa_indexer_prefill_efficiency"]
 
 #: Query heads per GPU the DSA sparse-MLA kernels compute, padded up to a multiple of this (module docstring)
 DSA_HEAD_TILE = 64
+#: The tile where it differs by GPU: Blackwell's sparse FlashMLA kernels pad to 128 heads (module docstring)
+DSA_HEAD_TILES = MappingProxyType({"B200": 128})
+#: Share of the FP8 peak the DSA indexer reaches in prefill, logits write and top-k included, by catalog GPU: read
+#: back from AIConfigurator 0.12.0's measured DeepSeek-V3.2 attention modules (module docstring; medians of
+#: ``dsa_indexer_table_efficiency`` of ``benchmarks/aiconfigurator_compare.py``: H100 / H200 0.34, B200 0.27; H800
+#: and H100-PCIe: the H100's die)
+DSA_INDEXER_PREFILL_EFFICIENCY = MappingProxyType({"H100-SXM": 0.34, "H100-PCIe": 0.34, "H200": 0.34, "H800": 0.34,
+                                                   "B200": 0.27})
 
 
 #: (head dim, prefill efficiency / head-dim-128 efficiency), module docstring
@@ -129,6 +168,18 @@ def sparse_attention(model: ModelConfig) -> bool:
     """True for DeepSeek Sparse Attention: MLA whose queries attend the ``index_topk`` keys a lightning indexer
     selects (module docstring)."""
     return model.attention is AttentionKind.MLA and model.index_topk > 0
+
+
+def dsa_head_tile(gpu_name: str) -> int:
+    """Query heads per GPU the sparse-MLA kernels pad to on ``gpu_name`` (``DSA_HEAD_TILES``, else
+    ``DSA_HEAD_TILE``; module docstring)."""
+    return DSA_HEAD_TILES.get(gpu_name, DSA_HEAD_TILE)
+
+
+def dsa_indexer_prefill_efficiency(gpu_name: str, attention_efficiency: float) -> float:
+    """Share of the peak at which the DSA indexer scores prefill pairs on ``gpu_name``: its read-back
+    ``DSA_INDEXER_PREFILL_EFFICIENCY``, else ``attention_efficiency`` (module docstring)."""
+    return DSA_INDEXER_PREFILL_EFFICIENCY.get(gpu_name, attention_efficiency)
 
 
 def n_context_layers(model: ModelConfig) -> int:
@@ -169,21 +220,21 @@ class AttentionCost:
 
 
 def _sparse_attention_cost(model: ModelConfig, par: Parallelism, kv_dtype: Dtype, rates: DeviceRates,
-                           index_flop_per_s: float) -> AttentionCost:
+                           index_flop_per_s: float, index_prefill_flop_per_s: float, head_tile: int) -> AttentionCost:
     """DSA: the indexer over the whole context, the MLA over ``index_topk`` keys per query (module docstring)."""
     layers, topk = model.n_layers, model.index_topk
     n_i, d_i = model.index_n_heads, model.index_head_dim
     index_flop_per_pair = 2.0 * n_i * d_i
     memory_s = layers * model.indexer_kv_bytes_per_token_per_layer() / rates.kv_bytes_per_s
     compute_s = layers * index_flop_per_pair / index_flop_per_s
-    heads = -(-(model.n_heads // par.attn_tp) // DSA_HEAD_TILE) * DSA_HEAD_TILE
+    heads = -(-(model.n_heads // par.attn_tp) // head_tile) * head_tile
     r_kv, d_r = model.kv_lora_rank, model.qk_rope_head_dim
     mla_flop_per_key = 2.0 * (2 * r_kv + d_r) * heads
     # FP8: sparse FlashMLA's packed record (FP8 latent, fp32 scales, BF16 rope; fleetplan.models.config)
     latent_bytes = (model.sparse_mla_fp8_latent_bytes_per_token_per_layer() if kv_dtype is Dtype.FP8
                     else (r_kv + d_r) * kv_dtype.bytes_per_param)
     return AttentionCost(
-        prefill_s_per_work=layers * index_flop_per_pair / index_flop_per_s,
+        prefill_s_per_work=layers * index_flop_per_pair / index_prefill_flop_per_s,
         decode_s_per_context_token=max(memory_s, compute_s),
         decode_bound="memory" if memory_s >= compute_s else "compute",
         window_s_per_token=layers * topk * mla_flop_per_key / rates.attention_flop_per_s,
@@ -192,12 +243,19 @@ def _sparse_attention_cost(model: ModelConfig, par: Parallelism, kv_dtype: Dtype
 
 
 def attention_cost(model: ModelConfig, par: Parallelism, kv_dtype: Dtype, rates: DeviceRates,
-                   index_flop_per_s: float | None = None) -> AttentionCost:
+                   index_flop_per_s: float | None = None,
+                   index_prefill_flop_per_s: float | None = None, head_tile: int = DSA_HEAD_TILE) -> AttentionCost:
     """Attention coefficients for ``model`` sharded by ``par`` (see module docstring).  ``index_flop_per_s``:
-    the FP8 rate of a DSA model's lightning indexer (default ``rates.attention_flop_per_s``)."""
+    the FP8 rate of a DSA model's lightning indexer in decode (default ``rates.attention_flop_per_s``);
+    ``index_prefill_flop_per_s``: its rate over prefill pairs, logits write and top-k included (default
+    ``index_flop_per_s``); ``head_tile``: the sparse MLA's query-head padding (``dsa_head_tile``)."""
     if sparse_attention(model):
-        return _sparse_attention_cost(model, par, kv_dtype, rates,
-                                      rates.attention_flop_per_s if index_flop_per_s is None else index_flop_per_s)
+        if head_tile < 1:
+            raise ConfigError(f"head_tile={head_tile} must be >= 1 query head (the sparse kernels' padding)")
+        index = rates.attention_flop_per_s if index_flop_per_s is None else index_flop_per_s
+        return _sparse_attention_cost(model, par, kv_dtype, rates, index,
+                                      index if index_prefill_flop_per_s is None else index_prefill_flop_per_s,
+                                      head_tile)
     heads_per_gpu = model.n_heads // par.attn_tp
     layers = n_context_layers(model)
     d_qk, d_v = _head_dims(model, decode=False)

@@ -37,7 +37,7 @@ from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuProfile
 from fleetplan.models import Dtype, ModelConfig
 from fleetplan.perf import comm
-from fleetplan.perf.attention import AttentionCost, attention_cost
+from fleetplan.perf.attention import AttentionCost, attention_cost, dsa_head_tile, dsa_indexer_prefill_efficiency
 from fleetplan.perf.batch import BatchComposition
 from fleetplan.perf.linear import N_STEP_COEFS, STEP_MODEL_ROOFLINE, roofline_step_s
 from fleetplan.perf.moe import MoeShape, expected_moe_terms, expert_width_factor, moe_shape, sample_moe_s
@@ -141,10 +141,15 @@ class StepTimePredictor:
 
     @functools.cached_property
     def attention(self) -> AttentionCost:
-        # a DSA indexer scores keys in FP8 where the GPU has FP8 tensor cores (fleetplan.perf.attention)
-        peak_tflops = self.gpu.fp8_tflops if self.gpu.fp8_tflops is not None else self.gpu.bf16_tflops
+        # a DSA indexer scores keys in FP8 where the GPU has FP8 tensor cores, in prefill at its read-back share
+        # of that peak (fleetplan.perf.attention, 'DeepSeek Sparse Attention')
+        peak_flop_per_s = (self.gpu.fp8_tflops if self.gpu.fp8_tflops is not None else self.gpu.bf16_tflops) * 1e12
+        eff = self.options.attention_efficiency
         return attention_cost(self.model, self.parallelism, self.kv_dtype, self.rates,
-                              index_flop_per_s=peak_tflops * 1e12 * self.options.attention_efficiency)
+                              index_flop_per_s=peak_flop_per_s * eff,
+                              index_prefill_flop_per_s=peak_flop_per_s * dsa_indexer_prefill_efficiency(
+                                  str(self.gpu.name), eff),
+                              head_tile=dsa_head_tile(str(self.gpu.name)))
 
     @functools.cached_property
     def moe(self) -> MoeShape | None:
