@@ -190,10 +190,14 @@ charged per running request in the simulator (the `kv_budget` docstring gives th
 Config handling checked: 36 / 24 layers, half of them 128-token sliding windows, 128 / 32 experts of width 2,880,
 top-4, TP as the runs state (no expert parallelism, vLLM's default). OCI's Llama-3.1-405B FP8 on 8 MI300X is
 40-50 % fast at batch 1-256 (vLLM on ROCm, 2024): the decode step at batch 1 (27.6 ms measured for 50.6 GB of
-FP8 weights per GPU) implies about 2.2 TB/s of weight streaming, 41 % of the 5.3 TB/s peak, where the profile applies
-the NVIDIA-fitted 78 %; no published MI300X figure for vLLM's achieved weight-streaming or FP8 GEMM efficiency was
-found to set `[gpu_options.MI300X]` values from, and the OCI rows are held out, so the MI300X values are left as
-they are (the MI300X datasheet peaks are the profile's sources).
+FP8 weights per GPU) implies about 2.2 TB/s of weight streaming, 41 % of the 5.3 TB/s peak, where the profile applied
+the NVIDIA-fitted 78 %.  Since session 12 the vLLM profile's `[gpu_options.MI300X]` weight streaming is 0.41, fitted on
+a run that is not held out: dstack's Llama-3.1-405B BF16 on 8 MI300X, upstream vLLM 0.6.3 for ROCm 6.1, October 2024,
+batch-1 TPOT 50.19 ms (`engine_profiles/vllm.toml` gives the derivation).  The OCI rows test it: -44.8 % -> -17.5 %,
+batch 1 within 0.1 %, batch 256 still 49 % fast (about 0.4 ms a sequence more per step than the roofline gives:
+ROCm FP8 GEMM efficiency or the V0 engine's per-sequence CPU time, no non-held-out source for either).  The value
+is that 2024 build's; ROCm builds of 2025 on (AITER kernels, tuned hipBLASLt) stream faster and the profile has no
+per-version values, so a plan for a current vLLM on MI300X is conservative on decode-bound steps.
 
 Mechanisms of this revision, each sourced, none fitted on a held-out row (their effect on the held-out rows is
 reported in the tables above and in the issue-26 notes):
