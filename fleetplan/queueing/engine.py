@@ -99,7 +99,8 @@ from fleetplan.queueing.sizing import InfeasibleReason
 from fleetplan.queueing.tail import check_probability_level
 
 __all__ = ["EngineLimits", "EngineModel", "EngineProfile", "EngineState", "EngineSizing", "size_engine_pool",
-           "SurvivalTable", "ttft_table", "tpot_table", "mixture_quantile_s", "mixture_quantiles_s"]
+           "SurvivalTable", "ttft_table", "tpot_table", "mixture_quantile_s", "mixture_quantiles_s", "TpotInputs",
+           "tpot_mixture", "TpotTail", "Lazy", "Deferred", "peek"]
 
 #: Decode-batch grid points between 1 and the concurrency cap (geometric), plus n = 0.
 N_BATCH_GRID = 48
@@ -892,67 +893,30 @@ class EngineProfile:
         """``RequestPoints.tpot_bins`` of the pool's points."""
         return self.points.tpot_bins
 
-    def _tpot_mixture(self, st: EngineState, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(weight, mean, sd) of the normal components of the TPOT mixture at count i (seconds).
-
-        Other prompts arrive at λ_i; each adds its prefill increment Δ_b (per prompt bin b, back to back
-        chunks) to the decode steps of the requests decoding meanwhile.  A request of d decode steps
-        sees N ~ Poisson(λ_i d t̄) of them: TPOT = t_d + ΣΔ / d.  N = 1 is taken over the bins' sizes
-        exactly (a single long prompt sets the tail of short outputs), N >= 2 as a normal of N E[Δ]
-        and N Var Δ, and windows with many events as one normal; the batch's drift adds σ.
-        """
+    def _tpot_inputs(self, st: EngineState, i: int) -> TpotInputs:
+        """What the TPOT mixture at count i needs (``TpotInputs``; ``_tpot_mixture``)."""
         dd, w = self._tpot_bins()
         n_star, t_bar = float(st.decode_batch[i]), float(st.mean_step_s[i])
-        lam_i = float(st.lam_i[i])
         chunks = _interp_rows(np.array([n_star]), self.grid, self.k_binned)[0]
-        delta_b = np.maximum(st.prefill_binned[i] - chunks * float(st.t_d[i]), 0.0)
-        v = self.bin_weight
-        e_delta = float(v @ delta_b)
-        var_delta = float(v @ (delta_b - e_delta) ** 2)
-        base = t_bar - lam_i * t_bar * e_delta  # t_d, up to the fixed point's interpolation
-        m = lam_i * dd * t_bar  # prompts arriving in a decode window
         lo = max(n_star - 0.5, 0.0)
-        slope = float(np.interp(lo + 1.0, self.grid, self.t_d)) - float(np.interp(lo, self.grid, self.t_d))
-        # the batch's drift averaged over the decode window T = d t̄: an Ornstein-Uhlenbeck process of
-        # correlation time τ keeps the share g(T / τ) = 2 (x - 1 + e^{-x}) / x² of its variance
-        x = np.maximum(dd * t_bar / max(float(st.batch_relax_s[i]), 1e-12), 1e-9)
-        g = np.where(x < 1e-4, 1.0, 2.0 * (x - 1.0 + np.exp(-x)) / x**2)
-        sigma = np.maximum(np.abs(slope) * float(st.batch_sd[i]) * np.sqrt(g), MIN_TPOT_SD * t_bar)
-        many = m > POISSON_NORMAL_EVENTS  # many events per window: one normal (the Poisson's CLT)
-        weights = [w[many]]
-        means = [base + m[many] * e_delta / dd[many]]
-        sds = [np.sqrt(m[many] * (var_delta + e_delta**2) / dd[many] ** 2 + sigma[many] ** 2)]
-        few = ~many
-        if few.any():
-            wf, df, mf, sf = w[few], dd[few], np.maximum(m[few], 1e-300), sigma[few]
-            p0, p1 = np.exp(-mf), mf * np.exp(-mf)
-            weights += [wf * p0, (wf * p1)[:, None] * v[None, :]]
-            means += [np.full(df.shape, base), base + delta_b[None, :] / df[:, None]]
-            sds += [sf, np.repeat(sf[:, None], v.size, axis=1)]
-            m_top = float(mf.max())
-            events = np.arange(2, int(m_top + 6.0 * math.sqrt(m_top) + 8.0), dtype=np.float64)
-            if events.size:
-                pmf = np.exp(events[None, :] * np.log(mf)[:, None] - mf[:, None] - special.gammaln(events + 1.0))
-                weights.append(wf[:, None] * pmf)
-                means.append(base + events[None, :] * e_delta / df[:, None])
-                sds.append(np.sqrt(sf[:, None] ** 2 + events[None, :] * var_delta / df[:, None] ** 2))
-        weight, mean, sd = (np.concatenate([np.ravel(a) for a in x]) for x in (weights, means, sds))
-        # No decode step outlasts a full-budget step: prompts that arrive together queue for the
-        # budget, so a window full of prefill work has every step at t_full(n*), not longer (one long
-        # prompt of k >= d chunks gives exactly that; the Poisson sums above do not see the cap).
-        mean = np.minimum(mean, float(np.interp(n_star, self.grid, self.t_full)))
-        keep = weight > 1e-10
-        return weight[keep] / weight[keep].sum(), mean[keep], sd[keep]
+        return TpotInputs(
+            dd, w, self.bin_weight, np.maximum(st.prefill_binned[i] - chunks * float(st.t_d[i]), 0.0),
+            t_bar, float(st.lam_i[i]),
+            float(np.interp(lo + 1.0, self.grid, self.t_d)) - float(np.interp(lo, self.grid, self.t_d)),
+            float(st.batch_sd[i]), max(float(st.batch_relax_s[i]), 1e-12),
+            float(np.interp(n_star, self.grid, self.t_full)))
+
+    def _tpot_mixture(self, st: EngineState, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(weight, mean, sd) of the normal components of the TPOT mixture at count i (seconds):
+        ``tpot_mixture`` of ``_tpot_inputs``."""
+        return tpot_mixture(self._tpot_inputs(st, i))
 
     def tpot_survival(self, st: EngineState, i: int, x_s: np.ndarray, mixture=None) -> np.ndarray:
         """P(TPOT > x) over requests with >= 2 output tokens at count ``st.n_instances[i]`` (seconds)."""
         x = np.atleast_1d(np.asarray(x_s, dtype=np.float64))
         if not st.stable[i]:
             return np.ones(x.shape)
-        w, mean, sd = mixture if mixture is not None else self._tpot_mixture(st, i)
-        if w.size == 0:
-            return np.zeros(x.shape)
-        return special.ndtr((mean[None, :] - x[:, None]) / sd[None, :]) @ w
+        return _tpot_mixture_survival(x, mixture if mixture is not None else self._tpot_mixture(st, i))
 
     def tpot_quantile_s(self, st: EngineState, p: float) -> np.ndarray:
         """p-quantile TPOT at every count of ``st`` (inf where unstable), from its survival table."""
@@ -963,6 +927,145 @@ class EngineProfile:
 def _sorted(values: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     order = np.argsort(values, kind="stable")
     return values[order], weight[order]
+
+
+class TpotInputs(NamedTuple):
+    """What the TPOT mixture of a pool at one count needs (``EngineProfile._tpot_inputs``; seconds): a few
+    small arrays and numbers, so that a pool can carry them and build its TPOT distribution only when
+    it is read (``TpotTail``)."""
+
+    decode_steps: np.ndarray  # (D,) d of the output bins (``RequestPoints.tpot_bins``)
+    weight: np.ndarray  # (D,) their weights
+    bin_weight: np.ndarray  # (B,) weights v_b of the prompt bins
+    delta_s: np.ndarray  # (B,) Δ_b: a prompt bin's prefill increment to the decode steps it stops
+    mean_step_s: float  # t̄ at n*
+    lam_i: float  # per-instance rate (1/s)
+    slope_s: float  # t_d(n + 1) - t_d(n) about n*
+    batch_sd: float  # standard deviation of the decode batch
+    batch_relax_s: float  # its correlation time (floored at 1e-12 s)
+    cap_s: float  # t_full(n*), the longest mean step
+
+
+def tpot_mixture(inp: TpotInputs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(weight, mean, sd) of the normal components of a pool's TPOT mixture (seconds).
+
+    Other prompts arrive at λ_i; each adds its prefill increment Δ_b (per prompt bin b, back to back
+    chunks) to the decode steps of the requests decoding meanwhile.  A request of d decode steps
+    sees N ~ Poisson(λ_i d t̄) of them: TPOT = t_d + ΣΔ / d.  N = 1 is taken over the bins' sizes
+    exactly (a single long prompt sets the tail of short outputs), N >= 2 as a normal of N E[Δ]
+    and N Var Δ, and windows with many events as one normal; the batch's drift adds σ.
+    """
+    dd, w, v, delta_b = inp.decode_steps, inp.weight, inp.bin_weight, inp.delta_s
+    t_bar, lam_i = inp.mean_step_s, inp.lam_i
+    e_delta = float(v @ delta_b)
+    var_delta = float(v @ (delta_b - e_delta) ** 2)
+    base = t_bar - lam_i * t_bar * e_delta  # t_d, up to the fixed point's interpolation
+    m = lam_i * dd * t_bar  # prompts arriving in a decode window
+    # the batch's drift averaged over the decode window T = d t̄: an Ornstein-Uhlenbeck process of
+    # correlation time τ keeps the share g(T / τ) = 2 (x - 1 + e^{-x}) / x² of its variance
+    x = np.maximum(dd * t_bar / inp.batch_relax_s, 1e-9)
+    g = np.where(x < 1e-4, 1.0, 2.0 * (x - 1.0 + np.exp(-x)) / x**2)
+    sigma = np.maximum(np.abs(inp.slope_s) * inp.batch_sd * np.sqrt(g), MIN_TPOT_SD * t_bar)
+    many = m > POISSON_NORMAL_EVENTS  # many events per window: one normal (the Poisson's CLT)
+    weights = [w[many]]
+    means = [base + m[many] * e_delta / dd[many]]
+    sds = [np.sqrt(m[many] * (var_delta + e_delta**2) / dd[many] ** 2 + sigma[many] ** 2)]
+    few = ~many
+    if few.any():
+        wf, df, mf, sf = w[few], dd[few], np.maximum(m[few], 1e-300), sigma[few]
+        p0, p1 = np.exp(-mf), mf * np.exp(-mf)
+        weights += [wf * p0, (wf * p1)[:, None] * v[None, :]]
+        means += [np.full(df.shape, base), base + delta_b[None, :] / df[:, None]]
+        sds += [sf, np.repeat(sf[:, None], v.size, axis=1)]
+        m_top = float(mf.max())
+        events = np.arange(2, int(m_top + 6.0 * math.sqrt(m_top) + 8.0), dtype=np.float64)
+        if events.size:
+            pmf = np.exp(events[None, :] * np.log(mf)[:, None] - mf[:, None] - special.gammaln(events + 1.0))
+            weights.append(wf[:, None] * pmf)
+            means.append(base + events[None, :] * e_delta / df[:, None])
+            sds.append(np.sqrt(sf[:, None] ** 2 + events[None, :] * var_delta / df[:, None] ** 2))
+    weight, mean, sd = (np.concatenate([np.ravel(a) for a in x]) for x in (weights, means, sds))
+    # No decode step outlasts a full-budget step: prompts that arrive together queue for the
+    # budget, so a window full of prefill work has every step at t_full(n*), not longer (one long
+    # prompt of k >= d chunks gives exactly that; the Poisson sums above do not see the cap).
+    mean = np.minimum(mean, inp.cap_s)
+    keep = weight > 1e-10
+    return weight[keep] / weight[keep].sum(), mean[keep], sd[keep]
+
+
+def _tpot_mixture_survival(x: np.ndarray, mixture: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
+    """P(TPOT > x) of a mixture of normals (weight, mean, sd) at each x (``EngineProfile.tpot_survival``)."""
+    w, mean, sd = mixture
+    if w.size == 0:
+        return np.zeros(x.shape)
+    return special.ndtr((mean[None, :] - x[:, None]) / sd[None, :]) @ w
+
+
+class Lazy:
+    """A value computed on first read of a ``Deferred`` field: ``fn(*args)`` (``fn`` a module-level function
+    or method and ``args`` plain data, so that the field's owner pickles, e.g. back from a forked child)."""
+
+    def __init__(self, fn: Callable, *args) -> None:
+        self.fn, self.args = fn, args
+
+    def __call__(self):
+        return self.fn(*self.args)
+
+
+class Deferred:
+    """A field of a frozen dataclass that may be given a ``Lazy``: computed on the first read, then kept.
+
+    The class attribute is the descriptor (``x: float = Deferred(nan)``, ``x: float = Deferred()`` for a
+    field without default, or ``field(default=Deferred(None), ...)``; Python's descriptor-typed dataclass
+    fields).  Reads, equality, hashing, ``repr`` and ``dataclasses.replace`` see the computed value; a
+    pickled object carries the value or the ``Lazy``, whichever it holds.  ``peek`` gives the held
+    object without computing it (to hand a lazy value on to another object)."""
+
+    _NO_DEFAULT = object()
+
+    def __init__(self, default=_NO_DEFAULT) -> None:
+        self.default = default
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.key = "_deferred_" + name
+
+    def __get__(self, obj, owner=None):
+        value = self.default if obj is None else obj.__dict__.get(self.key, self.default)
+        if value is Deferred._NO_DEFAULT:  # a field without default (the dataclass asks the class)
+            raise AttributeError(self.key[len("_deferred_"):])
+        if isinstance(value, Lazy):
+            value = obj.__dict__[self.key] = value()
+        return value
+
+    def __set__(self, obj, value) -> None:
+        obj.__dict__[self.key] = self.default if value is self else value
+
+
+def peek(obj, name: str):
+    """The value or ``Lazy`` that ``obj``'s ``Deferred`` field ``name`` holds, not computed (any other
+    attribute: its value)."""
+    attr = next((k.__dict__[name] for k in type(obj).__mro__ if name in k.__dict__), None)
+    return obj.__dict__.get(attr.key, attr.default) if isinstance(attr, Deferred) else getattr(obj, name)
+
+
+class TpotTail:
+    """The TPOT of a pool at one count, built on first use: its survival table (``tpot_table``) and its
+    p-quantile, from the ``TpotInputs`` (None: an unstable pool).  ``quantile_s``: the quantile when
+    the caller knows it (a floor)."""
+
+    def __init__(self, inputs: TpotInputs | None, p: float, quantile_s: float | None = None) -> None:
+        self.inputs, self.p, self._quantile_s = inputs, p, quantile_s
+        self._table: SurvivalTable | None = None
+
+    def table(self) -> SurvivalTable:
+        if self._table is None:
+            self._table = _UNSTABLE if self.inputs is None else _tpot_table_of(self.inputs)
+        return self._table
+
+    def quantile_s(self) -> float:
+        if self._quantile_s is None:
+            self._quantile_s = mixture_quantile_s([self.table()], [1.0], self.p)
+        return self._quantile_s
 
 
 @dataclass(frozen=True)
@@ -976,7 +1079,7 @@ class EngineSizing:
     n_instances: int
     rho: float
     ttft_p_s: float
-    tpot_p_s: float
+    tpot_p_s: float = Deferred()  # built on first read (``TpotTail``) unless a TPOT target needed it
     mean_residence_s: float
     mean_step_s: float
     decode_batch: float
@@ -985,7 +1088,7 @@ class EngineSizing:
     binding: str
     floor_instances: int = 0  # the smallest count the utilisation cap allows (stable, ρ <= rho_max)
     ttft_table: SurvivalTable | None = field(default=None, compare=False, repr=False)
-    tpot_table: SurvivalTable | None = field(default=None, compare=False, repr=False)
+    tpot_table: SurvivalTable | None = field(default=Deferred(None), compare=False, repr=False)
 
 
 def size_engine_pool(
@@ -1061,11 +1164,13 @@ def size_engine_pool(
 
     def result(n: int, st: EngineState, reason: InfeasibleReason | None, binding: str,
                ttft_s: float | None = None, tpot_s: float | None = None) -> tuple[EngineSizing, EngineState]:
-        tab1, tab2 = ttft_table(profile, st), tpot_table(profile, st)
+        tab1 = ttft_table(profile, st)
         t1 = mixture_quantile_s([tab1], [1.0], p) if ttft_s is None else ttft_s
-        t2 = mixture_quantile_s([tab2], [1.0], p) if tpot_s is None else tpot_s
-        return EngineSizing(n, float(st.rho[0]), t1, t2, float(st.mean_residence_s[0]), float(st.mean_step_s[0]),
-                            float(st.decode_batch[0]), reason is None, reason, binding, floor, tab1, tab2), st
+        # the TPOT's table and quantile only when read (most pools' never are): ``tpot_table`` and its quantile
+        tail = TpotTail(profile._tpot_inputs(st, 0) if st.stable[0] else None, p, tpot_s)
+        return EngineSizing(n, float(st.rho[0]), t1, Lazy(TpotTail.quantile_s, tail), float(st.mean_residence_s[0]),
+                            float(st.mean_step_s[0]), float(st.decode_batch[0]), reason is None, reason, binding,
+                            floor, tab1, Lazy(TpotTail.table, tail)), st
 
     floor = 0
     top = int(max_instances)
@@ -1111,9 +1216,10 @@ def size_engine_pool(
     if n is None:
         return result(top, state(top), InfeasibleReason.EXCEEDS_MAX_GPUS, "")
     st = state(n)
+    if n == n_lo or slo_tpot_s is None:  # known without the TPOT, which stays unread
+        return result(n, st, None, "rho" if n == n_lo else "ttft")
     sized, _ = result(n, st, None, "")
-    binding = "rho" if n == n_lo else (
-        "ttft" if slo_tpot_s is None or sized.ttft_p_s / slo_ttft_s >= sized.tpot_p_s / slo_tpot_s else "tpot")
+    binding = "ttft" if sized.ttft_p_s / slo_ttft_s >= sized.tpot_p_s / slo_tpot_s else "tpot"
     return replace(sized, binding=binding), st
 
 
@@ -1247,15 +1353,18 @@ def ttft_table(profile: EngineProfile, st: EngineState, i: int = 0) -> SurvivalT
 
 def tpot_table(profile: EngineProfile, st: EngineState, i: int = 0) -> SurvivalTable:
     """The TPOT survival of ``profile`` at count i of ``st`` as a table."""
-    if not st.stable[i]:
-        return _UNSTABLE
-    mix = profile._tpot_mixture(st, i)
+    return _tpot_table_of(profile._tpot_inputs(st, i)) if st.stable[i] else _UNSTABLE
+
+
+def _tpot_table_of(inputs: TpotInputs) -> SurvivalTable:
+    """``tpot_table`` of a stable pool from its ``TpotInputs``."""
+    mix = tpot_mixture(inputs)
     if mix[0].size == 0:
         return SurvivalTable(np.array([0.0, 1e-9]), np.array([1.0, 0.0]))
     w, mean, sd = mix
     lo = max(float((mean - 5.0 * sd).min()), 0.5 * float(mean.min()))
     hi = float((mean + 6.0 * sd).max())
-    return _table(lambda x: profile.tpot_survival(st, i, x, mix), lo, hi)
+    return _table(lambda x: _tpot_mixture_survival(x, mix), lo, hi)
 
 
 #: Pools with traffic in one fleet's latency mixture at most (``mixture_quantiles_s``: the kernel's
