@@ -310,15 +310,25 @@ def engine_of(gpu: GpuProfile, max_context_tokens: int, step_models: Mapping[str
 #: Engines ``_engine_for`` keeps (a sweep serves one GPU type at one context bound in many pools).
 ENGINE_CACHE = 256
 _ENGINES: dict[tuple, EngineModel] = {}
+# The same engines keyed by the identity of the GPU profile and step models (with the objects, to check
+# that the ids are still theirs): hashing a profile and its step models field by field took 7 % of a
+# 70B sweep's CPU, and a sweep passes the very same objects for every pool.
+_ENGINES_BY_ID: dict[tuple, tuple[GpuProfile, tuple, EngineModel]] = {}
 
 
 def _engine_for(gpu: GpuProfile, max_context_tokens: int, settings: PlanSettings,
                 max_num_batched_tokens: int | None) -> EngineModel:
     """``engine_of`` for a pool of ``settings``, built once per process for equal inputs (the engine
     model is immutable; inputs that do not hash or compare are built afresh)."""
-    args = (gpu, int(max_context_tokens), dict(settings.step_models), settings.step_time_margin,
+    models = settings.step_models
+    fast = (id(gpu), id(models), int(max_context_tokens), settings.step_time_margin, settings.max_num_seqs,
+            max_num_batched_tokens)
+    hit = _ENGINES_BY_ID.get(fast)
+    if hit is not None and hit[0] is gpu and hit[1] is models:
+        return hit[2]
+    args = (gpu, int(max_context_tokens), dict(models), settings.step_time_margin,
             settings.max_num_seqs, max_num_batched_tokens)
-    key = (gpu, int(max_context_tokens), settings.step_models, settings.step_time_margin, settings.max_num_seqs,
+    key = (gpu, int(max_context_tokens), models, settings.step_time_margin, settings.max_num_seqs,
            max_num_batched_tokens)
     try:
         engine = _ENGINES.get(key)
@@ -329,6 +339,9 @@ def _engine_for(gpu: GpuProfile, max_context_tokens: int, settings: PlanSettings
         if len(_ENGINES) >= ENGINE_CACHE:
             _ENGINES.clear()  # one call: safe beside executors' threads
         _ENGINES[key] = engine
+    if len(_ENGINES_BY_ID) >= ENGINE_CACHE:
+        _ENGINES_BY_ID.clear()
+    _ENGINES_BY_ID[fast] = (gpu, models, engine)
     return engine
 
 

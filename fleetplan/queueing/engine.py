@@ -176,6 +176,53 @@ class EngineModel:
                                  attn2)
 
 
+class Lazy:
+    """A value computed on first read of a ``Deferred`` field: ``fn(*args)`` (``fn`` a module-level function
+    or method and ``args`` plain data, so that the field's owner pickles, e.g. back from a forked child)."""
+
+    def __init__(self, fn: Callable, *args) -> None:
+        self.fn, self.args = fn, args
+
+    def __call__(self):
+        return self.fn(*self.args)
+
+
+class Deferred:
+    """A field of a frozen dataclass that may be given a ``Lazy``: computed on the first read, then kept.
+
+    The class attribute is the descriptor (``x: float = Deferred(nan)``, ``x: float = Deferred()`` for a
+    field without default, or ``field(default=Deferred(None), ...)``; Python's descriptor-typed dataclass
+    fields).  Reads, equality, hashing, ``repr`` and ``dataclasses.replace`` see the computed value; a
+    pickled object carries the value or the ``Lazy``, whichever it holds.  ``peek`` gives the held
+    object without computing it (to hand a lazy value on to another object)."""
+
+    _NO_DEFAULT = object()
+
+    def __init__(self, default=_NO_DEFAULT) -> None:
+        self.default = default
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.key = "_deferred_" + name
+
+    def __get__(self, obj, owner=None):
+        value = self.default if obj is None else obj.__dict__.get(self.key, self.default)
+        if value is Deferred._NO_DEFAULT:  # a field without default (the dataclass asks the class)
+            raise AttributeError(self.key[len("_deferred_"):])
+        if isinstance(value, Lazy):
+            value = obj.__dict__[self.key] = value()
+        return value
+
+    def __set__(self, obj, value) -> None:
+        obj.__dict__[self.key] = self.default if value is self else value
+
+
+def peek(obj, name: str):
+    """The value or ``Lazy`` that ``obj``'s ``Deferred`` field ``name`` holds, not computed (any other
+    attribute: its value)."""
+    attr = next((k.__dict__[name] for k in type(obj).__mro__ if name in k.__dict__), None)
+    return obj.__dict__.get(attr.key, attr.default) if isinstance(attr, Deferred) else getattr(obj, name)
+
+
 class PoolLoad(NamedTuple):
     """ρ and stability of a pool at each of K counts (``EngineProfile.load``), and ``state()``: the full
     ``EngineState`` of the same counts, computed on demand from the same intermediate arrays."""
@@ -215,9 +262,38 @@ class EngineState:
     t_full_levels: np.ndarray  # (K, L) full-budget step per batch level
     batch_sd: np.ndarray  # (K,) standard deviation of one instance's decode batch
     batch_relax_s: np.ndarray  # (K,) its correlation time E[S] / (1 - ε)
-    api_wait_s: np.ndarray | None = None  # (K,) mean wait for an API server process (Allen-Cunneen)
-    api_wait_mass: np.ndarray | None = None  # (K,) P(that wait > 0), Erlang C
-    api_wait_decay_per_s: np.ndarray | None = None  # (K,) its tail's rate (Cramér-Lundberg)
+    # The API server's wait (``Deferred``: ``EngineProfile.state`` computes them for its counts on first read)
+    api_wait_s: np.ndarray | None = Deferred(None)  # (K,) mean wait for an API server process (Allen-Cunneen)
+    api_wait_mass: np.ndarray | None = Deferred(None)  # (K,) P(that wait > 0), Erlang C
+    api_wait_decay_per_s: np.ndarray | None = Deferred(None)  # (K,) its tail's rate (Cramér-Lundberg)
+
+
+class _ApiWait:
+    """The API server's wait at the counts of one ``EngineProfile.state`` call, each figure computed for
+    all of them on its first read (the counts of one call together: the same arrays, bit for bit, as
+    computing them at once).  Most sizing reads only P(wait > 0) and, where it is positive, the tail's rate;
+    the mean wait is for reports."""
+
+    def __init__(self, api: ApiServerLoad, lam: float, counts: np.ndarray, arrival_cv2: float) -> None:
+        self.api, self.lam, self.counts, self.arrival_cv2 = api, lam, counts, arrival_cv2
+
+    @functools.cached_property
+    def api_wait_s(self) -> np.ndarray:
+        return self.api.mean_wait_s(self.lam, self.counts, self.arrival_cv2)
+
+    @functools.cached_property
+    def api_wait_mass(self) -> np.ndarray:
+        return self.api.wait_probability(self.lam, self.counts)
+
+    @functools.cached_property
+    def api_wait_decay_per_s(self) -> np.ndarray:
+        return self.api.wait_decay_per_s(self.lam, self.counts, self.arrival_cv2)
+
+
+def _api_wait_rows(wait: _ApiWait, name: str, i: int | None) -> np.ndarray:
+    """Field ``name`` of ``wait`` (all counts, or row i as an array of one)."""
+    out = getattr(wait, name)
+    return out if i is None else out[i:i + 1]
 
 
 def _two_exponentials(y: np.ndarray, k: np.ndarray, k_api: float) -> np.ndarray:
@@ -727,11 +803,10 @@ class EngineProfile:
             fluid_l = _interp_rows(flat, self.grid, self.prefill_fluid_binned).reshape(levels.shape + (-1,))
             prefill_levels = np.stack([alone_l, fluid_l], axis=2)  # (K, L, 2, B)
             t_full_l = np.interp(levels, self.grid, self.t_full)  # (K, L)
+            api = _ApiWait(self.api, lam, counts, arrival_cv2)
             return EngineState(counts, lam_i, n_star, t_d, t_bar, mean_s, rho, stable, mass, decay, idle, binned, phi,
                                prefill_levels, t_full_l, spread, relax_s,
-                               api_wait_s=self.api.mean_wait_s(lam, counts, arrival_cv2),
-                               api_wait_mass=self.api.wait_probability(lam, counts),
-                               api_wait_decay_per_s=self.api.wait_decay_per_s(lam, counts, arrival_cv2))
+                               **{f: Lazy(_api_wait_rows, api, f, None) for f in _API_WAIT_FIELDS})
 
         return finish() if latency else PoolLoad(rho, stable, finish)
 
@@ -867,8 +942,10 @@ class EngineProfile:
     def api_wait_tail(self, st: EngineState, i: int) -> tuple[float, float]:
         """(C, k_a): the API server's wait at count i is 0 w.p. 1 - C, else Exp(k_a) ((0, inf) when none)."""
         mass = 0.0 if st.api_wait_mass is None else float(st.api_wait_mass[i])
+        if mass <= 0.0:  # (mass > 0 fails for nan too) the rate is not read: ``EngineState`` computes it on demand
+            return 0.0, math.inf
         decay = math.inf if st.api_wait_decay_per_s is None else float(st.api_wait_decay_per_s[i])
-        return (mass, decay) if mass > 0.0 and 0.0 < decay < math.inf else (0.0, math.inf)
+        return (mass, decay) if 0.0 < decay < math.inf else (0.0, math.inf)
 
     def ttft_quantile_s(self, st: EngineState, p: float) -> np.ndarray:
         """p-quantile TTFT at every count of ``st`` (inf where unstable), from its survival table."""
@@ -999,53 +1076,6 @@ def _tpot_mixture_survival(x: np.ndarray, mixture: tuple[np.ndarray, np.ndarray,
     if w.size == 0:
         return np.zeros(x.shape)
     return special.ndtr((mean[None, :] - x[:, None]) / sd[None, :]) @ w
-
-
-class Lazy:
-    """A value computed on first read of a ``Deferred`` field: ``fn(*args)`` (``fn`` a module-level function
-    or method and ``args`` plain data, so that the field's owner pickles, e.g. back from a forked child)."""
-
-    def __init__(self, fn: Callable, *args) -> None:
-        self.fn, self.args = fn, args
-
-    def __call__(self):
-        return self.fn(*self.args)
-
-
-class Deferred:
-    """A field of a frozen dataclass that may be given a ``Lazy``: computed on the first read, then kept.
-
-    The class attribute is the descriptor (``x: float = Deferred(nan)``, ``x: float = Deferred()`` for a
-    field without default, or ``field(default=Deferred(None), ...)``; Python's descriptor-typed dataclass
-    fields).  Reads, equality, hashing, ``repr`` and ``dataclasses.replace`` see the computed value; a
-    pickled object carries the value or the ``Lazy``, whichever it holds.  ``peek`` gives the held
-    object without computing it (to hand a lazy value on to another object)."""
-
-    _NO_DEFAULT = object()
-
-    def __init__(self, default=_NO_DEFAULT) -> None:
-        self.default = default
-
-    def __set_name__(self, owner, name: str) -> None:
-        self.key = "_deferred_" + name
-
-    def __get__(self, obj, owner=None):
-        value = self.default if obj is None else obj.__dict__.get(self.key, self.default)
-        if value is Deferred._NO_DEFAULT:  # a field without default (the dataclass asks the class)
-            raise AttributeError(self.key[len("_deferred_"):])
-        if isinstance(value, Lazy):
-            value = obj.__dict__[self.key] = value()
-        return value
-
-    def __set__(self, obj, value) -> None:
-        obj.__dict__[self.key] = self.default if value is self else value
-
-
-def peek(obj, name: str):
-    """The value or ``Lazy`` that ``obj``'s ``Deferred`` field ``name`` holds, not computed (any other
-    attribute: its value)."""
-    attr = next((k.__dict__[name] for k in type(obj).__mro__ if name in k.__dict__), None)
-    return obj.__dict__.get(attr.key, attr.default) if isinstance(attr, Deferred) else getattr(obj, name)
 
 
 class TpotTail:
@@ -1226,10 +1256,21 @@ def size_engine_pool(
 _STATE_FIELDS = dataclasses.fields(EngineState)
 
 
+_API_WAIT_FIELDS = ("api_wait_s", "api_wait_mass", "api_wait_decay_per_s")
+
+
 def _state_row(st: EngineState, i: int) -> EngineState:
-    """Count i of ``st`` as a state of one count (every per-count array sliced to row i)."""
-    return EngineState(**{f.name: None if (v := getattr(st, f.name)) is None else v[i:i + 1]
-                          for f in _STATE_FIELDS})
+    """Count i of ``st`` as a state of one count (every per-count array sliced to row i; a ``Deferred`` API
+    wait not yet computed stays so, computed for all of ``st``'s counts when a row first reads it)."""
+    out = {}
+    for f in _STATE_FIELDS:
+        v = peek(st, f.name)
+        if isinstance(v, Lazy) and v.fn is _api_wait_rows and v.args[2] is None:
+            out[f.name] = Lazy(_api_wait_rows, v.args[0], v.args[1], i)
+        else:
+            v = getattr(st, f.name)
+            out[f.name] = None if v is None else v[i:i + 1]
+    return EngineState(**out)
 
 
 def _first_count(test, lo: int, hi: int) -> int | None:
