@@ -133,7 +133,7 @@ class PoolPlan:
     reason: str | None
     gpus_per_instance: int = 1  # GPUs of one serving instance (its TP/PP group); count is in instances
     # analytic TPOT at the SLO percentile (nan: not modelled); with the engine model built on first read
-    # (``queueing.engine.TpotTail``: only the candidates shown, verified or written need it)
+    # (``queueing.engine.LatencyTail``: only the candidates shown, verified or written need it)
     tpot_p_s: float = Deferred(float("nan"))
     mean_residence_s: float = float("nan")  # mean request lifetime in the pool, arrival to last token
     decode_batch: float = float("nan")  # the engine's operating decode batch n* (engine model)

@@ -100,7 +100,7 @@ from fleetplan.queueing.tail import check_probability_level
 
 __all__ = ["EngineLimits", "EngineModel", "EngineProfile", "EngineState", "EngineSizing", "size_engine_pool",
            "SurvivalTable", "ttft_table", "tpot_table", "mixture_quantile_s", "mixture_quantiles_s", "TpotInputs",
-           "tpot_mixture", "TpotTail", "Lazy", "Deferred", "peek"]
+           "tpot_mixture", "LatencyTail", "Lazy", "Deferred", "peek"]
 
 #: Decode-batch grid points between 1 and the concurrency cap (geometric), plus n = 0.
 N_BATCH_GRID = 48
@@ -1009,7 +1009,7 @@ def _sorted(values: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndar
 class TpotInputs(NamedTuple):
     """What the TPOT mixture of a pool at one count needs (``EngineProfile._tpot_inputs``; seconds): a few
     small arrays and numbers, so that a pool can carry them and build its TPOT distribution only when
-    it is read (``TpotTail``)."""
+    it is read (``LatencyTail``)."""
 
     decode_steps: np.ndarray  # (D,) d of the output bins (``RequestPoints.tpot_bins``)
     weight: np.ndarray  # (D,) their weights
@@ -1078,18 +1078,17 @@ def _tpot_mixture_survival(x: np.ndarray, mixture: tuple[np.ndarray, np.ndarray,
     return special.ndtr((mean[None, :] - x[:, None]) / sd[None, :]) @ w
 
 
-class TpotTail:
-    """The TPOT of a pool at one count, built on first use: its survival table (``tpot_table``) and its
-    p-quantile, from the ``TpotInputs`` (None: an unstable pool).  ``quantile_s``: the quantile when
-    the caller knows it (a floor)."""
+class LatencyTail:
+    """A pool's latency (TTFT or TPOT) at one count, built on first use: its survival table (``table``: a
+    ``SurvivalTable`` or a ``Lazy`` that builds it) and its p-quantile (``quantile_s``: given when the
+    caller knows it, e.g. a floor; else that of the table)."""
 
-    def __init__(self, inputs: TpotInputs | None, p: float, quantile_s: float | None = None) -> None:
-        self.inputs, self.p, self._quantile_s = inputs, p, quantile_s
-        self._table: SurvivalTable | None = None
+    def __init__(self, table: SurvivalTable | Lazy, p: float, quantile_s: float | None = None) -> None:
+        self._table, self.p, self._quantile_s = table, p, quantile_s
 
     def table(self) -> SurvivalTable:
-        if self._table is None:
-            self._table = _UNSTABLE if self.inputs is None else _tpot_table_of(self.inputs)
+        if isinstance(self._table, Lazy):
+            self._table = self._table()
         return self._table
 
     def quantile_s(self) -> float:
@@ -1108,8 +1107,10 @@ class EngineSizing:
 
     n_instances: int
     rho: float
-    ttft_p_s: float
-    tpot_p_s: float = Deferred()  # built on first read (``TpotTail``) unless a TPOT target needed it
+    # Built on first read (``LatencyTail``: a pool sized at two token budgets keeps one sizing; the
+    # TPOT unless a TPOT target needed it is only read for the candidates shown, verified or written)
+    ttft_p_s: float = Deferred()
+    tpot_p_s: float = Deferred()
     mean_residence_s: float
     mean_step_s: float
     decode_batch: float
@@ -1117,7 +1118,7 @@ class EngineSizing:
     reason: InfeasibleReason | None
     binding: str
     floor_instances: int = 0  # the smallest count the utilisation cap allows (stable, ρ <= rho_max)
-    ttft_table: SurvivalTable | None = field(default=None, compare=False, repr=False)
+    ttft_table: SurvivalTable | None = field(default=Deferred(None), compare=False, repr=False)
     tpot_table: SurvivalTable | None = field(default=Deferred(None), compare=False, repr=False)
 
 
@@ -1194,13 +1195,14 @@ def size_engine_pool(
 
     def result(n: int, st: EngineState, reason: InfeasibleReason | None, binding: str,
                ttft_s: float | None = None, tpot_s: float | None = None) -> tuple[EngineSizing, EngineState]:
-        tab1 = ttft_table(profile, st)
-        t1 = mixture_quantile_s([tab1], [1.0], p) if ttft_s is None else ttft_s
-        # the TPOT's table and quantile only when read (most pools' never are): ``tpot_table`` and its quantile
-        tail = TpotTail(profile._tpot_inputs(st, 0) if st.stable[0] else None, p, tpot_s)
-        return EngineSizing(n, float(st.rho[0]), t1, Lazy(TpotTail.quantile_s, tail), float(st.mean_residence_s[0]),
-                            float(st.mean_step_s[0]), float(st.decode_batch[0]), reason is None, reason, binding,
-                            floor, tab1, Lazy(TpotTail.table, tail)), st
+        # the tables and quantiles when read (``ttft_table``, ``tpot_table`` and their p-quantiles)
+        ttft = LatencyTail(Lazy(ttft_table, profile, st), p, ttft_s)
+        tpot = LatencyTail(Lazy(_tpot_table_of, profile._tpot_inputs(st, 0)) if st.stable[0] else _UNSTABLE, p,
+                           tpot_s)
+        return EngineSizing(n, float(st.rho[0]), Lazy(LatencyTail.quantile_s, ttft), Lazy(LatencyTail.quantile_s, tpot),
+                            float(st.mean_residence_s[0]), float(st.mean_step_s[0]), float(st.decode_batch[0]),
+                            reason is None, reason, binding, floor, Lazy(LatencyTail.table, ttft),
+                            Lazy(LatencyTail.table, tpot)), st
 
     floor = 0
     top = int(max_instances)
