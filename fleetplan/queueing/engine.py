@@ -219,8 +219,11 @@ class Deferred:
 def peek(obj, name: str):
     """The value or ``Lazy`` that ``obj``'s ``Deferred`` field ``name`` holds, not computed (any other
     attribute: its value)."""
-    attr = next((k.__dict__[name] for k in type(obj).__mro__ if name in k.__dict__), None)
-    return obj.__dict__.get(attr.key, attr.default) if isinstance(attr, Deferred) else getattr(obj, name)
+    held = obj.__dict__.get("_deferred_" + name, _NOT_HELD)  # where ``Deferred.__set__`` keeps it
+    return getattr(obj, name) if held is _NOT_HELD else held
+
+
+_NOT_HELD = object()
 
 
 class PoolLoad(NamedTuple):
@@ -1259,19 +1262,20 @@ _STATE_FIELDS = dataclasses.fields(EngineState)
 
 
 _API_WAIT_FIELDS = ("api_wait_s", "api_wait_mass", "api_wait_decay_per_s")
+_ROW_FIELDS = tuple(f.name for f in _STATE_FIELDS if f.name not in _API_WAIT_FIELDS)
 
 
 def _state_row(st: EngineState, i: int) -> EngineState:
     """Count i of ``st`` as a state of one count (every per-count array sliced to row i; a ``Deferred`` API
     wait not yet computed stays so, computed for all of ``st``'s counts when a row first reads it)."""
-    out = {}
-    for f in _STATE_FIELDS:
-        v = peek(st, f.name)
+    out = {name: None if (v := getattr(st, name)) is None else v[i:i + 1] for name in _ROW_FIELDS}
+    for name in _API_WAIT_FIELDS:
+        v = peek(st, name)
         if isinstance(v, Lazy) and v.fn is _api_wait_rows and v.args[2] is None:
-            out[f.name] = Lazy(_api_wait_rows, v.args[0], v.args[1], i)
+            out[name] = Lazy(_api_wait_rows, v.args[0], v.args[1], i)
         else:
-            v = getattr(st, f.name)
-            out[f.name] = None if v is None else v[i:i + 1]
+            v = getattr(st, name)
+            out[name] = None if v is None else v[i:i + 1]
     return EngineState(**out)
 
 
