@@ -10,7 +10,9 @@ squeeze requests below), and layouts that build the same fleet (they differ only
 request reaches) are kept once (``Candidate.fleet_key``).
 Candidates are ranked by annual cost, ties broken by the latency percentile
 over all of the fleet's requests (``fleet_latency_p_s``; for a large sweep computed for every
-fleet at once, ``fleet_latencies_p_s``), then by fewer GPUs.
+fleet at once, ``fleet_latencies_p_s``), then by fewer GPUs.  No rank reads the TPOT: a
+candidate's fleet TPOT (and its pools' TPOT tables) is computed when first read
+(``queueing.engine.Deferred``), for the few candidates shown, verified or written.
 The Pareto frontier keeps the feasible candidates that no other beats on
 both cost and P99 TTFT.
 """
