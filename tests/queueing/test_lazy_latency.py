@@ -108,3 +108,35 @@ def test_api_tail_rate_is_not_computed_without_a_wait() -> None:
     assert float(st.api_wait_mass[0]) == 0.0
     assert prof.api_wait_tail(st, 0) == (0.0, math.inf)
     assert "api_wait_decay_per_s" not in peek(st, "api_wait_decay_per_s").args[0].__dict__
+
+
+@pytest.mark.parametrize("lam", [30.0, 60.0, 150.0])
+def test_few_point_ttft_survival_is_the_level_by_level_sum(monkeypatch, lam) -> None:
+    """With an API server wait, up to ``_SORTED_STEP_POINTS`` points take all levels at once
+    (``_queued_with_api``): the level-by-level loop's values, bit for bit."""
+    prof = _profile()
+    st = prof.state(lam, [1, 2, 4])
+    xs = [np.array([0.3]), np.linspace(0.0, 1.5, 8)]
+    rows = [(i, x) for i in range(3) if prof.api_wait_tail(st, i)[0] > 0 for x in xs]
+    assert rows
+    fast = [prof.ttft_survival(st, i, x) for i, x in rows]
+    monkeypatch.setattr(engine_mod, "_SORTED_STEP_POINTS", 0)
+    slow = [prof.ttft_survival(st, i, x) for i, x in rows]
+    assert all(np.array_equal(a, b) for a, b in zip(fast, slow, strict=True))
+
+
+def test_attention_work_is_shared_by_a_pools_token_budgets() -> None:
+    """The two token budgets of a pool (one step model, grid and points) share one attention table, equal to
+    computing it afresh."""
+    pred = StepTimePredictor(load_model("llama-3.1-8b"), load_catalog().get("H100-SXM"), Parallelism(tp=1),
+                             options=load_engine_profile("vllm").options)
+    p, o, w = np.array([100.0, 3000.0, 9000.0]), np.array([50.0, 200.0, 20.0]), np.array([0.5, 0.3, 0.2])
+    a = EngineProfile(EngineModel.of(pred, EngineLimits(128, 2048, 20000, 16)), p, o, w)
+    b = EngineProfile(EngineModel.of(pred, EngineLimits(128, 8192, 20000, 16)), p, o, w)
+    assert np.array_equal(a.grid, b.grid)
+    n, e = a.grid[:, None], a.engine
+    ctx = n * a.mean_ctx
+    want = e.step_s(n + 1.0, n, 0.0, ctx, a.points.prompt_sq) - e.step_s(n + 1.0, n, 0.0, ctx, 0.0)
+    got = engine_mod._attention_work(b.engine, b.grid, b.mean_ctx, b.points)
+    assert np.array_equal(got, want) and got is engine_mod._attention_work(a.engine, a.grid, a.mean_ctx, a.points)
+    assert np.array_equal(a.attn_mean, want @ a.weight) and not np.array_equal(a.t_full, b.t_full)
