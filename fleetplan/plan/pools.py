@@ -47,10 +47,12 @@ from fleetplan.queueing import (
     size_pool,
 )
 from fleetplan.queueing.engine import (
+    Deferred,
     EngineLimits,
     EngineModel,
     EngineProfile,
     SurvivalTable,
+    peek,
     size_engine_pool,
 )
 from fleetplan.queueing.sizing import min_gpus_for_cap
@@ -130,7 +132,9 @@ class PoolPlan:
     feasible: bool
     reason: str | None
     gpus_per_instance: int = 1  # GPUs of one serving instance (its TP/PP group); count is in instances
-    tpot_p_s: float = float("nan")  # analytic TPOT at the SLO percentile (nan: not modelled)
+    # analytic TPOT at the SLO percentile (nan: not modelled); with the engine model built on first read
+    # (``queueing.engine.LatencyTail``: only the candidates shown, verified or written need it)
+    tpot_p_s: float = Deferred(float("nan"))
     mean_residence_s: float = float("nan")  # mean request lifetime in the pool, arrival to last token
     decode_batch: float = float("nan")  # the engine's operating decode batch n* (engine model)
     mean_step_s: float = float("nan")  # mean engine step at n* (engine model)
@@ -138,9 +142,9 @@ class PoolPlan:
     # The smallest count the sizing rules allow before any latency target (the utilisation cap,
     # stability, spares above the offered load): verification never goes below it
     floor_count: int = 0
-    # TTFT and TPOT survival tables at ``count`` (engine model), for fleet-wide percentiles
+    # TTFT and TPOT survival tables at ``count`` (engine model), for fleet-wide percentiles (TPOT: on first read)
     ttft_table: SurvivalTable | None = field(default=None, compare=False, repr=False)
-    tpot_table: SurvivalTable | None = field(default=None, compare=False, repr=False)
+    tpot_table: SurvivalTable | None = field(default=Deferred(None), compare=False, repr=False)
     # Why the pool is infeasible, as a code of ``fleetplan.errors.REASONS`` (None when feasible)
     reason_code: str | None = None
     # The engine limits both phases serve the pool with (vLLM --max-num-seqs, --max-num-batched-tokens);
@@ -306,15 +310,25 @@ def engine_of(gpu: GpuProfile, max_context_tokens: int, step_models: Mapping[str
 #: Engines ``_engine_for`` keeps (a sweep serves one GPU type at one context bound in many pools).
 ENGINE_CACHE = 256
 _ENGINES: dict[tuple, EngineModel] = {}
+# The same engines keyed by the identity of the GPU profile and step models (with the objects, to check
+# that the ids are still theirs): hashing a profile and its step models field by field took 7 % of a
+# 70B sweep's CPU, and a sweep passes the very same objects for every pool.
+_ENGINES_BY_ID: dict[tuple, tuple[GpuProfile, tuple, EngineModel]] = {}
 
 
 def _engine_for(gpu: GpuProfile, max_context_tokens: int, settings: PlanSettings,
                 max_num_batched_tokens: int | None) -> EngineModel:
     """``engine_of`` for a pool of ``settings``, built once per process for equal inputs (the engine
     model is immutable; inputs that do not hash or compare are built afresh)."""
-    args = (gpu, int(max_context_tokens), dict(settings.step_models), settings.step_time_margin,
+    models = settings.step_models
+    fast = (id(gpu), id(models), int(max_context_tokens), settings.step_time_margin, settings.max_num_seqs,
+            max_num_batched_tokens)
+    hit = _ENGINES_BY_ID.get(fast)
+    if hit is not None and hit[0] is gpu and hit[1] is models:
+        return hit[2]
+    args = (gpu, int(max_context_tokens), dict(models), settings.step_time_margin,
             settings.max_num_seqs, max_num_batched_tokens)
-    key = (gpu, int(max_context_tokens), settings.step_models, settings.step_time_margin, settings.max_num_seqs,
+    key = (gpu, int(max_context_tokens), models, settings.step_time_margin, settings.max_num_seqs,
            max_num_batched_tokens)
     try:
         engine = _ENGINES.get(key)
@@ -325,6 +339,9 @@ def _engine_for(gpu: GpuProfile, max_context_tokens: int, settings: PlanSettings
         if len(_ENGINES) >= ENGINE_CACHE:
             _ENGINES.clear()  # one call: safe beside executors' threads
         _ENGINES[key] = engine
+    if len(_ENGINES_BY_ID) >= ENGINE_CACHE:
+        _ENGINES_BY_ID.clear()
+    _ENGINES_BY_ID[fast] = (gpu, models, engine)
     return engine
 
 
@@ -363,7 +380,9 @@ def _size_engine(sub, rng_: PoolRange, gpu: GpuProfile, settings: PlanSettings, 
         if best[0].feasible and best[0].binding != "ttft":
             break  # the budget only shortens prefills: a pool not bound by its TTFT keeps the first
     sized, profile = best
-    reason = None if sized.feasible else _reason_text(sized.reason, sized.ttft_p_s, settings, sized.tpot_p_s)
+    reason = None if sized.feasible else _reason_text(
+        sized.reason, sized.ttft_p_s, settings,
+        sized.tpot_p_s if sized.reason is InfeasibleReason.DECODE_EXCEEDS_TPOT_SLO else float("nan"))
     if sized.reason is InfeasibleReason.PREFILL_EXCEEDS_SLO:
         # what the pool lacks, in the fleet's terms: the requests no count can serve within the SLO
         missed = profile.zero_load_violation(settings.slo_ttft_s) * float(sub.weight.sum())
@@ -374,9 +393,10 @@ def _size_engine(sub, rng_: PoolRange, gpu: GpuProfile, settings: PlanSettings, 
     per_request_s = sized.rho * sized.n_instances / lam if lam > 0 else 0.0
     out = plan(sized.n_instances, spares, sized.rho, sized.ttft_p_s, float("nan"), per_request_s, 0.0, reason)
     lim = profile.engine.limits
-    return replace(out, n_max=int(profile.n_cap), tpot_p_s=sized.tpot_p_s, mean_residence_s=sized.mean_residence_s,
-                   decode_batch=sized.decode_batch, mean_step_s=sized.mean_step_s, binding=sized.binding,
+    return replace(out, n_max=int(profile.n_cap), tpot_p_s=peek(sized, "tpot_p_s"),
+                   mean_residence_s=sized.mean_residence_s, decode_batch=sized.decode_batch,
+                   mean_step_s=sized.mean_step_s, binding=sized.binding,
                    floor_count=sized.floor_instances if sized.feasible else 0,
-                   ttft_table=sized.ttft_table, tpot_table=sized.tpot_table,
+                   ttft_table=sized.ttft_table, tpot_table=peek(sized, "tpot_table"),
                    reason_code=None if sized.feasible else REASON_CODE[sized.reason],
                    max_num_seqs=int(lim.max_num_seqs), max_num_batched_tokens=int(lim.max_num_batched_tokens))

@@ -10,7 +10,9 @@ squeeze requests below), and layouts that build the same fleet (they differ only
 request reaches) are kept once (``Candidate.fleet_key``).
 Candidates are ranked by annual cost, ties broken by the latency percentile
 over all of the fleet's requests (``fleet_latency_p_s``; for a large sweep computed for every
-fleet at once, ``fleet_latencies_p_s``), then by fewer GPUs.
+fleet at once, ``fleet_latencies_p_s``), then by fewer GPUs.  No rank reads the TPOT: a
+candidate's fleet TPOT (and its pools' TPOT tables) is computed when first read
+(``queueing.engine.Deferred``), for the few candidates shown, verified or written.
 The Pareto frontier keeps the feasible candidates that no other beats on
 both cost and P99 TTFT.
 """
@@ -29,7 +31,7 @@ from fleetplan.plan.points import LengthPoints
 from fleetplan.plan.pools import PlanSettings, PoolPlan, fleet_usd_per_h, size_one_pool
 from fleetplan.plan.space import Layout, PoolRange, SizingRouter, Topology
 from fleetplan.plan.verification import Verification
-from fleetplan.queueing.engine import mixture_quantile_s, mixture_quantiles_s
+from fleetplan.queueing.engine import Deferred, Lazy, mixture_quantile_s, mixture_quantiles_s
 from fleetplan.units import H_PER_YEAR, S_PER_H
 
 ProgressFn = Callable[[str, int, int], None]
@@ -50,7 +52,9 @@ class Candidate:
     reason: str | None
     rank: int = 0
     verification: Verification | None = None  # set for candidates simulated in phase 2
-    tpot_p_s: float = float("nan")  # analytic TPOT at the SLO percentile over all requests (nan: not modelled)
+    # analytic TPOT at the SLO percentile over all requests (nan: not modelled); with the engine model
+    # computed on first read (``fleet_tpot_p_s``: only the candidates shown, verified or written need it)
+    tpot_p_s: float = Deferred(float("nan"))
     # Why the fleet is infeasible, as a code of ``fleetplan.errors.REASONS`` (None when feasible)
     reason_code: str | None = None
 
@@ -99,10 +103,10 @@ def _rank_key_of_fields(f: dict) -> tuple:
 
 def _combine_fields(
     layout: Layout, router: SizingRouter, pools: Sequence[PoolPlan], settings: PlanSettings, mean_tokens: float,
-    latency: tuple[float, float],
+    latency: tuple[float, float | Lazy],
 ) -> dict:
     """The candidate of ``pools`` as its constructor's keyword arguments (the sweep ranks before it
-    builds); ``latency``: its ``fleet_latency_p_s``."""
+    builds); ``latency``: its ``fleet_latency_p_s`` (the TPOT may be a ``Lazy`` of it)."""
     total = sum(p.total_gpus for p in pools)
     cost = fleet_usd_per_h(pools) * H_PER_YEAR
     tokens_per_year = settings.rate_per_s * mean_tokens * H_PER_YEAR * S_PER_H
@@ -137,15 +141,27 @@ def fleet_latency_p_s(pools: Sequence[PoolPlan], percentile: float) -> tuple[flo
     the quantile of the traffic-weighted mixture (the definition the simulator's summary uses).
     Otherwise (the paper's eqs. 3-5) it is the worst pool's figure, an upper bound of the mixture's.
     """
+    return fleet_ttft_p_s(pools, percentile), fleet_tpot_p_s(pools, percentile)
+
+
+def fleet_ttft_p_s(pools: Sequence[PoolPlan], percentile: float) -> float:
+    """The TTFT of ``fleet_latency_p_s``."""
     live = [p for p in pools if p.traffic_share > 0]
     if not live:
-        return 0.0, 0.0
+        return 0.0
     if all(p.ttft_table is not None for p in live):
-        shares = [p.traffic_share for p in live]
-        p = percentile / 100.0
-        return (mixture_quantile_s([x.ttft_table for x in live], shares, p),
-                mixture_quantile_s([x.tpot_table for x in live], shares, p))
-    return max(p.ttft_p_s for p in live), max(p.tpot_p_s for p in live)
+        return mixture_quantile_s([x.ttft_table for x in live], [p.traffic_share for p in live], percentile / 100.0)
+    return max(p.ttft_p_s for p in live)
+
+
+def fleet_tpot_p_s(pools: Sequence[PoolPlan], percentile: float) -> float:
+    """The TPOT of ``fleet_latency_p_s`` (reads the pools' TPOT tables, which they build on first read)."""
+    live = [p for p in pools if p.traffic_share > 0]
+    if not live:
+        return 0.0
+    if all(p.ttft_table is not None for p in live):
+        return mixture_quantile_s([x.tpot_table for x in live], [p.traffic_share for p in live], percentile / 100.0)
+    return max(p.tpot_p_s for p in live)
 
 
 #: Fewest fleets whose latency mixtures ``fleet_latencies_p_s`` computes in the compiled pass: below it
@@ -166,23 +182,35 @@ def _kernels_warm() -> bool:
     return jit is not None and jit.kernels_warm()
 
 
-def fleet_latencies_p_s(fleets: Sequence[Sequence[PoolPlan]], percentile: float) -> list[tuple[float, float]]:
+def fleet_latencies_p_s(fleets: Sequence[Sequence[PoolPlan]], percentile: float, *,
+                        lazy_tpot: bool = False) -> list[tuple[float, float | Lazy]]:
     """``fleet_latency_p_s`` of each fleet, bit for bit: the engine model's mixtures, from
-    ``KERNEL_MIN_FLEETS`` fleets on (``KERNEL_WARM_MIN_FLEETS`` once a kernel is loaded), in two
+    ``KERNEL_MIN_FLEETS`` fleets on (``KERNEL_WARM_MIN_FLEETS`` once a kernel is loaded), in
     compiled passes over all fleets (``queueing.engine.mixture_quantiles_s``; a sweep's fleets share
-    a few hundred pool tables), the others one by one."""
+    a few hundred pool tables), the others one by one.  ``lazy_tpot``: each TPOT as a ``Lazy`` of
+    ``fleet_tpot_p_s`` (the same figure, computed when a ``Deferred`` field holding it is read)."""
     lives = [[p for p in pools if p.traffic_share > 0] for pools in fleets]
     mixed = [i for i, live in enumerate(lives) if live and all(p.ttft_table is not None for p in live)]
+    q = percentile / 100.0
+
+    def tpots(idx: list[int]) -> list[float | Lazy]:
+        if lazy_tpot:
+            return [Lazy(fleet_tpot_p_s, tuple(fleets[i]), percentile) for i in idx]
+        if not idx:
+            return []
+        return [float(t) for t in mixture_quantiles_s([([p.tpot_table for p in lives[i]],
+                                                          [p.traffic_share for p in lives[i]]) for i in idx], q)]
+
     if len(mixed) < KERNEL_MIN_FLEETS and (len(mixed) < KERNEL_WARM_MIN_FLEETS or not _kernels_warm()):
-        return [fleet_latency_p_s(pools, percentile) for pools in fleets]
+        tpot = tpots(list(range(len(fleets)))) if lazy_tpot else [fleet_tpot_p_s(pools, percentile)
+                                                                  for pools in fleets]
+        return [(fleet_ttft_p_s(pools, percentile), t) for pools, t in zip(fleets, tpot, strict=True)]
     is_mixed = set(mixed)
     out = [(0.0, 0.0) if i in is_mixed else fleet_latency_p_s(pools, percentile) for i, pools in enumerate(fleets)]
     shares = [[p.traffic_share for p in lives[i]] for i in mixed]
-    q = percentile / 100.0
     ttft = mixture_quantiles_s([([p.ttft_table for p in lives[i]], s) for i, s in zip(mixed, shares, strict=True)], q)
-    tpot = mixture_quantiles_s([([p.tpot_table for p in lives[i]], s) for i, s in zip(mixed, shares, strict=True)], q)
-    for k, i in enumerate(mixed):
-        out[i] = (float(ttft[k]), float(tpot[k]))
+    for k, (i, t) in enumerate(zip(mixed, tpots(mixed), strict=True)):
+        out[i] = (float(ttft[k]), t)
     return out
 
 
@@ -238,7 +266,7 @@ def sweep(
                     built[key] = (layout, router, plans)
     if progress is not None:
         progress("sweep", n_layouts, n_layouts)
-    latencies = fleet_latencies_p_s([plans for _, _, plans in built.values()], settings.percentile)
+    latencies = fleet_latencies_p_s([plans for _, _, plans in built.values()], settings.percentile, lazy_tpot=True)
     fields = [_combine_fields(layout, router, plans, settings, mean_tokens, lat)
               for (layout, router, plans), lat in zip(built.values(), latencies, strict=True)]
     fields.sort(key=_rank_key_of_fields)

@@ -136,25 +136,37 @@ def _cramer_lundberg_root(rate: np.ndarray, t: np.ndarray, w: np.ndarray, mean_t
     equation, an exponential, crawl.  Doubling from 1 / E[t] brackets the root; safeguarded Newton (a
     step outside the bracket bisects instead) ends when a step moves u by no more than 4 ulps, all
     states at once.  (It replaced a per-state bisection of 140 evaluations that took a fifth of a 70B
-    sweep; both end at the root to float precision.)"""
-    def g_and_slope(u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    sweep; both end at the root to float precision.)  The doubling evaluates g alone, and Newton's first
+    step reuses its last evaluation (the same point)."""
+    def g_of(u: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """g(u), with u t and M(u) - 1 for its slope."""
         z = u[:, None] * t[None, :]
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             m1 = np.expm1(z) @ w
-            return np.log(rate * m1) - np.log(u), (np.exp(z) @ tw) / m1 - 1.0 / u
+            return np.log(rate * m1) - np.log(u), z, m1
+
+    def slope_of(u: np.ndarray, z: np.ndarray, m1: np.ndarray) -> np.ndarray:
+        """g'(u) = M'(u) / (M(u) - 1) - 1 / u."""
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            return (np.exp(z) @ tw) / m1 - 1.0 / u
 
     tw = t * w
     hi = np.where(stable, 1.0 / mean_t, 1.0)
+    at_hi = None  # g at the bracket's end once it holds every root: Newton's first point (the same values)
     for _ in range(80):  # double until past the root
-        grow = stable & (g_and_slope(hi)[0] <= 0.0)
+        g_hi = g_of(hi)
+        grow = stable & (g_hi[0] <= 0.0)
         if not grow.any():
+            at_hi = g_hi
             break
         hi = np.where(grow, 2.0 * hi, hi)
     lo = np.zeros_like(hi)
     u = hi.copy()
     active = stable.copy()
     for _ in range(_NEWTON_ITERS):
-        g, slope = g_and_slope(u)
+        g, z, m1 = g_of(u) if at_hi is None else at_hi
+        at_hi = None
+        slope = slope_of(u, z, m1)
         lo, hi = np.where(g <= 0.0, u, lo), np.where(g > 0.0, u, hi)
         with np.errstate(divide="ignore", invalid="ignore"):
             nxt = u - g / slope

@@ -99,7 +99,8 @@ from fleetplan.queueing.sizing import InfeasibleReason
 from fleetplan.queueing.tail import check_probability_level
 
 __all__ = ["EngineLimits", "EngineModel", "EngineProfile", "EngineState", "EngineSizing", "size_engine_pool",
-           "SurvivalTable", "ttft_table", "tpot_table", "mixture_quantile_s", "mixture_quantiles_s"]
+           "SurvivalTable", "ttft_table", "tpot_table", "mixture_quantile_s", "mixture_quantiles_s", "TpotInputs",
+           "tpot_mixture", "LatencyTail", "Lazy", "Deferred", "peek"]
 
 #: Decode-batch grid points between 1 and the concurrency cap (geometric), plus n = 0.
 N_BATCH_GRID = 48
@@ -175,6 +176,56 @@ class EngineModel:
                                  attn2)
 
 
+class Lazy:
+    """A value computed on first read of a ``Deferred`` field: ``fn(*args)`` (``fn`` a module-level function
+    or method and ``args`` plain data, so that the field's owner pickles, e.g. back from a forked child)."""
+
+    def __init__(self, fn: Callable, *args) -> None:
+        self.fn, self.args = fn, args
+
+    def __call__(self):
+        return self.fn(*self.args)
+
+
+class Deferred:
+    """A field of a frozen dataclass that may be given a ``Lazy``: computed on the first read, then kept.
+
+    The class attribute is the descriptor (``x: float = Deferred(nan)``, ``x: float = Deferred()`` for a
+    field without default, or ``field(default=Deferred(None), ...)``; Python's descriptor-typed dataclass
+    fields).  Reads, equality, hashing, ``repr`` and ``dataclasses.replace`` see the computed value; a
+    pickled object carries the value or the ``Lazy``, whichever it holds.  ``peek`` gives the held
+    object without computing it (to hand a lazy value on to another object)."""
+
+    _NO_DEFAULT = object()
+
+    def __init__(self, default=_NO_DEFAULT) -> None:
+        self.default = default
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.key = "_deferred_" + name
+
+    def __get__(self, obj, owner=None):
+        value = self.default if obj is None else obj.__dict__.get(self.key, self.default)
+        if value is Deferred._NO_DEFAULT:  # a field without default (the dataclass asks the class)
+            raise AttributeError(self.key[len("_deferred_"):])
+        if isinstance(value, Lazy):
+            value = obj.__dict__[self.key] = value()
+        return value
+
+    def __set__(self, obj, value) -> None:
+        obj.__dict__[self.key] = self.default if value is self else value
+
+
+def peek(obj, name: str):
+    """The value or ``Lazy`` that ``obj``'s ``Deferred`` field ``name`` holds, not computed (any other
+    attribute: its value)."""
+    held = obj.__dict__.get("_deferred_" + name, _NOT_HELD)  # where ``Deferred.__set__`` keeps it
+    return getattr(obj, name) if held is _NOT_HELD else held
+
+
+_NOT_HELD = object()
+
+
 class PoolLoad(NamedTuple):
     """ρ and stability of a pool at each of K counts (``EngineProfile.load``), and ``state()``: the full
     ``EngineState`` of the same counts, computed on demand from the same intermediate arrays."""
@@ -214,9 +265,38 @@ class EngineState:
     t_full_levels: np.ndarray  # (K, L) full-budget step per batch level
     batch_sd: np.ndarray  # (K,) standard deviation of one instance's decode batch
     batch_relax_s: np.ndarray  # (K,) its correlation time E[S] / (1 - ε)
-    api_wait_s: np.ndarray | None = None  # (K,) mean wait for an API server process (Allen-Cunneen)
-    api_wait_mass: np.ndarray | None = None  # (K,) P(that wait > 0), Erlang C
-    api_wait_decay_per_s: np.ndarray | None = None  # (K,) its tail's rate (Cramér-Lundberg)
+    # The API server's wait (``Deferred``: ``EngineProfile.state`` computes them for its counts on first read)
+    api_wait_s: np.ndarray | None = Deferred(None)  # (K,) mean wait for an API server process (Allen-Cunneen)
+    api_wait_mass: np.ndarray | None = Deferred(None)  # (K,) P(that wait > 0), Erlang C
+    api_wait_decay_per_s: np.ndarray | None = Deferred(None)  # (K,) its tail's rate (Cramér-Lundberg)
+
+
+class _ApiWait:
+    """The API server's wait at the counts of one ``EngineProfile.state`` call, each figure computed for
+    all of them on its first read (the counts of one call together: the same arrays, bit for bit, as
+    computing them at once).  Most sizing reads only P(wait > 0) and, where it is positive, the tail's rate;
+    the mean wait is for reports."""
+
+    def __init__(self, api: ApiServerLoad, lam: float, counts: np.ndarray, arrival_cv2: float) -> None:
+        self.api, self.lam, self.counts, self.arrival_cv2 = api, lam, counts, arrival_cv2
+
+    @functools.cached_property
+    def api_wait_s(self) -> np.ndarray:
+        return self.api.mean_wait_s(self.lam, self.counts, self.arrival_cv2)
+
+    @functools.cached_property
+    def api_wait_mass(self) -> np.ndarray:
+        return self.api.wait_probability(self.lam, self.counts)
+
+    @functools.cached_property
+    def api_wait_decay_per_s(self) -> np.ndarray:
+        return self.api.wait_decay_per_s(self.lam, self.counts, self.arrival_cv2)
+
+
+def _api_wait_rows(wait: _ApiWait, name: str, i: int | None) -> np.ndarray:
+    """Field ``name`` of ``wait`` (all counts, or row i as an array of one)."""
+    out = getattr(wait, name)
+    return out if i is None else out[i:i + 1]
 
 
 def _two_exponentials(y: np.ndarray, k: np.ndarray, k_api: float) -> np.ndarray:
@@ -245,8 +325,35 @@ def _two_exponentials_level(y: np.ndarray, yp: np.ndarray, k: float, k_api: floa
     return np.where(y < 0, 1.0, out)
 
 
-#: Above this many points ``EngineProfile.ttft_survival`` sums its no-wait step functions by sorting.
+#: Above this many points ``EngineProfile.ttft_survival`` sums its no-wait step functions by sorting (and
+#: takes its queued points with an API server wait level by level).
 _SORTED_STEP_POINTS = 8
+
+
+def _queued_with_api(x: np.ndarray, t_queue: np.ndarray, w_queue: np.ndarray, decay: np.ndarray,
+                     api_mass: float, k_api: float) -> np.ndarray:
+    """The queued part of ``EngineProfile.ttft_survival`` with an API server wait, (X, L), for all levels
+    at once: the level-by-level loop's values bit for bit (the same elementwise products per level; each
+    level's sum over points is the same product of an (X, M) block and ``w_queue``), in a dozen array
+    operations instead of a dozen per level (a sizing search's one-point survivals)."""
+    finite = bool(np.all(np.isfinite(decay)))
+    y = x[None, :, None] - t_queue[:, None, :]  # (L, X, M)
+    yp = np.maximum(y, 0.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        surv = np.exp(yp * -decay[:, None, None])
+    if not finite:
+        surv = np.where(y < 0, 1.0, surv)
+    # (k e^{-k_a y} - k_a e^{-k y}) / (k - k_a) where k and k_a differ (e^{-k y}: ``surv`` there), the
+    # other forms level by level (``_two_exponentials_level``)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        two = (decay[:, None, None] * np.exp(-k_api * yp) - k_api * surv) / (decay - k_api)[:, None, None]
+    two = np.where(y < 0, 1.0, two)
+    for lv in range(decay.size):
+        k = float(decay[lv])
+        if not math.isfinite(k) or abs(k - k_api) <= 1e-6 * max(k_api, 1.0):
+            two[lv] = _two_exponentials_level(y[lv], yp[lv], k, k_api, None if not finite else surv[lv])
+    comb = (1.0 - api_mass) * surv + api_mass * two
+    return np.stack([comb[lv] @ w_queue for lv in range(decay.size)], axis=1)
 
 
 def _step_survival(x: np.ndarray, t: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -431,6 +538,31 @@ def request_points(prompt_tokens, output_tokens, weight) -> RequestPoints:
     return pts
 
 
+#: Attention work tables ``_attention_work`` keeps (a pool is sized at up to two token budgets in a row).
+ATTENTION_WORK_CACHE = 4
+_ATTENTION_WORK: dict[tuple, tuple[RequestPoints, np.ndarray]] = {}
+
+
+def _attention_work(e: EngineModel, grid: np.ndarray, mean_ctx: float, pts: RequestPoints) -> np.ndarray:
+    """A prompt's attention work at each batch of ``grid`` (grid, J): f(n+1, n, 0, n κ, p²) - f(n+1, n, 0, n κ, 0).
+    It does not depend on the token budget, so the same step model, grid and points (a pool's two token
+    budgets, ``plan.pools``) compute it once: the same call, the same array (read-only)."""
+    n = grid[:, None]
+    ctx = n * mean_ctx
+    plain = type(e) is EngineModel  # a subclass (speculative decoding) may time steps its own way
+    key = (int(e.step_code), e.step_coef.tobytes(), grid.tobytes(), mean_ctx, id(pts)) if plain else None
+    hit = _ATTENTION_WORK.get(key) if plain else None
+    if hit is not None and hit[0] is pts:
+        return hit[1]
+    attn = e.step_s(n + 1.0, n, 0.0, ctx, pts.prompt_sq) - e.step_s(n + 1.0, n, 0.0, ctx, 0.0)
+    if plain:
+        attn.flags.writeable = False
+        if len(_ATTENTION_WORK) >= ATTENTION_WORK_CACHE:
+            _ATTENTION_WORK.clear()
+        _ATTENTION_WORK[key] = (pts, attn)
+    return attn
+
+
 class EngineProfile:
     """One pool's engine and request points, with every per-batch quantity tabulated once.
 
@@ -480,7 +612,7 @@ class EngineProfile:
         d_full = full_step - base
         partial = rem > 0
         d_rem = np.where(partial, e.step_s(n + 1.0, n, rem, ctx, 0.0) - base, 0.0)
-        attn = e.step_s(n + 1.0, n, 0.0, ctx, self.points.prompt_sq) - e.step_s(n + 1.0, n, 0.0, ctx, 0.0)
+        attn = _attention_work(e, self.grid, self.mean_ctx, self.points)
         sum_delta = full * d_full + d_rem + attn  # ΣΔ_j(n)
         k = full + partial
         self.t_d = t_d
@@ -726,11 +858,10 @@ class EngineProfile:
             fluid_l = _interp_rows(flat, self.grid, self.prefill_fluid_binned).reshape(levels.shape + (-1,))
             prefill_levels = np.stack([alone_l, fluid_l], axis=2)  # (K, L, 2, B)
             t_full_l = np.interp(levels, self.grid, self.t_full)  # (K, L)
+            api = _ApiWait(self.api, lam, counts, arrival_cv2)
             return EngineState(counts, lam_i, n_star, t_d, t_bar, mean_s, rho, stable, mass, decay, idle, binned, phi,
                                prefill_levels, t_full_l, spread, relax_s,
-                               api_wait_s=self.api.mean_wait_s(lam, counts, arrival_cv2),
-                               api_wait_mass=self.api.wait_probability(lam, counts),
-                               api_wait_decay_per_s=self.api.wait_decay_per_s(lam, counts, arrival_cv2))
+                               **{f: Lazy(_api_wait_rows, api, f, None) for f in _API_WAIT_FIELDS})
 
         return finish() if latency else PoolLoad(rho, stable, finish)
 
@@ -839,7 +970,9 @@ class EngineProfile:
         t_queue = (st.prefill_levels[i][:, 1, :, None] + api_s[None, :, None]
                    + u[None, None, :] * st.t_full_levels[i][:, None, None]).reshape(mass.size, -1)
         w_queue = self.points.queue_weight
-        if api_mass > 0.0:  # level by level: each level's k picks one form of the two waits' sum
+        if api_mass > 0.0 and x.size <= _SORTED_STEP_POINTS:  # a few points: all levels at once
+            queued = _queued_with_api(x, t_queue, w_queue, decay, api_mass, k_api)
+        elif api_mass > 0.0:  # level by level: each level's k picks one form of the two waits' sum
             queued = np.empty((x.size, mass.size))
             finite = bool(np.all(np.isfinite(decay)))
             for lv in range(mass.size):
@@ -866,8 +999,10 @@ class EngineProfile:
     def api_wait_tail(self, st: EngineState, i: int) -> tuple[float, float]:
         """(C, k_a): the API server's wait at count i is 0 w.p. 1 - C, else Exp(k_a) ((0, inf) when none)."""
         mass = 0.0 if st.api_wait_mass is None else float(st.api_wait_mass[i])
+        if mass <= 0.0:  # (mass > 0 fails for nan too) the rate is not read: ``EngineState`` computes it on demand
+            return 0.0, math.inf
         decay = math.inf if st.api_wait_decay_per_s is None else float(st.api_wait_decay_per_s[i])
-        return (mass, decay) if mass > 0.0 and 0.0 < decay < math.inf else (0.0, math.inf)
+        return (mass, decay) if 0.0 < decay < math.inf else (0.0, math.inf)
 
     def ttft_quantile_s(self, st: EngineState, p: float) -> np.ndarray:
         """p-quantile TTFT at every count of ``st`` (inf where unstable), from its survival table."""
@@ -892,67 +1027,30 @@ class EngineProfile:
         """``RequestPoints.tpot_bins`` of the pool's points."""
         return self.points.tpot_bins
 
-    def _tpot_mixture(self, st: EngineState, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(weight, mean, sd) of the normal components of the TPOT mixture at count i (seconds).
-
-        Other prompts arrive at λ_i; each adds its prefill increment Δ_b (per prompt bin b, back to back
-        chunks) to the decode steps of the requests decoding meanwhile.  A request of d decode steps
-        sees N ~ Poisson(λ_i d t̄) of them: TPOT = t_d + ΣΔ / d.  N = 1 is taken over the bins' sizes
-        exactly (a single long prompt sets the tail of short outputs), N >= 2 as a normal of N E[Δ]
-        and N Var Δ, and windows with many events as one normal; the batch's drift adds σ.
-        """
+    def _tpot_inputs(self, st: EngineState, i: int) -> TpotInputs:
+        """What the TPOT mixture at count i needs (``TpotInputs``; ``_tpot_mixture``)."""
         dd, w = self._tpot_bins()
         n_star, t_bar = float(st.decode_batch[i]), float(st.mean_step_s[i])
-        lam_i = float(st.lam_i[i])
         chunks = _interp_rows(np.array([n_star]), self.grid, self.k_binned)[0]
-        delta_b = np.maximum(st.prefill_binned[i] - chunks * float(st.t_d[i]), 0.0)
-        v = self.bin_weight
-        e_delta = float(v @ delta_b)
-        var_delta = float(v @ (delta_b - e_delta) ** 2)
-        base = t_bar - lam_i * t_bar * e_delta  # t_d, up to the fixed point's interpolation
-        m = lam_i * dd * t_bar  # prompts arriving in a decode window
         lo = max(n_star - 0.5, 0.0)
-        slope = float(np.interp(lo + 1.0, self.grid, self.t_d)) - float(np.interp(lo, self.grid, self.t_d))
-        # the batch's drift averaged over the decode window T = d t̄: an Ornstein-Uhlenbeck process of
-        # correlation time τ keeps the share g(T / τ) = 2 (x - 1 + e^{-x}) / x² of its variance
-        x = np.maximum(dd * t_bar / max(float(st.batch_relax_s[i]), 1e-12), 1e-9)
-        g = np.where(x < 1e-4, 1.0, 2.0 * (x - 1.0 + np.exp(-x)) / x**2)
-        sigma = np.maximum(np.abs(slope) * float(st.batch_sd[i]) * np.sqrt(g), MIN_TPOT_SD * t_bar)
-        many = m > POISSON_NORMAL_EVENTS  # many events per window: one normal (the Poisson's CLT)
-        weights = [w[many]]
-        means = [base + m[many] * e_delta / dd[many]]
-        sds = [np.sqrt(m[many] * (var_delta + e_delta**2) / dd[many] ** 2 + sigma[many] ** 2)]
-        few = ~many
-        if few.any():
-            wf, df, mf, sf = w[few], dd[few], np.maximum(m[few], 1e-300), sigma[few]
-            p0, p1 = np.exp(-mf), mf * np.exp(-mf)
-            weights += [wf * p0, (wf * p1)[:, None] * v[None, :]]
-            means += [np.full(df.shape, base), base + delta_b[None, :] / df[:, None]]
-            sds += [sf, np.repeat(sf[:, None], v.size, axis=1)]
-            m_top = float(mf.max())
-            events = np.arange(2, int(m_top + 6.0 * math.sqrt(m_top) + 8.0), dtype=np.float64)
-            if events.size:
-                pmf = np.exp(events[None, :] * np.log(mf)[:, None] - mf[:, None] - special.gammaln(events + 1.0))
-                weights.append(wf[:, None] * pmf)
-                means.append(base + events[None, :] * e_delta / df[:, None])
-                sds.append(np.sqrt(sf[:, None] ** 2 + events[None, :] * var_delta / df[:, None] ** 2))
-        weight, mean, sd = (np.concatenate([np.ravel(a) for a in x]) for x in (weights, means, sds))
-        # No decode step outlasts a full-budget step: prompts that arrive together queue for the
-        # budget, so a window full of prefill work has every step at t_full(n*), not longer (one long
-        # prompt of k >= d chunks gives exactly that; the Poisson sums above do not see the cap).
-        mean = np.minimum(mean, float(np.interp(n_star, self.grid, self.t_full)))
-        keep = weight > 1e-10
-        return weight[keep] / weight[keep].sum(), mean[keep], sd[keep]
+        return TpotInputs(
+            dd, w, self.bin_weight, np.maximum(st.prefill_binned[i] - chunks * float(st.t_d[i]), 0.0),
+            t_bar, float(st.lam_i[i]),
+            float(np.interp(lo + 1.0, self.grid, self.t_d)) - float(np.interp(lo, self.grid, self.t_d)),
+            float(st.batch_sd[i]), max(float(st.batch_relax_s[i]), 1e-12),
+            float(np.interp(n_star, self.grid, self.t_full)))
+
+    def _tpot_mixture(self, st: EngineState, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(weight, mean, sd) of the normal components of the TPOT mixture at count i (seconds):
+        ``tpot_mixture`` of ``_tpot_inputs``."""
+        return tpot_mixture(self._tpot_inputs(st, i))
 
     def tpot_survival(self, st: EngineState, i: int, x_s: np.ndarray, mixture=None) -> np.ndarray:
         """P(TPOT > x) over requests with >= 2 output tokens at count ``st.n_instances[i]`` (seconds)."""
         x = np.atleast_1d(np.asarray(x_s, dtype=np.float64))
         if not st.stable[i]:
             return np.ones(x.shape)
-        w, mean, sd = mixture if mixture is not None else self._tpot_mixture(st, i)
-        if w.size == 0:
-            return np.zeros(x.shape)
-        return special.ndtr((mean[None, :] - x[:, None]) / sd[None, :]) @ w
+        return _tpot_mixture_survival(x, mixture if mixture is not None else self._tpot_mixture(st, i))
 
     def tpot_quantile_s(self, st: EngineState, p: float) -> np.ndarray:
         """p-quantile TPOT at every count of ``st`` (inf where unstable), from its survival table."""
@@ -965,6 +1063,97 @@ def _sorted(values: np.ndarray, weight: np.ndarray) -> tuple[np.ndarray, np.ndar
     return values[order], weight[order]
 
 
+class TpotInputs(NamedTuple):
+    """What the TPOT mixture of a pool at one count needs (``EngineProfile._tpot_inputs``; seconds): a few
+    small arrays and numbers, so that a pool can carry them and build its TPOT distribution only when
+    it is read (``LatencyTail``)."""
+
+    decode_steps: np.ndarray  # (D,) d of the output bins (``RequestPoints.tpot_bins``)
+    weight: np.ndarray  # (D,) their weights
+    bin_weight: np.ndarray  # (B,) weights v_b of the prompt bins
+    delta_s: np.ndarray  # (B,) Δ_b: a prompt bin's prefill increment to the decode steps it stops
+    mean_step_s: float  # t̄ at n*
+    lam_i: float  # per-instance rate (1/s)
+    slope_s: float  # t_d(n + 1) - t_d(n) about n*
+    batch_sd: float  # standard deviation of the decode batch
+    batch_relax_s: float  # its correlation time (floored at 1e-12 s)
+    cap_s: float  # t_full(n*), the longest mean step
+
+
+def tpot_mixture(inp: TpotInputs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(weight, mean, sd) of the normal components of a pool's TPOT mixture (seconds).
+
+    Other prompts arrive at λ_i; each adds its prefill increment Δ_b (per prompt bin b, back to back
+    chunks) to the decode steps of the requests decoding meanwhile.  A request of d decode steps
+    sees N ~ Poisson(λ_i d t̄) of them: TPOT = t_d + ΣΔ / d.  N = 1 is taken over the bins' sizes
+    exactly (a single long prompt sets the tail of short outputs), N >= 2 as a normal of N E[Δ]
+    and N Var Δ, and windows with many events as one normal; the batch's drift adds σ.
+    """
+    dd, w, v, delta_b = inp.decode_steps, inp.weight, inp.bin_weight, inp.delta_s
+    t_bar, lam_i = inp.mean_step_s, inp.lam_i
+    e_delta = float(v @ delta_b)
+    var_delta = float(v @ (delta_b - e_delta) ** 2)
+    base = t_bar - lam_i * t_bar * e_delta  # t_d, up to the fixed point's interpolation
+    m = lam_i * dd * t_bar  # prompts arriving in a decode window
+    # the batch's drift averaged over the decode window T = d t̄: an Ornstein-Uhlenbeck process of
+    # correlation time τ keeps the share g(T / τ) = 2 (x - 1 + e^{-x}) / x² of its variance
+    x = np.maximum(dd * t_bar / inp.batch_relax_s, 1e-9)
+    g = np.where(x < 1e-4, 1.0, 2.0 * (x - 1.0 + np.exp(-x)) / x**2)
+    sigma = np.maximum(np.abs(inp.slope_s) * inp.batch_sd * np.sqrt(g), MIN_TPOT_SD * t_bar)
+    many = m > POISSON_NORMAL_EVENTS  # many events per window: one normal (the Poisson's CLT)
+    weights = [w[many]]
+    means = [base + m[many] * e_delta / dd[many]]
+    sds = [np.sqrt(m[many] * (var_delta + e_delta**2) / dd[many] ** 2 + sigma[many] ** 2)]
+    few = ~many
+    if few.any():
+        wf, df, mf, sf = w[few], dd[few], np.maximum(m[few], 1e-300), sigma[few]
+        p0, p1 = np.exp(-mf), mf * np.exp(-mf)
+        weights += [wf * p0, (wf * p1)[:, None] * v[None, :]]
+        means += [np.full(df.shape, base), base + delta_b[None, :] / df[:, None]]
+        sds += [sf, np.repeat(sf[:, None], v.size, axis=1)]
+        m_top = float(mf.max())
+        events = np.arange(2, int(m_top + 6.0 * math.sqrt(m_top) + 8.0), dtype=np.float64)
+        if events.size:
+            pmf = np.exp(events[None, :] * np.log(mf)[:, None] - mf[:, None] - special.gammaln(events + 1.0))
+            weights.append(wf[:, None] * pmf)
+            means.append(base + events[None, :] * e_delta / df[:, None])
+            sds.append(np.sqrt(sf[:, None] ** 2 + events[None, :] * var_delta / df[:, None] ** 2))
+    weight, mean, sd = (np.concatenate([np.ravel(a) for a in x]) for x in (weights, means, sds))
+    # No decode step outlasts a full-budget step: prompts that arrive together queue for the
+    # budget, so a window full of prefill work has every step at t_full(n*), not longer (one long
+    # prompt of k >= d chunks gives exactly that; the Poisson sums above do not see the cap).
+    mean = np.minimum(mean, inp.cap_s)
+    keep = weight > 1e-10
+    return weight[keep] / weight[keep].sum(), mean[keep], sd[keep]
+
+
+def _tpot_mixture_survival(x: np.ndarray, mixture: tuple[np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
+    """P(TPOT > x) of a mixture of normals (weight, mean, sd) at each x (``EngineProfile.tpot_survival``)."""
+    w, mean, sd = mixture
+    if w.size == 0:
+        return np.zeros(x.shape)
+    return special.ndtr((mean[None, :] - x[:, None]) / sd[None, :]) @ w
+
+
+class LatencyTail:
+    """A pool's latency (TTFT or TPOT) at one count, built on first use: its survival table (``table``: a
+    ``SurvivalTable`` or a ``Lazy`` that builds it) and its p-quantile (``quantile_s``: given when the
+    caller knows it, e.g. a floor; else that of the table)."""
+
+    def __init__(self, table: SurvivalTable | Lazy, p: float, quantile_s: float | None = None) -> None:
+        self._table, self.p, self._quantile_s = table, p, quantile_s
+
+    def table(self) -> SurvivalTable:
+        if isinstance(self._table, Lazy):
+            self._table = self._table()
+        return self._table
+
+    def quantile_s(self) -> float:
+        if self._quantile_s is None:
+            self._quantile_s = mixture_quantile_s([self.table()], [1.0], self.p)
+        return self._quantile_s
+
+
 @dataclass(frozen=True)
 class EngineSizing:
     """Result of :func:`size_engine_pool` (seconds; ``n_instances`` excludes spares).
@@ -975,8 +1164,10 @@ class EngineSizing:
 
     n_instances: int
     rho: float
-    ttft_p_s: float
-    tpot_p_s: float
+    # Built on first read (``LatencyTail``: a pool sized at two token budgets keeps one sizing; the
+    # TPOT unless a TPOT target needed it is only read for the candidates shown, verified or written)
+    ttft_p_s: float = Deferred()
+    tpot_p_s: float = Deferred()
     mean_residence_s: float
     mean_step_s: float
     decode_batch: float
@@ -984,8 +1175,8 @@ class EngineSizing:
     reason: InfeasibleReason | None
     binding: str
     floor_instances: int = 0  # the smallest count the utilisation cap allows (stable, ρ <= rho_max)
-    ttft_table: SurvivalTable | None = field(default=None, compare=False, repr=False)
-    tpot_table: SurvivalTable | None = field(default=None, compare=False, repr=False)
+    ttft_table: SurvivalTable | None = field(default=Deferred(None), compare=False, repr=False)
+    tpot_table: SurvivalTable | None = field(default=Deferred(None), compare=False, repr=False)
 
 
 def size_engine_pool(
@@ -1061,11 +1252,14 @@ def size_engine_pool(
 
     def result(n: int, st: EngineState, reason: InfeasibleReason | None, binding: str,
                ttft_s: float | None = None, tpot_s: float | None = None) -> tuple[EngineSizing, EngineState]:
-        tab1, tab2 = ttft_table(profile, st), tpot_table(profile, st)
-        t1 = mixture_quantile_s([tab1], [1.0], p) if ttft_s is None else ttft_s
-        t2 = mixture_quantile_s([tab2], [1.0], p) if tpot_s is None else tpot_s
-        return EngineSizing(n, float(st.rho[0]), t1, t2, float(st.mean_residence_s[0]), float(st.mean_step_s[0]),
-                            float(st.decode_batch[0]), reason is None, reason, binding, floor, tab1, tab2), st
+        # the tables and quantiles when read (``ttft_table``, ``tpot_table`` and their p-quantiles)
+        ttft = LatencyTail(Lazy(ttft_table, profile, st), p, ttft_s)
+        tpot = LatencyTail(Lazy(_tpot_table_of, profile._tpot_inputs(st, 0)) if st.stable[0] else _UNSTABLE, p,
+                           tpot_s)
+        return EngineSizing(n, float(st.rho[0]), Lazy(LatencyTail.quantile_s, ttft), Lazy(LatencyTail.quantile_s, tpot),
+                            float(st.mean_residence_s[0]), float(st.mean_step_s[0]), float(st.decode_batch[0]),
+                            reason is None, reason, binding, floor, Lazy(LatencyTail.table, ttft),
+                            Lazy(LatencyTail.table, tpot)), st
 
     floor = 0
     top = int(max_instances)
@@ -1111,19 +1305,32 @@ def size_engine_pool(
     if n is None:
         return result(top, state(top), InfeasibleReason.EXCEEDS_MAX_GPUS, "")
     st = state(n)
+    if n == n_lo or slo_tpot_s is None:  # known without the TPOT, which stays unread
+        return result(n, st, None, "rho" if n == n_lo else "ttft")
     sized, _ = result(n, st, None, "")
-    binding = "rho" if n == n_lo else (
-        "ttft" if slo_tpot_s is None or sized.ttft_p_s / slo_ttft_s >= sized.tpot_p_s / slo_tpot_s else "tpot")
+    binding = "ttft" if sized.ttft_p_s / slo_ttft_s >= sized.tpot_p_s / slo_tpot_s else "tpot"
     return replace(sized, binding=binding), st
 
 
 _STATE_FIELDS = dataclasses.fields(EngineState)
 
 
+_API_WAIT_FIELDS = ("api_wait_s", "api_wait_mass", "api_wait_decay_per_s")
+_ROW_FIELDS = tuple(f.name for f in _STATE_FIELDS if f.name not in _API_WAIT_FIELDS)
+
+
 def _state_row(st: EngineState, i: int) -> EngineState:
-    """Count i of ``st`` as a state of one count (every per-count array sliced to row i)."""
-    return EngineState(**{f.name: None if (v := getattr(st, f.name)) is None else v[i:i + 1]
-                          for f in _STATE_FIELDS})
+    """Count i of ``st`` as a state of one count (every per-count array sliced to row i; a ``Deferred`` API
+    wait not yet computed stays so, computed for all of ``st``'s counts when a row first reads it)."""
+    out = {name: None if (v := getattr(st, name)) is None else v[i:i + 1] for name in _ROW_FIELDS}
+    for name in _API_WAIT_FIELDS:
+        v = peek(st, name)
+        if isinstance(v, Lazy) and v.fn is _api_wait_rows and v.args[2] is None:
+            out[name] = Lazy(_api_wait_rows, v.args[0], v.args[1], i)
+        else:
+            v = getattr(st, name)
+            out[name] = None if v is None else v[i:i + 1]
+    return EngineState(**out)
 
 
 def _first_count(test, lo: int, hi: int) -> int | None:
@@ -1247,15 +1454,18 @@ def ttft_table(profile: EngineProfile, st: EngineState, i: int = 0) -> SurvivalT
 
 def tpot_table(profile: EngineProfile, st: EngineState, i: int = 0) -> SurvivalTable:
     """The TPOT survival of ``profile`` at count i of ``st`` as a table."""
-    if not st.stable[i]:
-        return _UNSTABLE
-    mix = profile._tpot_mixture(st, i)
+    return _tpot_table_of(profile._tpot_inputs(st, i)) if st.stable[i] else _UNSTABLE
+
+
+def _tpot_table_of(inputs: TpotInputs) -> SurvivalTable:
+    """``tpot_table`` of a stable pool from its ``TpotInputs``."""
+    mix = tpot_mixture(inputs)
     if mix[0].size == 0:
         return SurvivalTable(np.array([0.0, 1e-9]), np.array([1.0, 0.0]))
     w, mean, sd = mix
     lo = max(float((mean - 5.0 * sd).min()), 0.5 * float(mean.min()))
     hi = float((mean + 6.0 * sd).max())
-    return _table(lambda x: profile.tpot_survival(st, i, x, mix), lo, hi)
+    return _table(lambda x: _tpot_mixture_survival(x, mix), lo, hi)
 
 
 #: Pools with traffic in one fleet's latency mixture at most (``mixture_quantiles_s``: the kernel's

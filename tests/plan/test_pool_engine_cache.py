@@ -17,6 +17,7 @@ def _settings(**kw) -> PlanSettings:
 
 def test_cached_engines_are_engine_of():
     pools_mod._ENGINES.clear()
+    pools_mod._ENGINES_BY_ID.clear()
     cat = load_catalog()
     gpus = [cat.get("H100-SXM"), cat.get("A100")]
     for gpu in gpus:
@@ -24,6 +25,7 @@ def test_cached_engines_are_engine_of():
             for settings in (_settings(), _settings(step_time_margin=0.1), _settings(max_num_seqs=64)):
                 for budget in (None, 4096):
                     got = pools_mod._engine_for(gpu, ctx, settings, budget)
+                    assert pools_mod._engine_for(gpu, ctx, settings, budget) is got  # the same objects: by identity
                     want = engine_of(gpu, ctx, dict(settings.step_models), settings.step_time_margin,
                                      settings.max_num_seqs, budget)
                     assert got.step_code == want.step_code and np.array_equal(got.step_coef, want.step_coef)

@@ -3,7 +3,9 @@ fleet bit for bit, on the compiled path (``queueing._kernels.mixture``) and the 
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import pickle
 
 import pytest
 
@@ -12,6 +14,7 @@ from fleetplan.plan import sweep as sweep_mod
 from fleetplan.plan.optimize import OptimizeRequest, analytical_phase, resolve_gpus
 from fleetplan.plan.space import Topology
 from fleetplan.plan.sweep import fleet_latencies_p_s, fleet_latency_p_s
+from fleetplan.queueing.engine import Lazy, peek
 from fleetplan.workload import load_workload
 
 
@@ -62,3 +65,22 @@ def test_kernels_are_warm_once_one_is_loaded(candidates):
     mixture_quantiles_s([([candidates[0].pools[0].ttft_table], [1.0])], 0.99)
     assert jit.kernels_warm() is (not config.DISABLE_JIT)
     assert sweep_mod._kernels_warm() is jit.kernels_warm()
+
+
+def test_tpot_is_built_on_first_read_and_pickles_unbuilt():
+    """The sweep leaves every TPOT unbuilt (``queueing.engine.Deferred``); a candidate or pool pickled so (a
+    forked child's result) builds the same figure as one read in place, bit for bit."""
+    request = OptimizeRequest(workload=load_workload("lmsys"), gpus=resolve_gpus(load_catalog(), None),
+                              slo_ttft_s=0.5, rate_per_s=100.0, topologies=(Topology.HOMO, Topology.TWO_POOL))
+    ranked = analytical_phase(request)
+    assert all(isinstance(peek(c, "tpot_p_s"), Lazy) for c in ranked)
+    live = [p for c in ranked for p in c.pools if p.traffic_share > 0]
+    assert live and all(isinstance(peek(p, "tpot_p_s"), Lazy) for p in live)
+    for c in ranked[:5]:
+        copy = pickle.loads(pickle.dumps(c))
+        assert isinstance(peek(copy.pools[0], "tpot_table"), Lazy)
+        assert copy.tpot_p_s == c.tpot_p_s == fleet_latency_p_s(c.pools, 99.0)[1]
+        assert math.isfinite(c.tpot_p_s)  # (pools never compare equal: their wait_p_s is nan)
+        for a, b in zip(copy.pools, c.pools, strict=True):
+            assert _same(a.tpot_p_s, b.tpot_p_s)
+            assert dataclasses.replace(b, count=b.count + 1).tpot_p_s == b.tpot_p_s or b.traffic_share == 0
