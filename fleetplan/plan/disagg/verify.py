@@ -18,10 +18,18 @@ common random numbers); the fleet passes when the upper end of the Student-t int
 SLO-percentile TTFT and TPOT are within the SLOs.  The roles are coupled (one simulation of the whole
 fleet), so the search is per role in turn: a failing fleet grows its binding role by one instance
 (or ``GROWTH_SHARE`` of its instances when that is more)
-(AFD: one decode unit) until it passes (prefill when TTFT is the worse ratio and its queueing
-exceeds the first-decode wait, decode otherwise; no step cap, only ``max_gpus``); then prefill,
+(AFD: one decode unit) until it passes (prefill when TTFT is the worse ratio and its queueing is at least the
+decode role's backpressure, the time a finished prefill holds its KV for a decode slot, ``_slot_wait_s``; decode
+otherwise; no step cap, only ``max_gpus``).  The first-decode wait is not the decode role's share: it is mostly the
+step itself, which a larger decode role barely shortens (held-out agent_heavy, Llama-3.1-8B on H100 tp8 at
+100 req/s, prefill ρ 0.2-0.4: a TTFT a few per cent over the SLO, all of it prefill wall time, grew decode from 38
+to 58 instances and one AFD fleet's units from 19 to 3,345).  Then prefill,
 then decode, is shrunk holding the other (galloping down, then bisection) to the fewest instances
-that still pass.  A PDD fleet chosen with an xPyD ratio (``DisaggCandidate.pd_ratio``) grows and shrinks
+that still pass, never below a role's utilisation-cap floor (``PoolPlan.floor_count``: the fewest instances
+whose ρ is within ρ_max, prefill ρ_p and decode slot load ρ_d; the co-located verifier's rule): a decode role's
+batch cap b is the largest within the TPOT target, so its TPOT holds up to high slot loads, and without the floor
+the search shrank decode roles to a slot load of 0.95-1.0, 15-25 % below the cap's count.
+A PDD fleet chosen with an xPyD ratio (``DisaggCandidate.pd_ratio``) grows and shrinks
 by whole groups, so the verified fleet is deployable at its ratio.  The KV transfer runs over NVLink when
 the simulated counts fit one node of one GPU type, else over the scale-out network
 (``DisaggCandidate.kv_bandwidth_at``): a fleet sized on one node that verification grows past it pays
@@ -192,7 +200,7 @@ class _Check:
     mean_ttft_s: float
     mean_tpot_s: float
     queue_s: float  # worst replication's SLO-percentile prefill queueing
-    first_decode_s: float  # the same for the first-decode wait
+    slot_wait_s: float  # the same for the decode role's backpressure: the KV held for a slot after prefill
     too_long_share: float = 0.0  # requests above max_model_len (mean over replications)
     too_long_token_share: float = 0.0
 
@@ -215,9 +223,19 @@ def _simulate(c: DisaggCandidate, gpus, counts, workload: Workload, s: VerifySet
     mean, _, hi = student_t_interval([getattr(r.ttft, stat) for r in runs])
     tpot_mean, _, tpot_hi = student_t_interval([getattr(r.tpot, stat) for r in runs])
     return _Check(hi, tpot_hi, mean, tpot_mean, max(getattr(r.queue, stat) for r in runs),
-                  max(getattr(r.first_decode, stat) for r in runs),
+                  max(_slot_wait_s(r.requests, s.percentile) for r in runs),
                   sum(r.n_too_long / max(r.n_requests - r.n_warmup, 1) for r in runs) / len(runs),
                   sum(r.too_long_token_share for r in runs) / len(runs))
+
+
+def _slot_wait_s(requests, percentile: float) -> float:
+    """The ``percentile`` of the decode role's backpressure over a run's measured requests: max(0, grant - prefill
+    end), the time a finished prefill holds its KV until its decode instance grants a slot (the part of the
+    TTFT a larger decode role removes; ``sim.pdd``'s transfer starts at max(prefill end, grant))."""
+    measured = requests[~requests["warmup"].to_numpy()]
+    wait = np.maximum(measured["grant_s"].to_numpy() - measured["prefill_end_s"].to_numpy(), 0.0)
+    wait = wait[np.isfinite(wait)]
+    return float(np.percentile(wait, percentile)) if wait.size else 0.0
 
 
 def _steps(c: DisaggCandidate) -> tuple[tuple[int, ...], ...]:
@@ -246,7 +264,7 @@ def _grow(c: DisaggCandidate, counts: list[int], check: _Check, s: VerifySetting
         step = steps[0]
     else:
         prefill, decode = steps
-        step = prefill if ttft_ratio >= tpot_ratio and check.queue_s >= check.first_decode_s else decode
+        step = prefill if ttft_ratio >= tpot_ratio and check.queue_s >= check.slot_wait_s else decode
     role = next(i for i, k in enumerate(step) if k)
     units = max(1, int(GROWTH_SHARE * (counts[role] // step[role])))
     for i, k in enumerate(step):
@@ -291,7 +309,10 @@ def verify_disagg(candidate: DisaggCandidate, gpus: Mapping[str, GpuProfile], wo
                         out[i] = u * k
                 return out
 
-            lo, hi, gallop = 0, units, 1
+            # counts below a role's utilisation-cap floor are out of bounds, as in phase 1 and ``plan.verify``
+            # (``PoolPlan.floor_count``: verification never goes below it)
+            lo = max([0] + [-(-candidate.pools[i].floor_count // k) - 1 for i, k in enumerate(step) if k])
+            lo, hi, gallop = min(lo, units - 1), units, 1
             while hi - gallop > lo:
                 if check_at(at(hi - gallop)).passes(s):
                     hi, gallop = hi - gallop, gallop * 2
