@@ -16,8 +16,8 @@ KV cache). The decode role is sized first (the fewest instances whose slot load 
 are all held with probability at most ``SLOT_FULL_SHARE`` (1 - p), and whose P-quantile TPOT meets the target), then
 the prefill role with the transfer, the mean slot wait and the first decode step after each prompt (the fewest
 instances whose ρ_p is within ρ_max and whose P-quantile TTFT meets the SLO). With ``DisaggSettings.pd_ratios``
-each role is then rounded up to whole xPyD groups.  Each role's ``floor_count`` is its utilisation cap's count (the fewest
-instances within ρ_max), which verification does not go below (``plan.disagg.verify``).
+each role is then rounded up to whole xPyD groups.  Each role's ``floor_count`` is its utilisation cap's count (the
+fewest instances within ρ_max), which verification does not go below (``plan.disagg.verify``).
 
 A pair whose role cannot hold the workload's longest request in its KV cache (prefill: the prompt;
 decode: prompt + output) is left out; a requested topology with no pair left is a ``ConfigError``.

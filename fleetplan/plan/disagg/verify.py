@@ -216,14 +216,14 @@ def _simulate(c: DisaggCandidate, gpus, counts, workload: Workload, s: VerifySet
     stat = _STAT_OF_PERCENTILE[s.percentile]
     n_requests, warmup = run_length(c, workload, s)
     # common random numbers: the same streams at every count, so counts are compared on the same traffic
-    runs = [simulate_pdd(spec, workload, s.rate_per_s, n_requests,
-                         task_seed(s.seed, "verify-disagg", repr(c.key()), i), arrival=s.arrival,
-                         cv=s.arrival_cv, warmup_fraction=warmup).summary
-            for i in range(s.n_replications)]
+    results = [simulate_pdd(spec, workload, s.rate_per_s, n_requests,
+                            task_seed(s.seed, "verify-disagg", repr(c.key()), i), arrival=s.arrival,
+                            cv=s.arrival_cv, warmup_fraction=warmup) for i in range(s.n_replications)]
+    runs = [r.summary for r in results]
     mean, _, hi = student_t_interval([getattr(r.ttft, stat) for r in runs])
     tpot_mean, _, tpot_hi = student_t_interval([getattr(r.tpot, stat) for r in runs])
     return _Check(hi, tpot_hi, mean, tpot_mean, max(getattr(r.queue, stat) for r in runs),
-                  max(_slot_wait_s(r.requests, s.percentile) for r in runs),
+                  max(_slot_wait_s(r.requests, s.percentile) for r in results),
                   sum(r.n_too_long / max(r.n_requests - r.n_warmup, 1) for r in runs) / len(runs),
                   sum(r.too_long_token_share for r in runs) / len(runs))
 
