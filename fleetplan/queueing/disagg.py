@@ -139,6 +139,8 @@ _WINDOW_GRID = 64
 _BATCH_GRID = 256
 #: Largest elasticity of the decode step taken for the batch's widening 1 / (1 - g).
 _MAX_ELASTICITY = 0.9
+#: Elasticity below which the held slots' count is taken as Poisson (its variance within 1e-9 of the mean's).
+_POISSON_ELASTICITY = 1e-9
 
 
 def kv_transfer_s(prompt_tokens, kv_bytes_per_token: float, bandwidth_bytes_per_s: float,
@@ -285,7 +287,7 @@ def _slots_full(cap: float, mean: float, elasticity: float) -> float:
         return 1.0
     from scipy import stats  # here, not at import: half a second that co-located runs never need
 
-    if g == 0.0:
+    if g <= _POISSON_ELASTICITY:  # r = mean (1 - g) / g overflows as g -> 0; the variance is Poisson's to 1e-9
         return float(stats.poisson.sf(cap - 1.0, mean))
     r = mean * (1.0 - g) / g  # Var = mean + mean² / r = mean / (1 - g)
     return float(stats.nbinom.sf(cap - 1.0, r, r / (r + mean)))
