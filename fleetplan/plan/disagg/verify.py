@@ -233,8 +233,9 @@ def _slot_wait_s(requests, percentile: float) -> float:
     end), the time a finished prefill holds its KV until its decode instance grants a slot (the part of the
     TTFT a larger decode role removes; ``sim.pdd``'s transfer starts at max(prefill end, grant))."""
     measured = requests[~requests["warmup"].to_numpy()]
-    wait = np.maximum(measured["grant_s"].to_numpy() - measured["prefill_end_s"].to_numpy(), 0.0)
-    wait = wait[np.isfinite(wait)]
+    grant, end = measured["grant_s"].to_numpy(), measured["prefill_end_s"].to_numpy()
+    both = np.isfinite(grant) & np.isfinite(end)  # rejected or never granted: no wait to count
+    wait = np.maximum(grant[both] - end[both], 0.0)
     return float(np.percentile(wait, percentile)) if wait.size else 0.0
 
 
