@@ -18,12 +18,16 @@ common random numbers); the fleet passes when the upper end of the Student-t int
 SLO-percentile TTFT and TPOT are within the SLOs.  The roles are coupled (one simulation of the whole
 fleet), so the search is per role in turn: a failing fleet grows its binding role by one instance
 (or ``GROWTH_SHARE`` of its instances when that is more)
-(AFD: one decode unit) until it passes (prefill when TTFT is the worse ratio and its queueing is at least the
-decode role's backpressure, the time a finished prefill holds its KV for a decode slot, ``_slot_wait_s``; decode
-otherwise; no step cap, only ``max_gpus``).  The first-decode wait is not the decode role's share: it is mostly the
-step itself, which a larger decode role barely shortens (held-out agent_heavy, Llama-3.1-8B on H100 tp8 at
-100 req/s, prefill ρ 0.2-0.4: a TTFT a few per cent over the SLO, all of it prefill wall time, grew decode from 38
-to 58 instances and one AFD fleet's units from 19 to 3,345).  Then prefill,
+(AFD: one decode unit) until it passes: prefill when TTFT is the worse ratio and its queueing is at least the
+decode role's backpressure (the time a finished prefill holds its KV for a decode slot, ``_slot_wait_s``), decode
+otherwise.  The first-decode wait is not the decode role's share: it is mostly the step itself, which a larger
+decode role barely shortens (held-out agent_heavy, Llama-3.1-8B on H100 tp8 at 100 req/s, prefill ρ 0.2-0.4: a
+TTFT a few per cent over the SLO with no queue grew decode from 38 to 58 instances and one AFD fleet's units from
+19 to 3,345).  No step cap, only ``max_gpus``, and growth stops (the fleet fails) when ``NO_GAIN_STEPS`` steps in a
+row each lower the worse of the TTFT / TPOT ratios to the SLO by less than ``plan.verify.NO_GAIN`` (the co-located
+search's rule, there after one step): the same
+agent_heavy AFD fleets' TTFT upper bound, a few per cent over the SLO, did not fall as prefill grew to 10,488
+instances.  Then prefill,
 then decode, is shrunk holding the other (galloping down, then bisection) to the fewest instances
 that still pass, never below a role's utilisation-cap floor (``PoolPlan.floor_count``: the fewest instances
 whose ρ is within ρ_max, prefill ρ_p and decode slot load ρ_d; the co-located verifier's rule): a decode role's
@@ -92,6 +96,7 @@ from fleetplan.plan.sweep import Candidate
 from fleetplan.plan.verify import (
     _STAT_OF_PERCENTILE,
     EXACT,
+    NO_GAIN,
     TOO_HIGH,
     TOO_LOW,
     AtAnalytic,
@@ -204,6 +209,10 @@ class _Check:
     too_long_share: float = 0.0  # requests above max_model_len (mean over replications)
     too_long_token_share: float = 0.0
 
+    def ratio(self, s: VerifySettings) -> float:
+        """The worse of the upper TTFT and TPOT bounds over their SLOs."""
+        return max(self.upper_ttft_s / s.slo_ttft_s, 0.0 if s.slo_tpot_s is None else self.upper_tpot_s / s.slo_tpot_s)
+
     def passes(self, s: VerifySettings) -> bool:
         ok = self.upper_ttft_s <= s.slo_ttft_s
         return bool(ok and (s.slo_tpot_s is None or self.upper_tpot_s <= s.slo_tpot_s))
@@ -255,6 +264,9 @@ def _steps(c: DisaggCandidate) -> tuple[tuple[int, ...], ...]:
 #: fleet of hundreds of instances takes tens of simulations, not hundreds; the shrink that follows bisects
 #: back to the fewest units that pass, so the overshoot costs no GPUs.
 GROWTH_SHARE = 0.1
+#: Growth stops after this many steps in a row that each lower the worse SLO ratio by less than ``NO_GAIN``
+#: (two: one flat step of a noisy simulation is not yet a floor).
+NO_GAIN_STEPS = 2
 
 
 def _grow(c: DisaggCandidate, counts: list[int], check: _Check, s: VerifySettings) -> None:
@@ -289,15 +301,22 @@ def verify_disagg(candidate: DisaggCandidate, gpus: Mapping[str, GpuProfile], wo
     check = first = check_at(counts)
     a = candidate.ttft_p_s
     disagreement = (check.mean_ttft_s - a) / a if a > 0 else float("inf")
-    steps, reason = 0, None
+    steps, reason, flat = 0, None, 0
     while not check.passes(s):
         if sum(counts) >= s.max_gpus:
             reason = (f"simulated P{s.percentile:g} TTFT upper bound {fmt_ms(check.upper_ttft_s, '.0f')} / TPOT "
                       f"{fmt_ms(check.upper_tpot_s, '.1f')} still above the SLO after {steps} growth steps")
             break
+        before = check
         _grow(candidate, counts, check, s)
         steps += 1
         check = check_at(counts)
+        flat = flat + 1 if not check.passes(s) and check.ratio(s) >= NO_GAIN * before.ratio(s) else 0
+        if flat >= NO_GAIN_STEPS:
+            reason = (f"simulated P{s.percentile:g} TTFT upper bound {fmt_ms(check.upper_ttft_s, '.0f')} / TPOT "
+                      f"{fmt_ms(check.upper_tpot_s, '.1f')} above the SLO: more instances no longer lower it "
+                      f"(after {steps} growth steps)")
+            break
     if reason is None:
         for step in _steps(candidate):
             role = next(i for i, k in enumerate(step) if k)

@@ -175,3 +175,26 @@ def test_slot_wait_is_the_percentile_of_the_kv_held_past_the_prefill_end():
     frame = pd.DataFrame({"prefill_end_s": end, "grant_s": grant, "warmup": warm})
     expect = np.percentile([0.0, 0.5, 2.0, 0.0, 0.0, 0.0, 0.0, 3.0], 90.0)
     assert _slot_wait_s(frame, 90.0) == pytest.approx(expect)
+
+
+@pytest.mark.parametrize(("gain", "passes"), [(0.0, False), (0.01, False), (0.05, True)])
+def test_growth_stops_when_more_instances_no_longer_lower_the_percentile(h100_request, monkeypatch, gain, passes):
+    """A stub simulation whose TTFT starts 20 % over the SLO and falls by ``gain`` per growth step: growth stops,
+    the fleet failed, after NO_GAIN_STEPS steps that each gain less than 1 - NO_GAIN; a fleet that gains more
+    grows until it passes."""
+    from fleetplan.plan.disagg import verify as V
+
+    c = _cheapest(_pdd_only(h100_request))
+    start = tuple(p.count for p in c.pools)
+    s = VerifySettings(slo_ttft_s=1.0, slo_tpot_s=0.05, rate_per_s=20.0, max_gpus=10_000, n_requests=500)
+
+    def fake(cand, gpus, counts, workload, settings):
+        steps = (counts[0] - start[0]) + (counts[1] - start[1])  # one instance per step at these counts
+        ttft = 1.2 * (1.0 - gain) ** steps
+        return V._Check(ttft, 0.01, ttft, 0.01, 1.0, 0.0)
+
+    monkeypatch.setattr(V, "_simulate", fake)
+    v = verify_disagg(c, {g.name: g for g in h100_request.gpus}, h100_request.workload, s, lambda g: 1.0)
+    assert v.passed is passes
+    if not passes:
+        assert "no longer lower" in v.reason and v.n_simulations <= (V.NO_GAIN_STEPS + 1) * s.n_replications
