@@ -21,7 +21,8 @@ The first call of the kernel (JIT compile, or loading the on-disk cache) is time
 
 Optimize section (``--optimize``, issue #27's closing note): ``optimize --topology pdd`` for Llama-3.1-70B
 FP8 on H100 and H200 (every TP), azure_conv, P99 TTFT 1 s, TPOT 50 ms, at 50 and 1,000 req/s: the wall
-time of the analytic phase and of the whole run with verification of the 5 cheapest (in-process).
+time of the analytic phase and of the whole run with verification of the 5 cheapest (in-process), and each
+verified fleet's role counts, analytic -> verified.
 """
 
 from __future__ import annotations
@@ -149,6 +150,12 @@ def optimize_timing(rates) -> None:
         print(f"optimize --topology pdd at {rate:,.0f} req/s: analytic {t1 - t0:.2f} s ({n_cands} candidates), "
               f"with verification {t2 - t1:.1f} s ({len(result.verification)} verified); recommended {what}",
               flush=True)
+        by_rank = {c.rank: c for c in result.candidates}
+        for v in result.verification:  # the roles' counts, analytic -> verified (issue #27's count target)
+            c = by_rank[v.rank]
+            roles = ", ".join(f"{p.gpu} {a} -> {b}" for p, a, b in zip(c.pools, v.analytic_counts, v.verified_counts,
+                                                                      strict=True))
+            print(f"    {roles}", flush=True)
 
 
 if __name__ == "__main__":

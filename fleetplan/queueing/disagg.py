@@ -67,21 +67,31 @@ A decode slot is held from the grant (prefill start: early binding) to the last 
 E[S_alone] + E[T_x] before the handoff; the slot load is the rate against the instance's throughput
 with every slot busy, ρ_d = λ_d (h_pre + E[o] t_d(b)) / b (as the co-located engine model's slot load;
 stable iff < 1, and then n* < b).  The kernel grants a transfer only with a free slot (backpressure).
-The wait for a slot is Erlang-C over the pooled D b slots (the assignment balances them).  Its tail
-is not: the slots an instance holds are M/G/∞ until they run out, Poisson of mean a_d = λ_d (h_pre +
+The wait for a slot is Erlang-C over the pooled D b slots (the assignment balances them).  Erlang C's
+exponential tail is not the slots' tail: the slots held are M/G/∞ until they run out, Poisson of mean a_d = λ_d (h_pre +
 E[o] t_d(n*)) whatever the lifetimes (insensitivity), but heavy-tailed outputs (lmsys: a request
 lives up to 8,815 steps) keep the count above its mean for minutes, and a run that hits the cap b
 queues every grant behind the longest-lived requests.  The count is wider than Poisson: a larger batch
 slows every step, so its members live longer (elasticity g = n t_d'(n) / t_d(n) at n*); linearised,
-dN/dt = λ_d - N / (E[o] t_d(N)) relaxes at rate (1 - g) / (E[o] t_d) under the arrivals' and departures' noise 2 λ_d, so
-Var N = a_d / (1 - g) (B200 decode at g = 0.73: simulated sd 23 against Poisson's 15).  The role keeps
-the probability that an instance's slots are all held, P(N >= b) under a negative binomial of mean a_d
-and that variance (Poisson at g <= 0), below a tenth of the tail the SLO percentile leaves
-(``DecodeState.slot_full``; per instance: conservative, ILS pools them).  The KV cache runs out the same
-way, usually first (b is often the KV limit at the mean context): the held KV tokens are compound Poisson,
-mean K = λ_d Σ_j w_j (h_pre p_j + o_j t_d (p_j + o_j / 2)), variance λ_d Σ_j w_j o_j t_d (p_j² + p_j o_j +
-o_j² / 3) / (1 - g) (a member's context grows from p_j to p_j + o_j over its life), and P(held >= the
-instance's KV tokens) (normal) counts in ``slot_full`` as well (the larger of the two).  (The grid's AFD
+dN/dt = λ_d - N / (E[o] t_d(N)) relaxes at rate (1 - g) / (E[o] t_d) under the arrivals' and departures' noise
+2 λ_d, so Var N = a_d / (1 - g) (B200 decode at g = 0.73: simulated sd 23 against Poisson's 15).  The decode
+assignment (the fewest requests bound and not finished, ``plan.disagg.verify.DECODE_ASSIGNMENT``) pools the
+slots: an instance with a free slot has fewer than b requests bound, one without has at least b, so a request is
+bound to an instance with a free slot whenever one exists and waits only when all D b are held.  The held slots of
+the role, N_D, are M/G/∞ of mean D a_d (the instances balanced, each step slowed by its own batch as one instance
+by the whole: variance D a_d / (1 - g)), and the role keeps P(N_D >= D b), a negative binomial of that mean and
+variance (Poisson at g <= 0), below a tenth of the tail the SLO percentile leaves (``DecodeState.slot_full``).
+One instance's P(N >= b), of mean a_d and variance a_d / (1 - g), is the tail of an assignment blind to the slots
+(round-robin: each instance its own M/G/∞): its relative width sqrt(1 / ((1 - g) a_d)) does not shrink with D,
+the pooled one's is sqrt(D) narrower, and the per-instance tail sized the role of the issue's 1,000 req/s fleet
+(Llama-3.1-70B FP8 on H200 tp1, b = 128, azure_conv) at 76 instances where the slot load allows 71.  The KV cache is
+not pooled (the assignment counts requests, not their tokens) and runs out the same way, usually first (b is often
+the KV limit at the mean context): the held KV tokens of an instance are compound Poisson, mean K = λ_d Σ_j w_j
+(h_pre p_j + o_j t_d (p_j + o_j / 2)); variance λ_d Σ_j w_j o_j t_d (p_j² + p_j o_j + o_j² / 3) (a member's context
+grows from p_j to p_j + o_j over its life) when the count is Poisson, and with the count balanced over the D
+instances its share a_d E_m[c]² falls to a_d E_m[c]² / D (E_m over the members' time, a_d = λ_d E[o] t_d), the
+contexts' own a_d Var_m[c] staying, all widened by 1 / (1 - g); P(held >= the instance's KV tokens) (normal) counts
+in ``slot_full`` as well (the larger of the two).  (The grid's AFD
 1:2 unit on lmsys at 50 req/s: b = 273, the KV limit at the mean context 2,178 tokens, a_d = 196; P(N >= b)
 is 5e-5, but the held KV tokens reach the cache with more than 0.1 % probability, and one of three simulated
 replications at one unit had P99 TTFT 7.5x / 14x the screen's; verification and the screen now both give 2.)
@@ -129,6 +139,8 @@ _WINDOW_GRID = 64
 _BATCH_GRID = 256
 #: Largest elasticity of the decode step taken for the batch's widening 1 / (1 - g).
 _MAX_ELASTICITY = 0.9
+#: Elasticity below which the held slots' count is taken as Poisson (its variance within 1e-9 of the mean's).
+_POISSON_ELASTICITY = 1e-9
 
 
 def kv_transfer_s(prompt_tokens, kv_bytes_per_token: float, bandwidth_bytes_per_s: float,
@@ -275,7 +287,7 @@ def _slots_full(cap: float, mean: float, elasticity: float) -> float:
         return 1.0
     from scipy import stats  # here, not at import: half a second that co-located runs never need
 
-    if g == 0.0:
+    if g <= _POISSON_ELASTICITY:  # r = mean (1 - g) / g overflows as g -> 0; the variance is Poisson's to 1e-9
         return float(stats.poisson.sf(cap - 1.0, mean))
     r = mean * (1.0 - g) / g  # Var = mean + mean² / r = mean / (1 - g)
     return float(stats.nbinom.sf(cap - 1.0, r, r / (r + mean)))
@@ -433,18 +445,24 @@ class DecodeRole:
             wait = float(erlang_c(c, a)) * hold / (c - a)
         first = (1.0 - math.exp(-n)) * 0.5 * t + t
         tpot = self._tpot_quantile(n, t, p) if stable else math.inf
-        full = max(_slots_full(cap, lam_i * hold, self._elasticity(n)),
-                   self._kv_full(lam_i, t, pre_decode_s, self._elasticity(n))) if stable else 1.0
+        g = self._elasticity(n)
+        # the decode assignment pools the slots (module docstring): all D b held, of D a_d on average
+        full = max(_slots_full(d * cap, d * lam_i * hold, g),
+                   self._kv_full(lam_i, t, pre_decode_s, g, d)) if stable else 1.0
         return DecodeState(d, n, t, slot_load, wait, first, tpot, stable, full)
 
-    def _kv_full(self, lam_i: float, t: float, pre_decode_s: float, elasticity: float) -> float:
-        """P(held KV tokens >= the instance's) (module docstring), normal approximation."""
+    def _kv_full(self, lam_i: float, t: float, pre_decode_s: float, elasticity: float, n_instances: int = 1) -> float:
+        """P(held KV tokens >= the instance's) (module docstring), normal approximation; the members' count
+        balanced over ``n_instances`` (its variance a_d / D, the contexts' a_d Var_m(c))."""
         lim = self.engine.limits
         capacity = float(lim.kv_blocks) * float(lim.block_size_tokens)
         p, o, w = self.prompt_tokens, self.output_tokens, self.weight
         mean = lam_i * float(w @ (pre_decode_s * p + o * t * (p + o / 2.0)))
         g = min(max(elasticity, 0.0), 0.99)
-        var = lam_i * float(w @ (o * t * (p * p + p * o + o * o / 3.0))) / (1.0 - g)
+        members = lam_i * float(w @ (o * t))  # a_d of the decoding members, and Σ their mean context
+        first = lam_i * float(w @ (o * t * (p + o / 2.0)))
+        pooled = first * first / members * (1.0 - 1.0 / max(1, int(n_instances))) if members > 0 else 0.0
+        var = (lam_i * float(w @ (o * t * (p * p + p * o + o * o / 3.0))) - pooled) / (1.0 - g)
         if var <= 0.0:
             return float(mean >= capacity)
         from scipy import stats  # here, not at import (``_slots_full``)

@@ -12,11 +12,12 @@ One physics with the PDD simulator (``verify.pdd_spec`` builds the same instance
 runs in the simulator (``plan.pools.pool_step_model``) and its limits, prefill: vLLM's ``max_num_seqs`` and the
 better of the GPU's chunk and vLLM's default token budget (``prefill_limits``); decode: the largest batch within
 the TPOT target (``DecodeRole.batch_cap``; a DP-attention instance's: a whole batch per rank within one rank's
-KV cache). The decode role is sized first (the fewest instances whose slot load is within ρ_max, whose slots are
-all held with probability at most ``SLOT_FULL_SHARE`` (1 - p), and whose P-quantile TPOT meets the target), then
+KV cache). The decode role is sized first (the fewest instances whose slot load is within ρ_max, whose D b slots
+are all held with probability at most ``SLOT_FULL_SHARE`` (1 - p), and whose P-quantile TPOT meets the target), then
 the prefill role with the transfer, the mean slot wait and the first decode step after each prompt (the fewest
 instances whose ρ_p is within ρ_max and whose P-quantile TTFT meets the SLO). With ``DisaggSettings.pd_ratios``
-each role is then rounded up to whole xPyD groups.
+each role is then rounded up to whole xPyD groups.  Each role's ``floor_count`` is its utilisation cap's count (the
+fewest instances within ρ_max), which verification does not go below (``plan.disagg.verify``).
 
 A pair whose role cannot hold the workload's longest request in its KV cache (prefill: the prompt;
 decode: prompt + output) is left out; a requested topology with no pair left is a ``ConfigError``.
@@ -59,8 +60,8 @@ from fleetplan.queueing.engine import EngineLimits, EngineModel
 from fleetplan.units import H_PER_YEAR, S_PER_H, fmt_ms
 
 DEFAULT_AFD_LINK_LATENCY_S = 0.0
-#: Largest probability that a decode instance's slots are all held, as a share of the tail 1 - p the SLO
-#: percentile leaves (``queueing.disagg`` module docstring: runs that hit the cap queue every grant).
+#: Largest probability that a decode role's D b slots are all held (the assignment pools them), as a share of the
+#: tail 1 - p the SLO percentile leaves (``queueing.disagg`` module docstring: runs that hit the cap queue every grant).
 SLOT_FULL_SHARE = 0.1
 BITS_PER_BYTE = 8.0
 
@@ -290,6 +291,7 @@ class _DecodeSized:
     role: DecodeRole
     state: DecodeState | None
     reason: str | None
+    floor: int = 0  # the fewest instances (units) whose slot load is within ρ_max (``PoolPlan.floor_count``)
 
 
 def _size_decode(ctx: _Context, role: DecodeRole, pre_decode_s: float) -> _DecodeSized:
@@ -312,10 +314,10 @@ def _size_decode(ctx: _Context, role: DecodeRole, pre_decode_s: float) -> _Decod
     count, found = _first_passing(ok, lo, s.max_gpus)
     if found is None:
         out = _DecodeSized(role, role.state(ctx.rate_per_s, count, p, pre_decode_s),
-                           f"decode needs more than max_gpus {s.max_gpus} instances for its TPOT target")
+                           f"decode needs more than max_gpus {s.max_gpus} instances for its TPOT target", lo)
         ctx.cache[key] = out
         return out
-    out = _DecodeSized(role, found, None)
+    out = _DecodeSized(role, found, None, lo)
     ctx.cache[key] = out
     return out
 
@@ -369,8 +371,8 @@ def _prefill(ctx: _Context, gpu: GpuProfile, after_s: np.ndarray, key: tuple) ->
                 st = role.state(ctx.rate_per_s, count, after_s, p, s.arrival_cv2)
         rank = (reason is not None, count, st.ttft_p_s)
         if best is None or rank < best[0]:
-            best = (rank, reason, st, role)
-    _, why, st, role = best
+            best = (rank, reason, st, role, lo)
+    _, why, st, role, lo = best
     reason = None
     if why is InfeasibleReason.PREFILL_EXCEEDS_SLO:
         reason = (f"prefill + KV transfer + first decode step alone exceed the SLO "
@@ -378,9 +380,13 @@ def _prefill(ctx: _Context, gpu: GpuProfile, after_s: np.ndarray, key: tuple) ->
     elif why is not None:
         reason = f"prefill pool {why.value} within max_gpus {s.max_gpus}"
     lim = role.engine.limits
+    # the utilisation cap's floor: the fewest instances with ρ_p = λ / n E[X(λ / n)] <= ρ_max (X grows as n does)
+    floor, _ = _first_passing(lambda n: n if ctx.rate_per_s / n * float(role.weight @ role.service_at(
+        ctx.rate_per_s / n)) <= s.rho_max else None, lo, max(lo, st.n_instances))
     plan = _role(ctx, gpu, st.n_instances, 1, st.rho, st.ttft_p_s, st.wait_p_s, st.mean_service_s, st.cs2,
                  reason, ctx.per_instance(gpu), REASON_CODE[why], max_num_seqs=lim.max_num_seqs,
-                 max_num_batched_tokens=lim.max_num_batched_tokens, mean_step_s=float(role.weight @ role.alone_s))
+                 max_num_batched_tokens=lim.max_num_batched_tokens, mean_step_s=float(role.weight @ role.alone_s),
+                 floor_count=min(floor, st.n_instances) if why is None else 0)
     ctx.cache[key] = (plan, role)
     return plan, role
 
@@ -395,10 +401,12 @@ def _decode_roles(ctx: _Context, gpus: Sequence[GpuProfile], sized: _DecodeSized
     hold = role.mean_output_tokens * st.step_s if st is not None else math.nan
     # instance-seconds of the binding resource (slots at the full batch) per request: λ · that / count = ρ_d
     per_request = st.slot_load * d / ctx.rate_per_s if st is not None and d else math.nan
+    floor = min(sized.floor, d)
     return tuple(_role(ctx, g, d * k, cap, st.slot_load if st else math.inf, ttft_s, st.slot_wait_s if st else 0.0,
                        k * per_request, ctx.load.output_cs2, reason, ctx.per_instance(g), "decode",
                        tpot_p_s=st.tpot_p_s if st else math.nan, decode_batch=st.batch if st else math.nan,
-                       mean_step_s=st.step_s if st else math.nan, mean_residence_s=hold, max_num_seqs=cap)
+                       mean_step_s=st.step_s if st else math.nan, mean_residence_s=hold, max_num_seqs=cap,
+                       floor_count=floor * k)
                  for g, k in zip(gpus, units, strict=True))
 
 
@@ -505,7 +513,7 @@ def _pdd_sized(ctx: _Context, g_p: GpuProfile, g_d: GpuProfile, link: tuple[floa
                            cs2=st.cs2)
             p_level = ctx.settings.percentile / 100.0
             sized_k = _DecodeSized(role, role.state(ctx.rate_per_s, groups * y, p_level,
-                                                    _pre_decode_s(ctx, first, link)), None)
+                                                    _pre_decode_s(ctx, first, link)), None, sized.floor)
         dec = _decode_roles(ctx, (g_d,), sized_k, (1,), pf_k.ttft_p_s)
         out.append(_candidate(ctx, Topology.PDD, ("prefill", "decode"), (pf_k, *dec), (1, 1), sized_k,
                               _p_transfer(ctx, link), fit, link, pd_ratio=(int(x), int(y))))

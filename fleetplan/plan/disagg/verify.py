@@ -18,10 +18,22 @@ common random numbers); the fleet passes when the upper end of the Student-t int
 SLO-percentile TTFT and TPOT are within the SLOs.  The roles are coupled (one simulation of the whole
 fleet), so the search is per role in turn: a failing fleet grows its binding role by one instance
 (or ``GROWTH_SHARE`` of its instances when that is more)
-(AFD: one decode unit) until it passes (prefill when TTFT is the worse ratio and its queueing
-exceeds the first-decode wait, decode otherwise; no step cap, only ``max_gpus``); then prefill,
+(AFD: one decode unit) until it passes: prefill when TTFT is the worse ratio and its queueing is at least the
+decode role's backpressure (the time a finished prefill holds its KV for a decode slot, ``_slot_wait_s``), decode
+otherwise.  The first-decode wait is not the decode role's share: it is mostly the step itself, which a larger
+decode role barely shortens (held-out agent_heavy, Llama-3.1-8B on H100 tp8 at 100 req/s, prefill ρ 0.2-0.4: a
+TTFT a few per cent over the SLO with no queue grew decode from 38 to 58 instances and one AFD fleet's units from
+19 to 3,345).  No step cap, only ``max_gpus``, and growth stops (the fleet fails) when ``NO_GAIN_STEPS`` steps in a
+row each lower the worse of the TTFT / TPOT ratios to the SLO by less than ``plan.verify.NO_GAIN`` (the co-located
+search's rule, there after one step): the same
+agent_heavy AFD fleets' TTFT upper bound, a few per cent over the SLO, did not fall as prefill grew to 10,488
+instances.  Then prefill,
 then decode, is shrunk holding the other (galloping down, then bisection) to the fewest instances
-that still pass.  A PDD fleet chosen with an xPyD ratio (``DisaggCandidate.pd_ratio``) grows and shrinks
+that still pass, never below a role's utilisation-cap floor (``PoolPlan.floor_count``: the fewest instances
+whose ρ is within ρ_max, prefill ρ_p and decode slot load ρ_d; the co-located verifier's rule): a decode role's
+batch cap b is the largest within the TPOT target, so its TPOT holds up to high slot loads, and without the floor
+the search shrank decode roles to a slot load of 0.95-1.0, 15-25 % below the cap's count.
+A PDD fleet chosen with an xPyD ratio (``DisaggCandidate.pd_ratio``) grows and shrinks
 by whole groups, so the verified fleet is deployable at its ratio.  The KV transfer runs over NVLink when
 the simulated counts fit one node of one GPU type, else over the scale-out network
 (``DisaggCandidate.kv_bandwidth_at``): a fleet sized on one node that verification grows past it pays
@@ -84,6 +96,7 @@ from fleetplan.plan.sweep import Candidate
 from fleetplan.plan.verify import (
     _STAT_OF_PERCENTILE,
     EXACT,
+    NO_GAIN,
     TOO_HIGH,
     TOO_LOW,
     AtAnalytic,
@@ -192,9 +205,13 @@ class _Check:
     mean_ttft_s: float
     mean_tpot_s: float
     queue_s: float  # worst replication's SLO-percentile prefill queueing
-    first_decode_s: float  # the same for the first-decode wait
+    slot_wait_s: float  # the same for the decode role's backpressure: the KV held for a slot after prefill
     too_long_share: float = 0.0  # requests above max_model_len (mean over replications)
     too_long_token_share: float = 0.0
+
+    def ratio(self, s: VerifySettings) -> float:
+        """The worse of the upper TTFT and TPOT bounds over their SLOs."""
+        return max(self.upper_ttft_s / s.slo_ttft_s, 0.0 if s.slo_tpot_s is None else self.upper_tpot_s / s.slo_tpot_s)
 
     def passes(self, s: VerifySettings) -> bool:
         ok = self.upper_ttft_s <= s.slo_ttft_s
@@ -208,16 +225,27 @@ def _simulate(c: DisaggCandidate, gpus, counts, workload: Workload, s: VerifySet
     stat = _STAT_OF_PERCENTILE[s.percentile]
     n_requests, warmup = run_length(c, workload, s)
     # common random numbers: the same streams at every count, so counts are compared on the same traffic
-    runs = [simulate_pdd(spec, workload, s.rate_per_s, n_requests,
-                         task_seed(s.seed, "verify-disagg", repr(c.key()), i), arrival=s.arrival,
-                         cv=s.arrival_cv, warmup_fraction=warmup).summary
-            for i in range(s.n_replications)]
+    results = [simulate_pdd(spec, workload, s.rate_per_s, n_requests,
+                            task_seed(s.seed, "verify-disagg", repr(c.key()), i), arrival=s.arrival,
+                            cv=s.arrival_cv, warmup_fraction=warmup) for i in range(s.n_replications)]
+    runs = [r.summary for r in results]
     mean, _, hi = student_t_interval([getattr(r.ttft, stat) for r in runs])
     tpot_mean, _, tpot_hi = student_t_interval([getattr(r.tpot, stat) for r in runs])
     return _Check(hi, tpot_hi, mean, tpot_mean, max(getattr(r.queue, stat) for r in runs),
-                  max(getattr(r.first_decode, stat) for r in runs),
+                  max(_slot_wait_s(r.requests, s.percentile) for r in results),
                   sum(r.n_too_long / max(r.n_requests - r.n_warmup, 1) for r in runs) / len(runs),
                   sum(r.too_long_token_share for r in runs) / len(runs))
+
+
+def _slot_wait_s(requests, percentile: float) -> float:
+    """The ``percentile`` of the decode role's backpressure over a run's measured requests: max(0, grant - prefill
+    end), the time a finished prefill holds its KV until its decode instance grants a slot (the part of the
+    TTFT a larger decode role removes; ``sim.pdd``'s transfer starts at max(prefill end, grant))."""
+    measured = requests[~requests["warmup"].to_numpy()]
+    grant, end = measured["grant_s"].to_numpy(), measured["prefill_end_s"].to_numpy()
+    both = np.isfinite(grant) & np.isfinite(end)  # rejected or never granted: no wait to count
+    wait = np.maximum(grant[both] - end[both], 0.0)
+    return float(np.percentile(wait, percentile)) if wait.size else 0.0
 
 
 def _steps(c: DisaggCandidate) -> tuple[tuple[int, ...], ...]:
@@ -236,6 +264,9 @@ def _steps(c: DisaggCandidate) -> tuple[tuple[int, ...], ...]:
 #: fleet of hundreds of instances takes tens of simulations, not hundreds; the shrink that follows bisects
 #: back to the fewest units that pass, so the overshoot costs no GPUs.
 GROWTH_SHARE = 0.1
+#: Growth stops after this many steps in a row that each lower the worse SLO ratio by less than ``NO_GAIN``
+#: (two: one flat step of a noisy simulation is not yet a floor).
+NO_GAIN_STEPS = 2
 
 
 def _grow(c: DisaggCandidate, counts: list[int], check: _Check, s: VerifySettings) -> None:
@@ -246,7 +277,7 @@ def _grow(c: DisaggCandidate, counts: list[int], check: _Check, s: VerifySetting
         step = steps[0]
     else:
         prefill, decode = steps
-        step = prefill if ttft_ratio >= tpot_ratio and check.queue_s >= check.first_decode_s else decode
+        step = prefill if ttft_ratio >= tpot_ratio and check.queue_s >= check.slot_wait_s else decode
     role = next(i for i, k in enumerate(step) if k)
     units = max(1, int(GROWTH_SHARE * (counts[role] // step[role])))
     for i, k in enumerate(step):
@@ -270,15 +301,22 @@ def verify_disagg(candidate: DisaggCandidate, gpus: Mapping[str, GpuProfile], wo
     check = first = check_at(counts)
     a = candidate.ttft_p_s
     disagreement = (check.mean_ttft_s - a) / a if a > 0 else float("inf")
-    steps, reason = 0, None
+    steps, reason, flat = 0, None, 0
     while not check.passes(s):
         if sum(counts) >= s.max_gpus:
             reason = (f"simulated P{s.percentile:g} TTFT upper bound {fmt_ms(check.upper_ttft_s, '.0f')} / TPOT "
                       f"{fmt_ms(check.upper_tpot_s, '.1f')} still above the SLO after {steps} growth steps")
             break
+        before = check
         _grow(candidate, counts, check, s)
         steps += 1
         check = check_at(counts)
+        flat = flat + 1 if not check.passes(s) and check.ratio(s) >= NO_GAIN * before.ratio(s) else 0
+        if flat >= NO_GAIN_STEPS:
+            reason = (f"simulated P{s.percentile:g} TTFT upper bound {fmt_ms(check.upper_ttft_s, '.0f')} / TPOT "
+                      f"{fmt_ms(check.upper_tpot_s, '.1f')} above the SLO: more instances no longer lower it "
+                      f"(after {steps} growth steps)")
+            break
     if reason is None:
         for step in _steps(candidate):
             role = next(i for i, k in enumerate(step) if k)
@@ -291,7 +329,10 @@ def verify_disagg(candidate: DisaggCandidate, gpus: Mapping[str, GpuProfile], wo
                         out[i] = u * k
                 return out
 
-            lo, hi, gallop = 0, units, 1
+            # counts below a role's utilisation-cap floor are out of bounds, as in phase 1 and ``plan.verify``
+            # (``PoolPlan.floor_count``: verification never goes below it)
+            lo = max([0] + [-(-candidate.pools[i].floor_count // k) - 1 for i, k in enumerate(step) if k])
+            lo, hi, gallop = min(lo, units - 1), units, 1
             while hi - gallop > lo:
                 if check_at(at(hi - gallop)).passes(s):
                     hi, gallop = hi - gallop, gallop * 2

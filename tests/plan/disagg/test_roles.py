@@ -202,9 +202,9 @@ def test_count_search_finds_the_smallest_passing_count_up_to_the_cap(lo, need, c
 
 
 def test_slots_all_held_is_the_tail_of_the_widened_mginf_count():
-    """P(N >= b) of an instance's held slots: mean a_d = λ_d (h_pre + E[o] t_d(n*)) (M/G/∞), variance
-    a_d / (1 - g) with g = n t̄_d'(n) / t̄_d(n) the (smoothed) step's elasticity (a negative binomial; Poisson at
-    g = 0)."""
+    """P(N_D >= D b) of the role's held slots, pooled by the assignment: mean D a_d, a_d = λ_d (h_pre + E[o]
+    t_d(n*)) (M/G/∞), variance D a_d / (1 - g) with g = n t̄_d'(n) / t̄_d(n) the (smoothed) step's elasticity (a
+    negative binomial; Poisson at g = 0); one instance's P(N >= b) at D = 1."""
     from scipy import stats
 
     from fleetplan.queueing.disagg import _slots_full
@@ -227,14 +227,87 @@ def test_slots_all_held_is_the_tail_of_the_widened_mginf_count():
         h = 0.5
         assert g == pytest.approx(n * float(role.mean_step_s(n + h) - role.mean_step_s(n - h)) / (2 * h)
                                   / st_.step_s, rel=0.05)
-        assert st_.slot_full == pytest.approx(_slots_full(64, a, g), rel=1e-9, abs=1e-300)
+        assert st_.slot_full == pytest.approx(_slots_full(64 * d, d * a, g), rel=1e-9, abs=1e-300)
     assert role.state(1.0, 1, 0.99, 0.1).slot_full > role.state(1.0, 2, 0.99, 0.1).slot_full
 
 
+def _nb_tail_by_summing(cap: int, mean: float, g: float) -> float:
+    """Σ_{k >= cap} P(N = k) for N negative binomial of mean ``mean`` and variance mean / (1 - g), its pmf
+    written out: Γ(r + k) / (Γ(r) k!) q^r (1 - q)^k, r = mean (1 - g) / g, q = 1 - g (Poisson at g = 0); summed
+    up to 80 standard deviations past the cap (the rest below 1e-300)."""
+    k = np.arange(cap, cap + 80 * math.ceil(math.sqrt(mean / (1 - g))) + 200, dtype=np.float64)
+    if g == 0.0:
+        log_pmf = k * math.log(mean) - mean - np.array([math.lgamma(x + 1) for x in k])
+    else:
+        r = mean * (1 - g) / g
+        log_pmf = (np.array([math.lgamma(r + x) - math.lgamma(r) - math.lgamma(x + 1) for x in k])
+                   + r * math.log(1 - g) + k * math.log(g))
+    return float(np.exp(log_pmf).sum())
+
+
+@pytest.mark.parametrize(("d", "b", "a", "g"), [(1, 64, 40.0, 0.0), (4, 64, 40.0, 0.0), (4, 64, 40.0, 0.5),
+                                                (16, 128, 100.0, 0.35), (3, 20, 15.0, 0.8)])
+def test_pooled_slot_tail_is_the_negative_binomial_of_the_summed_instances(d, b, a, g):
+    """P(N_D >= D b) (``_slots_full`` at the role's D b slots and mean D a_d) against the pmf summed directly;
+    D independent NB(r, q) instances sum to NB(D r, q): the same mean D a_d and variance D a_d / (1 - g)."""
+    from fleetplan.queueing.disagg import _slots_full
+
+    pooled = _slots_full(d * b, d * a, g)
+    assert pooled == pytest.approx(_nb_tail_by_summing(d * b, d * a, g), rel=1e-6, abs=1e-15)
+    assert pooled <= _slots_full(b, a, g) * (1 + 1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(d=st.integers(1, 200), b=st.integers(4, 1024), load=st.floats(0.05, 0.99), g=st.floats(0.0, 0.9))
+def test_pooled_slot_tail_never_needs_more_instances_than_one_instances_tail(d, b, load, g):
+    """Whenever one instance's P(N >= b) is within the screen's limit (SLOT_FULL_SHARE of a P99's tail), so is the
+    pooled P(N_D >= D b), and it is never larger: the pooled count sizes no more decode instances."""
+    from fleetplan.plan.disagg.candidates import SLOT_FULL_SHARE
+    from fleetplan.queueing.disagg import _slots_full
+
+    a = load * b
+    single, pooled = _slots_full(b, a, g), _slots_full(d * b, d * a, g)
+    if single <= SLOT_FULL_SHARE * 0.01:
+        assert pooled <= single * (1 + 1e-9) + 1e-300
+
+
+def test_fewest_bound_assignment_pools_the_decode_slots_in_the_simulator():
+    """Theorem (module docstring of ``queueing.disagg``): binding each request to the decode instance with the
+    fewest requests bound (``req_level``) makes a request wait for a slot only when all D b are held, so the
+    share that waits is the pooled count's tail P(N_D >= D b), N_D ~ Poisson(λ E[hold]) at a constant step
+    (M/G/∞, g = 0), not one instance's P(N >= b) of mean λ E[hold] / D.  D = 4 instances of b = 8 slots at
+    a = 22.5 held on average: pooled tail 0.035, one instance's 0.21.  Four seeds; the tolerance is 3 standard
+    errors of their mean plus the M/G/∞ tail's gap to M/G/c's delay probability (Erlang C: 0.040 here)."""
+    from scipy import stats
+
+    from fleetplan.sim.pdd import AssignPolicy, Binding
+
+    n, lam, d, b = 40_000, 110.0, 4, 8
+    pf = PoolSpec("prefill", "h100", 8, 4096, LinearStepModel(1e-4, 0.0, 0.0, None),
+                  SchedulerLimits(8, 512, 1 << 16, 16), router=InstanceRouter.LEAST_OUTSTANDING)
+    dec = PoolSpec("decode", "h100", d, 4096, LinearStepModel(0.01, 0.0, 0.0, None), SchedulerLimits(b, b, 1 << 16, 16))
+    spec = PddSpec(pf, dec, KvTransferSpec(0.0, 1e15, 1.0), policy=AssignPolicy.REQ_LEVEL, binding=Binding.EARLY)
+    waited, pooled, single = [], [], []
+    for seed in range(4):
+        rng = np.random.default_rng(seed)
+        arrival = np.cumsum(rng.exponential(1 / lam, n))
+        r = simulate_pdd_arrays(spec, arrival, np.full(n, 16), rng.geometric(1 / 20, n), warmup_fraction=0.1)
+        f = r.requests[~r.requests["warmup"].to_numpy()]
+        a = lam * float((f["done_s"] - f["grant_s"]).mean())  # mean slots held (Little)
+        waited.append(float(np.mean(f["grant_s"] > f["bind_s"])))
+        pooled.append(float(stats.poisson.sf(d * b - 1, a)))
+        single.append(float(stats.poisson.sf(b - 1, a / d)))
+    mean, se = float(np.mean(waited)), float(np.std(waited, ddof=1)) / 2.0
+    model = float(np.mean(pooled))
+    gap = float(erlang_c(d * b, lam * 0.2)) / model - 1.0 if model > 0 else 0.0
+    assert abs(mean - model) <= 3 * se + max(abs(gap), 0.2) * model, (waited, model)
+    assert mean < 0.3 * float(np.mean(single))
+
+
 def test_decode_count_keeps_the_slots_off_their_cap(h100_pdd_request):
-    """Every sized decode role holds all its slots with probability at most SLOT_FULL_SHARE (1 - p) (checked
-    with Poisson's narrower count on a lower bound of a_d: the decode residence alone, without the slot's hold
-    before the handoff)."""
+    """Every sized decode role holds all its D b slots with probability at most SLOT_FULL_SHARE (1 - p) (checked
+    with Poisson's narrower count on a lower bound of D a_d: the decode residence alone, without the slot's hold
+    before the handoff), and no decode role is below its utilisation-cap floor."""
     from scipy import stats
 
     from fleetplan.plan.disagg.candidates import SLOT_FULL_SHARE
@@ -242,8 +315,9 @@ def test_decode_count_keeps_the_slots_off_their_cap(h100_pdd_request):
     req = h100_pdd_request
     for c in (c for c in analytical_phase(req) if isinstance(c, DisaggCandidate) and c.feasible):
         dec = c.pools[1]
-        a_lower = req.rate_per_s / dec.count * dec.mean_residence_s
-        assert float(stats.poisson.sf(dec.max_num_seqs - 1, a_lower)) <= SLOT_FULL_SHARE * 0.01, c.key()
+        a_lower = req.rate_per_s * dec.mean_residence_s
+        assert float(stats.poisson.sf(dec.count * dec.max_num_seqs - 1, a_lower)) <= SLOT_FULL_SHARE * 0.01, c.key()
+        assert 1 <= dec.floor_count <= dec.count and dec.rho <= req.rho_max * (1 + 1e-9), c.key()
 
 
 def test_kv_full_is_the_normal_tail_of_the_compound_poisson_kv_tokens():
@@ -258,6 +332,13 @@ def test_kv_full_is_the_normal_tail_of_the_compound_poisson_kv_tokens():
     mean = lam * float(w @ (h * p + o * t * (p + o / 2)))
     var = lam * float(w @ (o * t * (p * p + p * o + o * o / 3)))
     assert role._kv_full(lam, t, h, 0.0) == pytest.approx(float(stats.norm.sf((20_000 * 16 - mean) / var**0.5)))
+    # the count balanced over D instances (module docstring): its share a E_m[c]² falls to a E_m[c]² / D
+    a, first = lam * float(w @ (o * t)), lam * float(w @ (o * t * (p + o / 2)))
+    for d in (2, 8):
+        var_d = var - first**2 / a * (1 - 1 / d)
+        assert 0 < var_d < var
+        expect = float(stats.norm.sf((20_000 * 16 - mean) / var_d**0.5))
+        assert role._kv_full(lam, t, h, 0.0, d) == pytest.approx(expect)
     assert role._kv_full(lam, t, h, 0.5) > role._kv_full(lam, t, h, 0.0)  # the step's feedback widens it
 
 

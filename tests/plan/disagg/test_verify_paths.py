@@ -126,3 +126,75 @@ def test_verification_binds_decode_to_the_fewest_outstanding_requests(h100_reque
         frame = simulate_pdd(replace(spec, policy=policy), h100_request.workload, 60.0, 3000, seed=5).requests
         share[policy] = _least_outstanding_share(frame, n_dec)
     assert share[AssignPolicy.REQ_LEVEL] >= 0.99 > 0.9 > share[AssignPolicy.ILS], share
+
+
+def _pdd_only(req):
+    return replace(req, disagg=replace(req.disagg, pd_ratios=()))
+
+
+def test_verification_never_shrinks_a_role_below_its_utilisation_floor(h100_request, monkeypatch):
+    """Every fleet passes (a stub simulation): the search shrinks each role to its utilisation-cap floor
+    (``PoolPlan.floor_count``, the fewest instances within ρ_max, as the co-located verifier) and no further."""
+    from fleetplan.plan.disagg import verify as V
+
+    c = _cheapest(_pdd_only(h100_request))
+    floors = [p.floor_count for p in c.pools]
+    assert all(1 <= f <= p.count for f, p in zip(floors, c.pools, strict=True))
+    assert c.pools[1].rho <= h100_request.rho_max * (1 + 1e-9)
+    ok = V._Check(0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    monkeypatch.setattr(V, "_simulate", lambda *a, **k: ok)
+    s = VerifySettings(slo_ttft_s=1.0, slo_tpot_s=0.05, rate_per_s=20.0, max_gpus=64, n_requests=500)
+    v = verify_disagg(c, {g.name: g for g in h100_request.gpus}, h100_request.workload, s, lambda g: 1.0)
+    assert v.passed and list(v.verified_counts) == floors
+
+
+@pytest.mark.parametrize(("queue_s", "slot_wait_s", "tpot_s", "grown"),
+                         [(0.0, 0.0, 0.01, 0), (0.2, 0.1, 0.01, 0), (0.1, 0.2, 0.01, 1), (0.5, 0.0, 0.2, 1)])
+def test_a_failing_fleet_grows_the_role_that_holds_its_requests(h100_request, queue_s, slot_wait_s, tpot_s, grown):
+    """TTFT the worse ratio: prefill grows unless the decode role's backpressure (a finished prefill waiting for a
+    slot) exceeds the prefill queue, a prefill wall time over the SLO included (neither waits); TPOT the worse
+    ratio: decode grows."""
+    from fleetplan.plan.disagg import verify as V
+
+    c = _cheapest(_pdd_only(h100_request))
+    s = VerifySettings(slo_ttft_s=1.0, slo_tpot_s=0.05, rate_per_s=20.0, max_gpus=64, n_requests=500)
+    counts = [10, 10]
+    V._grow(c, counts, V._Check(1.1, tpot_s, 1.0, tpot_s, queue_s, slot_wait_s), s)
+    assert counts == [11, 10] if grown == 0 else counts == [10, 11]
+
+
+def test_slot_wait_is_the_percentile_of_the_kv_held_past_the_prefill_end():
+    """max(0, grant - prefill end) over the measured requests; the warm-up and never-granted ones left out."""
+    import pandas as pd
+
+    from fleetplan.plan.disagg.verify import _slot_wait_s
+
+    end = np.arange(10, dtype=np.float64)
+    grant = end + np.array([0.0, -1.0, 0.5, 2.0, 0.0, 0.0, 0.0, 0.0, 3.0, np.inf])
+    warm = np.array([True] + [False] * 9)
+    frame = pd.DataFrame({"prefill_end_s": end, "grant_s": grant, "warmup": warm})
+    expect = np.percentile([0.0, 0.5, 2.0, 0.0, 0.0, 0.0, 0.0, 3.0], 90.0)
+    assert _slot_wait_s(frame, 90.0) == pytest.approx(expect)
+
+
+@pytest.mark.parametrize(("gain", "passes"), [(0.0, False), (0.01, False), (0.05, True)])
+def test_growth_stops_when_more_instances_no_longer_lower_the_percentile(h100_request, monkeypatch, gain, passes):
+    """A stub simulation whose TTFT starts 20 % over the SLO and falls by ``gain`` per growth step: growth stops,
+    the fleet failed, after NO_GAIN_STEPS steps that each gain less than 1 - NO_GAIN; a fleet that gains more
+    grows until it passes."""
+    from fleetplan.plan.disagg import verify as V
+
+    c = _cheapest(_pdd_only(h100_request))
+    start = tuple(p.count for p in c.pools)
+    s = VerifySettings(slo_ttft_s=1.0, slo_tpot_s=0.05, rate_per_s=20.0, max_gpus=10_000, n_requests=500)
+
+    def fake(cand, gpus, counts, workload, settings):
+        steps = (counts[0] - start[0]) + (counts[1] - start[1])  # one instance per step at these counts
+        ttft = 1.2 * (1.0 - gain) ** steps
+        return V._Check(ttft, 0.01, ttft, 0.01, 1.0, 0.0)
+
+    monkeypatch.setattr(V, "_simulate", fake)
+    v = verify_disagg(c, {g.name: g for g in h100_request.gpus}, h100_request.workload, s, lambda g: 1.0)
+    assert v.passed is passes
+    if not passes:
+        assert "no longer lower" in v.reason and v.n_simulations <= (V.NO_GAIN_STEPS + 1) * s.n_replications
