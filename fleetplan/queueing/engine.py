@@ -846,15 +846,33 @@ class EngineProfile:
         # (1) slot queue: a birth-death chain over the pool's busy slots (``_slot_queue``), its death
         # rates from the holding time at each batch: an admitted request holds its slot while it
         # waits for the token budget too (vLLM's running list), E[S_slot] = E[S] + E[W_prefill].
-        hold_tab = self._hold_table(lam_i, phi_tab, r_tab) + prefill_wait[:, None]  # (K, grid)
-        hold_full = hold_tab[:, -1]  # the grid ends at n_cap
+        # h(n) (K, grid) for the chain, h(n_cap) (K,) its last column (the grid ends at n_cap); ``load``
+        # computes that column alone (elementwise: the same values)
+        hold_tab = self._hold_table(lam_i, phi_tab, r_tab) + prefill_wait[:, None] if latency else None
+        hold_full = (hold_tab[:, -1] if latency else
+                     (self._hold_table(lam_i, phi_tab[:, -1:], r_tab[:, -1:], -1) + prefill_wait[:, None])[:, 0])
         burst = (1.0 + arrival_cv2) / 2.0  # the arrival half of the chain's noise is Ca² times Poisson's
-        a1, k1 = self._slot_queue(lam, counts, hold_tab, hold_full, self._dispersion(lam_i, n_star, at_n) * burst)
-        k1 = k1 / burst
+        chain: list[tuple[np.ndarray, np.ndarray]] = []
+
+        def slot_chain() -> tuple[np.ndarray, np.ndarray]:
+            """(A₁, k₁) of the slot queue, computed once when first needed."""
+            if not chain:
+                tab = (hold_tab if hold_tab is not None
+                       else self._hold_table(lam_i, phi_tab, r_tab) + prefill_wait[:, None])
+                a1, k1 = self._slot_queue(lam, counts, tab, hold_full, self._dispersion(lam_i, n_star, at_n) * burst)
+                chain.append((a1, k1 / burst))
+            return chain[0]
+
+        # The chain's test (k₁ > 0 or A₁ <= 0) where k₁ alone decides it, else from the chain; ``load``
+        # leaves the chain to the latency part (``finish``), which most loads never reach.
+        passes = None if latency else self._slot_chain_passes(lam, counts, hold_full, burst)
+        if passes is None:
+            a1, k1 = slot_chain()
+            passes = (k1 > 0) | (a1 <= 0)
         # Slot load: the rate against the slots' throughput with every slot busy (c / h(n_cap)), the
         # most the pool can serve; below the cap the slots are busy a share λ E[S_slot] / c of the time.
         rho_slot = lam * hold_full / servers
-        queues_stable = stable & (rho_slot < 1.0) & (rho_p < 1.0) & ((k1 > 0) | (a1 <= 0))
+        queues_stable = stable & (rho_slot < 1.0) & (rho_p < 1.0) & passes
         # (3) the API server processes in front: ρ_api = λ_i E[t_api] / n (fleetplan.queueing.api_server)
         rho_api = self.api.utilisation(lam_i)
         stable = queues_stable & (rho_api < 1.0)
@@ -863,6 +881,7 @@ class EngineProfile:
         def finish() -> EngineState:
             """The latency part of the state (the wait's levels, the own prefill per level, the API wait)."""
             # Per level, the slot and prefill waits as one atom-exponential (same P(W > 0) and mean).
+            a1, k1 = slot_chain()
             a1_l = np.where(overflow_wait > 0, 1.0, a1[:, None])
             mass = 1.0 - (1.0 - a1_l) * (1.0 - a2_l)
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -890,13 +909,33 @@ class EngineProfile:
 
         return finish() if latency else PoolLoad(rho, stable, finish)
 
-    def _hold_table(self, lam_i: np.ndarray, phi_tab: np.ndarray, r_tab: np.ndarray) -> np.ndarray:
+    def _hold_table(self, lam_i: np.ndarray, phi_tab: np.ndarray, r_tab: np.ndarray,
+                    start: int | None = None) -> np.ndarray:
         """h(n) (K, grid): mean slot holding time with the instance's batch at n, T_pf(n) + E[d] t̄(n),
-        t̄(n) = t_d(n) / (1 - λ_i Φ(n)) (its headroom floored at ``MIN_STEP_HEADROOM``)."""
+        t̄(n) = t_d(n) / (1 - λ_i Φ(n)) (its headroom floored at ``MIN_STEP_HEADROOM``).  ``start``: the
+        grid's columns from there on only (``phi_tab`` and ``r_tab`` given those columns; elementwise, the
+        same values as the whole table's)."""
+        cols = slice(start, None)
         den = np.maximum(1.0 - lam_i[:, None] * phi_tab, MIN_STEP_HEADROOM)
-        t_bar = self.t_d[None, :] / den
-        prefill = (1.0 - r_tab) * self._prefill_alone_mean[None, :] + r_tab * self._prefill_full_mean[None, :]
+        t_bar = self.t_d[None, cols] / den
+        prefill = ((1.0 - r_tab) * self._prefill_alone_mean[None, cols]
+                   + r_tab * self._prefill_full_mean[None, cols])
         return prefill + self.mean_decode_steps * t_bar
+
+    def _slot_chain_passes(self, lam: float, counts: np.ndarray, h_full: np.ndarray,
+                           burst: float) -> np.ndarray | None:
+        """(k₁ > 0) | (A₁ <= 0) of ``_slot_queue`` (k₁ divided by ``burst``) where k₁ decides it without the
+        chain, else None: k₁ = c / h_full - λ (its own operations) where r = λ h_full / c < 1, and there
+        k₁ > 0 passes whatever A₁; r >= 1 gives A₁ = 1, k₁ = 0 (fails); λ = 0 gives A₁ = 0 (passes).  A
+        row with r < 1 and k₁ <= 0 (float rounding at r near 1) needs A₁: None."""
+        if lam <= 0:
+            return np.ones(counts.shape, dtype=bool)
+        c = np.array([int(round(g * self.n_cap)) for g in counts.tolist()], dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            r = lam * h_full / c
+            below = r < 1.0
+            passes = np.where(below, c / h_full - lam, 0.0) / burst > 0
+        return None if (below & ~passes).any() else passes
 
     def _dispersion(self, lam_i: np.ndarray, n_star: np.ndarray,
                     cells: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
