@@ -325,6 +325,22 @@ def _two_exponentials_level(y: np.ndarray, yp: np.ndarray, k: float, k_api: floa
     return np.where(y < 0, 1.0, out)
 
 
+def _api_wait_after(y: np.ndarray, api_mass: float, k_api: float) -> np.ndarray:
+    """P(W_api > y) = 1 for y < 0, else C exp(-k_a max(y, 0)) (``EngineProfile.ttft_survival``'s no-wait points):
+    ``np.where(y < 0, 1.0, C * np.exp(-k_a * np.maximum(y, 0.0)))`` bit for bit (the same elementwise
+    operations, a nan y included), the exponential taken only at the points it is kept for (about half of a
+    TTFT table's)."""
+    keep = ~(y < 0)
+    out = np.ones(y.shape)
+    kept = y[keep]
+    np.maximum(kept, 0.0, out=kept)
+    kept *= -k_api
+    np.exp(kept, out=kept)
+    kept *= api_mass
+    out[keep] = kept
+    return out
+
+
 #: Above this many points ``EngineProfile.ttft_survival`` sums its no-wait step functions by sorting (and
 #: takes its queued points with an API server wait level by level).
 _SORTED_STEP_POINTS = 8
@@ -1023,8 +1039,7 @@ class EngineProfile:
         t_alone = (st.prefill_levels[i][:, 0, :, None] + api_s[None, :, None] + offsets).reshape(mass.size, -1)
         w_alone = (self.bin_weight[:, None] * probs).ravel()
         if api_mass > 0.0:
-            y = x[:, None, None] - t_alone[None, :, :]
-            alone = np.where(y < 0, 1.0, api_mass * np.exp(-k_api * np.maximum(y, 0.0))) @ w_alone
+            alone = _api_wait_after(x[:, None, None] - t_alone[None, :, :], api_mass, k_api) @ w_alone
         elif x.size > _SORTED_STEP_POINTS:
             alone = _step_survival(x, t_alone, w_alone)
         else:
