@@ -325,6 +325,22 @@ def _two_exponentials_level(y: np.ndarray, yp: np.ndarray, k: float, k_api: floa
     return np.where(y < 0, 1.0, out)
 
 
+def _api_wait_after(y: np.ndarray, api_mass: float, k_api: float) -> np.ndarray:
+    """P(W_api > y) = 1 for y < 0, else C exp(-k_a max(y, 0)) (``EngineProfile.ttft_survival``'s no-wait points):
+    ``np.where(y < 0, 1.0, C * np.exp(-k_a * np.maximum(y, 0.0)))`` bit for bit (the same elementwise
+    operations, a nan y included), the exponential taken only at the points it is kept for (about half of a
+    TTFT table's)."""
+    keep = ~(y < 0)
+    out = np.ones(y.shape)
+    kept = y[keep]
+    np.maximum(kept, 0.0, out=kept)
+    kept *= -k_api
+    np.exp(kept, out=kept)
+    kept *= api_mass
+    out[keep] = kept
+    return out
+
+
 #: Above this many points ``EngineProfile.ttft_survival`` sums its no-wait step functions by sorting (and
 #: takes its queued points with an API server wait level by level).
 _SORTED_STEP_POINTS = 8
@@ -563,6 +579,33 @@ def _attention_work(e: EngineModel, grid: np.ndarray, mean_ctx: float, pts: Requ
     return attn
 
 
+#: API server loads ``_api_load`` keeps (a sweep sizes each point set on many GPU types and two token budgets,
+#: most with the same API server cost: a 70B sweep builds 7,322 profiles of 128 (cost, points) pairs).
+API_LOAD_CACHE = 1024
+_API_LOADS: dict[tuple, tuple[RequestPoints, ApiServerLoad, np.ndarray, np.ndarray]] = {}
+
+
+def _api_load(cost: ApiServerCost, pts: RequestPoints,
+              binned: Callable[[np.ndarray], np.ndarray]) -> tuple[ApiServerLoad, np.ndarray, np.ndarray]:
+    """(``ApiServerLoad.of`` the points, ``cost.tokenize_s`` of the prompts, ``binned`` of that) for ``cost`` and
+    ``pts``: they depend on nothing else, so equal costs on the same points (``request_points`` gives one
+    object per set) compute them once: the same calls, the same arrays (read-only).  ``binned``: the
+    profile's prompt-bin mean (a function of the points alone)."""
+    key = (cost, id(pts))
+    hit = _API_LOADS.get(key)
+    if hit is not None and hit[0] is pts:
+        return hit[1:]
+    load = ApiServerLoad.of(cost, pts.prompt, pts.output, pts.weight)
+    tokenize_s = cost.tokenize_s(pts.prompt)
+    tokenize_binned = binned(tokenize_s)
+    for a in (load.busy_points_s, load.busy_weight, tokenize_s, tokenize_binned):
+        a.flags.writeable = False
+    if len(_API_LOADS) >= API_LOAD_CACHE:
+        _API_LOADS.clear()  # one call: safe beside executors' threads
+    _API_LOADS[key] = (pts, load, tokenize_s, tokenize_binned)
+    return load, tokenize_s, tokenize_binned
+
+
 class EngineProfile:
     """One pool's engine and request points, with every per-batch quantity tabulated once.
 
@@ -576,11 +619,8 @@ class EngineProfile:
     def __init__(self, engine: EngineModel, prompt_tokens, output_tokens, weight) -> None:
         pts = request_points(prompt_tokens, output_tokens, weight)
         self.points = pts
-        p = pts.prompt
         self.engine = engine
         self.prompt, self.output, self.weight = pts.prompt, pts.output, pts.weight
-        self.api = ApiServerLoad.of(engine.api, p, pts.output, self.weight)
-        self.tokenize_s = engine.api.tokenize_s(p)  # (J,) before the engine sees the request
         lim = engine.limits
         self.decode_steps = pts.decode_steps
         self.mean_decode_steps = pts.mean_decode_steps
@@ -592,7 +632,8 @@ class EngineProfile:
         grid = np.unique(np.concatenate([[0.0], _geomspace(1.0, self.n_cap, N_BATCH_GRID)]))
         self.grid = grid
         self._bin_starts, self.bin_weight = pts.bin_starts, pts.bin_weight
-        self.tokenize_binned = self._binned(self.tokenize_s)  # (B,)
+        # the API server's load and the prompts' tokenisation (J,) and per bin (B,): before the engine sees them
+        self.api, self.tokenize_s, self.tokenize_binned = _api_load(engine.api, pts, self._binned)
         self._tabulate()
 
     def _binned(self, table: np.ndarray) -> np.ndarray:
@@ -821,15 +862,33 @@ class EngineProfile:
         # (1) slot queue: a birth-death chain over the pool's busy slots (``_slot_queue``), its death
         # rates from the holding time at each batch: an admitted request holds its slot while it
         # waits for the token budget too (vLLM's running list), E[S_slot] = E[S] + E[W_prefill].
-        hold_tab = self._hold_table(lam_i, phi_tab, r_tab) + prefill_wait[:, None]  # (K, grid)
-        hold_full = hold_tab[:, -1]  # the grid ends at n_cap
+        # h(n) (K, grid) for the chain, h(n_cap) (K,) its last column (the grid ends at n_cap); ``load``
+        # computes that column alone (elementwise: the same values)
+        hold_tab = self._hold_table(lam_i, phi_tab, r_tab) + prefill_wait[:, None] if latency else None
+        hold_full = (hold_tab[:, -1] if latency else
+                     (self._hold_table(lam_i, phi_tab[:, -1:], r_tab[:, -1:], -1) + prefill_wait[:, None])[:, 0])
         burst = (1.0 + arrival_cv2) / 2.0  # the arrival half of the chain's noise is Ca² times Poisson's
-        a1, k1 = self._slot_queue(lam, counts, hold_tab, hold_full, self._dispersion(lam_i, n_star, at_n) * burst)
-        k1 = k1 / burst
+        chain: list[tuple[np.ndarray, np.ndarray]] = []
+
+        def slot_chain() -> tuple[np.ndarray, np.ndarray]:
+            """(A₁, k₁) of the slot queue, computed once when first needed."""
+            if not chain:
+                tab = (hold_tab if hold_tab is not None
+                       else self._hold_table(lam_i, phi_tab, r_tab) + prefill_wait[:, None])
+                a1, k1 = self._slot_queue(lam, counts, tab, hold_full, self._dispersion(lam_i, n_star, at_n) * burst)
+                chain.append((a1, k1 / burst))
+            return chain[0]
+
+        # The chain's test (k₁ > 0 or A₁ <= 0) where k₁ alone decides it, else from the chain; ``load``
+        # leaves the chain to the latency part (``finish``), which most loads never reach.
+        passes = None if latency else self._slot_chain_passes(lam, counts, hold_full, burst)
+        if passes is None:
+            a1, k1 = slot_chain()
+            passes = (k1 > 0) | (a1 <= 0)
         # Slot load: the rate against the slots' throughput with every slot busy (c / h(n_cap)), the
         # most the pool can serve; below the cap the slots are busy a share λ E[S_slot] / c of the time.
         rho_slot = lam * hold_full / servers
-        queues_stable = stable & (rho_slot < 1.0) & (rho_p < 1.0) & ((k1 > 0) | (a1 <= 0))
+        queues_stable = stable & (rho_slot < 1.0) & (rho_p < 1.0) & passes
         # (3) the API server processes in front: ρ_api = λ_i E[t_api] / n (fleetplan.queueing.api_server)
         rho_api = self.api.utilisation(lam_i)
         stable = queues_stable & (rho_api < 1.0)
@@ -838,6 +897,7 @@ class EngineProfile:
         def finish() -> EngineState:
             """The latency part of the state (the wait's levels, the own prefill per level, the API wait)."""
             # Per level, the slot and prefill waits as one atom-exponential (same P(W > 0) and mean).
+            a1, k1 = slot_chain()
             a1_l = np.where(overflow_wait > 0, 1.0, a1[:, None])
             mass = 1.0 - (1.0 - a1_l) * (1.0 - a2_l)
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -865,13 +925,33 @@ class EngineProfile:
 
         return finish() if latency else PoolLoad(rho, stable, finish)
 
-    def _hold_table(self, lam_i: np.ndarray, phi_tab: np.ndarray, r_tab: np.ndarray) -> np.ndarray:
+    def _hold_table(self, lam_i: np.ndarray, phi_tab: np.ndarray, r_tab: np.ndarray,
+                    start: int | None = None) -> np.ndarray:
         """h(n) (K, grid): mean slot holding time with the instance's batch at n, T_pf(n) + E[d] t̄(n),
-        t̄(n) = t_d(n) / (1 - λ_i Φ(n)) (its headroom floored at ``MIN_STEP_HEADROOM``)."""
+        t̄(n) = t_d(n) / (1 - λ_i Φ(n)) (its headroom floored at ``MIN_STEP_HEADROOM``).  ``start``: the
+        grid's columns from there on only (``phi_tab`` and ``r_tab`` given those columns; elementwise, the
+        same values as the whole table's)."""
+        cols = slice(start, None)
         den = np.maximum(1.0 - lam_i[:, None] * phi_tab, MIN_STEP_HEADROOM)
-        t_bar = self.t_d[None, :] / den
-        prefill = (1.0 - r_tab) * self._prefill_alone_mean[None, :] + r_tab * self._prefill_full_mean[None, :]
+        t_bar = self.t_d[None, cols] / den
+        prefill = ((1.0 - r_tab) * self._prefill_alone_mean[None, cols]
+                   + r_tab * self._prefill_full_mean[None, cols])
         return prefill + self.mean_decode_steps * t_bar
+
+    def _slot_chain_passes(self, lam: float, counts: np.ndarray, h_full: np.ndarray,
+                           burst: float) -> np.ndarray | None:
+        """(k₁ > 0) | (A₁ <= 0) of ``_slot_queue`` (k₁ divided by ``burst``) where k₁ decides it without the
+        chain, else None: k₁ = c / h_full - λ (its own operations) where r = λ h_full / c < 1, and there
+        k₁ > 0 passes whatever A₁; r >= 1 gives A₁ = 1, k₁ = 0 (fails); λ = 0 gives A₁ = 0 (passes).  A
+        row with r < 1 and k₁ <= 0 (float rounding at r near 1) needs A₁: None."""
+        if lam <= 0:
+            return np.ones(counts.shape, dtype=bool)
+        c = np.array([int(round(g * self.n_cap)) for g in counts.tolist()], dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            r = lam * h_full / c
+            below = r < 1.0
+            passes = np.where(below, c / h_full - lam, 0.0) / burst > 0
+        return None if (below & ~passes).any() else passes
 
     def _dispersion(self, lam_i: np.ndarray, n_star: np.ndarray,
                     cells: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
@@ -959,8 +1039,7 @@ class EngineProfile:
         t_alone = (st.prefill_levels[i][:, 0, :, None] + api_s[None, :, None] + offsets).reshape(mass.size, -1)
         w_alone = (self.bin_weight[:, None] * probs).ravel()
         if api_mass > 0.0:
-            y = x[:, None, None] - t_alone[None, :, :]
-            alone = np.where(y < 0, 1.0, api_mass * np.exp(-k_api * np.maximum(y, 0.0))) @ w_alone
+            alone = _api_wait_after(x[:, None, None] - t_alone[None, :, :], api_mass, k_api) @ w_alone
         elif x.size > _SORTED_STEP_POINTS:
             alone = _step_survival(x, t_alone, w_alone)
         else:

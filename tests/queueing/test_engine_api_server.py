@@ -134,3 +134,43 @@ def test_the_tail_rate_is_the_cramer_lundberg_root_to_float_precision(
             hi *= 2.0
         want = brentq(excess, 1e-9 * hi, hi, xtol=1e-300, rtol=1e-15, maxiter=500)
         assert theta == pytest.approx(want, rel=1e-12)
+
+
+def test_remembered_api_figures_are_the_computed_ones() -> None:
+    """``wait_probability`` and ``wait_decay_per_s`` keep their arrays by load object and arguments: a repeat
+    call gives the first call's (read-only) array, equal to a fresh load's computation bit for bit, and a
+    different grouping of counts or Ca² is computed, not looked up."""
+    from fleetplan.perf.api_server import ApiServerCost
+    from fleetplan.queueing.api_server import ApiServerLoad
+
+    rng = np.random.default_rng(7)
+    prompt, output, w = rng.integers(1, 8000, 50), rng.integers(1, 2000, 50), rng.random(50) + 0.01
+    cost = ApiServerCost(9e-3, 1.2e-6)
+    load, fresh = ApiServerLoad.of(cost, prompt, output, w), ApiServerLoad.of(cost, prompt, output, w)
+    lam = 0.6 / load.mean_busy_s * 3
+    counts = np.array([3.0, 4.0, 6.0])
+    for name in ("wait_probability", "wait_decay_per_s"):
+        first = getattr(load, name)(lam, counts)
+        again = getattr(load, name)(lam, counts)
+        assert again is first and not first.flags.writeable
+        assert np.array_equal(first, getattr(fresh, name)(lam, counts))
+        assert getattr(load, name)(lam, counts[:1]) is not first
+    assert not np.array_equal(load.wait_decay_per_s(lam, counts, 2.0), load.wait_decay_per_s(lam, counts))
+
+
+def test_profiles_of_the_same_points_share_their_api_load() -> None:
+    """Two profiles of equal API server costs on the same points (two token budgets) share the load and
+    the tokenisation arrays, equal to computing them afresh."""
+    from fleetplan.queueing.api_server import ApiServerLoad
+
+    pred = StepTimePredictor(load_model("llama-3.1-8b"), load_catalog().get("H100-SXM"), Parallelism(tp=1),
+                             options=VLLM)
+    rng = np.random.default_rng(3)
+    p, o, w = rng.integers(1, 4000, 40).astype(float), rng.integers(1, 900, 40).astype(float), rng.random(40)
+    a = EngineProfile(EngineModel.of(pred, LIMITS), p, o, w)
+    b = EngineProfile(EngineModel.of(pred, EngineLimits(256, 2048, 20000, 16)), p, o, w)
+    assert a.api is b.api and a.tokenize_binned is b.tokenize_binned
+    want = ApiServerLoad.of(a.engine.api, a.prompt, a.output, a.weight)
+    assert np.array_equal(a.api.busy_points_s, want.busy_points_s) and a.api.busy_cs2 == want.busy_cs2
+    assert np.array_equal(a.tokenize_s, a.engine.api.tokenize_s(a.prompt))
+    assert np.array_equal(a.tokenize_binned, a._binned(a.engine.api.tokenize_s(a.prompt)))

@@ -51,3 +51,18 @@ def test_two_waits_per_level_match_their_closed_forms(k: float, k_api: float, ne
     want = np.where(y < 0, 1.0, want)
     np.testing.assert_array_equal(got, want)
     assert np.all(np.diff(got) <= 1e-15) and got[0] == 1.0 and np.all(got >= -1e-15)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(1e-6, 1.0), st.floats(1e-3, 1e4), st.integers(0, 2**32 - 1))
+def test_api_wait_after_is_the_where_form_bit_for_bit(mass: float, k_api: float, seed: int) -> None:
+    """``_api_wait_after`` (the exponential only where kept) equals np.where(y < 0, 1, C e^{-k_a max(y, 0)})
+    bit for bit, zeros of both signs and a nan included."""
+    from fleetplan.queueing.engine import _api_wait_after
+
+    rng = np.random.default_rng(seed)
+    y = rng.normal(0.0, 3.0 / k_api, (7, 5, 11))
+    y.flat[:4] = [0.0, -0.0, np.nan, -1e-300]
+    want = np.where(y < 0, 1.0, mass * np.exp(-k_api * np.maximum(y, 0.0)))
+    got = _api_wait_after(y, mass, k_api)
+    assert np.array_equal(got.view(np.int64), want.view(np.int64))

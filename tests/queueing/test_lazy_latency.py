@@ -140,3 +140,62 @@ def test_attention_work_is_shared_by_a_pools_token_budgets() -> None:
     got = engine_mod._attention_work(b.engine, b.grid, b.mean_ctx, b.points)
     assert np.array_equal(got, want) and got is engine_mod._attention_work(a.engine, a.grid, a.mean_ctx, a.points)
     assert np.array_equal(a.attn_mean, want @ a.weight) and not np.array_equal(a.t_full, b.t_full)
+
+
+def _states_equal(a, b) -> bool:
+    names = [f.name for f in dataclasses.fields(a)]
+    return all(np.array_equal(getattr(a, n), getattr(b, n), equal_nan=True) for n in names)
+
+
+@pytest.mark.parametrize("cv2", [0.0, 1.0, 4.0])
+def test_load_leaves_the_slot_chain_to_the_latency_part(monkeypatch, cv2) -> None:
+    """``load`` decides the slot chain's test (k₁ > 0 or A₁ <= 0) from k₁ alone where it can, without the
+    chain: ρ and stability, and the state its ``state()`` completes, are ``state``'s bit for bit, from idle
+    pools to slot-bound and unstable ones; where k₁ cannot decide, the chain is computed."""
+    prof = _profile()
+    counts = np.array([1.0, 2.0, 3.0, 5.0, 8.0, 40.0])
+    chained: list[int] = []
+    real = EngineProfile._slot_queue
+
+    def counted(self, *args):
+        chained.append(1)
+        return real(self, *args)
+
+    monkeypatch.setattr(EngineProfile, "_slot_queue", counted)
+    seen_stable = seen_unstable = False
+    for lam in (0.0, 0.5, 20.0, 60.0, 150.0, 400.0, 5000.0):
+        want = prof.state(lam, counts, arrival_cv2=cv2)
+        chained.clear()
+        load = prof.load(lam, counts, arrival_cv2=cv2)
+        assert not chained  # no row needed A₁ here
+        assert np.array_equal(load.rho, want.rho) and np.array_equal(load.stable, want.stable)
+        assert _states_equal(load.state(), want)
+        seen_stable |= bool(want.stable.any())
+        seen_unstable |= bool((~want.stable).any())
+    assert seen_stable and seen_unstable
+    # a row whose k₁ cannot decide (r < 1, k₁ <= 0) takes the chain
+    monkeypatch.setattr(EngineProfile, "_slot_chain_passes", lambda self, *a: None)
+    chained.clear()
+    load = prof.load(60.0, counts, arrival_cv2=cv2)
+    assert chained and np.array_equal(load.rho, prof.state(60.0, counts, arrival_cv2=cv2).rho)
+
+
+def test_slot_chain_test_from_k1_is_the_chains() -> None:
+    """``_slot_chain_passes`` gives ``_slot_queue``'s (k₁ / burst > 0) | (A₁ <= 0) wherever it decides."""
+    prof = _profile()
+    rng = np.random.default_rng(11)
+    decided = 0
+    for _ in range(300):
+        counts = rng.integers(1, 30, rng.integers(1, 4)).astype(np.float64)
+        lam = float(rng.choice([0.0, rng.uniform(0.1, 3000.0)]))
+        h_full = rng.uniform(0.05, 40.0, counts.size)
+        hold_tab = np.sort(rng.uniform(0.01, 1.0, (counts.size, prof.grid.size)), axis=1) * h_full[:, None]
+        hold_tab[:, -1] = h_full
+        burst = float(rng.choice([0.5, 1.0, 2.5]))
+        got = prof._slot_chain_passes(lam, counts, h_full, burst)
+        a1, k1 = prof._slot_queue(lam, counts, hold_tab, h_full, np.ones(counts.size))
+        want = (k1 / burst > 0) | (a1 <= 0)
+        if got is not None:
+            decided += 1
+            assert np.array_equal(got, want)
+    assert decided > 250
