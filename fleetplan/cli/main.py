@@ -16,6 +16,7 @@ import sys
 import click
 
 from fleetplan.cli.groups import LazyGroup, ShortHelp
+from fleetplan.cli.malloc import tune_malloc
 
 # command name -> (module, attribute); a module defines one click command or group with that name.
 COMMANDS = {
@@ -88,6 +89,7 @@ def main() -> None:
     multiprocessing), the standard streams are flushed, and every file the commands write is closed
     when written; an exception other than ``SystemExit`` leaves the usual way, with its traceback.
     """
+    tune_malloc()  # the allocator's thresholds for numpy's temporaries (fleetplan.cli.malloc)
     try:
         cli(prog_name="fleetplan")
         code: object = 0
