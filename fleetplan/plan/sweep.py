@@ -144,24 +144,26 @@ def fleet_latency_p_s(pools: Sequence[PoolPlan], percentile: float) -> tuple[flo
     return fleet_ttft_p_s(pools, percentile), fleet_tpot_p_s(pools, percentile)
 
 
-def fleet_ttft_p_s(pools: Sequence[PoolPlan], percentile: float) -> float:
-    """The TTFT of ``fleet_latency_p_s``."""
+def _fleet_p_s(pools: Sequence[PoolPlan], percentile: float, metric: str) -> float:
+    """``metric`` ("ttft" or "tpot") of ``fleet_latency_p_s``: the mixture of the pools' ``<metric>_table``
+    when every live pool has an engine-model table (its TTFT table says so), else the worst ``<metric>_p_s``."""
     live = [p for p in pools if p.traffic_share > 0]
     if not live:
         return 0.0
     if all(p.ttft_table is not None for p in live):
-        return mixture_quantile_s([x.ttft_table for x in live], [p.traffic_share for p in live], percentile / 100.0)
-    return max(p.ttft_p_s for p in live)
+        return mixture_quantile_s([getattr(x, f"{metric}_table") for x in live], [p.traffic_share for p in live],
+                                  percentile / 100.0)
+    return max(getattr(p, f"{metric}_p_s") for p in live)
+
+
+def fleet_ttft_p_s(pools: Sequence[PoolPlan], percentile: float) -> float:
+    """The TTFT of ``fleet_latency_p_s``."""
+    return _fleet_p_s(pools, percentile, "ttft")
 
 
 def fleet_tpot_p_s(pools: Sequence[PoolPlan], percentile: float) -> float:
     """The TPOT of ``fleet_latency_p_s`` (reads the pools' TPOT tables, which they build on first read)."""
-    live = [p for p in pools if p.traffic_share > 0]
-    if not live:
-        return 0.0
-    if all(p.ttft_table is not None for p in live):
-        return mixture_quantile_s([x.tpot_table for x in live], [p.traffic_share for p in live], percentile / 100.0)
-    return max(p.tpot_p_s for p in live)
+    return _fleet_p_s(pools, percentile, "tpot")
 
 
 #: Fewest fleets whose latency mixtures ``fleet_latencies_p_s`` computes in the compiled pass: below it
