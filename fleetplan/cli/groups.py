@@ -17,7 +17,6 @@ import inspect
 from typing import Any
 
 import click
-from click.utils import make_default_short_help
 
 from fleetplan.cli.deprecation import deprecation_note
 from fleetplan.cli.errors import FleetplanGroup
@@ -143,7 +142,9 @@ def _short(command: click.Command | str, limit: int) -> str:
     if isinstance(command, ShortHelp):
         return inspect.cleandoc(command).strip()
     if isinstance(command, str):
-        return make_default_short_help(command, limit).strip()
+        # click's own shortening of a help text (a throwaway command: its public API; the helper behind it
+        # is private and deprecated in Click 8.5)
+        return click.Command(None, help=command).get_short_help_str(limit).strip()
     return command.get_short_help_str(limit)
 
 

@@ -9,10 +9,10 @@ import importlib
 import subprocess
 import sys
 
+import click
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from click.utils import make_default_short_help
 
 from fleetplan.cli.groups import ShortHelp
 from fleetplan.cli.main import COMMANDS, SUMMARIES, cli
@@ -94,7 +94,8 @@ def test_every_registered_summary_is_the_commands_own(name):
     summary = SUMMARIES[name]
     assert isinstance(summary, ShortHelp) == bool(command.short_help)
     for limit in (30, 45, 80, 400):
-        listed = summary if isinstance(summary, ShortHelp) else make_default_short_help(summary, limit).strip()
+        listed = summary if isinstance(summary, ShortHelp) else click.Command(None, help=summary).get_short_help_str(
+            limit).strip()
         assert listed == command.get_short_help_str(limit)
 
 
