@@ -17,6 +17,7 @@ import pytest
 PKG = Path(__file__).resolve().parents[1] / "fleetplan"
 LAYER = {
     "errors": 0, "atomic": 0,
+    "memo": 0,  # bounded memos keyed by object identity (pools, queueing)
     "names": 0,
     "units": 0,
     "rng": 0,

@@ -33,6 +33,7 @@ import numpy as np
 
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuProfile, with_spares
+from fleetplan.memo import IdentityMemo
 from fleetplan.perf.kv_budget import vllm_batch_defaults
 from fleetplan.perf.linear import LinearStepModel
 from fleetplan.perf.scaled import slowed
@@ -312,11 +313,11 @@ def engine_of(gpu: GpuProfile, max_context_tokens: int, step_models: Mapping[str
 #: the cache was cleared 22 times and 3,054 of its 7,324 look-ups rebuilt an engine (3 % of its CPU).  An
 #: engine is a few hundred bytes.
 ENGINE_CACHE = 4096
-_ENGINES: dict[tuple, EngineModel] = {}
-# The same engines keyed by the identity of the GPU profile and step models (with the objects, to check
-# that the ids are still theirs): hashing a profile and its step models field by field took 7 % of a
-# 70B sweep's CPU, and a sweep passes the very same objects for every pool.
-_ENGINES_BY_ID: dict[tuple, tuple[GpuProfile, tuple, EngineModel]] = {}
+_ENGINES = IdentityMemo(ENGINE_CACHE)
+# The same engines keyed by the identity of the GPU profile and step models: hashing a profile and its
+# step models field by field took 7 % of a 70B sweep's CPU, and a sweep passes the very same objects for
+# every pool.
+_ENGINES_BY_ID = IdentityMemo(ENGINE_CACHE)
 
 
 def _engine_for(gpu: GpuProfile, max_context_tokens: int, settings: PlanSettings,
@@ -324,28 +325,21 @@ def _engine_for(gpu: GpuProfile, max_context_tokens: int, settings: PlanSettings
     """``engine_of`` for a pool of ``settings``, built once per process for equal inputs (the engine
     model is immutable; inputs that do not hash or compare are built afresh)."""
     models = settings.step_models
-    fast = (id(gpu), id(models), int(max_context_tokens), settings.step_time_margin, settings.max_num_seqs,
-            max_num_batched_tokens)
-    hit = _ENGINES_BY_ID.get(fast)
-    if hit is not None and hit[0] is gpu and hit[1] is models:
-        return hit[2]
+    fast = (int(max_context_tokens), settings.step_time_margin, settings.max_num_seqs, max_num_batched_tokens)
+    engine = _ENGINES_BY_ID.get((gpu, models), fast)
+    if engine is not None:
+        return engine
     args = (gpu, int(max_context_tokens), dict(models), settings.step_time_margin,
             settings.max_num_seqs, max_num_batched_tokens)
     key = (gpu, int(max_context_tokens), models, settings.step_time_margin, settings.max_num_seqs,
            max_num_batched_tokens)
     try:
-        engine = _ENGINES.get(key)
+        engine = _ENGINES.get((), key)
     except (TypeError, ValueError):  # a step model that does not hash (or compare)
         return engine_of(*args)
     if engine is None:
-        engine = engine_of(*args)
-        if len(_ENGINES) >= ENGINE_CACHE:
-            _ENGINES.clear()  # one call: safe beside executors' threads
-        _ENGINES[key] = engine
-    if len(_ENGINES_BY_ID) >= ENGINE_CACHE:
-        _ENGINES_BY_ID.clear()
-    _ENGINES_BY_ID[fast] = (gpu, models, engine)
-    return engine
+        engine = _ENGINES.put((), key, engine_of(*args))
+    return _ENGINES_BY_ID.put((gpu, models), fast, engine)
 
 
 def token_budget_choices(gpu: GpuProfile, settings: PlanSettings) -> tuple[int | None, ...]:

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fleetplan.errors import ConfigError
+from fleetplan.memo import IdentityMemo
 from fleetplan.perf.api_server import ApiServerCost
 from fleetplan.queueing.erlang import erlang_c
 
@@ -84,24 +85,21 @@ class ApiServerLoad:
         if self.mean_busy_s == 0.0:
             return np.zeros(np.broadcast(lam, g).shape)
         key = self._memo_key("C", lam, g, 0.0)
-        hit = _MEMO.get(key)
-        if hit is not None and hit[0] is self:
-            return hit[1]
+        hit = _MEMO.get((self,), key)
+        if hit is not None:
+            return hit
         n = g.astype(np.int64) * self.cost.n_servers
         a = lam * self.mean_busy_s
         stable = a < n
         return self._remember(key, np.where(stable, erlang_c(n, np.where(stable, a, 0.0)), 1.0))
 
     def _memo_key(self, kind: str, lam: np.ndarray, g: np.ndarray, arrival_cv2: float) -> tuple:
-        """What ``_MEMO`` keys a figure by: this load (by identity) and the exact arguments."""
-        return (kind, id(self), lam.tobytes(), lam.shape, g.tobytes(), g.shape, g.dtype.str, float(arrival_cv2))
+        """What ``_MEMO`` keys a figure by besides this load (by identity): the exact arguments."""
+        return (kind, lam.tobytes(), lam.shape, g.tobytes(), g.shape, g.dtype.str, float(arrival_cv2))
 
     def _remember(self, key: tuple, out: np.ndarray) -> np.ndarray:
         out.flags.writeable = False
-        if len(_MEMO) >= MEMO_SIZE:
-            _MEMO.clear()  # one call: safe beside executors' threads
-        _MEMO[key] = (self, out)
-        return out
+        return _MEMO.put((self,), key, out)
 
     def wait_decay_per_s(self, lam_per_s, n_instances, arrival_cv2: float = 1.0) -> np.ndarray:
         """θ: the rate of the wait's exponential tail (module docstring); 0 where ρ_api >= 1, inf when
@@ -112,9 +110,9 @@ class ApiServerLoad:
         if self.mean_busy_s == 0.0:
             return np.full(shape, np.inf)
         key = self._memo_key("theta", lam, g, arrival_cv2)
-        hit = _MEMO.get(key)
-        if hit is not None and hit[0] is self:
-            return hit[1]
+        hit = _MEMO.get((self,), key)
+        if hit is not None:
+            return hit
         lam_b = np.broadcast_to(lam, shape).ravel()
         c = (np.broadcast_to(g, shape).ravel().astype(np.int64) * self.cost.n_servers).astype(np.float64)
         stable = lam_b * self.mean_busy_s < c
@@ -146,7 +144,7 @@ class ApiServerLoad:
 #: different).  The same call's arrays (read-only): the counts of one call stay together, as the root's
 #: matrix products saw them.
 MEMO_SIZE = 16384
-_MEMO: dict[tuple, tuple[ApiServerLoad, np.ndarray]] = {}
+_MEMO = IdentityMemo(MEMO_SIZE)
 
 #: Newton steps of ``_cramer_lundberg_root`` at most (it converges in about six).
 _NEWTON_ITERS = 60

@@ -82,7 +82,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
@@ -91,6 +90,7 @@ import numpy as np
 from scipy import special
 
 from fleetplan.errors import ConfigError
+from fleetplan.memo import IdentityMemo
 from fleetplan.perf.api_server import ApiServerCost
 from fleetplan.perf.linear import step_time_array_s
 from fleetplan.queueing import ttft
@@ -526,8 +526,7 @@ class RequestPoints:
 
 #: Request point sets ``request_points`` keeps (a sweep meets each set on every GPU type in a row).
 REQUEST_POINTS_CACHE = 64
-_REQUEST_POINTS: dict[tuple, RequestPoints] = {}
-_REQUEST_POINTS_LOCK = threading.Lock()
+_REQUEST_POINTS = IdentityMemo(REQUEST_POINTS_CACHE, evict="oldest")
 
 
 def request_points(prompt_tokens, output_tokens, weight) -> RequestPoints:
@@ -539,24 +538,19 @@ def request_points(prompt_tokens, output_tokens, weight) -> RequestPoints:
     if p.ndim != 1 or p.shape != o.shape or p.shape != w.shape or p.size == 0:
         raise ConfigError("prompt, output and weight arrays must be 1-D, non-empty and of equal length")
     key = (p.tobytes(), o.tobytes(), w.tobytes())
-    pts = _REQUEST_POINTS.get(key)
+    pts = _REQUEST_POINTS.get((), key)
     if pts is not None:
         return pts
     if not (np.all(np.isfinite(p) & np.isfinite(o)) and np.all(p >= 1) and np.all(o >= 1)):
         raise ConfigError("every request point needs prompt >= 1 and output >= 1 tokens")
     if not (np.all(np.isfinite(w) & (w >= 0)) and w.sum() > 0):
         raise ConfigError("weights must be finite, >= 0 and have a positive sum")
-    pts = RequestPoints(p, o, w)
-    with _REQUEST_POINTS_LOCK:  # executors' threads may size pools at once
-        while len(_REQUEST_POINTS) >= REQUEST_POINTS_CACHE:
-            del _REQUEST_POINTS[next(iter(_REQUEST_POINTS))]  # the oldest
-        _REQUEST_POINTS[key] = pts
-    return pts
+    return _REQUEST_POINTS.put((), key, RequestPoints(p, o, w))
 
 
 #: Attention work tables ``_attention_work`` keeps (a pool is sized at up to two token budgets in a row).
 ATTENTION_WORK_CACHE = 4
-_ATTENTION_WORK: dict[tuple, tuple[RequestPoints, np.ndarray]] = {}
+_ATTENTION_WORK = IdentityMemo(ATTENTION_WORK_CACHE)
 
 
 def _attention_work(e: EngineModel, grid: np.ndarray, mean_ctx: float, pts: RequestPoints) -> np.ndarray:
@@ -566,23 +560,21 @@ def _attention_work(e: EngineModel, grid: np.ndarray, mean_ctx: float, pts: Requ
     n = grid[:, None]
     ctx = n * mean_ctx
     plain = type(e) is EngineModel  # a subclass (speculative decoding) may time steps its own way
-    key = (int(e.step_code), e.step_coef.tobytes(), grid.tobytes(), mean_ctx, id(pts)) if plain else None
-    hit = _ATTENTION_WORK.get(key) if plain else None
-    if hit is not None and hit[0] is pts:
-        return hit[1]
+    key = (int(e.step_code), e.step_coef.tobytes(), grid.tobytes(), mean_ctx) if plain else None
+    hit = _ATTENTION_WORK.get((pts,), key) if plain else None
+    if hit is not None:
+        return hit
     attn = e.step_s(n + 1.0, n, 0.0, ctx, pts.prompt_sq) - e.step_s(n + 1.0, n, 0.0, ctx, 0.0)
     if plain:
         attn.flags.writeable = False
-        if len(_ATTENTION_WORK) >= ATTENTION_WORK_CACHE:
-            _ATTENTION_WORK.clear()
-        _ATTENTION_WORK[key] = (pts, attn)
+        _ATTENTION_WORK.put((pts,), key, attn)
     return attn
 
 
 #: API server loads ``_api_load`` keeps (a sweep sizes each point set on many GPU types and two token budgets,
 #: most with the same API server cost: a 70B sweep builds 7,322 profiles of 128 (cost, points) pairs).
 API_LOAD_CACHE = 1024
-_API_LOADS: dict[tuple, tuple[RequestPoints, ApiServerLoad, np.ndarray, np.ndarray]] = {}
+_API_LOADS = IdentityMemo(API_LOAD_CACHE)
 
 
 def _api_load(cost: ApiServerCost, pts: RequestPoints,
@@ -591,19 +583,15 @@ def _api_load(cost: ApiServerCost, pts: RequestPoints,
     ``pts``: they depend on nothing else, so equal costs on the same points (``request_points`` gives one
     object per set) compute them once: the same calls, the same arrays (read-only).  ``binned``: the
     profile's prompt-bin mean (a function of the points alone)."""
-    key = (cost, id(pts))
-    hit = _API_LOADS.get(key)
-    if hit is not None and hit[0] is pts:
-        return hit[1:]
+    hit = _API_LOADS.get((pts,), cost)
+    if hit is not None:
+        return hit
     load = ApiServerLoad.of(cost, pts.prompt, pts.output, pts.weight)
     tokenize_s = cost.tokenize_s(pts.prompt)
     tokenize_binned = binned(tokenize_s)
     for a in (load.busy_points_s, load.busy_weight, tokenize_s, tokenize_binned):
         a.flags.writeable = False
-    if len(_API_LOADS) >= API_LOAD_CACHE:
-        _API_LOADS.clear()  # one call: safe beside executors' threads
-    _API_LOADS[key] = (pts, load, tokenize_s, tokenize_binned)
-    return load, tokenize_s, tokenize_binned
+    return _API_LOADS.put((pts,), cost, (load, tokenize_s, tokenize_binned))
 
 
 class EngineProfile:
