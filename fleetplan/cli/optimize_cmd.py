@@ -8,6 +8,7 @@ import click
 
 from fleetplan.cli.errors import one_line_errors
 from fleetplan.cli.first_run import Kernel, announce_compile
+from fleetplan.cli.malloc import freeze_imported
 from fleetplan.cli.optimize_view import (
     baseline_line,
     candidates_table,
@@ -172,6 +173,7 @@ def optimize(rate_per_s, top, csv_path, candidates_csv, json_path, json_full, ht
     from fleetplan.plan.optimize import optimize as run_optimize
     from fleetplan.plan.optimize import verification_requests
     from fleetplan.plan.optimize_errors import infeasible_error, no_verified_fleet_error
+    freeze_imported()  # what is loaded stays: the sweep's collections skip it (fleetplan.cli.malloc)
 
     profile, window_s = rate_profile_from_options(rate_profile, peak_window_s, rate_per_s,
                                                   load_workload(opts["workload"], opts["input_fraction"]))
