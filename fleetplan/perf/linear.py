@@ -137,7 +137,13 @@ def step_time_array_s(code: int, coef: np.ndarray, n_seqs, n_decode, prefill_tok
     prefill = np.asarray(prefill_tokens, dtype=np.float64)
     ctx = np.asarray(decode_context_tokens, dtype=np.float64)
     attn2 = np.asarray(attn2, dtype=np.float64)
+    # No attention work (a scalar 0, the analytic side's usual call): its term c · 0 = ±0 adds nothing
+    # to the sum before it, which is never -0 (costs and aggregates are >= 0), so it is left out (one
+    # pass fewer over a (grid, points) table; the same values)
+    no_attn = attn2.ndim == 0 and float(attn2) == 0.0
     if code == STEP_MODEL_LINEAR:
+        if no_attn and np.isfinite(coef[4]):
+            return coef[0] + coef[1] * n_seqs + coef[2] * prefill + coef[3] * ctx
         return coef[0] + coef[1] * n_seqs + coef[2] * prefill + coef[3] * ctx + coef[4] * (attn2 * 0.5)
     if code != STEP_MODEL_ROOFLINE:
         raise ValueError(f"unknown step-model code {code}")
@@ -152,11 +158,13 @@ def step_time_array_s(code: int, coef: np.ndarray, n_seqs, n_decode, prefill_tok
     else:
         wf = 1.0
     gemm = np.maximum(coef[1] * pad * wf + coef[8] * n_seqs, coef[2] + coef[7] * n_tokens + coef[9] * n_seqs)
-    moe = 0.0
+    out = coef[0] + gemm
+    if not (no_attn and np.isfinite(coef[3])):
+        out = out + coef[3] * (attn2 * 0.5)
+    out = out + coef[10] * n_tokens + coef[11] * n_seqs
     if coef[12] > 0.0 or coef[14] > 0.0:
         mc = coef[12] * n_tokens + coef[13] * np.sqrt(n_tokens)
         q = 1.0 - np.exp(coef[15] * n_tokens)
         mm = coef[14] * q + coef[16] * np.sqrt(q * (1.0 - q)) + coef[17] * n_tokens
-        moe = np.maximum(mc, mm)
-    return (coef[0] + gemm + coef[3] * (attn2 * 0.5) + coef[10] * n_tokens + coef[11] * n_seqs + moe
-            + coef[4] * ctx)
+        out = out + np.maximum(mc, mm)  # else the MoE term is 0 and adds nothing (as above)
+    return out + coef[4] * ctx

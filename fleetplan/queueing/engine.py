@@ -102,6 +102,12 @@ __all__ = ["EngineLimits", "EngineModel", "EngineProfile", "EngineState", "Engin
            "SurvivalTable", "ttft_table", "tpot_table", "mixture_quantile_s", "mixture_quantiles_s", "TpotInputs",
            "tpot_mixture", "LatencyTail", "Lazy", "Deferred", "peek"]
 
+try:  # np.interp's own compiled routine for real values, without its Python dispatch (a sweep calls it
+    # some 2·10^4 times on a few points each, where the dispatch took longer than the interpolation)
+    from numpy._core.multiarray import interp as _interp
+except ImportError:  # numpy < 2
+    from numpy.core.multiarray import interp as _interp
+
 #: Decode-batch grid points between 1 and the concurrency cap (geometric), plus n = 0.
 N_BATCH_GRID = 48
 #: Points of the uniform step-boundary wait R.
@@ -701,8 +707,12 @@ class EngineProfile:
             if hi <= lo:
                 continue
             xs = np.array([lo, hi])
-            den = 1.0 - lam_i[i] * np.interp(xs, self.grid, phi_tab[i])
-            a, b = np.where(den > 0, np.interp(xs, self.grid, self.t_d) / np.where(den > 0, den, 1.0), math.inf)
+            lam = float(lam_i[i])  # scalar arithmetic: the same IEEE operations as on arrays of two
+            (phi_lo, phi_hi), (t_lo, t_hi) = _interp(xs, self.grid, phi_tab[i]).tolist(), \
+                _interp(xs, self.grid, self.t_d).tolist()
+            den_lo, den_hi = 1.0 - lam * phi_lo, 1.0 - lam * phi_hi
+            a = t_lo / den_lo if den_lo > 0 else math.inf
+            b = t_hi / den_hi if den_hi > 0 else math.inf
             if lo > 0 and math.isfinite(a) and math.isfinite(b) and a > 0:
                 out[i] = (math.log(b) - math.log(a)) / (math.log(hi) - math.log(lo))
         return np.minimum(np.maximum(out, 0.0), MAX_ELASTICITY)
@@ -716,9 +726,9 @@ class EngineProfile:
         levels = np.minimum(np.maximum(n_star[:, None] + spread[:, None] * z[None, :], 0.0), self.n_cap)
         ctx_excess = ((np.sqrt(n_star * self._ctx2) - np.sqrt(n_star) * self.mean_ctx) * spread
                       / np.maximum(np.sqrt(n_star), 1e-12))[:, None] * z[None, :]
-        budget = np.interp(levels, self.grid, self.budget_tokens)
-        t_full = np.maximum(np.interp(levels, self.grid, self.t_full) + self._s_per_ctx * ctx_excess, 1e-9)
-        return self._mean_prompt * t_full / budget + np.interp(levels, self.grid, self.attn_mean)
+        budget = _interp(levels, self.grid, self.budget_tokens)
+        t_full = np.maximum(_interp(levels, self.grid, self.t_full) + self._s_per_ctx * ctx_excess, 1e-9)
+        return self._mean_prompt * t_full / budget + _interp(levels, self.grid, self.attn_mean)
 
     def _operating_batch(self, lam_i: np.ndarray, phi_tab: np.ndarray | None = None) -> np.ndarray:
         """n* for per-instance rates ``lam_i`` (K,): the smallest root of the fixed point, or n_cap
@@ -772,9 +782,9 @@ class EngineProfile:
         r_tab = self._shared(lam_i)
         phi_tab = self._phi(lam_i, r_tab)
         n_star = self._operating_batch(lam_i, phi_tab)
-        t_d = np.interp(n_star, self.grid, self.t_d)
-        phi = np.array([np.interp(n_star[i], self.grid, phi_tab[i]) for i in range(n_star.size)])
-        shared = np.array([np.interp(n_star[i], self.grid, r_tab[i]) for i in range(n_star.size)])
+        t_d = _interp(n_star, self.grid, self.t_d)
+        phi = np.array([_interp(n_star[i], self.grid, phi_tab[i]) for i in range(n_star.size)])
+        shared = np.array([_interp(n_star[i], self.grid, r_tab[i]) for i in range(n_star.size)])
         denom = 1.0 - lam_i * phi
         stable = denom > 0
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -797,9 +807,9 @@ class EngineProfile:
         spread = np.sqrt(n_star * burst / (1.0 - elastic) / (counts if balanced_split else 1.0))
         raw = n_star[:, None] + spread[:, None] * z[None, :]
         levels = np.minimum(np.maximum(raw, 0.0), self.n_cap)  # (K, L)
-        phi_l = np.stack([np.interp(levels[i], self.grid, phi_tab[i]) for i in range(n_star.size)])
+        phi_l = np.stack([_interp(levels[i], self.grid, phi_tab[i]) for i in range(n_star.size)])
         den_l = np.maximum(1.0 - lam_i[:, None] * phi_l, MIN_STEP_HEADROOM)
-        t_bar = np.where(stable, np.maximum(t_bar, (np.interp(levels, self.grid, self.t_d) / den_l) @ zw), t_bar)
+        t_bar = np.where(stable, np.maximum(t_bar, (_interp(levels, self.grid, self.t_d) / den_l) @ zw), t_bar)
         residence = prefill + self.decode_steps[None, :] * np.where(stable, t_bar, 0.0)[:, None]
         mean_s = residence @ self.weight
         # (2) prefill server: GI/G/1 per instance (Kingman's two-moment form), quasi-static over
@@ -905,7 +915,7 @@ class EngineProfile:
             alone_l = _interp_rows(chosen.ravel(), self.grid, self.prefill_binned).reshape(levels.shape + (-1,))
             fluid_l = _interp_rows(flat, self.grid, self.prefill_fluid_binned).reshape(levels.shape + (-1,))
             prefill_levels = np.stack([alone_l, fluid_l], axis=2)  # (K, L, 2, B)
-            t_full_l = np.interp(levels, self.grid, self.t_full)  # (K, L)
+            t_full_l = _interp(levels, self.grid, self.t_full)  # (K, L)
             api = _ApiWait(self.api, lam, counts, arrival_cv2)
             return EngineState(counts, lam_i, n_star, t_d, t_bar, mean_s, rho, stable, mass, decay, idle, binned, phi,
                                prefill_levels, t_full_l, spread, relax_s,
@@ -986,14 +996,14 @@ class EngineProfile:
                 continue
             if c <= SLOT_CHAIN_POINTS:
                 lv = np.arange(1.0, c + 1.0)
-                f = math.log(lam) + np.log(np.interp(lv / g, self.grid, hold_tab[i]))
+                f = math.log(lam) + np.log(_interp(lv / g, self.grid, hold_tab[i]))
                 logp = (np.cumsum(f) - _log_factorials(c, SLOT_CHAIN_POINTS)) * scale
                 top = max(0.0, float(logp.max()))
                 p = np.exp(logp - top)
                 below = math.exp(-top) + p[:-1].sum()
             else:
                 lv = np.linspace(1.0, float(c), SLOT_CHAIN_POINTS)
-                f = math.log(lam) + np.log(np.interp(lv / g, self.grid, hold_tab[i]))
+                f = math.log(lam) + np.log(_interp(lv / g, self.grid, hold_tab[i]))
                 step = lv[1] - lv[0]
                 integral = np.concatenate([[0.0], np.cumsum(0.5 * (f[1:] + f[:-1]) * step)])
                 logp = (integral + 0.5 * (f[0] + f) - _log_factorials(c, SLOT_CHAIN_POINTS)) * scale
@@ -1078,8 +1088,11 @@ class EngineProfile:
 
     def zero_load_ttft_s(self, p: float) -> float:
         """The p-quantile TTFT of a lone request on an idle instance: the floor no count beats."""
-        dist = ttft.ZeroWaitTtft(*_sorted(self.prefill_s[0] + self.tokenize_s, self.weight))
-        return dist.quantile_s(check_probability_level(p))
+        t0, w = _sorted(self.prefill_s[0] + self.tokenize_s, self.weight)
+        p = check_probability_level(p)
+        if not (np.isfinite(t0).all() and t0[0] >= 0):  # ``ZeroWaitTtft`` says what is wrong
+            return ttft.ZeroWaitTtft(t0, w).quantile_s(p)
+        return ttft.sorted_quantile(t0, w, p)  # ``ZeroWaitTtft(t0, w).quantile_s(p)``, without its other sums
 
     def zero_load_violation(self, slo_s: float) -> float:
         """Share of the pool's requests whose own prefill on an idle instance exceeds ``slo_s``: the
@@ -1103,9 +1116,9 @@ class EngineProfile:
         return TpotInputs(
             dd, w, self.bin_weight, np.maximum(st.prefill_binned[i] - chunks * float(st.t_d[i]), 0.0),
             t_bar, float(st.lam_i[i]),
-            float(np.interp(lo + 1.0, self.grid, self.t_d)) - float(np.interp(lo, self.grid, self.t_d)),
+            float(_interp(lo + 1.0, self.grid, self.t_d)) - float(_interp(lo, self.grid, self.t_d)),
             float(st.batch_sd[i]), max(float(st.batch_relax_s[i]), 1e-12),
-            float(np.interp(n_star, self.grid, self.t_full)))
+            float(_interp(n_star, self.grid, self.t_full)))
 
     def _tpot_mixture(self, st: EngineState, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(weight, mean, sd) of the normal components of the TPOT mixture at count i (seconds):
@@ -1476,7 +1489,7 @@ class SurvivalTable:
     survival: np.ndarray
 
     def at(self, x_s: np.ndarray) -> np.ndarray:
-        return np.interp(x_s, self.x_s, self.survival, left=1.0, right=0.0)
+        return _interp(x_s, self.x_s, self.survival, left=1.0, right=0.0)
 
     @functools.cached_property
     def ascending(self) -> bool:

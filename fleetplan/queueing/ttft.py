@@ -100,7 +100,7 @@ class ZeroWaitTtft:
             "weight": w,
             "mean_s": float(w @ t),
             "log_weight": log_w,
-            "tail_weight": np.concatenate([np.cumsum(w[::-1])[::-1][1:], [0.0]]),  # Σ_{i>j} w_i
+            "tail_weight": tail_weight(w),  # Σ_{i>j} w_i
             "next_ttft_s": np.concatenate([t[1:], [np.inf]]),
         }
         for name, value in derived.items():
@@ -111,6 +111,18 @@ class ZeroWaitTtft:
     def quantile_s(self, p: float) -> float:
         """p-quantile of T0 alone (smallest value with at least p of the mass at or below)."""
         return float(self.ttft_s[np.argmax(self.tail_weight <= 1.0 - p)])
+
+
+def tail_weight(weight: np.ndarray) -> np.ndarray:
+    """Σ_{i>j} w_i for each j of ``weight`` (the mass above point j; 0 at the last)."""
+    return np.concatenate([np.cumsum(weight[::-1])[::-1][1:], [0.0]])
+
+
+def sorted_quantile(values: np.ndarray, weight: np.ndarray, p: float) -> float:
+    """p-quantile of the discrete distribution of ascending ``values`` with probabilities ``weight`` (sum 1):
+    the smallest value with at least p of the mass at or below, ``ZeroWaitTtft.quantile_s`` without building
+    the distribution (the same operations)."""
+    return float(values[np.argmax(tail_weight(weight) <= 1.0 - p)])
 
 
 def _quantile_of_sum(mass: np.ndarray, decay: np.ndarray, dist: ZeroWaitTtft, p: float) -> np.ndarray:
