@@ -71,7 +71,7 @@ class IdentityMemo:
         full_key = (*map(id, objects), key)
         with self._lock:
             data = self._data
-            if full_key not in data and len(data) >= self.size:
+            if len(data) >= self.size and full_key not in data:  # (hashing a key may cost: only when full)
                 if self.evict == "clear":
                     data.clear()
                 else:

@@ -649,14 +649,17 @@ class EngineProfile:
         d_rem = np.where(partial, e.step_s(n + 1.0, n, rem, ctx, 0.0) - base, 0.0)
         attn = _attention_work(e, self.grid, self.mean_ctx, self.points)
         sum_delta = full * d_full + d_rem + attn  # ΣΔ_j(n)
-        k = full + partial
+        # The four (grid, J) tables binned by prompt below, computed into one array and binned in one call
+        # (each row's sums are those of its own call: ``_binned`` sums within a row): the own prefill alone,
+        # the chunks, the own prefill in full-budget steps and the fluid prefill behind a queue
+        tables = np.empty((4,) + sum_delta.shape)
+        k = np.add(full, partial, out=tables[1])
         self.t_d = t_d
-        self.prefill_s = k * base + sum_delta  # T_pf,j(n), shape (grid, J)
+        self.prefill_s = np.multiply(k, base, out=tables[0])  # T_pf,j(n), shape (grid, J)
+        self.prefill_s += sum_delta
         self.work_table = sum_delta  # ΣΔ_j(n): the decode time a prompt's prefill displaces
         pts = self.points
         self._cs2_decode = pts.cs2_decode
-        self.prefill_binned = self._binned(self.prefill_s)  # (grid, B)
-        self.k_binned = self._binned(k)  # chunks per prompt bin, (grid, B)
         self._mean_prompt = pts.mean_prompt
         # Second moment of a decoding sequence's context (``RequestPoints.ctx2``) and the
         # step's cost per context token: the decode work Σ ctx of a batch fluctuates more than n.
@@ -672,14 +675,17 @@ class EngineProfile:
         self.budget_tokens = full_budget
         # A busy prefill server fills the whole budget: its tokens then cost (t_full - t_d) / (B - n)
         # each, and a prompt's k chunks take k full steps (with a prompt's attention work added).
-        self.phi_full = self._mean_prompt * (self.t_full - t_d) / full_budget + (attn @ self.weight)
-        self.prefill_full_s = k * self.t_full[:, None] + attn
         self.attn_mean = attn @ self.weight  # a prompt's attention work (s), by batch (grid,)
-        self.prefill_full_binned = self._binned(self.prefill_full_s)
+        self.phi_full = self._mean_prompt * (self.t_full - t_d) / full_budget + self.attn_mean
+        self.prefill_full_s = np.multiply(k, self.t_full[:, None], out=tables[2])
+        self.prefill_full_s += attn
         # In a busy prefill server a prompt's tokens run at (B - n) per full step from wherever the
         # queue ahead ends: p t_full / (B - n) of token time, then the step it ends in completes
         # (U t_full more, U uniform); the TTFT distribution adds U (``ttft_survival``).
-        self.prefill_fluid_binned = self._binned(p * (self.t_full / full_budget)[:, None] + attn)
+        np.multiply(p, (self.t_full / full_budget)[:, None], out=tables[3])
+        tables[3] += attn
+        # (grid, B) each: own prefill alone, chunks per prompt bin, in full-budget steps, fluid
+        self.prefill_binned, self.k_binned, self.prefill_full_binned, self.prefill_fluid_binned = self._binned(tables)
         # a request's own prefill by batch (grid,), alone and in full-budget steps (``_hold_table``)
         self._prefill_alone_mean = self.prefill_s @ self.weight
         self._prefill_full_mean = self.prefill_full_s @ self.weight
