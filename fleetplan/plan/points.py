@@ -146,11 +146,12 @@ class LengthPoints:
             cuts = np.searchsorted(np.cumsum(cw) / cw.sum(), np.arange(1, k) / k, side="right")
             for lo_i, hi_i in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [cw.size]]), strict=True):
                 ww = cw[lo_i:hi_i]
-                if ww.size == 0 or ww.sum() <= 0:
+                mass = ww.sum() if ww.size else 0.0  # (one sum, read four times)
+                if mass <= 0:
                     continue
-                out_w.append(ww.sum())
-                out_p.append(float(ww @ cp[lo_i:hi_i]) / ww.sum())
-                out_o.append(float(ww @ co[lo_i:hi_i]) / ww.sum())
+                out_w.append(mass)
+                out_p.append(float(ww @ cp[lo_i:hi_i]) / mass)
+                out_o.append(float(ww @ co[lo_i:hi_i]) / mass)
         weight = np.array(out_w)
         return RequestPoints(np.round(np.array(out_p)), np.round(np.array(out_o)), weight / self._global_mass)
 

@@ -115,6 +115,9 @@ N_RESIDUAL_POINTS = 3
 #: Their positions in the step, (m + 1/2) / N_RESIDUAL_POINTS (read-only).
 _RESIDUAL_U = (np.arange(N_RESIDUAL_POINTS) + 0.5) / N_RESIDUAL_POINTS
 _RESIDUAL_U.flags.writeable = False
+#: The step-boundary wait's points with the idle instance's 0 first (``EngineProfile.ttft_survival``).
+_RESIDUAL_U0 = np.concatenate([[0.0], _RESIDUAL_U])
+_RESIDUAL_U0.flags.writeable = False
 #: Quantile points of the output-length distribution the TPOT mixture is evaluated on.
 N_TPOT_BINS = 16
 #: Prompt bins of the TTFT distribution (tail-refined; see ``EngineProfile._bin_prompts``).
@@ -1035,8 +1038,10 @@ class EngineProfile:
         api_s = self.tokenize_binned  # (B,)
         api_mass, k_api = self.api_wait_tail(st, i)
         u = _RESIDUAL_U
-        offsets = np.concatenate([[0.0], u * st.t_d[i]])
-        probs = np.concatenate([[st.idle[i]], np.full(N_RESIDUAL_POINTS, (1.0 - st.idle[i]) / N_RESIDUAL_POINTS)])
+        offsets = _RESIDUAL_U0 * st.t_d[i]  # 0, then u t_d (0 · t_d = 0: t_d is finite)
+        idle = float(st.idle[i])
+        busy = (1.0 - idle) / N_RESIDUAL_POINTS
+        probs = np.array((idle, *(busy,) * N_RESIDUAL_POINTS))
         zw = _HERMITE[1]
         mass, decay = st.wait_mass[i], st.wait_decay_per_s[i]  # (L,)
         # No wait (probability 1 - A_l): the step boundary R, then the prompt's steps alone.
@@ -1503,6 +1508,11 @@ class SurvivalTable:
         return bool(np.all(self.x_s[1:] >= self.x_s[:-1]))
 
     @functools.cached_property
+    def finite(self) -> bool:
+        """Whether every point of ``x_s`` is finite (an unstable pool's table ends at inf)."""
+        return bool(np.isfinite(self.x_s).all())
+
+    @functools.cached_property
     def strictly_increasing(self) -> bool:
         """Whether ``x_s`` rises strictly (then ``at(x_s)`` is ``survival`` itself)."""
         return bool(np.all(self.x_s[1:] > self.x_s[:-1]))
@@ -1627,10 +1637,13 @@ def mixture_quantile_s(tables, shares, p: float) -> float:
             return math.inf
     else:
         w = w / w.sum()
-        xs = np.sort(np.concatenate([t.x_s for t in tables]))  # repeated points change no crossing below
-        if not np.isfinite(xs).all():
+        if not all(t.finite for t in tables):
             return math.inf
-        surv = sum(wi * t.at(xs) for wi, t in zip(w, tables, strict=True))
+        xs = np.sort(np.concatenate([t.x_s for t in tables]))  # repeated points change no crossing below
+        # Σ w_i P_i(X > x), left to right (each term >= 0: the sum from 0 would add nothing)
+        surv = w[0] * tables[0].at(xs)
+        for wi, t in zip(w[1:], tables[1:], strict=True):
+            surv += wi * t.at(xs)
     q = 1.0 - p
     j = int(np.argmax(surv <= q))
     if surv[j] > q:
