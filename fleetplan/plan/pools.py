@@ -190,13 +190,16 @@ def size_one_pool(
     lam = settings.rate_per_s * share
 
     def plan(
-        count: int, spares: int, rho: float, ttft: float, wait: float, es: float, cs2: float, reason: str | None
+        count: int, spares: int, rho: float, ttft: float, wait: float, es: float, cs2: float, reason: str | None,
+        **more,
     ) -> PoolPlan:
+        """The pool's plan (``more``: its other fields, as ``replace`` of the plan would set them, ``n_max``
+        included)."""
         return PoolPlan(
             gpu.name,
             rng_.lo_tokens,
             rng_.hi_tokens,
-            n_max,
+            more.pop("n_max", n_max),
             share,
             lam,
             count,
@@ -210,6 +213,7 @@ def size_one_pool(
             reason is None,
             reason,
             dict(settings.gpus_per_instance).get(gpu.name, 1),
+            **more,
         )
 
     if share <= 0.0:
@@ -388,12 +392,12 @@ def _size_engine(sub, rng_: PoolRange, gpu: GpuProfile, settings: PlanSettings, 
     spares = with_spares(sized.n_instances, availability) - sized.n_instances if sized.feasible else 0
     # GPU-seconds of the binding resource per request, so that λ · mean_service_s / count = ρ
     per_request_s = sized.rho * sized.n_instances / lam if lam > 0 else 0.0
-    out = plan(sized.n_instances, spares, sized.rho, sized.ttft_p_s, float("nan"), per_request_s, 0.0, reason)
     lim = profile.engine.limits
-    return replace(out, n_max=int(profile.n_cap), tpot_p_s=peek(sized, "tpot_p_s"),
-                   mean_residence_s=sized.mean_residence_s, decode_batch=sized.decode_batch,
-                   mean_step_s=sized.mean_step_s, binding=sized.binding,
-                   floor_count=sized.floor_instances if sized.feasible else 0,
-                   ttft_table=sized.ttft_table, tpot_table=peek(sized, "tpot_table"),
-                   reason_code=None if sized.feasible else REASON_CODE[sized.reason],
-                   max_num_seqs=int(lim.max_num_seqs), max_num_batched_tokens=int(lim.max_num_batched_tokens))
+    return plan(sized.n_instances, spares, sized.rho, sized.ttft_p_s, float("nan"), per_request_s, 0.0, reason,
+                tpot_p_s=peek(sized, "tpot_p_s"), mean_residence_s=sized.mean_residence_s,
+                decode_batch=sized.decode_batch, mean_step_s=sized.mean_step_s, binding=sized.binding,
+                floor_count=sized.floor_instances if sized.feasible else 0,
+                ttft_table=sized.ttft_table, tpot_table=peek(sized, "tpot_table"),
+                reason_code=None if sized.feasible else REASON_CODE[sized.reason],
+                max_num_seqs=int(lim.max_num_seqs), max_num_batched_tokens=int(lim.max_num_batched_tokens),
+                n_max=int(profile.n_cap))

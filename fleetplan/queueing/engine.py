@@ -726,18 +726,26 @@ class EngineProfile:
                 out[i] = (math.log(b) - math.log(a)) / (math.log(hi) - math.log(lo))
         return np.minimum(np.maximum(out, 0.0), MAX_ELASTICITY)
 
-    def _prefill_service_s(self, n_star: np.ndarray, spread: np.ndarray) -> np.ndarray:
+    def _prefill_service_s(self, n_star: np.ndarray, spread: np.ndarray, levels: np.ndarray | None = None,
+                           excess: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """E[X] (K, L): the mean prompt's time on the prefill server, B - n tokens per full step
         plus its attention work (quadratic in the prompt, outside the per-token step), at the
         Gauss-Hermite levels n* + spread z of the decode batch; a level's decode context
-        exceeds n κ by the spread of Σ ctx beyond that of n (its step costs that much more)."""
+        exceeds n κ by the spread of Σ ctx beyond that of n (its step costs that much more).
+        ``levels``: those levels when known; ``excess``: ``_ctx_excess_terms(n_star)`` when known."""
         z = _HERMITE[0]
-        levels = np.minimum(np.maximum(n_star[:, None] + spread[:, None] * z[None, :], 0.0), self.n_cap)
-        ctx_excess = ((np.sqrt(n_star * self._ctx2) - np.sqrt(n_star) * self.mean_ctx) * spread
-                      / np.maximum(np.sqrt(n_star), 1e-12))[:, None] * z[None, :]
+        if levels is None:
+            levels = np.minimum(np.maximum(n_star[:, None] + spread[:, None] * z[None, :], 0.0), self.n_cap)
+        over, root = self._ctx_excess_terms(n_star) if excess is None else excess
+        ctx_excess = (over * spread / root)[:, None] * z[None, :]
         budget = _interp(levels, self.grid, self.budget_tokens)
         t_full = np.maximum(_interp(levels, self.grid, self.t_full) + self._s_per_ctx * ctx_excess, 1e-9)
         return self._mean_prompt * t_full / budget + _interp(levels, self.grid, self.attn_mean)
+
+    def _ctx_excess_terms(self, n_star: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(√(n E[C²]) - √n κ, max(√n, 1e-12)) (K,): the spread of a batch's Σ ctx beyond that of n is the
+        first over the second times the batch's spread (``_prefill_service_s``)."""
+        return np.sqrt(n_star * self._ctx2) - np.sqrt(n_star) * self.mean_ctx, np.maximum(np.sqrt(n_star), 1e-12)
 
     def _operating_batch(self, lam_i: np.ndarray, phi_tab: np.ndarray | None = None) -> np.ndarray:
         """n* for per-instance rates ``lam_i`` (K,): the smallest root of the fixed point, or n_cap
@@ -840,7 +848,8 @@ class EngineProfile:
         mixing = n_star / (n_star + ROUTER_MIXING_BATCH)
         ca2 = (arrival_cv2 * (1.0 / counts + (1.0 - 1.0 / counts) * mixing) if balanced_split
                else np.full(counts.shape, arrival_cv2))[:, None]
-        ex_full = self._prefill_service_s(n_star, spread)
+        excess = self._ctx_excess_terms(n_star)
+        ex_full = self._prefill_service_s(n_star, spread, levels, excess)  # (the levels above)
         rho_full = lam_i[:, None] * ex_full
         rho_p = rho_full @ zw  # mean prefill load
         # Slow and fast drift.  The queue relaxes over T_q = 2 v / (1 - ρ̄)² = 4 W / (1 - ρ̄), the
@@ -857,7 +866,7 @@ class EngineProfile:
         t_q = 2.0 * rho_p * ex_bar * (ca2[:, 0] + cs2_x) / head**2
         x = np.maximum(t_q / np.maximum(relax_s, 1e-12), 1e-9)
         slow = np.where(x < 1e-4, 1.0, 2.0 * (x - 1.0 + np.exp(-x)) / x**2)
-        ex = self._prefill_service_s(n_star, spread * np.sqrt(slow))  # E[X] per slow level, (K, L)
+        ex = self._prefill_service_s(n_star, spread * np.sqrt(slow), None, excess)  # E[X] per slow level, (K, L)
         rho_l = lam_i[:, None] * ex
         fast2 = sigma2_rho * (1.0 - slow)
         rho_c = np.minimum(rho_l, RHO_TRANSIENT)
@@ -1412,7 +1421,10 @@ _ROW_FIELDS = tuple(f.name for f in _STATE_FIELDS if f.name not in _API_WAIT_FIE
 
 def _state_row(st: EngineState, i: int) -> EngineState:
     """Count i of ``st`` as a state of one count (every per-count array sliced to row i; a ``Deferred`` API
-    wait not yet computed stays so, computed for all of ``st``'s counts when a row first reads it)."""
+    wait not yet computed stays so, computed for all of ``st``'s counts when a row first reads it).  A state of
+    one count is its own row (every field the same values)."""
+    if i == 0 and st.n_instances.size == 1:
+        return st
     out = {name: None if (v := getattr(st, name)) is None else v[i:i + 1] for name in _ROW_FIELDS}
     for name in _API_WAIT_FIELDS:
         v = peek(st, name)
