@@ -20,6 +20,11 @@ of one 8,192-token prefill, with every mechanism on, then with one turned off at
 ``--fp8-block-readback`` instead prints the ``fp8_block_bandwidth_efficiency`` read back from
 AIConfigurator's measured block-FP8 decode steps (``benchmarks/data/aiconfigurator_estimates.csv``)
 per engine: the values of ``engine_profiles/*.toml``.
+
+``--mi300x-version-fit`` instead solves the vLLM profile's MI300X weight-streaming efficiency of each ROCm release
+fitted on AMD's published ``vllm bench latency`` runs (``MI300X_LATENCY_RUNS``: Llama-3.1-70B FP8 with FP8 KV,
+TP 8, batch 1, 128 prompt / 2,048 output tokens): the efficiency at which fleetplan's steps of that command (one
+128-token prefill, then 2,047 decode steps at context 129-2,175) add up to the measured seconds (bisection).
 """
 
 from __future__ import annotations
@@ -129,15 +134,49 @@ def fp8_block_readback() -> None:
                   f"(range {math.exp(min(after)):.2f}-{math.exp(max(after)):.2f})")
 
 
+#: AMD's published batch-1 latencies of the rocm/vllm images (engine_profiles/vllm.toml cites each page):
+#: vLLM release -> seconds of `vllm bench latency` (Llama-3.1-70B FP8-KV, TP 8, batch 1, 128 in / 2,048 out)
+MI300X_LATENCY_RUNS = {"0.9.1": 17.236, "0.10.1": 15.254}
+
+
+def mi300x_version_fit() -> None:
+    from fleetplan.hardware import load_catalog
+    from fleetplan.models import Dtype, load_model
+    from fleetplan.perf import StepTimePredictor
+    from fleetplan.perf.batch import BatchComposition
+    from fleetplan.perf.engine_profile import load_engine_profile
+    from fleetplan.perf.parallelism import Parallelism
+
+    gpu, model = load_catalog().get("MI300X"), load_model("llama-3.1-70b")
+
+    def run_s(efficiency: float) -> float:
+        opts = dataclasses.replace(load_engine_profile("vllm").options_for(gpu, Dtype.FP8),
+                                   weight_bandwidth_efficiency=efficiency)
+        p = StepTimePredictor(model, gpu, Parallelism(tp=8), Dtype.FP8, Dtype.FP8, opts)
+        return p.predict(BatchComposition.uniform(n_prefill=1, chunk_tokens=128)).total_s + sum(
+            p.predict(BatchComposition.uniform(n_decode=1, context_tokens=128 + k)).total_s for k in range(1, 2048))
+
+    print(f"at 0.41 (vLLM 0.6.3's value): {run_s(0.41):.3f} s")
+    for release, measured_s in MI300X_LATENCY_RUNS.items():
+        lo, hi = 0.05, 0.95
+        for _ in range(40):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if run_s(mid) > measured_s else (lo, mid)
+        print(f"vLLM {release}: measured {measured_s:.3f} s -> weight_bandwidth_efficiency {0.5 * (lo + hi):.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--code", type=Path, default=ROOT, help="checkout whose fleetplan to import")
     parser.add_argument("--baseline", action="store_true", help="only options every version has (before)")
     parser.add_argument("--fp8-block-readback", action="store_true", help="engine profiles' block-FP8 read-back")
+    parser.add_argument("--mi300x-version-fit", action="store_true", help="vLLM's MI300X weight streaming per release")
     args = parser.parse_args()
     sys.path.insert(0, str(args.code))
     if args.fp8_block_readback:
         fp8_block_readback()
+    elif args.mi300x_version_fit:
+        mi300x_version_fit()
     else:
         mechanisms(args.baseline)
 

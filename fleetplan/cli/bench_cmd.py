@@ -35,6 +35,7 @@ from fleetplan.cli.options import (
     enable_dp_attention_option,
     enable_expert_parallel_option,
     engine_option,
+    engine_version_option,
     expert_parallel_size_option,
     gpu_memory_utilization_option,
     gpu_option,
@@ -229,6 +230,7 @@ def bench() -> None:
 @instances_option(default=1, show_default=True, help="Identical instances behind a least-outstanding-requests router.")
 @api_server_count_option
 @engine_option(help=f"Engine profile ({'|'.join(ENGINE_NAMES)}): efficiencies and per-step overheads.")
+@engine_version_option
 @perf_profile_option(help="Calibrated step-time profile (fleetplan perf calibrate) instead of the engine profile.")
 @click.option("--backend", type=click.Choice(["vllm", "openai", "openai-chat"]), default="vllm", show_default=True,
               help="The client's endpoint, as vllm bench serve's --backend: openai-chat (/v1/chat/completions) "
@@ -282,7 +284,8 @@ def bench() -> None:
                       "fleetplan[aiconfigurator]), auto = the tables where they cover the instance "
                       "[default: roofline].")
 def serve(model, gpu, tensor_parallel_size, pipeline_parallel_size, data_parallel_size, enable_expert_parallel, tp_size,
-          dp_size, ep, enable_dp_attention, nnodes, instances, engine, perf_profile, backend, dataset_name,
+          dp_size, ep, enable_dp_attention, nnodes, instances, engine, engine_version, perf_profile, backend,
+          dataset_name,
           dataset_path, random_input_len, random_output_len, random_range_ratio, random_range_ratio_rule,
           random_prefix_len, sharegpt_output_len,
           custom_output_len, request_rate, burstiness, num_prompts, max_concurrency, seed, percentile_metrics,
@@ -317,13 +320,17 @@ def serve(model, gpu, tensor_parallel_size, pipeline_parallel_size, data_paralle
         model_cfg, gpu_profile, tp, weights, Dtype(KV_CACHE_DTYPES[kv_cache_dtype]), max_num_seqs,
         max_num_batched_tokens, max_model_len, gpu_memory_utilization, enable_chunked_prefill, enable_prefix_caching,
         None if speculative_config is None else SpeculativeConfig.from_json(speculative_config),
-        _sizes(cudagraph_capture_sizes), profile.options_for(gpu_profile, weights),
+        _sizes(cudagraph_capture_sizes), profile.options_for(gpu_profile, weights, engine_version),
         None if perf_profile is None else load_perf_profile(perf_profile), instances * copies, par, api_server_count,
-        engine=profile.name, enable_mixed_chunk=enable_mixed_chunk, timing_source=timing_source or "roofline",
+        engine=profile.name, engine_version=engine_version, enable_mixed_chunk=enable_mixed_chunk,
+        timing_source=timing_source or "roofline",
     )
+    named = engine_version or f"{profile.default_version} (default)"
+    values = profile.values_version(engine_version)
     result = run_bench_serve(args, cfg)
     click.echo(f"fleetplan bench serve (simulated): {model_cfg.name} on {args.instances} x {par.gpus_per_replica} "
-               f"{gpu_profile.name} ({par.flags()}), engine profile {profile.name}"
+               f"{gpu_profile.name} ({par.flags()}), engine profile {profile.name} {named}"
+               + ("" if values == (engine_version or profile.default_version) else f" (values of {values})")
                + (f", perf profile {perf_profile}" if perf_profile else f", timing {timing_label(args.step_model())}"))
     click.echo(f"Traffic request rate: {request_rate:g}")
     click.echo(f"Burstiness factor: {burstiness} ({'Poisson process' if burstiness == 1.0 else 'Gamma distribution'})")

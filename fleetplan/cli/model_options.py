@@ -20,6 +20,7 @@ from fleetplan.cli.options import (
     KV_CACHE_DTYPES,
     declare,
     engine_option,
+    engine_version_option,
     kv_cache_dtype_option,
     max_model_len_option,
     model_option,
@@ -105,6 +106,9 @@ PLAN_ENGINE_OPTION = engine_option(
     "installed); the recommendation gives the pools' limits in its launch flags.")
 
 
+PLAN_ENGINE_VERSION_OPTION = engine_version_option()
+
+
 def plan_engine(opts: dict) -> str:
     """The engine profile's name of ``--engine`` (an unknown name is one line listing the known ones)."""
     return load_engine_profile(opts.get("engine", DEFAULT_PLAN_ENGINE)).name
@@ -172,7 +176,7 @@ def serving_setup(
     max_gpus = opts.get("max_gpus_per_instance") or DEFAULT_MAX_GPUS_PER_INSTANCE
     search = place_on_gpus(model, [catalog.get(n) for n in names], parallelism=par, weight_dtype=weights,
                            kv_dtype=kv, max_gpus_per_instance=max_gpus, engine=plan_engine(opts),
-                           timing_source=opts.get("timing_source"),
+                           engine_version=opts.get("engine_version"), timing_source=opts.get("timing_source"),
                            mtp_acceptance=opts["mtp_acceptance"] if opts.get("mtp") else None)
     placed = search.placements
     if par is None and {"pdd", "afd"} & set(opts.get("topologies") or ()):
@@ -181,6 +185,7 @@ def serving_setup(
 
         placed += wide_ep_placements(model, [catalog.get(n) for n in names], placed, weight_dtype=weights,
                                      kv_dtype=kv, max_gpus_per_instance=max_gpus, engine=plan_engine(opts),
+                                     engine_version=opts.get("engine_version"),
                                      timing_source=opts.get("timing_source"))
     if profile is not None:
         placed = calibrate_placements(placed, profile)

@@ -73,6 +73,7 @@ FLAG_OF_PARAM: dict[str, CliParam] = {
     "availability": CliParam("--node-avail"),
     "gpus": CliParam("--gpus"),
     "gpu": CliParam("--gpu"),
+    "engine_version": CliParam("--engine-version"),
     "topologies": CliParam("--topology"),
     "thresholds_tokens": CliParam("--b-short"),
     "step_time_margin": CliParam("--step-time-margin"),
@@ -563,6 +564,29 @@ timing_source_option = declare(
     "auto = the tables where they cover the pool, else the roofline [default: $FLEETPLAN_TIMING_SOURCE, else auto].")
 engine_option = declare("engine profile", "--engine", "engine", default="vllm", show_default=True,
                         help="Engine profile (vllm|sglang|trtllm): efficiencies and per-step overheads.")
+
+
+class EngineVersionType(click.ParamType):
+    """An engine release in the engine's own numbering (``fleetplan.perf.engine_version.release_of``)."""
+
+    name = "release"
+
+    def convert(self, value, param, ctx):
+        from fleetplan.perf.engine_version import release_of
+
+        try:
+            release_of(value)
+        except ConfigError as exc:
+            self.fail(str(exc), param, ctx)
+        return str(value).strip()
+
+
+#: ``--engine-version``: the release whose engine-profile values time the steps (``EngineProfile.options_for``).
+engine_version_option = declare(
+    "engine version", "--engine-version", "engine_version", type=EngineVersionType(), default=None,
+    help="The --engine's release as the engine numbers it (vLLM 0.10.1, SGLang 0.5.6.post1): the profile values "
+    "measured on the newest profiled release at or before it time the steps (e.g. vLLM's MI300X weight streaming "
+    "of its ROCm builds) [default: the profile's newest profiled release, shown in the output].")
 #: engine profile -> (engine's name, its flag for sequences per step, its flag for tokens per step, whether a
 #: data-parallel-attention instance takes them per DP rank): the recommendation's engine limits in the
 #: engine's own launch flags.  vLLM: docs.vllm.ai engine arguments (--max-num-seqs, --max-num-batched-tokens,

@@ -18,6 +18,7 @@ from fleetplan.cli.options import (
     enable_dp_attention_option,
     enable_expert_parallel_option,
     engine_option,
+    engine_version_option,
     expert_parallel_size_option,
     gpu_option,
     gpu_profiles_option,
@@ -85,16 +86,18 @@ def _predictor_options(func):
 
 
 def _build(model, gpu, tensor_parallel_size, pipeline_parallel_size, data_parallel_size, ep, weight_dtype,
-           kv_cache_dtype, execution, cpu_overhead_ms, gpu_profiles, par=None, engine=None, fp8_scaling=None):
+           kv_cache_dtype, execution, cpu_overhead_ms, gpu_profiles, par=None, engine=None, fp8_scaling=None,
+           engine_version=None):
     """The predictor of the flags; weights in the checkpoint's type and FP8 scaling unless given
     (``checkpoint_fp8_scaling``: block-scaled for a block-scaled FP8 checkpoint, else per tensor);
-    options: the ``engine`` profile's for this GPU and weight type (its per-GPU overrides), or the defaults."""
+    options: the ``engine`` profile's for this GPU and weight type at ``engine_version`` (its per-GPU and
+    per-release overrides), or the defaults."""
     profile = load_catalog(gpu_profiles).get(gpu)
     model_cfg = load_model(model)
     weights = model_cfg.default_weight_dtype if weight_dtype is None else Dtype(weight_dtype)
     scaling = checkpoint_fp8_scaling(model_cfg, weights) if fp8_scaling is None else Fp8Scaling(fp8_scaling)
     options = PredictorOptions(cpu_overhead_s=DEFAULT_CPU_OVERHEAD_S) if engine is None else \
-        load_engine_profile(engine).options_for(profile, weights)
+        load_engine_profile(engine).options_for(profile, weights, engine_version)
     opts = dataclasses.replace(options, execution=ExecutionMode(execution),
                                cpu_overhead_s=options.cpu_overhead_s if cpu_overhead_ms is None
                                else ms_to_s(cpu_overhead_ms))
@@ -199,6 +202,9 @@ def perf() -> None:
 @engine_option(default=None, show_default=False,
                help=f"Engine profile ({'|'.join(ENGINE_NAMES)}): efficiencies, overheads and the meaning of the "
                "parallel flags (default: the predictor's defaults, vLLM flag meaning).")
+@engine_version_option(help="With --engine: its release as the engine numbers it (vLLM 0.10.1): the profile values "
+                       "measured on the newest profiled release at or before it [default: the profile's newest "
+                       "profiled release, shown in the title].")
 @enable_expert_parallel_option(help="vLLM: experts spread over all tp x dp GPUs (ep = tp*dp); SGLang: ep = --tp.")
 @enable_dp_attention_option
 @nnodes_option
@@ -211,7 +217,8 @@ def perf() -> None:
 @mtp_acceptance_option
 @api_server_count_option
 @timing_source_option
-def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: bool, enable_dp_attention: bool,
+def explain(batch_text: str | None, engine: str | None, engine_version: str | None, enable_expert_parallel: bool,
+            enable_dp_attention: bool,
             nnodes: int | None, fp8_scaling: str | None, mtp_tokens: int, mtp_acceptance: float,
             api_server_count: int, timing_source: str | None, **kw) -> None:
     """Per-operator time of one engine step, which source timed it, and the replica's KV-cache budget.
@@ -221,11 +228,14 @@ def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: 
     """
     profile = None if engine is None else load_engine_profile(engine)  # unknown names: one line, exit 2
     engine = None if profile is None else profile.name
+    if profile is None and engine_version is not None:
+        raise ConfigError("--engine-version names a release of the --engine profile; give --engine too (e.g. "
+                          "--engine vllm --engine-version 0.10.1)", param="engine_version", value=engine_version)
     par, note = _engine_parallelism(engine, kw["tensor_parallel_size"], kw["pipeline_parallel_size"],
                                     kw["data_parallel_size"], kw["ep"], enable_expert_parallel, enable_dp_attention)
     if note:
         click.echo(note, err=True)
-    p = _build(**kw, par=par, engine=engine, fp8_scaling=fp8_scaling)
+    p = _build(**kw, par=par, engine=engine, fp8_scaling=fp8_scaling, engine_version=engine_version)
     nodes = _check_nodes(p.parallelism, p.gpu.gpus_per_node, nnodes)
     budget = kv_budget(p.model, p.gpu, p.parallelism, weight_dtype=p.weight_dtype, kv_dtype=p.kv_dtype,
                        n_mtp_layers=1 if mtp_tokens else 0)
@@ -248,7 +258,7 @@ def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: 
     fp8 = f" ({p.fp8_scaling.value})" if p.weight_dtype is Dtype.FP8 else ""
     table = Table(title=f"{p.model.name} on {p.parallelism.gpus_per_replica}x {p.gpu.name}, {nodes} "
                         f"({p.parallelism.flags()}, {p.weight_dtype.value}{fp8} weights, {p.kv_dtype.value} KV, "
-                        f"{p.options.execution.value}, {engine or 'default'} profile)")
+                        f"{p.options.execution.value}, {_profile_label(profile, engine_version, p.gpu)})")
     for header in ("operator", "ms", "share", "source"):
         table.add_column(header, justify="left" if header in ("operator", "source") else "right")
     for name, seconds, source in rows:
@@ -294,6 +304,17 @@ def explain(batch_text: str | None, engine: str | None, enable_expert_parallel: 
                       f"than the replica's {budget.kv_blocks_per_replica:,}: vLLM never runs it (it would preempt or "
                       "queue requests to stay within the cache); the step time above is hypothetical. Shrink the "
                       "batch, or give more GPUs (-tp) or --kv-cache-dtype fp8.")
+
+
+def _profile_label(profile, engine_version: str | None, gpu) -> str:
+    """``vllm 0.24.0 profile`` (the release named, else the default one; ``(values of 0.10.1 on MI300X)`` when an
+    older profiled release's values apply), or ``default profile`` without --engine."""
+    if profile is None:
+        return "default profile"
+    named = engine_version or f"{profile.default_version} (default)"
+    values = profile.values_version(engine_version)
+    shown = f"{profile.name} {named} profile"
+    return shown if values == (engine_version or profile.default_version) else f"{shown}, values of {values}"
 
 
 def _timing_source_line(p: StepTimePredictor, batch, engine: str, timing: str | None, mtp_tokens: int = 0,

@@ -19,6 +19,7 @@ from fleetplan.cli.model_options import (
     MTP_OPTIONS,
     PERF_PROFILE_OPTION,
     PLAN_ENGINE_OPTION,
+    PLAN_ENGINE_VERSION_OPTION,
     context_limit,
     plan_engine,
     serving_setup,
@@ -182,6 +183,7 @@ _PLAN_OPTIONS = [
     gpu_profiles_option,
     *MODEL_OPTIONS,
     PLAN_ENGINE_OPTION,
+    PLAN_ENGINE_VERSION_OPTION,
     MAX_GPUS_PER_INSTANCE_OPTION,
     *MTP_OPTIONS,
     PERF_PROFILE_OPTION,
@@ -297,6 +299,7 @@ def plan_inputs(opts: dict, rate_per_s: float | None):
         max_num_seqs=opts["max_num_seqs"],
         max_num_batched_tokens=opts["max_num_batched_tokens"],
         engine=plan_engine(opts),
+        engine_version=opts.get("engine_version"),
     )
     verify = None
     if not opts["no_verify"]:

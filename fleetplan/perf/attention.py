@@ -102,13 +102,25 @@ measured time at 8-32K-token prompts, 0.86-0.96 with the read-back).  The H800 i
 keep the profile's ``attention_efficiency`` (no table; the throttled H20's derivation,
 ``fleetplan.perf.roofline``, lifts 0.34 back to its 0.66).  The decode indexer is unchanged: the same tables'
 decode modules give 3.9-4.0e-11 s per context token and layer on the H200, fleetplan's memory-bound term (132
-bytes at the KV bandwidth).  Not modelled, from the same fits: the
-sparse MLA's cost follows the keys a query has (``min(position, K)``, fewer than ``K`` in a prompt's first
-2,048 tokens) at about 0.73 of the BF16 peak (128 heads), so prompts of up to 2,048 tokens are charged 1.2-1.6x the
-measured module on the H200 (longer ones 0.86-0.96x); the decode module is within 10 % at 256 sequences per GPU
+bytes at the KV bandwidth).  From the same fits: the decode module is within 10 % at 256 sequences per GPU
 (16 heads) and 1.2x the measured at 128 heads; SGLang 0.5.14 runs prompts of at most 2,048 tokens as dense MHA on
 Hopper (its tables' ``sglang_dsa_dense_mha_fa3`` rows; aiconfigurator-core ``sdk/operations/dsa.py``: "dense ragged
-prefill is selected by SHAPE (isl <= 2048)").
+prefill is selected by SHAPE (isl <= 2048)"), not modelled.
+
+Keys a query has.  A query at position ``p`` of a window layer (or of DSA's sparse MLA) attends ``min(p, W)`` keys,
+not ``W``: the same fits show the sparse MLA's prefill cost following ``min(position, K)`` (about 0.73 of the BF16
+peak at 128 heads; ``python benchmarks/aiconfigurator_compare.py --dsa-tables``: vLLM 0.24.0's tables on the H100,
+H200 and B200, BF16 KV and FP8 KV at 32-128 heads, fit with ``min(position, K)`` keys to a median 1.0-6.8 % error
+and with ``K`` keys per query to 8.2-13.8 %; its FP8-KV tables at 1-16 heads and SGLang 0.5.14's fit both alike),
+and with every prefill query charged ``K`` keys prompts of up to 2,048 tokens came out 1.2-1.6x the measured module
+on the H200 (longer ones 0.86-0.96x).  So ``window_s_per_token`` is the cost of a query
+at the full window and the step charges the prefill queries the keys they have: a chunk of ``c`` tokens at offset
+``o`` ending within the window has ``sum_{p=o+1}^{o+c} p = c (o + c / 2) + c / 2`` keys, its prefill attention work
+plus half a key per token; over the step, ``min(P, (work + P / 2) / W)`` full windows for its ``P`` prefill tokens
+(``fleetplan.perf.step_terms.roofline_window_s``: exact when each chunk ends within the window or starts past it,
+an upper bound for a chunk straddling it).  A decode token keeps the full window (its measured module is within
+10 % at 16 heads) and a sequence's window read ``window_s_per_seq`` stays ``W`` latents (about 2 % of a short
+prompt's sparse-MLA time).
 """
 
 from __future__ import annotations
@@ -217,6 +229,9 @@ class AttentionCost:
     decode_bound: str  # "memory" or "compute"
     window_s_per_token: float = 0.0  # narrow-window layers' compute, per scheduled token (module docstring)
     window_s_per_seq: float = 0.0  # narrow-window layers' KV read, per scheduled sequence (module docstring)
+    #: keys of the window (W; DSA: index_topk): a prefill query at position p < W is charged p / W of
+    #: ``window_s_per_token`` (module docstring, "Keys a query has"); 0 for no window
+    window_tokens: int = 0
 
 
 def _sparse_attention_cost(model: ModelConfig, par: Parallelism, kv_dtype: Dtype, rates: DeviceRates,
@@ -239,6 +254,7 @@ def _sparse_attention_cost(model: ModelConfig, par: Parallelism, kv_dtype: Dtype
         decode_bound="memory" if memory_s >= compute_s else "compute",
         window_s_per_token=layers * topk * mla_flop_per_key / rates.attention_flop_per_s,
         window_s_per_seq=layers * topk * latent_bytes / rates.kv_bytes_per_s,
+        window_tokens=topk,
     )
 
 
@@ -279,4 +295,5 @@ def attention_cost(model: ModelConfig, par: Parallelism, kv_dtype: Dtype, rates:
         decode_bound="memory" if memory_s >= compute_s else "compute",
         window_s_per_token=window_token,
         window_s_per_seq=window_seq,
+        window_tokens=window_tokens if n_window else 0,
     )

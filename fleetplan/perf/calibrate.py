@@ -40,8 +40,11 @@ DEFAULT_SEED = 0
 MIN_FIT_ROWS = 8  # at least one row per feature plus one
 RF_N_TREES = 200  # random-forest comparison (optional scikit-learn)
 # Cost coefficients per feature (``fleetplan.perf.linear``); the tile size (5), wave ratio (6) and MoE
-# miss exponent (15) are not costs and are never scaled, and the MoE terms belong to the MoE feature only.
-_GEMM, _ATTN_P, _ATTN_D, _COMM, _MOE, _SEQ = (1, 2, 7, 8, 9), (3,), (4,), (10,), (12, 13, 14, 16, 17), (11,)
+# miss exponent (15) are not costs and are never scaled, and the MoE terms belong to the MoE feature only; the
+# window term's cost (18) is attention, its keys (19) a shape.
+_GEMM, _ATTN_P, _ATTN_D, _COMM, _MOE, _SEQ = (1, 2, 7, 8, 9), (3, 18), (4,), (10,), (12, 13, 14, 16, 17), (11,)
+#: Coefficients a profile saved before the window term lacks (``fleetplan.perf.linear``): read as zeros, no term.
+_LEGACY_N_STEP_COEFS = 18
 
 
 @dataclass(frozen=True, eq=False)
@@ -78,6 +81,8 @@ class CalibratedStepModel:
 
     def __post_init__(self) -> None:
         coef = tuple(float(c) for c in self.coefficients)
+        if len(coef) == _LEGACY_N_STEP_COEFS:
+            coef += (0.0,) * (N_STEP_COEFS - _LEGACY_N_STEP_COEFS)
         if len(coef) != N_STEP_COEFS or not all(math.isfinite(c) for c in coef):
             raise ConfigError(f"a calibrated profile needs {N_STEP_COEFS} finite coefficients, got {len(coef)}")
         object.__setattr__(self, "coefficients", coef)
@@ -119,7 +124,7 @@ def _component(coef: np.ndarray, keep: tuple[int, ...], data: CalibrationData) -
     """Step time of the coefficients in ``keep`` alone (others zero), per row."""
     part = np.zeros(N_STEP_COEFS)
     part[list(keep)] = coef[list(keep)]
-    part[5], part[6], part[15] = coef[5], coef[6], coef[15]  # tile, wave ratio, MoE miss rate
+    part[5], part[6], part[15], part[19] = coef[5], coef[6], coef[15], coef[19]  # tile, wave, MoE miss, window keys
     return np.array([roofline_step_s(part, *row) for row in zip(
         data.n_seqs.tolist(), data.n_decode.tolist(), data.prefill_tokens.tolist(),
         data.decode_context_tokens.tolist(), data.attn2.tolist(), strict=True)])

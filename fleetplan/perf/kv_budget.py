@@ -113,6 +113,7 @@ from dataclasses import dataclass, replace
 from fleetplan.errors import ConfigError, UnknownNameError
 from fleetplan.hardware import GpuProfile
 from fleetplan.models import AttentionKind, Dtype, ModelConfig, dtype
+from fleetplan.perf.engine_version import release_of
 from fleetplan.perf.parallelism import Parallelism, pp_stage_layers, valid_tensor_parallel_sizes
 from fleetplan.units import BYTES_PER_GIB
 
@@ -199,15 +200,6 @@ CHECKPOINT_LOADERS = ("lmdeploy", "trtllm")
 VLLM_TRITON_MXFP4_SINCE = (0, 11, 1)
 
 
-def _version(text: str) -> tuple[int, ...]:
-    head = text.strip().lstrip("v").split("+")[0].split("rc")[0].split(".dev")[0]
-    try:
-        return tuple(int(part) for part in head.split("."))
-    except ValueError:
-        raise ConfigError(f"engine version {text!r} is not a release number such as 0.10.2", param="engine_version",
-                          value=text) from None
-
-
 def mxfp4_layout(gpu: GpuProfile, engine: str = "vllm", engine_version: str | None = None) -> Mxfp4Layout:
     """The MXFP4 MoE layout ``engine`` (at ``engine_version``; None = a current release) loads on ``gpu``
     (module docstring): vLLM by compute capability (``CUDA_CAPABILITY``) and release, SGLang's padding,
@@ -232,7 +224,7 @@ def mxfp4_layout(gpu: GpuProfile, engine: str = "vllm", engine_version: str | No
     cc = CUDA_CAPABILITY[gpu.name]
     if cc is None:
         return _VLLM_MXFP4["rocm-triton"]
-    old_release = engine_version is not None and _version(engine_version) < VLLM_TRITON_MXFP4_SINCE
+    old_release = engine_version is not None and release_of(engine_version) < VLLM_TRITON_MXFP4_SINCE
     if cc < 90 or (cc < 100 and old_release):
         return _VLLM_MXFP4["marlin"]
     return _VLLM_MXFP4["triton"] if cc < 100 else _VLLM_MXFP4["flashinfer-sm100"]

@@ -46,6 +46,7 @@ from fleetplan.perf.overheads import PredictorOptions, launch_overhead_s
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.quant import BLOCK_FP8_MOE_TILE_M_TOKENS, Fp8Scaling, fp8_scaling
 from fleetplan.perf.roofline import ACTIVATION_BYTES, DeviceRates, device_rates, gemm_peak_flop_per_s, w8a8
+from fleetplan.perf.step_terms import roofline_window_s
 
 __all__ = ["StepBreakdown", "StepTimePredictor", "CommTerms"]
 
@@ -278,7 +279,7 @@ class StepTimePredictor:
             "gemm": max(compute, memory),
             "attention_prefill": self.attention.prefill_s_per_work * batch.attention_work,
             "attention_decode": self.attention.decode_s_per_context_token * batch.decode_context_sum,
-            "attention_window": self.attention.window_s_per_token * n_tok + self.attention.window_s_per_seq * n_seqs,
+            "attention_window": self._window_s(batch) + self.attention.window_s_per_seq * n_seqs,
             "moe_experts": self._moe_s(n_tok, rng),
             "moe_layer_latency": self.moe_layer_latency_s,
             "tp_all_reduce": c.tp_all_reduce[0] + c.tp_all_reduce[1] * n_tok,
@@ -292,6 +293,14 @@ class StepTimePredictor:
                   for name in seconds}
         return StepBreakdown(MappingProxyType(seconds), "compute" if compute > memory else "memory",
                              MappingProxyType(source))
+
+    def _window_s(self, batch: BatchComposition) -> float:
+        """Window attention of ``batch``'s queries, a prefill query charged the keys it has (the kernel's
+        ``roofline_window_s`` on the batch's aggregates; ``fleetplan.perf.attention``, "Keys a query has")."""
+        a = self.attention
+        coef = np.zeros(N_STEP_COEFS)
+        coef[18], coef[19] = a.window_s_per_token, float(a.window_tokens)
+        return roofline_window_s(coef, batch.n_decode, batch.n_prefill_tokens, batch.attn2)
 
     def _moe_s(self, n_tokens: int, rng: np.random.Generator | None) -> float:
         if self.moe is None:
@@ -322,9 +331,10 @@ class StepTimePredictor:
         coef[3], coef[4] = a.prefill_s_per_work, a.decode_s_per_context_token
         coef[5], coef[6] = float(self.options.tile_m_tokens), g.wave_ratio
         coef[7], coef[8], coef[9] = g.memory_s_per_token, g.compute_s_per_seq, g.memory_s_per_seq
-        coef[10] = c.tp_all_reduce[1] + c.ep_all_to_all[1] + c.pp_send_recv[1] + a.window_s_per_token
+        coef[10] = c.tp_all_reduce[1] + c.ep_all_to_all[1] + c.pp_send_recv[1]
         coef[11] = a.window_s_per_seq
         coef[12:18] = self._moe_coefficients
+        coef[18], coef[19] = a.window_s_per_token, float(a.window_tokens)
         return STEP_MODEL_ROOFLINE, coef
 
     # ---- MTP speculative decoding -----------------------------------------------------------------

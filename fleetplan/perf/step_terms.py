@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["roofline_gemm_s", "roofline_moe_s"]
+__all__ = ["roofline_gemm_s", "roofline_moe_s", "roofline_window_s"]
 
 
 def roofline_gemm_s(coef, n_seqs, n_tokens):
@@ -41,3 +41,18 @@ def roofline_moe_s(coef, n_tokens):
         mm = coef[14] * q + coef[16] * math.sqrt(q * (1.0 - q)) + coef[17] * n_tokens
         moe = mc if mc > mm else mm
     return moe
+
+
+def roofline_window_s(coef, n_decode, prefill_tokens, attn2):
+    """``window = c[18] (n_decode + min(P, (attn2 / 2 + P / 2) / c[19])`` (s): attention over a window of at most
+    ``c[19]`` keys per query (narrow-window layers, DeepSeek Sparse Attention's top-k), ``c[18]`` seconds per
+    query at the full window.  A decode token is charged the whole window; the ``P`` prefill tokens the keys they
+    have, ``min(position, c[19])`` each: for a chunk of ``c`` tokens at offset ``o`` that ends within the window
+    that is ``c (o + c / 2) + c / 2`` keys (the prefill attention work plus half a key per token), so the step's
+    prefill queries count ``min(P, (attn2 / 2 + P / 2) / c[19])`` full windows, exact when every chunk ends within
+    the window or starts past it and an upper bound otherwise (``min`` of sums >= sum of ``min``).  ``c[19] = 0``:
+    every token at the full window."""
+    if coef[19] > 0.0:
+        clipped = (attn2 * 0.5 + prefill_tokens * 0.5) / coef[19]
+        return coef[18] * (n_decode + (clipped if clipped < prefill_tokens else prefill_tokens))
+    return coef[18] * (n_decode + prefill_tokens)

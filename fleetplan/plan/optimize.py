@@ -53,7 +53,7 @@ from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuCatalog, GpuProfile
 from fleetplan.parallel import MapFn, TaskOutcome, in_input_order, serial_map
 from fleetplan.perf.calibrate import CalibratedStepModel
-from fleetplan.perf.engine_profile import ENGINE_NAMES
+from fleetplan.perf.engine_profile import ENGINE_NAMES, load_engine_profile
 from fleetplan.perf.seam import StepModel
 from fleetplan.plan.context_limit import RejectedTraffic, rejected_traffic
 from fleetplan.plan.defaults import (  # light: shown in the help
@@ -162,11 +162,18 @@ class OptimizeRequest:
     # The serving engine whose profile timed the served model's placements (plan.placement, ``engine``) and
     # whose limits the recommendation names; recorded in the run's inputs
     engine: str = "vllm"
+    # The engine release whose profile values timed them (``EngineProfile.options_for``; the caller passes the same
+    # to ``plan.placement.place_on_gpus``); None becomes the profile's default version (its newest profiled release)
+    engine_version: str | None = None
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINE_NAMES:
             raise ConfigError(param="engine", value=self.engine,
                               rule=f"give an engine profile name: {', '.join(ENGINE_NAMES)}")
+        profile = load_engine_profile(self.engine)
+        profile.values_version(self.engine_version)  # a bad release string is one ConfigError
+        if self.engine_version is None:
+            object.__setattr__(self, "engine_version", profile.default_version)
         object.__setattr__(self, "step_time_margin", check_step_time_margin(self.step_time_margin))
         for name in ("max_num_seqs", "max_num_batched_tokens"):
             value = getattr(self, name)
@@ -221,6 +228,11 @@ class OptimizeRequest:
     def rejected(self) -> RejectedTraffic:
         """Share of requests and tokens above ``max_model_len_tokens`` (served by no pool)."""
         return rejected_traffic(self.workload, self.max_model_len_tokens)
+
+    @property
+    def engine_values_version(self) -> str:
+        """The profiled release whose values ``engine_version`` runs (``EngineProfile.values_version``)."""
+        return load_engine_profile(self.engine).values_version(self.engine_version)
 
     def calibrated_profiles(self) -> tuple[tuple[str, CalibratedStepModel], ...]:
         """(GPU type, profile) of every GPU type whose step model is a calibrated profile (``perf.calibrate``)."""

@@ -203,8 +203,10 @@ def _instance_step_model(predictor: StepTimePredictor, par: Parallelism) -> Step
 
 
 def _place(model: ModelConfig, gpu: GpuProfile, par: Parallelism, weight_dtype: Dtype, kv_dtype: Dtype,
-           gpu_memory_utilization: float, engine: str, timing: TimingChoice | None = None) -> ModelPlacement:
-    options = load_engine_profile(engine).options_for(gpu, weight_dtype)  # the engine's efficiencies on this GPU
+           gpu_memory_utilization: float, engine: str, timing: TimingChoice | None = None,
+           engine_version: str | None = None) -> ModelPlacement:
+    # the engine's efficiencies on this GPU at that release
+    options = load_engine_profile(engine).options_for(gpu, weight_dtype, engine_version)
     serving = derive_serving_constants(model, gpu, par, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
                                        options=options, gpu_memory_utilization=gpu_memory_utilization)
     predictor = StepTimePredictor(model, gpu, par, weight_dtype, kv_dtype, options,
@@ -289,6 +291,7 @@ def place_model(
     timing_source: TimingChoice | str | None = None,
     mtp_acceptance: float | None = None,
     num_speculative_tokens: int = 1,
+    engine_version: str | None = None,
 ) -> tuple[ModelPlacement, ...]:
     """Every placement of ``model`` on ``gpu`` (module docstring), smallest instance first.
 
@@ -298,16 +301,19 @@ def place_model(
     whose measured tables the measured source reads; vLLM by default, the engine most deployments run.
     ``timing_source``: which source times the placements (module docstring).  ``mtp_acceptance`` (None:
     MTP off only): each placement of a model with MTP heads also with ``num_speculative_tokens`` MTP drafts
-    per step accepted at that rate (module docstring), right after it.
+    per step accepted at that rate (module docstring), right after it.  ``engine_version``: the engine release
+    whose profile values time the placements (``EngineProfile.options_for``; None: the profile's default version).
 
     Raises
     ------
     ConfigError
-        The model fits in no allowed instance on ``gpu`` (the message gives the reason),
+        The model fits in no allowed instance on ``gpu`` (the message gives the reason), ``engine_version``
+        is not a release number,
         ``parallelism`` breaks a rule of the model, or ``timing_source`` is ``measured`` without the package.
     """
     _check_max(max_gpus_per_instance)
-    load_engine_profile(engine)  # an unknown engine is its own error, not a reason the model fits nowhere
+    # an unknown engine or a bad release is its own error, not a reason the model fits nowhere
+    load_engine_profile(engine).values_version(engine_version)
     timing = require_measured(timing_source)
     weights = weight_dtype or model.default_weight_dtype
     if mtp_acceptance is not None:  # validated once, whatever the model (one without MTP heads gets no twins)
@@ -325,7 +331,7 @@ def place_model(
     if parallelism is not None:
         parallelism.check_model(model)
         return with_twins([_place(model, gpu, parallelism, weights, kv_dtype, gpu_memory_utilization, engine,
-                                  timing)])
+                                  timing, engine_version)])
     one_node, multi_node = _sizes(model, max_gpus_per_instance, gpu.gpus_per_node)
     found: list[ModelPlacement] = []
     last: FleetplanError | None = None
@@ -335,7 +341,8 @@ def place_model(
         hit = False
         for i, par in enumerate(instance_shardings(model, n_gpus, gpus_per_node=gpu.gpus_per_node)):
             try:
-                found.append(_place(model, gpu, par, weights, kv_dtype, gpu_memory_utilization, engine, timing))
+                found.append(_place(model, gpu, par, weights, kv_dtype, gpu_memory_utilization, engine, timing,
+                                    engine_version))
                 hit = True
             except FleetplanError as exc:  # does not fit at this size; the reason is the preferred sharding's
                 last = exc if i == 0 else last
@@ -412,9 +419,11 @@ def place_on_gpus(
     timing_source: TimingChoice | str | None = None,
     mtp_acceptance: float | None = None,
     num_speculative_tokens: int = 1,
+    engine_version: str | None = None,
 ) -> PlacementSearch:
-    """``place_model`` on each of ``gpus`` (with ``engine``'s profile, timed by ``timing_source``, MTP twins at
-    ``mtp_acceptance``); a GPU type where the model fits nowhere is left out with its reason.
+    """``place_model`` on each of ``gpus`` (with ``engine``'s profile at ``engine_version``, timed by
+    ``timing_source``, MTP twins at ``mtp_acceptance``); a GPU type where the model fits nowhere is left out with
+    its reason.
 
     Raises
     ------
@@ -423,7 +432,7 @@ def place_on_gpus(
         breaks a rule of the model (whatever the GPU), or ``timing_source`` is ``measured`` without the package.
     """
     _check_max(max_gpus_per_instance)
-    load_engine_profile(engine)  # an unknown engine fails once, before any GPU is tried
+    load_engine_profile(engine).values_version(engine_version)  # an unknown engine or bad release fails once
     timing = require_measured(timing_source)
     if parallelism is not None:
         parallelism.check_model(model)
@@ -435,7 +444,7 @@ def place_on_gpus(
                                       kv_dtype=kv_dtype, gpu_memory_utilization=gpu_memory_utilization,
                                       max_gpus_per_instance=max_gpus_per_instance, engine=engine,
                                       timing_source=timing, mtp_acceptance=mtp_acceptance,
-                                      num_speculative_tokens=num_speculative_tokens))
+                                      num_speculative_tokens=num_speculative_tokens, engine_version=engine_version))
         except FleetplanError as exc:
             left.append(LeftOut(gpu.name, str(exc).removesuffix(f"; {_FIT_FIX}")))
     if not placed:

@@ -309,6 +309,8 @@ def inputs_dict(result: OptimizeResult, seed: int) -> dict[str, Any]:
         "step_time_margin": r.step_time_margin,
         "perf_profile": [perf_profile_dict(g, p) for g, p in r.calibrated_profiles()] or None,
         "engine": r.engine,  # the engine profile of a served model's placements; its limits' flags
+        "engine_version": r.engine_version,  # the release whose profile values timed them (default: the newest)
+        "engine_values_version": r.engine_values_version,
         "disagg": None if r.disagg is None else {
             "model": r.disagg.model.name,
             "kv_bytes_per_token": r.disagg.model.kv_bytes_per_token,

@@ -107,6 +107,8 @@ def whatif_dict(result: WhatIfResult, seed: int, schedule: ProcurementSchedule |
             "step_time_margin": r.step_time_margin,
             "perf_profile": [perf_profile_dict(g, p) for g, p in r.calibrated_profiles()] or None,
             "engine": r.engine,  # the engine profile of a served model's placements; its limits' flags
+            "engine_version": r.engine_version,  # the release whose profile values timed them (default: the newest)
+            "engine_values_version": r.engine_values_version,
         },
         "points": whatif_rows(result),
         "schedule": None,

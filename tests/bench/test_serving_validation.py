@@ -63,6 +63,7 @@ def test_every_row_is_cited_and_well_formed(bv, rows) -> None:
         assert len(r["source"]) > 40 and float(r["measured"]) > 0
         assert r["metric"] in bv.METRIC_UNITS
         assert not r["outlier_reason"] or len(r["outlier_reason"]) > 80
+        assert not r["unusable_reason"] or (len(r["unusable_reason"]) > 80 and not r["outlier_reason"])
         assert r["held_out"] in ("yes", "fit", "no") and r["range_ratio_rule"] in ("", "vllm", "sglang")
         assert int(r["tp"]) >= 1 and int(r["num_prompts"]) >= 1 and int(r["input_tokens"]) >= 1
         load_engine_profile(r["profile"])
@@ -188,3 +189,25 @@ def test_burst_table_compares_a_burst_with_its_long_prompt_run(bv) -> None:
     # 250 requests/s: 4.0 ms each, 32,000 prompt tok/s against 16 x 2,000 = 32,000; predicted 8.0 ms
     assert row == "| vllm 0.11.0 | m | H100-SXM x1 | 128 / 4 | 4.0 | 32,000 | 100% | 8.0 | API server |"
     assert bv.burst_lines([long]) == []
+
+
+def test_unusable_rows_are_few_listed_and_out_of_every_figure(bv, rows) -> None:
+    """A row marked unusable (a statistic that cannot test a prediction) is in no error figure, and such rows stay
+    rare: the marking is a stated exception, not a way to drop misses."""
+    marked = [r for r in rows if r["unusable_reason"]]
+    assert 0 < len(marked) <= 0.01 * len(rows)
+    for r in marked:
+        assert not (bv.held_out(r) or bv.fitted(r) or bv.in_sample(r))
+    fake = [{**r, "predicted": 1.0, "error": 0.0} for r in marked]
+    lines = bv.unusable_lines(fake)
+    assert len([ln for ln in lines if ln.startswith("| ") and ln[2].isdigit()]) == len(marked)
+
+
+@pytest.mark.parametrize(("stated", "profiled"), [
+    ("0.11.0", "0.11.0"), ("0.9.0 static batching", "0.9.0"), ("0.5.6.post1", "0.5.6.post1"),
+    ("not stated (2024)", "0.6.3"), ("not stated (2025-11)", None), ("main 2026-06 (not stated)", None),
+])
+def test_rows_run_their_own_releases_values(bv, stated, profiled) -> None:
+    """A row's engine-profile values are its stated release's (the leading release number), a year stated instead
+    read through ``UNSTATED_RELEASES``, else the default version (None)."""
+    assert bv.profile_version({"engine_version": stated}) == profiled

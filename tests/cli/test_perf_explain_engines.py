@@ -3,6 +3,8 @@ names which source timed each operator, and adds the MTP draft passes."""
 
 from __future__ import annotations
 
+import re
+
 from click.testing import CliRunner
 
 from fleetplan.cli.main import cli
@@ -22,7 +24,7 @@ def test_vllm_expert_parallel_flags_and_sources() -> None:
             "--mtp-tokens", "2", "--batch", "decode=16x2048")
     assert r.exit_code == 0, r.output
     assert "--tensor-parallel-size 8 --enable-expert-parallel" in r.text and "fp8 (block)" in r.text
-    assert "1 node of 8 GPUs" in r.text and "vllm profile" in r.text
+    assert "1 node of 8 GPUs" in r.text and re.search(r"vllm [\w.]+ \(default\) profile", r.text)
     assert "ep_all_to_all" in r.output and "mtp_draft x2" in r.output
     assert "engine profile" in r.output and "roofline" in r.output  # the source column
 
@@ -31,7 +33,7 @@ def test_sglang_dp_attention_spelling() -> None:
     r = run(*DSV3, "--engine", "sglang", "--tp", "8", "--dp", "8", "--enable-dp-attention", "--ep-size", "8",
             "--batch", "decode=4x1024")
     assert r.exit_code == 0, r.output
-    assert "attention tp=1 dp=8, ffn tp=1 ep=8" in r.text and "sglang profile" in r.text
+    assert "attention tp=1 dp=8, ffn tp=1 ep=8" in r.text and re.search(r"sglang [\w.]+ \(default\) profile", r.text)
 
 
 def test_sglang_dp_without_dp_attention_times_one_replica() -> None:

@@ -79,3 +79,40 @@ def test_sglang_limits_of_a_dp_attention_instance_are_the_servers():
     # decodes plus a whole chunk (perf.dp_instance.per_rank_token_budget)
     assert seqs // 8 == int(rank[1]) >= 1 and tokens >= 8 * 512 and tokens % 8 == 0
     assert int(rank[2]) >= int(rank[1]) + 512
+
+
+def test_optimize_records_the_engine_version_default_and_named(tmp_path):
+    """``--engine-version``: the run's JSON names the release (default: the profile's newest profiled release) and
+    the profiled release whose values timed the placements."""
+    from fleetplan.perf.engine_profile import load_engine_profile
+
+    default = load_engine_profile("vllm").default_version
+    for named, values in ((None, default), ("0.9.2", "0.9.1")):
+        out = tmp_path / f"run-{named}.json"
+        res = run("optimize", *PLAN, *(() if named is None else ("--engine-version", named)), "--json", str(out))
+        assert res.exit_code == 0, res.output + res.stderr
+        inputs = json.loads(out.read_text())["inputs"]
+        assert (inputs["engine_version"], inputs["engine_values_version"]) == (named or default, values)
+
+
+@pytest.mark.parametrize("command", [
+    ("optimize", *PLAN),
+    ("perf", "explain", "--model", "llama-3.1-8b", "--gpu", "h100", "--engine", "vllm"),
+    ("bench", "serve", "--model", "llama-3.1-8b", "--gpu", "h100", "--num-prompts", "4"),
+])
+def test_a_bad_engine_version_is_one_line(command):
+    one_line_error(run(*command, "--engine-version", "latest"), "--engine-version", "'latest' is not a release number")
+
+
+def test_perf_explain_names_the_release_and_its_values():
+    """MI300X under vLLM 0.9.2: the title names the release and the profiled one whose values run (0.9.1's 0.32
+    weight streaming: the batch-1 GEMMs of Llama-3.1-70B FP8 take 0.40 / 0.32 of the default's time)."""
+    def gemm_ms(*extra: str) -> float:
+        res = run("perf", "explain", "--model", "llama-3.1-70b", "--gpu", "mi300x", "-tp", "8", "--weight-dtype",
+                  "fp8", "--engine", "vllm", "--batch", "decode=1x1152", *extra)
+        assert res.exit_code == 0, res.output + res.stderr
+        title = " ".join(res.stdout.split())
+        assert ("values of 0.9.1" in title) == bool(extra), title
+        return float(re.search(r"gemm\s*│\s*([\d.]+)\s*│", res.stdout).group(1))
+
+    assert gemm_ms("--engine-version", "0.9.2") == pytest.approx(gemm_ms() * 0.40 / 0.32, rel=2e-3)

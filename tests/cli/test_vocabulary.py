@@ -75,6 +75,7 @@ VOCABULARY: dict[str, tuple[str, tuple[str, ...]]] = {
     "price override": ("--price", ()),
     "perf profile": ("--perf-profile", ()),
     "engine profile": ("--engine", ()),
+    "engine version": ("--engine-version", ()),
     "timing source": ("--timing-source", ()),
     "MTP acceptance": ("--mtp-acceptance", ()),
     "expert-parallel size": ("--ep", ("--ep-size", "--expert-parallel-size")),

@@ -68,7 +68,10 @@ def roofline_s(coef, n_seqs, n_decode, prefill_tokens, decode_context, attn2) ->
         q = 1.0 - math.exp(coef[15] * n_tokens)
         moe = max(coef[12] * n_tokens + coef[13] * math.sqrt(n_tokens),
                   coef[14] * q + coef[16] * math.sqrt(q * (1.0 - q)) + coef[17] * n_tokens)
-    return (coef[0] + gemm + coef[3] * (attn2 * 0.5) + coef[10] * n_tokens + coef[11] * n_seqs + moe
+    window = coef[18] * (n_decode + prefill_tokens)  # queries at the full window of coef[19] keys ...
+    if coef[19] > 0.0:  # ... a prefill query charged the keys it has (aggregate form, perf.step_terms)
+        window = coef[18] * (n_decode + min(prefill_tokens, (attn2 * 0.5 + prefill_tokens * 0.5) / coef[19]))
+    return (coef[0] + gemm + coef[3] * (attn2 * 0.5) + coef[10] * n_tokens + coef[11] * n_seqs + moe + window
             + coef[4] * decode_context)
 
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fleetplan.sim._kernels.codes import STEP_MODEL_LINEAR, STEP_MODEL_ROOFLINE
+from fleetplan.sim._kernels.codes import N_STEP_COEFS, STEP_MODEL_LINEAR, STEP_MODEL_ROOFLINE
 from fleetplan.sim._kernels.features.rng import accept_thresholds
 from fleetplan.sim._kernels.jit import njit
 from fleetplan.sim._kernels.step_model import decode_step_parts, step_time_s, verify_step_parts, verify_step_s
@@ -18,7 +18,7 @@ from tests.perf.test_step_kernel import PREDICTORS, roofline_case
 from tests.sim.test_features_cases import assert_twin, make_feature_case, random_extras, random_features
 
 COEFS = [(STEP_MODEL_ROOFLINE, p.kernel_coefficients()[1]) for p in PREDICTORS]
-COEFS.append((STEP_MODEL_LINEAR, np.array([4e-3, 2e-5, 1.5e-4, 3e-8, 1e-9] + [0.0] * 13)))
+COEFS.append((STEP_MODEL_LINEAR, np.array([4e-3, 2e-5, 1.5e-4, 3e-8, 1e-9] + [0.0] * (N_STEP_COEFS - 5))))
 
 
 @njit

@@ -59,10 +59,12 @@ def wide_ep_placements(
     max_gpus_per_instance: int = DEFAULT_MAX_GPUS_PER_INSTANCE,
     engine: str = "vllm",
     timing_source=None,
+    engine_version: str | None = None,
 ) -> tuple[ModelPlacement, ...]:
     """The wide DP-attention + EP placements of ``model`` on each of ``gpus`` where ``existing`` (the
     co-located search's placements) offers DP attention (module docstring), those it does not hold
-    already, fewest GPUs first; () for a dense model.
+    already, fewest GPUs first; () for a dense model.  ``engine`` / ``engine_version``: the profile timing them
+    (``plan.placement.place_model``).
 
     A size whose sharding breaks a rule of the model (experts not divisible over G, ``Parallelism.check_model``)
     or that does not fit is skipped: the co-located search already holds the model's smallest fit."""
@@ -83,7 +85,7 @@ def wide_ep_placements(
                 par.check_model(model)
                 placed = place_model(model, gpu, parallelism=par, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
                                      max_gpus_per_instance=max_gpus_per_instance, engine=engine,
-                                     timing_source=timing_source)
+                                     timing_source=timing_source, engine_version=engine_version)
             except FleetplanError:
                 continue
             out.extend(p for p in placed if p.gpu.name not in have)

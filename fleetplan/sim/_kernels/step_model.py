@@ -18,7 +18,8 @@ order-independent).  ``T = prefill_tokens + n_decode`` tokens pass the GEMMs.
     gemm  = max(c[1] pad wf + c[8] n_seqs, c[2] + c[7] T + c[9] n_seqs)
     q     = 1 - exp(c[15] T)
     moe   = max(c[12] T + c[13] sqrt(T), c[14] q + c[16] sqrt(q (1 - q)) + c[17] T)  (0 when c[12] = c[14] = 0)
-    step_s = (c[0] + gemm + c[3] attn2 / 2 + c[10] T + c[11] n_seqs + moe) + c[4] decode_context_tokens
+    window = c[18] (n_decode + min(P, (attn2 / 2 + P / 2) / c[19]))  (c[18] (n_decode + P) when c[19] = 0)
+    step_s = (c[0] + gemm + c[3] attn2 / 2 + c[10] T + c[11] n_seqs + moe + window) + c[4] decode_context_tokens
 
 Both expressions are evaluated in exactly this order (the Python twin does the same, which
 is what makes float results match bit for bit).
@@ -26,13 +27,14 @@ is what makes float results match bit for bit).
 
 from __future__ import annotations
 
-from fleetplan.perf.step_terms import roofline_gemm_s, roofline_moe_s
+from fleetplan.perf.step_terms import roofline_gemm_s, roofline_moe_s, roofline_window_s
 from fleetplan.sim._kernels.codes import N_STEP_MODELS, STEP_MODEL_LINEAR, STEP_MODEL_ROOFLINE
 from fleetplan.sim._kernels.jit import njit_helper, njit_inline
 
 # the roofline's GEMM and MoE terms: the same functions perf evaluates in Python (perf.step_terms)
 _roofline_gemm_s = njit_inline(roofline_gemm_s)
 _roofline_moe_s = njit_inline(roofline_moe_s)
+_roofline_window_s = njit_inline(roofline_window_s)
 
 
 @njit_inline
@@ -41,7 +43,8 @@ def _roofline_base_s(coef, n_seqs, n_decode, prefill_tokens, attn2):
     n_tokens = prefill_tokens + n_decode
     gemm = _roofline_gemm_s(coef, n_seqs, n_tokens)
     moe = _roofline_moe_s(coef, n_tokens)
-    return coef[0] + gemm + coef[3] * (attn2 * 0.5) + coef[10] * n_tokens + coef[11] * n_seqs + moe
+    window = _roofline_window_s(coef, n_decode, prefill_tokens, attn2)
+    return coef[0] + gemm + coef[3] * (attn2 * 0.5) + coef[10] * n_tokens + coef[11] * n_seqs + moe + window
 
 
 @njit_inline
@@ -72,12 +75,14 @@ def decode_step_parts(code, coef, n_seqs):
 def verify_step_parts(code, coef, n_seqs, n_decode, prefill_tokens):
     """The terms of ``step_time_s(code, coef, n_seqs, n_decode, prefill_tokens, ctx, attn2)`` that do
     not depend on ``ctx`` and ``attn2`` (the steps of a speculative run differ only in those), for
-    ``verify_step_s``; the partial sums are the ones ``step_time_s`` forms, in its order."""
+    ``verify_step_s``; the partial sums are the ones ``step_time_s`` forms, in its order (the last two entries
+    are the window term's own aggregates: it depends on ``attn2``)."""
     if code == STEP_MODEL_ROOFLINE:
         n_tokens = prefill_tokens + n_decode
         head = coef[0] + _roofline_gemm_s(coef, n_seqs, n_tokens)
-        return head, coef[10] * n_tokens, coef[11] * n_seqs, _roofline_moe_s(coef, n_tokens)
-    return coef[0] + coef[1] * n_seqs + coef[2] * prefill_tokens, 0.0, 0.0, 0.0
+        return (head, coef[10] * n_tokens, coef[11] * n_seqs, _roofline_moe_s(coef, n_tokens), float(n_decode),
+                float(prefill_tokens))
+    return coef[0] + coef[1] * n_seqs + coef[2] * prefill_tokens, 0.0, 0.0, 0.0, 0.0, 0.0
 
 
 @njit_inline
@@ -85,7 +90,8 @@ def verify_step_s(code, coef, parts, ctx, attn2):
     """Bit for bit ``step_time_s(code, coef, n_seqs, n_decode, prefill_tokens, ctx, attn2)`` from
     ``parts = verify_step_parts(code, coef, n_seqs, n_decode, prefill_tokens)``."""
     if code == STEP_MODEL_ROOFLINE:
-        return parts[0] + coef[3] * (attn2 * 0.5) + parts[1] + parts[2] + parts[3] + coef[4] * ctx
+        return (parts[0] + coef[3] * (attn2 * 0.5) + parts[1] + parts[2] + parts[3]
+                + _roofline_window_s(coef, parts[4], parts[5], attn2) + coef[4] * ctx)
     if code == STEP_MODEL_LINEAR:
         return parts[0] + coef[3] * ctx + coef[4] * (attn2 * 0.5)
     return -1.0

@@ -1,0 +1,119 @@
+"""Per-release engine-profile values (``fleetplan.perf.engine_profile``, "Engine versions";
+``fleetplan.perf.engine_version.release_of``).
+
+Rules checked: a named release takes the values of the newest profiled release at or before it (the oldest profiled
+one when older than all, the default version's when newer than all); values a release does not override come from
+the next newer profiled release; the default version is the newest profiled release and carries no overrides; a
+string that is not a release number is one ``ConfigError``; a profile file breaking a rule is a
+``DataFormatError`` naming the table.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from fleetplan.errors import ConfigError, DataFormatError
+from fleetplan.models import Dtype
+from fleetplan.perf import engine_profile
+from fleetplan.perf.engine_profile import ENGINE_NAMES, load_engine_profile
+from fleetplan.perf.engine_version import release_of
+
+
+@pytest.mark.parametrize(("text", "release"), [
+    ("0.10.2", (0, 10, 2)), ("v0.9.1", (0, 9, 1)), ("0.5.6.post1", (0, 5, 6)), ("1.3.0rc20", (1, 3, 0)),
+    ("0.6.3.dev116+g151ef4ef", (0, 6, 3)), (" 0.11.0 ", (0, 11, 0)), ("1.0", (1, 0)),
+])
+def test_release_of_reads_the_release_segment(text, release):
+    assert release_of(text) == release
+
+
+@pytest.mark.parametrize("text", ["", "latest", "not stated (2024)", "0.10.x", "0..1", "v", "0.9.1 static"])
+def test_a_string_that_is_no_release_is_one_config_error(text):
+    with pytest.raises(ConfigError, match="not a release number"):
+        release_of(text)
+
+
+@pytest.mark.parametrize("engine", ENGINE_NAMES)
+def test_every_profile_has_a_default_version_without_overrides(engine):
+    profile = load_engine_profile(engine)
+    newest = profile.versions[0]
+    assert profile.default_version == newest.name
+    assert release_of(newest.name) == max(release_of(v.name) for v in profile.versions)
+    assert not newest.options and not newest.gpu_options
+    assert profile.values_version(None) == newest.name
+
+
+@pytest.mark.parametrize(("named", "values"), [
+    (None, "0.24.0"), ("0.30.0", "0.24.0"), ("0.24.0", "0.24.0"), ("0.13.0", "0.10.1"), ("0.10.1", "0.10.1"),
+    ("0.10.0", "0.9.1"), ("0.9.1", "0.9.1"), ("0.8.5", "0.6.3"), ("0.6.3.dev116+g151ef4ef", "0.6.3"),
+    ("0.5.4", "0.6.3"),
+])
+def test_a_named_release_takes_the_newest_profiled_at_or_before_it(named, values):
+    assert load_engine_profile("vllm").values_version(named) == values
+
+
+def test_overrides_apply_per_gpu_and_release_only(catalog):
+    """MI300X weight streaming per release; every other option and every other GPU as the default version's."""
+    profile = load_engine_profile("vllm")
+    mi300x, h100 = catalog.get("MI300X"), catalog.get("H100-SXM")
+    default = profile.options_for(mi300x, Dtype.FP8)
+    for named, value in (("0.6.3", 0.41), ("0.9.1", 0.32), ("0.10.1", 0.40)):
+        opts = profile.options_for(mi300x, Dtype.FP8, named)
+        assert opts.weight_bandwidth_efficiency == pytest.approx(value)
+        assert opts.__class__(**{**opts.__dict__, "weight_bandwidth_efficiency": 0.40}) == default
+        assert profile.options_for(h100, Dtype.FP8, named) == profile.options_for(h100, Dtype.FP8)
+
+
+def test_a_bad_release_string_fails_before_any_work(catalog):
+    with pytest.raises(ConfigError, match="'newest' is not a release number"):
+        load_engine_profile("vllm").options_for(catalog.get("MI300X"), Dtype.FP8, "newest")
+
+
+def _write(tmp_path, monkeypatch, text: str):
+    (tmp_path / "vllm.toml").write_text('name = "vllm"\n[options]\ncpu_overhead_s = 1e-3\n[sources]\n'
+                                        'cpu_overhead_s = "test"\n' + text, encoding="utf-8")
+    monkeypatch.setattr(engine_profile, "data_dir", lambda name: tmp_path)
+
+
+def test_chained_overrides_take_the_nearest_newer_release(tmp_path, monkeypatch, catalog):
+    """1.0 overrides the CPU time, 0.5 the GEMM efficiency: 0.5 runs both (its own, then 1.0's), 1.0 only its own."""
+    _write(tmp_path, monkeypatch, '''
+[versions."2.0"]
+note = "default"
+[versions."1.0"]
+note = "one"
+[versions."1.0".options]
+cpu_overhead_s = 2e-3
+[versions."1.0".sources]
+cpu_overhead_s = "one"
+[versions."0.5"]
+note = "half"
+[versions."0.5".gpu_options.H100-SXM]
+gemm_efficiency = 0.5
+[versions."0.5".gpu_sources.H100-SXM]
+gemm_efficiency = "half"
+''')
+    profile, h100 = load_engine_profile("vllm"), catalog.get("H100-SXM")
+    assert profile.default_version == "2.0"
+    assert profile.options_for(h100, Dtype.BF16).cpu_overhead_s == pytest.approx(1e-3)
+    one = profile.options_for(h100, Dtype.BF16, "1.5")
+    half = profile.options_for(h100, Dtype.BF16, "0.5.9")
+    assert (one.cpu_overhead_s, one.gemm_efficiency) == (pytest.approx(2e-3), profile.options.gemm_efficiency)
+    assert (half.cpu_overhead_s, half.gemm_efficiency) == (pytest.approx(2e-3), pytest.approx(0.5))
+
+
+@pytest.mark.parametrize(("text", "where"), [
+    ("", "[versions]"),
+    ('[versions."1.0"]\nnote = ""\n', '[versions."1.0"]'),
+    ('[versions."latest"]\nnote = "x"\n', '[versions."latest"]'),
+    ('[versions."1.0"]\nnote = "x"\n[versions."1.0".options]\ncpu_overhead_s = 2e-3\n'
+     '[versions."1.0".sources]\ncpu_overhead_s = "x"\n', '[versions."1.0"]'),
+    ('[versions."2.0"]\nnote = "x"\n[versions."1.0"]\nnote = "y"\n[versions."1.0".options]\ncpu_overhead_s = 2e-3\n',
+     '[versions."1.0".sources]'),
+    ('[versions."2.0"]\nnote = "x"\n[versions."1.0"]\nnote = "y"\nvalues = 1\n', '[versions."1.0"]'),
+])
+def test_a_profile_breaking_a_version_rule_names_the_table(tmp_path, monkeypatch, text, where):
+    _write(tmp_path, monkeypatch, text)
+    with pytest.raises(DataFormatError) as err:
+        load_engine_profile("vllm")
+    assert where in str(err.value)
