@@ -73,7 +73,14 @@ t_d(n); for the roofline step it is not: its GEMMs run in 128-token tiles, so t_
 where the batch crosses a multiple of 128 (Llama-3.1-70B FP8 on B200 tp1: 14.2 -> 17.7 ms from 128 to 140
 sequences), and the raw t_d(n*) at an n* just below a tile step missed the batch that crosses it: the
 grid's B200 decode roles (azure_conv, 50 req/s) had n* = 112 against a simulated mean batch of 140 and P99
-TPOT 1.25-1.32x the screen's; with t̄_d, n* = 146 and 0.98-1.02x.
+TPOT 1.25-1.32x the screen's; with t̄_d, n* = 146 and 0.98-1.02x.  That variance is one instance's M/G/∞ batch;
+the decode assignment (fewest requests bound, below) balances the D instances, so an instance runs the pooled
+batch's share N_D / D, of variance a_d / ((1 - g) D) (``DecodeRole.mean_step_s`` with ``n_instances``: for a step
+linear in n, t_d(n + 1 / ((1 - g) D)), between the whole-batch step t_d(n), the size-biased Poisson one and the
+widened one, linearly in the variance ratio).  At a steep step this is the batch itself: agent_heavy, Llama-3.1-8B
+on 38 H100 tp8 decode instances (g = 0.74, κ 25k tokens): n* 65.8 with one instance's widening, 52.3 pooled;
+the simulator's per-instance batch 51.2 (variance 3.3, not 51 / 0.26), P99 TPOT 0.98x the screen's (0.57x before,
+with the verifier's warm-up too short as well, ``plan.disagg.verify.run_length``).
 
 A decode slot is held from the grant (prefill start: early binding) to the last token, h_pre =
 E[Y] + E[T_x] before the handoff (the prompt's own time in prefill at the prefill role's count, as the simulator
@@ -460,17 +467,55 @@ class DecodeRole:
         t_bar = seen(1.0 / (1.0 - g))
         return grid, t_bar, elasticity(t_bar)
 
-    def mean_step_s(self, n) -> np.ndarray:
-        """t̄_d(n): the mean decode step a member sees at mean batch n (module docstring), interpolated."""
-        grid, t_bar, _ = self._smoothed
-        return np.interp(np.asarray(n, dtype=np.float64), grid, t_bar)
+    @cached_property
+    def _pooled_curves(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(t_d(n) interpolated between whole batches, t̄_d(n) at variance ratio 1 (size-biased Poisson), g(n) of
+        that, the variance ratio 1 / (1 - g) of ``_smoothed``) on ``_smoothed``'s grid (``mean_step_s``)."""
+        grid, _, _ = self._smoothed
+        cap = int(self.engine.limits.max_num_seqs)
+        k = np.arange(0, cap + 1, dtype=np.float64)
+        t_k = self.step_s(k)
+        raw = np.interp(grid, k, t_k)
+        # the size-biased Poisson curve and its elasticity, as ``_smoothed`` builds them
+        live = grid > 0.0
+        pmf = np.zeros((grid.size, k.size))
+        j = k[None, 1:] - 1.0
+        mean = grid[live, None]
+        pmf[live, 1:] = np.exp(j * np.log(mean) - mean - special.gammaln(j + 1.0))
+        pmf[:, -1] += np.maximum(0.0, 1.0 - pmf.sum(axis=1))
+        poisson = np.full(grid.size, t_k[min(1, cap)])
+        poisson[live] = (pmf[live] * t_k[None, :]).sum(axis=1)
+        g = np.clip(grid * np.gradient(poisson, grid) / np.maximum(poisson, 1e-30), 0.0, _MAX_ELASTICITY)
+        return raw, poisson, g, 1.0 / (1.0 - g)
 
-    def operating_batch(self, lam_i: float) -> float:
-        """n*: the smallest root of n = λ_d E[o] t̄_d(n) below the cap b (b when there is none): the first sign
-        change on a grid of ``_BATCH_GRID`` points, then bisection."""
+    def _curve(self, n_instances: int) -> np.ndarray:
+        """t̄_d on ``_smoothed``'s grid for a role of ``n_instances`` (``mean_step_s``)."""
+        grid, t_bar, _ = self._smoothed
+        d = max(1, int(n_instances))
+        if d == 1:
+            return t_bar
+        key = ("curve", d)
+        if key not in self._memo:
+            raw, poisson, _, v_max = self._pooled_curves
+            v = v_max / d
+            # a step linear in n is t_d(n + v) for every v: between the whole-batch step (v = 0), the size-biased
+            # Poisson one (v = 1) and the widened one (v = 1 / (1 - g)), linearly in v
+            wide = np.where(v_max > 1.0 + 1e-12, (v - 1.0) / np.maximum(v_max - 1.0, 1e-12), 0.0)
+            self._memo[key] = np.where(v >= 1.0, poisson + wide * (t_bar - poisson), raw + v * (poisson - raw))
+        return self._memo[key]
+
+    def mean_step_s(self, n, n_instances: int = 1) -> np.ndarray:
+        """t̄_d(n): the mean decode step a member sees at mean batch n in a role of ``n_instances`` (module
+        docstring), interpolated."""
+        grid = self._smoothed[0]
+        return np.interp(np.asarray(n, dtype=np.float64), grid, self._curve(n_instances))
+
+    def operating_batch(self, lam_i: float, n_instances: int = 1) -> float:
+        """n*: the smallest root of n = λ_d E[o] t̄_d(n) below the cap b (b when there is none) in a role of
+        ``n_instances``: the first sign change on a grid of ``_BATCH_GRID`` points, then bisection."""
         cap = float(self.engine.limits.max_num_seqs)
         load = lam_i * self.mean_output_tokens
-        grid, t_bar, _ = self._smoothed
+        grid, t_bar = self._smoothed[0], self._curve(n_instances)
         gap = load * t_bar - grid
         below = np.flatnonzero(gap <= 0)
         if not below.size:
@@ -481,7 +526,7 @@ class DecodeRole:
         lo, hi = float(grid[k - 1]), float(grid[k])
         for _ in range(_BISECT_ITERS // 2):
             mid = 0.5 * (lo + hi)
-            if load * float(self.mean_step_s(mid)) - mid > 0:
+            if load * float(np.interp(mid, grid, t_bar)) - mid > 0:
                 lo = mid
             else:
                 hi = mid
@@ -493,25 +538,26 @@ class DecodeRole:
         again with another h_pre, and neither depends on it."""
         return {}
 
-    def _operating(self, lam_i: float) -> tuple[float, float]:
-        key = ("batch", lam_i)
+    def _operating(self, lam_i: float, n_instances: int = 1) -> tuple[float, float]:
+        key = ("batch", lam_i, n_instances)
         if key not in self._memo:
-            n = self.operating_batch(lam_i)
-            self._memo[key] = (n, float(self.mean_step_s(n)))
+            n = self.operating_batch(lam_i, n_instances)
+            self._memo[key] = (n, float(self.mean_step_s(n, n_instances)))
         return self._memo[key]
 
-    def _tpot_at(self, lam_i: float, p: float) -> float:
-        key = ("tpot", lam_i, p)
+    def _tpot_at(self, lam_i: float, n_instances: int, p: float) -> float:
+        key = ("tpot", lam_i, n_instances, p)
         if key not in self._memo:
-            self._memo[key] = self._tpot_quantile(*self._operating(lam_i), p)
+            self._memo[key] = self._tpot_quantile(*self._operating(lam_i, n_instances), p, n_instances)
         return self._memo[key]
 
     def tpot_p_s(self, lam: float, n_instances: int, p: float) -> float:
         """The P-quantile TPOT of ``n_instances`` at fleet rate ``lam`` (``state``'s, which does not depend on h_pre);
         inf when the operating batch reaches the cap."""
-        lam_i = lam / int(n_instances)
-        n, _ = self._operating(lam_i)
-        return self._tpot_at(lam_i, p) if n < float(self.engine.limits.max_num_seqs) else math.inf
+        d = int(n_instances)
+        lam_i = lam / d
+        n, _ = self._operating(lam_i, d)
+        return self._tpot_at(lam_i, d, p) if n < float(self.engine.limits.max_num_seqs) else math.inf
 
     def slot_load(self, lam: float, n_instances: int, pre_decode_s: float) -> float:
         """ρ_d = λ_d (h_pre + E[o] t_d(b)) / b (module docstring)."""
@@ -524,7 +570,7 @@ class DecodeRole:
         d = int(n_instances)
         cap = float(self.engine.limits.max_num_seqs)
         lam_i = lam / d
-        n, t = self._operating(lam_i)
+        n, t = self._operating(lam_i, d)
         residence = self.mean_output_tokens * t
         hold = pre_decode_s + residence
         slot_load = self.slot_load(lam, d, pre_decode_s)
@@ -534,7 +580,7 @@ class DecodeRole:
             c, a = d * int(cap), lam * hold
             wait = float(erlang_c(c, a)) * hold / (c - a)
         first = (1.0 - math.exp(-n)) * 0.5 * t + t
-        tpot = self._tpot_at(lam_i, p) if stable else math.inf
+        tpot = self._tpot_at(lam_i, d, p) if stable else math.inf
         g = self._elasticity(n)
         # the decode assignment pools the slots (module docstring): all D b held, of D a_d on average
         full = max(_slots_full(d * cap, d * lam_i * hold, g),
@@ -559,20 +605,24 @@ class DecodeRole:
 
         return float(stats.norm.sf((capacity - mean) / math.sqrt(var)))
 
+    def elasticity(self, n: float) -> float:
+        """g at mean batch n (``_elasticity``): how much a larger batch slows its step, n t̄_d'(n) / t̄_d(n)."""
+        return self._elasticity(n)
+
     def _elasticity(self, n: float) -> float:
         """g = n t̄_d'(n) / t̄_d(n) (module docstring), of the smoothed step (the raw step's tile steps have no
         derivative), at most ``_MAX_ELASTICITY``."""
         grid, _, g = self._smoothed
         return float(np.interp(n, grid, g))
 
-    def _tpot_quantile(self, n: float, t: float, p: float) -> float:
+    def _tpot_quantile(self, n: float, t: float, p: float, n_instances: int = 1) -> float:
         """The p-quantile of TPOT over requests with o >= 2 (module docstring)."""
         f = self.engine.step_s
         ctx = n * self.context_tokens
         at = float(f(n, n, 0.0, ctx, 0.0))
         # s_n: one more sequence at fixed context, of the smoothed step (its slope less the context's share)
         per_ctx = float(f(n, n, 0.0, ctx + 1.0, 0.0)) - at  # s_c: one more context token
-        grid, t_bar, _ = self._smoothed
+        grid, t_bar = self._smoothed[0], self._curve(n_instances)
         per_seq = max(float(np.interp(n, grid, np.gradient(t_bar, grid))) - per_ctx * self.context_tokens, 0.0)
         many = self.output_tokens >= 2
         if not many.any():

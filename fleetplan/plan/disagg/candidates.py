@@ -152,6 +152,7 @@ class DisaggCandidate(Candidate):
     decode_fit: tuple[float, float] = (math.nan, math.nan)  # simulator step: base_s + slope * Σ context
     kv_link: tuple[float, float, float] = (0.0, math.inf, 0.0)  # KV bytes per token, bandwidth B/s, latency s
     pd_ratio: tuple[int, int] | None = None  # xPyD group (x prefill : y decode instances); None: any
+    decode_elasticity: float = 0.0  # g = n t'(n) / t(n) of the decode step at n* (``queueing.disagg``)
     # the KV link's bandwidth (B/s) over the scale-out network and within one NVLink node (nan: no NVLink path:
     # two GPU types, a bandwidth given, or AFD); verification picks one from the counts it simulates
     kv_paths: tuple[float, float] = (math.nan, math.nan)
@@ -450,7 +451,8 @@ def _candidate(ctx: _Context, topo: Topology, roles: tuple[str, ...], pools: tup
         ttft_p_s=pf.ttft_p_s, feasible=reason is None, reason=reason, reason_code=code, roles=roles, unit=unit,
         decode_batch=int(cap), decode_step_s=tpot if math.isfinite(tpot) else 0.0,
         mean_context_tokens=sized.role.context_tokens, p_transfer_s=xfer_s, binding=binding,
-        decode_fit=fit, kv_link=(link[0], link[1], ctx.disagg.kv_latency_s), pd_ratio=pd_ratio)
+        decode_fit=fit, kv_link=(link[0], link[1], ctx.disagg.kv_latency_s), pd_ratio=pd_ratio,
+        decode_elasticity=sized.role.elasticity(st.batch) if st is not None else 0.0)
 
 
 def _after_prefill(ctx: _Context, link: tuple[float, float], sized: _DecodeSized) -> np.ndarray:
