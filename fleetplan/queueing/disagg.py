@@ -16,10 +16,22 @@ per unit of a (additive in both step models):
 
     S_alone,j = floor(p_j / B) f(1, 0, B, 0, 0) + f(1, 0, p_j mod B, 0, 0) + α p_j²
                 (alone on an idle instance: exactly the kernel's ``prefill_alone_s``)
-A busy instance's step holds the tokens that arrived during the step before (FCFS token server), so a
-prompt's last chunk r_j shares its step with K̄ - 1 = λ_i t̄ others and pays its token share of it
+A busy instance's step holds the tokens routed to it during the step before (FCFS token server), so a
+prompt's last chunk r_j shares its step with K̄_j - 1 = q_j λ_i t̄ others and pays its token share of it
 (``PrefillRole.service_at``, X_j -> S_alone,j as λ_i -> 0; the per-token cost falls with load, most for
-MoE steps whose expert weights are read once per step); ρ_p = λ_i E[X], λ_i = λ / P.  The prompt itself waits
+MoE steps whose expert weights are read once per step); ρ_p = λ_i E[X], λ_i = λ / P.  q_j is what the
+least-outstanding router lets through (``_router_shares``): a prompt of one chunk shares its step only if it
+waited (C(P, P ρ_p)) and the router put others behind it, which it does only while every instance holds one waiting
+(ρ_p^(P-1), M/M/P's queue), over the length-biased step it waited through (x (1 + Cs²) of a last chunk's step
+alone): q = (1 + Cs²) C ρ^(P-1), (1 + Cs²) ρ at P = 1; a longer prompt's step before is its own chunk, and the
+router sends prompts to its busy instance while all P are busy: q = C / ρ, 1 at P = 1.  Against the PDD simulator
+(geometric prompts of 1,000 tokens, budget 8,192, f = 30 ms + 30 µs per token, S_alone 60 ms): E[Y] 84 / 71 /
+64.5 / 60.5 ms against simulated 88 / 72 / 64.5 / 60.5 ms at P = 1 / 2 / 4 / 16 and ρ 0.8-0.85, where every
+step shared at the one-instance rate gave 100-104 ms; Llama-3.1-70B FP8, azure_conv at 1,000 req/s on 109 H200
+tp2 prefill instances (budget 8,192): E[Y] 104 ms against the simulated 100 ms, where that gave 492 ms and a P99
+TTFT 1.42x the simulated (0.77 s against 0.54 s), 0.99x with q.  Prompts of several chunks of a small budget
+(512) run 5-10 % longer in the simulator than Y_j (their first chunk rides the step of the prompt before, one
+step more than p / B), not modelled.  The prompt itself waits
 for that whole last step, not its share: its own time in prefill (the simulator's prefill start to end) is
 
     Y_j = floor(p_j / B) f(1, 0, B, 0, 0) + f(K̄, 0, r_j + e, 0, 0) + α p_j²      (``PrefillRole.wall_at``)
@@ -61,16 +73,24 @@ t_d(n); for the roofline step it is not: its GEMMs run in 128-token tiles, so t_
 where the batch crosses a multiple of 128 (Llama-3.1-70B FP8 on B200 tp1: 14.2 -> 17.7 ms from 128 to 140
 sequences), and the raw t_d(n*) at an n* just below a tile step missed the batch that crosses it: the
 grid's B200 decode roles (azure_conv, 50 req/s) had n* = 112 against a simulated mean batch of 140 and P99
-TPOT 1.25-1.32x the screen's; with t̄_d, n* = 146 and 0.98-1.02x.
+TPOT 1.25-1.32x the screen's; with t̄_d, n* = 146 and 0.98-1.02x.  That variance is one instance's M/G/∞ batch;
+the decode assignment (fewest requests bound, below) balances the D instances, so an instance runs the pooled
+batch's share N_D / D, of variance a_d / ((1 - g) D) (``DecodeRole.mean_step_s`` with ``n_instances``: for a step
+linear in n, t_d(n + 1 / ((1 - g) D)), between the whole-batch step t_d(n), the size-biased Poisson one and the
+widened one, linearly in the variance ratio).  At a steep step this is the batch itself: agent_heavy, Llama-3.1-8B
+on 38 H100 tp8 decode instances (g = 0.74, κ 25k tokens): n* 65.8 with one instance's widening, 52.3 pooled;
+the simulator's per-instance batch 51.2 (variance 3.3, not 51 / 0.26), P99 TPOT 0.98x the screen's (0.57x before,
+with the verifier's warm-up too short as well, ``plan.disagg.verify.run_length``).
 
 A decode slot is held from the grant (prefill start: early binding) to the last token, h_pre =
-E[S_alone] + E[T_x] before the handoff; the slot load is the rate against the instance's throughput
-with every slot busy, ρ_d = λ_d (h_pre + E[o] t_d(b)) / b (as the co-located engine model's slot load;
-stable iff < 1, and then n* < b).  The kernel grants a transfer only with a free slot (backpressure).
-The wait for a slot is Erlang-C over the pooled D b slots (the assignment balances them).  Erlang C's
-exponential tail is not the slots' tail: the slots held are M/G/∞ until they run out, Poisson of mean a_d = λ_d (h_pre +
-E[o] t_d(n*)) whatever the lifetimes (insensitivity), but heavy-tailed outputs (lmsys: a request
-lives up to 8,815 steps) keep the count above its mean for minutes, and a run that hits the cap b
+E[Y] + E[T_x] before the handoff (the prompt's own time in prefill at the prefill role's count, as the simulator
+measures it: S_alone alone, 1.2-1.3x it for prompts sharing steps at a few instances); the slot load is the
+rate against the instance's throughput with every slot busy, ρ_d = λ_d (h_pre + E[o] t_d(b)) / b (as the
+co-located engine model's slot load; stable iff < 1, and then n* < b).  The kernel grants a transfer only with a
+free slot (backpressure).  The wait for a slot is Erlang-C over the pooled D b slots (the assignment balances
+them).  Erlang C's exponential tail is not the slots' tail: the slots held are M/G/∞ until they run out, Poisson
+of mean a_d = λ_d (h_pre + E[o] t_d(n*)) whatever the lifetimes (insensitivity), but heavy-tailed outputs (lmsys:
+a request lives up to 8,815 steps) keep the count above its mean for minutes, and a run that hits the cap b
 queues every grant behind the longest-lived requests.  The count is wider than Poisson: a larger batch
 slows every step, so its members live longer (elasticity g = n t_d'(n) / t_d(n) at n*); linearised,
 dN/dt = λ_d - N / (E[o] t_d(N)) relaxes at rate (1 - g) / (E[o] t_d) under the arrivals' and departures' noise
@@ -191,50 +211,83 @@ class PrefillRole:
         """E[S_alone]: instance-seconds a prompt costs an idle instance (the most it costs)."""
         return float(self.weight @ self.alone_s)
 
-    def service_at(self, lam_i: float) -> np.ndarray:
-        """X_j (``_at``): instance-seconds prompt j costs at per-instance rate ``lam_i``."""
-        return self._at(lam_i)[0]
+    def service_at(self, lam_i: float, n_instances: int = 1) -> np.ndarray:
+        """X_j (``_at``): instance-seconds prompt j costs at per-instance rate ``lam_i`` in a role of
+        ``n_instances``."""
+        return self._at(lam_i, n_instances)[0]
 
-    def wall_at(self, lam_i: float) -> np.ndarray:
-        """Y_j (``_at``): prompt j's own time in prefill at per-instance rate ``lam_i``, its last chunk's step whole
-        (module docstring)."""
-        return self._at(lam_i)[1]
+    def wall_at(self, lam_i: float, n_instances: int = 1) -> np.ndarray:
+        """Y_j (``_at``): prompt j's own time in prefill at per-instance rate ``lam_i`` in a role of ``n_instances``,
+        its last chunk's step whole (module docstring)."""
+        return self._at(lam_i, n_instances)[1]
 
-    def _at(self, lam_i: float) -> tuple[np.ndarray, np.ndarray]:
-        """(X_j, Y_j) at per-instance rate ``lam_i`` (module docstring): the last chunk r_j = p_j mod B (or p_j) shares
-        its step with the e = min(λ_i t̄ E[p], B - r_j) tokens of the K̄ - 1 = λ_i t̄ prompts that arrived
-        during the step before, t̄ = f(K̄, 0, min(B, E[r] + λ_i t̄ E[p]), 0, 0) (a fixed point, by iteration):
+    def _at(self, lam_i: float, n_instances: int = 1) -> tuple[np.ndarray, np.ndarray]:
+        """(X_j, Y_j) at per-instance rate ``lam_i`` in a role of P = ``n_instances`` (module docstring): the last
+        chunk r_j = p_j mod B (or p_j) shares its step with the e = min(K̄ - 1, m - 1) E[p] (at most B - r_j) tokens
+        of the K̄ - 1 = q λ_i t̄ prompts routed to the busy instance during the step before,
+        t̄ = f(K̄, 0, min(B, E[r] + (K̄ - 1) E[p]), 0, 0) and q = C(P, P ρ_p) / ρ_p (the least-outstanding router
+        sends a prompt to a busy instance only when all P are busy; 1 at P = 1 and when ρ_p >= 1), ρ_p = λ_i E[X]
+        (a fixed point, by iteration):
 
             X_j = floor(p_j / B) f(1, 0, B, 0, 0) + r_j / (r_j + e) f(K̄, 0, r_j + e, 0, 0) + α p_j²
 
         and Y_j the same with the last step whole (S_alone,j at λ_i -> 0; full chunks share no step)."""
+        key = (lam_i, max(1, int(n_instances)))
+        if key not in self._memo:
+            self._memo[key] = self._solve_at(lam_i, key[1])
+        return self._memo[key]
+
+    @cached_property
+    def _memo(self) -> dict:
+        """(X_j, Y_j) by (λ_i, P): count searches ask for the same counts with other after-times."""
+        return {}
+
+    def _solve_at(self, lam_i: float, n_instances: int) -> tuple[np.ndarray, np.ndarray]:
+        """``_at``'s fixed point in (t̄, ρ_p)."""
         eng = self.engine
         budget = float(eng.limits.max_num_batched_tokens)
         seqs_cap = float(eng.limits.max_num_seqs)
-        p = self.prompt_tokens
+        p, w = self.prompt_tokens, self.weight
         n_full = np.floor(p / budget)
         rest = p - n_full * budget
         n_full, rest = np.where(rest > 0, n_full, n_full - 1), np.where(rest > 0, rest, budget)
-        mean_p, mean_rest = self.mean_prompt_tokens, float(self.weight @ rest)
-        step = float(eng.step_s(1, 0, mean_rest, 0, 0))
-        for _ in range(_BISECT_ITERS):
-            others = min(lam_i * step, seqs_cap - 1.0)
-            new = float(eng.step_s(1.0 + others, 0, min(budget, mean_rest + others * mean_p), 0, 0))
-            if abs(new - step) <= 1e-12 + 1e-9 * step:
-                break
-            step = new
-        others = min(lam_i * step, seqs_cap - 1.0)
-        extra = np.minimum(others * mean_p, budget - rest)
-        last = eng.step_s(1.0 + others, 0, rest + extra, 0, 0)
+        chunked = n_full >= 1
+        mean_p, mean_rest = self.mean_prompt_tokens, float(w @ rest)
         full = n_full * float(eng.step_s(1, 0, budget, 0, 0)) + self.attention_s
-        return full + rest / (rest + extra) * last, full + last
+
+        def parts(others: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            extra = np.minimum(others * mean_p, budget - rest)
+            last = eng.step_s(1.0 + others, 0, rest + extra, 0, 0)
+            return full + rest / (rest + extra) * last, full + last
+
+        # a one-chunk prompt that waited arrived during a step, length-biased: E[T²] / E[T] = t̄ (1 + Cs²_T), Cs²_T
+        # of a last chunk's step alone
+        alone = eng.step_s(1, 0, rest, 0, 0)
+        mean_alone = float(w @ alone)
+        bias = 1.0 + float(w @ (alone - mean_alone) ** 2) / mean_alone**2 if mean_alone > 0 else 1.0
+
+        def shares(rho: float) -> np.ndarray:
+            single, chained = _router_shares(n_instances, rho)
+            return np.where(chunked, chained, bias * single)
+
+        step = float(eng.step_s(1, 0, mean_rest, 0, 0))
+        rho = lam_i * self.mean_service_s
+        for _ in range(_BISECT_ITERS):
+            q = shares(rho)
+            others = min(float(w @ q) * lam_i * step, seqs_cap - 1.0)
+            new = float(eng.step_s(1.0 + others, 0, min(budget, mean_rest + others * mean_p), 0, 0))
+            new_rho = lam_i * float(w @ parts(np.minimum(q * lam_i * step, seqs_cap - 1.0))[0])
+            if abs(new - step) <= 1e-12 + 1e-9 * step and abs(new_rho - rho) <= 1e-9 * max(rho, 1e-12):
+                break
+            step, rho = new, 0.5 * (rho + new_rho)  # damped: sharing lowers ρ_p, and a lower ρ_p less sharing
+        return parts(np.minimum(shares(rho) * lam_i * step, seqs_cap - 1.0))
 
     def state(self, lam: float, n_instances: int, after_s, p: float, arrival_cv2: float = 1.0) -> PrefillState:
         """The role of ``n_instances`` at fleet rate ``lam`` (module docstring): ρ_p, the wait's P(W > t) =
         A e^{-k t} and the p-quantile of W + Y_j + ``after_s`` (``queueing.ttft``, exact for the sum)."""
         n = int(n_instances)
         lam_i = lam / n
-        x, own = self._at(lam_i)
+        x, own = self._at(lam_i, n)
         mean = float(self.weight @ x)
         cs2 = float(self.weight @ (x - mean) ** 2) / mean**2
         rho = lam_i * mean
@@ -275,6 +328,22 @@ class PrefillState:
     wait_decay_per_s: float
     wait_p_s: float
     ttft_p_s: float
+
+
+def _router_shares(n_instances: int, rho: float) -> tuple[float, float]:
+    """(q_1, q_2) of ``PrefillRole._at``: the prompts riding a prompt's last step, over λ_i t̄, for a prompt of one
+    chunk (it waited, C(P, P ρ), and the least-outstanding router put others behind it only while every instance
+    held a prompt waiting, ρ^(P - 1): ρ at P = 1) and for one whose step before was its own chunk (the router sends
+    a prompt to its busy instance while all P are busy: C(P, P ρ) / ρ per second it is busy; 1 at P = 1); both 1
+    when ρ >= 1 (every instance always busy)."""
+    if not rho < 1.0:
+        return 1.0, 1.0
+    if rho <= 0.0:
+        return 0.0, 1.0 if n_instances == 1 else 0.0
+    if n_instances == 1:
+        return rho, 1.0
+    c = float(erlang_c(n_instances, n_instances * rho))
+    return c * rho ** (n_instances - 1), min(1.0, c / rho)
 
 
 def _slots_full(cap: float, mean: float, elasticity: float) -> float:
@@ -362,8 +431,6 @@ class DecodeRole:
     def _smoothed(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(grid of mean batches n in [0, b], t̄_d(n), g(n)) on ``_BATCH_GRID`` + 1 points (module docstring:
         the step a member sees, averaged over the batch's fluctuation)."""
-        from scipy import stats  # here, not at import (``_slots_full``)
-
         cap = int(self.engine.limits.max_num_seqs)
         grid = np.linspace(0.0, float(cap), _BATCH_GRID + 1)
         k = np.arange(0, cap + 1, dtype=np.float64)
@@ -372,18 +439,23 @@ class DecodeRole:
         def seen(var_ratio: np.ndarray) -> np.ndarray:
             # the members a member sees: itself and the others, size-biased: 1 + Poisson(n) (var_ratio 1) or
             # 1 + NB(r + 1, q) for N ~ NB(r, q) of mean n and variance n var_ratio; more than b are b
-            out = np.empty(grid.size)
-            for j, (n, v) in enumerate(zip(grid, var_ratio, strict=True)):
-                if n <= 0.0:
-                    out[j] = t_k[min(1, cap)]
-                    continue
-                if v <= 1.0 + 1e-9:
-                    pmf = stats.poisson.pmf(k - 1.0, n)
-                else:
-                    q = 1.0 / v
-                    pmf = stats.nbinom.pmf(k - 1.0, n * q / (1.0 - q) + 1.0, q)
-                pmf[-1] += max(0.0, 1.0 - float(pmf.sum()))
-                out[j] = float(pmf @ t_k)
+            # (every grid point at once: one row of the pmf per mean batch n)
+            out = np.full(grid.size, t_k[min(1, cap)])
+            live = grid > 0.0
+            poisson = live & (var_ratio <= 1.0 + 1e-9)
+            wide = live & ~poisson
+            pmf = np.zeros((grid.size, k.size))
+            j = k[None, 1:] - 1.0  # others 0..b-1 (k = 0 has none)
+            if poisson.any():
+                mean = grid[poisson, None]
+                pmf[poisson, 1:] = np.exp(j * np.log(mean) - mean - special.gammaln(j + 1.0))
+            if wide.any():
+                q = 1.0 / var_ratio[wide, None]
+                r = grid[wide, None] * q / (1.0 - q) + 1.0
+                pmf[wide, 1:] = np.exp(special.gammaln(j + r) - special.gammaln(r) - special.gammaln(j + 1.0)
+                                       + r * np.log(q) + j * np.log1p(-q))
+            pmf[:, -1] += np.maximum(0.0, 1.0 - pmf.sum(axis=1))
+            out[live] = (pmf[live] * t_k[None, :]).sum(axis=1)
             return out
 
         def elasticity(t_bar: np.ndarray) -> np.ndarray:
@@ -395,17 +467,55 @@ class DecodeRole:
         t_bar = seen(1.0 / (1.0 - g))
         return grid, t_bar, elasticity(t_bar)
 
-    def mean_step_s(self, n) -> np.ndarray:
-        """t̄_d(n): the mean decode step a member sees at mean batch n (module docstring), interpolated."""
-        grid, t_bar, _ = self._smoothed
-        return np.interp(np.asarray(n, dtype=np.float64), grid, t_bar)
+    @cached_property
+    def _pooled_curves(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(t_d(n) interpolated between whole batches, t̄_d(n) at variance ratio 1 (size-biased Poisson), g(n) of
+        that, the variance ratio 1 / (1 - g) of ``_smoothed``) on ``_smoothed``'s grid (``mean_step_s``)."""
+        grid, _, _ = self._smoothed
+        cap = int(self.engine.limits.max_num_seqs)
+        k = np.arange(0, cap + 1, dtype=np.float64)
+        t_k = self.step_s(k)
+        raw = np.interp(grid, k, t_k)
+        # the size-biased Poisson curve and its elasticity, as ``_smoothed`` builds them
+        live = grid > 0.0
+        pmf = np.zeros((grid.size, k.size))
+        j = k[None, 1:] - 1.0
+        mean = grid[live, None]
+        pmf[live, 1:] = np.exp(j * np.log(mean) - mean - special.gammaln(j + 1.0))
+        pmf[:, -1] += np.maximum(0.0, 1.0 - pmf.sum(axis=1))
+        poisson = np.full(grid.size, t_k[min(1, cap)])
+        poisson[live] = (pmf[live] * t_k[None, :]).sum(axis=1)
+        g = np.clip(grid * np.gradient(poisson, grid) / np.maximum(poisson, 1e-30), 0.0, _MAX_ELASTICITY)
+        return raw, poisson, g, 1.0 / (1.0 - g)
 
-    def operating_batch(self, lam_i: float) -> float:
-        """n*: the smallest root of n = λ_d E[o] t̄_d(n) below the cap b (b when there is none): the first sign
-        change on a grid of ``_BATCH_GRID`` points, then bisection."""
+    def _curve(self, n_instances: int) -> np.ndarray:
+        """t̄_d on ``_smoothed``'s grid for a role of ``n_instances`` (``mean_step_s``)."""
+        grid, t_bar, _ = self._smoothed
+        d = max(1, int(n_instances))
+        if d == 1:
+            return t_bar
+        key = ("curve", d)
+        if key not in self._memo:
+            raw, poisson, _, v_max = self._pooled_curves
+            v = v_max / d
+            # a step linear in n is t_d(n + v) for every v: between the whole-batch step (v = 0), the size-biased
+            # Poisson one (v = 1) and the widened one (v = 1 / (1 - g)), linearly in v
+            wide = np.where(v_max > 1.0 + 1e-12, (v - 1.0) / np.maximum(v_max - 1.0, 1e-12), 0.0)
+            self._memo[key] = np.where(v >= 1.0, poisson + wide * (t_bar - poisson), raw + v * (poisson - raw))
+        return self._memo[key]
+
+    def mean_step_s(self, n, n_instances: int = 1) -> np.ndarray:
+        """t̄_d(n): the mean decode step a member sees at mean batch n in a role of ``n_instances`` (module
+        docstring), interpolated."""
+        grid = self._smoothed[0]
+        return np.interp(np.asarray(n, dtype=np.float64), grid, self._curve(n_instances))
+
+    def operating_batch(self, lam_i: float, n_instances: int = 1) -> float:
+        """n*: the smallest root of n = λ_d E[o] t̄_d(n) below the cap b (b when there is none) in a role of
+        ``n_instances``: the first sign change on a grid of ``_BATCH_GRID`` points, then bisection."""
         cap = float(self.engine.limits.max_num_seqs)
         load = lam_i * self.mean_output_tokens
-        grid, t_bar, _ = self._smoothed
+        grid, t_bar = self._smoothed[0], self._curve(n_instances)
         gap = load * t_bar - grid
         below = np.flatnonzero(gap <= 0)
         if not below.size:
@@ -416,11 +526,38 @@ class DecodeRole:
         lo, hi = float(grid[k - 1]), float(grid[k])
         for _ in range(_BISECT_ITERS // 2):
             mid = 0.5 * (lo + hi)
-            if load * float(self.mean_step_s(mid)) - mid > 0:
+            if load * float(np.interp(mid, grid, t_bar)) - mid > 0:
                 lo = mid
             else:
                 hi = mid
         return hi
+
+    @cached_property
+    def _memo(self) -> dict:
+        """(n*, t̄_d(n*)) and the TPOT quantile by per-instance rate: a count search asks for the same counts
+        again with another h_pre, and neither depends on it."""
+        return {}
+
+    def _operating(self, lam_i: float, n_instances: int = 1) -> tuple[float, float]:
+        key = ("batch", lam_i, n_instances)
+        if key not in self._memo:
+            n = self.operating_batch(lam_i, n_instances)
+            self._memo[key] = (n, float(self.mean_step_s(n, n_instances)))
+        return self._memo[key]
+
+    def _tpot_at(self, lam_i: float, n_instances: int, p: float) -> float:
+        key = ("tpot", lam_i, n_instances, p)
+        if key not in self._memo:
+            self._memo[key] = self._tpot_quantile(*self._operating(lam_i, n_instances), p, n_instances)
+        return self._memo[key]
+
+    def tpot_p_s(self, lam: float, n_instances: int, p: float) -> float:
+        """The P-quantile TPOT of ``n_instances`` at fleet rate ``lam`` (``state``'s, which does not depend on h_pre);
+        inf when the operating batch reaches the cap."""
+        d = int(n_instances)
+        lam_i = lam / d
+        n, _ = self._operating(lam_i, d)
+        return self._tpot_at(lam_i, d, p) if n < float(self.engine.limits.max_num_seqs) else math.inf
 
     def slot_load(self, lam: float, n_instances: int, pre_decode_s: float) -> float:
         """ρ_d = λ_d (h_pre + E[o] t_d(b)) / b (module docstring)."""
@@ -433,8 +570,7 @@ class DecodeRole:
         d = int(n_instances)
         cap = float(self.engine.limits.max_num_seqs)
         lam_i = lam / d
-        n = self.operating_batch(lam_i)
-        t = float(self.mean_step_s(n))
+        n, t = self._operating(lam_i, d)
         residence = self.mean_output_tokens * t
         hold = pre_decode_s + residence
         slot_load = self.slot_load(lam, d, pre_decode_s)
@@ -444,7 +580,7 @@ class DecodeRole:
             c, a = d * int(cap), lam * hold
             wait = float(erlang_c(c, a)) * hold / (c - a)
         first = (1.0 - math.exp(-n)) * 0.5 * t + t
-        tpot = self._tpot_quantile(n, t, p) if stable else math.inf
+        tpot = self._tpot_at(lam_i, d, p) if stable else math.inf
         g = self._elasticity(n)
         # the decode assignment pools the slots (module docstring): all D b held, of D a_d on average
         full = max(_slots_full(d * cap, d * lam_i * hold, g),
@@ -469,20 +605,24 @@ class DecodeRole:
 
         return float(stats.norm.sf((capacity - mean) / math.sqrt(var)))
 
+    def elasticity(self, n: float) -> float:
+        """g at mean batch n (``_elasticity``): how much a larger batch slows its step, n t̄_d'(n) / t̄_d(n)."""
+        return self._elasticity(n)
+
     def _elasticity(self, n: float) -> float:
         """g = n t̄_d'(n) / t̄_d(n) (module docstring), of the smoothed step (the raw step's tile steps have no
         derivative), at most ``_MAX_ELASTICITY``."""
         grid, _, g = self._smoothed
         return float(np.interp(n, grid, g))
 
-    def _tpot_quantile(self, n: float, t: float, p: float) -> float:
+    def _tpot_quantile(self, n: float, t: float, p: float, n_instances: int = 1) -> float:
         """The p-quantile of TPOT over requests with o >= 2 (module docstring)."""
         f = self.engine.step_s
         ctx = n * self.context_tokens
         at = float(f(n, n, 0.0, ctx, 0.0))
         # s_n: one more sequence at fixed context, of the smoothed step (its slope less the context's share)
         per_ctx = float(f(n, n, 0.0, ctx + 1.0, 0.0)) - at  # s_c: one more context token
-        grid, t_bar, _ = self._smoothed
+        grid, t_bar = self._smoothed[0], self._curve(n_instances)
         per_seq = max(float(np.interp(n, grid, np.gradient(t_bar, grid))) - per_ctx * self.context_tokens, 0.0)
         many = self.output_tokens >= 2
         if not many.any():
@@ -512,11 +652,7 @@ class DecodeRole:
         q = 1.0 - p
         if survival(hi) > q:
             return hi
-        lo = 0.0
-        while hi - lo > 1e-6 * hi:
-            mid = 0.5 * (lo + hi)
-            if survival(mid) > q:
-                lo = mid
-            else:
-                hi = mid
-        return hi
+        from scipy.optimize import brentq  # here, not at import (``_slots_full``)
+
+        # survival(0) = 1 > q >= survival(hi): Brent's method, a few evaluations where bisection took twenty
+        return float(brentq(lambda x: survival(x) - q, 0.0, hi, xtol=1e-7 * hi, rtol=1e-9))

@@ -15,7 +15,9 @@ the TPOT target (``DecodeRole.batch_cap``; a DP-attention instance's: a whole ba
 KV cache). The decode role is sized first (the fewest instances whose slot load is within ρ_max, whose D b slots
 are all held with probability at most ``SLOT_FULL_SHARE`` (1 - p), and whose P-quantile TPOT meets the target), then
 the prefill role with the transfer, the mean slot wait and the first decode step after each prompt (the fewest
-instances whose ρ_p is within ρ_max and whose P-quantile TTFT meets the SLO). With ``DisaggSettings.pd_ratios``
+instances whose ρ_p is within ρ_max and whose P-quantile TTFT meets the SLO); the slot's hold before the handoff
+is the prompt's own prefill time at the prefill count, so with that count known decode and then prefill are sized
+once more (``_sized_roles``). With ``DisaggSettings.pd_ratios``
 each role is then rounded up to whole xPyD groups.  Each role's ``floor_count`` is its utilisation cap's count (the
 fewest instances within ρ_max), which verification does not go below (``plan.disagg.verify``).
 
@@ -150,6 +152,7 @@ class DisaggCandidate(Candidate):
     decode_fit: tuple[float, float] = (math.nan, math.nan)  # simulator step: base_s + slope * Σ context
     kv_link: tuple[float, float, float] = (0.0, math.inf, 0.0)  # KV bytes per token, bandwidth B/s, latency s
     pd_ratio: tuple[int, int] | None = None  # xPyD group (x prefill : y decode instances); None: any
+    decode_elasticity: float = 0.0  # g = n t'(n) / t(n) of the decode step at n* (``queueing.disagg``)
     # the KV link's bandwidth (B/s) over the scale-out network and within one NVLink node (nan: no NVLink path:
     # two GPU types, a bandwidth given, or AFD); verification picks one from the counts it simulates
     kv_paths: tuple[float, float] = (math.nan, math.nan)
@@ -302,8 +305,14 @@ def _size_decode(ctx: _Context, role: DecodeRole, pre_decode_s: float) -> _Decod
     key = ("decode", id(role), round(pre_decode_s, 9))
     if key in ctx.cache:
         return ctx.cache[key]
-    # the slot load falls as 1 / D: its smallest count first, then the TPOT target
+    # the slot load falls as 1 / D: its smallest count first; the TPOT target's, which no h_pre moves, once per role
     lo = max(1, math.ceil(role.slot_load(ctx.rate_per_s, 1, pre_decode_s) / s.rho_max - 1e-9))
+    tkey = ("decode-tpot", id(role))
+    if tkey not in ctx.cache:  # from the slot load's count with no h_pre, below every h_pre's
+        least = max(1, math.ceil(role.slot_load(ctx.rate_per_s, 1, 0.0) / s.rho_max - 1e-9))
+        ctx.cache[tkey] = _first_passing(
+            lambda d: d if role.tpot_p_s(ctx.rate_per_s, d, p) <= ctx.slo_tpot_s * (1 + 1e-9) else None,
+            least, s.max_gpus)[0]
 
     def ok(d: int) -> DecodeState | None:
         st = role.state(ctx.rate_per_s, d, p, pre_decode_s)
@@ -311,7 +320,7 @@ def _size_decode(ctx: _Context, role: DecodeRole, pre_decode_s: float) -> _Decod
                 and st.slot_full <= SLOT_FULL_SHARE * (1.0 - p))
         return st if good else None
 
-    count, found = _first_passing(ok, lo, s.max_gpus)
+    count, found = _first_passing(ok, max(lo, ctx.cache[tkey]), s.max_gpus)
     if found is None:
         out = _DecodeSized(role, role.state(ctx.rate_per_s, count, p, pre_decode_s),
                            f"decode needs more than max_gpus {s.max_gpus} instances for its TPOT target", lo)
@@ -343,6 +352,14 @@ def _first_passing(ok: Callable[[int], object | None], lo: int, max_count: int) 
     return hi, found
 
 
+def _prefill_role(ctx: _Context, gpu: GpuProfile, max_num_seqs: int, budget_tokens: int) -> PrefillRole:
+    """The prefill role of ``gpu`` at these limits, one per run (its per-count states are kept, ``PrefillRole``)."""
+    key = ("prefill-role", gpu.name, int(max_num_seqs), int(budget_tokens))
+    if key not in ctx.cache:
+        ctx.cache[key] = PrefillRole.of(_engine(ctx, gpu, max_num_seqs, budget_tokens), ctx.prompt, ctx.weight)
+    return ctx.cache[key]
+
+
 def _prefill(ctx: _Context, gpu: GpuProfile, after_s: np.ndarray, key: tuple) -> tuple[PoolPlan, PrefillRole]:
     """The prefill role of ``gpu`` (``queueing.disagg.PrefillRole``) at each of its engine limits
     (``prefill_limits``): the fewest instances whose ρ_p <= ρ_max and P-quantile TTFT <= the SLO win, then
@@ -353,8 +370,8 @@ def _prefill(ctx: _Context, gpu: GpuProfile, after_s: np.ndarray, key: tuple) ->
     p = s.percentile / 100.0
     best = None
     for seqs, budget in prefill_limits(gpu, s.step_models):
-        role = PrefillRole.of(_engine(ctx, gpu, seqs, budget), ctx.prompt, ctx.weight)
-        least = float(role.weight @ role.service_at(ctx.rate_per_s))  # X falls with the per-instance rate
+        role = _prefill_role(ctx, gpu, seqs, budget)
+        least = float(role.weight @ role.service_at(ctx.rate_per_s))  # X is least at one instance's rate
         lo = max(1, math.ceil(ctx.rate_per_s * least / s.rho_max - 1e-9))
         reason = None
         if role.zero_wait_quantile_s(after_s, p) > s.slo_ttft_s:
@@ -382,7 +399,7 @@ def _prefill(ctx: _Context, gpu: GpuProfile, after_s: np.ndarray, key: tuple) ->
     lim = role.engine.limits
     # the utilisation cap's floor: the fewest instances with ρ_p = λ / n E[X(λ / n)] <= ρ_max (X grows as n does)
     floor, _ = _first_passing(lambda n: n if ctx.rate_per_s / n * float(role.weight @ role.service_at(
-        ctx.rate_per_s / n)) <= s.rho_max else None, lo, max(lo, st.n_instances))
+        ctx.rate_per_s / n, n)) <= s.rho_max else None, lo, max(lo, st.n_instances))
     plan = _role(ctx, gpu, st.n_instances, 1, st.rho, st.ttft_p_s, st.wait_p_s, st.mean_service_s, st.cs2,
                  reason, ctx.per_instance(gpu), REASON_CODE[why], max_num_seqs=lim.max_num_seqs,
                  max_num_batched_tokens=lim.max_num_batched_tokens, mean_step_s=float(role.weight @ role.alone_s),
@@ -434,7 +451,8 @@ def _candidate(ctx: _Context, topo: Topology, roles: tuple[str, ...], pools: tup
         ttft_p_s=pf.ttft_p_s, feasible=reason is None, reason=reason, reason_code=code, roles=roles, unit=unit,
         decode_batch=int(cap), decode_step_s=tpot if math.isfinite(tpot) else 0.0,
         mean_context_tokens=sized.role.context_tokens, p_transfer_s=xfer_s, binding=binding,
-        decode_fit=fit, kv_link=(link[0], link[1], ctx.disagg.kv_latency_s), pd_ratio=pd_ratio)
+        decode_fit=fit, kv_link=(link[0], link[1], ctx.disagg.kv_latency_s), pd_ratio=pd_ratio,
+        decode_elasticity=sized.role.elasticity(st.batch) if st is not None else 0.0)
 
 
 def _after_prefill(ctx: _Context, link: tuple[float, float], sized: _DecodeSized) -> np.ndarray:
@@ -451,11 +469,36 @@ def _p_transfer(ctx: _Context, link: tuple[float, float]) -> float:
     return float(kv_transfer_s(np.asarray(p_prompt), link[0], link[1], ctx.disagg.kv_latency_s))
 
 
-def _pre_decode_s(ctx: _Context, prefill: PrefillRole, link: tuple[float, float]) -> float:
-    """h_pre: a decode slot is granted at prefill start (early binding) and held through prefill and transfer."""
+def _pre_decode_s(ctx: _Context, prefill: PrefillRole, link: tuple[float, float],
+                  n_prefill: int | None = None) -> float:
+    """h_pre: a decode slot is granted at prefill start (early binding) and held through prefill and transfer,
+    E[Y] + E[T_x] with Y the prompt's own time in prefill in a role of ``n_prefill`` instances (the simulator's
+    prefill start to end, ``PrefillRole.wall_at``); before the prefill role is sized (None), E[S_alone]."""
     w = ctx.weight / ctx.weight.sum()
-    return float(w @ prefill.alone_s) + float(w @ kv_transfer_s(ctx.prompt, link[0], link[1],
-                                                                  ctx.disagg.kv_latency_s))
+    own = prefill.alone_s if n_prefill is None else prefill.wall_at(ctx.rate_per_s / n_prefill, n_prefill)
+    return float(w @ own) + float(w @ kv_transfer_s(ctx.prompt, link[0], link[1], ctx.disagg.kv_latency_s))
+
+
+def _sized_roles(ctx: _Context, g_p: GpuProfile, role: DecodeRole, link: tuple[float, float], key: tuple
+                 ) -> tuple[_DecodeSized, np.ndarray, PoolPlan, PrefillRole]:
+    """(decode sized, prefill after-time, prefill plan, prefill role): decode sized with the slot held for
+    E[S_alone] + E[T_x] (the prefill role's count unknown), prefill sized after it; then, the prefill count
+    known, decode re-sized with the hold the simulator measures (``_pre_decode_s`` at that count: the prompt's own
+    time in a busy prefill role, longer than S_alone when prompts share its steps) and prefill after it."""
+    first = _prefill_role(ctx, g_p, *prefill_limits(g_p, ctx.settings.step_models)[0])
+    hold = _pre_decode_s(ctx, first, link)
+    sized = _size_decode(ctx, role, hold)
+    after = _after_prefill(ctx, link, sized)
+    pf, pf_role = _prefill(ctx, g_p, after, key)
+    if not (pf.feasible and sized.state is not None):
+        return sized, after, pf, pf_role
+    held = _pre_decode_s(ctx, pf_role, link, pf.count)
+    if abs(held - hold) <= 1e-9 * hold:
+        return sized, after, pf, pf_role
+    sized = _size_decode(ctx, role, held)
+    after = _after_prefill(ctx, link, sized)
+    pf, pf_role = _prefill(ctx, g_p, after, (*key, "held", round(held, 9)))
+    return sized, after, pf, pf_role
 
 
 def _pdd_pair(ctx: _Context, g_p: GpuProfile, g_d: GpuProfile) -> list[DisaggCandidate] | None:
@@ -488,12 +531,7 @@ def _pdd_sized(ctx: _Context, g_p: GpuProfile, g_d: GpuProfile, link: tuple[floa
     role = ctx.cache[dkey]
     if role is None:
         return [_unservable_pdd(ctx, g_p, g_d, link)]
-    # prefill alone (its first limits) sets h_pre; the decode count then sets the prefill's after-time
-    first = PrefillRole.of(_engine(ctx, g_p, *prefill_limits(g_p, ctx.settings.step_models)[0]), ctx.prompt,
-                           ctx.weight)
-    sized = _size_decode(ctx, role, _pre_decode_s(ctx, first, link))
-    after = _after_prefill(ctx, link, sized)
-    pf, pf_role = _prefill(ctx, g_p, after, ("pdd", g_p.name, g_d.name, link))
+    sized, after, pf, pf_role = _sized_roles(ctx, g_p, role, link, ("pdd", g_p.name, g_d.name, link))
     sv = g_d.require_serving()
     fit = (sv.iter_base_s, sv.iter_per_seq_s / sv.ref_context_tokens)
     if not ctx.disagg.pd_ratios:
@@ -513,7 +551,7 @@ def _pdd_sized(ctx: _Context, g_p: GpuProfile, g_d: GpuProfile, link: tuple[floa
                            cs2=st.cs2)
             p_level = ctx.settings.percentile / 100.0
             sized_k = _DecodeSized(role, role.state(ctx.rate_per_s, groups * y, p_level,
-                                                    _pre_decode_s(ctx, first, link)), None, sized.floor)
+                                                    _pre_decode_s(ctx, pf_role, link, groups * x)), None, sized.floor)
         dec = _decode_roles(ctx, (g_d,), sized_k, (1,), pf_k.ttft_p_s)
         out.append(_candidate(ctx, Topology.PDD, ("prefill", "decode"), (pf_k, *dec), (1, 1), sized_k,
                               _p_transfer(ctx, link), fit, link, pd_ratio=(int(x), int(y))))
@@ -548,22 +586,23 @@ def _afd_unit(ctx: _Context, g_p: GpuProfile, g_a: GpuProfile, g_f: GpuProfile, 
     c_bar = ctx.load.mean_context_tokens
     n, step, step_1 = unit.batch(c_bar, ctx.slo_tpot_s, d.model)
     fit = linear_fit(step_1, step, n, c_bar)
+    key = ("afd", g_p.name, g_a.name, g_f.name, a, f, link)
     if n >= 1:
         base, slope = fit
         ctx_tokens = float(ctx.max_tokens)
         model = LinearStepModel(base, slope * ctx_tokens, 0.0, ctx_tokens)
-        role = DecodeRole.of(_engine(ctx, g_a, n, n, step=model, kv_blocks=unit.kv_blocks()), ctx.prompt,
-                             ctx.output, ctx.weight)
-        first = PrefillRole.of(_engine(ctx, g_p, *prefill_limits(g_p, ctx.settings.step_models)[0]), ctx.prompt,
-                               ctx.weight)
-        sized = _size_decode(ctx, role, _pre_decode_s(ctx, first, link))
+        # one role per unit, whatever the prefill GPU: its smoothed step and count states are computed once
+        rkey = ("afd-role", g_a.name, g_f.name, a, f)
+        if rkey not in ctx.cache:
+            ctx.cache[rkey] = DecodeRole.of(_engine(ctx, g_a, n, n, step=model, kv_blocks=unit.kv_blocks()),
+                                            ctx.prompt, ctx.output, ctx.weight)
+        role = ctx.cache[rkey]
+        sized, _, pf, _ = _sized_roles(ctx, g_p, role, link, key)
     else:
         role = DecodeRole.of(_engine(ctx, g_a, 1, 1), ctx.prompt, ctx.output, ctx.weight)
         sized = _DecodeSized(role, None, f"TPOT target {fmt_ms(ctx.slo_tpot_s)} is below the unit's one-sequence "
                                          f"step or its KV cache holds no mean context")
-    after = _after_prefill(ctx, link, sized)
-    key = ("afd", g_p.name, g_a.name, g_f.name, a, f, link)
-    pf, _ = _prefill(ctx, g_p, after, key)
+        pf, _ = _prefill(ctx, g_p, _after_prefill(ctx, link, sized), key)
     dec = _decode_roles(ctx, (g_a, g_f), sized, (a, f), pf.ttft_p_s)
     return _candidate(ctx, Topology.AFD, ("prefill", "attention", "ffn"), (pf, *dec), (a, f), sized,
                       _p_transfer(ctx, link), fit, link)

@@ -46,7 +46,13 @@ decode batch is M/G/∞ with lifetimes R_j = o_j t_d (t_d the analytic decode st
 λ ∫_0^t P(R > s) ds, short of its steady λ E[R] by λ E[(R - t)^+].  The warm-up is the first t_w with
 E[(R - t_w)^+] <= ``WARMUP_SHORTFALL`` E[R] (heavy-tailed outputs, agent_heavy: about 200 s where 10 % of
 20,000 requests at 100 req/s is 20 s, and the run measured a batch 30 % short of its steady size, the
-P99 TPOT 25 % low); the measured window keeps 90 % of ``fixed_requests`` after it.
+P99 TPOT 25 % low), or, when later, the first t_c whose held context (what the decode step reads) is within
+``WARMUP_SHORTFALL`` of its steady level (``context_warmup_s``; a long-lived request holds the largest context:
+agent_heavy, Llama-3.1-8B on 38 H100 tp8 decode instances, the count's 125 s left the context short and the
+measured mean TPOT 9.3 ms rising through the window, against 11.9 ms after 900 s), both stretched by 1 / (1 - g):
+a batch whose size slows its own step relaxes at (1 - g) / (E[o] t_d), not 1 / (E[o] t_d) (``queueing.disagg``;
+g = 0.74 there: the context's 200 s left the mean TPOT rising from 9.0 to 10.1 ms through the window); the
+measured window keeps 90 % of ``fixed_requests`` after it.
 
 Decode assignment (``DECODE_ASSIGNMENT``): the fewest requests bound and not finished, those still in prefill or
 transfer included (the simulator's ``req_level``: a least-outstanding-requests balancer that counts what it has
@@ -118,6 +124,8 @@ if TYPE_CHECKING:  # the PDD simulator and its kernels are imported when a PDD /
 FRONTIER_QUADRATURE_POINTS = 4096
 #: Share of the steady decode batch a run may still lack when its measured window starts (``run_length``).
 WARMUP_SHORTFALL = 0.05
+#: Largest decode elasticity g the warm-up's 1 / (1 - g) takes (``run_length``; the screen's own cap).
+MAX_WARMUP_ELASTICITY = 0.9
 #: Warm-up share of a run whose decode batch fills within it (the PDD simulator's default).
 MIN_WARMUP_FRACTION = 0.1
 #: Quadrature points of the output lengths the warm-up is computed on.
@@ -146,6 +154,32 @@ def warmup_s(output_tokens: np.ndarray, weight: np.ndarray, decode_step_s: float
     return float(knots[k - 1] + (excess[k - 1] - goal) / tail_w[k - 1])
 
 
+def context_warmup_s(prompt_tokens: np.ndarray, output_tokens: np.ndarray, weight: np.ndarray,
+                     decode_step_s: float, shortfall: float = WARMUP_SHORTFALL) -> float:
+    """t_c: the first t whose held context falls short of its steady level by at most ``shortfall`` (module
+    docstring): a member of age a holds p + a / t_d tokens, so from an empty start the context held is short by
+    λ E[∫_t^R (p + a / t_d) da] = λ E[(p (R - t) + (R² - t²) / (2 t_d))^+], R = o t_d; seconds (bisection)."""
+    life = np.asarray(output_tokens, dtype=np.float64) * decode_step_s
+    p = np.asarray(prompt_tokens, dtype=np.float64)
+    w = np.asarray(weight, dtype=np.float64) / np.sum(weight)
+
+    def short(t: float) -> float:
+        live = life > t
+        return float(w[live] @ (p[live] * (life[live] - t) + (life[live] ** 2 - t * t) / (2.0 * decode_step_s)))
+
+    goal = shortfall * short(0.0)
+    lo, hi = 0.0, float(life.max(initial=0.0))
+    if short(lo) <= goal:
+        return 0.0
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if short(mid) > goal:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
 def run_length(c: DisaggCandidate, workload: Workload, s: VerifySettings) -> tuple[int, float]:
     """(requests per run, warm-up fraction) for ``c`` (module docstring)."""
     n_fixed = s.fixed_requests()
@@ -155,10 +189,13 @@ def run_length(c: DisaggCandidate, workload: Workload, s: VerifySettings) -> tup
     prompt, output, weight = workload.quadrature(RUN_LENGTH_POINTS)
     if s.max_model_len_tokens is not None:
         served = prompt + output <= s.max_model_len_tokens
-        output, weight = output[served], weight[served]
+        prompt, output, weight = prompt[served], output[served], weight[served]
     if not weight.size:
         return n_fixed, MIN_WARMUP_FRACTION
-    n_warm = math.ceil(s.rate_per_s * warmup_s(output, weight, step))
+    # the batch's own drag slows its approach to steady state by 1 / (1 - g) (module docstring)
+    drag = 1.0 / (1.0 - min(max(float(c.decode_elasticity), 0.0), MAX_WARMUP_ELASTICITY))
+    n_warm = math.ceil(s.rate_per_s * drag * max(warmup_s(output, weight, step),
+                                                 context_warmup_s(prompt, output, weight, step)))
     n = max(n_fixed, n_warm + math.ceil((1.0 - MIN_WARMUP_FRACTION) * n_fixed))
     return n, max(MIN_WARMUP_FRACTION, n_warm / n)
 

@@ -12,7 +12,7 @@ import pytest
 from fleetplan.hardware import load_catalog
 from fleetplan.plan.defaults import GBPS, GPUS_PER_NODE
 from fleetplan.plan.disagg import DisaggCandidate, DisaggSettings, ModelShape
-from fleetplan.plan.disagg.verify import _steps, pdd_spec, verify_disagg, warmup_s
+from fleetplan.plan.disagg.verify import _steps, context_warmup_s, pdd_spec, verify_disagg, warmup_s
 from fleetplan.plan.optimize import OptimizeRequest, analytical_phase, resolve_gpus
 from fleetplan.plan.points import LengthPoints
 from fleetplan.plan.space import Topology
@@ -29,6 +29,21 @@ def test_warmup_is_where_the_mginf_batch_lacks_the_shortfall(shortfall):
     out = -500.0 * np.log1p(-u)  # exponential outputs of mean 500 tokens, 10 ms a step: m = 5 s
     assert warmup_s(out, np.ones_like(out), 0.01, shortfall) == pytest.approx(5.0 * math.log(1 / shortfall),
                                                                                rel=2e-3)
+
+
+@pytest.mark.parametrize("shortfall", [0.01, 0.05, 0.2])
+def test_context_warmup_is_where_the_held_context_lacks_the_shortfall(shortfall):
+    """Equal requests (prompt p, life R = o t_d) from an empty start lack p (R - t) + (R² - t²) / (2 t_d) context
+    token-seconds, a quadratic in t whose root at ε of its t = 0 value is t_c; a prompt-free one is later than the
+    count's warm-up (its late life holds the most context), a long prompt's nearer to it."""
+    o, t_d = 1000.0, 0.01
+    life = o * t_d
+    for p in (0.0, 5000.0, 1e6):
+        full = p * life + life**2 / (2 * t_d)
+        got = context_warmup_s(np.array([p]), np.array([o]), np.array([1.0]), t_d, shortfall)
+        lack = p * (life - got) + (life**2 - got**2) / (2 * t_d)
+        assert lack == pytest.approx(shortfall * full, rel=1e-6)
+        assert got >= warmup_s(np.array([o]), np.array([1.0]), t_d, shortfall) * (1 - 1e-9)
 
 
 @pytest.fixture(scope="module")
