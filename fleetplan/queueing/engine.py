@@ -423,7 +423,7 @@ def _interp_rows(x: np.ndarray, grid: np.ndarray, table: np.ndarray,
     ``cells``: ``_grid_cells(x, grid)`` when already known."""
     g, frac = cells if cells is not None else _grid_cells(x, grid)
     frac = frac.reshape((-1,) + (1,) * (table.ndim - 1))
-    return table[g] * (1.0 - frac) + table[g + 1] * frac
+    return table.take(g, axis=0) * (1.0 - frac) + table.take(g + 1, axis=0) * frac  # (take: table[g], sooner)
 
 
 def _geomspace(lo: float, hi: float, n: int) -> np.ndarray:
