@@ -100,6 +100,8 @@ class ServingConstants:
         int or numpy.ndarray of int64
             An ``int`` for scalar input, an array of the input's shape otherwise.
         """
+        if type(context_tokens) is int and context_tokens > 0:  # a plain count (a pool's bound): integer math
+            return int(self.kv_blocks) // -(-context_tokens // int(self.block_size_tokens))
         ctx = np.asarray(context_tokens)
         if ctx.dtype.kind not in "iuf":
             raise ConfigError(f"context_tokens={context_tokens!r} must be numeric token counts")

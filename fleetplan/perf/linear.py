@@ -157,13 +157,13 @@ def step_time_array_s(code: int, coef: np.ndarray, n_seqs, n_decode, prefill_tok
     tile = float(coef[5])
     m_tiles = np.ceil(n_tokens / tile)
     pad = np.where(n_tokens >= tile, m_tiles * tile, n_tokens)
+    tiles = coef[1] * pad
     if coef[6] > 0.0:
         work = m_tiles * coef[6]
         with np.errstate(divide="ignore", invalid="ignore"):
-            wf = np.where(work > 0, np.ceil(work) / np.where(work > 0, work, 1.0), 1.0)
-    else:
-        wf = 1.0
-    gemm = np.maximum(coef[1] * pad * wf + coef[8] * n_seqs, coef[2] + coef[7] * n_tokens + coef[9] * n_seqs)
+            tiles = tiles * np.where(work > 0, np.ceil(work) / np.where(work > 0, work, 1.0), 1.0)
+    # (else the wave factor is 1: x · 1 = x, a pass left out)
+    gemm = np.maximum(tiles + coef[8] * n_seqs, coef[2] + coef[7] * n_tokens + coef[9] * n_seqs)
     out = coef[0] + gemm
     if not (no_attn and np.isfinite(coef[3])):
         out = out + coef[3] * (attn2 * 0.5)

@@ -137,14 +137,16 @@ class LengthPoints:
             return None
         starts = _cell_edges(np.cumsum(w) / w.sum())
         ends = np.append(starts[1:], w.size)
+        # each cell's points by prompt share (stable): one sort by (cell, share) of all of them
+        cell = np.repeat(np.arange(starts.size), ends - starts)
+        order = np.lexsort((p / (p + o), cell))
+        p, o, w = p[order], o[order], w[order]
         out_p, out_o, out_w = [], [], []
-        for s0, s1 in zip(starts, ends, strict=True):
+        for s0, s1 in zip(starts.tolist(), ends.tolist(), strict=True):
             cp, co, cw = p[s0:s1], o[s0:s1], w[s0:s1]
-            order = np.argsort(cp / (cp + co), kind="stable")
-            cp, co, cw = cp[order], co[order], cw[order]
             k = min(PROMPT_SHARE_LEVELS, cw.size)
-            cuts = np.searchsorted(np.cumsum(cw) / cw.sum(), np.arange(1, k) / k, side="right")
-            for lo_i, hi_i in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [cw.size]]), strict=True):
+            cuts = np.searchsorted(np.cumsum(cw) / cw.sum(), _LEVEL_BOUNDS[k], side="right").tolist()
+            for lo_i, hi_i in zip([0, *cuts], [*cuts, cw.size], strict=True):
                 ww = cw[lo_i:hi_i]
                 mass = ww.sum() if ww.size else 0.0  # (one sum, read four times)
                 if mass <= 0:
@@ -193,6 +195,8 @@ class LengthPoints:
         return RequestPoints(prompt.astype(np.float64), output.astype(np.float64), w)
 
 
+#: The inner bounds of k equal-probability strata, i / k for i = 1..k-1 (``_joint_cells``), by k.
+_LEVEL_BOUNDS = {k: np.arange(1, k) / k for k in range(1, PROMPT_SHARE_LEVELS + 1)}
 #: Fewest global joint points a range needs to be built from them directly (``_joint_cells``).
 MIN_JOINT_POINTS = 256
 #: Cells by total of a range built from joint points: equal mass up to the tail, then geometric.

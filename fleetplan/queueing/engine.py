@@ -423,7 +423,7 @@ def _interp_rows(x: np.ndarray, grid: np.ndarray, table: np.ndarray,
     ``cells``: ``_grid_cells(x, grid)`` when already known."""
     g, frac = cells if cells is not None else _grid_cells(x, grid)
     frac = frac.reshape((-1,) + (1,) * (table.ndim - 1))
-    return table[g] * (1.0 - frac) + table[g + 1] * frac
+    return table.take(g, axis=0) * (1.0 - frac) + table.take(g + 1, axis=0) * frac  # (take: table[g], sooner)
 
 
 def _geomspace(lo: float, hi: float, n: int) -> np.ndarray:
@@ -753,15 +753,14 @@ class EngineProfile:
         denom = 1.0 - lam_i[:, None] * (self._phi(lam_i) if phi_tab is None else phi_tab)
         with np.errstate(divide="ignore", invalid="ignore"):
             step = np.where(denom > 0, self.t_d[None, :] / denom, np.inf)
-        h = lam_i[:, None] * self.mean_decode_steps * step - self.grid[None, :]  # > 0 below the root
-        below = h <= 0
-        has_root = below.any(axis=1)
-        j = np.argmax(below, axis=1)
-        rows = np.arange(lam_i.size)
-        jm = np.maximum(j - 1, 0)
-        a, b = self.grid[jm], self.grid[j]
-        ha, hb = h[rows, jm], h[rows, j]
-        with np.errstate(divide="ignore", invalid="ignore"):
+            h = lam_i[:, None] * self.mean_decode_steps * step - self.grid[None, :]  # > 0 below the root
+            below = h <= 0
+            has_root = below.any(axis=1)
+            j = np.argmax(below, axis=1)
+            rows = np.arange(lam_i.size)
+            jm = np.maximum(j - 1, 0)
+            a, b = self.grid[jm], self.grid[j]
+            ha, hb = h[rows, jm], h[rows, j]
             root = np.where(np.isfinite(hb) & (ha > hb), a + (b - a) * ha / (ha - hb), a)
         root = np.where(j == 0, 0.0, root)
         return np.where(has_root, root, self.n_cap)
@@ -788,7 +787,7 @@ class EngineProfile:
                   latency: bool):
         """``state`` (``latency``) or ``load`` (not): one computation, cut short after ρ for ``load``."""
         counts = np.atleast_1d(np.asarray(n_instances, dtype=np.float64))
-        if not (np.all(counts >= 1) and np.all(np.isfinite(counts))):
+        if not all(c >= 1.0 and math.isfinite(c) for c in counts.ravel().tolist()):
             raise ConfigError("instance counts must be finite and >= 1")
         lam = float(lam_per_s)
         if not (math.isfinite(lam) and lam >= 0):
