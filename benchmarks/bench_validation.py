@@ -267,7 +267,8 @@ reported in the tables above and in the issue-26 notes):
   benchmarks/aiconfigurator_compare.py --moe-kernel-tables`): H100 / H200 0.21 (vLLM 0.24.0 MXFP4 Marlin), B200 0.23
   (vLLM 0.24.0 FlashInfer TRT-LLM MXFP4 MoE, gpt-oss shapes), A100 0.41 (SGLang 0.5.10's A100 Marlin MoE table; vLLM
   has no A100 table), against 0.38 / 0.44 / 0.31 / 0.28 for BF16 experts; with the OpenAI Triton kernels (vLLM 0.13+)
-  Hopper reaches 0.49 (vLLM 0.24.0 tables), which the profile does not use (it has no per-version values).  So the
+  Hopper reaches 0.49 (vLLM 0.24.0 tables), the profile's default since session 13 (per-release values: 0.21 through
+  vLLM 0.11.0, `[versions."0.11.0"]`, which these rows run; 0.49 from 0.11.1, the default version).  So the
   H100's MXFP4 prefill is only 3.17 x 0.21 / 0.41 = 1.6x the A100's, not 4.3x: held-out gpt-oss-20b TTFT on the
   "H100" pages -43..-49 % -> -9..-17 %, on the A100 +9..+15 % -> -14..-19 %; gpt-oss-20b abs 48.0 -> 35.5 % (22 -> 40
   rows within 35 %), gpt-oss-120b 117 -> 94 %; all held-out +13.5 % / 50.8 % / 207 -> +9.7 % / 44.3 % / 238.  No value

@@ -109,11 +109,11 @@ prefill is selected by SHAPE (isl <= 2048)"), not modelled.
 
 Keys a query has.  A query at position ``p`` of a window layer (or of DSA's sparse MLA) attends ``min(p, W)`` keys,
 not ``W``: the same fits show the sparse MLA's prefill cost following ``min(position, K)`` (about 0.73 of the BF16
-peak at 128 heads; ``python benchmarks/aiconfigurator_compare.py --dsa-tables``: vLLM 0.24.0's tables on the H100,
-H200 and B200, BF16 KV and FP8 KV at 32-128 heads, fit with ``min(position, K)`` keys to a median 1.0-6.8 % error
-and with ``K`` keys per query to 8.2-13.8 %; its FP8-KV tables at 1-16 heads and SGLang 0.5.14's fit both alike),
-and with every prefill query charged ``K`` keys prompts of up to 2,048 tokens came out 1.2-1.6x the measured module
-on the H200 (longer ones 0.86-0.96x).  So ``window_s_per_token`` is the cost of a query
+peak at 128 heads; ``dsa_indexer_table_efficiency`` of ``benchmarks/aiconfigurator_compare.py``: vLLM 0.24.0's
+tables on the H100, H200 and B200, BF16 KV and FP8 KV at 32-128 heads, fit with ``min(position, K)`` keys to a
+median 1.0-6.8 % error and with ``K`` keys per query to 8.2-13.8 %; its FP8-KV tables at 1-16 heads and SGLang
+0.5.14's fit both alike), and with every prefill query charged ``K`` keys prompts of up to 2,048 tokens came out
+1.2-1.6x the measured module on the H200 (longer ones 0.86-0.96x).  So ``window_s_per_token`` is the cost of a query
 at the full window and the step charges the prefill queries the keys they have: a chunk of ``c`` tokens at offset
 ``o`` ending within the window has ``sum_{p=o+1}^{o+c} p = c (o + c / 2) + c / 2`` keys, its prefill attention work
 plus half a key per token; over the step, ``min(P, (work + P / 2) / W)`` full windows for its ``P`` prefill tokens

@@ -105,6 +105,21 @@ class EngineProfile:
                 break
         return dataclasses.replace(self.options, **values) if values else self.options
 
+    def source_of(self, option: str, gpu, version: str | None = None) -> str:
+        """The source of ``option``'s value in ``options_for(gpu, ..., version)``: the layer that set it last."""
+        name = str(gpu.name).lower()
+
+        def gpu_source(tables) -> str | None:
+            return next((t.get(option) for g, t in tables.items() if g.lower() == name and option in t), None)
+
+        source = gpu_source(self.gpu_sources) or self.sources.get(option, "")
+        target = self.values_version(version)
+        for profiled in self.versions[1:] if target != self.default_version else ():
+            source = gpu_source(profiled.gpu_sources) or profiled.sources.get(option) or source
+            if profiled.name == target:
+                break
+        return source
+
 
 def load_engine_profile(name: str) -> EngineProfile:
     """The bundled profile of engine ``name`` (module docstring)."""

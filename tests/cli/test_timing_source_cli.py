@@ -7,6 +7,8 @@ absence is simulated by patching ``aic.package_version`` (the one probe ``perf.m
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from fleetplan.errors import ConfigError, UnknownNameError
@@ -69,7 +71,7 @@ def test_bench_serve_header_names_the_source():
     for extra in ((), ("--timing-source", "roofline")):
         res = run(*BENCH, *extra)
         assert res.exit_code == 0, res.stderr
-        assert "engine profile vllm, timing roofline+engine profile" in res.output
+        assert re.search(r"engine profile vllm [\w.]+ \(default\), timing roofline\+engine profile", res.output)
 
 
 @pytest.mark.skipif(aic.package_version() is None, reason="aiconfigurator-core not installed")

@@ -44,7 +44,8 @@ def test_every_profile_has_a_default_version_without_overrides(engine):
 
 
 @pytest.mark.parametrize(("named", "values"), [
-    (None, "0.24.0"), ("0.30.0", "0.24.0"), ("0.24.0", "0.24.0"), ("0.13.0", "0.10.1"), ("0.10.1", "0.10.1"),
+    (None, "0.24.0"), ("0.30.0", "0.24.0"), ("0.24.0", "0.24.0"), ("0.13.0", "0.11.1"), ("0.11.0", "0.11.0"),
+    ("0.10.2", "0.10.1"), ("0.10.1", "0.10.1"),
     ("0.10.0", "0.9.1"), ("0.9.1", "0.9.1"), ("0.8.5", "0.6.3"), ("0.6.3.dev116+g151ef4ef", "0.6.3"),
     ("0.5.4", "0.6.3"),
 ])
@@ -53,9 +54,10 @@ def test_a_named_release_takes_the_newest_profiled_at_or_before_it(named, values
 
 
 def test_overrides_apply_per_gpu_and_release_only(catalog):
-    """MI300X weight streaming per release; every other option and every other GPU as the default version's."""
+    """MI300X weight streaming per release; every other option and a GPU without overrides as the default
+    version's."""
     profile = load_engine_profile("vllm")
-    mi300x, h100 = catalog.get("MI300X"), catalog.get("H100-SXM")
+    mi300x, h100 = catalog.get("MI300X"), catalog.get("A100-80GB")
     default = profile.options_for(mi300x, Dtype.FP8)
     for named, value in (("0.6.3", 0.41), ("0.9.1", 0.32), ("0.10.1", 0.40)):
         opts = profile.options_for(mi300x, Dtype.FP8, named)
@@ -117,3 +119,17 @@ def test_a_profile_breaking_a_version_rule_names_the_table(tmp_path, monkeypatch
     with pytest.raises(DataFormatError) as err:
         load_engine_profile("vllm")
     assert where in str(err.value)
+
+
+@pytest.mark.parametrize(("gpu", "version", "value", "needle"), [
+    ("H100-SXM", None, 0.49, "oaitritonmxfp4experts"), ("H100-SXM", "0.11.0", 0.21, "marlinexperts"),
+    ("H200", "0.6.3", 0.21, "marlinexperts"), ("H200", "0.11.1", 0.49, "oaitritonmxfp4experts"),
+])
+def test_each_value_in_force_names_its_source(catalog, gpu, version, value, needle):
+    """Hopper MXFP4 experts: Marlin through 0.11.0 (the wheels lack triton_kernels), Triton from 0.11.1; the
+    source of the value in force is the layer that set it (``EngineProfile.source_of``)."""
+    profile = load_engine_profile("vllm")
+    assert profile.options_for(catalog.get(gpu), Dtype.MXFP4, version).moe_mxfp4_gemm_efficiency == value
+    assert needle in profile.source_of("moe_mxfp4_gemm_efficiency", catalog.get(gpu), version)
+    assert "dstackai" in profile.source_of("weight_bandwidth_efficiency", catalog.get("MI300X"), "0.6.3")
+    assert "0.10.1" in profile.source_of("weight_bandwidth_efficiency", catalog.get("MI300X"))

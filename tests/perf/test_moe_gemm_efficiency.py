@@ -190,16 +190,20 @@ def test_mxfp4_experts_use_their_own_efficiency(catalog) -> None:
         PredictorOptions(moe_mxfp4_gemm_efficiency=0.0)
 
 
-@pytest.mark.parametrize(("gpu", "mxfp4", "kernel"), [
-    ("H100-SXM", 0.21, "marlin"), ("H200", 0.21, "marlin"), ("B200", 0.23, "flashinfer_trtllm"),
-    ("A100-80GB", 0.41, "sglang_marlin_moe"), ("A100-40GB", 0.41, "sglang_marlin_moe"), ("L40S", None, None)])
-def test_vllm_profile_carries_the_mxfp4_read_back(catalog, gpu, mxfp4, kernel) -> None:
-    """vLLM's MXFP4 experts per GPU: Marlin on Ampere and on Hopper without triton_kernels (vLLM 0.10.2 / 0.11.0
-    wheels), FlashInfer's TRT-LLM MXFP4 MoE on B200; each value names its AIConfigurator table and kernel."""
+@pytest.mark.parametrize(("gpu", "version", "mxfp4", "kernel"), [
+    ("H100-SXM", None, 0.49, "oaitritonmxfp4experts"), ("H200", "0.13.0", 0.49, "oaitritonmxfp4experts"),
+    ("H100-SXM", "0.11.0", 0.21, "marlin"), ("H200", "0.10.2", 0.21, "marlin"),
+    ("B200", None, 0.23, "flashinfer_trtllm"),
+    ("A100-80GB", None, 0.41, "sglang_marlin_moe"), ("A100-40GB", "0.10.2", 0.41, "sglang_marlin_moe"),
+    ("L40S", None, None, None)])
+def test_vllm_profile_carries_the_mxfp4_read_back(catalog, gpu, version, mxfp4, kernel) -> None:
+    """vLLM's MXFP4 experts per GPU and release: Marlin on Ampere and on Hopper without triton_kernels (vLLM before
+    0.11.1: the 0.10.2 / 0.11.0 wheels), the OpenAI Triton kernels on Hopper from 0.11.1 (the default version),
+    FlashInfer's TRT-LLM MXFP4 MoE on B200; each value names its AIConfigurator table and kernel."""
     profile = load_engine_profile("vllm")
-    assert profile.options_for(catalog.get(gpu), Dtype.MXFP4).moe_mxfp4_gemm_efficiency == mxfp4
+    assert profile.options_for(catalog.get(gpu), Dtype.MXFP4, version).moe_mxfp4_gemm_efficiency == mxfp4
     if mxfp4 is not None:
-        source = profile.gpu_sources[gpu]["moe_mxfp4_gemm_efficiency"]
+        source = profile.source_of("moe_mxfp4_gemm_efficiency", catalog.get(gpu), version)
         assert "moe_perf.parquet" in source and kernel in source and "get_mxfp4_backend" in source
 
 
