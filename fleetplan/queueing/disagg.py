@@ -77,7 +77,11 @@ TPOT 1.25-1.32x the screen's; with t̄_d, n* = 146 and 0.98-1.02x.  That varianc
 the decode assignment (fewest requests bound, below) balances the D instances, so an instance runs the pooled
 batch's share N_D / D, of variance a_d / ((1 - g) D) (``DecodeRole.mean_step_s`` with ``n_instances``: for a step
 linear in n, t_d(n + 1 / ((1 - g) D)), between the whole-batch step t_d(n), the size-biased Poisson one and the
-widened one, linearly in the variance ratio).  At a steep step this is the batch itself: agent_heavy, Llama-3.1-8B
+widened one, linearly in the variance ratio; g the elasticity of that pooled curve itself, a fixed point from
+g = 0: a narrow batch below a tile step sees the flat step there, not the slope of one instance's smoothed cliff:
+Llama-3.1-70B FP8 on 8 B200 tp1 decode instances, azure_conv at 200 req/s, n* 150 with the smoothed cliff's g,
+114 pooled, the simulated batch 109 below the 128-sequence tile step, P99 TPOT 0.73x -> 0.93x the screen's).
+At a steep step this is the batch itself: agent_heavy, Llama-3.1-8B
 on 38 H100 tp8 decode instances (g = 0.74, κ 25k tokens): n* 65.8 with one instance's widening, 52.3 pooled;
 the simulator's per-instance batch 51.2 (variance 3.3, not 51 / 0.26), P99 TPOT 0.98x the screen's (0.57x before,
 with the verifier's warm-up too short as well, ``plan.disagg.verify.run_length``).
@@ -159,6 +163,8 @@ _WINDOW_GRID = 64
 _BATCH_GRID = 256
 #: Largest elasticity of the decode step taken for the batch's widening 1 / (1 - g).
 _MAX_ELASTICITY = 0.9
+#: Damped passes of a pooled role's elasticity on its own step curve (``DecodeRole._curve``).
+_POOLED_PASSES = 8
 #: Elasticity below which the held slots' count is taken as Poisson (its variance within 1e-9 of the mean's).
 _POISSON_ELASTICITY = 1e-9
 
@@ -497,11 +503,21 @@ class DecodeRole:
         key = ("curve", d)
         if key not in self._memo:
             raw, poisson, _, v_max = self._pooled_curves
-            v = v_max / d
-            # a step linear in n is t_d(n + v) for every v: between the whole-batch step (v = 0), the size-biased
-            # Poisson one (v = 1) and the widened one (v = 1 / (1 - g)), linearly in v
-            wide = np.where(v_max > 1.0 + 1e-12, (v - 1.0) / np.maximum(v_max - 1.0, 1e-12), 0.0)
-            self._memo[key] = np.where(v >= 1.0, poisson + wide * (t_bar - poisson), raw + v * (poisson - raw))
+
+            def at(v: np.ndarray) -> np.ndarray:
+                # a step linear in n is t_d(n + v) for every v: between the whole-batch step (v = 0), the
+                # size-biased Poisson one (v = 1) and the widened one (v = 1 / (1 - g)), linearly in v
+                wide = np.where(v_max > 1.0 + 1e-12, (v - 1.0) / np.maximum(v_max - 1.0, 1e-12), 0.0)
+                return np.where(v >= 1.0, poisson + wide * (t_bar - poisson), raw + v * (poisson - raw))
+
+            # g of the pooled batch's own curve, from g = 0 (a narrow batch far below a tile step sees the flat step
+            # there, not the smoothed cliff one instance's wide batch would cross); a few damped passes
+            g = np.zeros(grid.size)
+            for _ in range(_POOLED_PASSES):
+                curve = at(1.0 / ((1.0 - g) * d))
+                g_new = np.clip(grid * np.gradient(curve, grid) / np.maximum(curve, 1e-30), 0.0, _MAX_ELASTICITY)
+                g = 0.5 * (g + g_new)
+            self._memo[key] = at(1.0 / ((1.0 - g) * d))
         return self._memo[key]
 
     def mean_step_s(self, n, n_instances: int = 1) -> np.ndarray:

@@ -461,18 +461,22 @@ def test_decode_tpot_follows_the_batch_across_a_tile_step():
 
 def test_a_pooled_role_sees_its_share_of_the_pooled_batch_fluctuation():
     """With the fewest-bound assignment an instance runs the pooled batch's share N_D / D, of variance
-    a_d / ((1 - g) D): for a step linear in the batch the step a member sees is t_d(n + 1 / ((1 - g) D)) (exact,
-    below and above a variance ratio of 1), t_d(n + 1 / (1 - g)) at D = 1 as before; more instances never make it
-    longer."""
+    a_d / ((1 - g) D): for a step linear in the batch the step a member sees is t_d(n + v), v = 1 / ((1 - g) D)
+    with g = n t_d' / t_d(n + v) of that curve (a fixed point; exact below and above v = 1), t_d(n + 1 / (1 - g))
+    with g of the Poisson pass at D = 1 as before; more instances never make it longer."""
     p, o, w = np.array([500.0, 2000.0]), np.array([100.0, 300.0]), np.array([0.5, 0.5])
     lin = DecodeRole.of(_engine(LinearStepModel(0.01, 0.0001, 0.0, None), 4096, 4096), p, o, w)
     per = float(lin.step_s(1.0)) - float(lin.step_s(0.0))
+    base = float(lin.step_s(0.0))
     grid = lin._smoothed[0]
     for n in grid[[8, 32, 64, 128]]:
-        g = min(n * per / (float(lin.step_s(0.0)) + per * (n + 1.0)), 0.9)  # of the Poisson pass, as above
-        for d in (1, 2, 8, 64):
-            v = 1.0 / ((1.0 - g) * d)
-            assert float(lin.mean_step_s(n, d)) == pytest.approx(float(lin.step_s(n + v)), rel=1e-6), (n, d)
+        g = min(n * per / (base + per * (n + 1.0)), 0.9)  # of the Poisson pass, as above
+        assert float(lin.mean_step_s(n, 1)) == pytest.approx(float(lin.step_s(n + 1.0 / (1.0 - g))), rel=1e-6)
+        for d in (2, 8, 64):
+            v = 1.0 / d
+            for _ in range(200):
+                v = 1.0 / ((1.0 - min(n * per / (base + per * (n + v)), 0.9)) * d)  # the widening's cap
+            assert float(lin.mean_step_s(n, d)) == pytest.approx(float(lin.step_s(n + v)), rel=2e-4), (n, d)
         assert float(lin.mean_step_s(n, 64)) <= float(lin.mean_step_s(n, 2)) <= float(lin.mean_step_s(n))
 
 
