@@ -233,6 +233,37 @@ def gemm_table_efficiency() -> list[dict]:
     return out
 
 
+#: rows of the block-FP8 floor read-back: 64-1,024 rows (a prefill chunk's or a decode batch's), N and K <= 8,192
+#: (attention projections and shared experts of today's MoE models), where compute is below the floor
+FLOOR_TABLE_M = (64, 1024)
+FLOOR_TABLE_MAX_NK = 8192
+
+
+def block_gemm_floor() -> list[dict]:
+    """The time of one block-FP8 dense GEMM call where compute is below it (needs ``aiconfigurator-core``): per
+    system, engine, version and kernel of AIConfigurator's raw GEMM tables (``gemm_dtype`` ``fp8_block``), the
+    median and 10th-90th percentiles of ``latency`` over rows with ``FLOOR_TABLE_M`` rows and N, K <=
+    ``FLOOR_TABLE_MAX_NK``, and the same rows' BF16 median (the shapes' own cost without the floor); the source of
+    the engine profiles' ``fp8_block_gemm_floor_s``."""
+    import pandas as pd
+
+    data = _aic_tables_and_profiles()[0]
+    out = []
+    for system in GRID_SYSTEMS:
+        for table in sorted((data / system / "gemm").glob("*/*/gemm_perf.parquet")):
+            frame = pd.read_parquet(table)
+            rows = frame[frame.m.between(*FLOOR_TABLE_M) & (frame.n <= FLOOR_TABLE_MAX_NK)
+                         & (frame.k <= FLOOR_TABLE_MAX_NK)]
+            bf16 = rows[rows.gemm_dtype == "bfloat16"]
+            for kernel, block in rows[rows.gemm_dtype == "fp8_block"].groupby("kernel_source"):
+                out.append({"system": system, "engine": table.parent.parent.name,
+                            "engine_version": table.parent.name, "kernel": str(kernel), "n": len(block),
+                            "median_ms": float(block.latency.median()), "p10_ms": float(block.latency.quantile(0.1)),
+                            "p90_ms": float(block.latency.quantile(0.9)),
+                            "bf16_median_ms": float(bf16.latency.median()) if len(bf16) else math.nan})
+    return out
+
+
 #: AIConfigurator system -> fleetplan GPU for the MoE read-back (the grid's systems and the A100, whose vLLM and
 #: SGLang MoE tables exist)
 MOE_TABLE_SYSTEMS = {**GRID_SYSTEMS, "a100_sxm": "A100-80GB"}
@@ -470,7 +501,8 @@ def read_estimates(path: Path = CSV_PATH) -> list[dict]:
 
 
 def _predict_ms(rows: list[dict], **overrides) -> list[float]:
-    """fleetplan's step (ms) for each row with the row's engine profile, options replaced by ``overrides``."""
+    """fleetplan's step (ms) for each row with the row's engine profile, options replaced by ``overrides``; FP8
+    rows in the row's scheme (``fp8_block``: ``Fp8Scaling.BLOCK``, as a block-scaled checkpoint is planned)."""
     import dataclasses
 
     if str(ROOT) not in sys.path:
@@ -480,17 +512,19 @@ def _predict_ms(rows: list[dict], **overrides) -> list[float]:
     from fleetplan.perf import StepTimePredictor, parse_batch
     from fleetplan.perf.engine_profile import load_engine_profile
     from fleetplan.perf.parallelism import Parallelism
+    from fleetplan.perf.quant import Fp8Scaling
 
     catalog = load_catalog()
     predictors: dict[tuple, StepTimePredictor] = {}
     out = []
     for row in rows:
-        key = (row["engine"], row["gpu"], row["model"], row["tp"], row["weight_dtype"])
+        scaling = Fp8Scaling.BLOCK if row["aic_quant_mode"] == "fp8_block" else Fp8Scaling.PER_TENSOR
+        key = (row["engine"], row["gpu"], row["model"], row["tp"], row["weight_dtype"], scaling)
         if key not in predictors:
             gpu, dtype = catalog.get(row["gpu"]), Dtype(row["weight_dtype"])
             options = dataclasses.replace(load_engine_profile(row["engine"]).options_for(gpu, dtype), **overrides)
             predictors[key] = StepTimePredictor(load_model(row["model"]), gpu, Parallelism(tp=row["tp"]), dtype,
-                                                Dtype.BF16, options)
+                                                Dtype.BF16, options, fp8_scaling=scaling)
         if row["phase"] == "prefill":
             batch = parse_batch(f"prefill={row['prompt_tokens']}@0")
         else:
@@ -721,7 +755,7 @@ FIT_GROUPS = (("vllm", "fp8", ("h100_sxm", "h200_sxm")), ("vllm", "fp8_block", (
 
 
 def fit_fp8_gemm_efficiency(results: list[dict], engine: str, quant: str, systems: tuple[str, ...]) -> dict:
-    """The ``fp8_gemm_efficiency`` (grid ``FIT_GRID``) that brings fleetplan's dense-model FP8 prefill steps of
+    """The ``fp8_gemm_efficiency`` (``fp8_block_gemm_efficiency`` for ``fp8_block``; grid ``FIT_GRID``) that brings fleetplan's dense-model FP8 prefill steps of
     at least ``FIT_MIN_PROMPT_TOKENS`` tokens closest to AIConfigurator's (least squares in log ratio), every
     other option as in the engine profile: AIConfigurator's measured GEMM tables, composed by its own model,
     read back as one efficiency.  MoE models are left out (their FP8 experts use other kernels)."""
@@ -732,8 +766,8 @@ def fit_fp8_gemm_efficiency(results: list[dict], engine: str, quant: str, system
         raise ValueError(f"no {engine} {quant} prefill rows on {systems} to fit")
 
     def cost(eff: float) -> tuple[float, list[float]]:
-        logs = [math.log(ms / r["aic_ms"]) for r, ms in zip(rows, _predict_ms(rows, fp8_gemm_efficiency=eff),
-                                                             strict=True)]
+        name = "fp8_block_gemm_efficiency" if quant == "fp8_block" else "fp8_gemm_efficiency"
+        logs = [math.log(ms / r["aic_ms"]) for r, ms in zip(rows, _predict_ms(rows, **{name: eff}), strict=True)]
         return sum(x * x for x in logs) / len(logs), logs
 
     best = min(FIT_GRID, key=lambda e: cost(e)[0])
@@ -935,6 +969,9 @@ def main() -> int:
                         "prefill efficiency")):
         parser.add_argument(flag, action="store_true",
                             help=f"print the efficiency of AIConfigurator's {what} (needs aiconfigurator-core)")
+    parser.add_argument("--block-gemm-floor-tables", action="store_true",
+                        help="print the time of one block-FP8 GEMM call of AIConfigurator's raw GEMM tables where "
+                        "compute is below it, the engine profiles' fp8_block_gemm_floor_s (needs aiconfigurator-core)")
     parser.add_argument("--csv", type=Path, default=CSV_PATH)
     parser.add_argument("--fit-overhead", action="store_true",
                         help="fit each engine's non-kernel step overhead on published serving runs against the "
@@ -952,6 +989,12 @@ def main() -> int:
         for g in gemm_table_efficiency():
             print(f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:12s} {g['gemm_dtype']:10s} {g['n']:6d} "
                   f"median {g['median']:.2f} (p10-p90 {g['p10']:.2f}-{g['p90']:.2f}) of the dense peak")
+        return 0
+    if args.block_gemm_floor_tables:
+        for g in block_gemm_floor():
+            print(f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:12s} {g['kernel'][:36]:36s} {g['n']:5d} rows "
+                  f"median {g['median_ms']:.4f} ms (p10-p90 {g['p10_ms']:.4f}-{g['p90_ms']:.4f}); BF16 on the same "
+                  f"shapes {g['bf16_median_ms']:.4f} ms")
         return 0
     if args.attention_tables:
         for g in attention_table_efficiency():
