@@ -755,10 +755,11 @@ FIT_GROUPS = (("vllm", "fp8", ("h100_sxm", "h200_sxm")), ("vllm", "fp8_block", (
 
 
 def fit_fp8_gemm_efficiency(results: list[dict], engine: str, quant: str, systems: tuple[str, ...]) -> dict:
-    """The ``fp8_gemm_efficiency`` (``fp8_block_gemm_efficiency`` for ``fp8_block``; grid ``FIT_GRID``) that brings fleetplan's dense-model FP8 prefill steps of
-    at least ``FIT_MIN_PROMPT_TOKENS`` tokens closest to AIConfigurator's (least squares in log ratio), every
-    other option as in the engine profile: AIConfigurator's measured GEMM tables, composed by its own model,
-    read back as one efficiency.  MoE models are left out (their FP8 experts use other kernels)."""
+    """The ``fp8_gemm_efficiency`` (``fp8_block_gemm_efficiency`` for ``fp8_block``; grid ``FIT_GRID``) that
+    brings fleetplan's dense-model FP8 prefill steps of at least ``FIT_MIN_PROMPT_TOKENS`` tokens closest to
+    AIConfigurator's (least squares in log ratio), every other option as in the engine profile: AIConfigurator's
+    measured GEMM tables, composed by its own model, read back as one efficiency.  MoE models are left out (their
+    FP8 experts use other kernels)."""
     rows = [r for r in results if r["engine"] == engine and r["aic_quant_mode"] == quant and r["system"] in systems
             and r["phase"] == "prefill" and r["prompt_tokens"] >= FIT_MIN_PROMPT_TOKENS
             and r["model"] not in MOE_MODELS]
@@ -992,9 +993,9 @@ def main() -> int:
         return 0
     if args.block_gemm_floor_tables:
         for g in block_gemm_floor():
-            print(f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:12s} {g['kernel'][:36]:36s} {g['n']:5d} rows "
-                  f"median {g['median_ms']:.4f} ms (p10-p90 {g['p10_ms']:.4f}-{g['p90_ms']:.4f}); BF16 on the same "
-                  f"shapes {g['bf16_median_ms']:.4f} ms")
+            print(f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:12s} {g['kernel'][:36]:36s} "
+                  f"{g['n']:5d} rows median {g['median_ms']:.4f} ms (p10-p90 {g['p10_ms']:.4f}-{g['p90_ms']:.4f}); "
+                  f"BF16 on the same shapes {g['bf16_median_ms']:.4f} ms")
         return 0
     if args.attention_tables:
         for g in attention_table_efficiency():
