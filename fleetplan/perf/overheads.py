@@ -54,7 +54,9 @@ each range:
   64-1,024 rows, N, K <= 8,192; SGLang's DeepGEMM tables 0.01 ms) has each such GEMM's weight stream
   raised to it (``fleetplan.perf.operators.floored_memory_s``), so the floor shows where compute is
   below it (short prefills, decode of small layers) and hides behind compute above it.  Engine profiles
-  set it per GPU, read back from those tables (``aiconfigurator_compare.py --block-gemm-floor-tables``).
+  may set it per GPU from those tables (``block_gemm_floor`` of ``benchmarks/aiconfigurator_compare.py``;
+  none does: charged on every step it makes the held-out vLLM serving rows worse,
+  docs/serving_validation.md).
 * ``moe_gemm_efficiency``, ``moe_fp8_gemm_efficiency`` (None = the dense GEMMs' efficiencies above) --
   achieved / peak of the routed experts' grouped GEMM (fused MoE), BF16 and weight-only (MXFP4, INT4, FP8
   without FP8 tensor cores) experts against the BF16 peak, W8A8 FP8 experts against the FP8 peak.  The
