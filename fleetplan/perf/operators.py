@@ -33,7 +33,7 @@ from fleetplan.models import AttentionKind, Dtype, ModelConfig
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.roofline import ACTIVATION_BYTES, TILE_N, DeviceRates, padded_tokens, wave_factor
 
-__all__ = ["GemmShape", "step_gemms", "layer_n_tiles", "GemmBlock", "gemm_block"]
+__all__ = ["GemmShape", "step_gemms", "layer_n_tiles", "GemmBlock", "gemm_block", "floored_memory_s"]
 
 ROUTER_BYTES_PER_PARAM = 2.0  # vLLM keeps the MoE gate in BF16 under FP8/INT4 weight quantisation
 INDEX_WK_BYTES_PER_PARAM = 2.0  # vLLM's fused indexer wk + weights_proj is BF16 (module docstring)
@@ -133,6 +133,24 @@ def gemm_block(gemms: tuple[GemmShape, ...], rates: DeviceRates) -> GemmBlock:
         memory_s_per_seq=sum(g.activation_bytes_per_row for g in seq) / rates.weight_bytes_per_s,
         wave_ratio=layer_n_tiles(gemms) / rates.n_sms if rates.n_sms else 0.0,
     )
+
+
+def floored_memory_s(gemms: tuple[GemmShape, ...], rates: DeviceRates, quantised_bytes_per_param: float,
+                     floor_s: float) -> float:
+    """``GemmBlock.memory_s`` with every quantised per-token GEMM call taking at least ``floor_s``:
+    ``sum_g count_g max(K N b / B, floor_s)`` over the GEMMs streamed at ``quantised_bytes_per_param``
+    (the block-FP8 linear layers; not the BF16 router and indexer ``wk``, not the ``lm_head``, which
+    checkpoints keep unquantised), ``sum_g K N b count_g / B`` over the others (``B`` = weight bytes/s).
+    The floor of a block-FP8 GEMM call (``PredictorOptions.fp8_block_gemm_floor_s``) joins its weight
+    stream, the memory side of the one roofline ``max(compute, memory)`` of the step's GEMMs: it shows
+    where the step's compute is below it and hides behind compute above it."""
+    total = 0.0
+    for g in gemms:
+        stream_s = g.k * g.n * g.weight_bytes_per_param / rates.weight_bytes_per_s
+        if not g.per_seq and g.weight_bytes_per_param == quantised_bytes_per_param:
+            stream_s = max(stream_s, floor_s)
+        total += stream_s * g.count
+    return total
 
 
 def gemm_block_s(block: GemmBlock, n_tokens: int, n_seqs: int, tile_m_tokens: int) -> tuple[float, float]:

@@ -48,6 +48,15 @@ each range:
 * ``fp8_block_gemm_efficiency``, ``fp8_block_bandwidth_efficiency`` (None = the per-tensor values) --
   the same for 128x128 block-scaled FP8 weights (``fleetplan.perf.quant``), read back from an
   engine's measured block-FP8 steps where its profile gives them.
+* ``fp8_block_gemm_floor_s`` (0 = none) -- the least time of one block-FP8 dense GEMM call (s): an
+  engine whose block-scaled linear layer takes a fixed time per call whatever its shape (vLLM 0.24.0's
+  DeepGEMM path in AIConfigurator's measured GEMM tables: 0.09 ms on H100/H200, 0.19 ms on B200 for
+  64-1,024 rows, N, K <= 8,192; SGLang's DeepGEMM tables 0.01 ms) has each such GEMM's weight stream
+  raised to it (``fleetplan.perf.operators.floored_memory_s``), so the floor shows where compute is
+  below it (short prefills, decode of small layers) and hides behind compute above it.  Engine profiles
+  may set it per GPU from those tables (``block_gemm_floor`` of ``benchmarks/aiconfigurator_compare.py``;
+  none does: charged on every step it makes the held-out vLLM serving rows worse,
+  docs/serving_validation.md).
 * ``moe_gemm_efficiency``, ``moe_fp8_gemm_efficiency`` (None = the dense GEMMs' efficiencies above) --
   achieved / peak of the routed experts' grouped GEMM (fused MoE), BF16 and weight-only (MXFP4, INT4, FP8
   without FP8 tensor cores) experts against the BF16 peak, W8A8 FP8 experts against the FP8 peak.  The
@@ -163,6 +172,7 @@ class PredictorOptions:
     fp8_gemm_efficiency: float | None = None
     fp8_block_gemm_efficiency: float | None = None
     fp8_block_bandwidth_efficiency: float | None = None
+    fp8_block_gemm_floor_s: float = 0.0
     moe_gemm_efficiency: float | None = None
     moe_fp8_gemm_efficiency: float | None = None
     moe_int4_gemm_efficiency: float | None = None
@@ -185,7 +195,7 @@ class PredictorOptions:
             if getattr(self, name) is not None:
                 _fraction(name, getattr(self, name))
         for name in ("api_server_s_per_request", "api_server_s_per_token", "api_server_s_per_output_chunk",
-                     "moe_layer_overhead_s"):
+                     "moe_layer_overhead_s", "fp8_block_gemm_floor_s"):
             _non_negative(name, getattr(self, name))
         interval = self.api_server_stream_interval_tokens
         if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:

@@ -41,7 +41,7 @@ from fleetplan.perf.attention import AttentionCost, attention_cost, dsa_head_til
 from fleetplan.perf.batch import BatchComposition
 from fleetplan.perf.linear import N_STEP_COEFS, STEP_MODEL_ROOFLINE, roofline_step_s
 from fleetplan.perf.moe import MoeShape, expected_moe_terms, expert_width_factor, moe_shape, sample_moe_s
-from fleetplan.perf.operators import GemmBlock, GemmShape, gemm_block, gemm_block_s, step_gemms
+from fleetplan.perf.operators import GemmBlock, GemmShape, floored_memory_s, gemm_block, gemm_block_s, step_gemms
 from fleetplan.perf.overheads import PredictorOptions, launch_overhead_s
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.quant import BLOCK_FP8_MOE_TILE_M_TOKENS, Fp8Scaling, fp8_scaling
@@ -137,8 +137,15 @@ class StepTimePredictor:
 
     @functools.cached_property
     def gemms(self) -> GemmBlock:
-        return gemm_block(step_gemms(self.model, self.parallelism, self.weight_dtype,
-                                     self.weight_stream_bytes_per_param), self.rates)
+        """The step's dense GEMMs; block-FP8 W8A8 ones take at least ``fp8_block_gemm_floor_s`` a call
+        where the profile gives it (``operators.floored_memory_s``)."""
+        wb = self.weight_stream_bytes_per_param
+        shapes = step_gemms(self.model, self.parallelism, self.weight_dtype, wb)
+        block = gemm_block(shapes, self.rates)
+        floor_s = self.options.fp8_block_gemm_floor_s
+        if floor_s > 0.0 and self.block_fp8 and w8a8(self.gpu, self.weight_dtype):
+            block = dataclasses.replace(block, memory_s=floored_memory_s(shapes, self.rates, wb, floor_s))
+        return block
 
     @functools.cached_property
     def attention(self) -> AttentionCost:

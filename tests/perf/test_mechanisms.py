@@ -23,7 +23,7 @@ from fleetplan.perf.attention import attention_cost, kv_bytes_per_token_per_gpu
 from fleetplan.perf.batch import parse_batch
 from fleetplan.perf.linear import roofline_step_s
 from fleetplan.perf.moe import MoeShape, expected_moe_terms, moe_shape
-from fleetplan.perf.operators import GemmShape, gemm_block
+from fleetplan.perf.operators import GemmShape, floored_memory_s, gemm_block
 from fleetplan.perf.overheads import PredictorOptions
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import EP_FP8_DISPATCH_BYTES_PER_VALUE, StepTimePredictor
@@ -181,6 +181,47 @@ def test_block_fp8_streams_dense_weights_at_its_read_back_efficiency(catalog) ->
     assert block.rates.gemm_flop_per_s == pytest.approx(h100.fp8_tflops * 1e12 * 0.33)
     bf16 = StepTimePredictor(model, h100, Parallelism(tp=1), Dtype.BF16, options=opts, fp8_scaling="block")
     assert not bf16.block_fp8 and bf16.gemms == StepTimePredictor(model, h100, Parallelism(tp=1)).gemms
+
+
+def test_floored_memory_raises_each_quantised_gemm_call_to_the_floor() -> None:
+    # hand computation at 2e12 B/s: qkv 1e6 params x 1 B = 0.5 us x 4 calls; o 4e6 params = 2 us x 4 calls; router
+    # (BF16, 2 B) and lm_head (per sequence) keep their stream
+    gemms = (GemmShape("qkv_proj", 1000, 1000, 4, False, 1.0), GemmShape("o_proj", 2000, 2000, 4, False, 1.0),
+             GemmShape("router", 1000, 8, 4, False, 2.0), GemmShape("lm_head", 1000, 5000, 1, True, 1.0))
+    rest_s = (1000 * 8 * 4 * 2.0 + 1000 * 5000 * 1.0) / 2e12
+    assert floored_memory_s(gemms, RATES, 1.0, 0.0) == pytest.approx(gemm_block(gemms, RATES).memory_s)
+    assert floored_memory_s(gemms, RATES, 1.0, 1e-6) == pytest.approx(4 * 1e-6 + 4 * 2e-6 + rest_s)
+    assert floored_memory_s(gemms, RATES, 1.0, 3e-6) == pytest.approx(8 * 3e-6 + rest_s)
+
+
+def test_block_fp8_gemm_floor_shows_below_compute_and_hides_above_it(catalog) -> None:
+    model, h100 = load_model("qwen3-30b-a3b"), catalog.get("h100")
+    floor = PredictorOptions(fp8_block_gemm_floor_s=9e-5)
+    block = StepTimePredictor(model, h100, Parallelism(tp=1), Dtype.FP8, options=floor, fp8_scaling="block")
+    plain = StepTimePredictor(model, h100, Parallelism(tp=1), Dtype.FP8, fp8_scaling="block")
+    # every qkv_proj / o_proj call of the 48 layers is below 90 us of stream: the floor is the memory side
+    stream_s = plain.gemms.memory_s - 48 * (2048 * 5120 + 4096 * 2048) / plain.rates.weight_bytes_per_s
+    assert block.gemms.memory_s == pytest.approx(2 * 48 * 9e-5 + stream_s)
+    assert dataclasses.replace(block.gemms, memory_s=0.0) == dataclasses.replace(plain.gemms, memory_s=0.0)
+    short, long = parse_batch("prefill=512@0"), parse_batch("prefill=16384@0")
+    assert block.predict(short).seconds["gemm"] == pytest.approx(
+        2 * 48 * 9e-5 + stream_s + block.gemms.memory_s_per_token * 512 + block.gemms.memory_s_per_seq)
+    assert block.predict(long).seconds["gemm"] == plain.predict(long).seconds["gemm"]  # compute-bound
+    # the simulator's coefficients carry it (c[2]) and the kernel's step agrees with the predictor
+    assert block.kernel_coefficients()[1][2] == block.gemms.memory_s
+    assert block.step_s(1, 0, 512, 0, 512 * 512) == pytest.approx(block.predict(short).total_s, rel=1e-12)
+    # per-tensor FP8, BF16 and FP8 weights without FP8 tensor cores (weight-only on the A100) have no floor
+    for p, q in ((StepTimePredictor(model, h100, Parallelism(tp=1), Dtype.FP8, options=floor),
+                  StepTimePredictor(model, h100, Parallelism(tp=1), Dtype.FP8)),
+                 (StepTimePredictor(model, h100, Parallelism(tp=1), Dtype.BF16, options=floor, fp8_scaling="block"),
+                  StepTimePredictor(model, h100, Parallelism(tp=1), Dtype.BF16)),
+                 (StepTimePredictor(model, catalog.get("a100-80gb"), Parallelism(tp=1), Dtype.FP8, options=floor,
+                                    fp8_scaling="block"),
+                  StepTimePredictor(model, catalog.get("a100-80gb"), Parallelism(tp=1), Dtype.FP8,
+                                    fp8_scaling="block"))):
+        assert p.gemms == q.gemms
+    with pytest.raises(ConfigError, match="fp8_block_gemm_floor_s"):
+        PredictorOptions(fp8_block_gemm_floor_s=-1e-6)
 
 
 def test_block_fp8_moe_tile_is_vllms_block_m(catalog) -> None:
