@@ -53,8 +53,10 @@ from each extended check; the pass rule (the 95 % interval's upper end within th
 that follows runs at N.  That fleet passed at 7 replications and 13 prefill instances (mean 479 ms, upper end
 499 ms).  A larger N after a failed look is the sequential procedure for a mean to a given precision (Law & Kelton,
 *Simulation Modeling and Analysis*, 5th ed., §9.4.1), taken only when the means are within the SLOs and at most
-``FLOOR_MAX_REPLICATIONS`` - n times; a fleet whose means are above the SLO, or whose interval at the cap is still
-too wide, fails with that cause named.
+``FLOOR_MAX_REPLICATIONS`` - n times; its price, with normal replications (10^5 trials): a fleet whose true
+percentile is exactly the SLO passes 5.4 % of the time against 2.5 % at 3 replications, one half a sample deviation
+above it 0.7 % against 0.5 %.  A fleet whose means are above the SLO, or whose interval at the cap is still too
+wide, fails with that cause named.
 
 Run length (``run_length``): the whole fleet in one run of at least ``VerifySettings.fixed_requests``
 requests, 10 % of them warm-up, unless the decode batch needs longer to fill.  From an empty start the
