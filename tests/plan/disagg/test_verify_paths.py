@@ -203,7 +203,7 @@ def test_growth_stops_when_more_instances_no_longer_lower_the_percentile(h100_re
     start = tuple(p.count for p in c.pools)
     s = VerifySettings(slo_ttft_s=1.0, slo_tpot_s=0.05, rate_per_s=20.0, max_gpus=10_000, n_requests=500)
 
-    def fake(cand, gpus, counts, workload, settings):
+    def fake(cand, gpus, counts, workload, settings, prior=()):
         steps = (counts[0] - start[0]) + (counts[1] - start[1])  # one instance per step at these counts
         ttft = 1.2 * (1.0 - gain) ** steps
         return V._Check(ttft, 0.01, ttft, 0.01, 1.0, 0.0)
@@ -213,3 +213,64 @@ def test_growth_stops_when_more_instances_no_longer_lower_the_percentile(h100_re
     assert v.passed is passes
     if not passes:
         assert "no longer lower" in v.reason and v.n_simulations <= (V.NO_GAIN_STEPS + 1) * s.n_replications
+
+
+def _runs(ttft_s) -> tuple:
+    from fleetplan.plan.disagg import verify as V
+
+    return tuple(V._Run(float(x), 0.01, 0.0, 0.0, 0.0, 0.0) for x in ttft_s)
+
+
+#: P99 TTFTs of ten replications, mean 0.95 s at 3 and at 7 of them, sample deviation 0.05 s at 3.
+_FLOOR_RUNS_S = (0.90, 1.00, 0.95, 0.92, 0.98, 0.94, 0.96, 0.93, 0.97, 0.95)
+
+
+def test_floor_replications_project_the_interval_from_the_replications_run():
+    """ŝ = (u - m) √n / t_{n-1}; the fewest N with m + t_{N-1} ŝ / √N within the SLO: m 0.95 s, ŝ 0.05 s against a
+    1 s SLO needs t_{N-1} / √N <= 1: N = 7 (t_6 / √7 = 0.925; t_5 / √6 = 1.050).  A mean above the SLO, an
+    interval the cap cannot narrow enough, or a TPOT mean over its target: None."""
+    from scipy.special import stdtrit
+
+    from fleetplan.plan.disagg import verify as V
+
+    s = VerifySettings(slo_ttft_s=1.0, slo_tpot_s=0.05, rate_per_s=20.0, max_gpus=64, n_requests=500)
+    three = V._check_of(_runs(_FLOOR_RUNS_S[:3]))
+    assert three.upper_ttft_s == pytest.approx(0.95 + float(stdtrit(2, 0.975)) * 0.05 / math.sqrt(3))
+    assert not three.passes(s) and V.floor_replications(three, s) == 7
+    assert stdtrit(6, 0.975) / math.sqrt(7) < 1.0 < stdtrit(5, 0.975) / math.sqrt(6)
+    assert V._check_of(_runs(_FLOOR_RUNS_S[:7])).passes(s)
+    assert V.floor_replications(V._check_of(_runs(np.array(_FLOOR_RUNS_S[:3]) + 0.08)), s) is None  # mean 1.03
+    assert V.floor_replications(V._check_of(_runs(np.array(_FLOOR_RUNS_S[:3]) + 0.04)), s) is None  # 0.99: cap
+    assert V.floor_replications(three, replace(s, slo_tpot_s=0.009)) is None  # TPOT mean 10 ms over 9 ms
+
+
+@pytest.mark.parametrize(("shift_s", "passes", "note"), [(0.0, True, None), (0.04, False, True), (0.08, False, False)])
+def test_a_floor_bound_fleet_is_checked_with_more_replications(h100_request, monkeypatch, shift_s, passes, note):
+    """A stub simulation whose TTFT does not fall with more instances (a floor), mean 0.95 s + ``shift_s`` against a
+    1 s SLO: at mean 0.95 s, 3 replications' upper end (1.07 s) fails and 7 pass, so the fleet passes and shrinks
+    at 7 (every count has the floor) to its roles' utilisation floors, the first 3 replications of each count not
+    re-run; at 0.99 s no count of replications within the cap narrows it enough and at 1.03 s the mean is above the
+    SLO: both fail, the first naming the interval as the cause."""
+    from fleetplan.plan.disagg import verify as V
+
+    c = _cheapest(_pdd_only(h100_request))
+    s = VerifySettings(slo_ttft_s=1.0, slo_tpot_s=0.05, rate_per_s=20.0, max_gpus=10_000, n_requests=500)
+    asked: list[tuple[int, int]] = []
+
+    def fake(cand, gpus, counts, workload, settings, prior=()):
+        assert tuple(r.ttft_s for r in prior) == tuple(np.array(_FLOOR_RUNS_S[:len(prior)]) + shift_s)
+        asked.append((len(prior), settings.n_replications))
+        return V._check_of(_runs(np.array(_FLOOR_RUNS_S[:settings.n_replications]) + shift_s))
+
+    monkeypatch.setattr(V, "_simulate", fake)
+    v = verify_disagg(c, {g.name: g for g in h100_request.gpus}, h100_request.workload, s, lambda g: 1.0)
+    assert v.passed is passes
+    assert v.n_simulations == sum(n - k for k, n in asked)
+    if passes:
+        assert list(v.verified_counts) == [p.floor_count for p in c.pools]
+        assert max(n for _, n in asked) == 7 and (3, 7) in asked
+        assert v.p99_ttft_s_sim == pytest.approx(V._check_of(_runs(_FLOOR_RUNS_S[:7])).upper_ttft_s)
+    else:
+        assert "no longer lower" in v.reason
+        assert ("within the SLO but its 95 % interval is not" in v.reason) is note
+        assert max(n for _, n in asked) == 3  # the projection never asked for more
