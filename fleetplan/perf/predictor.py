@@ -4,6 +4,7 @@ One engine step (continuous batching, chunked prefill) of batch ``b`` costs
 
     step_s = cpu_overhead + launch + GEMMs + prefill attention + decode attention + window attention
              + routed experts (MoE) + MoE layer latency + TP all-reduce + EP all-to-all + PP send/recv
+             + residual norms
 
 * GEMMs: one roofline over all dense GEMMs of the step (``operators``, ``roofline``), with
   tile and wave quantisation over the token dimension; ``lm_head`` runs on ``n_seqs`` rows.
@@ -12,6 +13,28 @@ One engine step (continuous batching, chunked prefill) of batch ``b`` costs
   routing, the slowest EP rank deciding (``moe``); collectives alpha-beta (``comm``);
   overheads (``overheads``); the MoE layers' fixed kernel-chain latency
   ``n_moe_layers * moe_layer_overhead_s`` (``overheads``, a per-step constant of the engine profile).
+* Residual norms (``norm_s_per_token``): every decoder layer runs two fused add-RMSNorms (before
+  attention and before the MLP/MoE) and the model one final norm, each a memory-bound pass over the
+  step's tokens that reads the layer output and the residual and writes the new residual and the
+  normed activations, ``NORM_VALUES_PER_TOKEN`` = 4 values of ``h`` per token (vLLM's
+  ``fused_add_rms_norm``, ``csrc/layernorm_kernels.cu``; SGLang calls the same fused kernel from
+  sgl-kernel).  Residual activations are replicated over the attention TP group, so each GPU norms
+  all of its rank's tokens:
+
+      norms = (2 n_layers + 1) * 4 h * 2 bytes / (hbm_bandwidth * NORM_BANDWIDTH_EFFICIENCY) per token
+
+  ``NORM_BANDWIDTH_EFFICIENCY`` = 0.8 is AIConfigurator 0.12.0's estimate of the same ops
+  (``ElementWise("context_add_norm_1"/"_2", n_layers, 2h, 2h, 0.8)`` in
+  ``aiconfigurator_core/sdk/models/deepseek.py``, 0.8 of HBM peak; its DeepSeek-V3 8x H200 prefill of
+  2,048 tokens: 4.10 ms for both, this term 3.76 ms).  No GEMM, attention or MoE table the profiles read
+  holds them; the norms are a per-token slope in the kernel's ``coef[10]``, beside the collectives'.
+  MoE models only: a dense model's GEMM efficiency is fitted on whole measured steps that contain their
+  norms (``overheads``: 0.66 of peak covers "the norms/activations between GEMMs"; refitted with this
+  term the same 14 steps give 0.684, the same step time), while an MoE model's step is mostly routed
+  experts timed at efficiencies read back from kernel-only fused-MoE tables, which hold no norm.
+  Measured on the serving table (``benchmarks/bench_validation.py``): held out -5.1 % / 27.9 % / 248
+  within 35 % -> -4.5 % / 27.3 % / 254 (MoE prefill-bound TTFT -24.2 % -> -22.7 %), in-sample 14.9 % ->
+  14.7 %; charged on dense models too: held out -4.5 % / 27.2 % / 254, in-sample 14.8 %.
 * Pipeline parallelism: the step's latency crosses all ``pp`` stages (counts cover every
   layer) plus ``pp - 1`` activation transfers -- the latency of one iteration, not the
   throughput of ``pp`` interleaved micro-batches.  Attention data parallelism: the batch
@@ -47,6 +70,9 @@ from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.quant import BLOCK_FP8_MOE_TILE_M_TOKENS, Fp8Scaling, fp8_scaling
 from fleetplan.perf.roofline import ACTIVATION_BYTES, DeviceRates, device_rates, gemm_peak_flop_per_s, w8a8
 from fleetplan.perf.step_terms import roofline_window_s
+
+NORM_VALUES_PER_TOKEN = 4  # fused add-RMSNorm: reads output and residual, writes residual and normed (docstring)
+NORM_BANDWIDTH_EFFICIENCY = 0.8  # AIConfigurator 0.12.0's ElementWise add-norm estimate (module docstring)
 
 __all__ = ["StepBreakdown", "StepTimePredictor", "CommTerms"]
 
@@ -254,6 +280,17 @@ class StepTimePredictor:
             pp = (n_up * f_up + n_net * f_net, (n_up * s_up + n_net * s_net) * row_bytes)
         return CommTerms(tp_terms, a2a, pp)
 
+    @functools.cached_property
+    def norm_s_per_token(self) -> float:
+        """Residual norms per scheduled token (s): ``2 n_layers + 1`` fused add-RMSNorm passes of
+        ``NORM_VALUES_PER_TOKEN * h`` BF16 values at ``NORM_BANDWIDTH_EFFICIENCY`` of the HBM peak
+        (module docstring); 0 for a dense model, whose fitted GEMM efficiency holds its norms."""
+        m = self.model
+        if not m.is_moe:
+            return 0.0
+        bytes_per_token = (2 * m.n_layers + 1) * NORM_VALUES_PER_TOKEN * m.hidden_size * ACTIVATION_BYTES
+        return bytes_per_token / (self.gpu.hbm_tb_per_s * 1e12 * NORM_BANDWIDTH_EFFICIENCY)
+
     @property
     def _fp8_dispatch(self) -> bool:
         return self.options.ep_dispatch_fp8 and self.weight_dtype is Dtype.FP8
@@ -292,6 +329,7 @@ class StepTimePredictor:
             "tp_all_reduce": c.tp_all_reduce[0] + c.tp_all_reduce[1] * n_tok,
             "ep_all_to_all": c.ep_all_to_all[0] + c.ep_all_to_all[1] * n_tok,
             "pp_send_recv": c.pp_send_recv[0] + c.pp_send_recv[1] * n_tok,
+            "norms": self.norm_s_per_token * n_tok,
             "kernel_launch": launch,
             "cpu_overhead": cpu,
         }
@@ -338,7 +376,7 @@ class StepTimePredictor:
         coef[3], coef[4] = a.prefill_s_per_work, a.decode_s_per_context_token
         coef[5], coef[6] = float(self.options.tile_m_tokens), g.wave_ratio
         coef[7], coef[8], coef[9] = g.memory_s_per_token, g.compute_s_per_seq, g.memory_s_per_seq
-        coef[10] = c.tp_all_reduce[1] + c.ep_all_to_all[1] + c.pp_send_recv[1]
+        coef[10] = c.tp_all_reduce[1] + c.ep_all_to_all[1] + c.pp_send_recv[1] + self.norm_s_per_token
         coef[11] = a.window_s_per_seq
         coef[12:18] = self._moe_coefficients
         coef[18], coef[19] = a.window_s_per_token, float(a.window_tokens)
