@@ -37,8 +37,9 @@ one tile of ``c[5]`` tokens) and the wave factor
              + c[4] * decode_context_tokens
 
 (``c[10]``: per token through the GEMMs, the collectives' slopes and the residual norms,
-``fleetplan.perf.predictor``; ``P`` = prefill_tokens; ``window``: attention over at most ``c[19]`` keys per query, ``c[18]`` seconds per query
-at the full window, a prefill token charged the keys it has, ``fleetplan.perf.step_terms.roofline_window_s``)
+``fleetplan.perf.predictor``; ``P`` = prefill_tokens; ``window``: attention over at most ``c[19]`` keys
+per query, ``c[18]`` seconds per query at the full window, a prefill token charged the keys it has,
+``fleetplan.perf.step_terms.roofline_window_s``)
 
 (the context term last: within a run of identical decode steps everything before it is
 loop-invariant, which the compiler hoists out of the kernel's cruise loop)
