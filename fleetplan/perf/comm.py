@@ -36,6 +36,20 @@ bandwidth, dominates them ("3x Faster AllReduce with NVSwitch and TensorRT-LLM M
 NVIDIA technical blog, 2024).  ``NETWORK_ALPHA_S`` = 20 us for InfiniBand/RoCE is an
 estimate (the NVLink figure plus a NIC traversal each way).  Both are parameters of
 ``PredictorOptions``; calibration absorbs them into the fitted fixed and comm terms.
+
+Checked against measured collectives (issue 26, AIConfigurator 0.12.0).  Count: a TP-only MoE layer
+all-reduces once, routed and shared experts summed first (vLLM's fused-MoE runner,
+``_maybe_reduce_final_output``: "the combined sum is all-reduced here"; SGLang alike), so a step pays two
+all-reduces per layer, as ``StepTimePredictor.comm_terms`` charges; AIConfigurator's vLLM model charges
+two more per layer (``context_moe_pre_dispatch`` / ``_post_dispatch``, each one all-reduce from the same
+table, on top of ``context_tp_allreduce`` of ``2 n_layers``): 17.8 of its 35.7 ms communication for
+DeepSeek-V3 on 8x H200 at 2,048 tokens, not a cost the engine pays (its SGLang model charges two, like
+this module: 0.95-1.24x of ours at 1-16 K tokens).  Bandwidth: its custom all-reduce tables
+(``systems/data/<gpu>/comm/{vllm,sglang}/<version>/custom_allreduce_perf.parquet``, eager rows, 4-128 M
+BF16 values) give ``2 (g - 1) / g * B / (t - alpha)`` at 0.43-0.74 of the per-direction NVLink on
+H100/H200 (rising with TP 2 -> 8) and 0.43-0.54 on B200, under ``link_efficiency`` 0.8; read back per
+GPU into the vLLM/SGLang profiles it moved the held-out serving table -4.5 / 27.3 % / 254 within 35 % to
+-3.9 / 26.9 % / 251 and broke the MoE agreement grid's TTFT target (97 %), so 0.8 stays.
 """
 
 from __future__ import annotations
