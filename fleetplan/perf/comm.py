@@ -49,7 +49,12 @@ this module: 0.95-1.24x of ours at 1-16 K tokens).  Bandwidth: its custom all-re
 BF16 values) give ``2 (g - 1) / g * B / (t - alpha)`` at 0.43-0.74 of the per-direction NVLink on
 H100/H200 (rising with TP 2 -> 8) and 0.43-0.54 on B200, under ``link_efficiency`` 0.8; read back per
 GPU into the vLLM/SGLang profiles it moved the held-out serving table -4.5 / 27.3 % / 254 within 35 % to
--3.9 / 26.9 % / 251 and broke the MoE agreement grid's TTFT target (97 %), so 0.8 stays.
+-3.9 / 26.9 % / 251 and broke the MoE agreement grid's TTFT target (97 %), so 0.8 stays.  Expert
+parallelism with data-parallel attention (DeepSeek-V3, EP 8, ``Parallelism(tp=1, dp=8, ep=8)``) against
+its vLLM 0.24.0 DeepEP high-throughput dispatch + combine tables (``comm/vllm/0.24.0/moe_a2a_perf.parquet``,
+BF16, per-rank tokens): 0.76-0.99x on H100/H200 at 2-16 K tokens (0.58-0.74x at 1 K), but 0.28-0.34x on
+B200, where DeepEP moves no more bytes per second than on H200 (3.61 against 2.43 ms a layer at 4,096
+tokens); not changed (no held-out row runs EP on B200).
 """
 
 from __future__ import annotations
