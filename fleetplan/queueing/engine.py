@@ -100,7 +100,7 @@ from fleetplan.queueing.tail import check_probability_level
 
 __all__ = ["EngineLimits", "EngineModel", "EngineProfile", "EngineState", "EngineSizing", "size_engine_pool",
            "SurvivalTable", "ttft_table", "tpot_table", "mixture_quantile_s", "mixture_quantiles_s", "TpotInputs",
-           "tpot_mixture", "LatencyTail", "Lazy", "Deferred", "peek"]
+           "load_mixture_kernel", "tpot_mixture", "LatencyTail", "Lazy", "Deferred", "peek"]
 
 try:  # np.interp's own compiled routine for real values, without its Python dispatch (a sweep calls it
     # some 2·10^4 times on a few points each, where the dispatch took longer than the interpolation)
@@ -1632,6 +1632,14 @@ def mixture_quantiles_s(mixtures: Sequence[tuple[Sequence[SurvivalTable], Sequen
     for f in aside:
         out[f] = mixture_quantile_s(*mixtures[f], p)
     return out
+
+
+def load_mixture_kernel() -> None:
+    """Call ``mixture_quantiles_s``' compiled pass once on one tiny fleet, so that numba loads it from its
+    cache (or compiles it) now rather than in the sweep's ranking (about 13 ms once a kernel is loaded:
+    the command line does it beside the sweep's pool sizing, after the simulator's kernel).  The call
+    has the argument types every call has; a head start only."""
+    mixture_quantiles_s([((SurvivalTable(np.array([0.0, 1.0]), np.array([1.0, 0.0])),), (1.0,))], 0.5)
 
 
 def mixture_quantile_s(tables, shares, p: float) -> float:
