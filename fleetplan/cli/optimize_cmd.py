@@ -86,6 +86,9 @@ def _load_kernels() -> None:
 
     load_iteration_kernel()
     load_mixture_kernel()
+    # what numba has built lives as long as the command: out of the collector's way (``cli.malloc``;
+    # the full collection that follows the children's results then traverses only what they are)
+    freeze_imported()
 
 
 def after_compile(ahead, run_tasks):
