@@ -5,7 +5,8 @@ threads from helping, and a process pool's workers would first import the planne
 two cores, as long as the sweep itself).  A fork starts with everything this process has imported
 and built, in milliseconds.  ``fork_map`` forks children that, with this process, take the items a
 few at a time from a shared counter (so a process slowed by other work on the machine simply takes
-fewer) and send their results back pickled through a pipe.  Given ``meanwhile``, this process first
+fewer; one at a time at the end, so that all finish together) and send their results back pickled
+through a pipe (each chunk pickled as soon as it is done).  Given ``meanwhile``, this process first
 runs it and then joins in (the command line loads the simulator kernel that verification needs
 next while the children size pools).  Results come back in input order and are the very values a
 serial map gives (same code, same inputs).
@@ -42,17 +43,32 @@ def _serial(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
     return [fn(x) for x in items]
 
 
-def _work(fn: Callable[[Any], Any], items: Sequence[Any], counter) -> dict[int, Any]:
+def _take(counter, n_items: int, n_procs: int) -> tuple[int, int]:
+    """The next chunk [lo, hi) of ``n_items`` from the shared ``counter``: ``CHUNK_ITEMS`` items, fewer
+    once fewer than two chunks a process are left (one at the end), so that the processes finish
+    within about one item of each other (guided self-scheduling)."""
+    with counter.get_lock():
+        lo = counter.value
+        size = max(1, min(CHUNK_ITEMS, (n_items - lo) // (2 * n_procs)))
+        counter.value = lo + size
+    return lo, min(lo + size, n_items)
+
+
+def _chunks(fn: Callable[[Any], Any], items: Sequence[Any], counter, n_procs: int):
+    """(lo, ``[fn(x) for x in items[lo:hi]]``) of each chunk this process takes until none is left."""
+    while True:
+        lo, hi = _take(counter, len(items), n_procs)
+        if lo >= len(items):
+            return
+        yield lo, [fn(items[i]) for i in range(lo, hi)]
+
+
+def _work(fn: Callable[[Any], Any], items: Sequence[Any], counter, n_procs: int) -> dict[int, Any]:
     """Map ``fn`` over the chunks of ``items`` this process takes from ``counter`` until none is left."""
     done: dict[int, Any] = {}
-    while True:
-        with counter.get_lock():
-            lo = counter.value
-            counter.value = lo + CHUNK_ITEMS
-        if lo >= len(items):
-            return done
-        for i in range(lo, min(lo + CHUNK_ITEMS, len(items))):
-            done[i] = fn(items[i])
+    for lo, values in _chunks(fn, items, counter, n_procs):
+        done.update(zip(range(lo, lo + len(values)), values, strict=True))
+    return done
 
 
 def fork_map(fn: Callable[[Any], Any], items: Sequence[Any], workers: int | None = None,
@@ -68,6 +84,7 @@ def fork_map(fn: Callable[[Any], Any], items: Sequence[Any], workers: int | None
     if n <= 1 or not sys.platform.startswith("linux") or not hasattr(os, "fork"):
         return _serial(fn, items)
     counter = multiprocessing.get_context("fork").Value("q", 0)
+    n_procs = n + 1 if meanwhile is not None else n  # children and this process
     children: list[tuple[int, int]] = []  # (pid, read end)
     results: dict[int, Any] = {}
     failed = False
@@ -77,8 +94,10 @@ def fork_map(fn: Callable[[Any], Any], items: Sequence[Any], workers: int | None
             pid = os.fork()
             if pid == 0:  # the child: compute, send, leave without running any of the parent's exit code
                 os.close(read_fd)
-                try:
-                    data = pickle.dumps((True, _work(fn, items, counter)), protocol=pickle.HIGHEST_PROTOCOL)
+                try:  # each chunk pickled as it is done (not all at the end, when the parent waits)
+                    data = pickle.dumps((True, [pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL)
+                                                for chunk in _chunks(fn, items, counter, n_procs)]),
+                                        protocol=pickle.HIGHEST_PROTOCOL)
                 except BaseException:  # noqa: BLE001 - the parent redoes the map and meets the error itself
                     data = pickle.dumps((False, None))
                 try:
@@ -94,7 +113,7 @@ def fork_map(fn: Callable[[Any], Any], items: Sequence[Any], workers: int | None
             except Exception:  # noqa: BLE001 - a head start only (docstring)
                 pass
         try:
-            results.update(_work(fn, items, counter))
+            results.update(_work(fn, items, counter, n_procs))
         except Exception:  # noqa: BLE001 - redone in order below, where the error surfaces
             failed = True
         while children:
@@ -103,11 +122,13 @@ def fork_map(fn: Callable[[Any], Any], items: Sequence[Any], workers: int | None
                 data = fh.read()
             os.waitpid(pid, 0)
             try:
-                ok, values = pickle.loads(data)
+                ok, parts = pickle.loads(data)
+                chunks = [pickle.loads(part) for part in parts] if ok else []
             except Exception:  # noqa: BLE001 - a child that died mid-write
-                ok, values = False, None
+                ok, chunks = False, []
             if ok:
-                results.update(values)
+                for lo, values in chunks:
+                    results.update(zip(range(lo, lo + len(values)), values, strict=True))
             else:
                 failed = True
     finally:

@@ -172,9 +172,10 @@ def fleet_tpot_p_s(pools: Sequence[PoolPlan], percentile: float) -> float:
 #: the 70B command's 33,033 candidates compiled) ...
 KERNEL_MIN_FLEETS = 4000
 #: ... unless a kernel is loaded in this process already (``fleetplan.jit.kernels_warm``; the command
-#: line loads the simulator's while the sweep's pools are sized): the mixture kernel then loads in
-#: about 13 ms, and from this many fleets on the compiled pass is the faster (the README command's
-#: 1,477 candidates: about 20 ms against 90 ms).
+#: line loads the simulator's while the sweep's pools are sized, and then this one,
+#: ``queueing.engine.load_mixture_kernel``): the mixture kernel then loads in about 13 ms, and from
+#: this many fleets on the compiled pass is the faster (the README command's 1,477 candidates: about
+#: 20 ms against 90 ms; 12 ms with the kernel loaded beforehand).
 KERNEL_WARM_MIN_FLEETS = 300
 
 

@@ -100,7 +100,7 @@ from fleetplan.queueing.tail import check_probability_level
 
 __all__ = ["EngineLimits", "EngineModel", "EngineProfile", "EngineState", "EngineSizing", "size_engine_pool",
            "SurvivalTable", "ttft_table", "tpot_table", "mixture_quantile_s", "mixture_quantiles_s", "TpotInputs",
-           "tpot_mixture", "LatencyTail", "Lazy", "Deferred", "peek"]
+           "load_mixture_kernel", "tpot_mixture", "LatencyTail", "Lazy", "Deferred", "peek"]
 
 try:  # np.interp's own compiled routine for real values, without its Python dispatch (a sweep calls it
     # some 2·10^4 times on a few points each, where the dispatch took longer than the interpolation)
@@ -1634,27 +1634,47 @@ def mixture_quantiles_s(mixtures: Sequence[tuple[Sequence[SurvivalTable], Sequen
     return out
 
 
+def load_mixture_kernel() -> None:
+    """Call ``mixture_quantiles_s``' compiled pass once on one tiny fleet, so that numba loads it from its
+    cache (or compiles it) now rather than in the sweep's ranking (about 13 ms once a kernel is loaded:
+    the command line does it beside the sweep's pool sizing, after the simulator's kernel).  The call
+    has the argument types every call has; a head start only."""
+    mixture_quantiles_s([((SurvivalTable(np.array([0.0, 1.0]), np.array([1.0, 0.0])),), (1.0,))], 0.5)
+
+
+#: Below this many terms numpy sums a float64 vector in order (``pairwise_sum`` in
+#: numpy/_core/src/umath/loops_utils.h.src), as Python's loop does: ``mixture_quantile_s`` sums a fleet's
+#: shares so (the same bits, without an array per fleet).
+_SEQUENTIAL_SUM_TERMS = 8
+
+
 def mixture_quantile_s(tables, shares, p: float) -> float:
     """p-quantile of a latency over all requests of a fleet whose pools (``tables``) carry
     ``shares`` of the requests (renormalised): the smallest x with Σ share · P_pool(X > x) <= 1 - p."""
     p = check_probability_level(p)
-    tables = [t for t, s in zip(tables, shares, strict=True) if s > 0]
-    w = np.array([s for s in shares if s > 0], dtype=np.float64)
-    if not tables:
+    live = [(t, float(s)) for t, s in zip(tables, shares, strict=True) if s > 0]
+    if not live:
         return 0.0
-    if len(tables) == 1 and tables[0].strictly_increasing:  # its own grid: the survival at its points
-        xs, surv = tables[0].x_s, tables[0].survival
+    if len(live) == 1 and live[0][0].strictly_increasing:  # its own grid: the survival at its points
+        xs, surv = live[0][0].x_s, live[0][0].survival
         if not math.isfinite(xs[-1]):
             return math.inf
     else:
-        w = w / w.sum()
-        if not all(t.finite for t in tables):
+        if len(live) < _SEQUENTIAL_SUM_TERMS:  # numpy's sum of so few: in order (``_SEQUENTIAL_SUM_TERMS``)
+            total = 0.0
+            for _, s in live:
+                total += s
+        else:
+            total = float(np.array([s for _, s in live]).sum())
+        if not all(t.finite for t, _ in live):
             return math.inf
-        xs = np.sort(np.concatenate([t.x_s for t in tables]))  # repeated points change no crossing below
-        # Σ w_i P_i(X > x), left to right (each term >= 0: the sum from 0 would add nothing)
-        surv = w[0] * tables[0].at(xs)
-        for wi, t in zip(w[1:], tables[1:], strict=True):
-            surv += wi * t.at(xs)
+        xs = np.sort(np.concatenate([t.x_s for t, _ in live]))  # repeated points change no crossing below
+        # Σ w_i P_i(X > x), w_i = share_i / Σ shares, left to right (each term >= 0: the sum from 0 would
+        # add nothing)
+        t, s = live[0]
+        surv = (s / total) * _interp(xs, t.x_s, t.survival, 1.0, 0.0)
+        for t, s in live[1:]:
+            surv += (s / total) * _interp(xs, t.x_s, t.survival, 1.0, 0.0)
     q = 1.0 - p
     j = int(np.argmax(surv <= q))
     if surv[j] > q:

@@ -32,6 +32,33 @@ def test_values_in_input_order_and_computed_by_several_processes():
     assert len(pids) >= 2 or not hasattr(os, "fork")  # items are taken dynamically: who computes varies
 
 
+@pytest.mark.parametrize(("n_items", "n_procs"), [(1, 1), (5, 3), (100, 2), (393, 3), (1000, 4)])
+def test_chunks_cover_every_item_once_and_shrink_to_one_at_the_end(n_items, n_procs):
+    """``_take``: consecutive chunks of at most ``CHUNK_ITEMS`` covering 0..n-1 once, none larger than a
+    chunk before it, the last ``n_procs`` of them one item each (the processes finish together)."""
+    import multiprocessing
+
+    from fleetplan.exec.fork import CHUNK_ITEMS, _take
+
+    counter = multiprocessing.get_context("fork").Value("q", 0)
+    chunks = []
+    while True:
+        lo, hi = _take(counter, n_items, n_procs)
+        if lo >= n_items:
+            break
+        chunks.append((lo, hi))
+    assert [i for lo, hi in chunks for i in range(lo, hi)] == list(range(n_items))
+    sizes = [hi - lo for lo, hi in chunks]
+    assert all(1 <= a <= CHUNK_ITEMS for a in sizes) and sizes == sorted(sizes, reverse=True)
+    assert sizes[-min(n_procs, len(sizes)):] == [1] * min(n_procs, len(sizes))
+
+
+def test_many_items_with_meanwhile_come_back_whole_and_in_order():
+    """The children's chunks pickled one by one and put back in place: the serial map's list."""
+    out = fork_map(_square_and_pid, range(3 * N + 7), workers=2, meanwhile=lambda: None)
+    assert [v for v, _ in out] == [x * x for x in range(3 * N + 7)]
+
+
 def test_few_items_or_one_worker_stay_in_this_process():
     assert {pid for _, pid in fork_map(_square_and_pid, range(N), workers=1)} == {os.getpid()}
     assert {pid for _, pid in fork_map(_square_and_pid, range(MIN_ITEMS_PER_WORKER), workers=4)} == {os.getpid()}

@@ -16,6 +16,7 @@ from fleetplan.queueing.engine import (
     SurvivalTable,
     _geomspace,
     _table,
+    load_mixture_kernel,
     mixture_quantile_s,
     mixture_quantiles_s,
 )
@@ -84,3 +85,17 @@ def test_mixture_quantile_of_two_exponential_pools_is_the_root():
         lo, hi = (mid, hi) if w * math.exp(-mid / a) + (1 - w) * math.exp(-mid / b) > 1 - p else (lo, mid)
     assert x == pytest.approx(lo, rel=2e-2)
     assert N_TABLE_POINTS == _geomspace(1.0, 2.0, N_TABLE_POINTS).size
+
+
+def test_load_mixture_kernel_leaves_the_kernel_loaded_and_the_figures_alone():
+    """The command line's head start (``load_mixture_kernel``) loads the compiled pass with the argument
+    types of a sweep's calls: afterwards it has a signature and still matches the twin."""
+    from fleetplan.queueing._kernels.mixture import mixture_quantiles
+
+    load_mixture_kernel()
+    if hasattr(mixture_quantiles, "signatures"):  # not under NUMBA_DISABLE_JIT=1
+        assert len(mixture_quantiles.signatures) == 1
+    rng = np.random.default_rng(3)
+    tables = [_random_table(rng) for _ in range(5)]
+    fleets = _fleets(rng, tables, 30)
+    assert mixture_quantiles_s(fleets, 0.99).tolist() == [mixture_quantile_s(t, s, 0.99) for t, s in fleets]

@@ -142,13 +142,27 @@ def _table(rng, scale: float, finite: bool = True) -> SurvivalTable:
 @pytest.mark.parametrize("seed", range(6))
 def test_fleet_mixture_is_the_old_sum(seed: int) -> None:
     rng = np.random.default_rng(seed)
-    for k in (2, 3, 5):
+    for k in (2, 3, 5, 7, 8, 12):  # the shares summed in order, and (8 on) by numpy
         tables = [_table(rng, 0.05 * (i + 1)) for i in range(k)]
         shares = list(rng.random(k))
         for p in (0.9, 0.99):
             assert mixture_quantile_s(tables, shares, p) == _old_mixture_quantile_s(tables, shares, p)
     tables = [_table(rng, 0.1), _table(rng, 0.2, finite=False)]
     assert mixture_quantile_s(tables, [0.5, 0.5], 0.99) == _old_mixture_quantile_s(tables, [0.5, 0.5], 0.99)
+
+
+def test_numpy_sums_fewer_than_eight_terms_in_order() -> None:
+    """``mixture_quantile_s`` sums a fleet's shares in a Python loop below ``_SEQUENTIAL_SUM_TERMS``: numpy's
+    sum of so few float64 terms, bit for bit (shares spanning six orders of magnitude, where the order
+    shows in the last bit)."""
+    rng = np.random.default_rng(11)
+    for _ in range(20000):
+        n = int(rng.integers(1, engine_mod._SEQUENTIAL_SUM_TERMS))
+        a = rng.random(n) * 10.0 ** rng.uniform(-3.0, 3.0, n)
+        total = 0.0
+        for v in a.tolist():
+            total += v
+        assert total == a.sum()
 
 
 def test_a_one_count_state_is_its_own_row() -> None:
