@@ -117,6 +117,21 @@ class LengthPoints:
         centre, table = self._share_table
         return np.stack([np.interp(total_tokens, centre, table[:, q]) for q in range(table.shape[1])], axis=1)
 
+    def _range_cells(self, lo_tokens: float, hi_tokens: float):
+        """The global joint points with lo < total <= hi (prompt, output, weight, sorted by total) and their
+        cells' start and end indices (``_cell_edges``), or None when the range holds fewer than
+        ``MIN_JOINT_POINTS`` points or no mass."""
+        g = self._sorted_global
+        total = g.total_tokens
+        a, b = np.searchsorted(total, lo_tokens, side="right"), np.searchsorted(total, hi_tokens, side="right")
+        if b - a < MIN_JOINT_POINTS:
+            return None
+        p, o, w = g.prompt_tokens[a:b], g.output_tokens[a:b], g.weight[a:b]
+        if w.sum() <= 0:
+            return None
+        starts = _cell_edges(np.cumsum(w) / w.sum())
+        return p, o, w, starts, np.append(starts[1:], w.size)
+
     def _joint_cells(self, lo_tokens: float, hi_tokens: float) -> RequestPoints | None:
         """Split workloads: a range's points straight from the global joint quadrature, which keeps
         E[prompt | range] and E[output | range] exact (interpolating the prompt share across a
@@ -127,16 +142,10 @@ class LengthPoints:
         mass (the distribution the simulator samples; a split workload's separate total CDF can
         differ from it by a few per cent in a range).  None when the range holds fewer than
         ``MIN_JOINT_POINTS`` points."""
-        g = self._sorted_global
-        total = g.total_tokens
-        a, b = np.searchsorted(total, lo_tokens, side="right"), np.searchsorted(total, hi_tokens, side="right")
-        if b - a < MIN_JOINT_POINTS:
+        cells = self._range_cells(lo_tokens, hi_tokens)
+        if cells is None:
             return None
-        p, o, w = g.prompt_tokens[a:b], g.output_tokens[a:b], g.weight[a:b]
-        if w.sum() <= 0:
-            return None
-        starts = _cell_edges(np.cumsum(w) / w.sum())
-        ends = np.append(starts[1:], w.size)
+        p, o, w, starts, ends = cells
         # each cell's points by prompt share (stable): one sort by (cell, share) of all of them
         cell = np.repeat(np.arange(starts.size), ends - starts)
         order = np.lexsort((p / (p + o), cell))

@@ -6,20 +6,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fleetplan.plan.points import MIN_JOINT_POINTS, PROMPT_SHARE_LEVELS, LengthPoints, _cell_edges
+from fleetplan.plan.points import PROMPT_SHARE_LEVELS, LengthPoints
 from fleetplan.workload import load_workload
 
 
 def _old_joint_cells(points, lo_tokens: float, hi_tokens: float):
     """``LengthPoints._joint_cells`` as it was written: each cell sorted by its own argsort."""
-    g = points._sorted_global
-    total = g.total_tokens
-    a, b = np.searchsorted(total, lo_tokens, side="right"), np.searchsorted(total, hi_tokens, side="right")
-    if b - a < MIN_JOINT_POINTS:
+    cells = points._range_cells(lo_tokens, hi_tokens)  # (the range's points and cells: unchanged code)
+    if cells is None:
         return None
-    p, o, w = g.prompt_tokens[a:b], g.output_tokens[a:b], g.weight[a:b]
-    starts = _cell_edges(np.cumsum(w) / w.sum())
-    ends = np.append(starts[1:], w.size)
+    p, o, w, starts, ends = cells
     out_p, out_o, out_w = [], [], []
     for s0, s1 in zip(starts, ends, strict=True):
         cp, co, cw = p[s0:s1], o[s0:s1], w[s0:s1]
