@@ -97,12 +97,9 @@ class EngineProfile:
         profiled releases from the newest down to ``values_version(version)`` (module docstring)."""
         name = str(gpu.name).lower()
         values = {**self.gpu_options.get(name, {})}
-        target = self.values_version(version)
-        for profiled in self.versions[1:] if target != self.default_version else ():  # the default's: above
+        for profiled in self._layers(version):
             values.update(profiled.options)
             values.update(profiled.gpu_options.get(name, {}))
-            if profiled.name == target:
-                break
         return dataclasses.replace(self.options, **values) if values else self.options
 
     def source_of(self, option: str, gpu, version: str | None = None) -> str:
@@ -113,12 +110,19 @@ class EngineProfile:
             return next((t.get(option) for g, t in tables.items() if g.lower() == name and option in t), None)
 
         source = gpu_source(self.gpu_sources) or self.sources.get(option, "")
-        target = self.values_version(version)
-        for profiled in self.versions[1:] if target != self.default_version else ():
+        for profiled in self._layers(version):
             source = gpu_source(profiled.gpu_sources) or profiled.sources.get(option) or source
-            if profiled.name == target:
-                break
         return source
+
+    def _layers(self, version: str | None) -> tuple[ProfiledVersion, ...]:
+        """The profiled releases whose overrides apply at engine ``version``, in the order they apply: from the
+        newest after the default version down to ``values_version(version)`` (none at the default version, whose
+        values are the main tables)."""
+        target = self.values_version(version)
+        if target == self.default_version:
+            return ()
+        names = [v.name for v in self.versions]
+        return self.versions[1:names.index(target) + 1]
 
 
 def load_engine_profile(name: str) -> EngineProfile:
