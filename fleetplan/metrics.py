@@ -30,7 +30,11 @@ def percentiles(values: np.ndarray, ps: tuple[float, ...] = REPORTED_PERCENTILES
     return {p: float(q) for p, q in zip(ps, qs, strict=True)}
 
 
-def student_t_interval(samples: np.ndarray, confidence: float = 0.95) -> tuple[float, float, float]:
+#: Two-sided confidence of Student-t intervals unless a caller says otherwise (verification's pass rule).
+DEFAULT_CONFIDENCE = 0.95
+
+
+def student_t_interval(samples: np.ndarray, confidence: float = DEFAULT_CONFIDENCE) -> tuple[float, float, float]:
     """Mean and two-sided Student-t confidence interval of independent replications.
 
     Returns ``(mean, low, high)``; with one replication the interval is

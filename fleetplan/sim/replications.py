@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fleetplan.errors import ConfigError
-from fleetplan.metrics import student_t_interval
+from fleetplan.metrics import DEFAULT_CONFIDENCE, student_t_interval
 from fleetplan.parallel import MapFn, TaskFailedError, in_input_order, serial_map
 from fleetplan.rng import task_seed
 from fleetplan.sim.engine import DEFAULT_N_REQUESTS, simulate
@@ -29,7 +29,6 @@ from fleetplan.sim.result import SimSummary
 from fleetplan.sim.spec import FleetSpec, Level
 
 DEFAULT_N_REPLICATIONS = 5
-DEFAULT_CONFIDENCE = 0.95
 
 
 @dataclass(frozen=True)

@@ -102,7 +102,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fleetplan.hardware import GpuProfile, with_spares
-from fleetplan.metrics import student_t_interval
+from fleetplan.metrics import DEFAULT_CONFIDENCE, student_t_interval
 from fleetplan.perf.linear import LinearStepModel
 from fleetplan.perf.seam import StepModel
 from fleetplan.plan.disagg.candidates import (
@@ -368,22 +368,20 @@ def _grow(c: DisaggCandidate, counts: list[int], check: _Check, s: VerifySetting
 #: Most replications a floor-bound fleet's check is extended to (``floor_replications``): 10, so the 95 % interval's
 #: half-width is t_9 / √10 = 0.72 sample deviations, against t_2 / √3 = 2.48 at the default 3.
 FLOOR_MAX_REPLICATIONS = 10
-#: Two-sided confidence of ``metrics.student_t_interval``'s default, which the pass rule uses.
-_CONFIDENCE = 0.95
 
 
 def floor_replications(check: _Check, s: VerifySettings) -> int | None:
     """Replications that could let a floor-bound fleet pass, or None (module docstring, "Floor-bound fleets").
 
     From the check's n replications, each metric's sample deviation is ŝ = (u - m) √n / t_{n-1} (u the interval's
-    upper end, m the mean, t the Student-t quantile at ``_CONFIDENCE``); the answer is the fewest N in
+    upper end, m the mean, t the Student-t quantile at ``metrics.DEFAULT_CONFIDENCE``); the answer is the fewest N in
     (n, ``FLOOR_MAX_REPLICATIONS``] with m + t_{N-1} ŝ / √N within the SLO for TTFT and (with a target) TPOT:
     None when a mean is itself above its SLO (more replications only narrow the interval around it) or no N
     within the cap reaches it."""
     from scipy.special import stdtrit
 
     n = len(check.runs)
-    q = 0.5 + _CONFIDENCE / 2.0
+    q = 0.5 + DEFAULT_CONFIDENCE / 2.0
     pairs = [(check.mean_ttft_s, check.upper_ttft_s, s.slo_ttft_s)]
     if s.slo_tpot_s is not None:
         pairs.append((check.mean_tpot_s, check.upper_tpot_s, s.slo_tpot_s))
