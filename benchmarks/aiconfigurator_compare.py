@@ -25,6 +25,9 @@ system, engine and engine version (``aiconfigurator_core/systems/data/<system>/<
 * ``--moe-kernel-tables`` (needs ``aiconfigurator-core``): the same for the weight-only 4-bit MoE dtypes, split by
   the table's kernel (``moe_kernel_efficiency``), the read-back of the vLLM profile's ``moe_mxfp4_gemm_efficiency``
   (Marlin, OpenAI Triton and FlashInfer MXFP4 MoE) and of its A100 ``moe_int4_gemm_efficiency``;
+* ``--moe-ramp`` (needs ``aiconfigurator-core``): the same tables against the rows per hit expert at 1,024-16,384
+  tokens (``moe_ramp_fit``), the read-back of the profiles' ``moe_hit_expert_weight_reads`` and of
+  ``fleetplan.perf.moe.MOE_REFERENCE_ROWS_PER_EXPERT`` (the grouped GEMM's ramp);
 * ``--attention-tables`` (needs ``aiconfigurator-core``): the vLLM context-attention table's efficiency per head
   dimension (``attention_table_efficiency``), the source of ``fleetplan.perf.attention``'s head-dim factors;
 * ``--dsa-tables`` (needs ``aiconfigurator-core``): the DSA indexer's prefill cost per query-key pair fitted on the
@@ -409,6 +412,99 @@ def moe_width_efficiency() -> list[dict]:
             by_width = {int(w): float(ratio[width == w].median()) for w in sorted(set(width)) if w <= 4096}
             out.append({"system": system, "engine": engine, "engine_version": version, "moe_dtype": dtype,
                         "n": int(narrow.sum()), "exponent": exponent, "by_width": by_width})
+    return out
+
+
+#: systems of the rows-per-expert ramp read-back (``moe_ramp_fit``): the MoE read-back's and the L40S (a low
+#: bandwidth-to-FLOP GPU, where the per-expert offset is largest in rows)
+MOE_RAMP_SYSTEMS = {**MOE_TABLE_SYSTEMS, "l40s": "L40S"}
+MOE_RAMP_MIN_TOKENS = 1024  # rows in the fit: 1,024-16,384 tokens (the read-back's 4,096-16,384 and the ramp below)
+#: dtype groups of the ramp fit and their weight bytes per parameter (4-bit: 4.25 bits with the block scales)
+MOE_RAMP_GROUPS = {"bf16 + fp8_block": {"bfloat16": 2.0, "fp8_block": 1.0},
+                   "4-bit weight-only": {"w4a16_mxfp4": 0.53, "int4_wo": 0.53}, "fp8 per-tensor": {"fp8": 1.0}}
+MOE_RAMP_RHO = tuple(0.25 * i for i in range(13))  # rho grid 0-3
+MOE_RAMP_REF_ROWS = tuple(range(96, 1025, 16))  # R_ref grid
+MOE_RAMP_MAX_SHIFT = 0.01  # |median log ratio| at the read-back's tokens allowed to move
+
+
+def _moe_ramp_rows():
+    """Every one-GPU fused-MoE row of ``MOE_RAMP_SYSTEMS`` (vLLM, SGLang) at ``MOE_RAMP_MIN_TOKENS``-16,384 tokens with
+    routing ``MOE_TABLE_DISTRIBUTION``, with its efficiency, its table's read-back ``eff`` (median at
+    ``MOE_TABLE_TOKENS``), the rows per hit expert ``R = T k / (E (1 - (1 - k / E) ** T))`` and ``r_w``, one hit
+    expert's weight read at the HBM peak in rows at ``eff`` (``fleetplan.perf.moe``, 'Rows per expert')."""
+    import pandas as pd
+
+    data, profiles = _aic_tables_and_profiles()
+    dtype_bytes = {d: b for group in MOE_RAMP_GROUPS.values() for d, b in group.items()}
+    out = []
+    for system, gpu in MOE_RAMP_SYSTEMS.items():
+        profile = profiles[gpu]
+        for engine in ("vllm", "sglang"):
+            for table in sorted((data / system / "moe" / engine).glob("*/moe_perf.parquet")):
+                f = pd.read_parquet(table)
+                f = f[(f.moe_tp_size == 1) & (f.moe_ep_size == 1) & (f.distribution == MOE_TABLE_DISTRIBUTION)
+                      & (f.num_tokens >= MOE_RAMP_MIN_TOKENS) & f.moe_dtype.isin(list(dtype_bytes))].copy()
+                f = f[[profile.get(MOE_TABLE_PEAK[d]) is not None for d in f.moe_dtype]]
+                if f.empty:
+                    continue
+                peak = f.moe_dtype.map(lambda d, p=profile: p[MOE_TABLE_PEAK[d]] * 1e12)
+                f["eff"] = 6.0 * f.hidden_size * f.inter_size * f.num_tokens * f.topk / (f.latency * 1e-3) / peak
+                f["eff_read"] = f.groupby("moe_dtype").eff.transform(
+                    lambda e, t=f.num_tokens: e[t.loc[e.index].isin(MOE_TABLE_TOKENS)].median())
+                e, k, t = f.num_experts, f.topk, f.num_tokens
+                f["rows_per_expert"] = t * k / (e * (1.0 - (1.0 - k / e) ** t))
+                f["r_w"] = f.moe_dtype.map(dtype_bytes) * f.eff_read * peak / (2.0 * profile["hbm_tb_per_s"] * 1e12)
+                f["engine"], f["system"], f["version"] = engine, system, table.parent.name
+                out.append(f)
+    return pd.concat(out)
+
+
+def moe_ramp_fit() -> list[dict]:
+    """The fused MoE's ramp with rows per expert (needs ``aiconfigurator-core``), the read-back of the engine
+    profiles' ``moe_hit_expert_weight_reads`` and ``fleetplan.perf.moe.MOE_REFERENCE_ROWS_PER_EXPERT``: per engine
+    and dtype group (``MOE_RAMP_GROUPS``), the ``(rho, R_ref)`` of the grids minimising the mean |log ratio| of the
+    model efficiency ``eff (1 + r0 / R_ref) R / (R + r0)``, ``r0 = rho r_w`` (``_moe_ramp_rows``), to the table's
+    over 1,024-16,384 tokens, with its median log ratio at ``MOE_TABLE_TOKENS`` (the read-back's rows) kept within
+    ``MOE_RAMP_MAX_SHIFT``; beside it the flat read-back's (``rho = 0``) and the ramp at fleetplan's reference rows."""
+    import numpy as np
+
+    from fleetplan.perf.moe import MOE_REFERENCE_ROWS_PER_EXPERT
+
+    rows = _moe_ramp_rows()
+    out = []
+    for engine in ("vllm", "sglang"):
+        for group, dtypes in MOE_RAMP_GROUPS.items():
+            f = rows[(rows.engine == engine) & rows.moe_dtype.isin(list(dtypes))]
+            if f.empty:
+                continue
+            big = f.num_tokens.isin(MOE_TABLE_TOKENS).to_numpy()
+            small = (f.num_tokens < min(MOE_TABLE_TOKENS)).to_numpy()
+            rpe, r_w = f.rows_per_expert.to_numpy(), f.r_w.to_numpy()
+            log_eff = np.log(f.eff.to_numpy() / f.eff_read.to_numpy())
+
+            def log_ratio(rho: float, ref: float, rpe=rpe, r_w=r_w, log_eff=log_eff) -> np.ndarray:
+                r0 = rho * r_w
+                return np.log(rpe * (1.0 + r0 / ref) / (rpe + r0)) - log_eff
+
+            def summary(lr: np.ndarray, big=big, small=small) -> dict:
+                return {"read_median": float(np.median(lr[big])), "read_abs": float(np.mean(np.abs(lr[big]))),
+                        "ramp_median": float(np.median(lr[small])), "ramp_abs": float(np.mean(np.abs(lr[small])))}
+            best = None
+            for rho in MOE_RAMP_RHO:
+                for ref in MOE_RAMP_REF_ROWS:
+                    lr = log_ratio(rho, float(ref))
+                    if abs(np.median(lr[big])) > MOE_RAMP_MAX_SHIFT:
+                        continue
+                    score = float(np.mean(np.abs(lr)))
+                    if best is None or score < best[0]:
+                        best = (score, rho, ref, lr)
+            ref_rows = MOE_REFERENCE_ROWS_PER_EXPERT
+            at_ref = min(MOE_RAMP_RHO, key=lambda r, ref_rows=ref_rows: float(np.mean(np.abs(log_ratio(r, ref_rows)))))
+            out.append({"engine": engine, "group": group, "n": len(f),
+                        "tables": int(f.groupby(["system", "version"]).ngroups), "flat": summary(log_ratio(0.0, 1.0)),
+                        "rho": None if best is None else best[1], "ref_rows": None if best is None else best[2],
+                        "fit": None if best is None else summary(best[3]),
+                        "rho_at_reference": at_ref, "at_reference": summary(log_ratio(at_ref, ref_rows))})
     return out
 
 
@@ -1029,6 +1125,8 @@ def main() -> int:
                         "moe_mxfp4_gemm_efficiency / moe_int4_gemm_efficiency read-back"),
                        ("--moe-width-tables", "fused-MoE tables against the per-GPU expert width, the source of "
                         "the step model's expert-width factor"),
+                       ("--moe-ramp", "fused-MoE tables against the rows per expert (1,024-16,384 tokens), the "
+                        "source of the engine profiles' moe_hit_expert_weight_reads"),
                        ("--attention-tables", "vLLM context-attention table per head dim, the source of the step "
                         "model's head-dim factors"),
                        ("--dsa-tables", "DeepSeek-V3.2 attention-module tables, the source of the DSA indexer's "
@@ -1075,6 +1173,19 @@ def main() -> int:
                   "read, "
                   f"the fit with top-k keys per query instead of min(position, top-k): "
                   f"{g['median_abs_err_topk_per_query']:.1%})")
+        return 0
+    if args.moe_ramp:
+        from fleetplan.perf.moe import MOE_REFERENCE_ROWS_PER_EXPERT
+
+        def fmt(g: dict | None) -> str:
+            return "-" if g is None else (f"read-back rows median {g['read_median']:+.3f} abs {g['read_abs']:.3f}, "
+                                          f"<4,096 tokens median {g['ramp_median']:+.3f} abs {g['ramp_abs']:.3f}")
+        for g in moe_ramp_fit():
+            print(f"{g['engine']:7s} {g['group']:18s} {g['n']:5d} rows {g['tables']:2d} tables | "
+                  f"flat: {fmt(g['flat'])}")
+            print(f"{'':26s} best rho {g['rho']} R_ref {g['ref_rows']}: {fmt(g['fit'])}")
+            print(f"{'':26s} at R_ref {MOE_REFERENCE_ROWS_PER_EXPERT:.0f}: rho {g['rho_at_reference']}: "
+                  f"{fmt(g['at_reference'])}")
         return 0
     if args.moe_width_tables:
         for g in moe_width_efficiency():

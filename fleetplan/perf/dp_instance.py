@@ -17,7 +17,7 @@ coefficients, so the simulator kernel and the analytic engine model evaluate it 
 * every cost per unit of an aggregate is divided by D (``c[1..4]`` of ``STEP_MODEL_LINEAR``;
   ``c[1], c[3], c[4], c[7..12], c[17], c[18]`` and the miss exponent ``c[15]`` of ``STEP_MODEL_ROOFLINE``; the
   window term is of degree one in its aggregates, so its keys ``c[19]`` stay);
-  ``c[0]``, the weight-streaming ``c[2]`` and the MoE hit costs ``c[14], c[16]`` stay;
+  ``c[0]``, the weight-streaming ``c[2]`` and the MoE hit costs ``c[14], c[16], c[20]`` stay;
 * the routed-expert sampling noise ``c[13] sqrt(T)`` becomes ``c[13] / sqrt(D)``;
 * tile padding: ``ceil(T / (D t)) t = ceil(T / (D t)) (D t) / D``, so the tile ``c[5]`` is
   multiplied by D (and the wave ratio ``c[6]``, per tile, stays).

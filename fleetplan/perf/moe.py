@@ -44,6 +44,31 @@ compute-bound term is divided: the hit experts' tile floor ``w_e`` (decode) keep
 tables' weight-bound rows lose far less (DeepSeek-V3's block-FP8 experts on H200: TP-8 latency 0.15-0.20 of TP-1's
 at 8-1,024 tokens, 1/8 ideal, against 0.23-0.24 at 4,096-16,384).
 
+Rows per expert (the grouped GEMM's ramp).  A hit expert costs its routed rows plus a fixed ``r0`` rows of
+compute (loading its weights into the tiles, the per-expert prologue, tail and scatter that do not overlap the
+next expert's math), so the routed rows' compute on a rank is
+
+    compute_r = (g n_r s_w + r0 a_r) * per_row / (1 + r0 / (s_w R_ref)),      per_row = flop_per_row / gemm FLOP/s
+
+and the grouped GEMM's efficiency ramps as ``eff (1 + r0 / R_ref) R / (R + r0)`` with the rows per hit expert
+``R = n_r / a_r``: the read-back efficiency ``eff`` (``moe_gemm_efficiency`` and friends, medians at 4,096-16,384
+tokens) holds at ``R = R_ref`` (``MOE_REFERENCE_ROWS_PER_EXPERT``, 288), about the read-back rows' rows per expert,
+so those steps keep their time (``s_w`` >= 1 the expert-width scale below, which like the tile floor leaves the hit
+experts' offset alone, it being weight reads; the normalisation keeps ``R = R_ref`` at the read-back times the
+width factor).  ``r0`` is ``rho`` weight reads of a hit expert expressed in rows,
+``r0 = rho * expert_weight_bytes / HBM peak * gemm FLOP/s / flop_per_row`` (``MoeShape.hit_expert_rows``, set by
+``predictor.moe``; ``rho`` the engine profile's ``moe_hit_expert_weight_reads``): the per-expert cost scales with
+the GPU's FLOP/byte ratio and the weight bytes, so one ``rho`` serves every GPU and dtype.  Read back from
+AIConfigurator 0.12.0's measured fused-MoE tables (``moe_ramp_fit`` of ``benchmarks/aiconfigurator_compare.py``:
+H100, H200, B200, A100, L40S; vLLM and SGLang; one GPU, power-law 1.01 routing, 1,024-16,384 tokens,
+every model shape): BF16 and block-FP8 experts fit ``rho`` 1.5 and ``R_ref`` 288 for both engines (vLLM 2,032
+rows: the flat read-back is 1.77x too fast at 1,024-3,072 tokens, median log ratio +0.57, the ramp -0.01; at the
+read-back's 4,096-16,384 tokens the median stays, the mean |log ratio| falls 0.21 -> 0.11; SGLang 1,656 rows: +0.59
+-> -0.00, 0.23 -> 0.17).  4-bit weight-only experts fit ``rho`` 2-3, per-tensor FP8 2.0.  Decode, where the hit
+experts' weight reads bound the step (``memory_r``), changes little: the offset is about ``rho / (1 + r0 / R_ref)``
+weight reads at the HBM peak, against ``memory_r``'s one read at the weight-streaming efficiency (with it, the same
+tables' 1-16-token rows stay at a median log ratio of -0.04, vLLM).
+
 Expert load imbalance ``g`` (``MoeShape.load_imbalance``, >= 1): the max-loaded EP rank's rows
 over the mean rank's beyond the multinomial spread and the Zipf skew modelled here (a measured
 figure of a deployment; 1 = routing statistics only, the default).
@@ -62,9 +87,10 @@ to it by relative least squares:
 * hit experts ``n q + e' sqrt(q (1 - q))`` with ``n = E / ep``, ``q = 1 - exp(d T)``:
   ``d = k ln(1 - 1/E)`` under uniform routing (the exact mean) and, under skew, fitted to
   the hottest rank's exact mean ``sum_e 1 - (1 - p_e) ** (T k)``; ``e'`` fitted;
-* activation bytes of ``T k P`` rows; so that
+* activation bytes of ``T k P`` rows;
+* the hit experts' compute offset ``h q`` (``r0`` rows per hit expert, the hottest rank's mean hits); so that
 
-    moe_s(T) = max(a T + b sqrt(T),  c q + e sqrt(q (1 - q)) + f T),   q = 1 - exp(d T)
+    moe_s(T) = max(a T + b sqrt(T) + h q,  c q + e sqrt(q (1 - q)) + f T),   q = 1 - exp(d T)
 
 Measured against the mean of sampled routings over whole steps (docs/step_time_validation.md):
 within 2 % under uniform routing; under Zipf skew 1 within 5 % (Qwen3-30B-A3B, EP 4/8) and
@@ -85,7 +111,8 @@ from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.roofline import ACTIVATION_BYTES, DeviceRates
 
 __all__ = ["MoeShape", "moe_shape", "expert_probabilities", "rank_shares",
-           "sample_moe_s", "expected_moe_terms", "MOE_REFERENCE_WIDTH", "expert_width_factor"]
+           "sample_moe_s", "expected_moe_terms", "MOE_REFERENCE_WIDTH", "expert_width_factor",
+           "MOE_REFERENCE_ROWS_PER_EXPERT"]
 
 FIT_MAX_TOKENS = 16384.0  # step tokens over which the expectation is fitted (log grid from 1)
 FIT_POINTS = 32
@@ -93,6 +120,9 @@ MAX_DRAWS = 2000  # normal draws per grid point for E[max over ranks] (common ra
 MAX_DRAWS_SEED = 0
 #: per-GPU expert width (I_moe / tp_ffn) at and above which the fused MoE keeps its read-back efficiency (docstring)
 MOE_REFERENCE_WIDTH = 1024
+#: rows per hit expert at which the grouped GEMM runs at its read-back efficiency (module docstring, 'Rows per
+#: expert'): fitted with ``rho`` on AIConfigurator 0.12.0's fused-MoE tables (``moe_ramp_fit``)
+MOE_REFERENCE_ROWS_PER_EXPERT = 288.0
 
 
 def expert_width_factor(width: int, exponent: float) -> float:
@@ -120,8 +150,13 @@ class MoeShape:
     #: seconds of the routed rows' compute over ``flop_per_row / FLOP/s`` (1 / ``expert_width_factor``; module
     #: docstring, 'Expert width'): the compute-bound term only, not the hit experts' tile floor
     row_compute_scale: float = 1.0
+    #: ``r0``: rows of compute each hit expert costs beyond its routed rows (module docstring, 'Rows per expert')
+    hit_expert_rows: float = 0.0
 
     def __post_init__(self) -> None:
+        if not (math.isfinite(self.hit_expert_rows) and self.hit_expert_rows >= 0.0):
+            raise ConfigError(f"hit_expert_rows={self.hit_expert_rows!r} must be a finite number of rows >= 0 "
+                              f"(the grouped GEMM's per-expert offset; 0 = no ramp)")
         if isinstance(self.min_rows_per_expert, bool) or not isinstance(self.min_rows_per_expert, int) \
                 or self.min_rows_per_expert < 0:
             raise ConfigError(f"min_rows_per_expert={self.min_rows_per_expert!r} must be an integer >= 0 "
@@ -133,6 +168,12 @@ class MoeShape:
             raise ConfigError(f"moe_load_imbalance={self.load_imbalance!r} must be a finite factor >= 1 "
                               f"(max-loaded EP rank over the mean; 1 = routing statistics only)",
                               param="moe_load_imbalance", value=self.load_imbalance)
+
+    @property
+    def ramp_scale(self) -> float:
+        """``1 / (1 + r0 / (s_w R_ref))``: the routed rows' compute per row at the read-back efficiency's reference
+        rows per expert (module docstring, 'Rows per expert'); 1 without a ramp."""
+        return 1.0 / (1.0 + self.hit_expert_rows / (self.row_compute_scale * MOE_REFERENCE_ROWS_PER_EXPERT))
 
     def hit_expert_bytes(self, rates: DeviceRates) -> float:
         """``w_e`` (module docstring): one hit expert's weight read, or one tile of compute if longer, in
@@ -178,7 +219,8 @@ def sample_moe_s(shape: MoeShape, rates: DeviceRates, n_tokens: int, zipf_s: flo
     counts = rng.multinomial(rows, p, size=shape.n_layers).reshape(shape.n_layers, shape.ep, -1)
     loads = counts.sum(axis=2) * shape.load_imbalance
     hit = (counts > 0).sum(axis=2)
-    compute = loads * shape.flop_per_row * shape.row_compute_scale / rates.gemm_flop_per_s
+    compute = ((loads * shape.flop_per_row * shape.row_compute_scale + shape.hit_expert_rows * hit * shape.flop_per_row)
+               * shape.ramp_scale / rates.gemm_flop_per_s)
     memory = (hit * shape.hit_expert_bytes(rates) + loads * shape.activation_bytes_per_row) / rates.weight_bytes_per_s
     return float(np.maximum(compute, memory).max(axis=1).sum())
 
@@ -225,14 +267,17 @@ def _fit_skewed_log_miss(p_rank: np.ndarray, k_eff: float, n: int) -> float:
 
 
 def expected_moe_terms(shape: MoeShape, rates: DeviceRates, zipf_s: float) -> tuple[float, ...]:
-    """Kernel coefficients ``(a, b, c, d, e, f)`` of the expected slowest-rank form (module docstring)."""
+    """Kernel coefficients ``(a, b, c, d, e, f, h)`` of the expected slowest-rank form (module docstring)."""
     p = expert_probabilities(shape.n_experts, zipf_s)
     shares = rank_shares(p, shape.ep)
     hot = int(np.argmax(shares))
     share = float(shares[hot])
     k_eff = shape.top_k * shape.tokens_per_step_token
     n = shape.n_experts // shape.ep
-    per_row = shape.n_layers * shape.flop_per_row * shape.row_compute_scale / rates.gemm_flop_per_s
+    per_row = (shape.n_layers * shape.flop_per_row * shape.row_compute_scale * shape.ramp_scale
+               / rates.gemm_flop_per_s)
+    # the hit experts' offset: not the width factor, not the imbalance (module docstring, 'Rows per expert')
+    h = n * shape.hit_expert_rows * (shape.n_layers * shape.flop_per_row * shape.ramp_scale / rates.gemm_flop_per_s)
     if zipf_s == 0.0:  # uniform: k distinct experts per token, E[active] = E (1 - (1 - k/E)^T) exactly
         k, n_e = shape.top_k, shape.n_experts
         d = shape.tokens_per_step_token * math.log1p(-k / n_e) if k < n_e else -math.inf
@@ -252,4 +297,4 @@ def expected_moe_terms(shape: MoeShape, rates: DeviceRates, zipf_s: float) -> tu
         e = per_expert * _relative_ls(n * q, np.sqrt(q * (1.0 - q)), hits)
     f = (shape.n_layers * k_eff * share * shape.load_imbalance * shape.activation_bytes_per_row
          / rates.weight_bytes_per_s)
-    return a, b, n * per_expert, d, e, f
+    return a, b, n * per_expert, d, e, f, h

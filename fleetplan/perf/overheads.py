@@ -82,6 +82,11 @@ each range:
   expert TP splits each expert into narrower GEMMs; the weight-bound tile floor of decode keeps the read-back);
   engine profiles give ``x``, read back from AIConfigurator's fused-MoE tables (``moe_width_efficiency`` of
   ``benchmarks/aiconfigurator_compare.py``); 0 keeps the read-back at any TP.
+* ``moe_hit_expert_weight_reads`` 0 -- ``rho``: each hit expert's grouped GEMM costs ``rho`` reads of its weights
+  at the HBM peak, expressed as rows of compute at the routed experts' rate, beyond its routed rows, and the
+  read-back efficiency holds at 288 rows per hit expert (``fleetplan.perf.moe``, 'Rows per expert'): the fused
+  MoE's ramp with rows per expert; engine profiles give ``rho``, read back from AIConfigurator's fused-MoE tables
+  (``moe_ramp_fit`` of ``benchmarks/aiconfigurator_compare.py``); 0 keeps the flat read-back at any rows.
 * ``moe_tile_m_tokens`` 16 -- rows each hit expert's grouped GEMM computes at least (vLLM fused-MoE
   Triton ``BLOCK_SIZE_M`` for M <= E, ``get_default_config``; ``fleetplan.perf.moe``).
 * ``moe_load_imbalance`` 1 -- max-loaded EP rank over the mean beyond routing statistics.
@@ -178,6 +183,7 @@ class PredictorOptions:
     moe_int4_gemm_efficiency: float | None = None
     moe_mxfp4_gemm_efficiency: float | None = None
     moe_width_exponent: float = 0.0
+    moe_hit_expert_weight_reads: float = 0.0
     moe_tile_m_tokens: int = 16
     moe_load_imbalance: float = 1.0
     ep_dispatch_fp8: bool = False
@@ -217,7 +223,7 @@ class PredictorOptions:
                      "kv_bandwidth_efficiency", "link_efficiency"):
             _fraction(name, getattr(self, name))
         for name in ("cpu_overhead_s", "launch_overhead_s", "nvlink_alpha_s", "network_alpha_s", "moe_zipf_s",
-                     "moe_width_exponent"):
+                     "moe_width_exponent", "moe_hit_expert_weight_reads"):
             _non_negative(name, getattr(self, name))
         if not isinstance(self.wave_quantisation, bool):
             raise ConfigError(f"wave_quantisation={self.wave_quantisation!r} must be True or False")

@@ -199,7 +199,14 @@ class StepTimePredictor:
                           load_imbalance=self.options.moe_load_imbalance)
         width = max(1, self.model.moe_intermediate_size // self.parallelism.ffn_tp)
         factor = expert_width_factor(width, self.options.moe_width_exponent)
-        return dataclasses.replace(shape, row_compute_scale=1.0 / factor) if factor < 1.0 else shape
+        if factor < 1.0:
+            shape = dataclasses.replace(shape, row_compute_scale=1.0 / factor)
+        reads = self.options.moe_hit_expert_weight_reads
+        if reads > 0.0:  # r0 = rho weight reads of a hit expert in rows (fleetplan.perf.moe, 'Rows per expert')
+            read_s = shape.expert_weight_bytes / (self.gpu.hbm_tb_per_s * 1e12)
+            shape = dataclasses.replace(shape, hit_expert_rows=reads * read_s * self.moe_rates.gemm_flop_per_s
+                                        / shape.flop_per_row)
+        return shape
 
     @functools.cached_property
     def moe_rates(self) -> DeviceRates:
@@ -352,17 +359,18 @@ class StepTimePredictor:
             return 0.0
         if rng is not None:
             return sample_moe_s(self.moe, self.moe_rates, n_tokens, self.options.moe_zipf_s, rng)
-        a, b, c, d, e, f = self._moe_coefficients
+        a, b, c, d, e, f, h = self._moe_coefficients
         miss = math.exp(d * n_tokens)
-        return max(a * n_tokens + b * math.sqrt(n_tokens),
+        return max(a * n_tokens + b * math.sqrt(n_tokens) + h * (1.0 - miss),
                    c * (1.0 - miss) + e * math.sqrt((1.0 - miss) * miss) + f * n_tokens)
 
     @functools.cached_property
     def _moe_coefficients(self) -> tuple[float, ...]:
+        """``(a, b, c, d, e, f, h)`` of ``moe.expected_moe_terms``: the kernel's ``c[12..17]`` and ``c[20]``."""
         if self.moe is None:
-            return (0.0,) * 6
-        a, b, c, d, e, f = expected_moe_terms(self.moe, self.moe_rates, self.options.moe_zipf_s)
-        return a, b, c, (d if math.isfinite(d) else SINGLE_EXPERT_LOG_MISS), e, f
+            return (0.0,) * 7
+        a, b, c, d, e, f, h = expected_moe_terms(self.moe, self.moe_rates, self.options.moe_zipf_s)
+        return a, b, c, (d if math.isfinite(d) else SINGLE_EXPERT_LOG_MISS), e, f, h
 
     # ---- the simulator seam ---------------------------------------------------------------------
     def kernel_coefficients(self) -> tuple[int, np.ndarray]:
@@ -378,8 +386,9 @@ class StepTimePredictor:
         coef[7], coef[8], coef[9] = g.memory_s_per_token, g.compute_s_per_seq, g.memory_s_per_seq
         coef[10] = c.tp_all_reduce[1] + c.ep_all_to_all[1] + c.pp_send_recv[1] + self.norm_s_per_token
         coef[11] = a.window_s_per_seq
-        coef[12:18] = self._moe_coefficients
+        coef[12:18] = self._moe_coefficients[:6]
         coef[18], coef[19] = a.window_s_per_token, float(a.window_tokens)
+        coef[20] = self._moe_coefficients[6]
         return STEP_MODEL_ROOFLINE, coef
 
     # ---- MTP speculative decoding -----------------------------------------------------------------

@@ -32,12 +32,13 @@ def roofline_gemm_s(coef, n_seqs, n_tokens):
 
 
 def roofline_moe_s(coef, n_tokens):
-    """``moe = max(c[12] T + c[13] sqrt(T), c[14] q + c[16] sqrt(q (1 - q)) + c[17] T)`` (s) with
-    ``q = 1 - exp(c[15] T)``; 0 for a dense model (``c[12] = c[14] = 0``)."""
+    """``moe = max(c[12] T + c[13] sqrt(T) + c[20] q, c[14] q + c[16] sqrt(q (1 - q)) + c[17] T)`` (s) with
+    ``q = 1 - exp(c[15] T)`` (``c[20] q``: the hit experts' compute offset, ``fleetplan.perf.moe`` 'Rows per
+    expert'); 0 for a dense model (``c[12] = c[14] = 0``)."""
     moe = 0.0
     if coef[12] > 0.0 or coef[14] > 0.0:
-        mc = coef[12] * n_tokens + coef[13] * math.sqrt(n_tokens)
         q = 1.0 - math.exp(coef[15] * n_tokens)
+        mc = coef[12] * n_tokens + coef[13] * math.sqrt(n_tokens) + coef[20] * q
         mm = coef[14] * q + coef[16] * math.sqrt(q * (1.0 - q)) + coef[17] * n_tokens
         moe = mc if mc > mm else mm
     return moe

@@ -41,7 +41,8 @@ SMALL = MoeShape(n_experts=8, top_k=2, ep=2, n_layers=3, flop_per_row=600.0, exp
 def test_uniform_hit_experts_are_e_times_one_minus_miss_to_the_t() -> None:
     """E[active] = E (1 - (1 - k/E)^T): 8 experts, top-2, 3 tokens -> 8 (1 - 0.75^3) = 4.625 hit, 2.3125
     per EP rank; the kernel's hit term c q with q = 1 - exp(d T) equals it times one expert's layers."""
-    a, b, c, d, e, f = expected_moe_terms(SMALL, RATES, 0.0)
+    a, b, c, d, e, f, h = expected_moe_terms(SMALL, RATES, 0.0)
+    assert h == 0.0  # no rows-per-expert ramp
     assert d == pytest.approx(math.log(0.75))
     q = 1.0 - math.exp(d * 3)
     per_expert_s = 3 * 300.0 / 2e12

@@ -33,6 +33,13 @@ PREDICTORS = (
     StepTimePredictor(load_model("deepseek-v3.2"), CATALOG.get("H200"), Parallelism(tp=8, ep=8), Dtype.FP8,
                       fp8_scaling="block"),
     StepTimePredictor(load_model("gpt-oss-20b"), CATALOG.get("H100-SXM"), Parallelism(tp=1), Dtype.MXFP4),
+    # the grouped GEMM's ramp with rows per expert (c[20]): gpt-oss-120b on one A100, Qwen3-30B-A3B under EP 2
+    # with the width factor
+    StepTimePredictor(load_model("gpt-oss-120b"), CATALOG.get("A100-80GB"), Parallelism(tp=1), Dtype.MXFP4,
+                      options=PredictorOptions(moe_gemm_efficiency=0.21, moe_hit_expert_weight_reads=1.5)),
+    StepTimePredictor(load_model("qwen3-30b-a3b"), CATALOG.get("H100-SXM"), Parallelism(tp=2, ep=2),
+                      options=PredictorOptions(moe_gemm_efficiency=0.38, moe_width_exponent=0.5,
+                                               moe_hit_expert_weight_reads=1.5)),
 )
 
 

@@ -70,8 +70,8 @@ def _old_step_time(code: int, coef: np.ndarray, n_seqs, n_decode, prefill, ctx, 
     gemm = np.maximum(coef[1] * pad * wf + coef[8] * n_seqs, coef[2] + coef[7] * n_tokens + coef[9] * n_seqs)
     moe = 0.0
     if coef[12] > 0.0 or coef[14] > 0.0:
-        mc = coef[12] * n_tokens + coef[13] * np.sqrt(n_tokens)
         q = 1.0 - np.exp(coef[15] * n_tokens)
+        mc = coef[12] * n_tokens + coef[13] * np.sqrt(n_tokens) + coef[20] * q
         mm = coef[14] * q + coef[16] * np.sqrt(q * (1.0 - q)) + coef[17] * n_tokens
         moe = np.maximum(mc, mm)
     if coef[19] > 0.0:
@@ -87,7 +87,8 @@ def _old_step_time(code: int, coef: np.ndarray, n_seqs, n_decode, prefill, ctx, 
 def test_step_times_without_zero_terms_are_the_full_expression(code: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
     coef = rng.random(N_STEP_COEFS) * np.array([1e-2, 1e-5, 1e-3, 1e-7, 1e-9, 1, 1, 1e-6, 1e-6, 1e-6,
-                                                  1e-7, 1e-6, 1e-7, 1e-6, 1e-3, 1, 1e-3, 1e-7, 1e-8, 2048.0])
+                                                  1e-7, 1e-6, 1e-7, 1e-6, 1e-3, 1, 1e-3, 1e-7, 1e-8, 2048.0,
+                                                  1e-3])
     coef[5] = 64.0  # tile tokens
     coef[6] = (0.0, 0.7)[seed % 2]  # wave ratio: none, or some
     coef[15] = -0.01  # MoE miss exponent
