@@ -27,6 +27,9 @@ system, engine and engine version (``aiconfigurator_core/systems/data/<system>/<
   (Marlin, OpenAI Triton and FlashInfer MXFP4 MoE) and of its A100 ``moe_int4_gemm_efficiency``;
 * ``--attention-tables`` (needs ``aiconfigurator-core``): the vLLM context-attention table's efficiency per head
   dimension (``attention_table_efficiency``), the source of ``fleetplan.perf.attention``'s head-dim factors;
+* ``--triton-attention-tables`` (needs ``aiconfigurator-core``): the Triton and FlashAttention prefill kernels' share of
+  the BF16 peak in the vLLM and SGLang context-attention tables of the L40S and RTX PRO 6000
+  (``triton_attention_table_efficiency``), the read-back of the vLLM profile's ``sink_attention_prefill_efficiency``;
 * ``--dsa-tables`` (needs ``aiconfigurator-core``): the DSA indexer's prefill cost per query-key pair fitted on the
   measured DeepSeek-V3.2 attention-module tables (``dsa_indexer_table_efficiency``), the source of
   ``fleetplan.perf.attention.DSA_INDEXER_PREFILL_EFFICIENCY``.
@@ -435,6 +438,38 @@ def attention_table_efficiency() -> list[dict]:
     for (kernel, dim), g in rows.groupby(["kernel_source", "head_dim"]):
         out.append({"system": system, "engine": engine, "engine_version": version, "kernel": kernel,
                     "head_dim": int(dim), "n": len(g), "median": float(g.eff.median())})
+    return out
+
+
+#: (system, engine, database version) of the Triton prefill-attention read-back (``triton_attention_table_efficiency``):
+#: the non-Hopper systems whose vLLM tables time vLLM's Triton unified attention beside FlashAttention 2, and
+#: SGLang's tables of the same systems (its Triton prefill kernel at several head dims)
+TRITON_ATTENTION_TABLES = (("l40s", "vllm", "0.24.0"), ("rtx_pro_6000_server", "vllm", "0.24.0"),
+                           ("l40s", "sglang", "0.5.14"), ("rtx_pro_6000_server", "sglang", "0.5.14"))
+
+
+def triton_attention_table_efficiency() -> list[dict]:
+    """Achieved / BF16 peak of the Triton and FlashAttention prefill kernels of AIConfigurator's context-attention
+    tables of ``TRITON_ATTENTION_TABLES`` (needs ``aiconfigurator-core``), the read-back of the vLLM profile's
+    ``sink_attention_prefill_efficiency``: per table, kernel, KV dtype and head dim, the median of
+    ``4 d H B L^2 / 2 / latency`` over rows with no window and ``isl >= ATTENTION_TABLE_MIN_ISL``; the peak is
+    AIConfigurator's own (``gpu.bfloat16_tc_flops`` of ``systems/<system>.yaml``: these GPUs have no fleetplan
+    profile, or their peak is AIConfigurator's clock-scaled one)."""
+    import pandas as pd
+    import yaml
+
+    data = _aic_tables_and_profiles()[0]
+    out = []
+    for system, engine, version in TRITON_ATTENTION_TABLES:
+        spec = yaml.safe_load((data.parent / f"{system}.yaml").read_text(encoding="utf-8"))
+        peak = float(spec["gpu"]["bfloat16_tc_flops"])
+        frame = pd.read_parquet(data / system / "attention" / engine / version / "context_attention_perf.parquet")
+        rows = frame[(frame.window_size == 0) & (frame.isl >= ATTENTION_TABLE_MIN_ISL)]
+        flop = 4.0 * rows.head_dim * rows.num_heads * rows.batch_size * rows.isl * rows.isl / 2.0  # causal
+        rows = rows.assign(eff=flop / (rows.latency * 1e-3) / peak)
+        for (kernel, kv, dim), g in rows.groupby(["kernel_source", "kv_cache_dtype", "head_dim"]):
+            out.append({"system": system, "engine": engine, "engine_version": version, "kernel": kernel,
+                        "kv_cache_dtype": kv, "head_dim": int(dim), "n": len(g), "median": float(g.eff.median())})
     return out
 
 
@@ -1032,7 +1067,9 @@ def main() -> int:
                        ("--attention-tables", "vLLM context-attention table per head dim, the source of the step "
                         "model's head-dim factors"),
                        ("--dsa-tables", "DeepSeek-V3.2 attention-module tables, the source of the DSA indexer's "
-                        "prefill efficiency")):
+                        "prefill efficiency"),
+                       ("--triton-attention-tables", "Triton and FlashAttention prefill tables of non-Hopper GPUs, "
+                        "the vLLM profile's sink_attention_prefill_efficiency read-back")):
         parser.add_argument(flag, action="store_true",
                             help=f"print the efficiency of AIConfigurator's {what} (needs aiconfigurator-core)")
     parser.add_argument("--block-gemm-floor-tables", action="store_true",
@@ -1066,6 +1103,12 @@ def main() -> int:
         for g in attention_table_efficiency():
             print(f"{g['system']} {g['engine']} {g['engine_version']} {g['kernel']:22s} head_dim {g['head_dim']:3d} "
                   f"{g['n']:5d} rows median {g['median']:.3f} of the BF16 peak")
+        return 0
+    if args.triton_attention_tables:
+        for g in triton_attention_table_efficiency():
+            print(f"{g['system']:19s} {g['engine']:6s} {g['engine_version']:6s} {g['kernel']:25s} "
+                  f"KV {g['kv_cache_dtype']:8s} head_dim {g['head_dim']:3d} {g['n']:5d} rows "
+                  f"median {g['median']:.3f} of the BF16 peak")
         return 0
     if args.dsa_tables:
         for g in dsa_indexer_table_efficiency():

@@ -36,6 +36,22 @@ linear between, clamped outside (gpt-oss's 64-wide heads 1.28x slower than befor
 query-key heads 12 % faster, every head-dim-128 model unchanged).  Decode attention keeps
 ``attention_efficiency`` (its kernels differ and it is mostly bandwidth-bound).
 
+Attention sinks (``ModelConfig.attention_sinks``: gpt-oss's learned per-head sink logit in the softmax).  Only some
+kernels take a sink: in vLLM FlashAttention 3 (Hopper), FlashInfer's TRT-LLM kernels (Blackwell) and its Triton
+unified attention; FlashAttention 2 does not, so below Hopper vLLM runs such a model with the Triton kernels
+(vllm-project/recipes ``OpenAI/GPT-OSS.md``, 'A100': "using the TRITON_ATTN attention backend"; vllm-project/vllm
+issue #40153: FLASH_ATTN and FLASHINFER rejected with "sink setting not supported").  Their prefill is far slower than
+FlashAttention's: AIConfigurator 0.12.0's measured vLLM 0.24.0 context-attention tables of the L40S and the RTX PRO 6000
+time both kernels on the same shapes (head dim 192, prompts >= 4,096 tokens): Triton 0.204 / 0.220 of the BF16 peak,
+FlashAttention 2 0.477 / 0.588 (``triton_attention_table_efficiency`` of ``benchmarks/aiconfigurator_compare.py``).  An
+engine profile gives that share per GPU (``sink_attention_prefill_efficiency``); for a sink model the prefill FLOP rate
+of the full and window layers is then ``BF16 peak x sink_attention_prefill_efficiency`` (``sink_prefill_flop_per_s``)
+in place of ``attention FLOP/s x flash_head_dim_factor(d_qk)``, with no head-dim factor (SGLang 0.5.14's Triton prefill
+tables on the same GPUs give head dim 64 at or above 192, 0.32-0.38 against 0.32, where FlashAttention 3 falls to
+0.69x).  The context layers' decode term keeps its bandwidth-bound rate (a window layer's per-token compute takes
+the slower rate for decode tokens too: at most 0.6 us per token for gpt-oss-120b on an A100).  gpt-oss on one A100
+(64 heads of width 64): prefill attention 0.21 of the peak where FlashAttention's rate gave 0.47, 2.2x the time.
+
 Narrow-window layers (``LayerMix``: sliding-window or chunked-local attention whose window ``W`` is below
 ``WINDOW_AS_FULL_TOKENS``, e.g. gpt-oss's 18 of 36 layers with a 128-token sliding window).  A query of such a
 layer attends to at most ``W`` keys and a decode step reads at most ``W`` tokens of its KV cache, so the
@@ -136,7 +152,7 @@ from fleetplan.perf.roofline import DeviceRates
 __all__ = ["AttentionCost", "attention_cost", "kv_bytes_per_token_per_gpu", "n_context_layers",
            "narrow_window_layers", "flash_head_dim_factor", "FLASH_HEAD_DIM_FACTORS", "sparse_attention",
            "DSA_HEAD_TILE", "DSA_HEAD_TILES", "dsa_head_tile", "DSA_INDEXER_PREFILL_EFFICIENCY",
-           "dsa_indexer_prefill_efficiency"]
+           "dsa_indexer_prefill_efficiency", "sink_prefill_flop_per_s"]
 
 #: Query heads per GPU the DSA sparse-MLA kernels compute, padded up to a multiple of this (module docstring)
 DSA_HEAD_TILE = 64
@@ -192,6 +208,17 @@ def dsa_indexer_prefill_efficiency(gpu_name: str, attention_efficiency: float) -
     """Share of the peak at which the DSA indexer scores prefill pairs on ``gpu_name``: its read-back
     ``DSA_INDEXER_PREFILL_EFFICIENCY``, else ``attention_efficiency`` (module docstring)."""
     return DSA_INDEXER_PREFILL_EFFICIENCY.get(gpu_name, attention_efficiency)
+
+
+def sink_prefill_flop_per_s(model: ModelConfig, bf16_peak_flop_per_s: float,
+                            sink_efficiency: float | None) -> float | None:
+    """The prefill attention FLOP rate of ``model`` when its attention sinks send it to the engine's Triton
+    attention kernels: ``bf16_peak_flop_per_s x sink_efficiency`` (the profile's
+    ``sink_attention_prefill_efficiency`` on that GPU, module docstring 'Attention sinks'); None (the
+    FlashAttention rate) for a model without sinks or a GPU and engine without the value."""
+    if not model.attention_sinks or sink_efficiency is None:
+        return None
+    return bf16_peak_flop_per_s * sink_efficiency
 
 
 def n_context_layers(model: ModelConfig) -> int:
@@ -260,11 +287,15 @@ def _sparse_attention_cost(model: ModelConfig, par: Parallelism, kv_dtype: Dtype
 
 def attention_cost(model: ModelConfig, par: Parallelism, kv_dtype: Dtype, rates: DeviceRates,
                    index_flop_per_s: float | None = None,
-                   index_prefill_flop_per_s: float | None = None, head_tile: int = DSA_HEAD_TILE) -> AttentionCost:
+                   index_prefill_flop_per_s: float | None = None, head_tile: int = DSA_HEAD_TILE,
+                   prefill_flop_per_s: float | None = None) -> AttentionCost:
     """Attention coefficients for ``model`` sharded by ``par`` (see module docstring).  ``index_flop_per_s``:
     the FP8 rate of a DSA model's lightning indexer in decode (default ``rates.attention_flop_per_s``);
     ``index_prefill_flop_per_s``: its rate over prefill pairs, logits write and top-k included (default
-    ``index_flop_per_s``); ``head_tile``: the sparse MLA's query-head padding (``dsa_head_tile``)."""
+    ``index_flop_per_s``); ``head_tile``: the sparse MLA's query-head padding (``dsa_head_tile``);
+    ``prefill_flop_per_s``: the GQA / MLA prefill kernels' FLOP rate, full and window layers (default
+    ``rates.attention_flop_per_s x flash_head_dim_factor(d_qk)``; ``sink_prefill_flop_per_s`` for a sink model
+    on a GPU whose engine runs it with Triton attention, module docstring 'Attention sinks')."""
     if sparse_attention(model):
         if head_tile < 1:
             raise ConfigError(f"head_tile={head_tile} must be >= 1 query head (the sparse kernels' padding)")
@@ -276,7 +307,8 @@ def attention_cost(model: ModelConfig, par: Parallelism, kv_dtype: Dtype, rates:
     layers = n_context_layers(model)
     d_qk, d_v = _head_dims(model, decode=False)
     prefill_flop_per_pair_layer = 2.0 * (d_qk + d_v) * heads_per_gpu
-    prefill_flop_per_s = rates.attention_flop_per_s * flash_head_dim_factor(d_qk)
+    if prefill_flop_per_s is None:
+        prefill_flop_per_s = rates.attention_flop_per_s * flash_head_dim_factor(d_qk)
     d_qk, d_v = _head_dims(model, decode=True)
     decode_flop_per_ctx_layer = 2.0 * (d_qk + d_v) * heads_per_gpu
     memory_s = kv_bytes_per_token_per_gpu(model, par, kv_dtype) / rates.kv_bytes_per_s

@@ -60,7 +60,13 @@ from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuProfile
 from fleetplan.models import Dtype, ModelConfig
 from fleetplan.perf import comm
-from fleetplan.perf.attention import AttentionCost, attention_cost, dsa_head_tile, dsa_indexer_prefill_efficiency
+from fleetplan.perf.attention import (
+    AttentionCost,
+    attention_cost,
+    dsa_head_tile,
+    dsa_indexer_prefill_efficiency,
+    sink_prefill_flop_per_s,
+)
 from fleetplan.perf.batch import BatchComposition
 from fleetplan.perf.linear import N_STEP_COEFS, STEP_MODEL_ROOFLINE, roofline_step_s
 from fleetplan.perf.moe import MoeShape, expected_moe_terms, expert_width_factor, moe_shape, sample_moe_s
@@ -183,7 +189,9 @@ class StepTimePredictor:
                               index_flop_per_s=peak_flop_per_s * eff,
                               index_prefill_flop_per_s=peak_flop_per_s * dsa_indexer_prefill_efficiency(
                                   str(self.gpu.name), eff),
-                              head_tile=dsa_head_tile(str(self.gpu.name)))
+                              head_tile=dsa_head_tile(str(self.gpu.name)),
+                              prefill_flop_per_s=sink_prefill_flop_per_s(self.model, self.gpu.bf16_tflops * 1e12,
+                                                                          self.options.sink_attention_prefill_efficiency))
 
     @functools.cached_property
     def moe(self) -> MoeShape | None:
