@@ -273,6 +273,22 @@ reported in the tables above and in the issue-26 notes):
   "H100" pages -43..-49 % -> -9..-17 %, on the A100 +9..+15 % -> -14..-19 %; gpt-oss-20b abs 48.0 -> 35.5 % (22 -> 40
   rows within 35 %), gpt-oss-120b 117 -> 94 %; all held-out +13.5 % / 50.8 % / 207 -> +9.7 % / 44.3 % / 238.  No value
   was fitted on a held-out row.
+- Attention sinks on Triton kernels (session 14, `fleetplan.perf.attention`, 'Attention sinks';
+  `ModelConfig.attention_sinks`, `sink_attention_prefill_efficiency`): gpt-oss's per-head sink logits are taken by
+  FlashAttention 3 (Hopper) and FlashInfer (Blackwell) but not by FlashAttention 2, so below Hopper vLLM runs gpt-oss
+  with its Triton unified attention (vllm-project/recipes `OpenAI/GPT-OSS.md`, 'A100': "using the TRITON_ATTN
+  attention backend and Marlin MXFP4 MoE"; vllm-project/vllm issue #40153).  Its prefill reaches 0.204 / 0.220 of the
+  BF16 peak in AIConfigurator 0.12.0's vLLM 0.24.0 tables of the L40S / RTX PRO 6000, where FlashAttention 2 on the
+  same shapes reaches 0.477 / 0.588 (`python benchmarks/aiconfigurator_compare.py --triton-attention-tables`; head dim
+  192, the only one timed; SGLang's Triton prefill tables show no loss at head dim 64); the profile's A100 value is
+  their mean, 0.21, against the 0.47 FlashAttention's rate gave gpt-oss's 64-wide heads.  Held out, gpt-oss on A100
+  (64 rows): mean absolute 37.5 -> 29.1 %; the 32,000-token runs' TTFT -48..-52 % -> -28..-35 %, throughput
+  +94..+113 % -> +41..+55 %; H100 rows (FlashAttention 3) and every other model unchanged.  Still fast: those 32K
+  runs (vLLM 0.11.0's Triton kernel is not measured; the 0.24.0 value is taken) and gpt-oss-120b at vLLM's A100
+  default 2,048-token chunks (TTFT -25..-28 %): 64 rows per expert, where AIConfigurator's L40S table of vLLM's
+  gpt-oss Marlin MoE gives the 120b shape 0.29 of the peak at 2,048 tokens against 0.41 at 8,192 (the 20b shape, 256
+  rows per expert, 0.46), a rows-per-expert ramp the step model's flat MoE efficiency does not have.  No value was
+  fitted on a held-out row.
 DeepSeek-V3.2 (session 11, issue 26; 36 held-out rows: +45.5 % / 74.6 % signed / absolute before), three groups:
 - vllm-project/recipes' H20 run (4 rows, TTFT +972 %): a row read wrongly.  The page says "8xH20" and the same
   repository's DeepSeek-V3.2-Exp and V3.1 recipes serve on "8xH200 (or H20) GPUs (141GB x 8)"; the run's own totals
