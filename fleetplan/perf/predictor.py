@@ -183,7 +183,8 @@ class StepTimePredictor:
                               index_flop_per_s=peak_flop_per_s * eff,
                               index_prefill_flop_per_s=peak_flop_per_s * dsa_indexer_prefill_efficiency(
                                   str(self.gpu.name), eff),
-                              head_tile=dsa_head_tile(str(self.gpu.name)))
+                              head_tile=dsa_head_tile(str(self.gpu.name)),
+                              dsa_prefill_s_per_token_layer=self.options.dsa_prefill_s_per_token)
 
     @functools.cached_property
     def moe(self) -> MoeShape | None:
@@ -344,7 +345,7 @@ class StepTimePredictor:
         ``roofline_window_s`` on the batch's aggregates; ``fleetplan.perf.attention``, "Keys a query has")."""
         a = self.attention
         coef = np.zeros(N_STEP_COEFS)
-        coef[18], coef[19] = a.window_s_per_token, float(a.window_tokens)
+        coef[18], coef[19], coef[20] = a.window_s_per_token, float(a.window_tokens), a.prefill_s_per_token
         return roofline_window_s(coef, batch.n_decode, batch.n_prefill_tokens, batch.attn2)
 
     def _moe_s(self, n_tokens: int, rng: np.random.Generator | None) -> float:
@@ -379,7 +380,7 @@ class StepTimePredictor:
         coef[10] = c.tp_all_reduce[1] + c.ep_all_to_all[1] + c.pp_send_recv[1] + self.norm_s_per_token
         coef[11] = a.window_s_per_seq
         coef[12:18] = self._moe_coefficients
-        coef[18], coef[19] = a.window_s_per_token, float(a.window_tokens)
+        coef[18], coef[19], coef[20] = a.window_s_per_token, float(a.window_tokens), a.prefill_s_per_token
         return STEP_MODEL_ROOFLINE, coef
 
     # ---- MTP speculative decoding -----------------------------------------------------------------
