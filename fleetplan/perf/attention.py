@@ -124,8 +124,10 @@ token pays it in every layer,
 the kernel's ``c[20]`` (``fleetplan.perf.step_terms.roofline_window_s``); with it the module's median is 0.95-0.96 of
 the measured (``c``, 0.44-0.75 ms per layer and call, is left out: a serving step's thousands of prefill tokens hide a
 per-call launch chain).  SGLang 0.5.14's tables show almost none of it on Hopper at BF16 KV (``r`` 0.9-4.6e-8 at 16-128
-heads, H100) and its profile leaves it 0; FP8 KV at 1-16 heads costs vLLM 6.2-6.7e-7 (the FP8 record's dequantisation),
-not modelled (vLLM 0.13.0 runs DeepSeek-V3.2 with BF16 KV unless asked, ``fleetplan.models.config``).  Decode keeps
+heads, H100) and its profile leaves it 0.  With an FP8 KV cache (vLLM's ``fp8_ds_mla`` record, whose latents the prefill
+path dequantises) the same fit gives 6.2-6.7e-7 at 1-16 heads on the H100 and H200 (2.3-4.1e-7 at 32-128; module
+median 0.30-0.32 -> 0.87-0.89 of the measured), the profile's ``dsa_prefill_fp8_kv_s_per_token``; vLLM 0.13.0 runs
+DeepSeek-V3.2 with BF16 KV unless asked (``fleetplan.models.config``).  Decode keeps
 the terms above (its measured module was within 10 %, below).  Measured effect on the held-out vLLM 0.13.0 DeepSeek-V3.2
 runs on 8x H200 (``benchmarks/bench_validation.py``; not fitted on them): 2,000 / 100 tokens, 500 prompts, output
 throughput +44 % -> +24 %, mean TTFT -33 % -> -21 %, mean TPOT -22 % -> -9 %; 4,000 / 200 tokens +18 % -> +5 %,

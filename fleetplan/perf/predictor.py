@@ -184,7 +184,17 @@ class StepTimePredictor:
                               index_prefill_flop_per_s=peak_flop_per_s * dsa_indexer_prefill_efficiency(
                                   str(self.gpu.name), eff),
                               head_tile=dsa_head_tile(str(self.gpu.name)),
-                              dsa_prefill_s_per_token_layer=self.options.dsa_prefill_s_per_token)
+                              dsa_prefill_s_per_token_layer=self.dsa_prefill_s_per_token)
+
+    @property
+    def dsa_prefill_s_per_token(self) -> float:
+        """A DSA prefill query's per-layer cost outside the attention terms (``fleetplan.perf.attention``, "Per-query
+        prefill cost"): the profile's ``dsa_prefill_fp8_kv_s_per_token`` with an FP8 KV cache where it gives one,
+        else its ``dsa_prefill_s_per_token``."""
+        o = self.options
+        if self.kv_dtype is Dtype.FP8 and o.dsa_prefill_fp8_kv_s_per_token is not None:
+            return o.dsa_prefill_fp8_kv_s_per_token
+        return o.dsa_prefill_s_per_token
 
     @functools.cached_property
     def moe(self) -> MoeShape | None:
