@@ -332,7 +332,8 @@ class StepTimePredictor:
         c = self.comm_terms
         seconds = {
             "gemm": max(compute, memory),
-            "attention_prefill": self.attention.prefill_s_per_work * batch.attention_work,
+            "attention_prefill": (self.attention.prefill_s_per_work * batch.attention_work
+                                  + self.attention.prefill_s_per_token * batch.n_prefill_tokens),
             "attention_decode": self.attention.decode_s_per_context_token * batch.decode_context_sum,
             "attention_window": self._window_s(batch) + self.attention.window_s_per_seq * n_seqs,
             "moe_experts": self._moe_s(n_tok, rng),
@@ -352,10 +353,12 @@ class StepTimePredictor:
 
     def _window_s(self, batch: BatchComposition) -> float:
         """Window attention of ``batch``'s queries, a prefill query charged the keys it has (the kernel's
-        ``roofline_window_s`` on the batch's aggregates; ``fleetplan.perf.attention``, "Keys a query has")."""
+        ``roofline_window_s`` on the batch's aggregates; ``fleetplan.perf.attention``, "Keys a query has"); the
+        kernel's ``c[20]`` term, a sparse-attention prefill query's own cost, is reported with the prefill attention
+        (``predict``)."""
         a = self.attention
         coef = np.zeros(N_STEP_COEFS)
-        coef[18], coef[19], coef[20] = a.window_s_per_token, float(a.window_tokens), a.prefill_s_per_token
+        coef[18], coef[19] = a.window_s_per_token, float(a.window_tokens)
         return roofline_window_s(coef, batch.n_decode, batch.n_prefill_tokens, batch.attn2)
 
     def _moe_s(self, n_tokens: int, rng: np.random.Generator | None) -> float:
