@@ -106,7 +106,8 @@ def test_saved_profiles_without_it_read_as_zero() -> None:
 
 
 @pytest.mark.parametrize(("gpu", "bf16_kv_s", "fp8_kv_s"), [("H100-SXM", 1.95e-7, 6.66e-7), ("H200", 1.79e-7, 6.68e-7),
-                                                          ("B200", 2.18e-7, 2.18e-7), ("A100-80GB", 0.0, 0.0),
+                                                          ("H800", 1.95e-7, 6.66e-7), ("B200", 2.18e-7, 2.18e-7),
+                                                          ("A100-80GB", 0.0, 0.0),
                                                           ("MI300X", 0.0, 0.0)])
 def test_profiles(catalog, v32, gpu: str, bf16_kv_s: float, fp8_kv_s: float) -> None:
     """vLLM: the per-GPU read-back by KV dtype (FP8 KV: its own where the tables have FP8-KV rows, else the BF16
