@@ -41,10 +41,11 @@ MIN_FIT_ROWS = 8  # at least one row per feature plus one
 RF_N_TREES = 200  # random-forest comparison (optional scikit-learn)
 # Cost coefficients per feature (``fleetplan.perf.linear``); the tile size (5), wave ratio (6) and MoE
 # miss exponent (15) are not costs and are never scaled, and the MoE terms belong to the MoE feature only; the
-# window term's cost (18) is attention, its keys (19) a shape.
-_GEMM, _ATTN_P, _ATTN_D, _COMM, _MOE, _SEQ = (1, 2, 7, 8, 9), (3, 18), (4,), (10,), (12, 13, 14, 16, 17), (11,)
-#: Coefficients a profile saved before the window term lacks (``fleetplan.perf.linear``): read as zeros, no term.
-_LEGACY_N_STEP_COEFS = 18
+# window term's cost (18) and the sparse-attention prefill query's (20) are attention, the window's keys (19) a shape.
+_GEMM, _ATTN_P, _ATTN_D, _COMM, _MOE, _SEQ = (1, 2, 7, 8, 9), (3, 18, 20), (4,), (10,), (12, 13, 14, 16, 17), (11,)
+#: Coefficient counts of profiles saved before the window term (18) and before the sparse-attention prefill query
+#: (20) (``fleetplan.perf.linear``): the terms they lack read as zeros.
+_LEGACY_N_STEP_COEFS = (18, 20)
 
 
 @dataclass(frozen=True, eq=False)
@@ -81,8 +82,8 @@ class CalibratedStepModel:
 
     def __post_init__(self) -> None:
         coef = tuple(float(c) for c in self.coefficients)
-        if len(coef) == _LEGACY_N_STEP_COEFS:
-            coef += (0.0,) * (N_STEP_COEFS - _LEGACY_N_STEP_COEFS)
+        if len(coef) in _LEGACY_N_STEP_COEFS:
+            coef += (0.0,) * (N_STEP_COEFS - len(coef))
         if len(coef) != N_STEP_COEFS or not all(math.isfinite(c) for c in coef):
             raise ConfigError(f"a calibrated profile needs {N_STEP_COEFS} finite coefficients, got {len(coef)}")
         object.__setattr__(self, "coefficients", coef)

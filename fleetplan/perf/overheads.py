@@ -100,6 +100,13 @@ each range:
   that chain, not the weight stream, sets the layer's time.  Paid once per MoE layer per step whatever the
   batch (``n_moe_layers * moe_layer_overhead_s``).  Engine profiles give it, fitted on published
   serving runs of MoE models (each value's source says which); 0 keeps the roofline alone.
+* ``dsa_prefill_s_per_token`` 0 -- seconds per prefill token and layer of a DeepSeek Sparse Attention model's
+  attention module beyond the terms ``fleetplan.perf.attention`` times (its GEMMs, the indexer's query-key pairs,
+  the sparse MLA's keys): the engine's per-query prefill work around them (``fleetplan.perf.attention``, "Per-query
+  prefill cost").  Engine profiles give it per GPU, read back from AIConfigurator's measured DSA attention modules;
+  0 for a model without an indexer and for engines whose tables show none.
+* ``dsa_prefill_fp8_kv_s_per_token`` None -- the same with an FP8 KV cache (vLLM's ``fp8_ds_mla`` record, whose
+  latents the prefill path dequantises); None uses ``dsa_prefill_s_per_token``.
 * ``api_server_s_per_request``, ``api_server_s_per_token``, ``api_server_s_per_output_chunk`` 0 -- host
   time of the engine's API server per request (HTTP, request setup), per prompt or output token
   (tokenise, detokenise) and per streamed output chunk (serialisation, IO): a throughput ceiling off the
@@ -191,6 +198,8 @@ class PredictorOptions:
     api_server_stream_interval_tokens: int = 1
     moe_layer_overhead_s: float = 0.0
     sink_attention_prefill_efficiency: float | None = None
+    dsa_prefill_s_per_token: float = 0.0
+    dsa_prefill_fp8_kv_s_per_token: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "execution", execution_mode(self.execution))
@@ -199,8 +208,10 @@ class PredictorOptions:
                      "moe_mxfp4_gemm_efficiency", "sink_attention_prefill_efficiency"):
             if getattr(self, name) is not None:
                 _fraction(name, getattr(self, name))
+        if self.dsa_prefill_fp8_kv_s_per_token is not None:
+            _non_negative("dsa_prefill_fp8_kv_s_per_token", self.dsa_prefill_fp8_kv_s_per_token)
         for name in ("api_server_s_per_request", "api_server_s_per_token", "api_server_s_per_output_chunk",
-                     "moe_layer_overhead_s", "fp8_block_gemm_floor_s"):
+                     "moe_layer_overhead_s", "fp8_block_gemm_floor_s", "dsa_prefill_s_per_token"):
             _non_negative(name, getattr(self, name))
         interval = self.api_server_stream_interval_tokens
         if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:

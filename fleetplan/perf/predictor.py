@@ -191,7 +191,18 @@ class StepTimePredictor:
                                   str(self.gpu.name), eff),
                               head_tile=dsa_head_tile(str(self.gpu.name)),
                               prefill_flop_per_s=sink_prefill_flop_per_s(self.model, self.gpu.bf16_tflops * 1e12,
-                                                                          self.options.sink_attention_prefill_efficiency))
+                                                                          self.options.sink_attention_prefill_efficiency),
+                              dsa_prefill_s_per_token_layer=self.dsa_prefill_s_per_token)
+
+    @property
+    def dsa_prefill_s_per_token(self) -> float:
+        """A DSA prefill query's per-layer cost outside the attention terms (``fleetplan.perf.attention``, "Per-query
+        prefill cost"): the profile's ``dsa_prefill_fp8_kv_s_per_token`` with an FP8 KV cache where it gives one,
+        else its ``dsa_prefill_s_per_token``."""
+        o = self.options
+        if self.kv_dtype is Dtype.FP8 and o.dsa_prefill_fp8_kv_s_per_token is not None:
+            return o.dsa_prefill_fp8_kv_s_per_token
+        return o.dsa_prefill_s_per_token
 
     @functools.cached_property
     def moe(self) -> MoeShape | None:
@@ -329,7 +340,8 @@ class StepTimePredictor:
         c = self.comm_terms
         seconds = {
             "gemm": max(compute, memory),
-            "attention_prefill": self.attention.prefill_s_per_work * batch.attention_work,
+            "attention_prefill": (self.attention.prefill_s_per_work * batch.attention_work
+                                  + self.attention.prefill_s_per_token * batch.n_prefill_tokens),
             "attention_decode": self.attention.decode_s_per_context_token * batch.decode_context_sum,
             "attention_window": self._window_s(batch) + self.attention.window_s_per_seq * n_seqs,
             "moe_experts": self._moe_s(n_tok, rng),
@@ -349,7 +361,9 @@ class StepTimePredictor:
 
     def _window_s(self, batch: BatchComposition) -> float:
         """Window attention of ``batch``'s queries, a prefill query charged the keys it has (the kernel's
-        ``roofline_window_s`` on the batch's aggregates; ``fleetplan.perf.attention``, "Keys a query has")."""
+        ``roofline_window_s`` on the batch's aggregates; ``fleetplan.perf.attention``, "Keys a query has"); the
+        kernel's ``c[20]`` term, a sparse-attention prefill query's own cost, is reported with the prefill attention
+        (``predict``)."""
         a = self.attention
         coef = np.zeros(N_STEP_COEFS)
         coef[18], coef[19] = a.window_s_per_token, float(a.window_tokens)
@@ -387,7 +401,7 @@ class StepTimePredictor:
         coef[10] = c.tp_all_reduce[1] + c.ep_all_to_all[1] + c.pp_send_recv[1] + self.norm_s_per_token
         coef[11] = a.window_s_per_seq
         coef[12:18] = self._moe_coefficients
-        coef[18], coef[19] = a.window_s_per_token, float(a.window_tokens)
+        coef[18], coef[19], coef[20] = a.window_s_per_token, float(a.window_tokens), a.prefill_s_per_token
         return STEP_MODEL_ROOFLINE, coef
 
     # ---- MTP speculative decoding -----------------------------------------------------------------

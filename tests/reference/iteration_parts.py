@@ -71,6 +71,8 @@ def roofline_s(coef, n_seqs, n_decode, prefill_tokens, decode_context, attn2) ->
     window = coef[18] * (n_decode + prefill_tokens)  # queries at the full window of coef[19] keys ...
     if coef[19] > 0.0:  # ... a prefill query charged the keys it has (aggregate form, perf.step_terms)
         window = coef[18] * (n_decode + min(prefill_tokens, (attn2 * 0.5 + prefill_tokens * 0.5) / coef[19]))
+    if coef[20] > 0.0:  # a sparse-attention prefill query's cost outside its keys (perf.attention)
+        window = window + coef[20] * prefill_tokens
     return (coef[0] + gemm + coef[3] * (attn2 * 0.5) + coef[10] * n_tokens + coef[11] * n_seqs + moe + window
             + coef[4] * decode_context)
 
