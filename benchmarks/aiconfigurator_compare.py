@@ -30,9 +30,15 @@ system, engine and engine version (``aiconfigurator_core/systems/data/<system>/<
   ``fleetplan.perf.moe.MOE_REFERENCE_ROWS_PER_EXPERT`` (the grouped GEMM's ramp);
 * ``--attention-tables`` (needs ``aiconfigurator-core``): the vLLM context-attention table's efficiency per head
   dimension (``attention_table_efficiency``), the source of ``fleetplan.perf.attention``'s head-dim factors;
+* ``--triton-attention-tables`` (needs ``aiconfigurator-core``): the Triton and FlashAttention prefill kernels' share of
+  the BF16 peak in the vLLM and SGLang context-attention tables of the L40S and RTX PRO 6000
+  (``triton_attention_table_efficiency``), the read-back of the vLLM profile's ``sink_attention_prefill_efficiency``;
 * ``--dsa-tables`` (needs ``aiconfigurator-core``): the DSA indexer's prefill cost per query-key pair fitted on the
   measured DeepSeek-V3.2 attention-module tables (``dsa_indexer_table_efficiency``), the source of
-  ``fleetplan.perf.attention.DSA_INDEXER_PREFILL_EFFICIENCY``.
+  ``fleetplan.perf.attention.DSA_INDEXER_PREFILL_EFFICIENCY``;
+* ``--dsa-query-tables`` (needs ``aiconfigurator-core``): the same modules' prefill cost per query beyond
+  fleetplan's own module (``dsa_prefill_query_table_cost``), the source of the engine profiles'
+  ``dsa_prefill_s_per_token``.
 
 aiconfigurator-core 0.12.0 needs numpy>=2.1,<3, pandas>=2.2.3, scipy>=1.13.1, pyarrow>=15, pyyaml,
 packaging; it resolves alongside fleetplan's numpy/numba/pandas/scipy without moving them (checked with
@@ -534,6 +540,38 @@ def attention_table_efficiency() -> list[dict]:
     return out
 
 
+#: (system, engine, database version) of the Triton prefill-attention read-back (``triton_attention_table_efficiency``):
+#: the non-Hopper systems whose vLLM tables time vLLM's Triton unified attention beside FlashAttention 2, and
+#: SGLang's tables of the same systems (its Triton prefill kernel at several head dims)
+TRITON_ATTENTION_TABLES = (("l40s", "vllm", "0.24.0"), ("rtx_pro_6000_server", "vllm", "0.24.0"),
+                           ("l40s", "sglang", "0.5.14"), ("rtx_pro_6000_server", "sglang", "0.5.14"))
+
+
+def triton_attention_table_efficiency() -> list[dict]:
+    """Achieved / BF16 peak of the Triton and FlashAttention prefill kernels of AIConfigurator's context-attention
+    tables of ``TRITON_ATTENTION_TABLES`` (needs ``aiconfigurator-core``), the read-back of the vLLM profile's
+    ``sink_attention_prefill_efficiency``: per table, kernel, KV dtype and head dim, the median of
+    ``4 d H B L^2 / 2 / latency`` over rows with no window and ``isl >= ATTENTION_TABLE_MIN_ISL``; the peak is
+    AIConfigurator's own (``gpu.bfloat16_tc_flops`` of ``systems/<system>.yaml``: these GPUs have no fleetplan
+    profile, or their peak is AIConfigurator's clock-scaled one)."""
+    import pandas as pd
+    import yaml
+
+    data = _aic_tables_and_profiles()[0]
+    out = []
+    for system, engine, version in TRITON_ATTENTION_TABLES:
+        spec = yaml.safe_load((data.parent / f"{system}.yaml").read_text(encoding="utf-8"))
+        peak = float(spec["gpu"]["bfloat16_tc_flops"])
+        frame = pd.read_parquet(data / system / "attention" / engine / version / "context_attention_perf.parquet")
+        rows = frame[(frame.window_size == 0) & (frame.isl >= ATTENTION_TABLE_MIN_ISL)]
+        flop = 4.0 * rows.head_dim * rows.num_heads * rows.batch_size * rows.isl * rows.isl / 2.0  # causal
+        rows = rows.assign(eff=flop / (rows.latency * 1e-3) / peak)
+        for (kernel, kv, dim), g in rows.groupby(["kernel_source", "kv_cache_dtype", "head_dim"]):
+            out.append({"system": system, "engine": engine, "engine_version": version, "kernel": kernel,
+                        "kv_cache_dtype": kv, "head_dim": int(dim), "n": len(g), "median": float(g.eff.median())})
+    return out
+
+
 DSA_MODEL = "deepseek-ai/DeepSeek-V3.2"
 DSA_TOPK = 2048  # index_topk of DeepSeek-V3.2's config.json
 DSA_INDEXER_FLOP_PER_PAIR = 2.0 * 64 * 128  # 2 n_i d_i: index_n_heads 64, index_head_dim 128
@@ -591,6 +629,79 @@ def dsa_indexer_table_efficiency() -> list[dict]:
                             "median_abs_err": float(np.median(np.abs(rel))),
                             "median_abs_err_topk_per_query": float(np.median(np.abs(x_k @ coef_k / y - 1))),
                             "s_per_key": float(coef[1])})
+    return out
+
+
+#: The attention module's GEMMs of one DeepSeek-V3.2 layer (``fleetplan.perf.operators.step_gemms`` names)
+DSA_MODULE_GEMMS = frozenset({"q_a_proj", "q_b_proj", "kv_a_proj", "kv_b_proj", "o_proj", "index_wq_b", "index_wk"})
+DSA_QUERY_MIN_TOKENS = 4096  # rows of at least this many step tokens: the size of a serving step's prefill
+
+
+def dsa_prefill_query_table_cost() -> list[dict]:
+    """The DSA attention module's prefill cost per query outside fleetplan's terms, read back from AIConfigurator's
+    measured DeepSeek-V3.2 modules (``sparse_attention/<engine>/<version>/dsa_context_module_perf.parquet``; needs
+    ``aiconfigurator-core``): per system, engine, heads per GPU and KV dtype (FP8 block weights, sparse-kernel rows,
+    no prefix, ``DSA_QUERY_MIN_TOKENS``-65,536 step tokens), the measured module latency minus fleetplan's own
+    module of one layer at the engine profile's values with ``dsa_prefill_s_per_token`` 0 (the module's GEMMs'
+    roofline, the indexer's pairs and the sparse MLA's keys, ``StepTimePredictor.predict`` over ``n_layers``),
+    fitted by relative least squares to ``r T + c`` (``T`` step tokens); ``r`` is the source of the engine
+    profiles' ``dsa_prefill_s_per_token`` (``fleetplan.perf.attention``, "Per-query prefill cost")."""
+    import dataclasses
+
+    import numpy as np
+    import pandas as pd
+
+    sys.path.insert(0, str(ROOT))
+    from fleetplan.hardware import load_catalog
+    from fleetplan.models import Dtype, load_model
+    from fleetplan.perf import StepTimePredictor
+    from fleetplan.perf.batch import BatchComposition
+    from fleetplan.perf.engine_profile import load_engine_profile
+    from fleetplan.perf.operators import gemm_block, step_gemms
+    from fleetplan.perf.parallelism import Parallelism
+    from fleetplan.perf.quant import Fp8Scaling
+
+    data, _ = _aic_tables_and_profiles()
+    catalog, model = load_catalog(), load_model("deepseek-v3.2")
+    sparse_kernels = {"FLASHMLA_SPARSE", "sglang_dsa_indexer_flashmla_sparse", "sglang_dsa_indexer_flashmla_kv"}
+    out = []
+    for system, gpu_name in GRID_SYSTEMS.items():
+        gpu = catalog.get(gpu_name)
+        for path in sorted((data / system / "sparse_attention").glob("*/*/dsa_context_module_perf.parquet")):
+            engine = path.parts[-3]
+            options = dataclasses.replace(load_engine_profile(engine).options_for(gpu, Dtype.FP8),
+                                          dsa_prefill_s_per_token=0.0)
+            frame = pd.read_parquet(path)
+            frame = frame[(frame.model == DSA_MODEL) & (frame.gemm_type == "fp8_block") & (frame.step == 0)
+                          & frame.kernel_source.isin(sparse_kernels)]
+            tokens = frame.batch_size * frame.isl
+            frame = frame[(tokens >= DSA_QUERY_MIN_TOKENS) & (tokens <= DSA_TABLE_TOKENS[1])]
+            for (heads, kv), g in frame.groupby(["num_heads", "kv_cache_dtype"]):
+                if len(g) < 5 or model.n_heads % int(heads):
+                    continue
+                kv_dtype = Dtype.FP8 if kv == "fp8" else Dtype.BF16
+                step = StepTimePredictor(model, gpu, Parallelism(tp=model.n_heads // int(heads)), Dtype.FP8, kv_dtype,
+                                         options, Fp8Scaling.BLOCK)
+                shapes = tuple(s for s in step_gemms(model, step.parallelism, Dtype.FP8,
+                                                     step.weight_stream_bytes_per_param) if s.name in DSA_MODULE_GEMMS)
+                block = gemm_block(shapes, step.rates)
+                t, ours = [], []
+                for n_seqs, isl in zip(g.batch_size.to_numpy(int), g.isl.to_numpy(int), strict=True):
+                    seconds = step.predict(BatchComposition(np.full(n_seqs, isl), np.zeros(n_seqs, int),
+                                                            np.zeros(0, int))).seconds
+                    n_tok = n_seqs * isl
+                    gemm_s = max(block.compute_s_per_padded_token * n_tok,
+                                 block.memory_s + block.memory_s_per_token * n_tok)
+                    t.append(n_tok)
+                    ours.append((seconds["attention_prefill"] + seconds["attention_window"] + gemm_s) / model.n_layers)
+                t, ours = np.array(t, float), np.array(ours)
+                y = g.latency.to_numpy() * 1e-3
+                x = np.c_[t, np.ones(len(t))]
+                coef, *_ = np.linalg.lstsq(x / y[:, None], (y - ours) / y, rcond=None)
+                out.append({"system": system, "engine": engine, "engine_version": path.parts[-2], "heads": int(heads),
+                            "kv": kv, "n": len(g), "s_per_token": float(coef[0]), "fixed_s": float(coef[1]),
+                            "ratio_before": float(np.median(ours / y)),
+                            "ratio_after": float(np.median((ours + coef[0] * t) / y))})
     return out
 
 
@@ -1130,7 +1241,11 @@ def main() -> int:
                        ("--attention-tables", "vLLM context-attention table per head dim, the source of the step "
                         "model's head-dim factors"),
                        ("--dsa-tables", "DeepSeek-V3.2 attention-module tables, the source of the DSA indexer's "
-                        "prefill efficiency")):
+                        "prefill efficiency"),
+                       ("--triton-attention-tables", "Triton and FlashAttention prefill tables of non-Hopper GPUs, "
+                        "the vLLM profile's sink_attention_prefill_efficiency read-back"),
+                       ("--dsa-query-tables", "DeepSeek-V3.2 attention-module tables, the source of the engine "
+                        "profiles' dsa_prefill_s_per_token")):
         parser.add_argument(flag, action="store_true",
                             help=f"print the efficiency of AIConfigurator's {what} (needs aiconfigurator-core)")
     parser.add_argument("--block-gemm-floor-tables", action="store_true",
@@ -1165,6 +1280,12 @@ def main() -> int:
             print(f"{g['system']} {g['engine']} {g['engine_version']} {g['kernel']:22s} head_dim {g['head_dim']:3d} "
                   f"{g['n']:5d} rows median {g['median']:.3f} of the BF16 peak")
         return 0
+    if args.triton_attention_tables:
+        for g in triton_attention_table_efficiency():
+            print(f"{g['system']:19s} {g['engine']:6s} {g['engine_version']:6s} {g['kernel']:25s} "
+                  f"KV {g['kv_cache_dtype']:8s} head_dim {g['head_dim']:3d} {g['n']:5d} rows "
+                  f"median {g['median']:.3f} of the BF16 peak")
+        return 0
     if args.dsa_tables:
         for g in dsa_indexer_table_efficiency():
             print(f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:8s} heads {g['heads']:3d} KV {g['kv']:9s} "
@@ -1186,6 +1307,13 @@ def main() -> int:
             print(f"{'':26s} best rho {g['rho']} R_ref {g['ref_rows']}: {fmt(g['fit'])}")
             print(f"{'':26s} at R_ref {MOE_REFERENCE_ROWS_PER_EXPERT:.0f}: rho {g['rho_at_reference']}: "
                   f"{fmt(g['at_reference'])}")
+        return 0
+    if args.dsa_query_tables:
+        for g in dsa_prefill_query_table_cost():
+            print(f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:8s} heads {g['heads']:3d} KV {g['kv']:9s} "
+                  f"{g['n']:4d} rows: {g['s_per_token']:.2e} s per prefill token and layer beyond fleetplan's module "
+                  f"(+ {g['fixed_s'] * 1e3:.2f} ms per call); fleetplan / measured median {g['ratio_before']:.2f} -> "
+                  f"{g['ratio_after']:.2f}")
         return 0
     if args.moe_width_tables:
         for g in moe_width_efficiency():

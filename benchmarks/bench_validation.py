@@ -156,16 +156,20 @@ prefix caching (a preempted request's blocks stay cached) and the streamed-gap m
 simulator recomputed preempted prompts and mixed a prefill chunk into most steps (200-650 ms), which put median
 ITL at +122 % over 81 rows (now the metric line of the held-out table).  The rows that time the
 step model itself (KV cache not saturated, median ITL left out) are the figure for this model: see the regime
-table.  Among those, vLLM's 128/4 runs of 1,000 prompts are predicted at the API-server ceiling (about 435 tok/s,
-9.1 ms per request: `fleetplan.perf.api_server`, 8.87 ms per request + 1.2 us per token + 18.3 us per streamed
-chunk, the split solved from vllm-project/vllm PR #17546's ShareGPT run and PR #27869's 1,024/1,024 run at stream
-interval 1, both capped by one API server process; before the split 12.6 ms, ~311 tok/s, with a ShareGPT
-request's ~200 streamed chunks folded in): measured 150-330 tok/s where the engine is the bottleneck (the large MoE
-models on A100 and H200, gpt-oss-120b on one A100: now +31 to +140 %, were -6 to +71 %) but 446-990 tok/s for the
-others (Qwen3-235B on H100, gpt-oss-20b, gpt-oss-120b on H100: now -3 to -56 %, were -30 to -68 %), so a request
-with 4 outputs costs the API server at most ~4 ms on those hosts (gpt-oss-20b on H100: 1,000 requests in 4.7 s),
-half the 8.87 ms per request the two non-held-out sources give (both are upper bounds on other hosts and vLLM
-versions; held-out rows may not set it).  The dense Qwen3-32B on their A100 is within 10 % (2,000/100: TTFT +7 %,
+table. Among those, vLLM's 128/4 runs of 1,000 prompts: the API server costs 4.85 ms a request
+(`fleetplan.perf.api_server`, 4.60 ms per request + 1.2 us per token + 22.5 us per streamed chunk, the vertex of two
+published upper bounds, vllm-project/vllm PR #41181's 32/32 burst through 4 API server processes and PR #27869's
+1,024/1,024 run at stream interval 1; session 13's 8.87 ms + 18.3 us, solved from PR #27869 and PR #17546's ShareGPT
+run, broke PR #41181's bound: 9.54 ms against 5.40), so the simulated API server now binds 6 of the 17 runs (gpt-oss
+on H100: 4.0-7.7 ms a request measured, 4.9-5.3 predicted; DeepSeek-V3 and Qwen3-235B on 8 GPUs: 22.1 and 9.0
+measured, 5.3 and 5.2 predicted) and the engine the other 11. The 68 vLLM 128/4 rows go from -26.9 % / 57.1 % to
+-4.1 % / 50.4 % (TPOT -55 -> -11 %, median ITL -57 -> -24 %, TTFT -9 -> -37 %, output throughput +13 -> +55 %):
+measured 150-330 tok/s where these runs are slow (DeepSeek-V3, GLM-4.6, DeepSeek-V3.2 on 8 H200, gpt-oss-120b on one
+A100: 12-22 ms a request, now +34 to +313 %, at 5.3-9.3 ms predicted) and 446-990 tok/s for the others (gpt-oss-20b,
+gpt-oss-120b on 2 H100, Qwen3-235B FP8 on 4 H100: now -17 to +14 %; gpt-oss-120b on one H100 and Qwen3-235B on 8
+H100, 7.7 and 9.0 ms a request: +46 and +74 %). The slow ones are a per-request cost of 3-15 ms beyond prefill that
+no source places (see the notes below).
+The dense Qwen3-32B on their A100 is within 10 % (2,000/100: TTFT +7 %,
 TPOT +10 %) while on their H100
 page every metric is 1.5x slow in decode and 2x in prefill against an H100 SXM (its decode matches the H100 PCIe's
 bandwidth; the page says H100 SXM, so the row is read as the page states it, and the gap is left open).  gpt-oss-120b
@@ -273,6 +277,22 @@ reported in the tables above and in the issue-26 notes):
   "H100" pages -43..-49 % -> -9..-17 %, on the A100 +9..+15 % -> -14..-19 %; gpt-oss-20b abs 48.0 -> 35.5 % (22 -> 40
   rows within 35 %), gpt-oss-120b 117 -> 94 %; all held-out +13.5 % / 50.8 % / 207 -> +9.7 % / 44.3 % / 238.  No value
   was fitted on a held-out row.
+- Attention sinks on Triton kernels (session 14, `fleetplan.perf.attention`, 'Attention sinks';
+  `ModelConfig.attention_sinks`, `sink_attention_prefill_efficiency`): gpt-oss's per-head sink logits are taken by
+  FlashAttention 3 (Hopper) and FlashInfer (Blackwell) but not by FlashAttention 2, so below Hopper vLLM runs gpt-oss
+  with its Triton unified attention (vllm-project/recipes `OpenAI/GPT-OSS.md`, 'A100': "using the TRITON_ATTN
+  attention backend and Marlin MXFP4 MoE"; vllm-project/vllm issue #40153).  Its prefill reaches 0.204 / 0.220 of the
+  BF16 peak in AIConfigurator 0.12.0's vLLM 0.24.0 tables of the L40S / RTX PRO 6000, where FlashAttention 2 on the
+  same shapes reaches 0.477 / 0.588 (`python benchmarks/aiconfigurator_compare.py --triton-attention-tables`; head dim
+  192, the only one timed; SGLang's Triton prefill tables show no loss at head dim 64); the profile's A100 value is
+  their mean, 0.21, against the 0.47 FlashAttention's rate gave gpt-oss's 64-wide heads.  Held out, gpt-oss on A100
+  (64 rows): mean absolute 37.5 -> 29.1 %; the 32,000-token runs' TTFT -48..-52 % -> -28..-35 %, throughput
+  +94..+113 % -> +41..+55 %; H100 rows (FlashAttention 3) and every other model unchanged.  Still fast: those 32K
+  runs (vLLM 0.11.0's Triton kernel is not measured; the 0.24.0 value is taken) and gpt-oss-120b at vLLM's A100
+  default 2,048-token chunks (TTFT -25..-28 %): 64 rows per expert, where AIConfigurator's L40S table of vLLM's
+  gpt-oss Marlin MoE gives the 120b shape 0.29 of the peak at 2,048 tokens against 0.41 at 8,192 (the 20b shape, 256
+  rows per expert, 0.46), a rows-per-expert ramp the step model's flat MoE efficiency does not have.  No value was
+  fitted on a held-out row.
 DeepSeek-V3.2 (session 11, issue 26; 36 held-out rows: +45.5 % / 74.6 % signed / absolute before), three groups:
 - vllm-project/recipes' H20 run (4 rows, TTFT +972 %): a row read wrongly.  The page says "8xH20" and the same
   repository's DeepSeek-V3.2-Exp and V3.1 recipes serve on "8xH200 (or H20) GPUs (141GB x 8)"; the run's own totals
@@ -304,9 +324,12 @@ DeepSeek-V3.2 (session 11, issue 26; 36 held-out rows: +45.5 % / 74.6 % signed /
   tokens in 153.85 s, 30.05 ms a request): 8.87 ms per request and 18.3 us per chunk.  The ShareGPT total is kept, a
   4-output request drops to 9.1 ms (spacing 12.8 -> 9.1 ms), and these 68 rows move TPOT -62.9 -> -55.2 %, median ITL
   -64.5 -> -56.0 %, TTFT +21.0 -> -9.2 %, output throughput -8.9 -> +13.2 % (mean signed; absolute 43.2 -> 47.6 % on
-  throughput, where the engine-bound runs now overshoot).  The rest of the miss needs a per-request time near the ~4 ms
-  these runs allow, which no non-held-out source gives (both sources are upper bounds, other hosts and vLLM versions);
-  left open.  Client reading checked: `--backend openai-chat` streams a role chunk first (vLLM's chat server sends it
+  throughput, where the engine-bound runs now overshoot).  Session 14: a third published run, PR #41181's burst
+  of 8,192 chat requests of 32 / 32 tokens (vLLM main of 2026-04, 4 API server processes, 740.45 req/s: at most
+  5.40 ms a request per process), puts the per-request part at 4.60 ms and the per-chunk part at 22.5 us (the vertex
+  of its bound and PR #27869's; PR #17546's is then slack, 9.65 of its 13.07 ms), a 128/4 request 4.85 ms: this run
+  is now prefill-bound in the simulator (5.9 ms a request predicted, 13.1 measured; TPOT -62 %, median ITL -54 %).
+  Client reading checked: `--backend openai-chat` streams a role chunk first (vLLM's chat server sends it
   with the first token), so each request has one ~0 gap: mean ITL / mean TPOT is 586.79 / 781.80 = 0.7506 = 3/4 in
   this run (4 gaps, 3 decode steps), and the published median ITL is the 1/3 quantile of the decode gaps.  TTFT is the
   first token's time either way, TPOT unaffected; modelled since session 12 (`bench serve`'s `backend`, read from
@@ -358,20 +381,25 @@ prefill 74 rows 0 % / 22 %.  So the 128/4 miss is the API server stage, and with
   `burst_lines`): the runs' prompt rate, 128 x requests / duration, is 86-135 % of the same page's 2,000/100 prompt
   rate for gpt-oss-20b and -120b (A100, H100, 2 H100), Qwen3-235B FP8
   (H100) and DeepSeek-V3.2 (H200), so these runs are prefill-bound by the engine and their API server kept up with
-  4.0-14 ms a request (gpt-oss-20b on the H100: 1,000 requests in 4.0-4.35 s), where the model's 9.1 ms (from the
-  two non-held-out sources) makes the simulated API server the bound and leaves the engine idle between requests.  With
-  `api_server_s_per_request` at 4 ms instead of 8.87 ms the simulated engine saturates and the 68 vLLM 128/4 rows
-  go from -27 % / 57 % to 0 % / 48 % (TPOT -55 -> -4 %, median ITL -57 -> -15 %, TTFT -9 -> -38 %, throughput
-  +13 -> +57 %), at 0 ms +17 % / 51 % (throughput +65 %): a sensitivity, not a fit, and it shows that a smaller
-  per-request figure alone does not fix these rows: the simulated engine prefills a burst of 128-token prompts about
-  1.6x faster than the runs do, which prefill them no faster per token than 2,000-token prompts.
+  4.0-14 ms a request (gpt-oss-20b on the H100: 1,000 requests in 4.0-4.35 s).  Session 13's 9.1 ms (two
+  non-held-out sources) made the simulated API server the bound and left the engine idle between requests; with
+  session 14's 4.85 ms (three sources, PR #41181's short burst the binding one) the simulated engine saturates in
+  10 of the 17 runs (bound column: prefill) and the API server binds 6 (4.9-5.3 ms predicted; the gpt-oss H100
+  runs measured 4.0-7.7 ms, TPOT still -33 to -92 %).  A smaller per-request figure alone would not fix the
+  rest: the simulated engine prefills a burst of 128-token prompts about 1.6x faster than the runs do, which
+  prefill them no faster per token than 2,000-token prompts.
   DeepSeek-V3, GLM-4.6 (vLLM 0.11, H200) and Qwen3-235B BF16 (H100) reach only 34 %, 56 % and 63 % of their
   long-prompt rate (22.1, 13.9 and 9.0 ms a request) where SGLang 0.5.3 on the same pages reaches 110-125 % (6.2-6.4
   ms): a per-request cost of vLLM's of 3-14 ms beyond prefill whose place (API server or engine core) the pages do
   not show.  Published per-request
   engine-core costs are microseconds (vLLM PR #46112: `update_from_output` 0.29 ms for 256 requests; PR #19057:
-  about 50 us of scheduling a request), so not there.  Left open; a value would need a non-held-out source of
-  vLLM 0.10-0.13's short-request API-server throughput.
+  about 50 us of scheduling a request), so not there.  A lead, not a value: the runs' mean TTFT is 0.78-0.88
+  of their duration on 8 GPUs (0.63-0.72 on 1), as if the API server took in the whole burst before streaming
+  first tokens, and arXiv:2603.22774 (Chung et al., 'Characterizing CPU-Induced Slowdowns in Multi-GPU LLM
+  Inference', 2026-03) finds vLLM's tokenisation and scheduling slowed 1.36-5.40x (TTFT) on multi-GPU instances
+  given too few CPU cores, which would grow with the worker processes of TP 8; the pages state no core count, so
+  no per-request figure follows.  Left open; a value would need a non-held-out source of vLLM 0.10-0.13's
+  short-request throughput on 8 GPUs.
 - Decode gaps of the API-server-bound runs: measured mean TPOT 2-15x the simulated step (127 ms against 8.4 ms for
   gpt-oss-20b on the H100).  Two single-threaded event loops carry every token: vLLM's API server runs the output
   handler, detokenisation and each request's stream on one asyncio loop (`vllm/v1/engine/async_llm.py`,

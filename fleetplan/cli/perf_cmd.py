@@ -39,6 +39,7 @@ from fleetplan.errors import ConfigError
 from fleetplan.hardware import load_catalog
 from fleetplan.models import Dtype, load_model
 from fleetplan.perf.api_server import api_server_max_request_rate_per_s
+from fleetplan.perf.attention import flash_head_dim_factor
 from fleetplan.perf.batch import BATCH_SYNTAX, parse_batch
 from fleetplan.perf.calibrate import DEFAULT_HOLDOUT_FRACTION, DEFAULT_SEED, calibrate
 from fleetplan.perf.engine_profile import ENGINE_NAMES, load_engine_profile
@@ -288,6 +289,12 @@ def explain(batch_text: str | None, engine: str | None, engine_version: str | No
         console.print(f"sliding-window KV: {budget.window_tokens_per_seq} tokens of the KV blocks per running "
                       "request (vLLM's hybrid allocator, not reserved)")
     o = p.options
+    if p.model.attention_sinks and o.sink_attention_prefill_efficiency is not None:
+        flash = o.attention_efficiency * flash_head_dim_factor(p.model.head_dim)
+        console.print(f"attention sinks: {p.model.name} runs on Triton attention kernels on {p.gpu.name} "
+                      f"(FlashAttention 2 takes no sinks): prefill attention at "
+                      f"{o.sink_attention_prefill_efficiency:.2f} of the BF16 peak, not FlashAttention's {flash:.2f} "
+                      "(sink_attention_prefill_efficiency)")
     if o.api_server_s_per_request or o.api_server_s_per_token or o.api_server_s_per_output_chunk:
         ceiling = api_server_max_request_rate_per_s(o, KV_REPORT_CONTEXT_TOKENS, 0, api_server_count)
         interval = o.api_server_stream_interval_tokens

@@ -281,6 +281,10 @@ class ModelConfig:
     quantized_experts_only : bool
         The checkpoint quantizes only the routed experts; attention, router, shared parts,
         embeddings and LM head stay BF16 (gpt-oss's ``modules_to_not_convert``).
+    attention_sinks : bool
+        Every attention head has a learned sink logit in its softmax (gpt-oss, HF ``GptOssAttention.sinks``):
+        a few parameters, but an engine needs attention kernels that take it (``fleetplan.perf.attention``,
+        'Attention sinks').
     moe_layer_step : int
         1: the ``n_dense_layers`` dense layers come first (DeepSeek ``first_k_dense_replace``).
         k > 1: layer i is MoE iff ``(i + 1) % k == 0`` (Llama-4 ``interleave_moe_layer_step``);
@@ -319,6 +323,7 @@ class ModelConfig:
     layers: LayerMix = LayerMix()
     moe_layer_step: int = 1
     quantized_experts_only: bool = False
+    attention_sinks: bool = False
 
     def __post_init__(self) -> None:
         who = f"model {self.name!r}"

@@ -56,7 +56,8 @@ neither key is read by its keys alone.  Per family:
   layers of ``intermediate_size_mlp``; rope layers (``no_rope_layers`` 1, default all but every
   4th) use chunked attention over ``attention_chunk_size`` tokens (``LayerMix``).
 * gpt-oss: ``layer_types`` "sliding_attention" layers over ``sliding_window`` (128) tokens;
-  attention sinks and projection biases are < 0.1 % of parameters and left out.
+  attention sinks and projection biases are < 0.1 % of parameters and left out of the sizes; the sinks
+  are recorded (``ModelConfig.attention_sinks``: they decide which attention kernels an engine can run).
 * Qwen3-Next: ``layer_types`` or every ``full_attention_interval``-th layer is full (gated)
   attention, the rest Gated DeltaNet linear attention (``linear_*`` keys): a fixed state per
   sequence and no per-token cache (``ModelConfig.linear_state_bytes_per_seq``).
@@ -111,6 +112,8 @@ ARCHITECTURES = (
 MODEL_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next", "deepseek_v2",
                "deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe", "minimax_m2", "gpt_oss", "hunyuan_v1_moe",
                "llama4", "llama4_text", "llava", "mistral3", "qwen2_5_vl", "internvl_chat")
+#: Architectures whose attention heads carry learned sink logits (HF ``GptOssAttention.sinks``).
+SINK_ATTENTION = ("GptOssForCausalLM", "gpt_oss")
 LLAMA4 = ("Llama4ForCausalLM", "Llama4ForConditionalGeneration", "llama4", "llama4_text")
 #: Llama-4's default: every 4th layer is a NoPE global-attention layer (HF ``Llama4TextConfig``).
 LLAMA4_NO_ROPE_INTERVAL = 4
@@ -274,6 +277,7 @@ def model_config_from_dict(data: Mapping[str, Any], *, source: str, name: str) -
         fields["quantized_experts_only"] = _experts_only(data, table)
     fields["layers"] = _layer_mix(f, n_layers, arch)
     fields["n_mtp_layers"] = _mtp_layers(f)
+    fields["attention_sinks"] = arch in SINK_ATTENTION
     if f.has("index_head_dim"):
         fields.update(index_n_heads=f.int("index_n_heads", low=1), index_head_dim=f.int("index_head_dim", low=1),
                       index_topk=f.int("index_topk", low=1))

@@ -29,19 +29,24 @@ The costs are ``PredictorOptions.api_server_s_per_request``, ``api_server_s_per_
 ``api_server_s_per_output_chunk`` and ``api_server_stream_interval_tokens``, set per engine in
 ``engine_profiles/*.toml`` with their source; 0 (the default, and every engine but vLLM) means not
 modelled and the ceiling is infinite.  vLLM: 1.2 us per token from a HuggingFace fast tokenizer's
-834,716 tokens/s on one core (marin-community/marin issue #2829), and two saturated single-process runs
-for the other two:
+834,716 tokens/s on one core (marin-community/marin issue #2829), and for the other two the largest pair
+that three published runs, each capped by vLLM's API server or by something else, allow (every run is an
+upper bound on ``t_api`` of its mix, per process):
 
-    13.07 ms = s_req + 1.2 us (220.6 + 202) + 202 s_chunk     (PR #17546 'DP=2 before': ShareGPT,
+    5.40 ms  >= s_req + 1.2 us (40 + 32) + 32 s_chunk         (PR #41181, 2026-04: 32 / 32-token chat requests,
+                                                              740.45 req/s over 4 API server processes)
+    30.05 ms >= s_req + 1.2 us (1024 + 1024) + 1024 s_chunk   (PR #27869, 2025-11, stream interval 1: 1,024 /
+                                                              1,024 tokens, 5,120 requests in 153.85 s)
+    13.07 ms >= s_req + 1.2 us (220.6 + 202) + 202 s_chunk    (PR #17546 'DP=2 before', 2025-05: ShareGPT,
                                                               76.5 req/s through one API server)
-    30.05 ms = s_req + 1.2 us (1024 + 1024) + 1024 s_chunk    (PR #27869, stream interval 1: 1,024 / 1,024
-                                                              tokens, 5,120 requests in 153.85 s)
 
-give ``s_per_output_chunk`` = 18.3 us and ``s_per_request`` = 8.87 ms (both runs are upper bounds on the
-API server's time: anything else that capped them counts here; the two ran on different hosts and vLLM
-versions, A100 May 2025 and B200 October 2025).  Check: with interval 10 the same cost allows 76 req/s of
-PR #27869's mix, above the ~52 req/s its 57 % gain reached (vLLM blog, 2026-02-01), so there the engine
-binds, as the blog's "relieved output queue bottlenecks" says.
+The first two bind at their vertex, ``s_per_output_chunk`` = 22.5 us and ``s_per_request`` = 4.60 ms (any
+smaller pair fits them too); the third is then slack (9.65 ms: that run was capped elsewhere).  The earlier
+pair, 8.87 ms and 18.3 us, solved the last two as equalities and broke the first (9.54 ms against 5.40).  The
+runs span vLLM 0.9 to 2026's main on different hosts; one cost for all assumes the per-request work did not
+grow across those releases.  Check: with interval 10 the same cost allows 107 req/s of PR #27869's mix, above
+the ~52 req/s its 57 % gain reached (vLLM blog, 2026-02-01), so there the engine binds, as the blog's
+"relieved output queue bottlenecks" says.  A 128-in / 4-out request costs 4.85 ms (206 req/s per process).
 """
 
 from __future__ import annotations

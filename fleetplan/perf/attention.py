@@ -36,6 +36,22 @@ linear between, clamped outside (gpt-oss's 64-wide heads 1.28x slower than befor
 query-key heads 12 % faster, every head-dim-128 model unchanged).  Decode attention keeps
 ``attention_efficiency`` (its kernels differ and it is mostly bandwidth-bound).
 
+Attention sinks (``ModelConfig.attention_sinks``: gpt-oss's learned per-head sink logit in the softmax).  Only some
+kernels take a sink: in vLLM FlashAttention 3 (Hopper), FlashInfer's TRT-LLM kernels (Blackwell) and its Triton
+unified attention; FlashAttention 2 does not, so below Hopper vLLM runs such a model with the Triton kernels
+(vllm-project/recipes ``OpenAI/GPT-OSS.md``, 'A100': "using the TRITON_ATTN attention backend"; vllm-project/vllm
+issue #40153: FLASH_ATTN and FLASHINFER rejected with "sink setting not supported").  Their prefill is far slower than
+FlashAttention's: AIConfigurator 0.12.0's measured vLLM 0.24.0 context-attention tables of the L40S and the RTX PRO 6000
+time both kernels on the same shapes (head dim 192, prompts >= 4,096 tokens): Triton 0.204 / 0.220 of the BF16 peak,
+FlashAttention 2 0.477 / 0.588 (``triton_attention_table_efficiency`` of ``benchmarks/aiconfigurator_compare.py``).  An
+engine profile gives that share per GPU (``sink_attention_prefill_efficiency``); for a sink model the prefill FLOP rate
+of the full and window layers is then ``BF16 peak x sink_attention_prefill_efficiency`` (``sink_prefill_flop_per_s``)
+in place of ``attention FLOP/s x flash_head_dim_factor(d_qk)``, with no head-dim factor (SGLang 0.5.14's Triton prefill
+tables on the same GPUs give head dim 64 at or above 192, 0.32-0.38 against 0.32, where FlashAttention 3 falls to
+0.69x).  The context layers' decode term keeps its bandwidth-bound rate (a window layer's per-token compute takes
+the slower rate for decode tokens too: at most 0.6 us per token for gpt-oss-120b on an A100).  gpt-oss on one A100
+(64 heads of width 64): prefill attention 0.21 of the peak where FlashAttention's rate gave 0.47, 2.2x the time.
+
 Narrow-window layers (``LayerMix``: sliding-window or chunked-local attention whose window ``W`` is below
 ``WINDOW_AS_FULL_TOKENS``, e.g. gpt-oss's 18 of 36 layers with a 128-token sliding window).  A query of such a
 layer attends to at most ``W`` keys and a decode step reads at most ``W`` tokens of its KV cache, so the
@@ -107,6 +123,32 @@ bytes at the KV bandwidth).  From the same fits: the decode module is within 10 
 Hopper (its tables' ``sglang_dsa_dense_mha_fa3`` rows; aiconfigurator-core ``sdk/operations/dsa.py``: "dense ragged
 prefill is selected by SHAPE (isl <= 2048)"), not modelled.
 
+Per-query prefill cost.  vLLM's measured DSA attention module costs more per prefill token than the terms above
+and its GEMMs explain: AIConfigurator 0.12.0's vLLM 0.24.0 tables (``dsa_context_module_perf.parquet``, FLASHMLA_SPARSE,
+FP8 block weights, BF16 KV, no prefix, 4,096-65,536 step tokens; ``dsa_prefill_query_table_cost`` of
+``benchmarks/aiconfigurator_compare.py``) put fleetplan's module of one layer at a median 0.62-0.74 of the measured on
+the H100 and H200 (0.51-0.57 on the B200), short prompts worst (0.46 at 4 x 2,048 tokens, 16 heads, H200), and the
+measured minus fleetplan's module is ``r T + c`` with ``r`` = 1.5-1.8e-7 s per token and layer at 1-16 heads per GPU on
+the H200 (1.6-2.0e-7 on the H100), rising to 2.6e-7 (3.3e-7) at 128 heads: nearly flat in the heads, which points
+to per-query work of the replicated indexer path (its query and key RoPE, Hadamard rotation and FP8 quantisation, the
+key-cache gather before the logits, the per-row top-k's fixed passes, the indices' conversion to cache slots) rather
+than the sparse MLA's padded heads (a reading of the fit; the tables time the module, not its kernels).  Each prefill
+token pays it in every layer,
+
+    prefill_s_per_token = n_layers x r       (r: the engine profile's ``dsa_prefill_s_per_token`` per GPU)
+
+the kernel's ``c[20]`` (``fleetplan.perf.step_terms.roofline_window_s``); with it the module's median is 0.95-0.96 of
+the measured (``c``, 0.44-0.75 ms per layer and call, is left out: a serving step's thousands of prefill tokens hide a
+per-call launch chain).  SGLang 0.5.14's tables show almost none of it on Hopper at BF16 KV (``r`` 0.9-4.6e-8 at 16-128
+heads, H100) and its profile leaves it 0.  With an FP8 KV cache (vLLM's ``fp8_ds_mla`` record, whose latents the prefill
+path dequantises) the same fit gives 6.2-6.7e-7 at 1-16 heads on the H100 and H200 (2.3-4.1e-7 at 32-128; module
+median 0.30-0.32 -> 0.87-0.89 of the measured), the profile's ``dsa_prefill_fp8_kv_s_per_token``; vLLM 0.13.0 runs
+DeepSeek-V3.2 with BF16 KV unless asked (``fleetplan.models.config``).  Decode keeps
+the terms above (its measured module was within 10 %, below).  Measured effect on the held-out vLLM 0.13.0 DeepSeek-V3.2
+runs on 8x H200 (``benchmarks/bench_validation.py``; not fitted on them): 2,000 / 100 tokens, 500 prompts, output
+throughput +44 % -> +24 %, mean TTFT -33 % -> -21 %, mean TPOT -22 % -> -9 %; 4,000 / 200 tokens +18 % -> +5 %,
+-19 % -> -9 %; 32,000 / 100 tokens +7 % -> -4 %, -6 % -> +5 %.
+
 Keys a query has.  A query at position ``p`` of a window layer (or of DSA's sparse MLA) attends ``min(p, W)`` keys,
 not ``W``: the same fits show the sparse MLA's prefill cost following ``min(position, K)`` (about 0.73 of the BF16
 peak at 128 heads; ``dsa_indexer_table_efficiency`` of ``benchmarks/aiconfigurator_compare.py``: vLLM 0.24.0's
@@ -136,7 +178,7 @@ from fleetplan.perf.roofline import DeviceRates
 __all__ = ["AttentionCost", "attention_cost", "kv_bytes_per_token_per_gpu", "n_context_layers",
            "narrow_window_layers", "flash_head_dim_factor", "FLASH_HEAD_DIM_FACTORS", "sparse_attention",
            "DSA_HEAD_TILE", "DSA_HEAD_TILES", "dsa_head_tile", "DSA_INDEXER_PREFILL_EFFICIENCY",
-           "dsa_indexer_prefill_efficiency"]
+           "dsa_indexer_prefill_efficiency", "sink_prefill_flop_per_s"]
 
 #: Query heads per GPU the DSA sparse-MLA kernels compute, padded up to a multiple of this (module docstring)
 DSA_HEAD_TILE = 64
@@ -194,6 +236,17 @@ def dsa_indexer_prefill_efficiency(gpu_name: str, attention_efficiency: float) -
     return DSA_INDEXER_PREFILL_EFFICIENCY.get(gpu_name, attention_efficiency)
 
 
+def sink_prefill_flop_per_s(model: ModelConfig, bf16_peak_flop_per_s: float,
+                            sink_efficiency: float | None) -> float | None:
+    """The prefill attention FLOP rate of ``model`` when its attention sinks send it to the engine's Triton
+    attention kernels: ``bf16_peak_flop_per_s x sink_efficiency`` (the profile's
+    ``sink_attention_prefill_efficiency`` on that GPU, module docstring 'Attention sinks'); None (the
+    FlashAttention rate) for a model without sinks or a GPU and engine without the value."""
+    if not model.attention_sinks or sink_efficiency is None:
+        return None
+    return bf16_peak_flop_per_s * sink_efficiency
+
+
 def n_context_layers(model: ModelConfig) -> int:
     """Layers whose attention grows with the context: all but the narrow-window ones."""
     return model.n_layers - narrow_window_layers(model)[0]
@@ -232,10 +285,14 @@ class AttentionCost:
     #: keys of the window (W; DSA: index_topk): a prefill query at position p < W is charged p / W of
     #: ``window_s_per_token`` (module docstring, "Keys a query has"); 0 for no window
     window_tokens: int = 0
+    #: DSA: per prefill query, the engine's attention-module work outside the terms above (module docstring,
+    #: "Per-query prefill cost"); 0 otherwise
+    prefill_s_per_token: float = 0.0
 
 
 def _sparse_attention_cost(model: ModelConfig, par: Parallelism, kv_dtype: Dtype, rates: DeviceRates,
-                           index_flop_per_s: float, index_prefill_flop_per_s: float, head_tile: int) -> AttentionCost:
+                           index_flop_per_s: float, index_prefill_flop_per_s: float, head_tile: int,
+                           prefill_s_per_token_layer: float) -> AttentionCost:
     """DSA: the indexer over the whole context, the MLA over ``index_topk`` keys per query (module docstring)."""
     layers, topk = model.n_layers, model.index_topk
     n_i, d_i = model.index_n_heads, model.index_head_dim
@@ -255,28 +312,40 @@ def _sparse_attention_cost(model: ModelConfig, par: Parallelism, kv_dtype: Dtype
         window_s_per_token=layers * topk * mla_flop_per_key / rates.attention_flop_per_s,
         window_s_per_seq=layers * topk * latent_bytes / rates.kv_bytes_per_s,
         window_tokens=topk,
+        prefill_s_per_token=layers * prefill_s_per_token_layer,
     )
 
 
 def attention_cost(model: ModelConfig, par: Parallelism, kv_dtype: Dtype, rates: DeviceRates,
                    index_flop_per_s: float | None = None,
-                   index_prefill_flop_per_s: float | None = None, head_tile: int = DSA_HEAD_TILE) -> AttentionCost:
+                   index_prefill_flop_per_s: float | None = None, head_tile: int = DSA_HEAD_TILE,
+                   prefill_flop_per_s: float | None = None,
+                   dsa_prefill_s_per_token_layer: float = 0.0) -> AttentionCost:
     """Attention coefficients for ``model`` sharded by ``par`` (see module docstring).  ``index_flop_per_s``:
     the FP8 rate of a DSA model's lightning indexer in decode (default ``rates.attention_flop_per_s``);
     ``index_prefill_flop_per_s``: its rate over prefill pairs, logits write and top-k included (default
-    ``index_flop_per_s``); ``head_tile``: the sparse MLA's query-head padding (``dsa_head_tile``)."""
+    ``index_flop_per_s``); ``head_tile``: the sparse MLA's query-head padding (``dsa_head_tile``);
+    ``prefill_flop_per_s``: the GQA / MLA prefill kernels' FLOP rate, full and window layers (default
+    ``rates.attention_flop_per_s x flash_head_dim_factor(d_qk)``; ``sink_prefill_flop_per_s`` for a sink model
+    on a GPU whose engine runs it with Triton attention, module docstring 'Attention sinks');
+    ``dsa_prefill_s_per_token_layer``: a DSA prefill query's per-layer cost outside those terms (seconds; the
+    engine profile's ``dsa_prefill_s_per_token``, module docstring "Per-query prefill cost")."""
     if sparse_attention(model):
         if head_tile < 1:
             raise ConfigError(f"head_tile={head_tile} must be >= 1 query head (the sparse kernels' padding)")
+        if not dsa_prefill_s_per_token_layer >= 0.0:
+            raise ConfigError(f"dsa_prefill_s_per_token_layer={dsa_prefill_s_per_token_layer!r} must be >= 0 "
+                              "seconds per prefill token and layer; fix the engine profile")
         index = rates.attention_flop_per_s if index_flop_per_s is None else index_flop_per_s
         return _sparse_attention_cost(model, par, kv_dtype, rates, index,
                                       index if index_prefill_flop_per_s is None else index_prefill_flop_per_s,
-                                      head_tile)
+                                      head_tile, dsa_prefill_s_per_token_layer)
     heads_per_gpu = model.n_heads // par.attn_tp
     layers = n_context_layers(model)
     d_qk, d_v = _head_dims(model, decode=False)
     prefill_flop_per_pair_layer = 2.0 * (d_qk + d_v) * heads_per_gpu
-    prefill_flop_per_s = rates.attention_flop_per_s * flash_head_dim_factor(d_qk)
+    if prefill_flop_per_s is None:
+        prefill_flop_per_s = rates.attention_flop_per_s * flash_head_dim_factor(d_qk)
     d_qk, d_v = _head_dims(model, decode=True)
     decode_flop_per_ctx_layer = 2.0 * (d_qk + d_v) * heads_per_gpu
     memory_s = kv_bytes_per_token_per_gpu(model, par, kv_dtype) / rates.kv_bytes_per_s

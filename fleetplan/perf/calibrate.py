@@ -41,11 +41,12 @@ MIN_FIT_ROWS = 8  # at least one row per feature plus one
 RF_N_TREES = 200  # random-forest comparison (optional scikit-learn)
 # Cost coefficients per feature (``fleetplan.perf.linear``); the tile size (5), wave ratio (6) and MoE
 # miss exponent (15) are not costs and are never scaled, and the MoE terms belong to the MoE feature only; the
-# window term's cost (18) is attention, its keys (19) a shape.
-_GEMM, _ATTN_P, _ATTN_D, _COMM, _MOE, _SEQ = (1, 2, 7, 8, 9), (3, 18), (4,), (10,), (12, 13, 14, 16, 17, 20), (11,)
-#: Coefficient counts of profiles saved before the window term (18) and the MoE hit offset (20)
-#: (``fleetplan.perf.linear``): the missing ones read as zeros, no term.
-_LEGACY_N_STEP_COEFS = (18, 20)
+# window term's cost (18) and the sparse-attention prefill query's (20) are attention, the window's keys (19) a shape;
+# the MoE hit experts' compute offset (21) is the MoE feature's.
+_GEMM, _ATTN_P, _ATTN_D, _COMM, _MOE, _SEQ = (1, 2, 7, 8, 9), (3, 18, 20), (4,), (10,), (12, 13, 14, 16, 17, 21), (11,)
+#: Coefficient counts of profiles saved before the window term (18), before the sparse-attention prefill query
+#: (20) and before the MoE hit offset (21) (``fleetplan.perf.linear``): the terms they lack read as zeros.
+_LEGACY_N_STEP_COEFS = (18, 20, 21)
 
 
 @dataclass(frozen=True, eq=False)

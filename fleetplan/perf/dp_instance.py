@@ -15,9 +15,9 @@ Both step codes (``fleetplan.perf.linear``) are exact under that substitution by
 coefficients, so the simulator kernel and the analytic engine model evaluate it unchanged:
 
 * every cost per unit of an aggregate is divided by D (``c[1..4]`` of ``STEP_MODEL_LINEAR``;
-  ``c[1], c[3], c[4], c[7..12], c[17], c[18]`` and the miss exponent ``c[15]`` of ``STEP_MODEL_ROOFLINE``; the
+  ``c[1], c[3], c[4], c[7..12], c[17], c[18], c[20]`` and the miss exponent ``c[15]`` of ``STEP_MODEL_ROOFLINE``; the
   window term is of degree one in its aggregates, so its keys ``c[19]`` stay);
-  ``c[0]``, the weight-streaming ``c[2]`` and the MoE hit costs ``c[14], c[16], c[20]`` stay;
+  ``c[0]``, the weight-streaming ``c[2]`` and the MoE hit costs ``c[14], c[16], c[21]`` stay;
 * the routed-expert sampling noise ``c[13] sqrt(T)`` becomes ``c[13] / sqrt(D)``;
 * tile padding: ``ceil(T / (D t)) t = ceil(T / (D t)) (D t) / D``, so the tile ``c[5]`` is
   multiplied by D (and the wave ratio ``c[6]``, per tile, stays).
@@ -55,7 +55,7 @@ __all__ = ["DataParallelInstance", "attention_dp_ranks", "per_rank_limit", "per_
            "split_step_coefficients", "sglang_chunked_prefill_total"]
 
 #: ``STEP_MODEL_ROOFLINE`` coefficients per unit of a batch aggregate (divided by D).
-_ROOFLINE_PER_UNIT = (1, 3, 4, 7, 8, 9, 10, 11, 12, 15, 17, 18)
+_ROOFLINE_PER_UNIT = (1, 3, 4, 7, 8, 9, 10, 11, 12, 15, 17, 18, 20)
 _ROOFLINE_TILE, _ROOFLINE_MOE_NOISE = 5, 13
 
 

@@ -31,24 +31,26 @@ one tile of ``c[5]`` tokens) and the wave factor
 
     gemm  = max(c[1] pad wf + c[8] n_seqs,  c[2] + c[7] T + c[9] n_seqs)     (roofline)
     q     = 1 - exp(c[15] T)
-    moe   = max(c[12] T + c[13] sqrt(T) + c[20] q,  c[14] q + c[16] sqrt(q (1 - q)) + c[17] T)   (0 if c[12]=c[14]=0)
-    window = c[18] (n_decode + min(P, (attn2 / 2 + P / 2) / c[19]))     (c[18] (n_decode + P) if c[19] = 0)
+    moe   = max(c[12] T + c[13] sqrt(T) + c[21] q,  c[14] q + c[16] sqrt(q (1 - q)) + c[17] T)   (0 if c[12]=c[14]=0)
+    window = c[18] (n_decode + min(P, (attn2 / 2 + P / 2) / c[19])) + c[20] P   (c[18] (n_decode + P) if c[19] = 0)
     step_s = (c[0] + gemm + c[3] * attn2 / 2 + c[10] T + c[11] n_seqs + moe + window)
              + c[4] * decode_context_tokens
 
 (``c[10]``: per token through the GEMMs, the collectives' slopes and the residual norms,
 ``fleetplan.perf.predictor``; ``P`` = prefill_tokens; ``window``: attention over at most ``c[19]`` keys
 per query, ``c[18]`` seconds per query at the full window, a prefill token charged the keys it has,
-``fleetplan.perf.step_terms.roofline_window_s``)
+``fleetplan.perf.step_terms.roofline_window_s``; ``c[20]``: seconds per prefill token of DeepSeek Sparse Attention's
+per-query prefill work outside its keys and pairs, ``fleetplan.perf.attention``)
 
 (the context term last: within a run of identical decode steps everything before it is
 loop-invariant, which the compiler hoists out of the kernel's cruise loop)
 
 ``roofline_step_s`` is that expression in the kernel's exact order (its GEMM, MoE and window terms are
 ``fleetplan.perf.step_terms``, which the kernel compiles).  ``N_STEP_COEFS`` was
-raised from 8 to 18 for it, to 20 for the window term and to 21 for the MoE hit experts' compute offset ``c[20]``
-(``fleetplan.perf.moe``, 'Rows per expert'; mirrored in ``fleetplan.sim._kernels.codes``); a calibrated profile
-saved with 18 or 20 reads as 21 with no window term or offset (``perf.calibrate``).
+raised from 8 to 18 for it, to 20 for the window term, to 21 for the sparse-attention prefill query and to 22 for
+the MoE hit experts' compute offset ``c[21]`` (``fleetplan.perf.moe``, 'Rows per expert'; mirrored in
+``fleetplan.sim._kernels.codes``); a calibrated profile saved with 18, 20 or 21 reads as 22 with zeros for the terms
+it lacks (``perf.calibrate``).
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ from fleetplan.perf.step_terms import roofline_gemm_s, roofline_moe_s, roofline_
 
 STEP_MODEL_LINEAR = 0
 STEP_MODEL_ROOFLINE = 1
-N_STEP_COEFS = 21
+N_STEP_COEFS = 22
 #: ``STEP_MODEL_ROOFLINE`` coefficients that are not costs: tile tokens, wave ratio, MoE miss exponent, window keys
 #: (every other coefficient of either code is seconds per unit of a batch aggregate).
 ROOFLINE_SHAPE_COEFS = (5, 6, 15, 19)
@@ -173,12 +175,15 @@ def step_time_array_s(code: int, coef: np.ndarray, n_seqs, n_decode, prefill_tok
     out = out + coef[10] * n_tokens + coef[11] * n_seqs
     if coef[12] > 0.0 or coef[14] > 0.0:
         q = 1.0 - np.exp(coef[15] * n_tokens)
-        mc = coef[12] * n_tokens + coef[13] * np.sqrt(n_tokens) + coef[20] * q
+        mc = coef[12] * n_tokens + coef[13] * np.sqrt(n_tokens) + coef[21] * q
         mm = coef[14] * q + coef[16] * np.sqrt(q * (1.0 - q)) + coef[17] * n_tokens
         out = out + np.maximum(mc, mm)  # else the MoE term is 0 and adds nothing (as above)
-    if coef[18] != 0.0:  # else the window term is 0 and adds nothing (as above)
+    if coef[18] != 0.0 or coef[20] > 0.0:  # else the window term is 0 and adds nothing (as above)
         if coef[19] > 0.0:
-            out = out + coef[18] * (n_decode + np.minimum((attn2 * 0.5 + prefill * 0.5) / coef[19], prefill))
+            window = coef[18] * (n_decode + np.minimum((attn2 * 0.5 + prefill * 0.5) / coef[19], prefill))
         else:
-            out = out + coef[18] * (n_decode + prefill)
+            window = coef[18] * (n_decode + prefill)
+        if coef[20] > 0.0:  # inside the window term, as the kernel's step_terms.roofline_window_s adds it
+            window = window + coef[20] * prefill
+        out = out + window
     return out + coef[4] * ctx

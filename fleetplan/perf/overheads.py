@@ -77,6 +77,10 @@ each range:
   (W4A16, as INT4); on Hopper the OpenAI Triton ``matmul_ogs`` kernels when the ``triton_kernels`` package imports,
   Marlin otherwise (vLLM 0.10.2-0.12 wheels do not ship it, 0.13.0 vendors it as ``vllm.third_party``); on SM100
   with FlashInfer its TRT-LLM MXFP4 x BF16 MoE.  Engine profiles set it per GPU, each value with its source.
+* ``sink_attention_prefill_efficiency`` (None = the FlashAttention rate, ``attention_efficiency`` with its head-dim
+  factor) -- achieved / BF16 peak of prefill attention for a model with attention sinks (gpt-oss) on a GPU where the
+  engine runs it with Triton attention kernels, FlashAttention 2 taking no sinks (``fleetplan.perf.attention``,
+  'Attention sinks'); engine profiles set it per GPU below Hopper, read back from AIConfigurator's measured tables.
 * ``moe_width_exponent`` 0 -- the routed rows' compute-bound efficiency falls as ``(w / 1024) ** x`` below a
   per-GPU expert width ``w = moe_intermediate_size / ffn_tp`` of 1,024 (``fleetplan.perf.moe.expert_width_factor``:
   expert TP splits each expert into narrower GEMMs; the weight-bound tile floor of decode keeps the read-back);
@@ -101,6 +105,13 @@ each range:
   that chain, not the weight stream, sets the layer's time.  Paid once per MoE layer per step whatever the
   batch (``n_moe_layers * moe_layer_overhead_s``).  Engine profiles give it, fitted on published
   serving runs of MoE models (each value's source says which); 0 keeps the roofline alone.
+* ``dsa_prefill_s_per_token`` 0 -- seconds per prefill token and layer of a DeepSeek Sparse Attention model's
+  attention module beyond the terms ``fleetplan.perf.attention`` times (its GEMMs, the indexer's query-key pairs,
+  the sparse MLA's keys): the engine's per-query prefill work around them (``fleetplan.perf.attention``, "Per-query
+  prefill cost").  Engine profiles give it per GPU, read back from AIConfigurator's measured DSA attention modules;
+  0 for a model without an indexer and for engines whose tables show none.
+* ``dsa_prefill_fp8_kv_s_per_token`` None -- the same with an FP8 KV cache (vLLM's ``fp8_ds_mla`` record, whose
+  latents the prefill path dequantises); None uses ``dsa_prefill_s_per_token``.
 * ``api_server_s_per_request``, ``api_server_s_per_token``, ``api_server_s_per_output_chunk`` 0 -- host
   time of the engine's API server per request (HTTP, request setup), per prompt or output token
   (tokenise, detokenise) and per streamed output chunk (serialisation, IO): a throughput ceiling off the
@@ -192,16 +203,21 @@ class PredictorOptions:
     api_server_s_per_output_chunk: float = 0.0
     api_server_stream_interval_tokens: int = 1
     moe_layer_overhead_s: float = 0.0
+    sink_attention_prefill_efficiency: float | None = None
+    dsa_prefill_s_per_token: float = 0.0
+    dsa_prefill_fp8_kv_s_per_token: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "execution", execution_mode(self.execution))
         for name in ("fp8_gemm_efficiency", "fp8_block_gemm_efficiency", "fp8_block_bandwidth_efficiency",
                      "moe_gemm_efficiency", "moe_fp8_gemm_efficiency", "moe_int4_gemm_efficiency",
-                     "moe_mxfp4_gemm_efficiency"):
+                     "moe_mxfp4_gemm_efficiency", "sink_attention_prefill_efficiency"):
             if getattr(self, name) is not None:
                 _fraction(name, getattr(self, name))
+        if self.dsa_prefill_fp8_kv_s_per_token is not None:
+            _non_negative("dsa_prefill_fp8_kv_s_per_token", self.dsa_prefill_fp8_kv_s_per_token)
         for name in ("api_server_s_per_request", "api_server_s_per_token", "api_server_s_per_output_chunk",
-                     "moe_layer_overhead_s", "fp8_block_gemm_floor_s"):
+                     "moe_layer_overhead_s", "fp8_block_gemm_floor_s", "dsa_prefill_s_per_token"):
             _non_negative(name, getattr(self, name))
         interval = self.api_server_stream_interval_tokens
         if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:

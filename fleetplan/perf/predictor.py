@@ -60,7 +60,13 @@ from fleetplan.errors import ConfigError
 from fleetplan.hardware import GpuProfile
 from fleetplan.models import Dtype, ModelConfig
 from fleetplan.perf import comm
-from fleetplan.perf.attention import AttentionCost, attention_cost, dsa_head_tile, dsa_indexer_prefill_efficiency
+from fleetplan.perf.attention import (
+    AttentionCost,
+    attention_cost,
+    dsa_head_tile,
+    dsa_indexer_prefill_efficiency,
+    sink_prefill_flop_per_s,
+)
 from fleetplan.perf.batch import BatchComposition
 from fleetplan.perf.linear import N_STEP_COEFS, STEP_MODEL_ROOFLINE, roofline_step_s
 from fleetplan.perf.moe import MoeShape, expected_moe_terms, expert_width_factor, moe_shape, sample_moe_s
@@ -183,7 +189,20 @@ class StepTimePredictor:
                               index_flop_per_s=peak_flop_per_s * eff,
                               index_prefill_flop_per_s=peak_flop_per_s * dsa_indexer_prefill_efficiency(
                                   str(self.gpu.name), eff),
-                              head_tile=dsa_head_tile(str(self.gpu.name)))
+                              head_tile=dsa_head_tile(str(self.gpu.name)),
+                              prefill_flop_per_s=sink_prefill_flop_per_s(self.model, self.gpu.bf16_tflops * 1e12,
+                                                                          self.options.sink_attention_prefill_efficiency),
+                              dsa_prefill_s_per_token_layer=self.dsa_prefill_s_per_token)
+
+    @property
+    def dsa_prefill_s_per_token(self) -> float:
+        """A DSA prefill query's per-layer cost outside the attention terms (``fleetplan.perf.attention``, "Per-query
+        prefill cost"): the profile's ``dsa_prefill_fp8_kv_s_per_token`` with an FP8 KV cache where it gives one,
+        else its ``dsa_prefill_s_per_token``."""
+        o = self.options
+        if self.kv_dtype is Dtype.FP8 and o.dsa_prefill_fp8_kv_s_per_token is not None:
+            return o.dsa_prefill_fp8_kv_s_per_token
+        return o.dsa_prefill_s_per_token
 
     @functools.cached_property
     def moe(self) -> MoeShape | None:
@@ -328,7 +347,8 @@ class StepTimePredictor:
         c = self.comm_terms
         seconds = {
             "gemm": max(compute, memory),
-            "attention_prefill": self.attention.prefill_s_per_work * batch.attention_work,
+            "attention_prefill": (self.attention.prefill_s_per_work * batch.attention_work
+                                  + self.attention.prefill_s_per_token * batch.n_prefill_tokens),
             "attention_decode": self.attention.decode_s_per_context_token * batch.decode_context_sum,
             "attention_window": self._window_s(batch) + self.attention.window_s_per_seq * n_seqs,
             "moe_experts": self._moe_s(n_tok, rng),
@@ -348,7 +368,9 @@ class StepTimePredictor:
 
     def _window_s(self, batch: BatchComposition) -> float:
         """Window attention of ``batch``'s queries, a prefill query charged the keys it has (the kernel's
-        ``roofline_window_s`` on the batch's aggregates; ``fleetplan.perf.attention``, "Keys a query has")."""
+        ``roofline_window_s`` on the batch's aggregates; ``fleetplan.perf.attention``, "Keys a query has"); the
+        kernel's ``c[20]`` term, a sparse-attention prefill query's own cost, is reported with the prefill attention
+        (``predict``)."""
         a = self.attention
         coef = np.zeros(N_STEP_COEFS)
         coef[18], coef[19] = a.window_s_per_token, float(a.window_tokens)
@@ -366,7 +388,7 @@ class StepTimePredictor:
 
     @functools.cached_property
     def _moe_coefficients(self) -> tuple[float, ...]:
-        """``(a, b, c, d, e, f, h)`` of ``moe.expected_moe_terms``: the kernel's ``c[12..17]`` and ``c[20]``."""
+        """``(a, b, c, d, e, f, h)`` of ``moe.expected_moe_terms``: the kernel's ``c[12..17]`` and ``c[21]``."""
         if self.moe is None:
             return (0.0,) * 7
         a, b, c, d, e, f, h = expected_moe_terms(self.moe, self.moe_rates, self.options.moe_zipf_s)
@@ -387,8 +409,8 @@ class StepTimePredictor:
         coef[10] = c.tp_all_reduce[1] + c.ep_all_to_all[1] + c.pp_send_recv[1] + self.norm_s_per_token
         coef[11] = a.window_s_per_seq
         coef[12:18] = self._moe_coefficients[:6]
-        coef[18], coef[19] = a.window_s_per_token, float(a.window_tokens)
-        coef[20] = self._moe_coefficients[6]
+        coef[18], coef[19], coef[20] = a.window_s_per_token, float(a.window_tokens), a.prefill_s_per_token
+        coef[21] = self._moe_coefficients[6]
         return STEP_MODEL_ROOFLINE, coef
 
     # ---- MTP speculative decoding -----------------------------------------------------------------

@@ -32,28 +32,33 @@ def roofline_gemm_s(coef, n_seqs, n_tokens):
 
 
 def roofline_moe_s(coef, n_tokens):
-    """``moe = max(c[12] T + c[13] sqrt(T) + c[20] q, c[14] q + c[16] sqrt(q (1 - q)) + c[17] T)`` (s) with
-    ``q = 1 - exp(c[15] T)`` (``c[20] q``: the hit experts' compute offset, ``fleetplan.perf.moe`` 'Rows per
+    """``moe = max(c[12] T + c[13] sqrt(T) + c[21] q, c[14] q + c[16] sqrt(q (1 - q)) + c[17] T)`` (s) with
+    ``q = 1 - exp(c[15] T)`` (``c[21] q``: the hit experts' compute offset, ``fleetplan.perf.moe`` 'Rows per
     expert'); 0 for a dense model (``c[12] = c[14] = 0``)."""
     moe = 0.0
     if coef[12] > 0.0 or coef[14] > 0.0:
         q = 1.0 - math.exp(coef[15] * n_tokens)
-        mc = coef[12] * n_tokens + coef[13] * math.sqrt(n_tokens) + coef[20] * q
+        mc = coef[12] * n_tokens + coef[13] * math.sqrt(n_tokens) + coef[21] * q
         mm = coef[14] * q + coef[16] * math.sqrt(q * (1.0 - q)) + coef[17] * n_tokens
         moe = mc if mc > mm else mm
     return moe
 
 
 def roofline_window_s(coef, n_decode, prefill_tokens, attn2):
-    """``window = c[18] (n_decode + min(P, (attn2 / 2 + P / 2) / c[19])`` (s): attention over a window of at most
-    ``c[19]`` keys per query (narrow-window layers, DeepSeek Sparse Attention's top-k), ``c[18]`` seconds per
+    """``window = c[18] (n_decode + min(P, (attn2 / 2 + P / 2) / c[19])) + c[20] P`` (s): attention over a window of
+    at most ``c[19]`` keys per query (narrow-window layers, DeepSeek Sparse Attention's top-k), ``c[18]`` seconds per
     query at the full window.  A decode token is charged the whole window; the ``P`` prefill tokens the keys they
     have, ``min(position, c[19])`` each: for a chunk of ``c`` tokens at offset ``o`` that ends within the window
     that is ``c (o + c / 2) + c / 2`` keys (the prefill attention work plus half a key per token), so the step's
     prefill queries count ``min(P, (attn2 / 2 + P / 2) / c[19])`` full windows, exact when every chunk ends within
     the window or starts past it and an upper bound otherwise (``min`` of sums >= sum of ``min``).  ``c[19] = 0``:
-    every token at the full window."""
+    every token at the full window.  Plus ``c[20] P``: a sparse-attention prefill query's cost outside its keys and
+    pairs (``fleetplan.perf.attention``, "Per-query prefill cost"; added only when ``c[20] > 0``)."""
     if coef[19] > 0.0:
         clipped = (attn2 * 0.5 + prefill_tokens * 0.5) / coef[19]
-        return coef[18] * (n_decode + (clipped if clipped < prefill_tokens else prefill_tokens))
-    return coef[18] * (n_decode + prefill_tokens)
+        window = coef[18] * (n_decode + (clipped if clipped < prefill_tokens else prefill_tokens))
+    else:
+        window = coef[18] * (n_decode + prefill_tokens)
+    if coef[20] > 0.0:
+        window = window + coef[20] * prefill_tokens
+    return window

@@ -1,6 +1,6 @@
 """``bench serve`` through vLLM's API server stage: tiny requests offered far above the ceiling are served
-at ``api_server_count / E[t_api]`` (vLLM profile: 8.87 ms + 1.2 us x 32 tokens + 18.3 us x 16 chunks = 9.20 ms,
-108.7 req/s per process); without the API server cost the same run is engine-bound, an order of magnitude faster."""
+at ``api_server_count / E[t_api]`` (vLLM profile: 4.60 ms + 1.2 us x 32 tokens + 22.5 us x 16 chunks = 5.00 ms,
+200.1 req/s per process); without the API server cost the same run is engine-bound, 6.5x faster (1,300 req/s)."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def test_two_api_servers_double_the_ceiling_and_no_api_cost_is_engine_bound() ->
     engine_only = dataclasses.replace(VLLM, api_server_s_per_request=0.0, api_server_s_per_token=0.0,
                                       api_server_s_per_output_chunk=0.0)
     bare = _bench(engine_only, 1, 1000)
-    assert bare.metrics["request_throughput"] > 10 * _ceiling_per_s(1)  # the engine's, not the API server's
+    assert bare.metrics["request_throughput"] > 5 * _ceiling_per_s(1)  # the engine's, not the API server's
     assert bare.metrics["completed"] == 1000
 
 

@@ -75,14 +75,14 @@ def test_vllm_data_parallel_attention_with_expert_parallel() -> None:
 
 
 def test_vllm_api_server_ceiling_from_its_profile() -> None:
-    """vLLM's sourced API server cost (engine_profiles/vllm.toml): 8.87 ms + 1.2 us per token + 18.3 us per
+    """vLLM's sourced API server cost (engine_profiles/vllm.toml): 4.60 ms + 1.2 us per token + 22.5 us per
     streamed chunk; SGLang's is not measured, so no ceiling is printed."""
     r = run(*DSV3, "--engine", "vllm", "-tp", "8", "--enable-expert-parallel", "--batch", "decode=4x1024")
     assert r.exit_code == 0, r.output
-    assert ("API server: 8.87 ms per request + 1.2 us per token + 18.3 us per streamed chunk (one per output "
-            "token): at most 53 requests/s") in r.text  # 1 / 18.7 ms (8,192 prompt tokens, no output)
+    assert ("API server: 4.6 ms per request + 1.2 us per token + 22.5 us per streamed chunk (one per output "
+            "token): at most 69 requests/s") in r.text  # 1 / 14.43 ms (8,192 prompt tokens, no output)
     r4 = run(*DSV3, "--engine", "vllm", "-tp", "8", "--batch", "decode=4x1024", "--api-server-count", "4")
-    assert "at most 214 requests/s of 8192 tokens with 4 API server processes" in r4.text
+    assert "at most 277 requests/s of 8192 tokens with 4 API server processes" in r4.text
     assert run(*DSV3, "--engine", "vllm", "--api-server-count", "0").exit_code == 2
     r = run(*DSV3, "--engine", "sglang", "--tp", "8", "--batch", "decode=4x1024")
     assert r.exit_code == 0, r.output

@@ -5,7 +5,7 @@ Theory: each hit expert costs ``r0`` rows of compute beyond its routed rows, nor
 efficiency holds at ``R_ref`` rows per hit expert; with every expert hit on one GPU the routed experts' compute is
 ``(T k s_w + r0 E) per_row / (1 + r0 / (s_w R_ref))``, so the efficiency is ``eff (1 + r0 / R_ref) R / (R + r0)``
 at ``R = T k / E`` rows per expert (``s_w = 1``).  Invariants: ``rho = 0`` and dense models are untouched (same
-coefficients, bit for bit); the kernel form ``c[20] q`` is the expectation of the sampled routing; the analytic
+coefficients, bit for bit); the kernel form ``c[21] q`` is the expectation of the sampled routing; the analytic
 step (``step_time_array_s``) and the simulator's (``roofline_step_s``) agree; decode stays bound by the weight
 reads; the profiles carry the tables' read-back (checked against the tables when ``aiconfigurator-core`` is
 installed).
@@ -93,12 +93,12 @@ def test_decode_stays_bound_by_the_weight_reads(catalog) -> None:
 
 
 def test_rho_zero_and_dense_models_are_untouched(catalog) -> None:
-    """``rho = 0`` leaves every coefficient bit for bit (``c[20] = 0``); a dense model's coefficients are the same
+    """``rho = 0`` leaves every coefficient bit for bit (``c[21] = 0``); a dense model's coefficients are the same
     whatever ``rho``."""
     ramp, flat = _pair(catalog, "qwen3-30b-a3b", "H100-SXM", Dtype.BF16, Parallelism(tp=1))
     zero, _ = _pair(catalog, "qwen3-30b-a3b", "H100-SXM", Dtype.BF16, Parallelism(tp=1), rho=0.0)
     assert np.array_equal(zero.kernel_coefficients()[1], flat.kernel_coefficients()[1])
-    assert flat.kernel_coefficients()[1][20] == 0.0 < ramp.kernel_coefficients()[1][20]
+    assert flat.kernel_coefficients()[1][21] == 0.0 < ramp.kernel_coefficients()[1][21]
     dense, dense_flat = _pair(catalog, "llama-3.1-8b", "H100-SXM", Dtype.BF16, Parallelism(tp=1))
     assert dense.moe is None
     assert np.array_equal(dense.kernel_coefficients()[1], dense_flat.kernel_coefficients()[1])
@@ -109,7 +109,7 @@ def test_rho_zero_and_dense_models_are_untouched(catalog) -> None:
     ("qwen3-30b-a3b", "H100-SXM", Dtype.BF16, Parallelism(tp=2, ep=2)),
 ])
 def test_kernel_form_is_the_sampled_routings_mean(catalog, model, gpu, dtype, par) -> None:
-    """The kernel's expected form (``c[20] q`` with the rest) against the mean of sampled routings (uniform,
+    """The kernel's expected form (``c[21] q`` with the rest) against the mean of sampled routings (uniform,
     200 steps each): within 2 % at 64-8,192 tokens, as the flat model (module docstring's figure)."""
     ramp, _ = _pair(catalog, model, gpu, dtype, par)
     rng = np.random.default_rng(7)
@@ -128,7 +128,7 @@ def test_analytic_and_simulator_steps_agree(catalog, model, gpu, dtype, par) -> 
     predictor's own sum of parts with expected routing (``predict``)."""
     ramp, _ = _pair(catalog, model, gpu, dtype, par)
     code, coef = ramp.kernel_coefficients()
-    assert code == STEP_MODEL_ROOFLINE and coef.size == N_STEP_COEFS and coef[20] > 0.0
+    assert code == STEP_MODEL_ROOFLINE and coef.size == N_STEP_COEFS and coef[21] > 0.0
     for n_decode, prefill in ((0, 2048), (8, 512), (64, 0), (1, 8192), (32, 4096)):
         ctx, attn2 = 1000 * n_decode, prefill * prefill
         sim = roofline_step_s(coef, n_decode + (prefill > 0), n_decode, prefill, ctx, attn2)
@@ -145,11 +145,11 @@ def test_a_negative_or_non_finite_rho_is_refused() -> None:
 
 
 def test_a_profile_saved_before_the_offset_reads_without_it() -> None:
-    """A calibrated profile of 20 coefficients (before ``c[20]``) reads as 21 with no offset."""
-    old = CalibratedStepModel(coefficients=tuple([1e-3] + [0.0] * 4 + [64.0] + [0.0] * 14), scales={}, model="m",
+    """A calibrated profile of 21 coefficients (before ``c[21]``) reads as 22 with no offset."""
+    old = CalibratedStepModel(coefficients=tuple([1e-3] + [0.0] * 4 + [64.0] + [0.0] * 15), scales={}, model="m",
                               gpu="g", parallelism="-tp 1", weight_dtype="bf16", kv_dtype="bf16", holdout_mape=0.0,
                               n_rows=10, source="test")
-    assert len(old.coefficients) == N_STEP_COEFS and old.coefficients[20] == 0.0
+    assert len(old.coefficients) == N_STEP_COEFS and old.coefficients[21] == 0.0
 
 
 @pytest.mark.parametrize(("engine", "gpu", "rho"), [("vllm", "H100-SXM", 1.5), ("vllm", "A100-80GB", 1.5),

@@ -29,9 +29,10 @@ PREDICTORS = (
                       options=PredictorOptions(ep_dispatch_fp8=True, moe_load_imbalance=1.2), fp8_scaling="block"),
     StepTimePredictor(load_model("qwen3-235b-a22b"), CATALOG.get("H100-SXM"), Parallelism(tp=16, ep=16), Dtype.FP8),
     # window terms, a prefill query charged the keys it has: DeepSeek-V3.2's sparse MLA (2,048 keys, every prompt of
-    # these cases inside it) and gpt-oss's 128-token sliding windows (chunks inside, straddling and past it)
+    # these cases inside it, each prefill query paying vLLM's per-query module cost c[20]) and gpt-oss's 128-token
+    # sliding windows (chunks inside, straddling and past it)
     StepTimePredictor(load_model("deepseek-v3.2"), CATALOG.get("H200"), Parallelism(tp=8, ep=8), Dtype.FP8,
-                      fp8_scaling="block"),
+                      options=PredictorOptions(dsa_prefill_s_per_token=1.79e-7), fp8_scaling="block"),
     StepTimePredictor(load_model("gpt-oss-20b"), CATALOG.get("H100-SXM"), Parallelism(tp=1), Dtype.MXFP4),
     # the grouped GEMM's ramp with rows per expert (c[20]): gpt-oss-120b on one A100, Qwen3-30B-A3B under EP 2
     # with the width factor

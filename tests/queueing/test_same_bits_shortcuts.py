@@ -71,13 +71,15 @@ def _old_step_time(code: int, coef: np.ndarray, n_seqs, n_decode, prefill, ctx, 
     moe = 0.0
     if coef[12] > 0.0 or coef[14] > 0.0:
         q = 1.0 - np.exp(coef[15] * n_tokens)
-        mc = coef[12] * n_tokens + coef[13] * np.sqrt(n_tokens) + coef[20] * q
+        mc = coef[12] * n_tokens + coef[13] * np.sqrt(n_tokens) + coef[21] * q
         mm = coef[14] * q + coef[16] * np.sqrt(q * (1.0 - q)) + coef[17] * n_tokens
         moe = np.maximum(mc, mm)
     if coef[19] > 0.0:
         window = coef[18] * (n_decode + np.minimum((attn2 * 0.5 + prefill * 0.5) / coef[19], prefill))
     else:
         window = coef[18] * (n_decode + prefill)
+    if coef[20] > 0.0:
+        window = window + coef[20] * prefill
     return (coef[0] + gemm + coef[3] * (attn2 * 0.5) + coef[10] * n_tokens + coef[11] * n_seqs + moe + window
             + coef[4] * ctx)
 
@@ -87,7 +89,7 @@ def _old_step_time(code: int, coef: np.ndarray, n_seqs, n_decode, prefill, ctx, 
 def test_step_times_without_zero_terms_are_the_full_expression(code: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
     coef = rng.random(N_STEP_COEFS) * np.array([1e-2, 1e-5, 1e-3, 1e-7, 1e-9, 1, 1, 1e-6, 1e-6, 1e-6,
-                                                  1e-7, 1e-6, 1e-7, 1e-6, 1e-3, 1, 1e-3, 1e-7, 1e-8, 2048.0,
+                                                  1e-7, 1e-6, 1e-7, 1e-6, 1e-3, 1, 1e-3, 1e-7, 1e-8, 2048.0, 1e-5,
                                                   1e-3])
     coef[5] = 64.0  # tile tokens
     coef[6] = (0.0, 0.7)[seed % 2]  # wave ratio: none, or some
@@ -95,7 +97,7 @@ def test_step_times_without_zero_terms_are_the_full_expression(code: int, seed: 
     if seed < 2:
         coef[12] = coef[14] = 0.0  # a dense model: no MoE term
     if seed % 2 == 0:
-        coef[18] = coef[19] = 0.0  # no window / sparse attention: no window term
+        coef[18] = coef[19] = coef[20] = 0.0  # no window / sparse attention: no window term
     elif seed == 3:
         coef[19] = 0.0  # a window term charged per token without its key bound
     n = np.geomspace(1.0, 256.0, 49)[:, None]

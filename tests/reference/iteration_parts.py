@@ -65,12 +65,14 @@ def roofline_s(coef, n_seqs, n_decode, prefill_tokens, decode_context, attn2) ->
     gemm = max(coef[1] * pad * wave + coef[8] * n_seqs, coef[2] + coef[7] * n_tokens + coef[9] * n_seqs)
     moe = 0.0
     if coef[12] > 0.0 or coef[14] > 0.0:
-        q = 1.0 - math.exp(coef[15] * n_tokens)  # hit experts' share; coef[20] q their compute offset
-        moe = max(coef[12] * n_tokens + coef[13] * math.sqrt(n_tokens) + coef[20] * q,
+        q = 1.0 - math.exp(coef[15] * n_tokens)  # hit experts' share; coef[21] q their compute offset
+        moe = max(coef[12] * n_tokens + coef[13] * math.sqrt(n_tokens) + coef[21] * q,
                   coef[14] * q + coef[16] * math.sqrt(q * (1.0 - q)) + coef[17] * n_tokens)
     window = coef[18] * (n_decode + prefill_tokens)  # queries at the full window of coef[19] keys ...
     if coef[19] > 0.0:  # ... a prefill query charged the keys it has (aggregate form, perf.step_terms)
         window = coef[18] * (n_decode + min(prefill_tokens, (attn2 * 0.5 + prefill_tokens * 0.5) / coef[19]))
+    if coef[20] > 0.0:  # a sparse-attention prefill query's cost outside its keys (perf.attention)
+        window = window + coef[20] * prefill_tokens
     return (coef[0] + gemm + coef[3] * (attn2 * 0.5) + coef[10] * n_tokens + coef[11] * n_seqs + moe + window
             + coef[4] * decode_context)
 

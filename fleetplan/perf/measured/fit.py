@@ -38,7 +38,7 @@ GROUPS = {
     "attention_prefill": (3,),
     "attention_decode": (4,),
     "comm": (10,),
-    "moe_compute": (12, 13, 20),
+    "moe_compute": (12, 13, 21),
     "moe_memory": (14, 16, 17),
 }
 LOG_SCALE_BOUND = 6.0

@@ -28,7 +28,8 @@ EV_ARRIVAL = 1
 STEP_MODEL_LINEAR = 0
 STEP_MODEL_ROOFLINE = 1  # fleetplan.perf.predictor.StepTimePredictor and calibrated profiles
 N_STEP_MODELS = 2
-N_STEP_COEFS = 21  # 8 -> 18 for STEP_MODEL_ROOFLINE, 20 its window term, 21 the MoE hit offset (fleetplan.perf.linear)
+N_STEP_COEFS = 22  # 8 -> 18 for STEP_MODEL_ROOFLINE, 20 for its window term, 21 for the sparse-attention prefill
+#                   query, 22 for the MoE hit experts' compute offset (layout in fleetplan.perf.linear)
 
 # Instance failures (iteration level): per instance, the pre-drawn event times alternate
 # down, up, down, up, ... (an even position within the instance's slice is a failure).

@@ -17,8 +17,8 @@ order-independent).  ``T = prefill_tokens + n_decode`` tokens pass the GEMMs.
     wf    = ceil(m c[6]) / (m c[6])  (1 when c[6] = 0)
     gemm  = max(c[1] pad wf + c[8] n_seqs, c[2] + c[7] T + c[9] n_seqs)
     q     = 1 - exp(c[15] T)
-    moe   = max(c[12] T + c[13] sqrt(T) + c[20] q, c[14] q + c[16] sqrt(q (1 - q)) + c[17] T)  (0 if c[12] = c[14] = 0)
-    window = c[18] (n_decode + min(P, (attn2 / 2 + P / 2) / c[19]))  (c[18] (n_decode + P) when c[19] = 0)
+    moe   = max(c[12] T + c[13] sqrt(T) + c[21] q, c[14] q + c[16] sqrt(q (1 - q)) + c[17] T)  (0 if c[12] = c[14] = 0)
+    window = c[18] (n_decode + min(P, (attn2 / 2 + P / 2) / c[19])) + c[20] P  (c[18] (n_decode + P) when c[19] = 0)
     step_s = (c[0] + gemm + c[3] attn2 / 2 + c[10] T + c[11] n_seqs + moe + window) + c[4] decode_context_tokens
 
 Both expressions are evaluated in exactly this order (the Python twin does the same, which
