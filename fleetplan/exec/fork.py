@@ -6,10 +6,10 @@ two cores, as long as the sweep itself).  A fork starts with everything this pro
 and built, in milliseconds.  ``fork_map`` forks children that, with this process, take the items a
 few at a time from a shared counter (so a process slowed by other work on the machine simply takes
 fewer; one at a time at the end, so that all finish together) and send their results back pickled
-through a pipe (each chunk pickled as soon as it is done).  Given ``meanwhile``, this process first
-runs it and then joins in (the command line loads the simulator kernel that verification needs
-next while the children size pools).  Results come back in input order and are the very values a
-serial map gives (same code, same inputs).
+through a pipe (each chunk pickled as soon as it is done, the pickles one after another).  Given
+``meanwhile``, this process first runs it and then joins in (the command line loads the simulator
+kernel that verification needs next while the children size pools).  Results come back in input order
+and are the very values a serial map gives (same code, same inputs).
 
 Only the command line uses it, where the process is known: nothing but the main thread (and rich's
 progress refresh thread, which a child never touches) runs, and the children only compute (no I/O,
@@ -21,6 +21,7 @@ as in a serial map.
 
 from __future__ import annotations
 
+import io
 import multiprocessing
 import os
 import pickle
@@ -63,6 +64,23 @@ def _chunks(fn: Callable[[Any], Any], items: Sequence[Any], counter, n_procs: in
         yield lo, [fn(items[i]) for i in range(lo, hi)]
 
 
+#: First byte of a child's message: its chunks follow (pickles one after another), or it failed.
+_OK, _FAILED = b"\x01", b"\x00"
+
+
+def _read_chunks(data: bytes) -> tuple[bool, list[tuple[int, list[Any]]]]:
+    """A child's message: (True, its (lo, values) chunks in the order it did them), or (False, []) when it failed.
+    A message cut short (a child that died mid-write) raises from ``pickle.load``."""
+    if data[:1] != _OK:
+        return False, []
+    stream = io.BytesIO(data)
+    stream.seek(1)
+    chunks = []
+    while stream.tell() < len(data):
+        chunks.append(pickle.load(stream))
+    return True, chunks
+
+
 def _work(fn: Callable[[Any], Any], items: Sequence[Any], counter, n_procs: int) -> dict[int, Any]:
     """Map ``fn`` over the chunks of ``items`` this process takes from ``counter`` until none is left."""
     done: dict[int, Any] = {}
@@ -95,11 +113,10 @@ def fork_map(fn: Callable[[Any], Any], items: Sequence[Any], workers: int | None
             if pid == 0:  # the child: compute, send, leave without running any of the parent's exit code
                 os.close(read_fd)
                 try:  # each chunk pickled as it is done (not all at the end, when the parent waits)
-                    data = pickle.dumps((True, [pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL)
-                                                for chunk in _chunks(fn, items, counter, n_procs)]),
-                                        protocol=pickle.HIGHEST_PROTOCOL)
+                    data = _OK + b"".join(pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL)
+                                          for chunk in _chunks(fn, items, counter, n_procs))
                 except BaseException:  # noqa: BLE001 - the parent redoes the map and meets the error itself
-                    data = pickle.dumps((False, None))
+                    data = _FAILED
                 try:
                     with os.fdopen(write_fd, "wb") as fh:
                         fh.write(data)
@@ -122,8 +139,7 @@ def fork_map(fn: Callable[[Any], Any], items: Sequence[Any], workers: int | None
                 data = fh.read()
             os.waitpid(pid, 0)
             try:
-                ok, parts = pickle.loads(data)
-                chunks = [pickle.loads(part) for part in parts] if ok else []
+                ok, chunks = _read_chunks(data)
             except Exception:  # noqa: BLE001 - a child that died mid-write
                 ok, chunks = False, []
             if ok:

@@ -4,11 +4,13 @@ the analytic sweep sized through it gives the very same candidates."""
 from __future__ import annotations
 
 import os
+import pickle
 import time
 
 import pytest
 
 from fleetplan.errors import ConfigError
+from fleetplan.exec import fork
 from fleetplan.exec.fork import MIN_ITEMS_PER_WORKER, fork_map
 from fleetplan.hardware import load_catalog
 from fleetplan.plan.optimize import OptimizeRequest, analytical_phase_with_baselines, resolve_gpus
@@ -128,3 +130,16 @@ def test_sweep_pools_lists_every_pool_the_sweep_sizes_once(monkeypatch):
     monkeypatch.setattr(sweep_module, "size_one_pool", lambda *a: sized_by_sweep.append(a) or real(*a))
     analytical_phase_with_baselines(req, pool_map=lambda fn, items: [fn(x) for x in items])
     assert sized_by_sweep == []  # every pool it needed was among sweep_pools' keys
+
+
+def test_a_child_message_reads_back_its_chunks_and_a_cut_one_raises():
+    """A child's message: the OK byte, then each chunk's pickle one after another (read back whole and in the
+    order done); the FAILED byte alone; a message cut mid-pickle (a child that died while writing) raises,
+    so the parent redoes the map."""
+    chunks = [(4, [1.5, {"a": 2}]), (0, [None]), (9, list(range(300)))]
+    data = fork._OK + b"".join(pickle.dumps(c, protocol=pickle.HIGHEST_PROTOCOL) for c in chunks)
+    assert fork._read_chunks(data) == (True, chunks)
+    assert fork._read_chunks(fork._OK) == (True, [])
+    assert fork._read_chunks(fork._FAILED) == (False, [])
+    with pytest.raises(Exception):  # noqa: B017, PT011 - whatever pickle raises on a cut stream
+        fork._read_chunks(data[:-7])
