@@ -145,6 +145,10 @@ MIN_TPOT_SD = 0.01
 ROUTER_MIXING_BATCH = 32.0
 #: Levels of the slot queue's birth-death chain summed exactly (larger pools: on a grid).
 SLOT_CHAIN_POINTS = 2048
+#: A slot queue whose every-slot-busy probability A₁ is surely below this has A₁ = 0 (``_slot_queue``: a
+#: survival changes by less than it, far below any percentile's resolution).
+NEGLIGIBLE_SLOT_WAIT = 1e-15
+_LOG_NEGLIGIBLE_SLOT_WAIT = math.log(NEGLIGIBLE_SLOT_WAIT)
 
 
 @dataclass(frozen=True)
@@ -1090,6 +1094,12 @@ class EngineProfile:
             if not r < 1.0:
                 a1[i], k1[i] = 1.0, 0.0
                 continue
+            k1[i] = c / h_full[i] - lam
+            # A₁ <= p_c / (1 - r^φ⁻¹) with p_0 = 1 and ln p_c <= (c ln(λ h_max) - ln c!) / φ (each death rate
+            # at least l / h_max): below ``NEGLIGIBLE_SLOT_WAIT`` the chain is not summed and A₁ is 0
+            log_bound = (c * math.log(lam * float(hold_tab[i].max())) - math.lgamma(c + 1.0)) * scale
+            if log_bound < _LOG_NEGLIGIBLE_SLOT_WAIT + math.log1p(-r**scale):
+                continue
             if c <= SLOT_CHAIN_POINTS:
                 lv = np.arange(1.0, c + 1.0)
                 f = math.log(lam) + np.log(_interp(lv / g, self.grid, hold_tab[i]))
@@ -1108,7 +1118,6 @@ class EngineProfile:
                 below = math.exp(-top) + float(np.sum(0.5 * (p[1:] + p[:-1])) * step) + 0.5 * (p[0] - p[-1])
             tail_mass = p[-1] / (1.0 - r**scale)
             a1[i] = tail_mass / (below + tail_mass)
-            k1[i] = c / h_full[i] - lam
         return a1, k1
 
     # ------------------------------------------------------------------ distributions
