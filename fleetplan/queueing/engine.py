@@ -1539,8 +1539,9 @@ def _first_count(test, lo: int, hi: int) -> int | None:
     round, with the count just above the largest failing one until a count passed (the README
     sweep's answer in 50 of the 78 latency searches whose first count failed, and in 92 of 216 such
     utilisation searches; there the guess from one count, for a survival falling much faster than
-    1/n, overshot by up to 30 times and a third round bisected back).  A good guess ends the search in one round; otherwise the bracket halves or the window
-    grows, so the search takes O(log) rounds whatever the scores say."""
+    1/n, overshot by up to 30 times and a third round bisected back).  A good guess ends the search
+    in one round; otherwise the bracket halves or the window grows, so the search takes O(log)
+    rounds whatever the scores say."""
     ok, score = test(np.array([lo]))
     if ok[0]:
         return lo
