@@ -697,7 +697,21 @@ class EngineProfile:
         base = t_d[:, None]
         full_step = e.step_s(n + 1.0, n, chunk, ctx, 0.0)  # a full budget of prefill (B - n tokens) at batch n
         attn, attn_binned, attn_mean = _attention_work(e, self.grid, self.mean_ctx, pts, self._binned)
-        if pts.max_prompt < float(chunk.min()):
+        lin = None
+        if attn is None and type(e) is EngineModel and e.step_code == STEP_MODEL_LINEAR:
+            # The linear model (``perf.linear``): a chunk of x tokens beside n decodes adds c₁ (one more
+            # sequence) + c₂ x, so ΣΔ_j = c₁ k_j + c₂ p_j and only the chunk counts are per point (the
+            # per-point ΣΔ table built when read, ``work_table``)
+            lin = c1, c2 = float(e.step_coef[1]), float(e.step_coef[2])
+            k = np.floor(p / chunk)
+            k += (p - k * chunk) > 0  # a last, partial chunk
+            k_binned = self._binned(k)
+            k_mean = k @ self.weight
+            sum_delta = None
+            binned_delta = c1 * k_binned + c2 * pts.prompt_binned[None, :]
+            phi = c1 * k_mean + c2 * pts.mean_prompt
+            delta0 = c1 * k[0] + c2 * self.prompt
+        elif pts.max_prompt < float(chunk.min()):
             # every prompt is one chunk at every batch (k = 1, no full chunks): ΣΔ_j = Δ(p_j), the values the
             # general form below gives (0 full chunks add 0; the remainder is the prompt, > 0)
             k = None
@@ -720,11 +734,14 @@ class EngineProfile:
             # both (grid, J) tables binned in one call (each row's sums are those of its own call)
             binned_delta, k_binned = self._binned(tables)
             k_mean = k @ self.weight
-        self._k = k
+        if lin is None:
+            phi = sum_delta @ self.weight
+            delta0 = sum_delta[0]
+        self._k, self._lin = k, lin
         self.t_d = t_d
-        self.work_table = sum_delta  # ΣΔ_j(n) (grid, J): the decode time a prompt's prefill displaces
+        self._work = sum_delta  # ΣΔ_j(n) (grid, J), or None: ``work_table``
         # T_pf,j(n) at the empty batch (J,): the floors no count beats (``zero_load_ttft_s``)
-        self._prefill0 = (1.0 if k is None else k[0]) * t_d[0] + sum_delta[0]
+        self._prefill0 = (1.0 if k is None else k[0]) * t_d[0] + delta0
         self._cs2_decode = pts.cs2_decode
         self._mean_prompt = pts.mean_prompt
         # Second moment of a decoding sequence's context (``RequestPoints.ctx2``) and the
@@ -734,7 +751,7 @@ class EngineProfile:
         self._s_per_ctx = float(e.step_s(mid, mid, 0.0, mid * self.mean_ctx + 1.0, 0.0)
                                 - e.step_s(mid, mid, 0.0, mid * self.mean_ctx, 0.0))
         self._prompt_cs2 = pts.prompt_cs2
-        self.phi = sum_delta @ self.weight  # Φ(n)
+        self.phi = phi  # Φ(n) = E[ΣΔ_j(n)]
         full_budget = chunk[:, 0]
         self.t_full = full_step[:, 0]
         self.budget_tokens = full_budget
@@ -762,7 +779,16 @@ class EngineProfile:
     @property
     def k_chunks(self) -> np.ndarray:
         """k_j(n) (grid, J): a prompt's chunks at each batch."""
-        return np.ones(self.work_table.shape) if self._k is None else self._k
+        return np.ones((self.grid.size, self.prompt.size)) if self._k is None else self._k
+
+    @property
+    def work_table(self) -> np.ndarray:
+        """ΣΔ_j(n) (grid, J): the decode time a prompt's prefill displaces (the linear model's c₁ k_j + c₂ p_j
+        built on first read)."""
+        if self._work is None:
+            c1, c2 = self._lin
+            self._work = c1 * self._k + c2 * self.prompt[None, :]
+        return self._work
 
     @functools.cached_property
     def prefill_s(self) -> np.ndarray:
