@@ -413,12 +413,14 @@ def _delayed_exp_survival(x: np.ndarray, t: np.ndarray, w: np.ndarray, k: np.nda
     log_head = np.empty((n_lv, m + 1))
     log_head[:, 0] = -np.inf
     np.logaddexp.accumulate(np.log(ws) + k[:, None] * ts, axis=1, out=log_head[:, 1:])
-    # every level's search in one: each level's points and x shifted past the level before (the shift only
-    # orders the levels; where a shifted x and point tie differently than unshifted ones, S is 1 either way)
-    shift = (np.arange(n_lv) * (max(float(ts[:, -1].max()), float(x.max()), 0.0) + 1.0))[:, None]
-    j = np.searchsorted((ts + shift).ravel(), (x[None, :] + shift).ravel(), side="right").reshape(n_lv, -1)
-    j -= np.arange(n_lv)[:, None] * (m + 1) - np.arange(n_lv)[:, None]  # the count at or below x in its level
-    flat = j + (np.arange(n_lv) * (m + 1))[:, None]
+    # every level's search in one: level l's points and x shifted by l times twice the largest magnitude (the
+    # levels then apart; where a shifted x and point tie differently than unshifted ones, S is 1 either way),
+    # so that the count of all points at or below x is l m + that of its own level, at l (m + 1) + it in
+    # ``tail`` and ``log_head``
+    level = np.arange(n_lv)[:, None]
+    shift = level * (2.0 * max(float(np.abs(ts).max()), float(np.abs(x).max())) + 1.0)
+    flat = np.searchsorted((ts + shift).ravel(), (x[None, :] + shift).ravel(), side="right").reshape(n_lv, -1)
+    flat += level
     return (tail.ravel()[flat] + np.exp(log_head.ravel()[flat] - k[:, None] * x[None, :])).T
 
 
@@ -772,7 +774,6 @@ class EngineProfile:
             self.prefill_full_binned += attn_binned
             self.prefill_fluid_binned += attn_binned
         # a request's own prefill by batch (grid,), alone and in full-budget steps (``_hold_table``)
-        self._k_mean = k_mean
         self._prefill_alone_mean = k_mean * t_d + self.phi
         self._prefill_full_mean = k_mean * self.t_full + attn_mean
 

@@ -90,7 +90,7 @@ def test_queued_tail_by_sorted_log_sums_is_the_plain_sum(levels: int, m: int, n_
     t = np.round(rng.random((levels, m)) * 40.0) / 200.0
     w = rng.random(m) + 1e-3
     k = rng.random(levels) * k_top
-    x = np.sort(np.concatenate([rng.random(n_x) * 0.3, t.ravel()[:3], [0.0, 5.0]]))
+    x = np.sort(np.concatenate([rng.random(n_x) * 0.3, t.ravel()[:3], [-1.0, 0.0, 5.0]]))
     y = x[:, None, None] - t[None, :, :]
     want = np.exp(-k[None, :, None] * np.maximum(y, 0.0)) @ w
     np.testing.assert_allclose(_delayed_exp_survival(x, t, w, k), want, rtol=1e-11, atol=1e-14 * w.sum())
