@@ -863,16 +863,19 @@ class EngineProfile:
         with np.errstate(divide="ignore", invalid="ignore"):
             step = np.where(denom > 0, self.t_d[None, :] / denom, np.inf)
             h = lam_i[:, None] * self.mean_decode_steps * step - self.grid[None, :]  # > 0 below the root
-            below = h <= 0
-            has_root = below.any(axis=1)
-            j = np.argmax(below, axis=1)
-            rows = np.arange(lam_i.size)
-            jm = np.maximum(j - 1, 0)
-            a, b = self.grid[jm], self.grid[j]
-            ha, hb = h[rows, jm], h[rows, j]
-            root = np.where(np.isfinite(hb) & (ha > hb), a + (b - a) * ha / (ha - hb), a)
-        root = np.where(j == 0, 0.0, root)
-        return np.where(has_root, root, self.n_cap)
+        first = np.argmax(h <= 0, axis=1).tolist()
+        out = np.empty(lam_i.size)
+        grid = self.grid
+        for i, j in enumerate(first):  # per count, in scalars (the same IEEE operations as on arrays)
+            hb = float(h[i, j])
+            if not hb <= 0:  # no root below the cap
+                out[i] = self.n_cap
+            elif j == 0:
+                out[i] = 0.0
+            else:
+                ha, a, b = float(h[i, j - 1]), float(grid[j - 1]), float(grid[j])
+                out[i] = a + (b - a) * ha / (ha - hb) if math.isfinite(hb) and ha > hb else a
+        return out
 
     def state(self, lam_per_s: float, n_instances, *, arrival_cv2: float = 1.0,
               balanced_split: bool = True) -> EngineState:
