@@ -137,8 +137,10 @@ def test_attention_work_is_shared_by_a_pools_token_budgets() -> None:
     n, e = a.grid[:, None], a.engine
     ctx = n * a.mean_ctx
     want = e.step_s(n + 1.0, n, 0.0, ctx, a.points.prompt_sq) - e.step_s(n + 1.0, n, 0.0, ctx, 0.0)
-    got = engine_mod._attention_work(b.engine, b.grid, b.mean_ctx, b.points)
-    assert np.array_equal(got, want) and got is engine_mod._attention_work(a.engine, a.grid, a.mean_ctx, a.points)
+    got = engine_mod._attention_work(b.engine, b.grid, b.mean_ctx, b.points, b._binned)
+    assert np.array_equal(got[0], want)
+    assert got is engine_mod._attention_work(a.engine, a.grid, a.mean_ctx, a.points, a._binned)
+    assert np.array_equal(got[1], a._binned(want)) and np.array_equal(got[2], want @ a.weight)
     assert np.array_equal(a.attn_mean, want @ a.weight) and not np.array_equal(a.t_full, b.t_full)
 
 
