@@ -1225,6 +1225,68 @@ def markdown_section(results: list[dict], path: Path = CSV_PATH) -> list[str]:
     return lines
 
 
+def _dsa_line(g: dict) -> str:
+    return (f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:8s} heads {g['heads']:3d} KV {g['kv']:9s} "
+            f"{g['n']:4d} rows: indexer {g['s_per_pair']:.2e} s per pair and layer = {g['share']:.2f} of the FP8 "
+            f"peak (fit median |error| {g['median_abs_err']:.1%}; sparse MLA {g['s_per_key']:.2e} s per key read, "
+            f"the fit with top-k keys per query instead of min(position, top-k): "
+            f"{g['median_abs_err_topk_per_query']:.1%})")
+
+
+def _moe_width_line(g: dict) -> str:
+    widths = ", ".join(f"{w}: {r:.2f}" for w, r in g["by_width"].items())
+    return (f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:7s} {g['moe_dtype']:10s} {g['n']:4d} "
+            f"narrow rows exponent {g['exponent']:.2f}; efficiency / TP-1 median by width I/tp: {widths}")
+
+
+#: Each table read-back flag (its ``argparse`` dest): the function giving its rows and the line printed per row.
+_TABLE_READBACKS = {
+    "gemm_tables": (gemm_table_efficiency, lambda g: (
+        f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:12s} {g['gemm_dtype']:10s} {g['n']:6d} "
+        f"median {g['median']:.2f} (p10-p90 {g['p10']:.2f}-{g['p90']:.2f}) of the dense peak")),
+    "block_gemm_floor_tables": (block_gemm_floor, lambda g: (
+        f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:12s} {g['kernel'][:36]:36s} "
+        f"{g['n']:5d} rows median {g['median_ms']:.4f} ms (p10-p90 {g['p10_ms']:.4f}-{g['p90_ms']:.4f}); "
+        f"BF16 on the same shapes {g['bf16_median_ms']:.4f} ms")),
+    "attention_tables": (attention_table_efficiency, lambda g: (
+        f"{g['system']} {g['engine']} {g['engine_version']} {g['kernel']:22s} head_dim {g['head_dim']:3d} "
+        f"{g['n']:5d} rows median {g['median']:.3f} of the BF16 peak")),
+    "triton_attention_tables": (triton_attention_table_efficiency, lambda g: (
+        f"{g['system']:19s} {g['engine']:6s} {g['engine_version']:6s} {g['kernel']:25s} "
+        f"KV {g['kv_cache_dtype']:8s} head_dim {g['head_dim']:3d} {g['n']:5d} rows "
+        f"median {g['median']:.3f} of the BF16 peak")),
+    "dsa_tables": (dsa_indexer_table_efficiency, _dsa_line),
+    "dsa_query_tables": (dsa_prefill_query_table_cost, lambda g: (
+        f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:8s} heads {g['heads']:3d} KV {g['kv']:9s} "
+        f"{g['n']:4d} rows: {g['s_per_token']:.2e} s per prefill token and layer beyond fleetplan's module "
+        f"(+ {g['fixed_s'] * 1e3:.2f} ms per call); fleetplan / measured median {g['ratio_before']:.2f} -> "
+        f"{g['ratio_after']:.2f}")),
+    "moe_width_tables": (moe_width_efficiency, _moe_width_line),
+    "moe_kernel_tables": (moe_kernel_efficiency, lambda g: (
+        f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:8s} {g['moe_dtype']:12s} "
+        f"{g['kernel'][:60]:60s} {g['n']:3d} rows {g['shapes']:2d} shapes median {g['median']:.3f} "
+        f"(p10-p90 {g['p10']:.2f}-{g['p90']:.2f}) of the BF16 peak")),
+    "moe_tables": (moe_table_efficiency, lambda g: (
+        f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:12s} {g['moe_dtype']:12s} {g['n']:4d} rows "
+        f"{g['shapes']:3d} shapes median {g['median']:.3f} (p10-p90 {g['p10']:.2f}-{g['p90']:.2f}) of the "
+        f"{MOE_TABLE_PEAK[g['moe_dtype']].split('_')[0].upper()} peak")),
+}
+
+
+def _print_moe_ramp() -> None:
+    """``--moe-ramp``: the rows-per-expert ramp's fit per engine and expert type (``moe_ramp_fit``)."""
+    from fleetplan.perf.moe import MOE_REFERENCE_ROWS_PER_EXPERT
+
+    def fmt(g: dict | None) -> str:
+        return "-" if g is None else (f"read-back rows median {g['read_median']:+.3f} abs {g['read_abs']:.3f}, "
+                                      f"<4,096 tokens median {g['ramp_median']:+.3f} abs {g['ramp_abs']:.3f}")
+    for g in moe_ramp_fit():
+        print(f"{g['engine']:7s} {g['group']:18s} {g['n']:5d} rows {g['tables']:2d} tables | flat: {fmt(g['flat'])}")
+        print(f"{'':26s} best rho {g['rho']} R_ref {g['ref_rows']}: {fmt(g['fit'])}")
+        print(f"{'':26s} at R_ref {MOE_REFERENCE_ROWS_PER_EXPERT:.0f}: rho {g['rho_at_reference']}: "
+              f"{fmt(g['at_reference'])}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--generate", action="store_true",
@@ -1264,74 +1326,13 @@ def main() -> int:
     if args.fit_overhead:
         fit_overhead(overhead_rows())
         return 0
-    if args.gemm_tables:
-        for g in gemm_table_efficiency():
-            print(f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:12s} {g['gemm_dtype']:10s} {g['n']:6d} "
-                  f"median {g['median']:.2f} (p10-p90 {g['p10']:.2f}-{g['p90']:.2f}) of the dense peak")
-        return 0
-    if args.block_gemm_floor_tables:
-        for g in block_gemm_floor():
-            print(f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:12s} {g['kernel'][:36]:36s} "
-                  f"{g['n']:5d} rows median {g['median_ms']:.4f} ms (p10-p90 {g['p10_ms']:.4f}-{g['p90_ms']:.4f}); "
-                  f"BF16 on the same shapes {g['bf16_median_ms']:.4f} ms")
-        return 0
-    if args.attention_tables:
-        for g in attention_table_efficiency():
-            print(f"{g['system']} {g['engine']} {g['engine_version']} {g['kernel']:22s} head_dim {g['head_dim']:3d} "
-                  f"{g['n']:5d} rows median {g['median']:.3f} of the BF16 peak")
-        return 0
-    if args.triton_attention_tables:
-        for g in triton_attention_table_efficiency():
-            print(f"{g['system']:19s} {g['engine']:6s} {g['engine_version']:6s} {g['kernel']:25s} "
-                  f"KV {g['kv_cache_dtype']:8s} head_dim {g['head_dim']:3d} {g['n']:5d} rows "
-                  f"median {g['median']:.3f} of the BF16 peak")
-        return 0
-    if args.dsa_tables:
-        for g in dsa_indexer_table_efficiency():
-            print(f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:8s} heads {g['heads']:3d} KV {g['kv']:9s} "
-                  f"{g['n']:4d} rows: indexer {g['s_per_pair']:.2e} s per pair and layer = {g['share']:.2f} of the FP8 "
-                  f"peak (fit median |error| {g['median_abs_err']:.1%}; sparse MLA {g['s_per_key']:.2e} s per key "
-                  "read, "
-                  f"the fit with top-k keys per query instead of min(position, top-k): "
-                  f"{g['median_abs_err_topk_per_query']:.1%})")
-        return 0
+    for flag, (rows, line) in _TABLE_READBACKS.items():
+        if getattr(args, flag):
+            for g in rows():
+                print(line(g))
+            return 0
     if args.moe_ramp:
-        from fleetplan.perf.moe import MOE_REFERENCE_ROWS_PER_EXPERT
-
-        def fmt(g: dict | None) -> str:
-            return "-" if g is None else (f"read-back rows median {g['read_median']:+.3f} abs {g['read_abs']:.3f}, "
-                                          f"<4,096 tokens median {g['ramp_median']:+.3f} abs {g['ramp_abs']:.3f}")
-        for g in moe_ramp_fit():
-            print(f"{g['engine']:7s} {g['group']:18s} {g['n']:5d} rows {g['tables']:2d} tables | "
-                  f"flat: {fmt(g['flat'])}")
-            print(f"{'':26s} best rho {g['rho']} R_ref {g['ref_rows']}: {fmt(g['fit'])}")
-            print(f"{'':26s} at R_ref {MOE_REFERENCE_ROWS_PER_EXPERT:.0f}: rho {g['rho_at_reference']}: "
-                  f"{fmt(g['at_reference'])}")
-        return 0
-    if args.dsa_query_tables:
-        for g in dsa_prefill_query_table_cost():
-            print(f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:8s} heads {g['heads']:3d} KV {g['kv']:9s} "
-                  f"{g['n']:4d} rows: {g['s_per_token']:.2e} s per prefill token and layer beyond fleetplan's module "
-                  f"(+ {g['fixed_s'] * 1e3:.2f} ms per call); fleetplan / measured median {g['ratio_before']:.2f} -> "
-                  f"{g['ratio_after']:.2f}")
-        return 0
-    if args.moe_width_tables:
-        for g in moe_width_efficiency():
-            widths = ", ".join(f"{w}: {r:.2f}" for w, r in g["by_width"].items())
-            print(f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:7s} {g['moe_dtype']:10s} {g['n']:4d} "
-                  f"narrow rows exponent {g['exponent']:.2f}; efficiency / TP-1 median by width I/tp: {widths}")
-        return 0
-    if args.moe_kernel_tables:
-        for g in moe_kernel_efficiency():
-            print(f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:8s} {g['moe_dtype']:12s} "
-                  f"{g['kernel'][:60]:60s} {g['n']:3d} rows {g['shapes']:2d} shapes median {g['median']:.3f} "
-                  f"(p10-p90 {g['p10']:.2f}-{g['p90']:.2f}) of the BF16 peak")
-        return 0
-    if args.moe_tables:
-        for g in moe_table_efficiency():
-            print(f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:12s} {g['moe_dtype']:12s} {g['n']:4d} rows "
-                  f"{g['shapes']:3d} shapes median {g['median']:.3f} (p10-p90 {g['p10']:.2f}-{g['p90']:.2f}) of the "
-                  f"{MOE_TABLE_PEAK[g['moe_dtype']].split('_')[0].upper()} peak")
+        _print_moe_ramp()
         return 0
     results = compare(read_estimates(args.csv))
     print(f"{len(results)} configurations from {args.csv}")
