@@ -1,0 +1,216 @@
+"""The engine model's pool load (``EngineProfile.load``) for many pools in one pass: lockstep sizing.
+
+A sweep sizes hundreds of pools (393 in the README command), and each pool's count search asks
+``EngineProfile.load`` for one to four counts per round: about 90 µs of fixed per-call cost on a few
+numbers each (the README sweep: 624 calls, 1,035 rows, 21 % of the pool-sizing CPU).  Every profile
+tabulates its per-batch quantities on a grid of ``N_BATCH_GRID + 1`` points (n = 0 and a geometric grid
+from 1 to the concurrency cap n_cap; fewer only when n_cap = 1), so the tables of all pools stack into
+(profile, grid) arrays and one round's rows — any profile, rate λ and count G each — evaluate together:
+the fixed point n*, the decode batch's elasticity and Gauss-Hermite levels, the prefill server's
+two-moment wait, the slot holding time at the cap and the utilisation ρ = max(ρ_s, ρ_p, ρ_api).  The
+equations are ``fleetplan.queueing.engine``'s (its module docstring), evaluated in the same order; the
+results agree with ``EngineProfile.load`` to rounding (the per-row interpolation and the level sums
+reduce in another order: a relative 1e-15, ``tests/queueing/test_lockstep.py``).
+
+Rows whose slot chain decides stability (k₁ = c / h(n_cap) - λ rounds to <= 0 with ρ_s < 1, see
+``EngineProfile._slot_chain_passes``) are evaluated by ``EngineProfile.load`` itself.
+
+Legend: R rows (profile q_r, λ_r, G_r, Ca²_r); grids (R, N) with N = the stack's grid size; L = 5 levels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from fleetplan.errors import ConfigError
+from fleetplan.queueing.engine import (
+    _HERMITE,
+    MAX_ELASTICITY,
+    MIN_STEP_HEADROOM,
+    RHO_TRANSIENT,
+    ROUTER_MIXING_BATCH,
+    EngineProfile,
+)
+
+__all__ = ["ProfileStack"]
+
+#: ``EngineProfile`` tables by batch (grid,) that the load reads, and its per-profile scalars.
+_TABLES = ("grid", "t_d", "t_full", "budget_tokens", "phi", "phi_full", "attn_mean", "_prefill_alone_mean",
+           "_prefill_full_mean")
+_SCALARS = ("_mean_prompt", "mean_decode_steps", "n_cap", "_ctx2", "mean_ctx", "_s_per_ctx", "_prompt_cs2")
+
+
+class _Tables:
+    """The tables of profiles with one grid size, stacked (Q, N), and their scalars (Q,)."""
+
+    def __init__(self, profiles: Sequence[EngineProfile]) -> None:
+        for name in _TABLES:
+            setattr(self, name.lstrip("_"), np.stack([getattr(p, name) for p in profiles]))
+        for name in _SCALARS:
+            setattr(self, name.lstrip("_"), np.array([float(getattr(p, name)) for p in profiles]))
+        # ρ_api per unit of λ_i: E[t_api] / n (``ApiServerLoad.utilisation``)
+        self.api_s = np.array([p.api.mean_busy_s / p.api.cost.n_servers for p in profiles])
+
+
+def _interp(x: np.ndarray, grid: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """``np.interp(x[r], grid[r], table[r])`` for every row r at once: x (R,) or (R, L), grid and table (R, N).
+    The cell's slope times the offset plus its left value (np.interp's form), the ends held outside."""
+    x2 = x if x.ndim == 2 else x[:, None]
+    cell = (grid[:, None, :] <= x2[:, :, None]).sum(axis=2) - 1
+    cell = np.minimum(np.maximum(cell, 0), grid.shape[1] - 2)
+    lo, hi = np.take_along_axis(grid, cell, axis=1), np.take_along_axis(grid, cell + 1, axis=1)
+    f_lo, f_hi = np.take_along_axis(table, cell, axis=1), np.take_along_axis(table, cell + 1, axis=1)
+    out = (f_hi - f_lo) / (hi - lo) * (x2 - lo) + f_lo
+    out = np.where(x2 >= grid[:, -1:], table[:, -1:], np.where(x2 <= grid[:, :1], table[:, :1], out))
+    return out if x.ndim == 2 else out[:, 0]
+
+
+class ProfileStack:
+    """The load tables of ``profiles`` stacked by grid size; ``load`` evaluates rows of any of them at once.
+
+    Parameters
+    ----------
+    profiles : sequence of EngineProfile
+        The pools a sweep (or one worker's share of it) sizes; a row names its profile by index.
+    """
+
+    def __init__(self, profiles: Sequence[EngineProfile]) -> None:
+        self.profiles = list(profiles)
+        sizes = np.array([p.grid.size for p in self.profiles], dtype=np.int64)
+        self._groups = []  # (grid size, profile indices, their tables, position of each profile in them)
+        self._where = np.zeros(sizes.size, dtype=np.int64)
+        self._slot = np.zeros(sizes.size, dtype=np.int64)
+        for k, size in enumerate(np.unique(sizes).tolist()):
+            members = np.nonzero(sizes == size)[0]
+            self._where[members] = k
+            self._slot[members] = np.arange(members.size)
+            self._groups.append(_Tables([self.profiles[i] for i in members.tolist()]))
+
+    def load(self, profile_index, lam_per_s, n_instances, arrival_cv2, balanced_split) -> tuple[np.ndarray, np.ndarray]:
+        """(ρ, stable) (R,) of each row: ``profiles[profile_index[r]].load(lam_per_s[r], [n_instances[r]],
+        arrival_cv2=arrival_cv2[r], balanced_split=balanced_split[r])`` (scalars broadcast)."""
+        q, lam, counts, cv2, balanced = np.broadcast_arrays(
+            np.asarray(profile_index, dtype=np.int64), np.asarray(lam_per_s, dtype=np.float64),
+            np.asarray(n_instances, dtype=np.float64), np.asarray(arrival_cv2, dtype=np.float64),
+            np.asarray(balanced_split, dtype=bool))
+        q, lam, counts, cv2, balanced = (a.ravel() for a in (q, lam, counts, cv2, balanced))
+        if not (np.isfinite(counts).all() and (counts >= 1.0).all()):
+            raise ConfigError("instance counts must be finite and >= 1")
+        if not (np.isfinite(lam).all() and (lam >= 0).all()):
+            raise ConfigError(f"pool arrival rates {lam[~(np.isfinite(lam) & (lam >= 0))][:3].tolist()}/s are "
+                              "invalid: they must be finite and >= 0")
+        if not (np.isfinite(cv2).all() and (cv2 >= 0).all()):
+            raise ConfigError("arrival Ca² values must be finite and >= 0")
+        rho = np.empty(q.size)
+        stable = np.empty(q.size, dtype=bool)
+        where = self._where[q]
+        for k, tables in enumerate(self._groups):
+            rows = np.nonzero(where == k)[0]
+            if rows.size:
+                rho[rows], stable[rows], chain = _load_rows(tables, self._slot[q[rows]], lam[rows], counts[rows],
+                                                            cv2[rows], balanced[rows])
+                for r in rows[chain].tolist():  # the slot chain decides: the profile's own evaluation
+                    one = self.profiles[int(q[r])].load(float(lam[r]), np.array([counts[r]]),
+                                                        arrival_cv2=float(cv2[r]), balanced_split=bool(balanced[r]))
+                    rho[r], stable[r] = one.rho[0], one.stable[0]
+        return rho, stable
+
+
+def _load_rows(s: _Tables, q: np.ndarray, lam: np.ndarray, counts: np.ndarray, ca2_in: np.ndarray,
+               balanced: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ρ, stable, chain) of rows of one table stack (``EngineProfile._evaluate`` up to ρ, the same
+    expressions row-wise); ``chain`` marks the rows whose slot chain decides (their ρ is not final)."""
+    z, zw = _HERMITE
+    grid, t_d_tab, t_full_tab, budget_tab = s.grid[q], s.t_d[q], s.t_full[q], s.budget_tokens[q]
+    mean_prompt, mean_d, n_cap = s.mean_prompt[q], s.mean_decode_steps[q], s.n_cap[q]
+    lam_i = lam / counts
+    # r(λ_i, n): share of prefill tokens in full-budget steps; Φ(λ_i, n) (``_shared``, ``_phi``)
+    r_tab = np.minimum(lam_i[:, None] * (mean_prompt[:, None] * t_full_tab / budget_tab), 1.0)
+    phi_tab = (1.0 - r_tab) * s.phi[q] + r_tab * s.phi_full[q]
+    # the fixed point n = λ_i E[d] t_d(n) / (1 - λ_i Φ(n)): its smallest root on the grid (``_operating_batch``)
+    denom = 1.0 - lam_i[:, None] * phi_tab
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h = lam_i[:, None] * mean_d[:, None] * np.where(denom > 0, t_d_tab / denom, np.inf) - grid
+    first = np.argmax(h <= 0, axis=1)
+    rows = np.arange(q.size)
+    prev = np.maximum(first - 1, 0)
+    hb, ha = h[rows, first], h[rows, prev]
+    a, b = grid[rows, prev], grid[rows, first]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inner = np.where(np.isfinite(hb) & (ha > hb), a + (b - a) * ha / (ha - hb), a)
+    n_star = np.where(~(hb <= 0), n_cap, np.where(first == 0, 0.0, inner))
+    t_d = _interp(n_star, grid, t_d_tab)
+    shared = _interp(n_star, grid, r_tab)
+    denom = 1.0 - lam_i * _interp(n_star, grid, phi_tab)
+    stable = denom > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_bar = np.where(stable, t_d / np.where(stable, denom, 1.0), np.inf)
+    prefill = ((1.0 - shared) * _interp(n_star, grid, s.prefill_alone_mean[q])
+               + shared * _interp(n_star, grid, s.prefill_full_mean[q]))
+    # ε = d ln t̄ / d ln n over [0.9 n*, 1.1 n*] (``_elasticity``)
+    lo, hi = np.maximum(n_star * 0.9, 0.0), np.minimum(n_star * 1.1, n_cap)
+    ends = np.stack([lo, hi], axis=1)
+    den = 1.0 - lam_i[:, None] * _interp(ends, grid, phi_tab)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_ends = np.where(den > 0, _interp(ends, grid, t_d_tab) / den, np.inf)
+        slope = (np.log(t_ends[:, 1]) - np.log(t_ends[:, 0])) / (np.log(hi) - np.log(lo))
+    ok = (n_star > 0) & (hi > lo) & (lo > 0) & np.isfinite(t_ends).all(axis=1) & (t_ends[:, 0] > 0)
+    elastic = np.minimum(np.maximum(np.where(ok, slope, 0.0), 0.0), MAX_ELASTICITY)
+    # the decode batch's Gauss-Hermite levels and the mean step over them
+    burst = np.maximum(1.0 + (ca2_in - 1.0) / 2.0, 0.0)
+    spread = np.sqrt(n_star * burst / (1.0 - elastic) / np.where(balanced, counts, 1.0))
+    levels = np.minimum(np.maximum(n_star[:, None] + spread[:, None] * z[None, :], 0.0), n_cap[:, None])
+    den_l = np.maximum(1.0 - lam_i[:, None] * _interp(levels, grid, phi_tab), MIN_STEP_HEADROOM)
+    t_bar = np.where(stable, np.maximum(t_bar, (_interp(levels, grid, t_d_tab) / den_l) @ zw), t_bar)
+    mean_s = prefill + mean_d * np.where(stable, t_bar, 0.0)
+    relax_s = mean_s / (1.0 - elastic)
+    # (2) the prefill server: quasi-static Kingman over the slow levels, the fast drift as extra variance
+    cs2_x = s.prompt_cs2[q]
+    mixing = n_star / (n_star + ROUTER_MIXING_BATCH)
+    ca2 = np.where(balanced, ca2_in * (1.0 / counts + (1.0 - 1.0 / counts) * mixing), ca2_in)
+    over = np.sqrt(n_star * s.ctx2[q]) - np.sqrt(n_star) * s.mean_ctx[q]
+    root = np.maximum(np.sqrt(n_star), 1e-12)
+    attn_tab, s_per_ctx = s.attn_mean[q], s.s_per_ctx[q]
+
+    def service_s(spr: np.ndarray, lv: np.ndarray | None) -> np.ndarray:
+        """E[X] (R, L) at the levels n* + spr z (``EngineProfile._prefill_service_s``)."""
+        if lv is None:
+            lv = np.minimum(np.maximum(n_star[:, None] + spr[:, None] * z[None, :], 0.0), n_cap[:, None])
+        ctx_excess = (over * spr / root)[:, None] * z[None, :]
+        t_full = np.maximum(_interp(lv, grid, t_full_tab) + s_per_ctx[:, None] * ctx_excess, 1e-9)
+        return mean_prompt[:, None] * t_full / _interp(lv, grid, budget_tab) + _interp(lv, grid, attn_tab)
+
+    ex_full = service_s(spread, levels)
+    rho_full = lam_i[:, None] * ex_full
+    rho_p = rho_full @ zw
+    sigma2_rho = ((rho_full - rho_p[:, None]) ** 2) @ zw
+    head = np.maximum(1.0 - rho_p, 1e-9)
+    t_q = 2.0 * rho_p * (ex_full @ zw) * (ca2 + cs2_x) / head**2
+    x = np.maximum(t_q / np.maximum(relax_s, 1e-12), 1e-9)
+    slow = np.where(x < 1e-4, 1.0, 2.0 * (x - 1.0 + np.exp(-x)) / x**2)
+    ex = service_s(spread * np.sqrt(slow), None)
+    rho_l = lam_i[:, None] * ex
+    rho_c = np.minimum(rho_l, RHO_TRANSIENT)
+    wait_l = ((rho_c * ex * (ca2 + cs2_x)[:, None] + 2.0 * (sigma2_rho * (1.0 - slow) * relax_s)[:, None])
+              / (2.0 * (1.0 - rho_c)) + np.maximum(rho_l - RHO_TRANSIENT, 0.0) * relax_s[:, None] / 2.0)
+    prefill_wait = np.where(rho_p < 1.0, wait_l @ zw, 0.0)
+    # (1) the slot holding time with every slot busy, h(n_cap) + E[W_prefill] (``_hold_table``'s last column)
+    r_cap = r_tab[:, -1]
+    t_bar_cap = t_d_tab[:, -1] / np.maximum(1.0 - lam_i * phi_tab[:, -1], MIN_STEP_HEADROOM)
+    hold_full = ((1.0 - r_cap) * s.prefill_alone_mean[q, -1] + r_cap * s.prefill_full_mean[q, -1]
+                 + mean_d * t_bar_cap) + prefill_wait
+    # the chain's test where k₁ = c / h(n_cap) - λ decides it (``_slot_chain_passes``)
+    c = np.round(counts * n_cap)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        below = lam * hold_full / c < 1.0
+        passes = (lam <= 0) | (np.where(below, c / hold_full - lam, 0.0) / ((1.0 + ca2_in) / 2.0) > 0)
+    chain = (lam > 0) & below & ~passes
+    servers = counts * n_cap
+    rho_slot = lam * hold_full / servers
+    rho_api = lam_i * s.api_s[q]
+    stable = stable & (rho_slot < 1.0) & (rho_p < 1.0) & passes & (rho_api < 1.0)
+    util = np.maximum(np.maximum(lam * mean_s / servers, rho_p), rho_api)
+    rho = np.where(stable, np.maximum(np.maximum(rho_slot, rho_p), rho_api), np.maximum(util, 1.0))
+    return rho, stable, chain

@@ -1,0 +1,98 @@
+"""The lockstep pool load (``fleetplan.queueing.lockstep.ProfileStack.load``) is ``EngineProfile.load`` row by
+row: the same stability and ρ within 1e-12 relative (the rows' interpolation and level sums round in
+another order), for linear, roofline (attention work) and API-server engines, a concurrency cap of 1 (a
+grid of two points), rates from idle to overload, bursty and smooth arrivals, balanced and random splits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fleetplan.errors import ConfigError
+from fleetplan.hardware import load_catalog
+from fleetplan.models import load_model
+from fleetplan.perf.engine_profile import load_engine_profile
+from fleetplan.perf.linear import LinearStepModel
+from fleetplan.perf.parallelism import Parallelism
+from fleetplan.perf.predictor import StepTimePredictor
+from fleetplan.queueing.engine import EngineLimits, EngineModel, EngineProfile
+from fleetplan.queueing.lockstep import ProfileStack
+
+REL = 1e-12
+
+
+def _points(seed: int, n: int = 400, scale: float = 6.0):
+    rng = np.random.default_rng(seed)
+    prompt = np.ceil(rng.lognormal(scale, 1.0, n)).clip(1, 6000)
+    output = np.ceil(rng.lognormal(5.0, 0.8, n)).clip(1, 2000)
+    return prompt, output, np.full(n, 1.0 / n)
+
+
+def _profiles() -> list[EngineProfile]:
+    linear = LinearStepModel.from_serving(type("S", (), {"iter_base_s": 0.004, "iter_per_seq_s": 0.00032,
+                                                         "ref_context_tokens": 8192})())
+    pred = StepTimePredictor(load_model("llama-3.1-8b"), load_catalog().get("H100-SXM"), Parallelism(tp=1),
+                             options=load_engine_profile("vllm").options)
+    big = EngineLimits(256, 256 + 1024, 131072, 16)
+    return [
+        EngineProfile(EngineModel.of(linear, big), *_points(0)),
+        EngineProfile(EngineModel.of(linear, EngineLimits(16, 2048, 4096, 16)), *_points(1, scale=7.0)),
+        EngineProfile(EngineModel.of(linear, EngineLimits(1, 512, 4096, 16)), *_points(2)),  # n_cap = 1
+        EngineProfile(EngineModel.of(pred, EngineLimits(256, 8192, 20000, 16), 1), *_points(3)),
+        EngineProfile(EngineModel.of(pred, EngineLimits(64, 2048, 20000, 16), 2), *_points(4, scale=5.0)),
+    ]
+
+
+@pytest.fixture(scope="module")
+def profiles() -> list[EngineProfile]:
+    return _profiles()
+
+
+def _capacity_per_s(prof: EngineProfile) -> float:
+    """A rate near one instance's capacity (where ρ crosses 1), from its load at a few rates."""
+    rates = np.geomspace(0.01, 1e5, 60)
+    ok = [bool(prof.load(lam, [1.0]).stable[0]) for lam in rates]
+    return float(rates[max(1, sum(ok)) - 1])
+
+
+def test_stack_holds_every_grid_size(profiles) -> None:
+    assert {p.grid.size for p in profiles} == {2, 49}
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_rows_are_the_profiles_own_load(profiles, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    stack = ProfileStack(profiles)
+    caps = [_capacity_per_s(p) for p in profiles]
+    n_rows = 400
+    q = rng.integers(0, len(profiles), n_rows)
+    counts = rng.integers(1, 40, n_rows).astype(float)
+    # per-instance load from nearly idle to twice the capacity
+    lam = np.array([caps[i] for i in q]) * counts * rng.uniform(0.0, 2.0, n_rows) ** 2
+    lam[:5] = 0.0
+    cv2 = rng.choice([0.0, 0.5, 1.0, 3.0], n_rows)
+    balanced = rng.random(n_rows) < 0.7
+    rho, stable = stack.load(q, lam, counts, cv2, balanced)
+    n_stable = 0
+    for r in range(n_rows):
+        want = profiles[q[r]].load(float(lam[r]), np.array([counts[r]]), arrival_cv2=float(cv2[r]),
+                                   balanced_split=bool(balanced[r]))
+        assert stable[r] == want.stable[0], r
+        assert rho[r] == pytest.approx(want.rho[0], rel=REL, abs=0.0), r
+        n_stable += bool(want.stable[0])
+    assert 0.2 * n_rows < n_stable < 0.95 * n_rows  # both sides of the stability edge are exercised
+
+
+def test_scalars_broadcast_and_order_does_not_matter(profiles) -> None:
+    stack = ProfileStack(profiles)
+    counts = np.arange(1.0, 9.0)
+    rho, stable = stack.load(0, 50.0, counts, 1.0, True)
+    rho_rev, stable_rev = ProfileStack(profiles[::-1]).load(len(profiles) - 1, 50.0, counts[::-1], 1.0, True)
+    assert np.array_equal(rho, rho_rev[::-1]) and np.array_equal(stable, stable_rev[::-1])
+
+
+@pytest.mark.parametrize(("lam", "count", "cv2"), [(-1.0, 1.0, 1.0), (np.inf, 1.0, 1.0), (1.0, 0.5, 1.0),
+                                                   (1.0, 1.0, -0.1), (1.0, np.nan, 1.0)])
+def test_bad_rows_raise(profiles, lam: float, count: float, cv2: float) -> None:
+    with pytest.raises(ConfigError):
+        ProfileStack(profiles).load(0, lam, count, cv2, True)
