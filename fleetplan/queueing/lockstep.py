@@ -20,7 +20,9 @@ Legend: R rows (profile q_r, λ_r, G_r, Ca²_r); grids (R, N) with N = the stack
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import math
+from collections.abc import Generator, Sequence
 
 import numpy as np
 
@@ -32,9 +34,13 @@ from fleetplan.queueing.engine import (
     RHO_TRANSIENT,
     ROUTER_MIXING_BATCH,
     EngineProfile,
+    LoadRequest,
+    PoolLoad,
+    _grid_cells,
+    _LoadParts,
 )
 
-__all__ = ["ProfileStack"]
+__all__ = ["ProfileStack", "load_requests", "run_lockstep"]
 
 #: ``EngineProfile`` tables by batch (grid,) that the load reads, and its per-profile scalars.
 _TABLES = ("grid", "t_d", "t_full", "budget_tokens", "phi", "phi_full", "attn_mean", "_prefill_alone_mean",
@@ -65,6 +71,33 @@ def _interp(x: np.ndarray, grid: np.ndarray, table: np.ndarray) -> np.ndarray:
     out = (f_hi - f_lo) / (hi - lo) * (x2 - lo) + f_lo
     out = np.where(x2 >= grid[:, -1:], table[:, -1:], np.where(x2 <= grid[:, :1], table[:, :1], out))
     return out if x.ndim == 2 else out[:, 0]
+
+
+def _level_mean(m: np.ndarray, zw: np.ndarray, alone: np.ndarray) -> np.ndarray:
+    """m @ zw (R,) for m (R, L), each row as ``EngineProfile._evaluate`` sums it: numpy's matrix-vector
+    product where it evaluates several counts, and from the left, one product after another, where it
+    evaluates one (a product of one row: numpy's dot of two vectors), so that the rows agree to the bit."""
+    out = m @ zw
+    if alone.any():
+        prod = m[alone] * zw
+        seq = prod[:, 0].copy()
+        for k in range(1, prod.shape[1]):
+            seq += prod[:, k]
+        out[alone] = seq
+    return out
+
+
+def _cells(x: np.ndarray, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``engine._grid_cells`` of each row's x (R,) on its grid (R, N): the cell (R, 1) and the fraction in it."""
+    cell = np.minimum(np.maximum((grid <= x[:, None]).sum(axis=1) - 1, 0), grid.shape[1] - 2)[:, None]
+    lo, hi = np.take_along_axis(grid, cell, axis=1)[:, 0], np.take_along_axis(grid, cell + 1, axis=1)[:, 0]
+    return cell, np.minimum(np.maximum((x - lo) / (hi - lo), 0.0), 1.0)
+
+
+def _interp_cells(cell: np.ndarray, frac: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """``engine._interp_rows`` of each row's table (R, N) at the cells of ``_cells``."""
+    return (np.take_along_axis(table, cell, axis=1)[:, 0] * (1.0 - frac)
+            + np.take_along_axis(table, cell + 1, axis=1)[:, 0] * frac)
 
 
 class ProfileStack:
@@ -109,9 +142,10 @@ class ProfileStack:
         for k, tables in enumerate(self._groups):
             rows = np.nonzero(where == k)[0]
             if rows.size:
-                rho[rows], stable[rows], chain = _load_rows(tables, self._slot[q[rows]], lam[rows], counts[rows],
-                                                            cv2[rows], balanced[rows])
-                for r in rows[chain].tolist():  # the slot chain decides: the profile's own evaluation
+                got = _load_rows(tables, self._slot[q[rows]], lam[rows], counts[rows], cv2[rows], balanced[rows],
+                                 np.ones(rows.size, dtype=bool))
+                rho[rows], stable[rows] = got["rho"], got["stable"]
+                for r in rows[got["chain"]].tolist():  # the slot chain decides: the profile's own evaluation
                     one = self.profiles[int(q[r])].load(float(lam[r]), np.array([counts[r]]),
                                                         arrival_cv2=float(cv2[r]), balanced_split=bool(balanced[r]))
                     rho[r], stable[r] = one.rho[0], one.stable[0]
@@ -119,10 +153,17 @@ class ProfileStack:
 
 
 def _load_rows(s: _Tables, q: np.ndarray, lam: np.ndarray, counts: np.ndarray, ca2_in: np.ndarray,
-               balanced: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(ρ, stable, chain) of rows of one table stack (``EngineProfile._evaluate`` up to ρ, the same
-    expressions row-wise); ``chain`` marks the rows whose slot chain decides (their ρ is not final)."""
+               balanced: np.ndarray, alone: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """The arrays of ``EngineProfile._evaluate`` up to ρ for rows of one table stack, the same expressions
+    row-wise: those its latency part reads (``engine._LoadParts``, by name) and ``chain``, the rows whose
+    slot chain decides (their ρ and stability are not final).  ``alone``: the rows that an ``_evaluate``
+    of one count would give (their level sums in its order, ``_level_mean``)."""
     z, zw = _HERMITE
+    alone = np.zeros(q.size, dtype=bool) if alone is None else alone
+
+    def level_mean(m: np.ndarray) -> np.ndarray:
+        return _level_mean(m, zw, alone)
+
     grid, t_d_tab, t_full_tab, budget_tab = s.grid[q], s.t_d[q], s.t_full[q], s.budget_tokens[q]
     mean_prompt, mean_d, n_cap = s.mean_prompt[q], s.mean_decode_steps[q], s.n_cap[q]
     lam_i = lam / counts
@@ -143,29 +184,36 @@ def _load_rows(s: _Tables, q: np.ndarray, lam: np.ndarray, counts: np.ndarray, c
     n_star = np.where(~(hb <= 0), n_cap, np.where(first == 0, 0.0, inner))
     t_d = _interp(n_star, grid, t_d_tab)
     shared = _interp(n_star, grid, r_tab)
-    denom = 1.0 - lam_i * _interp(n_star, grid, phi_tab)
+    phi = _interp(n_star, grid, phi_tab)
+    denom = 1.0 - lam_i * phi
     stable = denom > 0
     with np.errstate(divide="ignore", invalid="ignore"):
         t_bar = np.where(stable, t_d / np.where(stable, denom, 1.0), np.inf)
-    prefill = ((1.0 - shared) * _interp(n_star, grid, s.prefill_alone_mean[q])
-               + shared * _interp(n_star, grid, s.prefill_full_mean[q]))
+    cell, frac = _cells(n_star, grid)
+    prefill = ((1.0 - shared) * _interp_cells(cell, frac, s.prefill_alone_mean[q])
+               + shared * _interp_cells(cell, frac, s.prefill_full_mean[q]))
     # ε = d ln t̄ / d ln n over [0.9 n*, 1.1 n*] (``_elasticity``)
     lo, hi = np.maximum(n_star * 0.9, 0.0), np.minimum(n_star * 1.1, n_cap)
     ends = np.stack([lo, hi], axis=1)
     den = 1.0 - lam_i[:, None] * _interp(ends, grid, phi_tab)
     with np.errstate(divide="ignore", invalid="ignore"):
         t_ends = np.where(den > 0, _interp(ends, grid, t_d_tab) / den, np.inf)
-        slope = (np.log(t_ends[:, 1]) - np.log(t_ends[:, 0])) / (np.log(hi) - np.log(lo))
     ok = (n_star > 0) & (hi > lo) & (lo > 0) & np.isfinite(t_ends).all(axis=1) & (t_ends[:, 0] > 0)
-    elastic = np.minimum(np.maximum(np.where(ok, slope, 0.0), 0.0), MAX_ELASTICITY)
+    slope = np.zeros(q.size)
+    for r in np.nonzero(ok)[0].tolist():  # the profile's scalar logs (``math.log``; numpy's may differ by an ulp)
+        slope[r] = ((math.log(t_ends[r, 1]) - math.log(t_ends[r, 0]))
+                    / (math.log(float(hi[r])) - math.log(float(lo[r]))))
+    elastic = np.minimum(np.maximum(slope, 0.0), MAX_ELASTICITY)
     # the decode batch's Gauss-Hermite levels and the mean step over them
     burst = np.maximum(1.0 + (ca2_in - 1.0) / 2.0, 0.0)
     spread = np.sqrt(n_star * burst / (1.0 - elastic) / np.where(balanced, counts, 1.0))
-    levels = np.minimum(np.maximum(n_star[:, None] + spread[:, None] * z[None, :], 0.0), n_cap[:, None])
+    raw = n_star[:, None] + spread[:, None] * z[None, :]
+    levels = np.minimum(np.maximum(raw, 0.0), n_cap[:, None])
     den_l = np.maximum(1.0 - lam_i[:, None] * _interp(levels, grid, phi_tab), MIN_STEP_HEADROOM)
-    t_bar = np.where(stable, np.maximum(t_bar, (_interp(levels, grid, t_d_tab) / den_l) @ zw), t_bar)
+    t_bar = np.where(stable, np.maximum(t_bar, level_mean(_interp(levels, grid, t_d_tab) / den_l)), t_bar)
     mean_s = prefill + mean_d * np.where(stable, t_bar, 0.0)
     relax_s = mean_s / (1.0 - elastic)
+    overflow_wait = np.maximum(raw - n_cap[:, None], 0.0) * mean_s[:, None] / n_cap[:, None]
     # (2) the prefill server: quasi-static Kingman over the slow levels, the fast drift as extra variance
     cs2_x = s.prompt_cs2[q]
     mixing = n_star / (n_star + ROUTER_MIXING_BATCH)
@@ -184,10 +232,10 @@ def _load_rows(s: _Tables, q: np.ndarray, lam: np.ndarray, counts: np.ndarray, c
 
     ex_full = service_s(spread, levels)
     rho_full = lam_i[:, None] * ex_full
-    rho_p = rho_full @ zw
-    sigma2_rho = ((rho_full - rho_p[:, None]) ** 2) @ zw
+    rho_p = level_mean(rho_full)
+    sigma2_rho = level_mean((rho_full - rho_p[:, None]) ** 2)
     head = np.maximum(1.0 - rho_p, 1e-9)
-    t_q = 2.0 * rho_p * (ex_full @ zw) * (ca2 + cs2_x) / head**2
+    t_q = 2.0 * rho_p * level_mean(ex_full) * (ca2 + cs2_x) / head**2
     x = np.maximum(t_q / np.maximum(relax_s, 1e-12), 1e-9)
     slow = np.where(x < 1e-4, 1.0, 2.0 * (x - 1.0 + np.exp(-x)) / x**2)
     ex = service_s(spread * np.sqrt(slow), None)
@@ -195,7 +243,7 @@ def _load_rows(s: _Tables, q: np.ndarray, lam: np.ndarray, counts: np.ndarray, c
     rho_c = np.minimum(rho_l, RHO_TRANSIENT)
     wait_l = ((rho_c * ex * (ca2 + cs2_x)[:, None] + 2.0 * (sigma2_rho * (1.0 - slow) * relax_s)[:, None])
               / (2.0 * (1.0 - rho_c)) + np.maximum(rho_l - RHO_TRANSIENT, 0.0) * relax_s[:, None] / 2.0)
-    prefill_wait = np.where(rho_p < 1.0, wait_l @ zw, 0.0)
+    prefill_wait = np.where(rho_p < 1.0, level_mean(wait_l), 0.0)
     # (1) the slot holding time with every slot busy, h(n_cap) + E[W_prefill] (``_hold_table``'s last column)
     r_cap = r_tab[:, -1]
     t_bar_cap = t_d_tab[:, -1] / np.maximum(1.0 - lam_i * phi_tab[:, -1], MIN_STEP_HEADROOM)
@@ -210,7 +258,66 @@ def _load_rows(s: _Tables, q: np.ndarray, lam: np.ndarray, counts: np.ndarray, c
     servers = counts * n_cap
     rho_slot = lam * hold_full / servers
     rho_api = lam_i * s.api_s[q]
-    stable = stable & (rho_slot < 1.0) & (rho_p < 1.0) & passes & (rho_api < 1.0)
+    queues_stable = stable & (rho_slot < 1.0) & (rho_p < 1.0) & passes
+    stable = queues_stable & (rho_api < 1.0)
     util = np.maximum(np.maximum(lam * mean_s / servers, rho_p), rho_api)
     rho = np.where(stable, np.maximum(np.maximum(rho_slot, rho_p), rho_api), np.maximum(util, 1.0))
-    return rho, stable, chain
+    return {"lam_i": lam_i, "phi_tab": phi_tab, "r_tab": r_tab, "n_star": n_star, "t_d": t_d, "phi": phi,
+            "shared": shared, "levels": levels, "spread": spread, "relax_s": relax_s, "overflow_wait": overflow_wait,
+            "wait_l": wait_l, "a2_l": np.minimum(rho_l, 1.0), "prefill_wait": prefill_wait, "hold_full": hold_full,
+            "t_bar": t_bar, "mean_s": mean_s, "rho": rho, "stable": stable, "queues_stable": queues_stable,
+            "chain": chain}
+
+
+def load_requests(requests: Sequence[LoadRequest]) -> list[PoolLoad]:
+    """``[r.serial() for r in requests]`` in one pass per grid size: each request's rows evaluated with every
+    other's (``_load_rows``), its ``PoolLoad.state()`` completed from its own rows (``EngineProfile._finish``)."""
+    out: list[PoolLoad | None] = [None] * len(requests)
+    by_size: dict[int, list[int]] = {}
+    for i, req in enumerate(requests):
+        by_size.setdefault(req.profile.grid.size, []).append(i)
+    for members in by_size.values():
+        reqs = [requests[i] for i in members]
+        sizes = [r.n_instances.size for r in reqs]
+        q = np.repeat(np.arange(len(reqs)), sizes)
+        got = _load_rows(_Tables([r.profile for r in reqs]), q,
+                         np.repeat([float(r.lam_per_s) for r in reqs], sizes),
+                         np.concatenate([np.asarray(r.n_instances, dtype=np.float64) for r in reqs]),
+                         np.repeat([float(r.arrival_cv2) for r in reqs], sizes),
+                         np.repeat([bool(r.balanced_split) for r in reqs], sizes),
+                         np.repeat(np.array(sizes) == 1, sizes))
+        ends = np.cumsum(sizes).tolist()
+        for i, req, a, b in zip(members, reqs, [0, *ends[:-1]], ends, strict=True):
+            if got["chain"][a:b].any():  # the slot chain decides: the profile's own evaluation
+                out[i] = req.serial()
+                continue
+            row = {name: v[a:b] for name, v in got.items() if name != "chain"}
+            prof = req.profile
+            parts = _LoadParts(lam=float(req.lam_per_s), counts=np.asarray(req.n_instances, dtype=np.float64),
+                               arrival_cv2=float(req.arrival_cv2), balanced_split=bool(req.balanced_split),
+                               at_n=_grid_cells(row["n_star"], prof.grid), hold_tab=None,
+                               burst=(1.0 + float(req.arrival_cv2)) / 2.0, chain=[], **row)
+            out[i] = PoolLoad(row["rho"], row["stable"], functools.partial(prof._finish, parts))
+    return out
+
+
+def run_lockstep(steps: Sequence[Generator[LoadRequest, PoolLoad, object]]) -> list:
+    """The values the sizing generators ``steps`` return (``engine.run_serial`` of each), advanced together:
+    every round, the load requests of all those still searching evaluated in one ``load_requests``."""
+    out: list = [None] * len(steps)
+    pending: dict[int, LoadRequest] = {}
+
+    def advance(i: int, answer: PoolLoad | None) -> None:
+        try:
+            pending[i] = steps[i].send(answer)
+        except StopIteration as done:
+            out[i] = done.value
+
+    for i in range(len(steps)):
+        advance(i, None)
+    while pending:
+        idx = list(pending)
+        answers = load_requests([pending.pop(i) for i in idx])
+        for i, answer in zip(idx, answers, strict=True):
+            advance(i, answer)
+    return out

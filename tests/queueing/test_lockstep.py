@@ -1,7 +1,9 @@
-"""The lockstep pool load (``fleetplan.queueing.lockstep.ProfileStack.load``) is ``EngineProfile.load`` row by
-row: the same stability and ρ within 1e-12 relative (the rows' interpolation and level sums round in
-another order), for linear, roofline (attention work) and API-server engines, a concurrency cap of 1 (a
-grid of two points), rates from idle to overload, bursty and smooth arrivals, balanced and random splits."""
+"""The lockstep pool load (``fleetplan.queueing.lockstep``: ``ProfileStack.load``, ``load_requests``) is
+``EngineProfile.load`` row by row, and pools sized in lockstep (``run_lockstep``) are sized as alone: the
+same stability, counts and verdicts, every figure within 1e-12 relative (the rows' interpolation and level
+sums round in another order), for linear, roofline (attention work) and API-server engines, a concurrency
+cap of 1 (a grid of two points), rates from idle to overload, bursty and smooth arrivals, balanced and
+random splits."""
 
 from __future__ import annotations
 
@@ -15,8 +17,15 @@ from fleetplan.perf.engine_profile import load_engine_profile
 from fleetplan.perf.linear import LinearStepModel
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
-from fleetplan.queueing.engine import EngineLimits, EngineModel, EngineProfile
-from fleetplan.queueing.lockstep import ProfileStack
+from fleetplan.queueing.engine import (
+    EngineLimits,
+    EngineModel,
+    EngineProfile,
+    LoadRequest,
+    size_engine_pool,
+    sizing_steps,
+)
+from fleetplan.queueing.lockstep import ProfileStack, load_requests, run_lockstep
 
 REL = 1e-12
 
@@ -78,7 +87,7 @@ def test_rows_are_the_profiles_own_load(profiles, seed: int) -> None:
         want = profiles[q[r]].load(float(lam[r]), np.array([counts[r]]), arrival_cv2=float(cv2[r]),
                                    balanced_split=bool(balanced[r]))
         assert stable[r] == want.stable[0], r
-        assert rho[r] == pytest.approx(want.rho[0], rel=REL, abs=0.0), r
+        assert rho[r] == want.rho[0], r  # bit for bit: its level sums in the order of one count
         n_stable += bool(want.stable[0])
     assert 0.2 * n_rows < n_stable < 0.95 * n_rows  # both sides of the stability edge are exercised
 
@@ -96,3 +105,51 @@ def test_scalars_broadcast_and_order_does_not_matter(profiles) -> None:
 def test_bad_rows_raise(profiles, lam: float, count: float, cv2: float) -> None:
     with pytest.raises(ConfigError):
         ProfileStack(profiles).load(0, lam, count, cv2, True)
+
+
+def _same_sizing(a, b) -> None:
+    """Two sizings of one pool: the same verdict and count, every figure within ``REL``."""
+    (sa, sta), (sb, stb) = a, b
+    assert (sa.n_instances, sa.feasible, sa.reason, sa.binding, sa.floor_instances) == \
+        (sb.n_instances, sb.feasible, sb.reason, sb.binding, sb.floor_instances)
+    for name in ("rho", "ttft_p_s", "tpot_p_s", "mean_residence_s", "mean_step_s", "decode_batch"):
+        assert getattr(sb, name) == pytest.approx(getattr(sa, name), rel=REL, abs=0.0, nan_ok=True), name
+    assert (sta is None) == (stb is None)
+    if sta is not None:
+        for name in ("wait_mass", "wait_decay_per_s", "prefill_levels", "api_wait_s"):
+            np.testing.assert_allclose(getattr(stb, name), getattr(sta, name), rtol=REL, atol=0.0)
+
+
+def test_sizings_in_lockstep_are_the_serial_sizings(profiles) -> None:
+    """``run_lockstep`` of the sizing generators: each pool's count search as ``size_engine_pool`` runs it
+    alone (same counts, figures within rounding), with rates from idle to beyond one instance, a TPOT
+    target on some, a rate of 0 (no request at all) and a search that ends past ``max_instances``."""
+    rng = np.random.default_rng(7)
+    jobs = []
+    for prof in profiles:
+        cap = _capacity_per_s(prof)
+        for lam in (0.0, 0.3 * cap, 3.0 * cap, 40.0 * cap):
+            slo = prof.zero_load_ttft_s(0.99) * float(rng.uniform(1.1, 4.0))
+            tpot = prof.zero_load_tpot_s() * 3.0 if rng.random() < 0.5 else None
+            jobs.append((prof, lam, slo, 0.99, {"slo_tpot_s": tpot, "max_instances": 64,
+                                                "arrival_cv2": float(rng.choice([0.5, 1.0, 2.0])),
+                                                "balanced_split": bool(rng.random() < 0.8)}))
+    serial = [size_engine_pool(prof, lam, slo, p, **kw) for prof, lam, slo, p, kw in jobs]
+    together = run_lockstep([sizing_steps(prof, lam, slo, p, **kw) for prof, lam, slo, p, kw in jobs])
+    for a, b in zip(serial, together, strict=True):
+        _same_sizing(a, b)
+    assert {s.n_instances for s, _ in serial} > {0, 64}  # idle, past the cap, and counts between
+
+
+def test_load_requests_complete_to_the_serial_states(profiles) -> None:
+    """A lockstep load's ``state()`` is the state ``EngineProfile.load(...).state()`` completes."""
+    reqs = [LoadRequest(prof, 0.5 * _capacity_per_s(prof) * g, np.array([g, g + 1.0, 2.0 * g]), cv2, bal)
+            for prof in profiles for g, cv2, bal in ((1.0, 1.0, True), (3.0, 2.0, False))]
+    for req, load in zip(reqs, load_requests(reqs), strict=True):
+        want = req.serial()
+        assert np.array_equal(load.stable, want.stable)
+        np.testing.assert_allclose(load.rho, want.rho, rtol=REL, atol=0.0)
+        got_st, want_st = load.state(), want.state()
+        for name in ("decode_batch", "mean_residence_s", "wait_mass", "wait_decay_per_s", "idle", "prefill_binned",
+                     "prefill_levels", "t_full_levels", "api_wait_mass"):
+            np.testing.assert_allclose(getattr(got_st, name), getattr(want_st, name), rtol=REL, atol=0.0)
