@@ -4,18 +4,23 @@ A sweep sizes hundreds of pools (393 in the README command), and each pool's cou
 ``EngineProfile.load`` for one to four counts per round: about 90 µs of fixed per-call cost on a few
 numbers each (the README sweep: 624 calls, 1,035 rows, 21 % of the pool-sizing CPU).  Every profile
 tabulates its per-batch quantities on a grid of ``N_BATCH_GRID + 1`` points (n = 0 and a geometric grid
-from 1 to the concurrency cap n_cap; fewer only when n_cap = 1), so the tables of all pools stack into
-(profile, grid) arrays and one round's rows — any profile, rate λ and count G each — evaluate together:
+from 1 to the concurrency cap n_cap; fewer only when n_cap = 1), so the tables of the pools stack into
+(row, grid) arrays and one round's rows — any profile, rate λ and count G each — evaluate together:
 the fixed point n*, the decode batch's elasticity and Gauss-Hermite levels, the prefill server's
 two-moment wait, the slot holding time at the cap and the utilisation ρ = max(ρ_s, ρ_p, ρ_api).  The
-equations are ``fleetplan.queueing.engine``'s (its module docstring), evaluated in the same order; the
-results agree with ``EngineProfile.load`` to rounding (the per-row interpolation and the level sums
-reduce in another order: a relative 1e-15, ``tests/queueing/test_lockstep.py``).
+equations are ``fleetplan.queueing.engine``'s (its module docstring), evaluated in the same order with
+the same operations, so a row is the profile's own evaluation bit for bit where numpy rounds alike:
+np.interp's form per row, the elasticity's logs with ``math.log`` as the profile takes them, and the
+level sums in the order ``_evaluate`` sums them (``_level_mean``).  ``tests/queueing/test_lockstep.py``
+holds them within 1e-12 relative (other BLAS builds may sum in another order).
 
-Rows whose slot chain decides stability (k₁ = c / h(n_cap) - λ rounds to <= 0 with ρ_s < 1, see
-``EngineProfile._slot_chain_passes``) are evaluated by ``EngineProfile.load`` itself.
+``run_lockstep`` drives the count searches (``engine.sizing_steps``) of many pools: each round, the load
+requests of all pools still searching go through ``load_requests`` at once; the latency part (the slot
+chain, the TTFT tables) stays per pool (``EngineProfile._finish`` on the request's own rows).  A request
+whose slot chain decides stability (k₁ = c / h(n_cap) - λ rounds to <= 0 with ρ_s < 1, see
+``EngineProfile._slot_chain_passes``) is evaluated by ``EngineProfile.load`` itself.
 
-Legend: R rows (profile q_r, λ_r, G_r, Ca²_r); grids (R, N) with N = the stack's grid size; L = 5 levels.
+Legend: R rows (profile q_r, λ_r, G_r, Ca²_r); tables (R, N) with N the grid size; L = 5 levels.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from fleetplan.queueing.engine import (
     _LoadParts,
 )
 
-__all__ = ["ProfileStack", "load_requests", "run_lockstep"]
+__all__ = ["load_requests", "run_lockstep"]
 
 #: ``EngineProfile`` tables by batch (grid,) that the load reads, and its per-profile scalars.
 _TABLES = ("grid", "t_d", "t_full", "budget_tokens", "phi", "phi_full", "attn_mean", "_prefill_alone_mean",
@@ -98,58 +103,6 @@ def _interp_cells(cell: np.ndarray, frac: np.ndarray, table: np.ndarray) -> np.n
     """``engine._interp_rows`` of each row's table (R, N) at the cells of ``_cells``."""
     return (np.take_along_axis(table, cell, axis=1)[:, 0] * (1.0 - frac)
             + np.take_along_axis(table, cell + 1, axis=1)[:, 0] * frac)
-
-
-class ProfileStack:
-    """The load tables of ``profiles`` stacked by grid size; ``load`` evaluates rows of any of them at once.
-
-    Parameters
-    ----------
-    profiles : sequence of EngineProfile
-        The pools a sweep (or one worker's share of it) sizes; a row names its profile by index.
-    """
-
-    def __init__(self, profiles: Sequence[EngineProfile]) -> None:
-        self.profiles = list(profiles)
-        sizes = np.array([p.grid.size for p in self.profiles], dtype=np.int64)
-        self._groups = []  # (grid size, profile indices, their tables, position of each profile in them)
-        self._where = np.zeros(sizes.size, dtype=np.int64)
-        self._slot = np.zeros(sizes.size, dtype=np.int64)
-        for k, size in enumerate(np.unique(sizes).tolist()):
-            members = np.nonzero(sizes == size)[0]
-            self._where[members] = k
-            self._slot[members] = np.arange(members.size)
-            self._groups.append(_Tables([self.profiles[i] for i in members.tolist()]))
-
-    def load(self, profile_index, lam_per_s, n_instances, arrival_cv2, balanced_split) -> tuple[np.ndarray, np.ndarray]:
-        """(ρ, stable) (R,) of each row: ``profiles[profile_index[r]].load(lam_per_s[r], [n_instances[r]],
-        arrival_cv2=arrival_cv2[r], balanced_split=balanced_split[r])`` (scalars broadcast)."""
-        q, lam, counts, cv2, balanced = np.broadcast_arrays(
-            np.asarray(profile_index, dtype=np.int64), np.asarray(lam_per_s, dtype=np.float64),
-            np.asarray(n_instances, dtype=np.float64), np.asarray(arrival_cv2, dtype=np.float64),
-            np.asarray(balanced_split, dtype=bool))
-        q, lam, counts, cv2, balanced = (a.ravel() for a in (q, lam, counts, cv2, balanced))
-        if not (np.isfinite(counts).all() and (counts >= 1.0).all()):
-            raise ConfigError("instance counts must be finite and >= 1")
-        if not (np.isfinite(lam).all() and (lam >= 0).all()):
-            raise ConfigError(f"pool arrival rates {lam[~(np.isfinite(lam) & (lam >= 0))][:3].tolist()}/s are "
-                              "invalid: they must be finite and >= 0")
-        if not (np.isfinite(cv2).all() and (cv2 >= 0).all()):
-            raise ConfigError("arrival Ca² values must be finite and >= 0")
-        rho = np.empty(q.size)
-        stable = np.empty(q.size, dtype=bool)
-        where = self._where[q]
-        for k, tables in enumerate(self._groups):
-            rows = np.nonzero(where == k)[0]
-            if rows.size:
-                got = _load_rows(tables, self._slot[q[rows]], lam[rows], counts[rows], cv2[rows], balanced[rows],
-                                 np.ones(rows.size, dtype=bool))
-                rho[rows], stable[rows] = got["rho"], got["stable"]
-                for r in rows[got["chain"]].tolist():  # the slot chain decides: the profile's own evaluation
-                    one = self.profiles[int(q[r])].load(float(lam[r]), np.array([counts[r]]),
-                                                        arrival_cv2=float(cv2[r]), balanced_split=bool(balanced[r]))
-                    rho[r], stable[r] = one.rho[0], one.stable[0]
-        return rho, stable
 
 
 def _load_rows(s: _Tables, q: np.ndarray, lam: np.ndarray, counts: np.ndarray, ca2_in: np.ndarray,
@@ -269,12 +222,25 @@ def _load_rows(s: _Tables, q: np.ndarray, lam: np.ndarray, counts: np.ndarray, c
             "chain": chain}
 
 
+def _check(req: LoadRequest) -> None:
+    """``EngineProfile._evaluate``'s checks of a request's counts, rate and Ca² (the same errors)."""
+    counts = np.asarray(req.n_instances, dtype=np.float64)
+    if not (counts.ndim == 1 and np.isfinite(counts).all() and (counts >= 1.0).all()):
+        raise ConfigError("instance counts must be finite and >= 1")
+    lam = float(req.lam_per_s)
+    if not (math.isfinite(lam) and lam >= 0):
+        raise ConfigError(f"pool arrival rate {req.lam_per_s!r}/s is invalid: it must be finite and >= 0")
+    if not (math.isfinite(req.arrival_cv2) and req.arrival_cv2 >= 0):
+        raise ConfigError(f"arrival Ca²={req.arrival_cv2!r} is invalid: it must be finite and >= 0")
+
+
 def load_requests(requests: Sequence[LoadRequest]) -> list[PoolLoad]:
     """``[r.serial() for r in requests]`` in one pass per grid size: each request's rows evaluated with every
     other's (``_load_rows``), its ``PoolLoad.state()`` completed from its own rows (``EngineProfile._finish``)."""
     out: list[PoolLoad | None] = [None] * len(requests)
     by_size: dict[int, list[int]] = {}
     for i, req in enumerate(requests):
+        _check(req)
         by_size.setdefault(req.profile.grid.size, []).append(i)
     for members in by_size.values():
         reqs = [requests[i] for i in members]

@@ -1,4 +1,4 @@
-"""The lockstep pool load (``fleetplan.queueing.lockstep``: ``ProfileStack.load``, ``load_requests``) is
+"""The lockstep pool load (``fleetplan.queueing.lockstep.load_requests``) is
 ``EngineProfile.load`` row by row, and pools sized in lockstep (``run_lockstep``) are sized as alone: the
 same stability, counts and verdicts, every figure within 1e-12 relative (the rows' interpolation and level
 sums round in another order), for linear, roofline (attention work) and API-server engines, a concurrency
@@ -25,7 +25,7 @@ from fleetplan.queueing.engine import (
     size_engine_pool,
     sizing_steps,
 )
-from fleetplan.queueing.lockstep import ProfileStack, load_requests, run_lockstep
+from fleetplan.queueing.lockstep import load_requests, run_lockstep
 
 REL = 1e-12
 
@@ -64,14 +64,21 @@ def _capacity_per_s(prof: EngineProfile) -> float:
     return float(rates[max(1, sum(ok)) - 1])
 
 
-def test_stack_holds_every_grid_size(profiles) -> None:
+def _load_rows(profiles, q, lam, counts, cv2, balanced) -> tuple[np.ndarray, np.ndarray]:
+    """(ρ, stable) of one count per row (profile ``profiles[q[r]]``) through ``load_requests``."""
+    q, lam, counts, cv2, balanced = (np.ravel(a) for a in np.broadcast_arrays(q, lam, counts, cv2, balanced))
+    loads = load_requests([LoadRequest(profiles[int(i)], float(x), np.array([float(n)]), float(c), bool(b))
+                           for i, x, n, c, b in zip(q, lam, counts, cv2, balanced, strict=True)])
+    return np.array([ld.rho[0] for ld in loads]), np.array([bool(ld.stable[0]) for ld in loads])
+
+
+def test_profiles_have_both_grid_sizes(profiles) -> None:
     assert {p.grid.size for p in profiles} == {2, 49}
 
 
 @pytest.mark.parametrize("seed", range(3))
 def test_rows_are_the_profiles_own_load(profiles, seed: int) -> None:
     rng = np.random.default_rng(seed)
-    stack = ProfileStack(profiles)
     caps = [_capacity_per_s(p) for p in profiles]
     n_rows = 400
     q = rng.integers(0, len(profiles), n_rows)
@@ -81,7 +88,7 @@ def test_rows_are_the_profiles_own_load(profiles, seed: int) -> None:
     lam[:5] = 0.0
     cv2 = rng.choice([0.0, 0.5, 1.0, 3.0], n_rows)
     balanced = rng.random(n_rows) < 0.7
-    rho, stable = stack.load(q, lam, counts, cv2, balanced)
+    rho, stable = _load_rows(profiles, q, lam, counts, cv2, balanced)
     n_stable = 0
     for r in range(n_rows):
         want = profiles[q[r]].load(float(lam[r]), np.array([counts[r]]), arrival_cv2=float(cv2[r]),
@@ -92,11 +99,10 @@ def test_rows_are_the_profiles_own_load(profiles, seed: int) -> None:
     assert 0.2 * n_rows < n_stable < 0.95 * n_rows  # both sides of the stability edge are exercised
 
 
-def test_scalars_broadcast_and_order_does_not_matter(profiles) -> None:
-    stack = ProfileStack(profiles)
+def test_order_does_not_matter(profiles) -> None:
     counts = np.arange(1.0, 9.0)
-    rho, stable = stack.load(0, 50.0, counts, 1.0, True)
-    rho_rev, stable_rev = ProfileStack(profiles[::-1]).load(len(profiles) - 1, 50.0, counts[::-1], 1.0, True)
+    rho, stable = _load_rows(profiles, 0, 50.0, counts, 1.0, True)
+    rho_rev, stable_rev = _load_rows(profiles[::-1], len(profiles) - 1, 50.0, counts[::-1], 1.0, True)
     assert np.array_equal(rho, rho_rev[::-1]) and np.array_equal(stable, stable_rev[::-1])
 
 
@@ -104,7 +110,7 @@ def test_scalars_broadcast_and_order_does_not_matter(profiles) -> None:
                                                    (1.0, 1.0, -0.1), (1.0, np.nan, 1.0)])
 def test_bad_rows_raise(profiles, lam: float, count: float, cv2: float) -> None:
     with pytest.raises(ConfigError):
-        ProfileStack(profiles).load(0, lam, count, cv2, True)
+        load_requests([LoadRequest(profiles[0], lam, np.array([count]), cv2, True)])
 
 
 def _same_sizing(a, b) -> None:
