@@ -159,3 +159,14 @@ def test_load_requests_complete_to_the_serial_states(profiles) -> None:
         for name in ("decode_batch", "mean_residence_s", "wait_mass", "wait_decay_per_s", "idle", "prefill_binned",
                      "prefill_levels", "t_full_levels", "api_wait_mass"):
             np.testing.assert_allclose(getattr(got_st, name), getattr(want_st, name), rtol=REL, atol=0.0)
+
+
+@pytest.mark.parametrize("window", [1, 3, 1000])
+def test_the_window_changes_nothing(profiles, window: int) -> None:
+    """Searches started as others end (``window``) give what all at once give."""
+    jobs = [(prof, _capacity_per_s(prof) * f, prof.zero_load_ttft_s(0.99) * 2.0) for prof in profiles
+            for f in (0.5, 5.0)]
+    want = [size_engine_pool(prof, lam, slo, 0.99) for prof, lam, slo in jobs]
+    got = run_lockstep([sizing_steps(prof, lam, slo, 0.99) for prof, lam, slo in jobs], window)
+    for a, b in zip(want, got, strict=True):
+        _same_sizing(a, b)
