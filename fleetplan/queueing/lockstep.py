@@ -41,7 +41,6 @@ from fleetplan.queueing.engine import (
     EngineProfile,
     LoadRequest,
     PoolLoad,
-    _grid_cells,
     _LoadParts,
 )
 
@@ -219,7 +218,7 @@ def _load_rows(s: _Tables, q: np.ndarray, lam: np.ndarray, counts: np.ndarray, c
             "shared": shared, "levels": levels, "spread": spread, "relax_s": relax_s, "overflow_wait": overflow_wait,
             "wait_l": wait_l, "a2_l": np.minimum(rho_l, 1.0), "prefill_wait": prefill_wait, "hold_full": hold_full,
             "t_bar": t_bar, "mean_s": mean_s, "rho": rho, "stable": stable, "queues_stable": queues_stable,
-            "chain": chain}
+            "chain": chain, "cell": cell[:, 0], "frac": frac}
 
 
 def _check(req: LoadRequest) -> None:
@@ -257,11 +256,11 @@ def load_requests(requests: Sequence[LoadRequest]) -> list[PoolLoad]:
             if got["chain"][a:b].any():  # the slot chain decides: the profile's own evaluation
                 out[i] = req.serial()
                 continue
-            row = {name: v[a:b] for name, v in got.items() if name != "chain"}
+            row = {name: v[a:b] for name, v in got.items() if name not in ("chain", "cell", "frac")}
             prof = req.profile
             parts = _LoadParts(lam=float(req.lam_per_s), counts=np.asarray(req.n_instances, dtype=np.float64),
                                arrival_cv2=float(req.arrival_cv2), balanced_split=bool(req.balanced_split),
-                               at_n=_grid_cells(row["n_star"], prof.grid), hold_tab=None,
+                               at_n=(got["cell"][a:b], got["frac"][a:b]), hold_tab=None,
                                burst=(1.0 + float(req.arrival_cv2)) / 2.0, chain=[], **row)
             out[i] = PoolLoad(row["rho"], row["stable"], functools.partial(prof._finish, parts))
     return out
