@@ -26,7 +26,7 @@ constants, both times 1 + margin (the same scaling of eq. 3).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -52,10 +52,14 @@ from fleetplan.queueing.engine import (
     EngineLimits,
     EngineModel,
     EngineProfile,
+    LoadRequest,
+    PoolLoad,
     SurvivalTable,
     peek,
-    size_engine_pool,
+    run_serial,
+    sizing_steps,
 )
+from fleetplan.queueing.lockstep import run_lockstep
 from fleetplan.queueing.sizing import min_gpus_for_cap
 from fleetplan.queueing.speculative import with_speculation
 from fleetplan.queueing.ttft import ttft_model, zero_wait_ttft_quantile_s
@@ -182,6 +186,27 @@ def size_one_pool(
     availability: float,
 ) -> PoolPlan:
     """Size one pool of ``gpu`` for the requests in ``rng_`` (see module docstring)."""
+    return run_serial(size_one_pool_steps(points, rng_, gpu, router, settings, availability))
+
+
+def size_pools(jobs: Sequence[tuple[LengthPoints, PoolRange, GpuProfile, SizingRouter, PlanSettings, float]],
+               ) -> list[PoolPlan]:
+    """``[size_one_pool(*job) for job in jobs]``, the engine model's count searches of all the pools in
+    lockstep: each round's load requests evaluated in one pass (``fleetplan.queueing.lockstep``; the same
+    counts, figures within rounding)."""
+    return run_lockstep([size_one_pool_steps(*job) for job in jobs])
+
+
+def size_one_pool_steps(
+    points: LengthPoints,
+    rng_: PoolRange,
+    gpu: GpuProfile,
+    router: SizingRouter,
+    settings: PlanSettings,
+    availability: float,
+) -> Generator[LoadRequest, PoolLoad, PoolPlan]:
+    """``size_one_pool`` as a generator: the engine model's load requests pass through
+    (``queueing.engine.sizing_steps``)."""
     serving = gpu.require_serving()
     price = gpu.require_price_usd_per_h()
     sub = pool_points(points, rng_, router, settings.compress_gamma)
@@ -223,7 +248,7 @@ def size_one_pool(
                             f"context {rng_.hi_tokens} tokens does not fit one request in {gpu.name}'s KV cache"),
                        reason_code="other")
     if settings.service_model == SERVICE_ENGINE:
-        return _size_engine(sub, rng_, gpu, settings, availability, plan, lam)
+        return (yield from _size_engine(sub, rng_, gpu, settings, availability, plan, lam))
     model = ServiceModel(
         step=slowed(LinearStepModel(serving.iter_base_s, serving.iter_per_seq_s), 1.0 + settings.step_time_margin),
         n_slots=n_max,
@@ -360,7 +385,7 @@ def token_budget_choices(gpu: GpuProfile, settings: PlanSettings) -> tuple[int |
 
 
 def _size_engine(sub, rng_: PoolRange, gpu: GpuProfile, settings: PlanSettings, availability: float, plan,
-                 lam: float) -> PoolPlan:
+                 lam: float) -> Generator[LoadRequest, PoolLoad, PoolPlan]:
     """Engine-model sizing of one pool (``fleetplan.queueing.engine``): at each token budget of
     ``token_budget_choices`` (the second only when the first leaves the pool bound by its TTFT), the
     fewest instances win, the first budget on a tie."""
@@ -371,7 +396,7 @@ def _size_engine(sub, rng_: PoolRange, gpu: GpuProfile, settings: PlanSettings, 
             continue
         profile = EngineProfile(engine, np.maximum(sub.prompt_tokens, 1.0), np.maximum(sub.output_tokens, 1.0),
                                 sub.weight)
-        sized, _ = size_engine_pool(
+        sized, _ = yield from sizing_steps(
             profile, lam, settings.slo_ttft_s, settings.percentile / 100.0, slo_tpot_s=settings.slo_tpot_s,
             rho_max=settings.rho_max, max_instances=settings.max_gpus, min_spare_instances=settings.min_spare_gpus,
             arrival_cv2=settings.arrival_cv2,

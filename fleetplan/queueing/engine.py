@@ -82,7 +82,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
@@ -246,6 +246,22 @@ class PoolLoad(NamedTuple):
     rho: np.ndarray
     stable: np.ndarray
     state: Callable[[], EngineState]
+
+
+class _LoadParts:
+    """The arrays one ``EngineProfile._evaluate`` (K counts) computes on the way to ρ and its latency part
+    reads (``EngineProfile._finish``): per count (K,) or (K, L) and (K, grid), the pool's scalars, and the
+    slot chain's (A₁, k₁) once computed (``chain``).  ``fleetplan.queueing.lockstep`` builds them for rows
+    of many pools at once."""
+
+    __slots__ = ("lam", "counts", "arrival_cv2", "balanced_split", "lam_i", "phi_tab", "r_tab", "n_star", "at_n",
+                 "t_d", "phi", "shared", "levels", "spread", "relax_s", "overflow_wait", "wait_l", "a2_l",
+                 "prefill_wait", "hold_tab", "hold_full", "burst", "chain", "t_bar", "mean_s", "rho", "stable",
+                 "queues_stable")
+
+    def __init__(self, **values) -> None:
+        for name, value in values.items():
+            setattr(self, name, value)
 
 
 @dataclass(frozen=True, eq=False)
@@ -996,22 +1012,16 @@ class EngineProfile:
         hold_full = (hold_tab[:, -1] if latency else
                      (self._hold_table(lam_i, phi_tab[:, -1:], r_tab[:, -1:], -1) + prefill_wait[:, None])[:, 0])
         burst = (1.0 + arrival_cv2) / 2.0  # the arrival half of the chain's noise is Ca² times Poisson's
-        chain: list[tuple[np.ndarray, np.ndarray]] = []
-
-        def slot_chain() -> tuple[np.ndarray, np.ndarray]:
-            """(A₁, k₁) of the slot queue, computed once when first needed."""
-            if not chain:
-                tab = (hold_tab if hold_tab is not None
-                       else self._hold_table(lam_i, phi_tab, r_tab) + prefill_wait[:, None])
-                a1, k1 = self._slot_queue(lam, counts, tab, hold_full, self._dispersion(lam_i, n_star, at_n) * burst)
-                chain.append((a1, k1 / burst))
-            return chain[0]
-
+        parts = _LoadParts(lam=lam, counts=counts, arrival_cv2=arrival_cv2, balanced_split=balanced_split,
+                           lam_i=lam_i, phi_tab=phi_tab, r_tab=r_tab, n_star=n_star, at_n=at_n, t_d=t_d, phi=phi,
+                           shared=shared, levels=levels, spread=spread, relax_s=relax_s, overflow_wait=overflow_wait,
+                           wait_l=wait_l, a2_l=a2_l, prefill_wait=prefill_wait, hold_tab=hold_tab,
+                           hold_full=hold_full, burst=burst, chain=[])
         # The chain's test (k₁ > 0 or A₁ <= 0) where k₁ alone decides it, else from the chain; ``load``
-        # leaves the chain to the latency part (``finish``), which most loads never reach.
+        # leaves the chain to the latency part (``_finish``), which most loads never reach.
         passes = None if latency else self._slot_chain_passes(lam, counts, hold_full, burst)
         if passes is None:
-            a1, k1 = slot_chain()
+            a1, k1 = self._slot_chain(parts)
             passes = (k1 > 0) | (a1 <= 0)
         # Slot load: the rate against the slots' throughput with every slot busy (c / h(n_cap)), the
         # most the pool can serve; below the cap the slots are busy a share λ E[S_slot] / c of the time.
@@ -1022,36 +1032,50 @@ class EngineProfile:
         stable = queues_stable & (rho_api < 1.0)
         util = np.maximum(np.maximum(lam * mean_s / servers, rho_p), rho_api)  # slots, prefill, API servers
         rho = np.where(stable, np.maximum(np.maximum(rho_slot, rho_p), rho_api), np.maximum(util, 1.0))
-        def finish() -> EngineState:
-            """The latency part of the state (the wait's levels, the own prefill per level, the API wait)."""
-            # Per level, the slot and prefill waits as one atom-exponential (same P(W > 0) and mean).
-            a1, k1 = slot_chain()
-            a1_l = np.where(overflow_wait > 0, 1.0, a1[:, None])
-            mass = 1.0 - (1.0 - a1_l) * (1.0 - a2_l)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                mean_w = np.where(a1 > 0, a1 / k1, 0.0)[:, None] + overflow_wait + wait_l
-                decay = np.where(mean_w > 0, mass / mean_w, 1.0)
-            decay = np.where(queues_stable[:, None], decay, 0.0)
-            idle = np.exp(-lam_i * np.where(stable, mean_s, 0.0))
-            binned = ((1.0 - shared)[:, None] * _interp_rows(n_star, self.grid, self.prefill_binned, at_n)
-                      + shared[:, None] * _interp_rows(n_star, self.grid, self.prefill_full_binned, at_n))  # (K, B)
-            # The own prefill as a mixture: per batch level (the quasi-static levels of the wait), alone
-            # (probability 1 - r) or in full-budget steps shared with other prompts (r).
-            flat = levels.ravel()
-            # A balancing router sends an arrival to the instance with the fewest outstanding requests:
-            # with an idle prefill server there it finds about one request fewer than the mean (none
-            # fewer with one instance), min(n, 1) (1 - 1/G).
-            chosen = levels - (np.minimum(levels, 1.0) * (1.0 - 1.0 / counts)[:, None] if balanced_split else 0.0)
-            alone_l = _interp_rows(chosen.ravel(), self.grid, self.prefill_binned).reshape(levels.shape + (-1,))
-            fluid_l = _interp_rows(flat, self.grid, self.prefill_fluid_binned).reshape(levels.shape + (-1,))
-            prefill_levels = np.stack([alone_l, fluid_l], axis=2)  # (K, L, 2, B)
-            t_full_l = _interp(levels, self.grid, self.t_full)  # (K, L)
-            api = _ApiWait(self.api, lam, counts, arrival_cv2)
-            return EngineState(counts, lam_i, n_star, t_d, t_bar, mean_s, rho, stable, mass, decay, idle, binned, phi,
-                               prefill_levels, t_full_l, spread, relax_s,
-                               **{f: Lazy(_api_wait_rows, api, f, None) for f in _API_WAIT_FIELDS})
+        parts.t_bar, parts.mean_s, parts.rho = t_bar, mean_s, rho
+        parts.stable, parts.queues_stable = stable, queues_stable
+        return self._finish(parts) if latency else PoolLoad(rho, stable, functools.partial(self._finish, parts))
 
-        return finish() if latency else PoolLoad(rho, stable, finish)
+    def _slot_chain(self, parts: _LoadParts) -> tuple[np.ndarray, np.ndarray]:
+        """(A₁, k₁) of the slot queue (``_slot_queue``, k₁ over the burst factor), computed once per ``parts``."""
+        if not parts.chain:
+            tab = (parts.hold_tab if parts.hold_tab is not None
+                   else self._hold_table(parts.lam_i, parts.phi_tab, parts.r_tab) + parts.prefill_wait[:, None])
+            a1, k1 = self._slot_queue(parts.lam, parts.counts, tab, parts.hold_full,
+                                      self._dispersion(parts.lam_i, parts.n_star, parts.at_n) * parts.burst)
+            parts.chain.append((a1, k1 / parts.burst))
+        return parts.chain[0]
+
+    def _finish(self, parts: _LoadParts) -> EngineState:
+        """The latency part of the state (the wait's levels, the own prefill per level, the API wait)."""
+        # Per level, the slot and prefill waits as one atom-exponential (same P(W > 0) and mean).
+        lam, counts, levels, n_star, at_n = parts.lam, parts.counts, parts.levels, parts.n_star, parts.at_n
+        lam_i, stable, shared, overflow_wait = parts.lam_i, parts.stable, parts.shared, parts.overflow_wait
+        a1, k1 = self._slot_chain(parts)
+        a1_l = np.where(overflow_wait > 0, 1.0, a1[:, None])
+        mass = 1.0 - (1.0 - a1_l) * (1.0 - parts.a2_l)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mean_w = np.where(a1 > 0, a1 / k1, 0.0)[:, None] + overflow_wait + parts.wait_l
+            decay = np.where(mean_w > 0, mass / mean_w, 1.0)
+        decay = np.where(parts.queues_stable[:, None], decay, 0.0)
+        idle = np.exp(-lam_i * np.where(stable, parts.mean_s, 0.0))
+        binned = ((1.0 - shared)[:, None] * _interp_rows(n_star, self.grid, self.prefill_binned, at_n)
+                  + shared[:, None] * _interp_rows(n_star, self.grid, self.prefill_full_binned, at_n))  # (K, B)
+        # The own prefill as a mixture: per batch level (the quasi-static levels of the wait), alone
+        # (probability 1 - r) or in full-budget steps shared with other prompts (r).
+        flat = levels.ravel()
+        # A balancing router sends an arrival to the instance with the fewest outstanding requests:
+        # with an idle prefill server there it finds about one request fewer than the mean (none
+        # fewer with one instance), min(n, 1) (1 - 1/G).
+        chosen = levels - (np.minimum(levels, 1.0) * (1.0 - 1.0 / counts)[:, None] if parts.balanced_split else 0.0)
+        alone_l = _interp_rows(chosen.ravel(), self.grid, self.prefill_binned).reshape(levels.shape + (-1,))
+        fluid_l = _interp_rows(flat, self.grid, self.prefill_fluid_binned).reshape(levels.shape + (-1,))
+        prefill_levels = np.stack([alone_l, fluid_l], axis=2)  # (K, L, 2, B)
+        t_full_l = _interp(levels, self.grid, self.t_full)  # (K, L)
+        api = _ApiWait(self.api, lam, counts, parts.arrival_cv2)
+        return EngineState(counts, lam_i, n_star, parts.t_d, parts.t_bar, parts.mean_s, parts.rho, stable, mass,
+                           decay, idle, binned, parts.phi, prefill_levels, t_full_l, parts.spread, parts.relax_s,
+                           **{f: Lazy(_api_wait_rows, api, f, None) for f in _API_WAIT_FIELDS})
 
     def _hold_table(self, lam_i: np.ndarray, phi_tab: np.ndarray, r_tab: np.ndarray,
                     start: int | None = None) -> np.ndarray:
@@ -1398,6 +1422,32 @@ class EngineSizing:
     tpot_table: SurvivalTable | None = field(default=Deferred(None), compare=False, repr=False)
 
 
+class LoadRequest(NamedTuple):
+    """What a sizing generator (``sizing_steps``) asks for: ``profile.load(lam_per_s, n_instances, ...)``; it
+    is sent the ``PoolLoad`` back (``run_serial`` evaluates it alone, ``fleetplan.queueing.lockstep`` with
+    the requests of other pools)."""
+
+    profile: EngineProfile
+    lam_per_s: float
+    n_instances: np.ndarray
+    arrival_cv2: float
+    balanced_split: bool
+
+    def serial(self) -> PoolLoad:
+        return self.profile.load(self.lam_per_s, self.n_instances, arrival_cv2=self.arrival_cv2,
+                                 balanced_split=self.balanced_split)
+
+
+def run_serial(steps: Generator[LoadRequest, PoolLoad, object]):
+    """The value a sizing generator returns, each of its load requests evaluated alone (``LoadRequest.serial``)."""
+    try:
+        request = next(steps)
+        while True:
+            request = steps.send(request.serial())
+    except StopIteration as done:
+        return done.value
+
+
 def size_engine_pool(
     profile: EngineProfile,
     lam_per_s: float,
@@ -1417,6 +1467,27 @@ def size_engine_pool(
     within the utilisation cap, then the smallest count from there whose TTFT (and TPOT) survival
     at the SLO is at most 1 - p (both searches vectorised over counts: ``_first_count``).
     Returns the sizing and the pool's state at the chosen count (None when the rate is 0).
+    """
+    return run_serial(sizing_steps(profile, lam_per_s, slo_ttft_s, p, slo_tpot_s=slo_tpot_s, rho_max=rho_max,
+                                   max_instances=max_instances, min_spare_instances=min_spare_instances,
+                                   arrival_cv2=arrival_cv2, balanced_split=balanced_split))
+
+
+def sizing_steps(
+    profile: EngineProfile,
+    lam_per_s: float,
+    slo_ttft_s: float,
+    p: float,
+    *,
+    slo_tpot_s: float | None = None,
+    rho_max: float = 0.85,
+    max_instances: int = 10_000,
+    min_spare_instances: int = 0,
+    arrival_cv2: float = 1.0,
+    balanced_split: bool = True,
+) -> Generator[LoadRequest, PoolLoad, tuple[EngineSizing, EngineState | None]]:
+    """``size_engine_pool`` as a generator: it yields a ``LoadRequest`` wherever the utilisation search needs
+    loads not met before and is sent their ``PoolLoad``; it returns what ``size_engine_pool`` returns.
     """
     p = check_probability_level(p)
     if not (math.isfinite(slo_ttft_s) and slo_ttft_s > 0):
@@ -1453,12 +1524,13 @@ def size_engine_pool(
     def state(n: int) -> EngineState:
         return states_at(np.array([n]))[0]
 
-    def capped(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def capped(counts: np.ndarray) -> Generator[LoadRequest, PoolLoad, tuple[np.ndarray, np.ndarray]]:
         """Stable within the utilisation cap (and spares above the load); score ρ / ρ_max.  Needs ρ
-        alone, so counts not met before are evaluated without their latency (``EngineProfile.load``)."""
+        alone, so counts not met before are evaluated without their latency (``EngineProfile.load``,
+        asked for: ``LoadRequest``)."""
         todo = [int(n) for n in dict.fromkeys(counts.tolist()) if int(n) not in states and int(n) not in loads]
         if todo:
-            load = profile.load(lam, np.array(todo, dtype=np.float64), **kw)
+            load = yield LoadRequest(profile, lam, np.array(todo, dtype=np.float64), arrival_cv2, balanced_split)
             batches.append((todo, load))
             loads.update((n, (float(load.rho[i]), bool(load.stable[i]), len(batches) - 1)) for i, n in enumerate(todo))
         pairs = [loads[n][:2] if n in loads else (float(states[n].rho[0]), bool(states[n].stable[0]))
@@ -1490,7 +1562,7 @@ def size_engine_pool(
     api_load = lam * profile.api.mean_busy_s / profile.api.cost.n_servers  # the API servers' share of one instance
     bound = max(lam * phi_min, lam * life_min_s / profile.n_cap, api_load) / rho_max
     n_min = max(1, min(top, math.floor(bound)))
-    n_lo = _first_count(capped, n_min, top)
+    n_lo = yield from _first_count_steps(capped, n_min, top)
     if n_lo is None:
         st = state(top)
         return result(top, st, InfeasibleReason.UNSTABLE if not st.stable[0] else InfeasibleReason.EXCEEDS_MAX_GPUS, "")
@@ -1504,9 +1576,11 @@ def size_engine_pool(
                       tpot_s=profile.zero_load_tpot_s())
     q = 1.0 - p
 
-    def meets(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def meets(counts: np.ndarray) -> Generator[LoadRequest, PoolLoad, tuple[np.ndarray, np.ndarray]]:
         """The latency targets hold: P(TTFT > SLO) <= 1 - p (and TPOT), one survival point per count;
-        score the larger survival over 1 - p."""
+        score the larger survival over 1 - p.  (A generator that asks for nothing: ``_first_count_steps``'s
+        test.)"""
+        yield from ()
         sts = states_at(counts)
         good = np.array([bool(s.stable[0]) for s in sts])
         score = np.full(counts.shape, np.inf)
@@ -1520,7 +1594,7 @@ def size_engine_pool(
         return good, score
 
     # 3. the smallest count from there that meets the latency targets
-    n = _first_count(meets, n_lo, top)
+    n = yield from _first_count_steps(meets, n_lo, top)
     if n is None:
         return result(top, state(top), InfeasibleReason.EXCEEDS_MAX_GPUS, "")
     st = state(n)
@@ -1556,7 +1630,19 @@ def _state_row(st: EngineState, i: int) -> EngineState:
 
 
 def _first_count(test, lo: int, hi: int) -> int | None:
-    """Smallest n in [lo, hi] with ``test`` true, for a monotone ``test`` vectorised over counts.
+    """Smallest n in [lo, hi] with ``test`` true, for a monotone ``test`` vectorised over counts
+    (``_first_count_steps`` with a plain ``test``)."""
+
+    def steps(counts: np.ndarray):
+        yield from ()
+        return test(counts)
+
+    return run_serial(_first_count_steps(steps, lo, hi))
+
+
+def _first_count_steps(test, lo: int, hi: int) -> Generator[LoadRequest, PoolLoad, int | None]:
+    """Smallest n in [lo, hi] with ``test`` true, for a monotone ``test`` vectorised over counts (``test`` a
+    generator function: its load requests pass through).
 
     ``test(counts)`` gives (ok, score): the verdict per count, and a positive figure that falls with
     the count and is about 1 where the verdict turns (the utilisation over its cap, the latency
@@ -1572,7 +1658,7 @@ def _first_count(test, lo: int, hi: int) -> int | None:
     1/n, overshot by up to 30 times and a third round bisected back).  A good guess ends the search
     in one round; otherwise the bracket halves or the window grows, so the search takes O(log)
     rounds whatever the scores say."""
-    ok, score = test(np.array([lo]))
+    ok, score = yield from test(np.array([lo]))
     if ok[0]:
         return lo
     tried = [(lo, float(score[0]))]
@@ -1592,7 +1678,7 @@ def _first_count(test, lo: int, hi: int) -> int | None:
         if above is None:  # and the next count: the answer of most pools whose first count failed
             trial.append(below + 1)
         counts = np.unique(np.clip(np.array(trial), below + 1, top))
-        ok, score = test(counts)
+        ok, score = yield from test(counts)
         for n, good, sc in zip(counts.tolist(), ok.tolist(), score.tolist(), strict=True):
             tried.append((n, sc))
             if good:
