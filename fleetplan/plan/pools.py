@@ -177,16 +177,11 @@ def fleet_usd_per_h(pools: Sequence[PoolPlan], counts: Sequence[int] | None = No
                for p, n, sp in zip(pools, counts, spares, strict=True))
 
 
-def size_one_pool(
-    points: LengthPoints,
-    rng_: PoolRange,
-    gpu: GpuProfile,
-    router: SizingRouter,
-    settings: PlanSettings,
-    availability: float,
-) -> PoolPlan:
-    """Size one pool of ``gpu`` for the requests in ``rng_`` (see module docstring)."""
-    return run_serial(size_one_pool_steps(points, rng_, gpu, router, settings, availability))
+def size_one_pool(*job) -> PoolPlan:
+    """Size one pool of ``gpu`` for the requests in ``rng_`` (see module docstring): ``job`` is
+    ``size_one_pool_steps``' arguments (points, rng_, gpu, router, settings, availability), its load requests
+    each evaluated alone (``queueing.engine.run_serial``)."""
+    return run_serial(size_one_pool_steps(*job))
 
 
 def size_pools(jobs: Sequence[tuple[LengthPoints, PoolRange, GpuProfile, SizingRouter, PlanSettings, float]],

@@ -1448,29 +1448,19 @@ def run_serial(steps: Generator[LoadRequest, PoolLoad, object]):
         return done.value
 
 
-def size_engine_pool(
-    profile: EngineProfile,
-    lam_per_s: float,
-    slo_ttft_s: float,
-    p: float,
-    *,
-    slo_tpot_s: float | None = None,
-    rho_max: float = 0.85,
-    max_instances: int = 10_000,
-    min_spare_instances: int = 0,
-    arrival_cv2: float = 1.0,
-    balanced_split: bool = True,
-) -> tuple[EngineSizing, EngineState | None]:
+def size_engine_pool(profile: EngineProfile, lam_per_s: float, slo_ttft_s: float, p: float,
+                     **options) -> tuple[EngineSizing, EngineState | None]:
     """Fewest instances whose p-quantile TTFT (and TPOT) meet the SLOs with ρ <= ``rho_max``.
 
     Every figure is non-increasing in the count, so the search takes the smallest stable count
     within the utilisation cap, then the smallest count from there whose TTFT (and TPOT) survival
     at the SLO is at most 1 - p (both searches vectorised over counts: ``_first_count``).
     Returns the sizing and the pool's state at the chosen count (None when the rate is 0).
+    ``options``: ``sizing_steps``' keywords (``slo_tpot_s``, ``rho_max``, ``max_instances``,
+    ``min_spare_instances``, ``arrival_cv2``, ``balanced_split``); the search is ``sizing_steps`` with each
+    load request evaluated alone (``run_serial``).
     """
-    return run_serial(sizing_steps(profile, lam_per_s, slo_ttft_s, p, slo_tpot_s=slo_tpot_s, rho_max=rho_max,
-                                   max_instances=max_instances, min_spare_instances=min_spare_instances,
-                                   arrival_cv2=arrival_cv2, balanced_split=balanced_split))
+    return run_serial(sizing_steps(profile, lam_per_s, slo_ttft_s, p, **options))
 
 
 def sizing_steps(
