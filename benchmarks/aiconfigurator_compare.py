@@ -28,6 +28,10 @@ system, engine and engine version (``aiconfigurator_core/systems/data/<system>/<
 * ``--moe-ramp`` (needs ``aiconfigurator-core``): the same tables against the rows per hit expert at 1,024-16,384
   tokens (``moe_ramp_fit``), the read-back of the profiles' ``moe_hit_expert_weight_reads`` and of
   ``fleetplan.perf.moe.MOE_REFERENCE_ROWS_PER_EXPERT`` (the grouped GEMM's ramp);
+* ``--moe-decode-tables`` (needs ``aiconfigurator-core``): the same tables' weight-bound decode rows
+  (``moe_decode_bandwidth_fit``), the read-back of the profiles' ``moe_weight_bandwidth_efficiency``;
+* ``--moe-decode-overhead`` (needs ``aiconfigurator-core``): the same tables at 1-512 tokens against fleetplan's
+  routed-expert time (``moe_decode_overhead``), the read-back of the vLLM profile's ``moe_layer_overhead_s``;
 * ``--attention-tables`` (needs ``aiconfigurator-core``): the vLLM context-attention table's efficiency per head
   dimension (``attention_table_efficiency``), the source of ``fleetplan.perf.attention``'s head-dim factors;
 * ``--triton-attention-tables`` (needs ``aiconfigurator-core``): the Triton and FlashAttention prefill kernels' share of
@@ -511,6 +515,133 @@ def moe_ramp_fit() -> list[dict]:
                         "rho": None if best is None else best[1], "ref_rows": None if best is None else best[2],
                         "fit": None if best is None else summary(best[3]),
                         "rho_at_reference": at_ref, "at_reference": summary(log_ratio(at_ref, ref_rows))})
+    return out
+
+
+#: (engine, database version) of the decode-sized read-backs (``moe_decode_bandwidth_fit``, ``moe_decode_overhead``):
+#: the engine profiles' default versions, on the grid's systems (H100, H200, B200)
+MOE_DECODE_TABLES = (("vllm", "0.24.0"), ("sglang", "0.5.14"))
+MOE_DECODE_DTYPES = {"bfloat16": 2.0, "fp8_block": 1.0}  # expert dtype -> weight bytes per parameter
+MOE_DECODE_MAX_ROWS_PER_EXPERT = 4  # weight-bound rows: every expert of a rank hit, at most this many rows each
+MOE_DECODE_MAX_TOKENS = 512  # decode-sized steps of the overhead read-back
+MOE_DECODE_MAX_GPUS = 16  # expert TP x EP of the overhead read-back's rows
+
+
+def _moe_decode_frames():
+    """(engine, system, catalog GPU, table frame) of ``MOE_DECODE_TABLES`` on ``GRID_SYSTEMS``, BF16 and block-FP8
+    experts only (needs ``aiconfigurator-core``)."""
+    import pandas as pd
+
+    data = _aic_tables_and_profiles()[0]
+    for engine, version in MOE_DECODE_TABLES:
+        for system, gpu in GRID_SYSTEMS.items():
+            frame = pd.read_parquet(data / system / "moe" / engine / version / "moe_perf.parquet")
+            yield engine, system, gpu, frame[frame.moe_dtype.isin(list(MOE_DECODE_DTYPES))]
+
+
+def moe_decode_bandwidth_fit() -> list[dict]:
+    """The routed experts' weight-streaming efficiency at decode sizes (needs ``aiconfigurator-core``), the read-back
+    of the engine profiles' ``moe_weight_bandwidth_efficiency``: per engine, the rows of ``_moe_decode_frames`` with
+    routing ``balanced`` (AIConfigurator spreads the ``T k`` token-expert rows evenly) at which every expert of a rank
+    is hit with at most ``MOE_DECODE_MAX_ROWS_PER_EXPERT`` rows (any expert TP and EP), each reading ``E / ep`` experts'
+    ``3 h (I / tp)`` weights; ``latency = t0 + bytes / (eff * HBM peak)`` with one ``t0`` per table and dtype and one
+    ``eff`` per engine, by least squares of the relative error.  A model shape (dtype, h, I, E, k) is left out when
+    the median row of any of its expert TP x EP layouts would stream faster than the HBM peak: that table cannot be
+    reading every hit expert's weights (DeepSeek-V3's block-FP8 shape 7,168 x 2,048 x 256 in every table, up to 1.7x
+    the peak at expert TP 1; BF16 2,048 x 5,120 x 512 and 2,688 x 1,856 x 128 in every vLLM table and SGLang's B200
+    one, and 8,192 x 5,120 x 512 in SGLang's B200 table).  DeepSeek-V3's decode steps are therefore not checked against
+    these tables."""
+    import numpy as np
+    import pandas as pd
+
+    profiles = _aic_tables_and_profiles()[1]
+    parts = []
+    for engine, system, gpu, f in _moe_decode_frames():
+        f = f[f.distribution == "balanced"].copy()
+        rank_experts, rank_rows = f.num_experts / f.moe_ep_size, f.num_tokens * f.topk / f.moe_ep_size
+        f = f[(rank_rows >= rank_experts) & (rank_rows <= MOE_DECODE_MAX_ROWS_PER_EXPERT * rank_experts)].copy()
+        bytes_per_param = f.moe_dtype.astype(object).map(MOE_DECODE_DTYPES).astype(float)
+        f["bytes"] = (f.num_experts / f.moe_ep_size * 3.0 * f.hidden_size * f.inter_size / f.moe_tp_size
+                      * bytes_per_param)
+        f["read_s"] = f.bytes / (profiles[gpu]["hbm_tb_per_s"] * 1e12)
+        f["eff"] = f.read_s / (f.latency * 1e-3)
+        shape = ["moe_dtype", "hidden_size", "inter_size", "num_experts", "topk"]
+        config_eff = f.groupby([*shape, "moe_tp_size", "moe_ep_size"]).eff.transform("median")
+        f["physical"] = (config_eff <= 1.0).groupby([f[c] for c in shape]).transform("all")
+        f["engine"], f["system"] = engine, system
+        parts.append(f)
+    rows = pd.concat(parts)
+    out = []
+    for engine, g in rows.groupby("engine", sort=False):
+        kept = g[g.physical]
+        groups = sorted(set(zip(kept.system, kept.moe_dtype, strict=True)))
+        y = kept.latency.to_numpy() * 1e-3
+        x = np.c_[np.array([((kept.system == s) & (kept.moe_dtype == d)).to_numpy(float) for s, d in groups]).T,
+                  kept.read_s.to_numpy()]
+        coef = np.linalg.lstsq(x / y[:, None], np.ones_like(y), rcond=None)[0]
+        log_ratio = np.log(x @ coef / y)
+        per_table = {}
+        for (system, dtype), t in kept.groupby(["system", "moe_dtype"]):
+            yt = t.latency.to_numpy() * 1e-3
+            xt = np.c_[np.ones_like(yt), t.read_s.to_numpy()]
+            ct = np.linalg.lstsq(xt / yt[:, None], np.ones_like(yt), rcond=None)[0]
+            per_table[f"{system} {dtype}"] = 1.0 / ct[1]
+        out.append({"engine": engine, "n": len(kept), "dropped": int((~g.physical).sum()), "eff": 1.0 / coef[-1],
+                    "t0_us": (float(coef[:-1].min()) * 1e6, float(coef[:-1].max()) * 1e6),
+                    "mean_abs_log": float(np.mean(np.abs(log_ratio))), "per_table": per_table})
+    return out
+
+
+def moe_decode_overhead() -> list[dict]:
+    """The fused-MoE tables' time beyond fleetplan's routed-expert terms at decode sizes (needs
+    ``aiconfigurator-core``), the read-back of the vLLM profile's ``moe_layer_overhead_s``: per engine, system and
+    dtype, the median over the rows of ``_moe_decode_frames`` with AIConfigurator's default routing
+    ``MOE_TABLE_DISTRIBUTION`` at 1-``MOE_DECODE_MAX_TOKENS`` tokens and expert TP x EP up to ``MOE_DECODE_MAX_GPUS``
+    of the table's latency minus one layer of
+    ``StepTimePredictor``'s expected routed-expert time (``moe_experts`` / MoE layers; the engine profile's default
+    version, the table's shape on a one-layer model) -- the kernel chain's fixed time that the roofline does not see;
+    beside it the profile's ``moe_layer_overhead_s``.  DeepSeek-V3's shape, unphysical in ``moe_decode_bandwidth_fit``,
+    is left out."""
+    import dataclasses
+
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT))
+    from fleetplan.hardware import load_catalog
+    from fleetplan.models import Dtype, load_model
+    from fleetplan.perf import StepTimePredictor
+    from fleetplan.perf.engine_profile import load_engine_profile
+    from fleetplan.perf.parallelism import Parallelism
+    from fleetplan.perf.quant import Fp8Scaling
+
+    catalog, base = load_catalog(), load_model("qwen3-235b-a22b")
+    dtypes = {"bfloat16": (Dtype.BF16, Fp8Scaling.PER_TENSOR), "fp8_block": (Dtype.FP8, Fp8Scaling.BLOCK)}
+    out = []
+    for engine, system, gpu_name, f in _moe_decode_frames():
+        gpu, profile = catalog.get(gpu_name), load_engine_profile(engine)
+        f = f[(f.distribution == MOE_TABLE_DISTRIBUTION) & (f.num_tokens <= MOE_DECODE_MAX_TOKENS)
+              & (f.moe_tp_size * f.moe_ep_size <= MOE_DECODE_MAX_GPUS)
+              & ~((f.hidden_size == 7168) & (f.inter_size == 2048) & (f.num_experts == 256))]
+        for dtype, g in f.groupby("moe_dtype"):
+            weight_dtype, scaling = dtypes[dtype]
+            options = profile.options_for(gpu, weight_dtype)
+            gaps = []
+            for shape, rows in g.groupby(["hidden_size", "inter_size", "num_experts", "topk", "moe_tp_size",
+                                          "moe_ep_size"]):
+                h, inter, n_experts, top_k, tp, ep = (int(v) for v in shape)
+                if inter % tp or n_experts % ep:
+                    continue
+                model = dataclasses.replace(base, hidden_size=h, moe_intermediate_size=inter, n_experts=n_experts,
+                                            n_experts_per_token=top_k, n_heads=256, n_kv_heads=256, n_layers=1)
+                step = StepTimePredictor(model, gpu, Parallelism(tp=tp * ep, ep=ep), weight_dtype, Dtype.BF16, options,
+                                         scaling)
+                for tokens, latency_ms in zip(rows.num_tokens.to_numpy(int), rows.latency.to_numpy(), strict=True):
+                    gaps.append(latency_ms * 1e-3 - step._moe_s(int(tokens), None))
+            gaps = np.array(gaps)
+            out.append({"engine": engine, "system": system, "moe_dtype": dtype, "n": len(gaps),
+                        "median_us": float(np.median(gaps)) * 1e6, "p25_us": float(np.quantile(gaps, 0.25)) * 1e6,
+                        "p75_us": float(np.quantile(gaps, 0.75)) * 1e6,
+                        "profile_us": options.moe_layer_overhead_s * 1e6})
     return out
 
 
@@ -1261,6 +1392,14 @@ _TABLE_READBACKS = {
         f"{g['n']:4d} rows: {g['s_per_token']:.2e} s per prefill token and layer beyond fleetplan's module "
         f"(+ {g['fixed_s'] * 1e3:.2f} ms per call); fleetplan / measured median {g['ratio_before']:.2f} -> "
         f"{g['ratio_after']:.2f}")),
+    "moe_decode_tables": (moe_decode_bandwidth_fit, lambda g: (
+        f"{g['engine']:7s} {g['n']:6d} rows ({g['dropped']} of unphysical shapes left out): experts' weight stream "
+        f"{g['eff']:.3f} of the HBM peak, t0 {g['t0_us'][0]:.0f}-{g['t0_us'][1]:.0f} us per table, mean |log ratio| "
+        f"{g['mean_abs_log']:.3f}; per table " + ", ".join(f"{k} {v:.2f}" for k, v in g["per_table"].items()))),
+    "moe_decode_overhead": (moe_decode_overhead, lambda g: (
+        f"{g['engine']:7s} {g['system']:9s} {g['moe_dtype']:10s} {g['n']:5d} rows: table - fleetplan's experts median "
+        f"{g['median_us']:.0f} us (p25-p75 {g['p25_us']:.0f}-{g['p75_us']:.0f}) per MoE layer; profile's "
+        f"moe_layer_overhead_s {g['profile_us']:.0f} us")),
     "moe_width_tables": (moe_width_efficiency, _moe_width_line),
     "moe_kernel_tables": (moe_kernel_efficiency, lambda g: (
         f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:8s} {g['moe_dtype']:12s} "
@@ -1298,6 +1437,10 @@ def main() -> int:
                         "moe_mxfp4_gemm_efficiency / moe_int4_gemm_efficiency read-back"),
                        ("--moe-width-tables", "fused-MoE tables against the per-GPU expert width, the source of "
                         "the step model's expert-width factor"),
+                       ("--moe-decode-tables", "fused-MoE tables at decode sizes (weight-bound rows), the "
+                        "engine profiles' moe_weight_bandwidth_efficiency read-back"),
+                       ("--moe-decode-overhead", "fused-MoE tables at 1-512 tokens beyond fleetplan's routed-expert "
+                        "time, the vLLM profile's moe_layer_overhead_s read-back"),
                        ("--moe-ramp", "fused-MoE tables against the rows per expert (1,024-16,384 tokens), the "
                         "source of the engine profiles' moe_hit_expert_weight_reads"),
                        ("--attention-tables", "vLLM context-attention table per head dim, the source of the step "

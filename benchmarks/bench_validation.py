@@ -113,8 +113,16 @@ latency of one MoE layer's chain of small kernels per step (router GEMM, top-k, 
 GEMMs, activation, combine, shared expert), which the roofline does not see and which set MoE decode steps at
 1-100 clients: 100 us per MoE layer on NVIDIA GPUs (grid on the B200/H100 TPOT, median ITL and throughput
 rows; before: TPOT -53 %, median ITL -47 %, throughput +143 % on B200) and 300 us on MI300X (SGLang's ROCm
-kernels; `[gpu_options.MI300X]`).  vLLM gets the NVIDIA value by transfer (SGLang's fused_moe_triton is a port of
-vLLM's fused_moe, the same kernel chain): the held-out vLLM MoE rows test it.
+kernels; `[gpu_options.MI300X]`); re-checked with the experts' weight stream read back below (0.76), 100 us stays
+the grid's best.  vLLM's value is read back from AIConfigurator's fused-MoE tables instead (no serving row fitted):
+17 us, the tables' time at 1-512 tokens beyond fleetplan's routed-expert terms (`python
+benchmarks/aiconfigurator_compare.py --moe-decode-overhead`; it was SGLang's 100 us by transfer, with which vLLM's
+MoE layer at decode sizes was 25-40 % slower than the tables); MI300X keeps 100 us (no table).
+
+Read back from the same tables' weight-bound decode rows (every expert of a rank hit, at most 4 rows each; no
+serving row fitted): `moe_weight_bandwidth_efficiency`, the routed experts' weight stream, 0.85 of the HBM peak for
+vLLM 0.24.0 and 0.76 for SGLang 0.5.14 (`--moe-decode-tables`; shapes whose rows stream faster than the peak, among
+them DeepSeek-V3's, left out), where the experts had the dense `weight_bandwidth_efficiency` (0.78 / 0.6).
 
 Read back from AIConfigurator's measured operator tables (no serving row fitted): `moe_gemm_efficiency` /
 `moe_fp8_gemm_efficiency`, the routed experts' grouped-GEMM (fused MoE) share of the BF16 / FP8 peak, median of

@@ -15,6 +15,11 @@ read per hit expert):
     w_e       = max(3 h I_moe / tp_ffn * weight_bytes,  m_tile * 2 * 3 h I_moe / tp_ffn * bandwidth / FLOP/s)
     layer_s   = max over r of max(compute_r, memory_r)
 
+``bandwidth`` is the routed experts' weight stream (``predictor.moe_rates``): the engine profile's
+``moe_weight_bandwidth_efficiency`` of the HBM peak where it gives one (AIConfigurator 0.12.0's fused-MoE tables at
+weight-bound decode sizes: 0.85 vLLM, 0.76 SGLang; ``moe_decode_bandwidth_fit`` of
+``benchmarks/aiconfigurator_compare.py``), else ``weight_bandwidth_efficiency``.
+
 Grouped-GEMM small-batch inefficiency.  With ``T k / E`` rows per expert below a tile, the
 expert GEMM is weight-bandwidth bound: every hit expert's weights are read once per step (the
 ``a_r`` term), and its GEMM still computes a whole tile of ``m_tile`` rows

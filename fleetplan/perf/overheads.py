@@ -65,7 +65,14 @@ each range:
   4,096-16,384 tokens in AIConfigurator's measured tables, against 0.66 for the dense GEMMs); engine
   profiles set them per GPU, read back from those tables (``engine_profiles/*.toml``, each with its source;
   ``moe_table_efficiency`` of ``benchmarks/aiconfigurator_compare.py``).  Only the experts' compute roofline uses them;
-  their weight stream keeps ``weight_bandwidth_efficiency``.
+  their weight stream has ``moe_weight_bandwidth_efficiency``.
+* ``moe_weight_bandwidth_efficiency`` (None = ``weight_bandwidth_efficiency``) -- achieved / HBM peak of the routed
+  experts' weight stream (``fleetplan.perf.moe``: ``memory_r``, the hit experts' weight reads that bound decode-sized
+  MoE steps).  The fused-MoE kernels stream each hit expert's whole weight matrices, long contiguous reads that reach
+  more of the peak than the dense small-M GEMMs the engine-wide value was fitted on (AIConfigurator's measured fused-MoE
+  tables: 0.85 of the HBM peak for vLLM 0.24.0, 0.76 for SGLang 0.5.14, beside 20-50 us per layer that
+  ``moe_layer_overhead_s`` covers); engine profiles give it, read back from those tables
+  (``moe_decode_bandwidth_fit`` of ``benchmarks/aiconfigurator_compare.py``).
 * ``moe_int4_gemm_efficiency`` (None = ``moe_gemm_efficiency``) -- the same for INT4 weight-only (W4A16) experts
   against the BF16 peak: vLLM runs them with the Marlin MoE kernel, which dequantises every weight tile in the
   GEMM's inner loop and reaches about half the BF16 fused MoE's share (AIConfigurator's vLLM 0.24.0 ``int4_wo``
@@ -193,6 +200,7 @@ class PredictorOptions:
     moe_fp8_gemm_efficiency: float | None = None
     moe_int4_gemm_efficiency: float | None = None
     moe_mxfp4_gemm_efficiency: float | None = None
+    moe_weight_bandwidth_efficiency: float | None = None
     moe_width_exponent: float = 0.0
     moe_hit_expert_weight_reads: float = 0.0
     moe_tile_m_tokens: int = 16
@@ -211,7 +219,8 @@ class PredictorOptions:
         object.__setattr__(self, "execution", execution_mode(self.execution))
         for name in ("fp8_gemm_efficiency", "fp8_block_gemm_efficiency", "fp8_block_bandwidth_efficiency",
                      "moe_gemm_efficiency", "moe_fp8_gemm_efficiency", "moe_int4_gemm_efficiency",
-                     "moe_mxfp4_gemm_efficiency", "sink_attention_prefill_efficiency"):
+                     "moe_mxfp4_gemm_efficiency", "moe_weight_bandwidth_efficiency",
+                     "sink_attention_prefill_efficiency"):
             if getattr(self, name) is not None:
                 _fraction(name, getattr(self, name))
         if self.dsa_prefill_fp8_kv_s_per_token is not None:

@@ -234,8 +234,14 @@ class StepTimePredictor:
         peak (INT4 / MXFP4 weight-only experts; ``moe_gemm_efficiency`` where the profile leaves it unset) or
         ``moe_gemm_efficiency`` of the BF16 peak
         (BF16 and other weight-only experts) where the profile gives it (``fleetplan.perf.overheads``), the
-        dense GEMMs' rate otherwise.  (The expert-width factor divides the routed rows' compute in ``moe``.)"""
+        dense GEMMs' rate otherwise; the weight stream at ``moe_weight_bandwidth_efficiency`` of the HBM peak where
+        the profile gives it, ``weight_bandwidth_efficiency`` otherwise.  (The expert-width factor divides the
+        routed rows' compute in ``moe``.)"""
         o = self.options
+        rates = self.rates
+        if o.moe_weight_bandwidth_efficiency is not None:
+            rates = dataclasses.replace(rates, weight_bytes_per_s=self.gpu.hbm_tb_per_s * 1e12
+                                        * o.moe_weight_bandwidth_efficiency)
         if w8a8(self.gpu, self.weight_dtype):
             eff = o.moe_fp8_gemm_efficiency
         elif self.weight_dtype is Dtype.INT4 and o.moe_int4_gemm_efficiency is not None:
@@ -245,8 +251,8 @@ class StepTimePredictor:
         else:
             eff = o.moe_gemm_efficiency
         if eff is None:
-            return self.rates
-        return dataclasses.replace(self.rates, gemm_flop_per_s=gemm_peak_flop_per_s(self.gpu, self.weight_dtype) * eff)
+            return rates
+        return dataclasses.replace(rates, gemm_flop_per_s=gemm_peak_flop_per_s(self.gpu, self.weight_dtype) * eff)
 
     @functools.cached_property
     def comm_terms(self) -> CommTerms:
