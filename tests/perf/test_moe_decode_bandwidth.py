@@ -22,10 +22,10 @@ from fleetplan.errors import ConfigError
 from fleetplan.models import Dtype, load_model
 from fleetplan.perf.batch import BatchComposition
 from fleetplan.perf.engine_profile import load_engine_profile
-from fleetplan.perf.linear import roofline_step_s, step_time_array_s
 from fleetplan.perf.overheads import PredictorOptions
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
+from tests.perf.phases import assert_phases_agree
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -68,14 +68,7 @@ def test_analytic_and_simulator_steps_agree(catalog, model, gpu, dtype, par) -> 
     """Both phases read the one set of coefficients: the simulator's step (``roofline_step_s``) and the analytic
     engine model's (``step_time_array_s``) agree, and equal the predictor's sum of parts, at decode and mixed steps."""
     step = _predictor(catalog, 0.85, model, gpu, par, dtype)
-    code, coef = step.kernel_coefficients()
-    for n_decode, prefill in ((1, 0), (32, 0), (256, 0), (16, 512), (0, 4096)):
-        ctx, attn2 = 2000 * n_decode, prefill * prefill
-        sim = roofline_step_s(coef, n_decode + (prefill > 0), n_decode, prefill, ctx, attn2)
-        ana = float(step_time_array_s(code, coef, n_decode + (prefill > 0), n_decode, prefill, ctx, attn2))
-        assert sim == pytest.approx(ana, rel=1e-12)
-        batch = BatchComposition.uniform(n_decode, 2000, int(prefill > 0), prefill)
-        assert sim == pytest.approx(step.predict(batch).total_s, rel=1e-9)
+    assert_phases_agree(step, ((1, 0), (32, 0), (256, 0), (16, 512), (0, 4096)), 2000)
 
 
 @pytest.mark.parametrize("bad", [0.0, 1.5, -0.2, float("nan")])

@@ -26,11 +26,12 @@ from fleetplan.models import Dtype, load_model
 from fleetplan.perf.batch import BatchComposition
 from fleetplan.perf.calibrate import CalibratedStepModel
 from fleetplan.perf.engine_profile import load_engine_profile
-from fleetplan.perf.linear import N_STEP_COEFS, STEP_MODEL_ROOFLINE, roofline_step_s, step_time_array_s
+from fleetplan.perf.linear import N_STEP_COEFS, STEP_MODEL_ROOFLINE
 from fleetplan.perf.moe import MOE_REFERENCE_ROWS_PER_EXPERT, sample_moe_s
 from fleetplan.perf.overheads import PredictorOptions
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
+from tests.perf.phases import assert_phases_agree
 
 ROOT = Path(__file__).resolve().parents[2]
 RHO = 1.5  # the vLLM and SGLang profiles' value
@@ -129,13 +130,7 @@ def test_analytic_and_simulator_steps_agree(catalog, model, gpu, dtype, par) -> 
     ramp, _ = _pair(catalog, model, gpu, dtype, par)
     code, coef = ramp.kernel_coefficients()
     assert code == STEP_MODEL_ROOFLINE and coef.size == N_STEP_COEFS and coef[21] > 0.0
-    for n_decode, prefill in ((0, 2048), (8, 512), (64, 0), (1, 8192), (32, 4096)):
-        ctx, attn2 = 1000 * n_decode, prefill * prefill
-        sim = roofline_step_s(coef, n_decode + (prefill > 0), n_decode, prefill, ctx, attn2)
-        ana = float(step_time_array_s(code, coef, n_decode + (prefill > 0), n_decode, prefill, ctx, attn2))
-        assert sim == pytest.approx(ana, rel=1e-12)
-        batch = BatchComposition.uniform(n_decode, 1000, int(prefill > 0), prefill)
-        assert sim == pytest.approx(ramp.predict(batch).total_s, rel=1e-9)
+    assert_phases_agree(ramp, ((0, 2048), (8, 512), (64, 0), (1, 8192), (32, 4096)), 1000)
 
 
 def test_a_negative_or_non_finite_rho_is_refused() -> None:
