@@ -1,10 +1,12 @@
 """Read a HuggingFace ``config.json`` into a ``ModelConfig``.
 
 Families handled (by key, not by ``model_type``): Llama/Mistral, Qwen2/Qwen3 dense,
-Qwen2-MoE/Qwen3-MoE, Mixtral, DeepSeek-V2/V3 (MLA) and gpt-oss.  Multimodal wrappers
-(Llava, Mistral3, Qwen2.5-VL, Llama-4, InternVL) keep the language model under
-``text_config`` or ``llm_config``; that table is read instead, with
-``tie_word_embeddings`` falling back to the top level.
+Qwen2-MoE/Qwen3-MoE, Mixtral, DeepSeek-V2/V3 (MLA), gpt-oss, Gemma 2/3, Phi-3/Phi-4 and GLM-4.
+Multimodal wrappers (Llava, Mistral3, Qwen2.5-VL, Qwen3-VL, Llama-4, InternVL, Gemma 3, GLM-4.5V)
+keep the language model under ``text_config`` or ``llm_config``; that table is read instead, with
+``tie_word_embeddings`` falling back to the top level.  The vision tower is not sized or timed:
+fleetplan plans text serving, where it holds < 2 % of the weights (Gemma 3's 0.4B SigLIP beside
+27B) and runs only on image inputs.
 
 Key mapping (first key present wins):
 
@@ -61,6 +63,11 @@ neither key is read by its keys alone.  Per family:
 * Qwen3-Next: ``layer_types`` or every ``full_attention_interval``-th layer is full (gated)
   attention, the rest Gated DeltaNet linear attention (``linear_*`` keys): a fixed state per
   sequence and no per-token cache (``ModelConfig.linear_state_bytes_per_seq``).
+* Gemma 2 / Gemma 3 (``text_config`` for ``Gemma3ForConditionalGeneration``): without ``layer_types``,
+  layer i is full attention iff ``(i + 1) % sliding_window_pattern == 0`` (Gemma 2: 2, Gemma 3: 6)
+  and the others slide over ``sliding_window`` tokens (``LayerMix``); keys the published configs
+  leave out take the transformers config class's defaults (``GEMMA_DEFAULTS``: gemma-3-27b-it gives
+  no ``vocab_size``, 262,208).  Gemma 2's logit soft-capping costs no FLOPs worth modelling.
 * A bare ``sliding_window`` without ``layer_types`` is not read (Qwen2/3 ship one with
   ``use_sliding_window`` false; Mistral-7B's 4,096 would be sized as full anyway).
 
@@ -106,15 +113,30 @@ ARCHITECTURES = (
     "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "Glm4MoeForCausalLM", "MiniMaxM2ForCausalLM",
     "GptOssForCausalLM", "HunYuanMoEV1ForCausalLM", "Llama4ForCausalLM", "Llama4ForConditionalGeneration",
     "LlavaForConditionalGeneration", "Mistral3ForConditionalGeneration", "Qwen2_5_VLForConditionalGeneration",
-    "InternVLChatModel",
+    "InternVLChatModel", "Gemma2ForCausalLM", "Gemma3ForCausalLM", "Gemma3ForConditionalGeneration",
+    "Phi3ForCausalLM", "Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration", "Glm4ForCausalLM",
+    "Glm4vMoeForConditionalGeneration",
 )
 #: ``model_type`` values read when a config gives no ``architectures``.
 MODEL_TYPES = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "qwen3_next", "deepseek_v2",
                "deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe", "minimax_m2", "gpt_oss", "hunyuan_v1_moe",
-               "llama4", "llama4_text", "llava", "mistral3", "qwen2_5_vl", "internvl_chat")
+               "llama4", "llama4_text", "llava", "mistral3", "qwen2_5_vl", "internvl_chat", "gemma2", "gemma3",
+               "gemma3_text", "phi3", "qwen3_vl", "qwen3_vl_text", "qwen3_vl_moe", "qwen3_vl_moe_text", "glm4",
+               "glm4v_moe", "glm4v_moe_text")
 #: Architectures whose attention heads carry learned sink logits (HF ``GptOssAttention.sinks``).
 SINK_ATTENTION = ("GptOssForCausalLM", "gpt_oss")
 LLAMA4 = ("Llama4ForCausalLM", "Llama4ForConditionalGeneration", "llama4", "llama4_text")
+GEMMA2 = ("Gemma2ForCausalLM", "gemma2")
+GEMMA3 = ("Gemma3ForCausalLM", "Gemma3ForConditionalGeneration", "gemma3", "gemma3_text")
+#: Config-class defaults of keys Google's published Gemma configs leave out (gemma-3-27b-it's ``text_config`` has
+#: no ``vocab_size``, ``max_position_embeddings``, ``sliding_window_pattern``): transformers ``Gemma2Config`` /
+#: ``Gemma3TextConfig``.  Gemma 2 alternates sliding and full layers (pattern 2), Gemma 3 has one full layer in 6.
+GEMMA_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma2": dict(vocab_size=256_000, head_dim=256, max_position_embeddings=8192, sliding_window=4096,
+                   sliding_window_pattern=2, tie_word_embeddings=True),
+    "gemma3": dict(vocab_size=262_208, head_dim=256, max_position_embeddings=131_072, sliding_window=4096,
+                   sliding_window_pattern=6, tie_word_embeddings=True),
+}
 #: Llama-4's default: every 4th layer is a NoPE global-attention layer (HF ``Llama4TextConfig``).
 LLAMA4_NO_ROPE_INTERVAL = 4
 #: OCP MX block: one E8M0 scale per 32 elements.
@@ -241,6 +263,11 @@ def model_config_from_dict(data: Mapping[str, Any], *, source: str, name: str) -
     table = data[nested] if nested else data
     f = _Fields(table, data, source, f"{nested}." if nested else "")
     arch = _architecture(data, table, source)
+    family = "gemma2" if arch in GEMMA2 else "gemma3" if arch in GEMMA3 else None
+    if family:
+        defaults = {k: v for k, v in GEMMA_DEFAULTS[family].items() if data.get(k) is None}  # top level wins
+        table = {**defaults, **{k: v for k, v in table.items() if v is not None}}
+        f = _Fields(table, data, source, f.prefix)
     n_layers = f.int("num_hidden_layers", low=1)
     hidden = f.int("hidden_size", low=1)
     n_heads = f.int("num_attention_heads", low=1)
@@ -360,6 +387,10 @@ def _layer_mix(f: _Fields, n_layers: int, arch: str | None) -> LayerMix:
         if n_window:
             key = "sliding_window" if "sliding_attention" in kinds else "attention_chunk_size"
             window = f.int(key, low=1)
+    elif arch in GEMMA2 + GEMMA3:
+        # layer i is full attention iff (i + 1) % sliding_window_pattern == 0 (transformers Gemma2/Gemma3 configs)
+        n_window = n_layers - n_layers // f.int("sliding_window_pattern", low=1)
+        window = f.int("sliding_window", low=1)
     elif f.has("full_attention_interval"):
         n_linear = n_layers - n_layers // f.int("full_attention_interval", low=1)
     elif arch in LLAMA4 and f.has("attention_chunk_size"):

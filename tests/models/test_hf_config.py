@@ -244,3 +244,56 @@ def test_bad_config_through_the_cli_is_exit_2_and_one_line(tmp_path: Path):
         lines = res.stderr.strip().splitlines()
         assert res.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error:")
         assert "num_experts_per_tok" in lines[0] and "above the 8 routed experts" in lines[0]
+
+
+# Gemma: published configs leave out keys whose transformers config-class defaults apply.
+GEMMA3_27B_IT = {  # google/gemma-3-27b-it config.json (vision_config trimmed); text only: ~27.0B
+    "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3", "mm_tokens_per_image": 256,
+    "text_config": {
+        "head_dim": 128, "hidden_size": 5376, "intermediate_size": 21504, "model_type": "gemma3_text",
+        "num_attention_heads": 32, "num_hidden_layers": 62, "num_key_value_heads": 16, "query_pre_attn_scalar": 168,
+        "rope_scaling": {"factor": 8.0, "rope_type": "linear"}, "sliding_window": 1024},
+    "vision_config": {"hidden_size": 1152, "model_type": "siglip_vision_model", "num_hidden_layers": 27},
+}
+GEMMA3_1B_IT = {  # google/gemma-3-1b-it config.json: 999,885,952 parameters (keras-hub gemma3_1b preset)
+    "architectures": ["Gemma3ForCausalLM"], "head_dim": 256, "hidden_size": 1152, "intermediate_size": 6912,
+    "max_position_embeddings": 32768, "model_type": "gemma3_text", "num_attention_heads": 4, "num_hidden_layers": 26,
+    "num_key_value_heads": 1, "query_pre_attn_scalar": 256, "sliding_window": 512, "sliding_window_pattern": 6,
+    "vocab_size": 262144,
+}
+GEMMA2_9B = {  # google/gemma-2-9b config.json: 9.24B parameters (model card)
+    "architectures": ["Gemma2ForCausalLM"], "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0,
+    "head_dim": 256, "hidden_size": 3584, "intermediate_size": 14336, "max_position_embeddings": 8192,
+    "model_type": "gemma2", "num_attention_heads": 16, "num_hidden_layers": 42, "num_key_value_heads": 8,
+    "query_pre_attn_scalar": 256, "sliding_window": 4096, "vocab_size": 256000,
+}
+
+
+def test_gemma3_wrapper_reads_text_config_with_class_defaults_and_windows():
+    m = _read(GEMMA3_27B_IT)
+    assert (m.n_layers, m.n_heads, m.n_kv_heads, m.head_dim) == (62, 32, 16, 128)
+    # absent keys take Gemma3TextConfig's defaults: vocab 262,208, 131,072 positions, tied embeddings
+    assert (m.vocab_size, m.context_window_tokens, m.tie_word_embeddings) == (262208, 131072, True)
+    # one full layer in sliding_window_pattern=6 (layers 5, 11, ..., 59): 10 full, 52 over 1,024 tokens
+    assert (m.layers.n_window_layers, m.layers.attention_window_tokens) == (52, 1024)
+    assert m.n_params() == pytest.approx(27.0e9, rel=0.01)
+
+
+def test_gemma3_1b_published_count_and_pattern():
+    m = _read(GEMMA3_1B_IT)
+    assert (m.n_kv_heads, m.head_dim, m.context_window_tokens) == (1, 256, 32768)
+    assert (m.layers.n_window_layers, m.layers.attention_window_tokens) == (22, 512)
+    assert m.n_params() == pytest.approx(999_885_952, rel=1e-3)  # norms (~73k) are left out
+
+
+def test_gemma3_layer_types_list_wins_over_the_pattern():
+    kinds = ["sliding_attention"] * 5 + ["full_attention"]
+    data = dict(GEMMA3_1B_IT, num_hidden_layers=12, layer_types=kinds * 2, sliding_window_pattern=3)
+    assert _read(data).layers.n_window_layers == 10
+
+
+def test_gemma2_alternates_sliding_and_full_layers():
+    m = _read(GEMMA2_9B)
+    assert (m.layers.n_window_layers, m.layers.attention_window_tokens) == (21, 4096)
+    assert m.tie_word_embeddings  # Gemma2Config default
+    assert m.n_params() == pytest.approx(9.24e9, rel=0.01)
