@@ -297,3 +297,25 @@ def test_gemma2_alternates_sliding_and_full_layers():
     assert (m.layers.n_window_layers, m.layers.attention_window_tokens) == (21, 4096)
     assert m.tie_word_embeddings  # Gemma2Config default
     assert m.n_params() == pytest.approx(9.24e9, rel=0.01)
+
+
+PHI4 = {  # microsoft/phi-4 config.json: 14.7B parameters (model card)
+    "architectures": ["Phi3ForCausalLM"], "hidden_size": 5120, "intermediate_size": 17920,
+    "max_position_embeddings": 16384, "model_type": "phi3", "num_attention_heads": 40, "num_hidden_layers": 40,
+    "num_key_value_heads": 10, "original_max_position_embeddings": 16384, "rope_scaling": None, "rope_theta": 250000,
+    "sliding_window": None, "tie_word_embeddings": False, "vocab_size": 100352,
+}
+PHI3_MINI_4K = {  # microsoft/Phi-3-mini-4k-instruct config.json: 3.8B parameters (model card)
+    "architectures": ["Phi3ForCausalLM"], "hidden_size": 3072, "intermediate_size": 8192,
+    "max_position_embeddings": 4096, "model_type": "phi3", "num_attention_heads": 32, "num_hidden_layers": 32,
+    "num_key_value_heads": 32, "sliding_window": 2047, "tie_word_embeddings": False, "vocab_size": 32064,
+}
+
+
+def test_phi4_dense_gqa_fused_qkv_is_only_a_layout():
+    m = _read(PHI4)
+    assert (m.attention, m.n_kv_heads, m.head_dim, m.context_window_tokens) == (AttentionKind.GQA, 10, 128, 16384)
+    assert m.n_params() == pytest.approx(14.7e9, rel=0.01)
+    mini = _read(PHI3_MINI_4K)
+    assert mini.n_params() == pytest.approx(3.82e9, rel=0.01)
+    assert mini.layers.n_window_layers == 0  # a bare sliding_window (2,047) is not read (module docstring)
