@@ -319,3 +319,34 @@ def test_phi4_dense_gqa_fused_qkv_is_only_a_layout():
     mini = _read(PHI3_MINI_4K)
     assert mini.n_params() == pytest.approx(3.82e9, rel=0.01)
     assert mini.layers.n_window_layers == 0  # a bare sliding_window (2,047) is not read (module docstring)
+
+
+QWEN3_VL_8B = {  # Qwen/Qwen3-VL-8B-Instruct config.json (vision_config trimmed); text = Qwen3-8B's 8.2B (card)
+    "architectures": ["Qwen3VLForConditionalGeneration"], "model_type": "qwen3_vl", "tie_word_embeddings": False,
+    "text_config": {
+        "head_dim": 128, "hidden_size": 4096, "intermediate_size": 12288, "max_position_embeddings": 262144,
+        "model_type": "qwen3_vl_text", "num_attention_heads": 32, "num_hidden_layers": 36, "num_key_value_heads": 8,
+        "rope_scaling": {"mrope_interleaved": True, "mrope_section": [24, 20, 20], "rope_type": "default"},
+        "vocab_size": 151936},
+    "vision_config": {"deepstack_visual_indexes": [8, 16, 24], "depth": 27, "hidden_size": 1152},
+}
+QWEN3_VL_30B_A3B = {  # Qwen/Qwen3-VL-30B-A3B-Instruct config.json; text = Qwen3-30B-A3B: 30.5B, 3.3B active (card)
+    "architectures": ["Qwen3VLMoeForConditionalGeneration"], "model_type": "qwen3_vl_moe", "tie_word_embeddings": False,
+    "text_config": {
+        "decoder_sparse_step": 1, "head_dim": 128, "hidden_size": 2048, "intermediate_size": 6144,
+        "max_position_embeddings": 262144, "mlp_only_layers": [], "model_type": "qwen3_vl_moe_text",
+        "moe_intermediate_size": 768, "num_attention_heads": 32, "num_experts": 128, "num_experts_per_tok": 8,
+        "num_hidden_layers": 48, "num_key_value_heads": 4, "vocab_size": 151936},
+    "vision_config": {"deepstack_visual_indexes": [8, 16, 24], "depth": 27, "hidden_size": 1152},
+}
+
+
+def test_qwen3_vl_wrappers_read_the_language_model():
+    dense = _read(QWEN3_VL_8B)
+    assert (dense.n_kv_heads, dense.head_dim, dense.context_window_tokens) == (8, 128, 262144)
+    assert not dense.tie_word_embeddings
+    assert dense.n_params() == pytest.approx(8.2e9, rel=0.01)
+    moe = _read(QWEN3_VL_30B_A3B)
+    assert (moe.n_experts, moe.n_experts_per_token, moe.moe_intermediate_size, moe.n_dense_layers) == (128, 8, 768, 0)
+    assert moe.n_params() == pytest.approx(30.5e9, rel=0.01)
+    assert moe.n_active_params() == pytest.approx(3.3e9, rel=0.03)
