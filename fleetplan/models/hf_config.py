@@ -51,8 +51,13 @@ neither key is read by its keys alone.  Per family:
   V3.2's DSA indexer ``index_n_heads``, ``index_head_dim``, ``index_topk``.  DSA attends to
   ``index_topk`` keys per query (timed by ``fleetplan.perf.attention``, 'DeepSeek Sparse Attention',
   and the indexer's projections by ``fleetplan.perf.operators``); the indexer's FP8 key is in the KV size.
-* Glm4Moe: as DeepSeek's MoE keys with GQA attention; MiniMaxM2: every layer MoE with
-  ``intermediate_size`` as the expert, MTP ``num_mtp_modules`` when ``use_mtp``.
+* Glm4Moe and GLM-4.5V (``Glm4vMoeForConditionalGeneration``, its ``text_config``): as DeepSeek's
+  MoE keys with GQA attention; GLM-4 dense (``Glm4ForCausalLM``), Phi-3 / Phi-4
+  (``Phi3ForCausalLM``) and Qwen3-VL (dense and MoE, ``text_config``) are dense GQA or Qwen-MoE
+  layouts read by the common keys (fused ``qkv_proj`` / ``gate_up_proj`` are weight layouts; partial
+  rotary, attention biases and Qwen3-VL's deepstack visual inputs change no size modelled here).
+* MiniMaxM2: every layer MoE with ``intermediate_size`` as the expert, MTP ``num_mtp_modules`` when
+  ``use_mtp``.
 * Llama-4 (``text_config``): layer i is MoE iff ``(i + 1) % interleave_moe_layer_step == 0``
   (or in ``moe_layers``), one shared expert of the expert width ``intermediate_size``, dense
   layers of ``intermediate_size_mlp``; rope layers (``no_rope_layers`` 1, default all but every

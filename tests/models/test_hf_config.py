@@ -350,3 +350,38 @@ def test_qwen3_vl_wrappers_read_the_language_model():
     assert (moe.n_experts, moe.n_experts_per_token, moe.moe_intermediate_size, moe.n_dense_layers) == (128, 8, 768, 0)
     assert moe.n_params() == pytest.approx(30.5e9, rel=0.01)
     assert moe.n_active_params() == pytest.approx(3.3e9, rel=0.03)
+
+
+GLM4_9B_0414 = {  # zai-org/GLM-4-9B-0414 config.json: 9.4B parameters (model page); fused gate_up, qkv bias
+    "architectures": ["Glm4ForCausalLM"], "attention_bias": True, "head_dim": 128, "hidden_size": 4096,
+    "intermediate_size": 13696, "max_position_embeddings": 32768, "model_type": "glm4", "num_attention_heads": 32,
+    "num_hidden_layers": 40, "num_key_value_heads": 2, "partial_rotary_factor": 0.5, "tie_word_embeddings": False,
+    "vocab_size": 151552,
+}
+GLM45V = {  # zai-org/GLM-4.5V config.json (transformers Glm4vMoeConfig dump); text = GLM-4.5-Air's 106B / 12B active
+    "architectures": ["Glm4vMoeForConditionalGeneration"], "model_type": "glm4v_moe", "tie_word_embeddings": False,
+    "text_config": {
+        "attention_bias": True, "first_k_dense_replace": 1, "head_dim": 128, "hidden_size": 4096,
+        "intermediate_size": 10944, "max_position_embeddings": 65536, "model_type": "glm4v_moe_text",
+        "moe_intermediate_size": 1408, "n_group": 1, "n_routed_experts": 128, "n_shared_experts": 1,
+        "num_attention_heads": 96, "num_experts_per_tok": 8, "num_hidden_layers": 46, "num_key_value_heads": 8,
+        "partial_rotary_factor": 0.5, "routed_scaling_factor": 1.0, "topk_group": 1, "use_qk_norm": False,
+        "vocab_size": 151552},
+    "vision_config": {"depth": 24, "hidden_size": 1536, "model_type": "glm4v_moe", "num_heads": 12},
+}
+
+
+def test_glm4_dense_gqa_published_count():
+    m = _read(GLM4_9B_0414)
+    assert (m.n_kv_heads, m.head_dim, m.context_window_tokens, m.n_experts) == (2, 128, 32768, 0)
+    assert m.n_params() == pytest.approx(9.4e9, rel=0.01)
+
+
+def test_glm45v_reads_its_text_config_as_glm4_moe():
+    m = _read(GLM45V)
+    assert (m.n_experts, m.n_experts_per_token, m.n_shared_experts, m.n_dense_layers) == (128, 8, 1, 1)
+    assert (m.n_heads, m.n_kv_heads, m.context_window_tokens) == (96, 8, 65536)
+    air = load_model("glm-4.5-air")  # the bundled GLM-4.5-Air config: the same language model
+    assert m.n_params() == air.n_params() == pytest.approx(106e9, rel=0.03)
+    assert m.flops_per_token_dense() == air.flops_per_token_dense()
+    assert m.n_mtp_layers == 0  # the V text_config lists no num_nextn_predict_layers
