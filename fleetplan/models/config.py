@@ -158,8 +158,8 @@ class LayerMix:
     ----------
     n_window_layers, attention_window_tokens : int
         Sliding-window or chunked-local attention layers and their window (config
-        ``layer_types`` "sliding_attention" with ``sliding_window``; Llama-4's rope layers with
-        ``attention_chunk_size``).
+        ``layer_types`` "sliding_attention" with ``sliding_window``; Gemma 2/3's layers outside every
+        ``sliding_window_pattern``-th; Llama-4's rope layers with ``attention_chunk_size``).
     n_linear_layers : int
         Linear-attention (Gated DeltaNet) layers (``layer_types`` "linear_attention", or all but
         every ``full_attention_interval``-th layer).

@@ -270,7 +270,9 @@ def model_config_from_dict(data: Mapping[str, Any], *, source: str, name: str) -
     arch = _architecture(data, table, source)
     family = "gemma2" if arch in GEMMA2 else "gemma3" if arch in GEMMA3 else None
     if family:
-        defaults = {k: v for k, v in GEMMA_DEFAULTS[family].items() if data.get(k) is None}  # top level wins
+        defaults = dict(GEMMA_DEFAULTS[family])
+        if data.get("tie_word_embeddings") is not None:
+            del defaults["tie_word_embeddings"]  # a wrapper's top-level value wins over the class default
         table = {**defaults, **{k: v for k, v in table.items() if v is not None}}
         f = _Fields(table, data, source, f.prefix)
     n_layers = f.int("num_hidden_layers", low=1)

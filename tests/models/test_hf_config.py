@@ -279,6 +279,11 @@ def test_gemma3_wrapper_reads_text_config_with_class_defaults_and_windows():
     assert m.n_params() == pytest.approx(27.0e9, rel=0.01)
 
 
+def test_gemma3_wrapper_top_level_tie_wins_over_the_class_default():
+    m = _read(dict(GEMMA3_27B_IT, tie_word_embeddings=False))
+    assert not m.tie_word_embeddings and m.vocab_size == 262208
+
+
 def test_gemma3_1b_published_count_and_pattern():
     m = _read(GEMMA3_1B_IT)
     assert (m.n_kv_heads, m.head_dim, m.context_window_tokens) == (1, 256, 32768)
