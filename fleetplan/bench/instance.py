@@ -15,7 +15,8 @@ and tokens inside) and ``serving_fleet`` turns them into a one-pool ``FleetSpec`
   (``kv_blocks_per_replica / attn_dp`` blocks) and ``max_num_seqs``, the ranks of all instances
   behind the least-outstanding-requests router (vLLM's data-parallel load balancer and SGLang's
   DP controller both send a request to a lightly loaded rank);
-* KV blocks: ``fleetplan.perf.kv_budget`` at ``gpu_memory_utilization`` (vLLM's accounting);
+* KV blocks: ``fleetplan.perf.kv_budget`` at ``gpu_memory_utilization`` (vLLM's accounting) in blocks of
+  ``block_size_tokens`` tokens (vLLM's ``block_size``, 16 by default; a sequence holds whole blocks);
 * limits: ``max_num_seqs`` and ``max_num_batched_tokens`` default to vLLM's API-server
   defaults (``fleetplan.perf.kv_budget.vllm_batch_defaults``; ``EngineArgs.get_batch_defaults`` in
   vllm-project/vllm ``vllm/engine/arg_utils.py``):
@@ -126,6 +127,7 @@ class EngineArgs:
     engine_version: str | None = None  # release (e.g. "0.10.2"): picks vLLM's MXFP4 loader (perf.kv_budget)
     enable_mixed_chunk: bool = False  # SGLang's enable_mixed_chunk
     timing_source: TimingChoice | str | None = TimingChoice.ROOFLINE  # auto / measured / roofline (docstring)
+    block_size_tokens: int = DEFAULT_BLOCK_SIZE_TOKENS  # vLLM's block_size: tokens per KV-cache block
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINE_DEFAULTS:
@@ -137,7 +139,7 @@ class EngineArgs:
         if self.enable_prefix_caching is not None and not isinstance(self.enable_prefix_caching, bool):
             raise ConfigError(f"`enable_prefix_caching` {self.enable_prefix_caching!r} must be true, false or None "
                               "(the engine's default)", param="enable_prefix_caching", value=self.enable_prefix_caching)
-        for name in ("tensor_parallel_size", "instances"):
+        for name in ("tensor_parallel_size", "instances", "block_size_tokens"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"`{name}` {value!r} must be an integer >= 1", param=name, value=value)
@@ -321,11 +323,11 @@ def serving_fleet(args: EngineArgs) -> FleetSpec:
     max_seqs = args.max_num_seqs or seqs_default
     budget = kv_budget(args.model, args.gpu, par, weight_dtype=args.weight_dtype,
                        kv_dtype=args.kv_cache_dtype, gpu_memory_utilization=args.gpu_memory_utilization,
-                       block_size_tokens=DEFAULT_BLOCK_SIZE_TOKENS, max_num_seqs=max_seqs,
+                       block_size_tokens=args.block_size_tokens, max_num_seqs=max_seqs,
                        max_num_batched_tokens=args.max_num_batched_tokens or tokens_default, engine=args.engine,
                        engine_version=args.engine_version)
     rank_blocks = budget.kv_blocks_per_replica // ranks
-    capacity = rank_blocks * DEFAULT_BLOCK_SIZE_TOKENS
+    capacity = rank_blocks * args.block_size_tokens
     max_len = args.max_model_len or min(capacity, DEFAULT_MAX_MODEL_LEN_TOKENS)
     if max_len > capacity:
         where = "one instance" if ranks == 1 else f"one of the instance's {ranks} data-parallel ranks"
@@ -346,7 +348,7 @@ def serving_fleet(args: EngineArgs) -> FleetSpec:
         name=POOL_NAME, gpu=args.gpu.name, n_instances=args.instances * ranks, max_context_tokens=int(max_len),
         step_model=step,
         limits=SchedulerLimits(max_num_seqs=int(max_seqs), max_num_batched_tokens=int(tokens),
-                               kv_blocks=int(rank_blocks)),
+                               kv_blocks=int(rank_blocks), block_size_tokens=args.block_size_tokens),
         router=InstanceRouter.LEAST_OUTSTANDING, features=features, n_api_servers=args.api_server_count,
     )
     return FleetSpec(pools=(pool,))

@@ -14,6 +14,7 @@ other engine, or a sharding the model cannot take, ends in one line (exit 2).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from datetime import datetime
@@ -28,6 +29,7 @@ from fleetplan.bench.instance import EngineArgs, engine_parallelism
 from fleetplan.cli.errors import FleetplanGroup
 from fleetplan.cli.options import (
     FLAG_OF_COMMAND,
+    FRACTION,
     KV_CACHE_DTYPES,
     CliParam,
     api_server_count_option,
@@ -60,8 +62,10 @@ from fleetplan.hardware import load_catalog
 from fleetplan.models import Dtype, ModelConfig, load_model
 from fleetplan.perf.engine_profile import ENGINE_NAMES, load_engine_profile
 from fleetplan.perf.measured import timing_source as timing_label
+from fleetplan.perf.overheads import ExecutionMode
 from fleetplan.perf.profile_io import load_perf_profile
 from fleetplan.sim.features.speculative import SpeculativeConfig
+from fleetplan.sim.spec import DEFAULT_BLOCK_SIZE_TOKENS
 
 if TYPE_CHECKING:  # the simulator loads when the command runs, not for its --help
     from fleetplan.bench.serve import BenchServeResult
@@ -70,7 +74,7 @@ if TYPE_CHECKING:  # the simulator loads when the command runs, not for its --he
 FLAG_OF_COMMAND.setdefault("bench serve", {}).update({
     "expert_parallel_size": CliParam("--ep-size"), "enable_dp_attention": CliParam("--enable-dp-attention"),
     "nnodes": CliParam("--nnodes"), "parallelism_spec": CliParam("--tensor-parallel-size"),
-    "enable_mixed_chunk": CliParam("--enable-mixed-chunk"),
+    "enable_mixed_chunk": CliParam("--enable-mixed-chunk"), "block_size_tokens": CliParam("--block-size"),
 })
 
 #: vLLM ``--quantization`` methods and the weight storage they mean for the predictor.
@@ -133,6 +137,35 @@ def _sglang_alias(engine: str, sglang_flag: str, sglang_value: int | None, vllm_
     return sglang_value
 
 
+def _sglang_flag(engine: str, sglang_flag: str, sglang_value, vllm_flag: str, vllm_value, given=None):
+    """A value given in SGLang's spelling (accepted with ``--engine sglang`` only; ``_sglang_alias``'s rule for
+    the parallel sizes) or vLLM's (accepted under every engine); one line when both are given and disagree.
+    ``given``: the SGLang flag's value as typed when ``sglang_value`` is its per-rank conversion."""
+    if sglang_value is None or sglang_value is False:
+        return vllm_value
+    if engine != "sglang":
+        shown = "" if sglang_value is True else f" {sglang_value if given is None else given}"
+        raise click.UsageError(f"{sglang_flag}{shown} is SGLang's spelling; under --engine {engine} give "
+                               f"{vllm_flag}{shown}, or add --engine sglang")
+    if vllm_value not in (None, False) and vllm_value != sglang_value:
+        per_rank = "" if given in (None, sglang_value) else f" (= {sglang_value} per attention rank)"
+        raise click.UsageError(f"{sglang_flag} {sglang_value if given is None else given}{per_rank} and {vllm_flag} "
+                               f"{vllm_value} disagree; give one of them")
+    return sglang_value
+
+
+def _per_rank(flag: str, value: int | None, ranks: int) -> int | None:
+    """An SGLang limit given for the whole server, per data-parallel-attention rank: SGLang divides
+    ``chunked_prefill_size`` and ``max_running_requests`` by ``dp_size`` under ``enable_dp_attention``
+    (sgl-project/sglang python/sglang/srt/server_args.py; ``ENGINE_LIMIT_FLAGS``)."""
+    if value is None or ranks == 1:
+        return value
+    if value < ranks:
+        raise click.UsageError(f"{flag} {value} is for the whole server and leaves less than one for each of the "
+                               f"{ranks} attention ranks (SGLang divides it by --dp-size); give at least {ranks}")
+    return value // ranks
+
+
 def _line(label: str, value, fmt: str = "") -> str:
     return f"{label:<40} {format(value, fmt) if fmt else str(value):<10}"
 
@@ -193,6 +226,8 @@ def result_json(result: BenchServeResult, label: str, model_id: str, engine: str
         "random_range_ratio": cfg.dataset.random_range_ratio,
         "random_range_ratio_rule": cfg.dataset.random_range_ratio_rule.value,
         "random_prefix_len": cfg.dataset.random_prefix_len,
+        "block_size": pool.limits.block_size_tokens, "execution": eng.options.execution.value,
+        "stream_interval": eng.options.api_server_stream_interval_tokens,
         "seed": cfg.seed, "perf_profile": None if eng.perf_profile is None else eng.perf_profile.source,
     }
     return doc
@@ -279,6 +314,24 @@ def bench() -> None:
 @click.option("--speculative-config", default=None, help='vLLM JSON, e.g. \'{"method": "mtp", '
               '"num_speculative_tokens": 2, "acceptance_rate": 0.7}\'.')
 @click.option("--cudagraph-capture-sizes", default=None, help="Capture sizes (tokens); turns on graph padding.")
+@click.option("--enforce-eager", is_flag=True, default=False,
+              help="vLLM: no CUDA graphs, every kernel launched eagerly (the step model's eager execution, as "
+              "perf explain --execution eager).")
+@click.option("--disable-cuda-graph", is_flag=True, default=False,
+              help="SGLang's spelling of --enforce-eager (with --engine sglang).")
+@click.option("--stream-interval", "stream_interval", type=click.IntRange(min=1), default=None,
+              help="Output tokens per streamed chunk (vLLM and SGLang --stream-interval; the API server pays its "
+              "per-chunk cost once per chunk) [default: the engine profile's, 1].")
+@click.option("--max-running-requests", "max_running_requests", type=click.IntRange(min=1), default=None,
+              help="SGLang's --max-num-seqs (with --engine sglang): for the whole server, divided by --dp-size "
+              "under --enable-dp-attention.")
+@click.option("--chunked-prefill-size", "chunked_prefill_size", type=click.IntRange(min=1), default=None,
+              help="SGLang's --max-num-batched-tokens (with --engine sglang): for the whole server, divided by "
+              "--dp-size under --enable-dp-attention.")
+@click.option("--mem-fraction-static", "mem_fraction_static", type=FRACTION, default=None,
+              help="SGLang's --gpu-memory-utilization (with --engine sglang), read as the same fraction of HBM.")
+@click.option("--block-size", "block_size", type=click.IntRange(min=1), default=None,
+              help="Tokens per KV-cache block (vLLM --block-size) [default: 16].")
 @timing_source_option(help="Step timing: roofline = the roofline + engine profile (docs/serving_validation.md's "
                       "figures), measured = aiconfigurator-core's measured tables only (the extra "
                       "fleetplan[aiconfigurator]), auto = the tables where they cover the instance "
@@ -292,7 +345,8 @@ def serve(model, gpu, tensor_parallel_size, pipeline_parallel_size, data_paralle
           metric_percentiles, save_result, result_dir, result_filename, label, max_num_seqs, max_num_batched_tokens,
           max_model_len, gpu_memory_utilization, kv_cache_dtype, quantization, enable_chunked_prefill,
           enable_prefix_caching, disable_radix_cache, enable_mixed_chunk, speculative_config, cudagraph_capture_sizes,
-          api_server_count, timing_source) -> None:
+          enforce_eager, disable_cuda_graph, stream_interval, max_running_requests, chunked_prefill_size,
+          mem_fraction_static, block_size, api_server_count, timing_source) -> None:
     """Predict `vllm bench serve` against one serving instance: vLLM's result block and JSON."""
     from fleetplan.bench.serve import BenchServeConfig, run_bench_serve
 
@@ -316,14 +370,34 @@ def serve(model, gpu, tensor_parallel_size, pipeline_parallel_size, data_paralle
         if enable_prefix_caching:
             raise click.UsageError("--disable-radix-cache and --enable-prefix-caching disagree; give one of them")
         enable_prefix_caching = False
+    eager = _sglang_flag(profile.name, "--disable-cuda-graph", disable_cuda_graph, "--enforce-eager", enforce_eager)
+    if eager and cudagraph_capture_sizes is not None:
+        raise click.UsageError("--enforce-eager (--disable-cuda-graph) captures no CUDA graphs; drop "
+                               "--cudagraph-capture-sizes or the eager flag")
+    ranks = par.attn_dp
+    max_num_seqs = _sglang_flag(profile.name, "--max-running-requests",
+                                _per_rank("--max-running-requests", max_running_requests, ranks),
+                                "--max-num-seqs", max_num_seqs, max_running_requests)
+    max_num_batched_tokens = _sglang_flag(profile.name, "--chunked-prefill-size",
+                                          _per_rank("--chunked-prefill-size", chunked_prefill_size, ranks),
+                                          "--max-num-batched-tokens", max_num_batched_tokens, chunked_prefill_size)
+    gpu_memory_utilization = _sglang_flag(profile.name, "--mem-fraction-static", mem_fraction_static,
+                                          "--gpu-memory-utilization",
+                                          None if gpu_memory_utilization == 0.9 else gpu_memory_utilization
+                                          ) or gpu_memory_utilization
+    options = profile.options_for(gpu_profile, weights, engine_version)
+    if eager:
+        options = dataclasses.replace(options, execution=ExecutionMode.EAGER)
+    if stream_interval is not None:
+        options = dataclasses.replace(options, api_server_stream_interval_tokens=stream_interval)
     args = EngineArgs(
         model_cfg, gpu_profile, tp, weights, Dtype(KV_CACHE_DTYPES[kv_cache_dtype]), max_num_seqs,
         max_num_batched_tokens, max_model_len, gpu_memory_utilization, enable_chunked_prefill, enable_prefix_caching,
         None if speculative_config is None else SpeculativeConfig.from_json(speculative_config),
-        _sizes(cudagraph_capture_sizes), profile.options_for(gpu_profile, weights, engine_version),
+        _sizes(cudagraph_capture_sizes), options,
         None if perf_profile is None else load_perf_profile(perf_profile), instances * copies, par, api_server_count,
         engine=profile.name, engine_version=engine_version, enable_mixed_chunk=enable_mixed_chunk,
-        timing_source=timing_source or "roofline",
+        timing_source=timing_source or "roofline", block_size_tokens=block_size or DEFAULT_BLOCK_SIZE_TOKENS,
     )
     named = engine_version or f"{profile.default_version} (default)"
     values = profile.values_version(engine_version)
