@@ -33,6 +33,7 @@ from fleetplan.cli.options import (
     KV_CACHE_DTYPES,
     CliParam,
     api_server_count_option,
+    block_size_option,
     data_parallel_option,
     enable_dp_attention_option,
     enable_expert_parallel_option,
@@ -65,7 +66,6 @@ from fleetplan.perf.measured import timing_source as timing_label
 from fleetplan.perf.overheads import ExecutionMode
 from fleetplan.perf.profile_io import load_perf_profile
 from fleetplan.sim.features.speculative import SpeculativeConfig
-from fleetplan.sim.spec import DEFAULT_BLOCK_SIZE_TOKENS
 
 if TYPE_CHECKING:  # the simulator loads when the command runs, not for its --help
     from fleetplan.bench.serve import BenchServeResult
@@ -330,8 +330,7 @@ def bench() -> None:
               "--dp-size under --enable-dp-attention.")
 @click.option("--mem-fraction-static", "mem_fraction_static", type=FRACTION, default=None,
               help="SGLang's --gpu-memory-utilization (with --engine sglang), read as the same fraction of HBM.")
-@click.option("--block-size", "block_size", type=click.IntRange(min=1), default=None,
-              help="Tokens per KV-cache block (vLLM --block-size) [default: 16].")
+@block_size_option
 @timing_source_option(help="Step timing: roofline = the roofline + engine profile (docs/serving_validation.md's "
                       "figures), measured = aiconfigurator-core's measured tables only (the extra "
                       "fleetplan[aiconfigurator]), auto = the tables where they cover the instance "
@@ -397,7 +396,7 @@ def serve(model, gpu, tensor_parallel_size, pipeline_parallel_size, data_paralle
         _sizes(cudagraph_capture_sizes), options,
         None if perf_profile is None else load_perf_profile(perf_profile), instances * copies, par, api_server_count,
         engine=profile.name, engine_version=engine_version, enable_mixed_chunk=enable_mixed_chunk,
-        timing_source=timing_source or "roofline", block_size_tokens=block_size or DEFAULT_BLOCK_SIZE_TOKENS,
+        timing_source=timing_source or "roofline", block_size_tokens=block_size,
     )
     named = engine_version or f"{profile.default_version} (default)"
     values = profile.values_version(engine_version)

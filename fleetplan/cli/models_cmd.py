@@ -17,6 +17,7 @@ from rich.table import Table
 from fleetplan.cli.errors import FleetplanGroup
 from fleetplan.cli.options import (
     KV_CACHE_DTYPES,
+    block_size_option,
     data_parallel_option,
     enable_expert_parallel_option,
     format_option,
@@ -231,8 +232,7 @@ def _budget_table(b: KvBudget) -> Table:
                      help="Weight storage type for the budget [default: the checkpoint's, from quantization_config].")
 @kv_cache_dtype_option
 @gpu_memory_utilization_option
-@click.option("--block-size", type=click.IntRange(min=1), default=16, show_default=True,
-              help="Tokens per KV-cache block.")
+@block_size_option
 @max_num_batched_tokens_option(default=DEFAULT_MAX_NUM_BATCHED_TOKENS, show_default=True,
                                help="Tokens per step in the profiling run (sizes the activation peak).")
 @max_num_seqs_option(default=DEFAULT_MAX_NUM_SEQS, show_default=True,

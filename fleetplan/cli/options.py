@@ -551,6 +551,10 @@ max_num_batched_tokens_option = declare(
 gpu_memory_utilization_option = declare(
     "GPU memory utilisation", "--gpu-memory-utilization", "gpu_memory_utilization", type=FRACTION, default=0.9,
     show_default=True, help="Fraction of HBM the engine may use, as in vLLM.")
+#: ``--block-size``: vLLM's default 16 (``fleetplan.sim.spec.DEFAULT_BLOCK_SIZE_TOKENS``).
+block_size_option = declare(
+    "KV block size", "--block-size", "block_size", type=click.IntRange(min=1), default=16, show_default=True,
+    help="Tokens per KV-cache block (vLLM --block-size).")
 #: ``--mtp-acceptance``: conditional acceptance of each MTP draft (perf explain; optimize/whatif with --mtp).
 mtp_acceptance_option = declare(
     "MTP acceptance", "--mtp-acceptance", "mtp_acceptance", type=FRACTION, default=DEEPSEEK_V3_MTP_ACCEPTANCE,

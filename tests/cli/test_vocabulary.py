@@ -85,6 +85,7 @@ VOCABULARY: dict[str, tuple[str, tuple[str, ...]]] = {
     "max_num_seqs": ("--max-num-seqs", ()),
     "max_num_batched_tokens": ("--max-num-batched-tokens", ()),
     "GPU memory utilisation": ("--gpu-memory-utilization", ()),
+    "KV block size": ("--block-size", ()),
     "client concurrency": ("--max-concurrency", ()),
     "API server processes": ("--api-server-count", ()),
     "expert parallelism": ("--enable-expert-parallel", ()),
