@@ -123,24 +123,11 @@ def _weights(quantization: str | None, model: ModelConfig) -> Dtype:
     return QUANTIZATION_WEIGHTS[key]
 
 
-def _sglang_alias(engine: str, sglang_flag: str, sglang_value: int | None, vllm_flag: str, vllm_value: int,
-                  default: int) -> int:
-    """The value of a parallel size given in vLLM's spelling or SGLang's (``--tp-size``, ``--dp-size``, accepted
-    with ``--engine sglang`` only); one line when the two disagree."""
-    if sglang_value is None:
-        return vllm_value
-    if engine != "sglang":
-        raise click.UsageError(f"{sglang_flag} {sglang_value} is SGLang's spelling; under --engine {engine} give "
-                               f"{vllm_flag} {sglang_value}, or add --engine sglang")
-    if vllm_value != default and vllm_value != sglang_value:
-        raise click.UsageError(f"{sglang_flag} {sglang_value} and {vllm_flag} {vllm_value} disagree; give one of them")
-    return sglang_value
-
-
 def _sglang_flag(engine: str, sglang_flag: str, sglang_value, vllm_flag: str, vllm_value, given=None):
-    """A value given in SGLang's spelling (accepted with ``--engine sglang`` only; ``_sglang_alias``'s rule for
-    the parallel sizes) or vLLM's (accepted under every engine); one line when both are given and disagree.
-    ``given``: the SGLang flag's value as typed when ``sglang_value`` is its per-rank conversion."""
+    """A value given in SGLang's spelling (accepted with ``--engine sglang`` only: the parallel sizes ``--tp-size``,
+    ``--dp-size`` and the engine limits) or vLLM's (accepted under every engine; None or False when not given); one
+    line when both are given and disagree.  ``given``: the SGLang flag's value as typed when ``sglang_value`` is its
+    per-rank conversion."""
     if sglang_value is None or sglang_value is False:
         return vllm_value
     if engine != "sglang":
@@ -358,8 +345,10 @@ def serve(model, gpu, tensor_parallel_size, pipeline_parallel_size, data_paralle
     model_cfg, gpu_profile = load_model(model), load_catalog().get(gpu)
     weights = _weights(quantization, model_cfg)
     profile = load_engine_profile(engine)
-    tp = _sglang_alias(profile.name, "--tp-size", tp_size, "--tensor-parallel-size", tensor_parallel_size, 1)
-    dp = _sglang_alias(profile.name, "--dp-size", dp_size, "--data-parallel-size", data_parallel_size, 1)
+    tp = _sglang_flag(profile.name, "--tp-size", tp_size, "--tensor-parallel-size",
+                      None if tensor_parallel_size == 1 else tensor_parallel_size) or 1
+    dp = _sglang_flag(profile.name, "--dp-size", dp_size, "--data-parallel-size",
+                      None if data_parallel_size == 1 else data_parallel_size) or 1
     par, copies = engine_parallelism(profile.name, model_cfg, tp, pipeline_parallel_size, dp, enable_expert_parallel,
                                      ep, enable_dp_attention, nnodes)
     if disable_radix_cache:
