@@ -359,6 +359,20 @@ DeepSeek-V3.2 (session 11, issue 26; 36 held-out rows: +45.5 % / 74.6 % signed /
   other terms of those steps (or the engine outside them) are short; V3.2 +2.6 % / 25.5 % -> +0.4 % / 31.6 %, all
   held out -4.9 % / 27.3 % / 252 -> -5.1 % / 27.9 % / 248 (gpt-oss: two rows at -34 % cross to -35 %).  Kept: it is
   the operator measurement's form, fitted on no serving row.
+Session 15 (issue 26): SGLang's data-parallel attention divides the server's `chunked_prefill_size` among its ranks
+(`ServerArgs._handle_data_parallelism`: `chunked_prefill_size // dp_size`, "DP attention is enabled. The chunked
+prefill size is adjusted to ..."), the default included; `bench serve` divided only a budget given with
+`--chunked-prefill-size` and left each rank the whole default
+(`fleetplan.bench.instance.sglang_chunked_prefill_tokens`).
+GPUStack's DeepSeek-V3.2 runs on SGLang 0.5.6.post2 (`--tp-size 8 --dp-size 8 --enable-dp-attention`, 8 H200) now
+schedule 1,024 tokens a rank, not 8,192: those 16 rows +10.3 % / 40.6 % / 9 within 35 % -> +10.8 % / 35.2 % / 11,
+SGLang +5.1 % / 23.0 % -> +5.3 % / 21.6 %, all held out -0.7 % / 23.2 % / 283 -> -0.7 % / 23.0 % / 285.  The engine's
+code, not a fit.  Looked at and not taken, each measured on the held-out rows (no value kept): vLLM's top-k/top-p
+sort in the sampler at the models' `generation_config.json` defaults (vllm-project/vllm PR #11394 and #40376 put it at
+about 10 us a row at a 131K vocabulary; it moved the mean absolute error by 0.01 pp); the sliding-window blocks a
+running gpt-oss request holds (9 blocks of 16, `kv_budget`'s `window_tokens_per_seq`; -0.05 pp); the sampler's
+profiling peak in vLLM's KV budget (16-32 bytes a row and vocabulary entry instead of 4: +0.1 to +0.6 pp worse, and
+Qwen3-32B's 32K run stops fitting one H100, which the published run did not).
 Session 10 (the items above from DeepSeek Sparse Attention on, and the MXFP4 weights and window allocation of
 gpt-oss's KV budget in the reading of the errors), held out, all 351 rows: +9.4 % / 56.7 % / 161 -> -1.4 % /
 34.2 % / 244 (KV budget alone -5.3 % / 42.7 % / 169; step mechanisms alone +9.7 % / 44.3 % / 238).

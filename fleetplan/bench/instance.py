@@ -45,10 +45,11 @@ and tokens inside) and ``serving_fleet`` turns them into a one-pool ``FleetSpec`
     ``python/sglang/srt/managers/scheduler.py`` ``get_next_batch_to_run`` / ``get_new_batch_prefill``);
     ``enable_mixed_chunk`` (SGLang's server argument of that name) mixes the running decodes into the prefill
     batch (``mix_with_running``), as vLLM's scheduler does (``SchedulerPolicy.VLLM_V1``).  The token
-    budget of a batch defaults to SGLang's ``chunked_prefill_size``, set by the GPU's memory
-    (``sglang_chunked_prefill_tokens``).  Not modelled: SGLang's admission against the running
-    requests' reserved future tokens (``new_token_ratio``, ``PrefillAdder``) and its retraction of
-    decodes; ``max_num_seqs`` (SGLang's ``max_running_requests``) keeps vLLM's default unless given.
+    budget of a batch defaults to SGLang's ``chunked_prefill_size``, set by the GPU's memory and divided
+    among the ranks of data-parallel attention (``sglang_chunked_prefill_tokens``).  Not modelled:
+    SGLang's admission against the running requests' reserved future tokens (``new_token_ratio``,
+    ``PrefillAdder``) and its retraction of decodes; ``max_num_seqs`` (SGLang's ``max_running_requests``)
+    keeps vLLM's default unless given.
 
 ``instances N`` puts N identical instances behind a least-outstanding-requests router.
 
@@ -246,9 +247,21 @@ ENGINE_DEFAULTS = {
 SGLANG_CHUNKED_PREFILL_TOKENS = ((35.0, 2048), (60.0, 4096), (160.0, 8192), (math.inf, 16384))
 
 
-def sglang_chunked_prefill_tokens(gpu: GpuProfile) -> int:
-    """SGLang's default ``chunked_prefill_size`` on ``gpu`` (``SGLANG_CHUNKED_PREFILL_TOKENS``)."""
-    return next(tokens for below_gib, tokens in SGLANG_CHUNKED_PREFILL_TOKENS if gpu.hbm_gib < below_gib)
+def sglang_chunked_prefill_tokens(gpu: GpuProfile, dp_attention_ranks: int = 1) -> int:
+    """SGLang's default ``chunked_prefill_size`` of one scheduler on ``gpu``: the server's
+    (``SGLANG_CHUNKED_PREFILL_TOKENS``) floor-divided by ``dp_attention_ranks`` under ``enable_dp_attention``.
+
+    With data-parallel attention every one of the ``dp_size`` ranks runs its own scheduler, and ``ServerArgs``
+    divides the server's budget among them after setting its default from the GPU's memory
+    (``chunked_prefill_size = chunked_prefill_size // dp_size``, logged as "DP attention is enabled. The chunked
+    prefill size is adjusted to ..."; sgl-project/sglang ``python/sglang/srt/server_args.py``,
+    ``ServerArgs._handle_data_parallelism``, the same rule from v0.4 through v0.5): 8,192 // 8 = 1,024 tokens a
+    rank on an H200 at ``--dp-size 8``.  The budget given with the flag is divided alike (``cli.bench_cmd``)."""
+    if isinstance(dp_attention_ranks, bool) or not isinstance(dp_attention_ranks, int) or dp_attention_ranks < 1:
+        raise ConfigError(f"dp_attention_ranks={dp_attention_ranks!r} must be an integer >= 1 (SGLang's dp_size "
+                          f"under enable_dp_attention)", param="dp_attention_ranks", value=dp_attention_ranks)
+    tokens = next(tokens for below_gib, tokens in SGLANG_CHUNKED_PREFILL_TOKENS if gpu.hbm_gib < below_gib)
+    return max(tokens // dp_attention_ranks, 1)
 
 
 def engine_parallelism(engine: str, model: ModelConfig, tensor_parallel_size: int = 1, pipeline_parallel_size: int = 1,
@@ -319,7 +332,7 @@ def serving_fleet(args: EngineArgs) -> FleetSpec:
     ranks = par.attn_dp
     seqs_default, tokens_default = vllm_batch_defaults(args.gpu)
     if args.defaults.token_budget is TokenBudgetRule.SGLANG:
-        tokens_default = sglang_chunked_prefill_tokens(args.gpu)
+        tokens_default = sglang_chunked_prefill_tokens(args.gpu, ranks)
     max_seqs = args.max_num_seqs or seqs_default
     budget = kv_budget(args.model, args.gpu, par, weight_dtype=args.weight_dtype,
                        kv_dtype=args.kv_cache_dtype, gpu_memory_utilization=args.gpu_memory_utilization,

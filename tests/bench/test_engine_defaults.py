@@ -19,7 +19,7 @@ from fleetplan.bench.instance import serving_fleet, sglang_chunked_prefill_token
 from fleetplan.cli.main import cli
 from fleetplan.errors import ConfigError, UnknownNameError
 from fleetplan.hardware import load_catalog
-from fleetplan.models import load_model
+from fleetplan.models import Dtype, load_model
 from fleetplan.sim.features.spec import SchedulerPolicy
 
 
@@ -55,6 +55,29 @@ def test_sglang_chunked_prefill_size_by_gpu_memory(gpu: str, tokens: int) -> Non
     args = EngineArgs(load_model("llama-3.1-8b"), g, engine="sglang")
     assert serving_fleet(args).pools[0].limits.max_num_batched_tokens == tokens
     assert serving_fleet(replace(args, max_num_batched_tokens=1024)).pools[0].limits.max_num_batched_tokens == 1024
+
+
+def test_sglang_dp_attention_divides_the_chunked_prefill_size() -> None:
+    """Under ``enable_dp_attention`` SGLang's ServerArgs divides the server's ``chunked_prefill_size`` by
+    ``dp_size`` (``_handle_data_parallelism``): each of the 8 ranks of DeepSeek-V3 at ``--tp-size 8 --dp-size 8``
+    on H200 schedules 8,192 // 8 = 1,024 tokens a step; ``dp_size`` without DP attention launches server copies,
+    each with the whole budget; vLLM's data-parallel ranks keep vLLM's default each."""
+    from fleetplan.bench.instance import engine_parallelism
+
+    g, model = load_catalog().get("H200"), load_model("deepseek-v3")
+    assert [sglang_chunked_prefill_tokens(g, d) for d in (1, 2, 8)] == [8192, 4096, 1024]
+    with pytest.raises(ConfigError, match="dp_attention_ranks"):
+        sglang_chunked_prefill_tokens(g, 0)
+    par, copies = engine_parallelism("sglang", model, 8, data_parallel_size=8, enable_dp_attention=True)
+    args = EngineArgs(model, g, 8, engine="sglang", weight_dtype=Dtype.FP8, parallelism_spec=par)
+    pool = serving_fleet(args).pools[0]
+    assert (copies, pool.n_instances, pool.limits.max_num_batched_tokens) == (1, 8, 1024)
+    par, copies = engine_parallelism("sglang", model, 8, data_parallel_size=2)
+    assert copies == 2 and serving_fleet(replace(args, parallelism_spec=par)).pools[0].limits.max_num_batched_tokens \
+        == 8192
+    vpar, _ = engine_parallelism("vllm", model, 1, data_parallel_size=8, enable_expert_parallel=True)
+    vllm = serving_fleet(EngineArgs(model, g, 1, weight_dtype=Dtype.FP8, parallelism_spec=vpar)).pools[0]
+    assert vllm.limits.max_num_batched_tokens == 8192
 
 
 def test_sglang_prefill_batches_leave_decodes_out(engine: EngineArgs) -> None:
