@@ -256,7 +256,7 @@ def sglang_chunked_prefill_tokens(gpu: GpuProfile, dp_attention_ranks: int = 1) 
     (``chunked_prefill_size = chunked_prefill_size // dp_size``, logged as "DP attention is enabled. The chunked
     prefill size is adjusted to ..."; sgl-project/sglang ``python/sglang/srt/server_args.py``,
     ``ServerArgs._handle_data_parallelism``, the same rule from v0.4 through v0.5): 8,192 // 8 = 1,024 tokens a
-    rank on an H200 at ``--dp-size 8``.  The budget given with the flag is divided alike (``cli.bench_cmd``)."""
+    rank on an H200 at ``dp_size`` 8.  A given ``chunked_prefill_size`` is the server's too, divided alike."""
     if isinstance(dp_attention_ranks, bool) or not isinstance(dp_attention_ranks, int) or dp_attention_ranks < 1:
         raise ConfigError(f"dp_attention_ranks={dp_attention_ranks!r} must be an integer >= 1 (SGLang's dp_size "
                           f"under enable_dp_attention)", param="dp_attention_ranks", value=dp_attention_ranks)
