@@ -66,7 +66,7 @@ OUTLIER_SHARE_MAX = 0.10
 RUN_KEYS = ("engine", "model", "gpu", "tp", "weight_dtype", "input_tokens", "output_tokens", "request_rate",
             "max_concurrency", "num_prompts", "profile", "chunked_prefill", "kv_cache_dtype", "random_range_ratio",
             "max_num_seqs", "max_num_batched_tokens", "range_ratio_rule", "pp", "dp", "ep", "dp_attention",
-            "engine_version", "client_backend")
+            "engine_version", "client_backend", "memory_fraction")
 #: Metrics a row may state and their units (the keys of vLLM's result JSON).
 METRIC_UNITS = {"output_throughput": "tok/s", "mean_ttft_ms": "ms", "median_ttft_ms": "ms", "mean_tpot_ms": "ms",
                 "median_itl_ms": "ms", "mean_e2el_ms": "ms"}
@@ -363,11 +363,22 @@ Session 15 (issue 26): SGLang's data-parallel attention divides the server's `ch
 (`ServerArgs._handle_data_parallelism`: `chunked_prefill_size // dp_size`, "DP attention is enabled. The chunked
 prefill size is adjusted to ..."), the default included; `bench serve` divided only a budget given with
 `--chunked-prefill-size` and left each rank the whole default
-(`fleetplan.bench.instance.sglang_chunked_prefill_tokens`).
+(`fleetplan.perf.sglang_memory.sglang_chunked_prefill_tokens`).
 GPUStack's DeepSeek-V3.2 runs on SGLang 0.5.6.post2 (`--tp-size 8 --dp-size 8 --enable-dp-attention`, 8 H200) now
 schedule 1,024 tokens a rank, not 8,192: those 16 rows +10.3 % / 40.6 % / 9 within 35 % -> +10.8 % / 35.2 % / 11,
 SGLang +5.1 % / 23.0 % -> +5.3 % / 21.6 %, all held out -0.7 % / 23.2 % / 283 -> -0.7 % / 23.0 % / 285.  The engine's
-code, not a fit.  Looked at and not taken, each measured on the held-out rows (no value kept): vLLM's top-k/top-p
+code, not a fit.  Then SGLang's own memory accounting (`fleetplan.perf.sglang_memory`): `mem_fraction_static` is the
+weights' and the KV pool's share with activations and CUDA graphs outside it, so its budget takes off neither the
+activation peak nor the graph pool, and when a run gives no fraction SGLang's `ServerArgs` derives one from the GPU's
+memory, the server's chunk, the CUDA-graph batch and the parallel sizes (PR #10975 from v0.5.3: 0.897 for 8 H200 at
+TP 8, 0.770 with `dp_size` 8 and DP attention; PR #7054's per-memory table for v0.4.7-v0.5.2; by TP alone before,
+0.81 at TP 8).  The table had read every SGLang row as vLLM's 0.9 less the activations; the cited
+`--mem-fraction-static` / `--gpu-memory-utilization` of a row's server command is now applied in its engine's
+meaning (`memory_fraction`, 51 rows state 0.85), and the SGLang attention-backend page of 2025-05 is read as the v0.4.6
+line (`UNSTATED_RELEASES`).  Held out: SGLang +5.3 % / 21.6 % / 48 -> +2.0 % / 18.6 % / 53 (DeepSeek-V3.2 with DP
+attention 35.2 -> 26.5 %, DeepSeek-V3 TP 8 -> 20.0 %); all held out -0.7 % / 23.0 % / 285 -> -1.2 % / 22.5 % / 290;
+in-sample and fitted figures unchanged (14.6 %, 35.0 %).  The engine's code, not a fit.
+Looked at and not taken, each measured on the held-out rows (no value kept): vLLM's top-k/top-p
 sort in the sampler at the models' `generation_config.json` defaults (vllm-project/vllm PR #11394 and #40376 put it at
 about 10 us a row at a 131K vocabulary; it moved the mean absolute error by 0.01 pp); the sliding-window blocks a
 running gpt-oss request holds (9 blocks of 16, `kv_budget`'s `window_tokens_per_seq`; -0.05 pp); the sampler's
@@ -505,9 +516,22 @@ def client_backend(row: dict) -> str:
     return "openai-chat" if m and m.group(1) == "openai-chat" else "vllm"
 
 
+#: The memory fraction a row's cited server command gives, in its engine's meaning (vLLM ``--gpu-memory-utilization``,
+#: SGLang ``--mem-fraction-static``).
+MEMORY_FRACTION = re.compile(r"--(?:gpu-memory-utilization|mem-fraction-static)[ =]([0-9]*\.?[0-9]+)")
+
+
+def memory_fraction(row: dict) -> str:
+    """The memory fraction the row's cited server command states (text, in its engine's meaning), "" when it
+    states none (the engine's default: vLLM's 0.9, the ``mem_fraction_static`` SGLang derives)."""
+    m = MEMORY_FRACTION.search(row["source"])
+    return m.group(1) if m else ""
+
+
 def read_rows(path: Path = DATA) -> list[dict]:
     lines = [line for line in path.read_text(encoding="utf-8").splitlines() if not line.startswith("#")]
-    return [{**row, "client_backend": client_backend(row)} for row in csv.DictReader(lines)]
+    return [{**row, "client_backend": client_backend(row), "memory_fraction": memory_fraction(row)}
+            for row in csv.DictReader(lines)]
 
 
 def _model(name: str):
@@ -535,6 +559,10 @@ UNSTATED_RELEASES = {
     # blogs.oracle.com (OCI, 2024): vLLM on ROCm in 2024 was the 0.6 line; dstack's 0.6.3 ROCm build of 2024-10 is
     # the profiled release of that year (engine_profiles/vllm.toml [versions."0.6.3"])
     "not stated (2024)": "0.6.3",
+    # sgl-project/sglang benchmark/attention_backend/NVIDIA_H200.md at a commit of 2025-05: SGLang's releases of May
+    # 2025 were the v0.4.6 line (v0.4.7 followed on 2025-06-10); it picks SGLang's memory default of that time
+    # (fleetplan.perf.sglang_memory: a mem_fraction_static by TP alone)
+    "not stated (2025-05)": "0.4.6",
 }
 _LEADING_RELEASE = re.compile(r"v?\d+(?:\.\d+)+(?:\.?(?:post|dev|rc)\d*)*")
 
@@ -560,7 +588,8 @@ def simulate_run(key: tuple, catalog) -> dict:
                         enable_chunked_prefill=k["chunked_prefill"] == "true",
                         options=load_engine_profile(k["profile"]).options_for(gpu, weights, profile_version(k)),
                         instances=copies, parallelism_spec=par, engine=k["engine"],
-                        engine_version=k["engine_version"] or None)
+                        gpu_memory_utilization=float(k["memory_fraction"]) if k["memory_fraction"] else None,
+                        engine_version=profile_version(k))
     conc = _int_or_none(k["max_concurrency"])
     rate = math.inf if k["request_rate"] == "inf" else float(k["request_rate"])
     dataset = DatasetSpec(random_input_len=int(k["input_tokens"]), random_output_len=int(k["output_tokens"]),

@@ -15,7 +15,9 @@ and tokens inside) and ``serving_fleet`` turns them into a one-pool ``FleetSpec`
   (``kv_blocks_per_replica / attn_dp`` blocks) and ``max_num_seqs``, the ranks of all instances
   behind the least-outstanding-requests router (vLLM's data-parallel load balancer and SGLang's
   DP controller both send a request to a lightly loaded rank);
-* KV blocks: ``fleetplan.perf.kv_budget`` at ``gpu_memory_utilization`` (vLLM's accounting) in blocks of
+* KV blocks: ``fleetplan.perf.kv_budget`` at ``gpu_memory_utilization`` in the engine's meaning (vLLM's
+  fraction less the profiled activations and graphs; SGLang's ``mem_fraction_static``, the weights' and KV pool's
+  share, its derived default when not given: ``fleetplan.perf.sglang_memory``) in blocks of
   ``block_size_tokens`` tokens (vLLM's ``block_size``, 16 by default; a sequence holds whole blocks);
 * limits: ``max_num_seqs`` and ``max_num_batched_tokens`` default to vLLM's API-server
   defaults (``fleetplan.perf.kv_budget.vllm_batch_defaults``; ``EngineArgs.get_batch_defaults`` in
@@ -81,7 +83,7 @@ from fleetplan.hardware import GpuProfile
 from fleetplan.models import Dtype, ModelConfig
 from fleetplan.perf.calibrate import CalibratedStepModel
 from fleetplan.perf.comm import GPUS_PER_NODE
-from fleetplan.perf.kv_budget import kv_budget, vllm_batch_defaults
+from fleetplan.perf.kv_budget import kv_budget, resolved_memory_fraction, vllm_batch_defaults
 from fleetplan.perf.measured import measured_step_model
 from fleetplan.perf.measured.coverage import Fp8Scheme
 from fleetplan.perf.measured.source import TimingChoice, timing_choice
@@ -90,6 +92,7 @@ from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.perf.quant import fp8_scaling_of
 from fleetplan.perf.seam import StepModel
+from fleetplan.perf.sglang_memory import sglang_chunked_prefill_tokens
 from fleetplan.sim.features import CudaGraphConfig, GraphMode, PrefixCacheConfig, RuntimeFeatures
 from fleetplan.sim.features.spec import PolicyConfig, SchedulerPolicy
 from fleetplan.sim.features.speculative import SpeculativeConfig
@@ -114,7 +117,7 @@ class EngineArgs:
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
     max_model_len: int | None = None
-    gpu_memory_utilization: float = 0.9
+    gpu_memory_utilization: float | None = None  # the engine's meaning (SGLang: mem_fraction_static); None: default
     enable_chunked_prefill: bool = True
     enable_prefix_caching: bool | None = None  # None: the engine's default (ENGINE_DEFAULTS)
     speculative: SpeculativeConfig | None = None
@@ -149,9 +152,9 @@ class EngineArgs:
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ConfigError(f"`{name}` {value!r} must be an integer >= 1", param=name, value=value)
         u = self.gpu_memory_utilization
-        if isinstance(u, bool) or not isinstance(u, int | float) or not 0 < u <= 1:
-            raise ConfigError(f"`gpu_memory_utilization` {u!r} must be in (0, 1], e.g. 0.9",
-                              param="gpu_memory_utilization", value=u)
+        if u is not None and (isinstance(u, bool) or not isinstance(u, int | float) or not 0 < u <= 1):
+            raise ConfigError(f"`gpu_memory_utilization` {u!r} must be in (0, 1], e.g. 0.9, or None for the engine's "
+                              "default", param="gpu_memory_utilization", value=u)
         if self.timing_source is not None:
             timing_choice(self.timing_source)  # an unknown choice: one line listing the three
         par = self.parallelism_spec
@@ -184,6 +187,27 @@ class EngineArgs:
         if self.enable_mixed_chunk:
             return SchedulerPolicy.VLLM_V1
         return self.defaults.scheduler
+
+    @property
+    def token_budget(self) -> int:
+        """Tokens one scheduler (one data-parallel attention rank) may schedule a step, before the
+        no-chunking rule: ``max_num_batched_tokens``, else the engine's default (module docstring)."""
+        if self.max_num_batched_tokens is not None:
+            return self.max_num_batched_tokens
+        if self.defaults.token_budget is TokenBudgetRule.SGLANG:
+            return sglang_chunked_prefill_tokens(self.gpu, self.parallelism.attn_dp)
+        return vllm_batch_defaults(self.gpu)[1]
+
+    @property
+    def memory_fraction(self) -> float:
+        """The memory fraction the KV budget applies, in the engine's meaning: ``gpu_memory_utilization``, else
+        the engine's default (``perf.kv_budget.resolved_memory_fraction``: SGLang derives its
+        ``mem_fraction_static`` from the GPU, the server's chunk and the parallel sizes; vLLM's 0.9)."""
+        given = self.max_num_batched_tokens
+        return resolved_memory_fraction(self.gpu, self.parallelism, self.gpu_memory_utilization, engine=self.engine,
+                                        engine_version=self.engine_version,
+                                        server_chunked_prefill_tokens=None if given is None
+                                        else given * self.parallelism.attn_dp)
 
     @property
     def parallelism(self) -> Parallelism:
@@ -239,30 +263,6 @@ ENGINE_DEFAULTS = {
     "trtllm": EngineDefaults(prefix_caching=False, measured_tables="trtllm"),
     "lmdeploy": EngineDefaults(prefix_caching=False),  # LMDeploy 0.1: no measured tables
 }
-
-#: SGLang's ``chunked_prefill_size`` default by the GPU's memory (GiB, upper bound exclusive -> tokens):
-#: ``ServerArgs`` sets it from ``gpu_mem`` (sgl-project/sglang python/sglang/srt/server_args.py, v0.5:
-#: < 35 GB 2048 (A10, L40, 4090), < 60 GB 4096 (A100-40GB), < 160 GB 8192 (A100-80GB, H100, H200, H20),
-#: else 16384 (B200, MI300X)).
-SGLANG_CHUNKED_PREFILL_TOKENS = ((35.0, 2048), (60.0, 4096), (160.0, 8192), (math.inf, 16384))
-
-
-def sglang_chunked_prefill_tokens(gpu: GpuProfile, dp_attention_ranks: int = 1) -> int:
-    """SGLang's default ``chunked_prefill_size`` of one scheduler on ``gpu``: the server's
-    (``SGLANG_CHUNKED_PREFILL_TOKENS``) floor-divided by ``dp_attention_ranks`` under ``enable_dp_attention``.
-
-    With data-parallel attention every one of the ``dp_size`` ranks runs its own scheduler, and ``ServerArgs``
-    divides the server's budget among them after setting its default from the GPU's memory
-    (``chunked_prefill_size = chunked_prefill_size // dp_size``, logged as "DP attention is enabled. The chunked
-    prefill size is adjusted to ..."; sgl-project/sglang ``python/sglang/srt/server_args.py``,
-    ``ServerArgs._handle_data_parallelism``, the same rule from v0.4 through v0.5): 8,192 // 8 = 1,024 tokens a
-    rank on an H200 at ``dp_size`` 8.  A given ``chunked_prefill_size`` is the server's too, divided alike."""
-    if isinstance(dp_attention_ranks, bool) or not isinstance(dp_attention_ranks, int) or dp_attention_ranks < 1:
-        raise ConfigError(f"dp_attention_ranks={dp_attention_ranks!r} must be an integer >= 1 (SGLang's dp_size "
-                          f"under enable_dp_attention)", param="dp_attention_ranks", value=dp_attention_ranks)
-    tokens = next(tokens for below_gib, tokens in SGLANG_CHUNKED_PREFILL_TOKENS if gpu.hbm_gib < below_gib)
-    return max(tokens // dp_attention_ranks, 1)
-
 
 def engine_parallelism(engine: str, model: ModelConfig, tensor_parallel_size: int = 1, pipeline_parallel_size: int = 1,
                        data_parallel_size: int = 1, enable_expert_parallel: bool = False, expert_parallel_size: int = 1,
@@ -330,14 +330,11 @@ def serving_fleet(args: EngineArgs) -> FleetSpec:
     data-parallel ranks (module docstring)."""
     par = args.parallelism
     ranks = par.attn_dp
-    seqs_default, tokens_default = vllm_batch_defaults(args.gpu)
-    if args.defaults.token_budget is TokenBudgetRule.SGLANG:
-        tokens_default = sglang_chunked_prefill_tokens(args.gpu, ranks)
-    max_seqs = args.max_num_seqs or seqs_default
+    max_seqs = args.max_num_seqs or vllm_batch_defaults(args.gpu)[0]
     budget = kv_budget(args.model, args.gpu, par, weight_dtype=args.weight_dtype,
-                       kv_dtype=args.kv_cache_dtype, gpu_memory_utilization=args.gpu_memory_utilization,
+                       kv_dtype=args.kv_cache_dtype, gpu_memory_utilization=args.memory_fraction,
                        block_size_tokens=args.block_size_tokens, max_num_seqs=max_seqs,
-                       max_num_batched_tokens=args.max_num_batched_tokens or tokens_default, engine=args.engine,
+                       max_num_batched_tokens=args.token_budget, engine=args.engine,
                        engine_version=args.engine_version)
     rank_blocks = budget.kv_blocks_per_replica // ranks
     capacity = rank_blocks * args.block_size_tokens
@@ -345,9 +342,9 @@ def serving_fleet(args: EngineArgs) -> FleetSpec:
     if max_len > capacity:
         where = "one instance" if ranks == 1 else f"one of the instance's {ranks} data-parallel ranks"
         raise ConfigError(f"`max_model_len` {max_len} exceeds the KV cache of {where} ({capacity} tokens at "
-                          f"`gpu_memory_utilization` {args.gpu_memory_utilization}); lower it, raise "
+                          f"`gpu_memory_utilization` {budget.gpu_memory_utilization:g}); lower it, raise "
                           "`tensor_parallel_size` or use `kv_cache_dtype` fp8", param="max_model_len", value=max_len)
-    tokens = args.max_num_batched_tokens or tokens_default
+    tokens = args.token_budget
     if not args.enable_chunked_prefill:
         tokens = max(tokens, max_len)
     graph = CudaGraphConfig()

@@ -206,7 +206,7 @@ def result_json(result: BenchServeResult, label: str, model_id: str, engine: str
         "weight_dtype": eng.weight_dtype.value, "kv_cache_dtype": eng.kv_cache_dtype.value,
         "max_num_seqs": pool.limits.max_num_seqs, "max_num_batched_tokens": pool.limits.max_num_batched_tokens,
         "max_model_len": pool.max_context_tokens, "kv_blocks": pool.limits.kv_blocks,
-        "gpu_memory_utilization": eng.gpu_memory_utilization, "enable_prefix_caching": eng.prefix_caching,
+        "gpu_memory_utilization": eng.memory_fraction, "enable_prefix_caching": eng.prefix_caching,
         "scheduler_policy": eng.scheduler_policy.value,
         "dataset_name": cfg.dataset.name.value, "dataset_path": cfg.dataset.path,
         "random_input_len": cfg.dataset.random_input_len, "random_output_len": cfg.dataset.random_output_len,
@@ -316,7 +316,9 @@ def bench() -> None:
               help="SGLang's --max-num-batched-tokens (with --engine sglang): for the whole server, divided by "
               "--dp-size under --enable-dp-attention.")
 @click.option("--mem-fraction-static", "mem_fraction_static", type=FRACTION, default=None,
-              help="SGLang's --gpu-memory-utilization (with --engine sglang), read as the same fraction of HBM.")
+              help="SGLang's memory fraction (with --engine sglang), in SGLang's meaning: the weights' and KV pool's "
+              "share of HBM, activations and CUDA graphs outside it [default: the value SGLang derives from the "
+              "GPU's memory, the chunk and the parallel sizes].")
 @block_size_option
 @timing_source_option(help="Step timing: roofline = the roofline + engine profile (docs/serving_validation.md's "
                       "figures), measured = aiconfigurator-core's measured tables only (the extra "
@@ -369,10 +371,11 @@ def serve(model, gpu, tensor_parallel_size, pipeline_parallel_size, data_paralle
     max_num_batched_tokens = _sglang_flag(profile.name, "--chunked-prefill-size",
                                           _per_rank("--chunked-prefill-size", chunked_prefill_size, ranks),
                                           "--max-num-batched-tokens", max_num_batched_tokens, chunked_prefill_size)
-    gpu_memory_utilization = _sglang_flag(profile.name, "--mem-fraction-static", mem_fraction_static,
-                                          "--gpu-memory-utilization",
-                                          None if gpu_memory_utilization == 0.9 else gpu_memory_utilization
-                                          ) or gpu_memory_utilization
+    fraction = _sglang_flag(profile.name, "--mem-fraction-static", mem_fraction_static, "--gpu-memory-utilization",
+                            None if gpu_memory_utilization == 0.9 else gpu_memory_utilization)
+    if fraction is None and profile.name != "sglang":
+        fraction = gpu_memory_utilization  # vLLM's 0.9 unless given; under SGLang None: its derived default
+    gpu_memory_utilization = fraction
     options = profile.options_for(gpu_profile, weights, engine_version)
     if eager:
         options = dataclasses.replace(options, execution=ExecutionMode.EAGER)

@@ -239,7 +239,8 @@ def explain(batch_text: str | None, engine: str | None, engine_version: str | No
     p = _build(**kw, par=par, engine=engine, fp8_scaling=fp8_scaling, engine_version=engine_version)
     nodes = _check_nodes(p.parallelism, p.gpu.gpus_per_node, nnodes)
     budget = kv_budget(p.model, p.gpu, p.parallelism, weight_dtype=p.weight_dtype, kv_dtype=p.kv_dtype,
-                       n_mtp_layers=1 if mtp_tokens else 0)
+                       n_mtp_layers=1 if mtp_tokens else 0, gpu_memory_utilization=None,
+                       engine=engine or "vllm", engine_version=engine_version)
     if batch_text is None:
         step = typical_step(budget)
         batch_text = step.batch_text

@@ -69,10 +69,12 @@ def derive_serving_constants(
     weight_dtype: Dtype = Dtype.BF16,
     kv_dtype: Dtype = Dtype.BF16,
     options: PredictorOptions | None = None,
-    gpu_memory_utilization: float = 0.9,
+    gpu_memory_utilization: float | None = 0.9,
     block_size_tokens: int = DEFAULT_BLOCK_SIZE_TOKENS,
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
     chunk_tokens: int | None = None,
+    engine: str = "vllm",
+    engine_version: str | None = None,
 ) -> ServingConstants:
     """``ServingConstants`` (W, H at ``context_tokens``, KV blocks, chunk) of one replica.
 
@@ -86,8 +88,10 @@ def derive_serving_constants(
         Storage types of weights and KV cache.
     options : PredictorOptions or None
         Efficiencies and overheads of the step-time predictor (None: the defaults).
-    gpu_memory_utilization, block_size_tokens : float, int
-        vLLM's memory fraction and KV block size (for ``kv_budget``).
+    gpu_memory_utilization, block_size_tokens : float or None, int
+        The memory fraction in ``engine``'s meaning (None: its default) and KV block size (for ``kv_budget``).
+    engine, engine_version : str, str or None
+        The engine whose memory accounting and loaders ``kv_budget`` applies, at that release (None: a current one).
     max_num_seqs : int
         Cap on the operating batch ``n_ref`` (vLLM ``max_num_seqs``).
     chunk_tokens : int or None
@@ -101,7 +105,8 @@ def derive_serving_constants(
     predictor = StepTimePredictor(model, gpu, par, weight_dtype, kv_dtype, options or PredictorOptions(),
                                   fp8_scaling_of(model.weight_block_size))
     budget = kv_budget(model, gpu, par, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-                       gpu_memory_utilization=gpu_memory_utilization, block_size_tokens=block_size_tokens)
+                       gpu_memory_utilization=gpu_memory_utilization, block_size_tokens=block_size_tokens,
+                       engine=engine, engine_version=engine_version)
     blocks_per_seq = -(-context_tokens // block_size_tokens)
     n_max = budget.kv_blocks_per_replica // blocks_per_seq
     if n_max < 1:

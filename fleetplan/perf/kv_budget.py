@@ -9,6 +9,12 @@ vLLM's start-up accounting (``gpu_worker.determine_available_memory``; Frontier 
                          - max_num_seqs * state_bytes_per_seq
     kv_blocks_per_gpu  = floor(kv_available_bytes / (kv_bytes_per_token * block_size_tokens))
 
+SGLang accounts the other way round (``fleetplan.perf.sglang_memory``): its ``mem_fraction_static`` is the
+weights' and the KV pool's share and the activations and CUDA graphs live outside it, so with ``engine="sglang"``
+``usable_bytes = hbm_bytes * mem_fraction_static`` and neither ``activation_peak_bytes`` nor
+``cudagraph_pool_bytes`` is subtracted (both are 0 in its ``KvBudget``); ``mem_fraction_static`` defaults to the
+value SGLang derives.
+
 Frontier (§2.2) measured that "total minus weights" overestimates the KV budget by 8.1 %
 (Llama-3.1-8B) to 27.2 % (Qwen3-30B MoE), hence the explicit overhead terms.  They are
 analytical estimates here, not a profile; pass measured values when you have them.
@@ -115,11 +121,13 @@ from fleetplan.hardware import GpuProfile
 from fleetplan.models import AttentionKind, Dtype, ModelConfig, dtype
 from fleetplan.perf.engine_version import release_of
 from fleetplan.perf.parallelism import Parallelism, pp_stage_layers, valid_tensor_parallel_sizes
+from fleetplan.perf.sglang_memory import sglang_mem_fraction_static
 from fleetplan.units import BYTES_PER_GIB
 
 __all__ = [
     "CUDA_CAPABILITY",
     "DEFAULT_COMM_WORKSPACE_BYTES",
+    "DEFAULT_GPU_MEMORY_UTILIZATION",
     "DEFAULT_CUDAGRAPH_POOL_BYTES",
     "DEFAULT_MAX_NUM_BATCHED_TOKENS",
     "DEFAULT_MAX_NUM_SEQS",
@@ -129,6 +137,7 @@ __all__ = [
     "VLLM_TRITON_MXFP4_SINCE",
     "kv_budget",
     "mxfp4_layout",
+    "resolved_memory_fraction",
     "state_bytes_per_seq_per_gpu",
     "vllm_batch_defaults",
     "weight_bytes_per_gpu",
@@ -141,6 +150,8 @@ DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
 DEFAULT_MAX_NUM_SEQS = 256
 #: vLLM's threshold for its larger batch defaults (``vllm_batch_defaults``).
 LARGE_GPU_GIB = 70.0
+#: vLLM's ``gpu_memory_utilization`` default (``kv_budget``'s for every engine but SGLang).
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 #: Decode CUDA-graph pool: vLLM logs 0.3-1.5 GiB ("Graph capturing finished ... took X GiB")
 #: for 8B-70B models at its default capture sizes; 1 GiB is a mid value, not a measurement.
 DEFAULT_CUDAGRAPH_POOL_BYTES = int(1.0 * BYTES_PER_GIB)
@@ -279,8 +290,8 @@ class KvBudget:
 
 def _check_knobs(utilization: float, ints: dict[str, int]) -> None:
     if isinstance(utilization, bool) or not isinstance(utilization, (int, float)) or not 0 < utilization <= 1:
-        raise ConfigError(f"`gpu_memory_utilization` {utilization!r} must be in (0, 1]; vLLM's default is 0.9",
-                          param="gpu_memory_utilization", value=utilization)
+        raise ConfigError(f"`gpu_memory_utilization` {utilization!r} must be in (0, 1] (SGLang's mem_fraction_static "
+                          "likewise); vLLM's default is 0.9", param="gpu_memory_utilization", value=utilization)
     for name, value in ints.items():
         low = 1 if name in ("block_size_tokens", "max_num_batched_tokens", "max_num_seqs") else 0
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -383,6 +394,21 @@ def _activation_peak_bytes(model: ModelConfig, par: Parallelism, tokens: int, se
     return math.ceil(tokens * ACTIVATION_BYTES * (2 * h + max(widths)) + logits)
 
 
+def resolved_memory_fraction(gpu: GpuProfile, par: Parallelism, gpu_memory_utilization: float | None, *,
+                             engine: str = "vllm", engine_version: str | None = None,
+                             server_chunked_prefill_tokens: int | None = None, n_mtp_layers: int = 0) -> float:
+    """The memory fraction ``kv_budget`` applies: ``gpu_memory_utilization`` when given, else ``engine``'s default:
+    SGLang's derived ``mem_fraction_static`` (``fleetplan.perf.sglang_memory``) for the server's
+    ``chunked_prefill_size`` (None: its default by memory; the whole server's, before data-parallel attention
+    divides it) and drafts when ``n_mtp_layers`` > 0; vLLM's 0.9 for the other engines."""
+    if gpu_memory_utilization is not None:
+        return gpu_memory_utilization
+    if engine != "sglang":
+        return DEFAULT_GPU_MEMORY_UTILIZATION
+    return sglang_mem_fraction_static(gpu, par, version=engine_version, speculative=n_mtp_layers > 0,
+                                      chunked_prefill_tokens=server_chunked_prefill_tokens)
+
+
 def kv_budget(
     model: ModelConfig,
     gpu: GpuProfile,
@@ -390,7 +416,7 @@ def kv_budget(
     *,
     weight_dtype: Dtype | str,
     kv_dtype: Dtype | str,
-    gpu_memory_utilization: float = 0.9,
+    gpu_memory_utilization: float | None = 0.9,
     block_size_tokens: int = 16,
     max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS,
@@ -407,6 +433,12 @@ def kv_budget(
     ``comm_workspace_bytes=None`` means ``DEFAULT_COMM_WORKSPACE_BYTES`` on a multi-GPU
     replica and 0 on one GPU.  Dtypes may be given by name (``"fp8"``).
 
+    ``gpu_memory_utilization`` is read in ``engine``'s meaning, None for the engine's default: vLLM's fraction
+    (0.9 by default) less the activation peak and the graph pool; SGLang's ``mem_fraction_static``, the weights'
+    and the KV pool's share with activations and CUDA graphs outside it, by default the value its ``ServerArgs``
+    derives for the GPU, its default chunk and the parallel sizes (``fleetplan.perf.sglang_memory``; a server
+    started with another chunk resolves its fraction with ``resolved_memory_fraction`` first).
+
     Raises
     ------
     ConfigError
@@ -415,6 +447,9 @@ def kv_budget(
         ``tensor_parallel_size`` (or ``pipeline_parallel_size``) that fits.
     """
     weight_dtype, kv_dtype = dtype(weight_dtype), dtype(kv_dtype)
+    sglang = engine == "sglang"
+    gpu_memory_utilization = resolved_memory_fraction(gpu, par, gpu_memory_utilization, engine=engine,
+                                                      engine_version=engine_version, n_mtp_layers=n_mtp_layers)
     _check_knobs(gpu_memory_utilization, dict(
         block_size_tokens=block_size_tokens, max_num_batched_tokens=max_num_batched_tokens,
         max_num_seqs=max_num_seqs, cudagraph_pool_bytes=cudagraph_pool_bytes,
@@ -427,7 +462,8 @@ def kv_budget(
                           param="n_mtp_layers", value=n_mtp_layers)
     knobs = dict(weight_dtype=weight_dtype, kv_dtype=kv_dtype, gpu_memory_utilization=gpu_memory_utilization,
                  block_size_tokens=block_size_tokens, max_num_batched_tokens=max_num_batched_tokens,
-                 max_num_seqs=max_num_seqs, cudagraph_pool_bytes=cudagraph_pool_bytes,
+                 max_num_seqs=max_num_seqs, reserve_outside=sglang,
+                 cudagraph_pool_bytes=0 if sglang else cudagraph_pool_bytes,
                  comm_workspace_bytes=comm_workspace_bytes, n_mtp_layers=n_mtp_layers,
                  mxfp4=mxfp4_layout(gpu, engine, engine_version) if weight_dtype is Dtype.MXFP4 else CHECKPOINT_MXFP4)
     budget = _try_budget(model, gpu, par, **knobs)
@@ -445,7 +481,8 @@ def _try_budget(model: ModelConfig, gpu: GpuProfile, par: Parallelism, **knobs) 
         comm = DEFAULT_COMM_WORKSPACE_BYTES if par.gpus_per_replica > 1 else 0
     hbm = int(gpu.hbm_gib * BYTES_PER_GIB)
     usable = int(hbm * knobs["gpu_memory_utilization"])
-    act = _activation_peak_bytes(model, par, knobs["max_num_batched_tokens"], knobs["max_num_seqs"])
+    act = 0 if knobs["reserve_outside"] else _activation_peak_bytes(model, par, knobs["max_num_batched_tokens"],
+                                                                    knobs["max_num_seqs"])
     graphs, block = knobs["cudagraph_pool_bytes"], knobs["block_size_tokens"]
     per_layer = model.kv_bytes_per_token_per_layer(knobs["kv_dtype"])
     if model.attention is AttentionKind.GQA:

@@ -166,7 +166,8 @@ def variant_name(gpu: GpuProfile, par: Parallelism, mtp_tokens: int = 0) -> str:
 
 
 def _mtp_twin(placement: ModelPlacement, base_gpu: GpuProfile, acceptance: float, num_speculative_tokens: int,
-              gpu_memory_utilization: float) -> ModelPlacement | None:
+              gpu_memory_utilization: float | None, engine: str = "vllm",
+              engine_version: str | None = None) -> ModelPlacement | None:
     """``placement`` with MTP on (module docstring), or None where it cannot be (no heads, no KV left beside the
     MTP module).  A measured placement's marker wraps its measured step model (the draft: its share,
     ``perf.speculative.MtpStepModel.draft_coefficients``)."""
@@ -178,7 +179,7 @@ def _mtp_twin(placement: ModelPlacement, base_gpu: GpuProfile, acceptance: float
     try:
         budget = kv_budget(p.model, base_gpu, placement.parallelism, weight_dtype=p.weight_dtype,
                            kv_dtype=p.kv_dtype, gpu_memory_utilization=gpu_memory_utilization,
-                           n_mtp_layers=p.model.n_mtp_layers)
+                           n_mtp_layers=p.model.n_mtp_layers, engine=engine, engine_version=engine_version)
     except FleetplanError:
         return None
     serving = placement.gpu.require_serving()
@@ -203,12 +204,13 @@ def _instance_step_model(predictor: StepTimePredictor, par: Parallelism) -> Step
 
 
 def _place(model: ModelConfig, gpu: GpuProfile, par: Parallelism, weight_dtype: Dtype, kv_dtype: Dtype,
-           gpu_memory_utilization: float, engine: str, timing: TimingChoice | None = None,
+           gpu_memory_utilization: float | None, engine: str, timing: TimingChoice | None = None,
            engine_version: str | None = None) -> ModelPlacement:
     # the engine's efficiencies on this GPU at that release
     options = load_engine_profile(engine).options_for(gpu, weight_dtype, engine_version)
     serving = derive_serving_constants(model, gpu, par, weight_dtype=weight_dtype, kv_dtype=kv_dtype,
-                                       options=options, gpu_memory_utilization=gpu_memory_utilization)
+                                       options=options, gpu_memory_utilization=gpu_memory_utilization,
+                                       engine=engine, engine_version=engine_version)
     predictor = StepTimePredictor(model, gpu, par, weight_dtype, kv_dtype, options,
                                   fp8_scaling=checkpoint_fp8_scaling(model, weight_dtype))
     if predictor.block_fp8 or par.attn_dp > 1:
@@ -285,7 +287,7 @@ def place_model(
     parallelism: Parallelism | None = None,
     weight_dtype: Dtype | None = None,
     kv_dtype: Dtype = Dtype.BF16,
-    gpu_memory_utilization: float = 0.9,
+    gpu_memory_utilization: float | None = None,
     max_gpus_per_instance: int = DEFAULT_MAX_GPUS_PER_INSTANCE,
     engine: str = "vllm",
     timing_source: TimingChoice | str | None = None,
@@ -303,6 +305,8 @@ def place_model(
     MTP off only): each placement of a model with MTP heads also with ``num_speculative_tokens`` MTP drafts
     per step accepted at that rate (module docstring), right after it.  ``engine_version``: the engine release
     whose profile values time the placements (``EngineProfile.options_for``; None: the profile's default version).
+    ``gpu_memory_utilization``: the memory fraction in ``engine``'s meaning (``perf.kv_budget``; None: the engine's
+    default, vLLM's 0.9 or the ``mem_fraction_static`` SGLang derives).
 
     Raises
     ------
@@ -324,7 +328,8 @@ def place_model(
             return tuple(places)
         out = []
         for p in places:
-            twin = _mtp_twin(p, gpu, mtp_acceptance, num_speculative_tokens, gpu_memory_utilization)
+            twin = _mtp_twin(p, gpu, mtp_acceptance, num_speculative_tokens, gpu_memory_utilization, engine,
+                             engine_version)
             out.extend((p,) if twin is None else (p, twin))
         return tuple(out)
 
@@ -414,7 +419,7 @@ def place_on_gpus(
     parallelism: Parallelism | None = None,
     weight_dtype: Dtype | None = None,
     kv_dtype: Dtype = Dtype.BF16,
-    gpu_memory_utilization: float = 0.9,
+    gpu_memory_utilization: float | None = None,
     max_gpus_per_instance: int = DEFAULT_MAX_GPUS_PER_INSTANCE,
     timing_source: TimingChoice | str | None = None,
     mtp_acceptance: float | None = None,

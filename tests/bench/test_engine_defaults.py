@@ -20,6 +20,7 @@ from fleetplan.cli.main import cli
 from fleetplan.errors import ConfigError, UnknownNameError
 from fleetplan.hardware import load_catalog
 from fleetplan.models import Dtype, load_model
+from fleetplan.perf.kv_budget import kv_budget
 from fleetplan.sim.features.spec import SchedulerPolicy
 
 
@@ -84,12 +85,20 @@ def test_sglang_prefill_batches_leave_decodes_out(engine: EngineArgs) -> None:
     """16,000-token prompts at 4 req/s (a backlog of prefills): vLLM puts a prefill chunk into almost every step
     its decodes run in, so P90 ITL is a mixed step, several times the median; SGLang runs the prefill batches
     alone and its decodes in decode-only batches, so P90 ITL stays a decode step (the waits across prefill
-    batches are a few long gaps); with ``enable_mixed_chunk`` SGLang's batches are vLLM's (same budget on H100)."""
+    batches are a few long gaps); with ``enable_mixed_chunk`` SGLang's batches are vLLM's (same token budget on
+    H100, and the same KV blocks: SGLang's fraction is given as vLLM's 0.9 less the activations and graphs vLLM
+    takes off its pool, since SGLang's ``mem_fraction_static`` leaves those outside)."""
     cfg = BenchServeConfig(DatasetSpec(random_input_len=16000, random_output_len=200), num_prompts=40,
                            request_rate_per_s=4.0, percentile_metrics=("itl",), metric_percentiles=(90.0,))
     vllm = run_bench_serve(engine, cfg).metrics
+    v = serving_fleet(engine).pools[0].limits
+    vb = kv_budget(engine.model, engine.gpu, engine.parallelism, weight_dtype=engine.weight_dtype,
+                   kv_dtype=engine.kv_cache_dtype, max_num_seqs=1024, max_num_batched_tokens=v.max_num_batched_tokens)
+    same_kv = 0.9 - (vb.activation_peak_bytes + vb.cudagraph_pool_bytes) / vb.hbm_bytes
     sglang = run_bench_serve(replace(engine, engine="sglang"), cfg).metrics
-    mixed = run_bench_serve(replace(engine, engine="sglang", enable_mixed_chunk=True), cfg).metrics
+    mixed_engine = replace(engine, engine="sglang", enable_mixed_chunk=True, gpu_memory_utilization=same_kv)
+    assert serving_fleet(mixed_engine).pools[0].limits.kv_blocks == v.kv_blocks
+    mixed = run_bench_serve(mixed_engine, cfg).metrics
     assert sglang["completed"] == vllm["completed"] == 40
     assert vllm["p90_itl_ms"] > 3 * vllm["median_itl_ms"]
     assert sglang["p90_itl_ms"] < 1.05 * sglang["median_itl_ms"]

@@ -162,6 +162,18 @@ def test_client_backend_is_read_from_the_cited_client_command(bv, rows) -> None:
     assert bv.client_backend({"source": "client `vllm bench serve --backend vllm --dataset-name random`"}) == "vllm"
 
 
+def test_memory_fraction_is_read_from_the_cited_server_command(bv, rows) -> None:
+    """A row runs at the memory fraction its cited server command gives, in its engine's meaning (vLLM
+    ``--gpu-memory-utilization``, SGLang ``--mem-fraction-static``), else at the engine's default ("")."""
+    stated = [r for r in rows if r["memory_fraction"]]
+    assert len(stated) == 51 and Counter(r["memory_fraction"] for r in stated) == {"0.85": 51}
+    assert all("--mem-fraction-static 0.85" in r["source"] for r in stated if r["engine"] == "sglang")
+    assert all("--gpu-memory-utilization 0.85" in r["source"] for r in stated if r["engine"] == "vllm")
+    assert bv.memory_fraction({"source": "server `vllm serve m --gpu-memory-utilization=0.95`"}) == "0.95"
+    assert bv.memory_fraction({"source": "server `python3 -m sglang.launch_server --mem-fraction-static .8`"}) == ".8"
+    assert bv.memory_fraction({"source": "server `vllm serve m -tp 8`"}) == ""
+
+
 def test_bound_is_api_server_then_kv_cache_then_phase(bv) -> None:
     """``regime_of``'s ``bound``: the API server when its simulated processes are busy >= 90 % of the run, else
     the KV cache when saturated, else the phase."""

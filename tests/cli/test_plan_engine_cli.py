@@ -73,11 +73,12 @@ def test_sglang_limits_of_a_dp_attention_instance_are_the_servers():
                      lines["vllm"])
     assert got and rank, lines
     seqs, tokens = int(got[1]), int(got[2])
-    # the same placement (H200 tp1 dp8) and context: the sequence limit comes from the same KV cache, so
-    # SGLang's server total falls to vLLM's per-rank figure on each rank; the token budget is every rank's chunk
-    # (SGLang divides --chunked-prefill-size over its ranks), and vLLM's per-rank budget holds the rank's own
-    # decodes plus a whole chunk (perf.dp_instance.per_rank_token_budget)
-    assert seqs // 8 == int(rank[1]) >= 1 and tokens >= 8 * 512 and tokens % 8 == 0
+    # the same placement (H200 tp1 dp8) and context: the sequence limit comes from each engine's own KV cache (SGLang
+    # budgets its way, perf.sglang_memory: its derived mem_fraction_static with activations and graphs outside it),
+    # so SGLang's server total is its rank figure times 8; the token budget is every rank's chunk (SGLang divides
+    # --chunked-prefill-size over its ranks), and vLLM's per-rank budget holds the rank's own decodes plus a whole
+    # chunk (perf.dp_instance.per_rank_token_budget)
+    assert seqs // 8 >= 1 and int(rank[1]) >= 1 and tokens >= 8 * 512 and tokens % 8 == 0
     assert int(rank[2]) >= int(rank[1]) + 512
 
 
