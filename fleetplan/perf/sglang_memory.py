@@ -16,8 +16,8 @@ When ``mem_fraction_static`` is not given, ``ServerArgs`` derives it from the GP
 driver reports it) and the parallel sizes, ``mem_fraction_static = round((M - reserved) / M, 3)``, with
 ``reserved`` (MiB) by release:
 
-* v0.5.3 and later (sgl-project/sglang PR #10975, "Use more general heuristics to set the default value of
-  --mem-fraction-static", opened 2025-09-27; ``ServerArgs._handle_gpu_memory_settings``)::
+* v0.5.3 and later (sgl-project/sglang PR #10975, general heuristics for the default of ``mem_fraction_static``,
+  opened 2025-09-27; ``ServerArgs._handle_gpu_memory_settings``)::
 
       reserved = 512 + 1.5 max(chunked_prefill_size, 2048) + 2 cuda_graph_max_bs + 1024 tp_size pp_size / 8
                  [+ 3 cuda_graph_max_bs dp_size (+ 1.5 cuda_graph_max_bs dp_size above 300) with DP attention]
@@ -30,8 +30,8 @@ driver reports it) and the parallel sizes, ``mem_fraction_static = round((M - re
   ``mem_fraction_static`` 0.836; H200 (141 GiB) at TP 8: 14,848 MiB, 0.897; at TP 8 with ``dp_size`` 8 and DP
   attention 33,280 MiB, 0.770.  Releases from v0.5.10 on also reserve 8 MiB per piecewise-graph capture size
   when piecewise CUDA graphs are on (at most about 0.5 GiB); not added here.
-* v0.4.7 through v0.5.2 (PR #7054, "Simplify the heuristics for setting --mem-fraction-static", merged
-  2025-06-10, the day of the v0.4.7 release; ``ServerArgs.__post_init__``, "_handle_mem_fraction_static")::
+* v0.4.7 through v0.5.2 (PR #7054, simplified heuristics for ``mem_fraction_static``, merged 2025-06-10, taken as
+  first in v0.4.7, released that month; ``ServerArgs.__post_init__``, "_handle_mem_fraction_static")::
 
       reserved = (2.8 + tp pp / 10) GiB under 35 GiB,  (9.5 + tp pp / 2) GiB under 90 GiB,
                  (12 + tp pp / 2) GiB under 160 GiB,   32 GiB above;   + 4 GiB with DP attention, + 2 GiB with drafts
