@@ -278,8 +278,10 @@ def explain(batch_text: str | None, engine: str | None, engine_version: str | No
                   f"GEMMs ({breakdown.gemm_bound}-bound), decode context {batch.decode_context_sum} tokens")
     console.print(escape(_timing_source_line(p, batch, engine or "vllm", timing_source, mtp_tokens, mtp_acceptance)))
     per_seq = -(-KV_REPORT_CONTEXT_TOKENS // budget.block_size_tokens)
+    fraction = (f"SGLang's derived --mem-fraction-static {budget.gpu_memory_utilization:g}" if engine == "sglang"
+                else f"--gpu-memory-utilization {budget.gpu_memory_utilization:g}")
     console.print(f"KV budget: {budget.kv_blocks_per_replica} blocks of {budget.block_size_tokens} tokens per "
-                  f"replica ({budget.kv_blocks_per_replica * budget.block_size_tokens} tokens); "
+                  f"replica ({budget.kv_blocks_per_replica * budget.block_size_tokens} tokens) at {fraction}; "
                   f"n_max at {KV_REPORT_CONTEXT_TOKENS} tokens = {budget.kv_blocks_per_replica // per_seq}")
     if budget.state_reserved_bytes:
         console.print(f"fixed per-sequence state (linear-attention state): "

@@ -34,6 +34,10 @@ def test_sglang_dp_attention_spelling() -> None:
             "--batch", "decode=4x1024")
     assert r.exit_code == 0, r.output
     assert "attention tp=1 dp=8, ffn tp=1 ep=8" in r.text and re.search(r"sglang [\w.]+ \(default\) profile", r.text)
+    # SGLang's own KV accounting at the fraction it derives with DP attention (perf.sglang_memory): 0.770
+    assert "at SGLang's derived --mem-fraction-static 0.77;" in r.text
+    v = run(*DSV3, "--engine", "vllm", "-tp", "8", "--batch", "decode=4x1024")
+    assert "at --gpu-memory-utilization 0.9;" in v.text
 
 
 def test_sglang_dp_without_dp_attention_times_one_replica() -> None:
