@@ -75,6 +75,7 @@ FLAG_OF_COMMAND.setdefault("bench serve", {}).update({
     "expert_parallel_size": CliParam("--ep-size"), "enable_dp_attention": CliParam("--enable-dp-attention"),
     "nnodes": CliParam("--nnodes"), "parallelism_spec": CliParam("--tensor-parallel-size"),
     "enable_mixed_chunk": CliParam("--enable-mixed-chunk"), "block_size_tokens": CliParam("--block-size"),
+    "async_scheduling": CliParam("--async-scheduling"),
 })
 
 #: vLLM ``--quantization`` methods and the weight storage they mean for the predictor.
@@ -207,7 +208,7 @@ def result_json(result: BenchServeResult, label: str, model_id: str, engine: str
         "max_num_seqs": pool.limits.max_num_seqs, "max_num_batched_tokens": pool.limits.max_num_batched_tokens,
         "max_model_len": pool.max_context_tokens, "kv_blocks": pool.limits.kv_blocks,
         "gpu_memory_utilization": eng.memory_fraction, "enable_prefix_caching": eng.prefix_caching,
-        "scheduler_policy": eng.scheduler_policy.value,
+        "scheduler_policy": eng.scheduler_policy.value, "async_scheduling": eng.async_scheduling,
         "dataset_name": cfg.dataset.name.value, "dataset_path": cfg.dataset.path,
         "random_input_len": cfg.dataset.random_input_len, "random_output_len": cfg.dataset.random_output_len,
         "random_range_ratio": cfg.dataset.random_range_ratio,
@@ -295,6 +296,9 @@ def bench() -> None:
               "computed blocks are hits when it is admitted again).")
 @click.option("--disable-radix-cache", is_flag=True, default=False,
               help="SGLang's spelling of --no-enable-prefix-caching (with --engine sglang).")
+@click.option("--async-scheduling", "async_scheduling", is_flag=True, default=False,
+              help="vLLM: schedule one step ahead so the step's host time overlaps the GPU (the step model drops its "
+              "per-step host time); SGLang overlaps its scheduler by default.")
 @click.option("--enable-mixed-chunk", is_flag=True, default=False,
               help="SGLang: mix the running decodes into prefill batches (with --engine sglang; default: prefill "
               "batches apart from decode batches).")
@@ -332,7 +336,8 @@ def serve(model, gpu, tensor_parallel_size, pipeline_parallel_size, data_paralle
           custom_output_len, request_rate, burstiness, num_prompts, max_concurrency, seed, percentile_metrics,
           metric_percentiles, save_result, result_dir, result_filename, label, max_num_seqs, max_num_batched_tokens,
           max_model_len, gpu_memory_utilization, kv_cache_dtype, quantization, enable_chunked_prefill,
-          enable_prefix_caching, disable_radix_cache, enable_mixed_chunk, speculative_config, cudagraph_capture_sizes,
+          enable_prefix_caching, disable_radix_cache, async_scheduling, enable_mixed_chunk, speculative_config,
+          cudagraph_capture_sizes,
           enforce_eager, disable_cuda_graph, stream_interval, max_running_requests, chunked_prefill_size,
           mem_fraction_static, block_size, api_server_count, timing_source) -> None:
     """Predict `vllm bench serve` against one serving instance: vLLM's result block and JSON."""
@@ -388,6 +393,7 @@ def serve(model, gpu, tensor_parallel_size, pipeline_parallel_size, data_paralle
         _sizes(cudagraph_capture_sizes), options,
         None if perf_profile is None else load_perf_profile(perf_profile), instances * copies, par, api_server_count,
         engine=profile.name, engine_version=engine_version, enable_mixed_chunk=enable_mixed_chunk,
+        async_scheduling=async_scheduling,
         timing_source=timing_source or "roofline", block_size_tokens=block_size,
     )
     named = engine_version or f"{profile.default_version} (default)"

@@ -81,6 +81,33 @@ def test_sglang_dp_attention_divides_the_chunked_prefill_size() -> None:
     assert vllm.limits.max_num_batched_tokens == 8192
 
 
+def test_async_scheduling_overlaps_the_steps_host_time(engine: EngineArgs, tmp_path) -> None:
+    """vLLM's ``async_scheduling``: each step is the same step less the profile's per-step host time (its
+    ``cpu_overhead_s``), so a run's TPOT falls; under SGLang (its scheduler overlaps already) it is one error."""
+    from fleetplan.perf.batch import BatchComposition
+
+    batch = BatchComposition.uniform(n_decode=32, context_tokens=2048)
+    plain = engine.predictor().predict(batch).total_s
+    overlapped = replace(engine, async_scheduling=True).predictor().predict(batch).total_s
+    assert engine.options.cpu_overhead_s > 0
+    assert overlapped == pytest.approx(plain - engine.options.cpu_overhead_s, rel=1e-12)
+    cfg = BenchServeConfig(DatasetSpec(random_input_len=512, random_output_len=64), num_prompts=30,
+                           request_rate_per_s=8.0)
+    slow = run_bench_serve(engine, cfg).metrics
+    fast = run_bench_serve(replace(engine, async_scheduling=True), cfg).metrics
+    assert fast["mean_tpot_ms"] < slow["mean_tpot_ms"] and fast["completed"] == slow["completed"] == 30
+    with pytest.raises(ConfigError, match="async_scheduling"):
+        replace(engine, engine="sglang", async_scheduling=True)
+    res = CliRunner().invoke(cli, [*BASE, "--engine", "sglang", "--async-scheduling"])
+    assert res.exit_code == 2 and "--async-scheduling is vLLM's engine argument" in res.output
+    for extra, name in (([], "p.json"), (["--async-scheduling"], "a.json")):
+        res = CliRunner().invoke(cli, [*BASE, *extra, "--result-dir", str(tmp_path), "--result-filename", name])
+        assert res.exit_code == 0, res.output
+    plain, fast = (json.loads((tmp_path / n).read_text()) for n in ("p.json", "a.json"))
+    assert (plain["fleetplan"]["async_scheduling"], fast["fleetplan"]["async_scheduling"]) == (False, True)
+    assert fast["mean_tpot_ms"] < plain["mean_tpot_ms"]
+
+
 def test_sglang_prefill_batches_leave_decodes_out(engine: EngineArgs) -> None:
     """16,000-token prompts at 4 req/s (a backlog of prefills): vLLM puts a prefill chunk into almost every step
     its decodes run in, so P90 ITL is a mixed step, several times the median; SGLang runs the prefill batches

@@ -174,6 +174,14 @@ def test_memory_fraction_is_read_from_the_cited_server_command(bv, rows) -> None
     assert bv.memory_fraction({"source": "server `vllm serve m -tp 8`"}) == ""
 
 
+def test_async_scheduling_is_read_from_the_cited_vllm_server_command(bv, rows) -> None:
+    """vLLM rows whose cited server command has ``--async-scheduling`` run with it (GPUStack's paired runs)."""
+    on = [r for r in rows if r["async_scheduling"]]
+    assert len(on) == 64 and all(r["engine"] == "vllm" and "--async-scheduling" in r["source"] for r in on)
+    assert bv.async_scheduling({"engine": "vllm", "source": "server `vllm serve m --async-scheduling`"}) == "true"
+    assert bv.async_scheduling({"engine": "vllm", "source": "server `vllm serve m -tp 2`"}) == ""
+
+
 def test_bound_is_api_server_then_kv_cache_then_phase(bv) -> None:
     """``regime_of``'s ``bound``: the API server when its simulated processes are busy >= 90 % of the run, else
     the KV cache when saturated, else the phase."""
