@@ -38,8 +38,8 @@ and tokens inside) and ``serving_fleet`` turns them into a one-pool ``FleetSpec`
   ``enable_prefix_caching`` (``fleetplan.sim.features``);
 * ``engine``: the engine profile's name; what it implies is ``ENGINE_DEFAULTS[engine]``, one named field per
   meaning (``EngineDefaults``: ``prefix_caching``, ``scheduler`` -- its batch policy --, ``token_budget`` -- the
-  default per-step token budget's rule -- and ``measured_tables`` -- whose aiconfigurator-core tables time it);
-  nothing compares the name itself:
+  default per-step token budget's rule --, ``measured_tables`` -- whose aiconfigurator-core tables time it -- and
+  ``async_scheduling_switch`` -- whether it takes vLLM's ``async_scheduling``); nothing compares the name itself:
 
   - prefix caching (``enable_prefix_caching None``): on for vLLM (v1 turns
     ``enable_prefix_caching`` on by default) and SGLang (its radix cache, off only with its
@@ -148,7 +148,7 @@ class EngineArgs:
             raise ConfigError(f"`enable_mixed_chunk` is SGLang's flag; under the {self.engine} engine prefill chunks "
                               "and decodes share a step already (drop it, or use the sglang engine)",
                               param="enable_mixed_chunk", value=True)
-        if self.async_scheduling and self.engine != "vllm":
+        if self.async_scheduling and not self.defaults.async_scheduling_switch:
             raise ConfigError(f"`async_scheduling` is vLLM's engine argument; the {self.engine} engine has no such "
                               "switch (SGLang overlaps its scheduler with the GPU by default, its profile's per-step "
                               "host time says so); drop it or use the vllm engine", param="async_scheduling",
@@ -276,15 +276,17 @@ class EngineDefaults:
     scheduler: SchedulerPolicy = SchedulerPolicy.VLLM_V1  # batch policy (enable_mixed_chunk: VLLM_V1)
     token_budget: TokenBudgetRule = TokenBudgetRule.VLLM
     measured_tables: str | None = None  # aiconfigurator-core backend of its measured tables (None: none)
+    async_scheduling_switch: bool = False  # takes vLLM's async_scheduling engine argument
 
 
 ENGINE_DEFAULTS = {
-    "vllm": EngineDefaults(prefix_caching=True, measured_tables="vllm"),
+    "vllm": EngineDefaults(prefix_caching=True, measured_tables="vllm", async_scheduling_switch=True),
     "sglang": EngineDefaults(prefix_caching=True, scheduler=SchedulerPolicy.SGLANG,
                              token_budget=TokenBudgetRule.SGLANG, measured_tables="sglang"),
     "trtllm": EngineDefaults(prefix_caching=False, measured_tables="trtllm"),
     "lmdeploy": EngineDefaults(prefix_caching=False),  # LMDeploy 0.1: no measured tables
 }
+
 
 def engine_parallelism(engine: str, model: ModelConfig, tensor_parallel_size: int = 1, pipeline_parallel_size: int = 1,
                        data_parallel_size: int = 1, enable_expert_parallel: bool = False, expert_parallel_size: int = 1,

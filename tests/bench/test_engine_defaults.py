@@ -172,6 +172,7 @@ def test_each_meaning_of_the_engine_name_is_a_named_field(engine: EngineArgs) ->
         SchedulerPolicy.SGLANG, TokenBudgetRule.SGLANG, "sglang")
     assert all(ENGINE_DEFAULTS[e].scheduler is SchedulerPolicy.VLLM_V1 for e in ("vllm", "trtllm", "lmdeploy"))
     assert [e for e, d in ENGINE_DEFAULTS.items() if d.measured_tables is None] == ["lmdeploy"]
+    assert [e for e, d in ENGINE_DEFAULTS.items() if d.async_scheduling_switch] == ["vllm"]
     assert replace(engine, engine="sglang").scheduler_policy is SchedulerPolicy.SGLANG
     assert replace(engine, engine="sglang", enable_mixed_chunk=True).scheduler_policy is SchedulerPolicy.VLLM_V1
     lmdeploy = replace(engine, engine="lmdeploy", timing_source="auto")
