@@ -243,15 +243,7 @@ class EngineArgs:
                 raise ConfigError(f"`timing_source` measured: the {self.engine} engine has no measured tables; use "
                                   "`timing_source` auto or roofline", param="timing_source", value="measured")
             return p
-        measured = measured_step_model(p, tables, scheme, self.timing_source)
-        if measured is None:
-            return p
-        if self.async_scheduling:  # the fitted per-step time outside the kernels is overlapped too (docstring)
-            coef = list(measured.coefficients)
-            coef[0] -= measured.scales.get("overhead_step_s", 0.0)
-            measured = dataclasses.replace(measured, coefficients=tuple(coef),
-                                           source=f"{measured.source}, async scheduling (per-step overhead overlapped)")
-        return measured
+        return measured_step_model(p, tables, scheme, self.timing_source, host_overlapped=self.async_scheduling) or p
 
     def predictor(self) -> StepTimePredictor:
         """The step model; FP8 weights are block-scaled when the checkpoint's ``quantization_config`` gives a

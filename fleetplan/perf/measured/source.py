@@ -188,7 +188,8 @@ def _fitted(key: MeasuredKey, version: str, table: MeasuredTable, code: int, bas
 
 def measured_step_model(predictor: StepTimePredictor, engine: str = "vllm",
                         scheme: Fp8Scheme | str = DEFAULT_FP8_SCHEME,
-                        timing: TimingChoice | str | None = None) -> CalibratedStepModel | None:
+                        timing: TimingChoice | str | None = None,
+                        host_overlapped: bool = False) -> CalibratedStepModel | None:
     """The measured step model of ``predictor``'s pool (module docstring), None where it is not covered.
 
     Parameters
@@ -202,6 +203,9 @@ def measured_step_model(predictor: StepTimePredictor, engine: str = "vllm",
         How FP8 weights are scaled (``fp8`` per tensor, ``fp8_block``); read only for FP8 weights.
     timing : TimingChoice, str or None
         ``auto``, ``roofline`` or ``measured`` (module docstring); None: ``$FLEETPLAN_TIMING_SOURCE``, else auto.
+    host_overlapped : bool
+        The engine overlaps its per-step host work with the GPU (vLLM's async scheduling): the fitted per-step
+        overhead outside the kernels is not added (its per-sequence part is).
 
     Raises
     ------
@@ -226,17 +230,19 @@ def measured_step_model(predictor: StepTimePredictor, engine: str = "vllm",
     held = table.calibration_data(held_out=True)
     holdout_mape = float(np.mean(np.abs(step_s_of(np.array(fit.coefficients), held) / held.step_s - 1.0)))
     over = engine_overhead(engine)
+    step_s = 0.0 if host_overlapped else over.step_s
     coef = list(fit.coefficients)
-    coef[0] += over.step_s
+    coef[0] += step_s
     coef[11] += over.per_seq_s
     p = predictor
+    overlapped = ", async scheduling (per-step overhead overlapped)" if host_overlapped else ""
     return CalibratedStepModel(
-        coefficients=tuple(coef), scales={**fit.scales, "overhead_step_s": over.step_s,
+        coefficients=tuple(coef), scales={**fit.scales, "overhead_step_s": step_s,
                                           "overhead_per_seq_s": over.per_seq_s, "grid_max_abs_error": fit.fit_max_abs,
                                           "grid_within_10pct": fit.fit_within_10pct},
         model=p.model.name, gpu=p.gpu.name, parallelism=p.parallelism.flags(), weight_dtype=p.weight_dtype.value,
         kv_dtype=p.kv_dtype.value, holdout_mape=holdout_mape, n_rows=table.calibration_data().n_rows,
-        source=f"{table.label} + {over.label()}")
+        source=f"{table.label} + {over.label()}{overlapped}")
 
 
 def timing_source(step_model) -> str:
