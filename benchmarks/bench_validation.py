@@ -522,23 +522,29 @@ def client_backend(row: dict) -> str:
     return "openai-chat" if m and m.group(1) == "openai-chat" else "vllm"
 
 
-#: The memory fraction a row's cited server command gives, in its engine's meaning (vLLM ``--gpu-memory-utilization``,
-#: SGLang ``--mem-fraction-static``).
+#: The server command a row cites (server `...`), and the memory fraction such a command gives, in its engine's
+#: meaning (vLLM ``--gpu-memory-utilization``, SGLang ``--mem-fraction-static``).
+SERVER_COMMAND = re.compile(r"server `([^`]*)`")
 MEMORY_FRACTION = re.compile(r"--(?:gpu-memory-utilization|mem-fraction-static)[ =]([0-9]*\.?[0-9]+)")
+
+
+def server_command(row: dict) -> str:
+    """The server command the row's source cites, "" when it cites none."""
+    m = SERVER_COMMAND.search(row["source"])
+    return m.group(1) if m else ""
 
 
 def memory_fraction(row: dict) -> str:
     """The memory fraction the row's cited server command states (text, in its engine's meaning), "" when it
     states none (the engine's default: vLLM's 0.9, the ``mem_fraction_static`` SGLang derives)."""
-    m = MEMORY_FRACTION.search(row["source"])
+    m = MEMORY_FRACTION.search(server_command(row))
     return m.group(1) if m else ""
 
 
 def async_scheduling(row: dict) -> str:
     """"true" when the row's cited vLLM server command turns on ``--async-scheduling`` (``fleetplan.bench.instance``:
     the step's host time overlapped), else ""."""
-    m = re.search(r"server `([^`]*)`", row["source"])
-    return "true" if row["engine"] == "vllm" and m and "--async-scheduling" in m.group(1).split() else ""
+    return "true" if row["engine"] == "vllm" and "--async-scheduling" in server_command(row).split() else ""
 
 
 def read_rows(path: Path = DATA) -> list[dict]:
