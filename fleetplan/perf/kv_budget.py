@@ -462,8 +462,7 @@ def kv_budget(
                           param="n_mtp_layers", value=n_mtp_layers)
     knobs = dict(weight_dtype=weight_dtype, kv_dtype=kv_dtype, gpu_memory_utilization=gpu_memory_utilization,
                  block_size_tokens=block_size_tokens, max_num_batched_tokens=max_num_batched_tokens,
-                 max_num_seqs=max_num_seqs, reserve_outside=sglang,
-                 cudagraph_pool_bytes=0 if sglang else cudagraph_pool_bytes,
+                 max_num_seqs=max_num_seqs, reserve_outside=sglang, cudagraph_pool_bytes=cudagraph_pool_bytes,
                  comm_workspace_bytes=comm_workspace_bytes, n_mtp_layers=n_mtp_layers,
                  mxfp4=mxfp4_layout(gpu, engine, engine_version) if weight_dtype is Dtype.MXFP4 else CHECKPOINT_MXFP4)
     budget = _try_budget(model, gpu, par, **knobs)
@@ -481,9 +480,12 @@ def _try_budget(model: ModelConfig, gpu: GpuProfile, par: Parallelism, **knobs) 
         comm = DEFAULT_COMM_WORKSPACE_BYTES if par.gpus_per_replica > 1 else 0
     hbm = int(gpu.hbm_gib * BYTES_PER_GIB)
     usable = int(hbm * knobs["gpu_memory_utilization"])
-    act = 0 if knobs["reserve_outside"] else _activation_peak_bytes(model, par, knobs["max_num_batched_tokens"],
-                                                                    knobs["max_num_seqs"])
-    graphs, block = knobs["cudagraph_pool_bytes"], knobs["block_size_tokens"]
+    if knobs["reserve_outside"]:  # SGLang: activations and graphs live outside its fraction (module docstring)
+        act = graphs = 0
+    else:
+        act = _activation_peak_bytes(model, par, knobs["max_num_batched_tokens"], knobs["max_num_seqs"])
+        graphs = knobs["cudagraph_pool_bytes"]
+    block = knobs["block_size_tokens"]
     per_layer = model.kv_bytes_per_token_per_layer(knobs["kv_dtype"])
     if model.attention is AttentionKind.GQA:
         per_layer *= par.kv_heads_per_gpu(model) / model.n_kv_heads
