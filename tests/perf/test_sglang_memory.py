@@ -178,3 +178,17 @@ def test_cli_reports_the_fraction_it_applied(tmp_path) -> None:
         assert res.exit_code == 0, res.output
         doc = json.loads((tmp_path / name).read_text())["fleetplan"]
         assert math.isclose(doc["gpu_memory_utilization"], expected), extra
+
+
+def test_a_reserve_that_leaves_nothing_is_one_line() -> None:
+    """A server chunk whose reserve exceeds the GPU (65,536 tokens on an L4: 98,992 MiB of 24,576): one line naming
+    the derived value and asking for the fraction, exit 2, no traceback."""
+    res = CliRunner().invoke(cli, ["bench", "serve", "--model", "llama-3.1-8b", "--gpu", "l4", "--engine", "sglang",
+                                   "--chunked-prefill-size", "65536", "--num-prompts", "4"])
+    assert res.exit_code == 2 and "Traceback" not in res.output
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and "mem_fraction_static on L4" in lines[0] and "98992 MiB" in lines[0]
+    assert "--gpu-memory-utilization" in lines[0]
+    with pytest.raises(ConfigError) as err:
+        sglang_mem_fraction_static(CATALOG.get("L4"), Parallelism(tp=1), chunked_prefill_tokens=65536)
+    assert err.value.param == "gpu_memory_utilization"
