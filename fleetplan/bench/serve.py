@@ -41,6 +41,15 @@ Client model (vllm-project/vllm ``vllm/benchmarks/serve.py``, read at commit
   quantile of the decode gaps).  TTFT (the first token's iteration either way) and TPOT (over the usage's
   ``completion_tokens - 1``) do not change.  The completions endpoints (``vllm``, ``openai``) stream no role
   chunk.
+* The chat template's tokens (``backend`` ``openai-chat``).  The chat server renders the message through the
+  model's chat template before tokenising it (vLLM ``serving_chat.py`` ``_preprocess_chat``, or openai-harmony for
+  gpt-oss; SGLang ``serving_chat.py``), so the engine prefills ``prompt + t`` tokens, ``t`` the template's tokens
+  around one user message (role markers, and the default system message where the template writes one:
+  gpt-oss 65 of them, Qwen3 8; ``ModelConfig.chat_template_tokens``, each bundled value's derivation in the
+  model file's ``_chat_template_source``), while the client counts the text it sent: ``total_input_tokens`` and
+  the input throughputs stay the dataset's lengths (vLLM ``calculate_metrics`` sums each request's
+  ``prompt_len``).  ``chat_template_tokens`` overrides the model's count; a model without one (a config.json
+  the catalog does not annotate) must be given it.  The completions endpoints send the text as it is.
 
 Requests rejected by the instance (longer than ``max_model_len``) count as failed, like
 vLLM's HTTP errors.
@@ -65,7 +74,7 @@ from fleetplan.sim.features.compile import compile_features
 from fleetplan.sim.spec import FleetSpec, Level
 
 __all__ = ["BenchServeConfig", "BenchServeResult", "CLIENT_BACKENDS", "METRICS", "ITL_METHOD", "ITL_METHOD_STREAMED",
-           "run_bench_serve", "send_times_s"]
+           "chat_template_tokens", "run_bench_serve", "send_times_s"]
 
 METRICS = ("ttft", "tpot", "itl", "e2el")
 #: ``vllm bench serve``'s streaming text backends (its ``backend`` names); ``openai-chat`` streams a role chunk first.
@@ -104,11 +113,21 @@ class BenchServeConfig:
     percentile_metrics: tuple[str, ...] = DEFAULT_PERCENTILE_METRICS
     metric_percentiles: tuple[float, ...] = (99.0,)
     backend: str = "vllm"
+    chat_template_tokens: int | None = None  # the chat endpoint's template tokens; None = the model's
 
     def __post_init__(self) -> None:
         if self.backend not in CLIENT_BACKENDS:
             raise ConfigError(f"`backend` {self.backend!r} is not one of {', '.join(CLIENT_BACKENDS)} (the client's "
                               "streaming text backends)", param="backend", value=self.backend)
+        t = self.chat_template_tokens
+        if t is not None:
+            if isinstance(t, bool) or not isinstance(t, int) or t < 0:
+                raise ConfigError(f"`chat_template_tokens` {t!r} must be an integer >= 0 (the tokens the chat "
+                                  "template adds around one user message)", param="chat_template_tokens", value=t)
+            if self.backend != CHAT_BACKEND:
+                raise ConfigError(f"`chat_template_tokens` {t} applies to the chat endpoint only; the `backend` "
+                                  f"{self.backend} sends the prompt text as it is: drop it, or give the "
+                                  f"`backend` {CHAT_BACKEND}", param="chat_template_tokens", value=t)
         n = self.num_prompts
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ConfigError(f"`num_prompts` {n!r} must be an integer >= 1", param="num_prompts", value=n)
@@ -144,7 +163,7 @@ class BenchServeResult:
     config: BenchServeConfig
     engine: EngineArgs
     fleet: FleetSpec
-    prompt_tokens: np.ndarray
+    prompt_tokens: np.ndarray  # the client's count (the dataset's lengths); the engine prefills chat_template_tokens more
     output_tokens: np.ndarray
     send_s: np.ndarray
     start_s: np.ndarray  # release (after the client's semaphore)
@@ -152,6 +171,7 @@ class BenchServeResult:
     e2el_s: np.ndarray  # NaN when failed
     completed: np.ndarray  # bool
     metrics: MappingProxyType = field(hash=False)  # vLLM's result keys -> values (ms where vLLM has ms)
+    chat_template_tokens: int = 0  # added to each prompt by the chat endpoint's template (module docstring)
 
 
 def _percentile_word(p: float) -> str:
@@ -235,6 +255,28 @@ def _metrics(cfg: BenchServeConfig, prompt: np.ndarray, output: np.ndarray, star
     return out
 
 
+def chat_template_tokens(engine: EngineArgs, cfg: BenchServeConfig) -> int:
+    """Tokens the server adds to each prompt: under the chat endpoint ``cfg.chat_template_tokens``, else the
+    model's count (``ModelConfig.chat_template_tokens``); 0 for the completions endpoints (module docstring).
+
+    Raises
+    ------
+    ConfigError
+        The chat endpoint with a model whose template size is unknown and none given.
+    """
+    if cfg.backend != CHAT_BACKEND:
+        return 0
+    if cfg.chat_template_tokens is not None:
+        return cfg.chat_template_tokens
+    known = engine.model.chat_template_tokens
+    if known is None:
+        raise ConfigError(f"`chat_template_tokens` is not known for the model {engine.model.name}: the chat endpoint "
+                          "prefills its chat template's tokens around each message; give `chat_template_tokens` "
+                          "(e.g. 8 for <|im_start|>user ... <|im_start|>assistant), or use a completions backend",
+                          param="chat_template_tokens")
+    return known
+
+
 def run_bench_serve(engine: EngineArgs, cfg: BenchServeConfig,
                     lengths: tuple[np.ndarray, np.ndarray] | None = None) -> BenchServeResult:
     """Simulate ``vllm bench serve`` with ``cfg`` against ``engine`` (module docstring).
@@ -252,9 +294,10 @@ def run_bench_serve(engine: EngineArgs, cfg: BenchServeConfig,
         if prompt.shape != (cfg.num_prompts,) or output.shape != (cfg.num_prompts,) or prompt.min() < 1 \
                 or output.min() < 1:
             raise ConfigError(f"lengths must be two arrays of {cfg.num_prompts} integers >= 1 (one per prompt)")
+    template = chat_template_tokens(engine, cfg)
     send = send_times_s(cfg.num_prompts, float(cfg.request_rate_per_s), float(cfg.burstiness),
                         fp_rng.stream(cfg.seed, "arrivals"))
-    requests = compile_requests(fleet, send, prompt, output, fp_rng.stream(cfg.seed, "routing"))
+    requests = compile_requests(fleet, send, prompt + template, output, fp_rng.stream(cfg.seed, "routing"))
     run = CompiledRun(fleet=compile_fleet(fleet), requests=requests, horizon_s=math.inf,
                       features=compile_features(fleet, cfg.seed), max_in_flight=int(cfg.max_concurrency or 0),
                       log_steps="itl" in cfg.percentile_metrics)
@@ -270,4 +313,4 @@ def run_bench_serve(engine: EngineArgs, cfg: BenchServeConfig,
     metrics = _metrics(cfg, prompt, output, start, ttft, e2el, done, sim.step_log, accepted,
                        ITL_METHOD_STREAMED if uses_feature_kernel(run) else ITL_METHOD)
     return BenchServeResult(cfg, engine, fleet, prompt, output, send, start, ttft, e2el, done,
-                            MappingProxyType(metrics))
+                            MappingProxyType(metrics), template)

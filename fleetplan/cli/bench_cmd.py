@@ -214,6 +214,7 @@ def result_json(result: BenchServeResult, label: str, model_id: str, engine: str
         "random_range_ratio": cfg.dataset.random_range_ratio,
         "random_range_ratio_rule": cfg.dataset.random_range_ratio_rule.value,
         "random_prefix_len": cfg.dataset.random_prefix_len,
+        "chat_template_tokens": result.chat_template_tokens,
         "block_size": pool.limits.block_size_tokens, "execution": eng.options.execution.value,
         "stream_interval": eng.options.api_server_stream_interval_tokens,
         "seed": cfg.seed, "perf_profile": None if eng.perf_profile is None else eng.perf_profile.source,
@@ -258,6 +259,10 @@ def bench() -> None:
 @click.option("--backend", type=click.Choice(["vllm", "openai", "openai-chat"]), default="vllm", show_default=True,
               help="The client's endpoint, as vllm bench serve's --backend: openai-chat (/v1/chat/completions) "
               "streams a role-only chunk first, one ~0 ms gap more per request in its ITL list.")
+@click.option("--chat-template-tokens", "chat_template_tokens", type=int, default=None,
+              help="With --backend openai-chat: tokens the server's chat template adds around each prompt, prefilled "
+              "but not counted by the client [default: the bundled model's count (gpt-oss 65, Qwen3 8, DeepSeek-V3 "
+              "3, GLM-4.6 5; fleetplan models show); needed for a config.json model].")
 @click.option("--dataset-name", default="random", show_default=True, help="random|sharegpt|burstgpt|custom")
 @click.option("--dataset-path", default=None, help="Dataset file (sharegpt JSON, BurstGPT CSV, custom JSONL).")
 @click.option("--random-input-len", type=int, default=1024, show_default=True)
@@ -330,7 +335,7 @@ def bench() -> None:
                       "[default: roofline].")
 def serve(model, gpu, tensor_parallel_size, pipeline_parallel_size, data_parallel_size, enable_expert_parallel, tp_size,
           dp_size, ep, enable_dp_attention, nnodes, instances, engine, engine_version, perf_profile, backend,
-          dataset_name,
+          chat_template_tokens, dataset_name,
           dataset_path, random_input_len, random_output_len, random_range_ratio, random_range_ratio_rule,
           random_prefix_len, sharegpt_output_len,
           custom_output_len, request_rate, burstiness, num_prompts, max_concurrency, seed, percentile_metrics,
@@ -348,7 +353,8 @@ def serve(model, gpu, tensor_parallel_size, pipeline_parallel_size, data_paralle
                           random_range_ratio_rule)
     cfg = BenchServeConfig(dataset, num_prompts, request_rate, burstiness, max_concurrency, seed,
                            tuple(m.strip() for m in percentile_metrics.split(",") if m.strip()),
-                           _floats("--metric-percentiles", metric_percentiles), backend=backend)
+                           _floats("--metric-percentiles", metric_percentiles), backend=backend,
+                           chat_template_tokens=chat_template_tokens)
     model_cfg, gpu_profile = load_model(model), load_catalog().get(gpu)
     weights = _weights(quantization, model_cfg)
     profile = load_engine_profile(engine)

@@ -178,6 +178,7 @@ def _shape_table(m: ModelConfig) -> Table:
              ("matmul GFLOP / token", f"{m.flops_per_token_dense() / 1e9:,.1f}")]
     if m.n_mtp_layers:
         rows.append(("MTP layers (not in total)", f"{m.n_mtp_layers} ({_billions(m.mtp_params())} params)"))
+    rows.append(("chat template tokens", "not known" if m.chat_template_tokens is None else m.chat_template_tokens))
     for name, value in rows:
         table.add_row(name, str(value))
     return table

@@ -143,6 +143,7 @@ FLAG_OF_PARAM: dict[str, CliParam] = {
     "custom_output_len": CliParam("--custom-output-len"),
     "instances": CliParam("--instances"),
     "max_num_seqs": CliParam("--max-num-seqs"),
+    "chat_template_tokens": CliParam("--chat-template-tokens"),
     "max_num_batched_tokens": CliParam("--max-num-batched-tokens"),
     "max_model_len": CliParam("--max-model-len"),
     "kv_cache_dtype": CliParam("--kv-cache-dtype"),
@@ -159,6 +160,7 @@ FLAG_OF_PARAM: dict[str, CliParam] = {
 #: Where a command spells a parameter its own way (command path without the program name).
 FLAG_OF_COMMAND: dict[str, dict[str, CliParam]] = {
     "grid-flex": {"gpu": CliParam("--gpus")},  # grid-flex takes its one GPU type as --gpus
+    "bench serve": {"backend": CliParam("--backend")},  # the client's endpoint (vllm bench serve's --backend)
 }
 
 #: Fix hint, naming flags, for each reason code of an infeasible plan (``fleetplan.errors.REASONS``).

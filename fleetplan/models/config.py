@@ -289,6 +289,12 @@ class ModelConfig:
         1: the ``n_dense_layers`` dense layers come first (DeepSeek ``first_k_dense_replace``).
         k > 1: layer i is MoE iff ``(i + 1) % k == 0`` (Llama-4 ``interleave_moe_layer_step``);
         ``moe_layer_indices`` lists them either way.
+    chat_template_tokens : int or None
+        Tokens the model's chat template adds around one user message (the role markers, and a default
+        system message where the template writes one): what a chat endpoint prefills on top of the text a
+        client counts.  Not a ``config.json`` field (the template is in the tokenizer's files): the bundled
+        models carry it as ``_chat_template_tokens`` with its derivation in ``_chat_template_source``; None
+        when unknown (``fleetplan.bench.serve``, 'The chat template's tokens').
     """
 
     name: str
@@ -324,10 +330,14 @@ class ModelConfig:
     moe_layer_step: int = 1
     quantized_experts_only: bool = False
     attention_sinks: bool = False
+    chat_template_tokens: int | None = None
 
     def __post_init__(self) -> None:
         who = f"model {self.name!r}"
         self._check_weights(who)
+        template = self.chat_template_tokens
+        if template is not None and (isinstance(template, bool) or not isinstance(template, int) or template < 0):
+            raise ConfigError(f"{who}: chat_template_tokens={template!r} must be an integer >= 0, or None if unknown")
         if not isinstance(self.layers, LayerMix):
             raise ConfigError(f"{who}: layers={self.layers!r} must be a LayerMix")
         mixed = self.layers.n_window_layers + self.layers.n_linear_layers

@@ -97,6 +97,10 @@ projection is taken to be in that type, except that an MoE checkpoint whose
 experts (``ModelConfig.quantized_experts_only``; gpt-oss keeps attention, router, embeddings
 and head in BF16: 60.7 GiB for gpt-oss-120b, not 57.8).  Other unquantized modules
 (``lm_head``, routers) are < 1 % of the bundled models' weights.
+
+``_chat_template_tokens`` (not a HuggingFace key; the bundled files carry it beside ``_source``, its
+derivation in ``_chat_template_source``) is ``ModelConfig.chat_template_tokens``: the tokens the model's chat
+template adds around one user message; a config without it leaves them unknown (None).
 """
 
 from __future__ import annotations
@@ -151,6 +155,8 @@ INT4_DEFAULT_GROUP = 128
 LAYER_KINDS = ("full_attention", "sliding_attention", "chunked_attention", "linear_attention")
 
 NESTED_TEXT_KEYS = ("text_config", "llm_config")
+#: The bundled files' count of the chat template's tokens around one user message (module docstring).
+CHAT_TEMPLATE_KEY = "_chat_template_tokens"
 EXPERT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
 TOPK_KEYS = ("num_experts_per_tok", "experts_per_token", "moe_topk")
 SHARED_KEYS = ("n_shared_experts", "num_shared_experts")
@@ -312,6 +318,8 @@ def model_config_from_dict(data: Mapping[str, Any], *, source: str, name: str) -
     fields["layers"] = _layer_mix(f, n_layers, arch)
     fields["n_mtp_layers"] = _mtp_layers(f)
     fields["attention_sinks"] = arch in SINK_ATTENTION
+    if data.get(CHAT_TEMPLATE_KEY) is not None:
+        fields["chat_template_tokens"] = _Fields(data, data, source, "").int(CHAT_TEMPLATE_KEY)
     if f.has("index_head_dim"):
         fields.update(index_n_heads=f.int("index_n_heads", low=1), index_head_dim=f.int("index_head_dim", low=1),
                       index_topk=f.int("index_topk", low=1))

@@ -12,7 +12,7 @@ from fleetplan.bench.serve import send_times_s
 from fleetplan.cli.errors import render_error
 from fleetplan.errors import ConfigError
 from fleetplan.hardware import load_catalog
-from fleetplan.models import load_model
+from fleetplan.models import Dtype, load_model
 from fleetplan.perf.batch import BatchComposition
 
 VLLM_KEYS = ("duration", "completed", "failed", "total_input_tokens", "total_output_tokens", "request_throughput",
@@ -221,13 +221,14 @@ def test_chat_backend_adds_one_zero_role_gap_per_request(engine: EngineArgs) -> 
     """``openai-chat``: the role chunk comes in the first token's iteration, so each request's ITL list gains one
     ~0 s gap.  Two outputs, one request at a time: the completions client pools one decode step s per request
     (median s); the chat client pools [0, s] per request, so numpy's median of n zeros and n steps is s / 2 and
-    vLLM's mean ITL halves; TTFT, TPOT, E2EL and throughput do not move."""
+    vLLM's mean ITL halves; TTFT, TPOT, E2EL and throughput do not move (a template of 0 tokens: the role chunk
+    alone)."""
     from dataclasses import replace
 
     base = BenchServeConfig(DatasetSpec(random_input_len=256, random_output_len=2), num_prompts=6, max_concurrency=1,
                             percentile_metrics=("ttft", "tpot", "itl", "e2el"), metric_percentiles=(50.0, 99.0))
     plain = run_bench_serve(engine, base)
-    chat = run_bench_serve(engine, replace(base, backend="openai-chat"))
+    chat = run_bench_serve(engine, replace(base, backend="openai-chat", chat_template_tokens=0))
     np.testing.assert_array_equal(plain.e2el_s, chat.e2el_s)
     for key in ("mean_ttft_ms", "mean_tpot_ms", "mean_e2el_ms", "output_throughput", "duration"):
         assert chat.metrics[key] == plain.metrics[key], key
@@ -238,3 +239,41 @@ def test_chat_backend_adds_one_zero_role_gap_per_request(engine: EngineArgs) -> 
     assert chat.metrics["p99_itl_ms"] == pytest.approx(plain.metrics["p99_itl_ms"], rel=2e-3)
     with pytest.raises(ConfigError, match="openai-chat"):
         BenchServeConfig(backend="sglang-oai")
+
+
+def test_chat_template_tokens_are_prefilled_but_not_counted_by_the_client() -> None:
+    """``openai-chat`` prefills ``prompt + t`` (t = the model's ``chat_template_tokens``, gpt-oss's harmony prompt 65)
+    while the client counts the dataset's lengths: the chat run of 128-token prompts times exactly like a
+    completions run of 193-token prompts (same engine work, same seeds) but reports 128 tokens a request; the
+    completions endpoints add nothing, and a given count overrides the model's."""
+    from dataclasses import replace
+
+    gpt = EngineArgs(load_model("gpt-oss-20b"), load_catalog().get("h100"), 1, Dtype.MXFP4)
+    assert gpt.model.chat_template_tokens == 65
+    cfg = BenchServeConfig(DatasetSpec(random_input_len=128, random_output_len=4), num_prompts=40,
+                           percentile_metrics=("ttft", "tpot", "e2el"))
+    chat = run_bench_serve(gpt, replace(cfg, backend="openai-chat"))
+    wide = run_bench_serve(gpt, replace(cfg, dataset=DatasetSpec(random_input_len=193, random_output_len=4)))
+    assert chat.chat_template_tokens == 65 and wide.chat_template_tokens == 0
+    np.testing.assert_array_equal(chat.ttft_s, wide.ttft_s)
+    np.testing.assert_array_equal(chat.e2el_s, wide.e2el_s)
+    assert chat.metrics["total_input_tokens"] == 40 * 128 and wide.metrics["total_input_tokens"] == 40 * 193
+    assert chat.metrics["output_throughput"] == wide.metrics["output_throughput"]
+    given = run_bench_serve(gpt, replace(cfg, backend="openai-chat", chat_template_tokens=0))
+    plain = run_bench_serve(gpt, cfg)
+    np.testing.assert_array_equal(given.ttft_s, plain.ttft_s)
+    assert given.chat_template_tokens == 0 and given.metrics["mean_ttft_ms"] < chat.metrics["mean_ttft_ms"]
+
+
+def test_chat_template_tokens_refused_where_they_cannot_apply(engine: EngineArgs) -> None:
+    """A model whose template size is unknown (the bundled Llama-3.1-8B base config) under the chat endpoint asks
+    for the count; a count with a completions backend, or below 0, is refused."""
+    cfg = BenchServeConfig(DatasetSpec(random_input_len=64, random_output_len=2), num_prompts=2, backend="openai-chat")
+    assert engine.model.chat_template_tokens is None
+    with pytest.raises(ConfigError, match="`chat_template_tokens` is not known for the model Llama-3.1-8B"):
+        run_bench_serve(engine, cfg)
+    with pytest.raises(ConfigError, match="applies to the chat endpoint only"):
+        BenchServeConfig(chat_template_tokens=8)
+    for bad in (-1, 2.5, True):
+        with pytest.raises(ConfigError, match="must be an integer >= 0"):
+            BenchServeConfig(backend="openai-chat", chat_template_tokens=bad)

@@ -97,14 +97,14 @@ def test_perf_calibrate_metrics_without_histograms(tmp_path) -> None:
 def test_backend_openai_chat_halves_mean_itl_of_two_token_outputs(tmp_path) -> None:
     """``--backend openai-chat`` (vllm bench serve's spelling) reaches the client model: with 2-token outputs one
     request at a time each request's ITL list is [role chunk ~0, one decode step], so vLLM's mean ITL halves
-    while TTFT and TPOT stay; the choices are the library's ``CLIENT_BACKENDS``."""
+    while TTFT and TPOT stay (a template of 0 tokens); the choices are the library's ``CLIENT_BACKENDS``."""
     from fleetplan.bench.serve import CLIENT_BACKENDS
 
     args = [*BASE[:-4], "--num-prompts", "6", "--random-input-len", "256", "--random-output-len", "2",
             "--max-concurrency", "1", "--save-result", "--result-dir", str(tmp_path)]
     docs = {}
-    for backend in ("vllm", "openai-chat"):
-        res = _run([*args, "--backend", backend, "--result-filename", f"{backend}.json"])
+    for backend, template in (("vllm", []), ("openai-chat", ["--chat-template-tokens", "0"])):
+        res = _run([*args, "--backend", backend, *template, "--result-filename", f"{backend}.json"])
         assert res.exit_code == 0, res.output
         docs[backend] = json.loads((tmp_path / f"{backend}.json").read_text())
     plain, chat = docs["vllm"], docs["openai-chat"]
@@ -113,3 +113,31 @@ def test_backend_openai_chat_halves_mean_itl_of_two_token_outputs(tmp_path) -> N
     res = CliRunner().invoke(cli, [*BASE, "--backend", "sglang-oai"])
     assert res.exit_code == 2 and "Traceback" not in res.output and len(res.output.strip().splitlines()) == 1
     assert "'sglang-oai' is not one of " + ", ".join(f"'{b}'" for b in CLIENT_BACKENDS) in res.output
+
+
+def test_chat_template_tokens_flag_reaches_the_engine_and_the_result_json(tmp_path) -> None:
+    """``--backend openai-chat`` on gpt-oss prefills the bundled 65 template tokens (the JSON says so, the client's
+    input total stays 128 a request) and is slower to first token than the same run with
+    ``--chat-template-tokens 0``; a model without a known count, a count with a completions backend, and a negative
+    count each end in one line, exit 2, naming the flag."""
+    args = ["bench", "serve", "--model", "gpt-oss-20b", "--gpu", "h100", "--num-prompts", "30", "--random-input-len",
+            "128", "--random-output-len", "4", "--backend", "openai-chat", "--save-result", "--result-dir",
+            str(tmp_path)]
+    docs = {}
+    for name, extra in (("model", []), ("zero", ["--chat-template-tokens", "0"])):
+        res = _run([*args, *extra, "--result-filename", f"{name}.json"])
+        assert res.exit_code == 0, res.output
+        docs[name] = json.loads((tmp_path / f"{name}.json").read_text())
+    assert docs["model"]["fleetplan"]["chat_template_tokens"] == 65
+    assert docs["zero"]["fleetplan"]["chat_template_tokens"] == 0
+    assert docs["model"]["total_input_tokens"] == docs["zero"]["total_input_tokens"] == 30 * 128
+    assert docs["model"]["mean_ttft_ms"] > docs["zero"]["mean_ttft_ms"]
+    for bad, words in (([*BASE, "--backend", "openai-chat"], "--chat-template-tokens is not known for the model "
+                        "Llama-3.1-8B"),
+                       ([*BASE, "--chat-template-tokens", "8"], "--chat-template-tokens 8 applies to the chat "
+                        "endpoint only; the --backend vllm"),
+                       ([*BASE, "--backend", "openai-chat", "--chat-template-tokens", "-2"],
+                        "--chat-template-tokens -2 must be an integer >= 0")):
+        res = CliRunner().invoke(cli, bad)
+        assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+        assert len(res.output.strip().splitlines()) == 1 and words in res.output, res.output

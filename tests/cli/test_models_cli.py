@@ -49,6 +49,8 @@ def test_show_prints_shape_and_sizes():
     assert rows["params total"] == ["30,532,110,336"]
     assert rows["bf16"] == ["56.9", "98,304"]
     assert "KV-cache budget" not in result.stdout
+    assert rows["chat template tokens"] == ["8"]  # <|im_start|>user\n ... <|im_end|>\n<|im_start|>assistant\n
+    assert table_rows(run("show", "kimi-k2").stdout)["chat template tokens"] == ["not known"]
 
 
 def test_show_with_gpu_prints_the_budget():

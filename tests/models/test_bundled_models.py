@@ -153,3 +153,26 @@ def test_gpt_oss_checkpoint_size_quantizes_only_the_experts(name, gib):
     assert m.quantized_experts_only
     assert m.weight_bytes() / 2**30 == pytest.approx(gib, rel=0.01)
     assert m.weight_bytes(Dtype.BF16) == 2 * m.n_params()  # an explicit dtype applies to every weight
+
+
+#: The bundled chat template counts (each derived in the file's ``_chat_template_source``; models left out are
+#: unknown: their template was not read, or the bundled config is a base model's).
+CHAT_TEMPLATE_TOKENS = {"gpt-oss-20b": 65, "gpt-oss-120b": 65, "qwen3-32b": 8, "qwen3-32b-fp8": 8,
+                        "qwen3-235b-a22b": 8, "qwen3-235b-a22b-fp8": 8, "qwen3-30b-a3b": 8, "deepseek-v3": 3,
+                        "deepseek-r1": 3, "deepseek-v3.2": 4, "glm-4.5": 5, "glm-4.5-air": 5, "glm-4.6": 5}
+
+
+@pytest.mark.parametrize("name", list_models())
+def test_chat_template_tokens_carry_their_derivation(name):
+    """Every bundled count has a derivation that starts with the count itself; the others are unknown (None),
+    never a silent 0."""
+    import json
+
+    from fleetplan.models import model_path
+
+    raw = json.loads(model_path(name).read_text(encoding="utf-8"))
+    assert load_model(name).chat_template_tokens == CHAT_TEMPLATE_TOKENS.get(name)
+    if name in CHAT_TEMPLATE_TOKENS:
+        assert raw["_chat_template_source"].startswith(f"{CHAT_TEMPLATE_TOKENS[name]}: ")
+    else:
+        assert "_chat_template_source" not in raw and "_chat_template_tokens" not in raw

@@ -130,6 +130,8 @@ def test_nested_missing_field_names_the_nested_key(tmp_path: Path):
     (dict(MIXTRAL_8X7B, tie_word_embeddings="no"), "true or false"),
     (dict(QWEN15_MOE, shared_expert_intermediate_size=1000), "not a multiple of the expert width"),
     (dict(MIXTRAL_8X7B, num_experts_per_tok=9), "num_experts_per_tok.*is 9, above the 8 routed experts"),
+    (dict(MIXTRAL_8X7B, _chat_template_tokens=-3), "field _chat_template_tokens.*is -3"),
+    (dict(MIXTRAL_8X7B, _chat_template_tokens="8"), "field _chat_template_tokens.*is '8'"),
 ])
 def test_malformed_values_raise_data_format_errors(tmp_path: Path, data: dict, fragment: str):
     path = tmp_path / "config.json"
@@ -390,3 +392,11 @@ def test_glm45v_reads_its_text_config_as_glm4_moe():
     assert m.n_params() == air.n_params() == pytest.approx(106e9, rel=0.03)
     assert m.flops_per_token_dense() == air.flops_per_token_dense()
     assert m.n_mtp_layers == 0  # the V text_config lists no num_nextn_predict_layers
+
+
+def test_chat_template_tokens_read_from_the_bundled_key_else_unknown():
+    """``_chat_template_tokens`` (the bundled files' annotation, not a HuggingFace key) becomes
+    ``ModelConfig.chat_template_tokens``; a plain config.json leaves it unknown."""
+    assert _read(MIXTRAL_8X7B).chat_template_tokens is None
+    assert _read(dict(MIXTRAL_8X7B, _chat_template_tokens=0)).chat_template_tokens == 0
+    assert _read(dict(GPT_OSS_120B, _chat_template_tokens=65)).chat_template_tokens == 65
