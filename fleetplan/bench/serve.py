@@ -163,7 +163,7 @@ class BenchServeResult:
     config: BenchServeConfig
     engine: EngineArgs
     fleet: FleetSpec
-    prompt_tokens: np.ndarray  # the client's count (the dataset's lengths); the engine prefills chat_template_tokens more
+    prompt_tokens: np.ndarray  # the client's count (the dataset's); the engine prefills chat_template_tokens more
     output_tokens: np.ndarray
     send_s: np.ndarray
     start_s: np.ndarray  # release (after the client's semaphore)
