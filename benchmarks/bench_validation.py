@@ -390,6 +390,17 @@ about 10 us a row at a 131K vocabulary; it moved the mean absolute error by 0.01
 running gpt-oss request holds (9 blocks of 16, `kv_budget`'s `window_tokens_per_seq`; -0.05 pp); the sampler's
 profiling peak in vLLM's KV budget (16-32 bytes a row and vocabulary entry instead of 4: +0.1 to +0.6 pp worse, and
 Qwen3-32B's 32K run stops fitting one H100, which the published run did not).
+Session 16 (issue 26): the chat endpoint's template.  Every held-out GPUStack row was run with `vllm bench serve
+--backend openai-chat`, so the server prefilled each random prompt inside the model's chat template while the
+client counted (and the pages print) the prompt's own tokens; `bench serve` had prefilled the prompt alone.  Now
+the chat endpoint adds `ModelConfig.chat_template_tokens` (`fleetplan.bench.serve`, 'The chat template's tokens';
+each bundled count derived from the template in the model file's `_chat_template_source`): gpt-oss 65 (vLLM's
+harmony rendering with its default system message, 55 o200k tokens of it), Qwen3 8, DeepSeek-V3 / R1-0528 3,
+DeepSeek-V3.2 4, GLM-4.5/4.6 5.  Not fitted: counted from the templates.  It is the gap session 12 left open
+in part (the 128/4 bursts prefilled "about 1.6x faster than the runs do": a gpt-oss request is 193 tokens, not
+128).  Held out -1.4 % / 22.6 % / 290 -> -0.3 % / 21.5 % / 291; vLLM -2.0 % / 23.4 % -> -0.8 % / 22.1 %, SGLang
++2.0 % / 18.6 % -> +2.0 % / 18.3 %; the 79 rows of 128/4 bursts 45.1 -> 41.6 %; gpt-oss-120b 24.3 -> 20.5 %, -20b
+19.2 -> 18.1 %, Qwen3-235B 24.0 -> 22.9 %; in-sample and fitted rows unchanged (no chat client among them).
 Session 10 (the items above from DeepSeek Sparse Attention on, and the MXFP4 weights and window allocation of
 gpt-oss's KV budget in the reading of the errors), held out, all 351 rows: +9.4 % / 56.7 % / 161 -> -1.4 % /
 34.2 % / 244 (KV budget alone -5.3 % / 42.7 % / 169; step mechanisms alone +9.7 % / 44.3 % / 238).
