@@ -42,7 +42,9 @@ system, engine and engine version (``aiconfigurator_core/systems/data/<system>/<
   ``fleetplan.perf.attention.DSA_INDEXER_PREFILL_EFFICIENCY``;
 * ``--dsa-query-tables`` (needs ``aiconfigurator-core``): the same modules' prefill cost per query beyond
   fleetplan's own module (``dsa_prefill_query_table_cost``), the source of the engine profiles'
-  ``dsa_prefill_s_per_token``.
+  ``dsa_prefill_s_per_token``;
+* ``--mla-query-tables`` (needs ``aiconfigurator-core``): the same for the dense MLA attention modules of DeepSeek-V3
+  (``mla_prefill_query_table_cost``), the source of the engine profiles' ``mla_prefill_s_per_token``.
 
 aiconfigurator-core 0.12.0 needs numpy>=2.1,<3, pandas>=2.2.3, scipy>=1.13.1, pyarrow>=15, pyyaml,
 packaging; it resolves alongside fleetplan's numpy/numba/pandas/scipy without moving them (checked with
@@ -766,17 +768,23 @@ def dsa_indexer_table_efficiency() -> list[dict]:
 #: The attention module's GEMMs of one DeepSeek-V3.2 layer (``fleetplan.perf.operators.step_gemms`` names)
 DSA_MODULE_GEMMS = frozenset({"q_a_proj", "q_b_proj", "kv_a_proj", "kv_b_proj", "o_proj", "index_wq_b", "index_wk"})
 DSA_QUERY_MIN_TOKENS = 4096  # rows of at least this many step tokens: the size of a serving step's prefill
+#: The dense MLA module's GEMMs of one DeepSeek-V3 layer and the model AIConfigurator's MLA module tables time
+MLA_MODULE_GEMMS = frozenset({"q_a_proj", "q_b_proj", "kv_a_proj", "kv_b_proj", "o_proj"})
+MLA_MODEL = "deepseek-ai/DeepSeek-V3"
+#: vLLM's MLA prefill kernel on Hopper and Blackwell: FlashAttention varlen over the up-projected heads (the module
+#: tables' other kernel sources time non-default backends)
+MLA_PREFILL_KERNELS = frozenset({"FLASH_ATTN"})
 
 
-def dsa_prefill_query_table_cost() -> list[dict]:
-    """The DSA attention module's prefill cost per query outside fleetplan's terms, read back from AIConfigurator's
-    measured DeepSeek-V3.2 modules (``sparse_attention/<engine>/<version>/dsa_context_module_perf.parquet``; needs
-    ``aiconfigurator-core``): per system, engine, heads per GPU and KV dtype (FP8 block weights, sparse-kernel rows,
-    no prefix, ``DSA_QUERY_MIN_TOKENS``-65,536 step tokens), the measured module latency minus fleetplan's own
-    module of one layer at the engine profile's values with ``dsa_prefill_s_per_token`` 0 (the module's GEMMs'
-    roofline, the indexer's pairs and the sparse MLA's keys, ``StepTimePredictor.predict`` over ``n_layers``),
-    fitted by relative least squares to ``r T + c`` (``T`` step tokens); ``r`` is the source of the engine
-    profiles' ``dsa_prefill_s_per_token`` (``fleetplan.perf.attention``, "Per-query prefill cost")."""
+def _module_prefill_query_cost(model_name: str, table: str, gemms: frozenset, kernels: frozenset, zeroed: str,
+                               model_id: str) -> list[dict]:
+    """An attention module's prefill cost per query outside fleetplan's terms (``dsa_prefill_query_table_cost``,
+    ``mla_prefill_query_table_cost``): per system, engine, heads per GPU and KV dtype of AIConfigurator's measured
+    module table ``table`` (``<op>/<engine>/<version>/<name>.parquet`` under each system; FP8 block weights, rows of
+    ``kernels``, no prefix, ``DSA_QUERY_MIN_TOKENS``-65,536 step tokens), the measured module latency minus fleetplan's
+    own module of one layer at the engine profile's values with option ``zeroed`` 0 (the module's ``gemms``' roofline
+    and the attention terms, ``StepTimePredictor.predict`` over ``n_layers``), fitted by relative least squares to
+    ``r T + c`` (``T`` step tokens)."""
     import dataclasses
 
     import numpy as np
@@ -793,18 +801,16 @@ def dsa_prefill_query_table_cost() -> list[dict]:
     from fleetplan.perf.quant import Fp8Scaling
 
     data, _ = _aic_tables_and_profiles()
-    catalog, model = load_catalog(), load_model("deepseek-v3.2")
-    sparse_kernels = {"FLASHMLA_SPARSE", "sglang_dsa_indexer_flashmla_sparse", "sglang_dsa_indexer_flashmla_kv"}
+    catalog, model = load_catalog(), load_model(model_name)
     out = []
     for system, gpu_name in GRID_SYSTEMS.items():
         gpu = catalog.get(gpu_name)
-        for path in sorted((data / system / "sparse_attention").glob("*/*/dsa_context_module_perf.parquet")):
+        for path in sorted(data.joinpath(system).glob(table)):
             engine = path.parts[-3]
-            options = dataclasses.replace(load_engine_profile(engine).options_for(gpu, Dtype.FP8),
-                                          dsa_prefill_s_per_token=0.0)
+            options = dataclasses.replace(load_engine_profile(engine).options_for(gpu, Dtype.FP8), **{zeroed: 0.0})
             frame = pd.read_parquet(path)
-            frame = frame[(frame.model == DSA_MODEL) & (frame.gemm_type == "fp8_block") & (frame.step == 0)
-                          & frame.kernel_source.isin(sparse_kernels)]
+            frame = frame[(frame.model == model_id) & (frame.gemm_type == "fp8_block") & (frame.step == 0)
+                          & frame.kernel_source.isin(kernels)]
             tokens = frame.batch_size * frame.isl
             frame = frame[(tokens >= DSA_QUERY_MIN_TOKENS) & (tokens <= DSA_TABLE_TOKENS[1])]
             for (heads, kv), g in frame.groupby(["num_heads", "kv_cache_dtype"]):
@@ -814,7 +820,7 @@ def dsa_prefill_query_table_cost() -> list[dict]:
                 step = StepTimePredictor(model, gpu, Parallelism(tp=model.n_heads // int(heads)), Dtype.FP8, kv_dtype,
                                          options, Fp8Scaling.BLOCK)
                 shapes = tuple(s for s in step_gemms(model, step.parallelism, Dtype.FP8,
-                                                     step.weight_stream_bytes_per_param) if s.name in DSA_MODULE_GEMMS)
+                                                     step.weight_stream_bytes_per_param) if s.name in gemms)
                 block = gemm_block(shapes, step.rates)
                 t, ours = [], []
                 for n_seqs, isl in zip(g.batch_size.to_numpy(int), g.isl.to_numpy(int), strict=True):
@@ -834,6 +840,28 @@ def dsa_prefill_query_table_cost() -> list[dict]:
                             "ratio_before": float(np.median(ours / y)),
                             "ratio_after": float(np.median((ours + coef[0] * t) / y))})
     return out
+
+
+def dsa_prefill_query_table_cost() -> list[dict]:
+    """The DSA attention module's prefill cost per query outside fleetplan's terms, read back from AIConfigurator's
+    measured DeepSeek-V3.2 modules (``sparse_attention/<engine>/<version>/dsa_context_module_perf.parquet``; needs
+    ``aiconfigurator-core``; sparse-kernel rows; ``_module_prefill_query_cost``): fleetplan's module is the GEMMs'
+    roofline, the indexer's pairs and the sparse MLA's keys; ``r`` is the source of the engine profiles'
+    ``dsa_prefill_s_per_token`` (``fleetplan.perf.attention``, "Per-query prefill cost")."""
+    return _module_prefill_query_cost(
+        "deepseek-v3.2", "sparse_attention/*/*/dsa_context_module_perf.parquet", DSA_MODULE_GEMMS,
+        frozenset({"FLASHMLA_SPARSE", "sglang_dsa_indexer_flashmla_sparse", "sglang_dsa_indexer_flashmla_kv"}),
+        "dsa_prefill_s_per_token", DSA_MODEL)
+
+
+def mla_prefill_query_table_cost() -> list[dict]:
+    """The dense MLA attention module's prefill cost per query outside fleetplan's terms, read back from
+    AIConfigurator's measured DeepSeek-V3 modules (``mla/<engine>/<version>/mla_context_module_perf.parquet``; needs
+    ``aiconfigurator-core``; ``MLA_PREFILL_KERNELS`` rows; ``_module_prefill_query_cost``): fleetplan's module is the
+    five projections' roofline and the MHA-form prefill attention; ``r`` is the source of the engine profiles'
+    ``mla_prefill_s_per_token`` (``fleetplan.perf.attention``, "Per-query prefill cost")."""
+    return _module_prefill_query_cost("deepseek-v3", "mla/*/*/mla_context_module_perf.parquet", MLA_MODULE_GEMMS,
+                                      MLA_PREFILL_KERNELS, "mla_prefill_s_per_token", MLA_MODEL)
 
 
 def _write(path: Path, rows: list[dict], aic_version: str) -> None:
@@ -1371,6 +1399,13 @@ def _moe_width_line(g: dict) -> str:
 
 
 #: Each table read-back flag (its ``argparse`` dest): the function giving its rows and the line printed per row.
+def _module_query_line(g: dict) -> str:
+    return (f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:8s} heads {g['heads']:3d} KV {g['kv']:9s} "
+            f"{g['n']:4d} rows: {g['s_per_token']:.2e} s per prefill token and layer beyond fleetplan's module "
+            f"(+ {g['fixed_s'] * 1e3:.2f} ms per call); fleetplan / measured median {g['ratio_before']:.2f} -> "
+            f"{g['ratio_after']:.2f}")
+
+
 _TABLE_READBACKS = {
     "gemm_tables": (gemm_table_efficiency, lambda g: (
         f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:12s} {g['gemm_dtype']:10s} {g['n']:6d} "
@@ -1387,11 +1422,8 @@ _TABLE_READBACKS = {
         f"KV {g['kv_cache_dtype']:8s} head_dim {g['head_dim']:3d} {g['n']:5d} rows "
         f"median {g['median']:.3f} of the BF16 peak")),
     "dsa_tables": (dsa_indexer_table_efficiency, _dsa_line),
-    "dsa_query_tables": (dsa_prefill_query_table_cost, lambda g: (
-        f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:8s} heads {g['heads']:3d} KV {g['kv']:9s} "
-        f"{g['n']:4d} rows: {g['s_per_token']:.2e} s per prefill token and layer beyond fleetplan's module "
-        f"(+ {g['fixed_s'] * 1e3:.2f} ms per call); fleetplan / measured median {g['ratio_before']:.2f} -> "
-        f"{g['ratio_after']:.2f}")),
+    "dsa_query_tables": (dsa_prefill_query_table_cost, _module_query_line),
+    "mla_query_tables": (mla_prefill_query_table_cost, _module_query_line),
     "moe_decode_tables": (moe_decode_bandwidth_fit, lambda g: (
         f"{g['engine']:7s} {g['n']:6d} rows ({g['dropped']} of unphysical shapes left out): experts' weight stream "
         f"{g['eff']:.3f} of the HBM peak, t0 {g['t0_us'][0]:.0f}-{g['t0_us'][1]:.0f} us per table, mean |log ratio| "
@@ -1450,7 +1482,9 @@ def main() -> int:
                        ("--triton-attention-tables", "Triton and FlashAttention prefill tables of non-Hopper GPUs, "
                         "the vLLM profile's sink_attention_prefill_efficiency read-back"),
                        ("--dsa-query-tables", "DeepSeek-V3.2 attention-module tables, the source of the engine "
-                        "profiles' dsa_prefill_s_per_token")):
+                        "profiles' dsa_prefill_s_per_token"),
+                       ("--mla-query-tables", "DeepSeek-V3 MLA attention-module tables, the source of the engine "
+                        "profiles' mla_prefill_s_per_token")):
         parser.add_argument(flag, action="store_true",
                             help=f"print the efficiency of AIConfigurator's {what} (needs aiconfigurator-core)")
     parser.add_argument("--block-gemm-floor-tables", action="store_true",

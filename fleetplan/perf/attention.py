@@ -149,6 +149,21 @@ runs on 8x H200 (``benchmarks/bench_validation.py``; not fitted on them): 2,000 
 throughput +44 % -> +24 %, mean TTFT -33 % -> -21 %, mean TPOT -22 % -> -9 %; 4,000 / 200 tokens +18 % -> +5 %,
 -19 % -> -9 %; 32,000 / 100 tokens +7 % -> -4 %, -6 % -> +5 %.
 
+A dense MLA module (DeepSeek-V3/R1, Kimi-K2: no indexer) shows the same shape of miss. AIConfigurator 0.12.0's vLLM
+0.24.0 tables (``mla/vllm/0.24.0/mla_context_module_perf.parquet``, DeepSeek-V3, FLASH_ATTN prefill (vLLM's MLA
+prefill path: FlashAttention varlen over the up-projected heads), FP8 block weights, BF16 KV, no prefix, 4,096-65,536
+step tokens; ``mla_prefill_query_table_cost`` of ``benchmarks/aiconfigurator_compare.py``) put fleetplan's module of
+one layer (its five projections' roofline and the MHA-form prefill attention above) at a median 0.66 / 0.70 / 0.77 of
+the measured on the H100 / H200 / B200 at 16 heads per GPU, and the measured minus fleetplan's is ``r T + c`` with
+``r`` = 4.7e-8 / 3.8e-8 / 7.5e-9 s per token and layer, nearly flat in the heads (H200 3.8-4.8e-8 at 1-128 heads):
+per-token work around the kernels the roofline times (the latents' RMS norms, RoPE on the query and key, the
+projections' per-token FP8 activation quantisation, the cache write), again a reading of the fit. The engine profile's
+``mla_prefill_s_per_token`` carries it, charged as DSA's (``prefill_s_per_token = n_layers x r``, ``c[20]``); with it
+the module's median is 0.91-0.95 of the measured. SGLang's tables time its MLA attention kernel, not the module, and
+its profile leaves it 0. Measured effect on the held-out vLLM 0.11.0 DeepSeek-R1 runs on 8x H200 (not fitted on them):
+2,000 / 100 and 4,000 / 200 tokens, 500 prompts, output throughput +26 % / +24 % -> +20 % / +19 %, mean TTFT -27 % /
+-22 % -> -22 % / -18 %.
+
 Keys a query has.  A query at position ``p`` of a window layer (or of DSA's sparse MLA) attends ``min(p, W)`` keys,
 not ``W``: the same fits show the sparse MLA's prefill cost following ``min(position, K)`` (about 0.73 of the BF16
 peak at 128 heads; ``dsa_indexer_table_efficiency`` of ``benchmarks/aiconfigurator_compare.py``: vLLM 0.24.0's
@@ -285,8 +300,8 @@ class AttentionCost:
     #: keys of the window (W; DSA: index_topk): a prefill query at position p < W is charged p / W of
     #: ``window_s_per_token`` (module docstring, "Keys a query has"); 0 for no window
     window_tokens: int = 0
-    #: DSA: per prefill query, the engine's attention-module work outside the terms above (module docstring,
-    #: "Per-query prefill cost"); 0 otherwise
+    #: DSA and dense MLA: per prefill query, the engine's attention-module work outside the terms above (module
+    #: docstring, "Per-query prefill cost"); 0 for GQA
     prefill_s_per_token: float = 0.0
 
 
@@ -320,7 +335,8 @@ def attention_cost(model: ModelConfig, par: Parallelism, kv_dtype: Dtype, rates:
                    index_flop_per_s: float | None = None,
                    index_prefill_flop_per_s: float | None = None, head_tile: int = DSA_HEAD_TILE,
                    prefill_flop_per_s: float | None = None,
-                   dsa_prefill_s_per_token_layer: float = 0.0) -> AttentionCost:
+                   dsa_prefill_s_per_token_layer: float = 0.0,
+                   mla_prefill_s_per_token_layer: float = 0.0) -> AttentionCost:
     """Attention coefficients for ``model`` sharded by ``par`` (see module docstring).  ``index_flop_per_s``:
     the FP8 rate of a DSA model's lightning indexer in decode (default ``rates.attention_flop_per_s``);
     ``index_prefill_flop_per_s``: its rate over prefill pairs, logits write and top-k included (default
@@ -329,13 +345,17 @@ def attention_cost(model: ModelConfig, par: Parallelism, kv_dtype: Dtype, rates:
     ``rates.attention_flop_per_s x flash_head_dim_factor(d_qk)``; ``sink_prefill_flop_per_s`` for a sink model
     on a GPU whose engine runs it with Triton attention, module docstring 'Attention sinks');
     ``dsa_prefill_s_per_token_layer``: a DSA prefill query's per-layer cost outside those terms (seconds; the
-    engine profile's ``dsa_prefill_s_per_token``, module docstring "Per-query prefill cost")."""
+    engine profile's ``dsa_prefill_s_per_token``, module docstring "Per-query prefill cost");
+    ``mla_prefill_s_per_token_layer``: the same for a dense MLA model's module (its ``mla_prefill_s_per_token``);
+    a GQA model pays neither."""
+    for name, value in (("dsa_prefill_s_per_token_layer", dsa_prefill_s_per_token_layer),
+                        ("mla_prefill_s_per_token_layer", mla_prefill_s_per_token_layer)):
+        if not value >= 0.0:
+            raise ConfigError(f"{name}={value!r} must be >= 0 seconds per prefill token and layer; fix the engine "
+                              "profile")
     if sparse_attention(model):
         if head_tile < 1:
             raise ConfigError(f"head_tile={head_tile} must be >= 1 query head (the sparse kernels' padding)")
-        if not dsa_prefill_s_per_token_layer >= 0.0:
-            raise ConfigError(f"dsa_prefill_s_per_token_layer={dsa_prefill_s_per_token_layer!r} must be >= 0 "
-                              "seconds per prefill token and layer; fix the engine profile")
         index = rates.attention_flop_per_s if index_flop_per_s is None else index_flop_per_s
         return _sparse_attention_cost(model, par, kv_dtype, rates, index,
                                       index if index_prefill_flop_per_s is None else index_prefill_flop_per_s,
@@ -365,4 +385,5 @@ def attention_cost(model: ModelConfig, par: Parallelism, kv_dtype: Dtype, rates:
         window_s_per_token=window_token,
         window_s_per_seq=window_seq,
         window_tokens=window_tokens if n_window else 0,
+        prefill_s_per_token=layers * mla_prefill_s_per_token_layer if model.attention is AttentionKind.MLA else 0.0,
     )

@@ -117,6 +117,10 @@ each range:
   the sparse MLA's keys): the engine's per-query prefill work around them (``fleetplan.perf.attention``, "Per-query
   prefill cost").  Engine profiles give it per GPU, read back from AIConfigurator's measured DSA attention modules;
   0 for a model without an indexer and for engines whose tables show none.
+* ``mla_prefill_s_per_token`` 0 -- the same for a dense MLA model's attention module (DeepSeek-V3/R1, Kimi-K2: no
+  indexer), beyond its GEMMs and the MHA-form prefill attention: the latent norms, RoPE, the projections' activation
+  quantisation and the KV write around them.  Engine profiles give it per GPU, read back from AIConfigurator's
+  measured MLA attention modules; 0 for a GQA or DSA model and for engines without module tables.
 * ``dsa_prefill_fp8_kv_s_per_token`` None -- the same with an FP8 KV cache (vLLM's ``fp8_ds_mla`` record, whose
   latents the prefill path dequantises); None uses ``dsa_prefill_s_per_token``.
 * ``api_server_s_per_request``, ``api_server_s_per_token``, ``api_server_s_per_output_chunk`` 0 -- host
@@ -214,6 +218,7 @@ class PredictorOptions:
     sink_attention_prefill_efficiency: float | None = None
     dsa_prefill_s_per_token: float = 0.0
     dsa_prefill_fp8_kv_s_per_token: float | None = None
+    mla_prefill_s_per_token: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "execution", execution_mode(self.execution))
@@ -226,7 +231,8 @@ class PredictorOptions:
         if self.dsa_prefill_fp8_kv_s_per_token is not None:
             _non_negative("dsa_prefill_fp8_kv_s_per_token", self.dsa_prefill_fp8_kv_s_per_token)
         for name in ("api_server_s_per_request", "api_server_s_per_token", "api_server_s_per_output_chunk",
-                     "moe_layer_overhead_s", "fp8_block_gemm_floor_s", "dsa_prefill_s_per_token"):
+                     "moe_layer_overhead_s", "fp8_block_gemm_floor_s", "dsa_prefill_s_per_token",
+                     "mla_prefill_s_per_token"):
             _non_negative(name, getattr(self, name))
         interval = self.api_server_stream_interval_tokens
         if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:

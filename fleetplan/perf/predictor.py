@@ -192,7 +192,8 @@ class StepTimePredictor:
                               head_tile=dsa_head_tile(str(self.gpu.name)),
                               prefill_flop_per_s=sink_prefill_flop_per_s(self.model, self.gpu.bf16_tflops * 1e12,
                                                                           self.options.sink_attention_prefill_efficiency),
-                              dsa_prefill_s_per_token_layer=self.dsa_prefill_s_per_token)
+                              dsa_prefill_s_per_token_layer=self.dsa_prefill_s_per_token,
+                              mla_prefill_s_per_token_layer=self.options.mla_prefill_s_per_token)
 
     @property
     def dsa_prefill_s_per_token(self) -> float:

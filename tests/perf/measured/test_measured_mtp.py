@@ -213,7 +213,7 @@ def test_perf_explain_prints_the_measured_mtp_step(faked_deepseek):
     from fleetplan.cli.main import cli
 
     args = ["perf", "explain", "--model", "deepseek-v3", "--gpu", "h200", "-tp", "8", "--enable-expert-parallel",
-            "--mtp-tokens", "1",
+            "--engine", "vllm", "--mtp-tokens", "1",  # the placement's profile: the verify width scales by its roofline
             "--batch", "decode=32x2048"]
     out = CliRunner().invoke(cli, args, env={"COLUMNS": "400"})
     assert out.exit_code == 0, out.output
