@@ -401,6 +401,11 @@ in part (the 128/4 bursts prefilled "about 1.6x faster than the runs do": a gpt-
 128).  Held out -1.4 % / 22.6 % / 290 -> -0.3 % / 21.5 % / 291; vLLM -2.0 % / 23.4 % -> -0.8 % / 22.1 %, SGLang
 +2.0 % / 18.6 % -> +2.0 % / 18.3 %; the 79 rows of 128/4 bursts 45.1 -> 41.6 %; gpt-oss-120b 24.3 -> 20.5 %, -20b
 19.2 -> 18.1 %, Qwen3-235B 24.0 -> 22.9 %; in-sample and fitted rows unchanged (no chat client among them).
+Then a dense MLA module's per-token prefill work beyond its GEMMs and attention (`mla_prefill_s_per_token`, vLLM
+profile; `fleetplan.perf.attention`, "Per-query prefill cost"), read back from AIConfigurator's measured vLLM DeepSeek-V3
+MLA modules (`aiconfigurator_compare.py --mla-query-tables`; H200 3.82e-8 s per token and layer), as DSA's was: the
+held-out vLLM DeepSeek-R1 rows 15.3 -> 10.5 % (2,000 / 4,000-token runs) and 110.6 -> 97.6 % (128 / 4 burst), all held
+out -0.3 % / 21.5 % / 291 -> -0.2 % / 21.2 % / 291; SGLang unchanged (its tables time the kernel, not the module).
 Session 10 (the items above from DeepSeek Sparse Attention on, and the MXFP4 weights and window allocation of
 gpt-oss's KV budget in the reading of the errors), held out, all 351 rows: +9.4 % / 56.7 % / 161 -> -1.4 % /
 34.2 % / 244 (KV budget alone -5.3 % / 42.7 % / 169; step mechanisms alone +9.7 % / 44.3 % / 238).
