@@ -402,10 +402,17 @@ in part (the 128/4 bursts prefilled "about 1.6x faster than the runs do": a gpt-
 +2.0 % / 18.6 % -> +2.0 % / 18.3 %; the 79 rows of 128/4 bursts 45.1 -> 41.6 %; gpt-oss-120b 24.3 -> 20.5 %, -20b
 19.2 -> 18.1 %, Qwen3-235B 24.0 -> 22.9 %; in-sample and fitted rows unchanged (no chat client among them).
 Then a dense MLA module's per-token prefill work beyond its GEMMs and attention (`mla_prefill_s_per_token`, vLLM
-profile; `fleetplan.perf.attention`, "Per-query prefill cost"), read back from AIConfigurator's measured vLLM DeepSeek-V3
-MLA modules (`aiconfigurator_compare.py --mla-query-tables`; H200 3.82e-8 s per token and layer), as DSA's was: the
-held-out vLLM DeepSeek-R1 rows 15.3 -> 10.5 % (2,000 / 4,000-token runs) and 110.6 -> 97.6 % (128 / 4 burst), all held
-out -0.3 % / 21.5 % / 291 -> -0.2 % / 21.2 % / 291; SGLang unchanged (its tables time the kernel, not the module).
+profile; `fleetplan.perf.attention`, "Per-query prefill cost"), read back from AIConfigurator's measured vLLM
+DeepSeek-V3 MLA modules (`aiconfigurator_compare.py --mla-query-tables`; H200 3.82e-8 s per token and layer), as DSA's
+was: the held-out vLLM DeepSeek-R1 rows 15.3 -> 10.5 % (2,000 / 4,000-token runs) and 110.6 -> 97.6 % (128 / 4 burst),
+all held out -0.3 % / 21.5 % / 291 -> -0.2 % / 21.2 % / 291; SGLang unchanged (its tables time the kernel, not the
+module). Last, the fused-MoE GEMM rates of the release that ran: the vLLM profile's MoE read-backs came from
+AIConfigurator's 0.24.0 tables, and the held-out GPUStack runs are vLLM 0.11.0 / 0.13.0; AIConfigurator also ships
+vLLM 0.19.0 fused-MoE tables for the H200 (and 0.19.0 / 0.22.0 for the B200), whose read-back (`--moe-tables`) is
+slower (BF16 0.367 against 0.442 of the peak, block FP8 0.231 against 0.240), now the profile's values for those
+releases and every older one (`[versions."0.19.0"]`, the nearest measured release at or after the run's): GLM-4.6 BF16
+on 8x H200 19.8 -> 12.2 % (2,000 / 4,000 / 32,000-token runs), 67.6 -> 55.2 % (128 / 4 burst), DeepSeek-R1 11.3 -> 9.6
+%; all held out -0.2 % / 21.2 % / 291 -> -0.1 % / 20.7 % / 291.
 Session 10 (the items above from DeepSeek Sparse Attention on, and the MXFP4 weights and window allocation of
 gpt-oss's KV budget in the reading of the errors), held out, all 351 rows: +9.4 % / 56.7 % / 161 -> -1.4 % /
 34.2 % / 244 (KV budget alone -5.3 % / 42.7 % / 169; step mechanisms alone +9.7 % / 44.3 % / 238).

@@ -44,7 +44,8 @@ def test_every_profile_has_a_default_version_without_overrides(engine):
 
 
 @pytest.mark.parametrize(("named", "values"), [
-    (None, "0.24.0"), ("0.30.0", "0.24.0"), ("0.24.0", "0.24.0"), ("0.13.0", "0.11.1"), ("0.11.0", "0.11.0"),
+    (None, "0.24.0"), ("0.30.0", "0.24.0"), ("0.24.0", "0.24.0"), ("0.23.1", "0.22.0"), ("0.21.0", "0.19.0"),
+    ("0.19.0", "0.19.0"), ("0.13.0", "0.11.1"), ("0.11.0", "0.11.0"),
     ("0.10.2", "0.10.1"), ("0.10.1", "0.10.1"),
     ("0.10.0", "0.9.1"), ("0.9.1", "0.9.1"), ("0.8.5", "0.6.3"), ("0.6.3.dev116+g151ef4ef", "0.6.3"),
     ("0.5.4", "0.6.3"),
@@ -133,3 +134,20 @@ def test_each_value_in_force_names_its_source(catalog, gpu, version, value, need
     assert needle in profile.source_of("moe_mxfp4_gemm_efficiency", catalog.get(gpu), version)
     assert "dstackai" in profile.source_of("weight_bandwidth_efficiency", catalog.get("MI300X"), "0.6.3")
     assert "0.10.1" in profile.source_of("weight_bandwidth_efficiency", catalog.get("MI300X"))
+
+
+@pytest.mark.parametrize(("gpu", "version", "bf16", "fp8_block", "table"), [
+    ("H200", None, 0.44, 0.24, "0.24.0"), ("H200", "0.22.0", 0.44, 0.24, "0.24.0"),
+    ("H200", "0.19.0", 0.37, 0.23, "0.19.0"), ("H200", "0.13.0", 0.37, 0.23, "0.19.0"),
+    ("H200", "0.11.0", 0.37, 0.23, "0.19.0"), ("B200", None, 0.31, 0.16, "0.24.0"),
+    ("B200", "0.23.0", 0.25, 0.09, "0.22.0"), ("B200", "0.19.0", 0.27, 0.10, "0.19.0"),
+    ("B200", "0.11.0", 0.27, 0.10, "0.19.0"), ("H100-SXM", "0.11.0", 0.38, 0.23, "0.24.0"),
+])
+def test_moe_gemm_rates_of_the_nearest_measured_release(catalog, gpu, version, bf16, fp8_block, table):
+    """The fused-MoE GEMM rates come from AIConfigurator's table of the nearest measured release at or after the
+    named one (H200: 0.19.0 for every older release; B200: 0.22.0, 0.19.0; the H100 has only the 0.24.0 table),
+    each value's source naming its table."""
+    profile = load_engine_profile("vllm")
+    opts = profile.options_for(catalog.get(gpu), Dtype.FP8, version)
+    assert (opts.moe_gemm_efficiency, opts.moe_fp8_gemm_efficiency) == (bf16, fp8_block)
+    assert f"/moe/vllm/{table}/" in profile.source_of("moe_fp8_gemm_efficiency", catalog.get(gpu), version)
