@@ -261,8 +261,8 @@ def bench() -> None:
               "streams a role-only chunk first, one ~0 ms gap more per request in its ITL list.")
 @click.option("--chat-template-tokens", "chat_template_tokens", type=int, default=None,
               help="With --backend openai-chat: tokens the server's chat template adds around each prompt, prefilled "
-              "but not counted by the client [default: the bundled model's count (gpt-oss 65, Qwen3 8, DeepSeek-V3 "
-              "3, GLM-4.6 5; fleetplan models show); needed for a config.json model].")
+              "but not counted by the client [default: the bundled model's count, as fleetplan models show M "
+              "prints it; needed for a config.json model].")
 @click.option("--dataset-name", default="random", show_default=True, help="random|sharegpt|burstgpt|custom")
 @click.option("--dataset-path", default=None, help="Dataset file (sharegpt JSON, BurstGPT CSV, custom JSONL).")
 @click.option("--random-input-len", type=int, default=1024, show_default=True)

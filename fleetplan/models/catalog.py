@@ -5,7 +5,9 @@ original keys plus ``_source``, the HuggingFace repository it comes from, and (f
 files added in 2026) ``_copied_from``, the public copy its values were taken from:
 NVIDIA's ``aiconfigurator-core`` 0.12.0 wheel (PyPI, Apache-2.0), which ships the
 published configs under ``aiconfigurator_core/model_configs/``, or for GLM-4.5/4.6/Air
-the public copies named in the file.  The file's stem is the model's catalog name
+the public copies named in the file.  Where the model's chat template was read, ``_chat_template_tokens`` (the tokens
+it adds around one user message, ``ModelConfig.chat_template_tokens``) and ``_chat_template_source`` (its derivation)
+are there too.  The file's stem is the model's catalog name
 (``llama-3.1-70b``); its display name is the repository's model name (``Llama-3.1-70B``).
 Published parameter totals are checked within 3 % (``tests/models/test_bundled_models.py``).
 """
