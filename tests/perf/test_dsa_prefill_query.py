@@ -24,14 +24,11 @@ from fleetplan.perf.calibrate import CalibratedStepModel
 from fleetplan.perf.dp_instance import split_step_coefficients
 from fleetplan.perf.engine_profile import load_engine_profile
 from fleetplan.perf.linear import N_STEP_COEFS, roofline_step_s, step_time_array_s
-from fleetplan.perf.operators import gemm_block, gemm_block_s, step_gemms
 from fleetplan.perf.overheads import PredictorOptions
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
-from fleetplan.perf.roofline import DeviceRates
+from tests.perf.attention_module import DSA_GEMMS, RATES, module_prefill_ms
 
-RATES = DeviceRates(gemm_flop_per_s=100e12, attention_flop_per_s=50e12, weight_bytes_per_s=2e12,
-                    kv_bytes_per_s=1e12, n_sms=0)
 R_S = 1.79e-7  # engine_profiles/vllm.toml [gpu_options.H200]
 
 
@@ -142,13 +139,7 @@ def test_fp8_kv_module_against_the_measured(catalog, v32, n: int, prompt: int, a
     opts = load_engine_profile("vllm").options_for(gpu, Dtype.FP8)
 
     def module_ms(options: PredictorOptions) -> float:
-        p = StepTimePredictor(v32, gpu, Parallelism(tp=8), Dtype.FP8, Dtype.FP8, options=options, fp8_scaling="block")
-        names = ("q_a_proj", "q_b_proj", "kv_a_proj", "kv_b_proj", "o_proj", "index_wq_b", "index_wk")
-        block = gemm_block(tuple(g for g in step_gemms(v32, p.parallelism, Dtype.FP8, p.weight_stream_bytes_per_param)
-                                 if g.name in names), p.rates)
-        s = p.predict(parse_batch("prefill=" + ",".join([f"{prompt}@0"] * n))).seconds
-        gemm_s = max(gemm_block_s(block, n * prompt, n, opts.tile_m_tokens))
-        return (gemm_s + s["attention_prefill"] + s["attention_window"]) / v32.n_layers * 1e3
+        return module_prefill_ms(v32, gpu, options, DSA_GEMMS, n, prompt, Dtype.FP8)
 
     assert -0.25 <= module_ms(opts) / aic_ms - 1 <= 0.10
     assert module_ms(dataclasses.replace(opts, dsa_prefill_fp8_kv_s_per_token=None)) / aic_ms - 1 < -0.40
@@ -162,15 +153,9 @@ def test_module_of_short_prompts_against_the_measured(catalog, v32, n: int, prom
     dips, are as far on the other side (+12 % with it, -12 % without)."""
     gpu = catalog.get("H200")
     opts = load_engine_profile("vllm").options_for(gpu, Dtype.FP8)
-    names = ("q_a_proj", "q_b_proj", "kv_a_proj", "kv_b_proj", "o_proj", "index_wq_b", "index_wk")
 
     def module_ms(options: PredictorOptions) -> float:
-        p = StepTimePredictor(v32, gpu, Parallelism(tp=8), Dtype.FP8, options=options, fp8_scaling="block")
-        block = gemm_block(tuple(g for g in step_gemms(v32, p.parallelism, Dtype.FP8, p.weight_stream_bytes_per_param)
-                                 if g.name in names), p.rates)
-        s = p.predict(parse_batch("prefill=" + ",".join([f"{prompt}@0"] * n))).seconds
-        gemm_s = max(gemm_block_s(block, n * prompt, n, opts.tile_m_tokens))
-        return (gemm_s + s["attention_prefill"] + s["attention_window"]) / v32.n_layers * 1e3
+        return module_prefill_ms(v32, gpu, options, DSA_GEMMS, n, prompt)
 
     now = module_ms(opts) / aic_ms - 1
     before = module_ms(dataclasses.replace(opts, dsa_prefill_s_per_token=0.0)) / aic_ms - 1

@@ -21,44 +21,36 @@ from fleetplan.models import Dtype, load_model
 from fleetplan.perf.attention import attention_cost
 from fleetplan.perf.batch import parse_batch
 from fleetplan.perf.engine_profile import load_engine_profile
-from fleetplan.perf.operators import gemm_block, gemm_block_s, step_gemms
 from fleetplan.perf.overheads import PredictorOptions
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
-from fleetplan.perf.roofline import DeviceRates
+from tests.perf.attention_module import MLA_GEMMS, RATES, module_prefill_ms
 
-RATES = DeviceRates(gemm_flop_per_s=100e12, attention_flop_per_s=50e12, weight_bytes_per_s=2e12,
-                    kv_bytes_per_s=1e12, n_sms=0)
 R_S = 3.82e-8  # engine_profiles/vllm.toml [gpu_options.H200]
 
 
-@pytest.fixture(scope="module")
-def v3():
-    return load_model("deepseek-v3")
-
-
-def test_by_hand(v3) -> None:
+def test_by_hand(deepseek) -> None:
     """61 layers x r per prefill token for DeepSeek-V3; nothing for a GQA model, nor for DeepSeek-V3.2 (its module
     is the DSA one, with its own term)."""
-    cost = attention_cost(v3, Parallelism(tp=8), Dtype.BF16, RATES, mla_prefill_s_per_token_layer=R_S)
+    cost = attention_cost(deepseek, Parallelism(tp=8), Dtype.BF16, RATES, mla_prefill_s_per_token_layer=R_S)
     assert cost.prefill_s_per_token == pytest.approx(61 * R_S)
     for name in ("llama-3.1-70b", "deepseek-v3.2"):
         other = attention_cost(load_model(name), Parallelism(tp=8), Dtype.BF16, RATES,
                                mla_prefill_s_per_token_layer=R_S)
         assert other.prefill_s_per_token == 0.0
     with pytest.raises(ConfigError, match="mla_prefill_s_per_token_layer"):
-        attention_cost(v3, Parallelism(tp=8), Dtype.BF16, RATES, mla_prefill_s_per_token_layer=-1e-8)
+        attention_cost(deepseek, Parallelism(tp=8), Dtype.BF16, RATES, mla_prefill_s_per_token_layer=-1e-8)
     with pytest.raises(ConfigError, match="mla_prefill_s_per_token"):
         PredictorOptions(mla_prefill_s_per_token=-1.0)
 
 
 @settings(max_examples=40, deadline=None)
 @given(n=st.integers(0, 256), ctx=st.integers(1, 40000), chunk=st.integers(1, 8192), offset=st.integers(0, 30000))
-def test_charged_per_prefill_token_only(catalog, v3, n: int, ctx: int, chunk: int, offset: int) -> None:
+def test_charged_per_prefill_token_only(catalog, deepseek, n: int, ctx: int, chunk: int, offset: int) -> None:
     """A step with a prefill chunk costs 61 r per chunk token more than without the term; a decode-only step of the
     same requests costs the same bit for bit; the kernel's coefficients equal the full predictor."""
     def predictor(r_s: float) -> StepTimePredictor:
-        return StepTimePredictor(v3, catalog.get("H200"), Parallelism(tp=8), Dtype.FP8,
+        return StepTimePredictor(deepseek, catalog.get("H200"), Parallelism(tp=8), Dtype.FP8,
                                  options=PredictorOptions(mla_prefill_s_per_token=r_s), fp8_scaling="block")
 
     with_r, without = predictor(R_S), predictor(0.0)
@@ -74,7 +66,7 @@ def test_charged_per_prefill_token_only(catalog, v3, n: int, ctx: int, chunk: in
 
 @pytest.mark.parametrize(("gpu", "r_s"), [("H100-SXM", 4.72e-8), ("H800", 4.72e-8), ("H200", 3.82e-8),
                                           ("B200", 7.47e-9), ("A100-80GB", 0.0), ("MI300X", 0.0)])
-def test_profiles(catalog, v3, gpu: str, r_s: float) -> None:
+def test_profiles(catalog, deepseek, gpu: str, r_s: float) -> None:
     """vLLM: the per-GPU read-back (any release), 0 where AIConfigurator has no MLA module table; SGLang: 0 (its
     tables time the attention kernel, not the module)."""
     g = catalog.get(gpu)
@@ -82,7 +74,7 @@ def test_profiles(catalog, v3, gpu: str, r_s: float) -> None:
     for version in (None, "0.11.0"):
         vllm = load_engine_profile("vllm").options_for(g, Dtype.FP8, version)
         assert vllm.mla_prefill_s_per_token == r_s
-        p = StepTimePredictor(v3, g, Parallelism(tp=8), Dtype.FP8, options=vllm, fp8_scaling="block")
+        p = StepTimePredictor(deepseek, g, Parallelism(tp=8), Dtype.FP8, options=vllm, fp8_scaling="block")
         assert p.attention.prefill_s_per_token == pytest.approx(61 * r_s)
 
 
@@ -94,21 +86,15 @@ AIC_H200_VLLM_TP8_MLA_MODULE_MS = ((4, 1024, 0.6312), (8, 1024, 1.2393), (4, 204
 
 
 @pytest.mark.parametrize(("n", "prompt", "aic_ms"), AIC_H200_VLLM_TP8_MLA_MODULE_MS)
-def test_module_against_the_measured(catalog, v3, n: int, prompt: int, aic_ms: float) -> None:
+def test_module_against_the_measured(catalog, deepseek, n: int, prompt: int, aic_ms: float) -> None:
     """One layer's module (five projections, MHA-form prefill attention, per-query cost) of 4-16K-token steps is
     within -20 % / +10 % of the measured with the vLLM profile's value, at least 15 points closer than without it for
     prompts up to 8,192 tokens (25-44 % short), and no farther at 16,384 (-9 % without, +8 % with)."""
     gpu = catalog.get("H200")
     opts = load_engine_profile("vllm").options_for(gpu, Dtype.FP8)
-    names = ("q_a_proj", "q_b_proj", "kv_a_proj", "kv_b_proj", "o_proj")
 
     def module_ms(options: PredictorOptions) -> float:
-        p = StepTimePredictor(v3, gpu, Parallelism(tp=8), Dtype.FP8, options=options, fp8_scaling="block")
-        block = gemm_block(tuple(g for g in step_gemms(v3, p.parallelism, Dtype.FP8, p.weight_stream_bytes_per_param)
-                                 if g.name in names), p.rates)
-        s = p.predict(parse_batch("prefill=" + ",".join([f"{prompt}@0"] * n))).seconds
-        gemm_s = max(gemm_block_s(block, n * prompt, n, opts.tile_m_tokens))
-        return (gemm_s + s["attention_prefill"]) / v3.n_layers * 1e3
+        return module_prefill_ms(deepseek, gpu, options, MLA_GEMMS, n, prompt)
 
     now = module_ms(opts) / aic_ms - 1
     before = module_ms(dataclasses.replace(opts, mla_prefill_s_per_token=0.0)) / aic_ms - 1
