@@ -13,7 +13,13 @@ its measured means, read from
   measured means, and ``completed``, ``duration``, ``total_input_tokens`` and
   ``total_output_tokens``, must be present as a finite number above 0 (``RESULT_RULES``): a run
   file with a missing, null, negative or zero value is refused in one line naming the field,
-  never fitted on.
+  never fitted on.  The client's endpoint is the file's ``backend`` (``client_backend``): a chat
+  endpoint's run (vLLM's ``openai-chat``; ``sglang.bench_serving``'s ``*-chat`` backends) is
+  re-simulated as one, its prompts prefilled with the chat template's tokens and a role chunk
+  streamed first (``fleetplan.bench.serve``), every other name as the completions endpoint; a file
+  without the key is vLLM's default ``vllm``.  fleetplan's own file records its client under
+  ``fleetplan.client_backend`` and the template tokens it prefilled under
+  ``fleetplan.chat_template_tokens``.
 * a vLLM server's Prometheus ``/metrics`` text (``read_prometheus_metrics``) plus the client
   settings of the run that produced it (given by the caller): the means ``_sum / _count`` of the
   histograms ``vllm:time_to_first_token_seconds`` and ``vllm:time_per_output_token_seconds``
@@ -42,13 +48,13 @@ import numpy as np
 
 from fleetplan.bench.datasets import DatasetSpec
 from fleetplan.bench.instance import EngineArgs
-from fleetplan.bench.serve import BenchServeConfig, run_bench_serve
+from fleetplan.bench.serve import CHAT_BACKEND, CLIENT_BACKENDS, BenchServeConfig, run_bench_serve
 from fleetplan.errors import ConfigError, DataFormatError
 from fleetplan.perf.calibrate import CalibratedStepModel
 from fleetplan.perf.overheads import PredictorOptions
 
-__all__ = ["FIT_BOUNDS", "FIT_OPTIONS", "ServingFit", "ServingMeasurement", "fit_serving", "read_bench_result",
-           "read_prometheus_metrics", "measurement_from_metrics"]
+__all__ = ["FIT_BOUNDS", "FIT_OPTIONS", "ServingFit", "ServingMeasurement", "client_backend", "fit_serving",
+           "read_bench_result", "read_prometheus_metrics", "measurement_from_metrics"]
 
 FIT_OPTIONS = ("gemm_efficiency", "weight_bandwidth_efficiency", "cpu_overhead_s")
 FIT_BOUNDS = ((0.2, 1.0), (0.3, 1.0), (0.0, 10e-3))  # fractions of peak; seconds per step
@@ -77,15 +83,35 @@ class ServingMeasurement:
     dataset: DatasetSpec
     measured: MappingProxyType = field(hash=False)  # METRIC_KEYS subset -> value
     lengths: tuple[np.ndarray, np.ndarray] | None = None  # per-request (prompt, output) when the file has them
+    backend: str = "vllm"  # the client's endpoint (``CLIENT_BACKENDS``; ``client_backend``)
+    chat_template_tokens: int | None = None  # the chat endpoint's template tokens; None = the model's
 
     def config(self, seed: int = 0) -> BenchServeConfig:
         return BenchServeConfig(self.dataset, self.num_prompts, self.request_rate_per_s, self.burstiness,
-                                self.max_concurrency, seed, ("ttft", "tpot"), (99.0,))
+                                self.max_concurrency, seed, ("ttft", "tpot"), (99.0,), backend=self.backend,
+                                chat_template_tokens=self.chat_template_tokens)
 
 
-def read_bench_result(path: str | Path, input_len: int | None = None,
-                      output_len: int | None = None) -> ServingMeasurement:
-    """A ``vllm bench serve`` (or ``fleetplan bench serve``) result JSON as a measurement (module docstring)."""
+def client_backend(name: str, value) -> str:
+    """The client endpoint of a result file's ``backend`` value (module docstring): a ``CLIENT_BACKENDS`` name as
+    it is, another name ending in ``chat`` (``sglang.bench_serving``'s ``sglang-oai-chat``, ``vllm-chat``,
+    ``lmdeploy-chat``) ``openai-chat``, any other ``openai`` (a completions-style endpoint), None ``vllm`` (the
+    default of ``vllm bench serve``'s ``--backend``); ``DataFormatError`` for a value that is not a string."""
+    if value is None:
+        return "vllm"
+    if not isinstance(value, str) or not value:
+        raise DataFormatError(name, "backend", f"`backend` {value!r} is not the name of a benchmark client",
+                              "give the unedited result JSON, whose backend names the client's endpoint")
+    if value in CLIENT_BACKENDS:
+        return value
+    return CHAT_BACKEND if value.endswith("chat") else "openai"
+
+
+def read_bench_result(path: str | Path, input_len: int | None = None, output_len: int | None = None,
+                      chat_template_tokens: int | None = None) -> ServingMeasurement:
+    """A ``vllm bench serve`` (or ``fleetplan bench serve``) result JSON as a measurement (module docstring).
+    ``chat_template_tokens`` applies to a chat endpoint's run only (None: the count fleetplan's own file recorded,
+    else the model's)."""
     name = str(path)
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -122,8 +148,19 @@ def read_bench_result(path: str | Path, input_len: int | None = None,
         mean_out = output_len or max(1, round(int(doc["total_output_tokens"]) / completed))
         dataset = DatasetSpec(random_input_len=int(mean_in), random_output_len=int(mean_out))
         n = int(doc.get("num_prompts") or completed)
+    own = doc.get("fleetplan") if isinstance(doc.get("fleetplan"), dict) else None
+    if own is not None:
+        recorded = own.get("chat_template_tokens")
+        # a file of an earlier release has no client_backend: it ran the chat endpoint when it prefilled template tokens
+        earlier = CHAT_BACKEND if isinstance(recorded, int) and recorded > 0 else None
+        backend = client_backend(name, own.get("client_backend", earlier))
+        if chat_template_tokens is None and backend == CHAT_BACKEND and isinstance(recorded, int):
+            chat_template_tokens = recorded
+    else:
+        backend = client_backend(name, doc.get("backend", doc.get("endpoint_type")))
     return ServingMeasurement(name, n, rate_per_s, float(doc.get("burstiness") or 1.0),
-                              None if conc is None else int(conc), dataset, MappingProxyType(measured), lengths)
+                              None if conc is None else int(conc), dataset, MappingProxyType(measured), lengths,
+                              backend, chat_template_tokens if backend == CHAT_BACKEND else None)
 
 
 def _check_result_value(name: str, doc: dict, key: str) -> None:
@@ -186,7 +223,8 @@ def measurement_from_metrics(path: str | Path, cfg: BenchServeConfig) -> Serving
     means = read_prometheus_metrics(path)
     measured = {"mean_ttft_ms": 1e3 * means["ttft_s"], "mean_tpot_ms": 1e3 * means["tpot_s"]}
     return ServingMeasurement(str(path), cfg.num_prompts, cfg.request_rate_per_s, cfg.burstiness, cfg.max_concurrency,
-                              cfg.dataset, MappingProxyType(measured))
+                              cfg.dataset, MappingProxyType(measured), backend=cfg.backend,
+                              chat_template_tokens=cfg.chat_template_tokens)
 
 
 @dataclass(frozen=True, eq=False)

@@ -34,6 +34,8 @@ from fleetplan.cli.options import (
     CliParam,
     api_server_count_option,
     block_size_option,
+    chat_template_tokens_option,
+    client_backend_option,
     data_parallel_option,
     enable_dp_attention_option,
     enable_expert_parallel_option,
@@ -214,7 +216,7 @@ def result_json(result: BenchServeResult, label: str, model_id: str, engine: str
         "random_range_ratio": cfg.dataset.random_range_ratio,
         "random_range_ratio_rule": cfg.dataset.random_range_ratio_rule.value,
         "random_prefix_len": cfg.dataset.random_prefix_len,
-        "chat_template_tokens": result.chat_template_tokens,
+        "client_backend": cfg.backend, "chat_template_tokens": result.chat_template_tokens,
         "block_size": pool.limits.block_size_tokens, "execution": eng.options.execution.value,
         "stream_interval": eng.options.api_server_stream_interval_tokens,
         "seed": cfg.seed, "perf_profile": None if eng.perf_profile is None else eng.perf_profile.source,
@@ -256,13 +258,12 @@ def bench() -> None:
 @engine_option(help=f"Engine profile ({'|'.join(ENGINE_NAMES)}): efficiencies and per-step overheads.")
 @engine_version_option
 @perf_profile_option(help="Calibrated step-time profile (fleetplan perf calibrate) instead of the engine profile.")
-@click.option("--backend", type=click.Choice(["vllm", "openai", "openai-chat"]), default="vllm", show_default=True,
-              help="The client's endpoint, as vllm bench serve's --backend: openai-chat (/v1/chat/completions) "
-              "streams a role-only chunk first, one ~0 ms gap more per request in its ITL list.")
-@click.option("--chat-template-tokens", "chat_template_tokens", type=int, default=None,
-              help="With --backend openai-chat: tokens the server's chat template adds around each prompt, prefilled "
-              "but not counted by the client [default: the bundled model's count, as fleetplan models show M "
-              "prints it; needed for a config.json model].")
+@client_backend_option(help="The client's endpoint, as vllm bench serve's --backend: openai-chat "
+                       "(/v1/chat/completions) streams a role-only chunk first, one ~0 ms gap more per request in its "
+                       "ITL list.")
+@chat_template_tokens_option(help="With --backend openai-chat: tokens the server's chat template adds around each "
+                             "prompt, prefilled but not counted by the client [default: the bundled model's count, as "
+                             "fleetplan models show M prints it; needed for a config.json model].")
 @click.option("--dataset-name", default="random", show_default=True, help="random|sharegpt|burstgpt|custom")
 @click.option("--dataset-path", default=None, help="Dataset file (sharegpt JSON, BurstGPT CSV, custom JSONL).")
 @click.option("--random-input-len", type=int, default=1024, show_default=True)

@@ -161,6 +161,7 @@ FLAG_OF_PARAM: dict[str, CliParam] = {
 FLAG_OF_COMMAND: dict[str, dict[str, CliParam]] = {
     "grid-flex": {"gpu": CliParam("--gpus")},  # grid-flex takes its one GPU type as --gpus
     "bench serve": {"backend": CliParam("--backend")},  # the client's endpoint (vllm bench serve's --backend)
+    "perf calibrate": {"backend": CliParam("--backend")},  # the --metrics run's client endpoint
 }
 
 #: Fix hint, naming flags, for each reason code of an infeasible plan (``fleetplan.errors.REASONS``).
@@ -465,6 +466,15 @@ num_prompts_option = declare(  # vLLM bench's simulation length
 max_concurrency_option = declare("client concurrency", "--max-concurrency", "max_concurrency",
                                  type=click.IntRange(min=1), default=None,
                                  help="At most N requests in flight (vLLM bench serve; closed loop).")
+client_backend_option = declare(  # vllm bench serve's --backend: the client's endpoint
+    "client endpoint", "--backend", "backend", type=click.Choice(["vllm", "openai", "openai-chat"]), default="vllm",
+    show_default=True, help="The client's endpoint, as vllm bench serve's --backend: openai-chat "
+    "(/v1/chat/completions) prefills the chat template's tokens and streams a role chunk first; vllm and openai are "
+    "the completions endpoint.")
+chat_template_tokens_option = declare(
+    "chat template tokens", "--chat-template-tokens", "chat_template_tokens", type=int, default=None,
+    help="With --backend openai-chat: tokens the server's chat template adds around each prompt, prefilled but not "
+    "counted by the client (default: the model's count, fleetplan models show).")
 enable_expert_parallel_option = declare(
     "expert parallelism", "--enable-expert-parallel", "enable_expert_parallel", is_flag=True, default=False,
     help="Spread routed experts over TP x DP GPUs instead of splitting each expert (vLLM's flag).")

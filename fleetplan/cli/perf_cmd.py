@@ -56,8 +56,8 @@ from fleetplan.perf.speculative import MtpStepModel, mtp_step, speculative_step,
 from fleetplan.perf.typical_batch import typical_step
 from fleetplan.units import ms_to_s, s_to_ms
 
-SERVING_OPTION_NAMES = ("bench_results", "metrics_dumps", "engine", "input_len", "output_len", "num_prompts",
-                        "request_rate", "max_concurrency")
+SERVING_OPTION_NAMES = ("bench_results", "metrics_dumps", "engine", "input_len", "output_len", "backend",
+                        "chat_template_tokens", "num_prompts", "request_rate", "max_concurrency")
 KV_REPORT_CONTEXT_TOKENS = 8192  # context at which explain reports n_max (the core paper's reference)
 
 

@@ -17,6 +17,8 @@ from rich.table import Table
 
 from fleetplan.cli.options import (
     KV_CACHE_DTYPES,
+    chat_template_tokens_option,
+    client_backend_option,
     engine_option,
     max_concurrency_option,
     num_prompts_option,
@@ -40,6 +42,12 @@ SERVING_OPTIONS = [
                  help="Prompt tokens per request (overrides a result file's mean; needed for --metrics)."),
     click.option("--output-len", type=click.IntRange(min=1), default=None,
                  help="Output tokens per request (overrides a result file's mean; needed for --metrics)."),
+    client_backend_option.option(help="The --metrics run's client endpoint, as vllm bench serve's --backend "
+                                 "(openai-chat: the chat endpoint, its template's tokens prefilled); a result file "
+                                 "names its own."),
+    chat_template_tokens_option.option(help="Tokens the chat template adds around each prompt, for the chat "
+                                       "endpoint's runs (default: the model's count, fleetplan models show; a "
+                                       "fleetplan result file's recorded count)."),
     num_prompts_option(default=None, help="Requests of the --metrics run (vLLM --num-prompts)."),
     request_rate_option(help="Request rate of the --metrics run (vLLM --request-rate: requests/s or inf)."),
     max_concurrency_option(help="Client concurrency of the --metrics run (vLLM --max-concurrency)."),
@@ -52,8 +60,9 @@ def serving_calibrate_options(func):
     return func
 
 
-def run_serving_calibrate(out_path: Path, bench_results, metrics_dumps, engine, input_len, output_len, num_prompts,
-                          request_rate: float, max_concurrency, model, gpu, tensor_parallel_size,
+def run_serving_calibrate(out_path: Path, bench_results, metrics_dumps, engine, input_len, output_len, backend,
+                          chat_template_tokens, num_prompts, request_rate: float, max_concurrency, model, gpu,
+                          tensor_parallel_size,
                           pipeline_parallel_size, data_parallel_size, ep, weight_dtype, kv_cache_dtype, gpu_profiles,
                           **_ignored) -> None:
     """Fit and report (module docstring)."""
@@ -79,14 +88,19 @@ def run_serving_calibrate(out_path: Path, bench_results, metrics_dumps, engine, 
     weights = model_cfg.default_weight_dtype if weight_dtype is None else Dtype(weight_dtype)  # the checkpoint's
     args = EngineArgs(model_cfg, gpu_profile, tp, weights, Dtype(KV_CACHE_DTYPES[kv_cache_dtype]),
                       options=profile.options_for(gpu_profile, weights), parallelism_spec=par)
-    measurements = [read_bench_result(p, input_len, output_len) for p in bench_results]
+    measurements = [read_bench_result(p, input_len, output_len, chat_template_tokens) for p in bench_results]
     if metrics_dumps:
         if input_len is None or output_len is None or num_prompts is None:
             raise ConfigError("--metrics needs the run's --input-len, --output-len and --num-prompts "
                               "(and --request-rate / --max-concurrency when set)")
         cfg = BenchServeConfig(DatasetSpec(random_input_len=input_len, random_output_len=output_len), num_prompts,
-                               request_rate, 1.0, max_concurrency)
+                               request_rate, 1.0, max_concurrency, backend=backend,
+                               chat_template_tokens=chat_template_tokens if backend == "openai-chat" else None)
         measurements += [measurement_from_metrics(p, cfg) for p in metrics_dumps]
+    if chat_template_tokens is not None and not any(m.backend == "openai-chat" for m in measurements):
+        raise ConfigError(f"--chat-template-tokens {chat_template_tokens} applies to chat endpoint runs only, and "
+                          "no --bench-result file ran one (its backend) nor --backend openai-chat was given: drop "
+                          "it, or give the chat run's file")
     fit = fit_serving(args, measurements)
     save_perf_profile(fit.profile, out_path)
     table = Table(title=f"serving calibration of {args.model.name} on {args.parallelism.gpus_per_replica}x "

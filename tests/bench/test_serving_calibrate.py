@@ -10,6 +10,7 @@ import pytest
 from fleetplan.bench import BenchServeConfig, DatasetSpec, EngineArgs, run_bench_serve
 from fleetplan.bench.calibrate import (
     FIT_OPTIONS,
+    client_backend,
     fit_serving,
     measurement_from_metrics,
     read_bench_result,
@@ -99,3 +100,82 @@ def test_profile_round_trips_as_toml(engine: EngineArgs, tmp_path) -> None:
     save_perf_profile(fit.profile, out)
     assert out.read_text().startswith('format = "fleetplan-perf-profile"')
     assert load_perf_profile(out) == fit.profile
+
+
+@pytest.mark.parametrize(("value", "client"), [
+    (None, "vllm"), ("vllm", "vllm"), ("openai", "openai"), ("openai-chat", "openai-chat"),
+    ("sglang-oai-chat", "openai-chat"), ("vllm-chat", "openai-chat"), ("lmdeploy-chat", "openai-chat"),
+    ("sglang", "openai"), ("sglang-oai", "openai"), ("tgi", "openai")])
+def test_client_backend_of_a_result_files_backend(value, client) -> None:
+    assert client_backend("r.json", value) == client
+
+
+@pytest.mark.parametrize("value", [3, "", ["openai-chat"]])
+def test_client_backend_that_is_not_a_name_is_refused(value) -> None:
+    with pytest.raises(DataFormatError, match="`backend`"):
+        client_backend("r.json", value)
+
+
+def _chat_doc(engine: EngineArgs, cfg: BenchServeConfig, backend: str) -> dict:
+    m = dict(run_bench_serve(engine, cfg).metrics)
+    return {"date": "20261208-000000", "backend": backend, "model_id": "Qwen/Qwen3-30B-A3B", "num_prompts":
+            cfg.num_prompts, "request_rate": "inf", "burstiness": 1.0, "max_concurrency": cfg.max_concurrency, **m}
+
+
+def test_a_chat_run_is_re_simulated_as_the_chat_endpoint(tmp_path) -> None:
+    """A ``vllm bench serve --backend openai-chat`` result (and ``sglang.bench_serving``'s ``sglang-oai-chat``) is
+    replayed as a chat run: its prompts prefilled with Qwen3's 8 template tokens and the role chunk streamed, so the
+    calibration's simulation of the file reproduces the run exactly; read as a completions run (the file's backend
+    ``vllm``) the same settings come out faster to first token."""
+    engine = EngineArgs(load_model("qwen3-30b-a3b"), load_catalog().get("H100-SXM"))
+    cfg = BenchServeConfig(DatasetSpec(random_input_len=512, random_output_len=8), num_prompts=24,
+                           max_concurrency=8, percentile_metrics=("ttft", "tpot", "itl"), backend="openai-chat")
+    chat = _chat_doc(engine, cfg, "openai-chat")
+    for backend in ("openai-chat", "sglang-oai-chat"):
+        path = tmp_path / f"{backend}.json"
+        path.write_text(json.dumps({**chat, "backend": backend}))
+        m = read_bench_result(path)
+        assert (m.backend, m.chat_template_tokens) == ("openai-chat", None)
+        again = run_bench_serve(engine, m.config()).metrics
+        for key in ("mean_ttft_ms", "mean_tpot_ms", "output_throughput"):
+            assert again[key] == pytest.approx(chat[key], rel=1e-12), key
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps({**chat, "backend": "vllm"}))
+    as_completions = run_bench_serve(engine, read_bench_result(plain).config()).metrics
+    assert as_completions["mean_ttft_ms"] < chat["mean_ttft_ms"]
+    m = read_bench_result(tmp_path / "openai-chat.json", chat_template_tokens=0)
+    assert run_bench_serve(engine, m.config()).metrics["mean_ttft_ms"] == pytest.approx(
+        as_completions["mean_ttft_ms"], rel=1e-12)
+    assert read_bench_result(plain, chat_template_tokens=5).chat_template_tokens is None  # completions: not applied
+
+
+def test_fleetplans_own_chat_result_names_its_client_and_template(tmp_path) -> None:
+    """``fleetplan bench serve``'s result JSON records the client under ``fleetplan.client_backend`` and the
+    template tokens it prefilled; read back, the run is a chat run with that count (a file of an earlier release,
+    without ``client_backend``, is one when it prefilled template tokens)."""
+    from fleetplan.cli.bench_cmd import result_json
+
+    engine = EngineArgs(load_model("qwen3-30b-a3b"), load_catalog().get("H100-SXM"))
+    cfg = BenchServeConfig(DatasetSpec(random_input_len=256, random_output_len=4), num_prompts=8, max_concurrency=4,
+                           backend="openai-chat", chat_template_tokens=12)
+    doc = result_json(run_bench_serve(engine, cfg), "t", "Qwen/Qwen3-30B-A3B", "vllm", "20261208-000000")
+    assert doc["backend"] == "fleetplan-sim" and doc["fleetplan"]["client_backend"] == "openai-chat"
+    path = tmp_path / "own.json"
+    path.write_text(json.dumps(doc))
+    m = read_bench_result(path)
+    assert (m.backend, m.chat_template_tokens) == ("openai-chat", 12)
+    assert read_bench_result(path, chat_template_tokens=3).chat_template_tokens == 3
+    earlier = {**doc, "fleetplan": {k: v for k, v in doc["fleetplan"].items() if k != "client_backend"}}
+    path.write_text(json.dumps(earlier))
+    assert read_bench_result(path).backend == "openai-chat"
+    earlier["fleetplan"]["chat_template_tokens"] = 0
+    path.write_text(json.dumps(earlier))
+    assert read_bench_result(path).backend == "vllm"
+
+
+def test_metrics_run_takes_the_client_from_its_config(tmp_path) -> None:
+    path = tmp_path / "metrics.txt"
+    path.write_text(METRICS_TEXT)
+    m = measurement_from_metrics(path, BenchServeConfig(num_prompts=20, backend="openai-chat", chat_template_tokens=4))
+    assert (m.backend, m.chat_template_tokens) == ("openai-chat", 4)
+    assert m.config().backend == "openai-chat" and m.config().chat_template_tokens == 4

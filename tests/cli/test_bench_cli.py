@@ -141,3 +141,33 @@ def test_chat_template_tokens_flag_reaches_the_engine_and_the_result_json(tmp_pa
         res = CliRunner().invoke(cli, bad)
         assert res.exit_code == 2 and "Traceback" not in res.output, res.output
         assert len(res.output.strip().splitlines()) == 1 and words in res.output, res.output
+
+
+def test_perf_calibrate_replays_a_chat_run_as_one(tmp_path) -> None:
+    """A chat run's result file (``--backend openai-chat``, Qwen3's 8 template tokens) fitted from the profile it was
+    simulated with starts at no error: perf calibrate replays it through the chat endpoint. ``--chat-template-tokens``
+    without any chat run, and with a model whose count is unknown, end in one line, exit 2."""
+    run = ["bench", "serve", "--model", "qwen3-30b-a3b", "--gpu", "h100", "--num-prompts", "16", "--random-input-len",
+           "512", "--random-output-len", "8", "--max-concurrency", "4", "--save-result", "--result-dir",
+           str(tmp_path)]
+    for backend in ("openai-chat", "vllm"):
+        res = _run([*run, "--backend", backend, "--result-filename", f"{backend}.json"])
+        assert res.exit_code == 0, res.output
+    base = ["perf", "calibrate", "--model", "qwen3-30b-a3b", "--gpu", "h100", "--out", str(tmp_path / "p.json")]
+    res = _run([*base, "--bench-result", str(tmp_path / "openai-chat.json")])
+    assert res.exit_code == 0, res.output
+    mean_row = next(line for line in res.output.splitlines() if "mean |error|" in line)
+    assert [c.strip() for c in mean_row.split("│")[2:4]] == ["0.0%", "0.0%"], res.output  # before, after
+    res = CliRunner().invoke(cli, [*base, "--bench-result", str(tmp_path / "vllm.json"), "--chat-template-tokens",
+                                   "8"])
+    assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1
+    assert "--chat-template-tokens 8 applies to chat endpoint runs only" in res.output
+    dump = tmp_path / "metrics.txt"
+    dump.write_text("vllm:time_to_first_token_seconds_sum 2.5\nvllm:time_to_first_token_seconds_count 20\n"
+                    "vllm:time_per_output_token_seconds_sum 1.2\nvllm:time_per_output_token_seconds_count 100\n")
+    res = CliRunner().invoke(cli, ["perf", "calibrate", "--model", "llama-3.1-8b", "--gpu", "h100", "--out",
+                                   str(tmp_path / "q.json"), "--metrics", str(dump), "--metrics", str(dump),
+                                   "--input-len", "100", "--output-len", "10", "--num-prompts", "10", "--backend",
+                                   "openai-chat"])
+    assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1
+    assert "--chat-template-tokens is not known for the model Llama-3.1-8B" in res.output

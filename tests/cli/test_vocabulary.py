@@ -68,6 +68,8 @@ VOCABULARY: dict[str, tuple[str, tuple[str, ...]]] = {
     "burstiness window": ("--ca2-window-s", ()),
     "fleet file": ("--fleet", ()),
     "instances": ("--instances", ()),
+    "client endpoint": ("--backend", ()),
+    "chat template tokens": ("--chat-template-tokens", ()),
     "replications": ("--replications", ()),
     "simulated time limit": ("--horizon", ()),
     "warm-up share": ("--warmup-fraction", ()),
