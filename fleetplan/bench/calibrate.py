@@ -96,7 +96,7 @@ def client_backend(name: str, value) -> str:
     """The client endpoint of a result file's ``backend`` value (module docstring): a ``CLIENT_BACKENDS`` name as
     it is, another name ending in ``chat`` (``sglang.bench_serving``'s ``sglang-oai-chat``, ``vllm-chat``,
     ``lmdeploy-chat``) ``openai-chat``, any other ``openai`` (a completions-style endpoint), None ``vllm`` (the
-    default of ``vllm bench serve``'s ``--backend``); ``DataFormatError`` for a value that is not a string."""
+    default of ``vllm bench serve``'s ``backend`` option); ``DataFormatError`` for a value that is not a string."""
     if value is None:
         return "vllm"
     if not isinstance(value, str) or not value:
