@@ -424,7 +424,22 @@ def moe_width_efficiency() -> list[dict]:
             by_width = {int(w): float(ratio[width == w].median()) for w in sorted(set(width)) if w <= 4096}
             out.append({"system": system, "engine": engine, "engine_version": version, "moe_dtype": dtype,
                         "n": int(narrow.sum()), "exponent": exponent, "by_width": by_width})
-    return out
+    return out + moe_width_exponents(out)
+
+
+#: The engine profile option each dtype's mean exponent sets (``moe_width_exponents``).
+MOE_WIDTH_OPTION = {"bfloat16": "moe_width_exponent", "fp8_block": "moe_fp8_width_exponent"}
+
+
+def moe_width_exponents(rows: list[dict]) -> list[dict]:
+    """Per engine, release and dtype, the mean of the tables' exponents over their systems (H100 and H200): the
+    values of the engine profiles' ``MOE_WIDTH_OPTION`` (BF16 experts' and W8A8 FP8 experts' width exponents)."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["engine"], r["engine_version"], r["moe_dtype"]), []).append(r)
+    return [{"summary": True, "engine": e, "engine_version": v, "moe_dtype": d, "option": MOE_WIDTH_OPTION[d],
+             "systems": [g["system"] for g in group],
+             "exponent": sum(g["exponent"] for g in group) / len(group)} for (e, v, d), group in groups.items()]
 
 
 #: systems of the rows-per-expert ramp read-back (``moe_ramp_fit``): the MoE read-back's and the L40S (a low
@@ -1393,6 +1408,9 @@ def _dsa_line(g: dict) -> str:
 
 
 def _moe_width_line(g: dict) -> str:
+    if g.get("summary"):
+        return (f"{g['engine']:7s} {g['engine_version']:7s} {g['moe_dtype']:10s} mean exponent over "
+                f"{', '.join(g['systems'])}: {g['exponent']:.3f} ({g['option']})")
     widths = ", ".join(f"{w}: {r:.2f}" for w, r in g["by_width"].items())
     return (f"{g['system']:9s} {g['engine']:7s} {g['engine_version']:7s} {g['moe_dtype']:10s} {g['n']:4d} "
             f"narrow rows exponent {g['exponent']:.2f}; efficiency / TP-1 median by width I/tp: {widths}")

@@ -38,12 +38,17 @@ routed rows' compute (``MoeShape.row_compute_scale``, set by ``predictor.moe``) 
 
     expert_width_factor(w) = min(1, (w / MOE_REFERENCE_WIDTH) ** x),   w = I_moe / tp_ffn
 
-with ``x`` the engine profile's ``moe_width_exponent`` (0: no effect): AIConfigurator 0.12.0's measured fused-MoE
+with ``x`` the engine profile's ``moe_width_exponent``, ``moe_fp8_width_exponent`` for W8A8 FP8 experts (0: no
+effect): AIConfigurator 0.12.0's measured fused-MoE
 tables (vLLM 0.24.0 and SGLang 0.5.14, H100 and H200, BF16 and block-FP8 experts, expert-TP rows at 4,096-16,384
 tokens; ``moe_width_efficiency`` of ``benchmarks/aiconfigurator_compare.py``) fall from the TP-1 median, the profiles'
 ``moe_gemm_efficiency`` read-back, to about 0.75 of it at width 384-512, 0.5-0.65 at 256 and 0.35-0.45 at 128; the
 exponent is their least-squares fit below ``MOE_REFERENCE_WIDTH`` (1,024: the width at which the tables' ratio
-reaches 1).  Wider experts keep the read-back (the factor is capped at 1), and expert parallelism keeps whole
+reaches 1), per dtype, as block-FP8 experts fall faster than BF16 ones (the mean over H100 and H200: vLLM 0.44 BF16,
+0.56 block FP8; SGLang 0.19 and 0.48; one median of the four, 0.5 / 0.33, had timed both until issue 26: with the
+split the held-out serving table went 20.7 % -> 20.0 % mean absolute, SGLang's DeepSeek-V3/V3.2 rows 15.5 / 16.9 %
+-> 12.4 / 11.7 %, vLLM's GLM-4.6 BF16 rows 12.2 -> 16.7 %; ``benchmarks/bench_validation.py``).
+Wider experts keep the read-back (the factor is capped at 1), and expert parallelism keeps whole
 experts (``w = I_moe``).  DeepSeek-V3 (I 2,048) at TP 8 runs its experts 256 wide on each GPU.  Only the
 compute-bound term is divided: the hit experts' tile floor ``w_e`` (decode) keeps the read-back rate, as the same
 tables' weight-bound rows lose far less (DeepSeek-V3's block-FP8 experts on H200: TP-8 latency 0.15-0.20 of TP-1's

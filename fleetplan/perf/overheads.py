@@ -93,6 +93,9 @@ each range:
   expert TP splits each expert into narrower GEMMs; the weight-bound tile floor of decode keeps the read-back);
   engine profiles give ``x``, read back from AIConfigurator's fused-MoE tables (``moe_width_efficiency`` of
   ``benchmarks/aiconfigurator_compare.py``); 0 keeps the read-back at any TP.
+* ``moe_fp8_width_exponent`` (None = ``moe_width_exponent``) -- the same exponent for W8A8 FP8 experts (block or
+  per-tensor scaled, the experts ``moe_fp8_gemm_efficiency`` times): the same tables fall faster with the width for
+  block-FP8 experts than for BF16 ones, so the profiles give each dtype its own read-back.
 * ``moe_hit_expert_weight_reads`` 0 -- ``rho``: each hit expert's grouped GEMM costs ``rho`` reads of its weights
   at the HBM peak, expressed as rows of compute at the routed experts' rate, beyond its routed rows, and the
   read-back efficiency holds at 288 rows per hit expert (``fleetplan.perf.moe``, 'Rows per expert'): the fused
@@ -206,6 +209,7 @@ class PredictorOptions:
     moe_mxfp4_gemm_efficiency: float | None = None
     moe_weight_bandwidth_efficiency: float | None = None
     moe_width_exponent: float = 0.0
+    moe_fp8_width_exponent: float | None = None
     moe_hit_expert_weight_reads: float = 0.0
     moe_tile_m_tokens: int = 16
     moe_load_imbalance: float = 1.0
@@ -228,8 +232,9 @@ class PredictorOptions:
                      "sink_attention_prefill_efficiency"):
             if getattr(self, name) is not None:
                 _fraction(name, getattr(self, name))
-        if self.dsa_prefill_fp8_kv_s_per_token is not None:
-            _non_negative("dsa_prefill_fp8_kv_s_per_token", self.dsa_prefill_fp8_kv_s_per_token)
+        for name in ("dsa_prefill_fp8_kv_s_per_token", "moe_fp8_width_exponent"):
+            if getattr(self, name) is not None:
+                _non_negative(name, getattr(self, name))
         for name in ("api_server_s_per_request", "api_server_s_per_token", "api_server_s_per_output_chunk",
                      "moe_layer_overhead_s", "fp8_block_gemm_floor_s", "dsa_prefill_s_per_token",
                      "mla_prefill_s_per_token"):

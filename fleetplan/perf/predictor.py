@@ -218,7 +218,10 @@ class StepTimePredictor:
         shape = moe_shape(self.model, self.parallelism, self.weight_dtype, min_rows_per_expert=tile,
                           load_imbalance=self.options.moe_load_imbalance)
         width = max(1, self.model.moe_intermediate_size // self.parallelism.ffn_tp)
-        factor = expert_width_factor(width, self.options.moe_width_exponent)
+        exponent = self.options.moe_width_exponent
+        if w8a8(self.gpu, self.weight_dtype) and self.options.moe_fp8_width_exponent is not None:
+            exponent = self.options.moe_fp8_width_exponent  # the dtype's own read-back (fleetplan.perf.overheads)
+        factor = expert_width_factor(width, exponent)
         if factor < 1.0:
             shape = dataclasses.replace(shape, row_compute_scale=1.0 / factor)
         reads = self.options.moe_hit_expert_weight_reads

@@ -242,11 +242,35 @@ def test_expert_tp_scales_the_expert_rate_by_the_width_factor(catalog, tp: int, 
     assert ep.moe.row_compute_scale == 1.0
 
 
-@pytest.mark.parametrize(("engine", "gpu", "x"), [("vllm", "H200", 0.5), ("vllm", "B200", 0.5), ("vllm", "MI300X", 0.0),
-                                                  ("sglang", "H100-SXM", 0.33), ("sglang", "MI300X", 0.0)])
-def test_profiles_carry_the_width_read_back(catalog, engine, gpu, x) -> None:
-    """``python benchmarks/aiconfigurator_compare.py --moe-width-tables``: the median exponent of each engine's
-    H100/H200 tables; MI300X (no table) keeps none."""
+@pytest.mark.parametrize(("engine", "gpu", "x", "x_fp8"), [
+    ("vllm", "H200", 0.44, 0.56), ("vllm", "B200", 0.44, 0.56), ("vllm", "MI300X", 0.0, 0.0),
+    ("sglang", "H100-SXM", 0.19, 0.48), ("sglang", "MI300X", 0.0, 0.0)])
+def test_profiles_carry_the_width_read_back(catalog, engine, gpu, x, x_fp8) -> None:
+    """``python benchmarks/aiconfigurator_compare.py --moe-width-tables``: per dtype, the mean exponent of each
+    engine's H100 and H200 tables (BF16; block FP8 for ``moe_fp8_width_exponent``), its per-dtype means printed by
+    the same command; MI300X (no table) keeps none for either."""
     profile = load_engine_profile(engine)
-    assert profile.options_for(catalog.get(gpu), Dtype.BF16).moe_width_exponent == x
-    assert "--moe-width-tables" in profile.sources["moe_width_exponent"]
+    options = profile.options_for(catalog.get(gpu), Dtype.BF16)
+    assert (options.moe_width_exponent, options.moe_fp8_width_exponent) == (x, x_fp8)
+    for name in ("moe_width_exponent", "moe_fp8_width_exponent"):
+        assert "--moe-width-tables" in profile.sources[name]
+
+
+@pytest.mark.parametrize(("weights", "fp8_scaling", "uses_fp8"), [
+    (Dtype.FP8, "block", True), (Dtype.FP8, "per_tensor", True), (Dtype.BF16, None, False)])
+def test_fp8_experts_take_their_own_width_exponent(catalog, weights, fp8_scaling, uses_fp8) -> None:
+    """W8A8 FP8 experts (block or per-tensor scaled, the experts ``moe_fp8_gemm_efficiency`` times) fall with the
+    width at ``moe_fp8_width_exponent``, BF16 ones at ``moe_width_exponent``; None keeps the one exponent for all;
+    weight-only FP8 (an A100: no FP8 tensor cores) is not W8A8 and keeps ``moe_width_exponent``."""
+    model = load_model("deepseek-v3")
+    opts = PredictorOptions(moe_width_exponent=0.2, moe_fp8_width_exponent=0.6)
+    kw = {"fp8_scaling": fp8_scaling} if fp8_scaling else {}
+    p = StepTimePredictor(model, catalog.get("H200"), Parallelism(tp=8), weights, options=opts, **kw)
+    assert p.moe.row_compute_scale == pytest.approx(1.0 / expert_width_factor(256, 0.6 if uses_fp8 else 0.2))
+    one = StepTimePredictor(model, catalog.get("H200"), Parallelism(tp=8), weights, **kw,
+                            options=dataclasses.replace(opts, moe_fp8_width_exponent=None))
+    assert one.moe.row_compute_scale == pytest.approx(1.0 / expert_width_factor(256, 0.2))
+    a100 = StepTimePredictor(model, catalog.get("A100-80GB"), Parallelism(tp=8), Dtype.FP8, options=opts)
+    assert a100.moe.row_compute_scale == pytest.approx(1.0 / expert_width_factor(256, 0.2))
+    with pytest.raises(ConfigError, match="moe_fp8_width_exponent"):
+        PredictorOptions(moe_fp8_width_exponent=-0.1)

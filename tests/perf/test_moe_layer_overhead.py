@@ -78,6 +78,7 @@ def test_sglang_profile_gives_mi300x_its_own_value(catalog) -> None:
     moe_gemm = {"moe_gemm_efficiency": profile.options.moe_gemm_efficiency,
                 "moe_fp8_gemm_efficiency": profile.options.moe_fp8_gemm_efficiency,
                 "moe_width_exponent": profile.options.moe_width_exponent,
+                "moe_fp8_width_exponent": profile.options.moe_fp8_width_exponent,
                 "moe_hit_expert_weight_reads": profile.options.moe_hit_expert_weight_reads,
                 "moe_weight_bandwidth_efficiency": profile.options.moe_weight_bandwidth_efficiency}
     assert dataclasses.replace(mi300x, moe_layer_overhead_s=1.0e-4, **moe_gemm) == profile.options
