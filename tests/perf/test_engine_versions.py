@@ -151,3 +151,21 @@ def test_moe_gemm_rates_of_the_nearest_measured_release(catalog, gpu, version, b
     opts = profile.options_for(catalog.get(gpu), Dtype.FP8, version)
     assert (opts.moe_gemm_efficiency, opts.moe_fp8_gemm_efficiency) == (bf16, fp8_block)
     assert f"/moe/vllm/{table}/" in profile.source_of("moe_fp8_gemm_efficiency", catalog.get(gpu), version)
+
+
+@pytest.mark.parametrize(("gpu", "version", "bf16", "fp8_block", "table"), [
+    ("H200", None, 0.23, 0.29, "0.5.14"), ("H200", "0.5.14", 0.23, 0.29, "0.5.14"),
+    ("H200", "0.5.11", 0.23, 0.27, "0.5.10"),
+    ("H200", "0.5.10", 0.23, 0.27, "0.5.10"), ("H200", "0.5.6.post2", 0.23, 0.27, "0.5.10"),
+    ("H200", "0.5.3", 0.23, 0.27, "0.5.10"), ("H100-SXM", "0.5.3", 0.21, 0.26, "0.5.14"),
+    ("B200", "0.5.3", 0.30, 0.16, "0.5.14"),
+])
+def test_sglang_moe_gemm_rates_of_the_nearest_measured_release(catalog, gpu, version, bf16, fp8_block, table):
+    """SGLang under the same rule: the H200's block-FP8 fused-MoE rate of the 0.5.10 table for the releases before
+    0.5.14 (the newest profiled release at or before the run's, the oldest for older ones: the GPUStack SGLang
+    0.5.3 / 0.5.6.post2 runs); the H200's BF16 and the H100's 0.5.10 read-backs round to
+    the default version's values, and the B200 has only the 0.5.14 table. Each value in force names its table."""
+    profile = load_engine_profile("sglang")
+    opts = profile.options_for(catalog.get(gpu), Dtype.FP8, version)
+    assert (opts.moe_gemm_efficiency, opts.moe_fp8_gemm_efficiency) == (bf16, fp8_block)
+    assert f"/moe/sglang/{table}/" in profile.source_of("moe_fp8_gemm_efficiency", catalog.get(gpu), version)
