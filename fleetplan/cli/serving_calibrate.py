@@ -62,9 +62,8 @@ def serving_calibrate_options(func):
 
 def run_serving_calibrate(out_path: Path, bench_results, metrics_dumps, engine, input_len, output_len, backend,
                           chat_template_tokens, num_prompts, request_rate: float, max_concurrency, model, gpu,
-                          tensor_parallel_size,
-                          pipeline_parallel_size, data_parallel_size, ep, weight_dtype, kv_cache_dtype, gpu_profiles,
-                          **_ignored) -> None:
+                          tensor_parallel_size, pipeline_parallel_size, data_parallel_size, ep, weight_dtype,
+                          kv_cache_dtype, gpu_profiles, **_ignored) -> None:
     """Fit and report (module docstring)."""
     # the simulator is imported only when a serving fit runs (perf explain stays light)
     from fleetplan.bench.calibrate import (
@@ -97,6 +96,9 @@ def run_serving_calibrate(out_path: Path, bench_results, metrics_dumps, engine, 
                                request_rate, 1.0, max_concurrency, backend=backend,
                                chat_template_tokens=chat_template_tokens if backend == "openai-chat" else None)
         measurements += [measurement_from_metrics(p, cfg) for p in metrics_dumps]
+    if backend != "vllm" and not metrics_dumps:
+        raise ConfigError(f"--backend {backend} is the client of --metrics runs, and none was given: a --bench-result "
+                          "file names its own client (its backend); drop --backend, or add the run's --metrics")
     if chat_template_tokens is not None and not any(m.backend == "openai-chat" for m in measurements):
         raise ConfigError(f"--chat-template-tokens {chat_template_tokens} applies to chat endpoint runs only, and "
                           "no --bench-result file ran one (its backend) nor --backend openai-chat was given: drop "

@@ -173,9 +173,9 @@ def _fraction(name: str, value: float) -> None:
         raise ConfigError(f"{name}={value!r} must be in (0, 1] (achieved / peak); fix the predictor options")
 
 
-def _non_negative(name: str, value: float) -> None:
+def _non_negative(name: str, value: float, what: str = "seconds") -> None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        raise ConfigError(f"{name}={value!r} must be a finite number >= 0 (seconds); fix the predictor options")
+        raise ConfigError(f"{name}={value!r} must be a finite number >= 0 ({what}); fix the predictor options")
 
 
 @dataclass(frozen=True)
@@ -232,9 +232,10 @@ class PredictorOptions:
                      "sink_attention_prefill_efficiency"):
             if getattr(self, name) is not None:
                 _fraction(name, getattr(self, name))
-        for name in ("dsa_prefill_fp8_kv_s_per_token", "moe_fp8_width_exponent"):
-            if getattr(self, name) is not None:
-                _non_negative(name, getattr(self, name))
+        if self.dsa_prefill_fp8_kv_s_per_token is not None:
+            _non_negative("dsa_prefill_fp8_kv_s_per_token", self.dsa_prefill_fp8_kv_s_per_token)
+        if self.moe_fp8_width_exponent is not None:
+            _non_negative("moe_fp8_width_exponent", self.moe_fp8_width_exponent, "an exponent")
         for name in ("api_server_s_per_request", "api_server_s_per_token", "api_server_s_per_output_chunk",
                      "moe_layer_overhead_s", "fp8_block_gemm_floor_s", "dsa_prefill_s_per_token",
                      "mla_prefill_s_per_token"):
@@ -258,9 +259,11 @@ class PredictorOptions:
         for name in ("gemm_efficiency", "attention_efficiency", "weight_bandwidth_efficiency",
                      "kv_bandwidth_efficiency", "link_efficiency"):
             _fraction(name, getattr(self, name))
-        for name in ("cpu_overhead_s", "launch_overhead_s", "nvlink_alpha_s", "network_alpha_s", "moe_zipf_s",
-                     "moe_width_exponent", "moe_hit_expert_weight_reads"):
+        for name in ("cpu_overhead_s", "launch_overhead_s", "nvlink_alpha_s", "network_alpha_s"):
             _non_negative(name, getattr(self, name))
+        for name, what in (("moe_zipf_s", "a Zipf exponent"), ("moe_width_exponent", "an exponent"),
+                           ("moe_hit_expert_weight_reads", "weight reads per hit expert")):
+            _non_negative(name, getattr(self, name), what)
         if not isinstance(self.wave_quantisation, bool):
             raise ConfigError(f"wave_quantisation={self.wave_quantisation!r} must be True or False")
         tile = self.tile_m_tokens

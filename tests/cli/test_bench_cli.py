@@ -162,6 +162,9 @@ def test_perf_calibrate_replays_a_chat_run_as_one(tmp_path) -> None:
                                    "8"])
     assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1
     assert "--chat-template-tokens 8 applies to chat endpoint runs only" in res.output
+    res = CliRunner().invoke(cli, [*base, "--bench-result", str(tmp_path / "vllm.json"), "--backend", "openai-chat"])
+    assert res.exit_code == 2 and len(res.output.strip().splitlines()) == 1
+    assert "--backend openai-chat is the client of --metrics runs" in res.output
     dump = tmp_path / "metrics.txt"
     dump.write_text("vllm:time_to_first_token_seconds_sum 2.5\nvllm:time_to_first_token_seconds_count 20\n"
                     "vllm:time_per_output_token_seconds_sum 1.2\nvllm:time_per_output_token_seconds_count 100\n")
