@@ -54,7 +54,8 @@ MTP_NOTE = {
                    "`optimize --mtp-acceptance` if it differs.",
 }
 #: ``perf.measured.source.MEASURED_PREFIX`` (the label of measured tables), spelt here so the export does not
-#: import numpy and the perf package to read a run (tests/deploy/test_timing_source.py holds them equal).
+#: import numpy and the perf package to read a run (tests/deploy/test_data_parallel.py::test_timing_source_labels_agree
+#: holds them equal).
 MEASURED_PREFIX = "aiconfigurator-core"
 #: Why attention-FFN disaggregated fleets have no export (checked 2026-11-28; see the deploy docs).
 AFD_NOTE = (
