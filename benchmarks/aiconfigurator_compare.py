@@ -62,14 +62,16 @@ serving runs of ``--fit-overhead`` (fitted rows) SGLang -1.7 % / vLLM -3.4 % mea
 The CSV is regenerated with::
 
     pip install 'fleetplan[aiconfigurator]'   # or a --system-site-packages venv with aiconfigurator-core==0.12.0
-    python benchmarks/aiconfigurator_compare.py --generate     # 2.5 min on two shared cores (135 pools);
-                                                               # 924 rows, identical to the CSV that
-                                                               # aiconfigurator 0.12.0's cli_estimate wrote
+    python benchmarks/aiconfigurator_compare.py --generate     # 2.5 min on two shared cores (141 pools);
+                                                               # 966 rows; the 924 without DeepSeek-V3
+                                                               # identical to the CSV that aiconfigurator
+                                                               # 0.12.0's cli_estimate wrote
     python benchmarks/aiconfigurator_compare.py --agreement    # the comparison and the target table
     python benchmarks/bench_validation.py                      # the doc section
 
 Grid (``GRID_*``): Llama-3.1-8B TP1, Qwen3-32B TP2, Llama-3.1-70B TP4 and TP8, Qwen3-30B-A3B TP1
-(MoE, experts split TP-wise, no expert parallelism) on H100-SXM, H200 and B200; engines vLLM,
+(MoE, experts split TP-wise, no expert parallelism) on H100-SXM, H200 and B200, and DeepSeek-V3 TP8 (MLA and MoE,
+experts split TP-wise; its block-FP8 checkpoint on H200 and B200 only, ``GRID_ONLY``); engines vLLM,
 TensorRT-LLM and SGLang, each at the database version AIConfigurator calls ``current`` for that
 system; weights BF16, FP8 per-tensor (AIConfigurator ``fp8``: W8A8 with one scale per tensor, e.g.
 nvidia/Llama-3.1-70B-Instruct-FP8) and FP8 block-scaled (``fp8_block``: 128x128 weight blocks,
@@ -104,9 +106,13 @@ GRID_MODELS = {
     "qwen3-32b": "Qwen/Qwen3-32B",
     "llama-3.1-70b": "meta-llama/Meta-Llama-3.1-70B",
     "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B",
+    "deepseek-v3": "deepseek-ai/DeepSeek-V3",
 }
 GRID_MODEL_TP = (("llama-3.1-8b", 1), ("qwen3-32b", 2), ("llama-3.1-70b", 4), ("llama-3.1-70b", 8),
-                 ("qwen3-30b-a3b", 1))
+                 ("qwen3-30b-a3b", 1), ("deepseek-v3", 8))
+#: Models the grid times only on some systems and quantisations: DeepSeek-V3's published checkpoint is block FP8
+#: (625 GiB), which 8 GPUs hold at TP 8 only with more than 80 GB each (H200, B200)
+GRID_ONLY = {"deepseek-v3": (frozenset({"h200_sxm", "b200_sxm"}), frozenset({"fp8_block"}))}
 # AIConfigurator system -> fleetplan GPU (gpu_profiles/)
 GRID_SYSTEMS = {"h100_sxm": "H100-SXM", "h200_sxm": "H200", "b200_sxm": "B200"}
 GRID_ENGINES = ("vllm", "trtllm", "sglang")
@@ -114,7 +120,8 @@ GRID_ENGINES = ("vllm", "trtllm", "sglang")
 GRID_QUANT = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8"}
 GRID_PREFILL_TOKENS = (512, 2048, 8192)
 GRID_DECODE = ((1, 2048), (32, 2048), (128, 2048), (32, 8192))  # (batch_size, context_tokens)
-MOE_MODELS = ("qwen3-30b-a3b",)
+MOE_MODELS = ("qwen3-30b-a3b", "deepseek-v3")
+MLA_MODELS = ("deepseek-v3",)  # MLA attention: its own kind in the block-FP8 summary (``block_floor_summary``)
 DATABASE_MODE = "SILICON"
 
 COLUMNS = ("engine", "engine_version", "system", "gpu", "model", "aic_model", "tp", "weight_dtype", "aic_quant_mode",
@@ -130,6 +137,9 @@ def grid() -> Iterable[dict]:
         for engine in GRID_ENGINES:
             for model, tp in GRID_MODEL_TP:
                 for quant, dtype in GRID_QUANT.items():
+                    systems, quants = GRID_ONLY.get(model, (None, None))
+                    if (systems is not None and system not in systems) or (quants is not None and quant not in quants):
+                        continue
                     base = {"engine": engine, "system": system, "gpu": gpu, "model": model,
                             "aic_model": GRID_MODELS[model], "tp": tp, "weight_dtype": dtype, "aic_quant_mode": quant}
                     for p in GRID_PREFILL_TOKENS:
@@ -287,8 +297,9 @@ BLOCK_GEMM_FLOOR_S = {"H100-SXM": 9.07e-5, "H200": 8.88e-5, "B200": 1.891e-4}
 
 
 def block_floor_summary(results: list[dict]) -> list[dict]:
-    """vLLM ``fp8_block`` rows by systems (Hopper, B200), model kind (dense, MoE) and phase: ratio (geometric mean,
-    range) as predicted and with each GEMM call raised to ``BLOCK_GEMM_FLOOR_S`` (AIConfigurator's per-call time)."""
+    """vLLM ``fp8_block`` rows by systems (Hopper, B200), model kind (dense, MoE, MLA MoE: ``kind``) and phase:
+    ratio (geometric mean, range) as predicted and with each GEMM call raised to ``BLOCK_GEMM_FLOOR_S``
+    (AIConfigurator's per-call time)."""
     rows = [r for r in results if r["engine"] == "vllm" and r["aic_quant_mode"] == "fp8_block"]
     floored: dict[int, float] = {}
     for gpu, floor_s in BLOCK_GEMM_FLOOR_S.items():
@@ -298,16 +309,18 @@ def block_floor_summary(results: list[dict]) -> list[dict]:
     def gm(values: list[float]) -> float:
         return math.exp(sum(math.log(v) for v in values) / len(values))
     out = []
+    def kind(model: str) -> str:
+        return "MLA MoE" if model in MLA_MODELS else "MoE" if model in MOE_MODELS else "dense"
     for systems in (("h100_sxm", "h200_sxm"), ("b200_sxm",)):
-        for moe in (False, True):
+        for group in ("dense", "MoE", "MLA MoE"):
             for phase in PHASES:
                 idx = [i for i, r in enumerate(rows) if r["system"] in systems and r["phase"] == phase
-                       and (r["model"] in MOE_MODELS) == moe]
+                       and kind(r["model"]) == group]
                 if not idx:
                     continue
                 now = [rows[i]["ratio"] for i in idx]
                 floor = [floored[i] / rows[i]["aic_ms"] for i in idx]
-                out.append({"systems": systems, "moe": moe, "phase": phase, "n": len(idx), "ratio": gm(now),
+                out.append({"systems": systems, "kind": group, "phase": phase, "n": len(idx), "ratio": gm(now),
                             "range": (min(now), max(now)), "ratio_floor": gm(floor),
                             "range_floor": (min(floor), max(floor))})
     return out
@@ -1384,7 +1397,7 @@ def markdown_section(results: list[dict], path: Path = CSV_PATH) -> list[str]:
         "|---|---|---|---|---|---|",
     ]
     for g in block_floor_summary(results):
-        lines.append(f"| {', '.join(g['systems'])} | {'MoE' if g['moe'] else 'dense'} | {g['phase']} | {g['n']} | "
+        lines.append(f"| {', '.join(g['systems'])} | {g['kind']} | {g['phase']} | {g['n']} | "
                      f"{g['ratio']:.2f} ({_range(*g['range'])}) | {g['ratio_floor']:.2f} "
                      f"({_range(*g['range_floor'])}) |")
     lines += ["", *SECTION_READING.splitlines()]

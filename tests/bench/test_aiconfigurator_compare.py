@@ -119,11 +119,11 @@ def test_the_read_back_fp8_efficiency_brings_the_prefill_rows_closer(aic, result
 
 
 def test_vllms_block_fp8_per_call_time_explains_its_block_fp8_moe_prefill(aic, results) -> None:
-    groups = {(g["systems"], g["moe"], g["phase"]): g for g in aic.block_floor_summary(results)}
-    assert len(groups) == 8 and sum(g["n"] for g in groups.values()) == sum(
+    groups = {(g["systems"], g["kind"], g["phase"]): g for g in aic.block_floor_summary(results)}
+    assert len(groups) == 12 and sum(g["n"] for g in groups.values()) == sum(
         1 for r in results if r["engine"] == "vllm" and r["aic_quant_mode"] == "fp8_block")
     for systems in (("h100_sxm", "h200_sxm"), ("b200_sxm",)):
-        moe = groups[(systems, True, "prefill")]
+        moe = groups[(systems, "MoE", "prefill")]
         assert moe["ratio"] < 0.9 and abs(math.log(moe["ratio_floor"])) < abs(math.log(moe["ratio"]))
         # 0.85: with vLLM's moe_layer_overhead_s read back from the fused-MoE tables (17 us, was SGLang's 100 us)
         # the floored prefill ratios are 0.945 (H100/H200) and 0.894 (B200), the decode ones 1.13 and 0.995
