@@ -3,8 +3,11 @@ prefill step, the quantity AIConfigurator's measured module tables time."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from fleetplan.models import Dtype, ModelConfig
 from fleetplan.perf.batch import parse_batch
+from fleetplan.perf.engine_profile import load_engine_profile
 from fleetplan.perf.operators import gemm_block, gemm_block_s, step_gemms
 from fleetplan.perf.overheads import PredictorOptions
 from fleetplan.perf.parallelism import Parallelism
@@ -29,3 +32,13 @@ def module_prefill_ms(model: ModelConfig, gpu, options: PredictorOptions, gemms:
     s = p.predict(parse_batch("prefill=" + ",".join([f"{prompt}@0"] * n))).seconds
     gemm_s = max(gemm_block_s(block, n * prompt, n, options.tile_m_tokens))
     return (gemm_s + s["attention_prefill"] + s["attention_window"]) / model.n_layers * 1e3
+
+
+def vllm_module_errors(model: ModelConfig, gpu, gemms: tuple[str, ...], option: str, n: int, prompt: int,
+                       measured_ms: float) -> tuple[float, float]:
+    """``module_prefill_ms / measured - 1`` with the vLLM profile's options for ``gpu`` (FP8 weights), and with its
+    per-query cost ``option`` set to 0: (with the term, without it)."""
+    opts = load_engine_profile("vllm").options_for(gpu, Dtype.FP8)
+    with_term = module_prefill_ms(model, gpu, opts, gemms, n, prompt) / measured_ms - 1
+    without = module_prefill_ms(model, gpu, dataclasses.replace(opts, **{option: 0.0}), gemms, n, prompt)
+    return with_term, without / measured_ms - 1

@@ -27,7 +27,7 @@ from fleetplan.perf.linear import N_STEP_COEFS, roofline_step_s, step_time_array
 from fleetplan.perf.overheads import PredictorOptions
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
-from tests.perf.attention_module import DSA_GEMMS, RATES, module_prefill_ms
+from tests.perf.attention_module import DSA_GEMMS, RATES, module_prefill_ms, vllm_module_errors
 
 R_S = 1.79e-7  # engine_profiles/vllm.toml [gpu_options.H200]
 
@@ -151,14 +151,7 @@ def test_module_of_short_prompts_against_the_measured(catalog, v32, n: int, prom
     is within -20 % / +15 % of the measured module with the vLLM profile's value (measured: -18 % to -6 %), at least
     10 points closer than without it (34-60 % short); the table's 4,096-token prompts, where the measured module
     dips, are as far on the other side (+12 % with it, -12 % without)."""
-    gpu = catalog.get("H200")
-    opts = load_engine_profile("vllm").options_for(gpu, Dtype.FP8)
-
-    def module_ms(options: PredictorOptions) -> float:
-        return module_prefill_ms(v32, gpu, options, DSA_GEMMS, n, prompt)
-
-    now = module_ms(opts) / aic_ms - 1
-    before = module_ms(dataclasses.replace(opts, dsa_prefill_s_per_token=0.0)) / aic_ms - 1
+    now, before = vllm_module_errors(v32, catalog.get("H200"), DSA_GEMMS, "dsa_prefill_s_per_token", n, prompt, aic_ms)
     assert -0.20 <= now <= 0.15
     if prompt > 2048:
         assert abs(now) <= abs(before) + 0.01

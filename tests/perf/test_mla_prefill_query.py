@@ -10,8 +10,6 @@ module at serving-sized prefill steps (measured -18 % to +8 %), where without it
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -24,7 +22,7 @@ from fleetplan.perf.engine_profile import load_engine_profile
 from fleetplan.perf.overheads import PredictorOptions
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
-from tests.perf.attention_module import MLA_GEMMS, RATES, module_prefill_ms
+from tests.perf.attention_module import MLA_GEMMS, RATES, vllm_module_errors
 
 R_S = 3.82e-8  # engine_profiles/vllm.toml [gpu_options.H200]
 
@@ -90,14 +88,8 @@ def test_module_against_the_measured(catalog, deepseek, n: int, prompt: int, aic
     """One layer's module (five projections, MHA-form prefill attention, per-query cost) of 4-16K-token steps is
     within -20 % / +10 % of the measured with the vLLM profile's value, at least 15 points closer than without it for
     prompts up to 8,192 tokens (25-44 % short), and no farther at 16,384 (-9 % without, +8 % with)."""
-    gpu = catalog.get("H200")
-    opts = load_engine_profile("vllm").options_for(gpu, Dtype.FP8)
-
-    def module_ms(options: PredictorOptions) -> float:
-        return module_prefill_ms(deepseek, gpu, options, MLA_GEMMS, n, prompt)
-
-    now = module_ms(opts) / aic_ms - 1
-    before = module_ms(dataclasses.replace(opts, mla_prefill_s_per_token=0.0)) / aic_ms - 1
+    now, before = vllm_module_errors(deepseek, catalog.get("H200"), MLA_GEMMS, "mla_prefill_s_per_token", n, prompt,
+                                     aic_ms)
     assert -0.20 <= now <= 0.10  # measured -18 % to +8 %
     assert abs(now) <= abs(before) + 0.01
     if prompt <= 8192:
