@@ -75,7 +75,7 @@ def run_serving_calibrate(out_path: Path, bench_results, metrics_dumps, engine, 
     )
     from fleetplan.bench.datasets import DatasetSpec
     from fleetplan.bench.instance import EngineArgs
-    from fleetplan.bench.serve import BenchServeConfig
+    from fleetplan.bench.serve import CHAT_BACKEND, BenchServeConfig
 
     profile = load_engine_profile(engine)
     tp = tensor_parallel_size
@@ -94,12 +94,12 @@ def run_serving_calibrate(out_path: Path, bench_results, metrics_dumps, engine, 
                               "(and --request-rate / --max-concurrency when set)")
         cfg = BenchServeConfig(DatasetSpec(random_input_len=input_len, random_output_len=output_len), num_prompts,
                                request_rate, 1.0, max_concurrency, backend=backend,
-                               chat_template_tokens=chat_template_tokens if backend == "openai-chat" else None)
+                               chat_template_tokens=chat_template_tokens if backend == CHAT_BACKEND else None)
         measurements += [measurement_from_metrics(p, cfg) for p in metrics_dumps]
     if backend != "vllm" and not metrics_dumps:
         raise ConfigError(f"--backend {backend} is the client of --metrics runs, and none was given: a --bench-result "
                           "file names its own client (its backend); drop --backend, or add the run's --metrics")
-    if chat_template_tokens is not None and not any(m.backend == "openai-chat" for m in measurements):
+    if chat_template_tokens is not None and not any(m.backend == CHAT_BACKEND for m in measurements):
         raise ConfigError(f"--chat-template-tokens {chat_template_tokens} applies to chat endpoint runs only, and "
                           "no --bench-result file ran one (its backend) nor --backend openai-chat was given: drop "
                           "it, or give the chat run's file")
