@@ -219,17 +219,15 @@ class MtpStepModel:
         return mtp_draft_fraction(self.predictor().model) if self.measured_draft else None
 
     def draft_coefficients(self) -> tuple[int, np.ndarray]:
-        """``(code, coef)`` of one draft pass as the base sees it: the predictor's ``mtp_draft_coefficients``, or
-        for a measured base its own step scaled by ``draft_fraction`` (module docstring)."""
+        """``(code, coef)`` of one rank's draft pass: the predictor's ``mtp_draft_coefficients``, or for a measured
+        base the measured step under every wrapper (one rank's: a data-parallel instance's ranks each draft for
+        their own batch) scaled by ``draft_fraction`` (module docstring).  Callers map it through the wrappers
+        (``instance_coefficients``), as they map the predictor's draft."""
         if not self.measured_draft:
             return self.predictor().mtp_draft_coefficients()
-        step, wrappers = self.base, []
+        step = self.base
         while getattr(step, "base", None) is not None:
-            wrappers.append(step)
             step = step.base
-        if wrappers:
-            raise ConfigError(f"MTP over a measured step model wrapped in {type(wrappers[0]).__name__} is not timed; "
-                              "measured placements are single tensor-parallel instances", param="timing_source")
         code, coef = step.kernel_coefficients()
         return code, _scaled_draft(code, coef, self.draft_fraction())
 

@@ -236,8 +236,15 @@ class OptimizeRequest:
         return load_engine_profile(self.engine).values_version(self.engine_version)
 
     def calibrated_profiles(self) -> tuple[tuple[str, CalibratedStepModel], ...]:
-        """(GPU type, profile) of every GPU type whose step model is a calibrated profile (``perf.calibrate``)."""
-        return tuple((name, m) for name, m in self.step_models if isinstance(m, CalibratedStepModel))
+        """(GPU type, profile) of every GPU type whose step model is a calibrated profile (``perf.calibrate``, a
+        measured one), read through its wrappers (a data-parallel instance's rank step, an "MTP on" marker)."""
+        out = []
+        for name, m in self.step_models:
+            while m is not None and not isinstance(m, CalibratedStepModel):
+                m = getattr(m, "base", None)
+            if m is not None:
+                out.append((name, m))
+        return tuple(out)
 
     def availability_of(self, gpu: GpuProfile) -> float:
         """A for ``gpu`` (see module docstring)."""

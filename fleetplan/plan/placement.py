@@ -142,12 +142,11 @@ class ModelPlacement:
     def step_model(self) -> StepModel:
         """The calibrated profile when there is one, else the operator-level predictor, over the whole
         instance: with attention data parallelism the instance's batch split over its ranks
-        (``perf.dp_instance``; the predictor times one rank's batch); an "MTP on" placement's marker over it."""
+        (``perf.dp_instance``; the predictor, a measured profile and a ``perf calibrate`` profile of the
+        parallelism each time one rank's batch); an "MTP on" placement's marker over it."""
         if self.mtp is not None:  # "MTP on": the marker over the placement's own step model (measured or not)
             return self.mtp
-        if self.calibrated is not None:
-            return self.calibrated
-        return _instance_step_model(self.predictor, self.parallelism)
+        return _instance_step_model(self.calibrated or self.predictor, self.parallelism)
 
     def matches(self, profile: CalibratedStepModel) -> bool:
         """``profile`` was calibrated for this model on this GPU, parallelism and storage types."""
@@ -198,9 +197,10 @@ def _eq3_constants(serving: ServingConstants, step_model: StepModel) -> tuple[fl
     return linear_constants(step_model, n_ref, ref)
 
 
-def _instance_step_model(predictor: StepTimePredictor, par: Parallelism) -> StepModel:
-    """The predictor (one attention rank's batch) as the step model of the whole instance."""
-    return predictor if par.attn_dp == 1 else DataParallelInstance(predictor, par.attn_dp)
+def _instance_step_model(rank_step: StepModel, par: Parallelism) -> StepModel:
+    """A step model of one attention rank's batch (the predictor, a measured or calibrated profile) as the step
+    model of the whole instance."""
+    return rank_step if par.attn_dp == 1 else DataParallelInstance(rank_step, par.attn_dp)
 
 
 def _place(model: ModelConfig, gpu: GpuProfile, par: Parallelism, weight_dtype: Dtype, kv_dtype: Dtype,
@@ -471,7 +471,7 @@ def calibrate_placements(placements: Sequence[ModelPlacement],
             continue
         hit = True
         serving = p.gpu.require_serving()
-        w_s, h_s = _eq3_constants(serving, profile)
+        w_s, h_s = _eq3_constants(serving, _instance_step_model(profile, p.parallelism))
         if not (w_s >= 0 and h_s >= 0):
             raise ConfigError(f"`perf_profile` for {profile.gpu} gives a negative eq. 3 constant (W {w_s:.3g} s, H "
                               f"{h_s:.3g} s) from its decode steps; recalibrate with more decode-only rows",
@@ -479,7 +479,8 @@ def calibrate_placements(placements: Sequence[ModelPlacement],
         sources = {**p.gpu.sources, "serving": f"W, H from the calibrated profile of {profile.source}"}
         gpu = replace(p.gpu, serving=replace(serving, iter_base_s=w_s, iter_per_seq_s=h_s), sources=sources)
         # an "MTP on" twin keeps MTP over the profile (its draft the profile step's share, perf.speculative)
-        mtp = None if p.mtp is None else replace(p.mtp, base=profile, roofline=p.predictor)
+        mtp = None if p.mtp is None else replace(p.mtp, base=_instance_step_model(profile, p.parallelism),
+                                                 roofline=p.predictor)
         out.append(replace(p, gpu=gpu, calibrated=profile, mtp=mtp))
     if not hit:
         swept = ", ".join(f"{p.gpu.name} ({p.predictor.weight_dtype.value}/{p.predictor.kv_dtype.value})"

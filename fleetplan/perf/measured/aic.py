@@ -3,13 +3,16 @@
 Public API used (aiconfigurator-core 0.12.0, ``aiconfigurator_core/__init__.py`` and
 ``aiconfigurator_core/sdk/engine.py``):
 
-* ``sdk.engine.EngineHandle.compile(model_id, system, backend, backend_version=..., tp_size=...,
-  moe_tp_size=..., moe_ep_size=..., gemm_quant_mode=..., moe_quant_mode=..., kvcache_quant_mode=...,
-  fmha_quant_mode=...)``: builds the model's operator list and loads the measured tables of
+* ``sdk.engine.EngineHandle.compile(model_id, system, backend, backend_version=..., tp_size=..., pp_size=...,
+  attention_dp_size=..., moe_tp_size=..., moe_ep_size=..., gemm_quant_mode=..., moe_quant_mode=...,
+  kvcache_quant_mode=..., fmha_quant_mode=...)``: builds the model's operator list and loads the measured tables of
   (system, backend, version) into the compiled engine;
 * ``EngineHandle.predict_prefill_latency(batch, isl)``: one context (prefill) iteration of ``batch``
   prompts of ``isl`` tokens, ms; ``EngineHandle.predict_decode_latency(batch, isl, 2)``: one generation
-  iteration of ``batch`` sequences holding ``isl`` tokens, ms (AIConfigurator's TPOT at ``osl = 2``);
+  iteration of ``batch`` sequences holding ``isl`` tokens, ms (AIConfigurator's TPOT at ``osl = 2``); with
+  ``pp_size`` > 1 the iteration's latency through every stage (each stage's layers plus the ``p2p``
+  activation sends); with ``attention_dp_size`` D > 1 one attention rank's iteration of ``batch`` prompts or
+  sequences, the MoE layers timed at D times its tokens;
 * ``sdk.perf_database.get_latest_database_version(system, backend)``: the engine version whose tables
   AIConfigurator uses by default (its ``current`` slot, ``systems/query_versions.yaml``).
 
@@ -87,8 +90,9 @@ class AicEngine:
         moe = key.is_moe
         with _quiet():
             self._handle = EngineHandle.compile(
-                key.aic_model, key.system, key.backend, backend_version=engine_version, tp_size=key.tp, pp_size=1,
-                moe_tp_size=key.moe_tp if moe else None, moe_ep_size=key.moe_ep if moe else None,
+                key.aic_model, key.system, key.backend, backend_version=engine_version, tp_size=key.tp,
+                pp_size=key.pp, attention_dp_size=key.attention_dp, moe_tp_size=key.moe_tp if moe else None,
+                moe_ep_size=key.moe_ep if moe else None,
                 gemm_quant_mode=key.gemm_quant, moe_quant_mode=key.gemm_quant if moe else None,
                 kvcache_quant_mode=key.kv_quant, fmha_quant_mode=FMHA_QUANT)
 

@@ -10,8 +10,13 @@ reason, which the roofline fallback's label carries):
 * model -> an AIConfigurator model config of the same shape (``match_model``: layers, hidden size, heads,
   KV heads, FFN and expert sizes, experts, top-k, vocabulary), read from
   ``aiconfigurator_core/model_configs/*_config.json`` (HuggingFace ``config.json`` files);
-* parallelism: tensor parallel (MoE experts split tensor- or expert-parallel within the TP group);
-  pipeline and attention data parallelism are not covered (the roofline times them);
+* parallelism: every sharding of ``fleetplan.perf.parallelism`` -- tensor parallel, pipeline stages
+  (AIConfigurator ``pp_size``: the step's latency through every stage plus the activation sends, as
+  ``fleetplan.perf.predictor`` times it) and, for MoE models, attention data parallelism
+  (``attention_dp_size``: each rank's step for its own batch, the experts seeing every rank's tokens, as
+  the predictor's rank step), with the routed experts split ``moe_tp`` ways and spread over ``moe_ep``
+  GPUs (``Parallelism.ffn_tp``, ``ffn_ep``: vLLM ``--enable-expert-parallel``, SGLang ``--ep-size``);
+  attention data parallelism of a dense model is not covered (vLLM runs it as independent replicas);
 * weights BF16 or FP8 (``Fp8Scheme``: per-tensor W8A8 ``fp8`` or 128x128 block-scaled ``fp8_block``,
   AIConfigurator's GEMM quant modes), KV cache BF16 or FP8; INT4 is not covered.
 """
@@ -69,11 +74,13 @@ class MeasuredKey:
     aic_model: str  # HuggingFace id of the AIConfigurator model config
     system: str
     backend: str
-    tp: int
+    tp: int  # attention tensor-parallel size (``Parallelism.attn_tp``)
     moe_tp: int | None  # None for a dense model
     moe_ep: int | None
     gemm_quant: str
     kv_quant: str
+    pp: int = 1  # pipeline stages
+    attention_dp: int = 1  # attention data-parallel ranks (``Parallelism.attn_dp``; MoE models only)
 
     @property
     def is_moe(self) -> bool:
@@ -82,7 +89,8 @@ class MeasuredKey:
     def slug(self) -> str:
         """A file-name-safe identity (the disk cache's key, with the package version)."""
         moe = "" if not self.is_moe else f"-moetp{self.moe_tp}-ep{self.moe_ep}"
-        return (f"{self.system}-{self.backend}-{self.aic_model.replace('/', '--')}-tp{self.tp}{moe}-"
+        stages = "".join(f"-{name}{n}" for name, n in (("pp", self.pp), ("dp", self.attention_dp)) if n > 1)
+        return (f"{self.system}-{self.backend}-{self.aic_model.replace('/', '--')}-tp{self.tp}{stages}{moe}-"
                 f"{self.gemm_quant}-kv{self.kv_quant}")
 
 
@@ -143,8 +151,8 @@ def coverage(model: ModelConfig, gpu_name: str, engine: str, par, weight_dtype: 
     backend = BACKEND_OF_ENGINE.get(engine)
     if backend is None:
         return f"no measured data for engine {engine}"
-    if par.pp > 1 or par.dp > 1 or par.tp_attn is not None:
-        return f"{par.flags()}: pipeline/data parallel not covered"
+    if par.attn_dp > 1 and not model.is_moe:
+        return f"{par.flags()}: data-parallel attention of a dense model not covered"
     if weight_dtype is Dtype.BF16:
         gemm = "bfloat16"
     elif weight_dtype is Dtype.FP8:
@@ -157,9 +165,7 @@ def coverage(model: ModelConfig, gpu_name: str, engine: str, par, weight_dtype: 
     if aic_model is None:
         return f"no measured model config of {model.name}'s shape"
     moe_tp = moe_ep = None
-    if model.is_moe:
-        moe_ep = max(1, int(par.ep))
-        if par.tp % moe_ep:
-            return f"{par.flags()}: expert parallel size does not divide the tensor parallel group"
-        moe_tp = par.tp // moe_ep
-    return MeasuredKey(aic_model, system, backend, int(par.tp), moe_tp, moe_ep, gemm, _KV_QUANT[kv_dtype])
+    if model.is_moe:  # the experts span a stage's tp_attn x dp_attn GPUs (Frontier eq. 1, Parallelism)
+        moe_tp, moe_ep = int(par.ffn_tp), int(par.ffn_ep)
+    return MeasuredKey(aic_model, system, backend, int(par.attn_tp), moe_tp, moe_ep, gemm, _KV_QUANT[kv_dtype],
+                       pp=int(par.pp), attention_dp=int(par.attn_dp))

@@ -53,11 +53,35 @@ def test_covered_pool_key(configs_dir: Path) -> None:
     assert "tp4" in moe.slug() and "/" not in moe.slug()
 
 
+def test_pipeline_and_attention_data_parallel_keys(configs_dir: Path) -> None:
+    """Pipeline stages and attention data parallelism reach AIConfigurator's ``pp_size`` and
+    ``attention_dp_size``; the experts span a stage's GPUs in each engine's meaning (``Parallelism.ffn_tp``,
+    ``ffn_ep``); the slug of a tensor-parallel key is unchanged (cached tables stay valid)."""
+    dsv3 = load_model("deepseek-v3")
+    vllm_dp = coverage(dsv3, "H200", "vllm", Parallelism.vllm(data_parallel_size=8, enable_expert_parallel=True),
+                       Dtype.FP8, Dtype.BF16, Fp8Scheme.BLOCK, configs_dir)
+    assert vllm_dp == MeasuredKey("deepseek-ai/DeepSeek-V3", "h200_sxm", "vllm", 1, 1, 8, "fp8_block", "bfloat16",
+                                  pp=1, attention_dp=8)
+    # SGLang --tp 8 --dp 8 --enable-dp-attention (no --ep-size): attention 8 ranks of 1 GPU, experts split 8 ways
+    sglang_dp = coverage(dsv3, "H200", "sglang", Parallelism(tp=1, dp=8, tp_attn=1, dp_attn=8, tp_ffn=8, ep_ffn=1),
+                         Dtype.FP8, Dtype.BF16, Fp8Scheme.BLOCK, configs_dir)
+    assert (sglang_dp.tp, sglang_dp.attention_dp, sglang_dp.moe_tp, sglang_dp.moe_ep) == (1, 8, 8, 1)
+    assert "-dp8-" in vllm_dp.slug() and "-pp" not in vllm_dp.slug()
+    staged = coverage(load_model("qwen3-235b-a22b"), "H100-SXM", "vllm",
+                      Parallelism.vllm(tensor_parallel_size=8, pipeline_parallel_size=2, enable_expert_parallel=True),
+                      Dtype.BF16, Dtype.BF16, Fp8Scheme.PER_TENSOR, configs_dir)
+    assert (staged.tp, staged.pp, staged.attention_dp, staged.moe_tp, staged.moe_ep) == (8, 2, 1, 1, 8)
+    assert "-tp8-pp2-moetp1-ep8-" in staged.slug()
+    plain = coverage(load_model("llama-3.1-70b"), "H200", "vllm", Parallelism(tp=4), Dtype.BF16, Dtype.BF16,
+                     Fp8Scheme.PER_TENSOR, configs_dir)
+    assert plain.slug() == "h200_sxm-vllm-meta-llama--Llama-3.1-70B-tp4-bfloat16-kvbfloat16"
+
+
 @pytest.mark.parametrize(("gpu", "engine", "par", "weights", "reason"), [
     ("MI300X", "vllm", Parallelism(tp=1), Dtype.BF16, "no measured system for MI300X"),
     ("L4", "vllm", Parallelism(tp=1), Dtype.BF16, "no measured system for L4"),
     ("H100-SXM", "lmdeploy", Parallelism(tp=1), Dtype.BF16, "engine lmdeploy"),
-    ("H100-SXM", "vllm", Parallelism(tp=1, pp=2), Dtype.BF16, "pipeline/data parallel"),
+    ("H100-SXM", "vllm", Parallelism(tp=1, dp=2), Dtype.BF16, "data-parallel attention of a dense model"),
     ("H100-SXM", "vllm", Parallelism(tp=1), Dtype.INT4, "int4 weights"),
 ])
 def test_uncovered_pools_give_the_reason(configs_dir: Path, gpu, engine, par, weights, reason) -> None:

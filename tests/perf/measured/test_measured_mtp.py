@@ -19,6 +19,7 @@ from fleetplan.hardware import load_catalog
 from fleetplan.models import load_model
 from fleetplan.perf.batch import BatchComposition
 from fleetplan.perf.calibrate import CalibratedStepModel
+from fleetplan.perf.dp_instance import DataParallelInstance, split_step_coefficients
 from fleetplan.perf.linear import ROOFLINE_SHAPE_COEFS, STEP_MODEL_ROOFLINE
 from fleetplan.perf.measured import aic, source, timing_source
 from fleetplan.perf.measured.coverage import MeasuredKey
@@ -194,8 +195,9 @@ def test_a_calibrated_profile_keeps_a_twins_mtp(faked_deepseek):
 
 @needs_aic
 def test_real_tables_time_deepseek_v3_mtp(monkeypatch, tmp_path):
-    """With aiconfigurator-core: DeepSeek-V3 FP8 on H200 at TP8 is measured and gets its twin; DP8 (not in the
-    tables) keeps the roofline, its twin too."""
+    """With aiconfigurator-core: DeepSeek-V3 FP8 on H200 at TP8 and at DP8 (AIConfigurator's attention data
+    parallelism: one rank's batch) is measured and gets its twin; the DP8 instance splits its batch over the ranks,
+    its draft pass too (one rank's measured step's share, through the split)."""
     monkeypatch.setenv(source.TIMING_SOURCE_ENV, "auto")
     placed = place_model(load_model("deepseek-v3"), CATALOG.get("H200"), timing_source="auto",
                          mtp_acceptance=DEEPSEEK_V3_MTP_ACCEPTANCE)
@@ -203,7 +205,19 @@ def test_real_tables_time_deepseek_v3_mtp(monkeypatch, tmp_path):
     assert {"H200 tp8", "H200 tp8 mtp1", "H200 tp1 dp8", "H200 tp1 dp8 mtp1"} <= set(names)
     tp8 = timing_source(names["H200 tp8 mtp1"].step_model)
     assert tp8.startswith(f"aiconfigurator-core {AIC_VERSION}") and "draft pass" in tp8
-    assert timing_source(names["H200 tp1 dp8 mtp1"].step_model).startswith(source.ROOFLINE_SOURCE)
+    dp8 = names["H200 tp1 dp8 mtp1"]
+    label = timing_source(dp8.step_model)
+    assert label.startswith(f"aiconfigurator-core {AIC_VERSION}") and "the batch split over 8 attention ranks" in label
+    assert "draft pass" in label
+    code, rank_coef = dp8.calibrated.kernel_coefficients()
+    draft_code, draft = dp8.mtp.draft_coefficients()  # one rank's pass: the measured step's share
+    frac = dp8.mtp.draft_fraction()
+    shape = list(ROOFLINE_SHAPE_COEFS)
+    cost = [i for i in range(len(draft)) if i not in shape]
+    np.testing.assert_allclose(draft[cost], rank_coef[cost] * frac, rtol=1e-12)
+    _, instance = DataParallelInstance(dp8.calibrated, 8).instance_coefficients(draft_code, draft)
+    split = split_step_coefficients(code, rank_coef, 8)
+    np.testing.assert_allclose(instance[cost], split[cost] * frac, rtol=1e-12)
     assert checkpoint_fp8_scaling(names["H200 tp8"].model, names["H200 tp8"].predictor.weight_dtype) is not None
 
 
