@@ -14,9 +14,14 @@ system, engine and engine version (``aiconfigurator_core/systems/data/<system>/<
   and returns ours / theirs.  ``benchmarks/bench_validation.py`` writes the result as a section of
   ``docs/serving_validation.md``.
 
+* ``--generate-parallel`` (needs ``aiconfigurator-core``): the same for the parallel grid (``PARALLEL_GRID``: expert,
+  data-parallel-attention and pipeline shardings of DeepSeek-V3, Qwen3-235B-A22B and Llama-3.1-70B, up to two
+  nodes), written to ``benchmarks/data/aiconfigurator_parallel_estimates.csv`` with ``pp``, ``dp`` and ``ep``
+  columns (10 s on two shared cores; 147 rows);
 * ``--agreement`` (measured source needs ``aiconfigurator-core``): share of configurations within
   +-10 % of AIConfigurator for fleetplan's measured source (``fleetplan.perf.measured``, kernels only) and
-  for the roofline fallback on the same configurations (issue 26 target: >= 90 %, FP8 included);
+  for the roofline fallback on the same configurations, the tensor-parallel grid by engine x weights x phase, the
+  parallel grid by engine x sharding x phase, and both together (issue 26 target: >= 90 %, FP8 included);
 * ``--fit-overhead`` (needs ``aiconfigurator-core``): each engine's non-kernel step overhead fitted on
   published serving runs (``engine_profiles/*.toml`` ``[measured_overhead]``).
 * ``--moe-tables`` (needs ``aiconfigurator-core``): the achieved share of the peak of AIConfigurator's fused-MoE
@@ -56,9 +61,12 @@ package 114 MB, of which 89 MB measured tables and an 8 MB compiled engine; pyar
 compiled, 89 shapes timed, seven fits), 0.7-4.9 s for each further pool, 0.10-0.18 s per pool once its
 table and fit are cached (``fleetplan.perf.measured.table.cache_dir``) — a sweep over a dozen placements
 would spend a minute on its first run, against the README's first-run target; what it buys: the step within
-+-10 % of AIConfigurator on 95.3 % of the configurations below (roofline: 30.0 %), and on the published
-serving runs of ``--fit-overhead`` (fitted rows) SGLang -1.7 % / vLLM -3.4 % mean signed error against
--13.7 % / -15.8 % for the roofline (Qwen3-235B-A22B on 8x B200 at concurrency 1: -6.6 % against -48.7 %).
++-10 % of AIConfigurator on 94.7 % of the 1,113 configurations below, both grids (roofline: 32.4 %), and on the
+published serving runs of ``--fit-overhead`` (fitted rows) SGLang -1.7 % / vLLM -3.4 % mean signed error against
+-13.7 % / -15.8 % for the roofline (Qwen3-235B-A22B on 8x B200 at concurrency 1: -6.6 % against -48.7 %); what it
+does not buy: on the held-out serving rows (``python benchmarks/bench_validation.py --timing-source auto``, 137 of
+314 runs timed by the tables) +0.8 % / 22.5 % mean signed / absolute error and 282 of 350 within 35 %, against
+-0.2 % / 19.8 % / 292 for the roofline (2026-12-08, after the tables cover pipeline and data-parallel shardings).
 The CSV is regenerated with::
 
     pip install 'fleetplan[aiconfigurator]'   # or a --system-site-packages venv with aiconfigurator-core==0.12.0
@@ -107,6 +115,7 @@ GRID_MODELS = {
     "llama-3.1-70b": "meta-llama/Meta-Llama-3.1-70B",
     "qwen3-30b-a3b": "Qwen/Qwen3-30B-A3B",
     "deepseek-v3": "deepseek-ai/DeepSeek-V3",
+    "qwen3-235b-a22b": "Qwen/Qwen3-235B-A22B",
 }
 GRID_MODEL_TP = (("llama-3.1-8b", 1), ("qwen3-32b", 2), ("llama-3.1-70b", 4), ("llama-3.1-70b", 8),
                  ("qwen3-30b-a3b", 1), ("deepseek-v3", 8))
@@ -123,11 +132,30 @@ GRID_DECODE = ((1, 2048), (32, 2048), (128, 2048), (32, 8192))  # (batch_size, c
 MOE_MODELS = ("qwen3-30b-a3b", "deepseek-v3")
 MLA_MODELS = ("deepseek-v3",)  # MLA attention: its own kind in the block-FP8 summary (``block_floor_summary``)
 DATABASE_MODE = "SILICON"
+#: The parallel grid (``parallel_grid``, its own CSV ``PARALLEL_CSV_PATH``): the shardings today's MoE fleets run,
+#: each (model, pp, dp, ep in vLLM's meaning with ``tp``, systems, AIConfigurator quant modes): DeepSeek-V3's block-FP8
+#: checkpoint with its experts spread over 8 GPUs (``-tp 8 --enable-expert-parallel``) and with data-parallel attention
+#: (``-dp 8 --enable-expert-parallel``; AIConfigurator ``attention_dp_size`` 8: one rank's batch, the experts seeing
+#: every rank's tokens); Qwen3-235B-A22B block FP8 over two 8-GPU H100 nodes, pipelined (``-tp 8 -pp 2``, experts
+#: spread within a stage) and data-parallel (``-dp 16``, experts over both nodes); Llama-3.1-70B BF16 pipelined
+#: (``-tp 4 -pp 2``).
+PARALLEL_GRID = (
+    ("deepseek-v3", 8, 1, 1, 8, ("h200_sxm", "b200_sxm"), ("fp8_block",)),
+    ("deepseek-v3", 1, 1, 8, 8, ("h200_sxm", "b200_sxm"), ("fp8_block",)),
+    ("qwen3-235b-a22b", 8, 2, 1, 8, ("h100_sxm",), ("fp8_block",)),
+    ("qwen3-235b-a22b", 1, 1, 16, 16, ("h100_sxm",), ("fp8_block",)),
+    ("llama-3.1-70b", 4, 2, 1, 1, ("h100_sxm",), ("bfloat16",)),
+)
+PARALLEL_MOE_MODELS = ("deepseek-v3", "qwen3-235b-a22b")
 
 COLUMNS = ("engine", "engine_version", "system", "gpu", "model", "aic_model", "tp", "weight_dtype", "aic_quant_mode",
            "phase", "batch_size", "prompt_tokens", "context_tokens", "aic_ms", "aiconfigurator_version",
            "database_mode")
 PHASES = ("prefill", "decode")
+#: The parallel grid's columns: ``pp``, ``dp``, ``ep`` after ``tp`` (vLLM's meaning, ``Parallelism(tp, pp, dp, ep)``).
+PARALLEL_COLUMNS = (*COLUMNS[:COLUMNS.index("tp") + 1], "pp", "dp", "ep", *COLUMNS[COLUMNS.index("tp") + 1:])
+PARALLEL_CSV_PATH = ROOT / "benchmarks" / "data" / "aiconfigurator_parallel_estimates.csv"
+_INT_COLUMNS = ("tp", "pp", "dp", "ep", "batch_size", "prompt_tokens", "context_tokens")
 
 
 # ---- the AIConfigurator side (its venv) ---------------------------------------------------------------
@@ -148,17 +176,49 @@ def grid() -> Iterable[dict]:
                         yield base | {"phase": "decode", "batch_size": b, "prompt_tokens": 0, "context_tokens": c}
 
 
-def _aic_engine(row: dict, engine_version: str):
-    """aiconfigurator-core's compiled engine for a row's pool (``fleetplan.perf.measured.aic``); MoE experts
-    split tensor-parallel (moe_tp = tp, no expert parallelism)."""
+def parallel_grid() -> Iterable[dict]:
+    """Every configuration of the parallel grid (``PARALLEL_GRID``), AIConfigurator's columns still empty: the
+    grid's phases and shapes, the decode batch and the prompt being one attention rank's with ``dp`` > 1."""
+    for model, tp, pp, dp, ep, systems, quants in PARALLEL_GRID:
+        for system in systems:
+            for engine in GRID_ENGINES:
+                for quant in quants:
+                    base = {"engine": engine, "system": system, "gpu": GRID_SYSTEMS[system], "model": model,
+                            "aic_model": GRID_MODELS[model], "tp": tp, "pp": pp, "dp": dp, "ep": ep,
+                            "weight_dtype": GRID_QUANT[quant], "aic_quant_mode": quant}
+                    for p in GRID_PREFILL_TOKENS:
+                        yield base | {"phase": "prefill", "batch_size": 1, "prompt_tokens": p, "context_tokens": 0}
+                    for b, c in GRID_DECODE:
+                        yield base | {"phase": "decode", "batch_size": b, "prompt_tokens": 0, "context_tokens": c}
+
+
+def sharding(row: dict) -> str:
+    """A row's sharding in short: ``tp8``, ``tp1 dp8 ep8``, ``tp8 pp2 ep8``."""
+    return " ".join(f"{k}{row.get(k, 1)}" for k in ("tp", "pp", "dp", "ep") if k == "tp" or row.get(k, 1) > 1)
+
+
+def row_parallelism(row: dict):
+    """The row's ``fleetplan.perf.parallelism.Parallelism``: ``tp`` with the parallel grid's ``pp``, ``dp``, ``ep``
+    (1 in the tensor-parallel grid: a MoE model's experts split tensor-parallel, AIConfigurator's moe_tp = tp)."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
+    from fleetplan.perf.parallelism import Parallelism
+
+    return Parallelism(tp=row["tp"], pp=row.get("pp", 1), dp=row.get("dp", 1), ep=row.get("ep", 1))
+
+
+def _aic_engine(row: dict, engine_version: str):
+    """aiconfigurator-core's compiled engine for a row's pool (``fleetplan.perf.measured.aic``), its sharding
+    in AIConfigurator's terms as the measured source maps it (``coverage``: attention tp and data-parallel ranks,
+    pipeline stages, the experts' tp and ep)."""
     from fleetplan.perf.measured.aic import AicEngine
     from fleetplan.perf.measured.coverage import MeasuredKey
 
-    moe = row["model"] in MOE_MODELS
-    key = MeasuredKey(row["aic_model"], row["system"], row["engine"], row["tp"], row["tp"] if moe else None,
-                      1 if moe else None, row["aic_quant_mode"], "bfloat16")
+    par = row_parallelism(row)
+    moe = row["model"] in MOE_MODELS or row["model"] in PARALLEL_MOE_MODELS
+    key = MeasuredKey(row["aic_model"], row["system"], row["engine"], par.attn_tp, par.ffn_tp if moe else None,
+                      par.ffn_ep if moe else None, row["aic_quant_mode"], "bfloat16", pp=par.pp,
+                      attention_dp=par.attn_dp)
     return AicEngine(key, engine_version)
 
 
@@ -171,10 +231,10 @@ def _aic_estimate_ms(engine, row: dict) -> float:
     return engine.decode_ms(row["batch_size"], row["context_tokens"])
 
 
-def generate(path: Path = CSV_PATH, *, log=print) -> int:
-    """Ask aiconfigurator-core for every grid row and write ``path``; configurations it cannot estimate
-    (no database rows for the engine/quantisation, model too large) are logged and left out.
-    Returns the number of rows written."""
+def generate(path: Path = CSV_PATH, *, log=print, parallel: bool = False) -> int:
+    """Ask aiconfigurator-core for every grid row (``parallel``: the parallel grid's) and write ``path``;
+    configurations it cannot estimate (no database rows for the engine/quantisation, model too large) are logged
+    and left out.  Returns the number of rows written."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from fleetplan.perf.measured.aic import database_version, package_version
@@ -184,12 +244,13 @@ def generate(path: Path = CSV_PATH, *, log=print) -> int:
         raise RuntimeError("aiconfigurator-core is not installed: pip install 'fleetplan[aiconfigurator]'")
     engines: dict[tuple, object] = {}
     rows, skipped = [], 0
-    for row in grid():
+    for row in (parallel_grid() if parallel else grid()):
         version = database_version(row["system"], row["engine"])
         if version is None:
             skipped += 1
             continue
-        key = (row["system"], row["engine"], row["model"], row["tp"], row["aic_quant_mode"])
+        key = (row["system"], row["engine"], row["model"], row["tp"], row.get("pp"), row.get("dp"), row.get("ep"),
+               row["aic_quant_mode"])
         if key in engines and engines[key] is None:
             skipped += 1
             continue
@@ -200,8 +261,8 @@ def generate(path: Path = CSV_PATH, *, log=print) -> int:
         except Exception as err:  # noqa: BLE001 - AIConfigurator raises many kinds; the row is left out
             engines.setdefault(key, None)  # a pool that does not compile is not retried row by row
             skipped += 1
-            log(f"skip {row['engine']} {row['system']} {row['model']} tp{row['tp']} {row['aic_quant_mode']} "
-                f"{row['phase']}: {type(err).__name__}: {str(err)[:120]}")
+            log(f"skip {row['engine']} {row['system']} {row['model']} {row_parallelism(row).flags()} "
+                f"{row['aic_quant_mode']} {row['phase']}: {type(err).__name__}: {str(err)[:120]}")
             continue
         if not (math.isfinite(ms) and ms > 0):
             skipped += 1
@@ -209,7 +270,7 @@ def generate(path: Path = CSV_PATH, *, log=print) -> int:
             continue
         rows.append(row | {"engine_version": version, "aic_ms": f"{ms:.4f}",
                            "aiconfigurator_version": aic_version, "database_mode": DATABASE_MODE})
-    _write(path, rows, aic_version)
+    _write(path, rows, aic_version, PARALLEL_COLUMNS if parallel else COLUMNS)
     log(f"wrote {len(rows)} rows to {path} ({skipped} skipped)")
     return len(rows)
 
@@ -892,7 +953,7 @@ def mla_prefill_query_table_cost() -> list[dict]:
                                       MLA_PREFILL_KERNELS, "mla_prefill_s_per_token", MLA_MODEL)
 
 
-def _write(path: Path, rows: list[dict], aic_version: str) -> None:
+def _write(path: Path, rows: list[dict], aic_version: str, columns: tuple[str, ...] = COLUMNS) -> None:
     header = (f"# AIConfigurator {aic_version} estimates (database_mode {DATABASE_MODE}) written by "
               "benchmarks/aiconfigurator_compare.py --generate; aic_ms is static_ctx TTFT (prefill, batch 1) or "
               "static_gen TPOT with osl 2 (one decode step); source of each row: aiconfigurator_version, system, "
@@ -900,25 +961,27 @@ def _write(path: Path, rows: list[dict], aic_version: str) -> None:
     tmp = path.with_suffix(".tmp")
     with tmp.open("w", encoding="utf-8", newline="") as fh:
         fh.write(header)
-        writer = csv.DictWriter(fh, fieldnames=COLUMNS, lineterminator="\n")
+        writer = csv.DictWriter(fh, fieldnames=columns, lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows)
     tmp.replace(path)
 
 
 # ---- the fleetplan side ---------------------------------------------------------------------------------
-def read_estimates(path: Path = CSV_PATH) -> list[dict]:
-    """The checked-in estimates, typed (ints, ``aic_ms`` float); ``ValueError`` names a bad row's file line."""
+def read_estimates(path: Path = CSV_PATH, columns: tuple[str, ...] = COLUMNS) -> list[dict]:
+    """The checked-in estimates, typed (ints, ``aic_ms`` float); ``ValueError`` names a bad row's file line.
+    ``columns``: ``PARALLEL_COLUMNS`` for the parallel grid's CSV."""
     numbered = [(n, line) for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
                 if not line.startswith("#")]
     rows = []
     for (i, _), raw in zip(numbered[1:], csv.DictReader(line for _, line in numbered), strict=True):
-        if set(raw) != set(COLUMNS):
-            raise ValueError(f"{path}: columns {sorted(raw)} are not {sorted(COLUMNS)}")
+        if set(raw) != set(columns):
+            raise ValueError(f"{path}: columns {sorted(raw)} are not {sorted(columns)}")
         row = dict(raw)
         try:
-            for name in ("tp", "batch_size", "prompt_tokens", "context_tokens"):
-                row[name] = int(raw[name])
+            for name in _INT_COLUMNS:
+                if name in raw:
+                    row[name] = int(raw[name])
             row["aic_ms"] = float(raw["aic_ms"])
         except ValueError as err:
             raise ValueError(f"{path} line {i}: {err}") from None
@@ -939,7 +1002,6 @@ def _predict_ms(rows: list[dict], **overrides) -> list[float]:
     from fleetplan.models import Dtype, load_model
     from fleetplan.perf import StepTimePredictor, parse_batch
     from fleetplan.perf.engine_profile import load_engine_profile
-    from fleetplan.perf.parallelism import Parallelism
     from fleetplan.perf.quant import Fp8Scaling
 
     catalog = load_catalog()
@@ -947,12 +1009,13 @@ def _predict_ms(rows: list[dict], **overrides) -> list[float]:
     out = []
     for row in rows:
         scaling = Fp8Scaling.BLOCK if row["aic_quant_mode"] == "fp8_block" else Fp8Scaling.PER_TENSOR
-        key = (row["engine"], row["gpu"], row["model"], row["tp"], row["weight_dtype"], scaling)
+        par = row_parallelism(row)
+        key = (row["engine"], row["gpu"], row["model"], par, row["weight_dtype"], scaling)
         if key not in predictors:
             gpu, dtype = catalog.get(row["gpu"]), Dtype(row["weight_dtype"])
             options = dataclasses.replace(load_engine_profile(row["engine"]).options_for(gpu, dtype), **overrides)
-            predictors[key] = StepTimePredictor(load_model(row["model"]), gpu, Parallelism(tp=row["tp"]), dtype,
-                                                Dtype.BF16, options, fp8_scaling=scaling)
+            predictors[key] = StepTimePredictor(load_model(row["model"]), gpu, par, dtype, Dtype.BF16, options,
+                                                fp8_scaling=scaling)
         if row["phase"] == "prefill":
             batch = parse_batch(f"prefill={row['prompt_tokens']}@0")
         else:
@@ -994,19 +1057,18 @@ def measured_ms(rows: list[dict], *, log=None) -> list[float | None]:
     from fleetplan.perf.engine_profile import load_engine_profile
     from fleetplan.perf.measured import measured_step_model
     from fleetplan.perf.measured.overhead import engine_overhead
-    from fleetplan.perf.parallelism import Parallelism
 
     catalog = load_catalog()
     models: dict[tuple, object] = {}
     out: list[float | None] = []
     for row in rows:
         scheme = row["aic_quant_mode"] if row["aic_quant_mode"] != "bfloat16" else "fp8"
-        key = (row["engine"], row["gpu"], row["model"], row["tp"], row["weight_dtype"], scheme)
+        par = row_parallelism(row)
+        key = (row["engine"], row["gpu"], row["model"], par, row["weight_dtype"], scheme)
         if key not in models:
             gpu, dtype = catalog.get(row["gpu"]), Dtype(row["weight_dtype"])
             options = load_engine_profile(row["engine"]).options_for(gpu, dtype)
             model = load_model(row["model"])
-            par = Parallelism(tp=row["tp"])  # experts split tensor-parallel, as the CSV's moe_tp = tp
             predictor = StepTimePredictor(model, gpu, par, dtype, Dtype.BF16, options)
             models[key] = measured_step_model(predictor, row["engine"], scheme)
             if log is not None:
@@ -1021,13 +1083,15 @@ def measured_ms(rows: list[dict], *, log=None) -> list[float | None]:
     return out
 
 
-def agreement(rows: list[dict], ours_ms: list[float | None]) -> list[dict]:
+def agreement(rows: list[dict], ours_ms: list[float | None], *, by_sharding: bool = False) -> list[dict]:
     """Share of configurations within ``AGREEMENT_TOLERANCE`` of AIConfigurator, by engine x weights (FP8
-    schemes apart) x phase and over all rows; rows a source does not cover (None) count as misses."""
+    schemes apart) x phase (``by_sharding``: engine x ``sharding`` x phase, the parallel grid) and over all rows;
+    rows a source does not cover (None) count as misses."""
     groups: dict[tuple, list[bool]] = {}
     for row, ms in zip(rows, ours_ms, strict=True):
         hit = ms is not None and abs(ms / row["aic_ms"] - 1.0) <= AGREEMENT_TOLERANCE
-        for g in ((row["engine"], row["aic_quant_mode"], row["phase"]), ("all", "all", "all"),
+        kind = sharding(row) if by_sharding else row["aic_quant_mode"]
+        for g in ((row["engine"], kind, row["phase"]), ("all", "all", "all"),
                   ("all", "fp8 (both schemes)" if row["aic_quant_mode"] != "bfloat16" else "bfloat16", "all")):
             groups.setdefault(g, []).append(hit)
     return [{"engine": e, "aic_quant_mode": q, "phase": p, "n": len(h), "within": sum(h) / len(h)}
@@ -1292,9 +1356,52 @@ def _range(lo: float, hi: float) -> str:
     return f"{lo:.2f}-{hi:.2f}"
 
 
-def markdown_section(results: list[dict], path: Path = CSV_PATH) -> list[str]:
+def sharding_summary(results: list[dict]) -> list[dict]:
+    """Ratio statistics of the parallel grid per engine x ``sharding`` x phase (as ``group_summary``)."""
+    return group_summary([r | {"aic_quant_mode": sharding(r)} for r in results])
+
+
+PARALLEL_READING = """\
+On these shardings the roofline is not AIConfigurator: with the experts spread over the GPUs its prefill steps are
+0.24-0.73x AIConfigurator's (geometric means by engine and sharding) and its 16-rank decode steps 0.37-0.49x, while
+8-GPU decode and the dense pipeline stay within 0.58-1.46x; the measured source (`fleetplan.perf.measured`, which
+covers them: AIConfigurator's `attention_dp_size` and `pp_size`) is what tracks the tables (`python
+benchmarks/aiconfigurator_compare.py --agreement`, with aiconfigurator-core installed). Two operators make most of
+the gap, read from AIConfigurator's per-operator breakdown (`run_static_per_op`): its fused-MoE tables with experts
+spread over 8 GPUs reach about half the FLOP rate fleetplan's read-back `moe_fp8_gemm_efficiency` gives (DeepSeek-V3
+`-tp 8 --enable-expert-parallel`, 4,096-token prefill on H200: its MoE 108 ms, fleetplan's 56 ms), and its dispatch
+and combine at 16 ranks over two H100 nodes grow like every rank receiving every rank's hidden states over the
+scale-out network (Qwen3-235B `-dp 16`, a 4,096-token prompt per rank: 1.27 s each, 50 GB per step at about 40
+GB/s), where fleetplan's all-to-all moves each token's routed copies only, as DeepEP does. No published serving run
+of these shardings is held out to decide between them (the serving table's expert-parallel rows, SGLang MiniMax-M2.5
+and Qwen3-Coder, are fitted rows, and its one held-out data-parallel run, SGLang DeepSeek-V3.2 `--dp 8
+--enable-dp-attention`, keeps its experts tensor-parallel); a plan that uses them is timed by the tables where
+aiconfigurator-core is installed and says so in its timing source."""
+
+
+def parallel_markdown_section(results: list[dict]) -> list[str]:
+    """The parallel grid's part of the ``docs/serving_validation.md`` section: ratio by engine x sharding x phase."""
+    lines = ["### Expert, data and pipeline parallel shardings", "",
+             f"`{PARALLEL_CSV_PATH.relative_to(ROOT)}` ({len(results)} configurations, written by `python "
+             "benchmarks/aiconfigurator_compare.py --generate-parallel`; the same phases and shapes, a decode batch "
+             "and a prompt being one attention rank's with `dp` > 1, as AIConfigurator's `attention_dp_size` times "
+             "them): " + "; ".join(f"{m} {' '.join(q)}" for m, *_, q in (
+                 (model, tp, pp, dp, ep, systems, [sharding({"tp": tp, "pp": pp, "dp": dp, "ep": ep})] + [
+                     f"({', '.join(GRID_SYSTEMS[x] for x in systems)}, {', '.join(quants)})"])
+                 for model, tp, pp, dp, ep, systems, quants in PARALLEL_GRID)) + ".  ratio = fleetplan's "
+             "roofline / AIConfigurator.", "",
+             "| engine | sharding | phase | rows | ratio, geometric mean | mean | range |",
+             "|---|---|---|---|---|---|---|"]
+    for g in sharding_summary(results):
+        lines.append(f"| {g['engine']} | {g['aic_quant_mode']} | {g['phase']} | {g['n']} | {g['geomean']:.2f} | "
+                     f"{g['mean']:.2f} | {_range(g['min'], g['max'])} |")
+    return [*lines, "", *PARALLEL_READING.splitlines()]
+
+
+def markdown_section(results: list[dict], path: Path = CSV_PATH, parallel: list[dict] | None = None) -> list[str]:
     """The ``docs/serving_validation.md`` section: summary by engine x weights x phase, the FP8-vs-BF16
-    question, the read-back FP8 GEMM efficiencies, and one line per configuration."""
+    question, the read-back FP8 GEMM efficiencies, the parallel grid (``parallel``: its ``compare`` rows), and one
+    line per configuration of the tensor-parallel grid."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from fleetplan.perf.engine_profile import load_engine_profile
@@ -1401,6 +1508,8 @@ def markdown_section(results: list[dict], path: Path = CSV_PATH) -> list[str]:
                      f"{g['ratio']:.2f} ({_range(*g['range'])}) | {g['ratio_floor']:.2f} "
                      f"({_range(*g['range_floor'])}) |")
     lines += ["", *SECTION_READING.splitlines()]
+    if parallel:
+        lines += ["", *parallel_markdown_section(parallel)]
     lines += ["", "### Configurations", "",
               "| engine | GPU | model | TP | weights | phase | batch x tokens | AIConfigurator | fleetplan | ratio |",
               "|---|---|---|---|---|---|---|---|---|---|"]
@@ -1527,10 +1636,15 @@ def main() -> int:
                         "measured source (needs aiconfigurator-core)")
     parser.add_argument("--agreement", action="store_true",
                         help="also print the share within +-10 %% of AIConfigurator for the measured source "
-                        "(needs aiconfigurator-core) and the roofline fallback")
+                        "(needs aiconfigurator-core) and the roofline fallback, the parallel grid's too")
+    parser.add_argument("--generate-parallel", action="store_true",
+                        help="query AIConfigurator (must be importable) for the parallel grid (expert, data and "
+                        "pipeline parallel shardings) and rewrite its CSV")
     args = parser.parse_args()
     if args.generate:
         return 0 if generate(args.csv) else 1
+    if args.generate_parallel:
+        return 0 if generate(PARALLEL_CSV_PATH, parallel=True) else 1
     if args.fit_overhead:
         fit_overhead(overhead_rows())
         return 0
@@ -1549,28 +1663,40 @@ def main() -> int:
         print(f"{g['engine']:8s} {g['aic_quant_mode']:10s} {g['phase']:8s} {g['n']:4d} {g['geomean']:8.2f} "
               f"{g['min']:6.2f} {g['max']:6.2f}")
     if args.agreement:
-        print_agreement(results)
+        print_agreement(results, compare(read_estimates(PARALLEL_CSV_PATH, PARALLEL_COLUMNS)))
     return 0
 
 
-def print_agreement(results: list[dict]) -> None:
-    """The target table: share within +-10 % of AIConfigurator, measured source and roofline fallback."""
+def print_agreement(results: list[dict], parallel: list[dict]) -> None:
+    """The target table: share within +-10 % of AIConfigurator, measured source and roofline fallback, over the
+    tensor-parallel grid (by engine x weights x phase), the parallel grid (by engine x sharding x phase) and
+    both."""
     sys.path.insert(0, str(ROOT))
     from fleetplan.perf.measured.aic import package_version
 
     version = package_version()
-    measured = measured_ms(results) if version is not None else [None] * len(results)
-    roofline = agreement(results, [r["ours_ms"] for r in results])
-    by_key = {(g["engine"], g["aic_quant_mode"], g["phase"]): g for g in agreement(results, measured)}
     source = f"aiconfigurator-core {version}" if version else "aiconfigurator-core not installed: no measured source"
     print(f"\nshare within +-{AGREEMENT_TOLERANCE:.0%} of AIConfigurator (target >= {AGREEMENT_TARGET:.0%}); "
           f"measured = {source}, kernels only (the measured source is fitted on the same tables' steps at a grid "
           "of batch shapes, so this measures its coefficient form, not an independent check)")
-    print(f"{'engine':8s} {'quant':18s} {'phase':8s} {'n':>4s} {'measured':>9s} {'roofline':>9s}")
-    for g in roofline:
-        m = by_key[(g["engine"], g["aic_quant_mode"], g["phase"])]
-        print(f"{g['engine']:8s} {g['aic_quant_mode']:18s} {g['phase']:8s} {g['n']:4d} {m['within']:9.1%} "
-              f"{g['within']:9.1%}")
+    measured_all, roofline_all = [], []
+    for rows, by_sharding in ((results, False), (parallel, True)):
+        measured = measured_ms(rows) if version is not None else [None] * len(rows)
+        roofline = [r["ours_ms"] for r in rows]
+        measured_all += measured
+        roofline_all += roofline
+        by_key = {(g["engine"], g["aic_quant_mode"], g["phase"]): g
+                  for g in agreement(rows, measured, by_sharding=by_sharding)}
+        print(f"\n{'engine':8s} {'sharding' if by_sharding else 'quant':18s} {'phase':8s} {'n':>4s} {'measured':>9s} "
+              f"{'roofline':>9s}")
+        for g in agreement(rows, roofline, by_sharding=by_sharding):
+            m = by_key[(g["engine"], g["aic_quant_mode"], g["phase"])]
+            print(f"{g['engine']:8s} {g['aic_quant_mode']:18s} {g['phase']:8s} {g['n']:4d} {m['within']:9.1%} "
+                  f"{g['within']:9.1%}")
+    both = results + parallel
+    m, r = (next(g for g in agreement(both, ms) if g["engine"] == g["aic_quant_mode"] == "all")
+            for ms in (measured_all, roofline_all))
+    print(f"\nboth grids, {m['n']} configurations: measured {m['within']:.1%}, roofline {r['within']:.1%}")
 
 
 if __name__ == "__main__":

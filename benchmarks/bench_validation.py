@@ -35,6 +35,7 @@ import argparse
 import csv
 import importlib.util
 import math
+import os
 import re
 import sys
 import time
@@ -618,21 +619,26 @@ def profile_version(k: dict) -> str | None:
     return match.group(0) if match else UNSTATED_RELEASES.get(text)
 
 
-def simulate_run(key: tuple, catalog) -> dict:
-    k = dict(zip(RUN_KEYS, key, strict=True))
+def _engine_args(k: dict, catalog, timing_source: str) -> EngineArgs:
+    """The run's engine (``k``: its ``RUN_KEYS`` values) as ``bench serve`` takes it."""
     gpu = catalog.get(k["gpu"])
     weights = Dtype(k["weight_dtype"])
     model = _model(k["model"])
     par, copies = row_parallelism(k, model)
-    engine = EngineArgs(model, gpu, int(k["tp"]), weights, Dtype(k["kv_cache_dtype"] or "bf16"),
-                        max_num_seqs=_int_or_none(k["max_num_seqs"]),
-                        max_num_batched_tokens=_int_or_none(k["max_num_batched_tokens"]),
-                        enable_chunked_prefill=k["chunked_prefill"] == "true",
-                        options=load_engine_profile(k["profile"]).options_for(gpu, weights, profile_version(k)),
-                        instances=copies, parallelism_spec=par, engine=k["engine"],
-                        gpu_memory_utilization=float(k["memory_fraction"]) if k["memory_fraction"] else None,
-                        async_scheduling=k["async_scheduling"] == "true",
-                        engine_version=profile_version(k))
+    return EngineArgs(model, gpu, int(k["tp"]), weights, Dtype(k["kv_cache_dtype"] or "bf16"),
+                      max_num_seqs=_int_or_none(k["max_num_seqs"]),
+                      max_num_batched_tokens=_int_or_none(k["max_num_batched_tokens"]),
+                      enable_chunked_prefill=k["chunked_prefill"] == "true",
+                      options=load_engine_profile(k["profile"]).options_for(gpu, weights, profile_version(k)),
+                      instances=copies, parallelism_spec=par, engine=k["engine"],
+                      gpu_memory_utilization=float(k["memory_fraction"]) if k["memory_fraction"] else None,
+                      async_scheduling=k["async_scheduling"] == "true",
+                      engine_version=profile_version(k), timing_source=timing_source)
+
+
+def simulate_run(key: tuple, catalog, timing_source: str = "roofline") -> dict:
+    k = dict(zip(RUN_KEYS, key, strict=True))
+    engine = _engine_args(k, catalog, timing_source)
     conc = _int_or_none(k["max_concurrency"])
     rate = math.inf if k["request_rate"] == "inf" else float(k["request_rate"])
     dataset = DatasetSpec(random_input_len=int(k["input_tokens"]), random_output_len=int(k["output_tokens"]),
@@ -653,9 +659,11 @@ def simulate_run(key: tuple, catalog) -> dict:
             "_api_utilisation": busy_s / api.n_servers / duration_s if duration_s > 0 else 0.0}
 
 
-def evaluate(rows: list[dict]) -> list[dict]:
+def evaluate(rows: list[dict], timing_source: str = "roofline") -> list[dict]:
     """Each row with ``predicted`` and ``error`` (predicted / measured - 1), or, when the tool cannot express
-    the run, ``predicted`` None and ``miss`` naming why (the library's one-line error)."""
+    the run, ``predicted`` None and ``miss`` naming why (the library's one-line error).  ``timing_source``: the
+    step timing of every run (``bench serve --timing-source``; ``auto`` times a pool by aiconfigurator-core's
+    tables where it is installed and covers the pool)."""
     catalog = load_catalog()
     cache: dict[tuple, dict | str] = {}
     out = []
@@ -663,7 +671,7 @@ def evaluate(rows: list[dict]) -> list[dict]:
         key = tuple(row[k] for k in RUN_KEYS)
         if key not in cache:
             try:
-                cache[key] = simulate_run(key, catalog)
+                cache[key] = simulate_run(key, catalog, timing_source)
             except FleetplanError as exc:
                 cache[key] = str(exc)
         got, measured = cache[key], float(row["measured"])
@@ -966,7 +974,8 @@ def regime_lines(results: list[dict]) -> list[str]:
     return lines
 
 
-def markdown(results: list[dict], s: dict, aic_results: list[dict] | None = None) -> str:
+def markdown(results: list[dict], s: dict, aic_results: list[dict] | None = None,
+             aic_parallel: list[dict] | None = None) -> str:
     in_sample_rows = [r for r in results if in_sample(r) and r["error"] is not None]
     by_metric: dict[str, list[float]] = {}
     by_engine: dict[str, list[float]] = {}
@@ -1051,8 +1060,51 @@ def markdown(results: list[dict], s: dict, aic_results: list[dict] | None = None
                      f"{conc} | {r['metric']} | {_fmt(r['metric'], float(r['measured']))} | "
                      f"{pred} | {err}{flag} | {r['source']} |")
     if aic_results:
-        lines += ["", *aiconfigurator_compare.markdown_section(aic_results)]
+        lines += ["", *aiconfigurator_compare.markdown_section(aic_results, parallel=aic_parallel)]
     return "\n".join(lines) + "\n"
+
+
+def print_measured_source_figures() -> int:
+    """The held-out, fitted and in-sample figures with the step timed by aiconfigurator-core's tables where they cover
+    a run (``timing_source`` auto) against the roofline on the same rows, and how many runs the tables timed: the
+    accuracy the optional extra buys (``fleetplan[aiconfigurator]``)."""
+    from fleetplan.perf.measured import aic
+
+    if aic.package_version() is None:
+        print("aiconfigurator-core is not installed: `auto` would time every run by the roofline; pip install "
+              "'fleetplan[aiconfigurator]'")
+        return 1
+    rows = read_rows()
+    t0 = time.perf_counter()
+    measured = evaluate(rows, "auto")
+    roofline = evaluate(rows, "roofline")
+    wall_s = time.perf_counter() - t0
+    for label, pick in (("held out", held_out), ("fitted", fitted), ("in-sample", in_sample)):
+        for name, results in (("roofline", roofline), ("auto (measured where covered)", measured)):
+            h = held_out_summary([r for r in results if pick(r)])
+            print(f"{label:9s} {name:30s} {h['n']} rows, {h['predicted']} predicted: mean signed "
+                  f"{_pct(h['mean_signed'], True)}, mean absolute {_pct(h['mean_abs'])}, {h['within']} within "
+                  f"{ROW_TOLERANCE:.0%}")
+    covered = _measured_runs(rows)
+    print(f"runs timed by the tables: {covered} of {len({tuple(r[k] for k in RUN_KEYS) for r in rows})} "
+          f"(aiconfigurator-core {aic.package_version()}; {wall_s:.1f} s, load {os.getloadavg()[0]:.2f})")
+    return 0
+
+
+def _measured_runs(rows: list[dict]) -> int:
+    """How many distinct runs of ``rows`` the measured tables time under ``auto``."""
+    from fleetplan.perf.measured.source import MEASURED_PREFIX, timing_source
+
+    catalog = load_catalog()
+    n = 0
+    for key in {tuple(r[k] for k in RUN_KEYS) for r in rows}:
+        k = dict(zip(RUN_KEYS, key, strict=True))
+        try:
+            engine = _engine_args(k, catalog, "auto")
+            n += timing_source(engine.step_model()).startswith(MEASURED_PREFIX)
+        except FleetplanError:
+            continue
+    return n
 
 
 def main() -> int:
@@ -1061,7 +1113,12 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=DOC)
     parser.add_argument("--regenerate-aiconfigurator", action="store_true",
                         help="rewrite benchmarks/data/aiconfigurator_estimates.csv first (needs aiconfigurator)")
+    parser.add_argument("--timing-source", choices=("roofline", "auto"), default="roofline",
+                        help="auto: time the runs by aiconfigurator-core's tables where installed and covering (prints "
+                        "the figures by timing source; the doc is written from the roofline only)")
     args = parser.parse_args()
+    if args.timing_source == "auto":
+        return print_measured_source_figures()
     if args.regenerate_aiconfigurator:
         if importlib.util.find_spec("aiconfigurator") is None:
             parser.error("aiconfigurator is not importable here; regenerate the CSV in its own venv "
@@ -1074,7 +1131,9 @@ def main() -> int:
     h = held_out_summary([r for r in results if held_out(r)])
     f = held_out_summary([r for r in results if fitted(r)])
     aic = aiconfigurator_compare.compare(aiconfigurator_compare.read_estimates())
-    atomic_write_text(args.out, markdown(results, s, aic))
+    aic_parallel = aiconfigurator_compare.compare(aiconfigurator_compare.read_estimates(
+        aiconfigurator_compare.PARALLEL_CSV_PATH, aiconfigurator_compare.PARALLEL_COLUMNS))
+    atomic_write_text(args.out, markdown(results, s, aic, aic_parallel))
     print(f"in-sample {s['n']} rows: mean signed {s['mean_signed']:+.1%}, mean absolute {s['mean_abs']:.1%}, "
           f"{s['within']} within {ROW_TOLERANCE:.0%}, {s['unexplained']} beyond without a reason")
     print(f"held out {h['n']} rows: {h['predicted']} predicted ({h['misses']} misses), mean signed "

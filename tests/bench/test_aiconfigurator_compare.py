@@ -150,3 +150,40 @@ def test_a_bad_row_is_named(aic, tmp_path) -> None:
     bad.write_text("\n".join([*lines[:header_at + 1], ",".join(cells)]) + "\n", encoding="utf-8")
     with pytest.raises(ValueError, match="line 3"):
         aic.read_estimates(bad)
+
+
+@pytest.fixture(scope="module")
+def parallel_results(aic):
+    return aic.compare(aic.read_estimates(aic.PARALLEL_CSV_PATH, aic.PARALLEL_COLUMNS))
+
+
+def test_the_parallel_grid_is_checked_in_whole(aic, parallel_results) -> None:
+    """Every configuration of the parallel grid has its estimate (AIConfigurator times all of them), once, with its
+    source, and fleetplan predicts each: the shardings in vLLM's meaning (``Parallelism(tp, pp, dp, ep)``)."""
+    def key(r: dict) -> tuple:
+        return (*_key(r), r["pp"], r["dp"], r["ep"])
+
+    grid = [key(g) for g in aic.parallel_grid()]
+    got = [key(r) for r in parallel_results]
+    assert sorted(got) == sorted(grid) and len(set(got)) == len(got) == 147
+    assert {aic.sharding(r) for r in parallel_results} == {"tp8 ep8", "tp1 dp8 ep8", "tp8 pp2 ep8", "tp1 dp16 ep16",
+                                                          "tp4 pp2"}
+    for r in parallel_results:
+        assert r["aiconfigurator_version"] and r["engine_version"] and r["database_mode"] == "SILICON"
+        assert math.isfinite(r["ratio"]) and r["ratio"] > 0
+        par = aic.row_parallelism(r)
+        assert par.gpus_per_replica == r["tp"] * r["pp"] * r["dp"] and par.ffn_ep == r["ep"]
+
+
+def test_the_parallel_section_summarises_every_sharding(aic, results, parallel_results) -> None:
+    """The doc section's parallel table has one line per engine x sharding x phase, whose rows add up to the grid,
+    and its reading's figures are the table's: the expert-spread prefill geometric means inside 0.24-0.73."""
+    groups = aic.sharding_summary(parallel_results)
+    assert sum(g["n"] for g in groups) == len(parallel_results) and len(groups) == 3 * 5 * 2
+    spread_prefill = [g["geomean"] for g in groups if g["phase"] == "prefill" and "ep" in g["aic_quant_mode"]]
+    assert 0.24 <= round(min(spread_prefill), 2) and round(max(spread_prefill), 2) <= 0.73
+    lines = aic.markdown_section(results, parallel=parallel_results)
+    start = lines.index("### Expert, data and pipeline parallel shardings")
+    assert lines.index("### Configurations") > start
+    assert len(lines) - lines.index("### Configurations") - 4 == len(results)
+    assert sum(line.startswith("| vllm | tp1 dp8 ep8 |") for line in lines) == 2
