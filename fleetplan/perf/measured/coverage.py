@@ -15,7 +15,7 @@ reason, which the roofline fallback's label carries):
   ``fleetplan.perf.predictor`` times it) and, for MoE models, attention data parallelism
   (``attention_dp_size``: each rank's step for its own batch, the experts seeing every rank's tokens, as
   the predictor's rank step), with the routed experts split ``moe_tp`` ways and spread over ``moe_ep``
-  GPUs (``Parallelism.ffn_tp``, ``ffn_ep``: vLLM ``--enable-expert-parallel``, SGLang ``--ep-size``);
+  GPUs (``Parallelism.ffn_tp``, ``ffn_ep``: vLLM `enable_expert_parallel`, SGLang `ep_size`);
   attention data parallelism of a dense model is not covered (vLLM runs it as independent replicas);
 * weights BF16 or FP8 (``Fp8Scheme``: per-tensor W8A8 ``fp8`` or 128x128 block-scaled ``fp8_block``,
   AIConfigurator's GEMM quant modes), KV cache BF16 or FP8; INT4 is not covered.
