@@ -62,8 +62,9 @@ compiled, 89 shapes timed, seven fits), 0.7-4.9 s for each further pool, 0.10-0.
 table and fit are cached (``fleetplan.perf.measured.table.cache_dir``) — a sweep over a dozen placements
 would spend a minute on its first run, against the README's first-run target; what it buys: the step within
 +-10 % of AIConfigurator on 94.7 % of the 1,113 configurations below, both grids (roofline: 32.4 %), and on the
-published serving runs of ``--fit-overhead`` (fitted rows) SGLang -1.7 % / vLLM -3.4 % mean signed error against
--13.7 % / -15.8 % for the roofline (Qwen3-235B-A22B on 8x B200 at concurrency 1: -6.6 % against -48.7 %); what it
+published serving runs of ``--fit-overhead`` (fitted rows, 38 SGLang and 2 vLLM) SGLang +1.3 % / vLLM -3.4 % mean
+signed error against +10.5 % / -15.8 % for the roofline (Qwen3-235B-A22B on 8x B200 at concurrency 1: -6.6 % against
+-48.7 %); what it
 does not buy: on the held-out serving rows (``python benchmarks/bench_validation.py --timing-source auto``, 137 of
 314 runs timed by the tables) +0.8 % / 22.5 % mean signed / absolute error and 282 of 350 within 35 %, against
 -0.2 % / 19.8 % / 292 for the roofline (2026-12-08, after the tables cover pipeline and data-parallel shardings).
@@ -1126,7 +1127,8 @@ EXTRA_OVERHEAD_ROWS = (
 def overhead_rows(path: Path = SERVING_CSV) -> list[dict]:
     """The runs the non-kernel overhead is fitted on: the serving table's vLLM and SGLang rows on GPUs with
     measured tables, decode-time metrics (``OVERHEAD_METRICS``) of runs below saturation (a finite rate or
-    concurrency, or a static batch), no listed outlier, BF16 weights; plus ``EXTRA_OVERHEAD_ROWS``."""
+    concurrency, or a static batch), no listed outlier, BF16 weights, never a held-out row (``held_out`` yes);
+    plus ``EXTRA_OVERHEAD_ROWS``."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from fleetplan.perf.measured.coverage import SYSTEM_OF_GPU
@@ -1134,7 +1136,7 @@ def overhead_rows(path: Path = SERVING_CSV) -> list[dict]:
     lines = [line for line in path.read_text(encoding="utf-8").splitlines() if not line.startswith("#")]
     rows = [r for r in csv.DictReader(lines)
             if r["engine"] in ("vllm", "sglang") and r["gpu"] in SYSTEM_OF_GPU and r["metric"] in OVERHEAD_METRICS
-            and not r["outlier_reason"] and r["weight_dtype"] == "bf16"
+            and not r["outlier_reason"] and r["weight_dtype"] == "bf16" and r["held_out"] != "yes"
             and (r["request_rate"] != "inf" or r["max_concurrency"])]
     return rows + [dict(r) for r in EXTRA_OVERHEAD_ROWS]
 
@@ -1205,7 +1207,9 @@ def fit_overhead(rows: list[dict], *, log=print) -> dict[str, dict]:
     """Per engine, the per-step overhead ``s`` minimising the squared relative error of the rows' metrics,
     each metric simulated at s = 0 and s = ``OVERHEAD_TRIAL_S`` and taken as linear in s between them
     (closed form: s = sum w (1 - a) / sum w^2 with a = metric(0) / measured, w = slope / measured);
-    then every row simulated again at the fitted s."""
+    then every row simulated again at the fitted s.  The same closed form per engine release (the rows'
+    ``engine_version``) is logged and returned as ``by_release`` (release -> (s, rows)): the check that one value
+    per engine holds across the releases with runs."""
     fits: dict[str, dict] = {}
     for engine in sorted({r["engine"] for r in rows}):
         pts = []
@@ -1220,18 +1224,28 @@ def fit_overhead(rows: list[dict], *, log=print) -> dict[str, dict]:
             pts.append((row, step, at0 / measured, (at1 - at0) / OVERHEAD_TRIAL_S / measured))
         if not pts:
             continue
-        s = max(0.0, sum(w * (1.0 - a) for _, _, a, w in pts) / sum(w * w for _, _, _, w in pts))
+
+        def closed_form(group: list) -> float:
+            return max(0.0, sum(w * (1.0 - a) for _, _, a, w in group) / sum(w * w for _, _, _, w in group))
+
+        s = closed_form(pts)
+        releases: dict[str, list] = {}
+        for p in pts:
+            releases.setdefault(p[0].get("engine_version", ""), []).append(p)
+        by_release = {release: (closed_form(group), len(group)) for release, group in sorted(releases.items())}
         after = [_simulate_with_overhead(row, step, s) / float(row["measured"]) - 1.0 for row, step, _, _ in pts]
         roof = [_simulate_with_overhead(row, None, 0.0) / float(row["measured"]) - 1.0 for row, _, _, _ in pts]
         fits[engine] = {"step_s": s, "n": len(pts), "rows": [p[0] for p in pts],
                         "error_kernels_only": [a - 1.0 for _, _, a, _ in pts], "error_fitted": after,
-                        "error_roofline": roof}
+                        "error_roofline": roof, "by_release": by_release}
 
         def stats(errors: list[float]) -> str:
             return (f"mean signed {sum(errors) / len(errors):+.1%}, mean abs "
                     f"{sum(abs(e) for e in errors) / len(errors):.1%}")
         log(f"{engine}: overhead {s * 1e3:.3f} ms/step on {len(pts)} rows; kernels only: "
             f"{stats([a - 1 for _, _, a, _ in pts])}; fitted: {stats(after)}; roofline + engine profile: {stats(roof)}")
+        log(f"{engine} by release: " + "; ".join(f"{release or 'unstated'} {v * 1e3:.3f} ms/step on {n} rows"
+                                                 for release, (v, n) in by_release.items()))
         for (row, _, a, _), e, r in zip(pts, after, roof, strict=True):
             log(f"   {row['model']:16s} {row['gpu']:8s} tp{row['tp']} {row['input_tokens']}/{row['output_tokens']} "
                 f"rate {row['request_rate']} conc {row['max_concurrency'] or '-'} {row['metric']} {row['measured']}: "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -187,3 +188,18 @@ def test_the_parallel_section_summarises_every_sharding(aic, results, parallel_r
     assert lines.index("### Configurations") > start
     assert len(lines) - lines.index("### Configurations") - 4 == len(results)
     assert sum(line.startswith("| vllm | tp1 dp8 ep8 |") for line in lines) == 2
+
+
+def test_the_overhead_fit_reads_no_held_out_row(aic) -> None:
+    """``--fit-overhead``'s selection: decode-time means of vLLM and SGLang runs below saturation on GPUs with tables,
+    none held out, by release (the SGLang profile's ``[measured_overhead]`` source names these 38 rows and the two
+    releases' fits)."""
+    rows = aic.overhead_rows()
+    assert all(r.get("held_out") != "yes" for r in rows)
+    by_release = Counter((r["engine"], r.get("engine_version", "")) for r in rows)
+    assert by_release == {("sglang", "0.5.6"): 33, ("sglang", "not stated"): 5, ("vllm", "nightly (build 9515)"): 3}
+    from fleetplan.perf.measured.overhead import engine_overhead
+
+    sglang = engine_overhead("sglang")
+    assert "38 published SGLang" in sglang.source and "3.27 and 3.31 ms/step" in sglang.source
+    assert sglang.step_s == pytest.approx(3.27e-3)
