@@ -23,7 +23,8 @@ system, engine and engine version (``aiconfigurator_core/systems/data/<system>/<
   for the roofline fallback on the same configurations, the tensor-parallel grid by engine x weights x phase, the
   parallel grid by engine x sharding x phase, and both together (issue 26 target: >= 90 %, FP8 included);
 * ``--fit-overhead`` (needs ``aiconfigurator-core``): each engine's non-kernel step overhead fitted on
-  published serving runs (``engine_profiles/*.toml`` ``[measured_overhead]``).
+  published serving runs (``engine_profiles/*.toml`` ``[measured_overhead]``), each run replayed as
+  ``benchmarks/bench_validation.py`` replays it, and each engine release with runs fitted on its own too.
 * ``--moe-tables`` (needs ``aiconfigurator-core``): the achieved share of the peak of AIConfigurator's fused-MoE
   tables per system, engine, version and dtype (``moe_table_efficiency``), the read-back of the vLLM and SGLang
   profiles' ``moe_gemm_efficiency`` / ``moe_fp8_gemm_efficiency`` (the roofline's routed-expert GEMM rate);
@@ -62,9 +63,9 @@ compiled, 89 shapes timed, seven fits), 0.7-4.9 s for each further pool, 0.10-0.
 table and fit are cached (``fleetplan.perf.measured.table.cache_dir``) — a sweep over a dozen placements
 would spend a minute on its first run, against the README's first-run target; what it buys: the step within
 +-10 % of AIConfigurator on 94.7 % of the 1,113 configurations below, both grids (roofline: 32.4 %), and on the
-published serving runs of ``--fit-overhead`` (fitted rows, 38 SGLang and 2 vLLM) SGLang +1.3 % / vLLM -3.4 % mean
-signed error against +10.5 % / -15.8 % for the roofline (Qwen3-235B-A22B on 8x B200 at concurrency 1: -6.6 % against
--48.7 %); what it
+published serving runs of ``--fit-overhead`` (fitted rows, 38 SGLang and 2 vLLM decode-time means) SGLang +1.3 % /
+vLLM -3.4 % mean signed error against +3.6 % / -15.8 % for the roofline (Qwen3-235B-A22B on 8x B200 at concurrency 1:
+-6.5 % against +24.5 %), TensorRT-LLM's 46 saturated throughputs -9.5 % against -3.8 %; what it
 does not buy: on the held-out serving rows (``python benchmarks/bench_validation.py --timing-source auto``, 137 of
 314 runs timed by the tables) +0.8 % / 22.5 % mean signed / absolute error and 282 of 350 within 35 %, against
 -0.2 % / 19.8 % / 292 for the roofline (2026-12-08, after the tables cover pipeline and data-parallel shardings).
@@ -1103,71 +1104,69 @@ def agreement(rows: list[dict], ours_ms: list[float | None], *, by_sharding: boo
 SERVING_CSV = ROOT / "benchmarks" / "data" / "serving_measurements.csv"
 OVERHEAD_METRICS = ("median_itl_ms", "mean_tpot_ms", "median_tpot_ms", "mean_e2el_ms")  # decode-time metrics
 OVERHEAD_TRIAL_S = 2e-3  # the second simulation's overhead; metrics are close to linear in it
-#: Published runs not in the serving table (FITTED: they count as fitted rows, never held out).  SGLang's
-#: ``--random-range-ratio`` default 0 draws lengths on [1, L]; replayed as vLLM's L/2 +- r L/2, r = 1 - 2/L
-#: (the serving table's convention).
+#: Published runs not in the serving table (FITTED: they count as fitted rows, never held out), in the serving table's
+#: columns.  SGLang's ``--random-range-ratio`` default 0 draws lengths on [1, L] (``range_ratio_rule`` sglang).
 SGLANG_COOKBOOK = ("sgl-project/sgl-cookbook@07e25b7be1a6e42acacbc7a4f1fe67a5f7313f64 docs/Qwen/Qwen3.md sec. 5.1.1 "
                    "(8x B200, sglang 0.5.6, launch_server --tp 8, sglang.bench_serving random 1000/1000)")
+_SGLANG_COOKBOOK_RUN = {
+    "engine": "sglang", "engine_version": "0.5.6", "model": "qwen3-235b-a22b", "gpu": "B200", "tp": "8",
+    "weight_dtype": "bf16", "dataset": "random", "input_tokens": "1000", "output_tokens": "1000",
+    "random_range_ratio": "0", "range_ratio_rule": "sglang", "request_rate": "inf", "profile": "sglang",
+    "chunked_prefill": "true", "kv_cache_dtype": "", "max_num_seqs": "", "max_num_batched_tokens": "", "pp": "1",
+    "dp": "1", "ep": "1", "dp_attention": "", "outlier_reason": "", "held_out": "fit", "unusable_reason": "",
+    "metric": "median_itl_ms"}
 EXTRA_OVERHEAD_ROWS = (
-    {"engine": "sglang", "engine_version": "0.5.6", "model": "qwen3-235b-a22b", "gpu": "B200", "tp": "8",
-     "weight_dtype": "bf16", "input_tokens": "500", "output_tokens": "500", "random_range_ratio": "0.998",
-     "request_rate": "inf", "max_concurrency": "1", "num_prompts": "10", "metric": "median_itl_ms",
-     "measured": "10.28", "source": SGLANG_COOKBOOK + ", max-concurrency 1: median ITL 10.28 ms"},
-    {"engine": "sglang", "engine_version": "0.5.6", "model": "qwen3-235b-a22b", "gpu": "B200", "tp": "8",
-     "weight_dtype": "bf16", "input_tokens": "500", "output_tokens": "500", "random_range_ratio": "0.998",
-     "request_rate": "inf", "max_concurrency": "16", "num_prompts": "80", "metric": "median_itl_ms",
-     "measured": "14.73", "source": SGLANG_COOKBOOK + ", max-concurrency 16: median ITL 14.73 ms"},
-    {"engine": "sglang", "engine_version": "0.5.6", "model": "qwen3-235b-a22b", "gpu": "B200", "tp": "8",
-     "weight_dtype": "bf16", "input_tokens": "500", "output_tokens": "500", "random_range_ratio": "0.998",
-     "request_rate": "inf", "max_concurrency": "100", "num_prompts": "500", "metric": "median_itl_ms",
-     "measured": "23.78", "source": SGLANG_COOKBOOK + ", max-concurrency 100: median ITL 23.78 ms"},
+    {**_SGLANG_COOKBOOK_RUN, "max_concurrency": "1", "num_prompts": "10", "measured": "10.28",
+     "source": SGLANG_COOKBOOK + ", max-concurrency 1: median ITL 10.28 ms"},
+    {**_SGLANG_COOKBOOK_RUN, "max_concurrency": "16", "num_prompts": "80", "measured": "14.73",
+     "source": SGLANG_COOKBOOK + ", max-concurrency 16: median ITL 14.73 ms"},
+    {**_SGLANG_COOKBOOK_RUN, "max_concurrency": "100", "num_prompts": "500", "measured": "23.78",
+     "source": SGLANG_COOKBOOK + ", max-concurrency 100: median ITL 23.78 ms"},
 )
 
 
+def _bench_validation():
+    """``benchmarks/bench_validation.py`` (imported here: it imports this module), whose replay of a serving row
+    the overhead fit shares."""
+    bench_dir = str(ROOT / "benchmarks")
+    if bench_dir not in sys.path:
+        sys.path.insert(0, bench_dir)
+    import bench_validation
+
+    return bench_validation
+
+
 def overhead_rows(path: Path = SERVING_CSV) -> list[dict]:
-    """The runs the non-kernel overhead is fitted on: the serving table's vLLM and SGLang rows on GPUs with
-    measured tables, decode-time metrics (``OVERHEAD_METRICS``) of runs below saturation (a finite rate or
-    concurrency, or a static batch), no listed outlier, BF16 weights, never a held-out row (``held_out`` yes);
-    plus ``EXTRA_OVERHEAD_ROWS``."""
+    """The runs the non-kernel overhead is fitted on, never a held-out row (``held_out`` yes), on GPUs with measured
+    tables, no listed outlier, BF16 weights: the serving table's vLLM and SGLang decode-time metrics
+    (``OVERHEAD_METRICS``) of runs below saturation (a finite rate or concurrency, or a static batch), plus
+    ``EXTRA_OVERHEAD_ROWS``; and TensorRT-LLM's output throughputs (its runs in the table are ``trtllm-bench``
+    throughput runs, all saturated: a step's overhead shows in them too, with the batch the engine holds), read as
+    ``bench_validation.read_rows`` reads them."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from fleetplan.perf.measured.coverage import SYSTEM_OF_GPU
 
-    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if not line.startswith("#")]
-    rows = [r for r in csv.DictReader(lines)
-            if r["engine"] in ("vllm", "sglang") and r["gpu"] in SYSTEM_OF_GPU and r["metric"] in OVERHEAD_METRICS
-            and not r["outlier_reason"] and r["weight_dtype"] == "bf16" and r["held_out"] != "yes"
-            and (r["request_rate"] != "inf" or r["max_concurrency"])]
-    return rows + [dict(r) for r in EXTRA_OVERHEAD_ROWS]
+    bv = _bench_validation()
+    rows = [r for r in bv.read_rows(path) + bv.typed_rows([dict(r) for r in EXTRA_OVERHEAD_ROWS])
+            if r["gpu"] in SYSTEM_OF_GPU and not r["outlier_reason"] and r["held_out"] != "yes"]
+    below = [r for r in rows if r["engine"] in ("vllm", "sglang") and r["metric"] in OVERHEAD_METRICS
+             and r["weight_dtype"] == "bf16" and (r["request_rate"] != "inf" or r["max_concurrency"])]
+    return below + [r for r in rows if r["engine"] == "trtllm" and r["metric"] == "output_throughput"]
 
 
-def _simulate_with_overhead(row: dict, step, overhead_s: float) -> float:
-    """The row's metric from ``fleetplan bench serve`` with ``step`` (kernels only) plus ``overhead_s`` a step;
-    ``step`` None: the roofline predictor with the row's engine profile."""
-    import dataclasses
+def _replay(row: dict, profile) -> float:
+    """The row's metric from ``bench_validation``'s replay of its run (its engine, scheduler, limits, client and
+    profile release) with ``profile`` as the step model (None: the roofline and engine profile)."""
+    bv = _bench_validation()
+    key = tuple(row[k] for k in bv.RUN_KEYS)
+    return float(bv.simulate_run(key, _catalog(), perf_profile=profile)[row["metric"]])
 
-    from fleetplan.bench import BenchServeConfig, DatasetSpec, EngineArgs, run_bench_serve
+
+def _catalog():
     from fleetplan.hardware import load_catalog
-    from fleetplan.models import Dtype
-    from fleetplan.perf.engine_profile import load_engine_profile
 
-    gpu, dtype = load_catalog().get(row["gpu"]), Dtype(row["weight_dtype"])
-    if step is None:
-        args = EngineArgs(profile_model(row), gpu, int(row["tp"]), dtype,
-                          options=load_engine_profile(row["engine"]).options_for(gpu, dtype))
-    else:
-        coef = list(step.coefficients)
-        coef[0] += overhead_s
-        args = EngineArgs(profile_model(row), gpu, int(row["tp"]), dtype,
-                          perf_profile=dataclasses.replace(step, coefficients=tuple(coef)))
-    conc = int(row["max_concurrency"]) if row.get("max_concurrency") else None
-    rate = math.inf if row["request_rate"] == "inf" else float(row["request_rate"])
-    dataset = DatasetSpec(random_input_len=int(row["input_tokens"]), random_output_len=int(row["output_tokens"]),
-                          random_range_ratio=float(row.get("random_range_ratio") or 0.0))
-    cfg = BenchServeConfig(dataset, num_prompts=int(row["num_prompts"]), request_rate_per_s=rate,
-                           max_concurrency=conc, percentile_metrics=("ttft", "tpot", "itl", "e2el"),
-                           metric_percentiles=(50.0, 99.0))
-    return float(run_bench_serve(args, cfg).metrics[row["metric"]])
+    return load_catalog()
 
 
 def profile_model(row: dict):
@@ -1177,29 +1176,30 @@ def profile_model(row: dict):
 
 
 def kernel_step_model(row: dict):
-    """The measured step model of a serving row's pool with no non-kernel overhead (None: not covered)."""
+    """The measured step model of a serving row's pool (its engine's sharding and measured tables, as ``bench
+    serve --timing-source measured`` builds it) with the engine's non-kernel overhead taken back out (None: not
+    covered)."""
     import dataclasses
 
-    from fleetplan.hardware import load_catalog
-    from fleetplan.models import Dtype
-    from fleetplan.perf import StepTimePredictor
-    from fleetplan.perf.engine_profile import load_engine_profile
-    from fleetplan.perf.measured import measured_step_model
-    from fleetplan.perf.measured.overhead import engine_overhead
-    from fleetplan.perf.parallelism import Parallelism
+    from fleetplan.perf.measured.source import MEASURED_PREFIX, timing_source
 
-    gpu, dtype, model = load_catalog().get(row["gpu"]), Dtype(row["weight_dtype"]), profile_model(row)
-    par = Parallelism.vllm(tensor_parallel_size=int(row["tp"]),
-                           enable_expert_parallel=model.is_moe and row["engine"] == "vllm" and int(row["tp"]) > 1)
-    predictor = StepTimePredictor(model, gpu, par, dtype, Dtype.BF16,
-                                  load_engine_profile(row["engine"]).options_for(gpu, dtype))
-    step = measured_step_model(predictor, row["engine"])
-    if step is None:
+    bv = _bench_validation()
+    k = {name: row[name] for name in bv.RUN_KEYS}
+    engine = bv.engine_args(k, _catalog(), "auto")
+    step = engine.step_model()
+    if not timing_source(step).startswith(MEASURED_PREFIX):
         return None
-    over = engine_overhead(row["engine"])
     coef = list(step.coefficients)
-    coef[0] -= over.step_s
-    coef[11] -= over.per_seq_s
+    coef[0] -= step.scales["overhead_step_s"]
+    coef[11] -= step.scales["overhead_per_seq_s"]
+    return dataclasses.replace(step, coefficients=tuple(coef))
+
+
+def _with_overhead(step, overhead_s: float):
+    import dataclasses
+
+    coef = list(step.coefficients)
+    coef[0] += overhead_s
     return dataclasses.replace(step, coefficients=tuple(coef))
 
 
@@ -1219,8 +1219,8 @@ def fit_overhead(rows: list[dict], *, log=print) -> dict[str, dict]:
                 log(f"not covered: {row['model']} {row['gpu']} tp{row['tp']}")
                 continue
             measured = float(row["measured"])
-            at0 = _simulate_with_overhead(row, step, 0.0)
-            at1 = _simulate_with_overhead(row, step, OVERHEAD_TRIAL_S)
+            at0 = _replay(row, step)
+            at1 = _replay(row, _with_overhead(step, OVERHEAD_TRIAL_S))
             pts.append((row, step, at0 / measured, (at1 - at0) / OVERHEAD_TRIAL_S / measured))
         if not pts:
             continue
@@ -1233,8 +1233,8 @@ def fit_overhead(rows: list[dict], *, log=print) -> dict[str, dict]:
         for p in pts:
             releases.setdefault(p[0].get("engine_version", ""), []).append(p)
         by_release = {release: (closed_form(group), len(group)) for release, group in sorted(releases.items())}
-        after = [_simulate_with_overhead(row, step, s) / float(row["measured"]) - 1.0 for row, step, _, _ in pts]
-        roof = [_simulate_with_overhead(row, None, 0.0) / float(row["measured"]) - 1.0 for row, _, _, _ in pts]
+        after = [_replay(row, _with_overhead(step, s)) / float(row["measured"]) - 1.0 for row, step, _, _ in pts]
+        roof = [_replay(row, None) / float(row["measured"]) - 1.0 for row, _, _, _ in pts]
         fits[engine] = {"step_s": s, "n": len(pts), "rows": [p[0] for p in pts],
                         "error_kernels_only": [a - 1.0 for _, _, a, _ in pts], "error_fitted": after,
                         "error_roofline": roof, "by_release": by_release}

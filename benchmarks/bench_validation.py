@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import importlib.util
 import math
 import os
@@ -573,8 +574,14 @@ def async_scheduling(row: dict) -> str:
 
 def read_rows(path: Path = DATA) -> list[dict]:
     lines = [line for line in path.read_text(encoding="utf-8").splitlines() if not line.startswith("#")]
+    return typed_rows(list(csv.DictReader(lines)))
+
+
+def typed_rows(rows: list[dict]) -> list[dict]:
+    """Rows in the table's columns with the columns read from their source (client backend, memory fraction,
+    async scheduling)."""
     return [{**row, "client_backend": client_backend(row), "memory_fraction": memory_fraction(row),
-             "async_scheduling": async_scheduling(row)} for row in csv.DictReader(lines)]
+             "async_scheduling": async_scheduling(row)} for row in rows]
 
 
 def _model(name: str):
@@ -619,7 +626,7 @@ def profile_version(k: dict) -> str | None:
     return match.group(0) if match else UNSTATED_RELEASES.get(text)
 
 
-def _engine_args(k: dict, catalog, timing_source: str) -> EngineArgs:
+def engine_args(k: dict, catalog, timing_source: str) -> EngineArgs:
     """The run's engine (``k``: its ``RUN_KEYS`` values) as ``bench serve`` takes it."""
     gpu = catalog.get(k["gpu"])
     weights = Dtype(k["weight_dtype"])
@@ -636,9 +643,12 @@ def _engine_args(k: dict, catalog, timing_source: str) -> EngineArgs:
                       engine_version=profile_version(k), timing_source=timing_source)
 
 
-def simulate_run(key: tuple, catalog, timing_source: str = "roofline") -> dict:
+def simulate_run(key: tuple, catalog, timing_source: str = "roofline", perf_profile=None) -> dict:
+    """The run's ``bench serve`` metrics (``perf_profile``: that step model instead of the timing source's)."""
     k = dict(zip(RUN_KEYS, key, strict=True))
-    engine = _engine_args(k, catalog, timing_source)
+    engine = engine_args(k, catalog, timing_source)
+    if perf_profile is not None:
+        engine = dataclasses.replace(engine, perf_profile=perf_profile)
     conc = _int_or_none(k["max_concurrency"])
     rate = math.inf if k["request_rate"] == "inf" else float(k["request_rate"])
     dataset = DatasetSpec(random_input_len=int(k["input_tokens"]), random_output_len=int(k["output_tokens"]),
@@ -1100,7 +1110,7 @@ def _measured_runs(rows: list[dict]) -> int:
     for key in {tuple(r[k] for k in RUN_KEYS) for r in rows}:
         k = dict(zip(RUN_KEYS, key, strict=True))
         try:
-            engine = _engine_args(k, catalog, "auto")
+            engine = engine_args(k, catalog, "auto")
             n += timing_source(engine.step_model()).startswith(MEASURED_PREFIX)
         except FleetplanError:
             continue

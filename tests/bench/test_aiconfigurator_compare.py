@@ -191,15 +191,20 @@ def test_the_parallel_section_summarises_every_sharding(aic, results, parallel_r
 
 
 def test_the_overhead_fit_reads_no_held_out_row(aic) -> None:
-    """``--fit-overhead``'s selection: decode-time means of vLLM and SGLang runs below saturation on GPUs with tables,
-    none held out, by release (the SGLang profile's ``[measured_overhead]`` source names these 38 rows and the two
-    releases' fits)."""
+    """``--fit-overhead``'s selection: decode-time means of vLLM and SGLang runs below saturation on GPUs with tables
+    and TensorRT-LLM's (saturated) throughput runs, none held out, by release (the profiles' ``[measured_overhead]``
+    sources name these rows and the releases' fits)."""
     rows = aic.overhead_rows()
     assert all(r.get("held_out") != "yes" for r in rows)
     by_release = Counter((r["engine"], r.get("engine_version", "")) for r in rows)
-    assert by_release == {("sglang", "0.5.6"): 33, ("sglang", "not stated"): 5, ("vllm", "nightly (build 9515)"): 3}
+    assert by_release == {("sglang", "0.5.6"): 33, ("sglang", "not stated"): 5, ("vllm", "nightly (build 9515)"): 3,
+                          ("trtllm", "1.0 PyTorch backend"): 46, ("trtllm", "0.9.0 static batching"): 24}
+    assert all(r["metric"] == "output_throughput" for r in rows if r["engine"] == "trtllm")
     from fleetplan.perf.measured.overhead import engine_overhead
 
-    sglang = engine_overhead("sglang")
-    assert "38 published SGLang" in sglang.source and "3.27 and 3.31 ms/step" in sglang.source
-    assert sglang.step_s == pytest.approx(3.27e-3)
+    sglang, trtllm = engine_overhead("sglang"), engine_overhead("trtllm")
+    assert "38 published SGLang" in sglang.source and "3.46 and 3.27 ms/step" in sglang.source
+    assert sglang.step_s == pytest.approx(3.44e-3)
+    assert trtllm.step_s == 0.0 and "46 TensorRT-LLM output throughputs" in trtllm.source
+    assert trtllm.label() == "trtllm non-kernel overhead 0 ms/step"  # fitted: a zero, not "none fitted"
+    assert engine_overhead("lmdeploy").label() == "no lmdeploy non-kernel overhead fitted"
