@@ -231,3 +231,33 @@ def test_rows_run_their_own_releases_values(bv, stated, profiled) -> None:
     """A row's engine-profile values are its stated release's (the leading release number), a year stated instead
     read through ``UNSTATED_RELEASES``, else the default version (None)."""
     assert bv.profile_version({"engine_version": stated}) == profiled
+
+
+def test_a_run_replays_with_a_given_step_model(bv, rows) -> None:
+    """``simulate_run(perf_profile=...)`` (the measured-overhead fit's replay) runs the run's engine, limits and client
+    with that step model: the roofline's own coefficients as a profile reproduce the roofline run, and twice every
+    cost coefficient doubles its decode-bound TPOT (a batch-1 run: each step is the step model's)."""
+    import dataclasses
+
+    import numpy as np
+
+    from fleetplan.hardware import load_catalog
+    from fleetplan.perf.calibrate import CalibratedStepModel
+    from fleetplan.perf.linear import ROOFLINE_SHAPE_COEFS
+
+    row = next(r for r in rows if r["engine"] == "vllm" and r["model"] == "llama-3.1-8b" and r["max_concurrency"] == "1"
+               and r["metric"] == "mean_tpot_ms")
+    key = tuple(row[k] for k in bv.RUN_KEYS)
+    catalog = load_catalog()
+    engine = bv.engine_args(dict(zip(bv.RUN_KEYS, key, strict=True)), catalog, "roofline")
+    code, coef = engine.predictor().kernel_coefficients()
+    p = engine.predictor()
+    profile = CalibratedStepModel(tuple(float(c) for c in coef), {}, p.model.name, p.gpu.name, p.parallelism.flags(),
+                                  p.weight_dtype.value, p.kv_dtype.value, 0.0, 1, "the roofline's coefficients")
+    base = bv.simulate_run(key, catalog)
+    same = bv.simulate_run(key, catalog, perf_profile=profile)
+    assert same["mean_tpot_ms"] == pytest.approx(base["mean_tpot_ms"], rel=1e-9)
+    doubled = np.array(coef) * 2.0
+    doubled[list(ROOFLINE_SHAPE_COEFS)] = coef[list(ROOFLINE_SHAPE_COEFS)]
+    slow = bv.simulate_run(key, catalog, perf_profile=dataclasses.replace(profile, coefficients=tuple(doubled)))
+    assert slow["mean_tpot_ms"] == pytest.approx(2.0 * base["mean_tpot_ms"], rel=0.02)
