@@ -26,7 +26,12 @@ that the step model's own error (unsaturated rows, median ITL left out) shows ap
 A second section compares fleetplan's step-time predictor with NVIDIA AIConfigurator's estimates for the
 same configurations (``benchmarks/aiconfigurator_compare.py``), read from the checked-in
 ``benchmarks/data/aiconfigurator_estimates.csv``; ``--regenerate-aiconfigurator`` first rewrites that CSV
-when ``aiconfigurator`` is importable (otherwise in its own venv, see that script's docstring).
+when ``aiconfigurator`` is importable (otherwise in its own venv, see that script's docstring); the parallel grid
+(expert, data-parallel-attention and pipeline shardings, ``aiconfigurator_parallel_estimates.csv``) has its own table.
+
+``--timing-source auto`` (with ``aiconfigurator-core`` installed) writes no doc: it prints the held-out, fitted and
+in-sample figures with every run timed by the measured tables where they cover it, beside the roofline's on the same
+rows, and how many runs the tables timed -- the serving accuracy the optional extra buys.
 """
 
 from __future__ import annotations
