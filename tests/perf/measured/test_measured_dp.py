@@ -18,13 +18,12 @@ from fleetplan.perf.dp_instance import DataParallelInstance
 from fleetplan.perf.linear import STEP_MODEL_ROOFLINE, step_time_array_s
 from fleetplan.perf.measured import aic, source, timing_source
 from fleetplan.perf.measured.coverage import MeasuredKey
-from fleetplan.perf.measured.fit import GROUPS, step_s_of
-from fleetplan.perf.measured.table import MeasuredTable, grid_shapes
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.plan.optimize import OptimizeRequest
 from fleetplan.plan.placement import _eq3_constants, place_model
 from fleetplan.queueing.engine import EngineLimits, EngineModel
 from fleetplan.workload import load_workload
+from tests.perf.measured.synthetic import install, slowed_truth, synthetic_table
 
 CATALOG = load_catalog()
 LABEL = "aiconfigurator-core 9.9.9 vllm 0.0.1 h200_sxm (deepseek-ai/DeepSeek-V3, fp8_block weights, bfloat16 KV)"
@@ -38,35 +37,15 @@ def _dp8_roofline():
     return place_model(load_model("deepseek-v3"), CATALOG.get("H200"), parallelism=DP8, timing_source="roofline")[0]
 
 
-def _rank_truth(predictor) -> np.ndarray:
-    code, base = predictor.kernel_coefficients()
-    assert code == STEP_MODEL_ROOFLINE
-    truth = base.copy()
-    truth[list(GROUPS["gemm_compute"] + GROUPS["gemm_memory"])] *= 1.3
-    truth[0] = 2e-3
-    return truth
-
-
 @pytest.fixture()
 def faked_dp8(monkeypatch, tmp_path):
     """The measured source covering DeepSeek-V3 on H200 at ``-dp 8 --enable-expert-parallel`` only, from a synthetic
-    table of one rank's steps."""
+    table of one rank's steps (GEMMs 30 % slower, 2 ms fixed); returns those rank coefficients."""
     key = MeasuredKey("deepseek-ai/DeepSeek-V3", "h200_sxm", "vllm", 1, 1, 8, "fp8_block", "bfloat16", attention_dp=8)
-    truth = _rank_truth(_dp8_roofline().predictor)
-    rows = grid_shapes()
-    blank = MeasuredTable.from_rows(LABEL, "deepseek-ai/DeepSeek-V3", rows, [1.0] * len(rows))
-    step = np.empty(len(rows))
-    for held in (False, True):
-        idx = [i for i in range(len(rows)) if rows[i][3] == held]
-        step[idx] = step_s_of(truth, blank.calibration_data(held_out=held))
-    table = MeasuredTable.from_rows(LABEL, "deepseek-ai/DeepSeek-V3", rows, list(step))
-    monkeypatch.setenv("FLEETPLAN_CACHE_DIR", str(tmp_path))
-    monkeypatch.setenv(source.TIMING_SOURCE_ENV, "auto")
-    monkeypatch.setattr(aic, "package_version", lambda: "9.9.9")
-    monkeypatch.setattr(aic, "configs_dir", lambda: tmp_path)
-    monkeypatch.setattr(source, "coverage", lambda model, gpu, engine, par, *a: key if par.attn_dp == 8
-                        else "not covered in this test")
-    monkeypatch.setattr(source, "_table", lambda k, v: table)
+    truth = slowed_truth(_dp8_roofline().predictor, 1.3, 2e-3)
+    table = synthetic_table(LABEL, "deepseek-ai/DeepSeek-V3", truth)
+    install(monkeypatch, tmp_path, lambda model, gpu, engine, par, *a: key if par.attn_dp == 8
+            else "not covered in this test", lambda k, v: table)
     return truth
 
 
@@ -81,6 +60,7 @@ def test_a_dp_placement_splits_the_measured_rank_step_over_its_ranks(faked_dp8) 
     label = timing_source(step)
     assert label.startswith(LABEL) and label.endswith("the batch split over 8 attention ranks")
     code, coef = step.kernel_coefficients()
+    assert code == STEP_MODEL_ROOFLINE
     for n, p, ctx in ((8, 0, 2048), (64, 0, 4096), (8, 4096, 1024)):
         rank_s = rank.step_s(n, n, p, n * ctx, p * p)
         inst = step_time_array_s(code, coef, 8 * n, 8 * n, 8 * p, 8 * n * ctx, 8 * p * p)

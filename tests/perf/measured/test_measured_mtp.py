@@ -23,8 +23,7 @@ from fleetplan.perf.dp_instance import DataParallelInstance, split_step_coeffici
 from fleetplan.perf.linear import ROOFLINE_SHAPE_COEFS, STEP_MODEL_ROOFLINE
 from fleetplan.perf.measured import aic, source, timing_source
 from fleetplan.perf.measured.coverage import MeasuredKey
-from fleetplan.perf.measured.fit import GROUPS, step_s_of
-from fleetplan.perf.measured.table import MeasuredTable, grid_shapes
+from fleetplan.perf.measured.table import MeasuredTable
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.perf.quant import checkpoint_fp8_scaling
@@ -44,6 +43,7 @@ from fleetplan.sim.engine import simulate
 from fleetplan.sim.features.compile import _draft, draft_cost_fraction
 from fleetplan.sim.spec import FleetSpec
 from fleetplan.workload import load_workload
+from tests.perf.measured.synthetic import install, slowed_truth, synthetic_table
 
 CATALOG = load_catalog()
 AIC_VERSION = aic.package_version()
@@ -61,17 +61,7 @@ def deepseek_tp8() -> StepTimePredictor:
 
 def fake_table(predictor: StepTimePredictor) -> MeasuredTable:
     """Steps of the coefficient form (the roofline with GEMMs 30 % slower, 2 ms fixed): what the fit recovers."""
-    code, base = predictor.kernel_coefficients()
-    truth = base.copy()
-    truth[list(GROUPS["gemm_compute"] + GROUPS["gemm_memory"])] *= 1.3
-    truth[0] = 2e-3
-    rows = grid_shapes()
-    blank = MeasuredTable.from_rows(LABEL, "deepseek-ai/DeepSeek-V3", rows, [1.0] * len(rows))
-    step = np.empty(len(rows))
-    for held in (False, True):
-        idx = [i for i in range(len(rows)) if rows[i][3] == held]
-        step[idx] = step_s_of(truth, blank.calibration_data(held_out=held))
-    return MeasuredTable.from_rows(LABEL, "deepseek-ai/DeepSeek-V3", rows, list(step))
+    return synthetic_table(LABEL, "deepseek-ai/DeepSeek-V3", slowed_truth(predictor, 1.3, 2e-3))
 
 
 @pytest.fixture()
@@ -79,13 +69,8 @@ def faked_deepseek(monkeypatch, tmp_path):
     """The measured source covering DeepSeek-V3 on H200 at TP8 only, from a synthetic table."""
     key = MeasuredKey("deepseek-ai/DeepSeek-V3", "h200_sxm", "vllm", 8, None, None, "fp8_block", "bfloat16")
     table = fake_table(deepseek_tp8())
-    monkeypatch.setenv("FLEETPLAN_CACHE_DIR", str(tmp_path))
-    monkeypatch.setenv(source.TIMING_SOURCE_ENV, "auto")
-    monkeypatch.setattr(aic, "package_version", lambda: "9.9.9")
-    monkeypatch.setattr(aic, "configs_dir", lambda: tmp_path)
-    monkeypatch.setattr(source, "coverage", lambda model, gpu, engine, par, *a: key if par.tp == 8 and par.attn_dp == 1
-                        else "not covered in this test")
-    monkeypatch.setattr(source, "_table", lambda k, v: table)
+    install(monkeypatch, tmp_path, lambda model, gpu, engine, par, *a: key if par.tp == 8 and par.attn_dp == 1
+            else "not covered in this test", lambda k, v: table)
     return key
 
 

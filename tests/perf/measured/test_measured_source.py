@@ -16,15 +16,15 @@ from fleetplan.perf.calibrate import CalibratedStepModel
 from fleetplan.perf.linear import STEP_MODEL_ROOFLINE, LinearStepModel
 from fleetplan.perf.measured import ROOFLINE_SOURCE, aic, measured_step_model, source, timing_source
 from fleetplan.perf.measured.coverage import MeasuredKey
-from fleetplan.perf.measured.fit import GROUPS, step_s_of
 from fleetplan.perf.measured.overhead import engine_overhead
-from fleetplan.perf.measured.table import MeasuredTable, grid_shapes
+from fleetplan.perf.measured.table import MeasuredTable
 from fleetplan.perf.parallelism import Parallelism
 from fleetplan.perf.predictor import StepTimePredictor
 from fleetplan.perf.scaled import slowed
 from fleetplan.plan.placement import place_model
 from fleetplan.queueing.engine import EngineLimits, EngineModel
 from tests.perf import test_step_kernel as step_kernel_tests
+from tests.perf.measured.synthetic import install, slowed_truth, synthetic_table
 
 CATALOG = load_catalog()
 AIC_VERSION = aic.package_version()
@@ -39,29 +39,14 @@ def predictor_8b(gpu: str = "H100-SXM") -> StepTimePredictor:
 
 def fake_table(predictor: StepTimePredictor) -> MeasuredTable:
     """A table of steps the coefficient form can express (the roofline with GEMMs 20 % slower, 1 ms fixed)."""
-    code, base = predictor.kernel_coefficients()
-    truth = base.copy()
-    truth[list(GROUPS["gemm_compute"] + GROUPS["gemm_memory"])] *= 1.2
-    truth[0] = 1e-3
-    rows = grid_shapes()
-    blank = MeasuredTable.from_rows(LABEL, "meta-llama/Llama-3.1-8B", rows, [1.0] * len(rows))
-    step = np.empty(len(rows))
-    for held in (False, True):
-        idx = [i for i in range(len(rows)) if rows[i][3] == held]
-        step[idx] = step_s_of(truth, blank.calibration_data(held_out=held))
-    return MeasuredTable.from_rows(LABEL, "meta-llama/Llama-3.1-8B", rows, list(step))
+    return synthetic_table(LABEL, "meta-llama/Llama-3.1-8B", slowed_truth(predictor, 1.2, 1e-3))
 
 
 @pytest.fixture()
 def faked(monkeypatch, tmp_path):
     """The measured source with a synthetic table in place of aiconfigurator-core (cache in tmp_path)."""
     key = MeasuredKey("meta-llama/Llama-3.1-8B", "h100_sxm", "vllm", 1, None, None, "bfloat16", "bfloat16")
-    monkeypatch.setenv("FLEETPLAN_CACHE_DIR", str(tmp_path))
-    monkeypatch.setenv(source.TIMING_SOURCE_ENV, "auto")
-    monkeypatch.setattr(aic, "package_version", lambda: "9.9.9")
-    monkeypatch.setattr(aic, "configs_dir", lambda: tmp_path)
-    monkeypatch.setattr(source, "coverage", lambda *args: key)
-    monkeypatch.setattr(source, "_table", lambda k, v: fake_table(predictor_8b()))
+    install(monkeypatch, tmp_path, lambda *args: key, lambda k, v: fake_table(predictor_8b()))
     return key
 
 
